@@ -1,0 +1,253 @@
+//! Defaulting: the values Kubernetes fills in when a field is left out, applied
+//! on the JSON form before validation (as the real apiserver does at decode).
+
+use serde_json::{json, Map, Value};
+
+fn obj_mut<'a>(v: &'a mut Value, key: &str) -> &'a mut Map<String, Value> {
+    let m = v.as_object_mut().expect("defaulting works on objects");
+    let entry = m.entry(key.to_string()).or_insert_with(|| json!({}));
+    if !entry.is_object() {
+        *entry = json!({});
+    }
+    entry.as_object_mut().expect("just made an object")
+}
+
+fn set_default(m: &mut Map<String, Value>, key: &str, value: Value) {
+    if m.get(key).is_none_or(Value::is_null) {
+        m.insert(key.to_string(), value);
+    }
+}
+
+/// Applies the defaults of `kind` to `obj` (which must be a JSON object).
+pub fn apply(kind: &str, obj: &mut Value) {
+    if !obj.is_object() {
+        return;
+    }
+    match kind {
+        "Pod" => default_pod_spec(obj_mut(obj, "spec")),
+        "Service" => default_service(obj_mut(obj, "spec")),
+        "ReplicaSet" => {
+            let spec = obj_mut(obj, "spec");
+            set_default(spec, "replicas", json!(1));
+            default_template(spec);
+        }
+        "StatefulSet" => {
+            let spec = obj_mut(obj, "spec");
+            set_default(spec, "replicas", json!(1));
+            set_default(spec, "podManagementPolicy", json!("OrderedReady"));
+            set_default(spec, "revisionHistoryLimit", json!(10));
+            set_default(spec, "updateStrategy", json!({"type": "RollingUpdate"}));
+            if let Some(us) = spec.get_mut("updateStrategy").and_then(Value::as_object_mut) {
+                if us.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+                    set_default(us, "rollingUpdate", json!({"partition": 0}));
+                    if let Some(ru) = us.get_mut("rollingUpdate").and_then(Value::as_object_mut) {
+                        set_default(ru, "partition", json!(0));
+                    }
+                }
+            }
+            set_default(spec, "persistentVolumeClaimRetentionPolicy", json!({"whenDeleted": "Retain", "whenScaled": "Retain"}));
+            default_template(spec);
+        }
+        "HorizontalPodAutoscaler" => default_hpa(obj_mut(obj, "spec")),
+        "Namespace" => {
+            let name = obj.pointer("/metadata/name").and_then(Value::as_str).map(str::to_string);
+            if let Some(name) = name {
+                let meta = obj_mut(obj, "metadata");
+                let labels = meta.entry("labels").or_insert(json!({}));
+                if !labels.is_object() {
+                    *labels = json!({});
+                }
+                if let Some(labels) = labels.as_object_mut() {
+                    labels.insert("kubernetes.io/metadata.name".into(), json!(name));
+                }
+            }
+            let spec = obj_mut(obj, "spec");
+            set_default(spec, "finalizers", json!(["kubernetes"]));
+        }
+        "EndpointSlice" => {
+            if let Some(ports) = obj.get_mut("ports").and_then(Value::as_array_mut) {
+                for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+                    set_default(p, "protocol", json!("TCP"));
+                }
+            }
+        }
+        "Endpoints" => {
+            if let Some(subsets) = obj.get_mut("subsets").and_then(Value::as_array_mut) {
+                for s in subsets {
+                    if let Some(ports) = s.get_mut("ports").and_then(Value::as_array_mut) {
+                        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+                            set_default(p, "protocol", json!("TCP"));
+                        }
+                    }
+                }
+            }
+        }
+        "LeaderWorkerSet" => crate::lws::default(obj),
+        _ => {}
+    }
+}
+
+fn default_template(spec: &mut Map<String, Value>) {
+    if let Some(t) = spec.get_mut("template").filter(|t| t.is_object()) {
+        default_pod_spec(obj_mut(t, "spec"));
+    }
+}
+
+/// PodSpec defaults (also used for every pod template).
+pub fn default_pod_spec(spec: &mut Map<String, Value>) {
+    set_default(spec, "restartPolicy", json!("Always"));
+    set_default(spec, "dnsPolicy", json!("ClusterFirst"));
+    set_default(spec, "terminationGracePeriodSeconds", json!(30));
+    set_default(spec, "schedulerName", json!("default-scheduler"));
+    set_default(spec, "securityContext", json!({}));
+    set_default(spec, "enableServiceLinks", json!(true));
+    for list in ["containers", "initContainers"] {
+        if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
+            for c in cs.iter_mut().filter_map(Value::as_object_mut) {
+                default_container(c);
+            }
+        }
+    }
+    if let Some(vols) = spec.get_mut("volumes").and_then(Value::as_array_mut) {
+        for v in vols.iter_mut().filter_map(Value::as_object_mut) {
+            // A volume with no source is an emptyDir, as in Kubernetes.
+            let has_source = v.keys().any(|k| k != "name");
+            if !has_source {
+                v.insert("emptyDir".into(), json!({}));
+            }
+        }
+    }
+}
+
+fn default_container(c: &mut Map<String, Value>) {
+    let image = c.get("image").and_then(Value::as_str).unwrap_or("").to_string();
+    // `:latest` or no tag means Always, as in Kubernetes.
+    let last = image.rsplit('/').next().unwrap_or("");
+    let untagged_or_latest = !image.contains('@') && (!last.contains(':') || last.ends_with(":latest"));
+    set_default(c, "imagePullPolicy", json!(if untagged_or_latest { "Always" } else { "IfNotPresent" }));
+    set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
+    set_default(c, "terminationMessagePolicy", json!("File"));
+    set_default(c, "resources", json!({}));
+    if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            set_default(p, "protocol", json!("TCP"));
+        }
+    }
+    // Requests default to limits for each resource that has a limit.
+    if let Some(res) = c.get_mut("resources").and_then(Value::as_object_mut) {
+        if let Some(limits) = res.get("limits").and_then(Value::as_object).cloned() {
+            let req = res.entry("requests").or_insert(json!({}));
+            if let Some(req) = req.as_object_mut() {
+                for (k, v) in limits {
+                    req.entry(k).or_insert(v);
+                }
+            }
+        }
+    }
+    if let Some(env) = c.get_mut("env").and_then(Value::as_array_mut) {
+        for e in env {
+            if let Some(fr) = e.pointer_mut("/valueFrom/fieldRef").and_then(Value::as_object_mut) {
+                set_default(fr, "apiVersion", json!("v1"));
+            }
+        }
+    }
+    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        if let Some(p) = c.get_mut(probe).and_then(Value::as_object_mut) {
+            set_default(p, "timeoutSeconds", json!(1));
+            set_default(p, "periodSeconds", json!(10));
+            set_default(p, "successThreshold", json!(1));
+            set_default(p, "failureThreshold", json!(3));
+            if let Some(h) = p.get_mut("httpGet").and_then(Value::as_object_mut) {
+                set_default(h, "path", json!("/"));
+                set_default(h, "scheme", json!("HTTP"));
+            }
+        }
+    }
+}
+
+fn default_service(spec: &mut Map<String, Value>) {
+    set_default(spec, "type", json!("ClusterIP"));
+    set_default(spec, "sessionAffinity", json!("None"));
+    let ty = spec.get("type").and_then(Value::as_str).unwrap_or("").to_string();
+    if ty != "ExternalName" {
+        set_default(spec, "internalTrafficPolicy", json!("Cluster"));
+        set_default(spec, "ipFamilies", json!(["IPv4"]));
+        set_default(spec, "ipFamilyPolicy", json!("SingleStack"));
+    }
+    if ty == "NodePort" || ty == "LoadBalancer" {
+        set_default(spec, "externalTrafficPolicy", json!("Cluster"));
+    }
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            set_default(p, "protocol", json!("TCP"));
+            if let Some(port) = p.get("port").cloned() {
+                set_default(p, "targetPort", port);
+            }
+        }
+    }
+}
+
+fn default_hpa(spec: &mut Map<String, Value>) {
+    set_default(spec, "minReplicas", json!(1));
+    if spec.get("metrics").and_then(Value::as_array).is_none_or(Vec::is_empty) {
+        spec.insert(
+            "metrics".into(),
+            json!([{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]),
+        );
+    }
+    // Behavior defaults apply only when a behavior is given (autoscaling/v2 defaulting).
+    if let Some(b) = spec.get_mut("behavior").and_then(Value::as_object_mut) {
+        let up = b.entry("scaleUp").or_insert(json!({}));
+        if let Some(up) = up.as_object_mut() {
+            set_default(up, "stabilizationWindowSeconds", json!(0));
+            set_default(up, "selectPolicy", json!("Max"));
+            set_default(up, "policies", json!([{"type": "Pods", "value": 4, "periodSeconds": 15}, {"type": "Percent", "value": 100, "periodSeconds": 15}]));
+        }
+        let down = b.entry("scaleDown").or_insert(json!({}));
+        if let Some(down) = down.as_object_mut() {
+            set_default(down, "stabilizationWindowSeconds", json!(300));
+            set_default(down, "selectPolicy", json!("Max"));
+            set_default(down, "policies", json!([{"type": "Percent", "value": 100, "periodSeconds": 15}]));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_defaults() {
+        let mut pod = json!({"spec": {"containers": [{"name": "c", "image": "busybox", "ports": [{"containerPort": 80}],
+            "resources": {"limits": {"cpu": "100m"}}}, {"name": "d", "image": "x:1.2"}]}});
+        apply("Pod", &mut pod);
+        assert_eq!(pod["spec"]["restartPolicy"], "Always");
+        assert_eq!(pod["spec"]["terminationGracePeriodSeconds"], 30);
+        assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Always");
+        assert_eq!(pod["spec"]["containers"][1]["imagePullPolicy"], "IfNotPresent");
+        assert_eq!(pod["spec"]["containers"][0]["ports"][0]["protocol"], "TCP");
+        assert_eq!(pod["spec"]["containers"][0]["resources"]["requests"]["cpu"], "100m");
+    }
+
+    #[test]
+    fn service_and_namespace_defaults() {
+        let mut svc = json!({"spec": {"ports": [{"port": 80}]}});
+        apply("Service", &mut svc);
+        assert_eq!(svc["spec"]["type"], "ClusterIP");
+        assert_eq!(svc["spec"]["ports"][0]["targetPort"], 80);
+        let mut ns = json!({"metadata": {"name": "team-a"}});
+        apply("Namespace", &mut ns);
+        assert_eq!(ns["metadata"]["labels"], json!({"kubernetes.io/metadata.name": "team-a"}));
+        assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
+    }
+
+    #[test]
+    fn hpa_defaults() {
+        let mut hpa = json!({"spec": {"maxReplicas": 5, "behavior": {"scaleDown": {"stabilizationWindowSeconds": 10}}}});
+        apply("HorizontalPodAutoscaler", &mut hpa);
+        assert_eq!(hpa["spec"]["minReplicas"], 1);
+        assert_eq!(hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 80);
+        assert_eq!(hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"], 10);
+        assert_eq!(hpa["spec"]["behavior"]["scaleUp"]["policies"][0]["value"], 4);
+    }
+}

@@ -1,0 +1,410 @@
+//! LeaderWorkerSet (`leaderworkerset.x-k8s.io/v1`) with the exact upstream JSON,
+//! and the defaulting and validation upstream's admission webhooks perform
+//! (`shared/reference/lws.md` §1-2).
+
+use crate::validation::{int_or_percent_error, FieldError, Errors};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+pub const GROUP: &str = "leaderworkerset.x-k8s.io";
+pub const API_VERSION: &str = "leaderworkerset.x-k8s.io/v1";
+pub const KIND: &str = "LeaderWorkerSet";
+/// Annotation: exclusive 1 group ↔ 1 topology domain placement.
+pub const EXCLUSIVE_TOPOLOGY: &str = "leaderworkerset.sigs.k8s.io/exclusive-topology";
+pub const SUBGROUP_EXCLUSIVE_TOPOLOGY: &str = "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology";
+
+fn default_api_version() -> String {
+    API_VERSION.to_string()
+}
+fn default_kind() -> String {
+    KIND.to_string()
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaderWorkerSet {
+    #[serde(default = "default_api_version")]
+    pub api_version: String,
+    #[serde(default = "default_kind")]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: LeaderWorkerSetSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<LeaderWorkerSetStatus>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaderWorkerSetSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    #[serde(default)]
+    pub leader_worker_template: LeaderWorkerTemplate,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout_strategy: Option<RolloutStrategy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_config: Option<NetworkConfig>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaderWorkerTemplate {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_template: Option<PodTemplateSpec>,
+    #[serde(default)]
+    pub worker_template: PodTemplateSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_group_policy: Option<SubGroupPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_claim_templates: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_volume_claim_retention_policy: Option<Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubGroupPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_group_policy_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_group_size: Option<i32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStrategy {
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolling_update_configuration: Option<RollingUpdateConfiguration>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RollingUpdateConfiguration {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_unavailable: Option<IntOrString>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_surge: Option<IntOrString>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subdomain_policy: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaderWorkerSetStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<Condition>>,
+    #[serde(default)]
+    pub ready_replicas: i32,
+    #[serde(default)]
+    pub updated_replicas: i32,
+    #[serde(default)]
+    pub replicas: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hpa_pod_selector: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+impl k8s_openapi::Resource for LeaderWorkerSet {
+    const API_VERSION: &'static str = API_VERSION;
+    const GROUP: &'static str = GROUP;
+    const KIND: &'static str = KIND;
+    const VERSION: &'static str = "v1";
+    const URL_PATH_SEGMENT: &'static str = "leaderworkersets";
+    type Scope = k8s_openapi::NamespaceResourceScope;
+}
+
+impl k8s_openapi::ListableResource for LeaderWorkerSet {
+    const LIST_KIND: &'static str = "LeaderWorkerSetList";
+}
+
+impl k8s_openapi::Metadata for LeaderWorkerSet {
+    type Ty = ObjectMeta;
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+// ---------------------------------------------------------------- defaulting
+
+fn ensure_obj<'a>(m: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    let e = m.entry(key.to_string()).or_insert_with(|| json!({}));
+    if !e.is_object() {
+        *e = json!({});
+    }
+    e.as_object_mut().expect("object")
+}
+
+fn set_default(m: &mut Map<String, Value>, key: &str, v: Value) {
+    if m.get(key).is_none_or(Value::is_null) {
+        m.insert(key.to_string(), v);
+    }
+}
+
+/// The CRD schema defaults plus the mutating webhook (§2.1).
+pub fn default(obj: &mut Value) {
+    let Some(root) = obj.as_object_mut() else { return };
+    let spec = ensure_obj(root, "spec");
+    set_default(spec, "replicas", json!(1));
+    set_default(spec, "startupPolicy", json!("LeaderCreated"));
+    let tmpl = ensure_obj(spec, "leaderWorkerTemplate");
+    set_default(tmpl, "size", json!(1));
+    match tmpl.get("restartPolicy").and_then(Value::as_str) {
+        None | Some("") => {
+            tmpl.insert("restartPolicy".into(), json!("RecreateGroupOnPodRestart"));
+        }
+        Some("Default") => {
+            tmpl.insert("restartPolicy".into(), json!("None"));
+        }
+        _ => {}
+    }
+    if let Some(sg) = tmpl.get_mut("subGroupPolicy").and_then(Value::as_object_mut) {
+        set_default(sg, "subGroupPolicyType", json!("LeaderWorker"));
+    }
+    for t in ["leaderTemplate", "workerTemplate"] {
+        if let Some(pt) = tmpl.get_mut(t).filter(|v| v.is_object()) {
+            let ps = ensure_obj(pt.as_object_mut().expect("object"), "spec");
+            crate::defaults::default_pod_spec(ps);
+        }
+    }
+    let rs = ensure_obj(spec, "rolloutStrategy");
+    set_default(rs, "type", json!("RollingUpdate"));
+    if rs.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+        match rs.get_mut("rollingUpdateConfiguration").and_then(Value::as_object_mut) {
+            None => {
+                rs.insert("rollingUpdateConfiguration".into(), json!({"partition": 0, "maxUnavailable": 1, "maxSurge": 0}));
+            }
+            Some(ru) => {
+                set_default(ru, "partition", json!(0));
+                set_default(ru, "maxUnavailable", json!(1));
+                set_default(ru, "maxSurge", json!(0));
+            }
+        }
+    }
+    let nc = ensure_obj(spec, "networkConfig");
+    set_default(nc, "subdomainPolicy", json!("Shared"));
+}
+
+// ---------------------------------------------------------------- validation
+
+/// Scales an int-or-percent against `total`, rounding up or down (as intstr does).
+pub fn scaled_value(v: &Value, total: i64, round_up: bool) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => {
+            let p: i64 = s.strip_suffix('%')?.parse().ok()?;
+            let x = p * total;
+            Some(if round_up { (x + 99) / 100 } else { x / 100 })
+        }
+        _ => None,
+    }
+}
+
+fn check_enum(errs: &mut Errors, v: Option<&Value>, path: &str, allowed: &[&str]) {
+    if let Some(val) = v {
+        if !val.as_str().is_some_and(|s| allowed.contains(&s)) {
+            errs.push(FieldError::not_supported(path, val, allowed));
+        }
+    }
+}
+
+/// Rules V2-V15 on create and update, U1-U3 on update (§2.2-2.3). V1 (the name is a
+/// DNS-1035 label) is checked by metadata validation.
+pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
+    let mut errs = Vec::new();
+    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+    let replicas = spec.get("replicas").and_then(Value::as_i64).unwrap_or(1);
+    let tmpl = spec.get("leaderWorkerTemplate").cloned().unwrap_or(Value::Null);
+    let size = tmpl.get("size").and_then(Value::as_i64).unwrap_or(1);
+    if replicas < 0 {
+        errs.push(FieldError::invalid("spec.replicas", &json!(replicas), "replicas must be equal or greater than 0"));
+    }
+    if replicas > 1_000_000 {
+        errs.push(FieldError::invalid("spec.replicas", &json!(replicas), "replicas must be equal or less than 1000000"));
+    }
+    if size < 1 {
+        errs.push(FieldError::invalid("spec.leaderWorkerTemplate.size", &json!(size), "size must be equal or greater than 1"));
+    }
+    if replicas.saturating_mul(size) > i32::MAX as i64 {
+        errs.push(FieldError::invalid("spec.replicas", &json!(replicas), "the product of replicas and worker replicas must not exceed 2147483647"));
+    }
+    match tmpl.get("workerTemplate") {
+        None | Some(Value::Null) => errs.push(FieldError::required("spec.leaderWorkerTemplate.workerTemplate", "")),
+        Some(wt) => crate::validation::validate_pod_spec(wt.get("spec").unwrap_or(&Value::Null), "spec.leaderWorkerTemplate.workerTemplate.spec", &mut errs),
+    }
+    if let Some(lt) = tmpl.get("leaderTemplate").filter(|v| !v.is_null()) {
+        crate::validation::validate_pod_spec(lt.get("spec").unwrap_or(&Value::Null), "spec.leaderWorkerTemplate.leaderTemplate.spec", &mut errs);
+    }
+    check_enum(&mut errs, tmpl.get("restartPolicy"), "spec.leaderWorkerTemplate.restartPolicy", &["Default", "RecreateGroupOnPodRestart", "RecreateGroupAfterStart", "None"]);
+    check_enum(&mut errs, spec.get("startupPolicy"), "spec.startupPolicy", &["LeaderCreated", "LeaderReady"]);
+    check_enum(&mut errs, spec.pointer("/rolloutStrategy/type"), "spec.rolloutStrategy.type", &["RollingUpdate"]);
+    check_enum(&mut errs, spec.pointer("/networkConfig/subdomainPolicy"), "spec.networkConfig.subdomainPolicy", &["Shared", "UniquePerReplica"]);
+
+    let ru_path = "spec.rolloutStrategy.rollingUpdateConfiguration";
+    if let Some(ru) = spec.pointer("/rolloutStrategy/rollingUpdateConfiguration") {
+        let mu = ru.get("maxUnavailable").cloned().unwrap_or(json!(0));
+        let ms = ru.get("maxSurge").cloned().unwrap_or(json!(0));
+        let mut bad = false;
+        for (name, v) in [("maxUnavailable", &mu), ("maxSurge", &ms)] {
+            if let Some(e) = int_or_percent_error(v, false) {
+                errs.push(FieldError::invalid(format!("{ru_path}.{name}"), v, e));
+                bad = true;
+            }
+        }
+        if let Some(p) = ru.get("partition") {
+            if p.as_i64().is_none_or(|p| p < 0) {
+                errs.push(FieldError::invalid(format!("{ru_path}.partition"), p, "must be greater than or equal to 0"));
+            }
+        }
+        if !bad && replicas != 0 {
+            let u = scaled_value(&mu, replicas, false).unwrap_or(0);
+            let s = scaled_value(&ms, replicas, true).unwrap_or(0).min(replicas);
+            if u == 0 && s == 0 {
+                errs.push(FieldError::invalid(format!("{ru_path}.maxUnavailable"), &mu, "must not be 0 when `maxSurge` is 0"));
+            }
+        }
+    }
+
+    let sgp = tmpl.get("subGroupPolicy").filter(|v| !v.is_null());
+    if let Some(sg) = sgp {
+        let sp = "spec.leaderWorkerTemplate.subGroupPolicy";
+        check_enum(&mut errs, sg.get("subGroupPolicyType"), &format!("{sp}.subGroupPolicyType"), &["LeaderWorker", "LeaderExcluded"]);
+        match sg.get("subGroupSize").and_then(Value::as_i64) {
+            None => errs.push(FieldError::required(format!("{sp}.subGroupSize"), "")),
+            Some(n) if n < 1 => errs.push(FieldError::invalid(format!("{sp}.subGroupSize"), &json!(n), "subGroupSize must be equal or greater than 1")),
+            Some(n) => {
+                if size % n != 0 && (size - 1) % n != 0 {
+                    errs.push(FieldError::invalid(format!("{sp}.subGroupSize"), &json!(n), "size or size - 1 must be divisible by subGroupSize"));
+                }
+                if n > size {
+                    errs.push(FieldError::invalid(format!("{sp}.subGroupSize"), &json!(n), "subGroupSize cannot be larger than size"));
+                }
+                if sg.get("subGroupPolicyType").and_then(Value::as_str) == Some("LeaderExcluded") && (size - 1) % n != 0 {
+                    errs.push(FieldError::invalid(format!("{sp}.subGroupSize"), &json!(n), "size-1 must be divisible by subGroupSize when using LeaderExcluded"));
+                }
+            }
+        }
+    }
+    let annotations = obj.pointer("/metadata/annotations");
+    if sgp.is_none() && annotations.and_then(|a| a.get(SUBGROUP_EXCLUSIVE_TOPOLOGY)).is_some() {
+        errs.push(FieldError::invalid(
+            format!("metadata.annotations[{SUBGROUP_EXCLUSIVE_TOPOLOGY}]"),
+            annotations.and_then(|a| a.get(SUBGROUP_EXCLUSIVE_TOPOLOGY)).unwrap_or(&Value::Null),
+            "cannot have subgroup-exclusive-topology without subGroupSize set",
+        ));
+    }
+
+    if let Some(old) = old {
+        let sp = "spec.leaderWorkerTemplate.subGroupPolicy";
+        let old_sg = old.pointer("/spec/leaderWorkerTemplate/subGroupPolicy").filter(|v| !v.is_null());
+        match (old_sg, sgp) {
+            (None, Some(_)) => errs.push(FieldError::invalid(sp, &Value::Null, "cannot enable subGroupSize after the lws is already created")),
+            (Some(_), None) => errs.push(FieldError::invalid(sp, &Value::Null, "cannot remove subGroupSize after enabled")),
+            (Some(o), Some(n)) if o.get("subGroupSize") != n.get("subGroupSize") => {
+                errs.push(FieldError::invalid(format!("{sp}.subGroupSize"), n.get("subGroupSize").unwrap_or(&Value::Null), "field is immutable"));
+            }
+            _ => {}
+        }
+    }
+    errs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lws(spec: Value) -> Value {
+        let mut o = json!({"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": "lws"},
+            "spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}});
+        json_patch::merge(&mut o, &json!({"spec": spec}));
+        default(&mut o);
+        o
+    }
+
+    fn messages(obj: &Value, old: Option<&Value>) -> Vec<String> {
+        validate(obj, old).iter().map(|e| e.detail.clone()).collect()
+    }
+
+    #[test]
+    fn defaults_match_upstream() {
+        let o = lws(json!({}));
+        assert_eq!(o["spec"]["replicas"], 1);
+        assert_eq!(o["spec"]["startupPolicy"], "LeaderCreated");
+        assert_eq!(o["spec"]["leaderWorkerTemplate"]["size"], 1);
+        assert_eq!(o["spec"]["leaderWorkerTemplate"]["restartPolicy"], "RecreateGroupOnPodRestart");
+        assert_eq!(o["spec"]["rolloutStrategy"], json!({"type": "RollingUpdate", "rollingUpdateConfiguration": {"partition": 0, "maxUnavailable": 1, "maxSurge": 0}}));
+        assert_eq!(o["spec"]["networkConfig"], json!({"subdomainPolicy": "Shared"}));
+        assert!(validate(&o, None).is_empty(), "{:?}", validate(&o, None));
+        let typed: LeaderWorkerSet = serde_json::from_value(o.clone()).unwrap();
+        assert_eq!(typed.spec.leader_worker_template.size, Some(1));
+        let d = lws(json!({"leaderWorkerTemplate": {"restartPolicy": "Default"}}));
+        assert_eq!(d["spec"]["leaderWorkerTemplate"]["restartPolicy"], "None");
+    }
+
+    #[test]
+    fn every_rule() {
+        let cases: Vec<(Value, &str)> = vec![
+            (json!({"replicas": -1}), "replicas must be equal or greater than 0"),
+            (json!({"replicas": 1_000_001}), "replicas must be equal or less than 1000000"),
+            (json!({"leaderWorkerTemplate": {"size": 0}}), "size must be equal or greater than 1"),
+            (json!({"replicas": 1_000_000, "leaderWorkerTemplate": {"size": 1_000_000}}), "the product of replicas and worker replicas must not exceed 2147483647"),
+            (json!({"rolloutStrategy": {"rollingUpdateConfiguration": {"maxUnavailable": -1}}}), "must be greater than or equal to 0"),
+            (json!({"rolloutStrategy": {"rollingUpdateConfiguration": {"maxSurge": "101%"}}}), "must not be greater than 100%"),
+            (json!({"rolloutStrategy": {"rollingUpdateConfiguration": {"partition": -1}}}), "must be greater than or equal to 0"),
+            (json!({"replicas": 2, "rolloutStrategy": {"rollingUpdateConfiguration": {"maxUnavailable": "25%", "maxSurge": 0}}}), "must not be 0 when `maxSurge` is 0"),
+            (json!({"leaderWorkerTemplate": {"size": 4, "subGroupPolicy": {"subGroupSize": 0}}}), "subGroupSize must be equal or greater than 1"),
+            (json!({"leaderWorkerTemplate": {"size": 5, "subGroupPolicy": {"subGroupSize": 3}}}), "size or size - 1 must be divisible by subGroupSize"),
+            (json!({"leaderWorkerTemplate": {"size": 2, "subGroupPolicy": {"subGroupSize": 3}}}), "subGroupSize cannot be larger than size"),
+            (json!({"leaderWorkerTemplate": {"size": 4, "subGroupPolicy": {"subGroupSize": 2, "subGroupPolicyType": "LeaderExcluded"}}}), "size-1 must be divisible by subGroupSize when using LeaderExcluded"),
+            (json!({"startupPolicy": "Whenever"}), "supported values: \"LeaderCreated\", \"LeaderReady\""),
+            (json!({"leaderWorkerTemplate": {"restartPolicy": "Sometimes"}}), "supported values: \"Default\", \"RecreateGroupOnPodRestart\", \"RecreateGroupAfterStart\", \"None\""),
+            (json!({"networkConfig": {"subdomainPolicy": "Other"}}), "supported values: \"Shared\", \"UniquePerReplica\""),
+        ];
+        for (spec, want) in cases {
+            let o = lws(spec.clone());
+            let got = messages(&o, None);
+            assert!(got.iter().any(|m| m == want), "{spec}: want {want:?}, got {got:?}");
+        }
+        let mut o = lws(json!({}));
+        o["metadata"]["annotations"] = json!({SUBGROUP_EXCLUSIVE_TOPOLOGY: "zone"});
+        assert_eq!(messages(&o, None), vec!["cannot have subgroup-exclusive-topology without subGroupSize set"]);
+        // Allowed: replicas 0 with any percentages; partition beyond replicas.
+        assert!(messages(&lws(json!({"replicas": 0, "rolloutStrategy": {"rollingUpdateConfiguration": {"maxUnavailable": "0%", "maxSurge": "0%"}}})), None).is_empty());
+        assert!(messages(&lws(json!({"replicas": 2, "rolloutStrategy": {"rollingUpdateConfiguration": {"partition": 5}}})), None).is_empty());
+    }
+
+    #[test]
+    fn update_rules() {
+        let plain = lws(json!({"leaderWorkerTemplate": {"size": 4}}));
+        let with = lws(json!({"leaderWorkerTemplate": {"size": 4, "subGroupPolicy": {"subGroupSize": 2}}}));
+        let other = lws(json!({"leaderWorkerTemplate": {"size": 4, "subGroupPolicy": {"subGroupSize": 4}}}));
+        assert_eq!(messages(&with, Some(&plain)), vec!["cannot enable subGroupSize after the lws is already created"]);
+        assert_eq!(messages(&plain, Some(&with)), vec!["cannot remove subGroupSize after enabled"]);
+        assert_eq!(messages(&other, Some(&with)), vec!["field is immutable"]);
+        let resized = lws(json!({"leaderWorkerTemplate": {"size": 6}}));
+        assert!(messages(&resized, Some(&plain)).is_empty());
+    }
+}

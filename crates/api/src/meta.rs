@@ -1,0 +1,95 @@
+//! Small helpers for reading and writing object metadata on the JSON form.
+
+use serde_json::{Map, Value};
+
+/// The current time as Kubernetes writes timestamps (`2024-01-01T00:00:00Z`).
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+pub fn name(obj: &Value) -> &str {
+    obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("")
+}
+
+pub fn namespace(obj: &Value) -> Option<&str> {
+    obj.pointer("/metadata/namespace").and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+pub fn uid(obj: &Value) -> &str {
+    obj.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("")
+}
+
+pub fn resource_version(obj: &Value) -> &str {
+    obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("")
+}
+
+/// `metadata` as a mutable map, created if missing.
+pub fn metadata_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.is_object() {
+        *obj = Value::Object(Map::new());
+    }
+    let m = obj.as_object_mut().expect("object");
+    let meta = m.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    meta.as_object_mut().expect("object")
+}
+
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+pub fn is_deleting(obj: &Value) -> bool {
+    obj.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null())
+}
+
+/// The human age kubectl prints (`5s`, `3m2s`, `4h`, `2d`), as apimachinery's `HumanDuration`.
+pub fn human_age(since: &str) -> String {
+    let Ok(t) = chrono::DateTime::parse_from_rfc3339(since) else { return "<unknown>".into() };
+    let secs = (chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds().max(0);
+    human_duration(secs)
+}
+
+pub fn human_duration(secs: i64) -> String {
+    let (m, h, d) = (secs / 60, secs / 3600, secs / 86400);
+    if secs < 120 {
+        format!("{secs}s")
+    } else if m < 10 {
+        if secs % 60 == 0 { format!("{m}m") } else { format!("{m}m{}s", secs % 60) }
+    } else if h < 3 {
+        format!("{m}m")
+    } else if h < 8 {
+        if m % 60 == 0 { format!("{h}h") } else { format!("{h}h{}m", m % 60) }
+    } else if h < 48 {
+        format!("{h}h")
+    } else if h < 24 * 8 {
+        if h % 24 == 0 { format!("{d}d") } else { format!("{d}d{}h", h % 24) }
+    } else if d < 365 * 2 {
+        format!("{d}d")
+    } else if d < 365 * 8 {
+        format!("{}y{}d", d / 365, d % 365)
+    } else {
+        format!("{}y", d / 365)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_durations_match_kubectl() {
+        assert_eq!(human_duration(5), "5s");
+        assert_eq!(human_duration(119), "119s");
+        assert_eq!(human_duration(182), "3m2s");
+        assert_eq!(human_duration(15 * 60), "15m");
+        assert_eq!(human_duration(4 * 3600), "4h");
+        assert_eq!(human_duration(4 * 3600 + 120), "4h2m");
+        assert_eq!(human_duration(50 * 3600), "2d2h");
+        assert_eq!(human_duration(30 * 86400), "30d");
+    }
+}

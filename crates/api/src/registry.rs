@@ -1,0 +1,445 @@
+//! The one table that describes every resource the apiserver serves.
+//!
+//! Routing, discovery, OpenAPI, storage keys, kubectl's aliases and the Table
+//! columns are all derived from [`REGISTRY`]; adding a kind means adding one
+//! entry here plus its defaulting/validation.
+
+/// A subresource served under `<resource>/<name>/<sub>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subresource {
+    /// `status`: writes change only `.status`.
+    Status,
+    /// `scale`: an `autoscaling/v1` `Scale` view of `spec.replicas`.
+    Scale,
+    /// `log`: pod logs, proxied to the kubelet.
+    Log,
+    /// `binding`: the scheduler's way to set `spec.nodeName`.
+    Binding,
+}
+
+impl Subresource {
+    pub fn name(self) -> &'static str {
+        match self {
+            Subresource::Status => "status",
+            Subresource::Scale => "scale",
+            Subresource::Log => "log",
+            Subresource::Binding => "binding",
+        }
+    }
+
+    /// Verbs as discovery lists them.
+    pub fn verbs(self) -> &'static [&'static str] {
+        match self {
+            Subresource::Status | Subresource::Scale => &["get", "patch", "update"],
+            Subresource::Log => &["get"],
+            Subresource::Binding => &["create"],
+        }
+    }
+}
+
+/// A printer column of the server-side Table (`kubectl get`).
+#[derive(Debug, Clone, Copy)]
+pub struct Column {
+    pub name: &'static str,
+    pub kind: &'static str,
+    /// 0 = always shown, 1 = only with `-o wide`.
+    pub priority: i32,
+    pub description: &'static str,
+}
+
+const fn col(name: &'static str, priority: i32) -> Column {
+    Column { name, kind: "string", priority, description: "" }
+}
+
+/// Everything the system knows about one resource.
+#[derive(Debug, Clone, Copy)]
+pub struct ResourceInfo {
+    /// API group; `""` for the core group.
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub short_names: &'static [&'static str],
+    pub namespaced: bool,
+    pub subresources: &'static [Subresource],
+    pub categories: &'static [&'static str],
+    /// Table columns after NAME (which every table has first).
+    pub columns: &'static [Column],
+}
+
+impl ResourceInfo {
+    /// `v1` or `apps/v1`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// `/api/v1` or `/apis/apps/v1`.
+    pub fn gv_path(&self) -> String {
+        if self.group.is_empty() {
+            format!("/api/{}", self.version)
+        } else {
+            format!("/apis/{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The collection URL (namespace `None` = all namespaces or cluster scope).
+    pub fn collection_path(&self, namespace: Option<&str>) -> String {
+        match namespace {
+            Some(ns) if self.namespaced => {
+                format!("{}/namespaces/{}/{}", self.gv_path(), ns, self.plural)
+            }
+            _ => format!("{}/{}", self.gv_path(), self.plural),
+        }
+    }
+
+    pub fn object_path(&self, namespace: Option<&str>, name: &str) -> String {
+        format!("{}/{}", self.collection_path(namespace), name)
+    }
+
+    /// `pods` or `replicasets.apps`, the form used in Status messages.
+    pub fn group_resource(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.to_string()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
+    /// Storage key prefix: `/registry/<group>/<plural>/` (+ `<ns>/`).
+    pub fn key_prefix(&self, namespace: Option<&str>) -> String {
+        let group = if self.group.is_empty() { "core" } else { self.group };
+        match namespace {
+            Some(ns) if self.namespaced => format!("/registry/{}/{}/{}/", group, self.plural, ns),
+            _ => format!("/registry/{}/{}/", group, self.plural),
+        }
+    }
+
+    /// Storage key of one object.
+    pub fn key(&self, namespace: Option<&str>, name: &str) -> String {
+        format!("{}{}", self.key_prefix(namespace), name)
+    }
+
+    pub fn has(&self, sub: Subresource) -> bool {
+        self.subresources.contains(&sub)
+    }
+
+    /// Does `name` (plural, singular, short name or kind, any case) denote this resource?
+    pub fn matches_alias(&self, name: &str) -> bool {
+        let lower = name.to_ascii_lowercase();
+        lower == self.plural
+            || lower == self.singular
+            || lower == self.kind.to_ascii_lowercase()
+            || self.short_names.contains(&lower.as_str())
+            || lower == format!("{}.{}", self.plural, self.group)
+    }
+}
+
+use Subresource::*;
+
+const POD_COLUMNS: &[Column] = &[
+    col("Ready", 0),
+    col("Status", 0),
+    col("Restarts", 0),
+    col("Age", 0),
+    col("IP", 1),
+    col("Node", 1),
+    col("Nominated Node", 1),
+    col("Readiness Gates", 1),
+];
+const NODE_COLUMNS: &[Column] = &[
+    col("Status", 0),
+    col("Roles", 0),
+    col("Age", 0),
+    col("Version", 0),
+    col("Internal-IP", 1),
+    col("External-IP", 1),
+    col("OS-Image", 1),
+    col("Kernel-Version", 1),
+    col("Container-Runtime", 1),
+];
+const NAMESPACE_COLUMNS: &[Column] = &[col("Status", 0), col("Age", 0)];
+const SERVICE_COLUMNS: &[Column] = &[
+    col("Type", 0),
+    col("Cluster-IP", 0),
+    col("External-IP", 0),
+    col("Port(s)", 0),
+    col("Age", 0),
+    col("Selector", 1),
+];
+const ENDPOINTS_COLUMNS: &[Column] = &[col("Endpoints", 0), col("Age", 0)];
+const ENDPOINTSLICE_COLUMNS: &[Column] =
+    &[col("AddressType", 0), col("Ports", 0), col("Endpoints", 0), col("Age", 0)];
+const LEASE_COLUMNS: &[Column] = &[col("Holder", 0), col("Age", 0)];
+const EVENT_COLUMNS: &[Column] =
+    &[col("Last Seen", 0), col("Type", 0), col("Reason", 0), col("Object", 0), col("Message", 0)];
+const REPLICASET_COLUMNS: &[Column] = &[
+    col("Desired", 0),
+    col("Current", 0),
+    col("Ready", 0),
+    col("Age", 0),
+    col("Containers", 1),
+    col("Images", 1),
+    col("Selector", 1),
+];
+const STATEFULSET_COLUMNS: &[Column] =
+    &[col("Ready", 0), col("Age", 0), col("Containers", 1), col("Images", 1)];
+const REVISION_COLUMNS: &[Column] = &[col("Controller", 0), col("Revision", 0), col("Age", 0)];
+const HPA_COLUMNS: &[Column] = &[
+    col("Reference", 0),
+    col("Targets", 0),
+    col("MinPods", 0),
+    col("MaxPods", 0),
+    col("Replicas", 0),
+    col("Age", 0),
+];
+/// The upstream CRD's additionalPrinterColumns.
+const LWS_COLUMNS: &[Column] = &[col("Ready", 0), col("Desired", 0), col("Up-to-date", 0), col("Age", 0)];
+
+/// Every resource served, in discovery order.
+pub static REGISTRY: &[ResourceInfo] = &[
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "Namespace",
+        plural: "namespaces",
+        singular: "namespace",
+        short_names: &["ns"],
+        namespaced: false,
+        subresources: &[Status],
+        categories: &[],
+        columns: NAMESPACE_COLUMNS,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "Pod",
+        plural: "pods",
+        singular: "pod",
+        short_names: &["po"],
+        namespaced: true,
+        subresources: &[Status, Log, Binding],
+        categories: &["all"],
+        columns: POD_COLUMNS,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "Node",
+        plural: "nodes",
+        singular: "node",
+        short_names: &["no"],
+        namespaced: false,
+        subresources: &[Status],
+        categories: &[],
+        columns: NODE_COLUMNS,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "Service",
+        plural: "services",
+        singular: "service",
+        short_names: &["svc"],
+        namespaced: true,
+        subresources: &[Status],
+        categories: &["all"],
+        columns: SERVICE_COLUMNS,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "Endpoints",
+        plural: "endpoints",
+        singular: "endpoints",
+        short_names: &["ep"],
+        namespaced: true,
+        subresources: &[],
+        categories: &[],
+        columns: ENDPOINTS_COLUMNS,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        singular: "event",
+        short_names: &["ev"],
+        namespaced: true,
+        subresources: &[],
+        categories: &[],
+        columns: EVENT_COLUMNS,
+    },
+    ResourceInfo {
+        group: "discovery.k8s.io",
+        version: "v1",
+        kind: "EndpointSlice",
+        plural: "endpointslices",
+        singular: "endpointslice",
+        short_names: &[],
+        namespaced: true,
+        subresources: &[],
+        categories: &[],
+        columns: ENDPOINTSLICE_COLUMNS,
+    },
+    ResourceInfo {
+        group: "coordination.k8s.io",
+        version: "v1",
+        kind: "Lease",
+        plural: "leases",
+        singular: "lease",
+        short_names: &[],
+        namespaced: true,
+        subresources: &[],
+        categories: &[],
+        columns: LEASE_COLUMNS,
+    },
+    ResourceInfo {
+        group: "apps",
+        version: "v1",
+        kind: "ReplicaSet",
+        plural: "replicasets",
+        singular: "replicaset",
+        short_names: &["rs"],
+        namespaced: true,
+        subresources: &[Status, Scale],
+        categories: &["all"],
+        columns: REPLICASET_COLUMNS,
+    },
+    ResourceInfo {
+        group: "apps",
+        version: "v1",
+        kind: "StatefulSet",
+        plural: "statefulsets",
+        singular: "statefulset",
+        short_names: &["sts"],
+        namespaced: true,
+        subresources: &[Status, Scale],
+        categories: &["all"],
+        columns: STATEFULSET_COLUMNS,
+    },
+    ResourceInfo {
+        group: "apps",
+        version: "v1",
+        kind: "ControllerRevision",
+        plural: "controllerrevisions",
+        singular: "controllerrevision",
+        short_names: &[],
+        namespaced: true,
+        subresources: &[],
+        categories: &[],
+        columns: REVISION_COLUMNS,
+    },
+    ResourceInfo {
+        group: "autoscaling",
+        version: "v2",
+        kind: "HorizontalPodAutoscaler",
+        plural: "horizontalpodautoscalers",
+        singular: "horizontalpodautoscaler",
+        short_names: &["hpa"],
+        namespaced: true,
+        subresources: &[Status],
+        categories: &["all"],
+        columns: HPA_COLUMNS,
+    },
+    ResourceInfo {
+        group: "leaderworkerset.x-k8s.io",
+        version: "v1",
+        kind: "LeaderWorkerSet",
+        plural: "leaderworkersets",
+        singular: "leaderworkerset",
+        short_names: &["lws"],
+        namespaced: true,
+        subresources: &[Status, Scale],
+        categories: &[],
+        columns: LWS_COLUMNS,
+    },
+];
+
+/// Verbs every resource supports (namespaces have no deletecollection upstream).
+pub fn verbs(info: &ResourceInfo) -> &'static [&'static str] {
+    if info.kind == "Namespace" {
+        &["create", "delete", "get", "list", "patch", "update", "watch"]
+    } else {
+        &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+    }
+}
+
+/// The resource with this group, version and plural.
+pub fn by_plural(group: &str, version: &str, plural: &str) -> Option<&'static ResourceInfo> {
+    REGISTRY.iter().find(|r| r.group == group && r.version == version && r.plural == plural)
+}
+
+/// The resource with this `apiVersion` and `kind`.
+pub fn by_kind(api_version: &str, kind: &str) -> Option<&'static ResourceInfo> {
+    REGISTRY.iter().find(|r| r.api_version() == api_version && r.kind == kind)
+}
+
+/// The resource a user means by `name` (plural, singular, short name or kind).
+pub fn by_alias(name: &str) -> Option<&'static ResourceInfo> {
+    REGISTRY.iter().find(|r| r.matches_alias(name))
+}
+
+/// The distinct `(group, version)` pairs, in registry order.
+pub fn group_versions() -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&str, &str)> = Vec::new();
+    for r in REGISTRY {
+        if !out.contains(&(r.group, r.version)) {
+            out.push((r.group, r.version));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aliases_resolve() {
+        for (alias, kind) in [
+            ("po", "Pod"),
+            ("pods", "Pod"),
+            ("Pod", "Pod"),
+            ("no", "Node"),
+            ("ns", "Namespace"),
+            ("svc", "Service"),
+            ("ep", "Endpoints"),
+            ("rs", "ReplicaSet"),
+            ("sts", "StatefulSet"),
+            ("hpa", "HorizontalPodAutoscaler"),
+            ("lws", "LeaderWorkerSet"),
+            ("replicasets.apps", "ReplicaSet"),
+        ] {
+            assert_eq!(by_alias(alias).map(|r| r.kind), Some(kind), "{alias}");
+        }
+        assert!(by_alias("frobs").is_none());
+    }
+
+    #[test]
+    fn keys_and_paths() {
+        let rs = by_kind("apps/v1", "ReplicaSet").unwrap();
+        assert_eq!(rs.key(Some("default"), "web"), "/registry/apps/replicasets/default/web");
+        assert_eq!(rs.object_path(Some("ns1"), "web"), "/apis/apps/v1/namespaces/ns1/replicasets/web");
+        let node = by_kind("v1", "Node").unwrap();
+        assert_eq!(node.key(Some("ignored"), "n1"), "/registry/core/nodes/n1");
+        assert_eq!(node.collection_path(None), "/api/v1/nodes");
+        assert_eq!(rs.group_resource(), "replicasets.apps");
+    }
+
+    #[test]
+    fn one_prefix_never_contains_another() {
+        // A list of one resource must never pick up keys of another.
+        for a in REGISTRY {
+            for b in REGISTRY {
+                if a.plural != b.plural || a.group != b.group {
+                    assert!(!a.key_prefix(None).starts_with(&b.key_prefix(None)));
+                }
+            }
+        }
+    }
+}
