@@ -1,0 +1,199 @@
+//! The etcd v3 backend (etcd-client). Preconditions are transactions on
+//! `create_revision` / `mod_revision`; list and watch map directly onto etcd's
+//! ranged get (at a revision) and watch (from a revision, with `prev_kv`).
+
+use super::{EventKind, KeyValue, Store, StoreError, StoreEvent, WatchReceiver};
+use async_trait::async_trait;
+use bytes::Bytes;
+use etcd_client::{Client, Compare, CompareOp, EventType, GetOptions, Txn, TxnOp, TxnOpResponse, WatchOptions};
+use futures::StreamExt;
+use tokio::sync::mpsc;
+
+pub struct EtcdStore {
+    client: Client,
+}
+
+fn map_err(e: etcd_client::Error) -> StoreError {
+    let text = e.to_string();
+    if text.contains("compacted") {
+        StoreError::Gone { requested: 0, compacted: 0 }
+    } else {
+        StoreError::Internal(format!("etcd: {text}"))
+    }
+}
+
+fn convert(kv: &etcd_client::KeyValue) -> KeyValue {
+    KeyValue {
+        key: String::from_utf8_lossy(kv.key()).into_owned(),
+        value: Bytes::copy_from_slice(kv.value()),
+        create_revision: kv.create_revision(),
+        mod_revision: kv.mod_revision(),
+    }
+}
+
+fn header_revision(h: Option<&etcd_client::ResponseHeader>) -> i64 {
+    h.map(|h| h.revision()).unwrap_or(0)
+}
+
+impl EtcdStore {
+    /// Connects to the comma-separated `endpoints` (`http://127.0.0.1:2379`).
+    pub async fn connect(endpoints: &str) -> Result<Self, StoreError> {
+        let eps: Vec<String> = endpoints
+            .split(',')
+            .map(|e| e.trim().trim_start_matches("http://").to_string())
+            .filter(|e| !e.is_empty())
+            .collect();
+        let opts = etcd_client::ConnectOptions::new()
+            .with_connect_timeout(std::time::Duration::from_secs(5))
+            .with_timeout(std::time::Duration::from_secs(30));
+        let client = Client::connect(eps, Some(opts)).await.map_err(map_err)?;
+        let store = EtcdStore { client };
+        // Fail at start-up, not at the first request, when etcd is unreachable.
+        store.current_revision().await?;
+        Ok(store)
+    }
+
+    /// The value of `key` in the `else` branch of a failed transaction.
+    fn else_value(resp: &etcd_client::TxnResponse) -> Option<KeyValue> {
+        resp.op_responses().into_iter().find_map(|r| match r {
+            TxnOpResponse::Get(g) => g.kvs().first().map(convert),
+            _ => None,
+        })
+    }
+}
+
+#[async_trait]
+impl Store for EtcdStore {
+    async fn create(&self, key: &str, value: Bytes) -> Result<i64, StoreError> {
+        let txn = Txn::new()
+            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key, value.to_vec(), None)]);
+        let resp = self.client.kv_client().txn(txn).await.map_err(map_err)?;
+        if !resp.succeeded() {
+            return Err(StoreError::AlreadyExists(key.to_string()));
+        }
+        Ok(header_revision(resp.header()))
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
+        let resp = self.client.kv_client().get(key, None).await.map_err(map_err)?;
+        Ok(resp.kvs().first().map(convert))
+    }
+
+    async fn list(&self, prefix: &str, revision: Option<i64>) -> Result<(Vec<KeyValue>, i64), StoreError> {
+        let mut opts = GetOptions::new().with_prefix();
+        if let Some(r) = revision {
+            opts = opts.with_revision(r);
+        }
+        let resp = self.client.kv_client().get(prefix, Some(opts)).await.map_err(|e| match map_err(e) {
+            StoreError::Gone { .. } => StoreError::Gone { requested: revision.unwrap_or(0), compacted: 0 },
+            other => other,
+        })?;
+        let rev = revision.unwrap_or_else(|| header_revision(resp.header()));
+        Ok((resp.kvs().iter().map(convert).collect(), rev))
+    }
+
+    async fn update(&self, key: &str, value: Bytes, expected: Option<i64>) -> Result<i64, StoreError> {
+        let cmp = match expected {
+            Some(rev) => Compare::mod_revision(key, CompareOp::Equal, rev),
+            None => Compare::create_revision(key, CompareOp::Greater, 0),
+        };
+        let txn = Txn::new().when([cmp]).and_then([TxnOp::put(key, value.to_vec(), None)]).or_else([TxnOp::get(key, None)]);
+        let resp = self.client.kv_client().txn(txn).await.map_err(map_err)?;
+        if resp.succeeded() {
+            return Ok(header_revision(resp.header()));
+        }
+        match Self::else_value(&resp) {
+            None => Err(StoreError::NotFound(key.to_string())),
+            Some(kv) => Err(StoreError::Conflict { key: key.to_string(), current: kv.mod_revision }),
+        }
+    }
+
+    async fn delete(&self, key: &str, expected: Option<i64>) -> Result<(KeyValue, i64), StoreError> {
+        let cmp = match expected {
+            Some(rev) => Compare::mod_revision(key, CompareOp::Equal, rev),
+            None => Compare::create_revision(key, CompareOp::Greater, 0),
+        };
+        let txn = Txn::new()
+            .when([cmp])
+            .and_then([TxnOp::delete(key, Some(etcd_client::DeleteOptions::new().with_prev_key()))])
+            .or_else([TxnOp::get(key, None)]);
+        let resp = self.client.kv_client().txn(txn).await.map_err(map_err)?;
+        if resp.succeeded() {
+            let rev = header_revision(resp.header());
+            let prev = resp.op_responses().into_iter().find_map(|r| match r {
+                TxnOpResponse::Delete(d) => d.prev_kvs().first().map(convert),
+                _ => None,
+            });
+            return prev.map(|p| (p, rev)).ok_or_else(|| StoreError::NotFound(key.to_string()));
+        }
+        match Self::else_value(&resp) {
+            None => Err(StoreError::NotFound(key.to_string())),
+            Some(kv) => Err(StoreError::Conflict { key: key.to_string(), current: kv.mod_revision }),
+        }
+    }
+
+    async fn watch(&self, prefix: &str, start_revision: i64) -> Result<WatchReceiver, StoreError> {
+        let opts = WatchOptions::new().with_prefix().with_prev_key().with_start_revision(start_revision);
+        let (watcher, mut stream) = self.client.watch_client().watch(prefix, Some(opts)).await.map_err(map_err)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        // The first response confirms creation, or reports compaction.
+        tokio::spawn(async move {
+            let _watcher = watcher; // dropping it would cancel the watch
+            while let Some(msg) = stream.next().await {
+                let resp = match msg {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let _ = tx.send(Err(map_err(e)));
+                        return;
+                    }
+                };
+                if resp.compact_revision() > 0 {
+                    let _ = tx.send(Err(StoreError::Gone { requested: start_revision, compacted: resp.compact_revision() }));
+                    return;
+                }
+                if resp.canceled() {
+                    let _ = tx.send(Err(StoreError::Internal(format!("etcd watch canceled: {}", resp.cancel_reason()))));
+                    return;
+                }
+                for ev in resp.events() {
+                    let Some(kv) = ev.kv() else { continue };
+                    let kv = convert(kv);
+                    let event = StoreEvent {
+                        kind: match ev.event_type() {
+                            EventType::Put => EventKind::Put,
+                            EventType::Delete => EventKind::Delete,
+                        },
+                        revision: kv.mod_revision,
+                        prev: ev.prev_kv().map(convert),
+                        kv,
+                    };
+                    if tx.send(Ok(event)).is_err() {
+                        return;
+                    }
+                }
+            }
+            let _ = tx.send(Err(StoreError::Internal("etcd watch stream ended".into())));
+        });
+        Ok(rx)
+    }
+
+    async fn current_revision(&self) -> Result<i64, StoreError> {
+        let resp = self
+            .client
+            .kv_client()
+            .get("/registry/", Some(GetOptions::new().with_prefix().with_count_only()))
+            .await
+            .map_err(map_err)?;
+        Ok(header_revision(resp.header()))
+    }
+
+    async fn compact(&self, revision: i64) -> Result<(), StoreError> {
+        match self.client.kv_client().compact(revision, None).await {
+            Ok(_) => Ok(()),
+            // Compacting to an already-compacted revision is not an error for us.
+            Err(e) if e.to_string().contains("compacted") => Ok(()),
+            Err(e) => Err(map_err(e)),
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! One conformance suite, run against both store backends: the embedded store
+//! and a real etcd started by the test.
+
+use apiserver::store::embedded::EmbeddedStore;
+use apiserver::store::etcd::EtcdStore;
+use apiserver::store::{EventKind, Store, StoreError, StoreEvent};
+use apiserver::testing::EtcdProcess;
+use bytes::Bytes;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn b(s: &str) -> Bytes {
+    Bytes::from(s.to_string())
+}
+
+async fn next_event(rx: &mut apiserver::store::WatchReceiver) -> StoreEvent {
+    tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .expect("watch event within 5 s")
+        .expect("watch channel open")
+        .expect("watch event, not error")
+}
+
+/// The behaviour every backend must show. Keys are under `p` so runs do not collide.
+async fn conformance(store: Arc<dyn Store>, p: &str) {
+    let k = |n: &str| format!("{p}/items/{n}");
+
+    // create, AlreadyExists, get
+    let r1 = store.create(&k("a"), b("1")).await.unwrap();
+    assert!(matches!(store.create(&k("a"), b("x")).await, Err(StoreError::AlreadyExists(_))));
+    let got = store.get(&k("a")).await.unwrap().unwrap();
+    assert_eq!((got.value.as_ref(), got.mod_revision, got.create_revision), (b"1".as_ref(), r1, r1));
+    assert!(store.get(&k("missing")).await.unwrap().is_none());
+
+    // update with precondition: Conflict on a stale revision, success on the right one
+    let r2 = store.update(&k("a"), b("2"), Some(r1)).await.unwrap();
+    assert!(r2 > r1);
+    match store.update(&k("a"), b("3"), Some(r1)).await {
+        Err(StoreError::Conflict { current, .. }) => assert_eq!(current, r2),
+        other => panic!("expected Conflict, got {other:?}"),
+    }
+    assert_eq!(store.get(&k("a")).await.unwrap().unwrap().value, b("2"), "a failed update changes nothing");
+    assert!(matches!(store.update(&k("missing"), b("1"), None).await, Err(StoreError::NotFound(_))));
+
+    // list at a revision sees the past
+    let r3 = store.create(&k("b"), b("b1")).await.unwrap();
+    let (now, rev_now) = store.list(&format!("{p}/items/"), None).await.unwrap();
+    assert_eq!(now.iter().map(|kv| kv.key.clone()).collect::<Vec<_>>(), vec![k("a"), k("b")]);
+    assert!(rev_now >= r3);
+    let (then, rev_then) = store.list(&format!("{p}/items/"), Some(r1)).await.unwrap();
+    assert_eq!(rev_then, r1);
+    assert_eq!(then.len(), 1);
+    assert_eq!(then[0].value, b("1"));
+    // prefixes do not leak into each other
+    store.create(&format!("{p}/itemsx/c"), b("c")).await.unwrap();
+    assert_eq!(store.list(&format!("{p}/items/"), None).await.unwrap().0.len(), 2);
+
+    // delete with precondition
+    assert!(matches!(store.delete(&k("b"), Some(r1)).await, Err(StoreError::Conflict { .. })));
+    let (deleted, r4) = store.delete(&k("b"), Some(r3)).await.unwrap();
+    assert_eq!(deleted.value, b("b1"));
+    assert!(r4 > r3);
+    assert!(matches!(store.delete(&k("b"), None).await, Err(StoreError::NotFound(_))));
+
+    // watch from a revision: history replayed in order, previous values on delete
+    let mut w = store.watch(&format!("{p}/items/"), r1).await.unwrap();
+    let evs: Vec<StoreEvent> = [next_event(&mut w).await, next_event(&mut w).await, next_event(&mut w).await, next_event(&mut w).await].into();
+    assert_eq!(evs.iter().map(|e| e.revision).collect::<Vec<_>>(), vec![r1, r2, r3, r4]);
+    assert!(evs[0].is_create() && !evs[1].is_create());
+    assert_eq!(evs[1].prev.as_ref().unwrap().value, b("1"));
+    assert_eq!(evs[3].kind, EventKind::Delete);
+    assert_eq!(evs[3].prev.as_ref().unwrap().value, b("b1"));
+    // and live events afterwards
+    let r5 = store.create(&k("c"), b("c1")).await.unwrap();
+    let live = next_event(&mut w).await;
+    assert_eq!((live.revision, live.kv.key.clone()), (r5, k("c")));
+
+    // compaction: old revisions answer Gone for watch and list
+    store.compact(r5).await.unwrap();
+    match store.watch(&format!("{p}/items/"), r1).await {
+        Err(StoreError::Gone { .. }) => {}
+        Ok(mut rx) => match tokio::time::timeout(Duration::from_secs(5), rx.recv()).await {
+            Ok(Some(Err(StoreError::Gone { .. }))) => {}
+            other => panic!("expected Gone from a compacted watch, got {other:?}"),
+        },
+        Err(e) => panic!("expected Gone, got {e}"),
+    }
+    assert!(matches!(store.list(&format!("{p}/items/"), Some(r1)).await, Err(StoreError::Gone { .. })));
+    // the current state is untouched by compaction
+    assert_eq!(store.list(&format!("{p}/items/"), None).await.unwrap().0.len(), 2);
+    assert!(store.current_revision().await.unwrap() >= r5);
+}
+
+#[tokio::test]
+async fn embedded_store_conforms() {
+    conformance(Arc::new(EmbeddedStore::in_memory()), "/t").await;
+}
+
+#[tokio::test]
+async fn durable_embedded_store_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    conformance(Arc::new(EmbeddedStore::open(dir.path()).unwrap()), "/t").await;
+}
+
+#[tokio::test]
+async fn etcd_store_conforms() {
+    let etcd = EtcdProcess::start();
+    let store = EtcdStore::connect(&etcd.endpoint).await.unwrap();
+    conformance(Arc::new(store), "/t").await;
+}
+
+#[tokio::test]
+async fn embedded_data_survives_restart_and_torn_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rev, deleted_rev) = {
+        let s = EmbeddedStore::open(dir.path()).unwrap();
+        s.create("/k/a", b("1")).await.unwrap();
+        let rev = s.update("/k/a", b("2"), None).await.unwrap();
+        s.create("/k/b", b("x")).await.unwrap();
+        let (_, d) = s.delete("/k/b", None).await.unwrap();
+        (rev, d)
+    };
+    // Simulate a crash in the middle of writing the next record.
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().append(true).open(dir.path().join("wal.log")).unwrap();
+    f.write_all(br#"{"r":99,"k":"/k/torn","v":"ha"#).unwrap();
+    drop(f);
+
+    let s = EmbeddedStore::open(dir.path()).unwrap();
+    let a = s.get("/k/a").await.unwrap().unwrap();
+    assert_eq!((a.value, a.mod_revision), (b("2"), rev));
+    assert!(s.get("/k/b").await.unwrap().is_none());
+    assert!(s.get("/k/torn").await.unwrap().is_none());
+    assert_eq!(s.current_revision().await.unwrap(), deleted_rev);
+    // Revisions keep increasing after a restart and history is still watchable.
+    let next = s.create("/k/c", b("c")).await.unwrap();
+    assert_eq!(next, deleted_rev + 1);
+    let mut w = s.watch("/k/", rev).await.unwrap();
+    assert_eq!(next_event(&mut w).await.revision, rev);
+    drop(s);
+    let s = EmbeddedStore::open(dir.path()).unwrap();
+    assert_eq!(s.get("/k/c").await.unwrap().unwrap().mod_revision, next);
+}
+
+#[tokio::test]
+async fn embedded_history_is_bounded() {
+    let s = EmbeddedStore::open_with_history(tempfile::tempdir().unwrap().path(), 10).unwrap();
+    let first = s.create("/h/0", b("0")).await.unwrap();
+    for i in 1..30 {
+        s.create(&format!("/h/{i}"), b("x")).await.unwrap();
+    }
+    assert!(matches!(s.watch("/h/", first).await, Err(StoreError::Gone { .. })));
+    let recent = s.current_revision().await.unwrap() - 5;
+    assert!(s.watch("/h/", recent).await.is_ok());
+}
