@@ -37,7 +37,10 @@ pub fn apply(kind: &str, obj: &mut Value) {
             set_default(spec, "podManagementPolicy", json!("OrderedReady"));
             set_default(spec, "revisionHistoryLimit", json!(10));
             set_default(spec, "updateStrategy", json!({"type": "RollingUpdate"}));
-            if let Some(us) = spec.get_mut("updateStrategy").and_then(Value::as_object_mut) {
+            if let Some(us) = spec
+                .get_mut("updateStrategy")
+                .and_then(Value::as_object_mut)
+            {
                 if us.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
                     set_default(us, "rollingUpdate", json!({"partition": 0}));
                     if let Some(ru) = us.get_mut("rollingUpdate").and_then(Value::as_object_mut) {
@@ -45,12 +48,19 @@ pub fn apply(kind: &str, obj: &mut Value) {
                     }
                 }
             }
-            set_default(spec, "persistentVolumeClaimRetentionPolicy", json!({"whenDeleted": "Retain", "whenScaled": "Retain"}));
+            set_default(
+                spec,
+                "persistentVolumeClaimRetentionPolicy",
+                json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+            );
             default_template(spec);
         }
         "HorizontalPodAutoscaler" => default_hpa(obj_mut(obj, "spec")),
         "Namespace" => {
-            let name = obj.pointer("/metadata/name").and_then(Value::as_str).map(str::to_string);
+            let name = obj
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .map(str::to_string);
             if let Some(name) = name {
                 let meta = obj_mut(obj, "metadata");
                 let labels = meta.entry("labels").or_insert(json!({}));
@@ -120,11 +130,24 @@ pub fn default_pod_spec(spec: &mut Map<String, Value>) {
 }
 
 fn default_container(c: &mut Map<String, Value>) {
-    let image = c.get("image").and_then(Value::as_str).unwrap_or("").to_string();
+    let image = c
+        .get("image")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     // `:latest` or no tag means Always, as in Kubernetes.
     let last = image.rsplit('/').next().unwrap_or("");
-    let untagged_or_latest = !image.contains('@') && (!last.contains(':') || last.ends_with(":latest"));
-    set_default(c, "imagePullPolicy", json!(if untagged_or_latest { "Always" } else { "IfNotPresent" }));
+    let untagged_or_latest =
+        !image.contains('@') && (!last.contains(':') || last.ends_with(":latest"));
+    set_default(
+        c,
+        "imagePullPolicy",
+        json!(if untagged_or_latest {
+            "Always"
+        } else {
+            "IfNotPresent"
+        }),
+    );
     set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
     set_default(c, "terminationMessagePolicy", json!("File"));
     set_default(c, "resources", json!({}));
@@ -146,7 +169,10 @@ fn default_container(c: &mut Map<String, Value>) {
     }
     if let Some(env) = c.get_mut("env").and_then(Value::as_array_mut) {
         for e in env {
-            if let Some(fr) = e.pointer_mut("/valueFrom/fieldRef").and_then(Value::as_object_mut) {
+            if let Some(fr) = e
+                .pointer_mut("/valueFrom/fieldRef")
+                .and_then(Value::as_object_mut)
+            {
                 set_default(fr, "apiVersion", json!("v1"));
             }
         }
@@ -168,7 +194,11 @@ fn default_container(c: &mut Map<String, Value>) {
 fn default_service(spec: &mut Map<String, Value>) {
     set_default(spec, "type", json!("ClusterIP"));
     set_default(spec, "sessionAffinity", json!("None"));
-    let ty = spec.get("type").and_then(Value::as_str).unwrap_or("").to_string();
+    let ty = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     if ty != "ExternalName" {
         set_default(spec, "internalTrafficPolicy", json!("Cluster"));
         set_default(spec, "ipFamilies", json!(["IPv4"]));
@@ -189,7 +219,11 @@ fn default_service(spec: &mut Map<String, Value>) {
 
 fn default_hpa(spec: &mut Map<String, Value>) {
     set_default(spec, "minReplicas", json!(1));
-    if spec.get("metrics").and_then(Value::as_array).is_none_or(Vec::is_empty) {
+    if spec
+        .get("metrics")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty)
+    {
         spec.insert(
             "metrics".into(),
             json!([{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]),
@@ -201,13 +235,21 @@ fn default_hpa(spec: &mut Map<String, Value>) {
         if let Some(up) = up.as_object_mut() {
             set_default(up, "stabilizationWindowSeconds", json!(0));
             set_default(up, "selectPolicy", json!("Max"));
-            set_default(up, "policies", json!([{"type": "Pods", "value": 4, "periodSeconds": 15}, {"type": "Percent", "value": 100, "periodSeconds": 15}]));
+            set_default(
+                up,
+                "policies",
+                json!([{"type": "Pods", "value": 4, "periodSeconds": 15}, {"type": "Percent", "value": 100, "periodSeconds": 15}]),
+            );
         }
         let down = b.entry("scaleDown").or_insert(json!({}));
         if let Some(down) = down.as_object_mut() {
             set_default(down, "stabilizationWindowSeconds", json!(300));
             set_default(down, "selectPolicy", json!("Max"));
-            set_default(down, "policies", json!([{"type": "Percent", "value": 100, "periodSeconds": 15}]));
+            set_default(
+                down,
+                "policies",
+                json!([{"type": "Percent", "value": 100, "periodSeconds": 15}]),
+            );
         }
     }
 }
@@ -224,9 +266,15 @@ mod tests {
         assert_eq!(pod["spec"]["restartPolicy"], "Always");
         assert_eq!(pod["spec"]["terminationGracePeriodSeconds"], 30);
         assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Always");
-        assert_eq!(pod["spec"]["containers"][1]["imagePullPolicy"], "IfNotPresent");
+        assert_eq!(
+            pod["spec"]["containers"][1]["imagePullPolicy"],
+            "IfNotPresent"
+        );
         assert_eq!(pod["spec"]["containers"][0]["ports"][0]["protocol"], "TCP");
-        assert_eq!(pod["spec"]["containers"][0]["resources"]["requests"]["cpu"], "100m");
+        assert_eq!(
+            pod["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+            "100m"
+        );
     }
 
     #[test]
@@ -237,7 +285,10 @@ mod tests {
         assert_eq!(svc["spec"]["ports"][0]["targetPort"], 80);
         let mut ns = json!({"metadata": {"name": "team-a"}});
         apply("Namespace", &mut ns);
-        assert_eq!(ns["metadata"]["labels"], json!({"kubernetes.io/metadata.name": "team-a"}));
+        assert_eq!(
+            ns["metadata"]["labels"],
+            json!({"kubernetes.io/metadata.name": "team-a"})
+        );
         assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
     }
 
@@ -246,8 +297,17 @@ mod tests {
         let mut hpa = json!({"spec": {"maxReplicas": 5, "behavior": {"scaleDown": {"stabilizationWindowSeconds": 10}}}});
         apply("HorizontalPodAutoscaler", &mut hpa);
         assert_eq!(hpa["spec"]["minReplicas"], 1);
-        assert_eq!(hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 80);
-        assert_eq!(hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"], 10);
-        assert_eq!(hpa["spec"]["behavior"]["scaleUp"]["policies"][0]["value"], 4);
+        assert_eq!(
+            hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
+            80
+        );
+        assert_eq!(
+            hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"],
+            10
+        );
+        assert_eq!(
+            hpa["spec"]["behavior"]["scaleUp"]["policies"][0]["value"],
+            4
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! and the defaulting and validation upstream's admission webhooks perform
 //! (`shared/reference/lws.md` §1-2).
 
-use crate::validation::{int_or_percent_error, FieldError, Errors};
+use crate::validation::{int_or_percent_error, Errors, FieldError};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -14,7 +14,8 @@ pub const API_VERSION: &str = "leaderworkerset.x-k8s.io/v1";
 pub const KIND: &str = "LeaderWorkerSet";
 /// Annotation: exclusive 1 group ↔ 1 topology domain placement.
 pub const EXCLUSIVE_TOPOLOGY: &str = "leaderworkerset.sigs.k8s.io/exclusive-topology";
-pub const SUBGROUP_EXCLUSIVE_TOPOLOGY: &str = "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology";
+pub const SUBGROUP_EXCLUSIVE_TOPOLOGY: &str =
+    "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology";
 
 fn default_api_version() -> String {
     API_VERSION.to_string()
@@ -166,7 +167,9 @@ fn set_default(m: &mut Map<String, Value>, key: &str, v: Value) {
 
 /// The CRD schema defaults plus the mutating webhook (§2.1).
 pub fn default(obj: &mut Value) {
-    let Some(root) = obj.as_object_mut() else { return };
+    let Some(root) = obj.as_object_mut() else {
+        return;
+    };
     let spec = ensure_obj(root, "spec");
     set_default(spec, "replicas", json!(1));
     set_default(spec, "startupPolicy", json!("LeaderCreated"));
@@ -181,7 +184,10 @@ pub fn default(obj: &mut Value) {
         }
         _ => {}
     }
-    if let Some(sg) = tmpl.get_mut("subGroupPolicy").and_then(Value::as_object_mut) {
+    if let Some(sg) = tmpl
+        .get_mut("subGroupPolicy")
+        .and_then(Value::as_object_mut)
+    {
         set_default(sg, "subGroupPolicyType", json!("LeaderWorker"));
     }
     for t in ["leaderTemplate", "workerTemplate"] {
@@ -193,9 +199,15 @@ pub fn default(obj: &mut Value) {
     let rs = ensure_obj(spec, "rolloutStrategy");
     set_default(rs, "type", json!("RollingUpdate"));
     if rs.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
-        match rs.get_mut("rollingUpdateConfiguration").and_then(Value::as_object_mut) {
+        match rs
+            .get_mut("rollingUpdateConfiguration")
+            .and_then(Value::as_object_mut)
+        {
             None => {
-                rs.insert("rollingUpdateConfiguration".into(), json!({"partition": 0, "maxUnavailable": 1, "maxSurge": 0}));
+                rs.insert(
+                    "rollingUpdateConfiguration".into(),
+                    json!({"partition": 0, "maxUnavailable": 1, "maxSurge": 0}),
+                );
             }
             Some(ru) => {
                 set_default(ru, "partition", json!(0));
@@ -237,31 +249,86 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
     let mut errs = Vec::new();
     let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
     let replicas = spec.get("replicas").and_then(Value::as_i64).unwrap_or(1);
-    let tmpl = spec.get("leaderWorkerTemplate").cloned().unwrap_or(Value::Null);
+    let tmpl = spec
+        .get("leaderWorkerTemplate")
+        .cloned()
+        .unwrap_or(Value::Null);
     let size = tmpl.get("size").and_then(Value::as_i64).unwrap_or(1);
     if replicas < 0 {
-        errs.push(FieldError::invalid("spec.replicas", &json!(replicas), "replicas must be equal or greater than 0"));
+        errs.push(FieldError::invalid(
+            "spec.replicas",
+            &json!(replicas),
+            "replicas must be equal or greater than 0",
+        ));
     }
     if replicas > 1_000_000 {
-        errs.push(FieldError::invalid("spec.replicas", &json!(replicas), "replicas must be equal or less than 1000000"));
+        errs.push(FieldError::invalid(
+            "spec.replicas",
+            &json!(replicas),
+            "replicas must be equal or less than 1000000",
+        ));
     }
     if size < 1 {
-        errs.push(FieldError::invalid("spec.leaderWorkerTemplate.size", &json!(size), "size must be equal or greater than 1"));
+        errs.push(FieldError::invalid(
+            "spec.leaderWorkerTemplate.size",
+            &json!(size),
+            "size must be equal or greater than 1",
+        ));
     }
     if replicas.saturating_mul(size) > i32::MAX as i64 {
-        errs.push(FieldError::invalid("spec.replicas", &json!(replicas), "the product of replicas and worker replicas must not exceed 2147483647"));
+        errs.push(FieldError::invalid(
+            "spec.replicas",
+            &json!(replicas),
+            "the product of replicas and worker replicas must not exceed 2147483647",
+        ));
     }
     match tmpl.get("workerTemplate") {
-        None | Some(Value::Null) => errs.push(FieldError::required("spec.leaderWorkerTemplate.workerTemplate", "")),
-        Some(wt) => crate::validation::validate_pod_spec(wt.get("spec").unwrap_or(&Value::Null), "spec.leaderWorkerTemplate.workerTemplate.spec", &mut errs),
+        None | Some(Value::Null) => errs.push(FieldError::required(
+            "spec.leaderWorkerTemplate.workerTemplate",
+            "",
+        )),
+        Some(wt) => crate::validation::validate_pod_spec(
+            wt.get("spec").unwrap_or(&Value::Null),
+            "spec.leaderWorkerTemplate.workerTemplate.spec",
+            &mut errs,
+        ),
     }
     if let Some(lt) = tmpl.get("leaderTemplate").filter(|v| !v.is_null()) {
-        crate::validation::validate_pod_spec(lt.get("spec").unwrap_or(&Value::Null), "spec.leaderWorkerTemplate.leaderTemplate.spec", &mut errs);
+        crate::validation::validate_pod_spec(
+            lt.get("spec").unwrap_or(&Value::Null),
+            "spec.leaderWorkerTemplate.leaderTemplate.spec",
+            &mut errs,
+        );
     }
-    check_enum(&mut errs, tmpl.get("restartPolicy"), "spec.leaderWorkerTemplate.restartPolicy", &["Default", "RecreateGroupOnPodRestart", "RecreateGroupAfterStart", "None"]);
-    check_enum(&mut errs, spec.get("startupPolicy"), "spec.startupPolicy", &["LeaderCreated", "LeaderReady"]);
-    check_enum(&mut errs, spec.pointer("/rolloutStrategy/type"), "spec.rolloutStrategy.type", &["RollingUpdate"]);
-    check_enum(&mut errs, spec.pointer("/networkConfig/subdomainPolicy"), "spec.networkConfig.subdomainPolicy", &["Shared", "UniquePerReplica"]);
+    check_enum(
+        &mut errs,
+        tmpl.get("restartPolicy"),
+        "spec.leaderWorkerTemplate.restartPolicy",
+        &[
+            "Default",
+            "RecreateGroupOnPodRestart",
+            "RecreateGroupAfterStart",
+            "None",
+        ],
+    );
+    check_enum(
+        &mut errs,
+        spec.get("startupPolicy"),
+        "spec.startupPolicy",
+        &["LeaderCreated", "LeaderReady"],
+    );
+    check_enum(
+        &mut errs,
+        spec.pointer("/rolloutStrategy/type"),
+        "spec.rolloutStrategy.type",
+        &["RollingUpdate"],
+    );
+    check_enum(
+        &mut errs,
+        spec.pointer("/networkConfig/subdomainPolicy"),
+        "spec.networkConfig.subdomainPolicy",
+        &["Shared", "UniquePerReplica"],
+    );
 
     let ru_path = "spec.rolloutStrategy.rollingUpdateConfiguration";
     if let Some(ru) = spec.pointer("/rolloutStrategy/rollingUpdateConfiguration") {
@@ -276,14 +343,22 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
         }
         if let Some(p) = ru.get("partition") {
             if p.as_i64().is_none_or(|p| p < 0) {
-                errs.push(FieldError::invalid(format!("{ru_path}.partition"), p, "must be greater than or equal to 0"));
+                errs.push(FieldError::invalid(
+                    format!("{ru_path}.partition"),
+                    p,
+                    "must be greater than or equal to 0",
+                ));
             }
         }
         if !bad && replicas != 0 {
             let u = scaled_value(&mu, replicas, false).unwrap_or(0);
             let s = scaled_value(&ms, replicas, true).unwrap_or(0).min(replicas);
             if u == 0 && s == 0 {
-                errs.push(FieldError::invalid(format!("{ru_path}.maxUnavailable"), &mu, "must not be 0 when `maxSurge` is 0"));
+                errs.push(FieldError::invalid(
+                    format!("{ru_path}.maxUnavailable"),
+                    &mu,
+                    "must not be 0 when `maxSurge` is 0",
+                ));
             }
         }
     }
@@ -291,40 +366,83 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
     let sgp = tmpl.get("subGroupPolicy").filter(|v| !v.is_null());
     if let Some(sg) = sgp {
         let sp = "spec.leaderWorkerTemplate.subGroupPolicy";
-        check_enum(&mut errs, sg.get("subGroupPolicyType"), &format!("{sp}.subGroupPolicyType"), &["LeaderWorker", "LeaderExcluded"]);
+        check_enum(
+            &mut errs,
+            sg.get("subGroupPolicyType"),
+            &format!("{sp}.subGroupPolicyType"),
+            &["LeaderWorker", "LeaderExcluded"],
+        );
         match sg.get("subGroupSize").and_then(Value::as_i64) {
             None => errs.push(FieldError::required(format!("{sp}.subGroupSize"), "")),
-            Some(n) if n < 1 => errs.push(FieldError::invalid(format!("{sp}.subGroupSize"), &json!(n), "subGroupSize must be equal or greater than 1")),
+            Some(n) if n < 1 => errs.push(FieldError::invalid(
+                format!("{sp}.subGroupSize"),
+                &json!(n),
+                "subGroupSize must be equal or greater than 1",
+            )),
             Some(n) => {
                 if size % n != 0 && (size - 1) % n != 0 {
-                    errs.push(FieldError::invalid(format!("{sp}.subGroupSize"), &json!(n), "size or size - 1 must be divisible by subGroupSize"));
+                    errs.push(FieldError::invalid(
+                        format!("{sp}.subGroupSize"),
+                        &json!(n),
+                        "size or size - 1 must be divisible by subGroupSize",
+                    ));
                 }
                 if n > size {
-                    errs.push(FieldError::invalid(format!("{sp}.subGroupSize"), &json!(n), "subGroupSize cannot be larger than size"));
+                    errs.push(FieldError::invalid(
+                        format!("{sp}.subGroupSize"),
+                        &json!(n),
+                        "subGroupSize cannot be larger than size",
+                    ));
                 }
-                if sg.get("subGroupPolicyType").and_then(Value::as_str) == Some("LeaderExcluded") && (size - 1) % n != 0 {
-                    errs.push(FieldError::invalid(format!("{sp}.subGroupSize"), &json!(n), "size-1 must be divisible by subGroupSize when using LeaderExcluded"));
+                if sg.get("subGroupPolicyType").and_then(Value::as_str) == Some("LeaderExcluded")
+                    && (size - 1) % n != 0
+                {
+                    errs.push(FieldError::invalid(
+                        format!("{sp}.subGroupSize"),
+                        &json!(n),
+                        "size-1 must be divisible by subGroupSize when using LeaderExcluded",
+                    ));
                 }
             }
         }
     }
     let annotations = obj.pointer("/metadata/annotations");
-    if sgp.is_none() && annotations.and_then(|a| a.get(SUBGROUP_EXCLUSIVE_TOPOLOGY)).is_some() {
+    if sgp.is_none()
+        && annotations
+            .and_then(|a| a.get(SUBGROUP_EXCLUSIVE_TOPOLOGY))
+            .is_some()
+    {
         errs.push(FieldError::invalid(
             format!("metadata.annotations[{SUBGROUP_EXCLUSIVE_TOPOLOGY}]"),
-            annotations.and_then(|a| a.get(SUBGROUP_EXCLUSIVE_TOPOLOGY)).unwrap_or(&Value::Null),
+            annotations
+                .and_then(|a| a.get(SUBGROUP_EXCLUSIVE_TOPOLOGY))
+                .unwrap_or(&Value::Null),
             "cannot have subgroup-exclusive-topology without subGroupSize set",
         ));
     }
 
     if let Some(old) = old {
         let sp = "spec.leaderWorkerTemplate.subGroupPolicy";
-        let old_sg = old.pointer("/spec/leaderWorkerTemplate/subGroupPolicy").filter(|v| !v.is_null());
+        let old_sg = old
+            .pointer("/spec/leaderWorkerTemplate/subGroupPolicy")
+            .filter(|v| !v.is_null());
         match (old_sg, sgp) {
-            (None, Some(_)) => errs.push(FieldError::invalid(sp, &Value::Null, "cannot enable subGroupSize after the lws is already created")),
-            (Some(_), None) => errs.push(FieldError::invalid(sp, &Value::Null, "cannot remove subGroupSize after enabled")),
+            (None, Some(_)) => errs.push(FieldError::invalid(
+                sp,
+                &Value::Null,
+                "cannot enable subGroupSize after the lws is already created",
+            )),
+            (Some(_), None) => errs.push(FieldError::invalid(
+                sp,
+                &Value::Null,
+                "cannot remove subGroupSize after enabled",
+            )),
             (Some(o), Some(n)) if o.get("subGroupSize") != n.get("subGroupSize") => {
-                errs.push(FieldError::invalid(format!("{sp}.subGroupSize"), n.get("subGroupSize").unwrap_or(&Value::Null), "field is immutable"));
+                errs.push(FieldError::invalid(
+                    format!("{sp}.subGroupSize"),
+                    n.get("subGroupSize").unwrap_or(&Value::Null),
+                    "field is immutable",
+                ));
             }
             _ => {}
         }
@@ -345,7 +463,10 @@ mod tests {
     }
 
     fn messages(obj: &Value, old: Option<&Value>) -> Vec<String> {
-        validate(obj, old).iter().map(|e| e.detail.clone()).collect()
+        validate(obj, old)
+            .iter()
+            .map(|e| e.detail.clone())
+            .collect()
     }
 
     #[test]
@@ -354,9 +475,18 @@ mod tests {
         assert_eq!(o["spec"]["replicas"], 1);
         assert_eq!(o["spec"]["startupPolicy"], "LeaderCreated");
         assert_eq!(o["spec"]["leaderWorkerTemplate"]["size"], 1);
-        assert_eq!(o["spec"]["leaderWorkerTemplate"]["restartPolicy"], "RecreateGroupOnPodRestart");
-        assert_eq!(o["spec"]["rolloutStrategy"], json!({"type": "RollingUpdate", "rollingUpdateConfiguration": {"partition": 0, "maxUnavailable": 1, "maxSurge": 0}}));
-        assert_eq!(o["spec"]["networkConfig"], json!({"subdomainPolicy": "Shared"}));
+        assert_eq!(
+            o["spec"]["leaderWorkerTemplate"]["restartPolicy"],
+            "RecreateGroupOnPodRestart"
+        );
+        assert_eq!(
+            o["spec"]["rolloutStrategy"],
+            json!({"type": "RollingUpdate", "rollingUpdateConfiguration": {"partition": 0, "maxUnavailable": 1, "maxSurge": 0}})
+        );
+        assert_eq!(
+            o["spec"]["networkConfig"],
+            json!({"subdomainPolicy": "Shared"})
+        );
         assert!(validate(&o, None).is_empty(), "{:?}", validate(&o, None));
         let typed: LeaderWorkerSet = serde_json::from_value(o.clone()).unwrap();
         assert_eq!(typed.spec.leader_worker_template.size, Some(1));
@@ -386,11 +516,17 @@ mod tests {
         for (spec, want) in cases {
             let o = lws(spec.clone());
             let got = messages(&o, None);
-            assert!(got.iter().any(|m| m == want), "{spec}: want {want:?}, got {got:?}");
+            assert!(
+                got.iter().any(|m| m == want),
+                "{spec}: want {want:?}, got {got:?}"
+            );
         }
         let mut o = lws(json!({}));
         o["metadata"]["annotations"] = json!({SUBGROUP_EXCLUSIVE_TOPOLOGY: "zone"});
-        assert_eq!(messages(&o, None), vec!["cannot have subgroup-exclusive-topology without subGroupSize set"]);
+        assert_eq!(
+            messages(&o, None),
+            vec!["cannot have subgroup-exclusive-topology without subGroupSize set"]
+        );
         // Allowed: replicas 0 with any percentages; partition beyond replicas.
         assert!(messages(&lws(json!({"replicas": 0, "rolloutStrategy": {"rollingUpdateConfiguration": {"maxUnavailable": "0%", "maxSurge": "0%"}}})), None).is_empty());
         assert!(messages(&lws(json!({"replicas": 2, "rolloutStrategy": {"rollingUpdateConfiguration": {"partition": 5}}})), None).is_empty());
@@ -399,10 +535,20 @@ mod tests {
     #[test]
     fn update_rules() {
         let plain = lws(json!({"leaderWorkerTemplate": {"size": 4}}));
-        let with = lws(json!({"leaderWorkerTemplate": {"size": 4, "subGroupPolicy": {"subGroupSize": 2}}}));
-        let other = lws(json!({"leaderWorkerTemplate": {"size": 4, "subGroupPolicy": {"subGroupSize": 4}}}));
-        assert_eq!(messages(&with, Some(&plain)), vec!["cannot enable subGroupSize after the lws is already created"]);
-        assert_eq!(messages(&plain, Some(&with)), vec!["cannot remove subGroupSize after enabled"]);
+        let with = lws(
+            json!({"leaderWorkerTemplate": {"size": 4, "subGroupPolicy": {"subGroupSize": 2}}}),
+        );
+        let other = lws(
+            json!({"leaderWorkerTemplate": {"size": 4, "subGroupPolicy": {"subGroupSize": 4}}}),
+        );
+        assert_eq!(
+            messages(&with, Some(&plain)),
+            vec!["cannot enable subGroupSize after the lws is already created"]
+        );
+        assert_eq!(
+            messages(&plain, Some(&with)),
+            vec!["cannot remove subGroupSize after enabled"]
+        );
         assert_eq!(messages(&other, Some(&with)), vec!["field is immutable"]);
         let resized = lws(json!({"leaderWorkerTemplate": {"size": 6}}));
         assert!(messages(&resized, Some(&plain)).is_empty());

@@ -8,19 +8,27 @@ pub fn now_rfc3339() -> String {
 }
 
 pub fn name(obj: &Value) -> &str {
-    obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("")
+    obj.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 pub fn namespace(obj: &Value) -> Option<&str> {
-    obj.pointer("/metadata/namespace").and_then(Value::as_str).filter(|s| !s.is_empty())
+    obj.pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
 }
 
 pub fn uid(obj: &Value) -> &str {
-    obj.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("")
+    obj.pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 pub fn resource_version(obj: &Value) -> &str {
-    obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("")
+    obj.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 /// `metadata` as a mutable map, created if missing.
@@ -29,7 +37,9 @@ pub fn metadata_mut(obj: &mut Value) -> &mut Map<String, Value> {
         *obj = Value::Object(Map::new());
     }
     let m = obj.as_object_mut().expect("object");
-    let meta = m.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+    let meta = m
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
     if !meta.is_object() {
         *meta = Value::Object(Map::new());
     }
@@ -39,18 +49,28 @@ pub fn metadata_mut(obj: &mut Value) -> &mut Map<String, Value> {
 pub fn finalizers(obj: &Value) -> Vec<String> {
     obj.pointer("/metadata/finalizers")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 pub fn is_deleting(obj: &Value) -> bool {
-    obj.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null())
+    obj.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null())
 }
 
 /// The human age kubectl prints (`5s`, `3m2s`, `4h`, `2d`), as apimachinery's `HumanDuration`.
 pub fn human_age(since: &str) -> String {
-    let Ok(t) = chrono::DateTime::parse_from_rfc3339(since) else { return "<unknown>".into() };
-    let secs = (chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds().max(0);
+    let Ok(t) = chrono::DateTime::parse_from_rfc3339(since) else {
+        return "<unknown>".into();
+    };
+    let secs = (chrono::Utc::now() - t.with_timezone(&chrono::Utc))
+        .num_seconds()
+        .max(0);
     human_duration(secs)
 }
 
@@ -59,15 +79,27 @@ pub fn human_duration(secs: i64) -> String {
     if secs < 120 {
         format!("{secs}s")
     } else if m < 10 {
-        if secs % 60 == 0 { format!("{m}m") } else { format!("{m}m{}s", secs % 60) }
+        if secs % 60 == 0 {
+            format!("{m}m")
+        } else {
+            format!("{m}m{}s", secs % 60)
+        }
     } else if h < 3 {
         format!("{m}m")
     } else if h < 8 {
-        if m % 60 == 0 { format!("{h}h") } else { format!("{h}h{}m", m % 60) }
+        if m % 60 == 0 {
+            format!("{h}h")
+        } else {
+            format!("{h}h{}m", m % 60)
+        }
     } else if h < 48 {
         format!("{h}h")
     } else if h < 24 * 8 {
-        if h % 24 == 0 { format!("{d}d") } else { format!("{d}d{}h", h % 24) }
+        if h % 24 == 0 {
+            format!("{d}d")
+        } else {
+            format!("{d}d{}h", h % 24)
+        }
     } else if d < 365 * 2 {
         format!("{d}d")
     } else if d < 365 * 8 {

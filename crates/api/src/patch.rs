@@ -20,7 +20,9 @@ impl PatchType {
             "application/merge-patch+json" => Some(PatchType::Merge),
             "application/json-patch+json" => Some(PatchType::Json),
             "application/strategic-merge-patch+json" => Some(PatchType::Strategic),
-            "application/apply-patch+yaml" | "application/apply-patch+json" => Some(PatchType::Apply),
+            "application/apply-patch+yaml" | "application/apply-patch+json" => {
+                Some(PatchType::Apply)
+            }
             _ => None,
         }
     }
@@ -28,7 +30,12 @@ impl PatchType {
 
 /// Applies `patch` of type `kind` to `original`. `strategic_ok` is false for kinds
 /// without strategic-merge metadata (custom resources), which fall back to merge patch.
-pub fn apply_patch(original: &Value, patch: &Value, kind: PatchType, strategic_ok: bool) -> Result<Value, String> {
+pub fn apply_patch(
+    original: &Value,
+    patch: &Value,
+    kind: PatchType,
+    strategic_ok: bool,
+) -> Result<Value, String> {
     match kind {
         PatchType::Merge | PatchType::Apply => {
             if !patch.is_object() {
@@ -39,15 +46,21 @@ pub fn apply_patch(original: &Value, patch: &Value, kind: PatchType, strategic_o
             Ok(out)
         }
         PatchType::Json => {
-            let ops: json_patch::Patch =
-                serde_json::from_value(patch.clone()).map_err(|e| format!("invalid JSON patch: {e}"))?;
+            let ops: json_patch::Patch = serde_json::from_value(patch.clone())
+                .map_err(|e| format!("invalid JSON patch: {e}"))?;
             let mut out = original.clone();
-            json_patch::patch(&mut out, &ops).map_err(|e| format!("the server rejected our request due to an error in our request: {e}"))?;
+            json_patch::patch(&mut out, &ops).map_err(|e| {
+                format!("the server rejected our request due to an error in our request: {e}")
+            })?;
             Ok(out)
         }
-        PatchType::Strategic if !strategic_ok => apply_patch(original, patch, PatchType::Merge, false),
+        PatchType::Strategic if !strategic_ok => {
+            apply_patch(original, patch, PatchType::Merge, false)
+        }
         PatchType::Strategic => {
-            let patch = patch.as_object().ok_or("strategic merge patch must be a JSON object")?;
+            let patch = patch
+                .as_object()
+                .ok_or("strategic merge patch must be a JSON object")?;
             let original = original.as_object().cloned().unwrap_or_default();
             match merge_map(original, patch, &mut Vec::new())? {
                 Some(m) => Ok(Value::Object(m)),
@@ -61,8 +74,15 @@ pub fn apply_patch(original: &Value, patch: &Value, kind: PatchType, strategic_o
 fn merge_key(path: &[String]) -> Option<&'static str> {
     let field = path.last()?.as_str();
     Some(match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "env" | "volumes" | "imagePullSecrets"
-        | "resourceClaims" | "containerStatuses" | "initContainerStatuses" => "name",
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "env"
+        | "volumes"
+        | "imagePullSecrets"
+        | "resourceClaims"
+        | "containerStatuses"
+        | "initContainerStatuses" => "name",
         "volumeMounts" => "mountPath",
         "volumeDevices" => "devicePath",
         // Service spec.ports merge on `port`; container ports on `containerPort`.
@@ -83,7 +103,11 @@ fn is_set_list(path: &[String]) -> bool {
 }
 
 /// Merges `patch` into `original`; `None` means the map itself is deleted (`$patch: delete`).
-fn merge_map(mut original: Map<String, Value>, patch: &Map<String, Value>, path: &mut Vec<String>) -> Result<Option<Map<String, Value>>, String> {
+fn merge_map(
+    mut original: Map<String, Value>,
+    patch: &Map<String, Value>,
+    path: &mut Vec<String>,
+) -> Result<Option<Map<String, Value>>, String> {
     match patch.get("$patch").and_then(Value::as_str) {
         Some("replace") => {
             let mut m = patch.clone();
@@ -110,7 +134,8 @@ fn merge_map(mut original: Map<String, Value>, patch: &Map<String, Value>, path:
             continue;
         }
         if let Some(field) = key.strip_prefix("$deleteFromPrimitiveList/") {
-            if let (Some(Value::Array(list)), Some(del)) = (original.get_mut(field), pv.as_array()) {
+            if let (Some(Value::Array(list)), Some(del)) = (original.get_mut(field), pv.as_array())
+            {
                 list.retain(|v| !del.contains(v));
             }
             continue;
@@ -156,9 +181,16 @@ fn merge_map(mut original: Map<String, Value>, patch: &Map<String, Value>, path:
     Ok(Some(original))
 }
 
-fn merge_list(original: Vec<Value>, patch: &[Value], path: &mut Vec<String>) -> Result<Vec<Value>, String> {
+fn merge_list(
+    original: Vec<Value>,
+    patch: &[Value],
+    path: &mut Vec<String>,
+) -> Result<Vec<Value>, String> {
     // `{"$patch": "replace"}` as an element replaces the whole list with the other elements.
-    if patch.iter().any(|e| e.get("$patch").and_then(Value::as_str) == Some("replace")) {
+    if patch
+        .iter()
+        .any(|e| e.get("$patch").and_then(Value::as_str) == Some("replace"))
+    {
         return Ok(patch
             .iter()
             .filter(|e| e.get("$patch").is_none())
@@ -191,7 +223,10 @@ fn merge_list(original: Vec<Value>, patch: &[Value], path: &mut Vec<String>) -> 
     let mut out = original;
     for pe in patch {
         let Some(pm) = pe.as_object() else {
-            return Err(format!("element of list {} must be an object with merge key {key}", path.join(".")));
+            return Err(format!(
+                "element of list {} must be an object with merge key {key}",
+                path.join(".")
+            ));
         };
         let id = pm.get(key).cloned().unwrap_or(Value::Null);
         let pos = out.iter().position(|e| e.get(key) == Some(&id));
@@ -310,7 +345,10 @@ mod tests {
                                  {"$patch":"delete","name":"c2"}]}});
         let out = smp(orig, patch);
         assert_eq!(out["metadata"]["labels"], json!({"app": "x"}));
-        assert_eq!(out["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"], "{}");
+        assert_eq!(
+            out["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"],
+            "{}"
+        );
         assert_eq!(
             out["spec"]["containers"],
             json!([{"name": "c1", "image": "nginx:2", "env": [{"name": "A", "value": "1"}]}])
@@ -321,7 +359,10 @@ mod tests {
     fn service_ports_merge_on_port() {
         let orig = json!({"spec": {"ports": [{"port": 80, "targetPort": 8080}, {"port": 443}]}});
         let patch = json!({"spec":{"$setElementOrder/ports":[{"port":80}],"ports":[{"port":80,"targetPort":9090},{"$patch":"delete","port":443}]}});
-        assert_eq!(smp(orig, patch)["spec"]["ports"], json!([{"port": 80, "targetPort": 9090}]));
+        assert_eq!(
+            smp(orig, patch)["spec"]["ports"],
+            json!([{"port": 80, "targetPort": 9090}])
+        );
     }
 
     #[test]
@@ -336,34 +377,71 @@ mod tests {
 
     #[test]
     fn lists_without_merge_key_are_replaced_and_finalizers_union() {
-        let orig = json!({"metadata": {"finalizers": ["a"]}, "spec": {"tolerations": [{"key": "x"}]}});
-        let patch = json!({"metadata": {"finalizers": ["b"]}, "spec": {"tolerations": [{"key": "y"}]}});
+        let orig =
+            json!({"metadata": {"finalizers": ["a"]}, "spec": {"tolerations": [{"key": "x"}]}});
+        let patch =
+            json!({"metadata": {"finalizers": ["b"]}, "spec": {"tolerations": [{"key": "y"}]}});
         let out = smp(orig, patch);
         assert_eq!(out["metadata"]["finalizers"], json!(["a", "b"]));
         assert_eq!(out["spec"]["tolerations"], json!([{"key": "y"}]));
-        let out = smp(out, json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}}));
+        let out = smp(
+            out,
+            json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}}),
+        );
         assert_eq!(out["metadata"]["finalizers"], json!(["b"]));
     }
 
     #[test]
     fn replace_directive_and_merge_patch() {
         let orig = json!({"spec": {"selector": {"a": "1", "b": "2"}}});
-        let out = smp(orig.clone(), json!({"spec": {"selector": {"$patch": "replace", "c": "3"}}}));
+        let out = smp(
+            orig.clone(),
+            json!({"spec": {"selector": {"$patch": "replace", "c": "3"}}}),
+        );
         assert_eq!(out["spec"]["selector"], json!({"c": "3"}));
-        let out = apply_patch(&orig, &json!({"spec": {"selector": {"a": null}}}), PatchType::Merge, true).unwrap();
+        let out = apply_patch(
+            &orig,
+            &json!({"spec": {"selector": {"a": null}}}),
+            PatchType::Merge,
+            true,
+        )
+        .unwrap();
         assert_eq!(out["spec"]["selector"], json!({"b": "2"}));
-        let out = apply_patch(&orig, &json!([{"op": "replace", "path": "/spec/selector/a", "value": "9"}]), PatchType::Json, true).unwrap();
+        let out = apply_patch(
+            &orig,
+            &json!([{"op": "replace", "path": "/spec/selector/a", "value": "9"}]),
+            PatchType::Json,
+            true,
+        )
+        .unwrap();
         assert_eq!(out["spec"]["selector"]["a"], "9");
-        assert!(apply_patch(&orig, &json!([{"op": "remove", "path": "/nope"}]), PatchType::Json, true).is_err());
+        assert!(apply_patch(
+            &orig,
+            &json!([{"op": "remove", "path": "/nope"}]),
+            PatchType::Json,
+            true
+        )
+        .is_err());
     }
 
     #[test]
     fn three_way() {
-        let original = json!({"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": {"replicas": 1}});
+        let original =
+            json!({"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": {"replicas": 1}});
         let modified = json!({"metadata": {"labels": {"a": "1"}}, "spec": {"replicas": 3}});
         let current = json!({"metadata": {"labels": {"a": "1", "b": "2", "c": "server"}, "uid": "u"}, "spec": {"replicas": 1}});
         let p = three_way_merge_patch(&original, &modified, &current);
-        assert_eq!(p, json!({"metadata": {"labels": {"b": null}}, "spec": {"replicas": 3}}));
-        assert_eq!(three_way_merge_patch(&modified, &modified, &json!({"metadata": {"labels": {"a": "1"}}, "spec": {"replicas": 3}})), json!({}));
+        assert_eq!(
+            p,
+            json!({"metadata": {"labels": {"b": null}}, "spec": {"replicas": 3}})
+        );
+        assert_eq!(
+            three_way_merge_patch(
+                &modified,
+                &modified,
+                &json!({"metadata": {"labels": {"a": "1"}}, "spec": {"replicas": 3}})
+            ),
+            json!({})
+        );
     }
 }

@@ -22,7 +22,9 @@ impl Quantity {
     pub fn parse(s: &str) -> Result<Quantity, QuantityError> {
         let err = || QuantityError(s.to_string());
         let s = s.trim();
-        let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(s.len());
+        let split = s
+            .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+            .unwrap_or(s.len());
         let (num, suffix) = s.split_at(split);
         if num.is_empty() || num == "+" || num == "-" {
             return Err(err());

@@ -48,7 +48,12 @@ pub struct Column {
 }
 
 const fn col(name: &'static str, priority: i32) -> Column {
-    Column { name, kind: "string", priority, description: "" }
+    Column {
+        name,
+        kind: "string",
+        priority,
+        description: "",
+    }
 }
 
 /// Everything the system knows about one resource.
@@ -112,7 +117,11 @@ impl ResourceInfo {
 
     /// Storage key prefix: `/registry/<group>/<plural>/` (+ `<ns>/`).
     pub fn key_prefix(&self, namespace: Option<&str>) -> String {
-        let group = if self.group.is_empty() { "core" } else { self.group };
+        let group = if self.group.is_empty() {
+            "core"
+        } else {
+            self.group
+        };
         match namespace {
             Some(ns) if self.namespaced => format!("/registry/{}/{}/{}/", group, self.plural, ns),
             _ => format!("/registry/{}/{}/", group, self.plural),
@@ -172,11 +181,20 @@ const SERVICE_COLUMNS: &[Column] = &[
     col("Selector", 1),
 ];
 const ENDPOINTS_COLUMNS: &[Column] = &[col("Endpoints", 0), col("Age", 0)];
-const ENDPOINTSLICE_COLUMNS: &[Column] =
-    &[col("AddressType", 0), col("Ports", 0), col("Endpoints", 0), col("Age", 0)];
+const ENDPOINTSLICE_COLUMNS: &[Column] = &[
+    col("AddressType", 0),
+    col("Ports", 0),
+    col("Endpoints", 0),
+    col("Age", 0),
+];
 const LEASE_COLUMNS: &[Column] = &[col("Holder", 0), col("Age", 0)];
-const EVENT_COLUMNS: &[Column] =
-    &[col("Last Seen", 0), col("Type", 0), col("Reason", 0), col("Object", 0), col("Message", 0)];
+const EVENT_COLUMNS: &[Column] = &[
+    col("Last Seen", 0),
+    col("Type", 0),
+    col("Reason", 0),
+    col("Object", 0),
+    col("Message", 0),
+];
 const REPLICASET_COLUMNS: &[Column] = &[
     col("Desired", 0),
     col("Current", 0),
@@ -186,8 +204,12 @@ const REPLICASET_COLUMNS: &[Column] = &[
     col("Images", 1),
     col("Selector", 1),
 ];
-const STATEFULSET_COLUMNS: &[Column] =
-    &[col("Ready", 0), col("Age", 0), col("Containers", 1), col("Images", 1)];
+const STATEFULSET_COLUMNS: &[Column] = &[
+    col("Ready", 0),
+    col("Age", 0),
+    col("Containers", 1),
+    col("Images", 1),
+];
 const REVISION_COLUMNS: &[Column] = &[col("Controller", 0), col("Revision", 0), col("Age", 0)];
 const HPA_COLUMNS: &[Column] = &[
     col("Reference", 0),
@@ -198,7 +220,12 @@ const HPA_COLUMNS: &[Column] = &[
     col("Age", 0),
 ];
 /// The upstream CRD's additionalPrinterColumns.
-const LWS_COLUMNS: &[Column] = &[col("Ready", 0), col("Desired", 0), col("Up-to-date", 0), col("Age", 0)];
+const LWS_COLUMNS: &[Column] = &[
+    col("Ready", 0),
+    col("Desired", 0),
+    col("Up-to-date", 0),
+    col("Age", 0),
+];
 
 /// Every resource served, in discovery order.
 pub static REGISTRY: &[ResourceInfo] = &[
@@ -363,20 +390,35 @@ pub static REGISTRY: &[ResourceInfo] = &[
 /// Verbs every resource supports (namespaces have no deletecollection upstream).
 pub fn verbs(info: &ResourceInfo) -> &'static [&'static str] {
     if info.kind == "Namespace" {
-        &["create", "delete", "get", "list", "patch", "update", "watch"]
+        &[
+            "create", "delete", "get", "list", "patch", "update", "watch",
+        ]
     } else {
-        &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+        &[
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ]
     }
 }
 
 /// The resource with this group, version and plural.
 pub fn by_plural(group: &str, version: &str, plural: &str) -> Option<&'static ResourceInfo> {
-    REGISTRY.iter().find(|r| r.group == group && r.version == version && r.plural == plural)
+    REGISTRY
+        .iter()
+        .find(|r| r.group == group && r.version == version && r.plural == plural)
 }
 
 /// The resource with this `apiVersion` and `kind`.
 pub fn by_kind(api_version: &str, kind: &str) -> Option<&'static ResourceInfo> {
-    REGISTRY.iter().find(|r| r.api_version() == api_version && r.kind == kind)
+    REGISTRY
+        .iter()
+        .find(|r| r.api_version() == api_version && r.kind == kind)
 }
 
 /// The resource a user means by `name` (plural, singular, short name or kind).
@@ -423,8 +465,14 @@ mod tests {
     #[test]
     fn keys_and_paths() {
         let rs = by_kind("apps/v1", "ReplicaSet").unwrap();
-        assert_eq!(rs.key(Some("default"), "web"), "/registry/apps/replicasets/default/web");
-        assert_eq!(rs.object_path(Some("ns1"), "web"), "/apis/apps/v1/namespaces/ns1/replicasets/web");
+        assert_eq!(
+            rs.key(Some("default"), "web"),
+            "/registry/apps/replicasets/default/web"
+        );
+        assert_eq!(
+            rs.object_path(Some("ns1"), "web"),
+            "/apis/apps/v1/namespaces/ns1/replicasets/web"
+        );
         let node = by_kind("v1", "Node").unwrap();
         assert_eq!(node.key(Some("ignored"), "n1"), "/registry/core/nodes/n1");
         assert_eq!(node.collection_path(None), "/api/v1/nodes");

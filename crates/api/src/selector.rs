@@ -126,7 +126,9 @@ fn split_terms(s: &str) -> Result<Vec<String>, String> {
             ')' => {
                 depth -= 1;
                 if depth < 0 {
-                    return Err(format!("unable to parse requirement: unmatched ')' in {s:?}"));
+                    return Err(format!(
+                        "unable to parse requirement: unmatched ')' in {s:?}"
+                    ));
                 }
                 cur.push(c)
             }
@@ -135,7 +137,9 @@ fn split_terms(s: &str) -> Result<Vec<String>, String> {
         }
     }
     if depth != 0 {
-        return Err(format!("unable to parse requirement: unclosed '(' in {s:?}"));
+        return Err(format!(
+            "unable to parse requirement: unclosed '(' in {s:?}"
+        ));
     }
     out.push(cur);
     Ok(out)
@@ -163,7 +167,9 @@ fn parse_requirement(term: &str) -> Result<Requirement, String> {
             let inner = rest
                 .strip_prefix('(')
                 .and_then(|r| r.strip_suffix(')'))
-                .ok_or_else(|| format!("unable to parse requirement: expected (values) in {term:?}"))?;
+                .ok_or_else(|| {
+                    format!("unable to parse requirement: expected (values) in {term:?}")
+                })?;
             let values: Vec<String> = inner
                 .split(',')
                 .map(|v| v.trim().to_string())
@@ -172,7 +178,11 @@ fn parse_requirement(term: &str) -> Result<Requirement, String> {
             for v in &values {
                 checked_value(v)?;
             }
-            return Ok(if not { Requirement::NotIn(key, values) } else { Requirement::In(key, values) });
+            return Ok(if not {
+                Requirement::NotIn(key, values)
+            } else {
+                Requirement::In(key, values)
+            });
         }
     }
     check_key(term)?;
@@ -238,13 +248,19 @@ impl FieldSelector {
             } else if let Some((f, v)) = term.split_once('=') {
                 (f, v, false)
             } else {
-                return Err(format!("invalid selector: '{term}'; can't understand '{term}'"));
+                return Err(format!(
+                    "invalid selector: '{term}'; can't understand '{term}'"
+                ));
             };
             let field = field.trim();
             if !supported.contains(&field) {
                 return Err(format!("field label not supported: {field}"));
             }
-            terms.push(FieldTerm { field: field.to_string(), value: value.trim().to_string(), negate });
+            terms.push(FieldTerm {
+                field: field.to_string(),
+                value: value.trim().to_string(),
+                negate,
+            });
         }
         Ok(FieldSelector { terms })
     }
@@ -262,7 +278,10 @@ impl FieldSelector {
 
     /// The value this selector pins `field` to with `=`, if any.
     pub fn exact(&self, field: &str) -> Option<&str> {
-        self.terms.iter().find(|t| t.field == field && !t.negate).map(|t| t.value.as_str())
+        self.terms
+            .iter()
+            .find(|t| t.field == field && !t.negate)
+            .map(|t| t.value.as_str())
     }
 }
 
@@ -322,7 +341,10 @@ mod tests {
     use serde_json::json;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -331,7 +353,12 @@ mod tests {
         assert_eq!(s.requirements.len(), 5);
         assert!(s.matches(&labels(&[("app", "web"), ("env", "prod"), ("team", "a")])));
         assert!(!s.matches(&labels(&[("app", "web"), ("env", "dev"), ("team", "a")])));
-        assert!(!s.matches(&labels(&[("app", "web"), ("env", "prod"), ("team", "a"), ("legacy", "")])));
+        assert!(!s.matches(&labels(&[
+            ("app", "web"),
+            ("env", "prod"),
+            ("team", "a"),
+            ("legacy", "")
+        ])));
         assert!(!s.matches(&labels(&[("app", "web"), ("env", "prod")])));
         assert!(Selector::parse("").unwrap().matches(&labels(&[])));
         let n = Selector::parse("a notin (x),b==c").unwrap();
@@ -368,7 +395,11 @@ mod tests {
         )
         .unwrap();
         assert!(f.matches(&pod));
-        assert!(!FieldSelector::parse("spec.nodeName=", &supported_fields("Pod")).unwrap().matches(&pod));
+        assert!(
+            !FieldSelector::parse("spec.nodeName=", &supported_fields("Pod"))
+                .unwrap()
+                .matches(&pod)
+        );
         let err = FieldSelector::parse("spec.bogus=1", &supported_fields("Pod")).unwrap_err();
         assert_eq!(err, "field label not supported: spec.bogus");
     }

@@ -30,31 +30,60 @@ fn details(info: &ResourceInfo, name: &str) -> Value {
 
 impl ApiError {
     pub fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
-        ApiError { code, reason: reason.into(), message: message.into(), details: None }
+        ApiError {
+            code,
+            reason: reason.into(),
+            message: message.into(),
+            details: None,
+        }
     }
 
     pub fn not_found(info: &ResourceInfo, name: &str) -> Self {
         ApiError {
             details: Some(details(info, name)),
-            ..Self::new(404, "NotFound", format!("{} \"{}\" not found", info.group_resource(), name))
+            ..Self::new(
+                404,
+                "NotFound",
+                format!("{} \"{}\" not found", info.group_resource(), name),
+            )
         }
     }
 
     pub fn unknown_path() -> Self {
-        ApiError { details: Some(json!({})), ..Self::new(404, "NotFound", "the server could not find the requested resource") }
+        ApiError {
+            details: Some(json!({})),
+            ..Self::new(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            )
+        }
     }
 
     pub fn already_exists(info: &ResourceInfo, name: &str) -> Self {
         ApiError {
             details: Some(details(info, name)),
-            ..Self::new(409, "AlreadyExists", format!("{} \"{}\" already exists", info.group_resource(), name))
+            ..Self::new(
+                409,
+                "AlreadyExists",
+                format!("{} \"{}\" already exists", info.group_resource(), name),
+            )
         }
     }
 
     pub fn conflict(info: &ResourceInfo, name: &str, why: &str) -> Self {
         ApiError {
             details: Some(details(info, name)),
-            ..Self::new(409, "Conflict", format!("Operation cannot be fulfilled on {} \"{}\": {}", info.group_resource(), name, why))
+            ..Self::new(
+                409,
+                "Conflict",
+                format!(
+                    "Operation cannot be fulfilled on {} \"{}\": {}",
+                    info.group_resource(),
+                    name,
+                    why
+                ),
+            )
         }
     }
 
@@ -64,16 +93,30 @@ impl ApiError {
     }
 
     pub fn invalid(info: &ResourceInfo, name: &str, errs: &[FieldError]) -> Self {
-        let kind = if info.group.is_empty() { info.kind.to_string() } else { format!("{}.{}", info.kind, info.group) };
+        let kind = if info.group.is_empty() {
+            info.kind.to_string()
+        } else {
+            format!("{}.{}", info.kind, info.group)
+        };
         let list: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
-        let joined = if list.len() == 1 { list[0].clone() } else { format!("[{}]", list.join(", ")) };
+        let joined = if list.len() == 1 {
+            list[0].clone()
+        } else {
+            format!("[{}]", list.join(", "))
+        };
         let causes: Vec<Value> = errs
             .iter()
             .map(|e| json!({"reason": e.kind.reason(), "message": e.body(), "field": e.field}))
             .collect();
         ApiError {
-            details: Some(json!({"name": name, "group": info.group, "kind": info.kind, "causes": causes})),
-            ..Self::new(422, "Invalid", format!("{kind} \"{name}\" is invalid: {joined}"))
+            details: Some(
+                json!({"name": name, "group": info.group, "kind": info.kind, "causes": causes}),
+            ),
+            ..Self::new(
+                422,
+                "Invalid",
+                format!("{kind} \"{name}\" is invalid: {joined}"),
+            )
         }
     }
 
@@ -88,7 +131,16 @@ impl ApiError {
     pub fn forbidden(info: &ResourceInfo, name: &str, why: &str) -> Self {
         ApiError {
             details: Some(details(info, name)),
-            ..Self::new(403, "Forbidden", format!("{} \"{}\" is forbidden: {}", info.group_resource(), name, why))
+            ..Self::new(
+                403,
+                "Forbidden",
+                format!(
+                    "{} \"{}\" is forbidden: {}",
+                    info.group_resource(),
+                    name,
+                    why
+                ),
+            )
         }
     }
 
@@ -101,7 +153,11 @@ impl ApiError {
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(500, "InternalError", format!("Internal error occurred: {}", message.into()))
+        Self::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {}", message.into()),
+        )
     }
 
     pub fn timeout(message: impl Into<String>) -> Self {
@@ -135,9 +191,21 @@ impl ApiError {
     pub fn from_body(code: u16, body: &[u8]) -> Self {
         match serde_json::from_slice::<Value>(body) {
             Ok(v) if v.get("kind").and_then(Value::as_str) == Some("Status") => ApiError {
-                code: v.get("code").and_then(Value::as_u64).map(|c| c as u16).unwrap_or(code),
-                reason: v.get("reason").and_then(Value::as_str).unwrap_or("").to_string(),
-                message: v.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
+                code: v
+                    .get("code")
+                    .and_then(Value::as_u64)
+                    .map(|c| c as u16)
+                    .unwrap_or(code),
+                reason: v
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                message: v
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
                 details: v.get("details").cloned(),
             },
             _ => ApiError::new(code, "", String::from_utf8_lossy(body).trim().to_string()),
@@ -154,8 +222,14 @@ impl ApiError {
                 cs.iter()
                     .map(|c| {
                         (
-                            c.get("field").and_then(Value::as_str).unwrap_or("").to_string(),
-                            c.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
+                            c.get("field")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .to_string(),
+                            c.get("message")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .to_string(),
                         )
                     })
                     .collect()

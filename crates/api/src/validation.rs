@@ -40,10 +40,20 @@ pub struct FieldError {
 
 impl FieldError {
     pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
-        FieldError { kind: ErrorType::Required, field: field.into(), value: None, detail: detail.into() }
+        FieldError {
+            kind: ErrorType::Required,
+            field: field.into(),
+            value: None,
+            detail: detail.into(),
+        }
     }
     pub fn invalid(field: impl Into<String>, value: &Value, detail: impl Into<String>) -> Self {
-        FieldError { kind: ErrorType::Invalid, field: field.into(), value: Some(render(value)), detail: detail.into() }
+        FieldError {
+            kind: ErrorType::Invalid,
+            field: field.into(),
+            value: Some(render(value)),
+            detail: detail.into(),
+        }
     }
     pub fn not_supported(field: impl Into<String>, value: &Value, supported: &[&str]) -> Self {
         let list: Vec<String> = supported.iter().map(|s| format!("\"{s}\"")).collect();
@@ -55,10 +65,20 @@ impl FieldError {
         }
     }
     pub fn duplicate(field: impl Into<String>, value: &Value) -> Self {
-        FieldError { kind: ErrorType::Duplicate, field: field.into(), value: Some(render(value)), detail: String::new() }
+        FieldError {
+            kind: ErrorType::Duplicate,
+            field: field.into(),
+            value: Some(render(value)),
+            detail: String::new(),
+        }
     }
     pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
-        FieldError { kind: ErrorType::Forbidden, field: field.into(), value: None, detail: detail.into() }
+        FieldError {
+            kind: ErrorType::Forbidden,
+            field: field.into(),
+            value: None,
+            detail: detail.into(),
+        }
     }
 
     /// The part after `<field>: ` in the message, which is also the cause message.
@@ -126,7 +146,10 @@ pub fn dns1123_subdomain_error(s: &str) -> Option<String> {
     }
     let ok = !s.is_empty()
         && s.split('.').all(|l| {
-            !l.is_empty() && l.chars().all(|c| is_alnum_lower(c) || c == '-') && l.starts_with(is_alnum_lower) && l.ends_with(is_alnum_lower)
+            !l.is_empty()
+                && l.chars().all(|c| is_alnum_lower(c) || c == '-')
+                && l.starts_with(is_alnum_lower)
+                && l.ends_with(is_alnum_lower)
         });
     (!ok).then(|| DNS1123_SUBDOMAIN_MSG.into())
 }
@@ -229,13 +252,20 @@ fn non_empty_str<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 fn arr<'a>(v: &'a Value, key: &str) -> &'a [Value] {
-    v.get(key).and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
 }
 
 fn check_enum(errs: &mut Errors, v: &Value, key: &str, path: &str, allowed: &[&str]) {
     if let Some(val) = v.get(key) {
         if !val.as_str().is_some_and(|s| allowed.contains(&s)) {
-            errs.push(FieldError::not_supported(format!("{path}.{key}"), val, allowed));
+            errs.push(FieldError::not_supported(
+                format!("{path}.{key}"),
+                val,
+                allowed,
+            ));
         }
     }
 }
@@ -243,18 +273,28 @@ fn check_enum(errs: &mut Errors, v: &Value, key: &str, path: &str, allowed: &[&s
 fn check_non_negative(errs: &mut Errors, v: &Value, key: &str, path: &str) {
     if let Some(val) = v.get(key) {
         if val.as_i64().is_some_and(|n| n < 0) {
-            errs.push(FieldError::invalid(format!("{path}.{key}"), val, "must be greater than or equal to 0"));
+            errs.push(FieldError::invalid(
+                format!("{path}.{key}"),
+                val,
+                "must be greater than or equal to 0",
+            ));
         }
     }
 }
 
 fn check_port(errs: &mut Errors, v: &Value, key: &str, path: &str, required: bool) {
     match v.get(key) {
-        None | Some(Value::Null) if required => errs.push(FieldError::required(format!("{path}.{key}"), "")),
+        None | Some(Value::Null) if required => {
+            errs.push(FieldError::required(format!("{path}.{key}"), ""))
+        }
         None | Some(Value::Null) => {}
         Some(p) => {
             if !p.as_i64().is_some_and(|n| (1..=65535).contains(&n)) {
-                errs.push(FieldError::invalid(format!("{path}.{key}"), p, "must be between 1 and 65535, inclusive"));
+                errs.push(FieldError::invalid(
+                    format!("{path}.{key}"),
+                    p,
+                    "must be between 1 and 65535, inclusive",
+                ));
             }
         }
     }
@@ -271,46 +311,80 @@ pub fn validate_metadata(obj: &Value, kind: &str, namespaced: bool) -> Errors {
     match non_empty_str(&meta, "name") {
         None => {
             if non_empty_str(&meta, "generateName").is_none() {
-                errs.push(FieldError::required("metadata.name", "name or generateName is required"));
+                errs.push(FieldError::required(
+                    "metadata.name",
+                    "name or generateName is required",
+                ));
             }
         }
         Some(name) => {
             if let Some(e) = name_error(name_rule(kind), name) {
-                errs.push(FieldError::invalid("metadata.name", &Value::String(name.into()), e));
+                errs.push(FieldError::invalid(
+                    "metadata.name",
+                    &Value::String(name.into()),
+                    e,
+                ));
             }
         }
     }
     if namespaced {
         if let Some(ns) = non_empty_str(&meta, "namespace") {
             if let Some(e) = dns1123_label_error(ns) {
-                errs.push(FieldError::invalid("metadata.namespace", &Value::String(ns.into()), e));
+                errs.push(FieldError::invalid(
+                    "metadata.namespace",
+                    &Value::String(ns.into()),
+                    e,
+                ));
             }
         }
     } else if non_empty_str(&meta, "namespace").is_some() {
-        errs.push(FieldError::forbidden("metadata.namespace", "not allowed on this type"));
+        errs.push(FieldError::forbidden(
+            "metadata.namespace",
+            "not allowed on this type",
+        ));
     }
     validate_labels(&meta, "metadata.labels", &mut errs);
     if let Some(ann) = meta.get("annotations").and_then(Value::as_object) {
         let mut total = 0;
         for (k, v) in ann {
             if let Some(e) = qualified_name_error(k) {
-                errs.push(FieldError::invalid("metadata.annotations", &Value::String(k.clone()), e));
+                errs.push(FieldError::invalid(
+                    "metadata.annotations",
+                    &Value::String(k.clone()),
+                    e,
+                ));
             }
             total += k.len() + v.as_str().map_or(0, str::len);
         }
         if total > 256 * 1024 {
-            errs.push(FieldError::invalid("metadata.annotations", &Value::String(String::new()), "must have at most 262144 bytes"));
+            errs.push(FieldError::invalid(
+                "metadata.annotations",
+                &Value::String(String::new()),
+                "must have at most 262144 bytes",
+            ));
         }
     }
     for (i, owner) in arr(&meta, "ownerReferences").iter().enumerate() {
         for f in ["apiVersion", "kind", "name", "uid"] {
             if non_empty_str(owner, f).is_none() {
-                errs.push(FieldError::required(format!("metadata.ownerReferences[{i}].{f}"), ""));
+                errs.push(FieldError::required(
+                    format!("metadata.ownerReferences[{i}].{f}"),
+                    "",
+                ));
             }
         }
     }
-    if arr(&meta, "ownerReferences").iter().filter(|o| o.get("controller") == Some(&Value::Bool(true))).count() > 1 {
-        errs.push(FieldError::invalid("metadata.ownerReferences", &Value::Null, "Only one reference can have Controller set to true"));
+    if arr(&meta, "ownerReferences")
+        .iter()
+        .filter(|o| o.get("controller") == Some(&Value::Bool(true)))
+        .count()
+        > 1
+    {
+        errs.push(FieldError::invalid(
+            "metadata.ownerReferences",
+            &Value::Null,
+            "Only one reference can have Controller set to true",
+        ));
     }
     errs
 }
@@ -337,9 +411,16 @@ fn validate_labels(meta: &Value, path: &str, errs: &mut Errors) {
 pub fn validate_metadata_update(new: &Value, old: &Value) -> Errors {
     let mut errs = Vec::new();
     for f in ["name", "namespace", "uid", "creationTimestamp"] {
-        let (n, o) = (new.pointer(&format!("/metadata/{f}")), old.pointer(&format!("/metadata/{f}")));
+        let (n, o) = (
+            new.pointer(&format!("/metadata/{f}")),
+            old.pointer(&format!("/metadata/{f}")),
+        );
         if n.is_some() && n != o {
-            errs.push(FieldError::invalid(format!("metadata.{f}"), n.unwrap_or(&Value::Null), "field is immutable"));
+            errs.push(FieldError::invalid(
+                format!("metadata.{f}"),
+                n.unwrap_or(&Value::Null),
+                "field is immutable",
+            ));
         }
     }
     errs
@@ -371,13 +452,23 @@ pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
         "Node" => {
             if let Some(cidr) = obj.pointer("/spec/podCIDR").and_then(Value::as_str) {
                 if !is_cidr(cidr) {
-                    errs.push(FieldError::invalid("spec.podCIDR", &Value::String(cidr.into()), "must be a valid CIDR"));
+                    errs.push(FieldError::invalid(
+                        "spec.podCIDR",
+                        &Value::String(cidr.into()),
+                        "must be a valid CIDR",
+                    ));
                 }
             }
             if let (Some(old), Some(new_cidr)) = (old, obj.pointer("/spec/podCIDR")) {
-                if let Some(old_cidr) = old.pointer("/spec/podCIDR").filter(|c| c.as_str() != Some("")) {
+                if let Some(old_cidr) = old
+                    .pointer("/spec/podCIDR")
+                    .filter(|c| c.as_str() != Some(""))
+                {
                     if old_cidr != new_cidr {
-                        errs.push(FieldError::forbidden("spec.podCIDR", "node updates may not change podCIDR except from \"\" to valid"));
+                        errs.push(FieldError::forbidden(
+                            "spec.podCIDR",
+                            "node updates may not change podCIDR except from \"\" to valid",
+                        ));
                     }
                 }
             }
@@ -389,8 +480,12 @@ pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
 }
 
 fn is_cidr(s: &str) -> bool {
-    let Some((ip, bits)) = s.split_once('/') else { return false };
-    let Ok(bits) = bits.parse::<u8>() else { return false };
+    let Some((ip, bits)) = s.split_once('/') else {
+        return false;
+    };
+    let Ok(bits) = bits.parse::<u8>() else {
+        return false;
+    };
     match ip.parse::<std::net::IpAddr>() {
         Ok(std::net::IpAddr::V4(_)) => bits <= 32,
         Ok(std::net::IpAddr::V6(_)) => bits <= 128,
@@ -404,57 +499,103 @@ pub fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Errors) {
     if containers.is_empty() {
         errs.push(FieldError::required(format!("{path}.containers"), ""));
     }
-    let volumes: Vec<&str> = arr(spec, "volumes").iter().filter_map(|v| str_at(v, "name")).collect();
+    let volumes: Vec<&str> = arr(spec, "volumes")
+        .iter()
+        .filter_map(|v| str_at(v, "name"))
+        .collect();
     let mut seen_vol = std::collections::HashSet::new();
     for (i, v) in arr(spec, "volumes").iter().enumerate() {
         match non_empty_str(v, "name") {
-            None => errs.push(FieldError::required(format!("{path}.volumes[{i}].name"), "")),
+            None => errs.push(FieldError::required(
+                format!("{path}.volumes[{i}].name"),
+                "",
+            )),
             Some(n) => {
                 if let Some(e) = dns1123_label_error(n) {
-                    errs.push(FieldError::invalid(format!("{path}.volumes[{i}].name"), &Value::String(n.into()), e));
+                    errs.push(FieldError::invalid(
+                        format!("{path}.volumes[{i}].name"),
+                        &Value::String(n.into()),
+                        e,
+                    ));
                 }
                 if !seen_vol.insert(n) {
-                    errs.push(FieldError::duplicate(format!("{path}.volumes[{i}].name"), &Value::String(n.into())));
+                    errs.push(FieldError::duplicate(
+                        format!("{path}.volumes[{i}].name"),
+                        &Value::String(n.into()),
+                    ));
                 }
             }
         }
         if let Some(hp) = v.get("hostPath") {
             if non_empty_str(hp, "path").is_none() {
-                errs.push(FieldError::required(format!("{path}.volumes[{i}].hostPath.path"), ""));
+                errs.push(FieldError::required(
+                    format!("{path}.volumes[{i}].hostPath.path"),
+                    "",
+                ));
             }
         }
     }
     let mut names = std::collections::HashSet::new();
-    for (list, key) in [(containers, "containers"), (arr(spec, "initContainers"), "initContainers")] {
+    for (list, key) in [
+        (containers, "containers"),
+        (arr(spec, "initContainers"), "initContainers"),
+    ] {
         for (i, c) in list.iter().enumerate() {
             let cp = format!("{path}.{key}[{i}]");
             validate_container(c, &cp, &volumes, errs);
             if let Some(n) = non_empty_str(c, "name") {
                 if !names.insert(n.to_string()) {
-                    errs.push(FieldError::duplicate(format!("{cp}.name"), &Value::String(n.into())));
+                    errs.push(FieldError::duplicate(
+                        format!("{cp}.name"),
+                        &Value::String(n.into()),
+                    ));
                 }
             }
         }
     }
-    check_enum(errs, spec, "restartPolicy", path, &["Always", "OnFailure", "Never"]);
-    check_enum(errs, spec, "dnsPolicy", path, &["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"]);
+    check_enum(
+        errs,
+        spec,
+        "restartPolicy",
+        path,
+        &["Always", "OnFailure", "Never"],
+    );
+    check_enum(
+        errs,
+        spec,
+        "dnsPolicy",
+        path,
+        &["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"],
+    );
     check_non_negative(errs, spec, "terminationGracePeriodSeconds", path);
     if let Some(ads) = spec.get("activeDeadlineSeconds") {
         if !ads.as_i64().is_some_and(|n| n > 0) {
-            errs.push(FieldError::invalid(format!("{path}.activeDeadlineSeconds"), ads, "must be between 1 and 2147483647, inclusive"));
+            errs.push(FieldError::invalid(
+                format!("{path}.activeDeadlineSeconds"),
+                ads,
+                "must be between 1 and 2147483647, inclusive",
+            ));
         }
     }
     for key in ["hostname", "subdomain"] {
         if let Some(h) = non_empty_str(spec, key) {
             if let Some(e) = dns1123_label_error(h) {
-                errs.push(FieldError::invalid(format!("{path}.{key}"), &Value::String(h.into()), e));
+                errs.push(FieldError::invalid(
+                    format!("{path}.{key}"),
+                    &Value::String(h.into()),
+                    e,
+                ));
             }
         }
     }
     if let Some(sel) = spec.get("nodeSelector").and_then(Value::as_object) {
         for (k, v) in sel {
             if let Some(e) = qualified_name_error(k) {
-                errs.push(FieldError::invalid(format!("{path}.nodeSelector"), &Value::String(k.clone()), e));
+                errs.push(FieldError::invalid(
+                    format!("{path}.nodeSelector"),
+                    &Value::String(k.clone()),
+                    e,
+                ));
             }
             if let Some(e) = v.as_str().and_then(label_value_error) {
                 errs.push(FieldError::invalid(format!("{path}.nodeSelector"), v, e));
@@ -464,12 +605,26 @@ pub fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Errors) {
     for (i, t) in arr(spec, "tolerations").iter().enumerate() {
         let tp = format!("{path}.tolerations[{i}]");
         check_enum(errs, t, "operator", &tp, &["Equal", "Exists"]);
-        check_enum(errs, t, "effect", &tp, &["NoSchedule", "PreferNoSchedule", "NoExecute"]);
+        check_enum(
+            errs,
+            t,
+            "effect",
+            &tp,
+            &["NoSchedule", "PreferNoSchedule", "NoExecute"],
+        );
         if str_at(t, "operator") == Some("Exists") && non_empty_str(t, "value").is_some() {
-            errs.push(FieldError::invalid(format!("{tp}.operator"), &Value::String("Exists".into()), "value must be empty when `operator` is 'Exists'"));
+            errs.push(FieldError::invalid(
+                format!("{tp}.operator"),
+                &Value::String("Exists".into()),
+                "value must be empty when `operator` is 'Exists'",
+            ));
         }
         if t.get("tolerationSeconds").is_some() && str_at(t, "effect") != Some("NoExecute") {
-            errs.push(FieldError::invalid(format!("{tp}.effect"), t.get("effect").unwrap_or(&Value::Null), "effect must be 'NoExecute' when `tolerationSeconds` is set"));
+            errs.push(FieldError::invalid(
+                format!("{tp}.effect"),
+                t.get("effect").unwrap_or(&Value::Null),
+                "effect must be 'NoExecute' when `tolerationSeconds` is set",
+            ));
         }
     }
 }
@@ -479,30 +634,51 @@ fn validate_container(c: &Value, path: &str, volumes: &[&str], errs: &mut Errors
         None => errs.push(FieldError::required(format!("{path}.name"), "")),
         Some(n) => {
             if let Some(e) = dns1123_label_error(n) {
-                errs.push(FieldError::invalid(format!("{path}.name"), &Value::String(n.into()), e));
+                errs.push(FieldError::invalid(
+                    format!("{path}.name"),
+                    &Value::String(n.into()),
+                    e,
+                ));
             }
         }
     }
     if non_empty_str(c, "image").is_none() {
         errs.push(FieldError::required(format!("{path}.image"), ""));
     }
-    check_enum(errs, c, "imagePullPolicy", path, &["Always", "IfNotPresent", "Never"]);
+    check_enum(
+        errs,
+        c,
+        "imagePullPolicy",
+        path,
+        &["Always", "IfNotPresent", "Never"],
+    );
     let mut port_names = std::collections::HashSet::new();
     for (i, p) in arr(c, "ports").iter().enumerate() {
         let pp = format!("{path}.ports[{i}]");
         check_port(errs, p, "containerPort", &pp, true);
         if let Some(hp) = p.get("hostPort") {
             if !hp.as_i64().is_some_and(|n| (0..=65535).contains(&n)) {
-                errs.push(FieldError::invalid(format!("{pp}.hostPort"), hp, "must be between 1 and 65535, inclusive"));
+                errs.push(FieldError::invalid(
+                    format!("{pp}.hostPort"),
+                    hp,
+                    "must be between 1 and 65535, inclusive",
+                ));
             }
         }
         check_enum(errs, p, "protocol", &pp, PROTOCOLS);
         if let Some(n) = non_empty_str(p, "name") {
             if let Some(e) = port_name_error(n) {
-                errs.push(FieldError::invalid(format!("{pp}.name"), &Value::String(n.into()), e));
+                errs.push(FieldError::invalid(
+                    format!("{pp}.name"),
+                    &Value::String(n.into()),
+                    e,
+                ));
             }
             if !port_names.insert(n) {
-                errs.push(FieldError::duplicate(format!("{pp}.name"), &Value::String(n.into())));
+                errs.push(FieldError::duplicate(
+                    format!("{pp}.name"),
+                    &Value::String(n.into()),
+                ));
             }
         }
     }
@@ -512,7 +688,10 @@ fn validate_container(c: &Value, path: &str, volumes: &[&str], errs: &mut Errors
         }
         if let Some(fr) = e.pointer("/valueFrom/fieldRef") {
             if non_empty_str(fr, "fieldPath").is_none() {
-                errs.push(FieldError::required(format!("{path}.env[{i}].valueFrom.fieldRef.fieldPath"), ""));
+                errs.push(FieldError::required(
+                    format!("{path}.env[{i}].valueFrom.fieldRef.fieldPath"),
+                    "",
+                ));
             }
         }
     }
@@ -521,7 +700,10 @@ fn validate_container(c: &Value, path: &str, volumes: &[&str], errs: &mut Errors
         match non_empty_str(m, "name") {
             None => errs.push(FieldError::required(format!("{mp}.name"), "")),
             Some(n) if !volumes.contains(&n) => {
-                errs.push(FieldError::not_found(format!("{mp}.name"), &Value::String(n.into())));
+                errs.push(FieldError::not_found(
+                    format!("{mp}.name"),
+                    &Value::String(n.into()),
+                ));
             }
             _ => {}
         }
@@ -530,7 +712,10 @@ fn validate_container(c: &Value, path: &str, volumes: &[&str], errs: &mut Errors
         }
     }
     for section in ["limits", "requests"] {
-        if let Some(map) = c.pointer(&format!("/resources/{section}")).and_then(Value::as_object) {
+        if let Some(map) = c
+            .pointer(&format!("/resources/{section}"))
+            .and_then(Value::as_object)
+        {
             for (res, q) in map {
                 let ok = match q {
                     Value::String(s) => crate::quantity::Quantity::parse(s).is_ok(),
@@ -538,16 +723,26 @@ fn validate_container(c: &Value, path: &str, volumes: &[&str], errs: &mut Errors
                     _ => false,
                 };
                 if !ok {
-                    errs.push(FieldError::invalid(format!("{path}.resources.{section}[{res}]"), q, "must match the regex ^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"));
+                    errs.push(FieldError::invalid(
+                        format!("{path}.resources.{section}[{res}]"),
+                        q,
+                        "must match the regex ^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$",
+                    ));
                 }
             }
         }
     }
     for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
         if let Some(p) = c.get(probe) {
-            let handlers = ["exec", "httpGet", "tcpSocket", "grpc"].iter().filter(|h| p.get(**h).is_some()).count();
+            let handlers = ["exec", "httpGet", "tcpSocket", "grpc"]
+                .iter()
+                .filter(|h| p.get(**h).is_some())
+                .count();
             if handlers != 1 {
-                errs.push(FieldError::required(format!("{path}.{probe}"), "must specify a handler type"));
+                errs.push(FieldError::required(
+                    format!("{path}.{probe}"),
+                    "must specify a handler type",
+                ));
             }
         }
     }
@@ -556,7 +751,12 @@ fn validate_container(c: &Value, path: &str, volumes: &[&str], errs: &mut Errors
 impl FieldError {
     /// `Not found`, rendered as Kubernetes does (reason FieldValueNotFound maps to Invalid here).
     pub fn not_found(field: impl Into<String>, value: &Value) -> Self {
-        FieldError { kind: ErrorType::Invalid, field: field.into(), value: Some(render(value)), detail: "volume not found".into() }
+        FieldError {
+            kind: ErrorType::Invalid,
+            field: field.into(),
+            value: Some(render(value)),
+            detail: "volume not found".into(),
+        }
     }
 }
 
@@ -574,14 +774,21 @@ fn validate_pod_update(new: &Value, old: &Value, errs: &mut Errors) {
             }
         }
         if let Some(m) = s.as_object_mut() {
-            for f in ["activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds"] {
+            for f in [
+                "activeDeadlineSeconds",
+                "tolerations",
+                "terminationGracePeriodSeconds",
+            ] {
                 m.remove(f);
             }
         }
         s
     }
     // nodeName may be set once (by binding): an unset old value is not a change.
-    let (mut ns, os) = (mask(new.get("spec").unwrap_or(&Value::Null)), mask(old.get("spec").unwrap_or(&Value::Null)));
+    let (mut ns, os) = (
+        mask(new.get("spec").unwrap_or(&Value::Null)),
+        mask(old.get("spec").unwrap_or(&Value::Null)),
+    );
     if os.get("nodeName").is_none() {
         if let Some(m) = ns.as_object_mut() {
             m.remove("nodeName");
@@ -598,8 +805,20 @@ fn validate_pod_update(new: &Value, old: &Value, errs: &mut Errors) {
 fn validate_service(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
     let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
     let ty = str_at(&spec, "type").unwrap_or("ClusterIP");
-    check_enum(errs, &spec, "type", "spec", &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]);
-    check_enum(errs, &spec, "sessionAffinity", "spec", &["ClientIP", "None"]);
+    check_enum(
+        errs,
+        &spec,
+        "type",
+        "spec",
+        &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"],
+    );
+    check_enum(
+        errs,
+        &spec,
+        "sessionAffinity",
+        "spec",
+        &["ClientIP", "None"],
+    );
     let headless = str_at(&spec, "clusterIP") == Some("None");
     let ports = arr(&spec, "ports");
     if ports.is_empty() && !headless && ty != "ExternalName" {
@@ -617,11 +836,19 @@ fn validate_service(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
         match p.get("targetPort") {
             Some(Value::String(s)) => {
                 if let Some(e) = port_name_error(s) {
-                    errs.push(FieldError::invalid(format!("{pp}.targetPort"), &Value::String(s.clone()), e));
+                    errs.push(FieldError::invalid(
+                        format!("{pp}.targetPort"),
+                        &Value::String(s.clone()),
+                        e,
+                    ));
                 }
             }
             Some(Value::Number(_)) => check_port(errs, p, "targetPort", &pp, false),
-            Some(other) => errs.push(FieldError::invalid(format!("{pp}.targetPort"), other, "must be an int or a string")),
+            Some(other) => errs.push(FieldError::invalid(
+                format!("{pp}.targetPort"),
+                other,
+                "must be an int or a string",
+            )),
             None => {}
         }
         match non_empty_str(p, "name") {
@@ -629,29 +856,53 @@ fn validate_service(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
             None => {}
             Some(n) => {
                 if let Some(e) = dns1123_label_error(n) {
-                    errs.push(FieldError::invalid(format!("{pp}.name"), &Value::String(n.into()), e));
+                    errs.push(FieldError::invalid(
+                        format!("{pp}.name"),
+                        &Value::String(n.into()),
+                        e,
+                    ));
                 }
                 if !names.insert(n.to_string()) {
-                    errs.push(FieldError::duplicate(format!("{pp}.name"), &Value::String(n.into())));
+                    errs.push(FieldError::duplicate(
+                        format!("{pp}.name"),
+                        &Value::String(n.into()),
+                    ));
                 }
             }
         }
-        let key = (p.get("port").and_then(Value::as_i64), str_at(p, "protocol").unwrap_or("TCP").to_string());
+        let key = (
+            p.get("port").and_then(Value::as_i64),
+            str_at(p, "protocol").unwrap_or("TCP").to_string(),
+        );
         if !port_protos.insert(key) {
             errs.push(FieldError::duplicate(format!("{pp}"), p));
         }
         if let Some(np) = p.get("nodePort") {
             if ty == "ClusterIP" && np.as_i64() != Some(0) {
-                errs.push(FieldError::forbidden(format!("{pp}.nodePort"), "may not be used when `type` is 'ClusterIP'"));
-            } else if !np.as_i64().is_some_and(|n| n == 0 || (1..=65535).contains(&n)) {
-                errs.push(FieldError::invalid(format!("{pp}.nodePort"), np, "must be between 1 and 65535, inclusive"));
+                errs.push(FieldError::forbidden(
+                    format!("{pp}.nodePort"),
+                    "may not be used when `type` is 'ClusterIP'",
+                ));
+            } else if !np
+                .as_i64()
+                .is_some_and(|n| n == 0 || (1..=65535).contains(&n))
+            {
+                errs.push(FieldError::invalid(
+                    format!("{pp}.nodePort"),
+                    np,
+                    "must be between 1 and 65535, inclusive",
+                ));
             }
         }
     }
     if let Some(sel) = spec.get("selector").and_then(Value::as_object) {
         for (k, v) in sel {
             if let Some(e) = qualified_name_error(k) {
-                errs.push(FieldError::invalid("spec.selector", &Value::String(k.clone()), e));
+                errs.push(FieldError::invalid(
+                    "spec.selector",
+                    &Value::String(k.clone()),
+                    e,
+                ));
             }
             if let Some(e) = v.as_str().and_then(label_value_error) {
                 errs.push(FieldError::invalid("spec.selector", v, e));
@@ -660,13 +911,24 @@ fn validate_service(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
     }
     if let Some(ip) = non_empty_str(&spec, "clusterIP") {
         if ip != "None" && ip.parse::<std::net::Ipv4Addr>().is_err() {
-            errs.push(FieldError::invalid("spec.clusterIP", &Value::String(ip.into()), "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"));
+            errs.push(FieldError::invalid(
+                "spec.clusterIP",
+                &Value::String(ip.into()),
+                "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+            ));
         }
     }
     if let Some(old) = old {
-        let (o, n) = (old.pointer("/spec/clusterIP"), obj.pointer("/spec/clusterIP"));
+        let (o, n) = (
+            old.pointer("/spec/clusterIP"),
+            obj.pointer("/spec/clusterIP"),
+        );
         if o.is_some_and(|o| o != "") && n != o {
-            errs.push(FieldError::invalid("spec.clusterIP", n.unwrap_or(&Value::Null), "field is immutable"));
+            errs.push(FieldError::invalid(
+                "spec.clusterIP",
+                n.unwrap_or(&Value::Null),
+                "field is immutable",
+            ));
         }
     }
 }
@@ -675,65 +937,125 @@ fn validate_replicated(obj: &Value, old: Option<&Value>, kind: &str, errs: &mut 
     let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
     check_non_negative(errs, &spec, "replicas", "spec");
     check_non_negative(errs, &spec, "minReadySeconds", "spec");
-    let template_labels = spec.pointer("/template/metadata/labels").cloned().unwrap_or(Value::Null);
+    let template_labels = spec
+        .pointer("/template/metadata/labels")
+        .cloned()
+        .unwrap_or(Value::Null);
     match spec.get("selector").filter(|s| !s.is_null()) {
         None => errs.push(FieldError::required("spec.selector", "")),
-        Some(sel) => match serde_json::from_value(sel.clone()).map_err(|e| e.to_string()).and_then(|ls| Selector::from_label_selector(&ls)) {
+        Some(sel) => match serde_json::from_value(sel.clone())
+            .map_err(|e| e.to_string())
+            .and_then(|ls| Selector::from_label_selector(&ls))
+        {
             Err(e) => errs.push(FieldError::invalid("spec.selector", sel, e)),
-            Ok(s) if s.is_empty() => errs.push(FieldError::invalid("spec.selector", sel, "empty selector is invalid for deployment")),
+            Ok(s) if s.is_empty() => errs.push(FieldError::invalid(
+                "spec.selector",
+                sel,
+                "empty selector is invalid for deployment",
+            )),
             Ok(s) => {
-                let labels = crate::selector::labels_of(&serde_json::json!({"metadata": {"labels": template_labels}}));
+                let labels = crate::selector::labels_of(
+                    &serde_json::json!({"metadata": {"labels": template_labels}}),
+                );
                 if !s.matches(&labels) {
-                    errs.push(FieldError::invalid("spec.template.metadata.labels", &Value::String(labels_string(&labels)), "`selector` does not match template `labels`"));
+                    errs.push(FieldError::invalid(
+                        "spec.template.metadata.labels",
+                        &Value::String(labels_string(&labels)),
+                        "`selector` does not match template `labels`",
+                    ));
                 }
             }
         },
     }
-    validate_labels(spec.pointer("/template/metadata").unwrap_or(&Value::Null), "spec.template.metadata.labels", errs);
+    validate_labels(
+        spec.pointer("/template/metadata").unwrap_or(&Value::Null),
+        "spec.template.metadata.labels",
+        errs,
+    );
     match spec.pointer("/template/spec") {
         Some(ps) => {
             validate_pod_spec(ps, "spec.template.spec", errs);
             if let Some(rp) = ps.get("restartPolicy") {
                 if rp != "Always" {
-                    errs.push(FieldError::not_supported("spec.template.spec.restartPolicy", rp, &["Always"]));
+                    errs.push(FieldError::not_supported(
+                        "spec.template.spec.restartPolicy",
+                        rp,
+                        &["Always"],
+                    ));
                 }
             }
         }
         None => errs.push(FieldError::required("spec.template", "")),
     }
     if kind == "StatefulSet" {
-        check_enum(errs, &spec, "podManagementPolicy", "spec", &["OrderedReady", "Parallel"]);
+        check_enum(
+            errs,
+            &spec,
+            "podManagementPolicy",
+            "spec",
+            &["OrderedReady", "Parallel"],
+        );
         if let Some(us) = spec.get("updateStrategy") {
-            check_enum(errs, us, "type", "spec.updateStrategy", &["RollingUpdate", "OnDelete"]);
+            check_enum(
+                errs,
+                us,
+                "type",
+                "spec.updateStrategy",
+                &["RollingUpdate", "OnDelete"],
+            );
             if let Some(ru) = us.get("rollingUpdate") {
                 check_non_negative(errs, ru, "partition", "spec.updateStrategy.rollingUpdate");
                 if let Some(mu) = ru.get("maxUnavailable") {
                     if let Some(e) = int_or_percent_error(mu, false) {
-                        errs.push(FieldError::invalid("spec.updateStrategy.rollingUpdate.maxUnavailable", mu, e));
+                        errs.push(FieldError::invalid(
+                            "spec.updateStrategy.rollingUpdate.maxUnavailable",
+                            mu,
+                            e,
+                        ));
                     }
                 }
             }
         }
         if let Some(start) = spec.pointer("/ordinals/start") {
             if start.as_i64().is_some_and(|n| n < 0) {
-                errs.push(FieldError::invalid("spec.ordinals.start", start, "must be greater than or equal to 0"));
+                errs.push(FieldError::invalid(
+                    "spec.ordinals.start",
+                    start,
+                    "must be greater than or equal to 0",
+                ));
             }
         }
         if let Some(name) = non_empty_str(&spec, "serviceName") {
             if let Some(e) = dns1123_label_error(name) {
-                errs.push(FieldError::invalid("spec.serviceName", &Value::String(name.into()), e));
+                errs.push(FieldError::invalid(
+                    "spec.serviceName",
+                    &Value::String(name.into()),
+                    e,
+                ));
             }
         }
     }
     if let Some(old) = old {
         if old.pointer("/spec/selector") != obj.pointer("/spec/selector") {
-            errs.push(FieldError::invalid("spec.selector", obj.pointer("/spec/selector").unwrap_or(&Value::Null), "field is immutable"));
+            errs.push(FieldError::invalid(
+                "spec.selector",
+                obj.pointer("/spec/selector").unwrap_or(&Value::Null),
+                "field is immutable",
+            ));
         }
         if kind == "StatefulSet" {
             let strip = |v: &Value| {
                 let mut s = v.get("spec").cloned().unwrap_or(Value::Null);
                 if let Some(m) = s.as_object_mut() {
-                    for f in ["replicas", "ordinals", "template", "updateStrategy", "persistentVolumeClaimRetentionPolicy", "minReadySeconds", "revisionHistoryLimit"] {
+                    for f in [
+                        "replicas",
+                        "ordinals",
+                        "template",
+                        "updateStrategy",
+                        "persistentVolumeClaimRetentionPolicy",
+                        "minReadySeconds",
+                        "revisionHistoryLimit",
+                    ] {
                         m.remove(f);
                     }
                 }
@@ -747,7 +1069,11 @@ fn validate_replicated(obj: &Value, old: Option<&Value>, kind: &str, errs: &mut 
 }
 
 fn labels_string(labels: &std::collections::BTreeMap<String, String>) -> String {
-    labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// `IntOrString` rules for maxUnavailable/maxSurge: non-negative int or `N%` (≤100% unless `allow_over`).
@@ -775,14 +1101,26 @@ fn validate_hpa(obj: &Value, errs: &mut Errors) {
     let max = spec.get("maxReplicas").and_then(Value::as_i64);
     match max {
         None => errs.push(FieldError::required("spec.maxReplicas", "")),
-        Some(m) if m < 1 => errs.push(FieldError::invalid("spec.maxReplicas", &spec["maxReplicas"], "must be greater than or equal to 1")),
+        Some(m) if m < 1 => errs.push(FieldError::invalid(
+            "spec.maxReplicas",
+            &spec["maxReplicas"],
+            "must be greater than or equal to 1",
+        )),
         _ => {}
     }
     if let Some(min) = spec.get("minReplicas").and_then(Value::as_i64) {
         if min < 1 {
-            errs.push(FieldError::invalid("spec.minReplicas", &spec["minReplicas"], "must be greater than or equal to 1"));
+            errs.push(FieldError::invalid(
+                "spec.minReplicas",
+                &spec["minReplicas"],
+                "must be greater than or equal to 1",
+            ));
         } else if max.is_some_and(|m| m < min) {
-            errs.push(FieldError::invalid("spec.maxReplicas", &spec["maxReplicas"], "must be greater than or equal to `minReplicas`"));
+            errs.push(FieldError::invalid(
+                "spec.maxReplicas",
+                &spec["maxReplicas"],
+                "must be greater than or equal to `minReplicas`",
+            ));
         }
     }
     for (i, m) in arr(&spec, "metrics").iter().enumerate() {
@@ -790,18 +1128,46 @@ fn validate_hpa(obj: &Value, errs: &mut Errors) {
         match str_at(m, "type") {
             None => errs.push(FieldError::required(format!("{mp}.type"), "")),
             Some(t) => {
-                check_enum(errs, m, "type", &mp, &["ContainerResource", "External", "Object", "Pods", "Resource"]);
+                check_enum(
+                    errs,
+                    m,
+                    "type",
+                    &mp,
+                    &[
+                        "ContainerResource",
+                        "External",
+                        "Object",
+                        "Pods",
+                        "Resource",
+                    ],
+                );
                 if t == "Resource" {
                     let r = m.get("resource").cloned().unwrap_or(Value::Null);
                     if non_empty_str(&r, "name").is_none() {
                         errs.push(FieldError::required(format!("{mp}.resource.name"), ""));
                     }
                     match r.get("target") {
-                        None => errs.push(FieldError::required(format!("{mp}.resource.target"), "")),
+                        None => {
+                            errs.push(FieldError::required(format!("{mp}.resource.target"), ""))
+                        }
                         Some(tg) => {
-                            check_enum(errs, tg, "type", &format!("{mp}.resource.target"), &["AverageValue", "Utilization", "Value"]);
-                            if str_at(tg, "type") == Some("Utilization") && tg.get("averageUtilization").and_then(Value::as_i64).is_none_or(|u| u < 1) {
-                                errs.push(FieldError::required(format!("{mp}.resource.target.averageUtilization"), "must be set and positive"));
+                            check_enum(
+                                errs,
+                                tg,
+                                "type",
+                                &format!("{mp}.resource.target"),
+                                &["AverageValue", "Utilization", "Value"],
+                            );
+                            if str_at(tg, "type") == Some("Utilization")
+                                && tg
+                                    .get("averageUtilization")
+                                    .and_then(Value::as_i64)
+                                    .is_none_or(|u| u < 1)
+                            {
+                                errs.push(FieldError::required(
+                                    format!("{mp}.resource.target.averageUtilization"),
+                                    "must be set and positive",
+                                ));
                             }
                         }
                     }
@@ -812,20 +1178,46 @@ fn validate_hpa(obj: &Value, errs: &mut Errors) {
     for dir in ["scaleUp", "scaleDown"] {
         if let Some(rules) = spec.pointer(&format!("/behavior/{dir}")) {
             let rp = format!("spec.behavior.{dir}");
-            check_enum(errs, rules, "selectPolicy", &rp, &["Disabled", "Max", "Min"]);
+            check_enum(
+                errs,
+                rules,
+                "selectPolicy",
+                &rp,
+                &["Disabled", "Max", "Min"],
+            );
             if let Some(w) = rules.get("stabilizationWindowSeconds") {
                 if !w.as_i64().is_some_and(|w| (0..=3600).contains(&w)) {
-                    errs.push(FieldError::invalid(format!("{rp}.stabilizationWindowSeconds"), w, "must be less than or equal to 3600 and greater than or equal to 0"));
+                    errs.push(FieldError::invalid(
+                        format!("{rp}.stabilizationWindowSeconds"),
+                        w,
+                        "must be less than or equal to 3600 and greater than or equal to 0",
+                    ));
                 }
             }
             for (i, p) in arr(rules, "policies").iter().enumerate() {
                 let pp = format!("{rp}.policies[{i}]");
                 check_enum(errs, p, "type", &pp, &["Percent", "Pods"]);
-                if !p.get("value").and_then(Value::as_i64).is_some_and(|v| v > 0) {
-                    errs.push(FieldError::invalid(format!("{pp}.value"), p.get("value").unwrap_or(&Value::Null), "must be greater than zero"));
+                if !p
+                    .get("value")
+                    .and_then(Value::as_i64)
+                    .is_some_and(|v| v > 0)
+                {
+                    errs.push(FieldError::invalid(
+                        format!("{pp}.value"),
+                        p.get("value").unwrap_or(&Value::Null),
+                        "must be greater than zero",
+                    ));
                 }
-                if !p.get("periodSeconds").and_then(Value::as_i64).is_some_and(|v| (1..=1800).contains(&v)) {
-                    errs.push(FieldError::invalid(format!("{pp}.periodSeconds"), p.get("periodSeconds").unwrap_or(&Value::Null), "must be greater than zero and less than or equal to 1800"));
+                if !p
+                    .get("periodSeconds")
+                    .and_then(Value::as_i64)
+                    .is_some_and(|v| (1..=1800).contains(&v))
+                {
+                    errs.push(FieldError::invalid(
+                        format!("{pp}.periodSeconds"),
+                        p.get("periodSeconds").unwrap_or(&Value::Null),
+                        "must be greater than zero and less than or equal to 1800",
+                    ));
                 }
             }
         }
@@ -858,7 +1250,10 @@ mod tests {
     #[test]
     fn pod_without_containers() {
         let pod = json!({"metadata": {"name": "p"}, "spec": {}});
-        assert_eq!(fields(&validate("Pod", &pod, None)), vec!["spec.containers: Required value"]);
+        assert_eq!(
+            fields(&validate("Pod", &pod, None)),
+            vec!["spec.containers: Required value"]
+        );
     }
 
     #[test]
@@ -868,20 +1263,39 @@ mod tests {
             {"name": "c"},
         ]}});
         let errs = fields(&validate("Pod", &pod, None));
-        assert!(errs.contains(&"spec.containers[1].image: Required value".to_string()), "{errs:?}");
-        assert!(errs.contains(&"spec.containers[1].name: Duplicate value: \"c\"".to_string()), "{errs:?}");
+        assert!(
+            errs.contains(&"spec.containers[1].image: Required value".to_string()),
+            "{errs:?}"
+        );
+        assert!(
+            errs.contains(&"spec.containers[1].name: Duplicate value: \"c\"".to_string()),
+            "{errs:?}"
+        );
         assert!(errs.contains(&"spec.containers[0].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive".to_string()), "{errs:?}");
-        assert!(errs.iter().any(|e| e.starts_with("spec.restartPolicy: Unsupported value: \"Sometimes\"")), "{errs:?}");
+        assert!(
+            errs.iter()
+                .any(|e| e.starts_with("spec.restartPolicy: Unsupported value: \"Sometimes\"")),
+            "{errs:?}"
+        );
     }
 
     #[test]
     fn metadata_rules() {
-        let errs = validate_metadata(&json!({"metadata": {"name": "Bad_Name", "labels": {"a": "-x"}}}), "Pod", true);
+        let errs = validate_metadata(
+            &json!({"metadata": {"name": "Bad_Name", "labels": {"a": "-x"}}}),
+            "Pod",
+            true,
+        );
         assert_eq!(errs.len(), 2);
         assert_eq!(errs[0].field, "metadata.name");
         assert_eq!(errs[1].field, "metadata.labels");
-        assert!(validate_metadata(&json!({"metadata": {"generateName": "x-"}}), "Pod", true).is_empty());
-        assert_eq!(validate_metadata(&json!({"metadata": {}}), "Pod", true)[0].field, "metadata.name");
+        assert!(
+            validate_metadata(&json!({"metadata": {"generateName": "x-"}}), "Pod", true).is_empty()
+        );
+        assert_eq!(
+            validate_metadata(&json!({"metadata": {}}), "Pod", true)[0].field,
+            "metadata.name"
+        );
     }
 
     #[test]
@@ -894,14 +1308,19 @@ mod tests {
         let mut changed = rs.clone();
         changed["spec"]["selector"] = json!({"matchLabels": {"app": "b"}});
         let errs = validate("ReplicaSet", &changed, Some(&rs));
-        assert!(errs.iter().any(|e| e.field == "spec.selector" && e.detail == "field is immutable"));
+        assert!(errs
+            .iter()
+            .any(|e| e.field == "spec.selector" && e.detail == "field is immutable"));
     }
 
     #[test]
     fn service_ports_and_immutable_cluster_ip() {
         let svc = json!({"metadata": {"name": "s"}, "spec": {"clusterIP": "10.96.0.5", "ports": [{"port": 0}]}});
         let errs = fields(&validate("Service", &svc, None));
-        assert_eq!(errs, vec!["spec.ports[0].port: Invalid value: 0: must be between 1 and 65535, inclusive"]);
+        assert_eq!(
+            errs,
+            vec!["spec.ports[0].port: Invalid value: 0: must be between 1 and 65535, inclusive"]
+        );
         let mut new = svc.clone();
         new["spec"]["clusterIP"] = json!("10.96.0.6");
         new["spec"]["ports"] = json!([{"port": 80}]);
@@ -915,6 +1334,9 @@ mod tests {
         let ok = json!({"spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "b"}]}});
         assert!(validate("Pod", &ok, Some(&old)).is_empty());
         let bad = json!({"spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "a", "command": ["x"]}]}});
-        assert_eq!(validate("Pod", &bad, Some(&old))[0].kind, ErrorType::Forbidden);
+        assert_eq!(
+            validate("Pod", &bad, Some(&old))[0].kind,
+            ErrorType::Forbidden
+        );
     }
 }

@@ -1,3 +1,297 @@
 //! The minik8s apiserver: the only component that touches the store.
+//!
+//! ```text
+//!  HTTP (axum) ──▶ handlers: decode → defaults → admission → validation → store
+//!                    ▲                                                  │
+//!  watch streams ◀── watch cache (one store watch per resource) ◀──────┘
+//! ```
+//!
+//! [`run`] serves the Kubernetes REST API on `--listen` with either etcd
+//! (`--etcd-servers`) or the embedded store in `--data-dir`.
+
+pub mod discovery;
+pub mod handlers;
+pub mod ipalloc;
 pub mod store;
+pub mod table;
 pub mod testing;
+pub mod watch;
+pub mod watch_cache;
+
+use anyhow::Context;
+use handlers::{DeleteOptions, Params};
+use minik8s_api::registry::{self, REGISTRY};
+use minik8s_api::ApiError;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use store::Store;
+use watch_cache::WatchCache;
+
+/// Namespaces that exist from the start, as in Kubernetes.
+const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct Config {
+    /// Address to serve the API on (plain HTTP).
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub listen: String,
+    /// Comma-separated etcd endpoints; without it the embedded store is used.
+    #[arg(long)]
+    pub etcd_servers: Option<String>,
+    /// Directory of the embedded store.
+    #[arg(long, default_value = "/var/lib/minik8s")]
+    pub data_dir: PathBuf,
+    /// CIDR Service ClusterIPs are allocated from.
+    #[arg(long, default_value = "10.96.0.0/12")]
+    pub service_cluster_ip_range: String,
+    /// Events kept per resource for watches resuming from an older version.
+    #[arg(long, default_value_t = 10_000)]
+    pub watch_cache_size: usize,
+}
+
+impl Config {
+    /// A configuration for tests: embedded store in `data_dir`, a free port.
+    pub fn for_test(data_dir: PathBuf) -> Self {
+        Config {
+            listen: format!("127.0.0.1:{}", testing::free_port()),
+            etcd_servers: None,
+            data_dir,
+            service_cluster_ip_range: "10.96.0.0/12".into(),
+            watch_cache_size: 10_000,
+        }
+    }
+}
+
+/// The server state shared by all requests.
+pub struct ApiServer {
+    /// This server, for background tasks it spawns itself.
+    me: std::sync::Weak<ApiServer>,
+    pub store: Arc<dyn Store>,
+    caches: HashMap<&'static str, Arc<WatchCache>>,
+    alloc: ipalloc::Allocators,
+    http: reqwest::Client,
+}
+
+/// Opens the store the configuration names.
+pub async fn open_store(cfg: &Config) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(match &cfg.etcd_servers {
+        Some(eps) => Arc::new(
+            store::etcd::EtcdStore::connect(eps)
+                .await
+                .with_context(|| format!("connecting to etcd at {eps}"))?,
+        ),
+        None => Arc::new(
+            store::embedded::EmbeddedStore::open(&cfg.data_dir).with_context(|| {
+                format!("opening the embedded store in {}", cfg.data_dir.display())
+            })?,
+        ),
+    })
+}
+
+impl ApiServer {
+    /// Builds the server on `store`: watch caches, allocators, system namespaces.
+    pub async fn new(store: Arc<dyn Store>, cfg: &Config) -> anyhow::Result<Arc<ApiServer>> {
+        let rev = store.current_revision().await?;
+        let caches = REGISTRY
+            .iter()
+            .map(|info| {
+                (
+                    info.plural,
+                    WatchCache::start(
+                        store.clone(),
+                        info.key_prefix(None),
+                        rev,
+                        cfg.watch_cache_size,
+                    ),
+                )
+            })
+            .collect();
+        let alloc = ipalloc::Allocators::new(&cfg.service_cluster_ip_range)
+            .map_err(anyhow::Error::msg)
+            .context("--service-cluster-ip-range")?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .build()?;
+        let srv = Arc::new_cyclic(|me| ApiServer {
+            me: me.clone(),
+            store,
+            caches,
+            alloc,
+            http,
+        });
+        srv.restore_allocations().await?;
+        srv.ensure_system_namespaces().await?;
+        srv.resume_namespace_cleanups().await?;
+        Ok(srv)
+    }
+
+    /// Re-registers the ClusterIPs and node ports of stored Services.
+    async fn restore_allocations(&self) -> anyhow::Result<()> {
+        let info = registry::by_kind("v1", "Service").expect("services are registered");
+        let (kvs, _) = self.store.list(&info.key_prefix(None), None).await?;
+        for kv in kvs {
+            let Ok(svc) = serde_json::from_slice::<Value>(&kv.value) else {
+                continue;
+            };
+            for (kind, v) in handlers::service_allocations(&svc) {
+                let r = if kind == "ip" {
+                    self.alloc.reserve_ip(&v)
+                } else {
+                    self.alloc.reserve_port(v.parse().unwrap_or(0))
+                };
+                if let Err(e) = r {
+                    tracing::warn!(service = %kv.key, value = %v, error = %e, "stored service allocation not restored");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn ensure_system_namespaces(&self) -> anyhow::Result<()> {
+        let info = registry::by_kind("v1", "Namespace").expect("namespaces are registered");
+        for ns in SYSTEM_NAMESPACES {
+            match self
+                .create(info, None, json!({"metadata": {"name": ns}}), false)
+                .await
+            {
+                Ok(_) => tracing::info!(namespace = ns, "created system namespace"),
+                Err(e) if e.is_already_exists() => {}
+                Err(e) => anyhow::bail!("creating namespace {ns}: {e}"),
+            }
+        }
+        Ok(())
+    }
+
+    async fn resume_namespace_cleanups(self: &Arc<Self>) -> anyhow::Result<()> {
+        let info = registry::by_kind("v1", "Namespace").expect("namespaces are registered");
+        let list = self
+            .list(info, None, &Params::parse(None)?)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        for ns in list["items"].as_array().into_iter().flatten() {
+            if minik8s_api::meta::is_deleting(ns) {
+                self.spawn_namespace_cleanup(minik8s_api::meta::name(ns).to_string());
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes everything in a terminating namespace, then releases the namespace's
+    /// `kubernetes` finalizer so it disappears (what Kubernetes' namespace controller does).
+    pub(crate) fn spawn_namespace_cleanup(&self, ns: String) {
+        let Some(me) = self.self_ref() else { return };
+        tokio::spawn(async move {
+            loop {
+                match me.clean_namespace(&ns).await {
+                    Ok(true) => return,
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!(namespace = %ns, error = %e, "namespace cleanup"),
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        });
+    }
+
+    /// One cleanup pass; true once the namespace is gone.
+    async fn clean_namespace(&self, ns: &str) -> Result<bool, ApiError> {
+        let mut remaining = 0;
+        for info in REGISTRY.iter().filter(|i| i.namespaced) {
+            let list = self.list(info, Some(ns), &Params::parse(None)?).await?;
+            for item in list["items"].as_array().into_iter().flatten() {
+                remaining += 1;
+                if !minik8s_api::meta::is_deleting(item) {
+                    let opts = DeleteOptions {
+                        propagation: Some("Background".into()),
+                        ..Default::default()
+                    };
+                    match self
+                        .delete(info, Some(ns), minik8s_api::meta::name(item), &opts)
+                        .await
+                    {
+                        Ok(_) => {}
+                        Err(e) if e.is_not_found() => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+        if remaining > 0 {
+            return Ok(false);
+        }
+        let info = registry::by_kind("v1", "Namespace").expect("namespaces are registered");
+        match self
+            .update_with(info, None, ns, handlers::Mode::Main, false, |old| {
+                let mut o = old.clone();
+                o["spec"]["finalizers"] = json!([]);
+                Ok(o)
+            })
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_not_found() => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn self_ref(&self) -> Option<Arc<ApiServer>> {
+        self.me.upgrade()
+    }
+
+    /// The axum router serving the whole API.
+    pub fn router(self: &Arc<Self>) -> axum::Router {
+        let srv = self.clone();
+        axum::Router::new().fallback(move |method, uri, headers, body| {
+            handlers::handle(srv.clone(), method, uri, headers, body)
+        })
+    }
+
+    /// Periodically compacts the store's history (as kube-apiserver does every 5 min),
+    /// keeping the last `keep` revisions.
+    pub fn spawn_compactor(self: &Arc<Self>, every: Duration, keep: i64) {
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                if let Ok(rev) = store.current_revision().await {
+                    if rev > keep {
+                        if let Err(e) = store.compact(rev - keep).await {
+                            tracing::warn!(error = %e, "compaction failed");
+                        }
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// Serves the API until the process is stopped.
+pub async fn run(cfg: Config) -> anyhow::Result<()> {
+    let store = open_store(&cfg).await?;
+    let srv = ApiServer::new(store, &cfg).await?;
+    srv.spawn_compactor(Duration::from_secs(300), 10_000);
+    let listener = tokio::net::TcpListener::bind(&cfg.listen)
+        .await
+        .with_context(|| format!("listening on {}", cfg.listen))?;
+    tracing::info!(listen = %cfg.listen, store = if cfg.etcd_servers.is_some() { "etcd" } else { "embedded" }, "apiserver serving");
+    axum::serve(listener, srv.router()).await?;
+    Ok(())
+}
+
+/// Starts an in-process apiserver on `cfg.listen` (tests and benchmarks) and
+/// returns its base URL.
+pub async fn spawn(
+    store: Arc<dyn Store>,
+    cfg: &Config,
+) -> anyhow::Result<(String, Arc<ApiServer>, tokio::task::JoinHandle<()>)> {
+    let srv = ApiServer::new(store, cfg).await?;
+    let listener = tokio::net::TcpListener::bind(&cfg.listen).await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let router = srv.router();
+    let handle = tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    Ok((url, srv, handle))
+}

@@ -27,9 +27,15 @@ async fn conformance(store: Arc<dyn Store>, p: &str) {
 
     // create, AlreadyExists, get
     let r1 = store.create(&k("a"), b("1")).await.unwrap();
-    assert!(matches!(store.create(&k("a"), b("x")).await, Err(StoreError::AlreadyExists(_))));
+    assert!(matches!(
+        store.create(&k("a"), b("x")).await,
+        Err(StoreError::AlreadyExists(_))
+    ));
     let got = store.get(&k("a")).await.unwrap().unwrap();
-    assert_eq!((got.value.as_ref(), got.mod_revision, got.create_revision), (b"1".as_ref(), r1, r1));
+    assert_eq!(
+        (got.value.as_ref(), got.mod_revision, got.create_revision),
+        (b"1".as_ref(), r1, r1)
+    );
     assert!(store.get(&k("missing")).await.unwrap().is_none());
 
     // update with precondition: Conflict on a stale revision, success on the right one
@@ -39,33 +45,69 @@ async fn conformance(store: Arc<dyn Store>, p: &str) {
         Err(StoreError::Conflict { current, .. }) => assert_eq!(current, r2),
         other => panic!("expected Conflict, got {other:?}"),
     }
-    assert_eq!(store.get(&k("a")).await.unwrap().unwrap().value, b("2"), "a failed update changes nothing");
-    assert!(matches!(store.update(&k("missing"), b("1"), None).await, Err(StoreError::NotFound(_))));
+    assert_eq!(
+        store.get(&k("a")).await.unwrap().unwrap().value,
+        b("2"),
+        "a failed update changes nothing"
+    );
+    assert!(matches!(
+        store.update(&k("missing"), b("1"), None).await,
+        Err(StoreError::NotFound(_))
+    ));
 
     // list at a revision sees the past
     let r3 = store.create(&k("b"), b("b1")).await.unwrap();
     let (now, rev_now) = store.list(&format!("{p}/items/"), None).await.unwrap();
-    assert_eq!(now.iter().map(|kv| kv.key.clone()).collect::<Vec<_>>(), vec![k("a"), k("b")]);
+    assert_eq!(
+        now.iter().map(|kv| kv.key.clone()).collect::<Vec<_>>(),
+        vec![k("a"), k("b")]
+    );
     assert!(rev_now >= r3);
     let (then, rev_then) = store.list(&format!("{p}/items/"), Some(r1)).await.unwrap();
     assert_eq!(rev_then, r1);
     assert_eq!(then.len(), 1);
     assert_eq!(then[0].value, b("1"));
     // prefixes do not leak into each other
-    store.create(&format!("{p}/itemsx/c"), b("c")).await.unwrap();
-    assert_eq!(store.list(&format!("{p}/items/"), None).await.unwrap().0.len(), 2);
+    store
+        .create(&format!("{p}/itemsx/c"), b("c"))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .list(&format!("{p}/items/"), None)
+            .await
+            .unwrap()
+            .0
+            .len(),
+        2
+    );
 
     // delete with precondition
-    assert!(matches!(store.delete(&k("b"), Some(r1)).await, Err(StoreError::Conflict { .. })));
+    assert!(matches!(
+        store.delete(&k("b"), Some(r1)).await,
+        Err(StoreError::Conflict { .. })
+    ));
     let (deleted, r4) = store.delete(&k("b"), Some(r3)).await.unwrap();
     assert_eq!(deleted.value, b("b1"));
     assert!(r4 > r3);
-    assert!(matches!(store.delete(&k("b"), None).await, Err(StoreError::NotFound(_))));
+    assert!(matches!(
+        store.delete(&k("b"), None).await,
+        Err(StoreError::NotFound(_))
+    ));
 
     // watch from a revision: history replayed in order, previous values on delete
     let mut w = store.watch(&format!("{p}/items/"), r1).await.unwrap();
-    let evs: Vec<StoreEvent> = [next_event(&mut w).await, next_event(&mut w).await, next_event(&mut w).await, next_event(&mut w).await].into();
-    assert_eq!(evs.iter().map(|e| e.revision).collect::<Vec<_>>(), vec![r1, r2, r3, r4]);
+    let evs: Vec<StoreEvent> = [
+        next_event(&mut w).await,
+        next_event(&mut w).await,
+        next_event(&mut w).await,
+        next_event(&mut w).await,
+    ]
+    .into();
+    assert_eq!(
+        evs.iter().map(|e| e.revision).collect::<Vec<_>>(),
+        vec![r1, r2, r3, r4]
+    );
     assert!(evs[0].is_create() && !evs[1].is_create());
     assert_eq!(evs[1].prev.as_ref().unwrap().value, b("1"));
     assert_eq!(evs[3].kind, EventKind::Delete);
@@ -85,9 +127,20 @@ async fn conformance(store: Arc<dyn Store>, p: &str) {
         },
         Err(e) => panic!("expected Gone, got {e}"),
     }
-    assert!(matches!(store.list(&format!("{p}/items/"), Some(r1)).await, Err(StoreError::Gone { .. })));
+    assert!(matches!(
+        store.list(&format!("{p}/items/"), Some(r1)).await,
+        Err(StoreError::Gone { .. })
+    ));
     // the current state is untouched by compaction
-    assert_eq!(store.list(&format!("{p}/items/"), None).await.unwrap().0.len(), 2);
+    assert_eq!(
+        store
+            .list(&format!("{p}/items/"), None)
+            .await
+            .unwrap()
+            .0
+            .len(),
+        2
+    );
     assert!(store.current_revision().await.unwrap() >= r5);
 }
 
@@ -122,7 +175,10 @@ async fn embedded_data_survives_restart_and_torn_log() {
     };
     // Simulate a crash in the middle of writing the next record.
     use std::io::Write;
-    let mut f = std::fs::OpenOptions::new().append(true).open(dir.path().join("wal.log")).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.path().join("wal.log"))
+        .unwrap();
     f.write_all(br#"{"r":99,"k":"/k/torn","v":"ha"#).unwrap();
     drop(f);
 
@@ -149,7 +205,10 @@ async fn embedded_history_is_bounded() {
     for i in 1..30 {
         s.create(&format!("/h/{i}"), b("x")).await.unwrap();
     }
-    assert!(matches!(s.watch("/h/", first).await, Err(StoreError::Gone { .. })));
+    assert!(matches!(
+        s.watch("/h/", first).await,
+        Err(StoreError::Gone { .. })
+    ));
     let recent = s.current_revision().await.unwrap() - 5;
     assert!(s.watch("/h/", recent).await.is_ok());
 }

@@ -80,16 +80,26 @@ impl EmbeddedStore {
     }
 
     pub fn open_with_history(dir: &Path, history_limit: usize) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(dir).map_err(|e| internal(format!("creating {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| internal(format!("creating {}: {e}", dir.display())))?;
         let mut state = State::empty(Some(dir.to_path_buf()), history_limit);
         let snap_path = dir.join("snapshot.json");
         if snap_path.exists() {
-            let snap: Snapshot = serde_json::from_reader(BufReader::new(File::open(&snap_path).map_err(internal)?))
-                .map_err(|e| internal(format!("reading {}: {e}", snap_path.display())))?;
+            let snap: Snapshot =
+                serde_json::from_reader(BufReader::new(File::open(&snap_path).map_err(internal)?))
+                    .map_err(|e| internal(format!("reading {}: {e}", snap_path.display())))?;
             state.revision = snap.revision;
             state.compacted = snap.revision;
             for (k, v, c, m) in snap.keys {
-                state.live.insert(k.clone(), KeyValue { key: k, value: Bytes::from(v), create_revision: c, mod_revision: m });
+                state.live.insert(
+                    k.clone(),
+                    KeyValue {
+                        key: k,
+                        value: Bytes::from(v),
+                        create_revision: c,
+                        mod_revision: m,
+                    },
+                );
             }
         }
         let log_path = dir.join("wal.log");
@@ -99,7 +109,9 @@ impl EmbeddedStore {
             for line in reader.split(b'\n') {
                 let line = line.map_err(internal)?;
                 // A line without its newline, or one that does not parse, is a torn write: stop there.
-                let Ok(rec) = serde_json::from_slice::<LogRecord>(&line) else { break };
+                let Ok(rec) = serde_json::from_slice::<LogRecord>(&line) else {
+                    break;
+                };
                 valid_len += line.len() as u64 + 1;
                 if rec.r <= state.revision {
                     continue;
@@ -108,7 +120,11 @@ impl EmbeddedStore {
                 state.log_lines += 1;
             }
         }
-        let log = OpenOptions::new().create(true).append(true).open(&log_path).map_err(internal)?;
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(internal)?;
         // Drop a torn tail so the next append starts on a clean line.
         if log.metadata().map_err(internal)?.len() > valid_len {
             log.set_len(valid_len).map_err(internal)?;
@@ -118,7 +134,9 @@ impl EmbeddedStore {
     }
 
     fn with_state(state: State) -> Self {
-        EmbeddedStore { state: Mutex::new(state) }
+        EmbeddedStore {
+            state: Mutex::new(state),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -149,14 +167,34 @@ impl State {
         self.revision = rec.r;
         let event = match rec.v {
             Some(v) => {
-                let kv = KeyValue { key: rec.k.clone(), value: Bytes::from(v), create_revision: rec.c, mod_revision: rec.r };
+                let kv = KeyValue {
+                    key: rec.k.clone(),
+                    value: Bytes::from(v),
+                    create_revision: rec.c,
+                    mod_revision: rec.r,
+                };
                 self.live.insert(rec.k, kv.clone());
-                StoreEvent { kind: EventKind::Put, kv, prev, revision: rec.r }
+                StoreEvent {
+                    kind: EventKind::Put,
+                    kv,
+                    prev,
+                    revision: rec.r,
+                }
             }
             None => {
                 self.live.remove(&rec.k);
-                let kv = KeyValue { key: rec.k, value: Bytes::new(), create_revision: 0, mod_revision: rec.r };
-                StoreEvent { kind: EventKind::Delete, kv, prev, revision: rec.r }
+                let kv = KeyValue {
+                    key: rec.k,
+                    value: Bytes::new(),
+                    create_revision: 0,
+                    mod_revision: rec.r,
+                };
+                StoreEvent {
+                    kind: EventKind::Delete,
+                    kv,
+                    prev,
+                    revision: rec.r,
+                }
             }
         };
         self.push_history(event);
@@ -183,29 +221,60 @@ impl State {
         };
         if let Some(log) = self.log.as_mut() {
             let text = match &value {
-                Some(v) => Some(std::str::from_utf8(v).map_err(|_| internal("values must be UTF-8 JSON"))?.to_string()),
+                Some(v) => Some(
+                    std::str::from_utf8(v)
+                        .map_err(|_| internal("values must be UTF-8 JSON"))?
+                        .to_string(),
+                ),
                 None => None,
             };
-            let rec = LogRecord { r: rev, k: key.to_string(), v: text, c: create_rev };
+            let rec = LogRecord {
+                r: rev,
+                k: key.to_string(),
+                v: text,
+                c: create_rev,
+            };
             let mut line = serde_json::to_vec(&rec).map_err(internal)?;
             line.push(b'\n');
-            log.write_all(&line).map_err(|e| internal(format!("writing log: {e}")))?;
+            log.write_all(&line)
+                .map_err(|e| internal(format!("writing log: {e}")))?;
             self.log_lines += 1;
         }
         self.revision = rev;
         let event = match value {
             Some(v) => {
-                let kv = KeyValue { key: key.to_string(), value: v, create_revision: create_rev, mod_revision: rev };
+                let kv = KeyValue {
+                    key: key.to_string(),
+                    value: v,
+                    create_revision: create_rev,
+                    mod_revision: rev,
+                };
                 self.live.insert(key.to_string(), kv.clone());
-                StoreEvent { kind: EventKind::Put, kv, prev, revision: rev }
+                StoreEvent {
+                    kind: EventKind::Put,
+                    kv,
+                    prev,
+                    revision: rev,
+                }
             }
             None => {
                 self.live.remove(key);
-                let kv = KeyValue { key: key.to_string(), value: Bytes::new(), create_revision: 0, mod_revision: rev };
-                StoreEvent { kind: EventKind::Delete, kv, prev, revision: rev }
+                let kv = KeyValue {
+                    key: key.to_string(),
+                    value: Bytes::new(),
+                    create_revision: 0,
+                    mod_revision: rev,
+                };
+                StoreEvent {
+                    kind: EventKind::Delete,
+                    kv,
+                    prev,
+                    revision: rev,
+                }
             }
         };
-        self.watchers.retain(|w| !key.starts_with(&w.prefix) || w.tx.send(Ok(event.clone())).is_ok());
+        self.watchers
+            .retain(|w| !key.starts_with(&w.prefix) || w.tx.send(Ok(event.clone())).is_ok());
         self.push_history(event.clone());
         if self.log_lines >= SNAPSHOT_EVERY {
             self.snapshot()?;
@@ -215,13 +284,22 @@ impl State {
 
     /// Folds the log into a new snapshot.
     fn snapshot(&mut self) -> Result<(), StoreError> {
-        let Some(dir) = self.dir.clone() else { return Ok(()) };
+        let Some(dir) = self.dir.clone() else {
+            return Ok(());
+        };
         let snap = Snapshot {
             revision: self.revision,
             keys: self
                 .live
                 .values()
-                .map(|kv| (kv.key.clone(), String::from_utf8_lossy(&kv.value).into_owned(), kv.create_revision, kv.mod_revision))
+                .map(|kv| {
+                    (
+                        kv.key.clone(),
+                        String::from_utf8_lossy(&kv.value).into_owned(),
+                        kv.create_revision,
+                        kv.mod_revision,
+                    )
+                })
                 .collect(),
         };
         let tmp = dir.join("snapshot.json.tmp");
@@ -232,7 +310,12 @@ impl State {
         }
         std::fs::rename(&tmp, dir.join("snapshot.json")).map_err(internal)?;
         // Everything in the log is now in the snapshot: start an empty log.
-        let log = OpenOptions::new().create(true).write(true).truncate(true).open(dir.join("wal.log")).map_err(internal)?;
+        let log = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(dir.join("wal.log"))
+            .map_err(internal)?;
         self.log = Some(log);
         self.log_lines = 0;
         Ok(())
@@ -240,9 +323,18 @@ impl State {
 
     /// The keys under `prefix` as they were at `revision`.
     fn list_at(&self, prefix: &str, revision: i64) -> Vec<KeyValue> {
-        let mut view: BTreeMap<String, KeyValue> =
-            self.live.range(prefix.to_string()..).take_while(|(k, _)| k.starts_with(prefix)).map(|(k, v)| (k.clone(), v.clone())).collect();
-        for ev in self.history.iter().rev().take_while(|e| e.revision > revision) {
+        let mut view: BTreeMap<String, KeyValue> = self
+            .live
+            .range(prefix.to_string()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for ev in self
+            .history
+            .iter()
+            .rev()
+            .take_while(|e| e.revision > revision)
+        {
             if !ev.kv.key.starts_with(prefix) {
                 continue;
             }
@@ -273,11 +365,18 @@ impl Store for EmbeddedStore {
         Ok(self.lock().live.get(key).cloned())
     }
 
-    async fn list(&self, prefix: &str, revision: Option<i64>) -> Result<(Vec<KeyValue>, i64), StoreError> {
+    async fn list(
+        &self,
+        prefix: &str,
+        revision: Option<i64>,
+    ) -> Result<(Vec<KeyValue>, i64), StoreError> {
         let s = self.lock();
         match revision {
             None => Ok((s.list_at(prefix, s.revision), s.revision)),
-            Some(r) if r < s.compacted => Err(StoreError::Gone { requested: r, compacted: s.compacted }),
+            Some(r) if r < s.compacted => Err(StoreError::Gone {
+                requested: r,
+                compacted: s.compacted,
+            }),
             Some(r) => {
                 let r = r.min(s.revision);
                 Ok((s.list_at(prefix, r), r))
@@ -285,20 +384,43 @@ impl Store for EmbeddedStore {
         }
     }
 
-    async fn update(&self, key: &str, value: Bytes, expected: Option<i64>) -> Result<i64, StoreError> {
+    async fn update(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected: Option<i64>,
+    ) -> Result<i64, StoreError> {
         let mut s = self.lock();
-        let current = s.live.get(key).map(|kv| kv.mod_revision).ok_or_else(|| StoreError::NotFound(key.to_string()))?;
+        let current = s
+            .live
+            .get(key)
+            .map(|kv| kv.mod_revision)
+            .ok_or_else(|| StoreError::NotFound(key.to_string()))?;
         if expected.is_some_and(|e| e != current) {
-            return Err(StoreError::Conflict { key: key.to_string(), current });
+            return Err(StoreError::Conflict {
+                key: key.to_string(),
+                current,
+            });
         }
         Ok(s.commit(key, Some(value))?.revision)
     }
 
-    async fn delete(&self, key: &str, expected: Option<i64>) -> Result<(KeyValue, i64), StoreError> {
+    async fn delete(
+        &self,
+        key: &str,
+        expected: Option<i64>,
+    ) -> Result<(KeyValue, i64), StoreError> {
         let mut s = self.lock();
-        let current = s.live.get(key).cloned().ok_or_else(|| StoreError::NotFound(key.to_string()))?;
+        let current = s
+            .live
+            .get(key)
+            .cloned()
+            .ok_or_else(|| StoreError::NotFound(key.to_string()))?;
         if expected.is_some_and(|e| e != current.mod_revision) {
-            return Err(StoreError::Conflict { key: key.to_string(), current: current.mod_revision });
+            return Err(StoreError::Conflict {
+                key: key.to_string(),
+                current: current.mod_revision,
+            });
         }
         let ev = s.commit(key, None)?;
         Ok((current, ev.revision))
@@ -307,14 +429,24 @@ impl Store for EmbeddedStore {
     async fn watch(&self, prefix: &str, start_revision: i64) -> Result<WatchReceiver, StoreError> {
         let mut s = self.lock();
         if start_revision < s.compacted && start_revision <= s.revision {
-            return Err(StoreError::Gone { requested: start_revision, compacted: s.compacted });
+            return Err(StoreError::Gone {
+                requested: start_revision,
+                compacted: s.compacted,
+            });
         }
         let (tx, rx) = mpsc::unbounded_channel();
         // Replay and registration happen under one lock: no event is missed or doubled.
-        for ev in s.history.iter().filter(|e| e.revision >= start_revision && e.kv.key.starts_with(prefix)) {
+        for ev in s
+            .history
+            .iter()
+            .filter(|e| e.revision >= start_revision && e.kv.key.starts_with(prefix))
+        {
             let _ = tx.send(Ok(ev.clone()));
         }
-        s.watchers.push(Watcher { prefix: prefix.to_string(), tx });
+        s.watchers.push(Watcher {
+            prefix: prefix.to_string(),
+            tx,
+        });
         Ok(rx)
     }
 

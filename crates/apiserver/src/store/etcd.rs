@@ -5,7 +5,9 @@
 use super::{EventKind, KeyValue, Store, StoreError, StoreEvent, WatchReceiver};
 use async_trait::async_trait;
 use bytes::Bytes;
-use etcd_client::{Client, Compare, CompareOp, EventType, GetOptions, Txn, TxnOp, TxnOpResponse, WatchOptions};
+use etcd_client::{
+    Client, Compare, CompareOp, EventType, GetOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
+};
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
@@ -16,7 +18,10 @@ pub struct EtcdStore {
 fn map_err(e: etcd_client::Error) -> StoreError {
     let text = e.to_string();
     if text.contains("compacted") {
-        StoreError::Gone { requested: 0, compacted: 0 }
+        StoreError::Gone {
+            requested: 0,
+            compacted: 0,
+        }
     } else {
         StoreError::Internal(format!("etcd: {text}"))
     }
@@ -76,47 +81,82 @@ impl Store for EtcdStore {
     }
 
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
-        let resp = self.client.kv_client().get(key, None).await.map_err(map_err)?;
+        let resp = self
+            .client
+            .kv_client()
+            .get(key, None)
+            .await
+            .map_err(map_err)?;
         Ok(resp.kvs().first().map(convert))
     }
 
-    async fn list(&self, prefix: &str, revision: Option<i64>) -> Result<(Vec<KeyValue>, i64), StoreError> {
+    async fn list(
+        &self,
+        prefix: &str,
+        revision: Option<i64>,
+    ) -> Result<(Vec<KeyValue>, i64), StoreError> {
         let mut opts = GetOptions::new().with_prefix();
         if let Some(r) = revision {
             opts = opts.with_revision(r);
         }
-        let resp = self.client.kv_client().get(prefix, Some(opts)).await.map_err(|e| match map_err(e) {
-            StoreError::Gone { .. } => StoreError::Gone { requested: revision.unwrap_or(0), compacted: 0 },
-            other => other,
-        })?;
+        let resp = self
+            .client
+            .kv_client()
+            .get(prefix, Some(opts))
+            .await
+            .map_err(|e| match map_err(e) {
+                StoreError::Gone { .. } => StoreError::Gone {
+                    requested: revision.unwrap_or(0),
+                    compacted: 0,
+                },
+                other => other,
+            })?;
         let rev = revision.unwrap_or_else(|| header_revision(resp.header()));
         Ok((resp.kvs().iter().map(convert).collect(), rev))
     }
 
-    async fn update(&self, key: &str, value: Bytes, expected: Option<i64>) -> Result<i64, StoreError> {
-        let cmp = match expected {
-            Some(rev) => Compare::mod_revision(key, CompareOp::Equal, rev),
-            None => Compare::create_revision(key, CompareOp::Greater, 0),
-        };
-        let txn = Txn::new().when([cmp]).and_then([TxnOp::put(key, value.to_vec(), None)]).or_else([TxnOp::get(key, None)]);
-        let resp = self.client.kv_client().txn(txn).await.map_err(map_err)?;
-        if resp.succeeded() {
-            return Ok(header_revision(resp.header()));
-        }
-        match Self::else_value(&resp) {
-            None => Err(StoreError::NotFound(key.to_string())),
-            Some(kv) => Err(StoreError::Conflict { key: key.to_string(), current: kv.mod_revision }),
-        }
-    }
-
-    async fn delete(&self, key: &str, expected: Option<i64>) -> Result<(KeyValue, i64), StoreError> {
+    async fn update(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected: Option<i64>,
+    ) -> Result<i64, StoreError> {
         let cmp = match expected {
             Some(rev) => Compare::mod_revision(key, CompareOp::Equal, rev),
             None => Compare::create_revision(key, CompareOp::Greater, 0),
         };
         let txn = Txn::new()
             .when([cmp])
-            .and_then([TxnOp::delete(key, Some(etcd_client::DeleteOptions::new().with_prev_key()))])
+            .and_then([TxnOp::put(key, value.to_vec(), None)])
+            .or_else([TxnOp::get(key, None)]);
+        let resp = self.client.kv_client().txn(txn).await.map_err(map_err)?;
+        if resp.succeeded() {
+            return Ok(header_revision(resp.header()));
+        }
+        match Self::else_value(&resp) {
+            None => Err(StoreError::NotFound(key.to_string())),
+            Some(kv) => Err(StoreError::Conflict {
+                key: key.to_string(),
+                current: kv.mod_revision,
+            }),
+        }
+    }
+
+    async fn delete(
+        &self,
+        key: &str,
+        expected: Option<i64>,
+    ) -> Result<(KeyValue, i64), StoreError> {
+        let cmp = match expected {
+            Some(rev) => Compare::mod_revision(key, CompareOp::Equal, rev),
+            None => Compare::create_revision(key, CompareOp::Greater, 0),
+        };
+        let txn = Txn::new()
+            .when([cmp])
+            .and_then([TxnOp::delete(
+                key,
+                Some(etcd_client::DeleteOptions::new().with_prev_key()),
+            )])
             .or_else([TxnOp::get(key, None)]);
         let resp = self.client.kv_client().txn(txn).await.map_err(map_err)?;
         if resp.succeeded() {
@@ -125,17 +165,30 @@ impl Store for EtcdStore {
                 TxnOpResponse::Delete(d) => d.prev_kvs().first().map(convert),
                 _ => None,
             });
-            return prev.map(|p| (p, rev)).ok_or_else(|| StoreError::NotFound(key.to_string()));
+            return prev
+                .map(|p| (p, rev))
+                .ok_or_else(|| StoreError::NotFound(key.to_string()));
         }
         match Self::else_value(&resp) {
             None => Err(StoreError::NotFound(key.to_string())),
-            Some(kv) => Err(StoreError::Conflict { key: key.to_string(), current: kv.mod_revision }),
+            Some(kv) => Err(StoreError::Conflict {
+                key: key.to_string(),
+                current: kv.mod_revision,
+            }),
         }
     }
 
     async fn watch(&self, prefix: &str, start_revision: i64) -> Result<WatchReceiver, StoreError> {
-        let opts = WatchOptions::new().with_prefix().with_prev_key().with_start_revision(start_revision);
-        let (watcher, mut stream) = self.client.watch_client().watch(prefix, Some(opts)).await.map_err(map_err)?;
+        let opts = WatchOptions::new()
+            .with_prefix()
+            .with_prev_key()
+            .with_start_revision(start_revision);
+        let (watcher, mut stream) = self
+            .client
+            .watch_client()
+            .watch(prefix, Some(opts))
+            .await
+            .map_err(map_err)?;
         let (tx, rx) = mpsc::unbounded_channel();
         // The first response confirms creation, or reports compaction.
         tokio::spawn(async move {
@@ -149,11 +202,17 @@ impl Store for EtcdStore {
                     }
                 };
                 if resp.compact_revision() > 0 {
-                    let _ = tx.send(Err(StoreError::Gone { requested: start_revision, compacted: resp.compact_revision() }));
+                    let _ = tx.send(Err(StoreError::Gone {
+                        requested: start_revision,
+                        compacted: resp.compact_revision(),
+                    }));
                     return;
                 }
                 if resp.canceled() {
-                    let _ = tx.send(Err(StoreError::Internal(format!("etcd watch canceled: {}", resp.cancel_reason()))));
+                    let _ = tx.send(Err(StoreError::Internal(format!(
+                        "etcd watch canceled: {}",
+                        resp.cancel_reason()
+                    ))));
                     return;
                 }
                 for ev in resp.events() {
@@ -182,7 +241,10 @@ impl Store for EtcdStore {
         let resp = self
             .client
             .kv_client()
-            .get("/registry/", Some(GetOptions::new().with_prefix().with_count_only()))
+            .get(
+                "/registry/",
+                Some(GetOptions::new().with_prefix().with_count_only()),
+            )
             .await
             .map_err(map_err)?;
         Ok(header_revision(resp.header()))

@@ -79,15 +79,25 @@ pub trait Store: Send + Sync + 'static {
 
     /// All keys under `prefix`, sorted, at `revision` (None = latest), with the
     /// revision the list was read at.
-    async fn list(&self, prefix: &str, revision: Option<i64>) -> Result<(Vec<KeyValue>, i64), StoreError>;
+    async fn list(
+        &self,
+        prefix: &str,
+        revision: Option<i64>,
+    ) -> Result<(Vec<KeyValue>, i64), StoreError>;
 
     /// Replaces `key` if its mod revision equals `expected` (None = unconditional).
     /// `NotFound` if it does not exist, `Conflict` if the revision differs.
-    async fn update(&self, key: &str, value: Bytes, expected: Option<i64>) -> Result<i64, StoreError>;
+    async fn update(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected: Option<i64>,
+    ) -> Result<i64, StoreError>;
 
     /// Deletes `key` if its mod revision equals `expected` (None = unconditional).
     /// Returns the deleted value and the revision of the deletion.
-    async fn delete(&self, key: &str, expected: Option<i64>) -> Result<(KeyValue, i64), StoreError>;
+    async fn delete(&self, key: &str, expected: Option<i64>)
+        -> Result<(KeyValue, i64), StoreError>;
 
     /// Every change under `prefix` with revision >= `start_revision`, in order.
     /// `Gone` if `start_revision` was compacted.

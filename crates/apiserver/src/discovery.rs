@@ -1,0 +1,161 @@
+//! Discovery (`/api`, `/apis`, `/api/v1`, `/apis/G`, `/apis/G/V`), `/version`
+//! and the minimal `/openapi/v3` kubectl needs to trust server-side validation.
+//! Everything is derived from the registry.
+
+use minik8s_api::registry::{self, group_versions, verbs, REGISTRY};
+use serde_json::{json, Value};
+
+pub fn version() -> Value {
+    json!({"major": "1", "minor": "32", "gitVersion": "v1.32.0-minik8s", "gitCommit": "0000000000000000000000000000000000000000",
+           "gitTreeState": "clean", "buildDate": "2026-11-22T00:00:00Z", "goVersion": "go1.23.4", "compiler": "gc",
+           "platform": "linux/amd64"})
+}
+
+pub fn api_versions() -> Value {
+    json!({"kind": "APIVersions", "versions": ["v1"],
+           "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:8080"}]})
+}
+
+fn group_entry(group: &str, version: &str) -> Value {
+    let gv = json!({"groupVersion": format!("{group}/{version}"), "version": version});
+    json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
+}
+
+pub fn api_group_list() -> Value {
+    let groups: Vec<Value> = group_versions()
+        .into_iter()
+        .filter(|(g, _)| !g.is_empty())
+        .map(|(g, v)| group_entry(g, v))
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+pub fn api_group(group: &str) -> Option<Value> {
+    group_versions()
+        .into_iter()
+        .find(|(g, _)| *g == group && !g.is_empty())
+        .map(|(g, v)| {
+            let mut e = group_entry(g, v);
+            e["kind"] = json!("APIGroup");
+            e["apiVersion"] = json!("v1");
+            e
+        })
+}
+
+/// The `APIResourceList` of one group/version, or None if it is not served.
+pub fn resource_list(group: &str, version: &str) -> Option<Value> {
+    let mut resources = Vec::new();
+    for r in REGISTRY
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+    {
+        let mut entry = json!({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
+                               "verbs": verbs(r)});
+        if !r.short_names.is_empty() {
+            entry["shortNames"] = json!(r.short_names);
+        }
+        if !r.categories.is_empty() {
+            entry["categories"] = json!(r.categories);
+        }
+        resources.push(entry);
+        for sub in r.subresources {
+            let mut e = json!({"name": format!("{}/{}", r.plural, sub.name()), "singularName": "", "namespaced": r.namespaced,
+                               "kind": r.kind, "verbs": sub.verbs()});
+            match sub {
+                registry::Subresource::Scale => {
+                    e["group"] = json!("autoscaling");
+                    e["version"] = json!("v1");
+                    e["kind"] = json!("Scale");
+                }
+                registry::Subresource::Binding => e["kind"] = json!("Binding"),
+                _ => {}
+            }
+            resources.push(e);
+        }
+    }
+    if resources.is_empty() {
+        return None;
+    }
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    )
+}
+
+fn gv_key(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
+}
+
+/// A stable hash of the served kinds, so kubectl's cached documents stay valid until they change.
+fn schema_hash() -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for r in REGISTRY {
+        (r.group, r.version, r.kind, r.plural).hash(&mut h);
+    }
+    format!("{:016X}", h.finish())
+}
+
+pub fn openapi_root() -> Value {
+    let hash = schema_hash();
+    let mut paths = serde_json::Map::new();
+    for (g, v) in group_versions() {
+        let key = gv_key(g, v);
+        paths.insert(
+            key.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={hash}")}),
+        );
+    }
+    json!({"paths": paths})
+}
+
+/// The OpenAPI v3 document of one group/version: a PATCH operation per kind
+/// that accepts `fieldValidation`, which is what kubectl's validator looks for.
+pub fn openapi_gv(path: &str) -> Option<Value> {
+    let (group, version) = match path.split('/').collect::<Vec<_>>().as_slice() {
+        ["api", v] => ("", *v),
+        ["apis", g, v] => (*g, *v),
+        _ => return None,
+    };
+    let mut paths = serde_json::Map::new();
+    for r in REGISTRY
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+    {
+        let url = if r.namespaced {
+            format!(
+                "{}/namespaces/{{namespace}}/{}/{{name}}",
+                r.gv_path(),
+                r.plural
+            )
+        } else {
+            format!("{}/{}/{{name}}", r.gv_path(), r.plural)
+        };
+        let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
+        let params = json!([
+            {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+            {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+            {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}}
+        ]);
+        let op = |verb: &str| {
+            json!({"operationId": format!("{verb}{}", r.kind), "x-kubernetes-action": verb,
+                   "x-kubernetes-group-version-kind": gvk, "parameters": params,
+                   "responses": {"200": {"description": "OK"}}})
+        };
+        paths.insert(url, json!({"get": op("get"), "put": op("put"), "patch": op("patch"), "delete": op("delete")}));
+    }
+    if paths.is_empty() {
+        return None;
+    }
+    Some(
+        json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.0"}, "paths": paths, "components": {"schemas": {}}}),
+    )
+}

@@ -1,0 +1,191 @@
+//! Service ClusterIP and NodePort allocation. The allocators live in memory and
+//! are rebuilt from the stored Services at start-up; the Services themselves
+//! are the durable record of what is taken.
+
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+use std::sync::Mutex;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AllocError {
+    #[error("provided IP is already allocated")]
+    IpTaken,
+    #[error("provided IP is not in the valid range. The range of valid IPs is {0}")]
+    IpOutOfRange(String),
+    #[error("provided port is already allocated")]
+    PortTaken,
+    #[error("provided port is not in the valid range. The range of valid ports is 30000-32767")]
+    PortOutOfRange,
+    #[error("range is full")]
+    Full,
+}
+
+/// Parses `10.96.0.0/12` into (network, prefix length).
+pub fn parse_cidr(cidr: &str) -> Result<(Ipv4Addr, u8), String> {
+    let (ip, bits) = cidr
+        .split_once('/')
+        .ok_or_else(|| format!("{cidr:?} is not a CIDR"))?;
+    let ip: Ipv4Addr = ip
+        .parse()
+        .map_err(|_| format!("{cidr:?} is not an IPv4 CIDR"))?;
+    let bits: u8 = bits
+        .parse()
+        .ok()
+        .filter(|b| *b <= 30)
+        .ok_or_else(|| format!("{cidr:?}: prefix must be at most /30"))?;
+    let mask = if bits == 0 {
+        0
+    } else {
+        u32::MAX << (32 - bits)
+    };
+    Ok((Ipv4Addr::from(u32::from(ip) & mask), bits))
+}
+
+struct Ranged {
+    first: u32,
+    size: u32,
+    used: HashSet<u32>,
+    next: u32,
+}
+
+impl Ranged {
+    fn allocate_next(&mut self) -> Option<u32> {
+        for i in 0..self.size {
+            let candidate = self.first + (self.next + i) % self.size;
+            if self.used.insert(candidate) {
+                self.next = (self.next + i + 1) % self.size;
+                return Some(candidate);
+            }
+        }
+        None
+    }
+    fn contains(&self, v: u32) -> bool {
+        v >= self.first && v < self.first + self.size
+    }
+}
+
+pub struct Allocators {
+    cidr: String,
+    ips: Mutex<Ranged>,
+    ports: Mutex<Ranged>,
+}
+
+impl Allocators {
+    pub fn new(service_cidr: &str) -> Result<Self, String> {
+        let (net, bits) = parse_cidr(service_cidr)?;
+        let size = (1u64 << (32 - bits)) as u32;
+        // Skip the network address and the first usable one (the `kubernetes` service's IP
+        // in Kubernetes) and the broadcast address.
+        let ips = Ranged {
+            first: u32::from(net) + 1,
+            size: size - 2,
+            used: HashSet::from([u32::from(net) + 1]),
+            next: 9,
+        };
+        let ports = Ranged {
+            first: 30000,
+            size: 2768,
+            used: HashSet::new(),
+            next: 0,
+        };
+        Ok(Allocators {
+            cidr: service_cidr.to_string(),
+            ips: Mutex::new(ips),
+            ports: Mutex::new(ports),
+        })
+    }
+
+    fn ips(&self) -> std::sync::MutexGuard<'_, Ranged> {
+        self.ips.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    fn ports(&self) -> std::sync::MutexGuard<'_, Ranged> {
+        self.ports.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn allocate_ip(&self) -> Result<Ipv4Addr, AllocError> {
+        self.ips()
+            .allocate_next()
+            .map(Ipv4Addr::from)
+            .ok_or(AllocError::Full)
+    }
+
+    /// Reserves a specific IP (user-chosen, or re-registration at start-up).
+    pub fn reserve_ip(&self, ip: &str) -> Result<(), AllocError> {
+        let addr: Ipv4Addr = ip
+            .parse()
+            .map_err(|_| AllocError::IpOutOfRange(self.cidr.clone()))?;
+        let mut r = self.ips();
+        if !r.contains(u32::from(addr)) {
+            return Err(AllocError::IpOutOfRange(self.cidr.clone()));
+        }
+        if !r.used.insert(u32::from(addr)) {
+            return Err(AllocError::IpTaken);
+        }
+        Ok(())
+    }
+
+    pub fn release_ip(&self, ip: &str) {
+        if let Ok(addr) = ip.parse::<Ipv4Addr>() {
+            self.ips().used.remove(&u32::from(addr));
+        }
+    }
+
+    pub fn allocate_port(&self) -> Result<u16, AllocError> {
+        self.ports()
+            .allocate_next()
+            .map(|p| p as u16)
+            .ok_or(AllocError::Full)
+    }
+
+    pub fn reserve_port(&self, port: i64) -> Result<(), AllocError> {
+        let mut r = self.ports();
+        let p = u32::try_from(port).map_err(|_| AllocError::PortOutOfRange)?;
+        if !r.contains(p) {
+            return Err(AllocError::PortOutOfRange);
+        }
+        if !r.used.insert(p) {
+            return Err(AllocError::PortTaken);
+        }
+        Ok(())
+    }
+
+    pub fn release_port(&self, port: i64) {
+        if let Ok(p) = u32::try_from(port) {
+            self.ports().used.remove(&p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocates_unique_ips_in_range_and_detects_conflicts() {
+        let a = Allocators::new("10.96.0.0/28").unwrap();
+        let mut seen = HashSet::new();
+        for _ in 0..13 {
+            let ip = a.allocate_ip().unwrap();
+            assert!(seen.insert(ip));
+            assert!(ip.octets()[3] >= 2 && ip.octets()[3] <= 14, "{ip}");
+        }
+        assert_eq!(a.allocate_ip(), Err(AllocError::Full));
+        a.release_ip("10.96.0.5");
+        assert_eq!(a.reserve_ip("10.96.0.5"), Ok(()));
+        assert_eq!(a.reserve_ip("10.96.0.5"), Err(AllocError::IpTaken));
+        assert!(matches!(
+            a.reserve_ip("10.97.0.5"),
+            Err(AllocError::IpOutOfRange(_))
+        ));
+    }
+
+    #[test]
+    fn node_ports() {
+        let a = Allocators::new("10.96.0.0/12").unwrap();
+        assert_eq!(a.reserve_port(30080), Ok(()));
+        assert_eq!(a.reserve_port(30080), Err(AllocError::PortTaken));
+        assert_eq!(a.reserve_port(80), Err(AllocError::PortOutOfRange));
+        let p = a.allocate_port().unwrap();
+        assert!((30000..=32767).contains(&p) && p != 30080);
+    }
+}

@@ -1,0 +1,434 @@
+//! Server-side printing: `meta.k8s.io/v1` Table responses with the columns
+//! kubectl users know (the registry lists the columns, this file the cells).
+
+use minik8s_api::meta::{human_age, is_deleting};
+use minik8s_api::registry::ResourceInfo;
+use minik8s_api::selector::Selector;
+use serde_json::{json, Value};
+
+/// Does the `Accept` header ask for a Table?
+pub fn wants_table(accept: &str) -> bool {
+    accept
+        .split(',')
+        .any(|part| part.contains("as=Table") && part.contains("g=meta.k8s.io"))
+}
+
+fn s(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => "<none>".into(),
+    }
+}
+
+fn int(v: &Value, ptr: &str) -> i64 {
+    v.pointer(ptr).and_then(Value::as_i64).unwrap_or(0)
+}
+
+fn arr<'a>(v: &'a Value, ptr: &str) -> &'a [Value] {
+    v.pointer(ptr)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+fn age(obj: &Value) -> String {
+    obj.pointer("/metadata/creationTimestamp")
+        .and_then(Value::as_str)
+        .map(human_age)
+        .unwrap_or_else(|| "<unknown>".into())
+}
+
+fn join_field(items: &[Value], field: &str) -> String {
+    let v: Vec<&str> = items
+        .iter()
+        .filter_map(|c| c.get(field).and_then(Value::as_str))
+        .collect();
+    if v.is_empty() {
+        "<none>".into()
+    } else {
+        v.join(",")
+    }
+}
+
+fn selector_string(sel: Option<&Value>) -> String {
+    sel.and_then(|v| serde_json::from_value(v.clone()).ok())
+        .and_then(|ls| Selector::from_label_selector(&ls).ok())
+        .map(|s| s.to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "<none>".into())
+}
+
+/// The STATUS column of a pod, as kubectl's printer computes it.
+pub fn pod_status(pod: &Value) -> String {
+    let mut reason = pod
+        .pointer("/status/reason")
+        .and_then(Value::as_str)
+        .or_else(|| pod.pointer("/status/phase").and_then(Value::as_str))
+        .unwrap_or("Pending")
+        .to_string();
+    for cs in arr(pod, "/status/containerStatuses").iter().rev() {
+        if let Some(r) = cs.pointer("/state/waiting/reason").and_then(Value::as_str) {
+            reason = r.to_string();
+        } else if let Some(t) = cs.pointer("/state/terminated") {
+            reason = t
+                .get("reason")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| {
+                    format!(
+                        "ExitCode:{}",
+                        t.get("exitCode").and_then(Value::as_i64).unwrap_or(0)
+                    )
+                });
+        }
+    }
+    if is_deleting(pod) {
+        reason = "Terminating".into();
+    }
+    reason
+}
+
+fn cells(info: &ResourceInfo, o: &Value) -> Vec<Value> {
+    let name = json!(o
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or(""));
+    let rest: Vec<Value> = match info.kind {
+        "Pod" => {
+            let statuses = arr(o, "/status/containerStatuses");
+            let ready = statuses
+                .iter()
+                .filter(|c| c.get("ready") == Some(&json!(true)))
+                .count();
+            let total = arr(o, "/spec/containers").len();
+            let restarts: i64 = statuses
+                .iter()
+                .map(|c| c.get("restartCount").and_then(Value::as_i64).unwrap_or(0))
+                .sum();
+            vec![
+                json!(format!("{ready}/{total}")),
+                json!(pod_status(o)),
+                json!(restarts.to_string()),
+                json!(age(o)),
+                json!(s(o.pointer("/status/podIP"))),
+                json!(s(o.pointer("/spec/nodeName"))),
+                json!(s(o.pointer("/status/nominatedNodeName"))),
+                json!("<none>"),
+            ]
+        }
+        "Node" => {
+            let ready = arr(o, "/status/conditions")
+                .iter()
+                .find(|c| c.get("type") == Some(&json!("Ready")))
+                .and_then(|c| c.get("status"))
+                .and_then(Value::as_str);
+            let mut status = match ready {
+                Some("True") => "Ready".to_string(),
+                Some("False") => "NotReady".to_string(),
+                _ => "Unknown".to_string(),
+            };
+            if o.pointer("/spec/unschedulable") == Some(&json!(true)) {
+                status.push_str(",SchedulingDisabled");
+            }
+            let roles: Vec<String> = o
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object)
+                .map(|l| {
+                    l.keys()
+                        .filter_map(|k| k.strip_prefix("node-role.kubernetes.io/"))
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let addr = |t: &str| {
+                s(arr(o, "/status/addresses")
+                    .iter()
+                    .find(|a| a.get("type") == Some(&json!(t)))
+                    .and_then(|a| a.get("address")))
+            };
+            vec![
+                json!(status),
+                json!(if roles.is_empty() {
+                    "<none>".into()
+                } else {
+                    roles.join(",")
+                }),
+                json!(age(o)),
+                json!(s(o.pointer("/status/nodeInfo/kubeletVersion"))),
+                json!(addr("InternalIP")),
+                json!(addr("ExternalIP")),
+                json!(s(o.pointer("/status/nodeInfo/osImage"))),
+                json!(s(o.pointer("/status/nodeInfo/kernelVersion"))),
+                json!(s(o.pointer("/status/nodeInfo/containerRuntimeVersion"))),
+            ]
+        }
+        "Namespace" => vec![json!(s(o.pointer("/status/phase"))), json!(age(o))],
+        "Service" => {
+            let ports: Vec<String> = arr(o, "/spec/ports")
+                .iter()
+                .map(|p| {
+                    let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+                    match p.get("nodePort").and_then(Value::as_i64) {
+                        Some(np) => format!("{}:{}/{}", int(p, "/port"), np, proto),
+                        None => format!("{}/{}", int(p, "/port"), proto),
+                    }
+                })
+                .collect();
+            let selector: Vec<String> = o
+                .pointer("/spec/selector")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                        .collect()
+                })
+                .unwrap_or_default();
+            vec![
+                json!(s(o.pointer("/spec/type"))),
+                json!(s(o.pointer("/spec/clusterIP"))),
+                json!(o
+                    .pointer("/spec/externalIPs")
+                    .and_then(Value::as_array)
+                    .map(|a| join_field_strs(a))
+                    .unwrap_or_else(|| "<none>".into())),
+                json!(if ports.is_empty() {
+                    "<none>".into()
+                } else {
+                    ports.join(",")
+                }),
+                json!(age(o)),
+                json!(if selector.is_empty() {
+                    "<none>".into()
+                } else {
+                    selector.join(",")
+                }),
+            ]
+        }
+        "Endpoints" => {
+            let mut eps = Vec::new();
+            for sub in arr(o, "/subsets") {
+                for a in arr(sub, "/addresses") {
+                    for p in arr(sub, "/ports") {
+                        eps.push(format!("{}:{}", s(a.get("ip")), int(p, "/port")));
+                    }
+                    if arr(sub, "/ports").is_empty() {
+                        eps.push(s(a.get("ip")));
+                    }
+                }
+            }
+            vec![json!(abbreviate(&eps)), json!(age(o))]
+        }
+        "EndpointSlice" => {
+            let ports: Vec<String> = arr(o, "/ports")
+                .iter()
+                .map(|p| int(p, "/port").to_string())
+                .collect();
+            let eps: Vec<String> = arr(o, "/endpoints")
+                .iter()
+                .flat_map(|e| arr(e, "/addresses").iter().map(|a| s(Some(a))))
+                .collect();
+            vec![
+                json!(s(o.get("addressType"))),
+                json!(if ports.is_empty() {
+                    "<unset>".into()
+                } else {
+                    ports.join(",")
+                }),
+                json!(abbreviate(&eps)),
+                json!(age(o)),
+            ]
+        }
+        "Lease" => vec![json!(s(o.pointer("/spec/holderIdentity"))), json!(age(o))],
+        "Event" => {
+            let last = o
+                .get("lastTimestamp")
+                .or_else(|| o.get("eventTime"))
+                .and_then(Value::as_str)
+                .map(human_age)
+                .unwrap_or_else(|| age(o));
+            let obj = format!(
+                "{}/{}",
+                s(o.pointer("/involvedObject/kind")).to_lowercase(),
+                s(o.pointer("/involvedObject/name"))
+            );
+            vec![
+                json!(last),
+                json!(s(o.get("type"))),
+                json!(s(o.get("reason"))),
+                json!(obj),
+                json!(s(o.get("message"))),
+            ]
+        }
+        "ReplicaSet" => vec![
+            json!(int(o, "/spec/replicas")),
+            json!(int(o, "/status/replicas")),
+            json!(int(o, "/status/readyReplicas")),
+            json!(age(o)),
+            json!(join_field(arr(o, "/spec/template/spec/containers"), "name")),
+            json!(join_field(
+                arr(o, "/spec/template/spec/containers"),
+                "image"
+            )),
+            json!(selector_string(o.pointer("/spec/selector"))),
+        ],
+        "StatefulSet" => vec![
+            json!(format!(
+                "{}/{}",
+                int(o, "/status/readyReplicas"),
+                int(o, "/spec/replicas")
+            )),
+            json!(age(o)),
+            json!(join_field(arr(o, "/spec/template/spec/containers"), "name")),
+            json!(join_field(
+                arr(o, "/spec/template/spec/containers"),
+                "image"
+            )),
+        ],
+        "ControllerRevision" => {
+            let owner = arr(o, "/metadata/ownerReferences")
+                .iter()
+                .find(|r| r.get("controller") == Some(&json!(true)));
+            let controller = owner
+                .map(|r| {
+                    let api = r.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+                    let group = api
+                        .split_once('/')
+                        .map(|(g, _)| format!(".{g}"))
+                        .unwrap_or_default();
+                    format!(
+                        "{}{}/{}",
+                        s(r.get("kind")).to_lowercase(),
+                        group,
+                        s(r.get("name"))
+                    )
+                })
+                .unwrap_or_else(|| "<none>".into());
+            vec![json!(controller), json!(int(o, "/revision")), json!(age(o))]
+        }
+        "HorizontalPodAutoscaler" => {
+            let reference = format!(
+                "{}/{}",
+                s(o.pointer("/spec/scaleTargetRef/kind")),
+                s(o.pointer("/spec/scaleTargetRef/name"))
+            );
+            vec![
+                json!(reference),
+                json!(hpa_targets(o)),
+                json!(int(o, "/spec/minReplicas")),
+                json!(int(o, "/spec/maxReplicas")),
+                json!(int(o, "/status/currentReplicas")),
+                json!(age(o)),
+            ]
+        }
+        "LeaderWorkerSet" => vec![
+            json!(int(o, "/status/readyReplicas")),
+            json!(int(o, "/spec/replicas")),
+            json!(int(o, "/status/updatedReplicas")),
+            json!(age(o)),
+        ],
+        _ => vec![json!(age(o))],
+    };
+    let mut out = vec![name];
+    out.extend(rest);
+    out
+}
+
+fn join_field_strs(a: &[Value]) -> String {
+    let v: Vec<&str> = a.iter().filter_map(Value::as_str).collect();
+    if v.is_empty() {
+        "<none>".into()
+    } else {
+        v.join(",")
+    }
+}
+
+fn abbreviate(items: &[String]) -> String {
+    match items.len() {
+        0 => "<none>".into(),
+        n if n <= 3 => items.join(","),
+        n => format!("{} + {} more...", items[..3].join(","), n - 3),
+    }
+}
+
+/// `cpu: 12%/80%`, as kubectl prints HPA targets.
+fn hpa_targets(o: &Value) -> String {
+    let current = arr(o, "/status/currentMetrics");
+    let parts: Vec<String> = arr(o, "/spec/metrics")
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let res = m
+                .pointer("/resource/name")
+                .and_then(Value::as_str)
+                .unwrap_or("<unknown>");
+            let target = m
+                .pointer("/resource/target")
+                .cloned()
+                .unwrap_or(Value::Null);
+            let cur = current
+                .get(i)
+                .and_then(|c| c.pointer("/resource/current"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            match target.get("type").and_then(Value::as_str) {
+                Some("Utilization") => {
+                    let c = cur
+                        .get("averageUtilization")
+                        .and_then(Value::as_i64)
+                        .map(|u| format!("{u}%"))
+                        .unwrap_or_else(|| "<unknown>".into());
+                    format!("{res}: {c}/{}%", int(&target, "/averageUtilization"))
+                }
+                _ => {
+                    let c = cur
+                        .get("averageValue")
+                        .and_then(Value::as_str)
+                        .unwrap_or("<unknown>");
+                    format!(
+                        "{res}: {c}/{}",
+                        s(target.get("averageValue").or_else(|| target.get("value")))
+                    )
+                }
+            }
+        })
+        .collect();
+    if parts.is_empty() {
+        "<none>".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+fn column_definitions(info: &ResourceInfo) -> Vec<Value> {
+    let mut cols = vec![
+        json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0}),
+    ];
+    for c in info.columns {
+        cols.push(json!({"name": c.name, "type": c.kind, "format": "", "description": c.description, "priority": c.priority}));
+    }
+    cols
+}
+
+/// A Table of `objects`; `with_headers` is false for watch events after the first.
+pub fn render(
+    info: &ResourceInfo,
+    objects: &[&Value],
+    resource_version: &str,
+    with_headers: bool,
+) -> Value {
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|o| {
+            json!({"cells": cells(info, o), "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                "metadata": o.get("metadata").cloned().unwrap_or(json!({}))}})
+        })
+        .collect();
+    let mut t = json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": resource_version}, "rows": rows});
+    if with_headers {
+        t["columnDefinitions"] = Value::Array(column_definitions(info));
+    } else {
+        t["columnDefinitions"] = json!([]);
+    }
+    t
+}

@@ -1,0 +1,229 @@
+//! HTTP watch: newline-delimited JSON events, flushed one by one, served from
+//! the watch cache. Selectors are applied per event; an object that stops
+//! matching is sent as DELETED and one that starts matching as ADDED.
+
+use crate::handlers::{error_response, Params};
+use crate::store::EventKind;
+use crate::table;
+use crate::watch_cache::CacheEvent;
+use crate::ApiServer;
+use axum::body::{Body, Bytes};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use minik8s_api::registry::ResourceInfo;
+use minik8s_api::selector::{supported_fields, FieldSelector, Selector};
+use minik8s_api::ApiError;
+use serde_json::{json, Value};
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc};
+
+/// How often a bookmark is sent to watchers that allow them.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(10);
+
+struct Filter {
+    namespace: Option<String>,
+    labels: Selector,
+    fields: FieldSelector,
+}
+
+impl Filter {
+    fn matches(&self, obj: &Value) -> bool {
+        let ns_ok = match &self.namespace {
+            Some(ns) => minik8s_api::meta::namespace(obj) == Some(ns.as_str()),
+            None => true,
+        };
+        ns_ok && self.labels.matches_object(obj) && self.fields.matches(obj)
+    }
+
+    /// The event type this watcher sees for a change, if any.
+    fn event_type(&self, ev: &CacheEvent) -> Option<&'static str> {
+        let now = self.matches(&ev.object);
+        match (ev.kind, ev.prev.as_deref()) {
+            (EventKind::Delete, _) => now.then_some("DELETED"),
+            (EventKind::Put, None) => now.then_some("ADDED"),
+            (EventKind::Put, Some(prev)) => match (self.matches(prev), now) {
+                (true, true) => Some("MODIFIED"),
+                (false, true) => Some("ADDED"),
+                (true, false) => Some("DELETED"),
+                (false, false) => None,
+            },
+        }
+    }
+}
+
+fn line(event_type: &str, object: &Value) -> Bytes {
+    let mut v =
+        serde_json::to_vec(&json!({"type": event_type, "object": object})).unwrap_or_default();
+    v.push(b'\n');
+    Bytes::from(v)
+}
+
+struct Encoder {
+    info: &'static ResourceInfo,
+    table: bool,
+    headers_sent: bool,
+}
+
+impl Encoder {
+    fn encode(&mut self, event_type: &str, obj: &Value) -> Bytes {
+        if self.table {
+            let rv = minik8s_api::meta::resource_version(obj).to_string();
+            let t = table::render(self.info, &[obj], &rv, !self.headers_sent);
+            self.headers_sent = true;
+            line(event_type, &t)
+        } else {
+            line(event_type, obj)
+        }
+    }
+}
+
+impl ApiServer {
+    pub async fn watch(
+        &self,
+        info: &'static ResourceInfo,
+        ns: Option<&str>,
+        params: &Params,
+        table: bool,
+    ) -> Response {
+        match self.start_watch(info, ns, params, table).await {
+            Ok(r) => r,
+            Err(e) => error_response(&e),
+        }
+    }
+
+    async fn start_watch(
+        &self,
+        info: &'static ResourceInfo,
+        ns: Option<&str>,
+        params: &Params,
+        table: bool,
+    ) -> Result<Response, ApiError> {
+        let filter = Filter {
+            namespace: ns.filter(|_| info.namespaced).map(str::to_string),
+            labels: Selector::parse(params.get("labelSelector").unwrap_or(""))
+                .map_err(ApiError::bad_request)?,
+            fields: FieldSelector::parse(
+                params.get("fieldSelector").unwrap_or(""),
+                &supported_fields(info.kind),
+            )
+            .map_err(ApiError::bad_request)?,
+        };
+        let cache = self
+            .caches
+            .get(info.plural)
+            .cloned()
+            .ok_or_else(|| ApiError::internal(format!("no watch cache for {}", info.plural)))?;
+        let bookmarks = params.flag("allowWatchBookmarks");
+        let timeout = match params
+            .get("timeoutSeconds")
+            .and_then(|t| t.parse::<u64>().ok())
+        {
+            Some(t) => Duration::from_secs(t),
+            // Like the real apiserver, an unbounded watch ends after a random 30-60 min.
+            None => Duration::from_secs(1800 + rand::random::<u64>() % 1800),
+        };
+        let mut enc = Encoder {
+            info,
+            table,
+            headers_sent: false,
+        };
+        let (tx, rx) = mpsc::channel::<Bytes>(256);
+        let rv = params.get("resourceVersion").unwrap_or("");
+
+        // "" and "0": start with synthetic ADDED events for the current state.
+        let (after, initial) = if rv.is_empty() || rv == "0" {
+            let (kvs, rev) = self
+                .store
+                .list(&info.key_prefix(filter.namespace.as_deref()), None)
+                .await
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+            let objs: Vec<Value> = kvs
+                .iter()
+                .filter_map(|kv| crate::watch_cache::decode_object(&kv.value, kv.mod_revision))
+                .filter(|o| filter.matches(o))
+                .collect();
+            (rev, objs)
+        } else {
+            let n: i64 = rv
+                .parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?;
+            (n, Vec::new())
+        };
+        let sub = match cache.subscribe(after) {
+            Ok(s) => s,
+            Err(oldest) => {
+                // Too old: one ERROR event with a 410 Status, then the end of the stream.
+                let status =
+                    ApiError::gone(format!("too old resource version: {after} ({oldest})"))
+                        .to_status();
+                return Ok(stream_response(futures::stream::iter([Ok::<
+                    Bytes,
+                    std::io::Error,
+                >(
+                    line("ERROR", &status),
+                )])));
+            }
+        };
+        let initial_lines: Vec<Bytes> = initial.iter().map(|o| enc.encode("ADDED", o)).collect();
+        tokio::spawn(async move {
+            let deadline = tokio::time::sleep(timeout);
+            tokio::pin!(deadline);
+            for l in initial_lines {
+                if tx.send(l).await.is_err() {
+                    return;
+                }
+            }
+            for ev in sub.backlog {
+                if let Some(t) = filter.event_type(&ev) {
+                    if tx.send(enc.encode(t, &ev.object)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            let mut live = sub.live;
+            let mut tick = tokio::time::interval(BOOKMARK_EVERY);
+            tick.tick().await;
+            loop {
+                tokio::select! {
+                    _ = &mut deadline => return,
+                    _ = tx.closed() => return,
+                    _ = tick.tick(), if bookmarks => {
+                        let bm = json!({"kind": info.kind, "apiVersion": info.api_version(), "metadata": {"resourceVersion": cache.latest().to_string()}});
+                        if tx.send(line("BOOKMARK", &bm)).await.is_err() { return; }
+                    }
+                    ev = live.recv() => match ev {
+                        Ok(ev) => {
+                            if ev.revision <= after { continue; }
+                            if let Some(t) = filter.event_type(&ev) {
+                                if tx.send(enc.encode(t, &ev.object)).await.is_err() { return; }
+                            }
+                        }
+                        // A watcher too slow to keep up is closed; it resumes from its last version.
+                        Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return,
+                    }
+                }
+            }
+        });
+        let stream = futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv()
+                .await
+                .map(|b| (Ok::<Bytes, std::io::Error>(b), rx))
+        });
+        Ok(stream_response(stream))
+    }
+}
+
+fn stream_response<S>(stream: S) -> Response
+where
+    S: futures::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
+{
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-cache, private"),
+        ],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
