@@ -1,1 +1,16 @@
+//! The client side of the API, shared by every component except the apiserver:
+//! a typed REST client ([`rest`]), where to find the server ([`config`]), the
+//! reflector/informer with its indexed cache ([`informer`]) and the work queue
+//! controllers drain ([`workqueue`]).
+//!
+//! A controller is: informers (list + watch into a cache) → handlers that
+//! enqueue keys → workers that `reconcile(key)` from the caches.
 
+pub mod config;
+pub mod informer;
+pub mod rest;
+pub mod workqueue;
+
+pub use informer::{Cache, Event, Informer};
+pub use rest::{Api, Client, ClientError, DeleteParams, DynamicApi, ListParams, WatchEvent};
+pub use workqueue::WorkQueue;

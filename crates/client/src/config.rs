@@ -1,0 +1,129 @@
+//! Where a component finds its apiserver: `--server URL`, or a kubeconfig
+//! (`--kubeconfig`, `$KUBECONFIG`, `~/.kube/config`), or http://127.0.0.1:8080.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+pub const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
+
+/// The server URL and default namespace a client should use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub server: String,
+    pub namespace: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading kubeconfig {0}: {1}")]
+    Read(PathBuf, String),
+    #[error("kubeconfig {0}: {1}")]
+    Invalid(PathBuf, String),
+}
+
+/// Reads the server and namespace of the current context of a kubeconfig file.
+pub fn from_kubeconfig(path: &Path) -> Result<Target, ConfigError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| ConfigError::Read(path.into(), e.to_string()))?;
+    let doc: Value = serde_yaml::from_str(&text)
+        .map_err(|e| ConfigError::Invalid(path.into(), e.to_string()))?;
+    let invalid = |m: &str| ConfigError::Invalid(path.into(), m.to_string());
+    let current = doc
+        .get("current-context")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let find = |list: &str, name: &str| -> Option<Value> {
+        doc.get(list)?
+            .as_array()?
+            .iter()
+            .find(|e| e.get("name").and_then(Value::as_str) == Some(name))
+            .cloned()
+    };
+    let context = find("contexts", current)
+        .ok_or_else(|| invalid(&format!("context {current:?} not found")))?;
+    let cluster_name = context
+        .pointer("/context/cluster")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let cluster = find("clusters", cluster_name)
+        .ok_or_else(|| invalid(&format!("cluster {cluster_name:?} not found")))?;
+    let server = cluster
+        .pointer("/cluster/server")
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid("cluster has no server"))?;
+    let namespace = context
+        .pointer("/context/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    Ok(Target {
+        server: server.trim_end_matches('/').to_string(),
+        namespace: namespace.to_string(),
+    })
+}
+
+/// Resolves the target from flags and the environment, in kubectl's order.
+pub fn resolve(server: Option<&str>, kubeconfig: Option<&Path>) -> Result<Target, ConfigError> {
+    let from_file = match kubeconfig {
+        Some(p) => Some(from_kubeconfig(p)?),
+        None => {
+            let env = std::env::var_os("KUBECONFIG")
+                .map(PathBuf::from)
+                .filter(|p| !p.as_os_str().is_empty());
+            let home = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube/config"));
+            match env.or(home).filter(|p| p.exists()) {
+                Some(p) => Some(from_kubeconfig(&p)?),
+                None => None,
+            }
+        }
+    };
+    let namespace = from_file
+        .as_ref()
+        .map(|t| t.namespace.clone())
+        .unwrap_or_else(|| "default".into());
+    let server = match server {
+        Some(s) => normalize_server(s),
+        None => from_file
+            .map(|t| t.server)
+            .unwrap_or_else(|| DEFAULT_SERVER.into()),
+    };
+    Ok(Target { server, namespace })
+}
+
+/// `127.0.0.1:8080` → `http://127.0.0.1:8080`.
+pub fn normalize_server(s: &str) -> String {
+    let s = s.trim_end_matches('/');
+    if s.contains("://") {
+        s.to_string()
+    } else {
+        format!("http://{s}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_current_context() {
+        let dir = std::env::temp_dir().join(format!("kc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("config");
+        std::fs::write(&p, "apiVersion: v1\nkind: Config\ncurrent-context: b\nclusters:\n- {name: ca, cluster: {server: 'http://a:1'}}\n- {name: cb, cluster: {server: 'http://b:2/'}}\ncontexts:\n- {name: a, context: {cluster: ca}}\n- {name: b, context: {cluster: cb, namespace: team}}\n").unwrap();
+        assert_eq!(
+            from_kubeconfig(&p).unwrap(),
+            Target {
+                server: "http://b:2".into(),
+                namespace: "team".into()
+            }
+        );
+        let t = resolve(Some("127.0.0.1:9"), Some(&p)).unwrap();
+        assert_eq!(
+            t,
+            Target {
+                server: "http://127.0.0.1:9".into(),
+                namespace: "team".into()
+            }
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

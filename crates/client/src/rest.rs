@@ -1,0 +1,588 @@
+//! The REST client: a dynamic API over JSON values (kubectl's view, driven by
+//! the registry) and a typed [`Api<K>`] over k8s-openapi types on top of it.
+
+use futures::{Stream, StreamExt};
+use minik8s_api::registry::{self, ResourceInfo};
+use minik8s_api::ApiError;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::time::Duration;
+
+/// Errors a client call can end with.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server answered with a `Status`.
+    #[error("{0}")]
+    Api(#[from] ApiError),
+    /// The server could not be reached.
+    #[error("{0}")]
+    Connect(String),
+    /// The server's answer was not what the client expected.
+    #[error("decoding the server's answer: {0}")]
+    Decode(String),
+}
+
+impl ClientError {
+    pub fn api(&self) -> Option<&ApiError> {
+        match self {
+            ClientError::Api(e) => Some(e),
+            _ => None,
+        }
+    }
+    pub fn is_not_found(&self) -> bool {
+        self.api().is_some_and(ApiError::is_not_found)
+    }
+    pub fn is_conflict(&self) -> bool {
+        self.api().is_some_and(ApiError::is_conflict)
+    }
+    pub fn is_gone(&self) -> bool {
+        self.api().is_some_and(ApiError::is_gone)
+    }
+}
+
+/// A connection to one apiserver.
+#[derive(Clone)]
+pub struct Client {
+    base: String,
+    http: reqwest::Client,
+    /// The namespace used when none is given (from the kubeconfig context).
+    pub default_namespace: String,
+}
+
+/// Body content types the client sends.
+pub mod content {
+    pub const JSON: &str = "application/json";
+    pub const MERGE_PATCH: &str = "application/merge-patch+json";
+    pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
+    pub const JSON_PATCH: &str = "application/json-patch+json";
+    pub const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+}
+
+impl Client {
+    pub fn new(base: &str) -> Client {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .tcp_nodelay(true)
+            .build()
+            .expect("building the HTTP client");
+        Client {
+            base: base.trim_end_matches('/').to_string(),
+            http,
+            default_namespace: "default".into(),
+        }
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    fn connect_error(&self, e: reqwest::Error) -> ClientError {
+        let host = self
+            .base
+            .trim_start_matches("http://")
+            .trim_start_matches("https://");
+        if e.is_connect() {
+            ClientError::Connect(format!("The connection to the server {host} was refused - did you specify the right host or port?"))
+        } else if e.is_timeout() {
+            ClientError::Connect(format!("the server {host} did not answer in time"))
+        } else {
+            ClientError::Connect(format!("talking to {host}: {e}"))
+        }
+    }
+
+    /// Sends a request and returns the raw response after turning error statuses into `ApiError`.
+    pub async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<(&str, Vec<u8>)>,
+        accept: &str,
+    ) -> Result<reqwest::Response, ClientError> {
+        let mut req = self
+            .http
+            .request(method, format!("{}{}", self.base, path))
+            .header("Accept", accept);
+        if let Some((ct, bytes)) = body {
+            req = req.header("Content-Type", ct).body(bytes);
+        }
+        let resp = req.send().await.map_err(|e| self.connect_error(e))?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        let code = resp.status().as_u16();
+        let bytes = resp.bytes().await.map_err(|e| self.connect_error(e))?;
+        Err(ClientError::Api(ApiError::from_body(code, &bytes)))
+    }
+
+    /// A request whose answer is JSON.
+    pub async fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<(&str, Vec<u8>)>,
+        accept: &str,
+    ) -> Result<Value, ClientError> {
+        let resp = self.send(method, path, body, accept).await?;
+        let bytes = resp.bytes().await.map_err(|e| self.connect_error(e))?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    pub async fn get_json(&self, path: &str) -> Result<Value, ClientError> {
+        self.request(reqwest::Method::GET, path, None, content::JSON)
+            .await
+    }
+
+    /// A dynamic API for one resource in one namespace (None: cluster scope or all namespaces).
+    pub fn dynamic(&self, info: &'static ResourceInfo, namespace: Option<&str>) -> DynamicApi {
+        DynamicApi {
+            client: self.clone(),
+            info,
+            namespace: namespace.filter(|_| info.namespaced).map(str::to_string),
+        }
+    }
+}
+
+/// List and watch options.
+#[derive(Debug, Clone, Default)]
+pub struct ListParams {
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    /// Server-side timeout of a watch.
+    pub timeout_seconds: Option<u64>,
+    pub allow_bookmarks: bool,
+}
+
+impl ListParams {
+    pub fn labels(mut self, s: &str) -> Self {
+        self.label_selector = Some(s.to_string());
+        self
+    }
+    pub fn fields(mut self, s: &str) -> Self {
+        self.field_selector = Some(s.to_string());
+        self
+    }
+    fn query(&self) -> Vec<(&'static str, String)> {
+        let mut q = Vec::new();
+        if let Some(l) = &self.label_selector {
+            q.push(("labelSelector", l.clone()));
+        }
+        if let Some(f) = &self.field_selector {
+            q.push(("fieldSelector", f.clone()));
+        }
+        q
+    }
+}
+
+/// Delete options.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteParams {
+    /// "Background", "Foreground" or "Orphan".
+    pub propagation_policy: Option<String>,
+    pub grace_period_seconds: Option<i64>,
+    pub precondition_uid: Option<String>,
+    pub precondition_resource_version: Option<String>,
+}
+
+impl DeleteParams {
+    fn body(&self) -> Value {
+        let mut b = json!({"kind": "DeleteOptions", "apiVersion": "v1"});
+        if let Some(p) = &self.propagation_policy {
+            b["propagationPolicy"] = json!(p);
+        }
+        if let Some(g) = self.grace_period_seconds {
+            b["gracePeriodSeconds"] = json!(g);
+        }
+        if self.precondition_uid.is_some() || self.precondition_resource_version.is_some() {
+            b["preconditions"] = json!({"uid": self.precondition_uid, "resourceVersion": self.precondition_resource_version});
+        }
+        b
+    }
+}
+
+/// One watch event.
+#[derive(Debug, Clone)]
+pub enum WatchEvent<T> {
+    Added(T),
+    Modified(T),
+    Deleted(T),
+    /// The resourceVersion the server has reached.
+    Bookmark(String),
+    /// An ERROR event (410 Gone when the start version is too old).
+    Error(ApiError),
+}
+
+pub type WatchStream<T> = Pin<Box<dyn Stream<Item = Result<WatchEvent<T>, ClientError>> + Send>>;
+
+fn encode_query(q: &[(&str, String)]) -> String {
+    if q.is_empty() {
+        return String::new();
+    }
+    format!("?{}", serde_urlencoded::to_string(q).unwrap_or_default())
+}
+
+/// A JSON-level API for one resource.
+#[derive(Clone)]
+pub struct DynamicApi {
+    client: Client,
+    pub info: &'static ResourceInfo,
+    pub namespace: Option<String>,
+}
+
+impl DynamicApi {
+    fn collection(&self) -> String {
+        self.info.collection_path(self.namespace.as_deref())
+    }
+    fn object(&self, name: &str) -> String {
+        self.info.object_path(self.namespace.as_deref(), name)
+    }
+
+    pub async fn get(&self, name: &str) -> Result<Value, ClientError> {
+        self.client.get_json(&self.object(name)).await
+    }
+
+    /// Any subresource (`status`, `scale`).
+    pub async fn get_sub(&self, name: &str, sub: &str) -> Result<Value, ClientError> {
+        self.client
+            .get_json(&format!("{}/{sub}", self.object(name)))
+            .await
+    }
+
+    pub async fn list(&self, lp: &ListParams) -> Result<Value, ClientError> {
+        self.client
+            .get_json(&format!(
+                "{}{}",
+                self.collection(),
+                encode_query(&lp.query())
+            ))
+            .await
+    }
+
+    /// A server-side Table of the collection (or of one object).
+    pub async fn table(&self, name: Option<&str>, lp: &ListParams) -> Result<Value, ClientError> {
+        let path = match name {
+            Some(n) => self.object(n),
+            None => format!("{}{}", self.collection(), encode_query(&lp.query())),
+        };
+        self.client
+            .request(reqwest::Method::GET, &path, None, content::TABLE)
+            .await
+    }
+
+    pub async fn create(&self, obj: &Value) -> Result<Value, ClientError> {
+        let body = serde_json::to_vec(obj).map_err(|e| ClientError::Decode(e.to_string()))?;
+        self.client
+            .request(
+                reqwest::Method::POST,
+                &format!("{}?fieldValidation=Strict", self.collection()),
+                Some((content::JSON, body)),
+                content::JSON,
+            )
+            .await
+    }
+
+    pub async fn replace(&self, name: &str, obj: &Value) -> Result<Value, ClientError> {
+        let body = serde_json::to_vec(obj).map_err(|e| ClientError::Decode(e.to_string()))?;
+        self.client
+            .request(
+                reqwest::Method::PUT,
+                &self.object(name),
+                Some((content::JSON, body)),
+                content::JSON,
+            )
+            .await
+    }
+
+    /// PUT to a subresource (`status`, `scale`).
+    pub async fn replace_sub(
+        &self,
+        name: &str,
+        sub: &str,
+        obj: &Value,
+    ) -> Result<Value, ClientError> {
+        let body = serde_json::to_vec(obj).map_err(|e| ClientError::Decode(e.to_string()))?;
+        self.client
+            .request(
+                reqwest::Method::PUT,
+                &format!("{}/{sub}", self.object(name)),
+                Some((content::JSON, body)),
+                content::JSON,
+            )
+            .await
+    }
+
+    /// PATCH with the given content type; `sub` targets a subresource.
+    pub async fn patch(
+        &self,
+        name: &str,
+        sub: Option<&str>,
+        content_type: &str,
+        patch: &Value,
+    ) -> Result<Value, ClientError> {
+        let body = serde_json::to_vec(patch).map_err(|e| ClientError::Decode(e.to_string()))?;
+        let path = match sub {
+            Some(s) => format!("{}/{s}", self.object(name)),
+            None => self.object(name),
+        };
+        self.client
+            .request(
+                reqwest::Method::PATCH,
+                &path,
+                Some((content_type, body)),
+                content::JSON,
+            )
+            .await
+    }
+
+    pub async fn delete(&self, name: &str, dp: &DeleteParams) -> Result<Value, ClientError> {
+        let body = serde_json::to_vec(&dp.body()).unwrap_or_default();
+        self.client
+            .request(
+                reqwest::Method::DELETE,
+                &self.object(name),
+                Some((content::JSON, body)),
+                content::JSON,
+            )
+            .await
+    }
+
+    /// Watches from `resource_version` ("" = current state first, as ADDED events).
+    pub async fn watch(
+        &self,
+        lp: &ListParams,
+        resource_version: &str,
+        table: bool,
+    ) -> Result<WatchStream<Value>, ClientError> {
+        let mut q = lp.query();
+        q.push(("watch", "true".into()));
+        q.push(("resourceVersion", resource_version.to_string()));
+        if let Some(t) = lp.timeout_seconds {
+            q.push(("timeoutSeconds", t.to_string()));
+        }
+        if lp.allow_bookmarks {
+            q.push(("allowWatchBookmarks", "true".into()));
+        }
+        let accept = if table { content::TABLE } else { content::JSON };
+        let resp = self
+            .client
+            .send(
+                reqwest::Method::GET,
+                &format!("{}{}", self.collection(), encode_query(&q)),
+                None,
+                accept,
+            )
+            .await?;
+        Ok(Box::pin(decode_watch(resp.bytes_stream())))
+    }
+}
+
+/// Splits a watch body into lines and decodes each event.
+fn decode_watch<S>(bytes: S) -> impl Stream<Item = Result<WatchEvent<Value>, ClientError>> + Send
+where
+    S: Stream<Item = reqwest::Result<bytes::Bytes>> + Send + 'static,
+{
+    futures::stream::unfold(
+        (Box::pin(bytes), Vec::<u8>::new(), false),
+        |(mut bytes, mut buf, done)| async move {
+            if done {
+                return None;
+            }
+            loop {
+                if let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = buf.drain(..=pos).collect();
+                    if line.iter().all(u8::is_ascii_whitespace) {
+                        continue;
+                    }
+                    return Some((parse_event(&line), (bytes, buf, false)));
+                }
+                match bytes.next().await {
+                    Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
+                    Some(Err(e)) => {
+                        return Some((
+                            Err(ClientError::Connect(format!("watch stream: {e}"))),
+                            (bytes, buf, true),
+                        ))
+                    }
+                    None => return None,
+                }
+            }
+        },
+    )
+}
+
+fn parse_event(line: &[u8]) -> Result<WatchEvent<Value>, ClientError> {
+    let v: Value = serde_json::from_slice(line)
+        .map_err(|e| ClientError::Decode(format!("watch event: {e}")))?;
+    let object = v.get("object").cloned().unwrap_or(Value::Null);
+    Ok(match v.get("type").and_then(Value::as_str) {
+        Some("ADDED") => WatchEvent::Added(object),
+        Some("MODIFIED") => WatchEvent::Modified(object),
+        Some("DELETED") => WatchEvent::Deleted(object),
+        Some("BOOKMARK") => WatchEvent::Bookmark(
+            object
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+        ),
+        Some("ERROR") => WatchEvent::Error(ApiError::from_body(
+            500,
+            &serde_json::to_vec(&object).unwrap_or_default(),
+        )),
+        other => {
+            return Err(ClientError::Decode(format!(
+                "unknown watch event type {other:?}"
+            )))
+        }
+    })
+}
+
+/// A resource type the typed client can serve: a k8s-openapi type (or our LWS).
+pub trait Resource:
+    k8s_openapi::Resource + Serialize + DeserializeOwned + Clone + Send + Sync + 'static
+{
+}
+impl<K> Resource for K where
+    K: k8s_openapi::Resource + Serialize + DeserializeOwned + Clone + Send + Sync + 'static
+{
+}
+
+/// A typed API for one resource kind in one namespace.
+pub struct Api<K> {
+    pub dynamic: DynamicApi,
+    _k: PhantomData<fn() -> K>,
+}
+
+impl<K> Clone for Api<K> {
+    fn clone(&self) -> Self {
+        Api {
+            dynamic: self.dynamic.clone(),
+            _k: PhantomData,
+        }
+    }
+}
+
+fn decode<K: DeserializeOwned>(v: Value) -> Result<K, ClientError> {
+    serde_json::from_value(v).map_err(|e| ClientError::Decode(e.to_string()))
+}
+
+fn info_of<K: k8s_openapi::Resource>() -> &'static ResourceInfo {
+    registry::by_kind(K::API_VERSION, K::KIND)
+        .unwrap_or_else(|| panic!("{} {} is not in the registry", K::API_VERSION, K::KIND))
+}
+
+impl<K: Resource> Api<K> {
+    /// Objects in `namespace`.
+    pub fn namespaced(client: &Client, namespace: &str) -> Self {
+        Api {
+            dynamic: client.dynamic(info_of::<K>(), Some(namespace)),
+            _k: PhantomData,
+        }
+    }
+    /// Cluster-scoped objects, or namespaced objects in all namespaces.
+    pub fn all(client: &Client) -> Self {
+        Api {
+            dynamic: client.dynamic(info_of::<K>(), None),
+            _k: PhantomData,
+        }
+    }
+
+    pub async fn get(&self, name: &str) -> Result<K, ClientError> {
+        decode(self.dynamic.get(name).await?)
+    }
+
+    /// Items and the list's resourceVersion.
+    pub async fn list(&self, lp: &ListParams) -> Result<(Vec<K>, String), ClientError> {
+        let list = self.dynamic.list(lp).await?;
+        let rv = list
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let items = list
+            .get("items")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let items = items
+            .into_iter()
+            .map(decode)
+            .collect::<Result<Vec<K>, _>>()?;
+        Ok((items, rv))
+    }
+
+    pub async fn create(&self, obj: &K) -> Result<K, ClientError> {
+        decode(
+            self.dynamic
+                .create(&serde_json::to_value(obj).map_err(|e| ClientError::Decode(e.to_string()))?)
+                .await?,
+        )
+    }
+
+    pub async fn replace(&self, name: &str, obj: &K) -> Result<K, ClientError> {
+        decode(
+            self.dynamic
+                .replace(
+                    name,
+                    &serde_json::to_value(obj).map_err(|e| ClientError::Decode(e.to_string()))?,
+                )
+                .await?,
+        )
+    }
+
+    pub async fn replace_status(&self, name: &str, obj: &K) -> Result<K, ClientError> {
+        decode(
+            self.dynamic
+                .replace_sub(
+                    name,
+                    "status",
+                    &serde_json::to_value(obj).map_err(|e| ClientError::Decode(e.to_string()))?,
+                )
+                .await?,
+        )
+    }
+
+    /// JSON merge patch.
+    pub async fn merge_patch(&self, name: &str, patch: &Value) -> Result<K, ClientError> {
+        decode(
+            self.dynamic
+                .patch(name, None, content::MERGE_PATCH, patch)
+                .await?,
+        )
+    }
+
+    /// JSON merge patch of the status subresource.
+    pub async fn merge_patch_status(&self, name: &str, patch: &Value) -> Result<K, ClientError> {
+        decode(
+            self.dynamic
+                .patch(name, Some("status"), content::MERGE_PATCH, patch)
+                .await?,
+        )
+    }
+
+    pub async fn delete(&self, name: &str, dp: &DeleteParams) -> Result<Value, ClientError> {
+        self.dynamic.delete(name, dp).await
+    }
+
+    /// Typed watch events from `resource_version`.
+    pub async fn watch(
+        &self,
+        lp: &ListParams,
+        resource_version: &str,
+    ) -> Result<WatchStream<K>, ClientError> {
+        let raw = self.dynamic.watch(lp, resource_version, false).await?;
+        Ok(Box::pin(raw.map(|ev| {
+            ev.and_then(|e| {
+                Ok(match e {
+                    WatchEvent::Added(v) => WatchEvent::Added(decode(v)?),
+                    WatchEvent::Modified(v) => WatchEvent::Modified(decode(v)?),
+                    WatchEvent::Deleted(v) => WatchEvent::Deleted(decode(v)?),
+                    WatchEvent::Bookmark(rv) => WatchEvent::Bookmark(rv),
+                    WatchEvent::Error(e) => WatchEvent::Error(e),
+                })
+            })
+        })))
+    }
+}
