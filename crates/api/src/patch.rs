@@ -315,7 +315,26 @@ pub fn three_way_merge_patch(original: &Value, modified: &Value, current: &Value
                 (!out.is_empty()).then_some(Value::Object(out))
             }
             (mv, Some(cv)) if mv == cv => None,
+            // A list the user did not change since the last apply, which the server only
+            // filled with defaults, is unchanged (what strategic merge achieves by keys).
+            (Value::Array(_), Some(cv))
+                if original == Some(modified) && is_subset(modified, cv) =>
+            {
+                None
+            }
             (mv, _) => Some(mv.clone()),
+        }
+    }
+    /// Everything in `a` is also in `b` (objects by key, lists element by element).
+    fn is_subset(a: &Value, b: &Value) -> bool {
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => x
+                .iter()
+                .all(|(k, v)| y.get(k).is_some_and(|w| is_subset(v, w))),
+            (Value::Array(x), Value::Array(y)) => {
+                x.len() == y.len() && x.iter().zip(y).all(|(v, w)| is_subset(v, w))
+            }
+            _ => a == b,
         }
     }
     diff(Some(original), modified, Some(current)).unwrap_or_else(|| Value::Object(Map::new()))
