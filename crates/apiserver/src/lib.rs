@@ -73,6 +73,8 @@ pub struct ApiServer {
     caches: HashMap<&'static str, Arc<WatchCache>>,
     alloc: ipalloc::Allocators,
     http: reqwest::Client,
+    /// Set once the server is shutting down: watch streams end, connections close.
+    shutting_down: tokio::sync::watch::Sender<bool>,
 }
 
 /// Opens the store the configuration names.
@@ -115,12 +117,14 @@ impl ApiServer {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .build()?;
+        let shutting_down = tokio::sync::watch::Sender::new(false);
         let srv = Arc::new_cyclic(|me| ApiServer {
             me: me.clone(),
             store,
             caches,
             alloc,
             http,
+            shutting_down,
         });
         srv.restore_allocations().await?;
         srv.ensure_system_namespaces().await?;
@@ -240,6 +244,19 @@ impl ApiServer {
         self.me.upgrade()
     }
 
+    /// Begins shutting down: open watches end and HTTP connections are closed.
+    pub fn shutdown(&self) {
+        self.shutting_down.send_replace(true);
+    }
+
+    /// Resolves once [`ApiServer::shutdown`] has been called.
+    pub fn shutdown_signal(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut rx = self.shutting_down.subscribe();
+        async move {
+            let _ = rx.wait_for(|down| *down).await.is_ok();
+        }
+    }
+
     /// The axum router serving the whole API.
     pub fn router(self: &Arc<Self>) -> axum::Router {
         let srv = self.clone();
@@ -276,7 +293,20 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {}", cfg.listen))?;
     tracing::info!(listen = %cfg.listen, store = if cfg.etcd_servers.is_some() { "etcd" } else { "embedded" }, "apiserver serving");
-    axum::serve(listener, srv.router()).await?;
+    let stopper = srv.clone();
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        tracing::info!("shutting down");
+        stopper.shutdown();
+    });
+    axum::serve(listener, srv.router())
+        .with_graceful_shutdown(srv.shutdown_signal())
+        .await?;
     Ok(())
 }
 
@@ -290,8 +320,11 @@ pub async fn spawn(
     let listener = tokio::net::TcpListener::bind(&cfg.listen).await?;
     let url = format!("http://{}", listener.local_addr()?);
     let router = srv.router();
+    let stop = srv.shutdown_signal();
     let handle = tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
+        let _ = axum::serve(listener, router)
+            .with_graceful_shutdown(stop)
+            .await;
     });
     Ok((url, srv, handle))
 }

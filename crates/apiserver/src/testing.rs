@@ -96,3 +96,94 @@ impl Drop for EtcdProcess {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// Which store a test server uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Embedded,
+    Etcd,
+}
+
+/// An in-process apiserver for one test, on a free port, with its own store.
+pub struct TestServer {
+    pub url: String,
+    pub server: std::sync::Arc<crate::ApiServer>,
+    pub config: crate::Config,
+    task: tokio::task::JoinHandle<()>,
+    _etcd: Option<EtcdProcess>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestServer {
+    pub async fn start(backend: Backend) -> TestServer {
+        Self::start_with(backend, |_| {}).await
+    }
+
+    /// Starts a server after letting `tweak` adjust its configuration.
+    pub async fn start_with(
+        backend: Backend,
+        tweak: impl FnOnce(&mut crate::Config),
+    ) -> TestServer {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut config = crate::Config::for_test(dir.path().join("data"));
+        let etcd = match backend {
+            Backend::Etcd => {
+                let e = EtcdProcess::start();
+                config.etcd_servers = Some(e.endpoint.clone());
+                Some(e)
+            }
+            Backend::Embedded => None,
+        };
+        tweak(&mut config);
+        let store = crate::open_store(&config).await.expect("opening the store");
+        let (url, server, task) = crate::spawn(store, &config)
+            .await
+            .expect("starting the apiserver");
+        TestServer {
+            url,
+            server,
+            config,
+            task,
+            _etcd: etcd,
+            _dir: Some(dir),
+        }
+    }
+
+    /// Stops serving HTTP (the store stays), as an apiserver shutdown would:
+    /// watches end and every connection is closed.
+    pub async fn stop_http(&mut self) {
+        self.server.shutdown();
+        if tokio::time::timeout(Duration::from_secs(10), &mut self.task)
+            .await
+            .is_err()
+        {
+            panic!("the apiserver did not shut down within 10 s");
+        }
+    }
+
+    /// Serves again on the same address over the same store, with a fresh watch cache.
+    pub async fn restart_http(&mut self) {
+        if !self.task.is_finished() {
+            self.stop_http().await;
+        }
+        let store = self.server.store.clone();
+        for _ in 0..50 {
+            match crate::spawn(store.clone(), &self.config).await {
+                Ok((url, server, task)) => {
+                    self.url = url;
+                    self.server = server;
+                    self.task = task;
+                    return;
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+        panic!("could not restart the apiserver on {}", self.config.listen);
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

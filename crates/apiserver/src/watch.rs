@@ -164,6 +164,7 @@ impl ApiServer {
                 )])));
             }
         };
+        let mut stop = self.shutting_down.subscribe();
         let initial_lines: Vec<Bytes> = initial.iter().map(|o| enc.encode("ADDED", o)).collect();
         tokio::spawn(async move {
             let deadline = tokio::time::sleep(timeout);
@@ -187,6 +188,7 @@ impl ApiServer {
                 tokio::select! {
                     _ = &mut deadline => return,
                     _ = tx.closed() => return,
+                    _ = async { stop.wait_for(|down| *down).await.is_ok() } => return,
                     _ = tick.tick(), if bookmarks => {
                         let bm = json!({"kind": info.kind, "apiVersion": info.api_version(), "metadata": {"resourceVersion": cache.latest().to_string()}});
                         if tx.send(line("BOOKMARK", &bm)).await.is_err() { return; }
