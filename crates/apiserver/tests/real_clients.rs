@@ -1,0 +1,298 @@
+//! Real clients nobody here wrote, against our apiserver on both stores: the
+//! real kubectl v1.32 (`/usr/bin/kubectl`) and the Python `kubernetes` client.
+
+use apiserver::testing::{Backend, TestServer};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::AsyncBufReadExt;
+
+fn kubectl_bin() -> PathBuf {
+    let bin =
+        PathBuf::from(std::env::var("REAL_KUBECTL").unwrap_or_else(|_| "/usr/bin/kubectl".into()));
+    assert!(
+        bin.exists(),
+        "the real kubectl is required at {} (set REAL_KUBECTL to another path)",
+        bin.display()
+    );
+    bin
+}
+
+/// A kubectl with its own HOME (discovery cache) and kubeconfig.
+struct Kubectl {
+    bin: PathBuf,
+    home: tempfile::TempDir,
+}
+
+impl Kubectl {
+    fn new(server: &str) -> Kubectl {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".kube")).unwrap();
+        std::fs::write(
+            home.path().join(".kube/config"),
+            format!("apiVersion: v1\nkind: Config\nclusters: [{{name: m, cluster: {{server: \"{server}\"}}}}]\ncontexts: [{{name: m, context: {{cluster: m, user: u}}}}]\nusers: [{{name: u, user: {{}}}}]\ncurrent-context: m\n"),
+        )
+        .unwrap();
+        Kubectl {
+            bin: kubectl_bin(),
+            home,
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut c = tokio::process::Command::new(&self.bin);
+        c.args(args)
+            .env("HOME", self.home.path())
+            .env("KUBECONFIG", self.home.path().join(".kube/config"))
+            .current_dir(self.home.path())
+            .kill_on_drop(true);
+        c
+    }
+
+    /// Runs kubectl; returns (success, stdout, stderr).
+    async fn run(&self, args: &[&str]) -> (bool, String, String) {
+        let out = tokio::time::timeout(Duration::from_secs(60), self.command(args).output())
+            .await
+            .expect("kubectl finished within 60 s")
+            .expect("running kubectl");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Runs kubectl and requires success; returns stdout.
+    async fn ok(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.run(args).await;
+        assert!(ok, "kubectl {args:?} failed:\n{out}\n{err}");
+        out
+    }
+
+    fn write(&self, name: &str, text: &str) -> String {
+        let p = self.home.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    }
+}
+
+const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p1\n  labels: {app: demo}\nspec:\n  containers:\n  - name: c1\n    image: busybox\n    command: [sleep, \"3600\"]\n";
+
+fn rs(replicas: u32, tier: &str) -> String {
+    format!("apiVersion: apps/v1\nkind: ReplicaSet\nmetadata:\n  name: web\n  labels: {{tier: {tier}}}\nspec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      containers: [{{name: c, image: busybox}}]\n")
+}
+
+async fn real_kubectl_workflow(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let k = Kubectl::new(&s.url);
+    assert!(k.ok(&["version"]).await.contains("Server Version: v1.32"));
+
+    // create -f, and the duplicate is refused with the server's message
+    let pod = k.write("pod.yaml", POD);
+    assert_eq!(k.ok(&["create", "-f", &pod]).await.trim(), "pod/p1 created");
+    let (ok, _, err) = k.run(&["create", "-f", &pod]).await;
+    assert!(
+        !ok && err.contains("Error from server (AlreadyExists)")
+            && err.contains("pods \"p1\" already exists"),
+        "{err}"
+    );
+
+    // apply -f twice: the second sends a patch with the change; the third changes nothing
+    let rs1 = k.write("rs1.yaml", &rs(1, "a"));
+    assert_eq!(
+        k.ok(&["apply", "-f", &rs1]).await.trim(),
+        "replicaset.apps/web created"
+    );
+    let rs2 = k.write("rs2.yaml", &rs(2, "b"));
+    assert_eq!(
+        k.ok(&["apply", "-f", &rs2]).await.trim(),
+        "replicaset.apps/web configured"
+    );
+    let live: Value =
+        serde_json::from_str(&k.ok(&["get", "rs", "web", "-o", "json"]).await).unwrap();
+    assert_eq!(live["metadata"]["labels"]["tier"], "b");
+    assert_eq!(live["spec"]["replicas"], 2);
+    assert!(
+        live["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .as_str()
+            .unwrap()
+            .contains("\"tier\":\"b\"")
+    );
+    assert_eq!(
+        k.ok(&["apply", "-f", &rs2]).await.trim(),
+        "replicaset.apps/web unchanged"
+    );
+
+    // get -o yaml
+    let y: Value = serde_yaml::from_str(&k.ok(&["get", "pod", "p1", "-o", "yaml"]).await).unwrap();
+    assert_eq!(y["metadata"]["name"], "p1");
+    assert_eq!(y["status"]["phase"], "Pending");
+    assert!(y["metadata"]["uid"].as_str().is_some_and(|u| u.len() == 36));
+
+    // table output with the usual columns
+    let table = k.ok(&["get", "pods", "-o", "wide"]).await;
+    assert!(
+        table.starts_with("NAME   READY   STATUS    RESTARTS   AGE   IP       NODE"),
+        "{table}"
+    );
+    let all = k.ok(&["get", "all"]).await;
+    assert!(
+        all.contains("pod/p1") && all.contains("replicaset.apps/web"),
+        "{all}"
+    );
+
+    // get -w sees ADDED, MODIFIED and DELETED
+    let mut watch = k
+        .command(&["get", "pods", "-w", "--output-watch-events"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(watch.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(first.starts_with("EVENT"), "{first}");
+    let second = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        second.starts_with("ADDED") && second.contains("p1"),
+        "{second}"
+    );
+    let p2 = k.write("p2.yaml", &POD.replace("name: p1", "name: p2"));
+    k.ok(&["create", "-f", &p2]).await;
+    k.ok(&["label", "pod", "p2", "extra=yes"]).await;
+    k.ok(&["delete", "pod", "p2"]).await;
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("watch event")
+            .unwrap()
+            .unwrap();
+        if line.contains("p2") {
+            seen.push(line.split_whitespace().next().unwrap().to_string());
+        }
+    }
+    assert_eq!(seen, vec!["ADDED", "MODIFIED", "DELETED"]);
+    watch.kill().await.unwrap();
+
+    // scale rs, with and without a precondition
+    assert_eq!(
+        k.ok(&["scale", "rs", "web", "--replicas=3"]).await.trim(),
+        "replicaset.apps/web scaled"
+    );
+    k.ok(&["scale", "rs", "web", "--replicas=4", "--current-replicas=3"])
+        .await;
+    let (ok, _, err) = k
+        .run(&["scale", "rs", "web", "--replicas=5", "--current-replicas=3"])
+        .await;
+    assert!(
+        !ok && err.contains("Expected replicas to be 3, was 4"),
+        "{err}"
+    );
+    let live: Value =
+        serde_json::from_str(&k.ok(&["get", "rs", "web", "-o", "json"]).await).unwrap();
+    assert_eq!(live["spec"]["replicas"], 4);
+
+    // describe
+    let d = k.ok(&["describe", "rs", "web"]).await;
+    assert!(
+        d.contains("Name:") && d.contains("web") && d.contains("Replicas:"),
+        "{d}"
+    );
+    let d = k.ok(&["describe", "pod", "p1"]).await;
+    assert!(d.contains("busybox") && d.contains("Events:"), "{d}");
+
+    // bad input
+    let bad = k.write(
+        "bad.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: bad}\nspec: {containers: []}\n",
+    );
+    let (ok, _, err) = k.run(&["create", "-f", &bad]).await;
+    assert!(
+        !ok && err.contains("spec.containers: Required value"),
+        "{err}"
+    );
+    let unknown = k.write(
+        "unknown.yaml",
+        "apiVersion: v1\nkind: Frob\nmetadata: {name: x}\n",
+    );
+    let (ok, _, err) = k.run(&["create", "-f", &unknown]).await;
+    assert!(!ok && err.contains("no matches for kind \"Frob\""), "{err}");
+
+    // LeaderWorkerSet is served like the upstream CRD
+    let lws = k.write("lws.yaml", "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\nmetadata: {name: lws1}\nspec:\n  replicas: 2\n  leaderWorkerTemplate:\n    size: 3\n    workerTemplate:\n      spec:\n        containers: [{name: w, image: busybox}]\n");
+    k.ok(&["apply", "-f", &lws]).await;
+    assert_eq!(
+        k.ok(&["scale", "lws", "lws1", "--replicas=5"]).await.trim(),
+        "leaderworkerset.leaderworkerset.x-k8s.io/lws1 scaled"
+    );
+    assert!(k.ok(&["api-resources"]).await.contains("leaderworkersets"));
+
+    // delete, which waits until the object is gone
+    assert_eq!(
+        k.ok(&["delete", "pod", "p1"]).await.trim(),
+        "pod \"p1\" deleted"
+    );
+    let (ok, _, err) = k.run(&["get", "pod", "p1"]).await;
+    assert!(!ok && err.contains("NotFound"), "{err}");
+    k.ok(&["delete", "-f", &rs2]).await;
+    assert!(k.ok(&["get", "--raw", "/readyz"]).await.contains("ok"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_kubectl_on_embedded_store() {
+    real_kubectl_workflow(Backend::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_kubectl_on_etcd() {
+    real_kubectl_workflow(Backend::Etcd).await;
+}
+
+fn python_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/python/client_test.py")
+}
+
+async fn python_client(backend: Backend) {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", "import kubernetes"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(ok, "the Python kubernetes client is required: pip install kubernetes==31.0.0 (scripts/test.sh installs it)");
+    let s = TestServer::start(backend).await;
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new("python3")
+            .arg(python_script())
+            .arg(&s.url)
+            .output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "python client test failed:\n{text}");
+    assert!(text.contains("python client: all checks passed"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_client_on_embedded_store() {
+    python_client(Backend::Embedded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_client_on_etcd() {
+    python_client(Backend::Etcd).await;
+}

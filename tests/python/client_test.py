@@ -1,0 +1,93 @@
+"""The official Python kubernetes client against a minik8s apiserver.
+
+Usage: client_test.py URL. Exits non-zero with a message on the first failure.
+"""
+import sys
+import threading
+import time
+
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+from kubernetes.dynamic import DynamicClient
+
+
+def pod(name):
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name, labels={"app": "py"}),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")]),
+    )
+
+
+def main(url):
+    cfg = client.Configuration()
+    cfg.host = url
+    api_client = client.ApiClient(cfg)
+    core = client.CoreV1Api(api_client)
+    apps = client.AppsV1Api(api_client)
+
+    assert core.list_namespaced_pod("default").items == []
+
+    created = core.create_namespaced_pod("default", pod("py1"))
+    assert created.metadata.name == "py1" and created.metadata.uid
+    assert created.status.phase == "Pending"
+
+    try:
+        core.create_namespaced_pod("default", pod("py1"))
+        raise AssertionError("duplicate create succeeded")
+    except ApiException as e:
+        assert e.status == 409 and "AlreadyExists" in e.body, e.body
+
+    listed = core.list_namespaced_pod("default", label_selector="app=py")
+    assert [p.metadata.name for p in listed.items] == ["py1"]
+
+    # watch: events for changes made while it runs
+    events = []
+
+    def watcher():
+        w = watch.Watch()
+        for ev in w.stream(core.list_namespaced_pod, "default", timeout_seconds=5):
+            events.append((ev["type"], ev["object"].metadata.name))
+            if ev["type"] == "DELETED" and ev["object"].metadata.name == "py2":
+                w.stop()
+
+    t = threading.Thread(target=watcher)
+    t.start()
+    time.sleep(0.5)
+    core.create_namespaced_pod("default", pod("py2"))
+    core.patch_namespaced_pod("py2", "default", {"metadata": {"labels": {"x": "y"}}})
+    core.delete_namespaced_pod("py2", "default")
+    t.join(10)
+    assert ("ADDED", "py1") in events, events
+    assert [e for e in events if e[1] == "py2"] == [("ADDED", "py2"), ("MODIFIED", "py2"), ("DELETED", "py2")], events
+
+    # replica sets and the scale subresource (strategic merge patch)
+    rs = client.V1ReplicaSet(
+        metadata=client.V1ObjectMeta(name="pyrs"),
+        spec=client.V1ReplicaSetSpec(
+            replicas=1,
+            selector=client.V1LabelSelector(match_labels={"app": "pyrs"}),
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels={"app": "pyrs"}),
+                spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")]),
+            ),
+        ),
+    )
+    apps.create_namespaced_replica_set("default", rs)
+    apps.patch_namespaced_replica_set_scale("pyrs", "default", {"spec": {"replicas": 3}})
+    assert apps.read_namespaced_replica_set_scale("pyrs", "default").spec.replicas == 3
+
+    # the dynamic client uses discovery
+    dyn = DynamicClient(api_client)
+    lws_api = dyn.resources.get(api_version="leaderworkerset.x-k8s.io/v1", kind="LeaderWorkerSet")
+    lws_api.create(namespace="default", body={
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "pylws"},
+        "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}},
+    })
+    got = lws_api.get(namespace="default", name="pylws")
+    assert got.spec.leaderWorkerTemplate.size == 2
+
+    print("python client: all checks passed")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
