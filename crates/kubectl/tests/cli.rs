@@ -1,0 +1,183 @@
+//! Our kubectl, run as a user would, against an in-process apiserver.
+
+use apiserver::testing::{Backend, TestServer};
+use std::path::Path;
+use std::process::Command;
+
+struct Run {
+    ok: bool,
+    out: String,
+    err: String,
+}
+
+fn kubectl(server: &str, dir: &Path, args: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl"))
+        .arg("--server")
+        .arg(server)
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", dir)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("running kubectl");
+    Run {
+        ok: out.status.success(),
+        out: String::from_utf8_lossy(&out.stdout).into_owned(),
+        err: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+const MANIFESTS: &str = "apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: c, image: busybox}]
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workflow_and_errors() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let url = s.url.clone();
+    tokio::task::spawn_blocking(move || {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let k = |args: &[&str]| kubectl(&url, d, args);
+        std::fs::create_dir(d.join("app")).unwrap();
+        std::fs::write(d.join("app/web.yaml"), MANIFESTS).unwrap();
+        std::fs::write(d.join("app/pod.json"), r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"solo","labels":{"app":"solo"}},"spec":{"containers":[{"name":"c","image":"busybox"}]}}"#).unwrap();
+
+        // create from a directory with multi-document YAML and JSON
+        let r = k(&["create", "-f", "app"]);
+        assert!(r.ok, "{}", r.err);
+        assert_eq!(r.out, "pod/solo created\nservice/web created\nreplicaset.apps/web created\n");
+
+        // apply: created, unchanged, configured
+        let r = k(&["apply", "-f", "app/web.yaml"]);
+        assert!(r.ok, "{}", r.err);
+        assert_eq!(r.out, "service/web configured\nreplicaset.apps/web configured\n", "first apply on created objects records the annotation");
+        assert_eq!(k(&["apply", "-f", "app/web.yaml"]).out, "service/web unchanged\nreplicaset.apps/web unchanged\n");
+        std::fs::write(d.join("app/web.yaml"), MANIFESTS.replace("replicas: 2", "replicas: 4")).unwrap();
+        assert_eq!(k(&["apply", "-f", "app/web.yaml"]).out, "service/web unchanged\nreplicaset.apps/web configured\n");
+
+        // get: table, wide, name, json, yaml, selectors, all namespaces
+        let r = k(&["get", "rs"]);
+        assert!(r.out.starts_with("NAME   DESIRED   CURRENT   READY   AGE\nweb    4         0         0"), "{}", r.out);
+        assert!(k(&["get", "rs", "-o", "wide"]).out.contains("SELECTOR"));
+        let svc = k(&["get", "svc", "web"]).out;
+        assert!(svc.contains("ClusterIP") && svc.contains("80/TCP"), "{svc}");
+        assert_eq!(k(&["get", "po", "-o", "name"]).out, "pod/solo\n");
+        let j: serde_json::Value = serde_json::from_str(&k(&["get", "pod", "solo", "-o", "json"]).out).unwrap();
+        assert_eq!(j["metadata"]["name"], "solo");
+        let y: serde_json::Value = serde_yaml::from_str(&k(&["get", "pods", "-o", "yaml"]).out).unwrap();
+        assert_eq!(y["kind"], "List");
+        assert_eq!(y["items"][0]["metadata"]["name"], "solo");
+        assert!(k(&["get", "pods", "-l", "app=none"]).err.contains("No resources found in default namespace."));
+        assert!(k(&["get", "pods", "-A"]).out.starts_with("NAMESPACE   NAME"));
+        let all = k(&["get", "all"]).out;
+        assert!(all.contains("pod/solo") && all.contains("service/web") && all.contains("replicaset.apps/web"), "{all}");
+        let ns = k(&["get", "ns"]).out;
+        assert!(ns.lines().any(|l| l.starts_with("kube-system ") && l.contains(" Active ")), "{ns}");
+
+        // scale and describe
+        assert_eq!(k(&["scale", "rs", "web", "--replicas", "1"]).out, "replicaset.apps/web scaled\n");
+        let r = k(&["scale", "rs/web", "--replicas", "2", "--current-replicas", "5"]);
+        assert!(!r.ok && r.err.contains("Expected replicas to be 5, was 1"), "{}", r.err);
+        let desc = k(&["describe", "rs", "web"]).out;
+        assert!(desc.contains("Name:         web") && desc.contains("replicas: 1"), "{desc}");
+        assert!(k(&["api-resources"]).out.contains("leaderworkersets           lws"));
+
+        // errors: one line, with the file and line or the server's message
+        std::fs::write(d.join("bad.yaml"), "apiVersion: v1\nkind: Pod\nmetadata:\n  name: [x\n").unwrap();
+        let r = k(&["create", "-f", "bad.yaml"]);
+        assert!(!r.ok && r.err.starts_with("error: error parsing bad.yaml: error converting YAML to JSON: yaml: line"), "{}", r.err);
+        std::fs::write(d.join("frob.yaml"), "apiVersion: v1\nkind: Frob\nmetadata: {name: x}\n").unwrap();
+        let r = k(&["create", "-f", "frob.yaml"]);
+        assert!(!r.ok && r.err.contains("no matches for kind \"Frob\" in version \"v1\""), "{}", r.err);
+        std::fs::write(d.join("empty.yaml"), "apiVersion: v1\nkind: Pod\nmetadata: {name: e}\nspec: {containers: []}\n").unwrap();
+        let r = k(&["create", "-f", "empty.yaml"]);
+        assert_eq!(r.err, "The Pod \"e\" is invalid: spec.containers: Required value\n");
+        let r = k(&["create", "-f", "app/pod.json"]);
+        assert_eq!(r.err, "Error from server (AlreadyExists): error when creating \"app/pod.json\": pods \"solo\" already exists\n");
+        let r = k(&["get", "frobs"]);
+        assert_eq!(r.err, "error: the server doesn't have a resource type \"frobs\"\n");
+        let r = k(&["get", "pod", "nope"]);
+        assert_eq!(r.err, "Error from server (NotFound): pods \"nope\" not found\n");
+        let r = kubectl("http://127.0.0.1:1", d, &["get", "pods"]);
+        assert!(!r.ok && r.err.contains("The connection to the server 127.0.0.1:1 was refused"), "{}", r.err);
+        let r = k(&["create", "-f", "missing.yaml"]);
+        assert_eq!(r.err, "error: the path \"missing.yaml\" does not exist\n");
+
+        // delete by name, by file, by label
+        assert_eq!(k(&["delete", "pod", "solo"]).out, "pod \"solo\" deleted\n");
+        assert_eq!(k(&["delete", "-f", "app/web.yaml"]).out, "service \"web\" deleted\nreplicaset.apps \"web\" deleted\n");
+        std::fs::write(d.join("two.yaml"), "apiVersion: v1\nkind: Pod\nmetadata: {name: a, labels: {x: y}}\nspec: {containers: [{name: c, image: i}]}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b, labels: {x: y}}\nspec: {containers: [{name: c, image: i}]}\n").unwrap();
+        k(&["create", "-f", "two.yaml"]);
+        assert_eq!(k(&["delete", "pods", "-l", "x=y"]).out, "pod \"a\" deleted\npod \"b\" deleted\n");
+        assert!(k(&["get", "pods"]).err.contains("No resources found"));
+
+        // stdin and namespaces
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl"))
+            .args(["--server", &url, "-n", "kube-system", "create", "-f", "-"])
+            .current_dir(d)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(b"apiVersion: v1\nkind: Pod\nmetadata: {name: sys}\nspec: {containers: [{name: c, image: i}]}\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "pod/sys created\n");
+        assert!(k(&["get", "pods", "-n", "kube-system"]).out.contains("sys"));
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_prints_rows_as_changes_happen() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut watch = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl"))
+        .args(["--server", &s.url, "get", "pods", "-w"])
+        .env("HOME", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let client = minik8s_client::Client::new(&s.url);
+    let pods = client.dynamic(
+        minik8s_api::registry::by_kind("v1", "Pod").unwrap(),
+        Some("default"),
+    );
+    pods.create(&serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w1"}, "spec": {"containers": [{"name": "c", "image": "i"}]}})).await.unwrap();
+    pods.delete("w1", &Default::default()).await.unwrap();
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(watch.stdout.take().unwrap()).lines();
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        let l = tokio::time::timeout(std::time::Duration::from_secs(10), lines.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        got.push(l);
+    }
+    assert!(got[0].starts_with("NAME"), "{got:?}");
+    assert!(
+        got[1].starts_with("w1 ") && got[2].starts_with("w1 "),
+        "{got:?}"
+    );
+}
