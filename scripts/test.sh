@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# README command two: runs the whole test suite on a fresh machine.
+# Installs what the tests need (etcd, protoc, the Python kubernetes client),
+# checks formatting and lints, then runs every test. Tests start their own
+# etcd/apiserver instances on free ports and stop them afterwards.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib/common.sh
+
+ensure_build_deps
+ensure_packages etcd-server
+ensure_python_module kubernetes kubernetes==31.0.0
+[ -x /usr/bin/kubectl ] || { echo "the real kubectl (v1.32) is required at /usr/bin/kubectl" >&2; exit 1; }
+
+echo "==> cargo fmt --check"
+cargo fmt --all -- --check
+echo "==> cargo clippy"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "==> cargo test"
+cargo test --workspace --no-fail-fast 2>&1 | tee target/test-output.txt
