@@ -252,7 +252,7 @@ fn merge_list(
 
 /// Reorders `list` to follow `order` (by merge key, or by value for scalar lists);
 /// elements the order does not mention keep their relative place at the end.
-fn apply_order(list: &mut Vec<Value>, order: &[Value], key: Option<&str>) {
+fn apply_order(list: &mut [Value], order: &[Value], key: Option<&str>) {
     let id = |v: &Value| -> Value {
         match key {
             Some(k) => v.get(k).cloned().unwrap_or(Value::Null),

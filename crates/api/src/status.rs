@@ -13,7 +13,8 @@ pub struct ApiError {
     pub code: u16,
     pub reason: String,
     pub message: String,
-    pub details: Option<Value>,
+    /// Boxed: most errors carry none, and it keeps `Result<_, ApiError>` small.
+    pub details: Option<Box<Value>>,
 }
 
 impl fmt::Display for ApiError {
@@ -40,7 +41,7 @@ impl ApiError {
 
     pub fn not_found(info: &ResourceInfo, name: &str) -> Self {
         ApiError {
-            details: Some(details(info, name)),
+            details: Some(Box::new(details(info, name))),
             ..Self::new(
                 404,
                 "NotFound",
@@ -51,7 +52,7 @@ impl ApiError {
 
     pub fn unknown_path() -> Self {
         ApiError {
-            details: Some(json!({})),
+            details: Some(Box::new(json!({}))),
             ..Self::new(
                 404,
                 "NotFound",
@@ -62,7 +63,7 @@ impl ApiError {
 
     pub fn already_exists(info: &ResourceInfo, name: &str) -> Self {
         ApiError {
-            details: Some(details(info, name)),
+            details: Some(Box::new(details(info, name))),
             ..Self::new(
                 409,
                 "AlreadyExists",
@@ -73,7 +74,7 @@ impl ApiError {
 
     pub fn conflict(info: &ResourceInfo, name: &str, why: &str) -> Self {
         ApiError {
-            details: Some(details(info, name)),
+            details: Some(Box::new(details(info, name))),
             ..Self::new(
                 409,
                 "Conflict",
@@ -109,9 +110,9 @@ impl ApiError {
             .map(|e| json!({"reason": e.kind.reason(), "message": e.body(), "field": e.field}))
             .collect();
         ApiError {
-            details: Some(
+            details: Some(Box::new(
                 json!({"name": name, "group": info.group, "kind": info.kind, "causes": causes}),
-            ),
+            )),
             ..Self::new(
                 422,
                 "Invalid",
@@ -130,7 +131,7 @@ impl ApiError {
 
     pub fn forbidden(info: &ResourceInfo, name: &str, why: &str) -> Self {
         ApiError {
-            details: Some(details(info, name)),
+            details: Some(Box::new(details(info, name))),
             ..Self::new(
                 403,
                 "Forbidden",
@@ -182,7 +183,7 @@ impl ApiError {
         let mut s = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": self.message, "reason": self.reason, "code": self.code});
         if let Some(d) = &self.details {
-            s["details"] = d.clone();
+            s["details"] = (**d).clone();
         }
         s
     }
@@ -206,7 +207,7 @@ impl ApiError {
                     .and_then(Value::as_str)
                     .unwrap_or("")
                     .to_string(),
-                details: v.get("details").cloned(),
+                details: v.get("details").cloned().map(Box::new),
             },
             _ => ApiError::new(code, "", String::from_utf8_lossy(body).trim().to_string()),
         }

@@ -569,7 +569,7 @@ pub fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Errors) {
     );
     check_non_negative(errs, spec, "terminationGracePeriodSeconds", path);
     if let Some(ads) = spec.get("activeDeadlineSeconds") {
-        if !ads.as_i64().is_some_and(|n| n > 0) {
+        if ads.as_i64().is_none_or(|n| n <= 0) {
             errs.push(FieldError::invalid(
                 format!("{path}.activeDeadlineSeconds"),
                 ads,
@@ -875,7 +875,7 @@ fn validate_service(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
             str_at(p, "protocol").unwrap_or("TCP").to_string(),
         );
         if !port_protos.insert(key) {
-            errs.push(FieldError::duplicate(format!("{pp}"), p));
+            errs.push(FieldError::duplicate(pp.to_string(), p));
         }
         if let Some(np) = p.get("nodePort") {
             if ty == "ClusterIP" && np.as_i64() != Some(0) {
@@ -1197,10 +1197,9 @@ fn validate_hpa(obj: &Value, errs: &mut Errors) {
             for (i, p) in arr(rules, "policies").iter().enumerate() {
                 let pp = format!("{rp}.policies[{i}]");
                 check_enum(errs, p, "type", &pp, &["Percent", "Pods"]);
-                if !p
-                    .get("value")
+                if p.get("value")
                     .and_then(Value::as_i64)
-                    .is_some_and(|v| v > 0)
+                    .is_none_or(|v| v <= 0)
                 {
                     errs.push(FieldError::invalid(
                         format!("{pp}.value"),

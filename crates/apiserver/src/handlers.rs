@@ -350,16 +350,26 @@ impl Request {
                 Ok(json_response(StatusCode::OK, &to_scale(t.info, &obj)))
             }
             (&Method::PUT | &Method::PATCH, Some(name), Some("scale")) => {
-                let change: Box<dyn Fn(&Value) -> Result<Value, ApiError> + Send + Sync> =
-                    if method == Method::PUT {
-                        let body = decode_body(&self.headers, &self.body)?;
-                        Box::new(move |_: &Value| Ok(body.clone()))
-                    } else {
-                        let (kind, patch) = self.patch_body(t.info)?;
-                        Box::new(move |scale: &Value| {
-                            apply_patch(scale, &patch, kind, true).map_err(ApiError::bad_request)
-                        })
-                    };
+                // PUT replaces the Scale, PATCH patches the current one.
+                let patch = if method == Method::PATCH {
+                    Some(self.patch_body(t.info)?)
+                } else {
+                    None
+                };
+                let body = if patch.is_none() {
+                    Some(decode_body(&self.headers, &self.body)?)
+                } else {
+                    None
+                };
+                let change = |scale: &Value| -> Result<Value, ApiError> {
+                    match (&patch, &body) {
+                        (Some((kind, p)), _) => {
+                            apply_patch(scale, p, *kind, true).map_err(ApiError::bad_request)
+                        }
+                        (None, Some(b)) => Ok(b.clone()),
+                        (None, None) => Err(ApiError::bad_request("the request body is empty")),
+                    }
+                };
                 let info = t.info;
                 let out = self
                     .srv
@@ -373,7 +383,7 @@ impl Request {
                             .pointer("/spec/replicas")
                             .cloned()
                             .unwrap_or(json!(0));
-                        if !replicas.as_i64().is_some_and(|r| r >= 0) {
+                        if replicas.as_i64().is_none_or(|r| r < 0) {
                             return Err(ApiError::invalid(
                                 info,
                                 meta::name(old),

@@ -190,13 +190,33 @@ async fn every_example_applies() {
     tokio::task::spawn_blocking(move || {
         let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
         let dir = tempfile::tempdir().unwrap();
-        let first = kubectl(&url, dir.path(), &["apply", "-f", examples.to_str().unwrap()]);
+        let first = kubectl(
+            &url,
+            dir.path(),
+            &["apply", "-f", examples.to_str().unwrap()],
+        );
         assert!(first.ok, "{}", first.err);
-        let created = first.out.lines().filter(|l| l.ends_with(" created")).count();
+        let created = first
+            .out
+            .lines()
+            .filter(|l| l.ends_with(" created"))
+            .count();
         let files = std::fs::read_dir(&examples).unwrap().count();
-        assert!(created >= files, "every example created something:\n{}", first.out);
-        let second = kubectl(&url, dir.path(), &["apply", "-f", examples.to_str().unwrap()]);
-        assert!(second.ok && second.out.lines().all(|l| l.ends_with(" unchanged")), "{}", second.out);
+        assert!(
+            created >= files,
+            "every example created something:\n{}",
+            first.out
+        );
+        let second = kubectl(
+            &url,
+            dir.path(),
+            &["apply", "-f", examples.to_str().unwrap()],
+        );
+        assert!(
+            second.ok && second.out.lines().all(|l| l.ends_with(" unchanged")),
+            "{}",
+            second.out
+        );
     })
     .await
     .unwrap();
