@@ -569,7 +569,11 @@ fn store_err(info: &ResourceInfo, name: &str, e: StoreError) -> ApiError {
     }
 }
 
+/// The stored form: the object without `resourceVersion` (the store's revision is it).
 fn encode(obj: &Value) -> Bytes {
+    if obj.pointer("/metadata/resourceVersion").is_none() {
+        return Bytes::from(serde_json::to_vec(obj).unwrap_or_default());
+    }
     let mut o = obj.clone();
     if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("resourceVersion");
@@ -604,9 +608,11 @@ fn normalize(info: &ResourceInfo, obj: Value, strict: bool) -> Result<Value, Api
         apps::v1 as apps, autoscaling::v2 as autoscaling, coordination::v1 as coordination,
         core::v1 as core, discovery::v1 as discovery,
     };
+    // The input is kept only when unknown fields must be reported.
+    let input = strict.then(|| obj.clone());
     macro_rules! roundtrip {
         ($t:ty) => {{
-            let typed: $t = serde_json::from_value(obj.clone())
+            let typed: $t = serde_json::from_value(obj)
                 .map_err(|e| ApiError::bad_request(format!("{} in body: {e}", info.kind)))?;
             serde_json::to_value(typed).map_err(|e| ApiError::internal(e.to_string()))?
         }};
@@ -625,11 +631,11 @@ fn normalize(info: &ResourceInfo, obj: Value, strict: bool) -> Result<Value, Api
         "ControllerRevision" => roundtrip!(apps::ControllerRevision),
         "HorizontalPodAutoscaler" => roundtrip!(autoscaling::HorizontalPodAutoscaler),
         "LeaderWorkerSet" => roundtrip!(minik8s_api::lws::LeaderWorkerSet),
-        _ => obj.clone(),
+        _ => obj,
     };
-    if strict {
+    if let Some(input) = input {
         let mut unknown = Vec::new();
-        find_unknown(&obj, &out, "", &mut unknown);
+        find_unknown(&input, &out, "", &mut unknown);
         if !unknown.is_empty() {
             let list: Vec<String> = unknown
                 .iter()
@@ -780,17 +786,27 @@ impl ApiServer {
         let Some(ns) = ns.filter(|_| info.namespaced) else {
             return Ok(());
         };
-        let ns_info = registry::by_kind("v1", "Namespace").expect("namespaces are registered");
-        match self.read(ns_info, None, ns).await {
-            Err(e) if e.is_not_found() => Err(ApiError::not_found(ns_info, ns)),
-            Err(e) => Err(e),
-            Ok((nso, _)) if is_deleting(&nso) => Err(ApiError::forbidden(
+        let forbidden = || {
+            ApiError::forbidden(
                 info,
                 name,
                 &format!(
                     "unable to create new content in namespace {ns} because it is being terminated"
                 ),
-            )),
+            )
+        };
+        // Known namespaces are answered from memory; unknown ones are read from the store
+        // (a namespace created a moment ago may not have reached the cache yet).
+        match self.namespaces.lookup(ns) {
+            Some(true) => return Err(forbidden()),
+            Some(false) => return Ok(()),
+            None => {}
+        }
+        let ns_info = registry::by_kind("v1", "Namespace").expect("namespaces are registered");
+        match self.read(ns_info, None, ns).await {
+            Err(e) if e.is_not_found() => Err(ApiError::not_found(ns_info, ns)),
+            Err(e) => Err(e),
+            Ok((nso, _)) if is_deleting(&nso) => Err(forbidden()),
             Ok(_) => Ok(()),
         }
     }
@@ -1152,6 +1168,8 @@ impl ApiServer {
                 Ok(new_rev) => {
                     let out = with_rv(updated, new_rev);
                     if info.kind == "Namespace" {
+                        // Refuse new content at once, before the cache hears of it.
+                        self.namespaces.set(name, true);
                         self.spawn_namespace_cleanup(name.to_string());
                     }
                     return Ok(out);

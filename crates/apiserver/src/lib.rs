@@ -75,6 +75,78 @@ pub struct ApiServer {
     http: reqwest::Client,
     /// Set once the server is shutting down: watch streams end, connections close.
     shutting_down: tokio::sync::watch::Sender<bool>,
+    /// Which namespaces exist and whether they are terminating (for admission).
+    namespaces: NamespaceCache,
+}
+
+/// Namespace name → terminating, kept from the namespaces watch cache (as Kubernetes'
+/// NamespaceLifecycle admission keeps an informer). A miss means "ask the store".
+#[derive(Default)]
+pub(crate) struct NamespaceCache(std::sync::RwLock<HashMap<String, bool>>);
+
+impl NamespaceCache {
+    pub(crate) fn lookup(&self, ns: &str) -> Option<bool> {
+        self.0
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(ns)
+            .copied()
+    }
+    pub(crate) fn set(&self, ns: &str, terminating: bool) {
+        self.0
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(ns.to_string(), terminating);
+    }
+    fn remove(&self, ns: &str) {
+        self.0.write().unwrap_or_else(|p| p.into_inner()).remove(ns);
+    }
+
+    /// Follows the namespaces watch cache from `after` on.
+    fn follow(server: std::sync::Weak<ApiServer>, cache: Arc<WatchCache>, after: i64) {
+        let Ok(sub) = cache.subscribe(after) else {
+            return;
+        };
+        tokio::spawn(async move {
+            let mut live = sub.live;
+            let apply = |ev: &watch_cache::CacheEvent| {
+                let Some(srv) = server.upgrade() else {
+                    return false;
+                };
+                let name = minik8s_api::meta::name(&ev.object);
+                match ev.kind {
+                    store::EventKind::Delete => srv.namespaces.remove(name),
+                    store::EventKind::Put => srv
+                        .namespaces
+                        .set(name, minik8s_api::meta::is_deleting(&ev.object)),
+                }
+                true
+            };
+            for ev in sub.backlog {
+                apply(&ev);
+            }
+            loop {
+                match live.recv().await {
+                    Ok(ev) => {
+                        if !apply(&ev) {
+                            return;
+                        }
+                    }
+                    // Missed events: forget everything, misses go to the store.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        if let Some(srv) = server.upgrade() {
+                            srv.namespaces
+                                .0
+                                .write()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .clear();
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+    }
 }
 
 /// Opens the store the configuration names.
@@ -125,7 +197,9 @@ impl ApiServer {
             alloc,
             http,
             shutting_down,
+            namespaces: NamespaceCache::default(),
         });
+        NamespaceCache::follow(Arc::downgrade(&srv), srv.caches["namespaces"].clone(), rev);
         srv.restore_allocations().await?;
         srv.ensure_system_namespaces().await?;
         srv.resume_namespace_cleanups().await?;

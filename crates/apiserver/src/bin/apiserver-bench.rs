@@ -1,0 +1,232 @@
+//! `apiserver-bench`: apiserver creates/s against raw store writes/s at client
+//! concurrency 1, 16 and 64 (etcd and the embedded store), and watch delivery
+//! delay with 100 watchers. Prints a Markdown report; not a test.
+//!
+//! Everything runs on this machine: a private etcd, the apiserver in process,
+//! the clients in process. Usage: `apiserver-bench [--quick]`.
+
+use apiserver::testing::{Backend, TestServer};
+use bytes::Bytes;
+use futures::StreamExt;
+use serde_json::json;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const LEVELS: [usize; 3] = [1, 16, 64];
+
+fn pod_body(name: &str) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "bench", "tier": "web"}},
+           "spec": {"containers": [{"name": "c", "image": "minik8s/busybox:latest", "command": ["sleep", "3600"],
+                                    "resources": {"limits": {"cpu": "100m", "memory": "32Mi"}}}]}})
+}
+
+/// Runs `total` operations over `concurrency` workers; returns ops/s.
+async fn run<F, Fut>(concurrency: usize, total: usize, op: F) -> f64
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let op = Arc::new(op);
+    let next = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let (op, next) = (op.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= total {
+                    return;
+                }
+                op(i).await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("worker");
+    }
+    total as f64 / start.elapsed().as_secs_f64()
+}
+
+/// A stored pod's bytes, so raw writes carry what the apiserver writes.
+async fn sample_value(s: &TestServer) -> Bytes {
+    let http = reqwest::Client::new();
+    let r = http
+        .post(format!("{}/api/v1/namespaces/default/pods", s.url))
+        .json(&pod_body("sample"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    s.server
+        .store
+        .get("/registry/core/pods/default/sample")
+        .await
+        .unwrap()
+        .unwrap()
+        .value
+}
+
+async fn throughput(backend: Backend, quick: bool) -> Vec<(usize, f64, f64)> {
+    let s = TestServer::start(backend).await;
+    let value = sample_value(&s).await;
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(128)
+        .build()
+        .unwrap();
+    let mut rows = Vec::new();
+    for (round, c) in LEVELS.iter().enumerate() {
+        let total = if quick {
+            200
+        } else if *c == 1 {
+            1500
+        } else {
+            6000
+        };
+        let store = s.server.store.clone();
+        let v = value.clone();
+        let raw = run(*c, total, move |i| {
+            let (store, v) = (store.clone(), v.clone());
+            async move {
+                store
+                    .create(&format!("/bench/raw/{round}/{i}"), v)
+                    .await
+                    .expect("raw create");
+            }
+        })
+        .await;
+        let url = format!("{}/api/v1/namespaces/default/pods", s.url);
+        let client = http.clone();
+        let api = run(*c, total, move |i| {
+            let (client, url) = (client.clone(), url.clone());
+            async move {
+                let r = client
+                    .post(&url)
+                    .json(&pod_body(&format!("p{round}-{i}")))
+                    .send()
+                    .await
+                    .expect("POST");
+                assert_eq!(r.status().as_u16(), 201);
+            }
+        })
+        .await;
+        rows.push((*c, raw, api));
+    }
+    rows
+}
+
+/// Delay from sending a create to each of `watchers` receiving its event.
+async fn watch_delay(backend: Backend, watchers: usize, events: usize) -> (f64, f64, f64) {
+    let s = TestServer::start(backend).await;
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(watchers + 8)
+        .build()
+        .unwrap();
+    let url = format!("{}/api/v1/namespaces/default/pods", s.url);
+    let list: serde_json::Value = http.get(&url).send().await.unwrap().json().await.unwrap();
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let sent: Arc<std::sync::Mutex<Vec<Option<Instant>>>> =
+        Arc::new(std::sync::Mutex::new(vec![None; events]));
+    let delays: Arc<std::sync::Mutex<Vec<f64>>> = Arc::default();
+    let mut tasks = Vec::new();
+    for _ in 0..watchers {
+        let resp = http
+            .get(format!("{url}?watch=true&resourceVersion={rv}"))
+            .send()
+            .await
+            .unwrap();
+        let (sent, delays) = (sent.clone(), delays.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut body = resp.bytes_stream();
+            let mut buf = Vec::new();
+            let mut seen = 0;
+            while seen < events {
+                let chunk = body.next().await.expect("watch open").expect("chunk");
+                buf.extend_from_slice(&chunk);
+                while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = buf.drain(..=pos).collect();
+                    let now = Instant::now();
+                    let ev: serde_json::Value = serde_json::from_slice(&line).unwrap();
+                    let name = ev["object"]["metadata"]["name"].as_str().unwrap_or("");
+                    if let Some(i) = name.strip_prefix("w").and_then(|n| n.parse::<usize>().ok()) {
+                        if let Some(t) = sent.lock().unwrap()[i] {
+                            delays
+                                .lock()
+                                .unwrap()
+                                .push((now - t).as_secs_f64() * 1000.0);
+                        }
+                        seen += 1;
+                    }
+                }
+            }
+        }));
+    }
+    for i in 0..events {
+        sent.lock().unwrap()[i] = Some(Instant::now());
+        let r = http
+            .post(&url)
+            .json(&pod_body(&format!("w{i}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 201);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(60), t)
+            .await
+            .expect("watchers finish")
+            .unwrap();
+    }
+    let mut d = delays.lock().unwrap().clone();
+    d.sort_by(f64::total_cmp);
+    let pct = |p: f64| d[((d.len() as f64 * p) as usize).min(d.len() - 1)];
+    (pct(0.5), pct(0.99), *d.last().unwrap())
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    format!("{cores} cores, {cpu}")
+}
+
+#[tokio::main]
+async fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    println!("# apiserver benchmark\n");
+    println!(
+        "date: {}  \nmachine: {}\n",
+        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
+        machine()
+    );
+    for (label, backend) in [("etcd", Backend::Etcd), ("embedded", Backend::Embedded)] {
+        println!("## creates/s, {label} store\n");
+        println!("| concurrency | raw store writes/s | apiserver creates/s | ratio |");
+        println!("|---:|---:|---:|---:|");
+        for (c, raw, api) in throughput(backend, quick).await {
+            println!("| {c} | {raw:.0} | {api:.0} | {:.2} |", api / raw);
+        }
+        println!();
+    }
+    let (watchers, events) = if quick { (10, 20) } else { (100, 200) };
+    println!("## watch delivery delay, {watchers} watchers, {events} creates (send → received by each watcher)\n");
+    println!("| store | p50 ms | p99 ms | max ms |");
+    println!("|---|---:|---:|---:|");
+    for (label, backend) in [("etcd", Backend::Etcd), ("embedded", Backend::Embedded)] {
+        let (p50, p99, max) = watch_delay(backend, watchers, events).await;
+        println!("| {label} | {p50:.1} | {p99:.1} | {max:.1} |");
+    }
+}
