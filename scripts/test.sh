@@ -18,3 +18,6 @@ echo "==> cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "==> cargo test"
 cargo test --workspace --no-fail-fast 2>&1 | tee target/test-output.txt
+# One closing line with the totals over every test binary.
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' target/test-output.txt

@@ -102,6 +102,15 @@ fn expand(source: &str, v: Value, out: &mut Vec<Manifest>) -> Result<()> {
     if kind.is_empty() {
         bail!("error validating {source}: error validating data: kind not set");
     }
+    for (field, v) in [
+        ("metadata", v.get("metadata")),
+        ("metadata.labels", v.pointer("/metadata/labels")),
+        ("metadata.annotations", v.pointer("/metadata/annotations")),
+    ] {
+        if v.is_some_and(|m| !m.is_object() && !m.is_null()) {
+            bail!("error validating {source}: error validating data: {field} must be a mapping");
+        }
+    }
     if v.get("apiVersion")
         .and_then(Value::as_str)
         .unwrap_or("")
