@@ -1,0 +1,348 @@
+//! The minik8s scheduler: assigns each pod without a node to one.
+//!
+//! ```text
+//!  pods informer ──(unbound pod)──▶ queue ──▶ schedule_one(key)
+//!  nodes informer ─(node changed)──▶ requeue the unschedulable      │
+//!                                                                   ▼
+//!            filters (filters.rs) → feasible nodes → round-robin pick
+//!               │ none fits                           │
+//!               ▼                                     ▼
+//!   PodScheduled=False + FailedScheduling     POST pods/{name}/binding + Scheduled event
+//! ```
+//!
+//! One worker schedules pods one at a time, so round-robin order and resource
+//! accounting see every earlier decision: a pod just bound is "assumed" on its
+//! node until the watch reports it.
+
+pub mod filters;
+
+use filters::{RoundRobin, Snapshot};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use minik8s_api::meta::now_rfc3339;
+use minik8s_api::registry;
+use minik8s_client::informer::{object_key, Event};
+use minik8s_client::rest::content;
+use minik8s_client::{Api, Cache, Client, ClientError, Informer, ListParams, WorkQueue};
+use serde_json::json;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Pods that name another scheduler are left alone.
+pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
+
+/// An unschedulable pod is retried at least this often even if nothing changes.
+const UNSCHEDULABLE_RETRY: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub scheduler_name: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            scheduler_name: DEFAULT_SCHEDULER.into(),
+        }
+    }
+}
+
+/// What one scheduling attempt did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Bound(String),
+    Unschedulable(String),
+    /// Gone, already bound, deleting, or not ours.
+    Skipped,
+}
+
+pub struct Scheduler {
+    client: Client,
+    config: Config,
+    pods: Cache<Pod>,
+    nodes: Cache<Node>,
+    queue: WorkQueue<String>,
+    round_robin: Mutex<RoundRobin>,
+    /// Pods bound by us that the watch has not yet shown bound: key → (pod, node).
+    assumed: Mutex<HashMap<String, (Pod, String)>>,
+    unschedulable: Mutex<HashSet<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn bound_node(pod: &Pod) -> Option<&str> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty())
+}
+
+impl Scheduler {
+    /// Does this scheduler own the (unbound, live) pod?
+    fn wants(&self, pod: &Pod) -> bool {
+        let name = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.as_deref())
+            .unwrap_or(DEFAULT_SCHEDULER);
+        bound_node(pod).is_none()
+            && pod.metadata.deletion_timestamp.is_none()
+            && filters::is_active(pod)
+            && name == self.config.scheduler_name
+    }
+
+    /// Every unschedulable pod gets another try (the cluster changed).
+    fn retry_unschedulable(&self) {
+        for key in lock(&self.unschedulable).drain() {
+            self.queue.add(key);
+        }
+    }
+
+    fn on_pod(&self, ev: &Event<Pod>) {
+        match ev {
+            Event::Added(p) | Event::Updated { new: p, .. } => {
+                if self.wants(p) {
+                    self.queue.add(object_key(&p.metadata));
+                } else if bound_node(p).is_some() {
+                    lock(&self.assumed).remove(&object_key(&p.metadata));
+                    // A pod that finished frees resources.
+                    if let Event::Updated { old, .. } = ev {
+                        if filters::is_active(old) && !filters::is_active(p) {
+                            self.retry_unschedulable();
+                        }
+                    }
+                }
+            }
+            Event::Deleted(p) => {
+                let key = object_key(&p.metadata);
+                lock(&self.assumed).remove(&key);
+                lock(&self.unschedulable).remove(&key);
+                if bound_node(p).is_some() {
+                    self.retry_unschedulable();
+                }
+            }
+        }
+    }
+
+    /// The cluster as the filters see it: nodes, and active pods with their node
+    /// (from the watch, plus pods we bound that it has not shown yet).
+    fn snapshot(&self) -> (Vec<Node>, Vec<(Pod, String)>) {
+        let mut nodes: Vec<Node> = self.nodes.list().iter().map(|n| (**n).clone()).collect();
+        nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        let mut assigned: Vec<(Pod, String)> = Vec::new();
+        let mut seen = HashSet::new();
+        for p in self.pods.list() {
+            if let Some(n) = bound_node(&p) {
+                if filters::is_active(&p) {
+                    seen.insert(object_key(&p.metadata));
+                    assigned.push(((*p).clone(), n.to_string()));
+                }
+            }
+        }
+        for (key, (p, n)) in lock(&self.assumed).iter() {
+            if !seen.contains(key) {
+                assigned.push((p.clone(), n.clone()));
+            }
+        }
+        (nodes, assigned)
+    }
+
+    /// Schedules one pod: filter, pick, bind — or record why it cannot be placed.
+    pub async fn schedule_one(&self, key: &str) -> Result<Outcome, ClientError> {
+        let Some(pod) = self.pods.get(key) else {
+            return Ok(Outcome::Skipped);
+        };
+        if !self.wants(&pod) || lock(&self.assumed).contains_key(key) {
+            return Ok(Outcome::Skipped);
+        }
+        let (nodes, assigned) = self.snapshot();
+        let names: Vec<String> = nodes
+            .iter()
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
+        let decision = filters::feasible(
+            &pod,
+            &Snapshot {
+                nodes: &nodes,
+                assigned: &assigned,
+            },
+        );
+        match decision {
+            Ok(feasible) => {
+                let node = {
+                    let mut rr = lock(&self.round_robin);
+                    rr.sync(&names);
+                    rr.pick(&feasible).expect("feasible nodes are in the queue")
+                };
+                match self.bind(&pod, &node).await {
+                    Ok(()) => {}
+                    // Someone else bound it, or it is gone: nothing to do.
+                    Err(e) if e.is_conflict() || e.is_not_found() => return Ok(Outcome::Skipped),
+                    Err(e) => return Err(e),
+                }
+                let mut placed = (*pod).clone();
+                placed.spec.get_or_insert_with(Default::default).node_name = Some(node.clone());
+                lock(&self.assumed).insert(key.to_string(), (placed, node.clone()));
+                lock(&self.unschedulable).remove(key);
+                let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+                let name = pod.metadata.name.as_deref().unwrap_or("");
+                self.event(
+                    &pod,
+                    "Normal",
+                    "Scheduled",
+                    &format!("Successfully assigned {ns}/{name} to {node}"),
+                )
+                .await;
+                Ok(Outcome::Bound(node))
+            }
+            Err(reasons) => {
+                let message = filters::unschedulable_message(nodes.len(), &reasons);
+                self.mark_unschedulable(&pod, &message).await?;
+                self.event(&pod, "Warning", "FailedScheduling", &message)
+                    .await;
+                lock(&self.unschedulable).insert(key.to_string());
+                self.queue.add_after(key.to_string(), UNSCHEDULABLE_RETRY);
+                Ok(Outcome::Unschedulable(message))
+            }
+        }
+    }
+
+    async fn bind(&self, pod: &Pod, node: &str) -> Result<(), ClientError> {
+        let info = registry::by_kind("v1", "Pod").expect("pods are registered");
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let name = pod.metadata.name.as_deref().unwrap_or("");
+        let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns, "uid": pod.metadata.uid},
+                             "target": {"apiVersion": "v1", "kind": "Node", "name": node}});
+        let path = format!("{}/binding", info.object_path(Some(ns), name));
+        self.client
+            .request(
+                reqwest::Method::POST,
+                &path,
+                Some((
+                    content::JSON,
+                    serde_json::to_vec(&binding).unwrap_or_default(),
+                )),
+                content::JSON,
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn mark_unschedulable(&self, pod: &Pod, message: &str) -> Result<(), ClientError> {
+        let current = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"));
+        if current.is_some_and(|c| c.status == "False" && c.message.as_deref() == Some(message)) {
+            return Ok(());
+        }
+        let patch = json!({"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                                       "message": message, "lastProbeTime": null, "lastTransitionTime": now_rfc3339()}]}});
+        let api = self.client.dynamic(
+            registry::by_kind("v1", "Pod").expect("pods"),
+            pod.metadata.namespace.as_deref(),
+        );
+        match api
+            .patch(
+                pod.metadata.name.as_deref().unwrap_or(""),
+                Some("status"),
+                content::STRATEGIC_MERGE_PATCH,
+                &patch,
+            )
+            .await
+        {
+            Err(e) if e.is_not_found() => Ok(()),
+            other => other.map(|_| ()),
+        }
+    }
+
+    /// Records an Event about the pod (best effort: scheduling does not depend on it).
+    async fn event(&self, pod: &Pod, kind: &str, reason: &str, message: &str) {
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let name = pod.metadata.name.as_deref().unwrap_or("");
+        let now = now_rfc3339();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let ev = json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": format!("{name}.{nanos:x}"), "namespace": ns},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name, "uid": pod.metadata.uid, "resourceVersion": pod.metadata.resource_version},
+            "reason": reason, "message": message, "type": kind, "source": {"component": self.config.scheduler_name},
+            "reportingComponent": self.config.scheduler_name, "reportingInstance": self.config.scheduler_name,
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1});
+        let api = self
+            .client
+            .dynamic(registry::by_kind("v1", "Event").expect("events"), Some(ns));
+        if let Err(e) = api.create(&ev).await {
+            tracing::debug!(error = %e, "recording event");
+        }
+    }
+}
+
+/// Runs the scheduler until the process ends.
+pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
+    let (sched, informers) = build(client, config);
+    for inf in informers {
+        tokio::spawn(inf);
+    }
+    sched.pods.wait_synced().await;
+    sched.nodes.wait_synced().await;
+    tracing::info!("scheduler running");
+    worker(sched).await;
+    Ok(())
+}
+
+type InformerTask = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// The scheduler and the informer loops feeding it (spawn them, then run [`worker`]).
+pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTask>) {
+    let mut pod_informer = Informer::new(Api::<Pod>::all(&client), ListParams::default());
+    let mut node_informer = Informer::new(Api::<Node>::all(&client), ListParams::default());
+    let sched = Arc::new(Scheduler {
+        client,
+        config,
+        pods: pod_informer.cache(),
+        nodes: node_informer.cache(),
+        queue: WorkQueue::new(),
+        round_robin: Mutex::new(RoundRobin::default()),
+        assumed: Mutex::default(),
+        unschedulable: Mutex::default(),
+    });
+    let s = Arc::downgrade(&sched);
+    pod_informer.on_event(move |ev| {
+        if let Some(s) = s.upgrade() {
+            s.on_pod(ev);
+        }
+    });
+    let s = Arc::downgrade(&sched);
+    node_informer.on_event(move |_| {
+        if let Some(s) = s.upgrade() {
+            s.retry_unschedulable();
+        }
+    });
+    (
+        sched,
+        vec![Box::pin(pod_informer.run()), Box::pin(node_informer.run())],
+    )
+}
+
+/// The scheduling loop: one pod at a time.
+pub async fn worker(sched: Arc<Scheduler>) {
+    while let Some(key) = sched.queue.get().await {
+        match sched.schedule_one(&key).await {
+            Ok(outcome) => {
+                tracing::debug!(pod = %key, ?outcome, "scheduled");
+                sched.queue.forget(&key);
+            }
+            Err(e) => {
+                tracing::warn!(pod = %key, error = %e, "scheduling failed; retrying");
+                sched.queue.add_rate_limited(key.clone());
+            }
+        }
+        sched.queue.done(&key);
+    }
+}

@@ -1,0 +1,36 @@
+//! `scheduler`: binds unscheduled pods to nodes.
+use clap::Parser;
+
+#[derive(Parser)]
+#[command(name = "scheduler", about = "minik8s scheduler")]
+struct Args {
+    /// The apiserver URL.
+    #[arg(long)]
+    server: Option<String>,
+    /// A kubeconfig naming the apiserver.
+    #[arg(long)]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// Pods whose spec.schedulerName is this are scheduled.
+    #[arg(long, default_value = scheduler::DEFAULT_SCHEDULER)]
+    scheduler_name: String,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let args = Args::parse();
+    let target =
+        minik8s_client::config::resolve(args.server.as_deref(), args.kubeconfig.as_deref())?;
+    let client = minik8s_client::Client::new(&target.server);
+    scheduler::run(
+        client,
+        scheduler::Config {
+            scheduler_name: args.scheduler_name,
+        },
+    )
+    .await
+}

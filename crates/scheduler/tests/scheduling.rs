@@ -1,0 +1,224 @@
+//! The scheduler against a real apiserver with two registered nodes: round-robin,
+//! nodeSelector, anti-affinity, unschedulable pods, and retry when the cluster changes.
+
+use apiserver::testing::{Backend, TestServer};
+use minik8s_api::registry;
+use minik8s_client::{Client, DynamicApi, ListParams};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+fn node(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+           "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                      "allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}, "capacity": {"cpu": "2", "memory": "4Gi", "pods": "110"}}})
+}
+
+fn pod(name: &str, labels: Value, spec: Value) -> Value {
+    let mut p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+                       "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+    json_patch::merge(&mut p, &json!({"spec": spec}));
+    p
+}
+
+async fn wait_for<F: Fn(&Value) -> bool>(
+    pods: &DynamicApi,
+    name: &str,
+    what: &str,
+    ok: F,
+) -> Value {
+    for _ in 0..100 {
+        if let Ok(p) = pods.get(name).await {
+            if ok(&p) {
+                return p;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "pod {name}: {what} within 10 s; last: {:?}",
+        pods.get(name).await.ok()
+    );
+}
+
+fn node_of(p: &Value) -> String {
+    p.pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedules_round_robin_honours_constraints_and_reports_failures() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&s.url);
+    let nodes = client.dynamic(registry::by_kind("v1", "Node").unwrap(), None);
+    nodes
+        .create(&node(
+            "n1",
+            json!({"kubernetes.io/hostname": "n1", "disk": "ssd"}),
+        ))
+        .await
+        .unwrap();
+    nodes
+        .create(&node("n2", json!({"kubernetes.io/hostname": "n2"})))
+        .await
+        .unwrap();
+    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
+    for inf in informers {
+        tokio::spawn(inf);
+    }
+    tokio::spawn(scheduler::worker(sched));
+    let pods = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("default"));
+
+    // Round-robin: consecutive pods alternate between the nodes.
+    let mut placed = Vec::new();
+    for i in 0..4 {
+        let name = format!("rr{i}");
+        pods.create(&pod(&name, json!({"app": "rr"}), json!({})))
+            .await
+            .unwrap();
+        let p = wait_for(&pods, &name, "bound", |p| !node_of(p).is_empty()).await;
+        placed.push(node_of(&p));
+    }
+    assert_ne!(placed[0], placed[1], "{placed:?}");
+    assert_eq!(placed[0], placed[2], "{placed:?}");
+    assert_eq!(placed[1], placed[3], "{placed:?}");
+    let p = pods.get("rr0").await.unwrap();
+    assert_eq!(p["status"]["conditions"][0]["type"], "PodScheduled");
+    assert_eq!(p["status"]["conditions"][0]["status"], "True");
+
+    // nodeSelector
+    for i in 0..2 {
+        pods.create(&pod(
+            &format!("ssd{i}"),
+            json!({}),
+            json!({"nodeSelector": {"disk": "ssd"}}),
+        ))
+        .await
+        .unwrap();
+        let p = wait_for(&pods, &format!("ssd{i}"), "bound", |p| {
+            !node_of(p).is_empty()
+        })
+        .await;
+        assert_eq!(node_of(&p), "n1");
+    }
+
+    // Anti-affinity on hostname: two fit, the third cannot.
+    let anti = json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "solo"}}, "topologyKey": "kubernetes.io/hostname"}]}}});
+    let mut solo_nodes = Vec::new();
+    for i in 0..2 {
+        pods.create(&pod(
+            &format!("solo{i}"),
+            json!({"app": "solo"}),
+            anti.clone(),
+        ))
+        .await
+        .unwrap();
+        solo_nodes.push(node_of(
+            &wait_for(&pods, &format!("solo{i}"), "bound", |p| {
+                !node_of(p).is_empty()
+            })
+            .await,
+        ));
+    }
+    solo_nodes.sort();
+    assert_eq!(solo_nodes, vec!["n1", "n2"]);
+    pods.create(&pod("solo2", json!({"app": "solo"}), anti.clone()))
+        .await
+        .unwrap();
+    let p = wait_for(&pods, "solo2", "marked unschedulable", |p| {
+        p.pointer("/status/conditions/0/status") == Some(&json!("False"))
+    })
+    .await;
+    assert_eq!(p["status"]["conditions"][0]["reason"], "Unschedulable");
+    assert_eq!(
+        p["status"]["conditions"][0]["message"],
+        "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules."
+    );
+    assert_eq!(node_of(&p), "");
+
+    // An impossible pod says why, with an event; a matching node added later gets it.
+    pods.create(&pod(
+        "gpu",
+        json!({}),
+        json!({"nodeSelector": {"gpu": "yes"}}),
+    ))
+    .await
+    .unwrap();
+    let p = wait_for(&pods, "gpu", "marked unschedulable", |p| {
+        p.pointer("/status/conditions/0/status") == Some(&json!("False"))
+    })
+    .await;
+    assert_eq!(
+        p["status"]["conditions"][0]["message"],
+        "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+    );
+    let events = client.dynamic(registry::by_kind("v1", "Event").unwrap(), Some("default"));
+    let list = events
+        .list(&ListParams::default().fields("involvedObject.name=gpu,reason=FailedScheduling"))
+        .await
+        .unwrap();
+    assert_eq!(list["items"][0]["type"], "Warning");
+    assert_eq!(list["items"][0]["source"]["component"], "default-scheduler");
+    nodes
+        .create(&node(
+            "n3",
+            json!({"kubernetes.io/hostname": "n3", "gpu": "yes"}),
+        ))
+        .await
+        .unwrap();
+    let p = wait_for(&pods, "gpu", "bound after a node appeared", |p| {
+        !node_of(p).is_empty()
+    })
+    .await;
+    assert_eq!(node_of(&p), "n3");
+    // The anti-affinity pod fits on the new node too.
+    let p = wait_for(&pods, "solo2", "bound after a node appeared", |p| {
+        !node_of(p).is_empty()
+    })
+    .await;
+    assert_eq!(node_of(&p), "n3");
+
+    // A cordoned node gets nothing.
+    nodes
+        .patch(
+            "n3",
+            None,
+            "application/merge-patch+json",
+            &json!({"spec": {"unschedulable": true}}),
+        )
+        .await
+        .unwrap();
+    nodes
+        .patch(
+            "n1",
+            None,
+            "application/merge-patch+json",
+            &json!({"spec": {"unschedulable": true}}),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for i in 0..2 {
+        pods.create(&pod(&format!("after{i}"), json!({}), json!({})))
+            .await
+            .unwrap();
+        let p = wait_for(&pods, &format!("after{i}"), "bound", |p| {
+            !node_of(p).is_empty()
+        })
+        .await;
+        assert_eq!(node_of(&p), "n2");
+    }
+
+    // Resource fit: a pod asking for more CPU than any node has stays pending.
+    pods.create(&pod("huge", json!({}), json!({"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "3"}}}]}))).await.unwrap();
+    let p = wait_for(&pods, "huge", "marked unschedulable", |p| {
+        p.pointer("/status/conditions/0/status") == Some(&json!("False"))
+    })
+    .await;
+    assert_eq!(
+        p["status"]["conditions"][0]["message"],
+        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) were unschedulable."
+    );
+}
