@@ -14,3 +14,13 @@ pub mod workqueue;
 pub use informer::{Cache, Event, Informer};
 pub use rest::{Api, Client, ClientError, DeleteParams, DynamicApi, ListParams, WatchEvent};
 pub use workqueue::WorkQueue;
+
+/// Structured logs to stderr for every minik8s binary; `RUST_LOG` filters (default `info`).
+pub fn init_logging() {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .init();
+}

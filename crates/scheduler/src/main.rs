@@ -17,11 +17,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    minik8s_client::init_logging();
     let args = Args::parse();
     let target =
         minik8s_client::config::resolve(args.server.as_deref(), args.kubeconfig.as_deref())?;

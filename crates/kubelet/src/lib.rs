@@ -1,0 +1,220 @@
+//! The minik8s kubelet: runs the pods bound to its node on Docker.
+//!
+//! ```text
+//!  apiserver ──watch pods (spec.nodeName=<node>)──▶ one worker per pod ──▶ sync_pod
+//!      ▲                                                                     │
+//!      └──── pod status, node status, lease ◀──── Docker (labels on every container)
+//! ```
+//!
+//! A pod is a sandbox ("pause") container holding the network namespace and
+//! hostname, plus the app containers joined to it. Everything the kubelet
+//! knows about running pods is in Docker's container labels, so a restarted
+//! kubelet picks up where it left off. The decisions (restart, backoff,
+//! phase) are pure functions in [`decide`]; this file is the I/O around them.
+
+pub mod decide;
+pub mod node;
+pub mod pod;
+pub mod runtime;
+pub mod server;
+
+use anyhow::Context;
+use k8s_openapi::api::core::v1::Pod;
+use minik8s_client::informer::{object_key, Event};
+use minik8s_client::{Api, Cache, Client, Informer, ListParams};
+use runtime::Runtime;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct Config {
+    /// The node's name.
+    #[arg(long, default_value_t = default_hostname())]
+    pub node_name: String,
+    /// The address other nodes and the apiserver reach this node at.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub node_ip: String,
+    /// Port of the kubelet's own HTTP server (logs, health).
+    #[arg(long, default_value_t = 10250)]
+    pub port: u16,
+    /// Docker's socket.
+    #[arg(long, default_value = "unix:///var/run/docker.sock")]
+    pub docker_socket: String,
+    /// The Docker network pods join.
+    #[arg(long, default_value = "minik8s")]
+    pub network: String,
+    /// This node's pod subnet, unless Node.spec.podCIDR already names one.
+    #[arg(long, default_value = "10.244.0.0/24")]
+    pub pod_cidr: String,
+    /// Image of the sandbox container that holds a pod's network namespace.
+    #[arg(long, default_value = "minik8s/pause:latest")]
+    pub pause_image: String,
+    /// Where emptyDir volumes live.
+    #[arg(long, default_value = "/var/lib/minik8s-kubelet")]
+    pub root_dir: PathBuf,
+    /// Pods this node takes.
+    #[arg(long, default_value_t = 110)]
+    pub max_pods: u32,
+    /// How often every pod is synced even without a change.
+    #[arg(long, default_value_t = 2)]
+    pub sync_seconds: u64,
+}
+
+fn default_hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_lowercase())
+        .unwrap_or_else(|_| "node".into())
+}
+
+/// The kubelet's shared state.
+pub struct Kubelet {
+    pub config: Config,
+    pub client: Client,
+    pub runtime: Runtime,
+    pub pods: Cache<Pod>,
+    workers: Mutex<HashMap<String, mpsc::UnboundedSender<()>>>,
+    /// The pod CIDR in use (from the Node object or the flag).
+    pub pod_cidr: Mutex<String>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Kubelet {
+    /// Wakes (or starts) the worker of one pod.
+    fn trigger(self: &Arc<Self>, key: &str) {
+        let mut workers = lock(&self.workers);
+        if let Some(tx) = workers.get(key) {
+            if tx.send(()).is_ok() {
+                return;
+            }
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = tx.send(());
+        workers.insert(key.to_string(), tx);
+        let me = self.clone();
+        let key = key.to_string();
+        tokio::spawn(async move { me.pod_worker(key, rx).await });
+    }
+
+    /// One pod's loop: sync on every change and every few seconds, until the pod is gone.
+    async fn pod_worker(self: Arc<Self>, key: String, mut rx: mpsc::UnboundedReceiver<()>) {
+        let every = Duration::from_secs(self.config.sync_seconds.max(1));
+        loop {
+            tokio::select! {
+                msg = rx.recv() => if msg.is_none() { return },
+                _ = tokio::time::sleep(every) => {}
+            }
+            while rx.try_recv().is_ok() {}
+            let finished = match self.pods.get(&key) {
+                None => true,
+                Some(pod) => match self.sync_pod(&pod).await {
+                    Ok(done) => done,
+                    Err(e) => {
+                        tracing::warn!(pod = %key, error = %e, "sync_pod failed");
+                        false
+                    }
+                },
+            };
+            if finished {
+                let mut workers = lock(&self.workers);
+                // A trigger that arrived meanwhile keeps the worker alive.
+                if rx.is_empty() {
+                    workers.remove(&key);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Removes containers of pods that no longer exist (deleted while we were down,
+    /// force-deleted, or recreated under the same name).
+    pub async fn remove_orphans(&self) -> anyhow::Result<()> {
+        if !self.pods.has_synced() {
+            return Ok(());
+        }
+        let live: std::collections::HashSet<String> = self
+            .pods
+            .list()
+            .iter()
+            .filter_map(|p| p.metadata.uid.clone())
+            .collect();
+        for c in self.runtime.list(None).await? {
+            if !live.contains(&c.pod_uid) {
+                tracing::info!(pod = %format!("{}/{}", c.pod_namespace, c.pod_name), container = %c.name, "removing orphaned container");
+                self.runtime.stop(&c.id, 0).await?;
+                self.runtime.remove(&c.id).await?;
+                let _ = std::fs::remove_dir_all(self.config.root_dir.join("pods").join(&c.pod_uid));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs the kubelet until the process ends.
+pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
+    let kubelet = start(client, config).await?;
+    let server = server::serve(kubelet.clone());
+    tokio::select! {
+        r = server => r,
+        r = node::heartbeat(kubelet.clone()) => r,
+    }
+}
+
+/// Registers the node, starts the pod informer and workers; returns the kubelet.
+/// (The HTTP server and heartbeats are started by [`run`], or by tests.)
+pub async fn start(client: Client, config: Config) -> anyhow::Result<Arc<Kubelet>> {
+    let runtime = Runtime::connect(&config.docker_socket, &config.network)?;
+    let version = runtime
+        .version()
+        .await
+        .with_context(|| format!("talking to Docker at {}", config.docker_socket))?;
+    std::fs::create_dir_all(config.root_dir.join("pods"))
+        .with_context(|| format!("creating {}", config.root_dir.display()))?;
+    let pod_cidr = node::register(&client, &config, &version).await?;
+    runtime.ensure_network(&pod_cidr).await?;
+    let lp = ListParams::default().fields(&format!("spec.nodeName={}", config.node_name));
+    let mut informer = Informer::new(Api::<Pod>::all(&client), lp);
+    let kubelet = Arc::new(Kubelet {
+        config,
+        client,
+        runtime,
+        pods: informer.cache(),
+        workers: Mutex::default(),
+        pod_cidr: Mutex::new(pod_cidr),
+    });
+    let weak = Arc::downgrade(&kubelet);
+    informer.on_event(move |ev| {
+        let Some(k) = weak.upgrade() else { return };
+        match ev {
+            Event::Added(p) | Event::Updated { new: p, .. } => k.trigger(&object_key(&p.metadata)),
+            // Gone from the API: the orphan sweep removes its containers.
+            Event::Deleted(_) => {
+                let k = k.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = k.remove_orphans().await {
+                        tracing::warn!(error = %e, "removing orphans");
+                    }
+                });
+            }
+        }
+    });
+    tokio::spawn(informer.run());
+    kubelet.pods.wait_synced().await;
+    kubelet.remove_orphans().await?;
+    let k = kubelet.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            if let Err(e) = k.remove_orphans().await {
+                tracing::warn!(error = %e, "removing orphans");
+            }
+        }
+    });
+    tracing::info!(node = %kubelet.config.node_name, docker = %version, "kubelet running");
+    Ok(kubelet)
+}

@@ -1,0 +1,178 @@
+//! The Node object: registration, status (capacity, conditions, addresses) and
+//! the heartbeat Lease in `kube-node-lease`, renewed every 10 s.
+
+use crate::{Config, Kubelet};
+use anyhow::bail;
+use minik8s_api::meta::now_rfc3339;
+use minik8s_api::registry;
+use minik8s_client::rest::content;
+use minik8s_client::Client;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often the lease and the node status are renewed.
+pub const HEARTBEAT: Duration = Duration::from_secs(10);
+/// Records which kubelet registered a node, so another one cannot take it over.
+pub const CONFIG_ANNOTATION: &str = "minik8s.io/kubelet-endpoint";
+pub const KUBELET_VERSION: &str = "v1.32.0-minik8s";
+
+fn read_trimmed(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// This node's status as the kubelet reports it.
+pub fn node_status(config: &Config, docker_version: &str) -> Value {
+    let mut sys = sysinfo::System::new();
+    sys.refresh_memory();
+    sys.refresh_cpu_list(sysinfo::CpuRefreshKind::nothing());
+    let cpus = sys.cpus().len().max(1);
+    let memory_ki = sys.total_memory() / 1024;
+    let resources = json!({"cpu": cpus.to_string(), "memory": format!("{memory_ki}Ki"), "pods": config.max_pods.to_string()});
+    let now = now_rfc3339();
+    json!({
+        "capacity": resources,
+        "allocatable": resources,
+        "conditions": [
+            {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+             "lastHeartbeatTime": now, "lastTransitionTime": now},
+        ],
+        "addresses": [{"type": "InternalIP", "address": config.node_ip}, {"type": "Hostname", "address": config.node_name}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": config.port}},
+        "nodeInfo": {
+            "machineID": read_trimmed("/etc/machine-id"),
+            "systemUUID": read_trimmed("/sys/class/dmi/id/product_uuid"),
+            "bootID": read_trimmed("/proc/sys/kernel/random/boot_id"),
+            "kernelVersion": sysinfo::System::kernel_version().unwrap_or_default(),
+            "osImage": sysinfo::System::long_os_version().unwrap_or_default(),
+            "containerRuntimeVersion": format!("docker://{docker_version}"),
+            "kubeletVersion": KUBELET_VERSION,
+            "kubeProxyVersion": KUBELET_VERSION,
+            "operatingSystem": "linux",
+            "architecture": std::env::consts::ARCH.replace("x86_64", "amd64").replace("aarch64", "arm64"),
+        },
+    })
+}
+
+fn endpoint(config: &Config) -> String {
+    format!("{}:{}", config.node_ip, config.port)
+}
+
+/// Registers the Node, or takes it back if this kubelet registered it before.
+/// Refuses a Node registered from another address. Returns the pod CIDR to use.
+pub async fn register(
+    client: &Client,
+    config: &Config,
+    docker_version: &str,
+) -> anyhow::Result<String> {
+    let nodes = client.dynamic(registry::by_kind("v1", "Node").expect("nodes"), None);
+    let status = node_status(config, docker_version);
+    let node = json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": config.node_name,
+                     "labels": {"kubernetes.io/hostname": config.node_name, "kubernetes.io/os": "linux",
+                                "kubernetes.io/arch": status["nodeInfo"]["architecture"]},
+                     "annotations": {CONFIG_ANNOTATION: endpoint(config)}},
+        "spec": {"podCIDR": config.pod_cidr, "podCIDRs": [config.pod_cidr]},
+        "status": status});
+    let existing = match nodes.create(&node).await {
+        Ok(_) => {
+            tracing::info!(node = %config.node_name, "registered node");
+            return Ok(config.pod_cidr.clone());
+        }
+        Err(e) if e.api().is_some_and(|a| a.is_already_exists()) => {
+            nodes.get(&config.node_name).await?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let theirs = existing
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            CONFIG_ANNOTATION.replace('/', "~1")
+        ))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if theirs != endpoint(config) {
+        bail!(
+            "node {:?} is already registered by another kubelet (at {:?}, this one is at {:?}); refusing to take it over: pick another --node-name or delete the node",
+            config.node_name,
+            theirs,
+            endpoint(config)
+        );
+    }
+    nodes
+        .patch(
+            &config.node_name,
+            Some("status"),
+            content::MERGE_PATCH,
+            &json!({"status": status}),
+        )
+        .await?;
+    tracing::info!(node = %config.node_name, "node already registered by this kubelet: reusing it");
+    Ok(existing
+        .pointer("/spec/podCIDR")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .unwrap_or(&config.pod_cidr)
+        .to_string())
+}
+
+/// Renews the node Lease and posts node status every [`HEARTBEAT`].
+pub async fn heartbeat(kubelet: Arc<Kubelet>) -> anyhow::Result<()> {
+    let docker_version = kubelet.runtime.version().await.unwrap_or_default();
+    loop {
+        if let Err(e) = beat(&kubelet, &docker_version).await {
+            tracing::warn!(error = %e, "node heartbeat failed");
+        }
+        tokio::time::sleep(HEARTBEAT).await;
+    }
+}
+
+/// One heartbeat: lease renewal and node status.
+pub async fn beat(kubelet: &Kubelet, docker_version: &str) -> anyhow::Result<()> {
+    let cfg = &kubelet.config;
+    let leases = kubelet.client.dynamic(
+        registry::by_kind("coordination.k8s.io/v1", "Lease").expect("leases"),
+        Some("kube-node-lease"),
+    );
+    let renew = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let patch = json!({"spec": {"holderIdentity": cfg.node_name, "leaseDurationSeconds": 40, "renewTime": renew}});
+    match leases
+        .patch(&cfg.node_name, None, content::MERGE_PATCH, &patch)
+        .await
+    {
+        Err(e) if e.is_not_found() => {
+            let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": cfg.node_name, "namespace": "kube-node-lease"},
+                               "spec": patch["spec"]});
+            leases.create(&lease).await?;
+        }
+        other => {
+            other?;
+        }
+    }
+    let nodes = kubelet
+        .client
+        .dynamic(registry::by_kind("v1", "Node").expect("nodes"), None);
+    let mut status = node_status(cfg, docker_version);
+    // Keep the Ready condition's transition time while it stays True.
+    if let Ok(node) = nodes.get(&cfg.node_name).await {
+        let prev = node
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+            .cloned();
+        if let Some(p) = prev.filter(|p| p["status"] == "True") {
+            status["conditions"][0]["lastTransitionTime"] = p["lastTransitionTime"].clone();
+        }
+    }
+    nodes
+        .patch(
+            &cfg.node_name,
+            Some("status"),
+            content::MERGE_PATCH,
+            &json!({"status": status}),
+        )
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,83 @@
+//! The kubelet's own HTTP server: container logs (which the apiserver proxies
+//! for `kubectl logs`) and health.
+
+use crate::runtime::ContainerInfo;
+use crate::Kubelet;
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures::StreamExt;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+fn flag(q: &HashMap<String, String>, k: &str) -> bool {
+    q.get(k)
+        .is_some_and(|v| !(v == "0" || v.eq_ignore_ascii_case("false")))
+}
+
+async fn container_logs(
+    State(k): State<Arc<Kubelet>>,
+    Path((ns, pod, container)): Path<(String, String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let all = match k.runtime.list(None).await {
+        Ok(c) => c,
+        Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    };
+    let mut mine: Vec<&ContainerInfo> = all
+        .iter()
+        .filter(|c| c.pod_namespace == ns && c.pod_name == pod && c.name == container)
+        .collect();
+    mine.sort_by_key(|c| std::cmp::Reverse(c.restart_count));
+    let idx = if flag(&q, "previous") { 1 } else { 0 };
+    let Some(target) = mine.get(idx) else {
+        let what = if idx == 1 {
+            "previous terminated container"
+        } else {
+            "container"
+        };
+        return (
+            StatusCode::NOT_FOUND,
+            format!("{what} \"{container}\" in pod \"{pod}\" not found"),
+        )
+            .into_response();
+    };
+    let tail = q.get("tailLines").and_then(|t| t.parse().ok());
+    let since = q
+        .get("sinceSeconds")
+        .and_then(|s| s.parse::<i64>().ok())
+        .map(|s| chrono::Utc::now().timestamp() - s)
+        .unwrap_or(0);
+    let stream = k
+        .runtime
+        .logs(
+            &target.id,
+            flag(&q, "follow"),
+            tail,
+            flag(&q, "timestamps"),
+            since,
+        )
+        .map(|r| r.map_err(std::io::Error::other));
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain")],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+/// Serves on `--port` until the process ends.
+pub async fn serve(kubelet: Arc<Kubelet>) -> anyhow::Result<()> {
+    let addr = format!("0.0.0.0:{}", kubelet.config.port);
+    let app = axum::Router::new()
+        .route("/containerLogs/{ns}/{pod}/{container}", get(container_logs))
+        .route("/healthz", get(|| async { "ok" }))
+        .with_state(kubelet);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("listening on {addr}: {e}"))?;
+    axum::serve(listener, app).await?;
+    Ok(())
+}

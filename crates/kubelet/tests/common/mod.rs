@@ -1,0 +1,349 @@
+//! Test harness: a private dockerd (own socket, data root and bridge-less
+//! config), the local images, an in-process apiserver, and the kubelet binary.
+
+#![allow(dead_code)]
+
+use apiserver::testing::{free_port, Backend, TestServer};
+use minik8s_api::registry;
+use minik8s_client::{Client, DynamicApi};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Dockerd {
+    child: Child,
+    pub socket: String,
+    pub dir: tempfile::TempDir,
+}
+
+impl Dockerd {
+    /// Starts a dockerd of our own. Panics with a clear message when Docker is missing.
+    pub fn start() -> Dockerd {
+        let ok = Command::new("dockerd")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(
+            ok,
+            "dockerd is required for this test: apt-get install docker.io (scripts/test.sh does)"
+        );
+        let dir = tempfile::Builder::new()
+            .prefix("mk-dockerd")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let socket = format!("unix://{}/docker.sock", dir.path().display());
+        let ns = dir
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        let log = std::fs::File::create(dir.path().join("dockerd.log")).unwrap();
+        let child = Command::new("dockerd")
+            .args(["--host", &socket])
+            .args([
+                "--data-root",
+                &dir.path().join("data").display().to_string(),
+            ])
+            .args([
+                "--exec-root",
+                &dir.path().join("exec").display().to_string(),
+            ])
+            .args([
+                "--pidfile",
+                &dir.path().join("docker.pid").display().to_string(),
+            ])
+            .args(["--bridge", "none", "--iptables=false", "--ip-masq=false"])
+            .args([
+                "--containerd-namespace",
+                &ns,
+                "--containerd-plugins-namespace",
+                &format!("{ns}-p"),
+            ])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("starting dockerd");
+        let d = Dockerd { child, socket, dir };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Command::new("docker")
+            .args(["-H", &d.socket, "version"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| !s.success())
+            .unwrap_or(true)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "dockerd did not start: {}",
+                std::fs::read_to_string(d.dir.path().join("dockerd.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/images.sh");
+        let out = Command::new("bash")
+            .arg(script)
+            .env("DOCKER_HOST", &d.socket)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "building images: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        d
+    }
+
+    pub fn docker(&self, args: &[&str]) -> String {
+        let out = Command::new("docker")
+            .arg("-H")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Container ids of one pod (by our labels).
+    pub fn pod_containers(&self, uid: &str) -> Vec<String> {
+        let out = self.docker(&[
+            "ps",
+            "-aq",
+            "--no-trunc",
+            "--filter",
+            &format!("label=io.minik8s.pod.uid={uid}"),
+        ]);
+        out.lines()
+            .map(str::to_string)
+            .filter(|l| !l.is_empty())
+            .collect()
+    }
+}
+
+impl Drop for Dockerd {
+    fn drop(&mut self) {
+        let ids = self.docker(&["ps", "-aq"]);
+        if !ids.is_empty() {
+            let mut args = vec!["rm", "-f"];
+            args.extend(ids.lines());
+            self.docker(&args);
+        }
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+static NEXT_NET: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// A one-node cluster: apiserver, private dockerd, kubelet process.
+pub struct Cluster {
+    pub server: TestServer,
+    pub dockerd: Dockerd,
+    pub kubelet: Option<Child>,
+    pub root: tempfile::TempDir,
+    pub node: String,
+    pub port: u16,
+    pub pod_cidr: String,
+    pub client: Client,
+}
+
+impl Cluster {
+    pub async fn start() -> Cluster {
+        let server = TestServer::start(Backend::Embedded).await;
+        let dockerd = tokio::task::spawn_blocking(Dockerd::start).await.unwrap();
+        let n = NEXT_NET.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let pod_cidr = format!("10.{}.{}.0/24", 200 + n, std::process::id() % 250);
+        let client = Client::new(&server.url);
+        let mut c = Cluster {
+            server,
+            dockerd,
+            kubelet: None,
+            root: tempfile::tempdir().unwrap(),
+            node: format!("node-{n}"),
+            port: free_port(),
+            pod_cidr,
+            client,
+        };
+        c.start_kubelet();
+        c.wait_node_ready().await;
+        c
+    }
+
+    pub fn start_kubelet(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.root.path().join("kubelet.log"))
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_kubelet"))
+            .args([
+                "--server",
+                &self.server.url,
+                "--node-name",
+                &self.node,
+                "--node-ip",
+                "127.0.0.1",
+            ])
+            .args([
+                "--port",
+                &self.port.to_string(),
+                "--docker-socket",
+                &self.dockerd.socket,
+            ])
+            .args([
+                "--network",
+                &format!("mk-{}", self.node),
+                "--pod-cidr",
+                &self.pod_cidr,
+            ])
+            .args([
+                "--root-dir",
+                &self.root.path().join("kubelet").display().to_string(),
+                "--sync-seconds",
+                "1",
+            ])
+            .env("RUST_LOG", "kubelet=debug,info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("starting the kubelet");
+        self.kubelet = Some(child);
+    }
+
+    /// kill -9 the kubelet (its containers keep running).
+    pub fn kill_kubelet(&mut self) {
+        if let Some(mut k) = self.kubelet.take() {
+            let _ = k.kill();
+            let _ = k.wait();
+        }
+    }
+
+    pub fn kubelet_log(&self) -> String {
+        std::fs::read_to_string(self.root.path().join("kubelet.log")).unwrap_or_default()
+    }
+
+    pub fn volume_dir(&self, uid: &str, volume: &str) -> PathBuf {
+        self.root
+            .path()
+            .join("kubelet/pods")
+            .join(uid)
+            .join("volumes")
+            .join(volume)
+    }
+
+    pub fn pods(&self) -> DynamicApi {
+        self.client
+            .dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("default"))
+    }
+
+    async fn wait_node_ready(&self) {
+        let nodes = self
+            .client
+            .dynamic(registry::by_kind("v1", "Node").unwrap(), None);
+        for _ in 0..100 {
+            if nodes.get(&self.node).await.is_ok() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!(
+            "the kubelet did not register its node:\n{}",
+            self.kubelet_log()
+        );
+    }
+
+    /// Creates a pod bound to this node (the scheduler is not part of these tests).
+    pub async fn create_pod(&self, mut pod: Value) -> Value {
+        pod["spec"]["nodeName"] = Value::String(self.node.clone());
+        self.pods().create(&pod).await.unwrap()
+    }
+
+    /// Waits until `ok` holds for the pod, or fails with the kubelet's log.
+    pub async fn wait_pod<F: Fn(&Value) -> bool>(
+        &self,
+        name: &str,
+        what: &str,
+        secs: u64,
+        ok: F,
+    ) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        let mut last = Value::Null;
+        while Instant::now() < deadline {
+            if let Ok(p) = self.pods().get(name).await {
+                if ok(&p) {
+                    return p;
+                }
+                last = p;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        panic!(
+            "pod {name}: {what} within {secs} s\nlast status: {}\nkubelet log (tail):\n{}",
+            serde_json::to_string_pretty(&last["status"]).unwrap(),
+            tail(&self.kubelet_log(), 30)
+        );
+    }
+
+    pub async fn wait_gone(&self, name: &str, secs: u64) {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < deadline {
+            if self.pods().get(name).await.is_err_and(|e| e.is_not_found()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        panic!(
+            "pod {name} still exists after {secs} s\n{}",
+            tail(&self.kubelet_log(), 30)
+        );
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.kill_kubelet();
+    }
+}
+
+pub fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+pub fn phase(p: &Value) -> &str {
+    p.pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+pub fn container_status<'a>(p: &'a Value, name: &str) -> Option<&'a Value> {
+    p.pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .and_then(|a| a.iter().find(|c| c["name"] == name))
+}
+
+pub fn restarts(p: &Value, name: &str) -> i64 {
+    container_status(p, name)
+        .and_then(|c| c["restartCount"].as_i64())
+        .unwrap_or(0)
+}
+
+pub fn all_ready(p: &Value) -> bool {
+    p.pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty() && a.iter().all(|c| c["ready"] == true))
+}

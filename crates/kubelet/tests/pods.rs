@@ -1,0 +1,316 @@
+//! The kubelet on a real (private) dockerd: pods, volumes, env, limits,
+//! restart policies, crash recovery, kubelet restarts, deletion and logs.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+fn busybox(name: &str, script: &str) -> Value {
+    json!({"name": name, "image": "minik8s/busybox:latest", "imagePullPolicy": "Never", "command": ["sh", "-c", script]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_containers_share_volume_and_localhost_with_env_and_limits() {
+    let c = Cluster::start().await;
+    let mut web = busybox("web", "httpd -f -p 8080 -h /srv");
+    web["volumeMounts"] = json!([{"name": "data", "mountPath": "/srv"}]);
+    web["resources"] = json!({"limits": {"cpu": "200m", "memory": "64Mi"}});
+    let mut client = busybox("client", "echo hello > /shared/index.html; until wget -qO /shared/fetched http://localhost:8080/index.html; do sleep 0.2; done; env > /shared/env; echo client done; sleep 3600");
+    client["volumeMounts"] = json!([{"name": "data", "mountPath": "/shared"}]);
+    client["env"] = json!([
+        {"name": "GREETING", "value": "hi"},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]);
+    let created = c
+        .create_pod(
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "duo"},
+            "spec": {"containers": [web, client], "volumes": [{"name": "data", "emptyDir": {}}]}}),
+        )
+        .await;
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
+    let p = c
+        .wait_pod("duo", "Running with both containers ready", 60, |p| {
+            phase(p) == "Running" && all_ready(p)
+        })
+        .await;
+    let ip = p["status"]["podIP"].as_str().unwrap().to_string();
+    assert!(
+        ip.starts_with(&c.pod_cidr[..c.pod_cidr.len() - 4]),
+        "{ip} in {}",
+        c.pod_cidr
+    );
+    assert_eq!(
+        p["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["type"] == "Ready")
+            .unwrap()["status"],
+        "True"
+    );
+
+    // The client fetched the file over localhost, through the shared emptyDir.
+    let vol = c.volume_dir(&uid, "data");
+    for _ in 0..100 {
+        if vol.join("env").exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        std::fs::read_to_string(vol.join("fetched")).unwrap().trim(),
+        "hello"
+    );
+    let env = std::fs::read_to_string(vol.join("env")).unwrap();
+    for want in [
+        "GREETING=hi".to_string(),
+        "POD_NAME=duo".into(),
+        "POD_NAMESPACE=default".into(),
+        format!("POD_IP={ip}"),
+    ] {
+        assert!(
+            env.lines().any(|l| l == want),
+            "{want} missing from:\n{env}"
+        );
+    }
+    assert!(
+        env.lines().any(|l| l == "HOSTNAME=duo"),
+        "the pod's hostname is its name:\n{env}"
+    );
+
+    // Limits reach Docker.
+    let web_id = container_status(&p, "web").unwrap()["containerID"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("docker://")
+        .to_string();
+    let limits = c.dockerd.docker(&[
+        "inspect",
+        "-f",
+        "{{.HostConfig.NanoCpus}} {{.HostConfig.Memory}}",
+        &web_id,
+    ]);
+    assert_eq!(limits, format!("200000000 {}", 64 * 1024 * 1024));
+
+    // Logs through the apiserver, with our kubectl and the real one.
+    let logs = c
+        .client
+        .send(
+            reqwest::Method::GET,
+            "/api/v1/namespaces/default/pods/duo/log?container=client",
+            None,
+            "*/*",
+        )
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(logs, "client done\n");
+    let kc = c.root.path().join("kubeconfig");
+    std::fs::write(&kc, format!("apiVersion: v1\nkind: Config\nclusters: [{{name: m, cluster: {{server: \"{}\"}}}}]\ncontexts: [{{name: m, context: {{cluster: m}}}}]\ncurrent-context: m\n", c.server.url)).unwrap();
+    let real = std::process::Command::new("/usr/bin/kubectl")
+        .args([
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+            "logs",
+            "duo",
+            "-c",
+            "client",
+        ])
+        .env("HOME", c.root.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&real.stdout),
+        "client done\n",
+        "{}",
+        String::from_utf8_lossy(&real.stderr)
+    );
+
+    // Deleting the pod removes every container, then the pod.
+    assert_eq!(
+        c.dockerd.pod_containers(&uid).len(),
+        3,
+        "pause + 2 app containers"
+    );
+    c.pods().delete("duo", &Default::default()).await.unwrap();
+    c.wait_gone("duo", 60).await;
+    assert!(
+        c.dockerd.pod_containers(&uid).is_empty(),
+        "containers left behind"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_policies_and_backoff() {
+    let c = Cluster::start().await;
+    let pod = |name: &str, policy: &str, script: &str| json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"restartPolicy": policy, "containers": [busybox("main", script)]}});
+    c.create_pod(pod("always", "Always", "exit 1")).await;
+    c.create_pod(pod("onfailure", "OnFailure", "exit 1")).await;
+    c.create_pod(pod("never", "Never", "exit 1")).await;
+    c.create_pod(pod("done", "OnFailure", "echo ok; exit 0"))
+        .await;
+
+    let p = c
+        .wait_pod("never", "Failed", 60, |p| phase(p) == "Failed")
+        .await;
+    assert_eq!(restarts(&p, "main"), 0);
+    assert_eq!(
+        container_status(&p, "main").unwrap()["state"]["terminated"]["exitCode"],
+        1
+    );
+    let p = c
+        .wait_pod("done", "Succeeded", 60, |p| phase(p) == "Succeeded")
+        .await;
+    assert_eq!(
+        container_status(&p, "main").unwrap()["state"]["terminated"]["reason"],
+        "Completed"
+    );
+    assert_eq!(restarts(&p, "main"), 0);
+
+    // Failures restart: the first at once, then after a growing back-off.
+    let p = c
+        .wait_pod("onfailure", "restarted", 60, |p| restarts(p, "main") >= 1)
+        .await;
+    assert_eq!(phase(&p), "Running");
+    let p = c
+        .wait_pod("always", "in CrashLoopBackOff", 60, |p| {
+            restarts(p, "main") >= 1
+                && container_status(p, "main")
+                    .is_some_and(|s| s["state"]["waiting"]["reason"] == "CrashLoopBackOff")
+        })
+        .await;
+    assert!(
+        container_status(&p, "main").unwrap()["state"]["waiting"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("back-off 10s"),
+        "{}",
+        p["status"]
+    );
+    assert_eq!(
+        container_status(&p, "main").unwrap()["lastState"]["terminated"]["exitCode"],
+        1
+    );
+    let p = c
+        .wait_pod("always", "restarted twice", 60, |p| {
+            restarts(p, "main") >= 2
+        })
+        .await;
+    let p2 = c
+        .wait_pod("always", "backing off longer", 30, |p| {
+            container_status(p, "main").is_some_and(|s| {
+                s["state"]["waiting"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("back-off 20s"))
+            })
+        })
+        .await;
+    assert!(restarts(&p2, "main") >= restarts(&p, "main"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crashes_kubelet_restarts_and_graceful_deletion() {
+    let mut c = Cluster::start().await;
+    let host = tempfile::tempdir().unwrap();
+    let mut main = busybox(
+        "main",
+        "trap 'echo got TERM > /host/term; exit 0' TERM; echo started; while :; do sleep 0.2; done",
+    );
+    main["volumeMounts"] = json!([{"name": "host", "mountPath": "/host"}]);
+    let created = c
+        .create_pod(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sturdy"},
+            "spec": {"terminationGracePeriodSeconds": 10, "containers": [main],
+                     "volumes": [{"name": "host", "hostPath": {"path": host.path().to_str().unwrap()}}]}}))
+        .await;
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
+    let p = c
+        .wait_pod("sturdy", "Running", 60, |p| {
+            phase(p) == "Running" && all_ready(p)
+        })
+        .await;
+    let first_id = container_status(&p, "main").unwrap()["containerID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // docker kill of the app container: the kubelet starts it again.
+    c.dockerd
+        .docker(&["kill", first_id.trim_start_matches("docker://")]);
+    let p = c
+        .wait_pod("sturdy", "restarted after docker kill", 60, |p| {
+            restarts(p, "main") == 1 && all_ready(p)
+        })
+        .await;
+    let second_id = container_status(&p, "main").unwrap()["containerID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(first_id, second_id);
+
+    // kill -9 the kubelet and start it again: the same containers keep running, status unchanged.
+    let before: Vec<String> = c.dockerd.pod_containers(&uid);
+    let status_before = c.pods().get("sturdy").await.unwrap()["status"].clone();
+    c.kill_kubelet();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    c.start_kubelet();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let mut after = c.dockerd.pod_containers(&uid);
+    let mut before_sorted = before.clone();
+    before_sorted.sort();
+    after.sort();
+    assert_eq!(
+        before_sorted,
+        after,
+        "the restarted kubelet kept the same containers\n{}",
+        tail(&c.kubelet_log(), 20)
+    );
+    let status_after = c.pods().get("sturdy").await.unwrap()["status"].clone();
+    assert_eq!(
+        status_before["containerStatuses"],
+        status_after["containerStatuses"]
+    );
+    assert_eq!(status_before["podIP"], status_after["podIP"]);
+    assert!(c
+        .kubelet_log()
+        .contains("node already registered by this kubelet"));
+
+    // A graceful delete lets the TERM-trapping container exit cleanly.
+    c.pods()
+        .delete("sturdy", &Default::default())
+        .await
+        .unwrap();
+    c.wait_gone("sturdy", 30).await;
+    assert_eq!(
+        std::fs::read_to_string(host.path().join("term"))
+            .unwrap()
+            .trim(),
+        "got TERM"
+    );
+    assert!(c.dockerd.pod_containers(&uid).is_empty());
+
+    // A second kubelet claiming the same node from another address is refused.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubelet"))
+        .args([
+            "--server",
+            &c.server.url,
+            "--node-name",
+            &c.node,
+            "--node-ip",
+            "127.0.0.2",
+            "--docker-socket",
+            &c.dockerd.socket,
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already registered by another kubelet"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
