@@ -1,61 +1,100 @@
 #!/usr/bin/env bash
 # README command one: sets up and runs a single-node minik8s with an example workload.
 #
-#   scripts/quickstart.sh        install what is missing, build, start, apply examples/web.yaml
-#   scripts/quickstart.sh down   stop what it started (data in /var/lib/minik8s is kept)
+#   scripts/quickstart.sh        install what is missing, build, start dockerd (if none runs),
+#                                master (apiserver + scheduler, embedded store) and a kubelet,
+#                                build the local images, run examples/hello-pod.yaml
+#   scripts/quickstart.sh down   stop everything it started and remove the pods' containers
+#                                (the store in /var/lib/minik8s is kept)
 #
-# Running it twice is harmless: a running apiserver is reused.
-# The apiserver listens on 127.0.0.1:8080 (all interfaces, port 8080).
+# Running it twice is harmless: what runs is reused. The apiserver listens on 127.0.0.1:8080.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/common.sh
 
 RUN_DIR=${MINIK8S_RUN_DIR:-/run/minik8s}
 DATA_DIR=${MINIK8S_DATA_DIR:-/var/lib/minik8s}
+KUBELET_DIR=${MINIK8S_KUBELET_DIR:-/var/lib/minik8s-kubelet}
 LOG_DIR=${MINIK8S_LOG_DIR:-/var/log/minik8s}
 SERVER=http://127.0.0.1:8080
-BIN=target/release
+BIN=$PWD/target/release
+KUBECTL="$BIN/kubectl --server $SERVER"
 
 running() { [ -f "$RUN_DIR/$1.pid" ] && kill -0 "$(cat "$RUN_DIR/$1.pid")" 2>/dev/null; }
 
+# start NAME CMD...: runs CMD in the background unless NAME already runs.
+start() {
+  local name=$1; shift
+  if running "$name"; then
+    echo "==> $name already running (pid $(cat "$RUN_DIR/$name.pid"))"
+    return
+  fi
+  echo "==> starting $name (log $LOG_DIR/$name.log)"
+  nohup "$@" >>"$LOG_DIR/$name.log" 2>&1 &
+  echo $! >"$RUN_DIR/$name.pid"
+}
+
 stop() {
-  for c in apiserver; do
-    if running "$c"; then
-      echo "==> stopping $c"
-      kill "$(cat "$RUN_DIR/$c.pid")"
-      for _ in $(seq 50); do running "$c" || break; sleep 0.1; done
-    fi
-    rm -f "$RUN_DIR/$c.pid"
+  if running "$1"; then
+    echo "==> stopping $1"
+    kill "$(cat "$RUN_DIR/$1.pid")"
+    for _ in $(seq 100); do running "$1" || break; sleep 0.1; done
+    running "$1" && kill -9 "$(cat "$RUN_DIR/$1.pid")"
+  fi
+  rm -f "$RUN_DIR/$1.pid"
+}
+
+# wait_for WHAT SECONDS CMD...: retries CMD until it succeeds.
+wait_for() {
+  local what=$1 secs=$2; shift 2
+  for _ in $(seq $((secs * 5))); do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.2
   done
+  echo "timed out waiting for $what" >&2
+  return 1
 }
 
 if [ "${1:-up}" = "down" ]; then
-  stop
+  stop kubelet
+  if docker info >/dev/null 2>&1; then
+    ids=$(docker ps -aq --filter label=io.minik8s.pod.uid)
+    [ -z "$ids" ] || { echo "==> removing pod containers"; docker rm -f $ids >/dev/null; }
+  fi
+  stop master
+  stop dockerd
   exit 0
 fi
 
 ensure_build_deps
-echo "==> building release binaries (first time: a few minutes)"
-cargo build --release --quiet -p apiserver -p kubectl
+ensure_packages docker.io busybox-static iptables curl
+mkdir -p "$RUN_DIR" "$DATA_DIR" "$KUBELET_DIR" "$LOG_DIR"
 
-mkdir -p "$RUN_DIR" "$DATA_DIR" "$LOG_DIR"
-if running apiserver; then
-  echo "==> apiserver already running (pid $(cat "$RUN_DIR/apiserver.pid"))"
+if docker info >/dev/null 2>&1; then
+  echo "==> using the running dockerd"
 else
-  echo "==> starting apiserver (embedded store in $DATA_DIR, log $LOG_DIR/apiserver.log)"
-  nohup "$BIN/apiserver" --listen 0.0.0.0:8080 --data-dir "$DATA_DIR" >>"$LOG_DIR/apiserver.log" 2>&1 &
-  echo $! >"$RUN_DIR/apiserver.pid"
+  start dockerd dockerd
+  wait_for dockerd 60 docker info
 fi
-for _ in $(seq 100); do
-  curl -fsS "$SERVER/readyz" >/dev/null 2>&1 && break
-  running apiserver || { echo "apiserver exited; see $LOG_DIR/apiserver.log" >&2; tail -5 "$LOG_DIR/apiserver.log" >&2; exit 1; }
-  sleep 0.1
-done
+bash scripts/images.sh
 
-echo "==> applying examples/web.yaml"
-"$BIN/kubectl" --server "$SERVER" apply -f examples/web.yaml
+echo "==> building release binaries (first time: several minutes)"
+cargo build --release --quiet -p master -p kubelet -p kubectl
+
+start master "$BIN/master" --listen 0.0.0.0:8080 --data-dir "$DATA_DIR"
+wait_for "the apiserver" 60 curl -fsS "$SERVER/readyz"
+start kubelet "$BIN/kubelet" --server "$SERVER" --node-name "$(hostname | tr 'A-Z' 'a-z')" \
+  --node-ip 127.0.0.1 --root-dir "$KUBELET_DIR"
+wait_for "the node to register" 60 $KUBECTL get node "$(hostname | tr 'A-Z' 'a-z')"
+
+echo "==> applying examples/hello-pod.yaml"
+$KUBECTL apply -f examples/hello-pod.yaml
+running_pod() { $KUBECTL get pod hello -o json | grep -q '"phase": "Running"'; }
+wait_for "pod hello to run" 120 running_pod
 echo
-"$BIN/kubectl" --server "$SERVER" get all -o wide
+$KUBECTL get pods -o wide
 echo
-echo "minik8s is up: kubectl --server $SERVER get all   (or the real kubectl: kubectl -s $SERVER get all)"
-echo "Pods are created and run once the controller manager, scheduler and kubelet exist (see doc/)."
+$KUBECTL logs hello
+echo
+echo "minik8s is up. Try: target/release/kubectl get nodes   (or the real one: kubectl -s $SERVER get pods)"
+echo "Stop it with: scripts/quickstart.sh down"
