@@ -115,12 +115,14 @@ pub fn container_action(
     }
 }
 
-/// The state of one container as `containerStatuses[]` shows it.
+/// The state of one container as `containerStatuses[]` shows it. `probes_ready` is
+/// the readiness probe's verdict (true without a readiness probe).
 pub fn container_status(
     spec: &Container,
     current: Option<&ContainerInfo>,
     previous: Option<&ContainerInfo>,
     waiting: Option<(&str, &str)>,
+    probes_ready: bool,
 ) -> Value {
     let state = match (current.map(|c| &c.state), waiting) {
         (_, Some((reason, message))) => json!({"waiting": {"reason": reason, "message": message}}),
@@ -137,7 +139,7 @@ pub fn container_status(
         "name": spec.name,
         "image": spec.image.clone().unwrap_or_default(),
         "imageID": current.map(|c| format!("docker-pullable://{}", c.image_id)).unwrap_or_default(),
-        "ready": running && waiting.is_none(),
+        "ready": running && waiting.is_none() && probes_ready,
         "started": running,
         "restartCount": current.map(|c| c.restart_count).unwrap_or(0),
         "state": state,
@@ -239,7 +241,8 @@ mod tests {
         }
     }
 
-    static NOW: std::sync::LazyLock<chrono::DateTime<chrono::Utc>> = std::sync::LazyLock::new(chrono::Utc::now);
+    static NOW: std::sync::LazyLock<chrono::DateTime<chrono::Utc>> =
+        std::sync::LazyLock::new(chrono::Utc::now);
 
     fn spec() -> Container {
         Container {
@@ -378,7 +381,7 @@ mod tests {
             "h",
         );
         let prev = info(exited(137, 5, 30), 1, "h");
-        let st = container_status(&s, Some(&cur), Some(&prev), None);
+        let st = container_status(&s, Some(&cur), Some(&prev), None, true);
         assert_eq!(st["ready"], true);
         assert_eq!(st["restartCount"], 2);
         assert_eq!(st["state"]["running"]["startedAt"], "2026-01-01T00:00:00Z");
@@ -392,10 +395,16 @@ mod tests {
                 "CrashLoopBackOff",
                 "back-off 10s restarting failed container",
             )),
+            true,
         );
         assert_eq!(waiting["state"]["waiting"]["reason"], "CrashLoopBackOff");
         assert_eq!(waiting["ready"], false);
-        let none = container_status(&s, None, None, None);
+        let none = container_status(&s, None, None, None, true);
+        let unready = container_status(&s, Some(&cur), None, None, false);
+        assert_eq!(
+            unready["ready"], false,
+            "a failing readiness probe keeps a running container unready"
+        );
         assert_eq!(none["state"]["waiting"]["reason"], "ContainerCreating");
     }
 }

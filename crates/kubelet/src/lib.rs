@@ -15,6 +15,7 @@
 pub mod decide;
 pub mod node;
 pub mod pod;
+pub mod probe;
 pub mod runtime;
 pub mod server;
 
@@ -78,6 +79,8 @@ pub struct Kubelet {
     workers: Mutex<HashMap<String, mpsc::UnboundedSender<()>>>,
     /// The pod CIDR in use (from the Node object or the flag).
     pub pod_cidr: Mutex<String>,
+    /// Probe results per container.
+    pub probes: probe::Probes,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -143,7 +146,10 @@ impl Kubelet {
             .iter()
             .filter_map(|p| p.metadata.uid.clone())
             .collect();
-        for c in self.runtime.list(None).await? {
+        let containers = self.runtime.list(None).await?;
+        self.probes
+            .retain(&containers.iter().map(|c| c.id.clone()).collect());
+        for c in containers {
             if !live.contains(&c.pod_uid) {
                 tracing::info!(pod = %format!("{}/{}", c.pod_namespace, c.pod_name), container = %c.name, "removing orphaned container");
                 self.runtime.stop(&c.id, 0).await?;
@@ -186,6 +192,7 @@ pub async fn start(client: Client, config: Config) -> anyhow::Result<Arc<Kubelet
         pods: informer.cache(),
         workers: Mutex::default(),
         pod_cidr: Mutex::new(pod_cidr),
+        probes: probe::Probes::default(),
     });
     let weak = Arc::downgrade(&kubelet);
     informer.on_event(move |ev| {

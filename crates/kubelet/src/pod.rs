@@ -461,9 +461,132 @@ impl Kubelet {
             }
         }
         let containers = self.runtime.list(Some(&uid)).await?;
-        self.report_status(pod, &containers, &pod_ip, &waiting)
+        // Probes: readiness feeds the status; a failed liveness probe stops the
+        // container, and the next sync restarts it under the restart policy.
+        let mut unready = std::collections::HashSet::new();
+        for c in &spec.containers {
+            let Some(cur) = latest_of(&containers, &c.name, 0).filter(|x| x.state.is_running())
+            else {
+                continue;
+            };
+            let (ready, alive) = self.probe_container(c, cur, &pod_ip).await;
+            if !ready {
+                unready.insert(c.name.clone());
+            }
+            if !alive {
+                tracing::info!(pod = %name, container = %c.name, "liveness probe failed; restarting the container");
+                self.runtime
+                    .stop(&cur.id, spec.termination_grace_period_seconds.unwrap_or(30))
+                    .await?;
+            }
+        }
+        let containers = self.runtime.list(Some(&uid)).await?;
+        self.report_status(pod, &containers, &pod_ip, &waiting, &unready)
             .await?;
         Ok(false)
+    }
+
+    /// Runs the container's due probes; returns (ready, alive).
+    async fn probe_container(
+        &self,
+        c: &Container,
+        cur: &ContainerInfo,
+        pod_ip: &str,
+    ) -> (bool, bool) {
+        use crate::probe::{Kind, Settings};
+        let started = match &cur.state {
+            State::Running { started_at } => chrono::DateTime::parse_from_rfc3339(started_at).ok(),
+            _ => None,
+        };
+        let running_for = started
+            .map(|s| {
+                (chrono::Utc::now() - s.with_timezone(&chrono::Utc))
+                    .to_std()
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default();
+        let (mut ready, mut alive) = (true, true);
+        for (kind, probe) in [
+            (Kind::Readiness, &c.readiness_probe),
+            (Kind::Liveness, &c.liveness_probe),
+        ] {
+            let Some(p) = probe else { continue };
+            let s = Settings::of(p);
+            let mut tally = self.probes.get(&cur.id, kind);
+            let now = std::time::Instant::now();
+            if tally.due(&s, running_for, now) {
+                let ok = tokio::time::timeout(s.timeout, self.probe_once(c, p, cur, pod_ip))
+                    .await
+                    .unwrap_or(false);
+                tally.record(ok, &s, now);
+                self.probes.put(&cur.id, kind, tally.clone());
+            }
+            match kind {
+                Kind::Readiness => ready = tally.result == Some(true),
+                Kind::Liveness => alive = tally.result != Some(false),
+            }
+        }
+        (ready, alive)
+    }
+
+    /// One probe attempt: exec in the container, HTTP GET or TCP connect to the pod IP.
+    async fn probe_once(
+        &self,
+        c: &Container,
+        p: &k8s_openapi::api::core::v1::Probe,
+        cur: &ContainerInfo,
+        pod_ip: &str,
+    ) -> bool {
+        if let Some(e) = &p.exec {
+            return self
+                .runtime
+                .exec(&cur.id, e.command.clone().unwrap_or_default())
+                .await
+                .is_ok_and(|code| code == 0);
+        }
+        if let Some(h) = &p.http_get {
+            let Some(port) = crate::probe::port(c, &h.port) else {
+                return false;
+            };
+            let host = h
+                .host
+                .clone()
+                .filter(|x| !x.is_empty())
+                .unwrap_or_else(|| pod_ip.to_string());
+            let scheme = h
+                .scheme
+                .clone()
+                .unwrap_or_else(|| "HTTP".into())
+                .to_lowercase();
+            let url = format!(
+                "{scheme}://{host}:{port}{}",
+                h.path.clone().unwrap_or_else(|| "/".into())
+            );
+            let mut req = reqwest::Client::new()
+                .get(&url)
+                .header("User-Agent", "kube-probe/1.32");
+            for hh in h.http_headers.iter().flatten() {
+                req = req.header(&hh.name, &hh.value);
+            }
+            return req
+                .send()
+                .await
+                .is_ok_and(|r| (200..400).contains(&r.status().as_u16()));
+        }
+        if let Some(t) = &p.tcp_socket {
+            let Some(port) = crate::probe::port(c, &t.port) else {
+                return false;
+            };
+            let host = t
+                .host
+                .clone()
+                .filter(|x| !x.is_empty())
+                .unwrap_or_else(|| pod_ip.to_string());
+            return tokio::net::TcpStream::connect((host.as_str(), port))
+                .await
+                .is_ok();
+        }
+        false
     }
 
     async fn report_status(
@@ -472,6 +595,7 @@ impl Kubelet {
         containers: &[ContainerInfo],
         pod_ip: &str,
         waiting: &HashMap<String, (String, String)>,
+        unready: &std::collections::HashSet<String>,
     ) -> anyhow::Result<()> {
         let spec = pod.spec.clone().unwrap_or_default();
         let policy = spec
@@ -484,7 +608,13 @@ impl Kubelet {
             let current = latest_of(containers, &c.name, 0);
             let previous = latest_of(containers, &c.name, 1);
             let w = waiting.get(&c.name).map(|(r, m)| (r.as_str(), m.as_str()));
-            statuses.push(decide::container_status(c, current, previous, w));
+            statuses.push(decide::container_status(
+                c,
+                current,
+                previous,
+                w,
+                !unready.contains(&c.name),
+            ));
             // The phase follows what really ran: a container backing off still counts as started.
             states.push(current.map(|c| &c.state));
         }

@@ -318,6 +318,35 @@ impl Runtime {
         }
     }
 
+    /// Runs `cmd` inside a running container; returns its exit code.
+    pub async fn exec(&self, id: &str, cmd: Vec<String>) -> Result<i64, RuntimeError> {
+        let exec = self
+            .docker
+            .create_exec(
+                id,
+                bollard::exec::CreateExecOptions {
+                    cmd: Some(cmd),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        if let bollard::exec::StartExecResults::Attached { mut output, .. } =
+            self.docker.start_exec(&exec.id, None).await?
+        {
+            while let Some(item) = output.next().await {
+                item?;
+            }
+        }
+        Ok(self
+            .docker
+            .inspect_exec(&exec.id)
+            .await?
+            .exit_code
+            .unwrap_or(-1))
+    }
+
     /// The container's output (stdout and stderr) as a byte stream.
     pub fn logs(
         &self,

@@ -314,3 +314,93 @@ async fn crashes_kubelet_restarts_and_graceful_deletion() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_drive_readiness_and_liveness_and_examples_run() {
+    let c = Cluster::start().await;
+    let mut web = busybox("web", "httpd -f -p 8080 -h /www");
+    web["ports"] = json!([{"name": "http", "containerPort": 8080}]);
+    web["readinessProbe"] =
+        json!({"httpGet": {"path": "/index.html", "port": "http"}, "periodSeconds": 1});
+    web["livenessProbe"] = json!({"tcpSocket": {"port": 8080}, "periodSeconds": 1});
+    let mut gate = busybox("gate", "touch /tmp/alive; sleep 3600");
+    gate["readinessProbe"] =
+        json!({"exec": {"command": ["cat", "/tmp/ready"]}, "periodSeconds": 1});
+    gate["livenessProbe"] = json!({"exec": {"command": ["cat", "/tmp/alive"]}, "periodSeconds": 1, "failureThreshold": 2});
+    c.create_pod(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probed"}, "spec": {"terminationGracePeriodSeconds": 1, "containers": [web, gate]}})).await;
+
+    // web's HTTP readiness passes; gate's exec readiness fails, so the pod is not Ready.
+    let p = c
+        .wait_pod("probed", "web ready, gate not", 60, |p| {
+            container_status(p, "web").is_some_and(|s| s["ready"] == true)
+                && container_status(p, "gate").is_some_and(|s| s["started"] == true)
+        })
+        .await;
+    assert_eq!(container_status(&p, "gate").unwrap()["ready"], false);
+    let ready = |p: &Value| {
+        p["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|x| x["type"] == "Ready"))
+            .map(|x| x["status"].clone())
+    };
+    assert_eq!(ready(&p), Some(json!("False")));
+    assert_eq!(phase(&p), "Running");
+
+    // The readiness file appears: the pod becomes Ready.
+    let gate_id = container_status(&p, "gate").unwrap()["containerID"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("docker://")
+        .to_string();
+    c.dockerd.docker(&["exec", &gate_id, "touch", "/tmp/ready"]);
+    c.wait_pod("probed", "Ready", 30, |p| ready(p) == Some(json!("True")))
+        .await;
+
+    // The liveness file goes away: the container is restarted, and the new one is not ready.
+    c.dockerd.docker(&["exec", &gate_id, "rm", "/tmp/alive"]);
+    let p = c
+        .wait_pod("probed", "gate restarted by its liveness probe", 60, |p| {
+            restarts(p, "gate") == 1
+                && container_status(p, "gate").is_some_and(|s| s["started"] == true)
+        })
+        .await;
+    assert_eq!(container_status(&p, "gate").unwrap()["ready"], false);
+    assert_eq!(
+        restarts(&p, "web"),
+        0,
+        "web's TCP liveness probe keeps passing"
+    );
+
+    // examples/hello-pod.yaml runs and says hello.
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello-pod.yaml"),
+    )
+    .unwrap();
+    let hello: Value = serde_yaml::from_str(&text).unwrap();
+    c.create_pod(hello).await;
+    c.wait_pod("hello", "Running", 60, |p| {
+        phase(p) == "Running" && all_ready(p)
+    })
+    .await;
+    let mut logs = String::new();
+    for _ in 0..50 {
+        logs = c
+            .client
+            .send(
+                reqwest::Method::GET,
+                "/api/v1/namespaces/default/pods/hello/log",
+                None,
+                "*/*",
+            )
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if !logs.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(logs, "hello from hello\n");
+}
