@@ -8,7 +8,8 @@ use k8s_openapi::api::core::v1::{
 };
 use minik8s_api::quantity::Quantity;
 use minik8s_api::selector::Selector;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 
 /// Why a node cannot take a pod (the text is Kubernetes' `FailedScheduling` wording).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -226,23 +227,74 @@ pub fn untolerated_taint(pod: &Pod, node: &Node) -> Option<Taint> {
         .cloned()
 }
 
-/// Everything the filters need to know about the cluster.
-pub struct Snapshot<'a> {
-    pub nodes: &'a [Node],
-    /// Active pods assigned to nodes (including ones just bound by this scheduler).
-    pub assigned: &'a [(Pod, String)],
+/// Resources a node's pods have requested.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    pub cpu: i64,
+    pub memory: i64,
+    pub pods: i64,
 }
 
-impl Snapshot<'_> {
-    fn node_by_name(&self, name: &str) -> Option<&Node> {
-        self.nodes.iter().find(|n| node_name(n) == name)
+impl Usage {
+    pub fn add(&mut self, (cpu, memory): (i64, i64), sign: i64) {
+        self.cpu += sign * cpu;
+        self.memory += sign * memory;
+        self.pods += sign;
+    }
+
+    /// Usage per node of a list of placed pods (the scheduler keeps it incrementally).
+    pub fn of(placed: &[(Arc<Pod>, String)]) -> HashMap<String, Usage> {
+        let mut m: HashMap<String, Usage> = HashMap::new();
+        for (p, n) in placed {
+            m.entry(n.clone()).or_default().add(pod_requests(p), 1);
+        }
+        m
+    }
+}
+
+/// Everything the filters need to know about the cluster.
+pub struct Snapshot<'a> {
+    pub nodes: &'a [Arc<Node>],
+    /// Requested resources per node.
+    pub usage: &'a HashMap<String, Usage>,
+    /// Active pods on nodes, for pod (anti-)affinity. The scheduler passes all of them
+    /// only when the pod has affinity terms, else just the pods with anti-affinity terms.
+    pub placed: &'a [(Arc<Pod>, String)],
+    by_name: HashMap<&'a str, &'a Node>,
+}
+
+impl<'a> Snapshot<'a> {
+    pub fn new(
+        nodes: &'a [Arc<Node>],
+        usage: &'a HashMap<String, Usage>,
+        placed: &'a [(Arc<Pod>, String)],
+    ) -> Self {
+        let by_name = nodes.iter().map(|n| (node_name(n), &**n)).collect();
+        Snapshot {
+            nodes,
+            usage,
+            placed,
+            by_name,
+        }
     }
 
     /// The topology value of `node_name` for `key` (None if the node lacks the label).
     fn topology(&self, node_name: &str, key: &str) -> Option<String> {
-        self.node_by_name(node_name)
-            .and_then(|n| labels(&n.metadata).get(key).cloned())
+        self.by_name
+            .get(node_name)
+            .and_then(|n| n.metadata.labels.as_ref())
+            .and_then(|l| l.get(key).cloned())
     }
+}
+
+/// Does the pod have required pod affinity or anti-affinity terms?
+pub fn has_pod_affinity(pod: &Pod) -> bool {
+    !required_terms(pod, false).is_empty() || !required_terms(pod, true).is_empty()
+}
+
+/// Does the pod have required anti-affinity terms (which constrain pods placed after it)?
+pub fn has_anti_affinity(pod: &Pod) -> bool {
+    !required_terms(pod, true).is_empty()
 }
 
 fn term_selects(term: &PodAffinityTerm, owner: &Pod, candidate: &Pod) -> bool {
@@ -297,8 +349,8 @@ pub fn check_pod_affinity(pod: &Pod, node: &Node, snap: &Snapshot) -> Result<(),
         let Some(domain) = snap.topology(name, &term.topology_key) else {
             return Err(Unfit::PodAffinity);
         };
-        let matching: Vec<&(Pod, String)> = snap
-            .assigned
+        let matching: Vec<&(Arc<Pod>, String)> = snap
+            .placed
             .iter()
             .filter(|(p, _)| term_selects(&term, pod, p))
             .collect();
@@ -315,7 +367,7 @@ pub fn check_pod_affinity(pod: &Pod, node: &Node, snap: &Snapshot) -> Result<(),
         let Some(domain) = snap.topology(name, &term.topology_key) else {
             continue;
         };
-        let clash = snap.assigned.iter().any(|(p, n)| {
+        let clash = snap.placed.iter().any(|(p, n)| {
             term_selects(&term, pod, p)
                 && snap.topology(n, &term.topology_key).as_deref() == Some(domain.as_str())
         });
@@ -323,7 +375,7 @@ pub fn check_pod_affinity(pod: &Pod, node: &Node, snap: &Snapshot) -> Result<(),
             return Err(Unfit::PodAntiAffinity);
         }
     }
-    for (existing, existing_node) in snap.assigned {
+    for (existing, existing_node) in snap.placed {
         for term in required_terms(existing, true) {
             if !term_selects(&term, existing, pod) {
                 continue;
@@ -344,28 +396,20 @@ pub fn check_pod_affinity(pod: &Pod, node: &Node, snap: &Snapshot) -> Result<(),
 
 /// Requests of the pod fit what the node has left.
 pub fn check_resources(pod: &Pod, node: &Node, snap: &Snapshot) -> Result<(), Unfit> {
-    let name = node_name(node);
-    let on_node: Vec<&Pod> = snap
-        .assigned
-        .iter()
-        .filter(|(_, n)| n == name)
-        .map(|(p, _)| p)
-        .collect();
+    let used = snap.usage.get(node_name(node)).copied().unwrap_or_default();
     let (cpu, mem) = pod_requests(pod);
-    let used_cpu: i64 = on_node.iter().map(|p| pod_requests(p).0).sum();
-    let used_mem: i64 = on_node.iter().map(|p| pod_requests(p).1).sum();
     if let Some(pods) = allocatable(node, "pods") {
-        if on_node.len() as i64 + 1 > pods {
+        if used.pods + 1 > pods {
             return Err(Unfit::Insufficient("pods"));
         }
     }
     if let Some(alloc) = allocatable(node, "cpu") {
-        if cpu > 0 && used_cpu + cpu > alloc {
+        if cpu > 0 && used.cpu + cpu > alloc {
             return Err(Unfit::Insufficient("cpu"));
         }
     }
     if let Some(alloc) = allocatable(node, "memory") {
-        if mem > 0 && used_mem + mem > alloc {
+        if mem > 0 && used.memory + mem > alloc {
             return Err(Unfit::Insufficient("memory"));
         }
     }
@@ -443,29 +487,23 @@ pub struct RoundRobin {
 impl RoundRobin {
     /// Brings the queue in line with the current nodes (new ones join at the back).
     pub fn sync(&mut self, nodes: &[String]) {
-        self.order.retain(|n| nodes.contains(n));
+        let current: HashSet<&String> = nodes.iter().collect();
+        self.order.retain(|n| current.contains(n));
+        let known: HashSet<String> = self.order.iter().cloned().collect();
         for n in nodes {
-            if !self.order.contains(n) {
+            if !known.contains(n) {
                 self.order.push_back(n.clone());
             }
         }
     }
 
     pub fn pick(&mut self, feasible: &[String]) -> Option<String> {
+        let feasible: HashSet<&String> = feasible.iter().collect();
         let pos = self.order.iter().position(|n| feasible.contains(n))?;
         let chosen = self.order.remove(pos)?;
         self.order.push_back(chosen.clone());
         Some(chosen)
     }
-}
-
-/// Counts of pods per node, for tests and logs.
-pub fn pods_per_node(assigned: &[(Pod, String)]) -> HashMap<String, usize> {
-    let mut m = HashMap::new();
-    for (_, n) in assigned {
-        *m.entry(n.clone()).or_default() += 1;
-    }
-    m
 }
 
 #[cfg(test)]
@@ -486,8 +524,31 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
-    fn snap<'a>(nodes: &'a [Node], assigned: &'a [(Pod, String)]) -> Snapshot<'a> {
-        Snapshot { nodes, assigned }
+    /// The data behind a test snapshot (usage computed from the placed pods).
+    struct Owned {
+        nodes: Vec<Arc<Node>>,
+        placed: Vec<(Arc<Pod>, String)>,
+        usage: HashMap<String, Usage>,
+    }
+
+    impl Owned {
+        fn get(&self) -> Snapshot<'_> {
+            Snapshot::new(&self.nodes, &self.usage, &self.placed)
+        }
+    }
+
+    fn snap(nodes: &[Node], placed: &[(Pod, String)]) -> Owned {
+        let nodes: Vec<Arc<Node>> = nodes.iter().cloned().map(Arc::new).collect();
+        let placed: Vec<(Arc<Pod>, String)> = placed
+            .iter()
+            .map(|(p, n)| (Arc::new(p.clone()), n.clone()))
+            .collect();
+        let usage = Usage::of(&placed);
+        Owned {
+            nodes,
+            placed,
+            usage,
+        }
     }
 
     #[test]
@@ -501,7 +562,8 @@ mod tests {
             ),
             node("n3", json!({}), json!({"spec": {"unschedulable": true}})),
         ];
-        let s = snap(&nodes, &[]);
+        let owned = snap(&nodes, &[]);
+        let s = owned.get();
         let p = pod("p", json!({}), json!({}));
         assert_eq!(check(&p, &nodes[0], &s), Ok(()));
         assert_eq!(check(&p, &nodes[1], &s), Err(Unfit::NotReady));
@@ -522,7 +584,8 @@ mod tests {
             node("a", json!({"disk": "ssd", "gen": "3"}), json!({})),
             node("b", json!({"disk": "hdd"}), json!({})),
         ];
-        let s = snap(&nodes, &[]);
+        let owned = snap(&nodes, &[]);
+        let s = owned.get();
         let p = pod("p", json!({}), json!({"nodeSelector": {"disk": "ssd"}}));
         assert_eq!(feasible(&p, &s), Ok(vec!["a".to_string()]));
         let aff = |expr: serde_json::Value| {
@@ -583,7 +646,8 @@ mod tests {
             json!({}),
             json!({"spec": {"taints": [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}, {"key": "soft", "effect": "PreferNoSchedule"}]}}),
         )];
-        let s = snap(&nodes, &[]);
+        let owned = snap(&nodes, &[]);
+        let s = owned.get();
         assert_eq!(
             check(&pod("p", json!({}), json!({})), &nodes[0], &s),
             Err(Unfit::Taint("gpu: yes".into()))
@@ -623,7 +687,8 @@ mod tests {
             )
         };
         let placed = vec![(big("a", "600m"), "n".to_string())];
-        let s = snap(&nodes, &placed);
+        let owned = snap(&nodes, &placed);
+        let s = owned.get();
         assert_eq!(check(&big("b", "400m"), &nodes[0], &s), Ok(()));
         assert_eq!(
             check(&big("b", "500m"), &nodes[0], &s),
@@ -646,7 +711,7 @@ mod tests {
             check(
                 &pod("c", json!({}), json!({})),
                 &nodes[0],
-                &snap(&nodes, &two)
+                &snap(&nodes, &two).get()
             ),
             Err(Unfit::Insufficient("pods"))
         );
@@ -679,7 +744,8 @@ mod tests {
         ];
         let db = pod("db", json!({"app": "db"}), json!({}));
         let placed = vec![(db, "a".to_string())];
-        let s = snap(&nodes, &placed);
+        let owned = snap(&nodes, &placed);
+        let s = owned.get();
         let term = |key: &str| json!([{"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": key}]);
         let near = pod(
             "web",
@@ -721,10 +787,10 @@ mod tests {
         let placed = vec![(loner, "b".to_string())];
         let db2 = pod("db2", json!({"app": "db"}), json!({}));
         assert_eq!(
-            check(&db2, &nodes[1], &snap(&nodes, &placed)),
+            check(&db2, &nodes[1], &snap(&nodes, &placed).get()),
             Err(Unfit::ExistingAntiAffinity)
         );
-        assert_eq!(check(&db2, &nodes[0], &snap(&nodes, &placed)), Ok(()));
+        assert_eq!(check(&db2, &nodes[0], &snap(&nodes, &placed).get()), Ok(()));
     }
 
     #[test]

@@ -16,7 +16,7 @@
 
 pub mod filters;
 
-use filters::{RoundRobin, Snapshot};
+use filters::{RoundRobin, Snapshot, Usage};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use minik8s_api::meta::now_rfc3339;
 use minik8s_api::registry;
@@ -63,9 +63,58 @@ pub struct Scheduler {
     nodes: Cache<Node>,
     queue: WorkQueue<String>,
     round_robin: Mutex<RoundRobin>,
-    /// Pods bound by us that the watch has not yet shown bound: key → (pod, node).
-    assumed: Mutex<HashMap<String, (Pod, String)>>,
+    /// Placed pods and per-node usage, kept from pod events and our own bindings.
+    ledger: Mutex<Ledger>,
+    /// Pods bound by us that the watch has not yet shown bound.
+    assumed: Mutex<HashSet<String>>,
     unschedulable: Mutex<HashSet<String>>,
+}
+
+/// Which pods are on which node and what they request, kept incrementally so a
+/// scheduling decision costs O(nodes), not O(pods) (the role of Kubernetes'
+/// scheduler cache).
+#[derive(Default)]
+struct Ledger {
+    by_pod: HashMap<String, (String, (i64, i64), Arc<Pod>)>,
+    usage: HashMap<String, Usage>,
+    /// Placed pods with anti-affinity terms: they constrain every later pod.
+    anti: HashSet<String>,
+}
+
+impl Ledger {
+    fn place(&mut self, key: &str, pod: Arc<Pod>, node: &str) {
+        self.remove(key);
+        let req = filters::pod_requests(&pod);
+        self.usage.entry(node.to_string()).or_default().add(req, 1);
+        if filters::has_anti_affinity(&pod) {
+            self.anti.insert(key.to_string());
+        }
+        self.by_pod
+            .insert(key.to_string(), (node.to_string(), req, pod));
+    }
+
+    fn remove(&mut self, key: &str) {
+        if let Some((node, req, _)) = self.by_pod.remove(key) {
+            if let Some(u) = self.usage.get_mut(&node) {
+                u.add(req, -1);
+            }
+        }
+        self.anti.remove(key);
+    }
+
+    /// All placed pods, or only those with anti-affinity terms.
+    fn placed(&self, all: bool) -> Vec<(Arc<Pod>, String)> {
+        let pick = |(p, n): (&Arc<Pod>, &String)| (p.clone(), n.clone());
+        if all {
+            self.by_pod.values().map(|(n, _, p)| pick((p, n))).collect()
+        } else {
+            self.anti
+                .iter()
+                .filter_map(|k| self.by_pod.get(k))
+                .map(|(n, _, p)| pick((p, n)))
+                .collect()
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -103,20 +152,27 @@ impl Scheduler {
     fn on_pod(&self, ev: &Event<Pod>) {
         match ev {
             Event::Added(p) | Event::Updated { new: p, .. } => {
-                if self.wants(p) {
-                    self.queue.add(object_key(&p.metadata));
-                } else if bound_node(p).is_some() {
-                    lock(&self.assumed).remove(&object_key(&p.metadata));
-                    // A pod that finished frees resources.
-                    if let Event::Updated { old, .. } = ev {
-                        if filters::is_active(old) && !filters::is_active(p) {
+                let key = object_key(&p.metadata);
+                match bound_node(p) {
+                    Some(node) if filters::is_active(p) => {
+                        lock(&self.ledger).place(&key, p.clone(), node);
+                        lock(&self.assumed).remove(&key);
+                    }
+                    Some(_) => {
+                        // A pod that finished frees its resources.
+                        lock(&self.ledger).remove(&key);
+                        lock(&self.assumed).remove(&key);
+                        if matches!(ev, Event::Updated { old, .. } if filters::is_active(old)) {
                             self.retry_unschedulable();
                         }
                     }
+                    None if self.wants(p) => self.queue.add(key),
+                    None => {}
                 }
             }
             Event::Deleted(p) => {
                 let key = object_key(&p.metadata);
+                lock(&self.ledger).remove(&key);
                 lock(&self.assumed).remove(&key);
                 lock(&self.unschedulable).remove(&key);
                 if bound_node(p).is_some() {
@@ -126,49 +182,26 @@ impl Scheduler {
         }
     }
 
-    /// The cluster as the filters see it: nodes, and active pods with their node
-    /// (from the watch, plus pods we bound that it has not shown yet).
-    fn snapshot(&self) -> (Vec<Node>, Vec<(Pod, String)>) {
-        let mut nodes: Vec<Node> = self.nodes.list().iter().map(|n| (**n).clone()).collect();
-        nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        let mut assigned: Vec<(Pod, String)> = Vec::new();
-        let mut seen = HashSet::new();
-        for p in self.pods.list() {
-            if let Some(n) = bound_node(&p) {
-                if filters::is_active(&p) {
-                    seen.insert(object_key(&p.metadata));
-                    assigned.push(((*p).clone(), n.to_string()));
-                }
-            }
-        }
-        for (key, (p, n)) in lock(&self.assumed).iter() {
-            if !seen.contains(key) {
-                assigned.push((p.clone(), n.clone()));
-            }
-        }
-        (nodes, assigned)
-    }
-
     /// Schedules one pod: filter, pick, bind — or record why it cannot be placed.
     pub async fn schedule_one(&self, key: &str) -> Result<Outcome, ClientError> {
         let Some(pod) = self.pods.get(key) else {
             return Ok(Outcome::Skipped);
         };
-        if !self.wants(&pod) || lock(&self.assumed).contains_key(key) {
+        if !self.wants(&pod) || lock(&self.assumed).contains(key) {
             return Ok(Outcome::Skipped);
         }
-        let (nodes, assigned) = self.snapshot();
+        let mut nodes: Vec<Arc<Node>> = self.nodes.list();
+        nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         let names: Vec<String> = nodes
             .iter()
             .filter_map(|n| n.metadata.name.clone())
             .collect();
-        let decision = filters::feasible(
-            &pod,
-            &Snapshot {
-                nodes: &nodes,
-                assigned: &assigned,
-            },
-        );
+        let decision = {
+            let ledger = lock(&self.ledger);
+            // Other pods matter only for pod (anti-)affinity.
+            let placed = ledger.placed(filters::has_pod_affinity(&pod));
+            filters::feasible(&pod, &Snapshot::new(&nodes, &ledger.usage, &placed))
+        };
         match decision {
             Ok(feasible) => {
                 let node = {
@@ -182,9 +215,11 @@ impl Scheduler {
                     Err(e) if e.is_conflict() || e.is_not_found() => return Ok(Outcome::Skipped),
                     Err(e) => return Err(e),
                 }
+                // Assume it is there until the watch says so.
                 let mut placed = (*pod).clone();
                 placed.spec.get_or_insert_with(Default::default).node_name = Some(node.clone());
-                lock(&self.assumed).insert(key.to_string(), (placed, node.clone()));
+                lock(&self.ledger).place(key, Arc::new(placed), &node);
+                lock(&self.assumed).insert(key.to_string());
                 lock(&self.unschedulable).remove(key);
                 let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
                 let name = pod.metadata.name.as_deref().unwrap_or("");
@@ -309,6 +344,7 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
         nodes: node_informer.cache(),
         queue: WorkQueue::new(),
         round_robin: Mutex::new(RoundRobin::default()),
+        ledger: Mutex::default(),
         assumed: Mutex::default(),
         unschedulable: Mutex::default(),
     });
