@@ -73,9 +73,16 @@ pub struct Scheduler {
 /// Which pods are on which node and what they request, kept incrementally so a
 /// scheduling decision costs O(nodes), not O(pods) (the role of Kubernetes'
 /// scheduler cache).
+/// One pod on one node, with its requests (cpu millicores, memory bytes).
+struct Placement {
+    node: String,
+    requests: (i64, i64),
+    pod: Arc<Pod>,
+}
+
 #[derive(Default)]
 struct Ledger {
-    by_pod: HashMap<String, (String, (i64, i64), Arc<Pod>)>,
+    by_pod: HashMap<String, Placement>,
     usage: HashMap<String, Usage>,
     /// Placed pods with anti-affinity terms: they constrain every later pod.
     anti: HashSet<String>,
@@ -94,9 +101,9 @@ impl Ledger {
     }
 
     fn remove(&mut self, key: &str) {
-        if let Some((node, req, _)) = self.by_pod.remove(key) {
-            if let Some(u) = self.usage.get_mut(&node) {
-                u.add(req, -1);
+        if let Some(p) = self.by_pod.remove(key) {
+            if let Some(u) = self.usage.get_mut(&p.node) {
+                u.add(p.requests, -1);
             }
         }
         self.anti.remove(key);
@@ -104,14 +111,14 @@ impl Ledger {
 
     /// All placed pods, or only those with anti-affinity terms.
     fn placed(&self, all: bool) -> Vec<(Arc<Pod>, String)> {
-        let pick = |(p, n): (&Arc<Pod>, &String)| (p.clone(), n.clone());
+        let pick = |p: &Placement| (p.pod.clone(), p.node.clone());
         if all {
-            self.by_pod.values().map(|(n, _, p)| pick((p, n))).collect()
+            self.by_pod.values().map(pick).collect()
         } else {
             self.anti
                 .iter()
                 .filter_map(|k| self.by_pod.get(k))
-                .map(|(n, _, p)| pick((p, n)))
+                .map(pick)
                 .collect()
         }
     }
