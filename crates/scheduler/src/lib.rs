@@ -96,8 +96,14 @@ impl Ledger {
         if filters::has_anti_affinity(&pod) {
             self.anti.insert(key.to_string());
         }
-        self.by_pod
-            .insert(key.to_string(), (node.to_string(), req, pod));
+        self.by_pod.insert(
+            key.to_string(),
+            Placement {
+                node: node.to_string(),
+                requests: req,
+                pod,
+            },
+        );
     }
 
     fn remove(&mut self, key: &str) {
