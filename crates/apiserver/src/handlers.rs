@@ -522,6 +522,8 @@ pub enum Mode {
     Main,
     /// The status subresource: only status changes.
     Status,
+    /// Spec and status together, for the server's own writes (binding).
+    Whole,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -959,6 +961,7 @@ impl ApiServer {
                     }
                     m
                 }
+                Mode::Whole => new,
                 Mode::Status => {
                     let mut m = old.clone();
                     match new.get("status") {
@@ -1286,33 +1289,16 @@ impl ApiServer {
                 &[FieldError::required("target.name", "")],
             ));
         };
-        self.update_with(info, ns, name, Mode::Main, false, |old| {
-            if let Some(existing) = old
-                .pointer("/spec/nodeName")
-                .and_then(Value::as_str)
-                .filter(|n| !n.is_empty())
-            {
-                return Err(ApiError::conflict(
-                    info,
-                    name,
-                    &format!("pod {name} is already assigned to node \"{existing}\""),
-                ));
+        // nodeName and PodScheduled=True in one write.
+        self.update_with(info, ns, name, Mode::Whole, false, |old| {
+            if let Some(existing) = old.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+                return Err(ApiError::conflict(info, name, &format!("pod {name} is already assigned to node \"{existing}\"")));
             }
             if is_deleting(old) {
-                return Err(ApiError::conflict(
-                    info,
-                    name,
-                    "pod is being deleted, cannot be assigned to a host",
-                ));
+                return Err(ApiError::conflict(info, name, "pod is being deleted, cannot be assigned to a host"));
             }
             let mut o = old.clone();
             o["spec"]["nodeName"] = json!(node);
-            Ok(o)
-        })
-        .await?;
-        // PodScheduled=True is part of status, written as the status subresource does.
-        self.update_with(info, ns, name, Mode::Status, false, |old| {
-            let mut o = old.clone();
             let conds = o["status"].get("conditions").and_then(Value::as_array).cloned().unwrap_or_default();
             let mut conds: Vec<Value> = conds.into_iter().filter(|c| c.get("type") != Some(&json!("PodScheduled"))).collect();
             conds.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now_rfc3339()}));

@@ -65,6 +65,21 @@ struct Encoder {
 }
 
 impl Encoder {
+    /// A cache event as one line; plain JSON reuses the event's serialized object.
+    fn encode_event(&mut self, event_type: &str, ev: &CacheEvent) -> Bytes {
+        if self.table {
+            return self.encode(event_type, &ev.object);
+        }
+        let obj = ev.object_json();
+        let mut v = Vec::with_capacity(obj.len() + 32);
+        v.extend_from_slice(b"{\"type\":\"");
+        v.extend_from_slice(event_type.as_bytes());
+        v.extend_from_slice(b"\",\"object\":");
+        v.extend_from_slice(obj);
+        v.extend_from_slice(b"}\n");
+        Bytes::from(v)
+    }
+
     fn encode(&mut self, event_type: &str, obj: &Value) -> Bytes {
         if self.table {
             let rv = minik8s_api::meta::resource_version(obj).to_string();
@@ -176,7 +191,7 @@ impl ApiServer {
             }
             for ev in sub.backlog {
                 if let Some(t) = filter.event_type(&ev) {
-                    if tx.send(enc.encode(t, &ev.object)).await.is_err() {
+                    if tx.send(enc.encode_event(t, &ev)).await.is_err() {
                         return;
                     }
                 }
@@ -197,7 +212,7 @@ impl ApiServer {
                         Ok(ev) => {
                             if ev.revision <= after { continue; }
                             if let Some(t) = filter.event_type(&ev) {
-                                if tx.send(enc.encode(t, &ev.object)).await.is_err() { return; }
+                                if tx.send(enc.encode_event(t, &ev)).await.is_err() { return; }
                             }
                         }
                         // A watcher too slow to keep up is closed; it resumes from its last version.

@@ -23,6 +23,16 @@ pub struct CacheEvent {
     pub object: Arc<Value>,
     /// The object before the change; `None` on a Put means the object was created.
     pub prev: Option<Arc<Value>>,
+    /// The object's JSON, serialized once for all watchers that want plain JSON.
+    json: std::sync::OnceLock<bytes::Bytes>,
+}
+
+impl CacheEvent {
+    pub fn object_json(&self) -> &bytes::Bytes {
+        self.json.get_or_init(|| {
+            bytes::Bytes::from(serde_json::to_vec(&*self.object).unwrap_or_default())
+        })
+    }
 }
 
 struct Inner {
@@ -132,6 +142,7 @@ impl WatchCache {
             revision: ev.revision,
             object: Arc::new(object),
             prev,
+            json: std::sync::OnceLock::new(),
         });
         let mut inner = self.lock();
         inner.latest = ev.revision;

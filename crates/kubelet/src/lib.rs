@@ -13,6 +13,7 @@
 //! phase) are pure functions in [`decide`]; this file is the I/O around them.
 
 pub mod decide;
+pub mod hollow;
 pub mod node;
 pub mod pod;
 pub mod probe;

@@ -10,6 +10,10 @@ struct Args {
     /// A kubeconfig naming the apiserver.
     #[arg(long)]
     kubeconfig: Option<std::path::PathBuf>,
+    /// Run this many hollow nodes (no Docker; for scale benchmarks only),
+    /// named `<node-name>-0` ... instead of a real kubelet.
+    #[arg(long, default_value_t = 0)]
+    hollow_nodes: usize,
     #[command(flatten)]
     config: kubelet::Config,
 }
@@ -20,5 +24,14 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let target =
         minik8s_client::config::resolve(args.server.as_deref(), args.kubeconfig.as_deref())?;
-    kubelet::run(minik8s_client::Client::new(&target.server), args.config).await
+    let client = minik8s_client::Client::new(&target.server);
+    if args.hollow_nodes > 0 {
+        let cfg = kubelet::hollow::HollowConfig {
+            prefix: args.config.node_name.clone(),
+            count: args.hollow_nodes,
+            lease_seconds: 10,
+        };
+        return kubelet::hollow::run(client, cfg).await;
+    }
+    kubelet::run(client, args.config).await
 }

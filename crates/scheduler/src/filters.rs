@@ -215,8 +215,8 @@ pub fn untolerated_taint(pod: &Pod, node: &Node) -> Option<Taint> {
     let tolerations = pod
         .spec
         .as_ref()
-        .and_then(|s| s.tolerations.clone())
-        .unwrap_or_default();
+        .and_then(|s| s.tolerations.as_deref())
+        .unwrap_or(&[]);
     node.spec
         .as_ref()
         .and_then(|s| s.taints.as_ref())
@@ -436,7 +436,7 @@ pub fn check(pod: &Pod, node: &Node, snap: &Snapshot) -> Result<(), Unfit> {
         return Err(Unfit::Unschedulable);
     }
     if !node_ready(node) {
-        let tolerations = spec.and_then(|s| s.tolerations.clone()).unwrap_or_default();
+        let tolerations = spec.and_then(|s| s.tolerations.as_deref()).unwrap_or(&[]);
         let not_ready = Taint {
             key: "node.kubernetes.io/not-ready".into(),
             effect: "NoSchedule".into(),

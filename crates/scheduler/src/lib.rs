@@ -67,6 +67,10 @@ pub struct Scheduler {
     ledger: Mutex<Ledger>,
     /// Pods bound by us that the watch has not yet shown bound.
     assumed: Mutex<HashSet<String>>,
+    /// Sorted nodes, dropped whenever a node changes.
+    node_list: Mutex<Option<(Arc<Vec<Arc<Node>>>, Arc<Vec<String>>)>>,
+    /// Bounds the bindings in flight.
+    binding_slots: Arc<tokio::sync::Semaphore>,
     unschedulable: Mutex<HashSet<String>>,
 }
 
@@ -195,13 +199,11 @@ impl Scheduler {
         }
     }
 
-    /// Schedules one pod: filter, pick, bind — or record why it cannot be placed.
-    pub async fn schedule_one(&self, key: &str) -> Result<Outcome, ClientError> {
-        let Some(pod) = self.pods.get(key) else {
-            return Ok(Outcome::Skipped);
-        };
-        if !self.wants(&pod) || lock(&self.assumed).contains(key) {
-            return Ok(Outcome::Skipped);
+    /// The nodes, sorted by name; rebuilt only after a node changed.
+    fn node_list(&self) -> (Arc<Vec<Arc<Node>>>, Arc<Vec<String>>) {
+        let mut cached = lock(&self.node_list);
+        if let Some(c) = cached.as_ref() {
+            return c.clone();
         }
         let mut nodes: Vec<Arc<Node>> = self.nodes.list();
         nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
@@ -209,6 +211,21 @@ impl Scheduler {
             .iter()
             .filter_map(|n| n.metadata.name.clone())
             .collect();
+        let built = (Arc::new(nodes), Arc::new(names));
+        *cached = Some(built.clone());
+        built
+    }
+
+    /// Schedules one pod: filter, pick, assume it on the node, and bind in the
+    /// background (as Kubernetes' binding cycle does) — or record why it cannot be placed.
+    pub async fn schedule_one(self: &Arc<Self>, key: &str) -> Result<Outcome, ClientError> {
+        let Some(pod) = self.pods.get(key) else {
+            return Ok(Outcome::Skipped);
+        };
+        if !self.wants(&pod) || lock(&self.assumed).contains(key) {
+            return Ok(Outcome::Skipped);
+        }
+        let (nodes, names) = self.node_list();
         let decision = {
             let ledger = lock(&self.ledger);
             // Other pods matter only for pod (anti-)affinity.
@@ -222,27 +239,23 @@ impl Scheduler {
                     rr.sync(&names);
                     rr.pick(&feasible).expect("feasible nodes are in the queue")
                 };
-                match self.bind(&pod, &node).await {
-                    Ok(()) => {}
-                    // Someone else bound it, or it is gone: nothing to do.
-                    Err(e) if e.is_conflict() || e.is_not_found() => return Ok(Outcome::Skipped),
-                    Err(e) => return Err(e),
-                }
-                // Assume it is there until the watch says so.
+                // Assume it is there (the next decisions count it) until the watch says so.
                 let mut placed = (*pod).clone();
                 placed.spec.get_or_insert_with(Default::default).node_name = Some(node.clone());
                 lock(&self.ledger).place(key, Arc::new(placed), &node);
                 lock(&self.assumed).insert(key.to_string());
                 lock(&self.unschedulable).remove(key);
-                let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-                let name = pod.metadata.name.as_deref().unwrap_or("");
-                self.event(
-                    &pod,
-                    "Normal",
-                    "Scheduled",
-                    &format!("Successfully assigned {ns}/{name} to {node}"),
-                )
-                .await;
+                let (me, key, chosen) = (self.clone(), key.to_string(), node.clone());
+                let permit = self
+                    .binding_slots
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .expect("semaphore open");
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    me.binding_cycle(&key, &pod, &chosen).await;
+                });
                 Ok(Outcome::Bound(node))
             }
             Err(reasons) => {
@@ -253,6 +266,32 @@ impl Scheduler {
                 lock(&self.unschedulable).insert(key.to_string());
                 self.queue.add_after(key.to_string(), UNSCHEDULABLE_RETRY);
                 Ok(Outcome::Unschedulable(message))
+            }
+        }
+    }
+
+    /// Binds an assumed pod; on failure the assumption is dropped (and retried unless
+    /// someone else already placed or deleted the pod).
+    async fn binding_cycle(&self, key: &str, pod: &Pod, node: &str) {
+        match self.bind(pod, node).await {
+            Ok(()) => {
+                let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+                let name = pod.metadata.name.as_deref().unwrap_or("");
+                self.event(
+                    pod,
+                    "Normal",
+                    "Scheduled",
+                    &format!("Successfully assigned {ns}/{name} to {node}"),
+                )
+                .await;
+            }
+            Err(e) => {
+                lock(&self.ledger).remove(key);
+                lock(&self.assumed).remove(key);
+                if !(e.is_conflict() || e.is_not_found()) {
+                    tracing::warn!(pod = %key, %node, error = %e, "binding failed; retrying");
+                    self.queue.add_rate_limited(key.to_string());
+                }
             }
         }
     }
@@ -359,6 +398,8 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
         round_robin: Mutex::new(RoundRobin::default()),
         ledger: Mutex::default(),
         assumed: Mutex::default(),
+        node_list: Mutex::default(),
+        binding_slots: Arc::new(tokio::sync::Semaphore::new(64)),
         unschedulable: Mutex::default(),
     });
     let s = Arc::downgrade(&sched);
@@ -370,6 +411,7 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
     let s = Arc::downgrade(&sched);
     node_informer.on_event(move |_| {
         if let Some(s) = s.upgrade() {
+            *lock(&s.node_list) = None;
             s.retry_unschedulable();
         }
     });

@@ -1,0 +1,123 @@
+//! `scheduler-bench`: the scheduler with 1,000 hollow nodes and 10,000 pods.
+//! Creates the pods first, then starts the scheduler and measures pods bound
+//! per second until every pod is bound. Everything runs in this process on an
+//! in-process apiserver (embedded store). Prints a Markdown report; not a test.
+//! Usage: `scheduler-bench [NODES] [PODS]`.
+
+use apiserver::testing::{Backend, TestServer};
+use futures::StreamExt;
+use minik8s_api::registry;
+use minik8s_client::{Client, ListParams};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+fn rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|k| k.parse::<f64>().ok())
+        })
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(0.0)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let (nodes, pods) = (
+        args.first().copied().unwrap_or(1000),
+        args.get(1).copied().unwrap_or(10_000),
+    );
+    let server = TestServer::start_with(Backend::Embedded, |c| c.watch_cache_size = 50_000).await;
+    let client = Client::new(&server.url);
+    let t = Instant::now();
+    let hollow = kubelet::hollow::HollowConfig {
+        prefix: "hollow".into(),
+        count: nodes,
+        lease_seconds: 60,
+    };
+    kubelet::hollow::register(&client, &hollow).await?;
+    tokio::spawn(kubelet::hollow::run(client.clone(), hollow));
+    let register_secs = t.elapsed().as_secs_f64();
+
+    let api = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("default"));
+    let t = Instant::now();
+    let created: Vec<bool> = futures::stream::iter(0..pods)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("p{i}")},
+                                 "spec": {"containers": [{"name": "c", "image": "minik8s/busybox:latest", "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}});
+                api.create(&pod).await.is_ok()
+            }
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    assert!(created.iter().all(|ok| *ok), "creating pods failed");
+    let create_secs = t.elapsed().as_secs_f64();
+
+    // Count bindings from a watch (a list every few ms would itself load the server).
+    let rv = api
+        .list(&ListParams::default().fields("metadata.name=none"))
+        .await?["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let mut events = api.watch(&ListParams::default(), &rv, false).await?;
+    let t = Instant::now();
+    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
+    for inf in informers {
+        tokio::spawn(inf);
+    }
+    tokio::spawn(scheduler::worker(sched));
+    let mut bound = std::collections::HashSet::new();
+    while bound.len() < pods {
+        let ev = tokio::time::timeout(Duration::from_secs(60), events.next())
+            .await
+            .map_err(|_| anyhow::anyhow!("no progress for 60 s; {} bound", bound.len()))?;
+        if let Some(Ok(minik8s_client::WatchEvent::Modified(p))) = ev {
+            if p["spec"]["nodeName"]
+                .as_str()
+                .is_some_and(|n| !n.is_empty())
+            {
+                bound.insert(p["metadata"]["name"].as_str().unwrap_or("").to_string());
+            }
+        }
+    }
+    let bind_secs = t.elapsed().as_secs_f64();
+    // Spread: round-robin should put pods/nodes on every node.
+    let all = api.list(&ListParams::default()).await?;
+    let mut per_node = std::collections::HashMap::new();
+    for p in all["items"].as_array().into_iter().flatten() {
+        *per_node
+            .entry(p["spec"]["nodeName"].as_str().unwrap_or("").to_string())
+            .or_insert(0usize) += 1;
+    }
+    let (min, max) = (
+        per_node.values().min().copied().unwrap_or(0),
+        per_node.values().max().copied().unwrap_or(0),
+    );
+
+    println!("# scheduler benchmark\n");
+    println!("date: {}  \n{nodes} hollow nodes, {pods} pods (10m cpu, 16Mi each), in-process apiserver (embedded store)\n", chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"));
+    println!("| step | seconds | rate |");
+    println!("|---|---:|---:|");
+    println!(
+        "| register {nodes} nodes | {register_secs:.1} | {:.0} nodes/s |",
+        nodes as f64 / register_secs
+    );
+    println!(
+        "| create {pods} pods (32 clients) | {create_secs:.1} | {:.0} pods/s |",
+        pods as f64 / create_secs
+    );
+    println!("| schedule and bind all (scheduler start → none unbound) | {bind_secs:.1} | **{:.0} pods/s** |", pods as f64 / bind_secs);
+    println!("\npods per node: min {min}, max {max} (round-robin)  \nprocess RSS at the end (apiserver + scheduler + hollow nodes + client): {:.0} MiB", rss_mib());
+    Ok(())
+}
