@@ -223,7 +223,7 @@ pub fn untolerated_taint(pod: &Pod, node: &Node) -> Option<Taint> {
         .into_iter()
         .flatten()
         .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
-        .find(|t| !tolerates(&tolerations, t))
+        .find(|t| !tolerates(tolerations, t))
         .cloned()
 }
 
@@ -442,7 +442,7 @@ pub fn check(pod: &Pod, node: &Node, snap: &Snapshot) -> Result<(), Unfit> {
             effect: "NoSchedule".into(),
             ..Default::default()
         };
-        if !tolerates(&tolerations, &not_ready) {
+        if !tolerates(tolerations, &not_ready) {
             return Err(Unfit::NotReady);
         }
     }

@@ -68,7 +68,7 @@ pub struct Scheduler {
     /// Pods bound by us that the watch has not yet shown bound.
     assumed: Mutex<HashSet<String>>,
     /// Sorted nodes, dropped whenever a node changes.
-    node_list: Mutex<Option<(Arc<Vec<Arc<Node>>>, Arc<Vec<String>>)>>,
+    node_list: Mutex<Option<NodeList>>,
     /// Bounds the bindings in flight.
     binding_slots: Arc<tokio::sync::Semaphore>,
     unschedulable: Mutex<HashSet<String>>,
@@ -77,6 +77,9 @@ pub struct Scheduler {
 /// Which pods are on which node and what they request, kept incrementally so a
 /// scheduling decision costs O(nodes), not O(pods) (the role of Kubernetes'
 /// scheduler cache).
+/// The nodes sorted by name, and their names.
+type NodeList = (Arc<Vec<Arc<Node>>>, Arc<Vec<String>>);
+
 /// One pod on one node, with its requests (cpu millicores, memory bytes).
 struct Placement {
     node: String,
@@ -200,7 +203,7 @@ impl Scheduler {
     }
 
     /// The nodes, sorted by name; rebuilt only after a node changed.
-    fn node_list(&self) -> (Arc<Vec<Arc<Node>>>, Arc<Vec<String>>) {
+    fn node_list(&self) -> NodeList {
         let mut cached = lock(&self.node_list);
         if let Some(c) = cached.as_ref() {
             return c.clone();
