@@ -1,0 +1,272 @@
+//! `pod-startup-bench`: pod startup time through minik8s against bare Docker.
+//!
+//! Starts the real `master` and `kubelet` binaries (from this target directory)
+//! on the running dockerd, then, one pod at a time:
+//! - minik8s: create a pod (pause + one app container) → Running and ready, seen through a watch;
+//! - baseline: `create + start` of the same pause and app containers through the Docker API.
+//!
+//! Prints p50/p99 of both and their ratio, and the memory (RSS) of master and
+//! of the kubelet with the pods running. Usage: `pod-startup-bench [PODS]`.
+//! Needs a dockerd (`scripts/quickstart.sh` starts one); not a test.
+
+use bollard::container::Config;
+use bollard::models::HostConfig;
+use futures::StreamExt;
+use minik8s_api::registry;
+use minik8s_client::{Client, ListParams, WatchEvent};
+use serde_json::json;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn rss_mib(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|k| k.parse::<f64>().ok())
+        })
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(0.0)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 * p).ceil() as usize)
+        .saturating_sub(1)
+        .min(sorted.len() - 1)]
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let pods: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(50);
+    let socket =
+        std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into());
+    let network = "mk-bench";
+    let runtime = kubelet::runtime::Runtime::connect(&socket, network)?;
+    runtime.version().await.map_err(|e| {
+        anyhow::anyhow!(
+            "a running dockerd is needed at {socket} (scripts/quickstart.sh starts one): {e}"
+        )
+    })?;
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let status = Command::new("bash")
+        .arg(repo.join("scripts/images.sh"))
+        .env("DOCKER_HOST", &socket)
+        .status()?;
+    anyhow::ensure!(status.success(), "building the local images failed");
+
+    let bin = std::env::current_exe()?
+        .parent()
+        .expect("target dir")
+        .to_path_buf();
+    let dir = tempfile::tempdir()?;
+    let port = free_port();
+    let server = format!("http://127.0.0.1:{port}");
+    let master = Proc(
+        Command::new(bin.join("master"))
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--data-dir",
+                &dir.path().join("data").display().to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "starting {}/master (cargo build --release -p master -p kubelet first): {e}",
+                    bin.display()
+                )
+            })?,
+    );
+    let client = Client::new(&server);
+    for _ in 0..100 {
+        if client.get_json("/readyz").await.is_ok() || client.get_json("/version").await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let kubelet = Proc(
+        Command::new(bin.join("kubelet"))
+            .args([
+                "--server",
+                &server,
+                "--node-name",
+                "bench-node",
+                "--node-ip",
+                "127.0.0.1",
+                "--port",
+                &free_port().to_string(),
+            ])
+            .args([
+                "--docker-socket",
+                &socket,
+                "--network",
+                network,
+                "--pod-cidr",
+                "10.199.0.0/24",
+            ])
+            .args([
+                "--root-dir",
+                &dir.path().join("kubelet").display().to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?,
+    );
+    let nodes = client.dynamic(registry::by_kind("v1", "Node").unwrap(), None);
+    for _ in 0..100 {
+        if nodes.get("bench-node").await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // minik8s: create → Running and ready, through the scheduler and the kubelet.
+    let api = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("default"));
+    let mut through_minik8s = Vec::new();
+    for i in 0..pods {
+        let name = format!("bench-{i}");
+        let rv = api
+            .list(&ListParams::default().fields("metadata.name=none"))
+            .await?["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let mut watch = api
+            .watch(
+                &ListParams::default().fields(&format!("metadata.name={name}")),
+                &rv,
+                false,
+            )
+            .await?;
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                         "spec": {"containers": [{"name": "app", "image": "minik8s/busybox:latest", "imagePullPolicy": "Never", "command": ["sleep", "3600"]}]}});
+        let t = Instant::now();
+        api.create(&pod).await?;
+        loop {
+            let ev = tokio::time::timeout(Duration::from_secs(60), watch.next())
+                .await
+                .map_err(|_| anyhow::anyhow!("pod {name} not running after 60 s"))?;
+            if let Some(Ok(WatchEvent::Modified(p))) = ev {
+                let ready = p["status"]["containerStatuses"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().all(|s| s["ready"] == true));
+                if p["status"]["phase"] == "Running" && ready {
+                    break;
+                }
+            }
+        }
+        through_minik8s.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (master_mib, kubelet_mib) = (rss_mib(master.0.id()), rss_mib(kubelet.0.id()));
+
+    // Baseline: the same two containers, created and started directly.
+    let mut bare = Vec::new();
+    let mut ids = Vec::new();
+    for i in 0..pods {
+        let t = Instant::now();
+        let pause = runtime
+            .run(
+                &format!("bench-bare-pause-{i}"),
+                Config {
+                    image: Some("minik8s/pause:latest".to_string()),
+                    host_config: Some(HostConfig {
+                        network_mode: Some(network.into()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let app = runtime
+            .run(
+                &format!("bench-bare-app-{i}"),
+                Config {
+                    image: Some("minik8s/busybox:latest".to_string()),
+                    cmd: Some(vec!["sleep".into(), "3600".into()]),
+                    host_config: Some(HostConfig {
+                        network_mode: Some(format!("container:{pause}")),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        bare.push(t.elapsed().as_secs_f64() * 1000.0);
+        ids.extend([app, pause]);
+    }
+    for id in ids {
+        runtime.remove(&id).await?;
+    }
+    // Deleting the pods lets the kubelet remove their containers before it stops.
+    for i in 0..pods {
+        let _ = api
+            .delete(
+                &format!("bench-{i}"),
+                &minik8s_client::DeleteParams {
+                    grace_period_seconds: Some(0),
+                    ..Default::default()
+                },
+            )
+            .await;
+    }
+    for _ in 0..300 {
+        if runtime
+            .list(None)
+            .await?
+            .iter()
+            .all(|c| !c.pod_name.starts_with("bench-"))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(kubelet);
+    drop(master);
+    let _ = runtime.docker.remove_network(network).await;
+
+    through_minik8s.sort_by(f64::total_cmp);
+    bare.sort_by(f64::total_cmp);
+    let (m50, m99, b50, b99) = (
+        percentile(&through_minik8s, 0.5),
+        percentile(&through_minik8s, 0.99),
+        percentile(&bare, 0.5),
+        percentile(&bare, 0.99),
+    );
+    println!("# pod startup benchmark\n");
+    println!(
+        "date: {}  \n{pods} pods one at a time (pause + one busybox container), dockerd {}\n",
+        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
+        runtime.version().await.unwrap_or_default()
+    );
+    println!("| path | p50 ms | p99 ms |");
+    println!("|---|---:|---:|");
+    println!("| minik8s: create → Running and ready (watch) | {m50:.0} | {m99:.0} |");
+    println!("| bare Docker: create + start pause and app | {b50:.0} | {b99:.0} |");
+    println!("| ratio | {:.2} | {:.2} |", m50 / b50, m99 / b99);
+    println!("\nmemory with {pods} pods running: master {master_mib:.0} MiB, kubelet {kubelet_mib:.0} MiB (RSS)");
+    Ok(())
+}
