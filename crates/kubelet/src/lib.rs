@@ -175,7 +175,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
 /// Registers the node, starts the pod informer and workers; returns the kubelet.
 /// (The HTTP server and heartbeats are started by [`run`], or by tests.)
 pub async fn start(client: Client, config: Config) -> anyhow::Result<Arc<Kubelet>> {
-    let runtime = Runtime::connect(&config.docker_socket, &config.network)?;
+    let runtime = Runtime::connect(&config.docker_socket, &config.network, &config.node_name)?;
     let version = runtime
         .version()
         .await

@@ -12,8 +12,8 @@
 
 use crate::decide::{self, Action};
 use crate::runtime::{
-    ContainerInfo, State, LABEL_CONTAINER, LABEL_HASH, LABEL_POD_NAME, LABEL_POD_NAMESPACE,
-    LABEL_POD_UID, LABEL_RESTARTS, SANDBOX,
+    ContainerInfo, State, LABEL_CONTAINER, LABEL_HASH, LABEL_NODE, LABEL_POD_NAME,
+    LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_RESTARTS, SANDBOX,
 };
 use crate::Kubelet;
 use bollard::container::Config;
@@ -49,7 +49,13 @@ fn docker_name(pod: &Pod, container: &str, restarts: i32) -> String {
 }
 
 fn labels(pod: &Pod, container: &str, hash: &str, restarts: i32) -> HashMap<String, String> {
+    let node = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
     HashMap::from([
+        (LABEL_NODE.to_string(), node),
         (
             LABEL_POD_UID.to_string(),
             pod.metadata.uid.clone().unwrap_or_default(),

@@ -18,6 +18,8 @@ pub const LABEL_POD_NAMESPACE: &str = "io.minik8s.pod.namespace";
 pub const LABEL_CONTAINER: &str = "io.minik8s.container.name";
 pub const LABEL_HASH: &str = "io.minik8s.container.hash";
 pub const LABEL_RESTARTS: &str = "io.minik8s.container.restart-count";
+/// The node whose kubelet made the container: a kubelet only ever sees its own.
+pub const LABEL_NODE: &str = "io.minik8s.node";
 /// The container name of a pod's sandbox (pause) container.
 pub const SANDBOX: &str = "POD";
 
@@ -72,6 +74,8 @@ pub struct Runtime {
     pub docker: Docker,
     /// The Docker network pods join (a bridge on the node's pod CIDR).
     pub network: String,
+    /// This node's name: containers are labelled with it and listed by it.
+    pub node: String,
 }
 
 fn not_found(e: &bollard::errors::Error) -> bool {
@@ -86,12 +90,13 @@ fn not_found(e: &bollard::errors::Error) -> bool {
 
 impl Runtime {
     /// Connects to the Docker socket (`unix:///var/run/docker.sock` style or a path).
-    pub fn connect(socket: &str, network: &str) -> Result<Runtime, RuntimeError> {
+    pub fn connect(socket: &str, network: &str, node: &str) -> Result<Runtime, RuntimeError> {
         let path = socket.trim_start_matches("unix://");
         let docker = Docker::connect_with_unix(path, 120, bollard::API_DEFAULT_VERSION)?;
         Ok(Runtime {
             docker,
             network: network.to_string(),
+            node: node.to_string(),
         })
     }
 
@@ -161,13 +166,16 @@ impl Runtime {
         Ok(())
     }
 
-    /// All our containers, or those of one pod.
+    /// All containers of this node's pods, or those of one pod.
     pub async fn list(&self, pod_uid: Option<&str>) -> Result<Vec<ContainerInfo>, RuntimeError> {
         let label = match pod_uid {
             Some(uid) => format!("{LABEL_POD_UID}={uid}"),
             None => LABEL_POD_UID.to_string(),
         };
-        let filters = HashMap::from([("label".to_string(), vec![label])]);
+        let filters = HashMap::from([(
+            "label".to_string(),
+            vec![label, format!("{LABEL_NODE}={}", self.node)],
+        )]);
         let summaries = self
             .docker
             .list_containers(Some(ListContainersOptions {

@@ -404,3 +404,65 @@ async fn probes_drive_readiness_and_liveness_and_examples_run() {
     }
     assert_eq!(logs, "hello from hello\n");
 }
+
+/// Two kubelets on one dockerd and the scheduler: pods alternate between the
+/// nodes, run, and neither kubelet touches the other's containers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_kubelets_round_robin_without_stepping_on_each_other() {
+    let c = Cluster::start().await;
+    let second = format!("{}-b", c.node);
+    let octets: Vec<&str> = c.pod_cidr.split('.').collect();
+    let cidr = format!(
+        "{}.{}.{}.0/24",
+        octets[0],
+        octets[1],
+        (octets[2].parse::<u32>().unwrap() + 1) % 256
+    );
+    let mut other = c.spawn_kubelet(&second, apiserver::testing::free_port(), &cidr);
+    let (sched, informers) = scheduler::build(c.client.clone(), scheduler::Config::default());
+    for inf in informers {
+        tokio::spawn(inf);
+    }
+    tokio::spawn(scheduler::worker(sched));
+    let nodes = c
+        .client
+        .dynamic(minik8s_api::registry::by_kind("v1", "Node").unwrap(), None);
+    for _ in 0..100 {
+        if nodes.get(&second).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let mut placed = Vec::new();
+    let mut uids = Vec::new();
+    for i in 0..4 {
+        let name = format!("rr{i}");
+        let p = c.pods().create(&json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [busybox("main", "sleep 3600")]}})).await.unwrap();
+        uids.push(p["metadata"]["uid"].as_str().unwrap().to_string());
+        let p = c
+            .wait_pod(&name, "Running", 60, |p| {
+                phase(p) == "Running" && all_ready(p)
+            })
+            .await;
+        placed.push(p["spec"]["nodeName"].as_str().unwrap().to_string());
+    }
+    assert_ne!(placed[0], placed[1], "{placed:?}");
+    assert_eq!(
+        (&placed[0], &placed[1]),
+        (&placed[2], &placed[3]),
+        "{placed:?}"
+    );
+    // Both kubelets sweep for orphans every 10 s: after that, every pod still has its containers.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    for uid in &uids {
+        assert_eq!(
+            c.dockerd.pod_containers(uid).len(),
+            2,
+            "pause + app of pod {uid}"
+        );
+    }
+    let _ = other.kill();
+    let _ = other.wait();
+}

@@ -184,35 +184,41 @@ impl Cluster {
     }
 
     pub fn start_kubelet(&mut self) {
+        let child = self.spawn_kubelet(&self.node.clone(), self.port, &self.pod_cidr.clone());
+        self.kubelet = Some(child);
+    }
+
+    /// Starts a kubelet process for `node` on this cluster's dockerd (its own network and CIDR).
+    pub fn spawn_kubelet(&self, node: &str, port: u16, pod_cidr: &str) -> Child {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(self.root.path().join("kubelet.log"))
+            .open(self.root.path().join(format!("kubelet-{node}.log")))
             .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_kubelet"))
+        Command::new(env!("CARGO_BIN_EXE_kubelet"))
             .args([
                 "--server",
                 &self.server.url,
                 "--node-name",
-                &self.node,
+                node,
                 "--node-ip",
                 "127.0.0.1",
             ])
             .args([
                 "--port",
-                &self.port.to_string(),
+                &port.to_string(),
                 "--docker-socket",
                 &self.dockerd.socket,
             ])
-            .args([
-                "--network",
-                &format!("mk-{}", self.node),
-                "--pod-cidr",
-                &self.pod_cidr,
-            ])
+            .args(["--network", &format!("mk-{node}"), "--pod-cidr", pod_cidr])
             .args([
                 "--root-dir",
-                &self.root.path().join("kubelet").display().to_string(),
+                &self
+                    .root
+                    .path()
+                    .join(format!("kubelet-{node}"))
+                    .display()
+                    .to_string(),
                 "--sync-seconds",
                 "1",
             ])
@@ -220,8 +226,7 @@ impl Cluster {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .expect("starting the kubelet");
-        self.kubelet = Some(child);
+            .expect("starting the kubelet")
     }
 
     /// kill -9 the kubelet (its containers keep running).
@@ -233,13 +238,14 @@ impl Cluster {
     }
 
     pub fn kubelet_log(&self) -> String {
-        std::fs::read_to_string(self.root.path().join("kubelet.log")).unwrap_or_default()
+        std::fs::read_to_string(self.root.path().join(format!("kubelet-{}.log", self.node)))
+            .unwrap_or_default()
     }
 
     pub fn volume_dir(&self, uid: &str, volume: &str) -> PathBuf {
         self.root
             .path()
-            .join("kubelet/pods")
+            .join(format!("kubelet-{}/pods", self.node))
             .join(uid)
             .join("volumes")
             .join(volume)

@@ -62,7 +62,7 @@ async fn main() -> anyhow::Result<()> {
     let socket =
         std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into());
     let network = "mk-bench";
-    let runtime = kubelet::runtime::Runtime::connect(&socket, network)?;
+    let runtime = kubelet::runtime::Runtime::connect(&socket, network, "bench-node")?;
     runtime.version().await.map_err(|e| {
         anyhow::anyhow!(
             "a running dockerd is needed at {socket} (scripts/quickstart.sh starts one): {e}"
