@@ -19,6 +19,7 @@ pub mod pod;
 pub mod probe;
 pub mod runtime;
 pub mod server;
+pub mod stats;
 
 use anyhow::Context;
 use k8s_openapi::api::core::v1::Pod;

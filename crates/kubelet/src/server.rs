@@ -68,12 +68,20 @@ async fn container_logs(
         .into_response()
 }
 
+async fn summary(State(k): State<Arc<Kubelet>>) -> Response {
+    match k.summary().await {
+        Ok(v) => ([(header::CONTENT_TYPE, "application/json")], v.to_string()).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
 /// Serves on `--port` until the process ends.
 pub async fn serve(kubelet: Arc<Kubelet>) -> anyhow::Result<()> {
     let addr = format!("0.0.0.0:{}", kubelet.config.port);
     let app = axum::Router::new()
         .route("/containerLogs/{ns}/{pod}/{container}", get(container_logs))
         .route("/healthz", get(|| async { "ok" }))
+        .route("/stats/summary", get(summary))
         .with_state(kubelet);
     let listener = tokio::net::TcpListener::bind(&addr)
         .await

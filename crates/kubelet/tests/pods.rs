@@ -131,6 +131,40 @@ async fn two_containers_share_volume_and_localhost_with_env_and_limits() {
         String::from_utf8_lossy(&real.stderr)
     );
 
+    // The kubelet's Summary API reports the node and the pod's containers.
+    let summary: Value = reqwest::get(format!("http://127.0.0.1:{}/stats/summary", c.port))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        summary["node"]["memory"]["workingSetBytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert_eq!(summary["node"]["nodeName"], c.node.as_str());
+    let duo = summary["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["podRef"]["name"] == "duo")
+        .expect("pod duo in the summary");
+    let mut names: Vec<&str> = duo["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, vec!["client", "web"]);
+    assert!(
+        duo["memory"]["workingSetBytes"].as_u64().unwrap() > 0,
+        "{duo}"
+    );
+    assert!(duo["containers"][0]["cpu"]["usageNanoCores"].is_u64());
+
     // Deleting the pod removes every container, then the pod.
     assert_eq!(
         c.dockerd.pod_containers(&uid).len(),
