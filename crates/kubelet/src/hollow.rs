@@ -100,22 +100,11 @@ pub async fn run(client: Client, cfg: HollowConfig) -> anyhow::Result<()> {
             }
         });
     }
-    let leases = client.dynamic(
-        registry::by_kind("coordination.k8s.io/v1", "Lease").expect("leases"),
-        Some("kube-node-lease"),
-    );
     loop {
         for i in 0..cfg.count {
             let name = node_name(&cfg.prefix, i);
-            let spec = json!({"holderIdentity": name, "leaseDurationSeconds": 40,
-                              "renewTime": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)});
-            if leases
-                .patch(&name, None, content::MERGE_PATCH, &json!({"spec": spec}))
-                .await
-                .is_err()
-            {
-                let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name, "namespace": "kube-node-lease"}, "spec": spec});
-                let _ = leases.create(&lease).await;
+            if let Err(e) = crate::node::renew_lease(&client, &name).await {
+                tracing::debug!(node = %name, error = %e, "hollow lease");
             }
         }
         tokio::time::sleep(Duration::from_secs(cfg.lease_seconds.max(1))).await;

@@ -118,6 +118,28 @@ pub async fn register(
         .to_string())
 }
 
+/// Renews (or creates) the node's Lease in `kube-node-lease`: the heartbeat the
+/// node lifecycle controller watches.
+pub async fn renew_lease(client: &Client, node: &str) -> anyhow::Result<()> {
+    let leases = client.dynamic(
+        registry::by_kind("coordination.k8s.io/v1", "Lease").expect("leases"),
+        Some("kube-node-lease"),
+    );
+    let renew = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let spec = json!({"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": renew});
+    match leases
+        .patch(node, None, content::MERGE_PATCH, &json!({"spec": spec}))
+        .await
+    {
+        Err(e) if e.is_not_found() => {
+            let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": node, "namespace": "kube-node-lease"}, "spec": spec});
+            leases.create(&lease).await?;
+            Ok(())
+        }
+        other => other.map(|_| ()).map_err(Into::into),
+    }
+}
+
 /// Renews the node Lease and posts node status every [`HEARTBEAT`].
 pub async fn heartbeat(kubelet: Arc<Kubelet>) -> anyhow::Result<()> {
     let docker_version = kubelet.runtime.version().await.unwrap_or_default();
@@ -132,25 +154,7 @@ pub async fn heartbeat(kubelet: Arc<Kubelet>) -> anyhow::Result<()> {
 /// One heartbeat: lease renewal and node status.
 pub async fn beat(kubelet: &Kubelet, docker_version: &str) -> anyhow::Result<()> {
     let cfg = &kubelet.config;
-    let leases = kubelet.client.dynamic(
-        registry::by_kind("coordination.k8s.io/v1", "Lease").expect("leases"),
-        Some("kube-node-lease"),
-    );
-    let renew = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
-    let patch = json!({"spec": {"holderIdentity": cfg.node_name, "leaseDurationSeconds": 40, "renewTime": renew}});
-    match leases
-        .patch(&cfg.node_name, None, content::MERGE_PATCH, &patch)
-        .await
-    {
-        Err(e) if e.is_not_found() => {
-            let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": cfg.node_name, "namespace": "kube-node-lease"},
-                               "spec": patch["spec"]});
-            leases.create(&lease).await?;
-        }
-        other => {
-            other?;
-        }
-    }
+    renew_lease(&kubelet.client, &cfg.node_name).await?;
     let nodes = kubelet
         .client
         .dynamic(registry::by_kind("v1", "Node").expect("nodes"), None);

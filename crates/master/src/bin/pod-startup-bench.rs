@@ -18,6 +18,9 @@ use serde_json::json;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "../bench_util.rs"]
+mod bench_util;
+
 struct Proc(Child);
 
 impl Drop for Proc {
@@ -25,26 +28,6 @@ impl Drop for Proc {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn rss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|k| k.parse::<f64>().ok())
-        })
-        .map(|kb| kb / 1024.0)
-        .unwrap_or(0.0)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -80,7 +63,7 @@ async fn main() -> anyhow::Result<()> {
         .expect("target dir")
         .to_path_buf();
     let dir = tempfile::tempdir()?;
-    let port = free_port();
+    let port = apiserver::testing::free_port();
     let server = format!("http://127.0.0.1:{port}");
     let master = Proc(
         Command::new(bin.join("master"))
@@ -117,7 +100,7 @@ async fn main() -> anyhow::Result<()> {
                 "--node-ip",
                 "127.0.0.1",
                 "--port",
-                &free_port().to_string(),
+                &apiserver::testing::free_port().to_string(),
             ])
             .args([
                 "--docker-socket",
@@ -181,7 +164,10 @@ async fn main() -> anyhow::Result<()> {
         through_minik8s.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let (master_mib, kubelet_mib) = (rss_mib(master.0.id()), rss_mib(kubelet.0.id()));
+    let (master_mib, kubelet_mib) = (
+        bench_util::rss_mib(&master.0.id().to_string()),
+        bench_util::rss_mib(&kubelet.0.id().to_string()),
+    );
 
     // Baseline: the same two containers, created and started directly.
     let mut bare = Vec::new();

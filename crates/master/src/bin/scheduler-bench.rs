@@ -11,18 +11,8 @@ use minik8s_client::{Client, ListParams};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-fn rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|k| k.parse::<f64>().ok())
-        })
-        .map(|kb| kb / 1024.0)
-        .unwrap_or(0.0)
-}
+#[path = "../bench_util.rs"]
+mod bench_util;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -118,6 +108,6 @@ async fn main() -> anyhow::Result<()> {
         pods as f64 / create_secs
     );
     println!("| schedule and bind all (scheduler start → none unbound) | {bind_secs:.1} | **{:.0} pods/s** |", pods as f64 / bind_secs);
-    println!("\npods per node: min {min}, max {max} (round-robin)  \nprocess RSS at the end (apiserver + scheduler + hollow nodes + client): {:.0} MiB", rss_mib());
+    println!("\npods per node: min {min}, max {max} (round-robin)  \nprocess RSS at the end (apiserver + scheduler + hollow nodes + client): {:.0} MiB", bench_util::rss_mib("self"));
     Ok(())
 }
