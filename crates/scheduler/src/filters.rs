@@ -63,10 +63,12 @@ pub fn unschedulable_message(total: usize, reasons: &[Unfit]) -> String {
     }
 }
 
+static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+
 fn labels(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> BTreeMap<String, String> {
-    meta.labels.clone().unwrap_or_default()
+) -> &BTreeMap<String, String> {
+    meta.labels.as_ref().unwrap_or(&NO_LABELS)
 }
 
 fn node_name(node: &Node) -> &str {
@@ -113,6 +115,24 @@ fn allocatable(node: &Node, r: &str) -> Option<i64> {
     let q = node.status.as_ref()?.allocatable.as_ref()?.get(r)?;
     let q = Quantity::parse(&q.0).ok()?;
     Some(if r == "cpu" { q.millis() } else { q.units() })
+}
+
+/// What a node offers (None: no limit reported), parsed once per node version.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Allocatable {
+    pub cpu: Option<i64>,
+    pub memory: Option<i64>,
+    pub pods: Option<i64>,
+}
+
+impl Allocatable {
+    pub fn of(node: &Node) -> Allocatable {
+        Allocatable {
+            cpu: allocatable(node, "cpu"),
+            memory: allocatable(node, "memory"),
+            pods: allocatable(node, "pods"),
+        }
+    }
 }
 
 /// Pods that still hold node resources (not Succeeded or Failed).
@@ -260,7 +280,12 @@ pub struct Snapshot<'a> {
     /// Active pods on nodes, for pod (anti-)affinity. The scheduler passes all of them
     /// only when the pod has affinity terms, else just the pods with anti-affinity terms.
     pub placed: &'a [(Arc<Pod>, String)],
-    by_name: HashMap<&'a str, &'a Node>,
+    /// Parsed allocatable resources per node, when the caller keeps them (else parsed on use).
+    pub allocatable: Option<&'a HashMap<String, Allocatable>>,
+    /// Nodes by name, built on first use (only pod affinity needs it).
+    by_name: std::cell::OnceCell<HashMap<&'a str, &'a Node>>,
+    /// The last pod's requests, so checking it against every node parses them once.
+    requests: std::cell::Cell<Option<(*const Pod, (i64, i64))>>,
 }
 
 impl<'a> Snapshot<'a> {
@@ -269,19 +294,43 @@ impl<'a> Snapshot<'a> {
         usage: &'a HashMap<String, Usage>,
         placed: &'a [(Arc<Pod>, String)],
     ) -> Self {
-        let by_name = nodes.iter().map(|n| (node_name(n), &**n)).collect();
         Snapshot {
             nodes,
             usage,
             placed,
-            by_name,
+            allocatable: None,
+            by_name: std::cell::OnceCell::new(),
+            requests: std::cell::Cell::new(None),
         }
+    }
+
+    pub fn with_allocatable(mut self, allocatable: &'a HashMap<String, Allocatable>) -> Self {
+        self.allocatable = Some(allocatable);
+        self
+    }
+
+    fn requests_of(&self, pod: &Pod) -> (i64, i64) {
+        if let Some((p, r)) = self.requests.get() {
+            if std::ptr::eq(p, pod) {
+                return r;
+            }
+        }
+        let r = pod_requests(pod);
+        self.requests.set(Some((pod as *const Pod, r)));
+        r
+    }
+
+    fn node(&self, name: &str) -> Option<&'a Node> {
+        let nodes = self.nodes;
+        self.by_name
+            .get_or_init(|| nodes.iter().map(|n| (node_name(n), &**n)).collect())
+            .get(name)
+            .copied()
     }
 
     /// The topology value of `node_name` for `key` (None if the node lacks the label).
     fn topology(&self, node_name: &str, key: &str) -> Option<String> {
-        self.by_name
-            .get(node_name)
+        self.node(node_name)
             .and_then(|n| n.metadata.labels.as_ref())
             .and_then(|l| l.get(key).cloned())
     }
@@ -396,22 +445,24 @@ pub fn check_pod_affinity(pod: &Pod, node: &Node, snap: &Snapshot) -> Result<(),
 
 /// Requests of the pod fit what the node has left.
 pub fn check_resources(pod: &Pod, node: &Node, snap: &Snapshot) -> Result<(), Unfit> {
-    let used = snap.usage.get(node_name(node)).copied().unwrap_or_default();
-    let (cpu, mem) = pod_requests(pod);
-    if let Some(pods) = allocatable(node, "pods") {
-        if used.pods + 1 > pods {
-            return Err(Unfit::Insufficient("pods"));
-        }
+    let name = node_name(node);
+    let used = snap.usage.get(name).copied().unwrap_or_default();
+    let alloc = snap
+        .allocatable
+        .and_then(|m| m.get(name).copied())
+        .unwrap_or_else(|| Allocatable::of(node));
+    let (cpu, mem) = snap.requests_of(pod);
+    if alloc.pods.is_some_and(|pods| used.pods + 1 > pods) {
+        return Err(Unfit::Insufficient("pods"));
     }
-    if let Some(alloc) = allocatable(node, "cpu") {
-        if cpu > 0 && used.cpu + cpu > alloc {
-            return Err(Unfit::Insufficient("cpu"));
-        }
+    if alloc.cpu.is_some_and(|a| cpu > 0 && used.cpu + cpu > a) {
+        return Err(Unfit::Insufficient("cpu"));
     }
-    if let Some(alloc) = allocatable(node, "memory") {
-        if mem > 0 && used.memory + mem > alloc {
-            return Err(Unfit::Insufficient("memory"));
-        }
+    if alloc
+        .memory
+        .is_some_and(|a| mem > 0 && used.memory + mem > a)
+    {
+        return Err(Unfit::Insufficient("memory"));
     }
     Ok(())
 }

@@ -77,8 +77,13 @@ pub struct Scheduler {
 /// Which pods are on which node and what they request, kept incrementally so a
 /// scheduling decision costs O(nodes), not O(pods) (the role of Kubernetes'
 /// scheduler cache).
-/// The nodes sorted by name, and their names.
-type NodeList = (Arc<Vec<Arc<Node>>>, Arc<Vec<String>>);
+/// The nodes sorted by name, their names, and what each offers (parsed once).
+#[derive(Clone)]
+struct NodeList {
+    nodes: Arc<Vec<Arc<Node>>>,
+    names: Arc<Vec<String>>,
+    allocatable: Arc<HashMap<String, filters::Allocatable>>,
+}
 
 /// One pod on one node, with its requests (cpu millicores, memory bytes).
 struct Placement {
@@ -214,7 +219,15 @@ impl Scheduler {
             .iter()
             .filter_map(|n| n.metadata.name.clone())
             .collect();
-        let built = (Arc::new(nodes), Arc::new(names));
+        let allocatable = nodes
+            .iter()
+            .filter_map(|n| Some((n.metadata.name.clone()?, filters::Allocatable::of(n))))
+            .collect();
+        let built = NodeList {
+            nodes: Arc::new(nodes),
+            names: Arc::new(names),
+            allocatable: Arc::new(allocatable),
+        };
         *cached = Some(built.clone());
         built
     }
@@ -228,12 +241,19 @@ impl Scheduler {
         if !self.wants(&pod) || lock(&self.assumed).contains(key) {
             return Ok(Outcome::Skipped);
         }
-        let (nodes, names) = self.node_list();
+        let NodeList {
+            nodes,
+            names,
+            allocatable,
+        } = self.node_list();
         let decision = {
             let ledger = lock(&self.ledger);
             // Other pods matter only for pod (anti-)affinity.
             let placed = ledger.placed(filters::has_pod_affinity(&pod));
-            filters::feasible(&pod, &Snapshot::new(&nodes, &ledger.usage, &placed))
+            filters::feasible(
+                &pod,
+                &Snapshot::new(&nodes, &ledger.usage, &placed).with_allocatable(&allocatable),
+            )
         };
         match decision {
             Ok(feasible) => {
