@@ -174,7 +174,7 @@ fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
         .match_expressions
         .iter()
         .flatten()
-        .all(|r| requirement_matches(r, &labels));
+        .all(|r| requirement_matches(r, labels));
     let fields = BTreeMap::from([("metadata.name".to_string(), node_name(node).to_string())]);
     let fields_ok = term
         .match_fields
@@ -368,7 +368,7 @@ fn term_selects(term: &PodAffinityTerm, owner: &Pod, candidate: &Pod) -> bool {
     let Some(ls) = &term.label_selector else {
         return false;
     };
-    Selector::from_label_selector(ls).is_ok_and(|s| s.matches(&labels(&candidate.metadata)))
+    Selector::from_label_selector(ls).is_ok_and(|s| s.matches(labels(&candidate.metadata)))
 }
 
 fn required_terms(pod: &Pod, anti: bool) -> Vec<PodAffinityTerm> {
