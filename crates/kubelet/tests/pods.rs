@@ -131,6 +131,26 @@ async fn two_containers_share_volume_and_localhost_with_env_and_limits() {
         String::from_utf8_lossy(&real.stderr)
     );
 
+    // And our kubectl (built next to the test binaries by `cargo test --workspace`).
+    let ours = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("kubectl");
+    assert!(ours.exists(), "our kubectl is not built at {}: run `cargo build -p kubectl` (cargo test --workspace builds it)", ours.display());
+    let out = std::process::Command::new(&ours)
+        .args(["--server", &c.server.url, "logs", "duo", "-c", "client"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "client done\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     // The kubelet's Summary API reports the node and the pod's containers.
     let summary: Value = reqwest::get(format!("http://127.0.0.1:{}/stats/summary", c.port))
         .await
