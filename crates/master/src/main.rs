@@ -1,12 +1,12 @@
 //! `master`: the control plane in one process for lab use (as k3s does):
-//! the apiserver, then the scheduler talking to it over HTTP like any client.
-//! The controller manager joins here when it exists.
+//! the apiserver, then the scheduler and the controller manager talking to it
+//! over HTTP like any client.
 use clap::Parser;
 
 #[derive(Parser)]
 #[command(
     name = "master",
-    about = "minik8s control plane: apiserver + scheduler"
+    about = "minik8s control plane: apiserver + scheduler + controller manager"
 )]
 struct Args {
     #[command(flatten)]
@@ -28,10 +28,12 @@ async fn main() -> anyhow::Result<()> {
     let local = format!("http://127.0.0.1:{port}");
     let api = tokio::spawn(apiserver::run(args.apiserver));
     let client = minik8s_client::Client::new(&local);
-    let sched = tokio::spawn(scheduler::run(client, scheduler::Config::default()));
+    let sched = tokio::spawn(scheduler::run(client.clone(), scheduler::Config::default()));
+    let controllers = tokio::spawn(controller_manager::run_replicasets(client, 2));
     tokio::select! {
         r = api => r??,
         r = sched => r??,
+        r = controllers => r??,
     }
     Ok(())
 }

@@ -1,0 +1,173 @@
+//! The ReplicaSet controller against a real apiserver, with the scheduler and two
+//! hollow nodes (pods go Running at once): replicas, replacement, adoption,
+//! release on relabel, scale down, and the status.
+
+use apiserver::testing::{Backend, TestServer};
+use minik8s_api::registry;
+use minik8s_client::{Client, DynamicApi, ListParams};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+async fn eventually<F: Fn(&[Value]) -> bool>(pods: &DynamicApi, what: &str, ok: F) -> Vec<Value> {
+    let mut last = Vec::new();
+    for _ in 0..150 {
+        last = pods.list(&ListParams::default()).await.unwrap()["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if ok(&last) {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let names: Vec<String> = last
+        .iter()
+        .map(|p| {
+            format!(
+                "{} owner={}",
+                p["metadata"]["name"], p["metadata"]["ownerReferences"][0]["name"]
+            )
+        })
+        .collect();
+    panic!("{what} within 15 s; pods: {names:?}");
+}
+
+fn owned_by<'a>(pods: &'a [Value], uid: &str) -> Vec<&'a Value> {
+    pods.iter()
+        .filter(|p| {
+            p["metadata"]["ownerReferences"]
+                .as_array()
+                .is_some_and(|o| o.iter().any(|r| r["uid"] == uid && r["controller"] == true))
+                && p["metadata"]["deletionTimestamp"].is_null()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicaset_keeps_its_pods() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&s.url);
+    let hollow = kubelet::hollow::HollowConfig {
+        prefix: "hn".into(),
+        count: 2,
+        lease_seconds: 10,
+    };
+    kubelet::hollow::register(&client, &hollow).await.unwrap();
+    tokio::spawn(kubelet::hollow::run(client.clone(), hollow));
+    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
+    for inf in informers {
+        tokio::spawn(inf);
+    }
+    tokio::spawn(scheduler::worker(sched));
+    tokio::spawn(controller_manager::run_replicasets(client.clone(), 2));
+
+    let sets = client.dynamic(
+        registry::by_kind("apps/v1", "ReplicaSet").unwrap(),
+        Some("default"),
+    );
+    let pods = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("default"));
+    let rs = sets
+        .create(&json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "minik8s/busybox:latest"}]}}}}))
+        .await
+        .unwrap();
+    let uid = rs["metadata"]["uid"].as_str().unwrap().to_string();
+
+    // Three pods, named after the set, spread over both nodes, Running; status follows.
+    let list = eventually(&pods, "3 running pods", |p| {
+        owned_by(p, &uid).len() == 3 && p.iter().all(|x| x["status"]["phase"] == "Running")
+    })
+    .await;
+    assert!(list
+        .iter()
+        .all(|p| p["metadata"]["name"].as_str().unwrap().starts_with("web-")));
+    let nodes: std::collections::BTreeSet<&str> = list
+        .iter()
+        .map(|p| p["spec"]["nodeName"].as_str().unwrap())
+        .collect();
+    assert_eq!(nodes.len(), 2, "spread over both nodes");
+    for _ in 0..100 {
+        let st = sets.get("web").await.unwrap()["status"].clone();
+        if st["readyReplicas"] == 3 && st["replicas"] == 3 && st["observedGeneration"] == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let st = sets.get("web").await.unwrap()["status"].clone();
+    assert_eq!(
+        (
+            st["replicas"].clone(),
+            st["readyReplicas"].clone(),
+            st["availableReplicas"].clone(),
+            st["fullyLabeledReplicas"].clone()
+        ),
+        (json!(3), json!(3), json!(3), json!(3)),
+        "{st}"
+    );
+
+    // A deleted pod is replaced.
+    let victim = list[0]["metadata"]["name"].as_str().unwrap().to_string();
+    pods.delete(&victim, &Default::default()).await.unwrap();
+    eventually(&pods, "a replacement", |p| {
+        owned_by(p, &uid).len() == 3
+            && !p.iter().any(|x| {
+                x["metadata"]["name"] == victim.as_str()
+                    && x["metadata"]["deletionTimestamp"].is_null()
+            })
+    })
+    .await;
+
+    // A matching orphan is adopted; the set is then one over and deletes one.
+    pods.create(&json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stray", "labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}})).await.unwrap();
+    eventually(&pods, "adoption and scale back to 3", |p| {
+        owned_by(p, &uid).len() == 3
+            && p.iter()
+                .filter(|x| x["metadata"]["deletionTimestamp"].is_null())
+                .count()
+                == 3
+    })
+    .await;
+
+    // A pod whose labels stop matching is released, and replaced.
+    let current = owned_by(
+        &eventually(&pods, "3 owned", |p| owned_by(p, &uid).len() == 3).await,
+        &uid,
+    )[0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    pods.patch(
+        &current,
+        None,
+        "application/merge-patch+json",
+        &json!({"metadata": {"labels": {"app": "debug"}}}),
+    )
+    .await
+    .unwrap();
+    let list = eventually(&pods, "release and replacement", |p| {
+        let released = p.iter().find(|x| x["metadata"]["name"] == current.as_str());
+        owned_by(p, &uid).len() == 3
+            && released.is_some_and(|r| owned_by(std::slice::from_ref(r), &uid).is_empty())
+    })
+    .await;
+    let released = list
+        .iter()
+        .find(|x| x["metadata"]["name"] == current.as_str())
+        .unwrap();
+    assert_eq!(
+        released["metadata"]["labels"]["app"], "debug",
+        "the released pod keeps running on its own"
+    );
+
+    // Scale down through the scale subresource: the set ends with one pod.
+    sets.patch(
+        "web",
+        Some("scale"),
+        "application/merge-patch+json",
+        &json!({"spec": {"replicas": 1}}),
+    )
+    .await
+    .unwrap();
+    eventually(&pods, "scale down to 1", |p| owned_by(p, &uid).len() == 1).await;
+}
