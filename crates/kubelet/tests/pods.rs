@@ -457,6 +457,49 @@ async fn probes_drive_readiness_and_liveness_and_examples_run() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(logs, "hello from hello\n");
+
+    // examples/web.yaml: the ReplicaSet controller and the scheduler bring up 3 ready httpd pods.
+    let (sched, informers) = scheduler::build(c.client.clone(), scheduler::Config::default());
+    for inf in informers {
+        tokio::spawn(inf);
+    }
+    tokio::spawn(scheduler::worker(sched));
+    tokio::spawn(controller_manager::run_replicasets(c.client.clone(), 2));
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/web.yaml"),
+    )
+    .unwrap();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let obj: Value = serde::Deserialize::deserialize(doc).unwrap();
+        let info = minik8s_api::registry::by_kind(
+            obj["apiVersion"].as_str().unwrap(),
+            obj["kind"].as_str().unwrap(),
+        )
+        .unwrap();
+        c.client
+            .dynamic(info, Some("default"))
+            .create(&obj)
+            .await
+            .unwrap();
+    }
+    let sets = c.client.dynamic(
+        minik8s_api::registry::by_kind("apps/v1", "ReplicaSet").unwrap(),
+        Some("default"),
+    );
+    let mut status = Value::Null;
+    for _ in 0..300 {
+        status = sets.get("web").await.unwrap()["status"].clone();
+        if status["readyReplicas"] == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        status["readyReplicas"],
+        3,
+        "examples/web.yaml: {status}\n{}",
+        tail(&c.kubelet_log(), 20)
+    );
 }
 
 /// Two kubelets on one dockerd and the scheduler: pods alternate between the
