@@ -2,8 +2,9 @@
 # README command one: sets up and runs a single-node minik8s with an example workload.
 #
 #   scripts/quickstart.sh        install what is missing, build, start dockerd (if none runs),
-#                                master (apiserver + scheduler, embedded store) and a kubelet,
-#                                build the local images, run examples/hello-pod.yaml
+#                                master (apiserver + scheduler + controller manager, embedded
+#                                store) and a kubelet, build the local images, run
+#                                examples/hello-pod.yaml and examples/web.yaml (a ReplicaSet)
 #   scripts/quickstart.sh down   stop everything it started and remove the pods' containers
 #                                (the store in /var/lib/minik8s is kept)
 #
@@ -87,12 +88,16 @@ start kubelet "$BIN/kubelet" --server "$SERVER" --node-name "$(hostname | tr 'A-
   --node-ip 127.0.0.1 --root-dir "$KUBELET_DIR"
 wait_for "the node to register" 60 $KUBECTL get node "$(hostname | tr 'A-Z' 'a-z')"
 
-echo "==> applying examples/hello-pod.yaml"
-$KUBECTL apply -f examples/hello-pod.yaml
+echo "==> applying examples/hello-pod.yaml and examples/web.yaml"
+$KUBECTL apply -f examples/hello-pod.yaml -f examples/web.yaml
 running_pod() { $KUBECTL get pod hello -o json | grep -q '"phase": "Running"'; }
 wait_for "pod hello to run" 120 running_pod
+web_ready() { $KUBECTL get rs web -o json | grep -q '"readyReplicas": 3'; }
+wait_for "the 3 web pods to be ready" 120 web_ready
 echo
 $KUBECTL get pods -o wide
+echo
+$KUBECTL get rs,svc
 echo
 $KUBECTL logs hello
 echo
