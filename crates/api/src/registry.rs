@@ -38,7 +38,7 @@ impl Subresource {
 }
 
 /// A printer column of the server-side Table (`kubectl get`).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Column {
     pub name: &'static str,
     pub kind: &'static str,
@@ -57,7 +57,7 @@ const fn col(name: &'static str, priority: i32) -> Column {
 }
 
 /// Everything the system knows about one resource.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ResourceInfo {
     /// API group; `""` for the core group.
     pub group: &'static str,

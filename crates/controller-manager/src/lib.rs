@@ -7,8 +7,9 @@
 //!                       create / delete / patch through the apiserver ◀─────┘
 //! ```
 //!
-//! Controllers so far: ReplicaSet (`replicaset.rs`).
+//! Controllers so far: ReplicaSet (`replicaset.rs`) and the garbage collector (`gc.rs`).
 
+pub mod gc;
 pub mod replicaset;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
@@ -358,5 +359,50 @@ pub async fn worker(ctl: Arc<ReplicaSetController>) {
             }
         }
         ctl.queue.done(&key);
+    }
+}
+
+/// Runs the garbage collector: a sweep after any change (debounced) and every 5 s.
+pub async fn run_gc(client: Client) -> anyhow::Result<()> {
+    use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let mut sources: Vec<Arc<dyn gc::Source>> = Vec::new();
+    macro_rules! watch_kind {
+        ($t:ty, $api_version:expr, $kind:expr) => {{
+            let mut inf = Informer::new(Api::<$t>::all(&client), ListParams::default());
+            let w = wake.clone();
+            inf.on_event(move |_| w.notify_one());
+            let info = registry::by_kind($api_version, $kind).expect("registered");
+            sources.push(Arc::new((info, inf.cache())));
+            let cache = inf.cache();
+            tokio::spawn(inf.run());
+            cache
+        }};
+    }
+    let pods = watch_kind!(Pod, "v1", "Pod");
+    let sets = watch_kind!(ReplicaSet, "apps/v1", "ReplicaSet");
+    let stss = watch_kind!(StatefulSet, "apps/v1", "StatefulSet");
+    let revs = watch_kind!(ControllerRevision, "apps/v1", "ControllerRevision");
+    pods.wait_synced().await;
+    sets.wait_synced().await;
+    stss.wait_synced().await;
+    revs.wait_synced().await;
+    let collector = gc::GarbageCollector { client, sources };
+    loop {
+        if let Err(e) = collector.sweep().await {
+            tracing::warn!(error = %e, "garbage collection sweep failed");
+        }
+        tokio::select! {
+            _ = wake.notified() => tokio::time::sleep(Duration::from_millis(100)).await,
+            _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+        }
+    }
+}
+
+/// Runs every controller until the process ends.
+pub async fn run(client: Client, workers: usize) -> anyhow::Result<()> {
+    tokio::select! {
+        r = run_replicasets(client.clone(), workers) => r,
+        r = run_gc(client) => r,
     }
 }

@@ -21,6 +21,5 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let target =
         minik8s_client::config::resolve(args.server.as_deref(), args.kubeconfig.as_deref())?;
-    controller_manager::run_replicasets(minik8s_client::Client::new(&target.server), args.workers)
-        .await
+    controller_manager::run(minik8s_client::Client::new(&target.server), args.workers).await
 }

@@ -171,3 +171,81 @@ async fn replicaset_keeps_its_pods() {
     .unwrap();
     eventually(&pods, "scale down to 1", |p| owned_by(p, &uid).len() == 1).await;
 }
+
+/// Deleting a ReplicaSet: background removes its pods, orphan keeps them (without
+/// the ownerReference), foreground removes the pods before the set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_collection_follows_the_propagation_policy() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&s.url);
+    let hollow = kubelet::hollow::HollowConfig {
+        prefix: "gc".into(),
+        count: 1,
+        lease_seconds: 10,
+    };
+    kubelet::hollow::register(&client, &hollow).await.unwrap();
+    tokio::spawn(kubelet::hollow::run(client.clone(), hollow));
+    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
+    for inf in informers {
+        tokio::spawn(inf);
+    }
+    tokio::spawn(scheduler::worker(sched));
+    tokio::spawn(controller_manager::run(client.clone(), 2));
+    let sets = client.dynamic(
+        registry::by_kind("apps/v1", "ReplicaSet").unwrap(),
+        Some("default"),
+    );
+    let pods = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("default"));
+
+    for (name, policy) in [
+        ("bg", "Background"),
+        ("keep", "Orphan"),
+        ("fg", "Foreground"),
+    ] {
+        let rs = sets
+            .create(&json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
+                "spec": {"replicas": 2, "selector": {"matchLabels": {"set": name}},
+                         "template": {"metadata": {"labels": {"set": name}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}))
+            .await
+            .unwrap();
+        let uid = rs["metadata"]["uid"].as_str().unwrap().to_string();
+        eventually(&pods, "2 pods", |p| owned_by(p, &uid).len() == 2).await;
+        let dp = minik8s_client::DeleteParams {
+            propagation_policy: Some(policy.into()),
+            ..Default::default()
+        };
+        sets.delete(name, &dp).await.unwrap();
+        let mine = |p: &[Value]| {
+            p.iter()
+                .filter(|x| x["metadata"]["labels"]["set"] == name)
+                .count()
+        };
+        match policy {
+            "Orphan" => {
+                let left = eventually(&pods, "pods kept, unlinked", |p| {
+                    mine(p) == 2 && owned_by(p, &uid).is_empty()
+                })
+                .await;
+                assert!(left
+                    .iter()
+                    .filter(|x| x["metadata"]["labels"]["set"] == name)
+                    .all(|x| x["metadata"]["ownerReferences"]
+                        .as_array()
+                        .is_none_or(|o| o.is_empty())));
+            }
+            _ => {
+                eventually(&pods, "pods removed", |p| mine(p) == 0).await;
+            }
+        }
+        for _ in 0..150 {
+            if sets.get(name).await.is_err_and(|e| e.is_not_found()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            sets.get(name).await.unwrap_err().is_not_found(),
+            "{policy}: the ReplicaSet itself is gone"
+        );
+    }
+}

@@ -1,0 +1,319 @@
+//! The garbage collector: ownerReferences drive deletion.
+//!
+//! - **background**: a dependent whose owners are all gone is deleted;
+//! - **orphan**: an owner deleted with the `orphan` finalizer first has its
+//!   ownerReference removed from every dependent, then loses the finalizer;
+//! - **foreground**: an owner deleted with the `foregroundDeletion` finalizer
+//!   first has its dependents deleted, then loses the finalizer.
+//!
+//! [`plan`] decides from a snapshot of object metadata (pure, unit-tested); the
+//! shell re-checks with a live GET that an owner is really gone before deleting
+//! a dependent (informers of different kinds are not ordered with each other).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use minik8s_api::registry::{self, ResourceInfo};
+use minik8s_client::rest::content;
+use minik8s_client::{Cache, Client, ClientError, DeleteParams};
+use serde_json::json;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+pub const ORPHAN: &str = "orphan";
+pub const FOREGROUND: &str = "foregroundDeletion";
+
+/// What the collector needs to know about one object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Obj {
+    pub info: &'static ResourceInfo,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub uid: String,
+    pub owners: Vec<OwnerReference>,
+    pub finalizers: Vec<String>,
+    pub deleting: bool,
+}
+
+impl Obj {
+    pub fn from_meta(info: &'static ResourceInfo, m: &ObjectMeta) -> Obj {
+        Obj {
+            info,
+            namespace: m.namespace.clone(),
+            name: m.name.clone().unwrap_or_default(),
+            uid: m.uid.clone().unwrap_or_default(),
+            owners: m.owner_references.clone().unwrap_or_default(),
+            finalizers: m.finalizers.clone().unwrap_or_default(),
+            deleting: m.deletion_timestamp.is_some(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Delete a dependent whose owners seem gone (the shell confirms first).
+    DeleteOrphaned(Obj),
+    /// Delete a dependent of an owner in foreground deletion.
+    DeleteDependent(Obj),
+    /// Remove the ownerReference to `owner_uid` from `dependent`.
+    Unlink { dependent: Obj, owner_uid: String },
+    /// Remove a finalizer from an owner whose dependents are handled.
+    RemoveFinalizer { owner: Obj, finalizer: &'static str },
+}
+
+/// Decides what to do from every object's metadata.
+pub fn plan(objs: &[Obj]) -> Vec<Action> {
+    let uids: HashSet<&str> = objs.iter().map(|o| o.uid.as_str()).collect();
+    let mut out = Vec::new();
+    for o in objs {
+        if !o.owners.is_empty()
+            && !o.deleting
+            && o.owners.iter().all(|r| !uids.contains(r.uid.as_str()))
+        {
+            out.push(Action::DeleteOrphaned(o.clone()));
+        }
+    }
+    for owner in objs.iter().filter(|o| o.deleting) {
+        let dependents: Vec<&Obj> = objs
+            .iter()
+            .filter(|d| d.owners.iter().any(|r| r.uid == owner.uid))
+            .collect();
+        if owner.finalizers.iter().any(|f| f == ORPHAN) {
+            for d in &dependents {
+                out.push(Action::Unlink {
+                    dependent: (*d).clone(),
+                    owner_uid: owner.uid.clone(),
+                });
+            }
+            if dependents.is_empty() {
+                out.push(Action::RemoveFinalizer {
+                    owner: owner.clone(),
+                    finalizer: ORPHAN,
+                });
+            }
+        } else if owner.finalizers.iter().any(|f| f == FOREGROUND) {
+            for d in dependents.iter().filter(|d| !d.deleting) {
+                out.push(Action::DeleteDependent((*d).clone()));
+            }
+            if dependents.is_empty() {
+                out.push(Action::RemoveFinalizer {
+                    owner: owner.clone(),
+                    finalizer: FOREGROUND,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Something whose objects the collector can see.
+pub trait Source: Send + Sync {
+    fn objects(&self) -> Vec<Obj>;
+}
+
+impl<K> Source for (&'static ResourceInfo, Cache<K>)
+where
+    K: k8s_openapi::Metadata<Ty = ObjectMeta> + Send + Sync + 'static,
+{
+    fn objects(&self) -> Vec<Obj> {
+        self.1
+            .list()
+            .iter()
+            .map(|o| Obj::from_meta(self.0, o.metadata()))
+            .collect()
+    }
+}
+
+pub struct GarbageCollector {
+    pub client: Client,
+    pub sources: Vec<Arc<dyn Source>>,
+}
+
+impl GarbageCollector {
+    /// Is the owner really gone (absent, or replaced by an object with another uid)?
+    async fn owner_gone(
+        &self,
+        dependent: &Obj,
+        owner: &OwnerReference,
+    ) -> Result<bool, ClientError> {
+        let Some(info) = registry::by_kind(&owner.api_version, &owner.kind) else {
+            return Ok(false);
+        };
+        let ns = if info.namespaced {
+            dependent.namespace.as_deref()
+        } else {
+            None
+        };
+        match self.client.dynamic(info, ns).get(&owner.name).await {
+            Ok(o) => {
+                Ok(o.pointer("/metadata/uid").and_then(|u| u.as_str()) != Some(owner.uid.as_str()))
+            }
+            Err(e) if e.is_not_found() => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One pass: plan from the caches and carry the actions out.
+    pub async fn sweep(&self) -> Result<usize, ClientError> {
+        let objs: Vec<Obj> = self.sources.iter().flat_map(|s| s.objects()).collect();
+        let actions = plan(&objs);
+        let n = actions.len();
+        for a in actions {
+            let result = match &a {
+                Action::DeleteOrphaned(d) => {
+                    let mut all_gone = true;
+                    for r in &d.owners {
+                        all_gone &= self.owner_gone(d, r).await?;
+                    }
+                    if all_gone {
+                        self.delete(d).await
+                    } else {
+                        Ok(())
+                    }
+                }
+                Action::DeleteDependent(d) => self.delete(d).await,
+                Action::Unlink {
+                    dependent,
+                    owner_uid,
+                } => {
+                    let refs: Vec<&OwnerReference> = dependent
+                        .owners
+                        .iter()
+                        .filter(|r| &r.uid != owner_uid)
+                        .collect();
+                    self.patch(dependent, json!({"metadata": {"ownerReferences": refs}}))
+                        .await
+                }
+                Action::RemoveFinalizer { owner, finalizer } => {
+                    let rest: Vec<&String> = owner
+                        .finalizers
+                        .iter()
+                        .filter(|f| f.as_str() != *finalizer)
+                        .collect();
+                    self.patch(owner, json!({"metadata": {"finalizers": rest}}))
+                        .await
+                }
+            };
+            match result {
+                Err(e) if !(e.is_not_found() || e.is_conflict()) => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(n)
+    }
+
+    async fn delete(&self, o: &Obj) -> Result<(), ClientError> {
+        let dp = DeleteParams {
+            propagation_policy: Some("Background".into()),
+            precondition_uid: Some(o.uid.clone()),
+            ..Default::default()
+        };
+        self.client
+            .dynamic(o.info, o.namespace.as_deref())
+            .delete(&o.name, &dp)
+            .await
+            .map(|_| ())
+    }
+
+    async fn patch(&self, o: &Obj, patch: serde_json::Value) -> Result<(), ClientError> {
+        self.client
+            .dynamic(o.info, o.namespace.as_deref())
+            .patch(&o.name, None, content::MERGE_PATCH, &patch)
+            .await
+            .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(
+        kind: &str,
+        name: &str,
+        uid: &str,
+        owners: &[&str],
+        finalizers: &[&str],
+        deleting: bool,
+    ) -> Obj {
+        let info = registry::by_alias(kind).unwrap();
+        Obj {
+            info,
+            namespace: Some("d".into()),
+            name: name.into(),
+            uid: uid.into(),
+            owners: owners
+                .iter()
+                .map(|u| OwnerReference {
+                    api_version: "apps/v1".into(),
+                    kind: "ReplicaSet".into(),
+                    name: "rs".into(),
+                    uid: u.to_string(),
+                    controller: Some(true),
+                    ..Default::default()
+                })
+                .collect(),
+            finalizers: finalizers.iter().map(|f| f.to_string()).collect(),
+            deleting,
+        }
+    }
+
+    #[test]
+    fn background_deletes_dependents_of_gone_owners_only() {
+        let objs = vec![
+            obj("rs", "rs", "r1", &[], &[], false),
+            obj("po", "kept", "p1", &["r1"], &[], false),
+            obj("po", "orphaned", "p2", &["gone"], &[], false),
+            obj("po", "free", "p3", &[], &[], false),
+        ];
+        assert_eq!(plan(&objs), vec![Action::DeleteOrphaned(objs[2].clone())]);
+        // A dependent with one live owner stays.
+        let two = vec![
+            obj("rs", "rs", "r1", &[], &[], false),
+            obj("po", "shared", "p", &["r1", "gone"], &[], false),
+        ];
+        assert!(plan(&two).is_empty());
+    }
+
+    #[test]
+    fn orphan_unlinks_then_releases_the_owner() {
+        let objs = vec![
+            obj("rs", "rs", "r1", &[], &[ORPHAN], true),
+            obj("po", "a", "p1", &["r1"], &[], false),
+        ];
+        assert_eq!(
+            plan(&objs),
+            vec![Action::Unlink {
+                dependent: objs[1].clone(),
+                owner_uid: "r1".into()
+            }]
+        );
+        let done = vec![
+            obj("rs", "rs", "r1", &[], &[ORPHAN], true),
+            obj("po", "a", "p1", &[], &[], false),
+        ];
+        assert_eq!(
+            plan(&done),
+            vec![Action::RemoveFinalizer {
+                owner: done[0].clone(),
+                finalizer: ORPHAN
+            }]
+        );
+    }
+
+    #[test]
+    fn foreground_deletes_dependents_first() {
+        let objs = vec![
+            obj("rs", "rs", "r1", &[], &[FOREGROUND], true),
+            obj("po", "a", "p1", &["r1"], &[], false),
+            obj("po", "b", "p2", &["r1"], &[], true),
+        ];
+        assert_eq!(plan(&objs), vec![Action::DeleteDependent(objs[1].clone())]);
+        let done = vec![obj("rs", "rs", "r1", &[], &[FOREGROUND], true)];
+        assert_eq!(
+            plan(&done),
+            vec![Action::RemoveFinalizer {
+                owner: done[0].clone(),
+                finalizer: FOREGROUND
+            }]
+        );
+    }
+}
