@@ -7,8 +7,10 @@
 //!                       create / delete / patch through the apiserver ◀─────┘
 //! ```
 //!
-//! Controllers so far: ReplicaSet (`replicaset.rs`) and the garbage collector (`gc.rs`).
+//! Controllers so far: ReplicaSet (`replicaset.rs`), the garbage collector (`gc.rs`)
+//! and Endpoints/EndpointSlices (`endpoints.rs`).
 
+pub mod endpoints;
 pub mod gc;
 pub mod replicaset;
 
@@ -399,10 +401,192 @@ pub async fn run_gc(client: Client) -> anyhow::Result<()> {
     }
 }
 
+/// Keeps each Service's Endpoints and EndpointSlices in line with its pods.
+pub struct EndpointsController {
+    client: Client,
+    services: Cache<k8s_openapi::api::core::v1::Service>,
+    pods: Cache<Pod>,
+    queue: WorkQueue<String>,
+}
+
+impl EndpointsController {
+    /// Services in the pod's namespace whose selector matches the pod.
+    fn services_for(&self, pod: &Pod) -> Vec<String> {
+        let ns = ns_of(&pod.metadata);
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        self.services
+            .by_index("namespace", &ns)
+            .iter()
+            .filter(|s| {
+                endpoints::selector(s)
+                    .is_some_and(|sel| sel.iter().all(|(k, v)| labels.get(k) == Some(v)))
+            })
+            .map(|s| object_key(&s.metadata))
+            .collect()
+    }
+
+    fn on_pod(&self, ev: &Event<Pod>) {
+        let mut keys = self.services_for(ev.object());
+        if let Event::Updated { old, .. } = ev {
+            keys.extend(self.services_for(old));
+        }
+        for k in keys {
+            self.queue.add(k);
+        }
+    }
+
+    /// Converges one Service's Endpoints and EndpointSlices.
+    pub async fn reconcile(&self, key: &str) -> Result<(), ClientError> {
+        let (ns, name) = key.split_once('/').unwrap_or(("default", key));
+        let ep_api = self.client.dynamic(
+            registry::by_kind("v1", "Endpoints").expect("endpoints"),
+            Some(ns),
+        );
+        let slice_api = self.client.dynamic(
+            registry::by_kind("discovery.k8s.io/v1", "EndpointSlice").expect("endpointslices"),
+            Some(ns),
+        );
+        let existing: Vec<Value> = slice_api
+            .list(
+                &ListParams::default().labels(&format!("{}={name}", endpoints::SERVICE_NAME_LABEL)),
+            )
+            .await?["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let svc = self.services.get(key);
+        let Some(svc) = svc.filter(|s| endpoints::selector(s).is_some()) else {
+            // Gone, or without a selector (then its endpoints are the user's to manage).
+            if self.services.get(key).is_none() {
+                match ep_api.delete(name, &DeleteParams::default()).await {
+                    Err(e) if !e.is_not_found() => return Err(e),
+                    _ => {}
+                }
+            }
+            for sl in existing {
+                let n = sl["metadata"]["name"].as_str().unwrap_or("");
+                match slice_api.delete(n, &DeleteParams::default()).await {
+                    Err(e) if !e.is_not_found() => return Err(e),
+                    _ => {}
+                }
+            }
+            return Ok(());
+        };
+        let (want_ep, want_slices) = endpoints::desired(&svc, &self.pods.by_index("namespace", ns));
+        match ep_api.get(name).await {
+            Err(e) if e.is_not_found() => {
+                ep_api.create(&want_ep).await?;
+            }
+            Err(e) => return Err(e),
+            Ok(cur) => {
+                if cur["subsets"].as_array().cloned().unwrap_or_default()
+                    != want_ep["subsets"].as_array().cloned().unwrap_or_default()
+                {
+                    let mut next = want_ep.clone();
+                    next["metadata"]["resourceVersion"] =
+                        cur["metadata"]["resourceVersion"].clone();
+                    ep_api.replace(name, &next).await?;
+                }
+            }
+        }
+        for want in &want_slices {
+            let n = want["metadata"]["name"].as_str().unwrap_or("");
+            match existing.iter().find(|e| e["metadata"]["name"] == n) {
+                None => {
+                    slice_api.create(want).await?;
+                }
+                Some(cur)
+                    if cur["endpoints"].as_array().cloned().unwrap_or_default()
+                        != want["endpoints"].as_array().cloned().unwrap_or_default()
+                        || cur["ports"] != want["ports"] =>
+                {
+                    let mut next = want.clone();
+                    next["metadata"]["resourceVersion"] =
+                        cur["metadata"]["resourceVersion"].clone();
+                    slice_api.replace(n, &next).await?;
+                }
+                Some(_) => {}
+            }
+        }
+        for stale in existing.iter().filter(|e| {
+            !want_slices
+                .iter()
+                .any(|w| w["metadata"]["name"] == e["metadata"]["name"])
+        }) {
+            match slice_api
+                .delete(
+                    stale["metadata"]["name"].as_str().unwrap_or(""),
+                    &DeleteParams::default(),
+                )
+                .await
+            {
+                Err(e) if !e.is_not_found() => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs the Endpoints/EndpointSlice controller until the process ends.
+pub async fn run_endpoints(client: Client, workers: usize) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Service;
+    let mut svc_informer = Informer::new(Api::<Service>::all(&client), ListParams::default());
+    let mut pod_informer = Informer::new(Api::<Pod>::all(&client), ListParams::default());
+    let by_ns_svc: minik8s_client::informer::IndexFn<Service> =
+        Arc::new(|s: &Service| vec![ns_of(&s.metadata)]);
+    let by_ns_pod: minik8s_client::informer::IndexFn<Pod> =
+        Arc::new(|p: &Pod| vec![ns_of(&p.metadata)]);
+    svc_informer.cache().add_index("namespace", by_ns_svc);
+    pod_informer.cache().add_index("namespace", by_ns_pod);
+    let ctl = Arc::new(EndpointsController {
+        client,
+        services: svc_informer.cache(),
+        pods: pod_informer.cache(),
+        queue: WorkQueue::new(),
+    });
+    let c = Arc::downgrade(&ctl);
+    svc_informer.on_event(move |ev| {
+        if let Some(c) = c.upgrade() {
+            c.queue.add(object_key(&ev.object().metadata));
+        }
+    });
+    let c = Arc::downgrade(&ctl);
+    pod_informer.on_event(move |ev| {
+        if let Some(c) = c.upgrade() {
+            c.on_pod(ev);
+        }
+    });
+    let (svcs, pods) = (svc_informer.cache(), pod_informer.cache());
+    tokio::spawn(svc_informer.run());
+    tokio::spawn(pod_informer.run());
+    svcs.wait_synced().await;
+    pods.wait_synced().await;
+    let mut tasks = Vec::new();
+    for _ in 0..workers.max(1) {
+        let ctl = ctl.clone();
+        tasks.push(tokio::spawn(async move {
+            while let Some(key) = ctl.queue.get().await {
+                match ctl.reconcile(&key).await {
+                    Ok(()) => ctl.queue.forget(&key),
+                    Err(e) => {
+                        tracing::warn!(service = %key, error = %e, "endpoints reconcile failed; retrying");
+                        ctl.queue.add_rate_limited(key.clone());
+                    }
+                }
+                ctl.queue.done(&key);
+            }
+        }));
+    }
+    futures::future::join_all(tasks).await;
+    Ok(())
+}
+
 /// Runs every controller until the process ends.
 pub async fn run(client: Client, workers: usize) -> anyhow::Result<()> {
     tokio::select! {
         r = run_replicasets(client.clone(), workers) => r,
-        r = run_gc(client) => r,
+        r = run_gc(client.clone()) => r,
+        r = run_endpoints(client, workers) => r,
     }
 }

@@ -249,3 +249,119 @@ async fn garbage_collection_follows_the_propagation_policy() {
         );
     }
 }
+
+/// A Service's Endpoints and EndpointSlice follow its pods: ready IPs with the
+/// named target port, updates as pods go, removal with the Service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_follow_the_pods() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&s.url);
+    let hollow = kubelet::hollow::HollowConfig {
+        prefix: "ep".into(),
+        count: 2,
+        lease_seconds: 10,
+    };
+    kubelet::hollow::register(&client, &hollow).await.unwrap();
+    tokio::spawn(kubelet::hollow::run(client.clone(), hollow));
+    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
+    for inf in informers {
+        tokio::spawn(inf);
+    }
+    tokio::spawn(scheduler::worker(sched));
+    tokio::spawn(controller_manager::run(client.clone(), 2));
+    let svcs = client.dynamic(registry::by_kind("v1", "Service").unwrap(), Some("default"));
+    let eps = client.dynamic(
+        registry::by_kind("v1", "Endpoints").unwrap(),
+        Some("default"),
+    );
+    let slices = client.dynamic(
+        registry::by_kind("discovery.k8s.io/v1", "EndpointSlice").unwrap(),
+        Some("default"),
+    );
+    let sets = client.dynamic(
+        registry::by_kind("apps/v1", "ReplicaSet").unwrap(),
+        Some("default"),
+    );
+    let pods = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("default"));
+    svcs.create(&json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}, "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}})).await.unwrap();
+    sets.create(&json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "i", "ports": [{"name": "http", "containerPort": 8080}]}]}}}}))
+        .await
+        .unwrap();
+
+    let ips = |ep: &Value| -> Vec<String> {
+        ep["subsets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|s| s["addresses"].as_array().cloned().unwrap_or_default())
+            .map(|a| a["ip"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    let mut ep = Value::Null;
+    for _ in 0..150 {
+        if let Ok(e) = eps.get("web").await {
+            if ips(&e).len() == 2 {
+                ep = e;
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(ips(&ep).len(), 2, "two ready addresses: {ep}");
+    assert_eq!(
+        ep["subsets"][0]["ports"],
+        json!([{"name": "http", "port": 8080, "protocol": "TCP"}]),
+        "named targetPort resolved"
+    );
+    let list = slices
+        .list(&ListParams::default().labels("kubernetes.io/service-name=web"))
+        .await
+        .unwrap();
+    assert_eq!(list["items"][0]["endpoints"].as_array().unwrap().len(), 2);
+    assert_eq!(list["items"][0]["ports"][0]["port"], 8080);
+
+    // A pod goes: its IP leaves the Endpoints (and the ReplicaSet's replacement joins).
+    let gone_ip = ips(&ep)[0].clone();
+    let victim = pods.list(&ListParams::default()).await.unwrap()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["status"]["podIP"] == gone_ip.as_str())
+        .unwrap()["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    pods.delete(&victim, &Default::default()).await.unwrap();
+    let mut after = Value::Null;
+    for _ in 0..150 {
+        after = eps.get("web").await.unwrap();
+        let now = ips(&after);
+        if now.len() == 2 && !now.contains(&gone_ip) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        !ips(&after).contains(&gone_ip) && ips(&after).len() == 2,
+        "{after}"
+    );
+
+    // The Service goes: so do its Endpoints and slices.
+    svcs.delete("web", &Default::default()).await.unwrap();
+    for _ in 0..150 {
+        let slices_left = slices
+            .list(&ListParams::default().labels("kubernetes.io/service-name=web"))
+            .await
+            .unwrap()["items"]
+            .as_array()
+            .map(Vec::len)
+            .unwrap_or(0);
+        if eps.get("web").await.is_err_and(|e| e.is_not_found()) && slices_left == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("Endpoints or EndpointSlices left after the Service was deleted");
+}

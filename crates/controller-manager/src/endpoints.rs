@@ -1,0 +1,233 @@
+//! The Endpoints and EndpointSlice controller: for every Service with a
+//! selector, the IPs of the matching pods and the ports to reach them on.
+//! Ready pods are `addresses`, the others `notReadyAddresses` (and slice
+//! endpoints with `ready: false`); a named targetPort is looked up in each pod.
+//!
+//! [`desired`] computes both objects from a Service and the namespace's pods
+//! (pure); the shell writes them when they differ.
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+pub const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
+pub const MANAGED_BY: &str = "endpointslice-controller.k8s.io";
+
+/// The service's selector, if it selects pods at all (an empty selector selects none).
+pub fn selector(svc: &Service) -> Option<BTreeMap<String, String>> {
+    svc.spec
+        .as_ref()
+        .and_then(|s| s.selector.clone())
+        .filter(|s| !s.is_empty())
+}
+
+/// One resolved port: (name, port, protocol).
+type Port = (String, i32, String);
+
+/// The ports a pod serves the service on; None if a named targetPort is missing in the pod.
+fn resolve_ports(svc: &Service, pod: &Pod) -> Option<Vec<Port>> {
+    let mut out = Vec::new();
+    for sp in svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        let protocol = sp.protocol.clone().unwrap_or_else(|| "TCP".into());
+        let port = match &sp.target_port {
+            None => sp.port,
+            Some(IntOrString::Int(p)) => *p,
+            Some(IntOrString::String(name)) => pod
+                .spec
+                .iter()
+                .flat_map(|s| s.containers.iter())
+                .flat_map(|c| c.ports.iter().flatten())
+                .find(|p| {
+                    p.name.as_deref() == Some(name.as_str())
+                        && p.protocol.as_deref().unwrap_or("TCP") == protocol
+                })
+                .map(|p| p.container_port)?,
+        };
+        out.push((sp.name.clone().unwrap_or_default(), port, protocol));
+    }
+    Some(out)
+}
+
+fn pod_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The Endpoints object and EndpointSlices (by name) the service should have.
+pub fn desired(svc: &Service, pods: &[Arc<Pod>]) -> (Value, Vec<Value>) {
+    let ns = svc
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let name = svc.metadata.name.clone().unwrap_or_default();
+    let sel = selector(svc).unwrap_or_default();
+    // Group pods by the ports they resolve to: one Endpoints subset and one slice per group.
+    let mut groups: BTreeMap<Vec<Port>, Vec<&Arc<Pod>>> = BTreeMap::new();
+    for p in pods {
+        let labels = p.metadata.labels.clone().unwrap_or_default();
+        let matches = sel.iter().all(|(k, v)| labels.get(k) == Some(v));
+        let ip = p
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.clone())
+            .filter(|ip| !ip.is_empty());
+        let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+        if !matches || ip.is_none() || matches!(phase, Some("Succeeded") | Some("Failed")) {
+            continue;
+        }
+        if let Some(ports) = resolve_ports(svc, p) {
+            groups.entry(ports).or_default().push(p);
+        }
+    }
+    let target = |p: &Pod| json!({"kind": "Pod", "namespace": ns, "name": p.metadata.name, "uid": p.metadata.uid});
+    let ip_of = |p: &Pod| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.pod_ip.clone())
+            .unwrap_or_default()
+    };
+    let node_of = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
+    let mut subsets = Vec::new();
+    let mut slices = Vec::new();
+    for (i, (ports, members)) in groups.iter().enumerate() {
+        let mut members: Vec<&&Arc<Pod>> = members.iter().collect();
+        members.sort_by_key(|p| ip_of(p));
+        let terminating = |p: &Pod| p.metadata.deletion_timestamp.is_some();
+        let address =
+            |p: &Pod| json!({"ip": ip_of(p), "nodeName": node_of(p), "targetRef": target(p)});
+        let ready: Vec<Value> = members
+            .iter()
+            .filter(|p| pod_ready(p) && !terminating(p))
+            .map(|p| address(p))
+            .collect();
+        let not_ready: Vec<Value> = members
+            .iter()
+            .filter(|p| !pod_ready(p) || terminating(p))
+            .map(|p| address(p))
+            .collect();
+        let port_list: Vec<Value> = ports
+            .iter()
+            .map(|(n, p, proto)| json!({"name": n, "port": p, "protocol": proto}))
+            .collect();
+        let mut subset = json!({"ports": port_list});
+        if !ready.is_empty() {
+            subset["addresses"] = json!(ready);
+        }
+        if !not_ready.is_empty() {
+            subset["notReadyAddresses"] = json!(not_ready);
+        }
+        subsets.push(subset);
+        let endpoints: Vec<Value> = members
+            .iter()
+            .map(|p| {
+                json!({"addresses": [ip_of(p)], "nodeName": node_of(p), "targetRef": target(p),
+                       "conditions": {"ready": pod_ready(p) && !terminating(p), "serving": pod_ready(p), "terminating": terminating(p)}})
+            })
+            .collect();
+        slices.push(slice(
+            svc,
+            &format!("{name}-{i}"),
+            endpoints,
+            port_list.clone(),
+        ));
+    }
+    if slices.is_empty() {
+        // An empty slice still says "this service has no endpoints" (with its ports).
+        let ports: Vec<Value> = svc.spec.as_ref().and_then(|s| s.ports.as_ref()).into_iter().flatten().map(|p| json!({"name": p.name.clone().unwrap_or_default(), "port": p.port, "protocol": p.protocol.clone().unwrap_or_else(|| "TCP".into())})).collect();
+        slices.push(slice(svc, &format!("{name}-0"), Vec::new(), ports));
+    }
+    let endpoints = json!({"apiVersion": "v1", "kind": "Endpoints",
+        "metadata": {"name": name, "namespace": ns, "labels": svc.metadata.labels.clone().unwrap_or_default()},
+        "subsets": subsets});
+    (endpoints, slices)
+}
+
+fn slice(svc: &Service, name: &str, endpoints: Vec<Value>, ports: Vec<Value>) -> Value {
+    let ns = svc
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let svc_name = svc.metadata.name.clone().unwrap_or_default();
+    json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": name, "namespace": ns, "labels": {SERVICE_NAME_LABEL: svc_name, MANAGED_BY_LABEL: MANAGED_BY},
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": svc_name, "uid": svc.metadata.uid, "controller": true, "blockOwnerDeletion": true}]},
+        "addressType": "IPv4", "endpoints": endpoints, "ports": ports})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn svc(target: Value) -> Service {
+        serde_json::from_value(json!({"metadata": {"name": "web", "namespace": "d", "uid": "s1"},
+            "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": target, "protocol": "TCP"}]}}))
+        .unwrap()
+    }
+
+    fn pod(name: &str, ip: &str, ready: bool, port_name: &str, port: i32) -> Arc<Pod> {
+        Arc::new(
+            serde_json::from_value(json!({"metadata": {"name": name, "namespace": "d", "uid": name, "labels": {"app": "web"}},
+                "spec": {"nodeName": "n1", "containers": [{"name": "c", "ports": [{"name": port_name, "containerPort": port}]}]},
+                "status": {"phase": "Running", "podIP": ip, "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}}))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn ready_and_not_ready_addresses_with_numeric_target_port() {
+        let pods = vec![
+            pod("a", "10.0.0.2", true, "http", 8080),
+            pod("b", "10.0.0.3", false, "http", 8080),
+        ];
+        let (ep, slices) = desired(&svc(json!(8080)), &pods);
+        assert_eq!(ep["subsets"][0]["addresses"][0]["ip"], "10.0.0.2");
+        assert_eq!(ep["subsets"][0]["notReadyAddresses"][0]["ip"], "10.0.0.3");
+        assert_eq!(
+            ep["subsets"][0]["ports"],
+            json!([{"name": "http", "port": 8080, "protocol": "TCP"}])
+        );
+        assert_eq!(slices.len(), 1);
+        assert_eq!(slices[0]["metadata"]["labels"][SERVICE_NAME_LABEL], "web");
+        assert_eq!(slices[0]["endpoints"][1]["conditions"]["ready"], false);
+    }
+
+    #[test]
+    fn named_target_ports_resolve_per_pod() {
+        let pods = vec![
+            pod("a", "10.0.0.2", true, "http", 8080),
+            pod("b", "10.0.0.3", true, "http", 9090),
+            pod("c", "10.0.0.4", true, "other", 1),
+        ];
+        let (ep, slices) = desired(&svc(json!("http")), &pods);
+        let ports: Vec<i64> = ep["subsets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["ports"][0]["port"].as_i64().unwrap())
+            .collect();
+        assert_eq!(ports, vec![8080, 9090], "pod c has no port named http");
+        assert_eq!(slices.len(), 2);
+    }
+
+    #[test]
+    fn no_pods_gives_empty_subsets_and_one_empty_slice() {
+        let (ep, slices) = desired(&svc(json!(80)), &[]);
+        assert_eq!(ep["subsets"], json!([]));
+        assert_eq!(slices.len(), 1);
+        assert_eq!(slices[0]["endpoints"], json!([]));
+        assert_eq!(slices[0]["ports"][0]["port"], 80);
+    }
+}
