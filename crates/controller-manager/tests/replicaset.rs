@@ -315,11 +315,26 @@ async fn endpoints_follow_the_pods() {
         json!([{"name": "http", "port": 8080, "protocol": "TCP"}]),
         "named targetPort resolved"
     );
-    let list = slices
-        .list(&ListParams::default().labels("kubernetes.io/service-name=web"))
-        .await
-        .unwrap();
-    assert_eq!(list["items"][0]["endpoints"].as_array().unwrap().len(), 2);
+    // The slice is written right after the Endpoints, in the same reconcile.
+    let mut list = Value::Null;
+    for _ in 0..50 {
+        list = slices
+            .list(&ListParams::default().labels("kubernetes.io/service-name=web"))
+            .await
+            .unwrap();
+        if list["items"][0]["endpoints"]
+            .as_array()
+            .is_some_and(|e| e.len() == 2)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        list["items"][0]["endpoints"].as_array().unwrap().len(),
+        2,
+        "{list}"
+    );
     assert_eq!(list["items"][0]["ports"][0]["port"], 8080);
 
     // A pod goes: its IP leaves the Endpoints (and the ReplicaSet's replacement joins).
