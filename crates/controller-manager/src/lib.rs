@@ -296,6 +296,48 @@ impl ReplicaSetController {
     }
 }
 
+/// An informer whose cache is indexed by namespace.
+fn namespaced_informer<K>(client: &Client) -> Informer<K>
+where
+    K: minik8s_client::rest::Resource
+        + k8s_openapi::Metadata<Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
+{
+    let informer = Informer::new(Api::<K>::all(client), ListParams::default());
+    let by_namespace: minik8s_client::informer::IndexFn<K> =
+        Arc::new(|o: &K| vec![ns_of(o.metadata())]);
+    informer.cache().add_index("namespace", by_namespace);
+    informer
+}
+
+/// `workers` workers draining `queue` with `reconcile`; a failed key comes back with backoff.
+async fn run_workers<F, Fut>(
+    queue: WorkQueue<String>,
+    workers: usize,
+    what: &'static str,
+    reconcile: F,
+) where
+    F: Fn(String) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<(), ClientError>> + Send,
+{
+    let mut tasks = Vec::new();
+    for _ in 0..workers.max(1) {
+        let (queue, reconcile) = (queue.clone(), reconcile.clone());
+        tasks.push(tokio::spawn(async move {
+            while let Some(key) = queue.get().await {
+                match reconcile(key.clone()).await {
+                    Ok(()) => queue.forget(&key),
+                    Err(e) => {
+                        tracing::warn!(controller = what, %key, error = %e, "reconcile failed; retrying");
+                        queue.add_rate_limited(key.clone());
+                    }
+                }
+                queue.done(&key);
+            }
+        }));
+    }
+    futures::future::join_all(tasks).await;
+}
+
 /// Runs the ReplicaSet controller with `workers` workers until the process ends.
 pub async fn run_replicasets(client: Client, workers: usize) -> anyhow::Result<()> {
     let (ctl, informers) = replicaset_controller(client);
@@ -304,26 +346,21 @@ pub async fn run_replicasets(client: Client, workers: usize) -> anyhow::Result<(
     }
     ctl.sets.wait_synced().await;
     ctl.pods.wait_synced().await;
-    let mut tasks = Vec::new();
-    for _ in 0..workers.max(1) {
-        tasks.push(tokio::spawn(worker(ctl.clone())));
-    }
-    futures::future::join_all(tasks).await;
+    let c = ctl.clone();
+    run_workers(ctl.queue.clone(), workers, "replicaset", move |key| {
+        let c = c.clone();
+        async move { c.reconcile(&key).await }
+    })
+    .await;
     Ok(())
 }
 
 type InformerTask = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
-/// The controller and its informer loops (spawn them, then run [`worker`]s).
+/// The controller and its informer loops (spawn them, then run the workers).
 pub fn replicaset_controller(client: Client) -> (Arc<ReplicaSetController>, Vec<InformerTask>) {
-    let mut set_informer = Informer::new(Api::<ReplicaSet>::all(&client), ListParams::default());
-    let mut pod_informer = Informer::new(Api::<Pod>::all(&client), ListParams::default());
-    let by_ns_rs: minik8s_client::informer::IndexFn<ReplicaSet> =
-        Arc::new(|r: &ReplicaSet| vec![ns_of(&r.metadata)]);
-    let by_ns_pod: minik8s_client::informer::IndexFn<Pod> =
-        Arc::new(|p: &Pod| vec![ns_of(&p.metadata)]);
-    set_informer.cache().add_index("namespace", by_ns_rs);
-    pod_informer.cache().add_index("namespace", by_ns_pod);
+    let mut set_informer = namespaced_informer::<ReplicaSet>(&client);
+    let mut pod_informer = namespaced_informer::<Pod>(&client);
     let ctl = Arc::new(ReplicaSetController {
         client,
         sets: set_informer.cache(),
@@ -348,20 +385,6 @@ pub fn replicaset_controller(client: Client) -> (Arc<ReplicaSetController>, Vec<
         ctl,
         vec![Box::pin(set_informer.run()), Box::pin(pod_informer.run())],
     )
-}
-
-/// One worker: reconcile keys, requeue failures with backoff.
-pub async fn worker(ctl: Arc<ReplicaSetController>) {
-    while let Some(key) = ctl.queue.get().await {
-        match ctl.reconcile(&key).await {
-            Ok(()) => ctl.queue.forget(&key),
-            Err(e) => {
-                tracing::warn!(replicaset = %key, error = %e, "reconcile failed; retrying");
-                ctl.queue.add_rate_limited(key.clone());
-            }
-        }
-        ctl.queue.done(&key);
-    }
 }
 
 /// Runs the garbage collector: a sweep after any change (debounced) and every 5 s.
@@ -531,14 +554,8 @@ impl EndpointsController {
 /// Runs the Endpoints/EndpointSlice controller until the process ends.
 pub async fn run_endpoints(client: Client, workers: usize) -> anyhow::Result<()> {
     use k8s_openapi::api::core::v1::Service;
-    let mut svc_informer = Informer::new(Api::<Service>::all(&client), ListParams::default());
-    let mut pod_informer = Informer::new(Api::<Pod>::all(&client), ListParams::default());
-    let by_ns_svc: minik8s_client::informer::IndexFn<Service> =
-        Arc::new(|s: &Service| vec![ns_of(&s.metadata)]);
-    let by_ns_pod: minik8s_client::informer::IndexFn<Pod> =
-        Arc::new(|p: &Pod| vec![ns_of(&p.metadata)]);
-    svc_informer.cache().add_index("namespace", by_ns_svc);
-    pod_informer.cache().add_index("namespace", by_ns_pod);
+    let mut svc_informer = namespaced_informer::<Service>(&client);
+    let mut pod_informer = namespaced_informer::<Pod>(&client);
     let ctl = Arc::new(EndpointsController {
         client,
         services: svc_informer.cache(),
@@ -562,23 +579,12 @@ pub async fn run_endpoints(client: Client, workers: usize) -> anyhow::Result<()>
     tokio::spawn(pod_informer.run());
     svcs.wait_synced().await;
     pods.wait_synced().await;
-    let mut tasks = Vec::new();
-    for _ in 0..workers.max(1) {
-        let ctl = ctl.clone();
-        tasks.push(tokio::spawn(async move {
-            while let Some(key) = ctl.queue.get().await {
-                match ctl.reconcile(&key).await {
-                    Ok(()) => ctl.queue.forget(&key),
-                    Err(e) => {
-                        tracing::warn!(service = %key, error = %e, "endpoints reconcile failed; retrying");
-                        ctl.queue.add_rate_limited(key.clone());
-                    }
-                }
-                ctl.queue.done(&key);
-            }
-        }));
-    }
-    futures::future::join_all(tasks).await;
+    let c = ctl.clone();
+    run_workers(ctl.queue.clone(), workers, "endpoints", move |key| {
+        let c = c.clone();
+        async move { c.reconcile(&key).await }
+    })
+    .await;
     Ok(())
 }
 

@@ -8,6 +8,26 @@ use minik8s_client::{Client, DynamicApi, ListParams};
 use serde_json::{json, Value};
 use std::time::Duration;
 
+/// An apiserver with `nodes` hollow nodes named `<prefix>-N`, the scheduler and every controller.
+async fn cluster(prefix: &str, nodes: usize) -> (TestServer, Client) {
+    let server = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&server.url);
+    let hollow = kubelet::hollow::HollowConfig {
+        prefix: prefix.into(),
+        count: nodes,
+        lease_seconds: 10,
+    };
+    kubelet::hollow::register(&client, &hollow).await.unwrap();
+    tokio::spawn(kubelet::hollow::run(client.clone(), hollow));
+    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
+    for inf in informers {
+        tokio::spawn(inf);
+    }
+    tokio::spawn(scheduler::worker(sched));
+    tokio::spawn(controller_manager::run(client.clone(), 2));
+    (server, client)
+}
+
 async fn eventually<F: Fn(&[Value]) -> bool>(pods: &DynamicApi, what: &str, ok: F) -> Vec<Value> {
     let mut last = Vec::new();
     for _ in 0..150 {
@@ -45,21 +65,7 @@ fn owned_by<'a>(pods: &'a [Value], uid: &str) -> Vec<&'a Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicaset_keeps_its_pods() {
-    let s = TestServer::start(Backend::Embedded).await;
-    let client = Client::new(&s.url);
-    let hollow = kubelet::hollow::HollowConfig {
-        prefix: "hn".into(),
-        count: 2,
-        lease_seconds: 10,
-    };
-    kubelet::hollow::register(&client, &hollow).await.unwrap();
-    tokio::spawn(kubelet::hollow::run(client.clone(), hollow));
-    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
-    for inf in informers {
-        tokio::spawn(inf);
-    }
-    tokio::spawn(scheduler::worker(sched));
-    tokio::spawn(controller_manager::run_replicasets(client.clone(), 2));
+    let (_server, client) = cluster("hn", 2).await;
 
     let sets = client.dynamic(
         registry::by_kind("apps/v1", "ReplicaSet").unwrap(),
@@ -176,21 +182,7 @@ async fn replicaset_keeps_its_pods() {
 /// the ownerReference), foreground removes the pods before the set.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_collection_follows_the_propagation_policy() {
-    let s = TestServer::start(Backend::Embedded).await;
-    let client = Client::new(&s.url);
-    let hollow = kubelet::hollow::HollowConfig {
-        prefix: "gc".into(),
-        count: 1,
-        lease_seconds: 10,
-    };
-    kubelet::hollow::register(&client, &hollow).await.unwrap();
-    tokio::spawn(kubelet::hollow::run(client.clone(), hollow));
-    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
-    for inf in informers {
-        tokio::spawn(inf);
-    }
-    tokio::spawn(scheduler::worker(sched));
-    tokio::spawn(controller_manager::run(client.clone(), 2));
+    let (_server, client) = cluster("gc", 1).await;
     let sets = client.dynamic(
         registry::by_kind("apps/v1", "ReplicaSet").unwrap(),
         Some("default"),
@@ -254,21 +246,7 @@ async fn garbage_collection_follows_the_propagation_policy() {
 /// named target port, updates as pods go, removal with the Service.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn endpoints_follow_the_pods() {
-    let s = TestServer::start(Backend::Embedded).await;
-    let client = Client::new(&s.url);
-    let hollow = kubelet::hollow::HollowConfig {
-        prefix: "ep".into(),
-        count: 2,
-        lease_seconds: 10,
-    };
-    kubelet::hollow::register(&client, &hollow).await.unwrap();
-    tokio::spawn(kubelet::hollow::run(client.clone(), hollow));
-    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
-    for inf in informers {
-        tokio::spawn(inf);
-    }
-    tokio::spawn(scheduler::worker(sched));
-    tokio::spawn(controller_manager::run(client.clone(), 2));
+    let (_server, client) = cluster("ep", 2).await;
     let svcs = client.dynamic(registry::by_kind("v1", "Service").unwrap(), Some("default"));
     let eps = client.dynamic(
         registry::by_kind("v1", "Endpoints").unwrap(),
