@@ -12,6 +12,7 @@
 
 pub mod endpoints;
 pub mod gc;
+pub mod leader;
 pub mod replicaset;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;

@@ -13,6 +13,10 @@ struct Args {
     /// Workers per controller.
     #[arg(long, default_value_t = 2)]
     workers: usize,
+    /// Act only while holding the kube-system/kube-controller-manager Lease,
+    /// so several controller managers can run and only one acts.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
 }
 
 #[tokio::main]
@@ -21,5 +25,17 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let target =
         minik8s_client::config::resolve(args.server.as_deref(), args.kubeconfig.as_deref())?;
-    controller_manager::run(minik8s_client::Client::new(&target.server), args.workers).await
+    let client = minik8s_client::Client::new(&target.server);
+    if !args.leader_elect {
+        return controller_manager::run(client, args.workers).await;
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let identity = format!("{}_{}", host.trim(), std::process::id());
+    let cfg = controller_manager::leader::Config::controller_manager(&identity);
+    controller_manager::leader::run_as_leader(
+        client.clone(),
+        cfg,
+        controller_manager::run(client, args.workers),
+    )
+    .await
 }

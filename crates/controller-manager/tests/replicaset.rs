@@ -358,3 +358,66 @@ async fn endpoints_follow_the_pods() {
     }
     panic!("Endpoints or EndpointSlices left after the Service was deleted");
 }
+
+/// Two controller managers: exactly one leads; when it stops, the other takes over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_election_lets_one_act() {
+    use controller_manager::leader::{run_as_leader, Config};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let s = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&s.url);
+    let cfg = |id: &str| Config {
+        identity: id.into(),
+        lease_duration: Duration::from_secs(2),
+        retry: Duration::from_millis(200),
+        ..Config::controller_manager(id)
+    };
+    let (a_leads, b_leads) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let work = |flag: Arc<AtomicBool>| async move {
+        flag.store(true, Ordering::SeqCst);
+        std::future::pending::<()>().await;
+        Ok(())
+    };
+    let a = tokio::spawn(run_as_leader(
+        client.clone(),
+        cfg("a"),
+        work(a_leads.clone()),
+    ));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let b = tokio::spawn(run_as_leader(
+        client.clone(),
+        cfg("b"),
+        work(b_leads.clone()),
+    ));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        a_leads.load(Ordering::SeqCst) && !b_leads.load(Ordering::SeqCst),
+        "exactly one leader"
+    );
+    let leases = client.dynamic(
+        registry::by_kind("coordination.k8s.io/v1", "Lease").unwrap(),
+        Some("kube-system"),
+    );
+    assert_eq!(
+        leases.get("kube-controller-manager").await.unwrap()["spec"]["holderIdentity"],
+        "a"
+    );
+
+    // The leader dies: the lease expires and the other takes over.
+    a.abort();
+    for _ in 0..50 {
+        if b_leads.load(Ordering::SeqCst) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(b_leads.load(Ordering::SeqCst), "b took over");
+    let lease = leases.get("kube-controller-manager").await.unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], "b");
+    assert_eq!(lease["spec"]["leaseTransitions"], 1);
+    b.abort();
+}
