@@ -13,6 +13,7 @@
 pub mod endpoints;
 pub mod gc;
 pub mod leader;
+pub mod metrics;
 pub mod replicaset;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
@@ -320,12 +321,15 @@ async fn run_workers<F, Fut>(
     F: Fn(String) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<(), ClientError>> + Send,
 {
+    metrics::register(what, &queue);
     let mut tasks = Vec::new();
     for _ in 0..workers.max(1) {
         let (queue, reconcile) = (queue.clone(), reconcile.clone());
         tasks.push(tokio::spawn(async move {
             while let Some(key) = queue.get().await {
-                match reconcile(key.clone()).await {
+                let result = reconcile(key.clone()).await;
+                metrics::reconciled(what, result.is_ok());
+                match result {
                     Ok(()) => queue.forget(&key),
                     Err(e) => {
                         tracing::warn!(controller = what, %key, error = %e, "reconcile failed; retrying");

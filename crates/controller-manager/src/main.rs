@@ -17,6 +17,9 @@ struct Args {
     /// so several controller managers can run and only one acts.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     leader_elect: bool,
+    /// Where /metrics is served (queue depth, reconcile counts).
+    #[arg(long, default_value = "0.0.0.0:10257")]
+    metrics_address: String,
 }
 
 #[tokio::main]
@@ -26,6 +29,12 @@ async fn main() -> anyhow::Result<()> {
     let target =
         minik8s_client::config::resolve(args.server.as_deref(), args.kubeconfig.as_deref())?;
     let client = minik8s_client::Client::new(&target.server);
+    let metrics_address = args.metrics_address.clone();
+    tokio::spawn(async move {
+        if let Err(e) = controller_manager::metrics::serve(&metrics_address).await {
+            tracing::warn!(error = %e, "metrics server");
+        }
+    });
     if !args.leader_elect {
         return controller_manager::run(client, args.workers).await;
     }

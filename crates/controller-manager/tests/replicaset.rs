@@ -421,3 +421,68 @@ async fn leader_election_lets_one_act() {
     assert_eq!(lease["spec"]["leaseTransitions"], 1);
     b.abort();
 }
+
+/// The controller-manager binary serves /metrics with its queues and reconcile counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_serves_metrics() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&s.url);
+    let port = apiserver::testing::free_port();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_controller-manager"))
+        .args([
+            "--server",
+            &s.url,
+            "--metrics-address",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let sets = client.dynamic(
+        registry::by_kind("apps/v1", "ReplicaSet").unwrap(),
+        Some("default"),
+    );
+    sets.create(&json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "m"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "m"}},
+                 "template": {"metadata": {"labels": {"app": "m"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}))
+        .await
+        .unwrap();
+    let mut text = String::new();
+    for _ in 0..100 {
+        if let Ok(r) = reqwest::get(format!("http://127.0.0.1:{port}/metrics")).await {
+            text = r.text().await.unwrap_or_default();
+            let done = text.lines().any(|l| {
+                l.starts_with(
+                    "controller_reconciles_total{controller=\"replicaset\",result=\"success\"}",
+                ) && !l.ends_with(" 0")
+            });
+            if done {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        text.contains("workqueue_depth{name=\"replicaset\"}"),
+        "{text}"
+    );
+    assert!(
+        text.contains("workqueue_depth{name=\"endpoints\"}"),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.starts_with(
+            "controller_reconciles_total{controller=\"replicaset\",result=\"success\"}"
+        ) && !l.ends_with(" 0")),
+        "{text}"
+    );
+    let leases = client.dynamic(
+        registry::by_kind("coordination.k8s.io/v1", "Lease").unwrap(),
+        Some("kube-system"),
+    );
+    assert!(
+        leases.get("kube-controller-manager").await.is_ok(),
+        "the binary elects a leader by default"
+    );
+    child.kill().await.unwrap();
+}
