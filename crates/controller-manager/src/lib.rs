@@ -311,6 +311,16 @@ where
     informer
 }
 
+/// Queues each changed object's own key (the controller reconciles that object).
+fn enqueue_own_key<K>(informer: &mut Informer<K>, queue: &WorkQueue<String>)
+where
+    K: minik8s_client::rest::Resource
+        + k8s_openapi::Metadata<Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
+{
+    let queue = queue.clone();
+    informer.on_event(move |ev| queue.add(object_key(ev.object().metadata())));
+}
+
 /// `workers` workers draining `queue` with `reconcile`; a failed key comes back with backoff.
 async fn run_workers<F, Fut>(
     queue: WorkQueue<String>,
@@ -374,12 +384,7 @@ pub fn replicaset_controller(client: Client) -> (Arc<ReplicaSetController>, Vec<
         expectations: Mutex::default(),
         reconciles: AtomicU64::new(0),
     });
-    let c = Arc::downgrade(&ctl);
-    set_informer.on_event(move |ev| {
-        if let Some(c) = c.upgrade() {
-            c.queue.add(object_key(&ev.object().metadata));
-        }
-    });
+    enqueue_own_key(&mut set_informer, &ctl.queue);
     let c = Arc::downgrade(&ctl);
     pod_informer.on_event(move |ev| {
         if let Some(c) = c.upgrade() {
@@ -567,12 +572,7 @@ pub async fn run_endpoints(client: Client, workers: usize) -> anyhow::Result<()>
         pods: pod_informer.cache(),
         queue: WorkQueue::new(),
     });
-    let c = Arc::downgrade(&ctl);
-    svc_informer.on_event(move |ev| {
-        if let Some(c) = c.upgrade() {
-            c.queue.add(object_key(&ev.object().metadata));
-        }
-    });
+    enqueue_own_key(&mut svc_informer, &ctl.queue);
     let c = Arc::downgrade(&ctl);
     pod_informer.on_event(move |ev| {
         if let Some(c) = c.upgrade() {

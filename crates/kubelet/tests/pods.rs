@@ -96,19 +96,7 @@ async fn two_containers_share_volume_and_localhost_with_env_and_limits() {
     assert_eq!(limits, format!("200000000 {}", 64 * 1024 * 1024));
 
     // Logs through the apiserver, with our kubectl and the real one.
-    let logs = c
-        .client
-        .send(
-            reqwest::Method::GET,
-            "/api/v1/namespaces/default/pods/duo/log?container=client",
-            None,
-            "*/*",
-        )
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let logs = c.pod_log("duo/log?container=client").await;
     assert_eq!(logs, "client done\n");
     let kc = c.root.path().join("kubeconfig");
     std::fs::write(&kc, format!("apiVersion: v1\nkind: Config\nclusters: [{{name: m, cluster: {{server: \"{}\"}}}}]\ncontexts: [{{name: m, context: {{cluster: m}}}}]\ncurrent-context: m\n", c.server.url)).unwrap();
@@ -438,19 +426,7 @@ async fn probes_drive_readiness_and_liveness_and_examples_run() {
     .await;
     let mut logs = String::new();
     for _ in 0..50 {
-        logs = c
-            .client
-            .send(
-                reqwest::Method::GET,
-                "/api/v1/namespaces/default/pods/hello/log",
-                None,
-                "*/*",
-            )
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        logs = c.pod_log("hello/log").await;
         if !logs.is_empty() {
             break;
         }

@@ -304,6 +304,18 @@ impl Cluster {
         );
     }
 
+    /// A container's log through the apiserver (`path` is what follows `.../pods/`).
+    pub async fn pod_log(&self, path: &str) -> String {
+        let url = format!("/api/v1/namespaces/default/pods/{path}");
+        self.client
+            .send(reqwest::Method::GET, &url, None, "*/*")
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     pub async fn wait_gone(&self, name: &str, secs: u64) {
         let deadline = Instant::now() + Duration::from_secs(secs);
         while Instant::now() < deadline {
