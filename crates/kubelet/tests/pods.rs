@@ -484,13 +484,7 @@ async fn probes_drive_readiness_and_liveness_and_examples_run() {
 async fn two_kubelets_round_robin_without_stepping_on_each_other() {
     let c = Cluster::start().await;
     let second = format!("{}-b", c.node);
-    let octets: Vec<&str> = c.pod_cidr.split('.').collect();
-    let cidr = format!(
-        "{}.{}.{}.0/24",
-        octets[0],
-        octets[1],
-        (octets[2].parse::<u32>().unwrap() + 1) % 256
-    );
+    let cidr = common::free_pod_cidr();
     let mut other = c.spawn_kubelet(&second, apiserver::testing::free_port(), &cidr);
     let (sched, informers) = scheduler::build(c.client.clone(), scheduler::Config::default());
     for inf in informers {

@@ -154,11 +154,19 @@ async fn schedules_round_robin_honours_constraints_and_reports_failures() {
         p["status"]["conditions"][0]["message"],
         "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
     );
+    // The event follows the status write: wait for it.
     let events = client.dynamic(registry::by_kind("v1", "Event").unwrap(), Some("default"));
-    let list = events
-        .list(&ListParams::default().fields("involvedObject.name=gpu,reason=FailedScheduling"))
-        .await
-        .unwrap();
+    let mut list = Value::Null;
+    for _ in 0..100 {
+        list = events
+            .list(&ListParams::default().fields("involvedObject.name=gpu,reason=FailedScheduling"))
+            .await
+            .unwrap();
+        if list["items"].as_array().is_some_and(|i| !i.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert_eq!(list["items"][0]["type"], "Warning");
     assert_eq!(list["items"][0]["source"]["component"], "default-scheduler");
     nodes
@@ -199,7 +207,22 @@ async fn schedules_round_robin_honours_constraints_and_reports_failures() {
         )
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Wait until the scheduler has seen both cordons: a pod that fits nowhere
+    // (3 CPUs) and may only go to n1 or n3 names the cordon as the reason.
+    pods.create(&pod(
+        "cordon-check",
+        json!({}),
+        json!({"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "3"}}}],
+               "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1", "n3"]}]}]}}}}),
+    ))
+    .await
+    .unwrap();
+    wait_for(&pods, "cordon-check", "refused by both cordoned nodes", |p| {
+        p.pointer("/status/conditions/0/message")
+            == Some(&json!("0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 2 node(s) were unschedulable."))
+    })
+    .await;
     for i in 0..2 {
         pods.create(&pod(&format!("after{i}"), json!({}), json!({})))
             .await

@@ -132,6 +132,9 @@ impl Drop for Dockerd {
             args.extend(ids.lines());
             self.docker(&args);
         }
+        // dockerd leaves its bridges behind when it stops; a stale bridge on the
+        // same subnet would take the route of a later test's pod network.
+        self.docker(&["network", "prune", "-f"]);
         let _ = Command::new("kill")
             .arg(self.child.id().to_string())
             .status();
@@ -148,6 +151,40 @@ impl Drop for Dockerd {
 }
 
 static NEXT_NET: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+static TAKEN_CIDRS: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// A /24 in 10.200.0.0-10.254.255.0 that no route on this host uses yet (a
+/// bridge left by another dockerd would otherwise capture the pod network's
+/// traffic) and no other test of this process has taken.
+pub fn free_pod_cidr() -> String {
+    let routes = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
+    // Destination and mask are little-endian hex in /proc/net/route.
+    let routed: Vec<(u32, u32)> = routes
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let dest = u32::from_str_radix(f.get(1)?, 16).ok()?.swap_bytes();
+            let mask = u32::from_str_radix(f.get(7)?, 16).ok()?.swap_bytes();
+            Some((dest, mask))
+        })
+        .filter(|(_, mask)| *mask != 0)
+        .collect();
+    let mut taken = TAKEN_CIDRS.lock().unwrap();
+    let start = std::process::id() % (55 * 256);
+    for i in 0..55 * 256 {
+        let n = (start + i) % (55 * 256);
+        let net = (10 << 24) | ((200 + n / 256) << 16) | ((n % 256) << 8);
+        let overlaps = routed
+            .iter()
+            .any(|(dest, mask)| net & mask == *dest || dest & 0xffff_ff00 == net);
+        if !overlaps && !taken.contains(&net) {
+            taken.push(net);
+            return format!("10.{}.{}.0/24", 200 + n / 256, n % 256);
+        }
+    }
+    panic!("no free /24 left in 10.200.0.0-10.254.255.0 on this host");
+}
 
 /// A one-node cluster: apiserver, private dockerd, kubelet process.
 pub struct Cluster {
@@ -166,7 +203,7 @@ impl Cluster {
         let server = TestServer::start(Backend::Embedded).await;
         let dockerd = tokio::task::spawn_blocking(Dockerd::start).await.unwrap();
         let n = NEXT_NET.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let pod_cidr = format!("10.{}.{}.0/24", 200 + n, std::process::id() % 250);
+        let pod_cidr = free_pod_cidr();
         let client = Client::new(&server.url);
         let mut c = Cluster {
             server,
