@@ -14,6 +14,7 @@ pub mod quantity;
 pub mod registry;
 pub mod selector;
 pub mod status;
+pub mod taints;
 pub mod validation;
 
 pub use k8s_openapi as k8s;

@@ -712,16 +712,17 @@ fn pod_qos(pod: &Value) -> &'static str {
 }
 
 /// Kubernetes' DefaultTolerationSeconds admission: pods tolerate a not-ready or
-/// unreachable node for 300 s before eviction unless they say otherwise.
-fn add_default_tolerations(pod: &mut Value) {
+/// unreachable node for `seconds` (300 by default) before eviction unless they
+/// say otherwise.
+fn add_default_tolerations(pod: &mut Value, (not_ready, unreachable): (i64, i64)) {
     let spec = &mut pod["spec"];
     if !spec.get("tolerations").is_some_and(Value::is_array) {
         spec["tolerations"] = json!([]);
     }
     let tolerations = spec["tolerations"].as_array_mut().expect("array");
-    for key in [
-        "node.kubernetes.io/not-ready",
-        "node.kubernetes.io/unreachable",
+    for (key, seconds) in [
+        ("node.kubernetes.io/not-ready", not_ready),
+        ("node.kubernetes.io/unreachable", unreachable),
     ] {
         let present = tolerations.iter().any(|t| {
             let k = t.get("key").and_then(Value::as_str);
@@ -731,7 +732,7 @@ fn add_default_tolerations(pod: &mut Value) {
                 && effect.is_none_or(|e| e == "NoExecute")
         });
         if !present {
-            tolerations.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}));
+            tolerations.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}));
         }
     }
 }
@@ -875,7 +876,7 @@ impl ApiServer {
         defaults::apply(info.kind, &mut obj);
         match info.kind {
             "Pod" => {
-                add_default_tolerations(&mut obj);
+                add_default_tolerations(&mut obj, self.default_toleration_seconds);
                 obj["status"] = json!({"phase": "Pending", "qosClass": pod_qos(&obj)});
             }
             "Namespace" => obj["status"] = json!({"phase": "Active"}),

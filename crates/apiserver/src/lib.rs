@@ -50,6 +50,14 @@ pub struct Config {
     /// Events kept per resource for watches resuming from an older version.
     #[arg(long, default_value_t = 10_000)]
     pub watch_cache_size: usize,
+    /// tolerationSeconds of the node.kubernetes.io/not-ready NoExecute toleration
+    /// added to every pod that has none (DefaultTolerationSeconds admission).
+    #[arg(long, default_value_t = 300)]
+    pub default_not_ready_toleration_seconds: i64,
+    /// tolerationSeconds of the node.kubernetes.io/unreachable NoExecute toleration
+    /// added to every pod that has none.
+    #[arg(long, default_value_t = 300)]
+    pub default_unreachable_toleration_seconds: i64,
 }
 
 impl Config {
@@ -61,6 +69,8 @@ impl Config {
             data_dir,
             service_cluster_ip_range: "10.96.0.0/12".into(),
             watch_cache_size: 10_000,
+            default_not_ready_toleration_seconds: 300,
+            default_unreachable_toleration_seconds: 300,
         }
     }
 }
@@ -77,6 +87,8 @@ pub struct ApiServer {
     shutting_down: tokio::sync::watch::Sender<bool>,
     /// Which namespaces exist and whether they are terminating (for admission).
     namespaces: NamespaceCache,
+    /// tolerationSeconds for the default (not-ready, unreachable) tolerations.
+    default_toleration_seconds: (i64, i64),
 }
 
 /// Namespace name → terminating, kept from the namespaces watch cache (as Kubernetes'
@@ -198,6 +210,10 @@ impl ApiServer {
             http,
             shutting_down,
             namespaces: NamespaceCache::default(),
+            default_toleration_seconds: (
+                cfg.default_not_ready_toleration_seconds,
+                cfg.default_unreachable_toleration_seconds,
+            ),
         });
         NamespaceCache::follow(Arc::downgrade(&srv), srv.caches["namespaces"].clone(), rev);
         srv.restore_allocations().await?;

@@ -1,6 +1,7 @@
 //! The client side of the API, shared by every component except the apiserver:
 //! a typed REST client ([`rest`]), where to find the server ([`config`]), the
-//! reflector/informer with its indexed cache ([`informer`]) and the work queue
+//! reflector/informer with its indexed cache ([`informer`]), one informer per
+//! kind shared by a process's controllers ([`shared`]) and the work queue
 //! controllers drain ([`workqueue`]).
 //!
 //! A controller is: informers (list + watch into a cache) → handlers that
@@ -9,10 +10,12 @@
 pub mod config;
 pub mod informer;
 pub mod rest;
+pub mod shared;
 pub mod workqueue;
 
 pub use informer::{Cache, Event, Informer};
 pub use rest::{Api, Client, ClientError, DeleteParams, DynamicApi, ListParams, WatchEvent};
+pub use shared::SharedInformers;
 pub use workqueue::WorkQueue;
 
 /// Structured logs to stderr for every minik8s binary; `RUST_LOG` filters (default `info`).

@@ -6,8 +6,15 @@
 //! [`desired`] computes both objects from a Service and the namespace's pods
 //! (pure); the shell writes them when they differ.
 
+use crate::{enqueue_own_key, ns_of, run_workers};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use minik8s_api::registry;
+use minik8s_client::informer::{object_key, Event};
+use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
+use minik8s_client::{
+    Cache, Client, ClientError, DeleteParams, ListParams, SharedInformers, WorkQueue,
+};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -165,6 +172,161 @@ fn slice(svc: &Service, name: &str, endpoints: Vec<Value>, ports: Vec<Value>) ->
         "metadata": {"name": name, "namespace": ns, "labels": {SERVICE_NAME_LABEL: svc_name, MANAGED_BY_LABEL: MANAGED_BY},
                      "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": svc_name, "uid": svc.metadata.uid, "controller": true, "blockOwnerDeletion": true}]},
         "addressType": "IPv4", "endpoints": endpoints, "ports": ports})
+}
+
+// ---------------------------------------------------------------------------
+// The I/O shell.
+
+/// Keeps each Service's Endpoints and EndpointSlices in line with its pods.
+pub struct EndpointsController {
+    client: Client,
+    services: Cache<Service>,
+    pods: Cache<Pod>,
+    queue: WorkQueue<String>,
+}
+
+impl EndpointsController {
+    /// Builds the controller on the shared informers (Services and Pods).
+    pub fn new(client: Client, informers: &SharedInformers) -> Result<Arc<Self>, AlreadyStarted> {
+        let ctl = Arc::new(EndpointsController {
+            client,
+            services: informers.cache(),
+            pods: informers.cache(),
+            queue: WorkQueue::new(),
+        });
+        enqueue_own_key::<Service>(informers, &ctl.queue)?;
+        let c = Arc::downgrade(&ctl);
+        informers.on_event::<Pod>(move |ev| {
+            if let Some(c) = c.upgrade() {
+                c.on_pod(ev);
+            }
+        })?;
+        Ok(ctl)
+    }
+
+    /// Runs `workers` workers until the process ends (start the informers first).
+    pub async fn run(self: Arc<Self>, workers: usize) {
+        let c = self.clone();
+        run_workers(self.queue.clone(), workers, "endpoints", move |key| {
+            let c = c.clone();
+            async move { c.reconcile(&key).await }
+        })
+        .await;
+    }
+
+    /// Services in the pod's namespace whose selector matches the pod.
+    fn services_for(&self, pod: &Pod) -> Vec<String> {
+        let ns = ns_of(&pod.metadata);
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        self.services
+            .by_index(NAMESPACE_INDEX, &ns)
+            .iter()
+            .filter(|s| {
+                selector(s).is_some_and(|sel| sel.iter().all(|(k, v)| labels.get(k) == Some(v)))
+            })
+            .map(|s| object_key(&s.metadata))
+            .collect()
+    }
+
+    fn on_pod(&self, ev: &Event<Pod>) {
+        let mut keys = self.services_for(ev.object());
+        if let Event::Updated { old, .. } = ev {
+            keys.extend(self.services_for(old));
+        }
+        for k in keys {
+            self.queue.add(k);
+        }
+    }
+
+    /// Converges one Service's Endpoints and EndpointSlices.
+    pub async fn reconcile(&self, key: &str) -> Result<(), ClientError> {
+        let (ns, name) = key.split_once('/').unwrap_or(("default", key));
+        let ep_api = self.client.dynamic(
+            registry::by_kind("v1", "Endpoints").expect("endpoints"),
+            Some(ns),
+        );
+        let slice_api = self.client.dynamic(
+            registry::by_kind("discovery.k8s.io/v1", "EndpointSlice").expect("endpointslices"),
+            Some(ns),
+        );
+        let existing: Vec<Value> = slice_api
+            .list(&ListParams::default().labels(&format!("{}={name}", SERVICE_NAME_LABEL)))
+            .await?["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let svc = self.services.get(key);
+        let Some(svc) = svc.filter(|s| selector(s).is_some()) else {
+            // Gone, or without a selector (then its endpoints are the user's to manage).
+            if self.services.get(key).is_none() {
+                match ep_api.delete(name, &DeleteParams::default()).await {
+                    Err(e) if !e.is_not_found() => return Err(e),
+                    _ => {}
+                }
+            }
+            for sl in existing {
+                let n = sl["metadata"]["name"].as_str().unwrap_or("");
+                match slice_api.delete(n, &DeleteParams::default()).await {
+                    Err(e) if !e.is_not_found() => return Err(e),
+                    _ => {}
+                }
+            }
+            return Ok(());
+        };
+        let (want_ep, want_slices) = desired(&svc, &self.pods.by_index(NAMESPACE_INDEX, ns));
+        match ep_api.get(name).await {
+            Err(e) if e.is_not_found() => {
+                ep_api.create(&want_ep).await?;
+            }
+            Err(e) => return Err(e),
+            Ok(cur) => {
+                if cur["subsets"].as_array().cloned().unwrap_or_default()
+                    != want_ep["subsets"].as_array().cloned().unwrap_or_default()
+                {
+                    let mut next = want_ep.clone();
+                    next["metadata"]["resourceVersion"] =
+                        cur["metadata"]["resourceVersion"].clone();
+                    ep_api.replace(name, &next).await?;
+                }
+            }
+        }
+        for want in &want_slices {
+            let n = want["metadata"]["name"].as_str().unwrap_or("");
+            match existing.iter().find(|e| e["metadata"]["name"] == n) {
+                None => {
+                    slice_api.create(want).await?;
+                }
+                Some(cur)
+                    if cur["endpoints"].as_array().cloned().unwrap_or_default()
+                        != want["endpoints"].as_array().cloned().unwrap_or_default()
+                        || cur["ports"] != want["ports"] =>
+                {
+                    let mut next = want.clone();
+                    next["metadata"]["resourceVersion"] =
+                        cur["metadata"]["resourceVersion"].clone();
+                    slice_api.replace(n, &next).await?;
+                }
+                Some(_) => {}
+            }
+        }
+        for stale in existing.iter().filter(|e| {
+            !want_slices
+                .iter()
+                .any(|w| w["metadata"]["name"] == e["metadata"]["name"])
+        }) {
+            match slice_api
+                .delete(
+                    stale["metadata"]["name"].as_str().unwrap_or(""),
+                    &DeleteParams::default(),
+                )
+                .await
+            {
+                Err(e) if !e.is_not_found() => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

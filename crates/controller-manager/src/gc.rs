@@ -13,10 +13,11 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use minik8s_api::registry::{self, ResourceInfo};
 use minik8s_client::rest::content;
-use minik8s_client::{Cache, Client, ClientError, DeleteParams};
+use minik8s_client::{Cache, Client, ClientError, DeleteParams, SharedInformers};
 use serde_json::json;
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub const ORPHAN: &str = "orphan";
 pub const FOREGROUND: &str = "foregroundDeletion";
@@ -219,6 +220,69 @@ impl GarbageCollector {
             .patch(&o.name, None, content::MERGE_PATCH, &patch)
             .await
             .map(|_| ())
+    }
+}
+
+/// The collector wired to the shared informers: a sweep after any change of a
+/// watched kind (debounced) and every 5 s.
+pub struct Runner {
+    collector: GarbageCollector,
+    wake: Arc<tokio::sync::Notify>,
+}
+
+impl Runner {
+    /// Watches Pods, ReplicaSets, StatefulSets and ControllerRevisions.
+    pub fn new(
+        client: Client,
+        informers: &SharedInformers,
+    ) -> Result<Runner, minik8s_client::shared::AlreadyStarted> {
+        use k8s_openapi::api::apps::v1::{ControllerRevision, ReplicaSet, StatefulSet};
+        use k8s_openapi::api::core::v1::Pod;
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let mut sources: Vec<Arc<dyn Source>> = Vec::new();
+        fn watch<K>(
+            informers: &SharedInformers,
+            wake: &Arc<tokio::sync::Notify>,
+            sources: &mut Vec<Arc<dyn Source>>,
+            api_version: &str,
+            kind: &str,
+        ) -> Result<(), minik8s_client::shared::AlreadyStarted>
+        where
+            K: minik8s_client::rest::Resource + k8s_openapi::Metadata<Ty = ObjectMeta>,
+        {
+            let w = wake.clone();
+            informers.on_event::<K>(move |_| w.notify_one())?;
+            let info = registry::by_kind(api_version, kind).expect("registered kind");
+            sources.push(Arc::new((info, informers.cache::<K>())));
+            Ok(())
+        }
+        watch::<Pod>(informers, &wake, &mut sources, "v1", "Pod")?;
+        watch::<ReplicaSet>(informers, &wake, &mut sources, "apps/v1", "ReplicaSet")?;
+        watch::<StatefulSet>(informers, &wake, &mut sources, "apps/v1", "StatefulSet")?;
+        watch::<ControllerRevision>(
+            informers,
+            &wake,
+            &mut sources,
+            "apps/v1",
+            "ControllerRevision",
+        )?;
+        Ok(Runner {
+            collector: GarbageCollector { client, sources },
+            wake,
+        })
+    }
+
+    /// Sweeps until the process ends (start the informers first).
+    pub async fn run(self) {
+        loop {
+            if let Err(e) = self.collector.sweep().await {
+                tracing::warn!(error = %e, "garbage collection sweep failed");
+            }
+            tokio::select! {
+                _ = self.wake.notified() => tokio::time::sleep(Duration::from_millis(100)).await,
+                _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+            }
+        }
     }
 }
 

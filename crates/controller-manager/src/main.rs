@@ -10,9 +10,8 @@ struct Args {
     /// A kubeconfig naming the apiserver.
     #[arg(long)]
     kubeconfig: Option<std::path::PathBuf>,
-    /// Workers per controller.
-    #[arg(long, default_value_t = 2)]
-    workers: usize,
+    #[command(flatten)]
+    controllers: controller_manager::Config,
     /// Act only while holding the kube-system/kube-controller-manager Lease,
     /// so several controller managers can run and only one acts.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -36,7 +35,7 @@ async fn main() -> anyhow::Result<()> {
         }
     });
     if !args.leader_elect {
-        return controller_manager::run(client, args.workers).await;
+        return controller_manager::run(client, args.controllers).await;
     }
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let identity = format!("{}_{}", host.trim(), std::process::id());
@@ -44,7 +43,7 @@ async fn main() -> anyhow::Result<()> {
     controller_manager::leader::run_as_leader(
         client.clone(),
         cfg,
-        controller_manager::run(client, args.workers),
+        controller_manager::run(client, args.controllers),
     )
     .await
 }

@@ -4,11 +4,21 @@
 //! from what is observed; `reconcile` is the I/O shell around it, as in
 //! Kubernetes' `pkg/controller/replicaset`.
 
+use crate::{enqueue_own_key, lock, ns_of, run_workers};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
+use minik8s_api::registry;
 use minik8s_api::selector::Selector;
+use minik8s_client::informer::{object_key, Event};
+use minik8s_client::rest::content;
+use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
+use minik8s_client::{Cache, Client, ClientError, DeleteParams, SharedInformers, WorkQueue};
+use serde_json::{json, Value};
 use std::cmp::Ordering;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{self, AtomicU64};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// The controller ownerReference of an object, if any: (uid, kind, name).
 pub fn controller_of(
@@ -146,6 +156,296 @@ pub fn status(rs: &ReplicaSet, owned: &[Arc<Pod>]) -> serde_json::Value {
         "availableReplicas": ready,
         "observedGeneration": rs.metadata.generation.unwrap_or(0),
     })
+}
+
+// ---------------------------------------------------------------------------
+// The I/O shell: caches in, API writes out.
+
+/// How long unobserved creates/deletes hold back a ReplicaSet (Kubernetes: 5 min).
+const EXPECTATION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Creates and deletes a ReplicaSet has asked for but not yet seen through the watch,
+/// so a slow watch never causes double creates (Kubernetes' ControllerExpectations).
+#[derive(Debug, Clone, Copy)]
+struct Expectation {
+    adds: i64,
+    dels: i64,
+    deadline: Instant,
+}
+
+pub struct ReplicaSetController {
+    client: Client,
+    sets: Cache<ReplicaSet>,
+    pods: Cache<Pod>,
+    queue: WorkQueue<String>,
+    expectations: Mutex<HashMap<String, Expectation>>,
+    pub reconciles: AtomicU64,
+}
+
+impl ReplicaSetController {
+    fn observed(&self, rs_key: &str, add: i64, del: i64) {
+        if let Some(e) = lock(&self.expectations).get_mut(rs_key) {
+            e.adds -= add;
+            e.dels -= del;
+        }
+    }
+
+    fn satisfied(&self, rs_key: &str) -> bool {
+        match lock(&self.expectations).get(rs_key) {
+            None => true,
+            Some(e) => (e.adds <= 0 && e.dels <= 0) || Instant::now() > e.deadline,
+        }
+    }
+
+    /// Queues every ReplicaSet in the pod's namespace whose selector matches it (for adoption).
+    fn enqueue_matching(&self, pod: &Pod) {
+        let ns = ns_of(&pod.metadata);
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        for rs in self.sets.by_index(NAMESPACE_INDEX, &ns) {
+            let sel = rs
+                .spec
+                .as_ref()
+                .and_then(|s| Selector::from_label_selector(&s.selector).ok());
+            if sel.is_some_and(|s| !s.is_empty() && s.matches(&labels)) {
+                self.queue.add(object_key(&rs.metadata));
+            }
+        }
+    }
+
+    fn owner_key(pod: &Pod) -> Option<String> {
+        controller_of(&pod.metadata)
+            .filter(|(_, kind, _)| kind == "ReplicaSet")
+            .map(|(_, _, name)| format!("{}/{}", ns_of(&pod.metadata), name))
+    }
+
+    fn on_pod(&self, ev: &Event<Pod>) {
+        match ev {
+            Event::Added(p) => match Self::owner_key(p) {
+                Some(k) => {
+                    self.observed(&k, 1, 0);
+                    self.queue.add(k);
+                }
+                None => self.enqueue_matching(p),
+            },
+            Event::Updated { old, new } => {
+                for k in [Self::owner_key(old), Self::owner_key(new)]
+                    .into_iter()
+                    .flatten()
+                {
+                    self.queue.add(k);
+                }
+                if old.metadata.labels != new.metadata.labels || Self::owner_key(new).is_none() {
+                    self.enqueue_matching(new);
+                }
+            }
+            Event::Deleted(p) => {
+                if let Some(k) = Self::owner_key(p) {
+                    self.observed(&k, 0, 1);
+                    self.queue.add(k);
+                }
+            }
+        }
+    }
+
+    /// Converges one ReplicaSet: claim pods, create or delete, report status.
+    pub async fn reconcile(&self, key: &str) -> Result<(), ClientError> {
+        self.reconciles.fetch_add(1, atomic::Ordering::Relaxed);
+        let Some(rs) = self.sets.get(key) else {
+            lock(&self.expectations).remove(key);
+            return Ok(());
+        };
+        let ns = ns_of(&rs.metadata);
+        let name = rs.metadata.name.clone().unwrap_or_default();
+        let spec = rs.spec.clone().unwrap_or_default();
+        let Ok(selector) = Selector::from_label_selector(&spec.selector) else {
+            return Ok(());
+        };
+        let pods = self.pods.by_index(NAMESPACE_INDEX, &ns);
+        let claims = claim(&rs, &selector, &pods);
+        let pod_api = self
+            .client
+            .dynamic(registry::by_kind("v1", "Pod").expect("pods"), Some(&ns));
+        let mut owned = claims.owned.clone();
+        let me = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "uid": rs.metadata.uid, "controller": true, "blockOwnerDeletion": true});
+        for p in &claims.adopt {
+            let mut refs: Vec<Value> = serde_json::to_value(&p.metadata.owner_references)
+                .ok()
+                .and_then(|v| v.as_array().cloned())
+                .unwrap_or_default();
+            refs.push(me.clone());
+            let patch = json!({"metadata": {"ownerReferences": refs, "resourceVersion": p.metadata.resource_version}});
+            match pod_api
+                .patch(
+                    p.metadata.name.as_deref().unwrap_or(""),
+                    None,
+                    content::MERGE_PATCH,
+                    &patch,
+                )
+                .await
+            {
+                Ok(v) => owned.push(Arc::new(
+                    serde_json::from_value(v).map_err(|e| ClientError::Decode(e.to_string()))?,
+                )),
+                Err(e) if e.is_conflict() || e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        for p in &claims.release {
+            let uid = rs.metadata.uid.clone().unwrap_or_default();
+            let refs: Vec<Value> = serde_json::to_value(&p.metadata.owner_references)
+                .ok()
+                .and_then(|v| v.as_array().cloned())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|r| r["uid"] != uid.as_str())
+                .collect();
+            let patch = json!({"metadata": {"ownerReferences": refs, "resourceVersion": p.metadata.resource_version}});
+            match pod_api
+                .patch(
+                    p.metadata.name.as_deref().unwrap_or(""),
+                    None,
+                    content::MERGE_PATCH,
+                    &patch,
+                )
+                .await
+            {
+                Ok(_) | Err(ClientError::Api(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let mut active: Vec<Arc<Pod>> = owned.iter().filter(|p| is_active(p)).cloned().collect();
+        if rs.metadata.deletion_timestamp.is_none() && self.satisfied(key) {
+            let diff = plan(spec.replicas.unwrap_or(1), active.len());
+            if diff > 0 {
+                self.create_pods(key, &rs, diff as usize).await?;
+            } else if diff < 0 {
+                active.sort_by(|a, b| deletion_order(a, b));
+                let victims: Vec<Arc<Pod>> =
+                    active.iter().take((-diff) as usize).cloned().collect();
+                lock(&self.expectations).insert(
+                    key.to_string(),
+                    Expectation {
+                        adds: 0,
+                        dels: victims.len() as i64,
+                        deadline: Instant::now() + EXPECTATION_TIMEOUT,
+                    },
+                );
+                for v in victims {
+                    if let Err(e) = pod_api
+                        .delete(
+                            v.metadata.name.as_deref().unwrap_or(""),
+                            &DeleteParams::default(),
+                        )
+                        .await
+                    {
+                        self.observed(key, 0, 1);
+                        if !e.is_not_found() {
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+        }
+        let status = status(&rs, &owned);
+        let current = serde_json::to_value(&rs.status).unwrap_or(Value::Null);
+        let changed = [
+            "replicas",
+            "fullyLabeledReplicas",
+            "readyReplicas",
+            "availableReplicas",
+            "observedGeneration",
+        ]
+        .iter()
+        .any(|f| current.get(*f).cloned().unwrap_or(json!(0)) != status[*f]);
+        if changed {
+            let rs_api = self.client.dynamic(
+                registry::by_kind("apps/v1", "ReplicaSet").expect("replicasets"),
+                Some(&ns),
+            );
+            match rs_api
+                .patch(
+                    &name,
+                    Some("status"),
+                    content::MERGE_PATCH,
+                    &json!({"status": status}),
+                )
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates `n` pods from the template in slow-start batches (1, 2, 4, ...).
+    async fn create_pods(&self, key: &str, rs: &ReplicaSet, n: usize) -> Result<(), ClientError> {
+        let ns = ns_of(&rs.metadata);
+        let name = rs.metadata.name.clone().unwrap_or_default();
+        let template = rs
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.clone())
+            .unwrap_or_default();
+        let tmeta = template.metadata.clone().unwrap_or_default();
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"generateName": format!("{name}-"), "namespace": ns, "labels": tmeta.labels, "annotations": tmeta.annotations,
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "uid": rs.metadata.uid, "controller": true, "blockOwnerDeletion": true}]},
+            "spec": template.spec});
+        let api = self
+            .client
+            .dynamic(registry::by_kind("v1", "Pod").expect("pods"), Some(&ns));
+        lock(&self.expectations).insert(
+            key.to_string(),
+            Expectation {
+                adds: n as i64,
+                dels: 0,
+                deadline: Instant::now() + EXPECTATION_TIMEOUT,
+            },
+        );
+        let mut left = n;
+        for batch in slow_start(n) {
+            let results = futures::future::join_all((0..batch).map(|_| api.create(&pod))).await;
+            left -= batch;
+            let failed: Vec<ClientError> = results.into_iter().filter_map(Result::err).collect();
+            if !failed.is_empty() {
+                // Creates that failed (and the batches skipped) will never be observed.
+                self.observed(key, (failed.len() + left) as i64, 0);
+                return Err(failed.into_iter().next().expect("non-empty"));
+            }
+        }
+        Ok(())
+    }
+    /// Builds the controller on the shared informers (ReplicaSets and Pods).
+    pub fn new(client: Client, informers: &SharedInformers) -> Result<Arc<Self>, AlreadyStarted> {
+        let ctl = Arc::new(ReplicaSetController {
+            client,
+            sets: informers.cache(),
+            pods: informers.cache(),
+            queue: WorkQueue::new(),
+            expectations: Mutex::default(),
+            reconciles: AtomicU64::new(0),
+        });
+        enqueue_own_key::<ReplicaSet>(informers, &ctl.queue)?;
+        let c = Arc::downgrade(&ctl);
+        informers.on_event::<Pod>(move |ev| {
+            if let Some(c) = c.upgrade() {
+                c.on_pod(ev);
+            }
+        })?;
+        Ok(ctl)
+    }
+
+    /// Runs `workers` workers until the process ends (start the informers first).
+    pub async fn run(self: Arc<Self>, workers: usize) {
+        let c = self.clone();
+        run_workers(self.queue.clone(), workers, "replicaset", move |key| {
+            let c = c.clone();
+            async move { c.reconcile(&key).await }
+        })
+        .await;
+    }
 }
 
 #[cfg(test)]

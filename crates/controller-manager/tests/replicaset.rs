@@ -24,7 +24,10 @@ async fn cluster(prefix: &str, nodes: usize) -> (TestServer, Client) {
         tokio::spawn(inf);
     }
     tokio::spawn(scheduler::worker(sched));
-    tokio::spawn(controller_manager::run(client.clone(), 2));
+    tokio::spawn(controller_manager::run(
+        client.clone(),
+        controller_manager::Config::default(),
+    ));
     (server, client)
 }
 

@@ -1,12 +1,13 @@
 //! Hollow nodes: kubelets without a container runtime, for scale benchmarks
 //! only. Each registers a Node (Ready, 4 cpu, 16Gi, 110 pods) and renews its
-//! Lease; pods bound to it go Running at once with a made-up IP, and deleted
-//! pods are confirmed at once. Many hollow nodes share one process, one pod
+//! Lease (and reports Ready again if the node lifecycle controller marked it
+//! Unknown while it was away); pods bound to it go Running at once with a
+//! made-up IP, and deleted pods are confirmed at once. Many hollow nodes share one process, one pod
 //! watch and a few workers.
 
 use anyhow::Context;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use minik8s_api::meta::now_rfc3339;
 use minik8s_api::registry;
 use minik8s_client::informer::{object_key, Event};
@@ -85,10 +86,13 @@ pub async fn run(client: Client, cfg: HollowConfig) -> anyhow::Result<()> {
             }
         }
     });
-    tokio::spawn(informer.run());
+    // The tasks end with this function (dropping the set aborts them), so a
+    // test can "kill" hollow nodes by aborting `run`.
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(informer.run());
     for _ in 0..8 {
         let (queue, cache, client) = (queue.clone(), cache.clone(), client.clone());
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             while let Some(key) = queue.get().await {
                 if let Some(pod) = cache.get(&key) {
                     if let Err(e) = sync_hollow_pod(&client, &pod).await {
@@ -100,11 +104,36 @@ pub async fn run(client: Client, cfg: HollowConfig) -> anyhow::Result<()> {
             }
         });
     }
+    let node_informer = Informer::new(
+        Api::<Node>::all(&client),
+        ListParams::default().labels("minik8s.io/hollow=true"),
+    );
+    let nodes = node_informer.cache();
+    tasks.spawn(node_informer.run());
+    let node_api = client.dynamic(registry::by_kind("v1", "Node").expect("nodes"), None);
     loop {
         for i in 0..cfg.count {
             let name = node_name(&cfg.prefix, i);
             if let Err(e) = crate::node::renew_lease(&client, &name).await {
                 tracing::debug!(node = %name, error = %e, "hollow lease");
+            }
+            let ready = nodes.get(&name).is_some_and(|n| {
+                n.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+                    .is_some_and(|c| c.status == "True")
+            });
+            if !ready && nodes.has_synced() {
+                let now = now_rfc3339();
+                let status = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                    "message": "kubelet is posting ready status", "lastHeartbeatTime": now, "lastTransitionTime": now}]}});
+                if let Err(e) = node_api
+                    .patch(&name, Some("status"), content::MERGE_PATCH, &status)
+                    .await
+                {
+                    tracing::debug!(node = %name, error = %e, "hollow node status");
+                }
             }
         }
         tokio::time::sleep(Duration::from_secs(cfg.lease_seconds.max(1))).await;

@@ -440,7 +440,10 @@ async fn probes_drive_readiness_and_liveness_and_examples_run() {
         tokio::spawn(inf);
     }
     tokio::spawn(scheduler::worker(sched));
-    tokio::spawn(controller_manager::run_replicasets(c.client.clone(), 2));
+    tokio::spawn(controller_manager::run(
+        c.client.clone(),
+        controller_manager::Config::default(),
+    ));
     let text = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/web.yaml"),
     )

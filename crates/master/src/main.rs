@@ -11,6 +11,8 @@ use clap::Parser;
 struct Args {
     #[command(flatten)]
     apiserver: apiserver::Config,
+    #[command(flatten)]
+    controllers: controller_manager::Config,
 }
 
 #[tokio::main]
@@ -29,7 +31,7 @@ async fn main() -> anyhow::Result<()> {
     let api = tokio::spawn(apiserver::run(args.apiserver));
     let client = minik8s_client::Client::new(&local);
     let sched = tokio::spawn(scheduler::run(client.clone(), scheduler::Config::default()));
-    let controllers = tokio::spawn(controller_manager::run(client, 2));
+    let controllers = tokio::spawn(controller_manager::run(client, args.controllers));
     tokio::select! {
         r = api => r??,
         r = sched => r??,

@@ -4,7 +4,7 @@
 //! unit-tested without servers.
 
 use k8s_openapi::api::core::v1::{
-    Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodAffinityTerm, Taint, Toleration,
+    Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodAffinityTerm, Taint,
 };
 use minik8s_api::quantity::Quantity;
 use minik8s_api::selector::Selector;
@@ -213,22 +213,7 @@ pub fn matches_node_selector(pod: &Pod, node: &Node) -> bool {
     }
 }
 
-fn tolerates(tolerations: &[Toleration], taint: &Taint) -> bool {
-    tolerations.iter().any(|t| {
-        let effect_ok = t
-            .effect
-            .as_deref()
-            .is_none_or(|e| e.is_empty() || e == taint.effect);
-        let key_ok = t.key.as_deref().is_none_or(|k| k.is_empty())
-            || t.key.as_deref() == Some(taint.key.as_str());
-        let value_ok = match t.operator.as_deref() {
-            Some("Exists") => true,
-            _ => t.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
-        };
-        // An empty key with Exists tolerates everything.
-        effect_ok && key_ok && value_ok
-    })
-}
+use minik8s_api::taints::tolerates;
 
 /// The first NoSchedule/NoExecute taint the pod does not tolerate.
 pub fn untolerated_taint(pod: &Pod, node: &Node) -> Option<Taint> {

@@ -1,0 +1,223 @@
+//! Node lifecycle with short timeouts, on a real apiserver with two hollow
+//! nodes, the scheduler and every controller: a node that stops heartbeating
+//! goes Unknown and gets the unreachable taints, its pods are evicted after
+//! their toleration and the ReplicaSet recreates them on the other node; when
+//! the node comes back it loses the taints and gets pods again.
+
+use apiserver::testing::{Backend, TestServer};
+use kubelet::hollow::{self, HollowConfig};
+use minik8s_api::registry;
+use minik8s_client::{Client, DynamicApi, ListParams};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+fn hollow_node(client: &Client, prefix: &str) -> tokio::task::JoinHandle<anyhow::Result<()>> {
+    tokio::spawn(hollow::run(
+        client.clone(),
+        HollowConfig {
+            prefix: prefix.into(),
+            count: 1,
+            lease_seconds: 1,
+        },
+    ))
+}
+
+async fn until<T, F, Fut>(what: &str, secs: u64, f: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        match f().await {
+            Ok(v) => return v,
+            Err(last) if Instant::now() > deadline => {
+                panic!("{what} within {secs} s; last: {last}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+async fn live_pods(pods: &DynamicApi) -> Vec<Value> {
+    pods.list(&ListParams::default()).await.unwrap()["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .collect()
+}
+
+fn node_of(p: &Value) -> &str {
+    p["spec"]["nodeName"].as_str().unwrap_or("")
+}
+
+fn ready(node: &Value) -> String {
+    node["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+        .and_then(|c| c["status"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn taint_keys(node: &Value) -> Vec<String> {
+    node["spec"]["taints"]
+        .as_array()
+        .map(|ts| {
+            ts.iter()
+                .map(|t| {
+                    format!(
+                        "{}:{}",
+                        t["key"].as_str().unwrap_or(""),
+                        t["effect"].as_str().unwrap_or("")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_node_is_tainted_and_its_pods_move() {
+    let server = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&server.url);
+    let node_a = hollow_node(&client, "a");
+    let _node_b = hollow_node(&client, "b");
+    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
+    for inf in informers {
+        tokio::spawn(inf);
+    }
+    tokio::spawn(scheduler::worker(sched));
+    let config = controller_manager::Config {
+        node_monitor_period: Duration::from_millis(500),
+        node_monitor_grace_period: Duration::from_secs(3),
+        ..Default::default()
+    };
+    tokio::spawn(controller_manager::run(client.clone(), config));
+
+    let nodes = client.dynamic(registry::by_kind("v1", "Node").unwrap(), None);
+    let pods = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("default"));
+    let sets = client.dynamic(
+        registry::by_kind("apps/v1", "ReplicaSet").unwrap(),
+        Some("default"),
+    );
+    until("both nodes registered", 20, || async {
+        let a = nodes.get("a-0").await.map_err(|e| e.to_string())?;
+        let b = nodes.get("b-0").await.map_err(|e| e.to_string())?;
+        (ready(&a) == "True" && ready(&b) == "True")
+            .then_some(())
+            .ok_or_else(|| "not ready".to_string())
+    })
+    .await;
+    // The pods tolerate an unreachable node for 2 s (the admission default is 300 s).
+    sets.create(&json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "c", "image": "busybox"}],
+                                       "tolerations": [{"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                                                        "effect": "NoExecute", "tolerationSeconds": 2}]}}}}))
+        .await
+        .unwrap();
+    let first = until("one running pod on each node", 20, || async {
+        let live = live_pods(&pods).await;
+        let mut on: Vec<&str> = live
+            .iter()
+            .filter(|p| p["status"]["phase"] == "Running")
+            .map(node_of)
+            .collect();
+        on.sort();
+        (on == ["a-0", "b-0"])
+            .then(|| live.clone())
+            .ok_or_else(|| format!("{on:?}"))
+    })
+    .await;
+    let on_a = first.iter().find(|p| node_of(p) == "a-0").unwrap()["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // Node a stops heartbeating.
+    node_a.abort();
+    let a = until("a-0 Unknown and tainted unreachable", 20, || async {
+        let a = nodes.get("a-0").await.map_err(|e| e.to_string())?;
+        let keys = taint_keys(&a);
+        (ready(&a) == "Unknown"
+            && keys.contains(&"node.kubernetes.io/unreachable:NoExecute".to_string())
+            && keys.contains(&"node.kubernetes.io/unreachable:NoSchedule".to_string()))
+        .then(|| a.clone())
+        .ok_or_else(|| format!("ready={} taints={keys:?}", ready(&a)))
+    })
+    .await;
+    let cond = a["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap()
+        .clone();
+    assert_eq!(cond["reason"], "NodeStatusUnknown");
+    assert_eq!(cond["message"], "Kubelet stopped posting node status.");
+    let b = nodes.get("b-0").await.unwrap();
+    assert_eq!(ready(&b), "True", "the heartbeating node stays Ready");
+    assert!(taint_keys(&b).is_empty());
+
+    // Its pod is evicted after 2 s and replaced on b.
+    until("the pod on a-0 evicted and replaced on b-0", 20, || async {
+        let evicted = pods
+            .get(&on_a)
+            .await
+            .map(|p| !p["metadata"]["deletionTimestamp"].is_null())
+            .unwrap_or(true);
+        let live = live_pods(&pods).await;
+        let on: Vec<&str> = live.iter().map(node_of).collect();
+        (evicted && on == ["b-0", "b-0"])
+            .then_some(())
+            .ok_or_else(|| format!("evicted={evicted} live on {on:?}"))
+    })
+    .await;
+    let events = client.dynamic(registry::by_kind("v1", "Event").unwrap(), Some("default"));
+    let evs = events
+        .list(&ListParams::default().fields("reason=TaintManagerEviction"))
+        .await
+        .unwrap();
+    assert_eq!(evs["items"][0]["involvedObject"]["name"], on_a.as_str());
+
+    // Node a comes back: Ready again, untainted, and it takes new pods.
+    let _node_a = hollow_node(&client, "a");
+    until("a-0 Ready and untainted", 20, || async {
+        let a = nodes.get("a-0").await.map_err(|e| e.to_string())?;
+        (ready(&a) == "True" && taint_keys(&a).is_empty())
+            .then_some(())
+            .ok_or_else(|| format!("ready={} taints={:?}", ready(&a), taint_keys(&a)))
+    })
+    .await;
+    until(
+        "the evicted pod finalized by its returning node",
+        20,
+        || async {
+            match pods.get(&on_a).await {
+                Err(e) if e.is_not_found() => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    sets.patch(
+        "web",
+        Some("scale"),
+        "application/merge-patch+json",
+        &json!({"spec": {"replicas": 4}}),
+    )
+    .await
+    .unwrap();
+    until("new pods on a-0 again", 20, || async {
+        let live = live_pods(&pods).await;
+        let on_a = live.iter().filter(|p| node_of(p) == "a-0").count();
+        (live.len() == 4 && on_a >= 1)
+            .then_some(())
+            .ok_or_else(|| format!("{} live, {on_a} on a-0", live.len()))
+    })
+    .await;
+}
