@@ -9,6 +9,7 @@
 pub mod defaults;
 pub mod lws;
 pub mod meta;
+pub mod net;
 pub mod patch;
 pub mod quantity;
 pub mod registry;

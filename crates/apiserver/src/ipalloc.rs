@@ -20,26 +20,7 @@ pub enum AllocError {
     Full,
 }
 
-/// Parses `10.96.0.0/12` into (network, prefix length).
-pub fn parse_cidr(cidr: &str) -> Result<(Ipv4Addr, u8), String> {
-    let (ip, bits) = cidr
-        .split_once('/')
-        .ok_or_else(|| format!("{cidr:?} is not a CIDR"))?;
-    let ip: Ipv4Addr = ip
-        .parse()
-        .map_err(|_| format!("{cidr:?} is not an IPv4 CIDR"))?;
-    let bits: u8 = bits
-        .parse()
-        .ok()
-        .filter(|b| *b <= 30)
-        .ok_or_else(|| format!("{cidr:?}: prefix must be at most /30"))?;
-    let mask = if bits == 0 {
-        0
-    } else {
-        u32::MAX << (32 - bits)
-    };
-    Ok((Ipv4Addr::from(u32::from(ip) & mask), bits))
-}
+pub use minik8s_api::net::parse_cidr;
 
 struct Ranged {
     first: u32,

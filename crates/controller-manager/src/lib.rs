@@ -10,12 +10,13 @@
 //!
 //! Controllers: ReplicaSet (`replicaset.rs`), the garbage collector (`gc.rs`),
 //! Endpoints/EndpointSlices (`endpoints.rs`), node lifecycle with NoExecute
-//! eviction (`nodelifecycle.rs`).
+//! eviction (`nodelifecycle.rs`), node IPAM (`nodeipam.rs`).
 
 pub mod endpoints;
 pub mod gc;
 pub mod leader;
 pub mod metrics;
+pub mod nodeipam;
 pub mod nodelifecycle;
 pub mod replicaset;
 
@@ -40,6 +41,15 @@ pub struct Config {
     /// tainted node.kubernetes.io/unreachable.
     #[arg(long, default_value = "50s", value_parser = parse_duration)]
     pub node_monitor_grace_period: Duration,
+    /// Give nodes without a podCIDR one from --cluster-cidr.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub allocate_node_cidrs: bool,
+    /// The pod network, cut into one subnet per node.
+    #[arg(long, default_value = "10.244.0.0/16")]
+    pub cluster_cidr: String,
+    /// Prefix length of each node's subnet.
+    #[arg(long, default_value_t = 24)]
+    pub node_cidr_mask_size: u8,
 }
 
 impl Default for Config {
@@ -149,6 +159,15 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
             grace_period: config.node_monitor_grace_period,
         },
     )?;
+    let ipam = match config.allocate_node_cidrs {
+        true => Some(nodeipam::NodeIpamController::new(
+            client.clone(),
+            &informers,
+            nodeipam::Range::new(&config.cluster_cidr, config.node_cidr_mask_size)
+                .map_err(anyhow::Error::msg)?,
+        )?),
+        false => None,
+    };
     informers.start();
     informers.wait_synced().await;
     tracing::info!(
@@ -161,6 +180,11 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
         endpoints.run(workers),
         gc.run(),
         nodes.run(workers),
+        async {
+            if let Some(ipam) = ipam {
+                ipam.run().await
+            }
+        },
     );
     Ok(())
 }

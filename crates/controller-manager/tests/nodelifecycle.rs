@@ -221,3 +221,57 @@ async fn silent_node_is_tainted_and_its_pods_move() {
     })
     .await;
 }
+
+/// Node IPAM: nodes without a podCIDR get distinct /24s from 10.244.0.0/16; a
+/// node that brings its own (flannel) keeps it and nobody else gets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_without_a_pod_cidr_get_one() {
+    let server = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&server.url);
+    let nodes = client.dynamic(registry::by_kind("v1", "Node").unwrap(), None);
+    let node = |name: &str, cidr: Option<&str>| {
+        let mut n = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}});
+        if let Some(c) = cidr {
+            n["spec"] = json!({"podCIDR": c, "podCIDRs": [c]});
+        }
+        n
+    };
+    nodes
+        .create(&node("flannel", Some("10.244.0.0/24")))
+        .await
+        .unwrap();
+    tokio::spawn(controller_manager::run(
+        client.clone(),
+        controller_manager::Config::default(),
+    ));
+    for name in ["n1", "n2", "n3"] {
+        nodes.create(&node(name, None)).await.unwrap();
+    }
+    let mut cidrs = until("every node has a podCIDR", 20, || async {
+        let list = nodes.list(&ListParams::default()).await.unwrap();
+        let cidrs: Vec<String> = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|n| n["spec"]["podCIDR"].as_str().map(str::to_string))
+            .collect();
+        (cidrs.len() == 4)
+            .then(|| cidrs.clone())
+            .ok_or_else(|| format!("{cidrs:?}"))
+    })
+    .await;
+    assert_eq!(
+        nodes.get("flannel").await.unwrap()["spec"]["podCIDR"],
+        "10.244.0.0/24"
+    );
+    cidrs.sort();
+    assert_eq!(
+        cidrs,
+        [
+            "10.244.0.0/24",
+            "10.244.1.0/24",
+            "10.244.2.0/24",
+            "10.244.3.0/24"
+        ]
+    );
+}

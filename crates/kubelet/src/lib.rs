@@ -49,9 +49,10 @@ pub struct Config {
     /// The Docker network pods join.
     #[arg(long, default_value = "minik8s")]
     pub network: String,
-    /// This node's pod subnet, unless Node.spec.podCIDR already names one.
-    #[arg(long, default_value = "10.244.0.0/24")]
-    pub pod_cidr: String,
+    /// This node's pod subnet (e.g. flannel's lease), unless Node.spec.podCIDR
+    /// already names one. Without it the controller manager's node IPAM picks one.
+    #[arg(long)]
+    pub pod_cidr: Option<String>,
     /// Image of the sandbox container that holds a pod's network namespace.
     #[arg(long, default_value = "minik8s/pause:latest")]
     pub pause_image: String,
@@ -183,7 +184,10 @@ pub async fn start(client: Client, config: Config) -> anyhow::Result<Arc<Kubelet
         .with_context(|| format!("talking to Docker at {}", config.docker_socket))?;
     std::fs::create_dir_all(config.root_dir.join("pods"))
         .with_context(|| format!("creating {}", config.root_dir.display()))?;
-    let pod_cidr = node::register(&client, &config, &version).await?;
+    let pod_cidr = match node::register(&client, &config, &version).await? {
+        Some(cidr) => cidr,
+        None => node::wait_for_pod_cidr(&client, &config.node_name).await?,
+    };
     runtime.ensure_network(&pod_cidr).await?;
     let lp = ListParams::default().fields(&format!("spec.nodeName={}", config.node_name));
     let mut informer = Informer::new(Api::<Pod>::all(&client), lp);

@@ -61,12 +61,13 @@ fn endpoint(config: &Config) -> String {
 }
 
 /// Registers the Node, or takes it back if this kubelet registered it before.
-/// Refuses a Node registered from another address. Returns the pod CIDR to use.
+/// Refuses a Node registered from another address. Returns the pod CIDR to use,
+/// if the node has one yet (see [`wait_for_pod_cidr`]).
 pub async fn register(
     client: &Client,
     config: &Config,
     docker_version: &str,
-) -> anyhow::Result<String> {
+) -> anyhow::Result<Option<String>> {
     let nodes = client.dynamic(registry::by_kind("v1", "Node").expect("nodes"), None);
     let status = node_status(config, docker_version);
     let node = json!({"apiVersion": "v1", "kind": "Node",
@@ -74,8 +75,12 @@ pub async fn register(
                      "labels": {"kubernetes.io/hostname": config.node_name, "kubernetes.io/os": "linux",
                                 "kubernetes.io/arch": status["nodeInfo"]["architecture"]},
                      "annotations": {CONFIG_ANNOTATION: endpoint(config)}},
-        "spec": {"podCIDR": config.pod_cidr, "podCIDRs": [config.pod_cidr]},
+        "spec": {},
         "status": status});
+    let mut node = node;
+    if let Some(cidr) = &config.pod_cidr {
+        node["spec"] = json!({"podCIDR": cidr, "podCIDRs": [cidr]});
+    }
     let existing = match nodes.create(&node).await {
         Ok(_) => {
             tracing::info!(node = %config.node_name, "registered node");
@@ -114,8 +119,30 @@ pub async fn register(
         .pointer("/spec/podCIDR")
         .and_then(Value::as_str)
         .filter(|c| !c.is_empty())
-        .unwrap_or(&config.pod_cidr)
-        .to_string())
+        .map(str::to_string)
+        .or_else(|| config.pod_cidr.clone()))
+}
+
+/// Waits until node IPAM (in the controller manager) gives the node a podCIDR.
+pub async fn wait_for_pod_cidr(client: &Client, node: &str) -> anyhow::Result<String> {
+    let nodes = client.dynamic(registry::by_kind("v1", "Node").expect("nodes"), None);
+    tracing::info!(
+        node,
+        "waiting for a pod CIDR from the controller manager's node IPAM (or pass --pod-cidr)"
+    );
+    loop {
+        if let Some(cidr) = nodes
+            .get(node)
+            .await?
+            .pointer("/spec/podCIDR")
+            .and_then(Value::as_str)
+            .filter(|c| !c.is_empty())
+        {
+            tracing::info!(node, cidr, "pod CIDR assigned");
+            return Ok(cidr.to_string());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// Renews (or creates) the node's Lease in `kube-node-lease`: the heartbeat the
