@@ -57,19 +57,28 @@ impl Quantity {
     }
 
     /// Milli-units (CPU millicores), rounded up as Kubernetes does.
+    /// (The tiny slack keeps float noise such as 100.00000000000001 from rounding up.)
     pub fn millis(self) -> i64 {
-        (self.0 * 1000.0).ceil() as i64
+        (self.0 * 1000.0 - 1e-6).ceil() as i64
     }
 
     /// Whole units (bytes), rounded up.
     pub fn units(self) -> i64 {
-        self.0.ceil() as i64
+        (self.0 - 1e-6).ceil() as i64
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rounding_ignores_float_noise() {
+        assert_eq!(Quantity::parse("0.1").unwrap().millis(), 100);
+        assert_eq!(Quantity::parse("1000000n").unwrap().millis(), 1);
+        assert_eq!(Quantity::parse("1500000n").unwrap().millis(), 2);
+        assert_eq!(Quantity::parse("1Ki").unwrap().units(), 1024);
+    }
 
     #[test]
     fn parses() {

@@ -2,6 +2,7 @@
 //! and the minimal `/openapi/v3` kubectl needs to trust server-side validation.
 //! Everything is derived from the registry.
 
+use crate::metrics_api;
 use minik8s_api::registry::{self, group_versions, verbs, REGISTRY};
 use serde_json::{json, Value};
 
@@ -26,6 +27,7 @@ pub fn api_group_list() -> Value {
         .into_iter()
         .filter(|(g, _)| !g.is_empty())
         .map(|(g, v)| group_entry(g, v))
+        .chain([group_entry(metrics_api::GROUP, metrics_api::VERSION)])
         .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
@@ -33,6 +35,7 @@ pub fn api_group_list() -> Value {
 pub fn api_group(group: &str) -> Option<Value> {
     group_versions()
         .into_iter()
+        .chain([(metrics_api::GROUP, metrics_api::VERSION)])
         .find(|(g, _)| *g == group && !g.is_empty())
         .map(|(g, v)| {
             let mut e = group_entry(g, v);
@@ -44,6 +47,9 @@ pub fn api_group(group: &str) -> Option<Value> {
 
 /// The `APIResourceList` of one group/version, or None if it is not served.
 pub fn resource_list(group: &str, version: &str) -> Option<Value> {
+    if (group, version) == (metrics_api::GROUP, metrics_api::VERSION) {
+        return Some(metrics_api::resource_list());
+    }
     let mut resources = Vec::new();
     for r in REGISTRY
         .iter()

@@ -174,6 +174,23 @@ pub async fn handle(
         Some(v) => json_response(StatusCode::OK, &v),
         None => error_response(&ApiError::unknown_path()),
     };
+    let metrics_prefix = format!(
+        "/apis/{}/{}/",
+        crate::metrics_api::GROUP,
+        crate::metrics_api::VERSION
+    );
+    if let Some(rest) = uri.path().strip_prefix(&metrics_prefix) {
+        let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+        if method != Method::GET {
+            return error_response(&ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource ({method})"
+            )));
+        }
+        return match srv.metrics(&segs, &params).await {
+            Ok(v) => json_response(StatusCode::OK, &v),
+            Err(e) => error_response(&e),
+        };
+    }
     match route(uri.path()) {
         None => error_response(&ApiError::unknown_path()),
         Some(r) if method != Method::GET && !matches!(r, Route::Resource(_)) => {
@@ -1367,23 +1384,9 @@ impl ApiServer {
         }
         let node_info = registry::by_kind("v1", "Node").expect("nodes are registered");
         let (node_obj, _) = self.read(node_info, None, node).await?;
-        let ip = node_obj
-            .pointer("/status/addresses")
-            .and_then(Value::as_array)
-            .and_then(|a| {
-                a.iter()
-                    .find(|x| x.get("type") == Some(&json!("InternalIP")))
-            })
-            .and_then(|a| a.get("address"))
-            .and_then(Value::as_str)
-            .unwrap_or("127.0.0.1")
-            .to_string();
-        let port = node_obj
-            .pointer("/status/daemonEndpoints/kubeletEndpoint/Port")
-            .and_then(Value::as_i64)
-            .unwrap_or(10250);
         let mut url = format!(
-            "http://{ip}:{port}/containerLogs/{}/{name}/{container}",
+            "{}/containerLogs/{}/{name}/{container}",
+            crate::metrics_api::kubelet_url(&node_obj),
             ns.unwrap_or("default")
         );
         let passthrough: Vec<String> = [

@@ -12,6 +12,7 @@
 pub mod discovery;
 pub mod handlers;
 pub mod ipalloc;
+pub mod metrics_api;
 pub mod store;
 pub mod table;
 pub mod testing;
@@ -89,6 +90,8 @@ pub struct ApiServer {
     namespaces: NamespaceCache,
     /// tolerationSeconds for the default (not-ready, unreachable) tolerations.
     default_toleration_seconds: (i64, i64),
+    /// Recent kubelet summaries behind metrics.k8s.io.
+    summaries: metrics_api::SummaryCache,
 }
 
 /// Namespace name → terminating, kept from the namespaces watch cache (as Kubernetes'
@@ -214,6 +217,7 @@ impl ApiServer {
                 cfg.default_not_ready_toleration_seconds,
                 cfg.default_unreachable_toleration_seconds,
             ),
+            summaries: Default::default(),
         });
         NamespaceCache::follow(Arc::downgrade(&srv), srv.caches["namespaces"].clone(), rev);
         srv.restore_allocations().await?;

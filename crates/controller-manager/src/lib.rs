@@ -10,10 +10,12 @@
 //!
 //! Controllers: ReplicaSet (`replicaset.rs`), the garbage collector (`gc.rs`),
 //! Endpoints/EndpointSlices (`endpoints.rs`), node lifecycle with NoExecute
-//! eviction (`nodelifecycle.rs`), node IPAM (`nodeipam.rs`).
+//! eviction (`nodelifecycle.rs`), node IPAM (`nodeipam.rs`), the
+//! HorizontalPodAutoscaler (`hpa.rs`).
 
 pub mod endpoints;
 pub mod gc;
+pub mod hpa;
 pub mod leader;
 pub mod metrics;
 pub mod nodeipam;
@@ -50,6 +52,22 @@ pub struct Config {
     /// Prefix length of each node's subnet.
     #[arg(long, default_value_t = 24)]
     pub node_cidr_mask_size: u8,
+    /// How often each HorizontalPodAutoscaler is synced.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub horizontal_pod_autoscaler_sync_period: Duration,
+    /// How long an HPA without `behavior` looks back before scaling down.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub horizontal_pod_autoscaler_downscale_stabilization: Duration,
+    /// Usage/target ratios this close to 1 cause no scaling.
+    #[arg(long, default_value_t = 0.1)]
+    pub horizontal_pod_autoscaler_tolerance: f64,
+    /// How long after a pod starts its CPU samples are trusted only once it is
+    /// ready for a whole metric window.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub horizontal_pod_autoscaler_cpu_initialization_period: Duration,
+    /// How long after start a pod that is not ready is treated as never ready.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub horizontal_pod_autoscaler_initial_readiness_delay: Duration,
 }
 
 impl Default for Config {
@@ -159,6 +177,17 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
             grace_period: config.node_monitor_grace_period,
         },
     )?;
+    let hpas = hpa::HpaController::new(
+        client.clone(),
+        &informers,
+        hpa::Settings {
+            sync_period: config.horizontal_pod_autoscaler_sync_period,
+            downscale_stabilization: config.horizontal_pod_autoscaler_downscale_stabilization,
+            tolerance: config.horizontal_pod_autoscaler_tolerance,
+            cpu_initialization_period: config.horizontal_pod_autoscaler_cpu_initialization_period,
+            initial_readiness_delay: config.horizontal_pod_autoscaler_initial_readiness_delay,
+        },
+    )?;
     let ipam = match config.allocate_node_cidrs {
         true => Some(nodeipam::NodeIpamController::new(
             client.clone(),
@@ -180,6 +209,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
         endpoints.run(workers),
         gc.run(),
         nodes.run(workers),
+        hpas.run(workers),
         async {
             if let Some(ipam) = ipam {
                 ipam.run().await
@@ -211,5 +241,15 @@ mod tests {
         assert_eq!(c.workers, 2);
         assert_eq!(c.node_monitor_period, Duration::from_secs(5));
         assert_eq!(c.node_monitor_grace_period, Duration::from_secs(50));
+        assert_eq!(c.cluster_cidr, "10.244.0.0/16");
+        assert_eq!(
+            c.horizontal_pod_autoscaler_sync_period,
+            Duration::from_secs(15)
+        );
+        assert_eq!(
+            c.horizontal_pod_autoscaler_downscale_stabilization,
+            Duration::from_secs(300)
+        );
+        assert_eq!(c.horizontal_pod_autoscaler_tolerance, 0.1);
     }
 }

@@ -1,10 +1,11 @@
-//! `kubectl` for minik8s: create/apply/replace/get/describe/delete/scale/logs
-//! and api-resources against any apiserver that speaks the Kubernetes API.
+//! `kubectl` for minik8s: create/apply/replace/get/describe/delete/scale/logs,
+//! top and api-resources against any apiserver that speaks the Kubernetes API.
 //! Resource names come from the server's discovery; tables from its Table
 //! responses, so columns are the server's.
 
 mod manifest;
 mod printer;
+mod top;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -124,10 +125,36 @@ enum Command {
         #[arg(short = 'p', long)]
         previous: bool,
     },
+    /// Display resource (CPU/memory) usage of pods or nodes.
+    #[command(subcommand)]
+    Top(TopCommand),
     /// Print the supported API resources on the server.
     ApiResources,
     /// Print the client and server version.
     Version,
+}
+
+#[derive(Subcommand)]
+enum TopCommand {
+    /// CPU and memory of pods.
+    #[command(visible_aliases = ["pod", "po"])]
+    Pods {
+        name: Option<String>,
+        #[arg(short = 'l', long)]
+        selector: Option<String>,
+        #[arg(short = 'A', long)]
+        all_namespaces: bool,
+        /// One line per container.
+        #[arg(long)]
+        containers: bool,
+    },
+    /// CPU and memory of nodes.
+    #[command(visible_aliases = ["node", "no"])]
+    Nodes {
+        name: Option<String>,
+        #[arg(short = 'l', long)]
+        selector: Option<String>,
+    },
 }
 
 /// Resources the server offers, from discovery.
@@ -423,6 +450,25 @@ async fn run(cli: Cli) -> Result<i32> {
             tail,
             previous,
         } => logs(&mut ctx, &pod, container, follow, tail, previous).await,
+        Command::Top(TopCommand::Pods {
+            name,
+            selector,
+            all_namespaces,
+            containers,
+        }) => {
+            top::pods(
+                &ctx.client,
+                &ctx.namespace,
+                name.as_deref(),
+                selector.as_deref(),
+                all_namespaces,
+                containers,
+            )
+            .await
+        }
+        Command::Top(TopCommand::Nodes { name, selector }) => {
+            top::nodes(&ctx.client, name.as_deref(), selector.as_deref()).await
+        }
         Command::ApiResources => {
             let d = ctx.discovery().await?;
             let mut rows = vec![vec![
