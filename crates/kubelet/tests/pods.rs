@@ -98,40 +98,14 @@ async fn two_containers_share_volume_and_localhost_with_env_and_limits() {
     // Logs through the apiserver, with our kubectl and the real one.
     let logs = c.pod_log("duo/log?container=client").await;
     assert_eq!(logs, "client done\n");
-    let kc = c.root.path().join("kubeconfig");
-    std::fs::write(&kc, format!("apiVersion: v1\nkind: Config\nclusters: [{{name: m, cluster: {{server: \"{}\"}}}}]\ncontexts: [{{name: m, context: {{cluster: m}}}}]\ncurrent-context: m\n", c.server.url)).unwrap();
-    let real = std::process::Command::new("/usr/bin/kubectl")
-        .args([
-            "--kubeconfig",
-            kc.to_str().unwrap(),
-            "logs",
-            "duo",
-            "-c",
-            "client",
-        ])
-        .env("HOME", c.root.path())
-        .output()
-        .unwrap();
+    let real = c.real_kubectl(&["logs", "duo", "-c", "client"]);
     assert_eq!(
         String::from_utf8_lossy(&real.stdout),
         "client done\n",
         "{}",
         String::from_utf8_lossy(&real.stderr)
     );
-
-    // And our kubectl (built next to the test binaries by `cargo test --workspace`).
-    let ours = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("kubectl");
-    assert!(ours.exists(), "our kubectl is not built at {}: run `cargo build -p kubectl` (cargo test --workspace builds it)", ours.display());
-    let out = std::process::Command::new(&ours)
-        .args(["--server", &c.server.url, "logs", "duo", "-c", "client"])
-        .output()
-        .unwrap();
+    let out = c.our_kubectl(&["logs", "duo", "-c", "client"]);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "client done\n",

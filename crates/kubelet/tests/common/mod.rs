@@ -353,6 +353,38 @@ impl Cluster {
             .unwrap()
     }
 
+    /// Runs the real kubectl (/usr/bin/kubectl) against this cluster.
+    pub fn real_kubectl(&self, args: &[&str]) -> std::process::Output {
+        let kc = self.root.path().join("kubeconfig");
+        if !kc.exists() {
+            std::fs::write(&kc, format!("apiVersion: v1\nkind: Config\nclusters: [{{name: m, cluster: {{server: \"{}\"}}}}]\ncontexts: [{{name: m, context: {{cluster: m}}}}]\ncurrent-context: m\n", self.server.url)).unwrap();
+        }
+        Command::new("/usr/bin/kubectl")
+            .arg("--kubeconfig")
+            .arg(&kc)
+            .args(args)
+            .env("HOME", self.root.path())
+            .output()
+            .expect("running /usr/bin/kubectl")
+    }
+
+    /// Runs our kubectl (built next to the test binaries by `cargo test --workspace`).
+    pub fn our_kubectl(&self, args: &[&str]) -> std::process::Output {
+        let ours = std::env::current_exe()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join("kubectl");
+        assert!(ours.exists(), "our kubectl is not built at {}: run `cargo build -p kubectl` (cargo test --workspace builds it)", ours.display());
+        Command::new(&ours)
+            .args(["--server", &self.server.url])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
     pub async fn wait_gone(&self, name: &str, secs: u64) {
         let deadline = Instant::now() + Duration::from_secs(secs);
         while Instant::now() < deadline {
