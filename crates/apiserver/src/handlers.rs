@@ -1190,8 +1190,8 @@ impl ApiServer {
                     let out = with_rv(updated, new_rev);
                     if info.kind == "Namespace" {
                         // Refuse new content at once, before the cache hears of it.
+                        // (The controller manager's namespace controller empties it.)
                         self.namespaces.set(name, true);
-                        self.spawn_namespace_cleanup(name.to_string());
                     }
                     return Ok(out);
                 }

@@ -20,9 +20,7 @@ pub mod watch;
 pub mod watch_cache;
 
 use anyhow::Context;
-use handlers::{DeleteOptions, Params};
 use minik8s_api::registry::{self, REGISTRY};
-use minik8s_api::ApiError;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -78,8 +76,6 @@ impl Config {
 
 /// The server state shared by all requests.
 pub struct ApiServer {
-    /// This server, for background tasks it spawns itself.
-    me: std::sync::Weak<ApiServer>,
     pub store: Arc<dyn Store>,
     caches: HashMap<&'static str, Arc<WatchCache>>,
     alloc: ipalloc::Allocators,
@@ -205,8 +201,7 @@ impl ApiServer {
             .connect_timeout(Duration::from_secs(5))
             .build()?;
         let shutting_down = tokio::sync::watch::Sender::new(false);
-        let srv = Arc::new_cyclic(|me| ApiServer {
-            me: me.clone(),
+        let srv = Arc::new(ApiServer {
             store,
             caches,
             alloc,
@@ -222,7 +217,6 @@ impl ApiServer {
         NamespaceCache::follow(Arc::downgrade(&srv), srv.caches["namespaces"].clone(), rev);
         srv.restore_allocations().await?;
         srv.ensure_system_namespaces().await?;
-        srv.resume_namespace_cleanups().await?;
         Ok(srv)
     }
 
@@ -261,81 +255,6 @@ impl ApiServer {
             }
         }
         Ok(())
-    }
-
-    async fn resume_namespace_cleanups(self: &Arc<Self>) -> anyhow::Result<()> {
-        let info = registry::by_kind("v1", "Namespace").expect("namespaces are registered");
-        let list = self
-            .list(info, None, &Params::parse(None)?)
-            .await
-            .map_err(anyhow::Error::msg)?;
-        for ns in list["items"].as_array().into_iter().flatten() {
-            if minik8s_api::meta::is_deleting(ns) {
-                self.spawn_namespace_cleanup(minik8s_api::meta::name(ns).to_string());
-            }
-        }
-        Ok(())
-    }
-
-    /// Deletes everything in a terminating namespace, then releases the namespace's
-    /// `kubernetes` finalizer so it disappears (what Kubernetes' namespace controller does).
-    pub(crate) fn spawn_namespace_cleanup(&self, ns: String) {
-        let Some(me) = self.self_ref() else { return };
-        tokio::spawn(async move {
-            loop {
-                match me.clean_namespace(&ns).await {
-                    Ok(true) => return,
-                    Ok(false) => {}
-                    Err(e) => tracing::warn!(namespace = %ns, error = %e, "namespace cleanup"),
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        });
-    }
-
-    /// One cleanup pass; true once the namespace is gone.
-    async fn clean_namespace(&self, ns: &str) -> Result<bool, ApiError> {
-        let mut remaining = 0;
-        for info in REGISTRY.iter().filter(|i| i.namespaced) {
-            let list = self.list(info, Some(ns), &Params::parse(None)?).await?;
-            for item in list["items"].as_array().into_iter().flatten() {
-                remaining += 1;
-                if !minik8s_api::meta::is_deleting(item) {
-                    let opts = DeleteOptions {
-                        propagation: Some("Background".into()),
-                        ..Default::default()
-                    };
-                    match self
-                        .delete(info, Some(ns), minik8s_api::meta::name(item), &opts)
-                        .await
-                    {
-                        Ok(_) => {}
-                        Err(e) if e.is_not_found() => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-            }
-        }
-        if remaining > 0 {
-            return Ok(false);
-        }
-        let info = registry::by_kind("v1", "Namespace").expect("namespaces are registered");
-        match self
-            .update_with(info, None, ns, handlers::Mode::Main, false, |old| {
-                let mut o = old.clone();
-                o["spec"]["finalizers"] = json!([]);
-                Ok(o)
-            })
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(e) if e.is_not_found() => Ok(true),
-            Err(e) => Err(e),
-        }
-    }
-
-    fn self_ref(&self) -> Option<Arc<ApiServer>> {
-        self.me.upgrade()
     }
 
     /// Begins shutting down: open watches end and HTTP connections are closed.

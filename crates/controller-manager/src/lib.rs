@@ -11,13 +11,14 @@
 //! Controllers: ReplicaSet (`replicaset.rs`), the garbage collector (`gc.rs`),
 //! Endpoints/EndpointSlices (`endpoints.rs`), node lifecycle with NoExecute
 //! eviction (`nodelifecycle.rs`), node IPAM (`nodeipam.rs`), the
-//! HorizontalPodAutoscaler (`hpa.rs`).
+//! HorizontalPodAutoscaler (`hpa.rs`), namespace deletion (`namespace.rs`).
 
 pub mod endpoints;
 pub mod gc;
 pub mod hpa;
 pub mod leader;
 pub mod metrics;
+pub mod namespace;
 pub mod nodeipam;
 pub mod nodelifecycle;
 pub mod replicaset;
@@ -188,6 +189,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
             initial_readiness_delay: config.horizontal_pod_autoscaler_initial_readiness_delay,
         },
     )?;
+    let namespaces = namespace::NamespaceController::new(client.clone(), &informers)?;
     let ipam = match config.allocate_node_cidrs {
         true => Some(nodeipam::NodeIpamController::new(
             client.clone(),
@@ -210,6 +212,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
         gc.run(),
         nodes.run(workers),
         hpas.run(workers),
+        namespaces.run(workers),
         async {
             if let Some(ipam) = ipam {
                 ipam.run().await

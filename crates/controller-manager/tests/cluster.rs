@@ -1,5 +1,8 @@
-//! Node lifecycle with short timeouts, on a real apiserver with two hollow
-//! nodes, the scheduler and every controller: a node that stops heartbeating
+//! The cluster-wide controllers against a real apiserver: node lifecycle,
+//! node IPAM and namespace deletion.
+//!
+//! Node lifecycle with short timeouts, two hollow nodes, the scheduler and
+//! every controller: a node that stops heartbeating
 //! goes Unknown and gets the unreachable taints, its pods are evicted after
 //! their toleration and the ReplicaSet recreates them on the other node; when
 //! the node comes back it loses the taints and gets pods again.
@@ -274,4 +277,78 @@ async fn nodes_without_a_pod_cidr_get_one() {
             "10.244.3.0/24"
         ]
     );
+}
+
+/// Namespace deletion: everything inside goes (pods, a ReplicaSet, a Service
+/// and its Endpoints), then the namespace itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_namespace_empties_and_removes_it() {
+    let server = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&server.url);
+    tokio::spawn(controller_manager::run(
+        client.clone(),
+        controller_manager::Config::default(),
+    ));
+    let nss = client.dynamic(registry::by_kind("v1", "Namespace").unwrap(), None);
+    nss.create(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}))
+        .await
+        .unwrap();
+    let pods = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("team"));
+    pods.create(&json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "labels": {"app": "x"}},
+                        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))
+        .await
+        .unwrap();
+    let sets = client.dynamic(
+        registry::by_kind("apps/v1", "ReplicaSet").unwrap(),
+        Some("team"),
+    );
+    sets.create(&json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "r"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "r"}},
+                 "template": {"metadata": {"labels": {"app": "r"}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}))
+        .await
+        .unwrap();
+    let svcs = client.dynamic(registry::by_kind("v1", "Service").unwrap(), Some("team"));
+    svcs.create(
+        &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+                        "spec": {"selector": {"app": "x"}, "ports": [{"port": 80}]}}),
+    )
+    .await
+    .unwrap();
+    until("the ReplicaSet's pods exist", 20, || async {
+        let n = pods.list(&ListParams::default()).await.unwrap()["items"]
+            .as_array()
+            .map_or(0, Vec::len);
+        (n == 3).then_some(()).ok_or_else(|| format!("{n} pods"))
+    })
+    .await;
+    nss.delete("team", &minik8s_client::DeleteParams::default())
+        .await
+        .unwrap();
+    until("the namespace gone", 30, || async {
+        match nss.get("team").await {
+            Err(e) if e.is_not_found() => Ok(()),
+            other => Err(format!("{:?}", other.map(|n| n["status"].clone()))),
+        }
+    })
+    .await;
+    // Its content is gone too (the store is asked directly, across namespaces).
+    let all_pods = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), None);
+    let left = all_pods
+        .list(&ListParams::default().fields("metadata.namespace=team"))
+        .await
+        .unwrap();
+    assert_eq!(left["items"].as_array().map_or(0, Vec::len), 0, "{left}");
+    for (api_version, kind) in [
+        ("apps/v1", "ReplicaSet"),
+        ("v1", "Service"),
+        ("v1", "Endpoints"),
+    ] {
+        let api = client.dynamic(registry::by_kind(api_version, kind).unwrap(), Some("team"));
+        let list = api.list(&ListParams::default()).await.unwrap();
+        assert_eq!(
+            list["items"].as_array().map_or(0, Vec::len),
+            0,
+            "{kind}: {list}"
+        );
+    }
 }

@@ -1,0 +1,187 @@
+//! Namespace deletion: a deleted namespace is `Terminating` (the apiserver
+//! refuses new content in it); this controller deletes everything inside,
+//! kind by kind, and once nothing is left releases the namespace's
+//! `kubernetes` finalizer through `PUT .../finalize`, so the namespace goes.
+//!
+//! ```text
+//!  Namespace deletionTimestamp set ─▶ for each namespaced kind: DELETE every object
+//!        (background propagation; objects with finalizers may take a while)
+//!  all lists empty ─▶ spec.finalizers = [] via /finalize ─▶ apiserver removes it
+//! ```
+
+use crate::run_workers;
+use k8s_openapi::api::core::v1::Namespace;
+use minik8s_api::registry::{self, REGISTRY};
+use minik8s_client::informer::object_key;
+use minik8s_client::shared::AlreadyStarted;
+use minik8s_client::{
+    Cache, Client, ClientError, DeleteParams, ListParams, SharedInformers, WorkQueue,
+};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What is left to do for a terminating namespace (pure).
+#[derive(Debug, PartialEq)]
+pub enum Step {
+    /// Not terminating: nothing to do.
+    Nothing,
+    /// Objects remain: delete the ones not yet being deleted, come back later.
+    Delete(Vec<(&'static str, String)>),
+    /// Some objects are still finishing (finalizers, graceful pods): wait.
+    Wait,
+    /// Empty: release the finalizer.
+    Finalize,
+}
+
+/// Decides from the namespace and its remaining objects, per kind (plural, object).
+pub fn step(ns: &Namespace, remaining: &[(&'static str, Value)]) -> Step {
+    if ns.metadata.deletion_timestamp.is_none() {
+        return Step::Nothing;
+    }
+    if remaining.is_empty() {
+        return Step::Finalize;
+    }
+    let to_delete: Vec<(&'static str, String)> = remaining
+        .iter()
+        .filter(|(_, o)| o["metadata"]["deletionTimestamp"].is_null())
+        .map(|(plural, o)| {
+            (
+                *plural,
+                o["metadata"]["name"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    if to_delete.is_empty() {
+        Step::Wait
+    } else {
+        Step::Delete(to_delete)
+    }
+}
+
+pub struct NamespaceController {
+    client: Client,
+    namespaces: Cache<Namespace>,
+    queue: WorkQueue<String>,
+}
+
+impl NamespaceController {
+    pub fn new(client: Client, informers: &SharedInformers) -> Result<Arc<Self>, AlreadyStarted> {
+        let ctl = Arc::new(NamespaceController {
+            client,
+            namespaces: informers.cache(),
+            queue: WorkQueue::new(),
+        });
+        let q = ctl.queue.clone();
+        informers.on_event::<Namespace>(move |ev| {
+            if ev.object().metadata.deletion_timestamp.is_some() {
+                q.add(object_key(&ev.object().metadata));
+            }
+        })?;
+        Ok(ctl)
+    }
+
+    pub async fn reconcile(&self, name: &str) -> Result<(), ClientError> {
+        let Some(ns) = self.namespaces.get(name) else {
+            return Ok(());
+        };
+        if ns.metadata.deletion_timestamp.is_none() {
+            return Ok(());
+        }
+        // Live lists (not caches): the namespace may only go once it is really empty.
+        let mut remaining = Vec::new();
+        for info in REGISTRY.iter().filter(|i| i.namespaced) {
+            let list = self
+                .client
+                .dynamic(info, Some(name))
+                .list(&ListParams::default())
+                .await?;
+            for item in list["items"].as_array().into_iter().flatten() {
+                remaining.push((info.plural, item.clone()));
+            }
+        }
+        match step(&ns, &remaining) {
+            Step::Nothing => Ok(()),
+            Step::Delete(objects) => {
+                for (plural, obj) in objects {
+                    let info = REGISTRY
+                        .iter()
+                        .find(|i| i.plural == plural)
+                        .expect("listed kind");
+                    let dp = DeleteParams {
+                        propagation_policy: Some("Background".into()),
+                        ..Default::default()
+                    };
+                    match self
+                        .client
+                        .dynamic(info, Some(name))
+                        .delete(&obj, &dp)
+                        .await
+                    {
+                        Err(e) if !e.is_not_found() && !e.is_conflict() => return Err(e),
+                        _ => {}
+                    }
+                }
+                self.queue
+                    .add_after(name.to_string(), Duration::from_millis(500));
+                Ok(())
+            }
+            Step::Wait => {
+                self.queue
+                    .add_after(name.to_string(), Duration::from_millis(500));
+                Ok(())
+            }
+            Step::Finalize => {
+                let api = self.client.dynamic(
+                    registry::by_kind("v1", "Namespace").expect("namespaces"),
+                    None,
+                );
+                let mut body =
+                    serde_json::to_value(&*ns).map_err(|e| ClientError::Decode(e.to_string()))?;
+                body["spec"]["finalizers"] = serde_json::json!([]);
+                match api.replace_sub(name, "finalize", &body).await {
+                    Ok(_) => {
+                        tracing::info!(namespace = name, "namespace emptied and finalized");
+                        Ok(())
+                    }
+                    Err(e) if e.is_not_found() => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+        }
+    }
+
+    pub async fn run(self: Arc<Self>, workers: usize) {
+        let c = self.clone();
+        run_workers(self.queue.clone(), workers, "namespace", move |key| {
+            let c = c.clone();
+            async move { c.reconcile(&key).await }
+        })
+        .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn steps() {
+        let live: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap();
+        assert_eq!(step(&live, &[]), Step::Nothing);
+        let dying: Namespace = serde_json::from_value(
+            json!({"metadata": {"name": "team", "deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+        )
+        .unwrap();
+        assert_eq!(step(&dying, &[]), Step::Finalize);
+        let pod = json!({"metadata": {"name": "a"}});
+        let going = json!({"metadata": {"name": "b", "deletionTimestamp": "2026-01-01T00:00:00Z"}});
+        assert_eq!(
+            step(&dying, &[("pods", pod), ("pods", going.clone())]),
+            Step::Delete(vec![("pods", "a".into())])
+        );
+        assert_eq!(step(&dying, &[("pods", going)]), Step::Wait);
+    }
+}
