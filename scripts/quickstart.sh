@@ -61,6 +61,8 @@ if [ "${1:-up}" = "down" ]; then
   if docker info >/dev/null 2>&1; then
     ids=$(docker ps -aq --filter label=io.minik8s.pod.uid)
     [ -z "$ids" ] || { echo "==> removing pod containers"; docker rm -f $ids >/dev/null; }
+    # The kubelet's pod network (its bridge would otherwise outlive dockerd).
+    docker network rm minik8s >/dev/null 2>&1 || true
   fi
   stop master
   stop dockerd
