@@ -813,7 +813,18 @@ impl HpaController {
             return Ok(());
         }
         if active {
-            conditions.push(("ScalingActive", "True", "ValidMetricFound", "the HPA was able to successfully calculate a replica count from cpu resource utilization (percentage of request)"));
+            // Kubernetes names the metric that decided (the first one on ties).
+            let decided = proposals
+                .iter()
+                .max_by_key(|(_, r)| *r)
+                .map_or("", |(l, _)| l.as_str());
+            let message = match decided {
+                "memory resource utilization (percentage of request)" => "the HPA was able to successfully calculate a replica count from memory resource utilization (percentage of request)",
+                "memory resource" => "the HPA was able to successfully calculate a replica count from memory resource",
+                "cpu resource" => "the HPA was able to successfully calculate a replica count from cpu resource",
+                _ => "the HPA was able to successfully calculate a replica count from cpu resource utilization (percentage of request)",
+            };
+            conditions.push(("ScalingActive", "True", "ValidMetricFound", message));
         }
         let decision = {
             let mut state = lock(&self.state);
