@@ -460,6 +460,16 @@ fn scale_limit(
     result.unwrap_or(current)
 }
 
+/// The metric whose proposal wins: the highest, the first one on ties (as Kubernetes).
+fn decisive(proposals: &[(String, i32)]) -> Option<&(String, i32)> {
+    proposals
+        .iter()
+        .fold(None, |best: Option<&(String, i32)>, p| match best {
+            Some(b) if b.1 >= p.1 => Some(b),
+            _ => Some(p),
+        })
+}
+
 /// What one sync decided (pure: from the HPA, the current replicas and the proposals).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
@@ -506,11 +516,7 @@ pub fn decide(
             conditions: vec![],
         };
     }
-    let (metric, proposed) = proposals
-        .iter()
-        .max_by_key(|(_, r)| *r)
-        .cloned()
-        .unwrap_or_default();
+    let (metric, proposed) = decisive(proposals).cloned().unwrap_or_default();
     let reason = if proposed > current {
         format!("{metric} above target")
     } else if proposed < current {
@@ -814,10 +820,7 @@ impl HpaController {
         }
         if active {
             // Kubernetes names the metric that decided (the first one on ties).
-            let decided = proposals
-                .iter()
-                .max_by_key(|(_, r)| *r)
-                .map_or("", |(l, _)| l.as_str());
+            let decided = decisive(&proposals).map_or("", |(l, _)| l.as_str());
             let message = match decided {
                 "memory resource utilization (percentage of request)" => "the HPA was able to successfully calculate a replica count from memory resource utilization (percentage of request)",
                 "memory resource" => "the HPA was able to successfully calculate a replica count from memory resource",
