@@ -231,7 +231,8 @@ pub struct Runner {
 }
 
 impl Runner {
-    /// Watches Pods, ReplicaSets, StatefulSets and ControllerRevisions.
+    /// Watches Pods, ReplicaSets, StatefulSets, ControllerRevisions,
+    /// LeaderWorkerSets and Services (LWS owns StatefulSets and Services).
     pub fn new(
         client: Client,
         informers: &SharedInformers,
@@ -265,6 +266,20 @@ impl Runner {
             &mut sources,
             "apps/v1",
             "ControllerRevision",
+        )?;
+        watch::<minik8s_api::lws::LeaderWorkerSet>(
+            informers,
+            &wake,
+            &mut sources,
+            "leaderworkerset.x-k8s.io/v1",
+            "LeaderWorkerSet",
+        )?;
+        watch::<k8s_openapi::api::core::v1::Service>(
+            informers,
+            &wake,
+            &mut sources,
+            "v1",
+            "Service",
         )?;
         Ok(Runner {
             collector: GarbageCollector { client, sources },

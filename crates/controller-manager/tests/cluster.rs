@@ -352,3 +352,45 @@ async fn deleting_a_namespace_empties_and_removes_it() {
         );
     }
 }
+
+/// The garbage collector follows LeaderWorkerSet owners too: a Service owned
+/// by an LWS goes when the LWS is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_owned_by_a_leaderworkerset_go_with_it() {
+    let server = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&server.url);
+    tokio::spawn(controller_manager::run(
+        client.clone(),
+        controller_manager::Config::default(),
+    ));
+    let lwss = client.dynamic(
+        registry::by_kind("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet").unwrap(),
+        Some("default"),
+    );
+    let lws = lwss
+        .create(&json!({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "demo"},
+            "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2,
+                     "workerTemplate": {"spec": {"containers": [{"name": "w", "image": "busybox"}]}}}}}))
+        .await
+        .unwrap();
+    let svcs = client.dynamic(registry::by_kind("v1", "Service").unwrap(), Some("default"));
+    svcs.create(&json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "demo", "ownerReferences": [{"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                                                           "name": "demo", "uid": lws["metadata"]["uid"], "controller": true}]},
+        "spec": {"clusterIP": "None", "selector": {"leaderworkerset.sigs.k8s.io/name": "demo"}}}))
+        .await
+        .unwrap();
+    lwss.delete("demo", &minik8s_client::DeleteParams::default())
+        .await
+        .unwrap();
+    until("the owned Service collected", 20, || async {
+        match svcs.get("demo").await {
+            Err(e) if e.is_not_found() => Ok(()),
+            other => Err(format!(
+                "{:?}",
+                other.map(|s| s["metadata"]["name"].clone())
+            )),
+        }
+    })
+    .await;
+}
