@@ -8,6 +8,7 @@
 //! enqueue keys → workers that `reconcile(key)` from the caches.
 
 pub mod config;
+pub mod events;
 pub mod informer;
 pub mod rest;
 pub mod shared;

@@ -957,24 +957,20 @@ impl HpaController {
     }
 
     async fn event(&self, hpa: &HorizontalPodAutoscaler, type_: &str, reason: &str, message: &str) {
-        let ns = hpa
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into());
-        let name = hpa.metadata.name.clone().unwrap_or_default();
-        let now = minik8s_api::meta::now_rfc3339();
-        let ev = json!({"apiVersion": "v1", "kind": "Event",
-            "metadata": {"generateName": format!("{name}."), "namespace": ns},
-            "involvedObject": {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "name": name, "namespace": ns, "uid": hpa.metadata.uid},
-            "reason": reason, "message": message, "type": type_, "source": {"component": "horizontal-pod-autoscaler"},
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1});
-        let api = self
-            .client
-            .dynamic(registry::by_kind("v1", "Event").expect("events"), Some(&ns));
-        if let Err(e) = api.create(&ev).await {
-            tracing::debug!(error = %e, "hpa event");
-        }
+        let about = minik8s_client::events::Involved {
+            api_version: "autoscaling/v2",
+            kind: "HorizontalPodAutoscaler",
+            meta: &hpa.metadata,
+        };
+        minik8s_client::events::record(
+            &self.client,
+            "horizontal-pod-autoscaler",
+            about,
+            type_,
+            reason,
+            message,
+        )
+        .await;
     }
 
     /// Runs the workers until the process ends; each HPA comes back every sync period.

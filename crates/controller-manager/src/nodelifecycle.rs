@@ -398,25 +398,23 @@ impl NodeLifecycleController {
     }
 
     async fn event(&self, pod: &Pod, node: &str) {
-        let ns = pod
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into());
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let now = minik8s_api::meta::now_rfc3339();
-        let ev = json!({"apiVersion": "v1", "kind": "Event",
-            "metadata": {"generateName": format!("{name}."), "namespace": ns},
-            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": ns, "uid": pod.metadata.uid},
-            "reason": "TaintManagerEviction", "message": format!("Marking for deletion Pod {ns}/{name} (node {node} is tainted)"),
-            "type": "Normal", "source": {"component": "taint-eviction-controller"},
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1});
-        let api = self
-            .client
-            .dynamic(registry::by_kind("v1", "Event").expect("events"), Some(&ns));
-        if let Err(e) = api.create(&ev).await {
-            tracing::debug!(error = %e, "eviction event");
-        }
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let name = pod.metadata.name.as_deref().unwrap_or("");
+        let about = minik8s_client::events::Involved {
+            api_version: "v1",
+            kind: "Pod",
+            meta: &pod.metadata,
+        };
+        let message = format!("Marking for deletion Pod {ns}/{name} (node {node} is tainted)");
+        minik8s_client::events::record(
+            &self.client,
+            "taint-eviction-controller",
+            about,
+            "Normal",
+            "TaintManagerEviction",
+            &message,
+        )
+        .await;
     }
 
     /// Checks every node each monitor period, and runs the workers, until the process ends.

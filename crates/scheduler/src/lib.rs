@@ -371,25 +371,20 @@ impl Scheduler {
 
     /// Records an Event about the pod (best effort: scheduling does not depend on it).
     async fn event(&self, pod: &Pod, kind: &str, reason: &str, message: &str) {
-        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let name = pod.metadata.name.as_deref().unwrap_or("");
-        let now = now_rfc3339();
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let ev = json!({"apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": format!("{name}.{nanos:x}"), "namespace": ns},
-            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name, "uid": pod.metadata.uid, "resourceVersion": pod.metadata.resource_version},
-            "reason": reason, "message": message, "type": kind, "source": {"component": self.config.scheduler_name},
-            "reportingComponent": self.config.scheduler_name, "reportingInstance": self.config.scheduler_name,
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1});
-        let api = self
-            .client
-            .dynamic(registry::by_kind("v1", "Event").expect("events"), Some(ns));
-        if let Err(e) = api.create(&ev).await {
-            tracing::debug!(error = %e, "recording event");
-        }
+        let about = minik8s_client::events::Involved {
+            api_version: "v1",
+            kind: "Pod",
+            meta: &pod.metadata,
+        };
+        minik8s_client::events::record(
+            &self.client,
+            &self.config.scheduler_name,
+            about,
+            kind,
+            reason,
+            message,
+        )
+        .await;
     }
 }
 
