@@ -266,25 +266,9 @@ impl Recommender {
             )
         }];
         let scale_up_limit = (2 * current).max(4);
-        let (max_allowed, reason, message) = if max > scale_up_limit {
-            (
-                scale_up_limit,
-                "ScaleUpLimit",
-                "the desired replica count is increasing faster than the maximum scale rate",
-            )
-        } else {
-            (
-                max,
-                "TooManyReplicas",
-                "the desired replica count is more than the maximum replica count",
-            )
-        };
+        let (max_allowed, reason, message) = upper_bound(scale_up_limit, max);
         let (out, reason, message) = if stabilized < min {
-            (
-                min,
-                "TooFewReplicas",
-                "the desired replica count is less than the minimum replica count",
-            )
+            lower_bound(min, min)
         } else if stabilized > max_allowed {
             (max_allowed, reason, message)
         } else {
@@ -349,37 +333,13 @@ impl Recommender {
         );
         if stabilized > current {
             let limit = scale_limit(now, current, &self.up_events, up, true).max(current);
-            let (max_allowed, r, m) = if max > limit {
-                (
-                    limit,
-                    "ScaleUpLimit",
-                    "the desired replica count is increasing faster than the maximum scale rate",
-                )
-            } else {
-                (
-                    max,
-                    "TooManyReplicas",
-                    "the desired replica count is more than the maximum replica count",
-                )
-            };
+            let (max_allowed, r, m) = upper_bound(limit, max);
             if stabilized > max_allowed {
                 (out, reason, message) = (max_allowed, r, m);
             }
         } else if stabilized < current {
             let limit = scale_limit(now, current, &self.down_events, down, false).min(current);
-            let (min_allowed, r, m) = if min < limit {
-                (
-                    limit,
-                    "ScaleDownLimit",
-                    "the desired replica count is decreasing faster than the maximum scale rate",
-                )
-            } else {
-                (
-                    min,
-                    "TooFewReplicas",
-                    "the desired replica count is less than the minimum replica count",
-                )
-            };
+            let (min_allowed, r, m) = lower_bound(limit, min);
             if stabilized < min_allowed {
                 (out, reason, message) = (min_allowed, r, m);
             }
@@ -409,6 +369,41 @@ impl Recommender {
         } else if to < from {
             self.down_events.push((now, from - to));
         }
+    }
+}
+
+/// The highest count allowed going up: the rate `limit` unless maxReplicas is
+/// lower, with the ScalingLimited reason and message Kubernetes gives for each.
+fn upper_bound(limit: i32, max: i32) -> (i32, &'static str, &'static str) {
+    if max > limit {
+        (
+            limit,
+            "ScaleUpLimit",
+            "the desired replica count is increasing faster than the maximum scale rate",
+        )
+    } else {
+        (
+            max,
+            "TooManyReplicas",
+            "the desired replica count is more than the maximum replica count",
+        )
+    }
+}
+
+/// The lowest count allowed going down: the rate `limit` unless minReplicas is higher.
+fn lower_bound(limit: i32, min: i32) -> (i32, &'static str, &'static str) {
+    if min < limit {
+        (
+            limit,
+            "ScaleDownLimit",
+            "the desired replica count is decreasing faster than the maximum scale rate",
+        )
+    } else {
+        (
+            min,
+            "TooFewReplicas",
+            "the desired replica count is less than the minimum replica count",
+        )
     }
 }
 
