@@ -7,7 +7,9 @@
 //! Core kinds are the `k8s-openapi` types (re-exported as [`k8s`]).
 
 pub mod defaults;
+pub mod hash;
 pub mod lws;
+pub mod lws_pod;
 pub mod meta;
 pub mod net;
 pub mod patch;

@@ -894,6 +894,10 @@ impl ApiServer {
         match info.kind {
             "Pod" => {
                 add_default_tolerations(&mut obj, self.default_toleration_seconds);
+                // Built-in admission of LeaderWorkerSet pods (upstream's pod webhook).
+                if let Err(e) = minik8s_api::lws_pod::admit_pod(&mut obj) {
+                    return Err(ApiError::invalid(info, &name, &[e]));
+                }
                 obj["status"] = json!({"phase": "Pending", "qosClass": pod_qos(&obj)});
             }
             "Namespace" => obj["status"] = json!({"phase": "Active"}),

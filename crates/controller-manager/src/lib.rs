@@ -8,7 +8,8 @@
 //!   handlers ──keys──▶ WorkQueue ──▶ workers ──▶ reconcile(key) ──▶ apiserver writes
 //! ```
 //!
-//! Controllers: ReplicaSet (`replicaset.rs`), the garbage collector (`gc.rs`),
+//! Controllers: ReplicaSet (`replicaset.rs`), StatefulSet (`statefulset.rs`),
+//! the garbage collector (`gc.rs`),
 //! Endpoints/EndpointSlices (`endpoints.rs`), node lifecycle with NoExecute
 //! eviction (`nodelifecycle.rs`), node IPAM (`nodeipam.rs`), the
 //! HorizontalPodAutoscaler (`hpa.rs`), namespace deletion (`namespace.rs`).
@@ -22,6 +23,7 @@ pub mod namespace;
 pub mod nodeipam;
 pub mod nodelifecycle;
 pub mod replicaset;
+pub mod statefulset;
 
 use minik8s_client::informer::object_key;
 use minik8s_client::shared::AlreadyStarted;
@@ -169,6 +171,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     let informers = SharedInformers::new(&client);
     let replicasets = replicaset::ReplicaSetController::new(client.clone(), &informers)?;
     let endpoints = endpoints::EndpointsController::new(client.clone(), &informers)?;
+    let statefulsets = statefulset::StatefulSetController::new(client.clone(), &informers)?;
     let gc = gc::Runner::new(client.clone(), &informers)?;
     let nodes = nodelifecycle::NodeLifecycleController::new(
         client.clone(),
@@ -208,6 +211,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     let workers = config.workers;
     tokio::join!(
         replicasets.run(workers),
+        statefulsets.run(workers),
         endpoints.run(workers),
         gc.run(),
         nodes.run(workers),

@@ -1,0 +1,642 @@
+//! What upstream LWS's pod webhook does, built into pod admission: every pod
+//! carrying `leaderworkerset.sigs.k8s.io/name` gets its group labels, its
+//! exclusive-placement affinity and the `LWS_*` environment at creation
+//! (`shared/reference/lws.md` §4-5.5, §5.8, §5.14-5.15).
+//!
+//! ```text
+//!   leader  L-1     worker-index=0  group-index=1  group-key=sha1(ns/L-1)
+//!   worker  L-1-2   worker-index=2  (group-index, group-key from its StatefulSet)
+//!   every container: LWS_LEADER_ADDRESS=L-1.<subdomain>.<ns>, LWS_GROUP_SIZE, LWS_WORKER_INDEX
+//! ```
+
+use crate::hash::sha1_hex;
+use crate::validation::FieldError;
+use serde_json::{json, Map, Value};
+
+pub const PREFIX: &str = "leaderworkerset.sigs.k8s.io/";
+pub const NAME: &str = "leaderworkerset.sigs.k8s.io/name";
+pub const WORKER_INDEX: &str = "leaderworkerset.sigs.k8s.io/worker-index";
+pub const GROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/group-index";
+pub const GROUP_KEY: &str = "leaderworkerset.sigs.k8s.io/group-key";
+pub const REVISION_KEY: &str = "leaderworkerset.sigs.k8s.io/template-revision-hash";
+pub const SUBGROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/subgroup-index";
+pub const SUBGROUP_KEY: &str = "leaderworkerset.sigs.k8s.io/subgroup-key";
+
+pub const SIZE: &str = "leaderworkerset.sigs.k8s.io/size";
+pub const REPLICAS: &str = "leaderworkerset.sigs.k8s.io/replicas";
+pub const LEADER_NAME: &str = "leaderworkerset.sigs.k8s.io/leader-name";
+pub const SUBGROUP_SIZE: &str = "leaderworkerset.sigs.k8s.io/subgroup-size";
+pub const SUBGROUP_POLICY_TYPE: &str = "leaderworkerset.sigs.k8s.io/subgroup-policy-type";
+pub const SUBDOMAIN_POLICY: &str = "leaderworkerset.sigs.k8s.io/subdomainPolicy";
+pub const LEADER_REQUESTS_TPUS: &str = "leaderworkerset.sigs.k8s.io/leader-requests-tpus";
+pub use crate::lws::{EXCLUSIVE_TOPOLOGY, SUBGROUP_EXCLUSIVE_TOPOLOGY};
+
+/// Gang scheduling (minik8s, beyond upstream): the pod group a pod belongs
+/// to, as Volcano's provider names it (`L-i-<revision>`).
+pub const GANG_GROUP_NAME: &str = "scheduling.k8s.io/group-name";
+/// Gang scheduling: how many pods of the group must fit before any is bound.
+pub const GANG_MIN_MEMBER: &str = "minik8s.io/gang-min-member";
+
+pub const TPU_RESOURCE: &str = "google.com/tpu";
+const TPU_DEFAULT_PORT: i64 = 8476;
+
+/// The trailing `-<n>` of a pod name.
+pub fn trailing_ordinal(name: &str) -> Option<i64> {
+    name.rsplit_once('-')?.1.parse().ok()
+}
+
+/// The subgroup of worker `j` in groups of `size` with subgroups of `s` (§5.14).
+pub fn subgroup_of_worker(j: i64, size: i64, s: i64) -> i64 {
+    if s <= 0 {
+        return 0;
+    }
+    if (size - 1) % s == 0 && size % s != 0 {
+        (j - 1) / s
+    } else {
+        j / s
+    }
+}
+
+/// `group-key`: stable per namespace and group, across group recreation.
+pub fn group_key(namespace: &str, leader_name: &str) -> String {
+    sha1_hex(&format!("{namespace}/{leader_name}"))
+}
+
+/// `subgroup-key` (upstream hashes no namespace here).
+pub fn subgroup_key(leader_name: &str, subgroup: i64) -> String {
+    sha1_hex(&format!("{leader_name}/{subgroup}"))
+}
+
+fn str_at<'a>(v: &'a Value, path: &str) -> Option<&'a str> {
+    v.pointer(path).and_then(Value::as_str)
+}
+
+fn map_at<'a>(v: &'a mut Value, key: &str) -> &'a mut Map<String, Value> {
+    let e = &mut v[key];
+    if !e.is_object() {
+        *e = json!({});
+    }
+    e.as_object_mut().expect("object")
+}
+
+/// Appends the exclusive affinity of `key` (group-key or subgroup-key) over
+/// `topology` to a pod spec, unless terms with that topology are there already.
+/// The anti-affinity is scoped to pods of the same LWS (`name`), so two LWS
+/// objects never block each other's domains (the fix for upstream lws#539).
+fn add_exclusive_affinity(spec: &mut Value, topology: &str, key_label: &str, key: &str, lws: &str) {
+    let has = |spec: &Value, kind: &str| {
+        spec.pointer(&format!(
+            "/affinity/{kind}/requiredDuringSchedulingIgnoredDuringExecution"
+        ))
+        .and_then(Value::as_array)
+        .is_some_and(|ts| ts.iter().any(|t| t["topologyKey"] == topology))
+    };
+    if has(spec, "podAffinity") && has(spec, "podAntiAffinity") {
+        return;
+    }
+    let affinity = map_at(spec, "affinity");
+    let mut push = |kind: &str, term: Value| {
+        let k = affinity.entry(kind).or_insert_with(|| json!({}));
+        if !k.is_object() {
+            *k = json!({});
+        }
+        let list = k
+            .as_object_mut()
+            .expect("object")
+            .entry("requiredDuringSchedulingIgnoredDuringExecution")
+            .or_insert_with(|| json!([]));
+        if !list.is_array() {
+            *list = json!([]);
+        }
+        list.as_array_mut().expect("array").push(term);
+    };
+    push(
+        "podAffinity",
+        json!({"labelSelector": {"matchExpressions": [{"key": key_label, "operator": "In", "values": [key]}]},
+               "topologyKey": topology}),
+    );
+    push(
+        "podAntiAffinity",
+        json!({"labelSelector": {"matchExpressions": [
+                   {"key": key_label, "operator": "Exists"},
+                   {"key": key_label, "operator": "NotIn", "values": [key]},
+                   {"key": NAME, "operator": "In", "values": [lws]}]},
+               "topologyKey": topology}),
+    );
+}
+
+fn requests_tpu(c: &Value) -> bool {
+    let amount = |kind: &str| {
+        c.pointer(&format!(
+            "/resources/{kind}/{}",
+            TPU_RESOURCE.replace('/', "~1")
+        ))
+        .and_then(|q| match q {
+            Value::String(s) => s.parse::<f64>().ok(),
+            Value::Number(n) => n.as_f64(),
+            _ => None,
+        })
+    };
+    amount("limits")
+        .or_else(|| amount("requests"))
+        .unwrap_or(0.0)
+        > 0.0
+}
+
+/// Whether a pod spec asks for TPUs in any container or init container.
+pub fn pod_requests_tpus(spec: &Value) -> bool {
+    ["containers", "initContainers"].iter().any(|k| {
+        spec[*k]
+            .as_array()
+            .is_some_and(|cs| cs.iter().any(requests_tpu))
+    })
+}
+
+fn env_of(c: &Value, name: &str) -> Option<String> {
+    c["env"].as_array()?.iter().find_map(|e| {
+        (e["name"] == name)
+            .then(|| e["value"].as_str().map(str::to_string))
+            .flatten()
+    })
+}
+
+/// The TPU environment (§5.15): host list, worker id, name, process addresses.
+fn add_tpu_env(pod: &mut Value, size: i64) {
+    let name = str_at(pod, "/metadata/name")
+        .unwrap_or_default()
+        .to_string();
+    let labels = pod["metadata"]["labels"].clone();
+    let annotations = pod["metadata"]["annotations"].clone();
+    let subdomain = str_at(pod, "/spec/subdomain")
+        .unwrap_or_default()
+        .to_string();
+    let is_leader = labels[WORKER_INDEX] == "0";
+    let leader = if is_leader {
+        name.clone()
+    } else {
+        name.rsplit_once('-')
+            .map(|(l, _)| l.to_string())
+            .unwrap_or_default()
+    };
+    let leader_tpus = is_leader || annotations[LEADER_REQUESTS_TPUS] == "true";
+    let spec = &mut pod["spec"];
+    // The TPU containers, containers first, as (list key, index).
+    let mut tpu: Vec<(&str, usize)> = Vec::new();
+    for key in ["containers", "initContainers"] {
+        for (i, c) in spec[key].as_array().into_iter().flatten().enumerate() {
+            if requests_tpu(c) {
+                tpu.push((key, i));
+            }
+        }
+    }
+    let Some(first) = tpu.first() else { return };
+    let first_c = &spec[first.0][first.1];
+    if env_of(first_c, "TPU_WORKER_HOSTNAMES").is_some()
+        || env_of(first_c, "TPU_WORKER_ID").is_some()
+    {
+        return;
+    }
+    let host = |k: i64| {
+        if k == 0 {
+            format!("{leader}.{subdomain}")
+        } else {
+            format!("{leader}-{k}.{subdomain}")
+        }
+    };
+    let worker_index: i64 = labels[WORKER_INDEX]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let subgroup_size: Option<i64> = annotations[SUBGROUP_SIZE]
+        .as_str()
+        .and_then(|s| s.parse().ok());
+    let set = |c: &mut Value, vars: Vec<(String, String)>| {
+        let env = c["env"].as_array().cloned().unwrap_or_default();
+        let mut env = env;
+        for (n, v) in vars {
+            env.push(json!({"name": n, "value": v}));
+        }
+        c["env"] = Value::Array(env);
+    };
+    if let Some(s) = subgroup_size.filter(|s| *s > 0) {
+        // Only the first TPU container, hosts of this pod's subgroup.
+        let (mut g, mut id) = (
+            labels[SUBGROUP_INDEX]
+                .as_str()
+                .and_then(|x| x.parse().ok())
+                .unwrap_or(0i64),
+            worker_index % s,
+        );
+        if !is_leader && !leader_tpus {
+            id = (worker_index - 1) % s;
+            g = (worker_index - 1) / s;
+        }
+        let (mut lo, mut hi) = (s * g + 1, s * (g + 1));
+        let mut hosts = Vec::new();
+        if is_leader {
+            hosts.push(host(0));
+            hi -= 1;
+        } else if leader_tpus {
+            if g == 0 {
+                hosts.push(host(0));
+                hi -= 1;
+            } else {
+                lo -= 1;
+                hi -= 1;
+            }
+        }
+        hosts.extend((lo..=hi).map(host));
+        let c = &mut spec[first.0][first.1];
+        let port = env_of(c, "TPU_PROCESS_PORT")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(TPU_DEFAULT_PORT);
+        let mut vars = vec![
+            ("TPU_WORKER_HOSTNAMES".into(), hosts.join(",")),
+            ("TPU_WORKER_ID".into(), id.to_string()),
+            ("TPU_NAME".into(), leader.clone()),
+            (
+                "TPU_PROCESS_ADDRESSES".into(),
+                hosts
+                    .iter()
+                    .map(|h| format!("{h}:{port}"))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+        ];
+        if env_of(c, "TPU_PROCESS_PORT").is_none() {
+            vars.push(("TPU_PROCESS_PORT".into(), port.to_string()));
+        }
+        set(c, vars);
+        return;
+    }
+    let m = tpu.len() as i64;
+    let w = if is_leader {
+        0
+    } else if leader_tpus {
+        worker_index
+    } else {
+        worker_index - 1
+    };
+    let ports: Vec<i64> = tpu
+        .iter()
+        .enumerate()
+        .map(|(i, (k, ci))| {
+            env_of(&spec[*k][*ci], "TPU_PROCESS_PORT")
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(TPU_DEFAULT_PORT + i as i64)
+        })
+        .collect();
+    let mut hosts = Vec::new();
+    let mut addresses = Vec::new();
+    let first_host = if leader_tpus { 0 } else { 1 };
+    for k in first_host..size {
+        for p in &ports {
+            hosts.push(host(k));
+            addresses.push(format!("{}:{p}", host(k)));
+        }
+    }
+    for (i, (k, ci)) in tpu.iter().enumerate() {
+        let c = &mut spec[*k][*ci];
+        let mut vars = vec![
+            ("TPU_WORKER_HOSTNAMES".into(), hosts.join(",")),
+            ("TPU_WORKER_ID".into(), (w * m + i as i64).to_string()),
+            ("TPU_NAME".into(), leader.clone()),
+            ("TPU_PROCESS_ADDRESSES".into(), addresses.join(",")),
+        ];
+        if env_of(c, "TPU_PROCESS_PORT").is_none() {
+            vars.push(("TPU_PROCESS_PORT".into(), ports[i].to_string()));
+        }
+        set(c, vars);
+    }
+}
+
+/// Admits an LWS pod at creation: returns `Err(message)` for a pod that carries
+/// the name label but not the size annotation; otherwise stamps labels,
+/// affinity and env. Pods without the name label are left alone.
+pub fn admit_pod(pod: &mut Value) -> Result<(), FieldError> {
+    let Some(lws) =
+        str_at(pod, "/metadata/labels/leaderworkerset.sigs.k8s.io~1name").map(str::to_string)
+    else {
+        return Ok(());
+    };
+    let Some(size) = str_at(
+        pod,
+        "/metadata/annotations/leaderworkerset.sigs.k8s.io~1size",
+    )
+    .map(str::to_string) else {
+        return Err(FieldError::required(
+            format!("metadata.annotations[{SIZE}]"),
+            "a leaderworkerset pod must carry the group size annotation",
+        ));
+    };
+    let size_n: i64 = size.parse().map_err(|_| {
+        FieldError::invalid(
+            format!("metadata.annotations[{SIZE}]"),
+            &json!(size),
+            "must be an integer",
+        )
+    })?;
+    let name = str_at(pod, "/metadata/name")
+        .unwrap_or_default()
+        .to_string();
+    let ns = str_at(pod, "/metadata/namespace")
+        .unwrap_or("default")
+        .to_string();
+    let annotations = pod["metadata"]["annotations"].clone();
+    let ann = |k: &str| annotations[k].as_str().map(str::to_string);
+    let is_leader = str_at(
+        pod,
+        "/metadata/labels/leaderworkerset.sigs.k8s.io~1worker-index",
+    ) == Some("0");
+    let subgroup_size: Option<i64> = ann(SUBGROUP_SIZE).and_then(|s| s.parse().ok());
+    if is_leader {
+        let labels = map_at(&mut pod["metadata"], "labels");
+        if !labels.contains_key(GROUP_INDEX) {
+            if let Some(i) = trailing_ordinal(&name) {
+                labels.insert(GROUP_INDEX.into(), json!(i.to_string()));
+            }
+        }
+        if !labels.contains_key(GROUP_KEY) {
+            labels.insert(GROUP_KEY.into(), json!(group_key(&ns, &name)));
+        }
+        if ann(SUBDOMAIN_POLICY).as_deref() == Some("UniquePerReplica") {
+            pod["spec"]["subdomain"] = json!(name);
+        }
+        let key = pod["metadata"]["labels"][GROUP_KEY]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if let Some(topology) = ann(EXCLUSIVE_TOPOLOGY) {
+            add_exclusive_affinity(&mut pod["spec"], &topology, GROUP_KEY, &key, &lws);
+        }
+        let labels = &pod["metadata"]["labels"];
+        if subgroup_size.is_some()
+            && labels.get(SUBGROUP_INDEX).is_none()
+            && ann(SUBGROUP_POLICY_TYPE).as_deref() != Some("LeaderExcluded")
+        {
+            let sk = subgroup_key(&name, 0);
+            let labels = map_at(&mut pod["metadata"], "labels");
+            labels.insert(SUBGROUP_INDEX.into(), json!("0"));
+            labels.insert(SUBGROUP_KEY.into(), json!(sk.clone()));
+            if let Some(topology) = ann(SUBGROUP_EXCLUSIVE_TOPOLOGY) {
+                add_exclusive_affinity(&mut pod["spec"], &topology, SUBGROUP_KEY, &sk, &lws);
+            }
+        }
+    } else {
+        let j = trailing_ordinal(&name).ok_or_else(|| {
+            FieldError::invalid(
+                "metadata.name",
+                &json!(name),
+                "a leaderworkerset worker's name must end in -<worker index>",
+            )
+        })?;
+        let labels = map_at(&mut pod["metadata"], "labels");
+        labels.insert(WORKER_INDEX.into(), json!(j.to_string()));
+        if let Some(s) = subgroup_size.filter(|s| *s > 0) {
+            let g = subgroup_of_worker(j, size_n, s);
+            let leader = ann(LEADER_NAME).unwrap_or_default();
+            let sk = subgroup_key(&leader, g);
+            labels.insert(SUBGROUP_INDEX.into(), json!(g.to_string()));
+            labels.insert(SUBGROUP_KEY.into(), json!(sk.clone()));
+            if let Some(topology) = ann(SUBGROUP_EXCLUSIVE_TOPOLOGY) {
+                add_exclusive_affinity(&mut pod["spec"], &topology, SUBGROUP_KEY, &sk, &lws);
+            }
+        }
+    }
+    let labels = pod["metadata"]["labels"].clone();
+    let group_index = labels[GROUP_INDEX].as_str().unwrap_or_default().to_string();
+    if ann(GANG_MIN_MEMBER).is_some() {
+        let revision = labels[REVISION_KEY].as_str().unwrap_or_default();
+        map_at(&mut pod["metadata"], "annotations").insert(
+            GANG_GROUP_NAME.into(),
+            json!(format!("{lws}-{group_index}-{revision}")),
+        );
+    }
+    if pod_requests_tpus(&pod["spec"]) {
+        add_tpu_env(pod, size_n);
+    }
+    let subdomain = str_at(pod, "/spec/subdomain").unwrap_or_default();
+    let lws_env = [
+        (
+            "LWS_LEADER_ADDRESS",
+            format!("{lws}-{group_index}.{subdomain}.{ns}"),
+        ),
+        ("LWS_GROUP_SIZE", size),
+        (
+            "LWS_WORKER_INDEX",
+            labels[WORKER_INDEX].as_str().unwrap_or("0").to_string(),
+        ),
+    ];
+    for key in ["containers", "initContainers"] {
+        for c in pod["spec"][key].as_array_mut().into_iter().flatten() {
+            let user: Vec<Value> = c["env"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|e| !lws_env.iter().any(|(n, _)| e["name"] == *n))
+                .collect();
+            let mut env: Vec<Value> = lws_env
+                .iter()
+                .map(|(n, v)| json!({"name": n, "value": v}))
+                .collect();
+            env.extend(user);
+            c["env"] = Value::Array(env);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leader(name: &str, ann: Value) -> Value {
+        let mut a = json!({SIZE: "3"});
+        json_patch::merge(&mut a, &ann);
+        json!({"metadata": {"name": name, "namespace": "ns",
+                "labels": {NAME: "demo", WORKER_INDEX: "0", REVISION_KEY: "abc"}, "annotations": a},
+               "spec": {"subdomain": "demo", "containers": [{"name": "c", "image": "i",
+                        "env": [{"name": "A", "value": "1"}, {"name": "LWS_GROUP_SIZE", "value": "user"}]}],
+                        "initContainers": [{"name": "init", "image": "i"}]}})
+    }
+
+    fn worker(name: &str, leader: &str, ann: Value) -> Value {
+        let mut a = json!({SIZE: "3", LEADER_NAME: leader});
+        json_patch::merge(&mut a, &ann);
+        json!({"metadata": {"name": name, "namespace": "ns",
+                "labels": {NAME: "demo", GROUP_INDEX: "1", GROUP_KEY: group_key("ns", leader), REVISION_KEY: "abc"},
+                "annotations": a},
+               "spec": {"subdomain": "demo", "containers": [{"name": "c", "image": "i"}]}})
+    }
+
+    fn env(pod: &Value, c: usize) -> Vec<(String, String)> {
+        pod["spec"]["containers"][c]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap().into(),
+                    e["value"].as_str().unwrap().into(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn leader_gets_group_labels_and_env_first() {
+        let mut p = leader("demo-1", json!({}));
+        admit_pod(&mut p).unwrap();
+        let l = &p["metadata"]["labels"];
+        assert_eq!(l[GROUP_INDEX], "1");
+        assert_eq!(l[GROUP_KEY], sha1_hex("ns/demo-1"));
+        assert_eq!(l[GROUP_KEY].as_str().unwrap().len(), 40);
+        assert_eq!(
+            env(&p, 0),
+            vec![
+                ("LWS_LEADER_ADDRESS".into(), "demo-1.demo.ns".into()),
+                ("LWS_GROUP_SIZE".into(), "3".into()),
+                ("LWS_WORKER_INDEX".into(), "0".into()),
+                ("A".into(), "1".into()),
+            ]
+        );
+        assert_eq!(p["spec"]["initContainers"][0]["env"][2]["value"], "0");
+    }
+
+    #[test]
+    fn worker_index_comes_from_the_name() {
+        let mut p = worker("demo-1-2", "demo-1", json!({}));
+        admit_pod(&mut p).unwrap();
+        assert_eq!(p["metadata"]["labels"][WORKER_INDEX], "2");
+        let e = env(&p, 0);
+        assert_eq!(e[0].1, "demo-1.demo.ns");
+        assert_eq!(e[2].1, "2");
+    }
+
+    #[test]
+    fn unique_per_replica_leader_is_its_own_subdomain() {
+        let mut p = leader("demo-0", json!({SUBDOMAIN_POLICY: "UniquePerReplica"}));
+        admit_pod(&mut p).unwrap();
+        assert_eq!(p["spec"]["subdomain"], "demo-0");
+        assert_eq!(env(&p, 0)[0].1, "demo-0.demo-0.ns");
+    }
+
+    #[test]
+    fn size_annotation_is_required_and_others_pass_untouched() {
+        let mut p = leader("demo-0", json!({}));
+        p["metadata"]["annotations"] = json!({});
+        assert!(admit_pod(&mut p).unwrap_err().field.contains(SIZE));
+        let mut plain =
+            json!({"metadata": {"name": "x", "labels": {"app": "a"}}, "spec": {"containers": []}});
+        let before = plain.clone();
+        admit_pod(&mut plain).unwrap();
+        assert_eq!(plain, before);
+    }
+
+    #[test]
+    fn exclusive_topology_is_scoped_to_the_lws() {
+        let mut p = leader("demo-0", json!({EXCLUSIVE_TOPOLOGY: "zone"}));
+        admit_pod(&mut p).unwrap();
+        let key = p["metadata"]["labels"][GROUP_KEY].clone();
+        let aff = &p["spec"]["affinity"];
+        let pa = &aff["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
+        assert_eq!(pa["topologyKey"], "zone");
+        assert_eq!(pa["labelSelector"]["matchExpressions"][0]["values"][0], key);
+        let anti = &aff["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
+        let exprs = anti["labelSelector"]["matchExpressions"]
+            .as_array()
+            .unwrap();
+        assert_eq!(exprs[0], json!({"key": GROUP_KEY, "operator": "Exists"}));
+        assert_eq!(exprs[1]["operator"], "NotIn");
+        assert_eq!(
+            exprs[2],
+            json!({"key": NAME, "operator": "In", "values": ["demo"]})
+        );
+        // Admitting twice does not add the terms twice.
+        admit_pod(&mut p).unwrap();
+        assert_eq!(
+            p["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn subgroups_follow_the_reference_examples() {
+        // n=4, s=2: {L, w1} = 0, {w2, w3} = 1. n=5, s=2: {L, w1, w2} = 0, {w3, w4} = 1.
+        assert_eq!(
+            (1..4)
+                .map(|j| subgroup_of_worker(j, 4, 2))
+                .collect::<Vec<_>>(),
+            vec![0, 1, 1]
+        );
+        assert_eq!(
+            (1..5)
+                .map(|j| subgroup_of_worker(j, 5, 2))
+                .collect::<Vec<_>>(),
+            vec![0, 0, 1, 1]
+        );
+        assert_eq!(
+            (1..3)
+                .map(|j| subgroup_of_worker(j, 3, 1))
+                .collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+        let mut l = leader("demo-0", json!({SUBGROUP_SIZE: "2", SIZE: "4"}));
+        admit_pod(&mut l).unwrap();
+        assert_eq!(l["metadata"]["labels"][SUBGROUP_INDEX], "0");
+        assert_eq!(l["metadata"]["labels"][SUBGROUP_KEY], sha1_hex("demo-0/0"));
+        let mut excluded = leader(
+            "demo-0",
+            json!({SUBGROUP_SIZE: "2", SUBGROUP_POLICY_TYPE: "LeaderExcluded"}),
+        );
+        admit_pod(&mut excluded).unwrap();
+        assert!(excluded["metadata"]["labels"].get(SUBGROUP_INDEX).is_none());
+        let mut w = worker("demo-0-3", "demo-0", json!({SUBGROUP_SIZE: "2", SIZE: "4"}));
+        admit_pod(&mut w).unwrap();
+        assert_eq!(w["metadata"]["labels"][SUBGROUP_INDEX], "1");
+        assert_eq!(w["metadata"]["labels"][SUBGROUP_KEY], sha1_hex("demo-0/1"));
+    }
+
+    #[test]
+    fn tpu_env_lists_the_group_hosts() {
+        // size 2, 2 TPU containers each: hosts L-0.sub,L-0.sub,L-0-1.sub,L-0-1.sub.
+        let tpu = json!({"limits": {TPU_RESOURCE: "4"}});
+        let mut p = leader("demo-0", json!({SIZE: "2"}));
+        p["spec"]["containers"] = json!([{"name": "a", "image": "i", "resources": tpu},
+                                         {"name": "b", "image": "i", "resources": tpu}]);
+        admit_pod(&mut p).unwrap();
+        let e: std::collections::HashMap<_, _> = env(&p, 1).into_iter().collect();
+        assert_eq!(
+            e["TPU_WORKER_HOSTNAMES"],
+            "demo-0.demo,demo-0.demo,demo-0-1.demo,demo-0-1.demo"
+        );
+        assert_eq!(e["TPU_WORKER_ID"], "1");
+        assert_eq!(e["TPU_NAME"], "demo-0");
+        assert_eq!(e["TPU_PROCESS_PORT"], "8477");
+        // A worker whose leader has no TPUs: size 11, s=5, worker 7 → L-1-6…L-1-10.
+        let mut w = worker(
+            "demo-1-7",
+            "demo-1",
+            json!({SIZE: "11", SUBGROUP_SIZE: "5"}),
+        );
+        w["spec"]["containers"][0]["resources"] = tpu;
+        admit_pod(&mut w).unwrap();
+        let e: std::collections::HashMap<_, _> = env(&w, 0).into_iter().collect();
+        assert_eq!(
+            e["TPU_WORKER_HOSTNAMES"],
+            "demo-1-6.demo,demo-1-7.demo,demo-1-8.demo,demo-1-9.demo,demo-1-10.demo"
+        );
+        assert_eq!(e["TPU_WORKER_ID"], "1");
+    }
+
+    #[test]
+    fn gang_pods_are_named_after_their_group_and_revision() {
+        let mut p = worker("demo-1-1", "demo-1", json!({GANG_MIN_MEMBER: "3"}));
+        admit_pod(&mut p).unwrap();
+        assert_eq!(p["metadata"]["annotations"][GANG_GROUP_NAME], "demo-1-abc");
+    }
+}

@@ -1,0 +1,764 @@
+//! The StatefulSet controller: pods with stable ordinal names (`web-0`,
+//! `web-1`, ...), created in order or in parallel, updated from the highest
+//! ordinal down to `partition`, scaled down from the highest ordinal.
+//!
+//! ```text
+//!   StatefulSet web (replicas 3, ordinals.start 0)
+//!       │ owns                         ControllerRevisions web-<hash>
+//!       ▼                              (one per template seen; pods carry
+//!   web-0   web-1   web-2                controller-revision-hash)
+//!   hostname = pod name, subdomain = spec.serviceName
+//! ```
+//!
+//! The pure core ([`plan`], [`status`]) decides from a [`SetView`] and the
+//! pods' [`PodView`]s; `reconcile` is the I/O shell, as in Kubernetes'
+//! `pkg/controller/statefulset` (`stateful_set_control.go`). The LeaderWorkerSet
+//! controller builds its groups out of StatefulSets, so the semantics it relies
+//! on (Parallel, `ordinals.start`, partition, maxUnavailable) are exact here.
+
+use crate::replicaset::{controller_of, is_ready};
+use crate::{enqueue_own_key, ns_of, run_workers};
+use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use minik8s_api::hash::revision_hash;
+use minik8s_api::lws::scaled_value;
+use minik8s_api::registry;
+use minik8s_client::events::{self, Involved};
+use minik8s_client::informer::Event;
+use minik8s_client::rest::content;
+use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
+use minik8s_client::{Cache, Client, ClientError, DeleteParams, SharedInformers, WorkQueue};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
+pub const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
+pub const REVISION_LABEL: &str = "controller-revision-hash";
+
+/// What the core needs to know about a StatefulSet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetView {
+    pub name: String,
+    pub replicas: i32,
+    /// `spec.ordinals.start`: the first pod is `<name>-<start>`.
+    pub start: i32,
+    /// podManagementPolicy Parallel (else OrderedReady: one pod at a time,
+    /// each Running and Ready before the next).
+    pub parallel: bool,
+    /// RollingUpdate `(partition, maxUnavailable)`; `None` means OnDelete.
+    pub rolling: Option<(i32, i32)>,
+}
+
+impl SetView {
+    pub fn from(set: &StatefulSet) -> SetView {
+        let spec = set.spec.clone().unwrap_or_default();
+        let replicas = spec.replicas.unwrap_or(1).max(0);
+        let strategy = spec.update_strategy.unwrap_or_default();
+        let rolling = match strategy.type_.as_deref() {
+            Some("OnDelete") => None,
+            _ => {
+                let ru = strategy.rolling_update.unwrap_or_default();
+                let max_unavailable = ru
+                    .max_unavailable
+                    .and_then(|v| serde_json::to_value(v).ok())
+                    .and_then(|v| scaled_value(&v, replicas as i64, false))
+                    .unwrap_or(1)
+                    .max(1) as i32;
+                Some((ru.partition.unwrap_or(0).max(0), max_unavailable))
+            }
+        };
+        SetView {
+            name: set.metadata.name.clone().unwrap_or_default(),
+            replicas,
+            start: spec.ordinals.and_then(|o| o.start).unwrap_or(0).max(0),
+            parallel: spec.pod_management_policy.as_deref() == Some("Parallel"),
+            rolling,
+        }
+    }
+}
+
+/// What the core needs to know about one of the set's pods.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodView {
+    pub name: String,
+    pub ordinal: i32,
+    pub revision: String,
+    pub terminating: bool,
+    /// Phase Succeeded or Failed: the pod must be replaced.
+    pub finished: bool,
+    /// Running with Ready=True and not terminating.
+    pub healthy: bool,
+}
+
+impl PodView {
+    pub fn from(set_name: &str, pod: &Pod) -> Option<PodView> {
+        let name = pod.metadata.name.clone()?;
+        let ordinal = ordinal_of(set_name, &name)?;
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        let terminating = pod.metadata.deletion_timestamp.is_some();
+        Some(PodView {
+            ordinal,
+            revision: pod
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(REVISION_LABEL))
+                .cloned()
+                .unwrap_or_default(),
+            terminating,
+            finished: matches!(phase, Some("Succeeded") | Some("Failed")),
+            healthy: !terminating && phase == Some("Running") && is_ready(pod),
+            name,
+        })
+    }
+}
+
+/// The ordinal of a pod named `<set>-<n>`.
+pub fn ordinal_of(set_name: &str, pod_name: &str) -> Option<i32> {
+    let rest = pod_name.strip_prefix(set_name)?.strip_prefix('-')?;
+    if rest.is_empty()
+        || !rest.bytes().all(|b| b.is_ascii_digit())
+        || rest.starts_with("0") && rest.len() > 1
+    {
+        return None;
+    }
+    rest.parse().ok()
+}
+
+/// Which revision a new pod is created from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revision {
+    Current,
+    Update,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    Create { ordinal: i32, revision: Revision },
+    Delete { name: String },
+}
+
+/// The next steps toward the set's desired pods, in Kubernetes' order:
+/// replace finished pods and create missing ones (lowest ordinal first),
+/// delete condemned ordinals (highest first), then roll outdated pods from the
+/// highest ordinal down to the partition, at most `maxUnavailable` unhealthy
+/// at a time. OrderedReady stops at the first step that must be waited for.
+pub fn plan(set: &SetView, pods: &[PodView], update_revision: &str) -> Vec<Step> {
+    let monotonic = !set.parallel;
+    let slot = |i: i32| pods.iter().find(|p| p.ordinal == set.start + i);
+    let mut steps = Vec::new();
+    for i in 0..set.replicas {
+        match slot(i) {
+            None => {
+                let revision = match set.rolling {
+                    Some((partition, _)) if i < partition => Revision::Current,
+                    _ => Revision::Update,
+                };
+                steps.push(Step::Create {
+                    ordinal: set.start + i,
+                    revision,
+                });
+                if monotonic {
+                    return steps;
+                }
+            }
+            Some(p) if p.finished && !p.terminating => {
+                steps.push(Step::Delete {
+                    name: p.name.clone(),
+                });
+                if monotonic {
+                    return steps;
+                }
+            }
+            Some(p) if monotonic && !p.healthy => return steps,
+            Some(_) => {}
+        }
+    }
+    let mut condemned: Vec<&PodView> = pods
+        .iter()
+        .filter(|p| p.ordinal < set.start || p.ordinal >= set.start + set.replicas)
+        .collect();
+    condemned.sort_by(|a, b| b.ordinal.cmp(&a.ordinal));
+    for p in condemned {
+        if !p.terminating {
+            steps.push(Step::Delete {
+                name: p.name.clone(),
+            });
+        }
+        if monotonic {
+            return steps;
+        }
+    }
+    let Some((partition, max_unavailable)) = set.rolling else {
+        return steps;
+    };
+    let mut unavailable = (0..set.replicas)
+        .filter(|i| !slot(*i).is_some_and(|p| p.healthy))
+        .count() as i32;
+    for i in (partition.min(set.replicas)..set.replicas).rev() {
+        let Some(p) = slot(i) else { continue };
+        if p.revision == update_revision || p.terminating {
+            continue;
+        }
+        if p.healthy {
+            // Taking a healthy pod down spends the unavailability budget;
+            // replacing a broken one costs nothing.
+            if unavailable >= max_unavailable {
+                continue;
+            }
+            unavailable += 1;
+        }
+        steps.push(Step::Delete {
+            name: p.name.clone(),
+        });
+        if monotonic {
+            break;
+        }
+    }
+    steps
+}
+
+/// The status counters of the set (`currentRevision` completes to the update
+/// revision once every replica is updated and ready, as Kubernetes does).
+pub fn status(
+    set: &SetView,
+    pods: &[PodView],
+    current_revision: &str,
+    update_revision: &str,
+    generation: i64,
+) -> Value {
+    let count = |f: &dyn Fn(&PodView) -> bool| pods.iter().filter(|p| f(p)).count() as i32;
+    let replicas = count(&|_| true);
+    let ready = count(&|p| p.healthy);
+    let updated = count(&|p| p.revision == update_revision);
+    let mut current = count(&|p| p.revision == current_revision);
+    let mut current_revision = current_revision;
+    if updated == set.replicas && ready == set.replicas && replicas == set.replicas {
+        current_revision = update_revision;
+        current = updated;
+    }
+    json!({
+        "observedGeneration": generation,
+        "replicas": replicas,
+        "readyReplicas": ready,
+        "currentReplicas": current,
+        "updatedReplicas": updated,
+        "availableReplicas": ready,
+        "currentRevision": current_revision,
+        "updateRevision": update_revision,
+        "collisionCount": 0,
+    })
+}
+
+/// The pod for ordinal `ordinal` from `template`: stable name and hostname,
+/// subdomain from `serviceName`, identity and revision labels, controller ref.
+pub fn new_pod(
+    set: &StatefulSet,
+    template: &PodTemplateSpec,
+    ordinal: i32,
+    revision: &str,
+) -> Value {
+    let name = set.metadata.name.clone().unwrap_or_default();
+    let pod_name = format!("{name}-{ordinal}");
+    let meta = template.metadata.clone().unwrap_or_default();
+    let mut labels = meta.labels.unwrap_or_default();
+    labels.insert(POD_NAME_LABEL.into(), pod_name.clone());
+    labels.insert(POD_INDEX_LABEL.into(), ordinal.to_string());
+    labels.insert(REVISION_LABEL.into(), revision.to_string());
+    let mut spec = serde_json::to_value(&template.spec).unwrap_or(json!({}));
+    if !spec.is_object() {
+        spec = json!({});
+    }
+    spec["hostname"] = json!(pod_name);
+    if let Some(svc) = set
+        .spec
+        .as_ref()
+        .map(|s| s.service_name.as_str())
+        .filter(|s| !s.is_empty())
+    {
+        spec["subdomain"] = json!(svc);
+    }
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pod_name, "namespace": ns_of(&set.metadata), "labels": labels,
+                     "annotations": meta.annotations,
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": name,
+                                          "uid": set.metadata.uid, "controller": true, "blockOwnerDeletion": true}]},
+        "spec": spec})
+}
+
+/// The name of the revision of `template` for the set `name`.
+pub fn revision_name(set_name: &str, template: &Value) -> String {
+    format!("{set_name}-{}", revision_hash(template))
+}
+
+/// Revisions that may be pruned: neither current nor update nor used by a pod,
+/// oldest first, beyond `limit`.
+pub fn prunable(revisions: &[(String, i64)], keep: &[&str], limit: usize) -> Vec<String> {
+    let mut old: Vec<&(String, i64)> = revisions
+        .iter()
+        .filter(|(n, _)| !keep.contains(&n.as_str()))
+        .collect();
+    old.sort_by_key(|(_, r)| *r);
+    let excess = old.len().saturating_sub(limit);
+    old.into_iter()
+        .take(excess)
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// The I/O shell.
+
+pub struct StatefulSetController {
+    client: Client,
+    sets: Cache<StatefulSet>,
+    pods: Cache<Pod>,
+    revisions: Cache<ControllerRevision>,
+    queue: WorkQueue<String>,
+}
+
+fn template_value(set: &StatefulSet) -> Value {
+    set.spec
+        .as_ref()
+        .map(|s| serde_json::to_value(&s.template).unwrap_or(Value::Null))
+        .unwrap_or(Value::Null)
+}
+
+impl StatefulSetController {
+    pub fn new(client: Client, informers: &SharedInformers) -> Result<Arc<Self>, AlreadyStarted> {
+        let ctl = Arc::new(StatefulSetController {
+            client,
+            sets: informers.cache(),
+            pods: informers.cache(),
+            revisions: informers.cache(),
+            queue: WorkQueue::new(),
+        });
+        enqueue_own_key::<StatefulSet>(informers, &ctl.queue)?;
+        let queue = ctl.queue.clone();
+        informers.on_event::<Pod>(move |ev| {
+            let pods: Vec<&Arc<Pod>> = match ev {
+                Event::Updated { old, new } => vec![old, new],
+                other => vec![other.object()],
+            };
+            for p in pods {
+                if let Some((_, kind, name)) = controller_of(&p.metadata) {
+                    if kind == "StatefulSet" {
+                        queue.add(format!("{}/{}", ns_of(&p.metadata), name));
+                    }
+                }
+            }
+        })?;
+        Ok(ctl)
+    }
+
+    pub async fn run(self: Arc<Self>, workers: usize) {
+        let c = self.clone();
+        run_workers(self.queue.clone(), workers, "statefulset", move |key| {
+            let c = c.clone();
+            async move { c.reconcile(&key).await }
+        })
+        .await;
+    }
+
+    fn owned_pods(&self, set: &StatefulSet) -> Vec<Arc<Pod>> {
+        let uid = set.metadata.uid.clone().unwrap_or_default();
+        self.pods
+            .by_index(NAMESPACE_INDEX, &ns_of(&set.metadata))
+            .into_iter()
+            .filter(|p| controller_of(&p.metadata).is_some_and(|(u, _, _)| u == uid))
+            .collect()
+    }
+
+    fn owned_revisions(&self, set: &StatefulSet) -> Vec<Arc<ControllerRevision>> {
+        let uid = set.metadata.uid.clone().unwrap_or_default();
+        self.revisions
+            .by_index(NAMESPACE_INDEX, &ns_of(&set.metadata))
+            .into_iter()
+            .filter(|r| controller_of(&r.metadata).is_some_and(|(u, _, _)| u == uid))
+            .collect()
+    }
+
+    async fn event(&self, set: &StatefulSet, type_: &str, reason: &str, message: &str) {
+        let about = Involved {
+            api_version: "apps/v1",
+            kind: "StatefulSet",
+            meta: &set.metadata,
+        };
+        events::record(
+            &self.client,
+            "statefulset-controller",
+            about,
+            type_,
+            reason,
+            message,
+        )
+        .await;
+    }
+
+    /// Makes sure the ControllerRevision of the live template exists.
+    async fn ensure_revision(
+        &self,
+        set: &StatefulSet,
+        existing: &[Arc<ControllerRevision>],
+        name: &str,
+    ) -> Result<(), ClientError> {
+        if existing
+            .iter()
+            .any(|r| r.metadata.name.as_deref() == Some(name))
+        {
+            return Ok(());
+        }
+        let ns = ns_of(&set.metadata);
+        let next = existing.iter().map(|r| r.revision).max().unwrap_or(0) + 1;
+        let hash = name.rsplit('-').next().unwrap_or_default();
+        let mut labels = set
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.labels.clone())
+            .unwrap_or_default();
+        labels.insert("controller.kubernetes.io/hash".into(), hash.to_string());
+        let mut template = template_value(set);
+        template["$patch"] = json!("replace");
+        let rev = json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
+            "metadata": {"name": name, "namespace": ns, "labels": labels,
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": set.metadata.name,
+                                     "uid": set.metadata.uid, "controller": true, "blockOwnerDeletion": true}]},
+            "data": {"spec": {"template": template}},
+            "revision": next});
+        let api = self.client.dynamic(
+            registry::by_kind("apps/v1", "ControllerRevision").expect("controllerrevisions"),
+            Some(&ns),
+        );
+        match api.create(&rev).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The template a revision recorded (`data.spec.template`).
+    fn revision_template(&self, ns: &str, name: &str) -> Option<PodTemplateSpec> {
+        let rev = self.revisions.get(&format!("{ns}/{name}"))?;
+        let mut t = rev.data.as_ref()?.0.pointer("/spec/template")?.clone();
+        t.as_object_mut()?.remove("$patch");
+        serde_json::from_value(t).ok()
+    }
+
+    /// Converges one StatefulSet: revisions, pods, status.
+    pub async fn reconcile(&self, key: &str) -> Result<(), ClientError> {
+        let Some(set) = self.sets.get(key) else {
+            return Ok(());
+        };
+        if set.metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        let ns = ns_of(&set.metadata);
+        let view = SetView::from(&set);
+        let update_revision = revision_name(&view.name, &template_value(&set));
+        let revisions = self.owned_revisions(&set);
+        self.ensure_revision(&set, &revisions, &update_revision)
+            .await?;
+        let current_revision = set
+            .status
+            .as_ref()
+            .and_then(|s| s.current_revision.clone())
+            .filter(|r| !r.is_empty())
+            .unwrap_or_else(|| update_revision.clone());
+        let owned = self.owned_pods(&set);
+        let pods: Vec<PodView> = owned
+            .iter()
+            .filter_map(|p| PodView::from(&view.name, p))
+            .collect();
+        let pod_api = self
+            .client
+            .dynamic(registry::by_kind("v1", "Pod").expect("pods"), Some(&ns));
+        let mut first_error = None;
+        for step in plan(&view, &pods, &update_revision) {
+            let result = match &step {
+                Step::Create { ordinal, revision } => {
+                    let (rev, template) = match revision {
+                        Revision::Current => (
+                            current_revision.clone(),
+                            self.revision_template(&ns, &current_revision),
+                        ),
+                        Revision::Update => (update_revision.clone(), None),
+                    };
+                    let template = template
+                        .or_else(|| set.spec.as_ref().map(|s| s.template.clone()))
+                        .unwrap_or_default();
+                    let pod = new_pod(&set, &template, *ordinal, &rev);
+                    let pod_name = format!("{}-{ordinal}", view.name);
+                    match pod_api.create(&pod).await {
+                        Ok(_) => {
+                            let msg = format!(
+                                "create Pod {pod_name} in StatefulSet {} successful",
+                                view.name
+                            );
+                            self.event(&set, "Normal", "SuccessfulCreate", &msg).await;
+                            Ok(())
+                        }
+                        Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(()),
+                        Err(e) => {
+                            let msg = format!(
+                                "create Pod {pod_name} in StatefulSet {} failed error: {e}",
+                                view.name
+                            );
+                            self.event(&set, "Warning", "FailedCreate", &msg).await;
+                            Err(e)
+                        }
+                    }
+                }
+                Step::Delete { name } => match pod_api.delete(name, &DeleteParams::default()).await
+                {
+                    Ok(_) => {
+                        let msg =
+                            format!("delete Pod {name} in StatefulSet {} successful", view.name);
+                        self.event(&set, "Normal", "SuccessfulDelete", &msg).await;
+                        Ok(())
+                    }
+                    Err(e) if e.is_not_found() => Ok(()),
+                    Err(e) => Err(e),
+                },
+            };
+            if let Err(e) = result {
+                first_error.get_or_insert(e);
+            }
+        }
+        let status = status(
+            &view,
+            &pods,
+            &current_revision,
+            &update_revision,
+            set.metadata.generation.unwrap_or(0),
+        );
+        let old = serde_json::to_value(&set.status).unwrap_or(Value::Null);
+        let changed = status
+            .as_object()
+            .into_iter()
+            .flatten()
+            .any(|(k, v)| old.get(k).unwrap_or(&json!(0)) != v);
+        if changed {
+            let api = self.client.dynamic(
+                registry::by_kind("apps/v1", "StatefulSet").expect("statefulsets"),
+                Some(&ns),
+            );
+            match api
+                .patch(
+                    &view.name,
+                    Some("status"),
+                    content::MERGE_PATCH,
+                    &json!({"status": status}),
+                )
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        // Keep revisionHistoryLimit old revisions besides the ones in use.
+        let limit = set
+            .spec
+            .as_ref()
+            .and_then(|s| s.revision_history_limit)
+            .unwrap_or(10)
+            .max(0) as usize;
+        let live = status["currentRevision"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let mut keep: Vec<&str> = vec![&live, &update_revision];
+        keep.extend(pods.iter().map(|p| p.revision.as_str()));
+        let all: Vec<(String, i64)> = revisions
+            .iter()
+            .filter_map(|r| Some((r.metadata.name.clone()?, r.revision)))
+            .collect();
+        let rev_api = self.client.dynamic(
+            registry::by_kind("apps/v1", "ControllerRevision").expect("controllerrevisions"),
+            Some(&ns),
+        );
+        for name in prunable(&all, &keep, limit) {
+            if let Err(e) = rev_api.delete(&name, &DeleteParams::default()).await {
+                if !e.is_not_found() {
+                    tracing::debug!(%name, error = %e, "pruning revision");
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(replicas: i32, parallel: bool, rolling: Option<(i32, i32)>) -> SetView {
+        SetView {
+            name: "web".into(),
+            replicas,
+            start: 0,
+            parallel,
+            rolling,
+        }
+    }
+
+    fn pod(ordinal: i32, revision: &str, healthy: bool) -> PodView {
+        PodView {
+            name: format!("web-{ordinal}"),
+            ordinal,
+            revision: revision.into(),
+            terminating: false,
+            finished: false,
+            healthy,
+        }
+    }
+
+    fn creates(steps: &[Step]) -> Vec<i32> {
+        steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Create { ordinal, .. } => Some(*ordinal),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn deletes(steps: &[Step]) -> Vec<String> {
+        steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Delete { name } => Some(name.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn ordinals_parse_only_exact_names() {
+        assert_eq!(ordinal_of("web", "web-0"), Some(0));
+        assert_eq!(ordinal_of("web", "web-12"), Some(12));
+        assert_eq!(ordinal_of("web", "web-1-2"), None);
+        assert_eq!(ordinal_of("web", "web-01"), None);
+        assert_eq!(ordinal_of("web", "webx-1"), None);
+        assert_eq!(ordinal_of("web", "web-"), None);
+    }
+
+    #[test]
+    fn ordered_ready_creates_one_at_a_time_and_waits_for_ready() {
+        let s = set(3, false, Some((0, 1)));
+        assert_eq!(creates(&plan(&s, &[], "r")), vec![0]);
+        assert!(plan(&s, &[pod(0, "r", false)], "r").is_empty());
+        assert_eq!(creates(&plan(&s, &[pod(0, "r", true)], "r")), vec![1]);
+    }
+
+    #[test]
+    fn parallel_creates_everything_at_once_from_ordinals_start() {
+        let mut s = set(3, true, Some((0, 1)));
+        s.start = 1;
+        assert_eq!(creates(&plan(&s, &[], "r")), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn scale_down_removes_the_highest_ordinal_first() {
+        let pods: Vec<PodView> = (0..4).map(|i| pod(i, "r", true)).collect();
+        assert_eq!(
+            deletes(&plan(&set(2, false, Some((0, 1))), &pods, "r")),
+            vec!["web-3"]
+        );
+        assert_eq!(
+            deletes(&plan(&set(2, true, Some((0, 1))), &pods, "r")),
+            vec!["web-3", "web-2"]
+        );
+    }
+
+    #[test]
+    fn finished_pods_are_replaced() {
+        let mut p = pod(0, "r", false);
+        p.finished = true;
+        assert_eq!(
+            deletes(&plan(&set(1, true, None), &[p], "r")),
+            vec!["web-0"]
+        );
+    }
+
+    #[test]
+    fn rolling_update_goes_down_to_the_partition_within_max_unavailable() {
+        let pods: Vec<PodView> = (0..4).map(|i| pod(i, "old", true)).collect();
+        assert_eq!(
+            deletes(&plan(&set(4, true, Some((0, 1))), &pods, "new")),
+            vec!["web-3"]
+        );
+        assert_eq!(
+            deletes(&plan(&set(4, true, Some((0, 2))), &pods, "new")),
+            vec!["web-3", "web-2"]
+        );
+        assert_eq!(
+            deletes(&plan(&set(4, true, Some((3, 4))), &pods, "new")),
+            vec!["web-3"]
+        );
+        // An updated pod that is not ready yet holds the next one back.
+        let mut mid = pods.clone();
+        mid[3] = pod(3, "new", false);
+        assert!(deletes(&plan(&set(4, true, Some((0, 1))), &mid, "new")).is_empty());
+        mid[3] = pod(3, "new", true);
+        assert_eq!(
+            deletes(&plan(&set(4, true, Some((0, 1))), &mid, "new")),
+            vec!["web-2"]
+        );
+        // Replacing a broken outdated pod costs no availability.
+        let mut broken = pods.clone();
+        broken[1] = pod(1, "old", false);
+        assert_eq!(
+            deletes(&plan(&set(4, true, Some((0, 1))), &broken, "new")),
+            vec!["web-1"]
+        );
+        // OnDelete never deletes for an update.
+        assert!(plan(&set(4, true, None), &pods, "new").is_empty());
+    }
+
+    #[test]
+    fn pods_below_the_partition_are_recreated_from_the_current_revision() {
+        let pods = vec![pod(1, "new", true)];
+        let steps = plan(&set(2, true, Some((1, 1))), &pods, "new");
+        assert_eq!(
+            steps,
+            vec![Step::Create {
+                ordinal: 0,
+                revision: Revision::Current
+            }]
+        );
+    }
+
+    #[test]
+    fn status_completes_the_rollout_when_all_are_updated_and_ready() {
+        let s = set(2, true, Some((0, 1)));
+        let mid = status(&s, &[pod(0, "a", true), pod(1, "b", true)], "a", "b", 3);
+        assert_eq!(mid["currentRevision"], "a");
+        assert_eq!(mid["currentReplicas"], 1);
+        assert_eq!(mid["updatedReplicas"], 1);
+        let done = status(&s, &[pod(0, "b", true), pod(1, "b", true)], "a", "b", 3);
+        assert_eq!(done["currentRevision"], "b");
+        assert_eq!(done["currentReplicas"], 2);
+        assert_eq!(done["readyReplicas"], 2);
+        assert_eq!(done["availableReplicas"], 2);
+        assert_eq!(done["observedGeneration"], 3);
+    }
+
+    #[test]
+    fn history_keeps_revisions_in_use_and_the_newest_old_ones() {
+        let revs = vec![
+            ("a".into(), 1),
+            ("b".into(), 2),
+            ("c".into(), 3),
+            ("d".into(), 4),
+        ];
+        assert_eq!(prunable(&revs, &["d"], 1), vec!["a", "b"]);
+        assert_eq!(prunable(&revs, &["a", "d"], 0), vec!["b", "c"]);
+    }
+}
