@@ -18,6 +18,7 @@ pub mod endpoints;
 pub mod gc;
 pub mod hpa;
 pub mod leader;
+pub mod lws;
 pub mod metrics;
 pub mod namespace;
 pub mod nodeipam;
