@@ -9,6 +9,7 @@
 //! ```
 //!
 //! Controllers: ReplicaSet (`replicaset.rs`), StatefulSet (`statefulset.rs`),
+//! LeaderWorkerSet (`lws.rs` for the set, `lws_group.rs` for each group),
 //! the garbage collector (`gc.rs`),
 //! Endpoints/EndpointSlices (`endpoints.rs`), node lifecycle with NoExecute
 //! eviction (`nodelifecycle.rs`), node IPAM (`nodeipam.rs`), the
@@ -19,6 +20,7 @@ pub mod gc;
 pub mod hpa;
 pub mod leader;
 pub mod lws;
+pub mod lws_group;
 pub mod metrics;
 pub mod namespace;
 pub mod nodeipam;
@@ -173,6 +175,8 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     let replicasets = replicaset::ReplicaSetController::new(client.clone(), &informers)?;
     let endpoints = endpoints::EndpointsController::new(client.clone(), &informers)?;
     let statefulsets = statefulset::StatefulSetController::new(client.clone(), &informers)?;
+    let leaderworkersets = lws::LwsController::new(client.clone(), &informers)?;
+    let lws_groups = lws_group::GroupController::new(client.clone(), &informers)?;
     let gc = gc::Runner::new(client.clone(), &informers)?;
     let nodes = nodelifecycle::NodeLifecycleController::new(
         client.clone(),
@@ -213,6 +217,8 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     tokio::join!(
         replicasets.run(workers),
         statefulsets.run(workers),
+        leaderworkersets.run(workers),
+        lws_groups.run(workers),
         endpoints.run(workers),
         gc.run(),
         nodes.run(workers),

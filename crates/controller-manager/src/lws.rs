@@ -374,7 +374,12 @@ pub fn template_annotations(
 }
 
 /// §5.4: the leader StatefulSet.
-pub fn leader_statefulset(lws: &LeaderWorkerSet, key: &str, partition: i32, replicas: i32) -> Value {
+pub fn leader_statefulset(
+    lws: &LeaderWorkerSet,
+    key: &str,
+    partition: i32,
+    replicas: i32,
+) -> Value {
     let name = lws.metadata.name.clone().unwrap_or_default();
     let lwt = &lws.spec.leader_worker_template;
     let r = Rollout::of(lws);
@@ -422,7 +427,10 @@ pub fn surge_note(name: &str, from: i32, to: i32, r: i32) -> Option<String> {
         if from - 1 == first {
             format!("deleting surge replica {name}-{first}")
         } else {
-            format!("deleting surge replicas from {name}-{first} to {name}-{}", from - 1)
+            format!(
+                "deleting surge replicas from {name}-{first} to {name}-{}",
+                from - 1
+            )
         }
     })
 }
@@ -552,7 +560,15 @@ impl LwsController {
             kind: "LeaderWorkerSet",
             meta: &lws.metadata,
         };
-        events::record(&self.client, "lws-controller", about, type_, reason, message).await;
+        events::record(
+            &self.client,
+            "lws-controller",
+            about,
+            type_,
+            reason,
+            message,
+        )
+        .await;
     }
 
     fn owned_revisions(&self, lws: &LeaderWorkerSet) -> Vec<Arc<ControllerRevision>> {
@@ -600,8 +616,12 @@ impl LwsController {
         let ns = ns_of(&lws.metadata);
         let name = lws.metadata.name.clone().unwrap_or_default();
         let sts = self.statefulsets.get(key);
-        if sts.as_ref().is_some_and(|s| s.metadata.deletion_timestamp.is_some()) {
-            self.queue.add_after(key.to_string(), Duration::from_secs(5));
+        if sts
+            .as_ref()
+            .is_some_and(|s| s.metadata.deletion_timestamp.is_some())
+        {
+            self.queue
+                .add_after(key.to_string(), Duration::from_secs(5));
             return Ok(());
         }
         // Revisions (§5.3).
@@ -610,21 +630,36 @@ impl LwsController {
         let revisions = self.owned_revisions(&lws);
         let has_rev = |k: &str| {
             revisions.iter().any(|r| {
-                r.metadata.labels.as_ref().and_then(|l| l.get(REVISION_KEY)).map(String::as_str) == Some(k)
+                r.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(REVISION_KEY))
+                    .map(String::as_str)
+                    == Some(k)
             })
         };
         let sts_key = sts
             .as_ref()
             .and_then(|s| s.metadata.labels.as_ref()?.get(REVISION_KEY).cloned());
-        if let Some(old) = sts_key.as_deref().filter(|k| !has_rev(k) && revisions.is_empty()) {
+        if let Some(old) = sts_key
+            .as_deref()
+            .filter(|k| !has_rev(k) && revisions.is_empty())
+        {
             // A leader set without any revision: adopt its key, do not roll.
-            self.create_revision(&lws, &revisions, old, &payload).await?;
-            let note = format!("Creating missing revision with key {old} for existing LeaderWorkerSet");
+            self.create_revision(&lws, &revisions, old, &payload)
+                .await?;
+            let note =
+                format!("Creating missing revision with key {old} for existing LeaderWorkerSet");
             self.event(&lws, "Normal", "CreatingRevision", &note).await;
             rev_key = old.to_string();
         } else if !has_rev(&rev_key) {
-            self.create_revision(&lws, &revisions, &rev_key, &payload).await?;
-            let why = if sts.is_some() { "for updated LWS" } else { "for a newly created LeaderWorkerSet" };
+            self.create_revision(&lws, &revisions, &rev_key, &payload)
+                .await?;
+            let why = if sts.is_some() {
+                "for updated LWS"
+            } else {
+                "for a newly created LeaderWorkerSet"
+            };
             let note = format!("Creating revision with key {rev_key} {why}");
             self.event(&lws, "Normal", "CreatingRevision", &note).await;
         }
@@ -633,7 +668,17 @@ impl LwsController {
         // Leader StatefulSet (§5.4, §5.10).
         let rollout = Rollout::of(&lws);
         let size = size_of(&lws.spec.leader_worker_template);
-        let group = |i: i32| group_state(&self.pods, &self.statefulsets, &ns, &name, i, size, &rev_key);
+        let group = |i: i32| {
+            group_state(
+                &self.pods,
+                &self.statefulsets,
+                &ns,
+                &name,
+                i,
+                size,
+                &rev_key,
+            )
+        };
         let current = sts.as_ref().map(|s| {
             let spec = s.spec.clone().unwrap_or_default();
             LeaderSts {
@@ -651,7 +696,8 @@ impl LwsController {
                     .and_then(|v| v.parse().ok()),
             }
         });
-        let (partition, replicas) = partition_and_replicas(&rollout, current.as_ref(), new_revision, group);
+        let (partition, replicas) =
+            partition_and_replicas(&rollout, current.as_ref(), new_revision, group);
         let desired = leader_statefulset(&lws, &rev_key, partition, replicas);
         let sts_api = self.client.dynamic(
             registry::by_kind("apps/v1", "StatefulSet").expect("statefulsets"),
@@ -688,7 +734,8 @@ impl LwsController {
         }
 
         // The shared headless Service (§3).
-        if !unique_per_replica(lws.spec.network_config.as_ref()) && self.services.get(key).is_none() {
+        if !unique_per_replica(lws.spec.network_config.as_ref()) && self.services.get(key).is_none()
+        {
             let svc = headless_service(&name, &ns, json!({NAME: name}), owner_ref(&lws));
             self.create_service(&lws, &svc).await?;
         }
@@ -704,11 +751,20 @@ impl LwsController {
             })
             .filter_map(|p| {
                 let idx: i32 = p.metadata.labels.as_ref()?.get(GROUP_INDEX)?.parse().ok()?;
-                if size > 1 && self.statefulsets.get(&format!("{ns}/{name}-{idx}")).is_none() {
+                if size > 1
+                    && self
+                        .statefulsets
+                        .get(&format!("{ns}/{name}-{idx}"))
+                        .is_none()
+                {
                     return None;
                 }
                 let g = group(idx);
-                Some(GroupStatus { index: idx, ready: g.ready, updated: g.updated })
+                Some(GroupStatus {
+                    index: idx,
+                    ready: g.ready,
+                    updated: g.updated,
+                })
             })
             .collect();
         let (ready, updated, assert) = status_of(&groups, &rollout);
@@ -730,7 +786,10 @@ impl LwsController {
             || old_status.observed_generation != Some(generation)
             || first_new.is_some()
             || conditions.len() != old_conditions.len()
-            || conditions.iter().zip(&old_conditions).any(|(a, b)| a.status != b.status);
+            || conditions
+                .iter()
+                .zip(&old_conditions)
+                .any(|(a, b)| a.status != b.status);
         if changed {
             let status = json!({"status": {"readyReplicas": ready, "updatedReplicas": updated,
                 "replicas": sts_replicas, "hpaPodSelector": selector, "observedGeneration": generation,
@@ -739,20 +798,33 @@ impl LwsController {
                 registry::by_kind(minik8s_api::lws::API_VERSION, "LeaderWorkerSet").expect("lws"),
                 Some(&ns),
             );
-            match api.patch(&name, Some("status"), content::MERGE_PATCH, &status).await {
+            match api
+                .patch(&name, Some("status"), content::MERGE_PATCH, &status)
+                .await
+            {
                 Ok(_) => {}
                 Err(e) if e.is_not_found() => return Ok(()),
                 Err(e) => return Err(e),
             }
             if let Some(t) = first_new {
                 let (reason, message) = condition_text(t);
-                let note = format!("{message}, with {ready} groups ready of total {} groups", rollout.replicas);
+                let note = format!(
+                    "{message}, with {ready} groups ready of total {} groups",
+                    rollout.replicas
+                );
                 self.event(&lws, "Normal", reason, &note).await;
             }
         }
 
         // Prune revisions once the rollout is over (§5.2 step 9).
-        let done = rollout.partition == 0 && (0..rollout.replicas).all(|i| group(i) == Group { ready: true, updated: true });
+        let done = rollout.partition == 0
+            && (0..rollout.replicas).all(|i| {
+                group(i)
+                    == Group {
+                        ready: true,
+                        updated: true,
+                    }
+            });
         if done && !new_revision {
             let api = self.client.dynamic(
                 registry::by_kind("apps/v1", "ControllerRevision").expect("controllerrevisions"),
@@ -792,7 +864,8 @@ impl LwsController {
         {
             return Ok(false);
         }
-        let mut obj = serde_json::to_value(existing).map_err(|e| ClientError::Decode(e.to_string()))?;
+        let mut obj =
+            serde_json::to_value(existing).map_err(|e| ClientError::Decode(e.to_string()))?;
         obj["metadata"]["labels"] = desired["metadata"]["labels"].clone();
         obj["metadata"]["annotations"] = desired["metadata"]["annotations"].clone();
         obj["metadata"]["annotations"][APPLIED] = json!(hash);
@@ -818,7 +891,10 @@ impl LwsController {
             Ok(_) => Ok(()),
             Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(()),
             Err(e) => {
-                let note = format!("Failed to create headless service {}: {e}", svc["metadata"]["name"]);
+                let note = format!(
+                    "Failed to create headless service {}: {e}",
+                    svc["metadata"]["name"]
+                );
                 self.event(lws, "Warning", "FailedCreate", &note).await;
                 Err(e)
             }
@@ -856,7 +932,13 @@ mod tests {
 
     impl Sim {
         fn new(r: Rollout) -> Sim {
-            let groups = vec![Group { ready: true, updated: true }; r.replicas as usize];
+            let groups = vec![
+                Group {
+                    ready: true,
+                    updated: true
+                };
+                r.replicas as usize
+            ];
             Sim {
                 sts: LeaderSts {
                     replicas: r.replicas,
@@ -879,7 +961,13 @@ mod tests {
                 partition: p,
                 applied_replicas: Some(self.r.replicas),
             };
-            self.groups.resize(n as usize, Group { ready: false, updated: true });
+            self.groups.resize(
+                n as usize,
+                Group {
+                    ready: false,
+                    updated: true,
+                },
+            );
             (p, n)
         }
 
@@ -906,7 +994,10 @@ mod tests {
 
         /// The set recreated group i from the new template and it became ready.
         fn ready(&mut self, i: usize) -> (i32, i32) {
-            self.groups[i] = Group { ready: true, updated: true };
+            self.groups[i] = Group {
+                ready: true,
+                updated: true,
+            };
             self.settle()
         }
     }
@@ -914,7 +1005,10 @@ mod tests {
     #[test]
     fn fresh_lws_creates_every_group_without_surge() {
         let r = rollout(4, 1, 2);
-        assert_eq!(partition_and_replicas(&r, None, false, |_| Group::default()), (0, 4));
+        assert_eq!(
+            partition_and_replicas(&r, None, false, |_| Group::default()),
+            (0, 4)
+        );
     }
 
     #[test]
@@ -926,8 +1020,14 @@ mod tests {
         s.groups[3].ready = false;
         assert_eq!(s.settle(), (2, 4), "the partition only moves down");
         s.groups[3].ready = true;
-        s.groups[2] = Group { ready: true, updated: true };
-        s.groups[0] = Group { ready: true, updated: true };
+        s.groups[2] = Group {
+            ready: true,
+            updated: true,
+        };
+        s.groups[0] = Group {
+            ready: true,
+            updated: true,
+        };
         assert_eq!(s.settle(), (0, 4));
     }
 
@@ -971,7 +1071,10 @@ mod tests {
     fn trace_r4_u2_g2() {
         let mut s = Sim::new(rollout(4, 2, 2));
         assert_eq!(s.update(), (2, 6));
-        s.groups[3] = Group { ready: true, updated: true };
+        s.groups[3] = Group {
+            ready: true,
+            updated: true,
+        };
         assert_eq!(s.ready(2), (0, 4), "both surge groups are reclaimed");
     }
 
@@ -984,13 +1087,23 @@ mod tests {
     #[test]
     fn trace_r4_g4_u1_bursts_to_seven() {
         let r = rollout(4, 1, 4);
-        let sts = LeaderSts { replicas: 4, partition: 0, applied_replicas: Some(4) };
-        let (_, n) = partition_and_replicas(&r, Some(&sts), true, |_| Group { ready: true, updated: false });
+        let sts = LeaderSts {
+            replicas: 4,
+            partition: 0,
+            applied_replicas: Some(4),
+        };
+        let (_, n) = partition_and_replicas(&r, Some(&sts), true, |_| Group {
+            ready: true,
+            updated: false,
+        });
         assert_eq!(n, 7);
         let mut s = Sim::new(r);
         s.update();
         for i in (0..7).rev() {
-            s.groups[i] = Group { ready: true, updated: true };
+            s.groups[i] = Group {
+                ready: true,
+                updated: true,
+            };
         }
         assert_eq!(s.settle().1, 4);
     }
@@ -1005,7 +1118,10 @@ mod tests {
             g.updated = false;
         }
         assert_eq!(s.step(true), (4, 6));
-        s.groups[4] = Group { ready: true, updated: true };
+        s.groups[4] = Group {
+            ready: true,
+            updated: true,
+        };
         // Four old groups are still to update (more than G): burst to R + G.
         assert_eq!(s.ready(5), (2, 8));
     }
@@ -1013,15 +1129,33 @@ mod tests {
     #[test]
     fn trace_template_change_then_scale_down() {
         let r6 = rollout(6, 1, 0);
-        let sts = LeaderSts { replicas: 6, partition: 0, applied_replicas: Some(6) };
-        let outdated = |_| Group { ready: true, updated: false };
+        let sts = LeaderSts {
+            replicas: 6,
+            partition: 0,
+            applied_replicas: Some(6),
+        };
+        let outdated = |_| Group {
+            ready: true,
+            updated: false,
+        };
         assert_eq!(partition_and_replicas(&r6, Some(&sts), true, outdated).0, 6);
-        let sts = LeaderSts { replicas: 6, partition: 5, applied_replicas: Some(6) };
+        let sts = LeaderSts {
+            replicas: 6,
+            partition: 5,
+            applied_replicas: Some(6),
+        };
         let r3 = rollout(3, 1, 0);
         let (p, n) = partition_and_replicas(&r3, Some(&sts), false, outdated);
         assert_eq!((p, n), (3, 3), "capped at the new burst");
-        let sts = LeaderSts { replicas: 3, partition: 3, applied_replicas: Some(3) };
-        assert_eq!(partition_and_replicas(&r3, Some(&sts), false, outdated), (2, 3));
+        let sts = LeaderSts {
+            replicas: 3,
+            partition: 3,
+            applied_replicas: Some(3),
+        };
+        assert_eq!(
+            partition_and_replicas(&r3, Some(&sts), false, outdated),
+            (2, 3)
+        );
     }
 
     #[test]
@@ -1069,22 +1203,38 @@ mod tests {
     }
 
     fn g(index: i32, ready: bool, updated: bool) -> GroupStatus {
-        GroupStatus { index, ready, updated }
+        GroupStatus {
+            index,
+            ready,
+            updated,
+        }
     }
 
     #[test]
     fn status_branches() {
         let r = rollout(2, 1, 1);
-        assert_eq!(status_of(&[g(0, true, true), g(1, true, true)], &r), (2, 2, Assert::Available));
-        assert_eq!(status_of(&[g(0, false, true), g(1, true, true)], &r), (1, 2, Assert::Progressing));
         assert_eq!(
-            status_of(&[g(0, true, false), g(1, true, true), g(2, false, true)], &r),
+            status_of(&[g(0, true, true), g(1, true, true)], &r),
+            (2, 2, Assert::Available)
+        );
+        assert_eq!(
+            status_of(&[g(0, false, true), g(1, true, true)], &r),
+            (1, 2, Assert::Progressing)
+        );
+        assert_eq!(
+            status_of(
+                &[g(0, true, false), g(1, true, true), g(2, false, true)],
+                &r
+            ),
             (2, 2, Assert::Updating)
         );
         // Groups below the LWS partition need not be updated to be Available.
         let mut rp = rollout(2, 1, 0);
         rp.partition = 1;
-        assert_eq!(status_of(&[g(0, true, false), g(1, true, true)], &rp).2, Assert::Available);
+        assert_eq!(
+            status_of(&[g(0, true, false), g(1, true, true)], &rp).2,
+            Assert::Available
+        );
     }
 
     #[test]
@@ -1099,9 +1249,16 @@ mod tests {
         assert_eq!(p.status, "False");
         assert_eq!(p.message, "Replicas are progressing");
         let (c, first) = set_conditions(&c, Assert::Updating, 2, &t0);
-        assert_eq!(first, Some(UPDATE_IN_PROGRESS), "the update's reason leads the event");
+        assert_eq!(
+            first,
+            Some(UPDATE_IN_PROGRESS),
+            "the update's reason leads the event"
+        );
         let a = c.iter().find(|c| c.type_ == AVAILABLE).unwrap();
-        assert_eq!((a.status.as_str(), a.message.as_str()), ("False", "All replicas are ready"));
+        assert_eq!(
+            (a.status.as_str(), a.message.as_str()),
+            ("False", "All replicas are ready")
+        );
         assert!(c.iter().all(|c| c.observed_generation == Some(2)));
         let (same, first) = set_conditions(&c, Assert::Updating, 2, &t0);
         assert_eq!(first, None);
@@ -1118,8 +1275,14 @@ mod tests {
         other.spec.replicas = Some(5);
         other.spec.startup_policy = Some("LeaderReady".into());
         assert_eq!(revision_hash(&revision_payload(&other)), base);
-        other.spec.network_config = Some(NetworkConfig { subdomain_policy: Some("Shared".into()) });
-        assert_eq!(revision_hash(&revision_payload(&other)), base, "nil networkConfig is Shared");
+        other.spec.network_config = Some(NetworkConfig {
+            subdomain_policy: Some("Shared".into()),
+        });
+        assert_eq!(
+            revision_hash(&revision_payload(&other)),
+            base,
+            "nil networkConfig is Shared"
+        );
         other.spec.leader_worker_template.size = Some(4);
         assert_ne!(revision_hash(&revision_payload(&other)), base);
         let (lwt, nc) = from_revision(&revision_payload(&other)).unwrap();
@@ -1136,28 +1299,49 @@ mod tests {
                 "leaderWorkerTemplate": {"size": 3, "workerTemplate": {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": []}}}}}))
         .unwrap();
         let s = leader_statefulset(&lws, "k1", 1, 3);
-        assert_eq!(s["metadata"]["labels"], json!({"team": "a", NAME: "d", REVISION_KEY: "k1"}));
+        assert_eq!(
+            s["metadata"]["labels"],
+            json!({"team": "a", NAME: "d", REVISION_KEY: "k1"})
+        );
         assert_eq!(s["metadata"]["annotations"][REPLICAS], "2");
         assert!(s["metadata"]["annotations"].get(GROUP_RESTARTS).is_none());
         assert_eq!(s["spec"]["serviceName"], "d");
         assert_eq!(s["spec"]["podManagementPolicy"], "Parallel");
-        assert_eq!(s["spec"]["updateStrategy"]["rollingUpdate"], json!({"partition": 1, "maxUnavailable": 3}));
-        assert_eq!(s["spec"]["selector"]["matchLabels"], json!({NAME: "d", WORKER_INDEX: "0"}));
+        assert_eq!(
+            s["spec"]["updateStrategy"]["rollingUpdate"],
+            json!({"partition": 1, "maxUnavailable": 3})
+        );
+        assert_eq!(
+            s["spec"]["selector"]["matchLabels"],
+            json!({NAME: "d", WORKER_INDEX: "0"})
+        );
         let t = &s["spec"]["template"]["metadata"];
         assert_eq!(t["labels"]["app"], "x");
         assert_eq!(t["labels"][WORKER_INDEX], "0");
         assert_eq!(t["annotations"][SIZE], "3");
         assert_eq!(t["annotations"][EXCLUSIVE_TOPOLOGY], "zone");
         assert_eq!(t["annotations"][SUBDOMAIN_POLICY], "UniquePerReplica");
-        assert_eq!(s["metadata"]["ownerReferences"][0]["kind"], "LeaderWorkerSet");
+        assert_eq!(
+            s["metadata"]["ownerReferences"][0]["kind"],
+            "LeaderWorkerSet"
+        );
     }
 
     #[test]
     fn event_notes() {
         assert_eq!(updating_note(4, 3).as_deref(), Some("Updating replica 3"));
-        assert_eq!(updating_note(4, 2).as_deref(), Some("Updating replicas 2 to 3 (inclusive)"));
+        assert_eq!(
+            updating_note(4, 2).as_deref(),
+            Some("Updating replicas 2 to 3 (inclusive)")
+        );
         assert_eq!(updating_note(2, 2), None);
-        assert_eq!(surge_note("d", 5, 4, 4).as_deref(), Some("deleting surge replica d-4"));
-        assert_eq!(surge_note("d", 6, 4, 4).as_deref(), Some("deleting surge replicas from d-4 to d-5"));
+        assert_eq!(
+            surge_note("d", 5, 4, 4).as_deref(),
+            Some("deleting surge replica d-4")
+        );
+        assert_eq!(
+            surge_note("d", 6, 4, 4).as_deref(),
+            Some("deleting surge replicas from d-4 to d-5")
+        );
     }
 }

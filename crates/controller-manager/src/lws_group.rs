@@ -1,0 +1,682 @@
+//! The LWS group controller (upstream's "pod reconciler"): for every leader
+//! pod, its worker StatefulSet (`L-i`, owned by the leader pod, built from the
+//! revision the leader was created from) and, under UniquePerReplica, its
+//! headless Service; for every LWS pod, the restart policy.
+//!
+//! ```text
+//!   leader pod L-i event ──▶ restart policy? ──▶ LeaderReady? ──▶ revision of the leader
+//!                                                          └──▶ create StatefulSet L-i (once)
+//!   any pod of group i restarted or deleted (RecreateGroupOnPodRestart)
+//!       ──▶ backoff / limit (minik8s) ──▶ delete leader L-i with Foreground propagation
+//!           (GC removes the worker set and pods, the leader set recreates L-i)
+//! ```
+//!
+//! Beyond upstream, two LWS annotations tame a group that keeps failing
+//! (lws#1048, lws#877): `minik8s.io/group-restart-backoff` (default `10s`,
+//! doubling per consecutive restart up to 5 minutes; `0s` restarts at once as
+//! upstream does) and `minik8s.io/max-group-restarts` (no limit by default).
+//! The restart history lives in the LWS annotation `minik8s.io/group-restarts`,
+//! so a restarted controller keeps it.
+
+use crate::lws::{
+    from_revision, headless_service, size_of, template_annotations, unique_per_replica,
+    GROUP_RESTARTS,
+};
+use crate::replicaset::{controller_of, is_ready};
+use crate::{lock, ns_of, parse_duration, run_workers};
+use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use minik8s_api::lws::{LeaderWorkerSet, LeaderWorkerTemplate, NetworkConfig};
+use minik8s_api::lws_pod::*;
+use minik8s_api::registry;
+use minik8s_client::events::{self, Involved};
+use minik8s_client::informer::{object_key, Event};
+use minik8s_client::rest::content;
+use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
+use minik8s_client::{Cache, Client, ClientError, DeleteParams, SharedInformers, WorkQueue};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub const RESTART_BACKOFF: &str = "minik8s.io/group-restart-backoff";
+pub const MAX_RESTARTS: &str = "minik8s.io/max-group-restarts";
+const EXPERIMENTAL_AFTER_START: &str =
+    "leaderworkerset.sigs.k8s.io/experimental-recreate-group-after-start";
+const DEFAULT_BACKOFF: Duration = Duration::from_secs(10);
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// A group that has not been restarted for this long starts its backoff afresh.
+const BACKOFF_RESET: Duration = Duration::from_secs(600);
+
+/// Upstream's trigger (§5.9): the pod is being deleted, or it runs (or waits)
+/// with a container that has restarted.
+pub fn restart_triggered(pod: &Pod) -> bool {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return true;
+    }
+    let Some(st) = &pod.status else { return false };
+    if !matches!(st.phase.as_deref(), Some("Running") | Some("Pending")) {
+        return false;
+    }
+    st.container_statuses
+        .iter()
+        .flatten()
+        .chain(st.init_container_statuses.iter().flatten())
+        .any(|c| c.restart_count > 0)
+}
+
+/// The restart history of one group.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct History {
+    /// Group restarts in all.
+    pub count: u32,
+    /// Consecutive restarts (each within BACKOFF_RESET of the previous one).
+    pub streak: u32,
+    /// Unix seconds of the last restart.
+    pub last: i64,
+    /// The limit was reported with an event.
+    #[serde(default)]
+    pub limited: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Decision {
+    RestartNow,
+    /// Still backing off: try again after this long.
+    Wait(Duration),
+    LimitReached,
+}
+
+/// Whether a group may be recreated now, given its history.
+pub fn decide(history: History, now: i64, base: Duration, limit: Option<u32>) -> Decision {
+    if limit.is_some_and(|l| history.count >= l) {
+        return Decision::LimitReached;
+    }
+    let since = Duration::from_secs((now - history.last).max(0) as u64);
+    if history.streak == 0 || since >= BACKOFF_RESET || base.is_zero() {
+        return Decision::RestartNow;
+    }
+    let delay = base
+        .saturating_mul(1u32 << (history.streak - 1).min(16))
+        .min(MAX_BACKOFF);
+    match delay.checked_sub(since) {
+        Some(left) if !left.is_zero() => Decision::Wait(left),
+        _ => Decision::RestartNow,
+    }
+}
+
+/// The history after a restart at `now`.
+pub fn record(history: History, now: i64) -> History {
+    let quiet = now - history.last >= BACKOFF_RESET.as_secs() as i64;
+    History {
+        count: history.count + 1,
+        streak: if quiet { 1 } else { history.streak + 1 },
+        last: now,
+        limited: false,
+    }
+}
+
+/// §5.7: the worker StatefulSet of `leader`, from the revision it was created from.
+pub fn worker_statefulset(
+    lws: &LeaderWorkerSet,
+    leader: &Pod,
+    lwt: &LeaderWorkerTemplate,
+    nc: &NetworkConfig,
+    node_selector: Option<(String, String)>,
+) -> Value {
+    let name = lws.metadata.name.clone().unwrap_or_default();
+    let leader_name = leader.metadata.name.clone().unwrap_or_default();
+    let l = leader.metadata.labels.clone().unwrap_or_default();
+    let get = |k: &str| l.get(k).cloned().unwrap_or_default();
+    let mut selector = BTreeMap::new();
+    selector.insert(NAME.to_string(), name.clone());
+    selector.insert(GROUP_INDEX.to_string(), get(GROUP_INDEX));
+    selector.insert(GROUP_KEY.to_string(), get(GROUP_KEY));
+    let mut labels = lws.metadata.labels.clone().unwrap_or_default();
+    labels.extend(selector.clone());
+    labels.insert(REVISION_KEY.into(), get(REVISION_KEY));
+    let mut annotations = lws.metadata.annotations.clone().unwrap_or_default();
+    annotations.remove(GROUP_RESTARTS);
+    let mut template = lwt.worker_template.clone();
+    let mut tmeta = template.metadata.take().unwrap_or_default();
+    let mut tlabels = tmeta.labels.take().unwrap_or_default();
+    tlabels.extend(selector.clone());
+    tlabels.insert(REVISION_KEY.into(), get(REVISION_KEY));
+    let mut tann = tmeta.annotations.take().unwrap_or_default();
+    tann.extend(template_annotations(lws, lwt, false));
+    tann.insert(SIZE.into(), size_of(lwt).to_string());
+    tann.insert(LEADER_NAME.into(), leader_name.clone());
+    let leader_spec = serde_json::to_value(&leader.spec).unwrap_or(Value::Null);
+    if pod_requests_tpus(&leader_spec) {
+        tann.insert(LEADER_REQUESTS_TPUS.into(), "true".into());
+    }
+    tmeta.labels = Some(tlabels);
+    tmeta.annotations = Some(tann);
+    template.metadata = Some(tmeta);
+    let mut template = serde_json::to_value(&template).unwrap_or(json!({}));
+    if let Some((k, v)) = node_selector {
+        template["spec"]["nodeSelector"][k] = json!(v);
+    }
+    let service = if unique_per_replica(Some(nc)) {
+        leader_name.clone()
+    } else {
+        name.clone()
+    };
+    json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": leader_name, "namespace": ns_of(&lws.metadata), "labels": labels, "annotations": annotations,
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": leader_name, "uid": leader.metadata.uid,
+                                 "controller": true, "blockOwnerDeletion": true}]},
+        "spec": {"replicas": size_of(lwt) - 1, "ordinals": {"start": 1}, "podManagementPolicy": "Parallel",
+            "serviceName": service, "selector": {"matchLabels": selector}, "template": template}})
+}
+
+fn label<'a>(p: &'a Pod, k: &str) -> Option<&'a str> {
+    p.metadata.labels.as_ref()?.get(k).map(String::as_str)
+}
+
+fn is_leader(p: &Pod) -> bool {
+    label(p, WORKER_INDEX) == Some("0")
+}
+
+// ---------------------------------------------------------------------------
+// The I/O shell.
+
+pub struct GroupController {
+    client: Client,
+    sets: Cache<LeaderWorkerSet>,
+    pods: Cache<Pod>,
+    statefulsets: Cache<StatefulSet>,
+    services: Cache<Service>,
+    revisions: Cache<ControllerRevision>,
+    nodes: Cache<Node>,
+    queue: WorkQueue<String>,
+    /// Pods whose deletion was seen but not yet handled: a worker that its
+    /// StatefulSet recreates at once must still restart the group (lws#998).
+    deleted: Mutex<HashMap<String, Arc<Pod>>>,
+}
+
+impl GroupController {
+    pub fn new(client: Client, informers: &SharedInformers) -> Result<Arc<Self>, AlreadyStarted> {
+        let ctl = Arc::new(GroupController {
+            client,
+            sets: informers.cache(),
+            pods: informers.cache(),
+            statefulsets: informers.cache(),
+            services: informers.cache(),
+            revisions: informers.cache(),
+            nodes: informers.cache(),
+            queue: WorkQueue::new(),
+            deleted: Mutex::default(),
+        });
+        let c = Arc::downgrade(&ctl);
+        informers.on_event::<Pod>(move |ev| {
+            let Some(c) = c.upgrade() else { return };
+            let p = ev.object();
+            if label(p, NAME).is_none() {
+                return;
+            }
+            let key = object_key(&p.metadata);
+            if let Event::Deleted(p) = ev {
+                lock(&c.deleted).insert(key.clone(), p.clone());
+            }
+            c.queue.add(key);
+        })?;
+        // A worker set or group Service that changes or goes wakes its leader.
+        let queue = ctl.queue.clone();
+        let wake_owner =
+            move |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+                if let Some((_, kind, name)) = controller_of(meta) {
+                    if kind == "Pod" {
+                        queue.add(format!("{}/{name}", ns_of(meta)));
+                    }
+                }
+            };
+        let w = wake_owner.clone();
+        informers.on_event::<StatefulSet>(move |ev| w(&ev.object().metadata))?;
+        informers.on_event::<Service>(move |ev| {
+            if let Event::Deleted(s) = ev {
+                wake_owner(&s.metadata)
+            }
+        })?;
+        // A new revision (the leader may be waiting for it) wakes its leaders.
+        let c = Arc::downgrade(&ctl);
+        informers.on_event::<ControllerRevision>(move |ev| {
+            let (Some(c), Event::Added(r)) = (c.upgrade(), ev) else {
+                return;
+            };
+            let Some(n) = r.metadata.labels.as_ref().and_then(|l| l.get(NAME)) else {
+                return;
+            };
+            for p in c.pods.by_index(NAMESPACE_INDEX, &ns_of(&r.metadata)) {
+                if label(&p, NAME) == Some(n) && is_leader(&p) {
+                    c.queue.add(object_key(&p.metadata));
+                }
+            }
+        })?;
+        Ok(ctl)
+    }
+
+    pub async fn run(self: Arc<Self>, workers: usize) {
+        let c = self.clone();
+        run_workers(self.queue.clone(), workers, "lws-group", move |key| {
+            let c = c.clone();
+            async move { c.reconcile(&key).await }
+        })
+        .await;
+    }
+
+    async fn event(&self, lws: &LeaderWorkerSet, type_: &str, reason: &str, message: &str) {
+        let about = Involved {
+            api_version: minik8s_api::lws::API_VERSION,
+            kind: "LeaderWorkerSet",
+            meta: &lws.metadata,
+        };
+        events::record(
+            &self.client,
+            "lws-controller",
+            about,
+            type_,
+            reason,
+            message,
+        )
+        .await;
+    }
+
+    pub async fn reconcile(&self, key: &str) -> Result<(), ClientError> {
+        let (pod, gone) = match self.pods.get(key) {
+            Some(p) => {
+                lock(&self.deleted).remove(key);
+                (p, false)
+            }
+            None => match lock(&self.deleted).remove(key) {
+                Some(p) => (p, true),
+                None => return Ok(()),
+            },
+        };
+        let ns = ns_of(&pod.metadata);
+        let Some(lws_name) = label(&pod, NAME) else {
+            return Ok(());
+        };
+        let Some(lws) = self.sets.get(&format!("{ns}/{lws_name}")) else {
+            return Ok(());
+        };
+        let restarted = self.restart_policy(&lws, &pod, gone).await?;
+        if restarted || gone || !is_leader(&pod) {
+            return Ok(());
+        }
+        let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+        if annotations.contains_key(LEADER_NAME) {
+            let note = format!(
+                "leader pod {} carries {LEADER_NAME}; refusing to build its group",
+                pod.metadata.name.as_deref().unwrap_or("")
+            );
+            self.event(&lws, "Warning", "FailedCreate", &note).await;
+            return Ok(());
+        }
+        if pod.metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        let leader_name = pod.metadata.name.clone().unwrap_or_default();
+        // The revision this leader was created from decides its group.
+        let hash = label(&pod, REVISION_KEY).unwrap_or_default();
+        // Only the LWS's own revisions: the StatefulSet controller's revisions
+        // of the leader set carry the same labels.
+        let revision = self
+            .revisions
+            .by_index(NAMESPACE_INDEX, &ns)
+            .into_iter()
+            .find(|r| {
+                let l = r.metadata.labels.clone().unwrap_or_default();
+                controller_of(&r.metadata).map(|o| o.0) == lws.metadata.uid
+                    && l.get(REVISION_KEY).map(String::as_str) == Some(hash)
+            });
+        let Some((lwt, nc)) = revision.and_then(|r| from_revision(&r.data.as_ref()?.0)) else {
+            tracing::debug!(%key, %hash, "waiting for the leader's revision");
+            self.queue
+                .add_after(key.to_string(), Duration::from_secs(1));
+            return Ok(());
+        };
+        if unique_per_replica(Some(&nc)) && self.services.get(key).is_none() {
+            let group_index = label(&pod, GROUP_INDEX).unwrap_or_default();
+            let owner = json!({"apiVersion": "v1", "kind": "Pod", "name": leader_name, "uid": pod.metadata.uid,
+                               "controller": true, "blockOwnerDeletion": true});
+            let svc = headless_service(
+                &leader_name,
+                &ns,
+                json!({NAME: lws_name, GROUP_INDEX: group_index}),
+                owner,
+            );
+            let api = self.client.dynamic(
+                registry::by_kind("v1", "Service").expect("services"),
+                Some(&ns),
+            );
+            match api.create(&svc).await {
+                Ok(_) => {}
+                Err(e) if e.api().is_some_and(|a| a.code == 409) => {}
+                Err(e) => {
+                    let note = format!("Failed to create headless service {leader_name}: {e}");
+                    self.event(&lws, "Warning", "FailedCreate", &note).await;
+                    return Err(e);
+                }
+            }
+        }
+        if size_of(&lwt) <= 1 {
+            return Ok(());
+        }
+        if lws.spec.startup_policy.as_deref() == Some("LeaderReady") && !is_ready(&pod) {
+            return Ok(());
+        }
+        if let Some(existing) = self.statefulsets.get(key) {
+            if controller_of(&existing.metadata).map(|o| o.0) != pod.metadata.uid {
+                // The previous leader's set is still being collected.
+                self.queue
+                    .add_after(key.to_string(), Duration::from_secs(1));
+            }
+            return Ok(());
+        }
+        let node_selector = match lws
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(EXCLUSIVE_TOPOLOGY))
+        {
+            None => None,
+            Some(topology) => {
+                let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+                    return Ok(()); // Placed once the leader is scheduled.
+                };
+                let value = self
+                    .nodes
+                    .get(&node)
+                    .and_then(|n| n.metadata.labels.as_ref()?.get(topology).cloned());
+                match value {
+                    Some(v) => Some((topology.clone(), v)),
+                    None => {
+                        return Err(ClientError::Decode(format!(
+                            "node {node} has no label {topology} for exclusive placement"
+                        )))
+                    }
+                }
+            }
+        };
+        let sts = worker_statefulset(&lws, &pod, &lwt, &nc, node_selector);
+        let api = self.client.dynamic(
+            registry::by_kind("apps/v1", "StatefulSet").expect("statefulsets"),
+            Some(&ns),
+        );
+        match api.create(&sts).await {
+            Ok(_) => {
+                let note = format!("Created worker statefulset for leader pod {leader_name}");
+                self.event(&lws, "Normal", "GroupsProgressing", &note).await;
+                Ok(())
+            }
+            Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(()),
+            Err(e) => {
+                let note = format!(
+                    "Failed to create worker statefulset for leader pod {leader_name}: {e}"
+                );
+                self.event(&lws, "Warning", "FailedCreate", &note).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// §5.9 plus the minik8s backoff and limit. Returns whether the group's
+    /// leader was deleted to recreate the group.
+    async fn restart_policy(
+        &self,
+        lws: &LeaderWorkerSet,
+        pod: &Arc<Pod>,
+        gone: bool,
+    ) -> Result<bool, ClientError> {
+        let lwt = &lws.spec.leader_worker_template;
+        let ann = lws.metadata.annotations.clone().unwrap_or_default();
+        let after_start = lwt.restart_policy.as_deref() == Some("RecreateGroupAfterStart")
+            || ann.contains_key(EXPERIMENTAL_AFTER_START);
+        let recreate = after_start
+            || lwt
+                .restart_policy
+                .as_deref()
+                .unwrap_or("RecreateGroupOnPodRestart")
+                == "RecreateGroupOnPodRestart";
+        if !recreate || !(gone || restart_triggered(pod)) {
+            return Ok(false);
+        }
+        let ns = ns_of(&pod.metadata);
+        let lws_name = lws.metadata.name.clone().unwrap_or_default();
+        let group_index = label(pod, GROUP_INDEX).unwrap_or_default().to_string();
+        if after_start {
+            let group: Vec<Arc<Pod>> = self
+                .pods
+                .by_index(NAMESPACE_INDEX, &ns)
+                .into_iter()
+                .filter(|p| {
+                    label(p, NAME) == Some(&lws_name) && label(p, GROUP_INDEX) == Some(&group_index)
+                })
+                .collect();
+            let pending = group.len() as i32 != size_of(lwt)
+                || group
+                    .iter()
+                    .any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending"));
+            if pending {
+                return Ok(false);
+            }
+        }
+        let pod_name = pod.metadata.name.clone().unwrap_or_default();
+        let leader_name = if is_leader(pod) {
+            pod_name.clone()
+        } else {
+            pod_name
+                .rsplit_once('-')
+                .map(|(l, _)| l.to_string())
+                .unwrap_or_default()
+        };
+        let Some(leader) = self.pods.get(&format!("{ns}/{leader_name}")) else {
+            return Ok(false);
+        };
+        if !is_leader(pod) {
+            if label(pod, REVISION_KEY) != label(&leader, REVISION_KEY) {
+                return Ok(false);
+            }
+            let current_set = self
+                .statefulsets
+                .get(&format!("{ns}/{leader_name}"))
+                .filter(|s| controller_of(&s.metadata).map(|o| o.0) == leader.metadata.uid);
+            let owner = controller_of(&pod.metadata).map(|o| o.0);
+            if current_set.is_none_or(|s| s.metadata.uid != owner) {
+                return Ok(false);
+            }
+        } else if gone {
+            return Ok(false); // The leader itself went: its set recreates it.
+        }
+        if leader.metadata.deletion_timestamp.is_some() {
+            return Ok(false);
+        }
+        // minik8s: backoff and limit.
+        let mut all: BTreeMap<String, History> = ann
+            .get(GROUP_RESTARTS)
+            .and_then(|s| serde_json::from_str(s).ok())
+            .unwrap_or_default();
+        let history = all.get(&group_index).copied().unwrap_or_default();
+        let base = ann
+            .get(RESTART_BACKOFF)
+            .and_then(|s| parse_duration(s).ok())
+            .unwrap_or(DEFAULT_BACKOFF);
+        let limit = ann.get(MAX_RESTARTS).and_then(|s| s.parse().ok());
+        let now = chrono::Utc::now().timestamp();
+        let pod_key = object_key(&pod.metadata);
+        match decide(history, now, base, limit) {
+            Decision::Wait(left) => {
+                if gone {
+                    lock(&self.deleted).insert(pod_key.clone(), pod.clone());
+                }
+                self.queue
+                    .add_after(pod_key, left + Duration::from_millis(100));
+                return Ok(false);
+            }
+            Decision::LimitReached => {
+                if !history.limited {
+                    all.insert(
+                        group_index.clone(),
+                        History {
+                            limited: true,
+                            ..history
+                        },
+                    );
+                    self.save_history(lws, &all).await?;
+                    let note = format!(
+                        "Group {group_index} reached {} restarts; it is no longer recreated ({MAX_RESTARTS})",
+                        history.count
+                    );
+                    self.event(lws, "Warning", "GroupRestartLimitReached", &note)
+                        .await;
+                }
+                return Ok(false);
+            }
+            Decision::RestartNow => {}
+        }
+        all.insert(group_index.clone(), record(history, now));
+        self.save_history(lws, &all).await?;
+        let api = self
+            .client
+            .dynamic(registry::by_kind("v1", "Pod").expect("pods"), Some(&ns));
+        let dp = DeleteParams {
+            propagation_policy: Some("Foreground".into()),
+            precondition_uid: leader.metadata.uid.clone(),
+            ..Default::default()
+        };
+        match api.delete(&leader_name, &dp).await {
+            Ok(_) => {}
+            Err(e) if e.is_not_found() || e.is_conflict() => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        let note = format!("Worker pod {pod_name} failed, deleted leader pod {leader_name} to recreate group {group_index}");
+        self.event(lws, "Normal", "RecreateGroup", &note).await;
+        Ok(true)
+    }
+
+    async fn save_history(
+        &self,
+        lws: &LeaderWorkerSet,
+        all: &BTreeMap<String, History>,
+    ) -> Result<(), ClientError> {
+        let api = self.client.dynamic(
+            registry::by_kind(minik8s_api::lws::API_VERSION, "LeaderWorkerSet").expect("lws"),
+            Some(&ns_of(&lws.metadata)),
+        );
+        let patch = json!({"metadata": {"annotations": {GROUP_RESTARTS: serde_json::to_string(all).unwrap_or_default()}}});
+        api.patch(
+            lws.metadata.name.as_deref().unwrap_or(""),
+            None,
+            content::MERGE_PATCH,
+            &patch,
+        )
+        .await
+        .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(v: Value) -> Pod {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn restarts_and_deletions_trigger_group_recreation() {
+        let running = |restarts: i32| {
+            pod(
+                json!({"metadata": {"name": "d-0-1"}, "status": {"phase": "Running",
+                "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": true, "restartCount": restarts}]}}),
+            )
+        };
+        assert!(!restart_triggered(&running(0)));
+        assert!(restart_triggered(&running(1)));
+        let deleting =
+            pod(json!({"metadata": {"name": "d-0", "deletionTimestamp": "2026-01-01T00:00:00Z"}}));
+        assert!(restart_triggered(&deleting));
+        let failed = pod(
+            json!({"metadata": {"name": "d-0"}, "status": {"phase": "Failed",
+            "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 3}]}}),
+        );
+        assert!(!restart_triggered(&failed));
+    }
+
+    #[test]
+    fn backoff_doubles_resets_after_quiet_and_stops_at_the_limit() {
+        let base = Duration::from_secs(10);
+        let h0 = History::default();
+        assert_eq!(decide(h0, 1000, base, None), Decision::RestartNow);
+        let h1 = record(h0, 1000);
+        assert_eq!((h1.count, h1.streak), (1, 1));
+        assert_eq!(
+            decide(h1, 1004, base, None),
+            Decision::Wait(Duration::from_secs(6))
+        );
+        assert_eq!(decide(h1, 1010, base, None), Decision::RestartNow);
+        let h2 = record(h1, 1010);
+        assert_eq!(
+            decide(h2, 1015, base, None),
+            Decision::Wait(Duration::from_secs(15))
+        );
+        let mut h = h2;
+        for _ in 0..10 {
+            h = record(h, h.last + 1);
+        }
+        assert_eq!(decide(h, h.last, base, None), Decision::Wait(MAX_BACKOFF));
+        assert_eq!(decide(h, h.last + 600, base, None), Decision::RestartNow);
+        assert_eq!(record(h, h.last + 600).streak, 1);
+        assert_eq!(
+            decide(h1, 1001, Duration::ZERO, None),
+            Decision::RestartNow,
+            "0s is upstream's behaviour"
+        );
+        assert_eq!(decide(h2, 5000, base, Some(2)), Decision::LimitReached);
+        assert_eq!(decide(h1, 5000, base, Some(2)), Decision::RestartNow);
+    }
+
+    #[test]
+    fn worker_set_follows_its_leader_and_revision() {
+        let lws: LeaderWorkerSet = serde_json::from_value(json!({"metadata": {"name": "d", "namespace": "ns",
+                "labels": {"team": "a"}, "annotations": {GROUP_RESTARTS: "{}", "minik8s.io/gang-scheduling": "true"}},
+            "spec": {"leaderWorkerTemplate": {"size": 1, "workerTemplate": {}}}}))
+        .unwrap();
+        let leader = pod(json!({"metadata": {"name": "d-1", "uid": "leader-uid",
+            "labels": {NAME: "d", WORKER_INDEX: "0", GROUP_INDEX: "1", GROUP_KEY: "gk", REVISION_KEY: "r1"}},
+            "spec": {"containers": [{"name": "c", "image": "i", "resources": {"limits": {TPU_RESOURCE: "4"}}}]}}));
+        let lwt: LeaderWorkerTemplate = serde_json::from_value(json!({"size": 3,
+            "workerTemplate": {"metadata": {"labels": {"app": "w"}}, "spec": {"containers": [{"name": "w", "image": "i"}]}}}))
+        .unwrap();
+        let nc = NetworkConfig {
+            subdomain_policy: Some("UniquePerReplica".into()),
+        };
+        let s = worker_statefulset(&lws, &leader, &lwt, &nc, Some(("zone".into(), "a".into())));
+        assert_eq!(s["metadata"]["name"], "d-1");
+        assert_eq!(s["metadata"]["ownerReferences"][0]["uid"], "leader-uid");
+        assert_eq!(
+            s["metadata"]["labels"],
+            json!({"team": "a", GROUP_INDEX: "1", GROUP_KEY: "gk", NAME: "d", REVISION_KEY: "r1"})
+        );
+        assert!(s["metadata"]["annotations"].get(GROUP_RESTARTS).is_none());
+        assert_eq!(
+            s["spec"]["replicas"], 2,
+            "size comes from the revision, not the live spec"
+        );
+        assert_eq!(s["spec"]["ordinals"]["start"], 1);
+        assert_eq!(s["spec"]["serviceName"], "d-1");
+        assert_eq!(
+            s["spec"]["selector"]["matchLabels"],
+            json!({GROUP_INDEX: "1", GROUP_KEY: "gk", NAME: "d"})
+        );
+        let t = &s["spec"]["template"];
+        assert_eq!(t["metadata"]["labels"]["app"], "w");
+        assert_eq!(t["metadata"]["labels"][REVISION_KEY], "r1");
+        assert_eq!(t["metadata"]["annotations"][LEADER_NAME], "d-1");
+        assert_eq!(t["metadata"]["annotations"][SIZE], "3");
+        assert_eq!(t["metadata"]["annotations"][LEADER_REQUESTS_TPUS], "true");
+        assert_eq!(t["metadata"]["annotations"][GANG_MIN_MEMBER], "3");
+        assert_eq!(t["spec"]["nodeSelector"], json!({"zone": "a"}));
+    }
+}

@@ -1,0 +1,453 @@
+//! StatefulSets and LeaderWorkerSets against a real apiserver with the
+//! scheduler, every controller and hollow nodes (pods go Running and Ready at
+//! once): ordinal names, partitions, scaling, LWS groups with their labels,
+//! env and Services, status and conditions, `/scale`, rolling updates, group
+//! recreation, deletion and gang scheduling.
+
+use apiserver::testing::{Backend, TestServer};
+use minik8s_api::registry;
+use minik8s_client::{Client, DeleteParams, DynamicApi, ListParams};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+const LWS: &str = "leaderworkerset.x-k8s.io/v1";
+
+/// An apiserver with `nodes` hollow nodes, the scheduler and every controller.
+async fn cluster(prefix: &str, nodes: usize) -> (TestServer, Client) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let server = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&server.url);
+    let hollow = kubelet::hollow::HollowConfig {
+        prefix: prefix.into(),
+        count: nodes,
+        lease_seconds: 10,
+    };
+    kubelet::hollow::register(&client, &hollow).await.unwrap();
+    tokio::spawn(kubelet::hollow::run(client.clone(), hollow));
+    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
+    for inf in informers {
+        tokio::spawn(inf);
+    }
+    tokio::spawn(scheduler::worker(sched));
+    tokio::spawn(controller_manager::run(
+        client.clone(),
+        controller_manager::Config::default(),
+    ));
+    (server, client)
+}
+
+fn api(client: &Client, api_version: &str, kind: &str) -> DynamicApi {
+    client.dynamic(
+        registry::by_kind(api_version, kind).unwrap(),
+        Some("default"),
+    )
+}
+
+async fn until<T, F, Fut>(what: &str, secs: u64, f: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        match f().await {
+            Ok(v) => return v,
+            Err(last) if Instant::now() > deadline => {
+                panic!("{what} within {secs} s; last: {last}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(150)).await,
+        }
+    }
+}
+
+/// Live (not terminating) objects by name.
+async fn live(api: &DynamicApi, selector: &str) -> BTreeMap<String, Value> {
+    api.list(&ListParams::default().labels(selector))
+        .await
+        .unwrap()["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|o| o["metadata"]["deletionTimestamp"].is_null())
+        .map(|o| (o["metadata"]["name"].as_str().unwrap().to_string(), o))
+        .collect()
+}
+
+fn names(m: &BTreeMap<String, Value>) -> Vec<String> {
+    m.keys().cloned().collect()
+}
+
+fn running(p: &Value) -> bool {
+    p["status"]["phase"] == "Running"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statefulset_names_partitions_and_scales() {
+    let (_server, client) = cluster("sts", 2).await;
+    let sets = api(&client, "apps/v1", "StatefulSet");
+    let pods = api(&client, "v1", "Pod");
+    let revisions = api(&client, "apps/v1", "ControllerRevision");
+    let template = |v: &str| {
+        json!({"metadata": {"labels": {"app": "web"}},
+               "spec": {"containers": [{"name": "c", "image": "busybox", "env": [{"name": "V", "value": v}]}]}})
+    };
+    sets.create(
+        &json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "web"},
+        "spec": {"replicas": 3, "serviceName": "web", "selector": {"matchLabels": {"app": "web"}},
+                 "ordinals": {"start": 1}, "template": template("1")}}),
+    )
+    .await
+    .unwrap();
+    let first = until("web-1..web-3 running in order", 20, || async {
+        let p = live(&pods, "app=web").await;
+        if names(&p) == ["web-1", "web-2", "web-3"] && p.values().all(running) {
+            Ok(p)
+        } else {
+            Err(format!("{:?}", names(&p)))
+        }
+    })
+    .await;
+    // OrderedReady: each pod was created after the previous one was ready.
+    let created = |n: &str| {
+        first[n]["metadata"]["creationTimestamp"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(created("web-1") <= created("web-2") && created("web-2") <= created("web-3"));
+    let p2 = &first["web-2"];
+    assert_eq!(p2["spec"]["hostname"], "web-2");
+    assert_eq!(p2["spec"]["subdomain"], "web");
+    assert_eq!(
+        p2["metadata"]["labels"]["statefulset.kubernetes.io/pod-name"],
+        "web-2"
+    );
+    assert_eq!(
+        p2["metadata"]["labels"]["apps.kubernetes.io/pod-index"],
+        "2"
+    );
+    let rev1 = p2["metadata"]["labels"]["controller-revision-hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(rev1.starts_with("web-"));
+
+    // A template change with partition 1 (index 1 = web-2) updates web-3 and web-2 only.
+    let mut s = sets.get("web").await.unwrap();
+    s["spec"]["template"] = template("2");
+    s["spec"]["updateStrategy"] =
+        json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 1}});
+    sets.replace("web", &s).await.unwrap();
+    let updated = until("web-3 and web-2 updated, web-1 held back", 20, || async {
+        let p = live(&pods, "app=web").await;
+        let revs: Vec<String> = p
+            .values()
+            .map(|p| {
+                p["metadata"]["labels"]["controller-revision-hash"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect();
+        let st = sets.get("web").await.unwrap()["status"].clone();
+        if p.len() == 3
+            && p.values().all(running)
+            && revs[0] == rev1
+            && revs[1] != rev1
+            && revs[2] != rev1
+            && st["updatedReplicas"] == 2
+            && st["readyReplicas"] == 3
+        {
+            Ok(st)
+        } else {
+            Err(format!("{revs:?} {st}"))
+        }
+    })
+    .await;
+    assert_eq!(updated["currentRevision"], rev1.as_str());
+    assert_ne!(updated["updateRevision"], rev1.as_str());
+    assert_eq!(updated["currentReplicas"], 1);
+    assert_eq!(live(&revisions, "app=web").await.len(), 2);
+
+    // Scale down removes the highest ordinals; the status follows.
+    sets.patch(
+        "web",
+        Some("scale"),
+        "application/merge-patch+json",
+        &json!({"spec": {"replicas": 1}}),
+    )
+    .await
+    .unwrap();
+    until("only web-1 left", 20, || async {
+        let p = live(&pods, "app=web").await;
+        let st = sets.get("web").await.unwrap()["status"].clone();
+        if names(&p) == ["web-1"] && st["replicas"] == 1 {
+            Ok(())
+        } else {
+            Err(format!("{:?} {st}", names(&p)))
+        }
+    })
+    .await;
+}
+
+fn lws_manifest(name: &str, replicas: i64, size: i64, extra: Value) -> Value {
+    let mut m = json!({"apiVersion": LWS, "kind": "LeaderWorkerSet", "metadata": {"name": name},
+        "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": size,
+            "workerTemplate": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "w", "image": "busybox", "env": [{"name": "V", "value": "1"}]}]}}}}});
+    json_patch::merge(&mut m, &extra);
+    m
+}
+
+fn label<'a>(o: &'a Value, k: &str) -> &'a str {
+    o["metadata"]["labels"][k].as_str().unwrap_or("")
+}
+
+fn env(p: &Value, name: &str) -> String {
+    p["spec"]["containers"][0]["env"]
+        .as_array()
+        .and_then(|e| e.iter().find(|e| e["name"] == name))
+        .and_then(|e| e["value"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn condition(lws: &Value, t: &str) -> String {
+    lws["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == t))
+        .and_then(|c| c["status"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+async fn running_pods(pods: &DynamicApi, selector: &str, want: &[&str]) -> BTreeMap<String, Value> {
+    let want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+    until(&format!("pods {want:?}"), 30, || async {
+        let p = live(pods, selector).await;
+        if names(&p) == want && p.values().all(running) {
+            Ok(p)
+        } else {
+            Err(format!("{:?}", names(&p)))
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lws_groups_services_status_and_scale() {
+    let (_server, client) = cluster("lws", 2).await;
+    let sets = api(&client, LWS, "LeaderWorkerSet");
+    let pods = api(&client, "v1", "Pod");
+    let svcs = api(&client, "v1", "Service");
+    let statefulsets = api(&client, "apps/v1", "StatefulSet");
+    sets.create(&lws_manifest("demo", 2, 3, json!({})))
+        .await
+        .unwrap();
+    let p = running_pods(
+        &pods,
+        "app=demo",
+        &[
+            "demo-0", "demo-0-1", "demo-0-2", "demo-1", "demo-1-1", "demo-1-2",
+        ],
+    )
+    .await;
+
+    // Upstream's labels, annotations and env on every pod.
+    let leader = &p["demo-1"];
+    let worker = &p["demo-1-2"];
+    let name_l = "leaderworkerset.sigs.k8s.io/name";
+    assert_eq!(label(leader, name_l), "demo");
+    assert_eq!(
+        label(leader, "leaderworkerset.sigs.k8s.io/worker-index"),
+        "0"
+    );
+    assert_eq!(
+        label(worker, "leaderworkerset.sigs.k8s.io/worker-index"),
+        "2"
+    );
+    assert_eq!(
+        label(worker, "leaderworkerset.sigs.k8s.io/group-index"),
+        "1"
+    );
+    let gk = label(leader, "leaderworkerset.sigs.k8s.io/group-key");
+    assert_eq!(gk.len(), 40);
+    assert_eq!(label(worker, "leaderworkerset.sigs.k8s.io/group-key"), gk);
+    let hash = label(leader, "leaderworkerset.sigs.k8s.io/template-revision-hash");
+    assert!(!hash.is_empty());
+    assert_eq!(
+        label(worker, "leaderworkerset.sigs.k8s.io/template-revision-hash"),
+        hash
+    );
+    assert_eq!(
+        worker["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/size"],
+        "3"
+    );
+    assert_eq!(
+        worker["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/leader-name"],
+        "demo-1"
+    );
+    assert_eq!(env(worker, "LWS_LEADER_ADDRESS"), "demo-1.demo.default");
+    assert_eq!(env(worker, "LWS_GROUP_SIZE"), "3");
+    assert_eq!(env(worker, "LWS_WORKER_INDEX"), "2");
+    assert_eq!(env(leader, "LWS_WORKER_INDEX"), "0");
+    assert_eq!(
+        worker["spec"]["containers"][0]["env"][3]["name"], "V",
+        "LWS variables come first"
+    );
+    assert_eq!(worker["spec"]["hostname"], "demo-1-2");
+    assert_eq!(worker["spec"]["subdomain"], "demo");
+    let ws = statefulsets.get("demo-1").await.unwrap();
+    assert_eq!(ws["metadata"]["ownerReferences"][0]["kind"], "Pod");
+    assert_eq!(
+        ws["metadata"]["ownerReferences"][0]["uid"],
+        leader["metadata"]["uid"]
+    );
+
+    // One shared headless Service.
+    let svc = svcs.get("demo").await.unwrap();
+    assert_eq!(svc["spec"]["clusterIP"], "None");
+    assert_eq!(svc["spec"]["publishNotReadyAddresses"], true);
+    assert_eq!(svc["spec"]["selector"], json!({name_l: "demo"}));
+
+    // Status, conditions and the scale subresource.
+    let status = until("demo Available", 20, || async {
+        let l = sets.get("demo").await.unwrap();
+        if condition(&l, "Available") == "True" && l["status"]["readyReplicas"] == 2 {
+            Ok(l)
+        } else {
+            Err(l["status"].to_string())
+        }
+    })
+    .await;
+    assert_eq!(status["status"]["updatedReplicas"], 2);
+    assert_eq!(status["status"]["replicas"], 2);
+    assert_eq!(condition(&status, "Progressing"), "False");
+    let scale = sets.get_sub("demo", "scale").await.unwrap();
+    assert_eq!(
+        scale["status"]["selector"],
+        "leaderworkerset.sigs.k8s.io/name=demo,leaderworkerset.sigs.k8s.io/worker-index=0"
+    );
+
+    // Scale 2 → 3 → 1: new groups get the next index; scale-down removes the highest.
+    sets.patch(
+        "demo",
+        Some("scale"),
+        "application/merge-patch+json",
+        &json!({"spec": {"replicas": 3}}),
+    )
+    .await
+    .unwrap();
+    running_pods(
+        &pods,
+        "app=demo",
+        &[
+            "demo-0", "demo-0-1", "demo-0-2", "demo-1", "demo-1-1", "demo-1-2", "demo-2",
+            "demo-2-1", "demo-2-2",
+        ],
+    )
+    .await;
+    sets.patch(
+        "demo",
+        Some("scale"),
+        "application/merge-patch+json",
+        &json!({"spec": {"replicas": 1}}),
+    )
+    .await
+    .unwrap();
+    running_pods(&pods, "app=demo", &["demo-0", "demo-0-1", "demo-0-2"]).await;
+    until("worker sets of removed groups collected", 20, || async {
+        let s = live(&statefulsets, "leaderworkerset.sigs.k8s.io/name=demo").await;
+        if names(&s) == ["demo", "demo-0"] {
+            Ok(())
+        } else {
+            Err(format!("{:?}", names(&s)))
+        }
+    })
+    .await;
+
+    // A deleted worker pod recreates the whole group (RecreateGroupOnPodRestart).
+    let before = pods.get("demo-0").await.unwrap()["metadata"]["uid"].clone();
+    pods.delete("demo-0-2", &DeleteParams::default())
+        .await
+        .unwrap();
+    until("group 0 recreated with a new leader", 30, || async {
+        let p = live(&pods, "app=demo").await;
+        let uid = p.get("demo-0").map(|l| l["metadata"]["uid"].clone());
+        if uid.is_some() && uid != Some(before.clone()) && p.len() == 3 && p.values().all(running) {
+            Ok(())
+        } else {
+            Err(format!("{:?}", names(&p)))
+        }
+    })
+    .await;
+    let events = api(&client, "v1", "Event")
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let recreate = events["items"].as_array().unwrap().iter().any(|e| {
+        e["reason"] == "RecreateGroup"
+            && e["message"]
+                == "Worker pod demo-0-2 failed, deleted leader pod demo-0 to recreate group 0"
+    });
+    assert!(recreate, "a RecreateGroup event");
+
+    // UniquePerReplica: one Service per group, owned by its leader; leaders are their own subdomain.
+    sets.create(&lws_manifest(
+        "uniq",
+        2,
+        2,
+        json!({"spec": {"networkConfig": {"subdomainPolicy": "UniquePerReplica"}}}),
+    ))
+    .await
+    .unwrap();
+    let p = running_pods(
+        &pods,
+        "app=uniq",
+        &["uniq-0", "uniq-0-1", "uniq-1", "uniq-1-1"],
+    )
+    .await;
+    assert_eq!(p["uniq-1"]["spec"]["subdomain"], "uniq-1");
+    assert_eq!(p["uniq-1-1"]["spec"]["subdomain"], "uniq-1");
+    assert_eq!(
+        env(&p["uniq-1-1"], "LWS_LEADER_ADDRESS"),
+        "uniq-1.uniq-1.default"
+    );
+    let s = until("per-group services", 20, || async {
+        let s = live(&svcs, "leaderworkerset.sigs.k8s.io/name=uniq").await;
+        if names(&s) == ["uniq-0", "uniq-1"] {
+            Ok(s)
+        } else {
+            Err(format!("{:?}", names(&s)))
+        }
+    })
+    .await;
+    assert_eq!(
+        s["uniq-1"]["spec"]["selector"]["leaderworkerset.sigs.k8s.io/group-index"],
+        "1"
+    );
+    assert_eq!(s["uniq-1"]["metadata"]["ownerReferences"][0]["kind"], "Pod");
+
+    // Deleting the LWS takes everything with it.
+    sets.delete("uniq", &DeleteParams::default()).await.unwrap();
+    until("uniq's pods, sets and services collected", 30, || async {
+        let left = live(&pods, "app=uniq").await.len()
+            + live(&statefulsets, "leaderworkerset.sigs.k8s.io/name=uniq")
+                .await
+                .len()
+            + live(&svcs, "leaderworkerset.sigs.k8s.io/name=uniq")
+                .await
+                .len();
+        if left == 0 {
+            Ok(())
+        } else {
+            Err(format!("{left} objects left"))
+        }
+    })
+    .await;
+}
