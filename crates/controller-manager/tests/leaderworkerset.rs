@@ -451,3 +451,251 @@ async fn lws_groups_services_status_and_scale() {
     })
     .await;
 }
+
+fn hash_of(p: &Value) -> String {
+    label(p, "leaderworkerset.sigs.k8s.io/template-revision-hash").to_string()
+}
+
+async fn events_with(client: &Client, reason: &str) -> Vec<String> {
+    let list = api(client, "v1", "Event")
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let mut evs: Vec<(String, String)> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["reason"] == reason)
+        .map(|e| {
+            (
+                e["metadata"]["name"].as_str().unwrap().to_string(),
+                e["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    evs.sort();
+    evs.into_iter().map(|(_, m)| m).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lws_rolling_update_goes_group_by_group_and_respects_the_partition() {
+    let (_server, client) = cluster("roll", 2).await;
+    let sets = api(&client, LWS, "LeaderWorkerSet");
+    let pods = api(&client, "v1", "Pod");
+    let statefulsets = api(&client, "apps/v1", "StatefulSet");
+    let revisions = api(&client, "apps/v1", "ControllerRevision");
+    let rollout = json!({"spec": {"rolloutStrategy": {"type": "RollingUpdate",
+        "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 1}}}});
+    sets.create(&lws_manifest("roll", 3, 2, rollout))
+        .await
+        .unwrap();
+    let all = [
+        "roll-0", "roll-0-1", "roll-1", "roll-1-1", "roll-2", "roll-2-1",
+    ];
+    let before = running_pods(&pods, "app=roll", &all).await;
+    let old_hash = hash_of(&before["roll-0"]);
+    until("roll Available", 20, || async {
+        let l = sets.get("roll").await.unwrap();
+        if condition(&l, "Available") == "True" {
+            Ok(())
+        } else {
+            Err(l["status"].to_string())
+        }
+    })
+    .await;
+
+    // Watch the leader set and the LWS while the worker env changes.
+    let change_env = |v: &'static str| {
+        let sets = sets.clone();
+        async move {
+            let patch = json!({"spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": {"containers": [
+                {"name": "w", "image": "busybox", "env": [{"name": "V", "value": v}]}]}}}}});
+            sets.patch("roll", None, "application/merge-patch+json", &patch)
+                .await
+                .unwrap();
+        }
+    };
+    change_env("2").await;
+    let mut max_replicas = 0;
+    let mut saw_updating = false;
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let new_hash = loop {
+        let sts = statefulsets.get("roll").await.unwrap();
+        max_replicas = max_replicas.max(sts["spec"]["replicas"].as_i64().unwrap());
+        let l = sets.get("roll").await.unwrap();
+        saw_updating |= condition(&l, "UpdateInProgress") == "True";
+        let p = live(&pods, "app=roll").await;
+        let hashes: Vec<String> = p.values().map(hash_of).collect();
+        if names(&p) == all
+            && hashes.iter().all(|h| *h != old_hash)
+            && p.values().all(running)
+            && condition(&l, "Available") == "True"
+        {
+            break hashes[0].clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "rollout did not finish: {:?} {}",
+            hashes,
+            l["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    };
+    assert_eq!(max_replicas, 4, "maxSurge 1 adds one surge group");
+    assert!(saw_updating, "UpdateInProgress was True during the rollout");
+    let l = sets.get("roll").await.unwrap();
+    assert_eq!(condition(&l, "UpdateInProgress"), "False");
+    assert_eq!(condition(&l, "Progressing"), "False");
+    assert_eq!(l["status"]["updatedReplicas"], 3);
+    assert_eq!(
+        statefulsets.get("roll").await.unwrap()["spec"]["replicas"],
+        3,
+        "the surge is reclaimed"
+    );
+    // Group by group from the highest index.
+    assert_eq!(
+        events_with(&client, "GroupsUpdating")
+            .await
+            .iter()
+            .filter(|m| m.starts_with("Updating replica"))
+            .cloned()
+            .collect::<Vec<_>>(),
+        vec![
+            "Updating replica 2",
+            "Updating replica 1",
+            "Updating replica 0"
+        ]
+    );
+    until("old revisions pruned", 10, || async {
+        let r = live(&revisions, "leaderworkerset.sigs.k8s.io/name=roll").await;
+        let own: Vec<&Value> = r
+            .values()
+            .filter(|r| r["metadata"]["ownerReferences"][0]["kind"] == "LeaderWorkerSet")
+            .collect();
+        if own.len() == 1 {
+            Ok(())
+        } else {
+            Err(format!("{}", own.len()))
+        }
+    })
+    .await;
+
+    // partition 1 holds group 0 back.
+    let patch =
+        json!({"spec": {"rolloutStrategy": {"rollingUpdateConfiguration": {"partition": 1}}}});
+    sets.patch("roll", None, "application/merge-patch+json", &patch)
+        .await
+        .unwrap();
+    change_env("3").await;
+    let p = until("groups 1 and 2 updated, group 0 held back", 40, || async {
+        let p = live(&pods, "app=roll").await;
+        let l = sets.get("roll").await.unwrap();
+        let updated = |n: &str| {
+            p.get(n)
+                .is_some_and(|x| hash_of(x) != new_hash && hash_of(x) != old_hash && running(x))
+        };
+        if updated("roll-1")
+            && updated("roll-1-1")
+            && updated("roll-2")
+            && updated("roll-2-1")
+            && condition(&l, "Available") == "True"
+        {
+            Ok(p)
+        } else {
+            Err(format!(
+                "{:?} {}",
+                p.values().map(hash_of).collect::<Vec<_>>(),
+                l["status"]
+            ))
+        }
+    })
+    .await;
+    assert_eq!(hash_of(&p["roll-0"]), new_hash);
+    assert_eq!(hash_of(&p["roll-0-1"]), new_hash);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        hash_of(&pods.get("roll-0").await.unwrap()),
+        new_hash,
+        "group 0 stays held back"
+    );
+}
+
+/// Two hollow nodes of 4 cpu hold one and a half groups of 4 × 1300m: with
+/// gang scheduling exactly one group runs and the other has no bound pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gang_scheduling_binds_whole_groups_or_nothing() {
+    let (_server, client) = cluster("gang", 2).await;
+    let sets = api(&client, LWS, "LeaderWorkerSet");
+    let pods = api(&client, "v1", "Pod");
+    let mut m = lws_manifest(
+        "gang",
+        2,
+        4,
+        json!({"metadata": {"annotations": {"minik8s.io/gang-scheduling": "true"}}}),
+    );
+    m["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["resources"] =
+        json!({"requests": {"cpu": "1300m"}});
+    sets.create(&m).await.unwrap();
+    let bound_groups = until("one whole group bound, the other waiting", 30, || async {
+        let p = live(&pods, "app=gang").await;
+        let bound = |g: &str| {
+            p.values()
+                .filter(|x| {
+                    label(x, "leaderworkerset.sigs.k8s.io/group-index") == g
+                        && !x["spec"]["nodeName"].is_null()
+                })
+                .count()
+        };
+        let waiting = p
+            .values()
+            .filter(|x| {
+                x["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c["type"] == "PodScheduled"
+                            && c["status"] == "False"
+                            && c["message"].as_str().unwrap_or("").starts_with("gang ")
+                    })
+                })
+            })
+            .count();
+        let (b0, b1) = (bound("0"), bound("1"));
+        if p.len() == 8 && ((b0 == 4 && b1 == 0) || (b0 == 0 && b1 == 4)) && waiting == 4 {
+            Ok((b0, b1))
+        } else {
+            Err(format!(
+                "{} pods, bound {b0}+{b1}, {waiting} waiting",
+                p.len()
+            ))
+        }
+    })
+    .await;
+    let waiting_group = if bound_groups.0 == 4 {
+        "gang-1"
+    } else {
+        "gang-0"
+    };
+    let leader = pods.get(waiting_group).await.unwrap();
+    let cond = leader["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "PodScheduled")
+        .unwrap()
+        .clone();
+    assert!(
+        cond["message"]
+            .as_str()
+            .unwrap()
+            .contains("Insufficient cpu"),
+        "{cond}"
+    );
+    // It stays that way: no partial group ever takes the free 2.6 cpu.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let p = live(&pods, "app=gang").await;
+    assert_eq!(
+        p.values()
+            .filter(|x| !x["spec"]["nodeName"].is_null())
+            .count(),
+        4
+    );
+}

@@ -146,6 +146,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The gang a pod belongs to and how many of its pods must fit together
+/// (annotations the LWS pod admission writes).
+fn gang_of(pod: &Pod) -> Option<(String, usize)> {
+    let a = pod.metadata.annotations.as_ref()?;
+    let group = a.get(minik8s_api::lws_pod::GANG_GROUP_NAME)?.clone();
+    let min = a.get(minik8s_api::lws_pod::GANG_MIN_MEMBER)?.parse().ok()?;
+    Some((group, min))
+}
+
 fn bound_node(pod: &Pod) -> Option<&str> {
     pod.spec
         .as_ref()
@@ -241,6 +250,9 @@ impl Scheduler {
         if !self.wants(&pod) || lock(&self.assumed).contains(key) {
             return Ok(Outcome::Skipped);
         }
+        if gang_of(&pod).is_some_and(|(_, min)| min > 1) {
+            return self.schedule_gang(&pod).await;
+        }
         let NodeList {
             nodes,
             names,
@@ -262,23 +274,7 @@ impl Scheduler {
                     rr.sync(&names);
                     rr.pick(&feasible).expect("feasible nodes are in the queue")
                 };
-                // Assume it is there (the next decisions count it) until the watch says so.
-                let mut placed = (*pod).clone();
-                placed.spec.get_or_insert_with(Default::default).node_name = Some(node.clone());
-                lock(&self.ledger).place(key, Arc::new(placed), &node);
-                lock(&self.assumed).insert(key.to_string());
-                lock(&self.unschedulable).remove(key);
-                let (me, key, chosen) = (self.clone(), key.to_string(), node.clone());
-                let permit = self
-                    .binding_slots
-                    .clone()
-                    .acquire_owned()
-                    .await
-                    .expect("semaphore open");
-                tokio::spawn(async move {
-                    let _permit = permit;
-                    me.binding_cycle(&key, &pod, &chosen).await;
-                });
+                self.assume_and_bind(key, pod, &node).await;
                 Ok(Outcome::Bound(node))
             }
             Err(reasons) => {
@@ -288,6 +284,141 @@ impl Scheduler {
                     .await;
                 lock(&self.unschedulable).insert(key.to_string());
                 self.queue.add_after(key.to_string(), UNSCHEDULABLE_RETRY);
+                Ok(Outcome::Unschedulable(message))
+            }
+        }
+    }
+
+    /// Assumes the pod is on `node` (the next decisions count it) until the watch
+    /// says so, and binds it in the background.
+    async fn assume_and_bind(self: &Arc<Self>, key: &str, pod: Arc<Pod>, node: &str) {
+        let mut placed = (*pod).clone();
+        placed.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
+        lock(&self.ledger).place(key, Arc::new(placed), node);
+        lock(&self.assumed).insert(key.to_string());
+        lock(&self.unschedulable).remove(key);
+        let (me, key, chosen) = (self.clone(), key.to_string(), node.to_string());
+        let permit = self
+            .binding_slots
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("semaphore open");
+        tokio::spawn(async move {
+            let _permit = permit;
+            me.binding_cycle(&key, &pod, &chosen).await;
+        });
+    }
+
+    /// Gang scheduling (minik8s, for LeaderWorkerSets that opt in): the pods of
+    /// a group are placed together on a simulated copy of the cluster; only if
+    /// every one fits are they all bound. Otherwise none is, so a partial group
+    /// never holds capacity, and each says why.
+    async fn schedule_gang(self: &Arc<Self>, pod: &Arc<Pod>) -> Result<Outcome, ClientError> {
+        let (group, min) = gang_of(pod).expect("a gang pod");
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let members: Vec<Arc<Pod>> = self
+            .pods
+            .list()
+            .into_iter()
+            .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()))
+            .filter(|p| gang_of(p).is_some_and(|(g, _)| g == group))
+            .filter(|p| filters::is_active(p) && p.metadata.deletion_timestamp.is_none())
+            .collect();
+        let bound = members
+            .iter()
+            .filter(|p| {
+                bound_node(p).is_some() || lock(&self.assumed).contains(&object_key(&p.metadata))
+            })
+            .count();
+        let mut pending: Vec<Arc<Pod>> = members
+            .iter()
+            .filter(|p| self.wants(p) && !lock(&self.assumed).contains(&object_key(&p.metadata)))
+            .cloned()
+            .collect();
+        pending.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        if pending.is_empty() {
+            return Ok(Outcome::Skipped);
+        }
+        let message = if bound + pending.len() < min {
+            Some(format!(
+                "gang {group}: waiting for its pods ({} of {min} exist)",
+                bound + pending.len()
+            ))
+        } else {
+            None
+        };
+        let NodeList {
+            nodes,
+            names,
+            allocatable,
+        } = self.node_list();
+        let plan = match message {
+            Some(m) => Err(m),
+            None => {
+                let ledger = lock(&self.ledger);
+                let mut usage = ledger.usage.clone();
+                let mut placed =
+                    ledger.placed(pending.iter().any(|p| filters::has_pod_affinity(p)));
+                drop(ledger);
+                let mut rr = lock(&self.round_robin);
+                rr.sync(&names);
+                let mut plan = Vec::new();
+                let mut failure = None;
+                for p in &pending {
+                    let snap =
+                        Snapshot::new(&nodes, &usage, &placed).with_allocatable(&allocatable);
+                    match filters::feasible(p, &snap) {
+                        Ok(feasible) => {
+                            let node = rr.pick(&feasible).expect("feasible nodes are in the queue");
+                            usage
+                                .entry(node.clone())
+                                .or_default()
+                                .add(filters::pod_requests(p), 1);
+                            let mut sim = (**p).clone();
+                            sim.spec.get_or_insert_with(Default::default).node_name =
+                                Some(node.clone());
+                            placed.push((Arc::new(sim), node.clone()));
+                            plan.push((p.clone(), node));
+                        }
+                        Err(reasons) => {
+                            let why = filters::unschedulable_message(nodes.len(), &reasons);
+                            failure = Some(format!(
+                                "gang {group}: {} of {} pods fit; {}: {why}",
+                                plan.len(),
+                                pending.len(),
+                                p.metadata.name.as_deref().unwrap_or("")
+                            ));
+                            break;
+                        }
+                    }
+                }
+                match failure {
+                    Some(m) => Err(m),
+                    None => Ok(plan),
+                }
+            }
+        };
+        match plan {
+            Ok(plan) => {
+                let node = plan
+                    .iter()
+                    .find(|(p, _)| p.metadata.uid == pod.metadata.uid)
+                    .map(|(_, n)| n.clone());
+                for (p, n) in plan {
+                    self.assume_and_bind(&object_key(&p.metadata), p, &n).await;
+                }
+                Ok(node.map(Outcome::Bound).unwrap_or(Outcome::Skipped))
+            }
+            Err(message) => {
+                for p in &pending {
+                    let key = object_key(&p.metadata);
+                    self.mark_unschedulable(p, &message).await?;
+                    lock(&self.unschedulable).insert(key.clone());
+                    self.queue.add_after(key, UNSCHEDULABLE_RETRY);
+                }
+                self.event(pod, "Warning", "FailedScheduling", &message)
+                    .await;
                 Ok(Outcome::Unschedulable(message))
             }
         }
