@@ -1,0 +1,333 @@
+//! LeaderWorkerSets on a real kubelet and real Docker, driven by the real
+//! kubectl where a user would use it: `examples/lws.yaml` reaches its expected
+//! pods with upstream's env read from inside the containers; a killed worker
+//! container recreates its whole group (new pod UIDs) and the backoff spaces a
+//! second recreation; `kubectl scale lws` adds and removes groups; under
+//! `restartPolicy: None` only the container restarts; under LeaderReady no
+//! worker exists before the leader is Ready.
+
+mod common;
+
+use common::*;
+use minik8s_api::registry;
+use minik8s_client::{DynamicApi, ListParams};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+async fn start() -> Cluster {
+    let c = Cluster::start().await;
+    let (sched, informers) = scheduler::build(c.client.clone(), scheduler::Config::default());
+    for inf in informers {
+        tokio::spawn(inf);
+    }
+    tokio::spawn(scheduler::worker(sched));
+    tokio::spawn(controller_manager::run(
+        c.client.clone(),
+        controller_manager::Config::default(),
+    ));
+    c
+}
+
+/// Live pods of the LWS by name.
+async fn group_pods(pods: &DynamicApi, lws: &str) -> BTreeMap<String, Value> {
+    pods.list(&ListParams::default().labels(&format!("leaderworkerset.sigs.k8s.io/name={lws}")))
+        .await
+        .unwrap()["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .map(|p| (p["metadata"]["name"].as_str().unwrap().to_string(), p))
+        .collect()
+}
+
+async fn wait_pods<F: Fn(&BTreeMap<String, Value>) -> bool>(
+    c: &Cluster,
+    lws: &str,
+    what: &str,
+    secs: u64,
+    ok: F,
+) -> BTreeMap<String, Value> {
+    let pods = c.pods();
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let p = group_pods(&pods, lws).await;
+        if ok(&p) {
+            return p;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} within {secs} s; pods: {:?}\n{}",
+            p.iter()
+                .map(|(n, p)| (n.clone(), phase(p).to_string()))
+                .collect::<Vec<_>>(),
+            tail(&c.kubelet_log(), 30)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn all_running<'a>(names: &'a [&'a str]) -> impl Fn(&BTreeMap<String, Value>) -> bool + 'a {
+    move |p| p.keys().map(String::as_str).eq(names.iter().copied()) && p.values().all(all_ready)
+}
+
+fn uid(p: &Value) -> String {
+    p["metadata"]["uid"].as_str().unwrap_or("").to_string()
+}
+
+/// The app container's id of a pod.
+fn container(c: &Cluster, pod: &Value, name: &str) -> String {
+    let out = c.dockerd.docker(&[
+        "ps",
+        "-q",
+        "--filter",
+        &format!("label=io.minik8s.pod.uid={}", uid(pod)),
+        "--filter",
+        &format!("label=io.minik8s.container.name={name}"),
+    ]);
+    out.lines()
+        .next()
+        .unwrap_or_else(|| {
+            panic!(
+                "no running {name} container for {}",
+                pod["metadata"]["name"]
+            )
+        })
+        .to_string()
+}
+
+/// The environment a container's process sees.
+fn env_inside(c: &Cluster, pod: &Value, name: &str) -> BTreeMap<String, String> {
+    c.dockerd
+        .docker(&["exec", &container(c, pod, name), "env"])
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn kubectl_ok(out: std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "kubectl failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn example_lws_runs_recreates_groups_and_scales() {
+    let c = start().await;
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/lws.yaml");
+    kubectl_ok(c.real_kubectl(&["create", "-f", example]));
+    let names = [
+        "demo-0", "demo-0-1", "demo-0-2", "demo-1", "demo-1-1", "demo-1-2",
+    ];
+    let p = wait_pods(
+        &c,
+        "demo",
+        "the example's 6 pods ready",
+        90,
+        all_running(&names),
+    )
+    .await;
+
+    // Upstream's env, as the processes see it.
+    for (name, index) in [("demo-0", "0"), ("demo-1-2", "2"), ("demo-0-1", "1")] {
+        let env = env_inside(&c, &p[name], "worker");
+        let group = &name[..6];
+        assert_eq!(
+            env["LWS_LEADER_ADDRESS"],
+            format!("{group}.demo.default"),
+            "{name}"
+        );
+        assert_eq!(env["LWS_GROUP_SIZE"], "3", "{name}");
+        assert_eq!(env["LWS_WORKER_INDEX"], index, "{name}");
+        assert_eq!(env["HOSTNAME"], name, "the pod's hostname is its name");
+    }
+    assert!(c
+        .pod_log("demo-1-2/log")
+        .await
+        .contains("leader at demo-1.demo.default"));
+    let out = kubectl_ok(c.real_kubectl(&["get", "lws", "demo"]));
+    assert!(out.contains("demo"), "{out}");
+    let out =
+        kubectl_ok(c.real_kubectl(&["get", "svc", "demo", "-o", "jsonpath={.spec.clusterIP}"]));
+    assert_eq!(out, "None");
+
+    // A worker container killed: the whole group comes back with new pods.
+    kubectl_ok(c.real_kubectl(&[
+        "annotate",
+        "lws",
+        "demo",
+        "minik8s.io/group-restart-backoff=6s",
+    ]));
+    let before: Vec<String> = ["demo-0", "demo-0-1", "demo-0-2"]
+        .iter()
+        .map(|n| uid(&p[*n]))
+        .collect();
+    let group1 = uid(&p["demo-1"]);
+    c.dockerd
+        .docker(&["kill", &container(&c, &p["demo-0-1"], "worker")]);
+    let after = wait_pods(&c, "demo", "group 0 recreated", 90, |p| {
+        all_running(&names)(p)
+            && ["demo-0", "demo-0-1", "demo-0-2"]
+                .iter()
+                .zip(&before)
+                .all(|(n, old)| uid(&p[*n]) != *old)
+    })
+    .await;
+    assert_eq!(uid(&after["demo-1"]), group1, "group 1 is untouched");
+    let lwss = c.client.dynamic(
+        registry::by_kind("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet").unwrap(),
+        Some("default"),
+    );
+    let history = || async {
+        let l = lwss.get("demo").await.unwrap();
+        let h = l["metadata"]["annotations"]["minik8s.io/group-restarts"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        serde_json::from_str::<Value>(&h).unwrap()["0"].clone()
+    };
+    let first = history().await;
+    assert_eq!(first["count"], 1);
+
+    // Again at once: the backoff (6 s after the first recreation) spaces it.
+    let leader = uid(&after["demo-0"]);
+    c.dockerd
+        .docker(&["kill", &container(&c, &after["demo-0-2"], "worker")]);
+    wait_pods(&c, "demo", "group 0 recreated a second time", 90, |p| {
+        p.get("demo-0").is_some_and(|l| uid(l) != leader)
+    })
+    .await;
+    let second = history().await;
+    assert_eq!(second["count"], 2);
+    let spacing = second["last"].as_i64().unwrap() - first["last"].as_i64().unwrap();
+    assert!(
+        spacing >= 6,
+        "the second recreation came {spacing} s after the first"
+    );
+
+    // kubectl scale lws: 2 → 3 → 1.
+    kubectl_ok(c.real_kubectl(&["scale", "lws", "demo", "--replicas=3"]));
+    let three = [
+        "demo-0", "demo-0-1", "demo-0-2", "demo-1", "demo-1-1", "demo-1-2", "demo-2", "demo-2-1",
+        "demo-2-2",
+    ];
+    wait_pods(&c, "demo", "three groups", 90, all_running(&three)).await;
+    kubectl_ok(c.real_kubectl(&["scale", "lws", "demo", "--replicas=1"]));
+    wait_pods(
+        &c,
+        "demo",
+        "one group left",
+        90,
+        all_running(&["demo-0", "demo-0-1", "demo-0-2"]),
+    )
+    .await;
+    let ready = kubectl_ok(c.real_kubectl(&[
+        "get",
+        "lws",
+        "demo",
+        "-o",
+        "jsonpath={.status.readyReplicas}/{.status.replicas}",
+    ]));
+    assert_eq!(ready, "1/1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_ready_startup_and_restart_policy_none() {
+    let c = start().await;
+    let manifest = c.root.path().join("lws.yaml");
+    std::fs::write(
+        &manifest,
+        r#"
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: gated}
+spec:
+  replicas: 1
+  startupPolicy: LeaderReady
+  leaderWorkerTemplate:
+    size: 2
+    restartPolicy: None
+    leaderTemplate:
+      spec:
+        terminationGracePeriodSeconds: 1
+        containers:
+        - name: leader
+          image: minik8s/busybox:latest
+          imagePullPolicy: Never
+          command: ["sleep", "3600"]
+          readinessProbe: {exec: {command: ["cat", "/tmp/ready"]}, periodSeconds: 1}
+    workerTemplate:
+      spec:
+        terminationGracePeriodSeconds: 1
+        containers:
+        - name: worker
+          image: minik8s/busybox:latest
+          imagePullPolicy: Never
+          command: ["sleep", "3600"]
+"#,
+    )
+    .unwrap();
+    kubectl_ok(c.our_kubectl(&["create", "-f", manifest.to_str().unwrap()]));
+    let p = wait_pods(&c, "gated", "the leader running, not ready", 60, |p| {
+        p.get("gated-0").is_some_and(|l| phase(l) == "Running")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let sets = c.client.dynamic(
+        registry::by_kind("apps/v1", "StatefulSet").unwrap(),
+        Some("default"),
+    );
+    assert!(
+        sets.get("gated-0").await.unwrap_err().is_not_found(),
+        "no worker set before the leader is Ready"
+    );
+    assert_eq!(
+        group_pods(&c.pods(), "gated").await.len(),
+        1,
+        "no worker before the leader is Ready"
+    );
+    c.dockerd.docker(&[
+        "exec",
+        &container(&c, &p["gated-0"], "leader"),
+        "touch",
+        "/tmp/ready",
+    ]);
+    let p = wait_pods(
+        &c,
+        "gated",
+        "the worker once the leader is Ready",
+        60,
+        all_running(&["gated-0", "gated-0-1"]),
+    )
+    .await;
+
+    // restartPolicy None: a killed worker container just restarts in place.
+    let uids: Vec<String> = p.values().map(uid).collect();
+    c.dockerd
+        .docker(&["kill", &container(&c, &p["gated-0-1"], "worker")]);
+    let p = wait_pods(
+        &c,
+        "gated",
+        "the worker container restarted in place",
+        60,
+        |p| {
+            p.get("gated-0-1")
+                .is_some_and(|w| restarts(w, "worker") == 1 && all_ready(w))
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let now: Vec<String> = group_pods(&c.pods(), "gated")
+        .await
+        .values()
+        .map(uid)
+        .collect();
+    assert_eq!(now, uids, "no pod was recreated");
+    assert_eq!(p.len(), 2);
+}
