@@ -178,7 +178,7 @@ pub fn plan(set: &SetView, pods: &[PodView], update_revision: &str) -> Vec<Step>
         .iter()
         .filter(|p| p.ordinal < set.start || p.ordinal >= set.start + set.replicas)
         .collect();
-    condemned.sort_by(|a, b| b.ordinal.cmp(&a.ordinal));
+    condemned.sort_by_key(|p| std::cmp::Reverse(p.ordinal));
     for p in condemned {
         if !p.terminating {
             steps.push(Step::Delete {

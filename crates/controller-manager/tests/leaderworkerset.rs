@@ -699,3 +699,35 @@ async fn gang_scheduling_binds_whole_groups_or_nothing() {
         4
     );
 }
+
+/// Exclusive placement: each group gets a topology domain of its own, its
+/// workers follow the leader's domain, and a second LWS is not blocked by the
+/// first one's domains (upstream bug lws#539).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exclusive_placement_is_one_group_per_domain_within_an_lws() {
+    let (_server, client) = cluster("zone", 4).await;
+    let nodes = client.dynamic(registry::by_kind("v1", "Node").unwrap(), None);
+    for (node, zone) in [("zone-0", "a"), ("zone-1", "a"), ("zone-2", "b"), ("zone-3", "b")] {
+        nodes
+            .patch(node, None, "application/merge-patch+json", &json!({"metadata": {"labels": {"zone": zone}}}))
+            .await
+            .unwrap();
+    }
+    let sets = api(&client, LWS, "LeaderWorkerSet");
+    let pods = api(&client, "v1", "Pod");
+    let node_zone = |n: &str| if n == "zone-0" || n == "zone-1" { "a" } else { "b" };
+    let exclusive = json!({"metadata": {"annotations": {"leaderworkerset.sigs.k8s.io/exclusive-topology": "zone"}}});
+    sets.create(&lws_manifest("ex", 2, 3, exclusive.clone())).await.unwrap();
+    let p = running_pods(&pods, "app=ex", &["ex-0", "ex-0-1", "ex-0-2", "ex-1", "ex-1-1", "ex-1-2"]).await;
+    let zone_of = |n: &str| node_zone(p[n]["spec"]["nodeName"].as_str().unwrap()).to_string();
+    assert_ne!(zone_of("ex-0"), zone_of("ex-1"), "one group per zone");
+    for g in ["ex-0", "ex-1"] {
+        for w in [format!("{g}-1"), format!("{g}-2")] {
+            assert_eq!(zone_of(&w), zone_of(g), "{w} follows its leader");
+            assert_eq!(p[&w]["spec"]["nodeSelector"]["zone"], zone_of(g).as_str());
+        }
+    }
+    // A second exclusive LWS still finds room next to the first one's groups.
+    sets.create(&lws_manifest("other", 1, 2, exclusive)).await.unwrap();
+    running_pods(&pods, "app=other", &["other-0", "other-0-1"]).await;
+}
