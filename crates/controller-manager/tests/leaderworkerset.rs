@@ -707,18 +707,41 @@ async fn gang_scheduling_binds_whole_groups_or_nothing() {
 async fn exclusive_placement_is_one_group_per_domain_within_an_lws() {
     let (_server, client) = cluster("zone", 4).await;
     let nodes = client.dynamic(registry::by_kind("v1", "Node").unwrap(), None);
-    for (node, zone) in [("zone-0", "a"), ("zone-1", "a"), ("zone-2", "b"), ("zone-3", "b")] {
+    for (node, zone) in [
+        ("zone-0", "a"),
+        ("zone-1", "a"),
+        ("zone-2", "b"),
+        ("zone-3", "b"),
+    ] {
         nodes
-            .patch(node, None, "application/merge-patch+json", &json!({"metadata": {"labels": {"zone": zone}}}))
+            .patch(
+                node,
+                None,
+                "application/merge-patch+json",
+                &json!({"metadata": {"labels": {"zone": zone}}}),
+            )
             .await
             .unwrap();
     }
     let sets = api(&client, LWS, "LeaderWorkerSet");
     let pods = api(&client, "v1", "Pod");
-    let node_zone = |n: &str| if n == "zone-0" || n == "zone-1" { "a" } else { "b" };
+    let node_zone = |n: &str| {
+        if n == "zone-0" || n == "zone-1" {
+            "a"
+        } else {
+            "b"
+        }
+    };
     let exclusive = json!({"metadata": {"annotations": {"leaderworkerset.sigs.k8s.io/exclusive-topology": "zone"}}});
-    sets.create(&lws_manifest("ex", 2, 3, exclusive.clone())).await.unwrap();
-    let p = running_pods(&pods, "app=ex", &["ex-0", "ex-0-1", "ex-0-2", "ex-1", "ex-1-1", "ex-1-2"]).await;
+    sets.create(&lws_manifest("ex", 2, 3, exclusive.clone()))
+        .await
+        .unwrap();
+    let p = running_pods(
+        &pods,
+        "app=ex",
+        &["ex-0", "ex-0-1", "ex-0-2", "ex-1", "ex-1-1", "ex-1-2"],
+    )
+    .await;
     let zone_of = |n: &str| node_zone(p[n]["spec"]["nodeName"].as_str().unwrap()).to_string();
     assert_ne!(zone_of("ex-0"), zone_of("ex-1"), "one group per zone");
     for g in ["ex-0", "ex-1"] {
@@ -728,6 +751,72 @@ async fn exclusive_placement_is_one_group_per_domain_within_an_lws() {
         }
     }
     // A second exclusive LWS still finds room next to the first one's groups.
-    sets.create(&lws_manifest("other", 1, 2, exclusive)).await.unwrap();
+    sets.create(&lws_manifest("other", 1, 2, exclusive))
+        .await
+        .unwrap();
     running_pods(&pods, "app=other", &["other-0", "other-0-1"]).await;
+}
+
+/// Every LWS manifest in examples/ reaches replicas × size running pods; the
+/// HPA of examples/lws-hpa.yaml reads the LWS through its scale subresource.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lws_examples_reach_their_expected_pods() {
+    use serde::Deserialize;
+    let (_server, client) = cluster("ex", 2).await;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut expected = Vec::new();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("lws"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 6, "{files:?}");
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let v = Value::deserialize(doc).unwrap();
+            let (av, kind) = (
+                v["apiVersion"].as_str().unwrap(),
+                v["kind"].as_str().unwrap(),
+            );
+            api(&client, av, kind)
+                .create(&v)
+                .await
+                .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            if kind == "LeaderWorkerSet" {
+                let n = v["spec"]["replicas"].as_i64().unwrap()
+                    * v["spec"]["leaderWorkerTemplate"]["size"].as_i64().unwrap();
+                expected.push((
+                    v["metadata"]["name"].as_str().unwrap().to_string(),
+                    n as usize,
+                ));
+            }
+        }
+    }
+    let pods = api(&client, "v1", "Pod");
+    for (name, n) in expected {
+        until(&format!("{name}: {n} running pods"), 30, || async {
+            let p = live(&pods, &format!("leaderworkerset.sigs.k8s.io/name={name}")).await;
+            if p.len() == n && p.values().all(running) {
+                Ok(())
+            } else {
+                Err(format!("{:?}", names(&p)))
+            }
+        })
+        .await;
+    }
+    let hpas = api(&client, "autoscaling/v2", "HorizontalPodAutoscaler");
+    until("the HPA read the LWS's scale", 30, || async {
+        let h = hpas.get("lws-hpa").await.unwrap();
+        let able = h["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "AbleToScale"))
+            .cloned();
+        match able {
+            Some(c) if c["status"] == "True" && h["status"]["currentReplicas"] == 1 => Ok(()),
+            _ => Err(h["status"].to_string()),
+        }
+    })
+    .await;
 }

@@ -2,7 +2,8 @@
 //! kubectl where a user would use it: `examples/lws.yaml` reaches its expected
 //! pods with upstream's env read from inside the containers; a killed worker
 //! container recreates its whole group (new pod UIDs) and the backoff spaces a
-//! second recreation; `kubectl scale lws` adds and removes groups; under
+//! second recreation; `kubectl scale lws` (ours, then the real one) adds and
+//! removes groups; under
 //! `restartPolicy: None` only the container restarts; under LeaderReady no
 //! worker exists before the leader is Ready.
 
@@ -212,7 +213,7 @@ async fn example_lws_runs_recreates_groups_and_scales() {
     );
 
     // kubectl scale lws: 2 → 3 → 1.
-    kubectl_ok(c.real_kubectl(&["scale", "lws", "demo", "--replicas=3"]));
+    kubectl_ok(c.our_kubectl(&["scale", "lws", "demo", "--replicas=3"]));
     let three = [
         "demo-0", "demo-0-1", "demo-0-2", "demo-1", "demo-1-1", "demo-1-2", "demo-2", "demo-2-1",
         "demo-2-2",
