@@ -1,0 +1,141 @@
+//! kube-proxy: Service virtual IPs on every node.
+//!
+//! ```text
+//!   Services + EndpointSlices ──▶ service_ports() ──▶ iptables::desired() ──▶ diff with
+//!   (informers)                    (pure)              (pure: chains)          iptables-save
+//!                                                                              ──▶ iptables-restore --noflush
+//! ```
+//!
+//! Work in progress (issue 6): this crate holds the pure core so far —
+//! [`service_ports`] resolves Services and their EndpointSlices into
+//! (VIP, port) → ready endpoints, and [`iptables`] computes the nat chains and
+//! the minimal `iptables-restore` input that turns the current chains into the
+//! desired ones (changed chains only, never a flush of everything).
+
+pub mod iptables;
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+/// One port of one Service, with the endpoints that serve it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServicePort {
+    pub namespace: String,
+    pub service: String,
+    /// The Service port's name ("" when the Service has a single unnamed port).
+    pub port_name: String,
+    /// "TCP" or "UDP".
+    pub protocol: String,
+    pub cluster_ip: String,
+    pub port: u16,
+    pub node_port: Option<u16>,
+    /// Ready endpoints as (ip, port), sorted, so the rules are stable.
+    pub endpoints: Vec<(String, u16)>,
+}
+
+/// The ServicePorts of `svc` from its EndpointSlices (`kubernetes.io/service-name`
+/// label). A targetPort given by name is resolved through the slices' named
+/// ports, as the EndpointSlice controller wrote them. Headless Services and
+/// ExternalName Services get no ports (nothing to proxy).
+pub fn service_ports(svc: &Service, slices: &[&EndpointSlice]) -> Vec<ServicePort> {
+    let Some(spec) = &svc.spec else {
+        return Vec::new();
+    };
+    let cluster_ip = spec.cluster_ip.clone().unwrap_or_default();
+    if cluster_ip.is_empty()
+        || cluster_ip == "None"
+        || spec.type_.as_deref() == Some("ExternalName")
+    {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for p in spec.ports.iter().flatten() {
+        let port_name = p.name.clone().unwrap_or_default();
+        let protocol = p.protocol.clone().unwrap_or_else(|| "TCP".into());
+        let mut endpoints = Vec::new();
+        for slice in slices {
+            // The slice's port with the Service port's name carries the resolved target port.
+            let Some(target) = slice
+                .ports
+                .iter()
+                .flatten()
+                .find(|sp| sp.name.clone().unwrap_or_default() == port_name)
+                .and_then(|sp| sp.port)
+            else {
+                continue;
+            };
+            for e in &slice.endpoints {
+                let ready = e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
+                let terminating = e
+                    .conditions
+                    .as_ref()
+                    .and_then(|c| c.terminating)
+                    .unwrap_or(false);
+                if !ready || terminating {
+                    continue;
+                }
+                for ip in &e.addresses {
+                    endpoints.push((ip.clone(), target as u16));
+                }
+            }
+        }
+        endpoints.sort();
+        endpoints.dedup();
+        out.push(ServicePort {
+            namespace: svc
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+            service: svc.metadata.name.clone().unwrap_or_default(),
+            port_name,
+            protocol,
+            cluster_ip: cluster_ip.clone(),
+            port: p.port as u16,
+            node_port: p.node_port.map(|n| n as u16),
+            endpoints,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn ports_resolve_through_the_slices_and_skip_unready_endpoints() {
+        let svc: Service =
+            serde_json::from_value(json!({"metadata": {"name": "web", "namespace": "d"},
+            "spec": {"clusterIP": "10.96.0.10", "type": "NodePort", "ports": [
+                {"name": "http", "port": 80, "targetPort": "web", "nodePort": 30080},
+                {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 5353}]}}))
+            .unwrap();
+        let slice: EndpointSlice = serde_json::from_value(json!({"metadata": {"name": "web-abc"}, "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}, {"name": "dns", "port": 5353, "protocol": "UDP"}],
+            "endpoints": [
+                {"addresses": ["10.244.2.5"], "conditions": {"ready": true}},
+                {"addresses": ["10.244.1.7"], "conditions": {"ready": true}},
+                {"addresses": ["10.244.1.9"], "conditions": {"ready": false}},
+                {"addresses": ["10.244.3.1"], "conditions": {"ready": true, "terminating": true}}]}))
+        .unwrap();
+        let ports = service_ports(&svc, &[&slice]);
+        assert_eq!(ports.len(), 2);
+        assert_eq!(ports[0].port_name, "http");
+        assert_eq!(ports[0].node_port, Some(30080));
+        assert_eq!(
+            ports[0].endpoints,
+            vec![
+                ("10.244.1.7".to_string(), 8080),
+                ("10.244.2.5".to_string(), 8080)
+            ]
+        );
+        assert_eq!(ports[1].protocol, "UDP");
+        assert_eq!(ports[1].endpoints[0].1, 5353);
+        let headless: Service = serde_json::from_value(json!({"metadata": {"name": "h"},
+            "spec": {"clusterIP": "None", "ports": [{"port": 80}]}}))
+        .unwrap();
+        assert!(service_ports(&headless, &[&slice]).is_empty());
+    }
+}
