@@ -555,20 +555,7 @@ impl LwsController {
     }
 
     async fn event(&self, lws: &LeaderWorkerSet, type_: &str, reason: &str, message: &str) {
-        let about = Involved {
-            api_version: minik8s_api::lws::API_VERSION,
-            kind: "LeaderWorkerSet",
-            meta: &lws.metadata,
-        };
-        events::record(
-            &self.client,
-            "lws-controller",
-            about,
-            type_,
-            reason,
-            message,
-        )
-        .await;
+        record_event(&self.client, lws, type_, reason, message).await;
     }
 
     fn owned_revisions(&self, lws: &LeaderWorkerSet) -> Vec<Arc<ControllerRevision>> {
@@ -900,6 +887,22 @@ impl LwsController {
             }
         }
     }
+}
+
+/// Records an Event on the LWS (both LWS controllers report there, as upstream).
+pub(crate) async fn record_event(
+    client: &Client,
+    lws: &LeaderWorkerSet,
+    type_: &str,
+    reason: &str,
+    message: &str,
+) {
+    let about = Involved {
+        api_version: minik8s_api::lws::API_VERSION,
+        kind: "LeaderWorkerSet",
+        meta: &lws.metadata,
+    };
+    events::record(client, "lws-controller", about, type_, reason, message).await;
 }
 
 /// A headless Service that publishes not-ready addresses (§3).

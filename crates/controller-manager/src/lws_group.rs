@@ -29,7 +29,6 @@ use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use minik8s_api::lws::{LeaderWorkerSet, LeaderWorkerTemplate, NetworkConfig};
 use minik8s_api::lws_pod::*;
 use minik8s_api::registry;
-use minik8s_client::events::{self, Involved};
 use minik8s_client::informer::{object_key, Event};
 use minik8s_client::rest::content;
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
@@ -266,20 +265,7 @@ impl GroupController {
     }
 
     async fn event(&self, lws: &LeaderWorkerSet, type_: &str, reason: &str, message: &str) {
-        let about = Involved {
-            api_version: minik8s_api::lws::API_VERSION,
-            kind: "LeaderWorkerSet",
-            meta: &lws.metadata,
-        };
-        events::record(
-            &self.client,
-            "lws-controller",
-            about,
-            type_,
-            reason,
-            message,
-        )
-        .await;
+        crate::lws::record_event(&self.client, lws, type_, reason, message).await;
     }
 
     pub async fn reconcile(&self, key: &str) -> Result<(), ClientError> {

@@ -7,12 +7,15 @@
 //! their toleration and the ReplicaSet recreates them on the other node; when
 //! the node comes back it loses the taints and gets pods again.
 
+mod common;
+
 use apiserver::testing::{Backend, TestServer};
+use common::until;
 use kubelet::hollow::{self, HollowConfig};
 use minik8s_api::registry;
 use minik8s_client::{Client, DynamicApi, ListParams};
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn hollow_node(client: &Client, prefix: &str) -> tokio::task::JoinHandle<anyhow::Result<()>> {
     tokio::spawn(hollow::run(
@@ -23,23 +26,6 @@ fn hollow_node(client: &Client, prefix: &str) -> tokio::task::JoinHandle<anyhow:
             lease_seconds: 1,
         },
     ))
-}
-
-async fn until<T, F, Fut>(what: &str, secs: u64, f: F) -> T
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        match f().await {
-            Ok(v) => return v,
-            Err(last) if Instant::now() > deadline => {
-                panic!("{what} within {secs} s; last: {last}")
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    }
 }
 
 async fn live_pods(pods: &DynamicApi) -> Vec<Value> {

@@ -2,34 +2,14 @@
 //! hollow nodes (pods go Running at once): replicas, replacement, adoption,
 //! release on relabel, scale down, and the status.
 
+mod common;
+
 use apiserver::testing::{Backend, TestServer};
+use common::cluster;
 use minik8s_api::registry;
 use minik8s_client::{Client, DynamicApi, ListParams};
 use serde_json::{json, Value};
 use std::time::Duration;
-
-/// An apiserver with `nodes` hollow nodes named `<prefix>-N`, the scheduler and every controller.
-async fn cluster(prefix: &str, nodes: usize) -> (TestServer, Client) {
-    let server = TestServer::start(Backend::Embedded).await;
-    let client = Client::new(&server.url);
-    let hollow = kubelet::hollow::HollowConfig {
-        prefix: prefix.into(),
-        count: nodes,
-        lease_seconds: 10,
-    };
-    kubelet::hollow::register(&client, &hollow).await.unwrap();
-    tokio::spawn(kubelet::hollow::run(client.clone(), hollow));
-    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
-    for inf in informers {
-        tokio::spawn(inf);
-    }
-    tokio::spawn(scheduler::worker(sched));
-    tokio::spawn(controller_manager::run(
-        client.clone(),
-        controller_manager::Config::default(),
-    ));
-    (server, client)
-}
 
 async fn eventually<F: Fn(&[Value]) -> bool>(pods: &DynamicApi, what: &str, ok: F) -> Vec<Value> {
     let mut last = Vec::new();
