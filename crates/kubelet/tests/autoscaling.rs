@@ -35,16 +35,10 @@ fn top_rows(out: &std::process::Output) -> Vec<(String, i64, i64)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn top_and_hpa_follow_cpu_load() {
     let c = Cluster::start().await;
-    let (sched, informers) = scheduler::build(c.client.clone(), scheduler::Config::default());
-    for inf in informers {
-        tokio::spawn(inf);
-    }
-    tokio::spawn(scheduler::worker(sched));
-    let config = controller_manager::Config {
+    c.spawn_control_plane(controller_manager::Config {
         horizontal_pod_autoscaler_sync_period: Duration::from_secs(2),
         ..Default::default()
-    };
-    tokio::spawn(controller_manager::run(c.client.clone(), config));
+    });
 
     // The load switch: pods burn CPU while /ctl/burn exists (a hostPath shared by all).
     let ctl = c.root.path().join("ctl");

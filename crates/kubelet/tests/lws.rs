@@ -18,15 +18,7 @@ use std::time::{Duration, Instant};
 
 async fn start() -> Cluster {
     let c = Cluster::start().await;
-    let (sched, informers) = scheduler::build(c.client.clone(), scheduler::Config::default());
-    for inf in informers {
-        tokio::spawn(inf);
-    }
-    tokio::spawn(scheduler::worker(sched));
-    tokio::spawn(controller_manager::run(
-        c.client.clone(),
-        controller_manager::Config::default(),
-    ));
+    c.spawn_control_plane(controller_manager::Config::default());
     c
 }
 

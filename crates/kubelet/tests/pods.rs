@@ -409,15 +409,7 @@ async fn probes_drive_readiness_and_liveness_and_examples_run() {
     assert_eq!(logs, "hello from hello\n");
 
     // examples/web.yaml: the ReplicaSet controller and the scheduler bring up 3 ready httpd pods.
-    let (sched, informers) = scheduler::build(c.client.clone(), scheduler::Config::default());
-    for inf in informers {
-        tokio::spawn(inf);
-    }
-    tokio::spawn(scheduler::worker(sched));
-    tokio::spawn(controller_manager::run(
-        c.client.clone(),
-        controller_manager::Config::default(),
-    ));
+    c.spawn_control_plane(controller_manager::Config::default());
     let text = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/web.yaml"),
     )
@@ -463,11 +455,7 @@ async fn two_kubelets_round_robin_without_stepping_on_each_other() {
     let second = format!("{}-b", c.node);
     let cidr = common::free_pod_cidr();
     let mut other = c.spawn_kubelet(&second, apiserver::testing::free_port(), &cidr);
-    let (sched, informers) = scheduler::build(c.client.clone(), scheduler::Config::default());
-    for inf in informers {
-        tokio::spawn(inf);
-    }
-    tokio::spawn(scheduler::worker(sched));
+    c.spawn_scheduler();
     let nodes = c
         .client
         .dynamic(minik8s_api::registry::by_kind("v1", "Node").unwrap(), None);

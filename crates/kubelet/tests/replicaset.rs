@@ -81,15 +81,7 @@ fn kubectl_ok(out: std::process::Output) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicaset_on_docker_with_kubectl() {
     let c = Cluster::start().await;
-    let (sched, informers) = scheduler::build(c.client.clone(), scheduler::Config::default());
-    for inf in informers {
-        tokio::spawn(inf);
-    }
-    tokio::spawn(scheduler::worker(sched));
-    tokio::spawn(controller_manager::run(
-        c.client.clone(),
-        controller_manager::Config::default(),
-    ));
+    c.spawn_control_plane(controller_manager::Config::default());
     let sets = c.client.dynamic(
         registry::by_kind("apps/v1", "ReplicaSet").unwrap(),
         Some("default"),

@@ -266,6 +266,22 @@ impl Cluster {
             .expect("starting the kubelet")
     }
 
+    /// Runs the scheduler in this process against the cluster.
+    pub fn spawn_scheduler(&self) {
+        let (sched, informers) =
+            scheduler::build(self.client.clone(), scheduler::Config::default());
+        for inf in informers {
+            tokio::spawn(inf);
+        }
+        tokio::spawn(scheduler::worker(sched));
+    }
+
+    /// Runs the scheduler and every controller in this process (what `master` adds to the apiserver).
+    pub fn spawn_control_plane(&self, controllers: controller_manager::Config) {
+        self.spawn_scheduler();
+        tokio::spawn(controller_manager::run(self.client.clone(), controllers));
+    }
+
     /// kill -9 the kubelet (its containers keep running).
     pub fn kill_kubelet(&mut self) {
         if let Some(mut k) = self.kubelet.take() {
