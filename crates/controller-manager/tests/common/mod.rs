@@ -1,0 +1,51 @@
+//! Helpers shared by the controller manager's integration tests.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use apiserver::testing::{Backend, TestServer};
+use minik8s_client::Client;
+use std::time::{Duration, Instant};
+
+/// An apiserver with `nodes` hollow nodes, the scheduler and every controller.
+pub async fn cluster(prefix: &str, nodes: usize) -> (TestServer, Client) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let server = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&server.url);
+    let hollow = kubelet::hollow::HollowConfig {
+        prefix: prefix.into(),
+        count: nodes,
+        lease_seconds: 10,
+    };
+    kubelet::hollow::register(&client, &hollow).await.unwrap();
+    tokio::spawn(kubelet::hollow::run(client.clone(), hollow));
+    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
+    for inf in informers {
+        tokio::spawn(inf);
+    }
+    tokio::spawn(scheduler::worker(sched));
+    tokio::spawn(controller_manager::run(
+        client.clone(),
+        controller_manager::Config::default(),
+    ));
+    (server, client)
+}
+
+/// Polls `f` until it returns Ok, or fails with its last error after `secs`.
+pub async fn until<T, F, Fut>(what: &str, secs: u64, f: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        match f().await {
+            Ok(v) => return v,
+            Err(last) if Instant::now() > deadline => {
+                panic!("{what} within {secs} s; last: {last}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(150)).await,
+        }
+    }
+}
