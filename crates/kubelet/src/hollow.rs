@@ -28,12 +28,20 @@ fn node_name(prefix: &str, i: usize) -> String {
     format!("{prefix}-{i}")
 }
 
-/// The made-up pod IP of pod `uid` on node `i`.
-pub fn fake_ip(i: usize, uid: &str) -> String {
-    let h = uid
-        .bytes()
-        .fold(0u32, |a, b| a.wrapping_mul(31).wrapping_add(b as u32));
-    format!("10.{}.{}.{}", (i / 256) % 256, i % 256, h % 254 + 1)
+/// The made-up IP of the next pod on node `i`: `10.<i/256>.<i%256>.<n>`, with
+/// `n` counting the node's pods, so an IP comes back only after 254 newer pods
+/// on that node (a hash of the uid could give a replacement its predecessor's IP).
+pub fn fake_ip(i: usize) -> String {
+    static NEXT: std::sync::Mutex<Option<std::collections::HashMap<usize, u32>>> =
+        std::sync::Mutex::new(None);
+    let mut next = NEXT.lock().unwrap_or_else(|e| e.into_inner());
+    let n = next
+        .get_or_insert_with(Default::default)
+        .entry(i)
+        .or_insert(0);
+    let host = *n % 254 + 1;
+    *n += 1;
+    format!("10.{}.{}.{}", (i / 256) % 256, i % 256, host)
 }
 
 /// Registers the nodes (32 at a time).
@@ -171,7 +179,7 @@ async fn sync_hollow_pod(client: &Client, pod: &Pod) -> anyhow::Result<()> {
         .next()
         .and_then(|i| i.parse().ok())
         .unwrap_or(0);
-    let ip = fake_ip(index, pod.metadata.uid.as_deref().unwrap_or(name));
+    let ip = fake_ip(index);
     let now = now_rfc3339();
     let statuses: Vec<_> = pod
         .spec
@@ -199,7 +207,9 @@ async fn sync_hollow_pod(client: &Client, pod: &Pod) -> anyhow::Result<()> {
 mod tests {
     #[test]
     fn fake_ips_are_per_node() {
-        assert!(super::fake_ip(0, "u").starts_with("10.0.0."));
-        assert!(super::fake_ip(300, "u").starts_with("10.1.44."));
+        assert!(super::fake_ip(0).starts_with("10.0.0."));
+        assert!(super::fake_ip(300).starts_with("10.1.44."));
+        let a = super::fake_ip(7);
+        assert_ne!(a, super::fake_ip(7), "a node's next pod gets a new IP");
     }
 }
