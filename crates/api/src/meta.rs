@@ -1,6 +1,7 @@
 //! Small helpers for reading and writing object metadata on the JSON form.
 
 use serde_json::{Map, Value};
+use std::time::Duration;
 
 /// The current time as Kubernetes writes timestamps (`2024-01-01T00:00:00Z`).
 pub fn now_rfc3339() -> String {
@@ -124,4 +125,37 @@ mod tests {
         assert_eq!(human_duration(50 * 3600), "2d2h");
         assert_eq!(human_duration(30 * 86400), "30d");
     }
+}
+
+/// Parses a Go-style duration as Kubernetes' flags and annotations take it:
+/// `50s`, `5m`, `1m30s`, `500ms`, `2h`; a bare number is seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if let Ok(secs) = s.parse::<f64>() {
+        return Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"));
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(|| format!("{s:?}: missing unit (ms, s, m, h)"))?;
+        let n: f64 = rest[..num_len]
+            .parse()
+            .map_err(|_| format!("{s:?}: invalid duration"))?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let factor = match &rest[..unit_len] {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            u => return Err(format!("{s:?}: unknown unit {u:?} (ms, s, m, h)")),
+        };
+        total += n * factor;
+        rest = &rest[unit_len..];
+    }
+    Duration::try_from_secs_f64(total).map_err(|e| format!("{s:?}: {e}"))
 }

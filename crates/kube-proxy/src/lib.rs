@@ -6,13 +6,41 @@
 //!                                                                              ──▶ iptables-restore --noflush
 //! ```
 //!
-//! Work in progress (issue 6): this crate holds the pure core so far —
 //! [`service_ports`] resolves Services and their EndpointSlices into
-//! (VIP, port) → ready endpoints, and [`iptables`] computes the nat chains and
+//! (VIP, port) → ready endpoints, [`iptables`] computes the nat chains and
 //! the minimal `iptables-restore` input that turns the current chains into the
-//! desired ones (changed chains only, never a flush of everything).
+//! desired ones (changed chains only, never a flush of everything), and
+//! [`proxier`] is the loop around them (`sync_rules`).
 
 pub mod iptables;
+pub mod proxier;
+
+/// The backend that programs the VIPs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Iptables,
+    Ipvs,
+}
+
+/// Whether this kernel can do IPVS (the module is loaded or built in).
+pub fn kernel_has_ipvs() -> bool {
+    std::path::Path::new("/proc/net/ip_vs").exists()
+}
+
+/// `--proxy-mode`: empty picks ipvs where the kernel has it, iptables
+/// otherwise; an explicit ipvs on a kernel without it falls back to iptables
+/// (as kube-proxy does), with a warning.
+pub fn choose_mode(flag: &str, has_ipvs: bool) -> Result<Mode, String> {
+    match flag {
+        "" | "ipvs" if has_ipvs => Ok(Mode::Ipvs),
+        "" | "iptables" => Ok(Mode::Iptables),
+        "ipvs" => {
+            tracing::warn!("the kernel has no IPVS; falling back to iptables");
+            Ok(Mode::Iptables)
+        }
+        other => Err(format!("unknown proxy mode {other:?} (iptables, ipvs)")),
+    }
+}
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;

@@ -505,17 +505,7 @@ async fn run(cli: Cli) -> Result<i32> {
 }
 
 fn parse_duration(s: &str) -> Result<Duration> {
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num
-        .parse()
-        .with_context(|| format!("invalid duration {s:?}"))?;
-    Ok(match unit {
-        "" | "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n * 60),
-        "h" => Duration::from_secs(n * 3600),
-        "ms" => Duration::from_millis(n),
-        _ => bail!("invalid duration {s:?}"),
-    })
+    minik8s_api::meta::parse_duration(s).map_err(|e| anyhow::anyhow!("invalid duration {e}"))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

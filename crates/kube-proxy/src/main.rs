@@ -1,0 +1,54 @@
+//! `kube-proxy`: Service virtual IPs on this node (see the crate docs).
+use anyhow::Context;
+use clap::Parser;
+use kube_proxy::proxier::{self, Iptables};
+use minik8s_api::meta::parse_duration;
+
+#[derive(Parser)]
+#[command(
+    name = "kube-proxy",
+    about = "minik8s kube-proxy: Service VIPs and NodePorts"
+)]
+struct Args {
+    /// The apiserver URL.
+    #[arg(long, alias = "master")]
+    server: Option<String>,
+    /// A kubeconfig naming the apiserver.
+    #[arg(long)]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// iptables, ipvs, or empty for the best the kernel supports.
+    #[arg(long, default_value = "")]
+    proxy_mode: String,
+    /// The pod network; traffic to a VIP from outside it is masqueraded.
+    #[arg(long, default_value = "10.244.0.0/16")]
+    cluster_cidr: String,
+    /// Changes arriving within this window are applied in one sync.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    iptables_min_sync_period: std::time::Duration,
+    /// How often the kernel's rules are read back and repaired.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    iptables_sync_period: std::time::Duration,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    minik8s_client::init_logging();
+    let args = Args::parse();
+    let target =
+        minik8s_client::config::resolve(args.server.as_deref(), args.kubeconfig.as_deref())?;
+    let client = minik8s_client::Client::new(&target.server);
+    let mode = kube_proxy::choose_mode(&args.proxy_mode, kube_proxy::kernel_has_ipvs())
+        .map_err(anyhow::Error::msg)
+        .context("--proxy-mode")?;
+    if mode == kube_proxy::Mode::Ipvs {
+        // The ipvs backend's netlink programming is not written yet (issue 6).
+        tracing::warn!("the ipvs backend is not available yet; using iptables");
+    }
+    let cfg = proxier::Config {
+        cluster_cidr: (!args.cluster_cidr.is_empty()).then_some(args.cluster_cidr),
+        min_sync: args.iptables_min_sync_period,
+        resync: args.iptables_sync_period,
+        iptables: Iptables::default(),
+    };
+    proxier::run(client, cfg).await
+}

@@ -1,0 +1,300 @@
+//! The kube-proxy loop: informers on Services and EndpointSlices wake one
+//! sync task; [`Proxier::sync_rules`] computes the desired chains from the
+//! caches (pure: [`crate::service_ports`] → [`iptables::desired`]) and hands
+//! the difference to `iptables-restore --noflush`.
+//!
+//! ```text
+//!   Service / EndpointSlice events ──▶ notify ──▶ (wait min_sync) ──▶ sync_rules
+//!                                                                   │
+//!              current chains (last applied, or iptables-save at start)
+//!                                     diff ──▶ iptables-restore --noflush
+//! ```
+//!
+//! The chains last applied are kept in memory, so a resync with no change
+//! runs no command at all; every `resync` period the kernel's state is read
+//! again with `iptables-save`, so rules someone else removed come back.
+
+use crate::iptables::{self, Chains};
+use crate::service_ports;
+use anyhow::Context;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use minik8s_client::informer::Cache;
+use minik8s_client::{Client, SharedInformers};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+use tokio::sync::Notify;
+
+/// Runs the iptables tools, optionally inside another network namespace
+/// (`nsenter --net=<path>`; tests use it to keep their rules off the host).
+#[derive(Debug, Clone, Default)]
+pub struct Iptables {
+    pub netns: Option<String>,
+}
+
+impl Iptables {
+    fn command(&self, program: &str) -> Command {
+        match &self.netns {
+            Some(ns) => {
+                let mut c = Command::new("nsenter");
+                c.arg(format!("--net={ns}")).arg("--").arg(program);
+                c
+            }
+            None => Command::new(program),
+        }
+    }
+
+    async fn run(
+        &self,
+        program: &str,
+        args: &[&str],
+        stdin: Option<&str>,
+    ) -> anyhow::Result<String> {
+        let mut cmd = self.command(program);
+        cmd.args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("running {program} (is the iptables package installed?)"))?;
+        let mut input = child.stdin.take().expect("piped stdin");
+        if let Some(text) = stdin {
+            input.write_all(text.as_bytes()).await?;
+        }
+        drop(input);
+        let out = child.wait_with_output().await?;
+        if !out.status.success() {
+            anyhow::bail!(
+                "{program} {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Our chains in the nat table as the kernel has them.
+    pub async fn save(&self) -> anyhow::Result<Chains> {
+        let text = self.run("iptables-save", &["-t", "nat"], None).await?;
+        Ok(iptables::parse_save(&text))
+    }
+
+    pub async fn restore(&self, input: &str) -> anyhow::Result<()> {
+        self.run("iptables-restore", &["-w", "--noflush"], Some(input))
+            .await
+            .map(drop)
+    }
+
+    /// The jumps from PREROUTING/OUTPUT/POSTROUTING into our chains, added once.
+    pub async fn ensure_jumps(&self) -> anyhow::Result<()> {
+        for (chain, rule) in iptables::jumps() {
+            let words = shell_words(&rule);
+            let mut check = vec!["-w", "-t", "nat", "-C", chain];
+            check.extend(words.iter().map(String::as_str));
+            if self.run("iptables", &check, None).await.is_err() {
+                let mut insert = vec!["-w", "-t", "nat", "-I", chain, "1"];
+                insert.extend(words.iter().map(String::as_str));
+                self.run("iptables", &insert, None).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Splits a rule the way a shell would (double quotes group words).
+fn shell_words(rule: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut any = false;
+    for ch in rule.chars() {
+        match ch {
+            '"' => {
+                quoted = !quoted;
+                any = true;
+            }
+            c if c.is_whitespace() && !quoted => {
+                if any {
+                    words.push(std::mem::take(&mut cur));
+                    any = false;
+                }
+            }
+            c => {
+                cur.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        words.push(cur);
+    }
+    words
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The pod network; sources outside it are masqueraded on their way to a VIP.
+    pub cluster_cidr: Option<String>,
+    /// Changes arriving within this window are applied together.
+    pub min_sync: Duration,
+    /// How often the kernel's rules are read back and repaired.
+    pub resync: Duration,
+    pub iptables: Iptables,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            cluster_cidr: Some("10.244.0.0/16".into()),
+            min_sync: Duration::from_millis(100),
+            resync: Duration::from_secs(30),
+            iptables: Iptables::default(),
+        }
+    }
+}
+
+/// The iptables proxier: caches in, rules out.
+pub struct Proxier {
+    services: Cache<Service>,
+    slices: Cache<EndpointSlice>,
+    cfg: Config,
+    /// What the kernel holds, as far as we know (None: read it first).
+    current: Option<Chains>,
+}
+
+impl Proxier {
+    /// Registers the caches and the wake-up handlers on `informers`.
+    pub fn new(informers: &SharedInformers, cfg: Config, wake: Arc<Notify>) -> Proxier {
+        let w = wake.clone();
+        informers
+            .on_event::<Service>(move |_| w.notify_one())
+            .expect("registered before start");
+        informers
+            .on_event::<EndpointSlice>(move |_| wake.notify_one())
+            .expect("registered before start");
+        Proxier {
+            services: informers.cache(),
+            slices: informers.cache(),
+            cfg,
+            current: None,
+        }
+    }
+
+    /// The desired chains from the caches.
+    pub fn desired(&self) -> Chains {
+        let slices = self.slices.list();
+        let mut ports = Vec::new();
+        let mut services = self.services.list();
+        services.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        for svc in &services {
+            let ns = svc.metadata.namespace.as_deref().unwrap_or("default");
+            let name = svc.metadata.name.as_deref().unwrap_or("");
+            let mine: Vec<&EndpointSlice> = slices
+                .iter()
+                .filter(|s| {
+                    s.metadata.namespace.as_deref() == Some(ns)
+                        && s.metadata
+                            .labels
+                            .as_ref()
+                            .and_then(|l| l.get("kubernetes.io/service-name"))
+                            .is_some_and(|n| n == name)
+                })
+                .map(|s| s.as_ref())
+                .collect();
+            ports.extend(service_ports(svc, &mine));
+        }
+        iptables::desired(&ports, self.cfg.cluster_cidr.as_deref())
+    }
+
+    /// One sync: desired → diff with current → iptables-restore. Returns
+    /// whether anything was written.
+    pub async fn sync_rules(&mut self) -> anyhow::Result<bool> {
+        let current = match self.current.take() {
+            Some(c) => c,
+            None => self.cfg.iptables.save().await?,
+        };
+        let desired = self.desired();
+        let Some(input) = iptables::restore_input(&current, &desired) else {
+            self.current = Some(current);
+            return Ok(false);
+        };
+        // On failure `current` stays unknown, so the next sync reads the kernel again.
+        self.cfg.iptables.restore(&input).await?;
+        self.current = Some(desired);
+        Ok(true)
+    }
+
+    /// Forget what was applied: the next sync reads the kernel's rules.
+    pub fn resync_from_kernel(&mut self) {
+        self.current = None;
+    }
+}
+
+/// Runs the proxier until the process ends.
+pub async fn run(client: Client, cfg: Config) -> anyhow::Result<()> {
+    let informers = SharedInformers::new(&client);
+    let wake = Arc::new(Notify::new());
+    let mut proxier = Proxier::new(&informers, cfg.clone(), wake.clone());
+    informers.start();
+    informers.wait_synced().await;
+    tracing::info!("kube-proxy (iptables) caches synced; applying rules");
+    let mut last_full = tokio::time::Instant::now();
+    let mut jumps_in_place = false;
+    loop {
+        let synced = proxier.sync_rules().await.and_then(|changed| {
+            if changed {
+                tracing::debug!("rules updated");
+            }
+            Ok(())
+        });
+        // The jumps point into our chains, so they can only follow the first sync.
+        let result = match synced {
+            Ok(()) if !jumps_in_place => cfg.iptables.ensure_jumps().await.map(|()| {
+                jumps_in_place = true;
+            }),
+            other => other,
+        };
+        if let Err(e) = result {
+            tracing::warn!(error = %format!("{e:#}"), "sync_rules failed; retrying");
+            proxier.resync_from_kernel();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        }
+        let until_full = cfg.resync.saturating_sub(last_full.elapsed());
+        if tokio::time::timeout(until_full, wake.notified())
+            .await
+            .is_err()
+        {
+            // Someone may have flushed our rules: read the kernel's state again.
+            proxier.resync_from_kernel();
+            jumps_in_place = false;
+            last_full = tokio::time::Instant::now();
+        } else {
+            // Batch the burst of events that usually follows one change.
+            tokio::time::sleep(cfg.min_sync).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_split_like_a_shell() {
+        assert_eq!(
+            shell_words("-m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES"),
+            vec![
+                "-m",
+                "comment",
+                "--comment",
+                "kubernetes service portals",
+                "-j",
+                "KUBE-SERVICES"
+            ]
+        );
+    }
+}

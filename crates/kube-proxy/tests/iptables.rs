@@ -1,0 +1,314 @@
+//! The iptables proxier end to end, on real iptables inside a private network
+//! namespace: a real apiserver, a Service with user-managed EndpointSlices,
+//! "pods" that are busybox httpd / python UDP servers on addresses of the
+//! namespace's loopback, and clients that connect to the VIP and NodePort from
+//! inside the namespace (OUTPUT DNAT, the path a node's own traffic takes).
+
+use apiserver::testing::{Backend, TestServer};
+use kube_proxy::proxier::{self, Iptables};
+use minik8s_api::registry;
+use minik8s_client::Client;
+use serde_json::{json, Value};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A network namespace with lo up, endpoint addresses and a service route;
+/// deleted (with every process started in it) on drop.
+struct Netns {
+    name: String,
+    children: Vec<Child>,
+    dir: tempfile::TempDir,
+}
+
+fn need(tool: &str) {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        found,
+        "this test needs `{tool}` (apt-get install iproute2 iptables util-linux busybox-static python3) and root"
+    );
+}
+
+fn sh(cmd: &[&str]) -> String {
+    let out = Command::new(cmd[0]).args(&cmd[1..]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        cmd.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+impl Netns {
+    fn new() -> Netns {
+        for t in [
+            "ip",
+            "iptables-restore",
+            "iptables-save",
+            "nsenter",
+            "busybox",
+            "python3",
+        ] {
+            need(t);
+        }
+        let name = format!("kp-test-{}", std::process::id());
+        let _ = Command::new("ip").args(["netns", "del", &name]).status();
+        sh(&["ip", "netns", "add", &name]);
+        let ns = Netns {
+            name,
+            children: Vec::new(),
+            dir: tempfile::tempdir().unwrap(),
+        };
+        ns.exec(&["ip", "link", "set", "lo", "up"]);
+        for a in ["10.244.1.2/32", "10.244.2.2/32", "192.168.99.1/32"] {
+            ns.exec(&["ip", "addr", "add", a, "dev", "lo"]);
+        }
+        // The node's own connections to a VIP need a route before OUTPUT DNAT.
+        ns.exec(&["ip", "route", "add", "10.96.0.0/12", "dev", "lo"]);
+        ns
+    }
+
+    fn path(&self) -> String {
+        format!("/run/netns/{}", self.name)
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("nsenter");
+        c.arg(format!("--net={}", self.path())).arg("--").args(args);
+        c
+    }
+
+    fn exec(&self, args: &[&str]) -> String {
+        let out = self.cmd(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// An HTTP server on `ip:8080` answering `body`.
+    fn httpd(&mut self, ip: &str, body: &str) {
+        let root = self.dir.path().join(ip);
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("index.html"), format!("{body}\n")).unwrap();
+        let child = self
+            .cmd(&[
+                "busybox",
+                "httpd",
+                "-f",
+                "-p",
+                &format!("{ip}:8080"),
+                "-h",
+                root.to_str().unwrap(),
+            ])
+            .spawn()
+            .unwrap();
+        self.children.push(child);
+    }
+
+    /// A UDP server on `ip:5353` answering every datagram with `body`.
+    fn udp_server(&mut self, ip: &str, body: &str) {
+        let prog = format!(
+            "import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.bind(('{ip}',5353))\nwhile True:\n  d,a=s.recvfrom(512)\n  s.sendto(b'{body}',a)\n"
+        );
+        let child = self.cmd(&["python3", "-c", &prog]).spawn().unwrap();
+        self.children.push(child);
+    }
+
+    fn get(&self, url: &str) -> String {
+        let out = self
+            .cmd(&["timeout", "3", "busybox", "wget", "-qO-", url])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    fn udp(&self, ip: &str, port: u16) -> String {
+        let prog = format!(
+            "import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.settimeout(2)\ns.sendto(b'hi',('{ip}',{port}))\nprint(s.recv(512).decode())\n"
+        );
+        let out = self.cmd(&["python3", "-c", &prog]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    fn save(&self) -> String {
+        self.exec(&["iptables-save", "-t", "nat"])
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// Polls `f` until it gives Some, for up to `secs`.
+async fn within<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what} within {secs} s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn slice(endpoints: &[&str]) -> Value {
+    json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "web-1", "labels": {"kubernetes.io/service-name": "web"}},
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}, {"name": "dns", "port": 5353, "protocol": "UDP"}],
+        "endpoints": endpoints.iter().map(|ip| json!({"addresses": [ip], "conditions": {"ready": true}})).collect::<Vec<_>>()})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_balance_follow_endpoints_and_clean_up() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let mut ns = Netns::new();
+    ns.httpd("10.244.1.2", "one");
+    ns.httpd("10.244.2.2", "two");
+    ns.udp_server("10.244.1.2", "udp-one");
+    // A chain left by an earlier run must go at start.
+    ns.exec(&["iptables", "-t", "nat", "-N", "KUBE-SVC-STALE0000000000"]);
+    assert!(
+        ns.save().contains(":KUBE-SVC-STALE0000000000"),
+        "{}",
+        ns.save()
+    );
+
+    let server = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&server.url);
+    let svcs = client.dynamic(registry::by_kind("v1", "Service").unwrap(), Some("default"));
+    let slices = client.dynamic(
+        registry::by_kind("discovery.k8s.io/v1", "EndpointSlice").unwrap(),
+        Some("default"),
+    );
+    // No selector: the endpoints are the user's (as for a database outside the cluster).
+    let svc = svcs
+        .create(
+            &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+            "spec": {"type": "NodePort", "ports": [
+                {"name": "http", "port": 80, "targetPort": 8080},
+                {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 5353}]}}),
+        )
+        .await
+        .unwrap();
+    let vip = svc["spec"]["clusterIP"].as_str().unwrap().to_string();
+    let node_port = svc["spec"]["ports"][0]["nodePort"].as_u64().unwrap();
+    slices
+        .create(&slice(&["10.244.1.2", "10.244.2.2"]))
+        .await
+        .unwrap();
+
+    let cfg = proxier::Config {
+        iptables: Iptables {
+            netns: Some(ns.path()),
+        },
+        ..Default::default()
+    };
+    let proxy = tokio::spawn(proxier::run(client.clone(), cfg));
+
+    // Round robin: the nth rules alternate exactly, connection by connection.
+    let url = format!("http://{vip}/");
+    let first = within(10, "the VIP answers", || {
+        Some(ns.get(&url)).filter(|b| !b.is_empty())
+    })
+    .await;
+    let mut seen = vec![first];
+    for _ in 0..5 {
+        seen.push(ns.get(&url));
+    }
+    let other = |b: &str| if b == "one" { "two" } else { "one" };
+    for pair in seen.windows(2) {
+        assert_eq!(
+            pair[1],
+            other(&pair[0]),
+            "round robin over both endpoints: {seen:?}"
+        );
+    }
+    assert!(
+        !ns.save().contains("KUBE-SVC-STALE0000000000"),
+        "the stale chain was removed at start"
+    );
+
+    // NodePort on the node's address, and the UDP port.
+    let np = format!("http://192.168.99.1:{node_port}/");
+    let via_np: Vec<String> = (0..2).map(|_| ns.get(&np)).collect();
+    assert!(
+        via_np.contains(&"one".to_string()) && via_np.contains(&"two".to_string()),
+        "{via_np:?}"
+    );
+    assert_eq!(
+        ns.udp(&vip, 53),
+        "udp-one",
+        "UDP to the VIP reaches the (only) UDP server"
+    );
+
+    // An endpoint leaves: within a second every request goes to the other.
+    let t = Instant::now();
+    slices
+        .replace("web-1", &slice(&["10.244.2.2"]))
+        .await
+        .unwrap();
+    within(5, "the removed endpoint leaves the rules", || {
+        (!ns.save().contains("10.244.1.2:8080")).then_some(())
+    })
+    .await;
+    let applied = t.elapsed();
+    assert!(
+        applied < Duration::from_secs(1),
+        "applied after {applied:?}"
+    );
+    for _ in 0..3 {
+        assert_eq!(ns.get(&url), "two");
+    }
+
+    // A resync with nothing new writes nothing: the rules' packet counters survive.
+    let before = ns.save();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        ns.save()
+            .lines()
+            .filter(|l| l.starts_with("-A KUBE-"))
+            .collect::<Vec<_>>(),
+        before
+            .lines()
+            .filter(|l| l.starts_with("-A KUBE-"))
+            .collect::<Vec<_>>()
+    );
+
+    // The Service goes: so do its chains (the base chains stay).
+    svcs.delete("web", &Default::default()).await.unwrap();
+    within(5, "the service's chains go", || {
+        let save = ns.save();
+        (!save.contains("KUBE-SVC-") && !save.contains("KUBE-SEP-")).then_some(())
+    })
+    .await;
+    assert!(ns.get(&url).is_empty(), "nothing answers on the old VIP");
+    let save = ns.save();
+    for jump in ["-A PREROUTING", "-A OUTPUT", "-A POSTROUTING"] {
+        assert!(
+            save.lines()
+                .any(|l| l.starts_with(jump) && l.contains("KUBE-")),
+            "{jump} jump kept: {save}"
+        );
+    }
+    proxy.abort();
+}
