@@ -244,11 +244,10 @@ pub async fn run(client: Client, cfg: Config) -> anyhow::Result<()> {
     let mut last_full = tokio::time::Instant::now();
     let mut jumps_in_place = false;
     loop {
-        let synced = proxier.sync_rules().await.and_then(|changed| {
+        let synced = proxier.sync_rules().await.map(|changed| {
             if changed {
                 tracing::debug!("rules updated");
             }
-            Ok(())
         });
         // The jumps point into our chains, so they can only follow the first sync.
         let result = match synced {
