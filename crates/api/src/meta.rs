@@ -110,23 +110,6 @@ pub fn human_duration(secs: i64) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn human_durations_match_kubectl() {
-        assert_eq!(human_duration(5), "5s");
-        assert_eq!(human_duration(119), "119s");
-        assert_eq!(human_duration(182), "3m2s");
-        assert_eq!(human_duration(15 * 60), "15m");
-        assert_eq!(human_duration(4 * 3600), "4h");
-        assert_eq!(human_duration(4 * 3600 + 120), "4h2m");
-        assert_eq!(human_duration(50 * 3600), "2d2h");
-        assert_eq!(human_duration(30 * 86400), "30d");
-    }
-}
-
 /// Parses a Go-style duration as Kubernetes' flags and annotations take it:
 /// `50s`, `5m`, `1m30s`, `500ms`, `2h`; a bare number is seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -158,4 +141,21 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         rest = &rest[unit_len..];
     }
     Duration::try_from_secs_f64(total).map_err(|e| format!("{s:?}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_durations_match_kubectl() {
+        assert_eq!(human_duration(5), "5s");
+        assert_eq!(human_duration(119), "119s");
+        assert_eq!(human_duration(182), "3m2s");
+        assert_eq!(human_duration(15 * 60), "15m");
+        assert_eq!(human_duration(4 * 3600), "4h");
+        assert_eq!(human_duration(4 * 3600 + 120), "4h2m");
+        assert_eq!(human_duration(50 * 3600), "2d2h");
+        assert_eq!(human_duration(30 * 86400), "30d");
+    }
 }
