@@ -106,22 +106,43 @@ pub fn desired(svc: &Service, pods: &[Arc<Pod>]) -> (Value, Vec<Value>) {
             .unwrap_or_default()
     };
     let node_of = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
+    let publish_not_ready = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.publish_not_ready_addresses)
+        .unwrap_or(false);
+    // A pod names itself in DNS (`<hostname>.<service>.<ns>.svc`) when its
+    // subdomain is this service, as the Kubernetes endpoints controller does.
+    let hostname_of = |p: &Pod| {
+        let spec = p.spec.as_ref()?;
+        (spec.subdomain.as_deref() == Some(name.as_str()))
+            .then(|| spec.hostname.clone())
+            .flatten()
+    };
     let mut subsets = Vec::new();
     let mut slices = Vec::new();
     for (i, (ports, members)) in groups.iter().enumerate() {
         let mut members: Vec<&&Arc<Pod>> = members.iter().collect();
         members.sort_by_key(|p| ip_of(p));
         let terminating = |p: &Pod| p.metadata.deletion_timestamp.is_some();
-        let address =
-            |p: &Pod| json!({"ip": ip_of(p), "nodeName": node_of(p), "targetRef": target(p)});
+        // publishNotReadyAddresses: every pod counts as ready (peers of a
+        // StatefulSet or an LWS group must find each other before they are Ready).
+        let counts_ready = |p: &Pod| publish_not_ready || (pod_ready(p) && !terminating(p));
+        let address = |p: &Pod| {
+            let mut a = json!({"ip": ip_of(p), "nodeName": node_of(p), "targetRef": target(p)});
+            if let Some(h) = hostname_of(p) {
+                a["hostname"] = json!(h);
+            }
+            a
+        };
         let ready: Vec<Value> = members
             .iter()
-            .filter(|p| pod_ready(p) && !terminating(p))
+            .filter(|p| counts_ready(p))
             .map(|p| address(p))
             .collect();
         let not_ready: Vec<Value> = members
             .iter()
-            .filter(|p| !pod_ready(p) || terminating(p))
+            .filter(|p| !counts_ready(p))
             .map(|p| address(p))
             .collect();
         let port_list: Vec<Value> = ports
@@ -139,8 +160,12 @@ pub fn desired(svc: &Service, pods: &[Arc<Pod>]) -> (Value, Vec<Value>) {
         let endpoints: Vec<Value> = members
             .iter()
             .map(|p| {
-                json!({"addresses": [ip_of(p)], "nodeName": node_of(p), "targetRef": target(p),
-                       "conditions": {"ready": pod_ready(p) && !terminating(p), "serving": pod_ready(p), "terminating": terminating(p)}})
+                let mut e = json!({"addresses": [ip_of(p)], "nodeName": node_of(p), "targetRef": target(p),
+                       "conditions": {"ready": counts_ready(p), "serving": publish_not_ready || pod_ready(p), "terminating": terminating(p)}});
+                if let Some(h) = hostname_of(p) {
+                    e["hostname"] = json!(h);
+                }
+                e
             })
             .collect();
         slices.push(slice(
@@ -346,6 +371,27 @@ mod tests {
                 "status": {"phase": "Running", "podIP": ip, "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}}))
             .unwrap(),
         )
+    }
+
+    #[test]
+    fn headless_peers_publish_not_ready_pods_with_their_hostnames() {
+        let headless: Service = serde_json::from_value(json!({"metadata": {"name": "web", "namespace": "d", "uid": "s1"},
+            "spec": {"clusterIP": "None", "publishNotReadyAddresses": true, "selector": {"app": "web"}}}))
+        .unwrap();
+        let named = |name: &str, subdomain: &str, ready: bool| {
+            let mut p = (*pod(name, "10.0.0.2", ready, "http", 80)).clone();
+            let spec = p.spec.as_mut().unwrap();
+            spec.hostname = Some(name.into());
+            spec.subdomain = Some(subdomain.into());
+            Arc::new(p)
+        };
+        let (ep, slices) = desired(&headless, &[named("web-0", "web", false)]);
+        assert_eq!(ep["subsets"][0]["addresses"][0]["hostname"], "web-0");
+        assert_eq!(slices[0]["endpoints"][0]["conditions"]["ready"], true);
+        assert_eq!(slices[0]["endpoints"][0]["hostname"], "web-0");
+        // Another subdomain: the pod is an endpoint, but not named under this service.
+        let (_, slices) = desired(&headless, &[named("x-0", "other", true)]);
+        assert!(slices[0]["endpoints"][0].get("hostname").is_none());
     }
 
     #[test]
