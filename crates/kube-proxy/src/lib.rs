@@ -12,6 +12,7 @@
 //! desired ones (changed chains only, never a flush of everything), and
 //! [`proxier`] is the loop around them (`sync_rules`).
 
+pub mod dns;
 pub mod iptables;
 pub mod proxier;
 
@@ -42,8 +43,44 @@ pub fn choose_mode(flag: &str, has_ipvs: bool) -> Result<Mode, String> {
     }
 }
 
+use anyhow::Context;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use minik8s_client::{Client, SharedInformers};
+use std::sync::Arc;
+
+/// kube-proxy: the proxier, and the cluster DNS when `dns` is given, on one
+/// set of informers (Services and EndpointSlices are all either needs).
+pub async fn run(
+    client: Client,
+    cfg: proxier::Config,
+    dns: Option<dns::Config>,
+) -> anyhow::Result<()> {
+    let informers = SharedInformers::new(&client);
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let proxier = proxier::Proxier::new(&informers, cfg, wake.clone());
+    let resolver = dns.as_ref().map(|d| dns::Resolver::new(&informers, d));
+    // Bind first: a taken port 53 is an error at start, not a silent lack of DNS.
+    let sockets = match &dns {
+        Some(d) => Some(
+            dns::bind(d.listen)
+                .await
+                .with_context(|| format!("binding the cluster DNS to {}", d.listen))?,
+        ),
+        None => None,
+    };
+    informers.start();
+    informers.wait_synced().await;
+    if let (Some(r), Some(s)) = (resolver, sockets) {
+        tokio::spawn(async move {
+            if let Err(e) = dns::serve(r, s).await {
+                tracing::error!(error = %e, "cluster DNS stopped");
+            }
+        });
+    }
+    proxier::run(proxier, wake).await;
+    Ok(())
+}
 
 /// One port of one Service, with the endpoints that serve it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! `kube-proxy`: Service virtual IPs on this node (see the crate docs).
 use anyhow::Context;
 use clap::Parser;
+use kube_proxy::dns;
 use kube_proxy::proxier::{self, Iptables};
 use minik8s_api::meta::parse_duration;
 
@@ -28,6 +29,17 @@ struct Args {
     /// How often the kernel's rules are read back and repaired.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     iptables_sync_period: std::time::Duration,
+    /// Serve the cluster DNS on this IP, port 53 (the kubelets' --cluster-dns).
+    /// The address is added to `lo` when the node lacks it, and the
+    /// `kube-system/kube-dns` Service reserves it. Empty: no DNS.
+    #[arg(long, default_value = "")]
+    cluster_dns: String,
+    #[arg(long, default_value = "cluster.local")]
+    cluster_domain: String,
+    /// Servers for names outside the cluster domain (comma-separated);
+    /// default: the node's /etc/resolv.conf nameservers, loopback ones excepted.
+    #[arg(long, value_delimiter = ',')]
+    dns_upstream: Vec<std::net::SocketAddr>,
 }
 
 #[tokio::main]
@@ -50,5 +62,23 @@ async fn main() -> anyhow::Result<()> {
         resync: args.iptables_sync_period,
         iptables: Iptables::default(),
     };
-    proxier::run(client, cfg).await
+    let dns = if args.cluster_dns.is_empty() {
+        None
+    } else {
+        let ip: std::net::Ipv4Addr = args.cluster_dns.parse().context("--cluster-dns")?;
+        dns::ensure_service(&client, ip).await?;
+        dns::ensure_local_address(ip).await?;
+        let upstreams = if args.dns_upstream.is_empty() {
+            let conf = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+            dns::upstreams_from_resolv_conf(&conf)
+        } else {
+            args.dns_upstream
+        };
+        Some(dns::Config {
+            listen: (ip, 53).into(),
+            domain: args.cluster_domain,
+            upstreams,
+        })
+    };
+    kube_proxy::run(client, cfg, dns).await
 }

@@ -20,7 +20,7 @@ use anyhow::Context;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use minik8s_client::informer::Cache;
-use minik8s_client::{Client, SharedInformers};
+use minik8s_client::SharedInformers;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -233,13 +233,10 @@ impl Proxier {
     }
 }
 
-/// Runs the proxier until the process ends.
-pub async fn run(client: Client, cfg: Config) -> anyhow::Result<()> {
-    let informers = SharedInformers::new(&client);
-    let wake = Arc::new(Notify::new());
-    let mut proxier = Proxier::new(&informers, cfg.clone(), wake.clone());
-    informers.start();
-    informers.wait_synced().await;
+/// Keeps the rules in sync until the process ends (the informers behind
+/// `proxier` must be started and synced).
+pub async fn run(mut proxier: Proxier, wake: Arc<Notify>) {
+    let cfg = proxier.cfg.clone();
     tracing::info!("kube-proxy (iptables) caches synced; applying rules");
     let mut last_full = tokio::time::Instant::now();
     let mut jumps_in_place = false;

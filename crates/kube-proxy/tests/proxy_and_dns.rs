@@ -1,4 +1,5 @@
-//! The iptables proxier end to end, on real iptables inside a private network
+//! kube-proxy end to end. The cluster DNS answers real UDP queries from a real
+//! apiserver's objects. The iptables proxier runs on real iptables inside a private network
 //! namespace: a real apiserver, a Service with user-managed EndpointSlices,
 //! "pods" that are busybox httpd / python UDP servers on addresses of the
 //! namespace's loopback, and clients that connect to the VIP and NodePort from
@@ -55,7 +56,9 @@ impl Netns {
         ] {
             need(t);
         }
-        let name = format!("kp-test-{}", std::process::id());
+        static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("kp-test-{}-{seq}", std::process::id());
         let _ = Command::new("ip").args(["netns", "del", &name]).status();
         sh(&["ip", "netns", "add", &name]);
         let ns = Netns {
@@ -223,7 +226,7 @@ async fn services_balance_follow_endpoints_and_clean_up() {
         },
         ..Default::default()
     };
-    let proxy = tokio::spawn(proxier::run(client.clone(), cfg));
+    let proxy = tokio::spawn(kube_proxy::run(client.clone(), cfg, None));
 
     // Round robin: the nth rules alternate exactly, connection by connection.
     let url = format!("http://{vip}/");
@@ -311,4 +314,171 @@ async fn services_balance_follow_endpoints_and_clean_up() {
         );
     }
     proxy.abort();
+}
+
+/// Asks `server` for the A records of `name` over UDP: (rcode, addresses).
+async fn ask(server: std::net::SocketAddr, name: &str) -> (String, Vec<String>) {
+    use hickory_proto::op::{Message, Query};
+    use hickory_proto::rr::{Name, RData, RecordType};
+    let mut req = Message::query();
+    req.metadata.id = 7;
+    req.metadata.recursion_desired = true;
+    req.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
+    let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let mut buf = vec![0u8; 4096];
+    // UDP: a query sent before the server bound is lost, so ask again (as resolvers do).
+    let mut n = None;
+    for _ in 0..10 {
+        sock.send_to(&req.to_vec().unwrap(), server).await.unwrap();
+        if let Ok(r) = tokio::time::timeout(Duration::from_millis(500), sock.recv(&mut buf)).await {
+            n = Some(r.unwrap());
+            break;
+        }
+    }
+    let n = n.expect("the DNS server answers within 5 s");
+    let resp = Message::from_vec(&buf[..n]).unwrap();
+    let ips = resp
+        .answers
+        .iter()
+        .map(|r| match &r.data {
+            RData::A(a) => a.0.to_string(),
+            other => other.to_string(),
+        })
+        .collect();
+    (resp.metadata.response_code.to_string(), ips)
+}
+
+/// The cluster DNS answers from the apiserver's Services and EndpointSlices,
+/// follows their changes, and forwards other names upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_dns_names_services_and_pods() {
+    let ns = Netns::new();
+    let server = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&server.url);
+    let svcs = client.dynamic(registry::by_kind("v1", "Service").unwrap(), Some("default"));
+    let slices = client.dynamic(
+        registry::by_kind("discovery.k8s.io/v1", "EndpointSlice").unwrap(),
+        Some("default"),
+    );
+    let web = svcs
+        .create(
+            &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+            "spec": {"ports": [{"port": 80}]}}),
+        )
+        .await
+        .unwrap();
+    let vip = web["spec"]["clusterIP"].as_str().unwrap().to_string();
+    svcs.create(
+        &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "lws"},
+        "spec": {"clusterIP": "None", "selector": {"app": "x"}}}),
+    )
+    .await
+    .unwrap();
+    slices
+        .create(&json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "lws-0", "labels": {"kubernetes.io/service-name": "lws"}},
+            "addressType": "IPv4", "endpoints": [
+                {"addresses": ["10.244.1.5"], "hostname": "lws-0", "conditions": {"ready": true}},
+                {"addresses": ["10.244.2.6"], "hostname": "lws-0-1", "conditions": {"ready": true}}]}))
+        .await
+        .unwrap();
+
+    // An upstream for other names: a second server of ours, answering its own zone.
+    let upstream_port = free_port();
+    let upstream: std::net::SocketAddr = format!("127.0.0.1:{upstream_port}").parse().unwrap();
+    let outside = TestServer::start(Backend::Embedded).await;
+    let outside_client = Client::new(&outside.url);
+    outside_client
+        .dynamic(registry::by_kind("v1", "Service").unwrap(), Some("default"))
+        .create(
+            &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "db"},
+            "spec": {"ports": [{"port": 5432}]}}),
+        )
+        .await
+        .unwrap();
+    let up_dns = kube_proxy::dns::Config {
+        listen: upstream,
+        domain: "example.org".into(),
+        upstreams: Vec::new(),
+    };
+    let iptables = || proxier::Config {
+        iptables: Iptables {
+            netns: Some(ns.path()),
+        },
+        ..Default::default()
+    };
+    tokio::spawn(kube_proxy::run(outside_client, iptables(), Some(up_dns)));
+
+    let listen: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let dns = kube_proxy::dns::Config {
+        listen,
+        domain: "cluster.local".into(),
+        upstreams: vec![upstream],
+    };
+    tokio::spawn(kube_proxy::run(client.clone(), iptables(), Some(dns)));
+
+    // The server binds at once and answers once the caches are synced.
+    let (code, ips) = ask(listen, "web.default.svc.cluster.local.").await;
+    assert_eq!((code.as_str(), ips), ("No Error", vec![vip.clone()]));
+    assert_eq!(
+        ask(listen, "lws.default.svc.cluster.local.").await.1,
+        vec!["10.244.1.5", "10.244.2.6"],
+        "headless: the ready endpoints"
+    );
+    assert_eq!(
+        ask(listen, "lws-0-1.lws.default.svc.cluster.local.")
+            .await
+            .1,
+        vec!["10.244.2.6"],
+        "a pod by hostname.subdomain"
+    );
+    assert_eq!(
+        ask(listen, "10-244-9-9.default.pod.cluster.local.").await.1,
+        vec!["10.244.9.9"]
+    );
+    assert_eq!(
+        ask(listen, "nope.default.svc.cluster.local.").await.0,
+        "Non-Existent Domain"
+    );
+    // Forwarded: the upstream knows db.default.svc.example.org.
+    let db = ask(listen, "db.default.svc.example.org.").await;
+    assert_eq!(db.0, "No Error");
+    assert_eq!(db.1.len(), 1, "{db:?}");
+
+    // Changes show at once: a new service, a deleted one.
+    let api = svcs
+        .create(
+            &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "api"},
+            "spec": {"ports": [{"port": 443}]}}),
+        )
+        .await
+        .unwrap();
+    let api_ip = api["spec"]["clusterIP"].as_str().unwrap().to_string();
+    answers_within(listen, "api.default.svc.cluster.local.", vec![api_ip]).await;
+    svcs.delete("web", &Default::default()).await.unwrap();
+    answers_within(listen, "web.default.svc.cluster.local.", vec![]).await;
+    assert_eq!(
+        ask(listen, "web.default.svc.cluster.local.").await.0,
+        "Non-Existent Domain"
+    );
+}
+
+async fn answers_within(server: std::net::SocketAddr, name: &str, want: Vec<String>) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let (_, got) = ask(server, name).await;
+        if got == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name}: {got:?}, want {want:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }

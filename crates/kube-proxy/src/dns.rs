@@ -1,0 +1,577 @@
+//! Cluster DNS, served by kube-proxy on every node (a node-local DNS, as
+//! NodeLocal DNSCache is in Kubernetes, but answering from the informers'
+//! caches itself instead of asking CoreDNS).
+//!
+//! ```text
+//!  pod ── udp/tcp 53 ──▶ 10.96.0.10 (on the node's lo) ──▶ this server
+//!                         <svc>.<ns>.svc.cluster.local            → ClusterIP
+//!                         <svc>.<ns>.svc.cluster.local (headless) → ready endpoint IPs
+//!                         <host>.<svc>.<ns>.svc.cluster.local     → that endpoint's IP
+//!                         <a-b-c-d>.<ns>.pod.cluster.local        → a.b.c.d
+//!                         ExternalName services                   → CNAME
+//!                         anything else ──▶ forwarded upstream (if configured)
+//! ```
+//!
+//! [`Zone::build`] turns Services and EndpointSlices into a name table (pure),
+//! [`Zone::answer`] answers one query message (pure), and [`serve`] is the
+//! UDP + TCP shell around them. The zone is rebuilt lazily: an informer event
+//! only marks it stale, and the next query rebuilds it once.
+
+use hickory_proto::op::{Message, Metadata, ResponseCode};
+use hickory_proto::rr::rdata::{A, CNAME, SOA};
+use hickory_proto::rr::{Name, RData, Record, RecordType};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use minik8s_client::informer::Cache;
+use minik8s_client::SharedInformers;
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+
+/// Seconds a client may cache an answer (CoreDNS' kubernetes plugin uses 5).
+pub const TTL: u32 = 5;
+
+/// What one name resolves to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    A(Vec<Ipv4Addr>),
+    Cname(String),
+}
+
+/// The cluster's names: lowercase, without the trailing dot.
+#[derive(Debug, Clone, Default)]
+pub struct Zone {
+    pub domain: String,
+    pub names: HashMap<String, Target>,
+}
+
+/// The outcome of a lookup inside the cluster domain.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Lookup {
+    Found(Target),
+    /// The name exists but has no record of the asked type (NOERROR, empty).
+    NoData,
+    NxDomain,
+    /// Not in the cluster domain: forward it.
+    NotOurs,
+}
+
+impl Zone {
+    /// The names of `services` and their ready endpoints.
+    pub fn build(domain: &str, services: &[Arc<Service>], slices: &[Arc<EndpointSlice>]) -> Zone {
+        let domain = domain.trim_end_matches('.').to_lowercase();
+        let mut names = HashMap::new();
+        let mut by_service: HashMap<(String, String), Vec<&EndpointSlice>> = HashMap::new();
+        for s in slices {
+            let Some(svc) = s
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("kubernetes.io/service-name"))
+            else {
+                continue;
+            };
+            let ns = s.metadata.namespace.clone().unwrap_or_default();
+            by_service.entry((ns, svc.clone())).or_default().push(s);
+        }
+        for svc in services {
+            let (Some(name), Some(spec)) = (&svc.metadata.name, &svc.spec) else {
+                continue;
+            };
+            let ns = svc.metadata.namespace.clone().unwrap_or_default();
+            let fqdn = format!("{name}.{ns}.svc.{domain}").to_lowercase();
+            if spec.type_.as_deref() == Some("ExternalName") {
+                if let Some(ext) = &spec.external_name {
+                    names.insert(fqdn, Target::Cname(ext.trim_end_matches('.').to_string()));
+                }
+                continue;
+            }
+            let cluster_ip = spec.cluster_ip.as_deref().unwrap_or("");
+            if !cluster_ip.is_empty() && cluster_ip != "None" {
+                if let Ok(ip) = cluster_ip.parse() {
+                    names.insert(fqdn, Target::A(vec![ip]));
+                }
+                continue;
+            }
+            // Headless: the ready endpoints, and each named endpoint by its hostname.
+            let mut all = Vec::new();
+            for slice in by_service
+                .get(&(ns.clone(), name.clone()))
+                .into_iter()
+                .flatten()
+            {
+                for e in &slice.endpoints {
+                    if !e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true) {
+                        continue;
+                    }
+                    let ips: Vec<Ipv4Addr> =
+                        e.addresses.iter().filter_map(|a| a.parse().ok()).collect();
+                    if let Some(h) = &e.hostname {
+                        names.insert(format!("{h}.{fqdn}").to_lowercase(), Target::A(ips.clone()));
+                    }
+                    all.extend(ips);
+                }
+            }
+            all.sort();
+            all.dedup();
+            names.insert(fqdn, Target::A(all));
+        }
+        Zone { domain, names }
+    }
+
+    /// Resolves `name` (any case, with or without the trailing dot).
+    pub fn lookup(&self, name: &str, qtype: RecordType) -> Lookup {
+        let name = name.trim_end_matches('.').to_lowercase();
+        let Some(inner) = name.strip_suffix(&format!(".{}", self.domain)) else {
+            return if name == self.domain {
+                Lookup::NoData
+            } else {
+                Lookup::NotOurs
+            };
+        };
+        let found = match self.names.get(&name) {
+            Some(t) => Some(t.clone()),
+            None => pod_address(inner).map(|ip| Target::A(vec![ip])),
+        };
+        match found {
+            Some(Target::Cname(c)) => Lookup::Found(Target::Cname(c)),
+            Some(Target::A(ips)) if matches!(qtype, RecordType::A | RecordType::ANY) => {
+                if ips.is_empty() {
+                    Lookup::NoData
+                } else {
+                    Lookup::Found(Target::A(ips))
+                }
+            }
+            Some(_) => Lookup::NoData,
+            // Intermediate names (`svc.cluster.local`, `default.svc.cluster.local`)
+            // exist as the parents of records: NOERROR, not NXDOMAIN.
+            None if self.names.keys().any(|k| k.ends_with(&format!(".{name}"))) => Lookup::NoData,
+            None => Lookup::NxDomain,
+        }
+    }
+
+    /// The response to `request`, or None when the question is for another
+    /// domain (the caller forwards those).
+    pub fn answer(&self, request: &Message) -> Option<Message> {
+        let mut resp = reply(request);
+        resp.metadata.authoritative = true;
+        let Some(query) = request.queries.first() else {
+            resp.metadata.response_code = ResponseCode::FormErr;
+            return Some(resp);
+        };
+        resp.add_query(query.clone());
+        let qname = query.name().clone();
+        match self.lookup(&qname.to_ascii(), query.query_type()) {
+            Lookup::NotOurs => return None,
+            Lookup::Found(Target::A(ips)) => {
+                for ip in ips {
+                    resp.add_answer(Record::from_rdata(qname.clone(), TTL, RData::A(A(ip))));
+                }
+            }
+            Lookup::Found(Target::Cname(c)) => {
+                let target = Name::from_ascii(format!("{c}.")).ok()?;
+                resp.add_answer(Record::from_rdata(qname, TTL, RData::CNAME(CNAME(target))));
+            }
+            Lookup::NoData => {
+                resp.add_authority(self.soa());
+            }
+            Lookup::NxDomain => {
+                resp.metadata.response_code = ResponseCode::NXDomain;
+                resp.add_authority(self.soa());
+            }
+        }
+        Some(resp)
+    }
+
+    /// The zone's SOA, sent with negative answers so resolvers cache them briefly.
+    fn soa(&self) -> Record {
+        let origin = Name::from_ascii(format!("{}.", self.domain)).unwrap_or_default();
+        let mname = Name::from_ascii(format!("ns.dns.{}.", self.domain)).unwrap_or_default();
+        let rname = Name::from_ascii(format!("hostmaster.{}.", self.domain)).unwrap_or_default();
+        Record::from_rdata(
+            origin,
+            TTL,
+            RData::SOA(SOA::new(mname, rname, 1, 7200, 1800, 86400, TTL)),
+        )
+    }
+}
+
+/// `10-244-1-5.<ns>.pod` → 10.244.1.5 (the pod A records Kubernetes serves).
+fn pod_address(inner: &str) -> Option<Ipv4Addr> {
+    let mut parts = inner.split('.');
+    let dashed = parts.next()?;
+    let (_ns, pod, end) = (parts.next()?, parts.next()?, parts.next());
+    if pod != "pod" || end.is_some() {
+        return None;
+    }
+    dashed.replace('-', ".").parse().ok()
+}
+
+/// An empty response to `request` (same id, opcode and RD flag).
+fn reply(request: &Message) -> Message {
+    let mut resp = Message::response(request.metadata.id, request.metadata.op_code);
+    resp.metadata = Metadata::response_from_request(&request.metadata);
+    resp.metadata.recursion_available = true;
+    resp
+}
+
+/// A response with only a code (for requests we cannot serve).
+pub fn error_response(request: &Message, code: ResponseCode) -> Message {
+    let mut resp = reply(request);
+    resp.metadata.response_code = code;
+    for q in &request.queries {
+        resp.add_query(q.clone());
+    }
+    resp
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where to listen (port 53 on the cluster DNS IP, normally).
+    pub listen: SocketAddr,
+    /// The cluster domain (`cluster.local`).
+    pub domain: String,
+    /// Servers for names outside the cluster domain (none: SERVFAIL).
+    pub upstreams: Vec<SocketAddr>,
+}
+
+/// The zone, rebuilt from the caches when an event marked it stale.
+#[derive(Clone)]
+pub struct Resolver {
+    services: Cache<Service>,
+    slices: Cache<EndpointSlice>,
+    stale: Arc<AtomicBool>,
+    zone: Arc<RwLock<Arc<Zone>>>,
+    domain: String,
+    upstreams: Vec<SocketAddr>,
+}
+
+impl Resolver {
+    /// Registers on `informers` (before they start).
+    pub fn new(informers: &SharedInformers, cfg: &Config) -> Resolver {
+        let stale = Arc::new(AtomicBool::new(true));
+        let (s1, s2) = (stale.clone(), stale.clone());
+        informers
+            .on_event::<Service>(move |_| s1.store(true, Ordering::Release))
+            .expect("registered before start");
+        informers
+            .on_event::<EndpointSlice>(move |_| s2.store(true, Ordering::Release))
+            .expect("registered before start");
+        Resolver {
+            services: informers.cache(),
+            slices: informers.cache(),
+            stale,
+            zone: Arc::default(),
+            domain: cfg.domain.clone(),
+            upstreams: cfg.upstreams.clone(),
+        }
+    }
+
+    fn zone(&self) -> Arc<Zone> {
+        if self.stale.swap(false, Ordering::AcqRel) {
+            let z = Arc::new(Zone::build(
+                &self.domain,
+                &self.services.list(),
+                &self.slices.list(),
+            ));
+            *self.zone.write().unwrap_or_else(|p| p.into_inner()) = z;
+        }
+        self.zone.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The wire response to one wire request (None: not even a DNS header).
+    pub async fn resolve(&self, request: &[u8]) -> Option<Vec<u8>> {
+        let msg = Message::from_vec(request).ok()?;
+        if let Some(resp) = self.zone().answer(&msg) {
+            return resp.to_vec().ok();
+        }
+        for upstream in &self.upstreams {
+            match forward(*upstream, request).await {
+                Ok(bytes) => return Some(bytes),
+                Err(e) => tracing::debug!(%upstream, error = %e, "upstream DNS"),
+            }
+        }
+        error_response(&msg, ResponseCode::ServFail).to_vec().ok()
+    }
+}
+
+async fn forward(upstream: SocketAddr, request: &[u8]) -> std::io::Result<Vec<u8>> {
+    let bind: SocketAddr = if upstream.is_ipv4() {
+        "0.0.0.0:0".parse().expect("addr")
+    } else {
+        "[::]:0".parse().expect("addr")
+    };
+    let sock = UdpSocket::bind(bind).await?;
+    sock.connect(upstream).await?;
+    sock.send(request).await?;
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(2), sock.recv(&mut buf))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer"))??;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// The server's sockets, bound before serving so a taken port is reported at start.
+pub struct Sockets {
+    udp: UdpSocket,
+    tcp: TcpListener,
+}
+
+pub async fn bind(listen: SocketAddr) -> std::io::Result<Sockets> {
+    Ok(Sockets {
+        udp: UdpSocket::bind(listen).await?,
+        tcp: TcpListener::bind(listen).await?,
+    })
+}
+
+/// Serves DNS over UDP and TCP until the process ends.
+pub async fn serve(resolver: Resolver, sockets: Sockets) -> std::io::Result<()> {
+    let Sockets { udp, tcp } = sockets;
+    let udp = Arc::new(udp);
+    tracing::info!(listen = ?udp.local_addr(), "cluster DNS listening");
+    let r = resolver.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = tcp.accept().await else {
+                continue;
+            };
+            let r = r.clone();
+            tokio::spawn(async move {
+                if let Err(e) = serve_tcp(r, stream).await {
+                    tracing::debug!(error = %e, "DNS over TCP");
+                }
+            });
+        }
+    });
+    let mut buf = vec![0u8; 4096];
+    loop {
+        let (n, peer) = udp.recv_from(&mut buf).await?;
+        let request = buf[..n].to_vec();
+        let (udp, r) = (udp.clone(), resolver.clone());
+        tokio::spawn(async move {
+            if let Some(resp) = r.resolve(&request).await {
+                let _ = udp.send_to(&resp, peer).await;
+            }
+        });
+    }
+}
+
+/// DNS over TCP: each message is preceded by its length (two bytes).
+async fn serve_tcp(r: Resolver, mut stream: TcpStream) -> std::io::Result<()> {
+    loop {
+        let mut len = [0u8; 2];
+        if stream.read_exact(&mut len).await.is_err() {
+            return Ok(());
+        }
+        let mut request = vec![0u8; u16::from_be_bytes(len) as usize];
+        stream.read_exact(&mut request).await?;
+        let Some(resp) = r.resolve(&request).await else {
+            return Ok(());
+        };
+        stream.write_all(&(resp.len() as u16).to_be_bytes()).await?;
+        stream.write_all(&resp).await?;
+    }
+}
+
+/// Creates `kube-system/kube-dns` with `ip` as its ClusterIP (as the DNS
+/// add-on does in Kubernetes), so the apiserver never hands `ip` to another
+/// Service. An existing kube-dns is kept; one with another IP is an error.
+pub async fn ensure_service(client: &minik8s_client::Client, ip: Ipv4Addr) -> anyhow::Result<()> {
+    let api = client.dynamic(
+        minik8s_api::registry::by_kind("v1", "Service").expect("services"),
+        Some("kube-system"),
+    );
+    let svc = serde_json::json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kube-dns", "namespace": "kube-system",
+                     "labels": {"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"}},
+        "spec": {"clusterIP": ip.to_string(), "ports": [
+            {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
+            {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53}]}});
+    let existing = match api.create(&svc).await {
+        Ok(_) => return Ok(()),
+        Err(e) if e.is_conflict() => api.get("kube-dns").await?,
+        Err(e) => anyhow::bail!("creating kube-system/kube-dns with clusterIP {ip}: {e}"),
+    };
+    let have = existing["spec"]["clusterIP"].as_str().unwrap_or_default();
+    anyhow::ensure!(
+        have == ip.to_string(),
+        "kube-system/kube-dns has clusterIP {have}, but --cluster-dns is {ip}"
+    );
+    Ok(())
+}
+
+/// Adds `ip/32` to `lo` unless the node already has it, so the server can
+/// bind it and pods reach it through their default route (the node).
+pub async fn ensure_local_address(ip: Ipv4Addr) -> anyhow::Result<()> {
+    if std::net::UdpSocket::bind((ip, 0)).is_ok() {
+        return Ok(());
+    }
+    let out = tokio::process::Command::new("ip")
+        .args(["addr", "add", &format!("{ip}/32"), "dev", "lo"])
+        .output()
+        .await?;
+    anyhow::ensure!(
+        out.status.success(),
+        "ip addr add {ip}/32 dev lo: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(())
+}
+
+/// The nameservers of a resolv.conf, except loopback ones (they would point
+/// back at the node itself, or at nothing inside a pod's network).
+pub fn upstreams_from_resolv_conf(text: &str) -> Vec<SocketAddr> {
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("nameserver"))
+        .filter_map(|ip| ip.trim().parse::<std::net::IpAddr>().ok())
+        .filter(|ip| !ip.is_loopback())
+        .map(|ip| SocketAddr::new(ip, 53))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_proto::op::Query;
+    use serde_json::json;
+
+    fn zone() -> Zone {
+        let svc = |v: serde_json::Value| Arc::new(serde_json::from_value::<Service>(v).unwrap());
+        let services = vec![
+            svc(
+                json!({"metadata": {"name": "web", "namespace": "default"}, "spec": {"clusterIP": "10.96.0.20"}}),
+            ),
+            svc(
+                json!({"metadata": {"name": "lws", "namespace": "ml"}, "spec": {"clusterIP": "None"}}),
+            ),
+            svc(
+                json!({"metadata": {"name": "db", "namespace": "default"}, "spec": {"type": "ExternalName", "externalName": "db.example.org"}}),
+            ),
+            svc(
+                json!({"metadata": {"name": "empty", "namespace": "default"}, "spec": {"clusterIP": "None"}}),
+            ),
+        ];
+        let slice: EndpointSlice = serde_json::from_value(json!({"metadata": {"name": "lws-0", "namespace": "ml",
+            "labels": {"kubernetes.io/service-name": "lws"}}, "addressType": "IPv4", "endpoints": [
+                {"addresses": ["10.244.2.7"], "hostname": "lws-0", "conditions": {"ready": true}},
+                {"addresses": ["10.244.1.3"], "hostname": "lws-0-1", "conditions": {"ready": true}},
+                {"addresses": ["10.244.3.9"], "hostname": "gone", "conditions": {"ready": false}}]}))
+        .unwrap();
+        Zone::build("cluster.local.", &services, &[Arc::new(slice)])
+    }
+
+    #[test]
+    fn services_headless_endpoints_and_pods_resolve() {
+        let z = zone();
+        let a = |ips: &[&str]| {
+            Lookup::Found(Target::A(ips.iter().map(|i| i.parse().unwrap()).collect()))
+        };
+        assert_eq!(
+            z.lookup("web.default.svc.cluster.local.", RecordType::A),
+            a(&["10.96.0.20"])
+        );
+        assert_eq!(
+            z.lookup("WEB.Default.svc.cluster.local", RecordType::A),
+            a(&["10.96.0.20"])
+        );
+        assert_eq!(
+            z.lookup("lws.ml.svc.cluster.local", RecordType::A),
+            a(&["10.244.1.3", "10.244.2.7"])
+        );
+        assert_eq!(
+            z.lookup("lws-0.lws.ml.svc.cluster.local", RecordType::A),
+            a(&["10.244.2.7"])
+        );
+        assert_eq!(
+            z.lookup("gone.lws.ml.svc.cluster.local", RecordType::A),
+            Lookup::NxDomain
+        );
+        assert_eq!(
+            z.lookup("10-244-1-5.default.pod.cluster.local", RecordType::A),
+            a(&["10.244.1.5"])
+        );
+        assert_eq!(
+            z.lookup("db.default.svc.cluster.local", RecordType::A),
+            Lookup::Found(Target::Cname("db.example.org".into()))
+        );
+        // AAAA of an existing name, a headless service without endpoints, parents: NOERROR, no data.
+        assert_eq!(
+            z.lookup("web.default.svc.cluster.local", RecordType::AAAA),
+            Lookup::NoData
+        );
+        assert_eq!(
+            z.lookup("empty.default.svc.cluster.local", RecordType::A),
+            Lookup::NoData
+        );
+        assert_eq!(
+            z.lookup("default.svc.cluster.local", RecordType::A),
+            Lookup::NoData
+        );
+        // Search-list misses are NXDOMAIN; other domains are forwarded.
+        assert_eq!(
+            z.lookup(
+                "web.default.svc.cluster.local.default.svc.cluster.local",
+                RecordType::A
+            ),
+            Lookup::NxDomain
+        );
+        assert_eq!(z.lookup("example.org", RecordType::A), Lookup::NotOurs);
+    }
+
+    #[test]
+    fn answers_are_authoritative_messages_with_the_query_echoed() {
+        let z = zone();
+        let mut req = Message::query();
+        req.metadata.id = 4242;
+        req.metadata.recursion_desired = true;
+        req.add_query(Query::query(
+            Name::from_ascii("web.default.svc.cluster.local.").unwrap(),
+            RecordType::A,
+        ));
+        let bytes = req.to_vec().unwrap();
+        let resp = z.answer(&Message::from_vec(&bytes).unwrap()).unwrap();
+        let resp = Message::from_vec(&resp.to_vec().unwrap()).unwrap();
+        assert_eq!(resp.metadata.id, 4242);
+        assert!(resp.metadata.authoritative && resp.metadata.recursion_desired);
+        assert_eq!(resp.queries.len(), 1);
+        assert_eq!(resp.answers.len(), 1);
+        assert_eq!(resp.answers[0].ttl, TTL);
+        assert_eq!(
+            resp.answers[0].data,
+            RData::A(A("10.96.0.20".parse().unwrap()))
+        );
+
+        let mut miss = req.clone();
+        miss.queries[0] = Query::query(
+            Name::from_ascii("nope.default.svc.cluster.local.").unwrap(),
+            RecordType::A,
+        );
+        let resp = z.answer(&miss).unwrap();
+        assert_eq!(resp.metadata.response_code, ResponseCode::NXDomain);
+        assert!(
+            resp.answers.is_empty() && resp.authorities.len() == 1,
+            "SOA for negative caching"
+        );
+
+        let mut other = req;
+        other.queries[0] = Query::query(Name::from_ascii("example.org.").unwrap(), RecordType::A);
+        assert!(
+            z.answer(&other).is_none(),
+            "other domains are not ours to answer"
+        );
+    }
+
+    #[test]
+    fn upstreams_skip_loopback_resolvers() {
+        let conf = "# generated\nnameserver 127.0.0.53\nnameserver 192.168.1.1\nsearch lan\nnameserver ::1\n";
+        assert_eq!(
+            upstreams_from_resolv_conf(conf),
+            vec!["192.168.1.1:53".parse().unwrap()]
+        );
+    }
+}
