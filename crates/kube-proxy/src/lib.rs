@@ -49,16 +49,16 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use minik8s_client::{Client, SharedInformers};
 use std::sync::Arc;
 
-/// kube-proxy: the proxier, and the cluster DNS when `dns` is given, on one
-/// set of informers (Services and EndpointSlices are all either needs).
+/// kube-proxy: the proxier and/or the cluster DNS, on one set of informers
+/// (Services and EndpointSlices are all either needs).
 pub async fn run(
     client: Client,
-    cfg: proxier::Config,
+    proxy: Option<proxier::Config>,
     dns: Option<dns::Config>,
 ) -> anyhow::Result<()> {
     let informers = SharedInformers::new(&client);
     let wake = Arc::new(tokio::sync::Notify::new());
-    let proxier = proxier::Proxier::new(&informers, cfg, wake.clone());
+    let proxier = proxy.map(|cfg| proxier::Proxier::new(&informers, cfg, wake.clone()));
     let resolver = dns.as_ref().map(|d| dns::Resolver::new(&informers, d));
     // Bind first: a taken port 53 is an error at start, not a silent lack of DNS.
     let sockets = match &dns {
@@ -78,7 +78,10 @@ pub async fn run(
             }
         });
     }
-    proxier::run(proxier, wake).await;
+    match proxier {
+        Some(p) => proxier::run(p, wake).await,
+        None => std::future::pending().await,
+    }
     Ok(())
 }
 

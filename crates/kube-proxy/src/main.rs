@@ -80,5 +80,5 @@ async fn main() -> anyhow::Result<()> {
             upstreams,
         })
     };
-    kube_proxy::run(client, cfg, dns).await
+    kube_proxy::run(client, Some(cfg), dns).await
 }

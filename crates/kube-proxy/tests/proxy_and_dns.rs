@@ -226,7 +226,7 @@ async fn services_balance_follow_endpoints_and_clean_up() {
         },
         ..Default::default()
     };
-    let proxy = tokio::spawn(kube_proxy::run(client.clone(), cfg, None));
+    let proxy = tokio::spawn(kube_proxy::run(client.clone(), Some(cfg), None));
 
     // Round robin: the nth rules alternate exactly, connection by connection.
     let url = format!("http://{vip}/");
@@ -407,7 +407,7 @@ async fn cluster_dns_names_services_and_pods() {
         },
         ..Default::default()
     };
-    tokio::spawn(kube_proxy::run(outside_client, iptables(), Some(up_dns)));
+    tokio::spawn(kube_proxy::run(outside_client, None, Some(up_dns)));
 
     let listen: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let dns = kube_proxy::dns::Config {
@@ -415,7 +415,7 @@ async fn cluster_dns_names_services_and_pods() {
         domain: "cluster.local".into(),
         upstreams: vec![upstream],
     };
-    tokio::spawn(kube_proxy::run(client.clone(), iptables(), Some(dns)));
+    tokio::spawn(kube_proxy::run(client.clone(), Some(iptables()), Some(dns)));
 
     // The server binds at once and answers once the caches are synced.
     let (code, ips) = ask(listen, "web.default.svc.cluster.local.").await;

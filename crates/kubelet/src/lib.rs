@@ -13,6 +13,7 @@
 //! phase) are pure functions in [`decide`]; this file is the I/O around them.
 
 pub mod decide;
+pub mod dns;
 pub mod hollow;
 pub mod node;
 pub mod pod;
@@ -65,6 +66,17 @@ pub struct Config {
     /// How often every pod is synced even without a change.
     #[arg(long, default_value_t = 2)]
     pub sync_seconds: u64,
+    /// The cluster DNS server(s) pods with dnsPolicy ClusterFirst use
+    /// (kube-proxy's --cluster-dns). Empty: pods get the node's resolv.conf.
+    #[arg(long, value_delimiter = ',')]
+    pub cluster_dns: Vec<String>,
+    /// The cluster domain pods' search lists and FQDNs end in.
+    #[arg(long, default_value = "cluster.local")]
+    pub cluster_domain: String,
+    /// The node's resolver configuration (Default-policy pods get it, and
+    /// ClusterFirst pods its search domains).
+    #[arg(long, default_value = "/etc/resolv.conf")]
+    pub resolv_conf: PathBuf,
 }
 
 fn default_hostname() -> String {

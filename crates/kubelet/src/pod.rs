@@ -249,7 +249,7 @@ impl Kubelet {
             k8s_openapi::apimachinery::pkg::api::resource::Quantity,
         >,
                  k: &str| m.get(k).and_then(|q| Quantity::parse(&q.0).ok());
-        let binds: Vec<String> = c
+        let mut binds: Vec<String> = c
             .volume_mounts
             .iter()
             .flatten()
@@ -263,6 +263,11 @@ impl Kubelet {
                 })
             })
             .collect();
+        match self.write_resolv_conf(pod) {
+            Ok(Some(path)) => binds.push(format!("{}:/etc/resolv.conf:ro", path.display())),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "writing the pod's resolv.conf"),
+        }
         let mode = format!("container:{sandbox}");
         Config {
             image: c.image.clone(),
@@ -287,6 +292,33 @@ impl Kubelet {
         }
     }
 
+    /// Writes the pod's resolv.conf (dnsPolicy, dnsConfig, --cluster-dns) under
+    /// the pod's directory, to be mounted at /etc/resolv.conf in each container.
+    /// None: Docker's default (the node's resolvers) is what the pod should get.
+    /// A file, not Docker's `--dns`: on a user network Docker would put its
+    /// embedded resolver (127.0.0.11) in the file instead of the cluster DNS.
+    fn write_resolv_conf(&self, pod: &Pod) -> std::io::Result<Option<std::path::PathBuf>> {
+        let host = crate::dns::ResolvConf::parse(
+            &std::fs::read_to_string(&self.config.resolv_conf).unwrap_or_default(),
+        );
+        let conf = crate::dns::resolv_conf(
+            pod,
+            &self.config.cluster_dns,
+            &self.config.cluster_domain,
+            &host,
+        );
+        // The node's own configuration is Docker's default too (and Docker
+        // knows to drop loopback resolvers a container cannot reach).
+        if conf == host || conf == crate::dns::ResolvConf::default() {
+            return Ok(None);
+        }
+        let dir = self.pod_dir(pod);
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join("resolv.conf");
+        std::fs::write(&path, conf.render())?;
+        Ok(Some(path))
+    }
+
     /// Starts the sandbox: the pause container owning the network namespace and hostname.
     async fn start_sandbox(&self, pod: &Pod) -> anyhow::Result<ContainerInfo> {
         let spec = pod.spec.as_ref();
@@ -299,10 +331,11 @@ impl Kubelet {
             pod.metadata.namespace.as_deref(),
         ) {
             (Some(sub), Some(ns)) if !sub.is_empty() => {
-                Some(format!("{sub}.{ns}.svc.cluster.local"))
+                Some(format!("{sub}.{ns}.svc.{}", self.config.cluster_domain))
             }
             _ => None,
         };
+
         let config = Config {
             image: Some(self.config.pause_image.clone()),
             hostname: Some(hostname.chars().take(63).collect()),

@@ -196,15 +196,23 @@ pub struct Cluster {
     pub port: u16,
     pub pod_cidr: String,
     pub client: Client,
+    /// More kubelet flags (e.g. --cluster-dns).
+    pub kubelet_args: Vec<String>,
 }
 
 impl Cluster {
     pub async fn start() -> Cluster {
+        Self::start_with(|_| Vec::new()).await
+    }
+
+    /// A cluster whose kubelet gets `kubelet_args(pod_cidr)` besides the usual flags.
+    pub async fn start_with(kubelet_args: impl FnOnce(&str) -> Vec<String>) -> Cluster {
         let server = TestServer::start(Backend::Embedded).await;
         let dockerd = tokio::task::spawn_blocking(Dockerd::start).await.unwrap();
         let n = NEXT_NET.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let pod_cidr = free_pod_cidr();
         let client = Client::new(&server.url);
+        let kubelet_args = kubelet_args(&pod_cidr);
         let mut c = Cluster {
             server,
             dockerd,
@@ -214,6 +222,7 @@ impl Cluster {
             port: free_port(),
             pod_cidr,
             client,
+            kubelet_args,
         };
         c.start_kubelet();
         c.wait_node_ready().await;
@@ -259,6 +268,7 @@ impl Cluster {
                 "--sync-seconds",
                 "1",
             ])
+            .args(&self.kubelet_args)
             .env("RUST_LOG", "kubelet=debug,info")
             .stdout(Stdio::null())
             .stderr(log)
