@@ -9,8 +9,9 @@
 //! [`service_ports`] resolves Services and their EndpointSlices into
 //! (VIP, port) → ready endpoints, [`iptables`] computes the nat chains and
 //! the minimal `iptables-restore` input that turns the current chains into the
-//! desired ones (changed chains only, never a flush of everything), and
-//! [`proxier`] is the loop around them (`sync_rules`).
+//! desired ones (changed chains only, never a flush of everything),
+//! [`proxier`] is the loop around them (`sync_rules`), and [`dns`] is the
+//! cluster DNS every node serves to its pods (doc/networking.md).
 
 pub mod dns;
 pub mod iptables;
