@@ -17,7 +17,7 @@ async fn two_containers_share_volume_and_localhost_with_env_and_limits() {
     let mut web = busybox("web", "httpd -f -p 8080 -h /srv");
     web["volumeMounts"] = json!([{"name": "data", "mountPath": "/srv"}]);
     web["resources"] = json!({"limits": {"cpu": "200m", "memory": "64Mi"}});
-    let mut client = busybox("client", "echo hello > /shared/index.html; until wget -qO /shared/fetched http://localhost:8080/index.html; do sleep 0.2; done; env > /shared/env; echo client done; sleep 3600");
+    let mut client = busybox("client", "echo hello > /shared/index.html; until wget -qO /shared/fetched http://localhost:8080/index.html; do sleep 0.2; done; env > /shared/env.tmp && mv /shared/env.tmp /shared/env; echo client done; sleep 3600");
     client["volumeMounts"] = json!([{"name": "data", "mountPath": "/shared"}]);
     client["env"] = json!([
         {"name": "GREETING", "value": "hi"},
