@@ -61,6 +61,15 @@ pub fn from_kubeconfig(path: &Path) -> Result<Target, ConfigError> {
     })
 }
 
+/// A client for the apiserver that `--server` / `--kubeconfig` (or
+/// $KUBECONFIG) name: what every component's `main` starts with.
+pub fn connect(
+    server: Option<&str>,
+    kubeconfig: Option<&Path>,
+) -> Result<crate::Client, ConfigError> {
+    Ok(crate::Client::new(&resolve(server, kubeconfig)?.server))
+}
+
 /// Resolves the target from flags and the environment, in kubectl's order.
 pub fn resolve(server: Option<&str>, kubeconfig: Option<&Path>) -> Result<Target, ConfigError> {
     let from_file = match kubeconfig {

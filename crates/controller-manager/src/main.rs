@@ -25,9 +25,8 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     minik8s_client::init_logging();
     let args = Args::parse();
-    let target =
-        minik8s_client::config::resolve(args.server.as_deref(), args.kubeconfig.as_deref())?;
-    let client = minik8s_client::Client::new(&target.server);
+    let client =
+        minik8s_client::config::connect(args.server.as_deref(), args.kubeconfig.as_deref())?;
     let metrics_address = args.metrics_address.clone();
     tokio::spawn(async move {
         if let Err(e) = controller_manager::metrics::serve(&metrics_address).await {

@@ -46,9 +46,8 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     minik8s_client::init_logging();
     let args = Args::parse();
-    let target =
-        minik8s_client::config::resolve(args.server.as_deref(), args.kubeconfig.as_deref())?;
-    let client = minik8s_client::Client::new(&target.server);
+    let client =
+        minik8s_client::config::connect(args.server.as_deref(), args.kubeconfig.as_deref())?;
     let mode = kube_proxy::choose_mode(&args.proxy_mode, kube_proxy::kernel_has_ipvs())
         .map_err(anyhow::Error::msg)
         .context("--proxy-mode")?;

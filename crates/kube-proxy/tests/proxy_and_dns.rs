@@ -8,7 +8,7 @@
 use apiserver::testing::{Backend, TestServer};
 use kube_proxy::proxier::{self, Iptables};
 use minik8s_api::registry;
-use minik8s_client::Client;
+use minik8s_client::{Client, DynamicApi};
 use serde_json::{json, Value};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -170,6 +170,18 @@ async fn within<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T
     }
 }
 
+/// An apiserver, its client, and the default namespace's Services and EndpointSlices.
+async fn apiserver() -> (TestServer, Client, DynamicApi, DynamicApi) {
+    let server = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&server.url);
+    let svcs = client.dynamic(registry::by_kind("v1", "Service").unwrap(), Some("default"));
+    let slices = client.dynamic(
+        registry::by_kind("discovery.k8s.io/v1", "EndpointSlice").unwrap(),
+        Some("default"),
+    );
+    (server, client, svcs, slices)
+}
+
 fn slice(endpoints: &[&str]) -> Value {
     json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
         "metadata": {"name": "web-1", "labels": {"kubernetes.io/service-name": "web"}},
@@ -196,13 +208,7 @@ async fn services_balance_follow_endpoints_and_clean_up() {
         ns.save()
     );
 
-    let server = TestServer::start(Backend::Embedded).await;
-    let client = Client::new(&server.url);
-    let svcs = client.dynamic(registry::by_kind("v1", "Service").unwrap(), Some("default"));
-    let slices = client.dynamic(
-        registry::by_kind("discovery.k8s.io/v1", "EndpointSlice").unwrap(),
-        Some("default"),
-    );
+    let (_server, client, svcs, slices) = apiserver().await;
     // No selector: the endpoints are the user's (as for a database outside the cluster).
     let svc = svcs
         .create(
@@ -353,13 +359,7 @@ async fn ask(server: std::net::SocketAddr, name: &str) -> (String, Vec<String>) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_dns_names_services_and_pods() {
     let ns = Netns::new();
-    let server = TestServer::start(Backend::Embedded).await;
-    let client = Client::new(&server.url);
-    let svcs = client.dynamic(registry::by_kind("v1", "Service").unwrap(), Some("default"));
-    let slices = client.dynamic(
-        registry::by_kind("discovery.k8s.io/v1", "EndpointSlice").unwrap(),
-        Some("default"),
-    );
+    let (_server, client, svcs, slices) = apiserver().await;
     let web = svcs
         .create(
             &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
