@@ -33,6 +33,7 @@ use watch_cache::WatchCache;
 const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 #[derive(Debug, Clone, clap::Args)]
+#[group(id = "apiserver")]
 pub struct Config {
     /// Address to serve the API on (plain HTTP).
     #[arg(long, default_value = "0.0.0.0:8080")]

@@ -38,6 +38,7 @@ use std::time::Duration;
 /// named and defaulted as in kube-controller-manager.
 #[derive(Debug, Clone, clap::Parser)]
 #[command(name = "controller-manager")]
+#[group(id = "controller-manager")]
 pub struct Config {
     /// Workers per queue-driven controller.
     #[arg(long, default_value_t = 2)]

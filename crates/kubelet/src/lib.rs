@@ -15,6 +15,7 @@
 pub mod decide;
 pub mod dns;
 pub mod hollow;
+pub mod network;
 pub mod node;
 pub mod pod;
 pub mod probe;
@@ -77,6 +78,14 @@ pub struct Config {
     /// ClusterFirst pods its search domains).
     #[arg(long, default_value = "/etc/resolv.conf")]
     pub resolv_conf: PathBuf,
+    /// flannel's lease file: when present, the pod subnet and MTU come from it
+    /// (and flannel routes between the nodes).
+    #[arg(long, default_value = "/run/flannel/subnet.env")]
+    pub flannel_subnet_env: PathBuf,
+    /// Without flannel: `host-gw` routes every other node's podCIDR via its
+    /// InternalIP (nodes on one L2 network); `none` leaves routing to someone else.
+    #[arg(long, default_value = "host-gw", value_parser = ["host-gw", "none"])]
+    pub pod_network_routes: String,
 }
 
 fn default_hostname() -> String {
@@ -176,6 +185,19 @@ impl Kubelet {
     }
 }
 
+/// flannel's lease, if the file exists; a file that exists but does not
+/// parse is an error (a node on the wrong subnet is worse than no node).
+fn read_flannel_lease(path: &std::path::Path) -> anyhow::Result<Option<network::FlannelLease>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => network::parse_subnet_env(&text)
+            .map(Some)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("reading flannel's lease {}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
 /// Runs the kubelet until the process ends.
 pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     let kubelet = start(client, config).await?;
@@ -196,11 +218,29 @@ pub async fn start(client: Client, config: Config) -> anyhow::Result<Arc<Kubelet
         .with_context(|| format!("talking to Docker at {}", config.docker_socket))?;
     std::fs::create_dir_all(config.root_dir.join("pods"))
         .with_context(|| format!("creating {}", config.root_dir.display()))?;
+    let mut config = config;
+    let flannel = read_flannel_lease(&config.flannel_subnet_env)?;
+    if let Some(lease) = &flannel {
+        tracing::info!(subnet = %lease.subnet, mtu = ?lease.mtu, file = %config.flannel_subnet_env.display(), "pod subnet from flannel");
+        config.pod_cidr = Some(lease.subnet.clone());
+    }
     let pod_cidr = match node::register(&client, &config, &version).await? {
         Some(cidr) => cidr,
         None => node::wait_for_pod_cidr(&client, &config.node_name).await?,
     };
-    runtime.ensure_network(&pod_cidr).await?;
+    runtime
+        .ensure_network(&pod_cidr, flannel.as_ref().and_then(|l| l.mtu))
+        .await?;
+    if flannel.is_none() && config.pod_network_routes == "host-gw" {
+        let (client, name, cidr) = (client.clone(), config.node_name.clone(), pod_cidr.clone());
+        let own_ip = config.node_ip.parse().ok();
+        tokio::spawn(async move {
+            let resync = Duration::from_secs(30);
+            if let Err(e) = network::run_host_gw(client, name, own_ip, cidr, resync).await {
+                tracing::error!(error = %e, "host-gw pod routes stopped");
+            }
+        });
+    }
     let lp = ListParams::default().fields(&format!("spec.nodeName={}", config.node_name));
     let mut informer = Informer::new(Api::<Pod>::all(&client), lp);
     let kubelet = Arc::new(Kubelet {

@@ -105,7 +105,9 @@ impl Runtime {
     }
 
     /// Creates the pod network on `cidr` unless it exists.
-    pub async fn ensure_network(&self, cidr: &str) -> Result<(), RuntimeError> {
+    /// The pod network: a Docker bridge network on the node's pod subnet
+    /// (`mtu`: flannel's, so pod packets fit its encapsulation).
+    pub async fn ensure_network(&self, cidr: &str, mtu: Option<u32>) -> Result<(), RuntimeError> {
         match self
             .docker
             .inspect_network::<String>(&self.network, None)
@@ -130,12 +132,17 @@ impl Runtime {
                     }]),
                     ..Default::default()
                 };
+                let mut options = HashMap::new();
+                if let Some(mtu) = mtu {
+                    options.insert("com.docker.network.driver.mtu".to_string(), mtu.to_string());
+                }
                 self.docker
                     .create_network(CreateNetworkOptions {
                         name: self.network.clone(),
                         driver: "bridge".into(),
                         ipam,
                         check_duplicate: true,
+                        options,
                         ..Default::default()
                     })
                     .await?;
