@@ -394,8 +394,13 @@ pub async fn ensure_service(client: &minik8s_client::Client, ip: Ipv4Addr) -> an
             {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53}]}});
     let existing = match api.create(&svc).await {
         Ok(_) => return Ok(()),
-        Err(e) if e.is_conflict() => api.get("kube-dns").await?,
-        Err(e) => anyhow::bail!("creating kube-system/kube-dns with clusterIP {ip}: {e}"),
+        // Every node's kube-proxy does this at once: the losers of the race
+        // see AlreadyExists, or "IP already allocated" when the winner's
+        // allocation came first. Either way the Service that exists decides.
+        Err(e) => match api.get("kube-dns").await {
+            Ok(existing) => existing,
+            Err(_) => anyhow::bail!("creating kube-system/kube-dns with clusterIP {ip}: {e}"),
+        },
     };
     let have = existing["spec"]["clusterIP"].as_str().unwrap_or_default();
     anyhow::ensure!(

@@ -74,6 +74,9 @@ enum Command {
         watch: bool,
         #[arg(long)]
         show_labels: bool,
+        /// Print tables without their header line.
+        #[arg(long)]
+        no_headers: bool,
     },
     /// Show details of a resource.
     Describe {
@@ -393,6 +396,7 @@ async fn run(cli: Cli) -> Result<i32> {
             all_namespaces,
             watch,
             show_labels,
+            no_headers,
         } => {
             let opts = GetOptions {
                 output,
@@ -401,6 +405,7 @@ async fn run(cli: Cli) -> Result<i32> {
                 all_namespaces,
                 watch,
                 show_labels,
+                no_headers,
             };
             get(&mut ctx, &args, &opts).await
         }
@@ -627,6 +632,7 @@ struct GetOptions {
     all_namespaces: bool,
     watch: bool,
     show_labels: bool,
+    no_headers: bool,
 }
 
 /// Splits `TYPE[,TYPE] NAME...` or `TYPE/NAME...` into (type, names) pairs.
@@ -729,12 +735,12 @@ async fn get(ctx: &mut Ctx, args: &[String], o: &GetOptions) -> Result<i32> {
                     if any && multi {
                         println!();
                     }
-                    print!("{}", printer::table(&defs, &rows, &popts, true));
+                    print!("{}", printer::table(&defs, &rows, &popts, !o.no_headers));
                     any = true;
                 }
                 if o.watch {
                     // With nothing listed yet, the header comes with the first event.
-                    return watch_table(&api, &lp, &rv, &popts, rows.is_empty()).await;
+                    return watch_table(&api, &lp, &rv, &popts, rows.is_empty() && !o.no_headers).await;
                 }
             }
             other => bail!("unable to match a printer suitable for the output format {other:?}, allowed formats are: json,name,wide,yaml"),

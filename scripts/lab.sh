@@ -1,0 +1,306 @@
+#!/usr/bin/env bash
+# A multi-node minik8s on one host: every node is a network namespace with its
+# own dockerd, kubelet and kube-proxy; the control plane (`master`, embedded
+# store) has a namespace of its own. All of them hang off one bridge, like VMs
+# on one lab network, and pods reach each other through the kubelets' host-gw
+# routes. doc/lab.md explains the layout.
+#
+#   scripts/lab.sh up            start (LAB_NODES nodes, default 3)
+#   scripts/lab.sh status        what runs, and `kubectl get nodes`
+#   scripts/lab.sh down          stop everything and leave the host as it was
+#   scripts/lab.sh stop-node N   stop node N's kubelet, kube-proxy and dockerd (a node failure)
+#   scripts/lab.sh kubectl ARGS  our kubectl against the lab
+#   scripts/lab.sh exec N CMD    run CMD in node N's network namespace
+#
+#   host (root netns)
+#     ${LAB_NAME}br0 $LAB_NET.1/24 ───┬──────────────┬──────────────┬── ...
+#                                    │              │              │
+#     netns ${LAB_NAME}-cp      ${LAB_NAME}-node1   ${LAB_NAME}-node2
+#     master :8080              dockerd, kubelet,  dockerd, kubelet,
+#     $LAB_NET.10               kube-proxy         kube-proxy
+#                               $LAB_NET.11        $LAB_NET.12
+#                               pods 10.244.x.0/24 pods 10.244.y.0/24
+#
+# Settings (environment): LAB_DIR (state, default /tmp/mk8s-lab: keep it short,
+# socket paths must stay under 108 bytes), LAB_NODES, LAB_NAME (prefix of the
+# namespaces, links and cgroups), LAB_NET (the underlay's first three octets),
+# LAB_BIN (the binaries; default target/release, built if missing),
+# LAB_MASTER_ARGS (extra flags for `master`, e.g. short node timeouts).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+LAB_DIR=${LAB_DIR:-/tmp/mk8s-lab}
+LAB_NODES=${LAB_NODES:-3}
+LAB_NAME=${LAB_NAME:-mk8s}
+LAB_NET=${LAB_NET:-192.168.77}
+LAB_BIN=${LAB_BIN:-$ROOT/target/release}
+LAB_MASTER_ARGS=${LAB_MASTER_ARGS:-}
+CLUSTER_CIDR=10.244.0.0/16
+SERVICE_CIDR=10.96.0.0/12
+CLUSTER_DNS=10.96.0.10
+BRIDGE=${LAB_NAME}br0
+CP_NS=$LAB_NAME-cp
+CP_IP=$LAB_NET.10
+SERVER=http://$CP_IP:8080
+FW_RULE=(FORWARD -i "$BRIDGE" -o "$BRIDGE" -m comment --comment "$LAB_NAME-lab" -j ACCEPT)
+
+log() { printf '[lab %s] %s\n' "$(date +%T.%3N)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+nodes() { seq 1 "$LAB_NODES"; }
+node_ns() { echo "$LAB_NAME-node$1"; }
+node_ip() { echo "$LAB_NET.$((10 + $1))"; }
+node_dir() { echo "$LAB_DIR/node$1"; }
+in_ns() { local ns=$1; shift; nsenter --net="/run/netns/$ns" -- "$@"; }
+dk() { local n=$1; shift; docker -H "unix://$(node_dir "$n")/docker.sock" "$@"; }
+kubectl_lab() { "$LAB_BIN/kubectl" --server "$SERVER" "$@"; }
+
+# spawn PIDFILE LOG NETNS CMD...: starts CMD in NETNS as a session leader
+# (so it outlives this script and its pid is $!).
+spawn() {
+  local pidfile=$1 logfile=$2 ns=$3; shift 3
+  setsid nsenter --net="/run/netns/$ns" -- "$@" </dev/null >>"$logfile" 2>&1 &
+  echo $! >"$pidfile"
+}
+
+# A process counts as alive until it exits, not until its zombie is reaped
+# (the lab's daemons are reparented to whatever reaps orphans, maybe slowly).
+running_pid() { local s; s=$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null) && [ -n "$s" ] && [ "$s" != Z ]; }
+alive() { [ -f "$1" ] && running_pid "$(cat "$1")"; }
+
+# stop_pids SECONDS PIDFILE...: TERM, wait, then KILL what is left.
+stop_pids() {
+  local secs=$1; shift
+  local pids=() f
+  for f in "$@"; do alive "$f" && pids+=("$(cat "$f")"); done
+  [ ${#pids[@]} -eq 0 ] && return 0
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  for _ in $(seq $((secs * 10))); do
+    local left=0 p
+    for p in "${pids[@]}"; do running_pid "$p" && left=1; done
+    [ $left = 0 ] && return 0
+    sleep 0.1
+  done
+  kill -KILL "${pids[@]}" 2>/dev/null || true
+}
+
+# until_ok SECONDS WHAT CMD...
+until_ok() {
+  local secs=$1 what=$2; shift 2
+  for _ in $(seq $((secs * 10))); do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  die "timed out after ${secs}s waiting for $what"
+}
+
+check_tools() {
+  [ "$(id -u)" = 0 ] || die "the lab needs root (network namespaces, dockerd)"
+  . "$ROOT/scripts/lib/common.sh"
+  command -v dockerd >/dev/null && command -v iptables >/dev/null && [ -x /bin/busybox ] ||
+    ensure_packages docker.io iptables busybox-static
+  local b missing=()
+  for b in master kubelet kube-proxy kubectl; do [ -x "$LAB_BIN/$b" ] || missing+=("$b"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    [ "$LAB_BIN" = "$ROOT/target/release" ] || die "missing in LAB_BIN=$LAB_BIN: ${missing[*]}"
+    ensure_build_deps
+    log "building release binaries (first time: several minutes)"
+    cargo build --release --quiet -p master -p kubelet -p kube-proxy -p kubectl
+  fi
+}
+
+underlay_up() {
+  ip link add "$BRIDGE" type bridge
+  ip link set "$BRIDGE" up
+  ip addr add "$LAB_NET.1/24" dev "$BRIDGE"
+  # Bridged frames pass the host's FORWARD chain (br_netfilter), whose policy
+  # a host dockerd sets to DROP: let the lab's own traffic through.
+  iptables -w -I "${FW_RULE[@]:0:1}" 1 "${FW_RULE[@]:1}"
+  local ns ip
+  for ns in "$CP_NS" $(for n in $(nodes); do node_ns "$n"; done); do
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    ip link add "${ns/$LAB_NAME-node/$LAB_NAME-n}" type veth peer name eth0 netns "$ns"
+    ip link set "${ns/$LAB_NAME-node/$LAB_NAME-n}" master "$BRIDGE" up
+    # A new namespace copies these from the host, which may say otherwise.
+    in_ns "$ns" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 \
+      net.ipv4.conf.default.rp_filter=0
+  done
+  ip -n "$CP_NS" addr add "$CP_IP/24" dev eth0
+  ip -n "$CP_NS" link set eth0 up
+  for n in $(nodes); do
+    ns=$(node_ns "$n") ip=$(node_ip "$n")
+    ip -n "$ns" addr add "$ip/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    # No default route (nothing leaves the lab); Service VIPs need a route
+    # for node-originated traffic, since routing happens before OUTPUT's DNAT.
+    ip -n "$ns" route add "$SERVICE_CIDR" dev eth0
+  done
+}
+
+start_dockerd() {
+  local n=$1 d
+  d=$(node_dir "$n")
+  mkdir -p "$d"
+  # Its own key: without it every daemon shares /etc/docker/key.json's ID.
+  echo "{ \"deprecated-key-path\": \"$d/key.json\" }" >"$d/daemon.json"
+  # --bridge=none: the kubelet makes the pod network on the node's podCIDR.
+  # --userland-proxy=false turns on hairpin mode (a pod reaching itself via a VIP).
+  spawn "$d/dockerd.pid" "$d/dockerd.log" "$(node_ns "$n")" dockerd \
+    --config-file "$d/daemon.json" --data-root "$d/data" --exec-root "$d/exec" \
+    --pidfile "$d/dockerd.pidfile" -H "unix://$d/docker.sock" --bridge=none \
+    --iptables=true --ip-forward=true --userland-proxy=false \
+    --cgroup-parent "/$LAB_NAME-node$n" --shutdown-timeout 2 --log-level warn
+}
+
+load_images() {
+  log "images: build on node1, copy to the others"
+  DOCKER_HOST="unix://$(node_dir 1)/docker.sock" bash "$ROOT/scripts/images.sh" >/dev/null
+  dk 1 save -o "$LAB_DIR/images.tar" minik8s/busybox:latest minik8s/pause:latest
+  local pids=() n
+  for n in $(nodes); do
+    [ "$n" = 1 ] || { dk "$n" load -q -i "$LAB_DIR/images.tar" >/dev/null & pids+=($!); }
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+}
+
+start_node_agents() {
+  local n=$1 d ns
+  d=$(node_dir "$n") ns=$(node_ns "$n")
+  spawn "$d/kubelet.pid" "$d/kubelet.log" "$ns" "$LAB_BIN/kubelet" --server "$SERVER" \
+    --node-name "node$n" --node-ip "$(node_ip "$n")" --docker-socket "unix://$d/docker.sock" \
+    --root-dir "$d/kubelet" --cluster-dns "$CLUSTER_DNS" --flannel-subnet-env "$d/no-flannel"
+  spawn "$d/kube-proxy.pid" "$d/kube-proxy.log" "$ns" "$LAB_BIN/kube-proxy" --server "$SERVER" \
+    --cluster-cidr "$CLUSTER_CIDR" --cluster-dns "$CLUSTER_DNS"
+}
+
+all_nodes_ready() {
+  local ready
+  ready=$(kubectl_lab get nodes --no-headers 2>/dev/null | awk '$2 == "Ready"' | wc -l)
+  [ "$ready" -ge "$LAB_NODES" ]
+}
+
+cmd_up() {
+  [ -e "$LAB_DIR" ] && die "$LAB_DIR exists: the lab is up (or was not taken down); run: $0 down"
+  check_tools
+  local t0=$SECONDS n
+  mkdir -p "$LAB_DIR/cp"
+  log "underlay: $BRIDGE $LAB_NET.0/24, namespaces $CP_NS and $LAB_NODES nodes"
+  underlay_up
+  spawn "$LAB_DIR/cp/master.pid" "$LAB_DIR/cp/master.log" "$CP_NS" "$LAB_BIN/master" \
+    --listen 0.0.0.0:8080 --data-dir "$LAB_DIR/cp/data" --cluster-cidr "$CLUSTER_CIDR" \
+    $LAB_MASTER_ARGS
+  for n in $(nodes); do start_dockerd "$n"; done
+  for n in $(nodes); do until_ok 60 "node$n's dockerd" dk "$n" version; done
+  load_images
+  until_ok 60 "the apiserver at $SERVER" curl -fsS "$SERVER/readyz"
+  for n in $(nodes); do start_node_agents "$n"; done
+  until_ok 60 "$LAB_NODES Ready nodes" all_nodes_ready
+  cat >"$LAB_DIR/env" <<EOF
+# source this: the lab's addresses for scripts and tests
+LAB_DIR=$LAB_DIR
+LAB_NAME=$LAB_NAME
+LAB_NODES=$LAB_NODES
+LAB_SERVER=$SERVER
+LAB_CLUSTER_DNS=$CLUSTER_DNS
+$(for n in $(nodes); do echo "LAB_NODE${n}_NETNS=/run/netns/$(node_ns "$n")"; echo "LAB_NODE${n}_IP=$(node_ip "$n")"; echo "LAB_NODE${n}_DOCKER_HOST=unix://$(node_dir "$n")/docker.sock"; done)
+EOF
+  log "up in $((SECONDS - t0)) s"
+  kubectl_lab get nodes -o wide
+  echo "kubectl: $LAB_BIN/kubectl --server $SERVER   (or: $0 kubectl ...)"
+}
+
+cmd_stop_node() {
+  local n=${1:?usage: lab.sh stop-node N} d
+  d=$(node_dir "$n")
+  log "stopping node$n: kubelet, kube-proxy, dockerd"
+  stop_pids 5 "$d/kubelet.pid" "$d/kube-proxy.pid"
+  stop_pids 20 "$d/dockerd.pid"
+}
+
+# Processes started for the lab that a crash may have left behind: whatever
+# names the lab's directory on its command line (dockerd, containerd, shims).
+leftover_pids() {
+  local p
+  for p in /proc/[0-9]*; do
+    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -- "$LAB_DIR/" && echo "${p#/proc/}"
+  done
+  return 0
+}
+
+lab_cgroups() {
+  find /sys/fs/cgroup -maxdepth 2 -type d -name "$LAB_NAME-node*" 2>/dev/null
+}
+
+cmd_down() {
+  [ "$(id -u)" = 0 ] || die "the lab needs root"
+  local t0=$SECONDS n d pids
+  if [ -d "$LAB_DIR" ]; then
+    for n in $(nodes); do
+      d=$(node_dir "$n")
+      stop_pids 5 "$d/kubelet.pid" "$d/kube-proxy.pid"
+    done
+    stop_pids 10 "$LAB_DIR/cp/master.pid"
+    # Pods first (dockerd would stop them too, but one at a time), then the daemons in parallel.
+    for n in $(nodes); do
+      if [ -S "$(node_dir "$n")/docker.sock" ] && alive "$(node_dir "$n")/dockerd.pid"; then
+        pids=$(dk "$n" ps -aq 2>/dev/null || true)
+        [ -z "$pids" ] || dk "$n" rm -f $pids >/dev/null 2>&1 &
+      fi
+    done
+    wait
+    local files=()
+    for n in $(nodes); do files+=("$(node_dir "$n")/dockerd.pid"); done
+    stop_pids 20 "${files[@]}"
+    pids=$(leftover_pids)
+    [ -z "$pids" ] || { log "killing leftovers: $pids"; kill -KILL $pids 2>/dev/null || true; }
+  fi
+  # Container processes whose shim died: found through --cgroup-parent.
+  local cg
+  for cg in $(lab_cgroups); do
+    find "$cg" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+  done
+  # Mounts dockerd left in the host's mount namespace (only after a crash).
+  { grep -F " $LAB_DIR/" /proc/mounts || true; } | awk '{print $2}' | sort -r | while read -r m; do
+    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+  done
+  for ns in "$CP_NS" $(for n in $(nodes); do node_ns "$n"; done); do
+    [ -e "/run/netns/$ns" ] && ip netns del "$ns"
+  done
+  ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE"
+  while iptables -w -C "${FW_RULE[@]}" 2>/dev/null; do iptables -w -D "${FW_RULE[@]}"; done
+  for cg in $(lab_cgroups); do
+    find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  done
+  if grep -qF " $LAB_DIR/" /proc/mounts; then
+    die "mounts are left below $LAB_DIR; not removing it"
+  fi
+  rm -rf --one-file-system "$LAB_DIR"
+  log "down in $((SECONDS - t0)) s"
+}
+
+cmd_status() {
+  if [ ! -d "$LAB_DIR" ]; then echo "lab: down"; return 0; fi
+  local n d c
+  printf '%-8s %-10s %s\n' WHERE PROCESS STATE
+  alive "$LAB_DIR/cp/master.pid" && c=running || c=stopped
+  printf '%-8s %-10s %s\n' cp master "$c"
+  for n in $(nodes); do
+    d=$(node_dir "$n")
+    for c in dockerd kubelet kube-proxy; do
+      printf '%-8s %-10s %s\n' "node$n" "$c" "$(alive "$d/$c.pid" && echo running || echo stopped)"
+    done
+  done
+  echo
+  kubectl_lab get nodes -o wide 2>/dev/null || echo "(the apiserver does not answer)"
+}
+
+case "${1:-}" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  stop-node) shift; cmd_stop_node "$@" ;;
+  kubectl) shift; kubectl_lab "$@" ;;
+  exec) n=${2:?usage: lab.sh exec N CMD...}; shift 2; in_ns "$(node_ns "$n")" "$@" ;;
+  *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
