@@ -25,7 +25,7 @@
 # socket paths must stay under 108 bytes), LAB_NODES, LAB_NAME (prefix of the
 # namespaces, links and cgroups), LAB_NET (the underlay's first three octets),
 # LAB_BIN (the binaries; default target/release, built if missing),
-# LAB_MASTER_ARGS (extra flags for `master`, e.g. short node timeouts).
+# LAB_MASTER_ARGS and LAB_KUBELET_ARGS (extra flags, e.g. short node timeouts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -36,6 +36,7 @@ LAB_NAME=${LAB_NAME:-mk8s}
 LAB_NET=${LAB_NET:-192.168.77}
 LAB_BIN=${LAB_BIN:-$ROOT/target/release}
 LAB_MASTER_ARGS=${LAB_MASTER_ARGS:-}
+LAB_KUBELET_ARGS=${LAB_KUBELET_ARGS:-}
 CLUSTER_CIDR=10.244.0.0/16
 SERVICE_CIDR=10.96.0.0/12
 CLUSTER_DNS=10.96.0.10
@@ -169,7 +170,8 @@ start_node_agents() {
   d=$(node_dir "$n") ns=$(node_ns "$n")
   spawn "$d/kubelet.pid" "$d/kubelet.log" "$ns" "$LAB_BIN/kubelet" --server "$SERVER" \
     --node-name "node$n" --node-ip "$(node_ip "$n")" --docker-socket "unix://$d/docker.sock" \
-    --root-dir "$d/kubelet" --cluster-dns "$CLUSTER_DNS" --flannel-subnet-env "$d/no-flannel"
+    --root-dir "$d/kubelet" --cluster-dns "$CLUSTER_DNS" --flannel-subnet-env "$d/no-flannel" \
+    $LAB_KUBELET_ARGS
   spawn "$d/kube-proxy.pid" "$d/kube-proxy.log" "$ns" "$LAB_BIN/kube-proxy" --server "$SERVER" \
     --cluster-cidr "$CLUSTER_CIDR" --cluster-dns "$CLUSTER_DNS"
 }
@@ -213,8 +215,14 @@ EOF
 cmd_stop_node() {
   local n=${1:?usage: lab.sh stop-node N} d
   d=$(node_dir "$n")
-  log "stopping node$n: kubelet, kube-proxy, dockerd"
-  stop_pids 5 "$d/kubelet.pid" "$d/kube-proxy.pid"
+  # As if the machine lost power: the agents die at once, then the pods.
+  log "stopping node$n: kubelet, kube-proxy, its containers, dockerd"
+  local f ids
+  for f in "$d/kubelet.pid" "$d/kube-proxy.pid"; do alive "$f" && kill -KILL "$(cat "$f")"; done
+  if alive "$d/dockerd.pid"; then
+    ids=$(dk "$n" ps -q)
+    [ -z "$ids" ] || dk "$n" kill $ids >/dev/null
+  fi
   stop_pids 20 "$d/dockerd.pid"
 }
 

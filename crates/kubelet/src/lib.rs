@@ -86,6 +86,10 @@ pub struct Config {
     /// InternalIP (nodes on one L2 network); `none` leaves routing to someone else.
     #[arg(long, default_value = "host-gw", value_parser = ["host-gw", "none"])]
     pub pod_network_routes: String,
+    /// How often the node's Lease is renewed and its status posted (must stay
+    /// well under the controller manager's --node-monitor-grace-period).
+    #[arg(long, default_value = "10s", value_parser = minik8s_api::meta::parse_duration)]
+    pub node_status_update_frequency: Duration,
 }
 
 fn default_hostname() -> String {

@@ -153,7 +153,11 @@ pub fn route_changes(current: &[PodRoute], desired: &[PodRoute]) -> (Vec<PodRout
     // A destination that stays but changes gateway is replaced, not deleted.
     let delete = current
         .iter()
-        .filter(|c| !desired.iter().any(|d| (d.dst, d.prefix) == (c.dst, c.prefix)))
+        .filter(|c| {
+            !desired
+                .iter()
+                .any(|d| (d.dst, d.prefix) == (c.dst, c.prefix))
+        })
         .copied()
         .collect();
     (add, delete)
@@ -419,16 +423,21 @@ mod tests {
         assert!(parse_subnet_env("FLANNEL_MTU=1450\n")
             .unwrap_err()
             .contains("FLANNEL_SUBNET"));
-        assert!(parse_subnet_env("FLANNEL_SUBNET=10.244.3.1/24\nFLANNEL_MTU=big\n")
-            .unwrap_err()
-            .contains("FLANNEL_MTU"));
+        assert!(
+            parse_subnet_env("FLANNEL_SUBNET=10.244.3.1/24\nFLANNEL_MTU=big\n")
+                .unwrap_err()
+                .contains("FLANNEL_MTU")
+        );
         assert!(parse_subnet_env("FLANNEL_SUBNET=nonsense\n")
             .unwrap_err()
             .contains("FLANNEL_SUBNET"));
         assert!(parse_subnet_env("garbage line\n").is_err());
         // Optional values may be missing; quotes and comments are fine.
         let lease = parse_subnet_env("# flannel\nFLANNEL_SUBNET=\"10.1.2.1/24\"\n").unwrap();
-        assert_eq!((lease.subnet.as_str(), lease.mtu, lease.ipmasq), ("10.1.2.0/24", None, false));
+        assert_eq!(
+            (lease.subnet.as_str(), lease.mtu, lease.ipmasq),
+            ("10.1.2.0/24", None, false)
+        );
     }
 
     #[test]
@@ -444,7 +453,10 @@ mod tests {
         let shown: Vec<String> = routes.iter().map(ToString::to_string).collect();
         assert_eq!(
             shown,
-            ["10.244.2.0/24 via 192.168.77.12", "10.244.3.0/24 via 192.168.77.13"]
+            [
+                "10.244.2.0/24 via 192.168.77.12",
+                "10.244.3.0/24 via 192.168.77.13"
+            ]
         );
     }
 

@@ -167,14 +167,15 @@ pub async fn renew_lease(client: &Client, node: &str) -> anyhow::Result<()> {
     }
 }
 
-/// Renews the node Lease and posts node status every [`HEARTBEAT`].
+/// Renews the node Lease and posts node status every
+/// `--node-status-update-frequency` (default [`HEARTBEAT`]).
 pub async fn heartbeat(kubelet: Arc<Kubelet>) -> anyhow::Result<()> {
     let docker_version = kubelet.runtime.version().await.unwrap_or_default();
     loop {
         if let Err(e) = beat(&kubelet, &docker_version).await {
             tracing::warn!(error = %e, "node heartbeat failed");
         }
-        tokio::time::sleep(HEARTBEAT).await;
+        tokio::time::sleep(kubelet.config.node_status_update_frequency).await;
     }
 }
 

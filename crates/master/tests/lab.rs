@@ -1,0 +1,486 @@
+//! Multi-node end to end on `scripts/lab.sh`: three nodes, each a network
+//! namespace with its own dockerd, kubelet and kube-proxy, and the control
+//! plane in a fourth. Everything is driven as a user would: manifests through
+//! kubectl, traffic with busybox from nodes and from inside pods.
+//!
+//! Needs root, dockerd, iptables, nsenter and busybox-static (scripts/test.sh
+//! installs them), and the workspace's debug binaries (`cargo test --workspace`
+//! builds them; scripts/test.sh also runs `cargo build --bins` first). A
+//! missing piece fails the test with a message; it never passes silently.
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const LAB_NAME: &str = "mk8se2e";
+const LAB_DIR: &str = "/tmp/mk8s-e2e";
+const LAB_NET: &str = "192.168.79";
+const SERVER: &str = "http://192.168.79.10:8080";
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// target/debug, where this test's `master` is (the other binaries are built
+/// beside it by the same `cargo test --workspace` or `cargo build --bins`).
+fn bin_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_master"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"))
+}
+
+/// `bash -c SCRIPT`: stdout on success, panics with stderr otherwise.
+fn sh(script: &str) -> String {
+    let out = run(Command::new("bash").arg("-c").arg(script));
+    assert!(
+        out.status.success(),
+        "`{script}` failed ({}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Like [`sh`] but returns None on failure.
+fn try_sh(script: &str) -> Option<String> {
+    let out = run(Command::new("bash").arg("-c").arg(script));
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn kubectl(args: &str) -> String {
+    sh(&format!(
+        "{}/kubectl --server {SERVER} {args}",
+        bin_dir().display()
+    ))
+}
+
+fn kubectl_json(args: &str) -> Value {
+    serde_json::from_str(&kubectl(&format!("{args} -o json"))).unwrap()
+}
+
+fn apply(manifest: &str) {
+    let path = format!("{LAB_DIR}-manifest.yaml");
+    std::fs::write(&path, manifest).unwrap();
+    kubectl(&format!("apply -f {path}"));
+}
+
+/// Polls `f` until it returns Some, or panics after `secs` with `what`.
+fn until<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {secs}s: {what}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn netns(node: u32) -> String {
+    format!("/run/netns/{LAB_NAME}-node{node}")
+}
+
+fn node_ip(node: u32) -> String {
+    format!("{LAB_NET}.{}", 10 + node)
+}
+
+/// A command in node N's network namespace (busybox for the client tools).
+fn on_node(node: u32, cmd: &str) -> Option<String> {
+    try_sh(&format!("nsenter --net={} -- sh -c '{cmd}'", netns(node)))
+}
+
+/// `docker exec` into the first container of a pod, on its node's dockerd.
+fn in_pod(pod: &Value, cmd: &str) -> Option<String> {
+    let name = pod["metadata"]["name"].as_str().unwrap();
+    let node: u32 = pod["spec"]["nodeName"].as_str().unwrap()["node".len()..]
+        .parse()
+        .unwrap();
+    let container = pod["spec"]["containers"][0]["name"].as_str().unwrap();
+    let docker = format!("docker -H unix://{LAB_DIR}/node{node}/docker.sock");
+    let id = sh(&format!(
+        "{docker} ps -q --filter label=io.minik8s.pod.name={name} --filter label=io.minik8s.container.name={container}"
+    ));
+    let id = id.lines().next()?;
+    try_sh(&format!("{docker} exec {id} sh -c '{cmd}'"))
+}
+
+/// Fetches `url` `n` times with busybox wget and returns the answers.
+fn fetch_many(n: usize, url: &str) -> String {
+    format!("for i in $(seq {n}); do timeout 3 busybox wget -qO- {url} || echo FAILED; done")
+}
+
+fn running_pods(selector: &str) -> Vec<Value> {
+    kubectl_json(&format!("get pods -l {selector}"))["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| {
+            p["status"]["phase"] == "Running"
+                && p["metadata"]["deletionTimestamp"].is_null()
+                && p["status"]["conditions"].as_array().is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+        })
+        .cloned()
+        .collect()
+}
+
+/// What must be the same on the host before `up` and after `down`.
+fn host_state() -> String {
+    sh("iptables-save | grep -v '^#' | sed 's/\\[[0-9]*:[0-9]*\\]//'; ip -o link | awk '{print $2}'; \
+        ip route; ip netns list; grep -c . /proc/mounts")
+}
+
+/// The lab; `down` runs on drop, also when an assertion failed.
+struct Lab;
+
+impl Lab {
+    fn up() -> Lab {
+        for tool in ["dockerd", "iptables", "nsenter", "ip", "busybox", "curl"] {
+            assert!(
+                try_sh(&format!("command -v {tool}")).is_some(),
+                "{tool} is required for the lab test (scripts/test.sh installs it)"
+            );
+        }
+        assert_eq!(sh("id -u").trim(), "0", "the lab test needs root");
+        for b in ["master", "kubelet", "kube-proxy", "kubectl"] {
+            assert!(
+                bin_dir().join(b).exists(),
+                "{} is missing: run `cargo build --workspace --bins` (scripts/test.sh does)",
+                bin_dir().join(b).display()
+            );
+        }
+        assert!(
+            try_sh(&format!("ip route | grep -q '^{LAB_NET}\\.'")).is_none(),
+            "{LAB_NET}.0/24 is already routed on this host"
+        );
+        let lab = Lab;
+        let started = Instant::now();
+        Lab::script("up");
+        eprintln!("lab up in {:.1} s", started.elapsed().as_secs_f64());
+        lab
+    }
+
+    fn script(verb: &str) -> String {
+        sh(&format!(
+            "LAB_DIR={LAB_DIR} LAB_NAME={LAB_NAME} LAB_NET={LAB_NET} LAB_BIN={} \
+             LAB_MASTER_ARGS='--node-monitor-period 1s --node-monitor-grace-period 6s \
+             --default-not-ready-toleration-seconds 2 --default-unreachable-toleration-seconds 2' \
+             LAB_KUBELET_ARGS='--node-status-update-frequency 1s' \
+             {}/scripts/lab.sh {verb} 2>&1",
+            bin_dir().display(),
+            repo_root().display()
+        ))
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let out = run(Command::new("bash").arg("-c").arg(format!(
+            "LAB_DIR={LAB_DIR} LAB_NAME={LAB_NAME} LAB_NET={LAB_NET} {}/scripts/lab.sh down",
+            repo_root().display()
+        )));
+        if !out.status.success() {
+            eprintln!("lab down failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+}
+
+const WHO: &str = r#"
+# Two web pods, one on node1 and one on node2, each answering with its own name.
+apiVersion: v1
+kind: Service
+metadata: {name: who}
+spec:
+  type: NodePort
+  selector: {app: who}
+  ports: [{name: http, port: 80, targetPort: http}]
+---
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {name: who}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: who}}
+  template:
+    metadata: {labels: {app: who}}
+    spec:
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+            - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [node1, node2]}]
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+          - labelSelector: {matchLabels: {app: who}}
+            topologyKey: kubernetes.io/hostname
+      containers:
+      - name: web
+        image: minik8s/busybox:latest
+        imagePullPolicy: Never
+        command: ["sh", "-c", "mkdir -p /tmp/www && hostname > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"]
+        ports: [{name: http, containerPort: 8080}]
+        readinessProbe:
+          httpGet: {path: /, port: 8080}
+          periodSeconds: 1
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client}
+spec:
+  nodeName: node3
+  containers:
+  - name: sh
+    image: minik8s/busybox:latest
+    imagePullPolicy: Never
+    command: ["sleep", "3600"]
+"#;
+
+const LWS: &str = r#"
+# One group of three spread over the three nodes; every worker fetches
+# its leader's page at LWS_LEADER_ADDRESS (a DNS name) and logs it.
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: spread}
+spec:
+  replicas: 1
+  leaderWorkerTemplate:
+    size: 3
+    leaderTemplate:
+      spec:
+        affinity:
+          podAntiAffinity:
+            requiredDuringSchedulingIgnoredDuringExecution:
+            - labelSelector: {matchLabels: {leaderworkerset.sigs.k8s.io/name: spread}}
+              topologyKey: kubernetes.io/hostname
+        containers:
+        - name: leader
+          image: minik8s/busybox:latest
+          imagePullPolicy: Never
+          command: ["sh", "-c", "mkdir -p /tmp/www && echo leader $(hostname) > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"]
+    workerTemplate:
+      spec:
+        affinity:
+          podAntiAffinity:
+            requiredDuringSchedulingIgnoredDuringExecution:
+            - labelSelector: {matchLabels: {leaderworkerset.sigs.k8s.io/name: spread}}
+              topologyKey: kubernetes.io/hostname
+        containers:
+        - name: worker
+          image: minik8s/busybox:latest
+          imagePullPolicy: Never
+          command: ["sh", "-c", "until timeout 3 wget -qO /tmp/got http://$LWS_LEADER_ADDRESS:8080/; do sleep 1; done; echo worker $LWS_WORKER_INDEX got: $(cat /tmp/got); exec sleep 3600"]
+"#;
+
+const SURVIVOR: &str = r#"
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {name: survivor}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: survivor}}
+  template:
+    metadata: {labels: {app: survivor}}
+    spec:
+      containers:
+      - name: sleep
+        image: minik8s/busybox:latest
+        imagePullPolicy: Never
+        command: ["sleep", "3600"]
+"#;
+
+fn answers(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+#[test]
+fn three_node_lab() {
+    let before = host_state();
+    {
+        let _lab = Lab::up();
+        let nodes = kubectl("get nodes --no-headers");
+        assert_eq!(
+            nodes.lines().filter(|l| l.contains(" Ready ")).count(),
+            3,
+            "{nodes}"
+        );
+        let status = Lab::script("status");
+        assert_eq!(status.matches("running").count(), 10, "{status}");
+
+        apply(WHO);
+        let who = until(60, "two ready who pods", || {
+            let pods = running_pods("app=who");
+            (pods.len() == 2).then_some(pods)
+        });
+        let who_names: BTreeSet<String> = who
+            .iter()
+            .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+            .collect();
+        let who_nodes: BTreeSet<&str> = who
+            .iter()
+            .map(|p| p["spec"]["nodeName"].as_str().unwrap())
+            .collect();
+        assert_eq!(who_nodes, BTreeSet::from(["node1", "node2"]));
+        let client = until(60, "the client pod on node3", || {
+            let p = kubectl_json("get pod client");
+            (p["status"]["phase"] == "Running").then_some(p)
+        });
+
+        // Pod to pod across nodes, by IP, with the source address kept.
+        for target in &who {
+            let ip = target["status"]["podIP"].as_str().unwrap();
+            let got = in_pod(&client, &format!("timeout 3 wget -qO- http://{ip}:8080/"))
+                .unwrap_or_else(|| panic!("client on node3 cannot reach pod {ip}"));
+            assert_eq!(got.trim(), target["metadata"]["name"].as_str().unwrap());
+        }
+        let a = &who[0];
+        let b_ip = who[1]["status"]["podIP"].as_str().unwrap();
+        let ping = in_pod(a, &format!("ping -c 2 -W 2 {b_ip}"))
+            .expect("ping between pods on node1 and node2");
+        assert!(ping.contains("2 packets received"), "{ping}");
+
+        // The VIP from every node and from a pod: exact round robin over both pods.
+        let svc = kubectl_json("get svc who");
+        let vip = svc["spec"]["clusterIP"].as_str().unwrap().to_string();
+        let node_port = svc["spec"]["ports"][0]["nodePort"].as_i64().unwrap();
+        let answered = |text: &str| -> BTreeSet<String> { answers(text).into_iter().collect() };
+        for node in 1..=3 {
+            let out = on_node(node, &fetch_many(6, &format!("http://{vip}/"))).unwrap();
+            assert_eq!(answered(&out), who_names, "VIP from node{node}: {out}");
+        }
+        let out = in_pod(
+            &client,
+            &fetch_many(6, &format!("http://{vip}/")).replace("busybox ", ""),
+        )
+        .unwrap();
+        assert_eq!(answered(&out), who_names, "VIP from the client pod: {out}");
+
+        // NodePort on node1 and node2, reached from node3 (one endpoint is remote each time).
+        for node in [1, 2] {
+            let url = format!("http://{}:{node_port}/", node_ip(node));
+            let out = on_node(3, &fetch_many(4, &url)).unwrap();
+            assert_eq!(
+                answered(&out),
+                who_names,
+                "NodePort {url} from node3: {out}"
+            );
+        }
+
+        // Cluster DNS from inside a pod: the Service name, short and full.
+        let lookup = in_pod(&client, "nslookup who.default.svc.cluster.local").unwrap();
+        assert!(lookup.contains(&vip), "{lookup}");
+        let out = in_pod(&client, "timeout 3 wget -qO- http://who/").unwrap();
+        assert!(who_names.contains(out.trim()), "{out}");
+
+        // Endpoints follow a pod's death: its name stops answering at the VIP.
+        let victim = who[1]["metadata"]["name"].as_str().unwrap().to_string();
+        kubectl(&format!("delete pod {victim} --wait=false"));
+        let deleted = Instant::now();
+        until(15, "the VIP to stop sending to the deleted pod", || {
+            let out = on_node(3, &fetch_many(4, &format!("http://{vip}/")))?;
+            let got = answers(&out);
+            (got.iter().all(|g| g != &victim && g != "FAILED")).then_some(())
+        });
+        eprintln!(
+            "VIP stopped using the deleted pod after {:.1} s",
+            deleted.elapsed().as_secs_f64()
+        );
+        let replacement = until(60, "a replacement who pod", || {
+            running_pods("app=who")
+                .into_iter()
+                .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+                .find(|n| !who_names.contains(n))
+        });
+        until(15, "the replacement to answer at the VIP", || {
+            let out = on_node(3, &fetch_many(4, &format!("http://{vip}/")))?;
+            answers(&out).contains(&replacement).then_some(())
+        });
+
+        // An LWS group spread over the three nodes: each worker reaches its
+        // leader over HTTP at LWS_LEADER_ADDRESS (cluster DNS + pod routes).
+        apply(LWS);
+        let group = until(90, "the LWS group's three pods running", || {
+            let pods = running_pods("leaderworkerset.sigs.k8s.io/name=spread");
+            (pods.len() == 3).then_some(pods)
+        });
+        let spread: BTreeSet<&str> = group
+            .iter()
+            .map(|p| p["spec"]["nodeName"].as_str().unwrap())
+            .collect();
+        assert_eq!(spread.len(), 3, "the group is on three nodes");
+        for worker in ["spread-0-1", "spread-0-2"] {
+            let log = until(60, "the worker to log its leader's answer", || {
+                let log = try_sh(&format!(
+                    "{}/kubectl --server {SERVER} logs {worker}",
+                    bin_dir().display()
+                ))?;
+                log.contains("got:").then_some(log)
+            });
+            assert!(log.contains("got: leader spread-0"), "{worker}: {log}");
+        }
+
+        // Node failure: node3 stops (kubelet, kube-proxy, dockerd); it goes
+        // NotReady and its ReplicaSet pods come back on node1 and node2.
+        kubectl("delete lws spread");
+        kubectl("delete pod client --wait=false");
+        apply(SURVIVOR);
+        let placed = until(60, "three survivor pods", || {
+            let pods = running_pods("app=survivor");
+            (pods.len() == 3).then_some(pods)
+        });
+        assert!(
+            placed.iter().any(|p| p["spec"]["nodeName"] == "node3"),
+            "round robin puts one survivor on node3"
+        );
+        let node3_ready = || -> Option<bool> {
+            let n = kubectl_json("get node node3");
+            let conditions = n["status"]["conditions"].as_array()?.clone();
+            let ready = conditions.iter().find(|c| c["type"] == "Ready")?;
+            Some(ready["status"] == "True")
+        };
+        assert_eq!(node3_ready(), Some(true), "node3 is Ready before it fails");
+        let failed = Instant::now();
+        Lab::script("stop-node 3");
+        eprintln!("node3 stopped in {:.1} s", failed.elapsed().as_secs_f64());
+        until(30, "node3 to stop being Ready", || {
+            (node3_ready() == Some(false)).then_some(())
+        });
+        eprintln!(
+            "node3 not Ready after {:.1} s",
+            failed.elapsed().as_secs_f64()
+        );
+        until(60, "three survivor pods on node1 and node2", || {
+            let pods = running_pods("app=survivor");
+            (pods.len() == 3 && pods.iter().all(|p| p["spec"]["nodeName"] != "node3")).then_some(())
+        });
+        eprintln!(
+            "pods replaced after {:.1} s",
+            failed.elapsed().as_secs_f64()
+        );
+    }
+    // down left the host exactly as it was.
+    let after = host_state();
+    assert_eq!(
+        before, after,
+        "the host's iptables, links, routes, netns or mounts changed"
+    );
+    assert!(!Path::new(LAB_DIR).exists(), "{LAB_DIR} is left behind");
+}
