@@ -3,10 +3,11 @@
 #
 #   scripts/quickstart.sh        install what is missing, build, start dockerd (if none runs),
 #                                master (apiserver + scheduler + controller manager, embedded
-#                                store) and a kubelet, build the local images, run
+#                                store), a kubelet and kube-proxy (Service VIPs on iptables,
+#                                cluster DNS on 10.96.0.10), build the local images, run
 #                                examples/hello-pod.yaml and examples/web.yaml (a ReplicaSet)
-#   scripts/quickstart.sh down   stop everything it started and remove the pods' containers
-#                                (the store in /var/lib/minik8s is kept)
+#   scripts/quickstart.sh down   stop everything it started, remove the pods' containers and
+#                                kube-proxy's rules (the store in /var/lib/minik8s is kept)
 #
 # Running it twice is harmless: what runs is reused. The apiserver listens on 127.0.0.1:8080.
 set -euo pipefail
@@ -18,6 +19,7 @@ DATA_DIR=${MINIK8S_DATA_DIR:-/var/lib/minik8s}
 KUBELET_DIR=${MINIK8S_KUBELET_DIR:-/var/lib/minik8s-kubelet}
 LOG_DIR=${MINIK8S_LOG_DIR:-/var/log/minik8s}
 SERVER=http://127.0.0.1:8080
+CLUSTER_DNS=10.96.0.10
 BIN=$PWD/target/release
 KUBECTL="$BIN/kubectl --server $SERVER"
 
@@ -57,6 +59,8 @@ wait_for() {
 }
 
 if [ "${1:-up}" = "down" ]; then
+  stop kube-proxy
+  [ -x "$BIN/kube-proxy" ] && "$BIN/kube-proxy" --cleanup --cluster-dns "$CLUSTER_DNS" >/dev/null 2>&1 || true
   stop kubelet
   if docker info >/dev/null 2>&1; then
     ids=$(docker ps -aq --filter label=io.minik8s.pod.uid)
@@ -82,12 +86,13 @@ fi
 bash scripts/images.sh
 
 echo "==> building release binaries (first time: several minutes)"
-cargo build --release --quiet -p master -p kubelet -p kubectl
+cargo build --release --quiet -p master -p kubelet -p kube-proxy -p kubectl
 
 start master "$BIN/master" --listen 0.0.0.0:8080 --data-dir "$DATA_DIR"
 wait_for "the apiserver" 60 curl -fsS "$SERVER/readyz"
 start kubelet "$BIN/kubelet" --server "$SERVER" --node-name "$(hostname | tr 'A-Z' 'a-z')" \
-  --node-ip 127.0.0.1 --root-dir "$KUBELET_DIR"
+  --node-ip 127.0.0.1 --root-dir "$KUBELET_DIR" --cluster-dns "$CLUSTER_DNS"
+start kube-proxy "$BIN/kube-proxy" --server "$SERVER" --cluster-dns "$CLUSTER_DNS"
 wait_for "the node to register" 60 $KUBECTL get node "$(hostname | tr 'A-Z' 'a-z')"
 
 echo "==> applying examples/hello-pod.yaml and examples/web.yaml"
@@ -102,6 +107,11 @@ echo
 $KUBECTL get rs,svc
 echo
 $KUBECTL logs hello
+echo
+# The Service's VIP, through kube-proxy's rules, by name through the cluster DNS.
+echo "==> from the pod hello, the Service web by name: wget http://web/"
+docker exec "$(docker ps -q --filter label=io.minik8s.pod.name=hello --filter label=io.minik8s.container.name=hello | head -1)" \
+  sh -c 'timeout 5 wget -qO- http://web/' || echo "(the web Service did not answer; see $LOG_DIR/kube-proxy.log)"
 echo
 echo "minik8s is up. Try: target/release/kubectl get nodes   (or the real one: kubectl -s $SERVER get pods)"
 echo "Stop it with: scripts/quickstart.sh down"

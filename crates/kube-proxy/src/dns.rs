@@ -410,6 +410,26 @@ pub async fn ensure_service(client: &minik8s_client::Client, ip: Ipv4Addr) -> an
     Ok(())
 }
 
+/// Removes `ip/32` from `lo` if it is there (`kube-proxy --cleanup`).
+pub async fn remove_local_address(ip: Ipv4Addr) -> anyhow::Result<()> {
+    let shown = tokio::process::Command::new("ip")
+        .args(["-4", "-o", "addr", "show", "dev", "lo"])
+        .output()
+        .await?;
+    if String::from_utf8_lossy(&shown.stdout).contains(&format!(" {ip}/32 ")) {
+        let out = tokio::process::Command::new("ip")
+            .args(["addr", "del", &format!("{ip}/32"), "dev", "lo"])
+            .output()
+            .await?;
+        anyhow::ensure!(
+            out.status.success(),
+            "ip addr del {ip}/32 dev lo: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
 /// Adds `ip/32` to `lo` unless the node already has it, so the server can
 /// bind it and pods reach it through their default route (the node).
 pub async fn ensure_local_address(ip: Ipv4Addr) -> anyhow::Result<()> {

@@ -40,12 +40,23 @@ struct Args {
     /// default: the node's /etc/resolv.conf nameservers, loopback ones excepted.
     #[arg(long, value_delimiter = ',')]
     dns_upstream: Vec<std::net::SocketAddr>,
+    /// Remove kube-proxy's rules (and the --cluster-dns address on lo), then exit.
+    #[arg(long)]
+    cleanup: bool,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     minik8s_client::init_logging();
     let args = Args::parse();
+    if args.cleanup {
+        Iptables::default().cleanup().await.context("removing the iptables rules")?;
+        if let Ok(ip) = args.cluster_dns.parse::<std::net::Ipv4Addr>() {
+            dns::remove_local_address(ip).await?;
+        }
+        tracing::info!("kube-proxy rules removed");
+        return Ok(());
+    }
     let client =
         minik8s_client::config::connect(args.server.as_deref(), args.kubeconfig.as_deref())?;
     let mode = kube_proxy::choose_mode(&args.proxy_mode, kube_proxy::kernel_has_ipvs())

@@ -104,6 +104,27 @@ impl Iptables {
     }
 }
 
+impl Iptables {
+    /// `kube-proxy --cleanup`: removes the jumps, then every chain of ours.
+    pub async fn cleanup(&self) -> anyhow::Result<()> {
+        for (chain, rule) in iptables::jumps() {
+            let words = shell_words(&rule);
+            loop {
+                let mut delete = vec!["-w", "-t", "nat", "-D", chain];
+                delete.extend(words.iter().map(String::as_str));
+                if self.run("iptables", &delete, None).await.is_err() {
+                    break;
+                }
+            }
+        }
+        let current = self.save().await?;
+        if let Some(input) = iptables::restore_input(&current, &Chains::new()) {
+            self.restore(&input).await?;
+        }
+        Ok(())
+    }
+}
+
 /// Splits a rule the way a shell would (double quotes group words).
 fn shell_words(rule: &str) -> Vec<String> {
     let mut words = Vec::new();

@@ -320,6 +320,14 @@ async fn services_balance_follow_endpoints_and_clean_up() {
         );
     }
     proxy.abort();
+
+    // `kube-proxy --cleanup`: no chain and no jump of ours is left.
+    let tools = Iptables {
+        netns: Some(ns.path()),
+    };
+    tools.cleanup().await.unwrap();
+    let save = ns.save();
+    assert!(!save.contains("KUBE-"), "cleanup left rules behind: {save}");
 }
 
 /// Asks `server` for the A records of `name` over UDP: (rcode, addresses).
