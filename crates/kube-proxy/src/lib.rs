@@ -15,6 +15,7 @@
 
 pub mod dns;
 pub mod iptables;
+pub mod ipvs;
 pub mod proxier;
 
 /// The backend that programs the VIPs.
@@ -59,7 +60,24 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let informers = SharedInformers::new(&client);
     let wake = Arc::new(tokio::sync::Notify::new());
-    let proxier = proxy.map(|cfg| proxier::Proxier::new(&informers, cfg, wake.clone()));
+    let backend = match proxy {
+        Some(cfg) if cfg.mode == Mode::Ipvs => {
+            let ports = PortSource::new(&informers);
+            let w = wake.clone();
+            informers.on_event::<Service>(move |_| w.notify_one())?;
+            let w = wake.clone();
+            informers.on_event::<EndpointSlice>(move |_| w.notify_one())?;
+            ipvs::prepare(&cfg).await?;
+            let p = ipvs::Proxier::new(ports, cfg.node_ips.clone()).await?;
+            Some(Backend::Ipvs(p, cfg))
+        }
+        Some(cfg) => Some(Backend::Iptables(proxier::Proxier::new(
+            &informers,
+            cfg,
+            wake.clone(),
+        ))),
+        None => None,
+    };
     let resolver = dns.as_ref().map(|d| dns::Resolver::new(&informers, d));
     // Bind first: a taken port 53 is an error at start, not a silent lack of DNS.
     let sockets = match &dns {
@@ -79,11 +97,59 @@ pub async fn run(
             }
         });
     }
-    match proxier {
-        Some(p) => proxier::run(p, wake).await,
+    match backend {
+        Some(Backend::Iptables(p)) => proxier::run(p, wake).await,
+        Some(Backend::Ipvs(p, cfg)) => ipvs::run(p, wake, cfg.min_sync, cfg.resync).await,
         None => std::future::pending().await,
     }
     Ok(())
+}
+
+enum Backend {
+    Iptables(proxier::Proxier),
+    Ipvs(ipvs::Proxier, proxier::Config),
+}
+
+/// The ServicePorts of every Service, from the Service and EndpointSlice
+/// caches both backends read.
+pub struct PortSource {
+    services: minik8s_client::informer::Cache<Service>,
+    slices: minik8s_client::informer::Cache<EndpointSlice>,
+}
+
+impl PortSource {
+    pub fn new(informers: &SharedInformers) -> PortSource {
+        PortSource {
+            services: informers.cache(),
+            slices: informers.cache(),
+        }
+    }
+
+    /// Every Service's ports with their ready endpoints, in name order.
+    pub fn ports(&self) -> Vec<ServicePort> {
+        let slices = self.slices.list();
+        let mut ports = Vec::new();
+        let mut services = self.services.list();
+        services.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        for svc in &services {
+            let ns = svc.metadata.namespace.as_deref().unwrap_or("default");
+            let name = svc.metadata.name.as_deref().unwrap_or("");
+            let mine: Vec<&EndpointSlice> = slices
+                .iter()
+                .filter(|s| {
+                    s.metadata.namespace.as_deref() == Some(ns)
+                        && s.metadata
+                            .labels
+                            .as_ref()
+                            .and_then(|l| l.get("kubernetes.io/service-name"))
+                            .is_some_and(|n| n == name)
+                })
+                .map(|s| s.as_ref())
+                .collect();
+            ports.extend(service_ports(svc, &mine));
+        }
+        ports
+    }
 }
 
 /// One port of one Service, with the endpoints that serve it.

@@ -40,6 +40,10 @@ struct Args {
     /// default: the node's /etc/resolv.conf nameservers, loopback ones excepted.
     #[arg(long, value_delimiter = ',')]
     dns_upstream: Vec<std::net::SocketAddr>,
+    /// ipvs mode: the addresses NodePorts listen on (comma-separated);
+    /// default: every global IPv4 address of the node.
+    #[arg(long, value_delimiter = ',')]
+    nodeport_addresses: Vec<std::net::Ipv4Addr>,
     /// Remove kube-proxy's rules (and the --cluster-dns address on lo), then exit.
     #[arg(long)]
     cleanup: bool,
@@ -50,7 +54,10 @@ async fn main() -> anyhow::Result<()> {
     minik8s_client::init_logging();
     let args = Args::parse();
     if args.cleanup {
-        Iptables::default().cleanup().await.context("removing the iptables rules")?;
+        Iptables::default()
+            .cleanup()
+            .await
+            .context("removing the iptables rules")?;
         if let Ok(ip) = args.cluster_dns.parse::<std::net::Ipv4Addr>() {
             dns::remove_local_address(ip).await?;
         }
@@ -62,11 +69,15 @@ async fn main() -> anyhow::Result<()> {
     let mode = kube_proxy::choose_mode(&args.proxy_mode, kube_proxy::kernel_has_ipvs())
         .map_err(anyhow::Error::msg)
         .context("--proxy-mode")?;
-    if mode == kube_proxy::Mode::Ipvs {
-        // The ipvs backend's netlink programming is not written yet (issue 6).
-        tracing::warn!("the ipvs backend is not available yet; using iptables");
-    }
+    let node_ips = if mode == kube_proxy::Mode::Ipvs && args.nodeport_addresses.is_empty() {
+        kube_proxy::ipvs::node_addresses().await?
+    } else {
+        args.nodeport_addresses
+    };
+    tracing::info!(?mode, "proxy mode");
     let cfg = proxier::Config {
+        mode,
+        node_ips,
         cluster_cidr: (!args.cluster_cidr.is_empty()).then_some(args.cluster_cidr),
         min_sync: args.iptables_min_sync_period,
         resync: args.iptables_sync_period,

@@ -15,11 +15,10 @@
 //! again with `iptables-save`, so rules someone else removed come back.
 
 use crate::iptables::{self, Chains};
-use crate::service_ports;
+use crate::PortSource;
 use anyhow::Context;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use minik8s_client::informer::Cache;
 use minik8s_client::SharedInformers;
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,7 +89,19 @@ impl Iptables {
 
     /// The jumps from PREROUTING/OUTPUT/POSTROUTING into our chains, added once.
     pub async fn ensure_jumps(&self) -> anyhow::Result<()> {
-        for (chain, rule) in iptables::jumps() {
+        self.ensure(iptables::jumps()).await
+    }
+
+    /// Only the POSTROUTING jump (ipvs mode has no KUBE-SERVICES chain).
+    pub async fn ensure_postrouting_jump(&self) -> anyhow::Result<()> {
+        let jumps = iptables::jumps()
+            .into_iter()
+            .filter(|(c, _)| *c == "POSTROUTING");
+        self.ensure(jumps.collect()).await
+    }
+
+    async fn ensure(&self, jumps: Vec<(&str, String)>) -> anyhow::Result<()> {
+        for (chain, rule) in jumps {
             let words = shell_words(&rule);
             let mut check = vec!["-w", "-t", "nat", "-C", chain];
             check.extend(words.iter().map(String::as_str));
@@ -157,6 +168,11 @@ fn shell_words(rule: &str) -> Vec<String> {
 
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// Which backend programs the VIPs.
+    pub mode: crate::Mode,
+    /// The node's own addresses: NodePorts listen on them (ipvs mode; the
+    /// iptables rules match any local address instead).
+    pub node_ips: Vec<std::net::Ipv4Addr>,
     /// The pod network; sources outside it are masqueraded on their way to a VIP.
     pub cluster_cidr: Option<String>,
     /// Changes arriving within this window are applied together.
@@ -169,6 +185,8 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
+            mode: crate::Mode::Iptables,
+            node_ips: Vec::new(),
             cluster_cidr: Some("10.244.0.0/16".into()),
             min_sync: Duration::from_millis(100),
             resync: Duration::from_secs(30),
@@ -179,8 +197,7 @@ impl Default for Config {
 
 /// The iptables proxier: caches in, rules out.
 pub struct Proxier {
-    services: Cache<Service>,
-    slices: Cache<EndpointSlice>,
+    ports: PortSource,
     cfg: Config,
     /// What the kernel holds, as far as we know (None: read it first).
     current: Option<Chains>,
@@ -197,8 +214,7 @@ impl Proxier {
             .on_event::<EndpointSlice>(move |_| wake.notify_one())
             .expect("registered before start");
         Proxier {
-            services: informers.cache(),
-            slices: informers.cache(),
+            ports: PortSource::new(informers),
             cfg,
             current: None,
         }
@@ -206,28 +222,7 @@ impl Proxier {
 
     /// The desired chains from the caches.
     pub fn desired(&self) -> Chains {
-        let slices = self.slices.list();
-        let mut ports = Vec::new();
-        let mut services = self.services.list();
-        services.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        for svc in &services {
-            let ns = svc.metadata.namespace.as_deref().unwrap_or("default");
-            let name = svc.metadata.name.as_deref().unwrap_or("");
-            let mine: Vec<&EndpointSlice> = slices
-                .iter()
-                .filter(|s| {
-                    s.metadata.namespace.as_deref() == Some(ns)
-                        && s.metadata
-                            .labels
-                            .as_ref()
-                            .and_then(|l| l.get("kubernetes.io/service-name"))
-                            .is_some_and(|n| n == name)
-                })
-                .map(|s| s.as_ref())
-                .collect();
-            ports.extend(service_ports(svc, &mine));
-        }
-        iptables::desired(&ports, self.cfg.cluster_cidr.as_deref())
+        iptables::desired(&self.ports.ports(), self.cfg.cluster_cidr.as_deref())
     }
 
     /// One sync: desired → diff with current → iptables-restore. Returns
