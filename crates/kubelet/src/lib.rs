@@ -228,9 +228,18 @@ pub async fn start(client: Client, config: Config) -> anyhow::Result<Arc<Kubelet
         tracing::info!(subnet = %lease.subnet, mtu = ?lease.mtu, file = %config.flannel_subnet_env.display(), "pod subnet from flannel");
         config.pod_cidr = Some(lease.subnet.clone());
     }
-    let pod_cidr = match node::register(&client, &config, &version).await? {
-        Some(cidr) => cidr,
-        None => node::wait_for_pod_cidr(&client, &config.node_name).await?,
+    let registered = node::register(&client, &config, &version).await?;
+    let pod_cidr = match (&flannel, registered) {
+        // flannel's lease decides where pods live; a different podCIDR on the
+        // Node (node IPAM got there first) can only be reported.
+        (Some(lease), Some(cidr)) if cidr != lease.subnet => {
+            tracing::warn!(node_pod_cidr = %cidr, flannel = %lease.subnet,
+                "Node.spec.podCIDR differs from flannel's lease; pods use flannel's subnet (run the controller manager with --allocate-node-cidrs=false on flannel clusters)");
+            lease.subnet.clone()
+        }
+        (Some(lease), _) => lease.subnet.clone(),
+        (None, Some(cidr)) => cidr,
+        (None, None) => node::wait_for_pod_cidr(&client, &config.node_name).await?,
     };
     runtime
         .ensure_network(&pod_cidr, flannel.as_ref().and_then(|l| l.mtu))
