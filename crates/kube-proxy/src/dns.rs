@@ -410,22 +410,21 @@ pub async fn ensure_service(client: &minik8s_client::Client, ip: Ipv4Addr) -> an
     Ok(())
 }
 
+/// `ip addr <verb> <ip>/32 dev lo`.
+async fn lo_address(verb: &str, ip: Ipv4Addr) -> anyhow::Result<()> {
+    let mut cmd = tokio::process::Command::new("ip");
+    cmd.args(["addr", verb, &format!("{ip}/32"), "dev", "lo"]);
+    minik8s_client::command::run(cmd, None).await?;
+    Ok(())
+}
+
 /// Removes `ip/32` from `lo` if it is there (`kube-proxy --cleanup`).
 pub async fn remove_local_address(ip: Ipv4Addr) -> anyhow::Result<()> {
-    let shown = tokio::process::Command::new("ip")
-        .args(["-4", "-o", "addr", "show", "dev", "lo"])
-        .output()
-        .await?;
-    if String::from_utf8_lossy(&shown.stdout).contains(&format!(" {ip}/32 ")) {
-        let out = tokio::process::Command::new("ip")
-            .args(["addr", "del", &format!("{ip}/32"), "dev", "lo"])
-            .output()
-            .await?;
-        anyhow::ensure!(
-            out.status.success(),
-            "ip addr del {ip}/32 dev lo: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+    let mut show = tokio::process::Command::new("ip");
+    show.args(["-4", "-o", "addr", "show", "dev", "lo"]);
+    let shown = minik8s_client::command::run(show, None).await?;
+    if shown.contains(&format!(" {ip}/32 ")) {
+        lo_address("del", ip).await?;
     }
     Ok(())
 }
@@ -436,16 +435,7 @@ pub async fn ensure_local_address(ip: Ipv4Addr) -> anyhow::Result<()> {
     if std::net::UdpSocket::bind((ip, 0)).is_ok() {
         return Ok(());
     }
-    let out = tokio::process::Command::new("ip")
-        .args(["addr", "add", &format!("{ip}/32"), "dev", "lo"])
-        .output()
-        .await?;
-    anyhow::ensure!(
-        out.status.success(),
-        "ip addr add {ip}/32 dev lo: {}",
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    Ok(())
+    lo_address("add", ip).await
 }
 
 /// The nameservers of a resolv.conf, except loopback ones (they would point

@@ -325,58 +325,43 @@ pub mod nl {
         )
     }
 
-    pub fn new_service(family: u16, seq: u32, vs: &VirtualServer) -> Vec<u8> {
-        let mut attrs = Vec::new();
-        put_nested(&mut attrs, ATTR_SERVICE, &service_attrs(vs, true));
-        message(
-            family,
-            NLM_F_REQUEST | NLM_F_ACK,
-            seq,
-            CMD_NEW_SERVICE,
-            IPVS_GENL_VERSION,
-            &attrs,
-        )
-    }
-
-    pub fn del_service(family: u16, seq: u32, vs: &VirtualServer) -> Vec<u8> {
-        let mut attrs = Vec::new();
-        put_nested(&mut attrs, ATTR_SERVICE, &service_attrs(vs, false));
-        message(
-            family,
-            NLM_F_REQUEST | NLM_F_ACK,
-            seq,
-            CMD_DEL_SERVICE,
-            IPVS_GENL_VERSION,
-            &attrs,
-        )
-    }
-
-    fn dest_message(
+    /// An IPVS command on a virtual server (and a destination): the
+    /// service's key attributes, complete ones when it is created, and the
+    /// destination's, complete ones when it is added.
+    fn ipvs_command(
         family: u16,
         seq: u32,
         cmd: u8,
         vs: &VirtualServer,
-        rs: &RealServer,
+        rs: Option<&RealServer>,
     ) -> Vec<u8> {
         let mut attrs = Vec::new();
-        put_nested(&mut attrs, ATTR_SERVICE, &service_attrs(vs, false));
-        put_nested(&mut attrs, ATTR_DEST, &dest_attrs(rs, cmd == CMD_NEW_DEST));
-        message(
-            family,
-            NLM_F_REQUEST | NLM_F_ACK,
-            seq,
-            cmd,
-            IPVS_GENL_VERSION,
-            &attrs,
-        )
+        put_nested(
+            &mut attrs,
+            ATTR_SERVICE,
+            &service_attrs(vs, cmd == CMD_NEW_SERVICE),
+        );
+        if let Some(rs) = rs {
+            put_nested(&mut attrs, ATTR_DEST, &dest_attrs(rs, cmd == CMD_NEW_DEST));
+        }
+        let flags = NLM_F_REQUEST | NLM_F_ACK;
+        message(family, flags, seq, cmd, IPVS_GENL_VERSION, &attrs)
+    }
+
+    pub fn new_service(family: u16, seq: u32, vs: &VirtualServer) -> Vec<u8> {
+        ipvs_command(family, seq, CMD_NEW_SERVICE, vs, None)
+    }
+
+    pub fn del_service(family: u16, seq: u32, vs: &VirtualServer) -> Vec<u8> {
+        ipvs_command(family, seq, CMD_DEL_SERVICE, vs, None)
     }
 
     pub fn new_dest(family: u16, seq: u32, vs: &VirtualServer, rs: &RealServer) -> Vec<u8> {
-        dest_message(family, seq, CMD_NEW_DEST, vs, rs)
+        ipvs_command(family, seq, CMD_NEW_DEST, vs, Some(rs))
     }
 
     pub fn del_dest(family: u16, seq: u32, vs: &VirtualServer, rs: &RealServer) -> Vec<u8> {
-        dest_message(family, seq, CMD_DEL_DEST, vs, rs)
+        ipvs_command(family, seq, CMD_DEL_DEST, vs, Some(rs))
     }
 
     /// Dump requests: every service, or every destination of one service.

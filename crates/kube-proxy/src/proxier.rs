@@ -16,13 +16,11 @@
 
 use crate::iptables::{self, Chains};
 use crate::PortSource;
-use anyhow::Context;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use minik8s_client::SharedInformers;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 use tokio::sync::Notify;
 
@@ -52,27 +50,8 @@ impl Iptables {
         stdin: Option<&str>,
     ) -> anyhow::Result<String> {
         let mut cmd = self.command(program);
-        cmd.args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("running {program} (is the iptables package installed?)"))?;
-        let mut input = child.stdin.take().expect("piped stdin");
-        if let Some(text) = stdin {
-            input.write_all(text.as_bytes()).await?;
-        }
-        drop(input);
-        let out = child.wait_with_output().await?;
-        if !out.status.success() {
-            anyhow::bail!(
-                "{program} {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        cmd.args(args);
+        Ok(minik8s_client::command::run(cmd, stdin).await?)
     }
 
     /// Our chains in the nat table as the kernel has them.

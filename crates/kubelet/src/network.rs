@@ -211,7 +211,6 @@ pub mod io {
     use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteProtocol};
     use rtnetlink::RouteMessageBuilder;
     use std::net::Ipv4Addr;
-    use tokio::io::AsyncWriteExt;
     use tokio::process::Command;
 
     /// A netlink connection to this network namespace's routing table.
@@ -287,26 +286,9 @@ pub mod io {
     }
 
     async fn run(program: &str, args: &[&str], stdin: Option<&str>) -> anyhow::Result<()> {
-        let mut child = Command::new(program)
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .with_context(|| format!("running {program} (is the iptables package installed?)"))?;
-        let mut input = child.stdin.take().context("stdin")?;
-        if let Some(text) = stdin {
-            input.write_all(text.as_bytes()).await?;
-        }
-        drop(input);
-        let out = child.wait_with_output().await?;
-        if !out.status.success() {
-            anyhow::bail!(
-                "{program} {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
+        let mut cmd = Command::new(program);
+        cmd.args(args);
+        minik8s_client::command::run(cmd, stdin).await?;
         Ok(())
     }
 

@@ -18,20 +18,8 @@ fn gateway(pod_cidr: &str) -> String {
 }
 
 fn app_container(c: &Cluster, pod: &Value) -> String {
-    let uid = pod["metadata"]["uid"].as_str().unwrap();
     c.dockerd
-        .docker(&[
-            "ps",
-            "-q",
-            "--filter",
-            &format!("label=io.minik8s.pod.uid={uid}"),
-            "--filter",
-            "label=io.minik8s.container.name=c",
-        ])
-        .lines()
-        .next()
-        .expect("the pod's container runs")
-        .to_string()
+        .container_of(pod["metadata"]["uid"].as_str().unwrap(), "c")
 }
 
 fn busybox_pod(name: &str, extra_spec: Value) -> Value {

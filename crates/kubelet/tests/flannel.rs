@@ -42,18 +42,12 @@ async fn the_pod_network_follows_flannels_lease() {
     let prefix = flannel_subnet.trim_end_matches("0/24");
     assert!(ip.starts_with(prefix), "pod IP {ip} is in {flannel_subnet}");
 
-    let uid = pod["metadata"]["uid"].as_str().unwrap();
-    let id = c.dockerd.docker(&[
-        "ps",
-        "-q",
-        "--filter",
-        &format!("label=io.minik8s.pod.uid={uid}"),
-        "--filter",
-        "label=io.minik8s.container.name=c",
-    ]);
+    let id = c
+        .dockerd
+        .container_of(pod["metadata"]["uid"].as_str().unwrap(), "c");
     let mtu = c
         .dockerd
-        .docker(&["exec", id.trim(), "cat", "/sys/class/net/eth0/mtu"]);
+        .docker(&["exec", &id, "cat", "/sys/class/net/eth0/mtu"]);
     assert_eq!(mtu.trim(), "1400", "the pod's interface has flannel's MTU");
 }
 

@@ -122,6 +122,22 @@ impl Dockerd {
             .filter(|l| !l.is_empty())
             .collect()
     }
+
+    /// The id of the running container `container` of the pod with `uid`.
+    pub fn container_of(&self, uid: &str, container: &str) -> String {
+        self.docker(&[
+            "ps",
+            "-q",
+            "--filter",
+            &format!("label=io.minik8s.pod.uid={uid}"),
+            "--filter",
+            &format!("label=io.minik8s.container.name={container}"),
+        ])
+        .lines()
+        .next()
+        .unwrap_or_else(|| panic!("pod {uid} has no running container {container}"))
+        .to_string()
+    }
 }
 
 impl Drop for Dockerd {
