@@ -5,7 +5,7 @@
 # on one lab network, and pods reach each other through the kubelets' host-gw
 # routes. doc/lab.md explains the layout.
 #
-#   scripts/lab.sh up            start (LAB_NODES nodes, default 3)
+#   scripts/lab.sh up [N]        start N nodes (default LAB_NODES, else 3)
 #   scripts/lab.sh status        what runs, and `kubectl get nodes`
 #   scripts/lab.sh down          stop everything and leave the host as it was
 #   scripts/lab.sh stop-node N   stop node N's kubelet, kube-proxy and dockerd (a node failure)
@@ -187,6 +187,7 @@ cmd_up() {
   check_tools
   local t0=$SECONDS n
   mkdir -p "$LAB_DIR/cp"
+  echo "$LAB_NODES" >"$LAB_DIR/nodes"   # so down and status know, whatever the environment says
   log "underlay: $BRIDGE $LAB_NET.0/24, namespaces $CP_NS and $LAB_NODES nodes"
   underlay_up
   spawn "$LAB_DIR/cp/master.pid" "$LAB_DIR/cp/master.log" "$CP_NS" "$LAB_BIN/master" \
@@ -303,8 +304,10 @@ cmd_status() {
   kubectl_lab get nodes -o wide 2>/dev/null || echo "(the apiserver does not answer)"
 }
 
+# A lab that is up knows its own size.
+[ "${1:-}" != up ] && [ -f "$LAB_DIR/nodes" ] && LAB_NODES=$(cat "$LAB_DIR/nodes")
 case "${1:-}" in
-  up) cmd_up ;;
+  up) [ -z "${2:-}" ] || LAB_NODES=$2; cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
   stop-node) shift; cmd_stop_node "$@" ;;

@@ -20,6 +20,33 @@ use std::collections::BTreeMap;
 /// Chain name → its rules (the text after `-A <chain> `), in order.
 pub type Chains = BTreeMap<String, Vec<String>>;
 
+/// kube-proxy's chains in the two tables it writes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tables {
+    pub nat: Chains,
+    pub filter: Chains,
+}
+
+impl Tables {
+    /// Our chains in a whole `iptables-save`.
+    pub fn parse_save(text: &str) -> Tables {
+        Tables {
+            nat: parse_save_table(text, "nat"),
+            filter: parse_save_table(text, "filter"),
+        }
+    }
+
+    /// The restore input for both tables; `None` when nothing differs.
+    pub fn restore_input(current: &Tables, desired: &Tables) -> Option<String> {
+        let nat = restore_input_table("nat", &current.nat, &desired.nat);
+        let filter = restore_input_table("filter", &current.filter, &desired.filter);
+        match (nat, filter) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or_default() + &b.unwrap_or_default()),
+        }
+    }
+}
+
 pub const SERVICES: &str = "KUBE-SERVICES";
 pub const NODEPORTS: &str = "KUBE-NODEPORTS";
 pub const MARK_MASQ: &str = "KUBE-MARK-MASQ";
@@ -43,6 +70,52 @@ pub fn jumps() -> Vec<(&'static str, String)> {
             format!("-m comment --comment \"kubernetes postrouting rules\" -j {POSTROUTING}"),
         ),
     ]
+}
+
+/// The jumps into the filter table's KUBE-SERVICES (new connections only):
+/// from INPUT for NodePorts, FORWARD for pods, OUTPUT for the node itself.
+pub fn filter_jumps() -> Vec<(&'static str, String)> {
+    ["INPUT", "FORWARD", "OUTPUT"]
+        .into_iter()
+        .map(|chain| {
+            (
+                chain,
+                format!("-m conntrack --ctstate NEW -m comment --comment \"kubernetes service portals\" -j {SERVICES}"),
+            )
+        })
+        .collect()
+}
+
+/// The filter table's chain: connections to a Service port that has no
+/// ready endpoint are refused at once instead of timing out, as in
+/// Kubernetes. TCP gets a reset: the ICMP port-unreachable upstream uses is
+/// not delivered to the node's own sockets by this kernel's nf_tables
+/// (measured: a 3 s timeout instead of ECONNREFUSED), a reset always is.
+/// `served_locally` are VIPs this node answers itself (the cluster DNS).
+pub fn desired_filter(ports: &[ServicePort], served_locally: &[String]) -> Chains {
+    let mut rules = Vec::new();
+    for p in ports {
+        if !p.endpoints.is_empty() || served_locally.contains(&p.cluster_ip) {
+            continue;
+        }
+        let key = port_key(p);
+        let pr = proto(p);
+        let with = if pr == "tcp" {
+            "tcp-reset"
+        } else {
+            "icmp-port-unreachable"
+        };
+        rules.push(format!(
+            "-d {}/32 -p {pr} -m comment --comment \"{key} has no endpoints\" -m {pr} --dport {} -j REJECT --reject-with {with}",
+            p.cluster_ip, p.port
+        ));
+        if let Some(np) = p.node_port {
+            rules.push(format!(
+                "-p {pr} -m comment --comment \"{key} has no endpoints\" -m addrtype --dst-type LOCAL -m {pr} --dport {np} -j REJECT --reject-with {with}"
+            ));
+        }
+    }
+    Chains::from([(SERVICES.to_string(), rules)])
 }
 
 fn chain_hash(kind: &str, key: &str) -> String {
@@ -142,12 +215,17 @@ pub fn desired(ports: &[ServicePort], cluster_cidr: Option<&str>) -> Chains {
 
 /// kube-proxy's chains (`KUBE-*`) in the nat table of `iptables-save` output.
 pub fn parse_save(text: &str) -> Chains {
+    parse_save_table(text, "nat")
+}
+
+/// kube-proxy's chains (`KUBE-*`) in one table of `iptables-save` output.
+pub fn parse_save_table(text: &str, table: &str) -> Chains {
     let mut chains = Chains::new();
-    let mut in_nat = false;
+    let mut in_table = false;
     for line in text.lines() {
-        if let Some(table) = line.strip_prefix('*') {
-            in_nat = table == "nat";
-        } else if !in_nat {
+        if let Some(name) = line.strip_prefix('*') {
+            in_table = name == table;
+        } else if !in_table {
             continue;
         } else if let Some(decl) = line.strip_prefix(':') {
             let name = decl.split_whitespace().next().unwrap_or_default();
@@ -173,6 +251,11 @@ pub fn parse_save(text: &str) -> Chains {
 /// chains no longer wanted are emptied, then deleted after every reference to
 /// them is gone. `None` when nothing differs.
 pub fn restore_input(current: &Chains, desired: &Chains) -> Option<String> {
+    restore_input_table("nat", current, desired)
+}
+
+/// [`restore_input`] for any table.
+pub fn restore_input_table(table: &str, current: &Chains, desired: &Chains) -> Option<String> {
     let changed: Vec<(&String, &Vec<String>)> = desired
         .iter()
         .filter(|(name, rules)| current.get(*name) != Some(*rules))
@@ -184,7 +267,7 @@ pub fn restore_input(current: &Chains, desired: &Chains) -> Option<String> {
     if changed.is_empty() && stale.is_empty() {
         return None;
     }
-    let mut out = String::from("*nat\n");
+    let mut out = format!("*{table}\n");
     for (name, _) in &changed {
         out.push_str(&format!(":{name} - [0:0]\n"));
     }
@@ -218,6 +301,39 @@ mod tests {
             node_port: Some(30080),
             endpoints: endpoints.iter().map(|(i, p)| (i.to_string(), *p)).collect(),
         }
+    }
+
+    #[test]
+    fn ports_without_endpoints_are_refused_in_the_filter_table() {
+        let mut dns = port("kube-dns", &[]);
+        dns.cluster_ip = "10.96.0.53".into();
+        dns.node_port = None;
+        let ports = [port("web", &[]), port("full", &[("10.244.1.2", 8080)]), dns];
+        let filter = desired_filter(&ports, &["10.96.0.53".to_string()]);
+        // As iptables-save 1.8.9 prints them (recorded in a netns here), so a
+        // save of the applied rules parses back equal and resyncs write nothing.
+        let save = "*filter\n:INPUT ACCEPT [0:0]\n:KUBE-SERVICES - [0:0]\n\
+            -A INPUT -m conntrack --ctstate NEW -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES\n\
+            -A KUBE-SERVICES -d 10.96.0.10/32 -p tcp -m comment --comment \"d/web:http/TCP has no endpoints\" -m tcp --dport 80 -j REJECT --reject-with tcp-reset\n\
+            -A KUBE-SERVICES -p tcp -m comment --comment \"d/web:http/TCP has no endpoints\" -m addrtype --dst-type LOCAL -m tcp --dport 30080 -j REJECT --reject-with tcp-reset\n\
+            COMMIT\n*nat\n:KUBE-SERVICES - [0:0]\nCOMMIT\n";
+        assert_eq!(parse_save_table(save, "filter"), filter);
+        assert_eq!(
+            Tables::parse_save(save),
+            Tables {
+                nat: Chains::from([(SERVICES.to_string(), vec![])]),
+                filter: filter.clone()
+            }
+        );
+        let input = restore_input_table("filter", &Chains::new(), &filter).unwrap();
+        assert!(
+            input.starts_with("*filter\n:KUBE-SERVICES - [0:0]\n"),
+            "{input}"
+        );
+        // The Service gets an endpoint: the reject goes.
+        let ports = [port("web", &[("10.244.1.2", 8080)])];
+        let now = desired_filter(&ports, &[]);
+        assert_eq!(now[SERVICES], Vec::<String>::new());
     }
 
     #[test]

@@ -78,6 +78,10 @@ async fn main() -> anyhow::Result<()> {
     let cfg = proxier::Config {
         mode,
         node_ips,
+        served_locally: (!args.cluster_dns.is_empty())
+            .then(|| args.cluster_dns.clone())
+            .into_iter()
+            .collect(),
         cluster_cidr: (!args.cluster_cidr.is_empty()).then_some(args.cluster_cidr),
         min_sync: args.iptables_min_sync_period,
         resync: args.iptables_sync_period,

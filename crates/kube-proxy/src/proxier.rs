@@ -14,7 +14,7 @@
 //! runs no command at all; every `resync` period the kernel's state is read
 //! again with `iptables-save`, so rules someone else removed come back.
 
-use crate::iptables::{self, Chains};
+use crate::iptables::{self, Tables};
 use crate::PortSource;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -54,10 +54,10 @@ impl Iptables {
         Ok(minik8s_client::command::run(cmd, stdin).await?)
     }
 
-    /// Our chains in the nat table as the kernel has them.
-    pub async fn save(&self) -> anyhow::Result<Chains> {
-        let text = self.run("iptables-save", &["-t", "nat"], None).await?;
-        Ok(iptables::parse_save(&text))
+    /// Our chains in the nat and filter tables as the kernel has them.
+    pub async fn save(&self) -> anyhow::Result<Tables> {
+        let text = self.run("iptables-save", &[], None).await?;
+        Ok(Tables::parse_save(&text))
     }
 
     pub async fn restore(&self, input: &str) -> anyhow::Result<()> {
@@ -66,9 +66,11 @@ impl Iptables {
             .map(drop)
     }
 
-    /// The jumps from PREROUTING/OUTPUT/POSTROUTING into our chains, added once.
+    /// The jumps from the built-in chains into ours (nat PREROUTING/OUTPUT/
+    /// POSTROUTING, filter INPUT/FORWARD/OUTPUT), added once.
     pub async fn ensure_jumps(&self) -> anyhow::Result<()> {
-        self.ensure(iptables::jumps()).await
+        self.ensure("nat", iptables::jumps()).await?;
+        self.ensure("filter", iptables::filter_jumps()).await
     }
 
     /// Only the POSTROUTING jump (ipvs mode has no KUBE-SERVICES chain).
@@ -76,16 +78,16 @@ impl Iptables {
         let jumps = iptables::jumps()
             .into_iter()
             .filter(|(c, _)| *c == "POSTROUTING");
-        self.ensure(jumps.collect()).await
+        self.ensure("nat", jumps.collect()).await
     }
 
-    async fn ensure(&self, jumps: Vec<(&str, String)>) -> anyhow::Result<()> {
+    async fn ensure(&self, table: &str, jumps: Vec<(&str, String)>) -> anyhow::Result<()> {
         for (chain, rule) in jumps {
             let words = shell_words(&rule);
-            let mut check = vec!["-w", "-t", "nat", "-C", chain];
+            let mut check = vec!["-w", "-t", table, "-C", chain];
             check.extend(words.iter().map(String::as_str));
             if self.run("iptables", &check, None).await.is_err() {
-                let mut insert = vec!["-w", "-t", "nat", "-I", chain, "1"];
+                let mut insert = vec!["-w", "-t", table, "-I", chain, "1"];
                 insert.extend(words.iter().map(String::as_str));
                 self.run("iptables", &insert, None).await?;
             }
@@ -97,10 +99,12 @@ impl Iptables {
 impl Iptables {
     /// `kube-proxy --cleanup`: removes the jumps, then every chain of ours.
     pub async fn cleanup(&self) -> anyhow::Result<()> {
-        for (chain, rule) in iptables::jumps() {
+        let nat = iptables::jumps().into_iter().map(|j| ("nat", j));
+        let filter = iptables::filter_jumps().into_iter().map(|j| ("filter", j));
+        for (table, (chain, rule)) in nat.chain(filter) {
             let words = shell_words(&rule);
             loop {
-                let mut delete = vec!["-w", "-t", "nat", "-D", chain];
+                let mut delete = vec!["-w", "-t", table, "-D", chain];
                 delete.extend(words.iter().map(String::as_str));
                 if self.run("iptables", &delete, None).await.is_err() {
                     break;
@@ -108,7 +112,7 @@ impl Iptables {
             }
         }
         let current = self.save().await?;
-        if let Some(input) = iptables::restore_input(&current, &Chains::new()) {
+        if let Some(input) = Tables::restore_input(&current, &Tables::default()) {
             self.restore(&input).await?;
         }
         Ok(())
@@ -154,6 +158,9 @@ pub struct Config {
     pub node_ips: Vec<std::net::Ipv4Addr>,
     /// The pod network; sources outside it are masqueraded on their way to a VIP.
     pub cluster_cidr: Option<String>,
+    /// VIPs this node answers itself (the cluster DNS): never refused for
+    /// lack of endpoints.
+    pub served_locally: Vec<String>,
     /// Changes arriving within this window are applied together.
     pub min_sync: Duration,
     /// How often the kernel's rules are read back and repaired.
@@ -167,6 +174,7 @@ impl Default for Config {
             mode: crate::Mode::Iptables,
             node_ips: Vec::new(),
             cluster_cidr: Some("10.244.0.0/16".into()),
+            served_locally: Vec::new(),
             min_sync: Duration::from_millis(100),
             resync: Duration::from_secs(30),
             iptables: Iptables::default(),
@@ -179,7 +187,7 @@ pub struct Proxier {
     ports: PortSource,
     cfg: Config,
     /// What the kernel holds, as far as we know (None: read it first).
-    current: Option<Chains>,
+    current: Option<Tables>,
 }
 
 impl Proxier {
@@ -200,8 +208,12 @@ impl Proxier {
     }
 
     /// The desired chains from the caches.
-    pub fn desired(&self) -> Chains {
-        iptables::desired(&self.ports.ports(), self.cfg.cluster_cidr.as_deref())
+    pub fn desired(&self) -> Tables {
+        let ports = self.ports.ports();
+        Tables {
+            nat: iptables::desired(&ports, self.cfg.cluster_cidr.as_deref()),
+            filter: iptables::desired_filter(&ports, &self.cfg.served_locally),
+        }
     }
 
     /// One sync: desired → diff with current → iptables-restore. Returns
@@ -212,7 +224,7 @@ impl Proxier {
             None => self.cfg.iptables.save().await?,
         };
         let desired = self.desired();
-        let Some(input) = iptables::restore_input(&current, &desired) else {
+        let Some(input) = Tables::restore_input(&current, &desired) else {
             self.current = Some(current);
             return Ok(false);
         };

@@ -270,6 +270,35 @@ async fn services_balance_follow_endpoints_and_clean_up() {
         "UDP to the VIP reaches the (only) UDP server"
     );
 
+    // A Service with no ready endpoint is refused at once, not left to time out.
+    let empty = svcs
+        .create(
+            &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "empty"},
+            "spec": {"ports": [{"port": 80}]}}),
+        )
+        .await
+        .unwrap();
+    let empty_url = format!("http://{}/", empty["spec"]["clusterIP"].as_str().unwrap());
+    within(5, "the empty Service's reject rule", || {
+        let filter = ns.exec(&["iptables-save", "-t", "filter"]);
+        filter
+            .contains("default/empty:/TCP has no endpoints")
+            .then_some(())
+    })
+    .await;
+    let t = Instant::now();
+    let out = ns
+        .cmd(&["timeout", "5", "busybox", "wget", "-qO-", &empty_url])
+        .output()
+        .unwrap();
+    let refused = t.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refused"), "connection refused: {err} {:?} after {refused:?}; {}", out.status, ns.exec(&["iptables-save"]));
+    assert!(
+        refused < Duration::from_secs(1),
+        "refused after {refused:?}"
+    );
+
     // An endpoint leaves: within a second every request goes to the other.
     let t = Instant::now();
     slices
@@ -326,7 +355,7 @@ async fn services_balance_follow_endpoints_and_clean_up() {
         netns: Some(ns.path()),
     };
     tools.cleanup().await.unwrap();
-    let save = ns.save();
+    let save = ns.exec(&["iptables-save"]);
     assert!(!save.contains("KUBE-"), "cleanup left rules behind: {save}");
 }
 
