@@ -11,6 +11,7 @@
 //!                nth --every n-1 ─▶ KUBE-SEP-<h2> ... last one unconditional
 //!  KUBE-SEP-<h>: hairpin ─▶ KUBE-MARK-MASQ; DNAT --to-destination podIP:port
 //!  POSTROUTING ─▶ KUBE-POSTROUTING: marked ─▶ MASQUERADE
+//!  filter INPUT/FORWARD/OUTPUT (new) ─▶ KUBE-SERVICES: no endpoints ─▶ REJECT
 //! ```
 
 use crate::ServicePort;
