@@ -62,11 +62,7 @@ pub async fn run(
     let wake = Arc::new(tokio::sync::Notify::new());
     let backend = match proxy {
         Some(cfg) if cfg.mode == Mode::Ipvs => {
-            let ports = PortSource::new(&informers);
-            let w = wake.clone();
-            informers.on_event::<Service>(move |_| w.notify_one())?;
-            let w = wake.clone();
-            informers.on_event::<EndpointSlice>(move |_| w.notify_one())?;
+            let ports = PortSource::new(&informers, wake.clone());
             ipvs::prepare(&cfg).await?;
             let p = ipvs::Proxier::new(ports, cfg.node_ips.clone()).await?;
             Some(Backend::Ipvs(p, cfg))
@@ -118,7 +114,16 @@ pub struct PortSource {
 }
 
 impl PortSource {
-    pub fn new(informers: &SharedInformers) -> PortSource {
+    /// Registers on `informers` (before they start); every Service or
+    /// EndpointSlice event wakes the backend's loop through `wake`.
+    pub fn new(informers: &SharedInformers, wake: Arc<tokio::sync::Notify>) -> PortSource {
+        let w = wake.clone();
+        informers
+            .on_event::<Service>(move |_| w.notify_one())
+            .expect("registered before start");
+        informers
+            .on_event::<EndpointSlice>(move |_| wake.notify_one())
+            .expect("registered before start");
         PortSource {
             services: informers.cache(),
             slices: informers.cache(),

@@ -16,8 +16,6 @@
 
 use crate::iptables::{self, Tables};
 use crate::PortSource;
-use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use minik8s_client::SharedInformers;
 use std::sync::Arc;
 use std::time::Duration;
@@ -193,15 +191,8 @@ pub struct Proxier {
 impl Proxier {
     /// Registers the caches and the wake-up handlers on `informers`.
     pub fn new(informers: &SharedInformers, cfg: Config, wake: Arc<Notify>) -> Proxier {
-        let w = wake.clone();
-        informers
-            .on_event::<Service>(move |_| w.notify_one())
-            .expect("registered before start");
-        informers
-            .on_event::<EndpointSlice>(move |_| wake.notify_one())
-            .expect("registered before start");
         Proxier {
-            ports: PortSource::new(informers),
+            ports: PortSource::new(informers, wake),
             cfg,
             current: None,
         }

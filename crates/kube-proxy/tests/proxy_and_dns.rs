@@ -293,7 +293,12 @@ async fn services_balance_follow_endpoints_and_clean_up() {
         .unwrap();
     let refused = t.elapsed();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("refused"), "connection refused: {err} {:?} after {refused:?}; {}", out.status, ns.exec(&["iptables-save"]));
+    assert!(
+        err.contains("refused"),
+        "connection refused: {err} {:?} after {refused:?}; {}",
+        out.status,
+        ns.exec(&["iptables-save"])
+    );
     assert!(
         refused < Duration::from_secs(1),
         "refused after {refused:?}"
