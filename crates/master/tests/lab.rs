@@ -233,7 +233,8 @@ spec:
       - name: web
         image: minik8s/busybox:latest
         imagePullPolicy: Never
-        command: ["sh", "-c", "mkdir -p /tmp/www && hostname > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"]
+        # index.html: the pod's name; /cgi-bin/ip: the caller's address as the pod sees it.
+        command: ["sh", "-c", "mkdir -p /tmp/www/cgi-bin && hostname > /tmp/www/index.html && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\necho $REMOTE_ADDR\\n' > /tmp/www/cgi-bin/ip && chmod +x /tmp/www/cgi-bin/ip && exec httpd -f -p 8080 -h /tmp/www"]
         ports: [{name: http, containerPort: 8080}]
         readinessProbe:
           httpGet: {path: /, port: 8080}
@@ -249,42 +250,6 @@ spec:
     image: minik8s/busybox:latest
     imagePullPolicy: Never
     command: ["sleep", "3600"]
-"#;
-
-const LWS: &str = r#"
-# One group of three spread over the three nodes; every worker fetches
-# its leader's page at LWS_LEADER_ADDRESS (a DNS name) and logs it.
-apiVersion: leaderworkerset.x-k8s.io/v1
-kind: LeaderWorkerSet
-metadata: {name: spread}
-spec:
-  replicas: 1
-  leaderWorkerTemplate:
-    size: 3
-    leaderTemplate:
-      spec:
-        affinity:
-          podAntiAffinity:
-            requiredDuringSchedulingIgnoredDuringExecution:
-            - labelSelector: {matchLabels: {leaderworkerset.sigs.k8s.io/name: spread}}
-              topologyKey: kubernetes.io/hostname
-        containers:
-        - name: leader
-          image: minik8s/busybox:latest
-          imagePullPolicy: Never
-          command: ["sh", "-c", "mkdir -p /tmp/www && echo leader $(hostname) > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"]
-    workerTemplate:
-      spec:
-        affinity:
-          podAntiAffinity:
-            requiredDuringSchedulingIgnoredDuringExecution:
-            - labelSelector: {matchLabels: {leaderworkerset.sigs.k8s.io/name: spread}}
-              topologyKey: kubernetes.io/hostname
-        containers:
-        - name: worker
-          image: minik8s/busybox:latest
-          imagePullPolicy: Never
-          command: ["sh", "-c", "until timeout 3 wget -qO /tmp/got http://$LWS_LEADER_ADDRESS:8080/; do sleep 1; done; echo worker $LWS_WORKER_INDEX got: $(cat /tmp/got); exec sleep 3600"]
 "#;
 
 const SURVIVOR: &str = r#"
@@ -351,6 +316,11 @@ fn three_node_lab() {
                 .unwrap_or_else(|| panic!("client on node3 cannot reach pod {ip}"));
             assert_eq!(got.trim(), target["metadata"]["name"].as_str().unwrap());
         }
+        // The callee sees the caller's pod IP: no NAT between pod subnets.
+        let target_ip = who[0]["status"]["podIP"].as_str().unwrap();
+        let seen = in_pod(&client, &format!("timeout 3 wget -qO- http://{target_ip}:8080/cgi-bin/ip"))
+            .expect("the CGI answers");
+        assert_eq!(seen.trim(), client["status"]["podIP"].as_str().unwrap(), "source address kept");
         let a = &who[0];
         let b_ip = who[1]["status"]["podIP"].as_str().unwrap();
         let ping = in_pod(a, &format!("ping -c 2 -W 2 {b_ip}"))
@@ -416,7 +386,7 @@ fn three_node_lab() {
 
         // An LWS group spread over the three nodes: each worker reaches its
         // leader over HTTP at LWS_LEADER_ADDRESS (cluster DNS + pod routes).
-        apply(LWS);
+        kubectl(&format!("apply -f {}/examples/multi-node.yaml", repo_root().display()));
         let group = until(90, "the LWS group's three pods running", || {
             let pods = running_pods("leaderworkerset.sigs.k8s.io/name=spread");
             (pods.len() == 3).then_some(pods)
