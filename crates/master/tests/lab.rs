@@ -318,9 +318,21 @@ fn three_node_lab() {
         }
         // The callee sees the caller's pod IP: no NAT between pod subnets.
         let target_ip = who[0]["status"]["podIP"].as_str().unwrap();
-        let seen = in_pod(&client, &format!("timeout 3 wget -qO- http://{target_ip}:8080/cgi-bin/ip"))
-            .expect("the CGI answers");
-        assert_eq!(seen.trim(), client["status"]["podIP"].as_str().unwrap(), "source address kept");
+        let seen = in_pod(
+            &client,
+            &format!("timeout 3 wget -qO- http://{target_ip}:8080/cgi-bin/ip"),
+        )
+        .expect("the CGI answers");
+        // busybox httpd listens on IPv6 and shows IPv4 callers as [::ffff:a.b.c.d].
+        let seen = seen
+            .trim()
+            .trim_start_matches("[::ffff:")
+            .trim_end_matches(']');
+        assert_eq!(
+            seen,
+            client["status"]["podIP"].as_str().unwrap(),
+            "source address kept"
+        );
         let a = &who[0];
         let b_ip = who[1]["status"]["podIP"].as_str().unwrap();
         let ping = in_pod(a, &format!("ping -c 2 -W 2 {b_ip}"))
@@ -386,7 +398,10 @@ fn three_node_lab() {
 
         // An LWS group spread over the three nodes: each worker reaches its
         // leader over HTTP at LWS_LEADER_ADDRESS (cluster DNS + pod routes).
-        kubectl(&format!("apply -f {}/examples/multi-node.yaml", repo_root().display()));
+        kubectl(&format!(
+            "apply -f {}/examples/multi-node.yaml",
+            repo_root().display()
+        ));
         let group = until(90, "the LWS group's three pods running", || {
             let pods = running_pods("leaderworkerset.sigs.k8s.io/name=spread");
             (pods.len() == 3).then_some(pods)
