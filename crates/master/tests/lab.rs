@@ -344,26 +344,40 @@ fn three_node_lab() {
         let vip = svc["spec"]["clusterIP"].as_str().unwrap().to_string();
         let node_port = svc["spec"]["ports"][0]["nodePort"].as_i64().unwrap();
         let answered = |text: &str| -> BTreeSet<String> { answers(text).into_iter().collect() };
+        // Every kube-proxy programs the endpoints on its own: a node may lag the
+        // Ready pods by a sync, so each check gets a few seconds to see both pods.
+        let both_answer = |what: &str, fetch: &dyn Fn() -> Option<String>| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let out = fetch().unwrap_or_default();
+                if answered(&out) == who_names {
+                    return;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{what}: not both pods answered: {out}"
+                );
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        };
         for node in 1..=3 {
-            let out = on_node(node, &fetch_many(6, &format!("http://{vip}/"))).unwrap();
-            assert_eq!(answered(&out), who_names, "VIP from node{node}: {out}");
+            both_answer(&format!("the VIP from node{node}"), &|| {
+                on_node(node, &fetch_many(6, &format!("http://{vip}/")))
+            });
         }
-        let out = in_pod(
-            &client,
-            &fetch_many(6, &format!("http://{vip}/")).replace("busybox ", ""),
-        )
-        .unwrap();
-        assert_eq!(answered(&out), who_names, "VIP from the client pod: {out}");
+        both_answer("the VIP from the client pod", &|| {
+            in_pod(
+                &client,
+                &fetch_many(6, &format!("http://{vip}/")).replace("busybox ", ""),
+            )
+        });
 
         // NodePort on node1 and node2, reached from node3 (one endpoint is remote each time).
         for node in [1, 2] {
             let url = format!("http://{}:{node_port}/", node_ip(node));
-            let out = on_node(3, &fetch_many(4, &url)).unwrap();
-            assert_eq!(
-                answered(&out),
-                who_names,
-                "NodePort {url} from node3: {out}"
-            );
+            both_answer(&format!("NodePort {url} from node3"), &|| {
+                on_node(3, &fetch_many(4, &url))
+            });
         }
 
         // Cluster DNS from inside a pod: the Service name, short and full.
