@@ -25,7 +25,11 @@
 # socket paths must stay under 108 bytes), LAB_NODES, LAB_NAME (prefix of the
 # namespaces, links and cgroups), LAB_NET (the underlay's first three octets),
 # LAB_BIN (the binaries; default target/release, built if missing),
-# LAB_MASTER_ARGS and LAB_KUBELET_ARGS (extra flags, e.g. short node timeouts).
+# LAB_MASTER_ARGS and LAB_KUBELET_ARGS (extra flags, e.g. short node timeouts),
+# LAB_POD_NETWORK: host-gw (default: the kubelets route between the nodes) or
+# vxlan (the script does what flanneld would: a flannel.1 vxlan device, routes,
+# neighbour and fdb entries, its masquerade rules and a subnet.env per node, which
+# the kubelets read as they would flannel's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -37,6 +41,7 @@ LAB_NET=${LAB_NET:-192.168.77}
 LAB_BIN=${LAB_BIN:-$ROOT/target/release}
 LAB_MASTER_ARGS=${LAB_MASTER_ARGS:-}
 LAB_KUBELET_ARGS=${LAB_KUBELET_ARGS:-}
+LAB_POD_NETWORK=${LAB_POD_NETWORK:-host-gw}
 CLUSTER_CIDR=10.244.0.0/16
 SERVICE_CIDR=10.96.0.0/12
 CLUSTER_DNS=10.96.0.10
@@ -165,12 +170,52 @@ load_images() {
   for p in "${pids[@]}"; do wait "$p"; done
 }
 
+# vxlan: flanneld's work for node N, by hand. Subnet 10.244.N.0/24, VTEP
+# flannel.1 with a MAC made from N, and for every other node M a route via
+# M's VTEP address, a neighbour entry (M's MAC) and an fdb entry (that MAC
+# is behind M's underlay address).
+vtep_mac() { printf '0e:00:00:77:%02x:%02x' "$(( $1 / 256 ))" "$(( $1 % 256 ))"; }
+flannel_node() {
+  local n=$1 ns m d
+  ns=$(node_ns "$n") d=$(node_dir "$n")
+  mkdir -p "$d"
+  ip -n "$ns" link add flannel.1 address "$(vtep_mac "$n")" mtu 1450 type vxlan id 1 \
+    local "$(node_ip "$n")" dev eth0 dstport 8472 nolearning
+  ip -n "$ns" addr add "10.244.$n.0/32" dev flannel.1
+  ip -n "$ns" link set flannel.1 up
+  for m in $(nodes); do
+    [ "$m" = "$n" ] && continue
+    ip -n "$ns" route replace "10.244.$m.0/24" via "10.244.$m.0" dev flannel.1 onlink
+    ip -n "$ns" neigh replace "10.244.$m.0" lladdr "$(vtep_mac "$m")" dev flannel.1 nud permanent
+    bridge -n "$ns" fdb append "$(vtep_mac "$m")" dev flannel.1 dst "$(node_ip "$m")"
+  done
+  # flannel's --ip-masq rules: pod-to-pod keeps its addresses, pod-to-elsewhere is masqueraded.
+  in_ns "$ns" iptables-restore -w --noflush <<EOT
+*nat
+:LAB-FLANNEL - [0:0]
+-A POSTROUTING -j LAB-FLANNEL
+-A LAB-FLANNEL -s $CLUSTER_CIDR -d $CLUSTER_CIDR -j RETURN
+-A LAB-FLANNEL -s $CLUSTER_CIDR ! -d 224.0.0.0/4 -j MASQUERADE
+-A LAB-FLANNEL ! -s $CLUSTER_CIDR -d 10.244.$n.0/24 -j RETURN
+-A LAB-FLANNEL ! -s $CLUSTER_CIDR -d $CLUSTER_CIDR -j MASQUERADE
+COMMIT
+*filter
+:LAB-FLANNEL-FWD - [0:0]
+-A FORWARD -j LAB-FLANNEL-FWD
+-A LAB-FLANNEL-FWD -s $CLUSTER_CIDR -j ACCEPT
+-A LAB-FLANNEL-FWD -d $CLUSTER_CIDR -j ACCEPT
+COMMIT
+EOT
+  printf 'FLANNEL_NETWORK=%s\nFLANNEL_SUBNET=10.244.%s.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n' \
+    "$CLUSTER_CIDR" "$n" >"$d/subnet.env"
+}
+
 start_node_agents() {
   local n=$1 d ns
   d=$(node_dir "$n") ns=$(node_ns "$n")
   spawn "$d/kubelet.pid" "$d/kubelet.log" "$ns" "$LAB_BIN/kubelet" --server "$SERVER" \
     --node-name "node$n" --node-ip "$(node_ip "$n")" --docker-socket "unix://$d/docker.sock" \
-    --root-dir "$d/kubelet" --cluster-dns "$CLUSTER_DNS" --flannel-subnet-env "$d/no-flannel" \
+    --root-dir "$d/kubelet" --cluster-dns "$CLUSTER_DNS" --flannel-subnet-env "$d/subnet.env" \
     $LAB_KUBELET_ARGS
   spawn "$d/kube-proxy.pid" "$d/kube-proxy.log" "$ns" "$LAB_BIN/kube-proxy" --server "$SERVER" \
     --cluster-cidr "$CLUSTER_CIDR" --cluster-dns "$CLUSTER_DNS"
@@ -188,11 +233,17 @@ cmd_up() {
   local t0=$SECONDS n
   mkdir -p "$LAB_DIR/cp"
   echo "$LAB_NODES" >"$LAB_DIR/nodes"   # so down and status know, whatever the environment says
-  log "underlay: $BRIDGE $LAB_NET.0/24, namespaces $CP_NS and $LAB_NODES nodes"
+  log "underlay: $BRIDGE $LAB_NET.0/24, namespaces $CP_NS and $LAB_NODES nodes, pod network $LAB_POD_NETWORK"
   underlay_up
+  local ipam=true
+  case "$LAB_POD_NETWORK" in
+    host-gw) ;;
+    vxlan) ipam=false; for n in $(nodes); do flannel_node "$n"; done ;;
+    *) die "LAB_POD_NETWORK is host-gw or vxlan, not $LAB_POD_NETWORK" ;;
+  esac
   spawn "$LAB_DIR/cp/master.pid" "$LAB_DIR/cp/master.log" "$CP_NS" "$LAB_BIN/master" \
     --listen 0.0.0.0:8080 --data-dir "$LAB_DIR/cp/data" --cluster-cidr "$CLUSTER_CIDR" \
-    $LAB_MASTER_ARGS
+    --allocate-node-cidrs "$ipam" $LAB_MASTER_ARGS
   for n in $(nodes); do start_dockerd "$n"; done
   for n in $(nodes); do until_ok 60 "node$n's dockerd" dk "$n" version; done
   load_images

@@ -241,8 +241,10 @@ pub async fn start(client: Client, config: Config) -> anyhow::Result<Arc<Kubelet
         (None, Some(cidr)) => cidr,
         (None, None) => node::wait_for_pod_cidr(&client, &config.node_name).await?,
     };
+    let mtu = flannel.as_ref().and_then(|l| l.mtu);
+    let flannel_masquerades = flannel.as_ref().is_some_and(|l| l.ipmasq);
     runtime
-        .ensure_network(&pod_cidr, flannel.as_ref().and_then(|l| l.mtu))
+        .ensure_network(&pod_cidr, mtu, !flannel_masquerades)
         .await?;
     if flannel.is_none() && config.pod_network_routes == "host-gw" {
         let (client, name, cidr) = (client.clone(), config.node_name.clone(), pod_cidr.clone());

@@ -106,8 +106,15 @@ impl Runtime {
 
     /// Creates the pod network on `cidr` unless it exists.
     /// The pod network: a Docker bridge network on the node's pod subnet
-    /// (`mtu`: flannel's, so pod packets fit its encapsulation).
-    pub async fn ensure_network(&self, cidr: &str, mtu: Option<u32>) -> Result<(), RuntimeError> {
+    /// (`mtu`: flannel's, so pod packets fit its encapsulation; `masquerade`
+    /// false when flannel masquerades pod traffic itself, which keeps pod
+    /// addresses on pod-to-pod traffic between nodes).
+    pub async fn ensure_network(
+        &self,
+        cidr: &str,
+        mtu: Option<u32>,
+        masquerade: bool,
+    ) -> Result<(), RuntimeError> {
         match self
             .docker
             .inspect_network::<String>(&self.network, None)
@@ -135,6 +142,12 @@ impl Runtime {
                 let mut options = HashMap::new();
                 if let Some(mtu) = mtu {
                     options.insert("com.docker.network.driver.mtu".to_string(), mtu.to_string());
+                }
+                if !masquerade {
+                    options.insert(
+                        "com.docker.network.bridge.enable_ip_masquerade".to_string(),
+                        "false".to_string(),
+                    );
                 }
                 self.docker
                     .create_network(CreateNetworkOptions {

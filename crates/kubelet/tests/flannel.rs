@@ -49,6 +49,18 @@ async fn the_pod_network_follows_flannels_lease() {
         .dockerd
         .docker(&["exec", &id, "cat", "/sys/class/net/eth0/mtu"]);
     assert_eq!(mtu.trim(), "1400", "the pod's interface has flannel's MTU");
+    // FLANNEL_IPMASQ=true: flannel masquerades, so Docker must not (pod-to-pod keeps its addresses).
+    let options = c.dockerd.docker(&[
+        "network",
+        "inspect",
+        "-f",
+        "{{json .Options}}",
+        &format!("mk-{}", c.node),
+    ]);
+    assert!(
+        options.contains(r#""com.docker.network.bridge.enable_ip_masquerade":"false""#),
+        "{options}"
+    );
 }
 
 #[test]

@@ -150,7 +150,7 @@ fn host_state() -> String {
 struct Lab;
 
 impl Lab {
-    fn up() -> Lab {
+    fn up(pod_network: &str) -> Lab {
         for tool in ["dockerd", "iptables", "nsenter", "ip", "busybox", "curl"] {
             assert!(
                 try_sh(&format!("command -v {tool}")).is_some(),
@@ -171,14 +171,15 @@ impl Lab {
         );
         let lab = Lab;
         let started = Instant::now();
-        Lab::script("up");
+        Lab::script("up", pod_network);
         eprintln!("lab up in {:.1} s", started.elapsed().as_secs_f64());
         lab
     }
 
-    fn script(verb: &str) -> String {
+    fn script(verb: &str, pod_network: &str) -> String {
         sh(&format!(
             "LAB_DIR={LAB_DIR} LAB_NAME={LAB_NAME} LAB_NET={LAB_NET} LAB_BIN={} \
+             LAB_POD_NETWORK={pod_network} \
              LAB_MASTER_ARGS='--node-monitor-period 1s --node-monitor-grace-period 6s \
              --default-not-ready-toleration-seconds 2 --default-unreachable-toleration-seconds 2' \
              LAB_KUBELET_ARGS='--node-status-update-frequency 1s' \
@@ -276,18 +277,35 @@ fn answers(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// One lab at a time: they share names, and each checks the host afterwards.
+static ONE_LAB: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The kubelets route between the nodes themselves (host-gw).
 #[test]
-fn three_node_lab() {
+fn three_nodes_host_gw() {
+    let _one = ONE_LAB.lock().unwrap_or_else(|p| p.into_inner());
+    three_node_lab("host-gw", 1500);
+}
+
+/// vxlan as flannel sets it up, with a flannel subnet.env per node: the
+/// kubelets take their subnets and MTU from it, node IPAM is off.
+#[test]
+fn three_nodes_vxlan_like_flannel() {
+    let _one = ONE_LAB.lock().unwrap_or_else(|p| p.into_inner());
+    three_node_lab("vxlan", 1450);
+}
+
+fn three_node_lab(pod_network: &str, mtu: u32) {
     let before = host_state();
     {
-        let _lab = Lab::up();
+        let _lab = Lab::up(pod_network);
         let nodes = kubectl("get nodes --no-headers");
         assert_eq!(
             nodes.lines().filter(|l| l.contains(" Ready ")).count(),
             3,
             "{nodes}"
         );
-        let status = Lab::script("status");
+        let status = Lab::script("status", pod_network);
         assert_eq!(status.matches("running").count(), 10, "{status}");
 
         apply(WHO);
@@ -308,6 +326,20 @@ fn three_node_lab() {
             let p = kubectl_json("get pod client");
             (p["status"]["phase"] == "Running").then_some(p)
         });
+
+        let pod_mtu = in_pod(&client, "cat /sys/class/net/eth0/mtu").unwrap();
+        assert_eq!(
+            pod_mtu.trim(),
+            mtu.to_string(),
+            "the pods' MTU on {pod_network}"
+        );
+        if pod_network == "vxlan" {
+            // The subnets are flannel's leases (subnet.env), not node IPAM's.
+            for n in 1..=3 {
+                let node = kubectl_json(&format!("get node node{n}"));
+                assert_eq!(node["spec"]["podCIDR"], format!("10.244.{n}.0/24"));
+            }
+        }
 
         // Pod to pod across nodes, by IP, with the source address kept.
         for target in &who {
@@ -457,7 +489,7 @@ fn three_node_lab() {
         };
         assert_eq!(node3_ready(), Some(true), "node3 is Ready before it fails");
         let failed = Instant::now();
-        Lab::script("stop-node 3");
+        Lab::script("stop-node 3", pod_network);
         eprintln!("node3 stopped in {:.1} s", failed.elapsed().as_secs_f64());
         until(30, "node3 to stop being Ready", || {
             (node3_ready() == Some(false)).then_some(())
