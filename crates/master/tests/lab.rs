@@ -457,12 +457,15 @@ fn three_node_lab(pod_network: &str, mtu: u32) {
             .map(|p| p["spec"]["nodeName"].as_str().unwrap())
             .collect();
         assert_eq!(spread.len(), 3, "the group is on three nodes");
-        for worker in ["spread-0-1", "spread-0-2"] {
+        // One log through our kubectl, the other through the real one (v1.32):
+        // both go apiserver → the worker's kubelet on its node.
+        let ours = format!("{}/kubectl", bin_dir().display());
+        for (worker, kubectl) in [
+            ("spread-0-1", ours.as_str()),
+            ("spread-0-2", "/usr/bin/kubectl"),
+        ] {
             let log = until(60, "the worker to log its leader's answer", || {
-                let log = try_sh(&format!(
-                    "{}/kubectl --server {SERVER} logs {worker}",
-                    bin_dir().display()
-                ))?;
+                let log = try_sh(&format!("{kubectl} --server {SERVER} logs {worker}"))?;
                 log.contains("got:").then_some(log)
             });
             assert!(log.contains("got: leader spread-0"), "{worker}: {log}");
