@@ -255,6 +255,7 @@ cmd_up() {
 LAB_DIR=$LAB_DIR
 LAB_NAME=$LAB_NAME
 LAB_NODES=$LAB_NODES
+LAB_POD_NETWORK=$LAB_POD_NETWORK
 LAB_SERVER=$SERVER
 LAB_CLUSTER_DNS=$CLUSTER_DNS
 $(for n in $(nodes); do echo "LAB_NODE${n}_NETNS=/run/netns/$(node_ns "$n")"; echo "LAB_NODE${n}_IP=$(node_ip "$n")"; echo "LAB_NODE${n}_DOCKER_HOST=unix://$(node_dir "$n")/docker.sock"; done)
@@ -342,6 +343,7 @@ cmd_down() {
 cmd_status() {
   if [ ! -d "$LAB_DIR" ]; then echo "lab: down"; return 0; fi
   local n d c
+  [ -f "$LAB_DIR/env" ] && grep -E '^LAB_(NODES|POD_NETWORK|SERVER)=' "$LAB_DIR/env" && echo
   printf '%-8s %-10s %s\n' WHERE PROCESS STATE
   alive "$LAB_DIR/cp/master.pid" && c=running || c=stopped
   printf '%-8s %-10s %s\n' cp master "$c"
