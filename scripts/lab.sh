@@ -29,7 +29,8 @@
 # LAB_POD_NETWORK: host-gw (default: the kubelets route between the nodes) or
 # vxlan (the script does what flanneld would: a flannel.1 vxlan device, routes,
 # neighbour and fdb entries, its masquerade rules and a subnet.env per node, which
-# the kubelets read as they would flannel's).
+# the kubelets read as they would flannel's), LAB_STORE: embedded (default) or
+# etcd (Debian's etcd-server in the control plane's namespace, as on lab VMs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -42,6 +43,7 @@ LAB_BIN=${LAB_BIN:-$ROOT/target/release}
 LAB_MASTER_ARGS=${LAB_MASTER_ARGS:-}
 LAB_KUBELET_ARGS=${LAB_KUBELET_ARGS:-}
 LAB_POD_NETWORK=${LAB_POD_NETWORK:-host-gw}
+LAB_STORE=${LAB_STORE:-embedded}
 CLUSTER_CIDR=10.244.0.0/16
 SERVICE_CIDR=10.96.0.0/12
 CLUSTER_DNS=10.96.0.10
@@ -241,8 +243,23 @@ cmd_up() {
     vxlan) ipam=false; for n in $(nodes); do flannel_node "$n"; done ;;
     *) die "LAB_POD_NETWORK is host-gw or vxlan, not $LAB_POD_NETWORK" ;;
   esac
+  local store=(--data-dir "$LAB_DIR/cp/data")
+  case "$LAB_STORE" in
+    embedded) ;;
+    etcd)
+      command -v etcd >/dev/null || ensure_packages etcd-server
+      spawn "$LAB_DIR/cp/etcd.pid" "$LAB_DIR/cp/etcd.log" "$CP_NS" etcd --name lab \
+        --data-dir "$LAB_DIR/cp/etcd" --listen-client-urls "http://127.0.0.1:2379,http://$CP_IP:2379" \
+        --advertise-client-urls "http://$CP_IP:2379" --listen-peer-urls http://127.0.0.1:2380 \
+        --initial-advertise-peer-urls http://127.0.0.1:2380 --initial-cluster lab=http://127.0.0.1:2380 \
+        --listen-metrics-urls http://127.0.0.1:2381
+      until_ok 30 "etcd" in_ns "$CP_NS" curl -fsS http://127.0.0.1:2379/health
+      store=(--etcd-servers http://127.0.0.1:2379)
+      ;;
+    *) die "LAB_STORE is embedded or etcd, not $LAB_STORE" ;;
+  esac
   spawn "$LAB_DIR/cp/master.pid" "$LAB_DIR/cp/master.log" "$CP_NS" "$LAB_BIN/master" \
-    --listen 0.0.0.0:8080 --data-dir "$LAB_DIR/cp/data" --cluster-cidr "$CLUSTER_CIDR" \
+    --listen 0.0.0.0:8080 "${store[@]}" --cluster-cidr "$CLUSTER_CIDR" \
     --allocate-node-cidrs "$ipam" $LAB_MASTER_ARGS
   for n in $(nodes); do start_dockerd "$n"; done
   for n in $(nodes); do until_ok 60 "node$n's dockerd" dk "$n" version; done
@@ -256,6 +273,7 @@ LAB_DIR=$LAB_DIR
 LAB_NAME=$LAB_NAME
 LAB_NODES=$LAB_NODES
 LAB_POD_NETWORK=$LAB_POD_NETWORK
+LAB_STORE=$LAB_STORE
 LAB_SERVER=$SERVER
 LAB_CLUSTER_DNS=$CLUSTER_DNS
 $(for n in $(nodes); do echo "LAB_NODE${n}_NETNS=/run/netns/$(node_ns "$n")"; echo "LAB_NODE${n}_IP=$(node_ip "$n")"; echo "LAB_NODE${n}_DOCKER_HOST=unix://$(node_dir "$n")/docker.sock"; done)
@@ -302,6 +320,7 @@ cmd_down() {
       stop_pids 5 "$d/kubelet.pid" "$d/kube-proxy.pid"
     done
     stop_pids 10 "$LAB_DIR/cp/master.pid"
+    stop_pids 10 "$LAB_DIR/cp/etcd.pid"
     # Pods first (dockerd would stop them too, but one at a time), then the daemons in parallel.
     for n in $(nodes); do
       if [ -S "$(node_dir "$n")/docker.sock" ] && alive "$(node_dir "$n")/dockerd.pid"; then
@@ -343,10 +362,12 @@ cmd_down() {
 cmd_status() {
   if [ ! -d "$LAB_DIR" ]; then echo "lab: down"; return 0; fi
   local n d c
-  [ -f "$LAB_DIR/env" ] && grep -E '^LAB_(NODES|POD_NETWORK|SERVER)=' "$LAB_DIR/env" && echo
+  [ -f "$LAB_DIR/env" ] && grep -E '^LAB_(NODES|POD_NETWORK|STORE|SERVER)=' "$LAB_DIR/env" && echo
   printf '%-8s %-10s %s\n' WHERE PROCESS STATE
-  alive "$LAB_DIR/cp/master.pid" && c=running || c=stopped
-  printf '%-8s %-10s %s\n' cp master "$c"
+  for c in etcd master; do
+    [ -f "$LAB_DIR/cp/$c.pid" ] || continue
+    printf '%-8s %-10s %s\n' cp "$c" "$(alive "$LAB_DIR/cp/$c.pid" && echo running || echo stopped)"
+  done
   for n in $(nodes); do
     d=$(node_dir "$n")
     for c in dockerd kubelet kube-proxy; do

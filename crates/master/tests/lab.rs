@@ -150,7 +150,7 @@ fn host_state() -> String {
 struct Lab;
 
 impl Lab {
-    fn up(pod_network: &str) -> Lab {
+    fn up(setup: Setup) -> Lab {
         for tool in ["dockerd", "iptables", "nsenter", "ip", "busybox", "curl"] {
             assert!(
                 try_sh(&format!("command -v {tool}")).is_some(),
@@ -171,20 +171,22 @@ impl Lab {
         );
         let lab = Lab;
         let started = Instant::now();
-        Lab::script("up", pod_network);
+        Lab::script("up", setup);
         eprintln!("lab up in {:.1} s", started.elapsed().as_secs_f64());
         lab
     }
 
-    fn script(verb: &str, pod_network: &str) -> String {
+    fn script(verb: &str, setup: Setup) -> String {
         sh(&format!(
             "LAB_DIR={LAB_DIR} LAB_NAME={LAB_NAME} LAB_NET={LAB_NET} LAB_BIN={} \
-             LAB_POD_NETWORK={pod_network} \
+             LAB_POD_NETWORK={} LAB_STORE={} \
              LAB_MASTER_ARGS='--node-monitor-period 1s --node-monitor-grace-period 6s \
              --default-not-ready-toleration-seconds 2 --default-unreachable-toleration-seconds 2' \
              LAB_KUBELET_ARGS='--node-status-update-frequency 1s' \
              {}/scripts/lab.sh {verb} 2>&1",
             bin_dir().display(),
+            setup.pod_network,
+            setup.store,
             repo_root().display()
         ))
     }
@@ -280,33 +282,55 @@ fn answers(text: &str) -> Vec<String> {
 /// One lab at a time: they share names, and each checks the host afterwards.
 static ONE_LAB: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// The kubelets route between the nodes themselves (host-gw).
+/// The kubelets route between the nodes themselves (host-gw); the
+/// apiserver's embedded store.
 #[test]
 fn three_nodes_host_gw() {
     let _one = ONE_LAB.lock().unwrap_or_else(|p| p.into_inner());
-    three_node_lab("host-gw", 1500);
+    three_node_lab(Setup {
+        pod_network: "host-gw",
+        store: "embedded",
+        mtu: 1500,
+    });
 }
 
-/// vxlan as flannel sets it up, with a flannel subnet.env per node: the
-/// kubelets take their subnets and MTU from it, node IPAM is off.
+/// As on lab VMs with flannel: vxlan as flannel sets it up, a subnet.env per
+/// node (the kubelets take subnet and MTU from it, node IPAM is off), etcd.
 #[test]
 fn three_nodes_vxlan_like_flannel() {
     let _one = ONE_LAB.lock().unwrap_or_else(|p| p.into_inner());
-    three_node_lab("vxlan", 1450);
+    three_node_lab(Setup {
+        pod_network: "vxlan",
+        store: "etcd",
+        mtu: 1450,
+    });
 }
 
-fn three_node_lab(pod_network: &str, mtu: u32) {
+/// How a lab is set up: `LAB_POD_NETWORK`, `LAB_STORE`, and the pods' MTU that follows.
+#[derive(Clone, Copy)]
+struct Setup {
+    pod_network: &'static str,
+    store: &'static str,
+    mtu: u32,
+}
+
+fn three_node_lab(setup: Setup) {
+    let Setup {
+        pod_network, mtu, ..
+    } = setup;
     let before = host_state();
     {
-        let _lab = Lab::up(pod_network);
+        let _lab = Lab::up(setup);
         let nodes = kubectl("get nodes --no-headers");
         assert_eq!(
             nodes.lines().filter(|l| l.contains(" Ready ")).count(),
             3,
             "{nodes}"
         );
-        let status = Lab::script("status", pod_network);
-        assert_eq!(status.matches("running").count(), 10, "{status}");
+        let status = Lab::script("status", setup);
+        // master and 3 × (dockerd, kubelet, kube-proxy), and etcd when it is the store.
+        let processes = if setup.store == "etcd" { 11 } else { 10 };
+        assert_eq!(status.matches("running").count(), processes, "{status}");
 
         apply(WHO);
         let who = until(60, "two ready who pods", || {
@@ -492,7 +516,7 @@ fn three_node_lab(pod_network: &str, mtu: u32) {
         };
         assert_eq!(node3_ready(), Some(true), "node3 is Ready before it fails");
         let failed = Instant::now();
-        Lab::script("stop-node 3", pod_network);
+        Lab::script("stop-node 3", setup);
         eprintln!("node3 stopped in {:.1} s", failed.elapsed().as_secs_f64());
         until(30, "node3 to stop being Ready", || {
             (node3_ready() == Some(false)).then_some(())
