@@ -318,6 +318,8 @@ fn three_node_lab(setup: Setup) {
     let Setup {
         pod_network, mtu, ..
     } = setup;
+    // A lab left by a run that crashed goes first (down is harmless when nothing is up).
+    Lab::script("down", setup);
     let before = host_state();
     {
         let _lab = Lab::up(setup);
