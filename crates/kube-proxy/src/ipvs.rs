@@ -442,11 +442,9 @@ pub mod nl {
         out
     }
 
-    fn genl_attrs<'a>(msg: &Received<'a>) -> Vec<(u16, &'a [u8])> {
-        msg.payload
-            .get(GENL_HDRLEN..)
-            .map(attrs)
-            .unwrap_or_default()
+    /// The attributes after the generic netlink header of a message's payload.
+    fn genl_attrs(payload: &[u8]) -> Vec<(u16, &[u8])> {
+        payload.get(GENL_HDRLEN..).map(attrs).unwrap_or_default()
     }
 
     fn u16_at(b: &[u8]) -> Option<u16> {
@@ -458,17 +456,17 @@ pub mod nl {
         Some(Ipv4Addr::from(o))
     }
 
-    /// The family id in a CTRL_CMD_GETFAMILY answer.
-    pub fn parse_family(msg: &Received) -> Option<u16> {
-        genl_attrs(msg)
+    /// The family id in a CTRL_CMD_GETFAMILY answer's payload.
+    pub fn parse_family(payload: &[u8]) -> Option<u16> {
+        genl_attrs(payload)
             .into_iter()
             .find(|(k, _)| *k == CTRL_ATTR_FAMILY_ID)
             .and_then(|(_, v)| u16_at(v))
     }
 
-    /// The virtual server in a GET_SERVICE answer (IPv4 TCP/UDP ones only).
-    pub fn parse_service(msg: &Received) -> Option<VirtualServer> {
-        let (_, svc) = genl_attrs(msg)
+    /// The virtual server in a GET_SERVICE answer's payload (IPv4 TCP/UDP ones only).
+    pub fn parse_service(payload: &[u8]) -> Option<VirtualServer> {
+        let (_, svc) = genl_attrs(payload)
             .into_iter()
             .find(|(k, _)| *k == ATTR_SERVICE)?;
         let (mut af, mut proto, mut addr, mut port) = (None, None, None, None);
@@ -489,9 +487,11 @@ pub mod nl {
         })
     }
 
-    /// The real server in a GET_DEST answer.
-    pub fn parse_dest(msg: &Received) -> Option<RealServer> {
-        let (_, dest) = genl_attrs(msg).into_iter().find(|(k, _)| *k == ATTR_DEST)?;
+    /// The real server in a GET_DEST answer's payload.
+    pub fn parse_dest(payload: &[u8]) -> Option<RealServer> {
+        let (_, dest) = genl_attrs(payload)
+            .into_iter()
+            .find(|(k, _)| *k == ATTR_DEST)?;
         let (mut addr, mut port, mut weight) = (None, None, None);
         for (k, v) in attrs(dest) {
             match k {
@@ -544,12 +544,13 @@ pub mod io {
             let answers = me.request(nl::get_family(1))?;
             me.family = answers
                 .iter()
-                .find_map(|m| nl::parse_family(&nl::split(m).ok()?.into_iter().next()?))
+                .find_map(|payload| nl::parse_family(payload))
                 .context("the kernel has no IPVS generic netlink family (modprobe ip_vs)")?;
             Ok(me)
         }
 
-        /// Sends one request and collects the answers up to its ack or DONE.
+        /// Sends one request and collects the answers' payloads (generic
+        /// netlink header + attributes) up to its ack or DONE.
         fn request(&mut self, mut msg: Vec<u8>) -> anyhow::Result<Vec<Vec<u8>>> {
             self.seq += 1;
             msg[8..12].copy_from_slice(&self.seq.to_ne_bytes());
@@ -568,16 +569,9 @@ pub mod io {
                         Some(e) => bail!("{}", std::io::Error::from_raw_os_error(-e)),
                         None if m.kind == nl::NLMSG_DONE => done = true,
                         None => {
-                            let mut one = Vec::with_capacity(16 + m.payload.len());
-                            one.extend_from_slice(&((16 + m.payload.len()) as u32).to_ne_bytes());
-                            one.extend_from_slice(&m.kind.to_ne_bytes());
-                            one.extend_from_slice(&m.flags.to_ne_bytes());
-                            one.extend_from_slice(&m.seq.to_ne_bytes());
-                            one.extend_from_slice(&[0; 4]);
-                            one.extend_from_slice(m.payload);
                             // A plain (non-dump) answer is the whole reply.
                             done |= m.flags & nl::NLM_F_MULTI == 0;
-                            answers.push(one);
+                            answers.push(m.payload.to_vec());
                         }
                     }
                 }
@@ -593,14 +587,14 @@ pub mod io {
             let services: Vec<VirtualServer> = self
                 .request(nl::dump_services(family, 0))?
                 .iter()
-                .filter_map(|m| nl::parse_service(&nl::split(m).ok()?.into_iter().next()?))
+                .filter_map(|payload| nl::parse_service(payload))
                 .collect();
             let mut out = Vec::new();
             for vs in services {
                 let dests = self
                     .request(nl::dump_dests(family, 0, &vs))?
                     .iter()
-                    .filter_map(|m| nl::parse_dest(&nl::split(m).ok()?.into_iter().next()?))
+                    .filter_map(|payload| nl::parse_dest(payload))
                     .collect();
                 out.push((vs, dests));
             }
@@ -1039,8 +1033,8 @@ mod tests {
         buf.extend_from_slice(&dest_answer);
         let msgs = nl::split(&buf).unwrap();
         assert_eq!(msgs.len(), 2);
-        assert_eq!(nl::parse_service(&msgs[0]), Some(v));
-        assert_eq!(nl::parse_dest(&msgs[1]), Some(r));
+        assert_eq!(nl::parse_service(msgs[0].payload), Some(v));
+        assert_eq!(nl::parse_dest(msgs[1].payload), Some(r));
         // An ack and an error.
         let mut ack = nl::message(nl::NLMSG_ERROR, 0, 5, 0, 0, &[]);
         ack.truncate(16);
