@@ -333,7 +333,7 @@ pub async fn run_host_gw(
     loop {
         let desired = desired_routes(&own_name, own_ip, &nodes.list());
         if let Err(e) = sync_routes(&routes, &desired).await {
-            tracing::warn!(error = %e, "syncing pod routes");
+            tracing::warn!(error = %format!("{e:#}"), "syncing pod routes");
         }
         // Rules only once there is another node to talk to: a single node
         // (or kubelets sharing one host in tests) needs none, and the host's
@@ -343,7 +343,9 @@ pub async fn run_host_gw(
             if rules != applied_rules {
                 match io::apply_node_rules(&rules).await {
                     Ok(()) => applied_rules = rules,
-                    Err(e) => tracing::warn!(error = %e, "writing the node's pod network rules"),
+                    Err(e) => {
+                        tracing::warn!(error = %format!("{e:#}"), "writing the node's pod network rules")
+                    }
                 }
             }
         }
