@@ -34,6 +34,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+. scripts/lib/common.sh
 
 LAB_DIR=${LAB_DIR:-/tmp/mk8s-lab}
 LAB_NODES=${LAB_NODES:-3}
@@ -92,19 +93,11 @@ stop_pids() {
   kill -KILL "${pids[@]}" 2>/dev/null || true
 }
 
-# until_ok SECONDS WHAT CMD...
-until_ok() {
-  local secs=$1 what=$2; shift 2
-  for _ in $(seq $((secs * 10))); do
-    "$@" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  die "timed out after ${secs}s waiting for $what"
-}
+# until_ok SECONDS WHAT CMD...: wait_until, or stop here.
+until_ok() { wait_until "$@" || die "the lab is not up (see $LAB_DIR/*/*.log)"; }
 
 check_tools() {
   [ "$(id -u)" = 0 ] || die "the lab needs root (network namespaces, dockerd)"
-  . "$ROOT/scripts/lib/common.sh"
   command -v dockerd >/dev/null && command -v iptables >/dev/null && [ -x /bin/busybox ] ||
     ensure_packages docker.io iptables busybox-static
   local b missing=()

@@ -47,16 +47,6 @@ stop() {
   rm -f "$RUN_DIR/$1.pid"
 }
 
-# wait_for WHAT SECONDS CMD...: retries CMD until it succeeds.
-wait_for() {
-  local what=$1 secs=$2; shift 2
-  for _ in $(seq $((secs * 5))); do
-    "$@" >/dev/null 2>&1 && return 0
-    sleep 0.2
-  done
-  echo "timed out waiting for $what" >&2
-  return 1
-}
 
 if [ "${1:-up}" = "down" ]; then
   stop kube-proxy
@@ -81,7 +71,7 @@ if docker info >/dev/null 2>&1; then
   echo "==> using the running dockerd"
 else
   start dockerd dockerd
-  wait_for dockerd 60 docker info
+  wait_until 60 dockerd docker info
 fi
 bash scripts/images.sh
 
@@ -89,18 +79,22 @@ echo "==> building release binaries (first time: several minutes)"
 cargo build --release --quiet -p master -p kubelet -p kube-proxy -p kubectl
 
 start master "$BIN/master" --listen 0.0.0.0:8080 --data-dir "$DATA_DIR"
-wait_for "the apiserver" 60 curl -fsS "$SERVER/readyz"
+wait_until 60 "the apiserver" curl -fsS "$SERVER/readyz"
 start kubelet "$BIN/kubelet" --server "$SERVER" --node-name "$(hostname | tr 'A-Z' 'a-z')" \
   --node-ip 127.0.0.1 --root-dir "$KUBELET_DIR" --cluster-dns "$CLUSTER_DNS"
 start kube-proxy "$BIN/kube-proxy" --server "$SERVER" --cluster-dns "$CLUSTER_DNS"
-wait_for "the node to register" 60 $KUBECTL get node "$(hostname | tr 'A-Z' 'a-z')"
+wait_until 60 "the node to register" $KUBECTL get node "$(hostname | tr 'A-Z' 'a-z')"
 
 echo "==> applying examples/hello-pod.yaml and examples/web.yaml"
 $KUBECTL apply -f examples/hello-pod.yaml -f examples/web.yaml
-running_pod() { $KUBECTL get pod hello -o json | grep -q '"phase": "Running"'; }
-wait_for "pod hello to run" 120 running_pod
-web_ready() { $KUBECTL get rs web -o json | grep -q '"readyReplicas": 3'; }
-wait_for "the 3 web pods to be ready" 120 web_ready
+# A second run finds the pods in the store with the status of the first one,
+# so the containers themselves are waited for too.
+containers() { docker ps -q --filter "label=io.minik8s.container.name=$1" | wc -l; }
+running_pod() { $KUBECTL get pod hello -o json | grep -q '"phase": "Running"' && [ "$(containers hello)" -ge 1 ]; }
+wait_until 120 "pod hello to run" running_pod
+web_ready() { $KUBECTL get rs web -o json | grep -q '"readyReplicas": 3' && [ "$(containers httpd)" -ge 3 ]; }
+wait_until 120 "the 3 web pods to be ready" web_ready
+wait_until 30 "the logs of pod hello" $KUBECTL logs hello
 echo
 $KUBECTL get pods -o wide
 echo

@@ -28,3 +28,15 @@ ensure_build_deps() {
   ensure_packages protobuf-compiler
   command -v cargo >/dev/null || { echo "cargo (the Rust toolchain) is required" >&2; exit 1; }
 }
+
+# wait_until SECONDS WHAT CMD... : retries CMD (quietly) until it succeeds;
+# after SECONDS says what it waited for and returns 1.
+wait_until() {
+  local secs=$1 what=$2; shift 2
+  for _ in $(seq $((secs * 10))); do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "timed out after ${secs}s waiting for $what" >&2
+  return 1
+}
