@@ -54,3 +54,25 @@ pub async fn run(mut cmd: Command, stdin: Option<&str>) -> Result<String, Comman
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
+
+/// Makes sure an iptables rule exists: `-C` checks for it, `-I <chain> 1`
+/// puts it first when it is missing (the jumps into a component's own
+/// chains). `iptables` builds the bare command, e.g. inside a network
+/// namespace; `rule` is the rule's words after the chain name.
+pub async fn ensure_iptables_rule(
+    iptables: impl Fn() -> Command,
+    table: &str,
+    chain: &str,
+    rule: &[&str],
+) -> Result<(), CommandError> {
+    let mut check = iptables();
+    check.args(["-w", "-t", table, "-C", chain]).args(rule);
+    if run(check, None).await.is_ok() {
+        return Ok(());
+    }
+    let mut insert = iptables();
+    insert
+        .args(["-w", "-t", table, "-I", chain, "1"])
+        .args(rule);
+    run(insert, None).await.map(drop)
+}

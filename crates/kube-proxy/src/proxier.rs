@@ -82,13 +82,9 @@ impl Iptables {
     async fn ensure(&self, table: &str, jumps: Vec<(&str, String)>) -> anyhow::Result<()> {
         for (chain, rule) in jumps {
             let words = shell_words(&rule);
-            let mut check = vec!["-w", "-t", table, "-C", chain];
-            check.extend(words.iter().map(String::as_str));
-            if self.run("iptables", &check, None).await.is_err() {
-                let mut insert = vec!["-w", "-t", table, "-I", chain, "1"];
-                insert.extend(words.iter().map(String::as_str));
-                self.run("iptables", &insert, None).await?;
-            }
+            let words: Vec<&str> = words.iter().map(String::as_str).collect();
+            let iptables = || self.command("iptables");
+            minik8s_client::command::ensure_iptables_rule(iptables, table, chain, &words).await?;
         }
         Ok(())
     }

@@ -297,13 +297,8 @@ pub mod io {
         run("iptables-restore", &["-w", "--noflush"], Some(rules)).await?;
         for (table, chain, rule) in super::node_rule_jumps() {
             let words: Vec<&str> = rule.split_whitespace().collect();
-            let mut check = vec!["-w", "-t", table, "-C", chain];
-            check.extend(&words);
-            if run("iptables", &check, None).await.is_err() {
-                let mut insert = vec!["-w", "-t", table, "-I", chain, "1"];
-                insert.extend(&words);
-                run("iptables", &insert, None).await?;
-            }
+            let iptables = || Command::new("iptables");
+            minik8s_client::command::ensure_iptables_rule(iptables, table, chain, &words).await?;
         }
         Ok(())
     }
