@@ -24,8 +24,10 @@ use std::sync::Arc;
 
 use crate::store::StoreError;
 
-/// How many times a write without a client precondition is retried on conflict.
-const RETRIES: usize = 8;
+/// How many times a write is re-read and re-applied on a conflict before the
+/// client sees 409 (each conflict means another writer made progress, so this
+/// is only a guard; Kubernetes' GuaranteedUpdate has none).
+const RETRIES: usize = 64;
 
 pub fn json_response(code: StatusCode, v: &Value) -> Response {
     let body = serde_json::to_vec(v).unwrap_or_default();
@@ -1071,7 +1073,7 @@ impl ApiServer {
                         self.after_delete(info, &merged);
                         return Ok(with_rv(merged, drev));
                     }
-                    Err(StoreError::Conflict { .. }) if client_rv.is_none() => continue,
+                    Err(StoreError::Conflict { .. }) => continue,
                     Err(e) => return Err(store_err(info, name, e)),
                 }
             }
@@ -1081,7 +1083,12 @@ impl ApiServer {
                 .await
             {
                 Ok(new_rev) => return Ok(with_rv(merged, new_rev)),
-                Err(StoreError::Conflict { .. }) if client_rv.is_none() => continue,
+                // Someone wrote in between: read again and re-apply the change. A
+                // client's own resourceVersion precondition is checked against the
+                // fresh read above, so it still fails with 409 (Kubernetes'
+                // GuaranteedUpdate); a patch carries the current version it was
+                // applied to, so it is simply re-applied.
+                Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(store_err(info, name, e)),
             }
         }

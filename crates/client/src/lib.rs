@@ -16,7 +16,9 @@ pub mod shared;
 pub mod workqueue;
 
 pub use informer::{Cache, Event, Informer};
-pub use rest::{Api, Client, ClientError, DeleteParams, DynamicApi, ListParams, WatchEvent};
+pub use rest::{
+    retry_on_conflict, Api, Client, ClientError, DeleteParams, DynamicApi, ListParams, WatchEvent,
+};
 pub use shared::SharedInformers;
 pub use workqueue::WorkQueue;
 

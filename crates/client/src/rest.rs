@@ -43,6 +43,30 @@ impl ClientError {
     }
 }
 
+/// Runs a read-modify-write `attempt` again while it fails with 409 Conflict,
+/// as client-go's `retry.RetryOnConflict` does: the server rejects a write that
+/// names an outdated resourceVersion, so the caller reads the object afresh and
+/// re-applies its change. Up to 10 attempts, 10 ms apart, growing to 200 ms;
+/// the last error is returned.
+pub async fn retry_on_conflict<T, F, Fut>(mut attempt: F) -> Result<T, ClientError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ClientError>>,
+{
+    let mut delay = Duration::from_millis(10);
+    for _ in 1..10 {
+        match attempt().await {
+            Err(e) if e.is_conflict() => {
+                tracing::debug!(error = %e, "conflict; reading again");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_millis(200));
+            }
+            other => return other,
+        }
+    }
+    attempt().await
+}
+
 /// A connection to one apiserver.
 #[derive(Clone)]
 pub struct Client {
@@ -584,5 +608,55 @@ impl<K: Resource> Api<K> {
                 })
             })
         })))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conflict() -> ClientError {
+        let info = registry::by_kind("v1", "Pod").expect("pods are registered");
+        ClientError::Api(ApiError::modified(info, "p"))
+    }
+
+    #[tokio::test]
+    async fn retry_on_conflict_reads_again_until_the_write_lands() {
+        let mut attempts = 0;
+        let got = retry_on_conflict(|| {
+            attempts += 1;
+            let n = attempts;
+            async move {
+                if n < 3 {
+                    Err(conflict())
+                } else {
+                    Ok(n)
+                }
+            }
+        })
+        .await
+        .unwrap();
+        assert_eq!(got, 3);
+    }
+
+    #[tokio::test]
+    async fn retry_on_conflict_gives_up_and_passes_other_errors_through() {
+        let mut attempts = 0;
+        let always = retry_on_conflict(|| {
+            attempts += 1;
+            async { Err::<(), _>(conflict()) }
+        })
+        .await;
+        assert!(always.unwrap_err().is_conflict());
+        assert_eq!(attempts, 10);
+
+        let mut attempts = 0;
+        let other = retry_on_conflict(|| {
+            attempts += 1;
+            async { Err::<(), _>(ClientError::Connect("refused".into())) }
+        })
+        .await;
+        assert!(matches!(other, Err(ClientError::Connect(_))));
+        assert_eq!(attempts, 1, "only conflicts are retried");
     }
 }

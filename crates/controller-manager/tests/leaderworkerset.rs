@@ -96,11 +96,16 @@ async fn statefulset_names_partitions_and_scales() {
     assert!(rev1.starts_with("web-"));
 
     // A template change with partition 1 (index 1 = web-2) updates web-3 and web-2 only.
-    let mut s = sets.get("web").await.unwrap();
-    s["spec"]["template"] = template("2");
-    s["spec"]["updateStrategy"] =
-        json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 1}});
-    sets.replace("web", &s).await.unwrap();
+    // Read-modify-write races the controller's status writes: retry as a client would.
+    minik8s_client::retry_on_conflict(|| async {
+        let mut s = sets.get("web").await?;
+        s["spec"]["template"] = template("2");
+        s["spec"]["updateStrategy"] =
+            json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 1}});
+        sets.replace("web", &s).await
+    })
+    .await
+    .unwrap();
     let updated = until("web-3 and web-2 updated, web-1 held back", 20, || async {
         let p = live(&pods, "app=web").await;
         let revs: Vec<String> = p

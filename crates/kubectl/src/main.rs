@@ -981,16 +981,25 @@ async fn scale(ctx: &mut Ctx, args: &[String], replicas: i64, current: Option<i6
         for name in names {
             match current {
                 Some(expected) => {
-                    let mut s = api.get_sub(&name, "scale").await?;
-                    let have = s
-                        .pointer("/spec/replicas")
-                        .and_then(Value::as_i64)
-                        .unwrap_or(0);
-                    if have != expected {
+                    // The precondition holds for the version read; a write in
+                    // between (a controller's status) means reading again, as
+                    // the real kubectl's scaler does.
+                    let mismatch = minik8s_client::retry_on_conflict(|| async {
+                        let mut s = api.get_sub(&name, "scale").await?;
+                        let have = s
+                            .pointer("/spec/replicas")
+                            .and_then(Value::as_i64)
+                            .unwrap_or(0);
+                        if have != expected {
+                            return Ok(Some(have));
+                        }
+                        s["spec"]["replicas"] = json!(replicas);
+                        api.replace_sub(&name, "scale", &s).await.map(|_| None)
+                    })
+                    .await?;
+                    if let Some(have) = mismatch {
                         bail!("Expected replicas to be {expected}, was {have}");
                     }
-                    s["spec"]["replicas"] = json!(replicas);
-                    api.replace_sub(&name, "scale", &s).await?;
                 }
                 None => {
                     api.patch(
