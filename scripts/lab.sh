@@ -12,14 +12,21 @@
 #   scripts/lab.sh kubectl ARGS  our kubectl against the lab
 #   scripts/lab.sh exec N CMD    run CMD in node N's network namespace
 #
-#   host (root netns)
-#     ${LAB_NAME}br0 $LAB_NET.1/24 ───┬──────────────┬──────────────┬── ...
+#   host (root netns): ${LAB_NAME}-host $LAB_NET.1/24 (a veth, the host's port on the switch)
+#                                    │
+#   netns ${LAB_NAME}-sw: bridge br0 ─┬──────────────┬──────────────┬── ...
 #                                    │              │              │
 #     netns ${LAB_NAME}-cp      ${LAB_NAME}-node1   ${LAB_NAME}-node2
 #     master :8080              dockerd, kubelet,  dockerd, kubelet,
 #     $LAB_NET.10               kube-proxy         kube-proxy
 #                               $LAB_NET.11        $LAB_NET.12
 #                               pods 10.244.x.0/24 pods 10.244.y.0/24
+#
+# The switch has a namespace of its own so that frames between the lab's
+# machines never pass the host's netfilter: a host with its own dockerd,
+# kubelet or kube-proxy (the quick start) has FORWARD policy DROP, bridge
+# netfilter on and masquerade rules for its own pod subnet, which may be one
+# of the lab's.
 #
 # Settings (environment): LAB_DIR (state, default /tmp/mk8s-lab: keep it short,
 # socket paths must stay under 108 bytes), LAB_NODES, LAB_NAME (prefix of the
@@ -48,11 +55,11 @@ LAB_STORE=${LAB_STORE:-embedded}
 CLUSTER_CIDR=10.244.0.0/16
 SERVICE_CIDR=10.96.0.0/12
 CLUSTER_DNS=10.96.0.10
-BRIDGE=${LAB_NAME}br0
+SWITCH_NS=$LAB_NAME-sw
+HOST_LINK=$LAB_NAME-host
 CP_NS=$LAB_NAME-cp
 CP_IP=$LAB_NET.10
 SERVER=http://$CP_IP:8080
-FW_RULE=(FORWARD -i "$BRIDGE" -o "$BRIDGE" -m comment --comment "$LAB_NAME-lab" -j ACCEPT)
 
 log() { printf '[lab %s] %s\n' "$(date +%T.%3N)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -93,6 +100,8 @@ stop_pids() {
   kill -KILL "${pids[@]}" 2>/dev/null || true
 }
 
+not() { ! "$@"; }
+
 # until_ok SECONDS WHAT CMD...: wait_until, or stop here.
 until_ok() { wait_until "$@" || die "the lab is not up (see $LAB_DIR/*/*.log)"; }
 
@@ -111,18 +120,25 @@ check_tools() {
 }
 
 underlay_up() {
-  ip link add "$BRIDGE" type bridge
-  ip link set "$BRIDGE" up
-  ip addr add "$LAB_NET.1/24" dev "$BRIDGE"
-  # Bridged frames pass the host's FORWARD chain (br_netfilter), whose policy
-  # a host dockerd sets to DROP: let the lab's own traffic through.
-  iptables -w -I "${FW_RULE[@]:0:1}" 1 "${FW_RULE[@]:1}"
-  local ns ip
+  # The switch: a bridge in its own namespace, with bridge netfilter off there
+  # (its tables are empty anyway), so lab traffic meets no host rule.
+  ip netns add "$SWITCH_NS"
+  in_ns "$SWITCH_NS" sysctl -qw net.bridge.bridge-nf-call-iptables=0 \
+    net.bridge.bridge-nf-call-ip6tables=0 net.bridge.bridge-nf-call-arptables=0 2>/dev/null || true
+  ip -n "$SWITCH_NS" link add br0 type bridge
+  ip -n "$SWITCH_NS" link set br0 up
+  # The host's port: routed traffic to and from the host itself only.
+  ip link add "$HOST_LINK" type veth peer name host netns "$SWITCH_NS"
+  ip -n "$SWITCH_NS" link set host master br0 up
+  ip addr add "$LAB_NET.1/24" dev "$HOST_LINK"
+  ip link set "$HOST_LINK" up
+  local ns ip port
   for ns in "$CP_NS" $(for n in $(nodes); do node_ns "$n"; done); do
     ip netns add "$ns"
     ip -n "$ns" link set lo up
-    ip link add "${ns/$LAB_NAME-node/$LAB_NAME-n}" type veth peer name eth0 netns "$ns"
-    ip link set "${ns/$LAB_NAME-node/$LAB_NAME-n}" master "$BRIDGE" up
+    port=${ns#"$LAB_NAME-"}
+    ip -n "$SWITCH_NS" link add "$port" type veth peer name eth0 netns "$ns"
+    ip -n "$SWITCH_NS" link set "$port" master br0 up
     # A new namespace copies these from the host, which may say otherwise.
     in_ns "$ns" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 \
       net.ipv4.conf.default.rp_filter=0
@@ -228,7 +244,7 @@ cmd_up() {
   local t0=$SECONDS n
   mkdir -p "$LAB_DIR/cp"
   echo "$LAB_NODES" >"$LAB_DIR/nodes"   # so down and status know, whatever the environment says
-  log "underlay: $BRIDGE $LAB_NET.0/24, namespaces $CP_NS and $LAB_NODES nodes, pod network $LAB_POD_NETWORK"
+  log "underlay: switch $SWITCH_NS, host $HOST_LINK $LAB_NET.1/24, namespaces $CP_NS and $LAB_NODES nodes, pod network $LAB_POD_NETWORK"
   underlay_up
   local ipam=true
   case "$LAB_POD_NETWORK" in
@@ -337,11 +353,13 @@ cmd_down() {
   { grep -F " $LAB_DIR/" /proc/mounts || true; } | awk '{print $2}' | sort -r | while read -r m; do
     umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
   done
-  for ns in "$CP_NS" $(for n in $(nodes); do node_ns "$n"; done); do
+  # Deleting the switch's namespace deletes the bridge and every veth pair.
+  for ns in "$CP_NS" $(for n in $(nodes); do node_ns "$n"; done) "$SWITCH_NS"; do
     [ -e "/run/netns/$ns" ] && ip netns del "$ns"
   done
-  ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE"
-  while iptables -w -C "${FW_RULE[@]}" 2>/dev/null; do iptables -w -D "${FW_RULE[@]}"; done
+  # (the kernel destroys a namespace's links in the background)
+  ip link del "$HOST_LINK" 2>/dev/null || true
+  wait_until 10 "$HOST_LINK to go" not ip link show "$HOST_LINK" || true
   for cg in $(lab_cgroups); do
     find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
   done

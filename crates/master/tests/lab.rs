@@ -146,6 +146,52 @@ fn host_state() -> String {
         ip route; ip netns list; grep -c . /proc/mounts")
 }
 
+/// Counting-only rules in the host's netfilter (raw PREROUTING sees every
+/// packet the host routes or, with bridge netfilter, bridges; filter FORWARD
+/// every one it passes on) for packets between two pod addresses; removed on drop.
+struct HostProbe {
+    rules: Vec<String>,
+}
+
+impl HostProbe {
+    const TAG: &'static str = "mk8se2e-probe";
+
+    fn insert(src: &str, dst: &str) -> HostProbe {
+        let probe = HostProbe {
+            rules: [("raw", "PREROUTING"), ("filter", "FORWARD")]
+                .iter()
+                .map(|(table, chain)| {
+                    format!(
+                        "-t {table} {{}} {chain} -s {src} -d {dst} -m comment --comment {}",
+                        Self::TAG
+                    )
+                })
+                .collect(),
+        };
+        for rule in &probe.rules {
+            sh(&format!("iptables -w {}", rule.replace("{}", "-I")));
+        }
+        probe
+    }
+
+    /// Packets counted by the probe's rules so far.
+    fn packets(&self) -> u64 {
+        sh("iptables-save -c")
+            .lines()
+            .filter(|l| l.contains(Self::TAG))
+            .filter_map(|l| l.strip_prefix('[')?.split(':').next()?.parse::<u64>().ok())
+            .sum()
+    }
+}
+
+impl Drop for HostProbe {
+    fn drop(&mut self) {
+        for rule in &self.rules {
+            let _ = try_sh(&format!("iptables -w {}", rule.replace("{}", "-D")));
+        }
+    }
+}
+
 /// The lab; `down` runs on drop, also when an assertion failed.
 struct Lab;
 
@@ -367,7 +413,13 @@ fn three_node_lab(setup: Setup) {
             }
         }
 
-        // Pod to pod across nodes, by IP, with the source address kept.
+        // Pod to pod across nodes, by IP, with the source address kept. The
+        // packets never meet the host's netfilter, so the host's own rules (a
+        // quick start's masquerade and FORWARD DROP) cannot touch them.
+        let probe = HostProbe::insert(
+            client["status"]["podIP"].as_str().unwrap(),
+            who[0]["status"]["podIP"].as_str().unwrap(),
+        );
         for target in &who {
             let ip = target["status"]["podIP"].as_str().unwrap();
             let got = in_pod(&client, &format!("timeout 3 wget -qO- http://{ip}:8080/"))
@@ -391,6 +443,12 @@ fn three_node_lab(setup: Setup) {
             client["status"]["podIP"].as_str().unwrap(),
             "source address kept"
         );
+        assert_eq!(
+            probe.packets(),
+            0,
+            "pod-to-pod packets between lab nodes passed the host's netfilter"
+        );
+        drop(probe);
         let a = &who[0];
         let b_ip = who[1]["status"]["podIP"].as_str().unwrap();
         let ping = in_pod(a, &format!("ping -c 2 -W 2 {b_ip}"))
