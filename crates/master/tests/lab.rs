@@ -140,10 +140,28 @@ fn running_pods(selector: &str) -> Vec<Value> {
         .collect()
 }
 
-/// What must be the same on the host before `up` and after `down`.
+/// What must be the same on the host before `up` and after `down`: every
+/// rule, link, address, route, namespace, mount, cgroup and process that
+/// names the lab. The rest of the host is not compared: it may run a cluster
+/// of its own (the quick start), whose pods, veths, mounts and chains come and
+/// go while the lab runs.
 fn host_state() -> String {
-    sh("iptables-save | grep -v '^#' | sed 's/\\[[0-9]*:[0-9]*\\]//'; ip -o link | awk '{print $2}'; \
-        ip route; ip netns list; grep -c . /proc/mounts")
+    let out = run(Command::new("bash")
+        .arg("-c")
+        // The pattern goes in through the environment so that this shell's
+        // own command line does not match it.
+        .arg(
+            "{ iptables-save; ip -o link; ip -o addr; ip route; ip netns list; cat /proc/mounts; \
+               find /sys/fs/cgroup -maxdepth 2 -name \"$LAB_NAME*\"; \
+               for p in /proc/[0-9]*; do tr '\\0' ' ' <$p/cmdline; echo; done; } 2>/dev/null \
+             | grep -E \"$PATTERN\" | sed 's/\\[[0-9]*:[0-9]*\\]//' | sort",
+        )
+        .env("LAB_NAME", LAB_NAME)
+        .env(
+            "PATTERN",
+            format!("{LAB_NAME}|{LAB_DIR}|{}\\.", LAB_NET.replace('.', "\\.")),
+        ));
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Counting-only rules in the host's netfilter (raw PREROUTING sees every
@@ -375,6 +393,18 @@ fn three_node_lab(setup: Setup) {
             3,
             "{nodes}"
         );
+        // The snapshot sees the lab's traces (so an empty one after down means something).
+        let during = host_state();
+        for trace in [
+            format!("{LAB_NAME}-host"),
+            format!("{LAB_NAME}-node3"),
+            format!("{LAB_DIR}/node1"),
+        ] {
+            assert!(
+                during.contains(&trace),
+                "{trace} not in the host's state: {during}"
+            );
+        }
         let status = Lab::script("status", setup);
         // master and 3 × (dockerd, kubelet, kube-proxy), and etcd when it is the store.
         let processes = if setup.store == "etcd" { 11 } else { 10 };
@@ -598,7 +628,7 @@ fn three_node_lab(setup: Setup) {
     let after = host_state();
     assert_eq!(
         before, after,
-        "the host's iptables, links, routes, netns or mounts changed"
+        "the lab left traces on the host (iptables, links, addresses, routes, netns, mounts, cgroups or processes)"
     );
     assert!(!Path::new(LAB_DIR).exists(), "{LAB_DIR} is left behind");
 }
