@@ -414,6 +414,14 @@ pub fn by_plural(group: &str, version: &str, plural: &str) -> Option<&'static Re
         .find(|r| r.group == group && r.version == version && r.plural == plural)
 }
 
+/// The built-in resource of a k8s-openapi type (or the LeaderWorkerSet type),
+/// looked up by the type's own `API_VERSION` and `KIND`: `registry::of::<Pod>()`.
+/// Every type used this way is a built-in, so a missing entry is a bug here.
+pub fn of<K: k8s_openapi::Resource>() -> &'static ResourceInfo {
+    by_kind(K::API_VERSION, K::KIND)
+        .unwrap_or_else(|| panic!("{} {} is not a built-in kind", K::API_VERSION, K::KIND))
+}
+
 /// The resource with this `apiVersion` and `kind`.
 pub fn by_kind(api_version: &str, kind: &str) -> Option<&'static ResourceInfo> {
     REGISTRY

@@ -12,6 +12,9 @@ use crate::ApiServer;
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::Pod;
 use minik8s_api::meta::{self, finalizers, is_deleting, metadata_mut, now_rfc3339};
 use minik8s_api::patch::{apply_patch, PatchType};
 use minik8s_api::registry::{self, ResourceInfo, Subresource};
@@ -824,7 +827,7 @@ impl ApiServer {
             Some(false) => return Ok(()),
             None => {}
         }
-        let ns_info = registry::by_kind("v1", "Namespace").expect("namespaces are registered");
+        let ns_info = registry::of::<Namespace>();
         match self.read(ns_info, None, ns).await {
             Err(e) if e.is_not_found() => Err(ApiError::not_found(ns_info, ns)),
             Err(e) => Err(e),
@@ -1351,7 +1354,7 @@ impl ApiServer {
         name: &str,
         params: &Params,
     ) -> Result<Response, ApiError> {
-        let info = registry::by_kind("v1", "Pod").expect("pods are registered");
+        let info = registry::of::<Pod>();
         let (pod, _) = self.read(info, ns, name).await?;
         let containers: Vec<String> = pod
             .pointer("/spec/containers")
@@ -1393,7 +1396,7 @@ impl ApiServer {
         if node.is_empty() || !started {
             return Err(ApiError::bad_request(format!("container \"{container}\" in pod \"{name}\" is waiting to start: ContainerCreating")));
         }
-        let node_info = registry::by_kind("v1", "Node").expect("nodes are registered");
+        let node_info = registry::of::<Node>();
         let (node_obj, _) = self.read(node_info, None, node).await?;
         let mut url = format!(
             "{}/containerLogs/{}/{name}/{container}",

@@ -20,6 +20,8 @@ pub mod watch;
 pub mod watch_cache;
 
 use anyhow::Context;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::Service;
 use minik8s_api::registry::{self, REGISTRY};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -223,7 +225,7 @@ impl ApiServer {
 
     /// Re-registers the ClusterIPs and node ports of stored Services.
     async fn restore_allocations(&self) -> anyhow::Result<()> {
-        let info = registry::by_kind("v1", "Service").expect("services are registered");
+        let info = registry::of::<Service>();
         let (kvs, _) = self.store.list(&info.key_prefix(None), None).await?;
         for kv in kvs {
             let Ok(svc) = serde_json::from_slice::<Value>(&kv.value) else {
@@ -244,7 +246,7 @@ impl ApiServer {
     }
 
     async fn ensure_system_namespaces(&self) -> anyhow::Result<()> {
-        let info = registry::by_kind("v1", "Namespace").expect("namespaces are registered");
+        let info = registry::of::<Namespace>();
         for ns in SYSTEM_NAMESPACES {
             match self
                 .create(info, None, json!({"metadata": {"name": ns}}), false)

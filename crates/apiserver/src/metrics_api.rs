@@ -13,6 +13,8 @@
 
 use crate::handlers::Params;
 use crate::ApiServer;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::Pod;
 use minik8s_api::registry;
 use minik8s_api::status::ApiError;
 use serde_json::{json, Value};
@@ -90,8 +92,8 @@ pub fn node_metrics(node: &Value, summary: &Value) -> Value {
 impl ApiServer {
     /// Serves a GET under `/apis/metrics.k8s.io/v1beta1/` (`rest` is what follows).
     pub(crate) async fn metrics(&self, rest: &[&str], params: &Params) -> Result<Value, ApiError> {
-        let nodes_info = registry::by_kind("v1", "Node").expect("nodes");
-        let pods_info = registry::by_kind("v1", "Pod").expect("pods");
+        let nodes_info = registry::of::<Node>();
+        let pods_info = registry::of::<Pod>();
         let list = |kind: &str, items: Vec<Value>| json!({"kind": format!("{kind}List"), "apiVersion": format!("{GROUP}/{VERSION}"), "metadata": {}, "items": items});
         let not_found = |what: &str, name: &str| {
             ApiError::new(

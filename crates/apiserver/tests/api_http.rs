@@ -3,7 +3,11 @@
 
 use apiserver::testing::{Backend, TestServer};
 use futures::StreamExt;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::Service;
+use minik8s_api::lws::LeaderWorkerSet;
 use minik8s_api::registry;
 use minik8s_client::informer::Informer;
 use minik8s_client::{Api, Client, DeleteParams, ListParams, WatchEvent};
@@ -237,10 +241,7 @@ async fn bad_input_is_refused_and_changes_nothing(backend: Backend) {
 async fn status_scale_and_generation(backend: Backend) {
     let s = TestServer::start(backend).await;
     let client = Client::new(&s.url);
-    let rs = client.dynamic(
-        registry::by_kind("apps/v1", "ReplicaSet").unwrap(),
-        Some("default"),
-    );
+    let rs = client.dynamic(registry::of::<ReplicaSet>(), Some("default"));
     let manifest = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
                  "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}},
@@ -323,10 +324,7 @@ async fn status_scale_and_generation(backend: Backend) {
     );
 
     // LWS scale reports the hpaPodSelector.
-    let lws = client.dynamic(
-        registry::by_kind("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet").unwrap(),
-        Some("default"),
-    );
+    let lws = client.dynamic(registry::of::<LeaderWorkerSet>(), Some("default"));
     let l = lws
         .create(&json!({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "lws"},
             "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 3, "workerTemplate": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}}))
@@ -356,7 +354,7 @@ async fn status_scale_and_generation(backend: Backend) {
 async fn deletion_graceful_and_finalizers(backend: Backend) {
     let s = TestServer::start(backend).await;
     let client = Client::new(&s.url);
-    let pods = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("default"));
+    let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
 
     // Finalizers hold the object until they are removed.
     let mut p = pod("fin");
@@ -454,11 +452,11 @@ async fn deletion_graceful_and_finalizers(backend: Backend) {
 
     // A deleted namespace is Terminating and takes no new content (the
     // controller manager's namespace controller empties and removes it).
-    let nss = client.dynamic(registry::by_kind("v1", "Namespace").unwrap(), None);
+    let nss = client.dynamic(registry::of::<Namespace>(), None);
     nss.create(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}))
         .await
         .unwrap();
-    let team = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("team"));
+    let team = client.dynamic(registry::of::<Pod>(), Some("team"));
     team.create(&pod("a")).await.unwrap();
     nss.delete("team", &DeleteParams::default()).await.unwrap();
     let err = team.create(&pod("b")).await.unwrap_err();
@@ -476,7 +474,7 @@ async fn deletion_graceful_and_finalizers(backend: Backend) {
 async fn services_get_unique_cluster_ips(backend: Backend) {
     let s = TestServer::start(backend).await;
     let client = Client::new(&s.url);
-    let svcs = client.dynamic(registry::by_kind("v1", "Service").unwrap(), Some("default"));
+    let svcs = client.dynamic(registry::of::<Service>(), Some("default"));
     let svc = |name: &str, ip: Option<&str>| {
         let mut v = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}});
         if let Some(ip) = ip {
@@ -560,7 +558,7 @@ fn describe(ev: &WatchEvent<Value>) -> (String, String) {
 async fn watch_sees_changes_with_selectors_and_bookmarks(backend: Backend) {
     let s = TestServer::start(backend).await;
     let client = Client::new(&s.url);
-    let pods = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("default"));
+    let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
     pods.create(&pod("existing")).await.unwrap();
     let list = pods.list(&ListParams::default()).await.unwrap();
     let rv = list["metadata"]["resourceVersion"]
@@ -680,7 +678,7 @@ async fn watch_too_old_is_gone_and_informer_relists(backend: Backend) {
     let mut s = TestServer::start_with(backend, |c| c.watch_cache_size = 5).await;
     let client = Client::new(&s.url);
     let pods: Api<Pod> = Api::namespaced(&client, "default");
-    let dynamic = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("default"));
+    let dynamic = client.dynamic(registry::of::<Pod>(), Some("default"));
     let first = dynamic.create(&pod("p0")).await.unwrap();
     let old_rv = first["metadata"]["resourceVersion"]
         .as_str()
@@ -711,7 +709,7 @@ async fn watch_too_old_is_gone_and_informer_relists(backend: Backend) {
 
     // The apiserver goes away; meanwhile the store changes more than the new watch cache can replay.
     s.stop_http().await;
-    let info = registry::by_kind("v1", "Pod").unwrap();
+    let info = registry::of::<Pod>();
     for i in 0..6 {
         s.server
             .delete(info, Some("default"), &format!("p{i}"), &Default::default())
@@ -756,7 +754,7 @@ async fn watch_too_old_is_gone_and_informer_relists(backend: Backend) {
 async fn randomized_watchers_see_every_event_once_in_order(backend: Backend) {
     let s = TestServer::start(backend).await;
     let client = Client::new(&s.url);
-    let pods = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("default"));
+    let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
     let start_rv = pods.list(&ListParams::default()).await.unwrap()["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
@@ -1001,10 +999,7 @@ async fn discovery_version_and_openapi() {
 async fn concurrent_writers_see_only_the_conflicts_they_asked_for(backend: Backend) {
     let s = TestServer::start(backend).await;
     let client = Client::new(&s.url);
-    let rs = client.dynamic(
-        registry::by_kind("apps/v1", "ReplicaSet").unwrap(),
-        Some("default"),
-    );
+    let rs = client.dynamic(registry::of::<ReplicaSet>(), Some("default"));
     let created = rs
         .create(&json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "race"},
             "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "race"}},

@@ -3,6 +3,7 @@
 //! logged, never an error for the caller.
 
 use crate::rest::Client;
+use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use minik8s_api::meta::now_rfc3339;
 use minik8s_api::registry;
@@ -39,7 +40,7 @@ pub async fn record(
         "reason": reason, "message": message, "type": type_, "source": {"component": component},
         "reportingComponent": component, "reportingInstance": component,
         "firstTimestamp": now, "lastTimestamp": now, "count": 1});
-    let api = client.dynamic(registry::by_kind("v1", "Event").expect("events"), Some(ns));
+    let api = client.dynamic(registry::of::<Event>(), Some(ns));
     if let Err(e) = api.create(&ev).await {
         tracing::debug!(%reason, error = %e, "recording event");
     }

@@ -493,8 +493,7 @@ fn decode<K: DeserializeOwned>(v: Value) -> Result<K, ClientError> {
 }
 
 fn info_of<K: k8s_openapi::Resource>() -> &'static ResourceInfo {
-    registry::by_kind(K::API_VERSION, K::KIND)
-        .unwrap_or_else(|| panic!("{} {} is not in the registry", K::API_VERSION, K::KIND))
+    registry::of::<K>()
 }
 
 impl<K: Resource> Api<K> {
@@ -616,7 +615,7 @@ mod tests {
     use super::*;
 
     fn conflict() -> ClientError {
-        let info = registry::by_kind("v1", "Pod").expect("pods are registered");
+        let info = registry::of::<k8s_openapi::api::core::v1::Pod>();
         ClientError::Api(ApiError::modified(info, "p"))
     }
 

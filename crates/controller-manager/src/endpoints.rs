@@ -7,7 +7,9 @@
 //! (pure); the shell writes them when they differ.
 
 use crate::{enqueue_own_key, ns_of, run_workers};
+use k8s_openapi::api::core::v1::Endpoints;
 use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use minik8s_api::registry;
 use minik8s_client::informer::{object_key, Event};
@@ -266,14 +268,10 @@ impl EndpointsController {
     /// Converges one Service's Endpoints and EndpointSlices.
     pub async fn reconcile(&self, key: &str) -> Result<(), ClientError> {
         let (ns, name) = key.split_once('/').unwrap_or(("default", key));
-        let ep_api = self.client.dynamic(
-            registry::by_kind("v1", "Endpoints").expect("endpoints"),
-            Some(ns),
-        );
-        let slice_api = self.client.dynamic(
-            registry::by_kind("discovery.k8s.io/v1", "EndpointSlice").expect("endpointslices"),
-            Some(ns),
-        );
+        let ep_api = self.client.dynamic(registry::of::<Endpoints>(), Some(ns));
+        let slice_api = self
+            .client
+            .dynamic(registry::of::<EndpointSlice>(), Some(ns));
         let existing: Vec<Value> = slice_api
             .list(&ListParams::default().labels(&format!("{}={name}", SERVICE_NAME_LABEL)))
             .await?["items"]

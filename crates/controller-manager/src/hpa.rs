@@ -695,10 +695,9 @@ impl HpaController {
         let target = &spec.scale_target_ref;
         let api_version = target.api_version.clone().unwrap_or_default();
         let now = Utc::now();
-        let hpa_api = self.client.dynamic(
-            registry::by_kind("autoscaling/v2", "HorizontalPodAutoscaler").expect("hpa"),
-            Some(&ns),
-        );
+        let hpa_api = self
+            .client
+            .dynamic(registry::of::<HorizontalPodAutoscaler>(), Some(&ns));
         let mut status =
             serde_json::to_value(hpa.status.clone().unwrap_or_default()).unwrap_or(json!({}));
         let write_status = |status: Value| {

@@ -4,6 +4,7 @@
 //! `leaseDurationSeconds`. Writes carry the Lease's resourceVersion, so two
 //! candidates cannot both win. A leader that cannot renew in time stops.
 
+use k8s_openapi::api::coordination::v1::Lease;
 use minik8s_api::registry;
 use minik8s_client::Client;
 use serde_json::{json, Value};
@@ -84,10 +85,7 @@ fn micro(t: chrono::DateTime<chrono::Utc>) -> String {
 
 /// One attempt: returns whether this candidate holds the Lease afterwards.
 pub async fn try_lead(client: &Client, cfg: &Config) -> bool {
-    let api = client.dynamic(
-        registry::by_kind("coordination.k8s.io/v1", "Lease").expect("leases"),
-        Some(&cfg.namespace),
-    );
+    let api = client.dynamic(registry::of::<Lease>(), Some(&cfg.namespace));
     let now = chrono::Utc::now();
     let current = match api.get(&cfg.name).await {
         Ok(l) => Some(l),

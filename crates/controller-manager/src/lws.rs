@@ -582,7 +582,7 @@ impl LwsController {
                 "labels": {NAME: name, REVISION_KEY: key}, "ownerReferences": [owner_ref(lws)]},
             "data": payload, "revision": number});
         let api = self.client.dynamic(
-            registry::by_kind("apps/v1", "ControllerRevision").expect("controllerrevisions"),
+            registry::of::<ControllerRevision>(),
             Some(&ns_of(&lws.metadata)),
         );
         match api.create(&rev).await {
@@ -686,10 +686,9 @@ impl LwsController {
         let (partition, replicas) =
             partition_and_replicas(&rollout, current.as_ref(), new_revision, group);
         let desired = leader_statefulset(&lws, &rev_key, partition, replicas);
-        let sts_api = self.client.dynamic(
-            registry::by_kind("apps/v1", "StatefulSet").expect("statefulsets"),
-            Some(&ns),
-        );
+        let sts_api = self
+            .client
+            .dynamic(registry::of::<StatefulSet>(), Some(&ns));
         match &sts {
             None => match sts_api.create(&desired).await {
                 Ok(_) => {
@@ -781,10 +780,9 @@ impl LwsController {
             let status = json!({"status": {"readyReplicas": ready, "updatedReplicas": updated,
                 "replicas": sts_replicas, "hpaPodSelector": selector, "observedGeneration": generation,
                 "conditions": conditions}});
-            let api = self.client.dynamic(
-                registry::by_kind(minik8s_api::lws::API_VERSION, "LeaderWorkerSet").expect("lws"),
-                Some(&ns),
-            );
+            let api = self
+                .client
+                .dynamic(registry::of::<LeaderWorkerSet>(), Some(&ns));
             match api
                 .patch(&name, Some("status"), content::MERGE_PATCH, &status)
                 .await
@@ -813,10 +811,9 @@ impl LwsController {
                     }
             });
         if done && !new_revision {
-            let api = self.client.dynamic(
-                registry::by_kind("apps/v1", "ControllerRevision").expect("controllerrevisions"),
-                Some(&ns),
-            );
+            let api = self
+                .client
+                .dynamic(registry::of::<ControllerRevision>(), Some(&ns));
             for r in &revisions {
                 let k = r.metadata.labels.as_ref().and_then(|l| l.get(REVISION_KEY));
                 if k.map(String::as_str) != Some(rev_key.as_str()) {
@@ -870,10 +867,9 @@ impl LwsController {
     }
 
     async fn create_service(&self, lws: &LeaderWorkerSet, svc: &Value) -> Result<(), ClientError> {
-        let api = self.client.dynamic(
-            registry::by_kind("v1", "Service").expect("services"),
-            Some(&ns_of(&lws.metadata)),
-        );
+        let api = self
+            .client
+            .dynamic(registry::of::<Service>(), Some(&ns_of(&lws.metadata)));
         match api.create(svc).await {
             Ok(_) => Ok(()),
             Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(()),

@@ -332,10 +332,7 @@ impl GroupController {
                 json!({NAME: lws_name, GROUP_INDEX: group_index}),
                 owner,
             );
-            let api = self.client.dynamic(
-                registry::by_kind("v1", "Service").expect("services"),
-                Some(&ns),
-            );
+            let api = self.client.dynamic(registry::of::<Service>(), Some(&ns));
             match api.create(&svc).await {
                 Ok(_) => {}
                 Err(e) if e.api().is_some_and(|a| a.code == 409) => {}
@@ -386,10 +383,9 @@ impl GroupController {
             }
         };
         let sts = worker_statefulset(&lws, &pod, &lwt, &nc, node_selector);
-        let api = self.client.dynamic(
-            registry::by_kind("apps/v1", "StatefulSet").expect("statefulsets"),
-            Some(&ns),
-        );
+        let api = self
+            .client
+            .dynamic(registry::of::<StatefulSet>(), Some(&ns));
         match api.create(&sts).await {
             Ok(_) => {
                 let note = format!("Created worker statefulset for leader pod {leader_name}");
@@ -523,9 +519,7 @@ impl GroupController {
         }
         all.insert(group_index.clone(), record(history, now));
         self.save_history(lws, &all).await?;
-        let api = self
-            .client
-            .dynamic(registry::by_kind("v1", "Pod").expect("pods"), Some(&ns));
+        let api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
         let dp = DeleteParams {
             propagation_policy: Some("Foreground".into()),
             precondition_uid: leader.metadata.uid.clone(),
@@ -547,7 +541,7 @@ impl GroupController {
         all: &BTreeMap<String, History>,
     ) -> Result<(), ClientError> {
         let api = self.client.dynamic(
-            registry::by_kind(minik8s_api::lws::API_VERSION, "LeaderWorkerSet").expect("lws"),
+            registry::of::<LeaderWorkerSet>(),
             Some(&ns_of(&lws.metadata)),
         );
         let patch = json!({"metadata": {"annotations": {GROUP_RESTARTS: serde_json::to_string(all).unwrap_or_default()}}});

@@ -132,10 +132,7 @@ impl NamespaceController {
                 Ok(())
             }
             Step::Finalize => {
-                let api = self.client.dynamic(
-                    registry::by_kind("v1", "Namespace").expect("namespaces"),
-                    None,
-                );
+                let api = self.client.dynamic(registry::of::<Namespace>(), None);
                 let mut body =
                     serde_json::to_value(&*ns).map_err(|e| ClientError::Decode(e.to_string()))?;
                 body["spec"]["finalizers"] = serde_json::json!([]);

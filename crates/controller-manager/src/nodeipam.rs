@@ -108,9 +108,7 @@ impl NodeIpamController {
             tracing::warn!(node = name, "no pod CIDR left in the cluster range");
             return Ok(());
         };
-        let nodes = self
-            .client
-            .dynamic(registry::by_kind("v1", "Node").expect("nodes"), None);
+        let nodes = self.client.dynamic(registry::of::<Node>(), None);
         let patch = json!({"metadata": {"resourceVersion": node.metadata.resource_version},
                            "spec": {"podCIDR": cidr, "podCIDRs": [cidr]}});
         match nodes.patch(name, None, content::MERGE_PATCH, &patch).await {

@@ -269,9 +269,7 @@ impl NodeLifecycleController {
         let lease = self.leases.get(&format!("kube-node-lease/{name}"));
         let silent_for = self.silence(name, heartbeat_token(&node, lease.as_deref()));
         let now = Utc::now();
-        let nodes = self
-            .client
-            .dynamic(registry::by_kind("v1", "Node").expect("nodes"), None);
+        let nodes = self.client.dynamic(registry::of::<Node>(), None);
         let mut node = (*node).clone();
         if silent_for >= self.timing.grace_period {
             if let Some(conds) = unknown_conditions(&node, now) {
@@ -336,10 +334,9 @@ impl NodeLifecycleController {
             ready.last_transition_time = Some(
                 k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Utc::now()),
             );
-            let api = self.client.dynamic(
-                registry::by_kind("v1", "Pod").expect("pods"),
-                pod.metadata.namespace.as_deref(),
-            );
+            let api = self
+                .client
+                .dynamic(registry::of::<Pod>(), pod.metadata.namespace.as_deref());
             match api
                 .patch(
                     pod.metadata.name.as_deref().unwrap_or(""),
@@ -375,9 +372,7 @@ impl NodeLifecycleController {
                     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
                     let pod_name = pod.metadata.name.as_deref().unwrap_or("");
                     tracing::info!(node, pod = %format!("{ns}/{pod_name}"), "evicting pod from tainted node");
-                    let api = self
-                        .client
-                        .dynamic(registry::by_kind("v1", "Pod").expect("pods"), Some(ns));
+                    let api = self.client.dynamic(registry::of::<Pod>(), Some(ns));
                     let dp = DeleteParams {
                         precondition_uid: pod.metadata.uid.clone(),
                         ..Default::default()

@@ -262,9 +262,7 @@ impl ReplicaSetController {
         };
         let pods = self.pods.by_index(NAMESPACE_INDEX, &ns);
         let claims = claim(&rs, &selector, &pods);
-        let pod_api = self
-            .client
-            .dynamic(registry::by_kind("v1", "Pod").expect("pods"), Some(&ns));
+        let pod_api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
         let mut owned = claims.owned.clone();
         let me = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "uid": rs.metadata.uid, "controller": true, "blockOwnerDeletion": true});
         for p in &claims.adopt {
@@ -358,10 +356,7 @@ impl ReplicaSetController {
         .iter()
         .any(|f| current.get(*f).cloned().unwrap_or(json!(0)) != status[*f]);
         if changed {
-            let rs_api = self.client.dynamic(
-                registry::by_kind("apps/v1", "ReplicaSet").expect("replicasets"),
-                Some(&ns),
-            );
+            let rs_api = self.client.dynamic(registry::of::<ReplicaSet>(), Some(&ns));
             match rs_api
                 .patch(
                     &name,
@@ -393,9 +388,7 @@ impl ReplicaSetController {
             "metadata": {"generateName": format!("{name}-"), "namespace": ns, "labels": tmeta.labels, "annotations": tmeta.annotations,
                          "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "uid": rs.metadata.uid, "controller": true, "blockOwnerDeletion": true}]},
             "spec": template.spec});
-        let api = self
-            .client
-            .dynamic(registry::by_kind("v1", "Pod").expect("pods"), Some(&ns));
+        let api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
         lock(&self.expectations).insert(
             key.to_string(),
             Expectation {

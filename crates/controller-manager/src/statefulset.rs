@@ -426,10 +426,9 @@ impl StatefulSetController {
                                      "uid": set.metadata.uid, "controller": true, "blockOwnerDeletion": true}]},
             "data": {"spec": {"template": template}},
             "revision": next});
-        let api = self.client.dynamic(
-            registry::by_kind("apps/v1", "ControllerRevision").expect("controllerrevisions"),
-            Some(&ns),
-        );
+        let api = self
+            .client
+            .dynamic(registry::of::<ControllerRevision>(), Some(&ns));
         match api.create(&rev).await {
             Ok(_) => Ok(()),
             Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(()),
@@ -470,9 +469,7 @@ impl StatefulSetController {
             .iter()
             .filter_map(|p| PodView::from(&view.name, p))
             .collect();
-        let pod_api = self
-            .client
-            .dynamic(registry::by_kind("v1", "Pod").expect("pods"), Some(&ns));
+        let pod_api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
         let mut first_error = None;
         for step in plan(&view, &pods, &update_revision) {
             let result = match &step {
@@ -539,10 +536,9 @@ impl StatefulSetController {
             .flatten()
             .any(|(k, v)| old.get(k).unwrap_or(&json!(0)) != v);
         if changed {
-            let api = self.client.dynamic(
-                registry::by_kind("apps/v1", "StatefulSet").expect("statefulsets"),
-                Some(&ns),
-            );
+            let api = self
+                .client
+                .dynamic(registry::of::<StatefulSet>(), Some(&ns));
             match api
                 .patch(
                     &view.name,
@@ -576,10 +572,9 @@ impl StatefulSetController {
             .iter()
             .filter_map(|r| Some((r.metadata.name.clone()?, r.revision)))
             .collect();
-        let rev_api = self.client.dynamic(
-            registry::by_kind("apps/v1", "ControllerRevision").expect("controllerrevisions"),
-            Some(&ns),
-        );
+        let rev_api = self
+            .client
+            .dynamic(registry::of::<ControllerRevision>(), Some(&ns));
         for name in prunable(&all, &keep, limit) {
             if let Err(e) = rev_api.delete(&name, &DeleteParams::default()).await {
                 if !e.is_not_found() {

@@ -11,6 +11,12 @@ mod common;
 
 use apiserver::testing::{Backend, TestServer};
 use common::until;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::Service;
 use kubelet::hollow::{self, HollowConfig};
 use minik8s_api::registry;
 use minik8s_client::{Client, DynamicApi, ListParams};
@@ -86,12 +92,9 @@ async fn silent_node_is_tainted_and_its_pods_move() {
     };
     tokio::spawn(controller_manager::run(client.clone(), config));
 
-    let nodes = client.dynamic(registry::by_kind("v1", "Node").unwrap(), None);
-    let pods = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("default"));
-    let sets = client.dynamic(
-        registry::by_kind("apps/v1", "ReplicaSet").unwrap(),
-        Some("default"),
-    );
+    let nodes = client.dynamic(registry::of::<Node>(), None);
+    let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
+    let sets = client.dynamic(registry::of::<ReplicaSet>(), Some("default"));
     until("both nodes registered", 20, || async {
         let a = nodes.get("a-0").await.map_err(|e| e.to_string())?;
         let b = nodes.get("b-0").await.map_err(|e| e.to_string())?;
@@ -166,7 +169,7 @@ async fn silent_node_is_tainted_and_its_pods_move() {
             .ok_or_else(|| format!("evicted={evicted} live on {on:?}"))
     })
     .await;
-    let events = client.dynamic(registry::by_kind("v1", "Event").unwrap(), Some("default"));
+    let events = client.dynamic(registry::of::<Event>(), Some("default"));
     let evs = events
         .list(&ListParams::default().fields("reason=TaintManagerEviction"))
         .await
@@ -217,7 +220,7 @@ async fn silent_node_is_tainted_and_its_pods_move() {
 async fn nodes_without_a_pod_cidr_get_one() {
     let server = TestServer::start(Backend::Embedded).await;
     let client = Client::new(&server.url);
-    let nodes = client.dynamic(registry::by_kind("v1", "Node").unwrap(), None);
+    let nodes = client.dynamic(registry::of::<Node>(), None);
     let node = |name: &str, cidr: Option<&str>| {
         let mut n = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}});
         if let Some(c) = cidr {
@@ -275,25 +278,22 @@ async fn deleting_a_namespace_empties_and_removes_it() {
         client.clone(),
         controller_manager::Config::default(),
     ));
-    let nss = client.dynamic(registry::by_kind("v1", "Namespace").unwrap(), None);
+    let nss = client.dynamic(registry::of::<Namespace>(), None);
     nss.create(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}))
         .await
         .unwrap();
-    let pods = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("team"));
+    let pods = client.dynamic(registry::of::<Pod>(), Some("team"));
     pods.create(&json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "labels": {"app": "x"}},
                         "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))
         .await
         .unwrap();
-    let sets = client.dynamic(
-        registry::by_kind("apps/v1", "ReplicaSet").unwrap(),
-        Some("team"),
-    );
+    let sets = client.dynamic(registry::of::<ReplicaSet>(), Some("team"));
     sets.create(&json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "r"},
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "r"}},
                  "template": {"metadata": {"labels": {"app": "r"}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}))
         .await
         .unwrap();
-    let svcs = client.dynamic(registry::by_kind("v1", "Service").unwrap(), Some("team"));
+    let svcs = client.dynamic(registry::of::<Service>(), Some("team"));
     svcs.create(
         &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
                         "spec": {"selector": {"app": "x"}, "ports": [{"port": 80}]}}),
@@ -318,7 +318,7 @@ async fn deleting_a_namespace_empties_and_removes_it() {
     })
     .await;
     // Its content is gone too (the store is asked directly, across namespaces).
-    let all_pods = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), None);
+    let all_pods = client.dynamic(registry::of::<Pod>(), None);
     let left = all_pods
         .list(&ListParams::default().fields("metadata.namespace=team"))
         .await

@@ -7,6 +7,7 @@
 mod common;
 
 use common::{cluster, until};
+use k8s_openapi::api::core::v1::Node;
 use minik8s_api::registry;
 use minik8s_client::{Client, DeleteParams, DynamicApi, ListParams};
 use serde_json::{json, Value};
@@ -669,7 +670,7 @@ async fn gang_scheduling_binds_whole_groups_or_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exclusive_placement_is_one_group_per_domain_within_an_lws() {
     let (_server, client) = cluster("zone", 4).await;
-    let nodes = client.dynamic(registry::by_kind("v1", "Node").unwrap(), None);
+    let nodes = client.dynamic(registry::of::<Node>(), None);
     for (node, zone) in [
         ("zone-0", "a"),
         ("zone-1", "a"),

@@ -6,6 +6,12 @@ mod common;
 
 use apiserver::testing::{Backend, TestServer};
 use common::cluster;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Endpoints;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use minik8s_api::registry;
 use minik8s_client::{Client, DynamicApi, ListParams};
 use serde_json::{json, Value};
@@ -50,11 +56,8 @@ fn owned_by<'a>(pods: &'a [Value], uid: &str) -> Vec<&'a Value> {
 async fn replicaset_keeps_its_pods() {
     let (_server, client) = cluster("hn", 2).await;
 
-    let sets = client.dynamic(
-        registry::by_kind("apps/v1", "ReplicaSet").unwrap(),
-        Some("default"),
-    );
-    let pods = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("default"));
+    let sets = client.dynamic(registry::of::<ReplicaSet>(), Some("default"));
+    let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
     let rs = sets
         .create(&json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
             "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
@@ -166,11 +169,8 @@ async fn replicaset_keeps_its_pods() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_collection_follows_the_propagation_policy() {
     let (_server, client) = cluster("gc", 1).await;
-    let sets = client.dynamic(
-        registry::by_kind("apps/v1", "ReplicaSet").unwrap(),
-        Some("default"),
-    );
-    let pods = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("default"));
+    let sets = client.dynamic(registry::of::<ReplicaSet>(), Some("default"));
+    let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
 
     for (name, policy) in [
         ("bg", "Background"),
@@ -230,20 +230,11 @@ async fn garbage_collection_follows_the_propagation_policy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn endpoints_follow_the_pods() {
     let (_server, client) = cluster("ep", 2).await;
-    let svcs = client.dynamic(registry::by_kind("v1", "Service").unwrap(), Some("default"));
-    let eps = client.dynamic(
-        registry::by_kind("v1", "Endpoints").unwrap(),
-        Some("default"),
-    );
-    let slices = client.dynamic(
-        registry::by_kind("discovery.k8s.io/v1", "EndpointSlice").unwrap(),
-        Some("default"),
-    );
-    let sets = client.dynamic(
-        registry::by_kind("apps/v1", "ReplicaSet").unwrap(),
-        Some("default"),
-    );
-    let pods = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("default"));
+    let svcs = client.dynamic(registry::of::<Service>(), Some("default"));
+    let eps = client.dynamic(registry::of::<Endpoints>(), Some("default"));
+    let slices = client.dynamic(registry::of::<EndpointSlice>(), Some("default"));
+    let sets = client.dynamic(registry::of::<ReplicaSet>(), Some("default"));
+    let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
     svcs.create(&json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}, "spec": {"selector": {"app": "web"}, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}})).await.unwrap();
     sets.create(&json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
@@ -381,10 +372,7 @@ async fn leader_election_lets_one_act() {
         a_leads.load(Ordering::SeqCst) && !b_leads.load(Ordering::SeqCst),
         "exactly one leader"
     );
-    let leases = client.dynamic(
-        registry::by_kind("coordination.k8s.io/v1", "Lease").unwrap(),
-        Some("kube-system"),
-    );
+    let leases = client.dynamic(registry::of::<Lease>(), Some("kube-system"));
     assert_eq!(
         leases.get("kube-controller-manager").await.unwrap()["spec"]["holderIdentity"],
         "a"
@@ -421,10 +409,7 @@ async fn binary_serves_metrics() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let sets = client.dynamic(
-        registry::by_kind("apps/v1", "ReplicaSet").unwrap(),
-        Some("default"),
-    );
+    let sets = client.dynamic(registry::of::<ReplicaSet>(), Some("default"));
     sets.create(&json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "m"},
         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "m"}},
                  "template": {"metadata": {"labels": {"app": "m"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}))
@@ -459,10 +444,7 @@ async fn binary_serves_metrics() {
         ) && !l.ends_with(" 0")),
         "{text}"
     );
-    let leases = client.dynamic(
-        registry::by_kind("coordination.k8s.io/v1", "Lease").unwrap(),
-        Some("kube-system"),
-    );
+    let leases = client.dynamic(registry::of::<Lease>(), Some("kube-system"));
     assert!(
         leases.get("kube-controller-manager").await.is_ok(),
         "the binary elects a leader by default"

@@ -382,10 +382,7 @@ async fn serve_tcp(r: Resolver, mut stream: TcpStream) -> std::io::Result<()> {
 /// add-on does in Kubernetes), so the apiserver never hands `ip` to another
 /// Service. An existing kube-dns is kept; one with another IP is an error.
 pub async fn ensure_service(client: &minik8s_client::Client, ip: Ipv4Addr) -> anyhow::Result<()> {
-    let api = client.dynamic(
-        minik8s_api::registry::by_kind("v1", "Service").expect("services"),
-        Some("kube-system"),
-    );
+    let api = client.dynamic(minik8s_api::registry::of::<Service>(), Some("kube-system"));
     let svc = serde_json::json!({"apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "kube-dns", "namespace": "kube-system",
                      "labels": {"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"}},

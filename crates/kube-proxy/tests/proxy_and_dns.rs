@@ -6,6 +6,8 @@
 //! inside the namespace (OUTPUT DNAT, the path a node's own traffic takes).
 
 use apiserver::testing::{Backend, TestServer};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube_proxy::proxier::{self, Iptables};
 use minik8s_api::registry;
 use minik8s_client::{Client, DynamicApi};
@@ -174,11 +176,8 @@ async fn within<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T
 async fn apiserver() -> (TestServer, Client, DynamicApi, DynamicApi) {
     let server = TestServer::start(Backend::Embedded).await;
     let client = Client::new(&server.url);
-    let svcs = client.dynamic(registry::by_kind("v1", "Service").unwrap(), Some("default"));
-    let slices = client.dynamic(
-        registry::by_kind("discovery.k8s.io/v1", "EndpointSlice").unwrap(),
-        Some("default"),
-    );
+    let svcs = client.dynamic(registry::of::<Service>(), Some("default"));
+    let slices = client.dynamic(registry::of::<EndpointSlice>(), Some("default"));
     (server, client, svcs, slices)
 }
 
@@ -431,7 +430,7 @@ async fn cluster_dns_names_services_and_pods() {
     let outside = TestServer::start(Backend::Embedded).await;
     let outside_client = Client::new(&outside.url);
     outside_client
-        .dynamic(registry::by_kind("v1", "Service").unwrap(), Some("default"))
+        .dynamic(registry::of::<Service>(), Some("default"))
         .create(
             &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "db"},
             "spec": {"ports": [{"port": 5432}]}}),

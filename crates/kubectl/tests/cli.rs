@@ -1,6 +1,7 @@
 //! Our kubectl, run as a user would, against an in-process apiserver.
 
 use apiserver::testing::{Backend, TestServer};
+use minik8s_api::k8s::api::core::v1::Pod;
 use std::path::Path;
 use std::process::Command;
 
@@ -158,10 +159,7 @@ async fn watch_prints_rows_as_changes_happen() {
         .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     let client = minik8s_client::Client::new(&s.url);
-    let pods = client.dynamic(
-        minik8s_api::registry::by_kind("v1", "Pod").unwrap(),
-        Some("default"),
-    );
+    let pods = client.dynamic(minik8s_api::registry::of::<Pod>(), Some("default"));
     pods.create(&serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w1"}, "spec": {"containers": [{"name": "c", "image": "i"}]}})).await.unwrap();
     pods.delete("w1", &Default::default()).await.unwrap();
     use tokio::io::AsyncBufReadExt;

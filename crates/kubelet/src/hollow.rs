@@ -46,7 +46,7 @@ pub fn fake_ip(i: usize) -> String {
 
 /// Registers the nodes (32 at a time).
 pub async fn register(client: &Client, cfg: &HollowConfig) -> anyhow::Result<()> {
-    let nodes = client.dynamic(registry::by_kind("v1", "Node").expect("nodes"), None);
+    let nodes = client.dynamic(registry::of::<Node>(), None);
     let results: Vec<anyhow::Result<()>> = futures::stream::iter(0..cfg.count)
         .map(|i| {
             let nodes = nodes.clone();
@@ -118,7 +118,7 @@ pub async fn run(client: Client, cfg: HollowConfig) -> anyhow::Result<()> {
     );
     let nodes = node_informer.cache();
     tasks.spawn(node_informer.run());
-    let node_api = client.dynamic(registry::by_kind("v1", "Node").expect("nodes"), None);
+    let node_api = client.dynamic(registry::of::<Node>(), None);
     loop {
         for i in 0..cfg.count {
             let name = node_name(&cfg.prefix, i);
@@ -150,10 +150,7 @@ pub async fn run(client: Client, cfg: HollowConfig) -> anyhow::Result<()> {
 
 /// Running at once, or gone at once.
 async fn sync_hollow_pod(client: &Client, pod: &Pod) -> anyhow::Result<()> {
-    let api = client.dynamic(
-        registry::by_kind("v1", "Pod").expect("pods"),
-        pod.metadata.namespace.as_deref(),
-    );
+    let api = client.dynamic(registry::of::<Pod>(), pod.metadata.namespace.as_deref());
     let name = pod.metadata.name.as_deref().unwrap_or("");
     if pod.metadata.deletion_timestamp.is_some() {
         let dp = DeleteParams {

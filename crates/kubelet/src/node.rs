@@ -3,6 +3,8 @@
 
 use crate::{Config, Kubelet};
 use anyhow::bail;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
 use minik8s_api::meta::now_rfc3339;
 use minik8s_api::registry;
 use minik8s_client::rest::content;
@@ -68,7 +70,7 @@ pub async fn register(
     config: &Config,
     docker_version: &str,
 ) -> anyhow::Result<Option<String>> {
-    let nodes = client.dynamic(registry::by_kind("v1", "Node").expect("nodes"), None);
+    let nodes = client.dynamic(registry::of::<Node>(), None);
     let status = node_status(config, docker_version);
     let node = json!({"apiVersion": "v1", "kind": "Node",
         "metadata": {"name": config.node_name,
@@ -125,7 +127,7 @@ pub async fn register(
 
 /// Waits until node IPAM (in the controller manager) gives the node a podCIDR.
 pub async fn wait_for_pod_cidr(client: &Client, node: &str) -> anyhow::Result<String> {
-    let nodes = client.dynamic(registry::by_kind("v1", "Node").expect("nodes"), None);
+    let nodes = client.dynamic(registry::of::<Node>(), None);
     tracing::info!(
         node,
         "waiting for a pod CIDR from the controller manager's node IPAM (or pass --pod-cidr)"
@@ -148,10 +150,7 @@ pub async fn wait_for_pod_cidr(client: &Client, node: &str) -> anyhow::Result<St
 /// Renews (or creates) the node's Lease in `kube-node-lease`: the heartbeat the
 /// node lifecycle controller watches.
 pub async fn renew_lease(client: &Client, node: &str) -> anyhow::Result<()> {
-    let leases = client.dynamic(
-        registry::by_kind("coordination.k8s.io/v1", "Lease").expect("leases"),
-        Some("kube-node-lease"),
-    );
+    let leases = client.dynamic(registry::of::<Lease>(), Some("kube-node-lease"));
     let renew = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
     let spec = json!({"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": renew});
     match leases
@@ -183,9 +182,7 @@ pub async fn heartbeat(kubelet: Arc<Kubelet>) -> anyhow::Result<()> {
 pub async fn beat(kubelet: &Kubelet, docker_version: &str) -> anyhow::Result<()> {
     let cfg = &kubelet.config;
     renew_lease(&kubelet.client, &cfg.node_name).await?;
-    let nodes = kubelet
-        .client
-        .dynamic(registry::by_kind("v1", "Node").expect("nodes"), None);
+    let nodes = kubelet.client.dynamic(registry::of::<Node>(), None);
     let mut status = node_status(cfg, docker_version);
     // Keep the Ready condition's transition time while it stays True.
     if let Ok(node) = nodes.get(&cfg.node_name).await {

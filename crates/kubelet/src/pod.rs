@@ -386,9 +386,7 @@ impl Kubelet {
             .clone()
             .unwrap_or_else(|| "default".into());
         let name = pod.metadata.name.clone().unwrap_or_default();
-        let pods_api = self
-            .client
-            .dynamic(registry::by_kind("v1", "Pod").expect("pods"), Some(&ns));
+        let pods_api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
 
         if let Some(ts) = &pod.metadata.deletion_timestamp {
             // The grace period runs from the deletion request: after a kubelet restart, only what is left of it.
@@ -720,10 +718,9 @@ impl Kubelet {
         }
         let mut obj = serde_json::to_value(pod)?;
         obj["status"] = status;
-        let api = self.client.dynamic(
-            registry::by_kind("v1", "Pod").expect("pods"),
-            pod.metadata.namespace.as_deref(),
-        );
+        let api = self
+            .client
+            .dynamic(registry::of::<Pod>(), pod.metadata.namespace.as_deref());
         match api
             .replace_sub(pod.metadata.name.as_deref().unwrap_or(""), "status", &obj)
             .await

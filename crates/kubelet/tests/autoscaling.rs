@@ -6,6 +6,9 @@
 mod common;
 
 use common::*;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::Event;
 use minik8s_api::registry;
 use minik8s_client::ListParams;
 use serde_json::{json, Value};
@@ -47,10 +50,9 @@ async fn top_and_hpa_follow_cpu_load() {
     // Each pod holds 8 MiB in a shell variable (so memory shows in Mi) and is
     // capped at 200m of CPU: 200 % of its 100m request.
     let script = "x=$(head -c 8388608 /dev/zero | tr '\\0' a); while true; do if [ -f /ctl/burn ]; then :; else sleep 1; fi; done";
-    let sets = c.client.dynamic(
-        registry::by_kind("apps/v1", "ReplicaSet").unwrap(),
-        Some("default"),
-    );
+    let sets = c
+        .client
+        .dynamic(registry::of::<ReplicaSet>(), Some("default"));
     sets.create(&json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "burn"},
         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "burn"}},
                  "template": {"metadata": {"labels": {"app": "burn"}},
@@ -106,10 +108,9 @@ async fn top_and_hpa_follow_cpu_load() {
     );
 
     // The HPA: 200 % against a 50 % target asks for 4; max 3 wins.
-    let hpas = c.client.dynamic(
-        registry::by_kind("autoscaling/v2", "HorizontalPodAutoscaler").unwrap(),
-        Some("default"),
-    );
+    let hpas = c
+        .client
+        .dynamic(registry::of::<HorizontalPodAutoscaler>(), Some("default"));
     hpas.create(&json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "burn"},
         "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "burn"},
                  "minReplicas": 1, "maxReplicas": 3,
@@ -158,9 +159,7 @@ async fn top_and_hpa_follow_cpu_load() {
     };
     assert_eq!(cond("AbleToScale")["status"], "True", "{status}");
     assert_eq!(cond("ScalingActive")["status"], "True", "{status}");
-    let events = c
-        .client
-        .dynamic(registry::by_kind("v1", "Event").unwrap(), Some("default"));
+    let events = c.client.dynamic(registry::of::<Event>(), Some("default"));
     let evs = events
         .list(&ListParams::default().fields("reason=SuccessfulRescale"))
         .await

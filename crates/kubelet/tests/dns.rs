@@ -6,6 +6,7 @@
 mod common;
 
 use common::Cluster;
+use k8s_openapi::api::core::v1::Service;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -47,10 +48,9 @@ async fn pods_resolve_services_and_peers_through_the_cluster_dns() {
     };
     tokio::spawn(kube_proxy::run(c.client.clone(), None, Some(dns)));
 
-    let svcs = c.client.dynamic(
-        minik8s_api::registry::by_kind("v1", "Service").unwrap(),
-        Some("default"),
-    );
+    let svcs = c
+        .client
+        .dynamic(minik8s_api::registry::of::<Service>(), Some("default"));
     let web = svcs
         .create(
             &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},

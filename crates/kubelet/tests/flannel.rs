@@ -5,6 +5,7 @@
 mod common;
 
 use common::{free_pod_cidr, phase, Cluster};
+use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 use std::process::Command;
 
@@ -25,7 +26,7 @@ async fn the_pod_network_follows_flannels_lease() {
 
     let node = c
         .client
-        .dynamic(minik8s_api::registry::by_kind("v1", "Node").unwrap(), None)
+        .dynamic(minik8s_api::registry::of::<Node>(), None)
         .get(&c.node)
         .await
         .unwrap();

@@ -10,6 +10,8 @@
 mod common;
 
 use common::*;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use minik8s_api::lws::LeaderWorkerSet;
 use minik8s_api::registry;
 use minik8s_client::{DynamicApi, ListParams};
 use serde_json::Value;
@@ -173,10 +175,9 @@ async fn example_lws_runs_recreates_groups_and_scales() {
     })
     .await;
     assert_eq!(uid(&after["demo-1"]), group1, "group 1 is untouched");
-    let lwss = c.client.dynamic(
-        registry::by_kind("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet").unwrap(),
-        Some("default"),
-    );
+    let lwss = c
+        .client
+        .dynamic(registry::of::<LeaderWorkerSet>(), Some("default"));
     let history = || async {
         let l = lwss.get("demo").await.unwrap();
         let h = l["metadata"]["annotations"]["minik8s.io/group-restarts"]
@@ -272,10 +273,9 @@ spec:
     })
     .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let sets = c.client.dynamic(
-        registry::by_kind("apps/v1", "StatefulSet").unwrap(),
-        Some("default"),
-    );
+    let sets = c
+        .client
+        .dynamic(registry::of::<StatefulSet>(), Some("default"));
     assert!(
         sets.get("gated-0").await.unwrap_err().is_not_found(),
         "no worker set before the leader is Ready"

@@ -4,6 +4,8 @@
 mod common;
 
 use common::*;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Node;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -427,10 +429,9 @@ async fn probes_drive_readiness_and_liveness_and_examples_run() {
             .await
             .unwrap();
     }
-    let sets = c.client.dynamic(
-        minik8s_api::registry::by_kind("apps/v1", "ReplicaSet").unwrap(),
-        Some("default"),
-    );
+    let sets = c
+        .client
+        .dynamic(minik8s_api::registry::of::<ReplicaSet>(), Some("default"));
     let mut status = Value::Null;
     for _ in 0..300 {
         status = sets.get("web").await.unwrap()["status"].clone();
@@ -456,9 +457,7 @@ async fn two_kubelets_round_robin_without_stepping_on_each_other() {
     let cidr = common::free_pod_cidr();
     let mut other = c.spawn_kubelet(&second, apiserver::testing::free_port(), &cidr);
     c.spawn_scheduler();
-    let nodes = c
-        .client
-        .dynamic(minik8s_api::registry::by_kind("v1", "Node").unwrap(), None);
+    let nodes = c.client.dynamic(minik8s_api::registry::of::<Node>(), None);
     for _ in 0..100 {
         if nodes.get(&second).await.is_ok() {
             break;

@@ -7,6 +7,7 @@
 mod common;
 
 use common::*;
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use minik8s_api::registry;
 use minik8s_client::{DynamicApi, ListParams};
 use serde_json::{json, Value};
@@ -82,10 +83,9 @@ fn kubectl_ok(out: std::process::Output) -> String {
 async fn replicaset_on_docker_with_kubectl() {
     let c = Cluster::start().await;
     c.spawn_control_plane(controller_manager::Config::default());
-    let sets = c.client.dynamic(
-        registry::by_kind("apps/v1", "ReplicaSet").unwrap(),
-        Some("default"),
-    );
+    let sets = c
+        .client
+        .dynamic(registry::of::<ReplicaSet>(), Some("default"));
     let pods = c.pods();
     let running = |p: &Value| phase(p) == "Running" && all_ready(p);
 

@@ -451,7 +451,7 @@ impl Scheduler {
     }
 
     async fn bind(&self, pod: &Pod, node: &str) -> Result<(), ClientError> {
-        let info = registry::by_kind("v1", "Pod").expect("pods are registered");
+        let info = registry::of::<Pod>();
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
         let name = pod.metadata.name.as_deref().unwrap_or("");
         let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns, "uid": pod.metadata.uid},
@@ -482,10 +482,9 @@ impl Scheduler {
         }
         let patch = json!({"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                                        "message": message, "lastProbeTime": null, "lastTransitionTime": now_rfc3339()}]}});
-        let api = self.client.dynamic(
-            registry::by_kind("v1", "Pod").expect("pods"),
-            pod.metadata.namespace.as_deref(),
-        );
+        let api = self
+            .client
+            .dynamic(registry::of::<Pod>(), pod.metadata.namespace.as_deref());
         match api
             .patch(
                 pod.metadata.name.as_deref().unwrap_or(""),

@@ -2,6 +2,9 @@
 //! nodeSelector, anti-affinity, unschedulable pods, and retry when the cluster changes.
 
 use apiserver::testing::{Backend, TestServer};
+use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::Pod;
 use minik8s_api::registry;
 use minik8s_client::{Client, DynamicApi, ListParams};
 use serde_json::{json, Value};
@@ -51,7 +54,7 @@ fn node_of(p: &Value) -> String {
 async fn schedules_round_robin_honours_constraints_and_reports_failures() {
     let s = TestServer::start(Backend::Embedded).await;
     let client = Client::new(&s.url);
-    let nodes = client.dynamic(registry::by_kind("v1", "Node").unwrap(), None);
+    let nodes = client.dynamic(registry::of::<Node>(), None);
     nodes
         .create(&node(
             "n1",
@@ -68,7 +71,7 @@ async fn schedules_round_robin_honours_constraints_and_reports_failures() {
         tokio::spawn(inf);
     }
     tokio::spawn(scheduler::worker(sched));
-    let pods = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("default"));
+    let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
 
     // Round-robin: consecutive pods alternate between the nodes.
     let mut placed = Vec::new();
@@ -155,7 +158,7 @@ async fn schedules_round_robin_honours_constraints_and_reports_failures() {
         "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
     );
     // The event follows the status write: wait for it.
-    let events = client.dynamic(registry::by_kind("v1", "Event").unwrap(), Some("default"));
+    let events = client.dynamic(registry::of::<Event>(), Some("default"));
     let mut list = Value::Null;
     for _ in 0..100 {
         list = events

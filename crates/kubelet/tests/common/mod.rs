@@ -4,6 +4,8 @@
 #![allow(dead_code)]
 
 use apiserver::testing::{free_port, Backend, TestServer};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::Pod;
 use minik8s_api::registry;
 use minik8s_client::{Client, DynamicApi};
 use serde_json::Value;
@@ -331,14 +333,11 @@ impl Cluster {
     }
 
     pub fn pods(&self) -> DynamicApi {
-        self.client
-            .dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("default"))
+        self.client.dynamic(registry::of::<Pod>(), Some("default"))
     }
 
     async fn wait_node_ready(&self) {
-        let nodes = self
-            .client
-            .dynamic(registry::by_kind("v1", "Node").unwrap(), None);
+        let nodes = self.client.dynamic(registry::of::<Node>(), None);
         for _ in 0..100 {
             if nodes.get(&self.node).await.is_ok() {
                 return;

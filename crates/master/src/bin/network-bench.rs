@@ -14,6 +14,7 @@
 use apiserver::testing::{free_port, Backend, TestServer};
 use futures::StreamExt;
 use kube_proxy::{iptables, ipvs, ServicePort};
+use minik8s_api::k8s::api::core::v1::Service;
 use minik8s_api::registry;
 use minik8s_client::Client;
 use serde_json::json;
@@ -164,7 +165,7 @@ fn query(id: u16, name: &str) -> Vec<u8> {
 async fn dns_qps(services: usize) -> anyhow::Result<()> {
     let server = TestServer::start_with(Backend::Embedded, |_| {}).await;
     let client = Client::new(&server.url);
-    let api = client.dynamic(registry::by_kind("v1", "Service").unwrap(), Some("default"));
+    let api = client.dynamic(registry::of::<Service>(), Some("default"));
     let created: Vec<bool> = futures::stream::iter(0..services)
         .map(|i| {
             let api = api.clone();

@@ -12,6 +12,8 @@
 use bollard::container::Config;
 use bollard::models::HostConfig;
 use futures::StreamExt;
+use minik8s_api::k8s::api::core::v1::Node;
+use minik8s_api::k8s::api::core::v1::Pod;
 use minik8s_api::registry;
 use minik8s_client::{Client, ListParams, WatchEvent};
 use serde_json::json;
@@ -118,7 +120,7 @@ async fn main() -> anyhow::Result<()> {
             .stderr(Stdio::null())
             .spawn()?,
     );
-    let nodes = client.dynamic(registry::by_kind("v1", "Node").unwrap(), None);
+    let nodes = client.dynamic(registry::of::<Node>(), None);
     for _ in 0..100 {
         if nodes.get("bench-node").await.is_ok() {
             break;
@@ -127,7 +129,7 @@ async fn main() -> anyhow::Result<()> {
     }
 
     // minik8s: create → Running and ready, through the scheduler and the kubelet.
-    let api = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("default"));
+    let api = client.dynamic(registry::of::<Pod>(), Some("default"));
     let mut through_minik8s = Vec::new();
     for i in 0..pods {
         let name = format!("bench-{i}");

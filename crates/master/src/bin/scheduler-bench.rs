@@ -6,6 +6,7 @@
 
 use apiserver::testing::{Backend, TestServer};
 use futures::StreamExt;
+use minik8s_api::k8s::api::core::v1::Pod;
 use minik8s_api::registry;
 use minik8s_client::{Client, ListParams};
 use serde_json::json;
@@ -36,7 +37,7 @@ async fn main() -> anyhow::Result<()> {
     tokio::spawn(kubelet::hollow::run(client.clone(), hollow));
     let register_secs = t.elapsed().as_secs_f64();
 
-    let api = client.dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("default"));
+    let api = client.dynamic(registry::of::<Pod>(), Some("default"));
     let t = Instant::now();
     let created: Vec<bool> = futures::stream::iter(0..pods)
         .map(|i| {
