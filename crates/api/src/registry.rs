@@ -1,8 +1,13 @@
-//! The one table that describes every resource the apiserver serves.
+//! The one table that describes every built-in resource.
 //!
 //! Routing, discovery, OpenAPI, storage keys, kubectl's aliases and the Table
-//! columns are all derived from [`REGISTRY`]; adding a kind means adding one
-//! entry here plus its defaulting/validation.
+//! columns are all derived from it; adding a kind means adding one entry here
+//! plus its defaulting/validation. The apiserver serves from a [`Registry`]:
+//! this table plus kinds registered while it runs. Clients know the built-ins
+//! by type ([`of`]) and everything else through discovery.
+
+mod live;
+pub use live::{Registry, RegistryError, ResourceSpec};
 
 /// A subresource served under `<resource>/<name>/<sub>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

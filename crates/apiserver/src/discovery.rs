@@ -1,9 +1,10 @@
 //! Discovery (`/api`, `/apis`, `/api/v1`, `/apis/G`, `/apis/G/V`), `/version`
 //! and the minimal `/openapi/v3` kubectl needs to trust server-side validation.
-//! Everything is derived from the registry.
+//! Everything is derived from the server's live registry, so a kind registered
+//! or unregistered at run time shows up, or goes, on the next request.
 
 use crate::metrics_api;
-use minik8s_api::registry::{self, group_versions, verbs, REGISTRY};
+use minik8s_api::registry::{self, verbs, Registry};
 use serde_json::{json, Value};
 
 pub fn version() -> Value {
@@ -22,8 +23,9 @@ fn group_entry(group: &str, version: &str) -> Value {
     json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
 }
 
-pub fn api_group_list() -> Value {
-    let groups: Vec<Value> = group_versions()
+pub fn api_group_list(reg: &Registry) -> Value {
+    let groups: Vec<Value> = reg
+        .group_versions()
         .into_iter()
         .filter(|(g, _)| !g.is_empty())
         .map(|(g, v)| group_entry(g, v))
@@ -32,8 +34,8 @@ pub fn api_group_list() -> Value {
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
-pub fn api_group(group: &str) -> Option<Value> {
-    group_versions()
+pub fn api_group(reg: &Registry, group: &str) -> Option<Value> {
+    reg.group_versions()
         .into_iter()
         .chain([(metrics_api::GROUP, metrics_api::VERSION)])
         .find(|(g, _)| *g == group && !g.is_empty())
@@ -46,13 +48,14 @@ pub fn api_group(group: &str) -> Option<Value> {
 }
 
 /// The `APIResourceList` of one group/version, or None if it is not served.
-pub fn resource_list(group: &str, version: &str) -> Option<Value> {
+pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
     if (group, version) == (metrics_api::GROUP, metrics_api::VERSION) {
         return Some(metrics_api::resource_list());
     }
     let mut resources = Vec::new();
-    for r in REGISTRY
-        .iter()
+    for r in reg
+        .all()
+        .into_iter()
         .filter(|r| r.group == group && r.version == version)
     {
         let mut entry = json!({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
@@ -101,19 +104,19 @@ fn gv_key(group: &str, version: &str) -> String {
 }
 
 /// A stable hash of the served kinds, so kubectl's cached documents stay valid until they change.
-fn schema_hash() -> String {
+fn schema_hash(reg: &Registry) -> String {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    for r in REGISTRY {
+    for r in reg.all() {
         (r.group, r.version, r.kind, r.plural).hash(&mut h);
     }
     format!("{:016X}", h.finish())
 }
 
-pub fn openapi_root() -> Value {
-    let hash = schema_hash();
+pub fn openapi_root(reg: &Registry) -> Value {
+    let hash = schema_hash(reg);
     let mut paths = serde_json::Map::new();
-    for (g, v) in group_versions() {
+    for (g, v) in reg.group_versions() {
         let key = gv_key(g, v);
         paths.insert(
             key.clone(),
@@ -125,15 +128,16 @@ pub fn openapi_root() -> Value {
 
 /// The OpenAPI v3 document of one group/version: a PATCH operation per kind
 /// that accepts `fieldValidation`, which is what kubectl's validator looks for.
-pub fn openapi_gv(path: &str) -> Option<Value> {
+pub fn openapi_gv(reg: &Registry, path: &str) -> Option<Value> {
     let (group, version) = match path.split('/').collect::<Vec<_>>().as_slice() {
         ["api", v] => ("", *v),
         ["apis", g, v] => (*g, *v),
         _ => return None,
     };
     let mut paths = serde_json::Map::new();
-    for r in REGISTRY
-        .iter()
+    for r in reg
+        .all()
+        .into_iter()
         .filter(|r| r.group == group && r.version == version)
     {
         let url = if r.namespaced {

@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::core::v1::Pod;
 use minik8s_api::meta::{self, finalizers, is_deleting, metadata_mut, now_rfc3339};
 use minik8s_api::patch::{apply_patch, PatchType};
-use minik8s_api::registry::{self, ResourceInfo, Subresource};
+use minik8s_api::registry::{self, Registry, ResourceInfo, Subresource};
 use minik8s_api::selector::{supported_fields, FieldSelector, Selector};
 use minik8s_api::validation::{self, FieldError};
 use minik8s_api::{defaults, ApiError};
@@ -95,7 +95,7 @@ enum Route {
     Resource(Target),
 }
 
-fn route(path: &str) -> Option<Route> {
+fn route(reg: &Registry, path: &str) -> Option<Route> {
     let segs: Vec<&str> = path
         .trim_matches('/')
         .split('/')
@@ -119,9 +119,7 @@ fn route(path: &str) -> Option<Route> {
         return Some(Route::ResourceList(group.into(), version.into()));
     }
     let namespaced_res = match rest {
-        ["namespaces", _, res, ..] => {
-            registry::by_plural(group, version, res).filter(|i| i.namespaced)
-        }
+        ["namespaces", _, res, ..] => reg.by_plural(group, version, res).filter(|i| i.namespaced),
         _ => None,
     };
     let (info, namespace, name, sub, extra) = match namespaced_res {
@@ -133,7 +131,7 @@ fn route(path: &str) -> Option<Route> {
             rest.len() > 5,
         ),
         None => {
-            let info = registry::by_plural(group, version, rest[0])?;
+            let info = reg.by_plural(group, version, rest[0])?;
             if info.namespaced && rest.len() > 1 {
                 return None;
             }
@@ -196,7 +194,7 @@ pub async fn handle(
             Err(e) => error_response(&e),
         };
     }
-    match route(uri.path()) {
+    match route(&srv.registry, uri.path()) {
         None => error_response(&ApiError::unknown_path()),
         Some(r) if method != Method::GET && !matches!(r, Route::Resource(_)) => {
             error_response(&ApiError::method_not_allowed(format!(
@@ -208,11 +206,15 @@ pub async fn handle(
             (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response()
         }
         Some(Route::Api) => json_response(StatusCode::OK, &discovery::api_versions()),
-        Some(Route::Apis) => json_response(StatusCode::OK, &discovery::api_group_list()),
-        Some(Route::Group(g)) => found(discovery::api_group(&g)),
-        Some(Route::ResourceList(g, v)) => found(discovery::resource_list(&g, &v)),
-        Some(Route::OpenApiRoot) => json_response(StatusCode::OK, &discovery::openapi_root()),
-        Some(Route::OpenApiGv(p)) => found(discovery::openapi_gv(&p)),
+        Some(Route::Apis) => {
+            json_response(StatusCode::OK, &discovery::api_group_list(&srv.registry))
+        }
+        Some(Route::Group(g)) => found(discovery::api_group(&srv.registry, &g)),
+        Some(Route::ResourceList(g, v)) => found(discovery::resource_list(&srv.registry, &g, &v)),
+        Some(Route::OpenApiRoot) => {
+            json_response(StatusCode::OK, &discovery::openapi_root(&srv.registry))
+        }
+        Some(Route::OpenApiGv(p)) => found(discovery::openapi_gv(&srv.registry, &p)),
         // An empty OpenAPI v2 document: kubectl falls back to it for kinds the v3
         // documents do not list and then reports them as unknown kinds itself.
         Some(Route::OpenApiV2) => (

@@ -22,7 +22,7 @@ pub mod watch_cache;
 use anyhow::Context;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::core::v1::Service;
-use minik8s_api::registry::{self, REGISTRY};
+use minik8s_api::registry::{self, Registry, RegistryError, ResourceInfo, ResourceSpec};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -80,7 +80,10 @@ impl Config {
 /// The server state shared by all requests.
 pub struct ApiServer {
     pub store: Arc<dyn Store>,
-    caches: HashMap<&'static str, Arc<WatchCache>>,
+    /// What is served: the built-ins and kinds registered while running.
+    pub registry: Registry,
+    /// One watch cache per served resource, by (group, plural).
+    caches: std::sync::RwLock<HashMap<(&'static str, &'static str), Arc<WatchCache>>>,
     alloc: ipalloc::Allocators,
     http: reqwest::Client,
     /// Set once the server is shutting down: watch streams end, connections close.
@@ -91,6 +94,8 @@ pub struct ApiServer {
     default_toleration_seconds: (i64, i64),
     /// Recent kubelet summaries behind metrics.k8s.io.
     summaries: metrics_api::SummaryCache,
+    /// Events each watch cache keeps (`--watch-cache-size`).
+    watch_cache_size: usize,
 }
 
 /// Namespace name → terminating, kept from the namespaces watch cache (as Kubernetes'
@@ -183,18 +188,18 @@ impl ApiServer {
     /// Builds the server on `store`: watch caches, allocators, system namespaces.
     pub async fn new(store: Arc<dyn Store>, cfg: &Config) -> anyhow::Result<Arc<ApiServer>> {
         let rev = store.current_revision().await?;
-        let caches = REGISTRY
-            .iter()
+        let registry = Registry::with_builtins();
+        let caches = registry
+            .all()
+            .into_iter()
             .map(|info| {
-                (
-                    info.plural,
-                    WatchCache::start(
-                        store.clone(),
-                        info.key_prefix(None),
-                        rev,
-                        cfg.watch_cache_size,
-                    ),
-                )
+                let cache = WatchCache::start(
+                    store.clone(),
+                    info.key_prefix(None),
+                    rev,
+                    cfg.watch_cache_size,
+                );
+                ((info.group, info.plural), cache)
             })
             .collect();
         let alloc = ipalloc::Allocators::new(&cfg.service_cluster_ip_range)
@@ -206,7 +211,9 @@ impl ApiServer {
         let shutting_down = tokio::sync::watch::Sender::new(false);
         let srv = Arc::new(ApiServer {
             store,
-            caches,
+            registry,
+            caches: std::sync::RwLock::new(caches),
+            watch_cache_size: cfg.watch_cache_size,
             alloc,
             http,
             shutting_down,
@@ -217,10 +224,80 @@ impl ApiServer {
             ),
             summaries: Default::default(),
         });
-        NamespaceCache::follow(Arc::downgrade(&srv), srv.caches["namespaces"].clone(), rev);
+        let namespaces = srv
+            .watch_cache(registry::of::<Namespace>())
+            .expect("namespaces have a watch cache");
+        NamespaceCache::follow(Arc::downgrade(&srv), namespaces, rev);
         srv.restore_allocations().await?;
         srv.ensure_system_namespaces().await?;
         Ok(srv)
+    }
+
+    /// The watch cache of a served resource.
+    pub(crate) fn watch_cache(&self, info: &ResourceInfo) -> Option<Arc<WatchCache>> {
+        self.caches
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(info.group, info.plural))
+            .cloned()
+    }
+
+    /// Serves a new kind from now on: routing, discovery, OpenAPI and watch
+    /// see it at once (what a CustomResourceDefinition will do). Objects are
+    /// stored under `/registry/<group>/<plural>/` like every other kind.
+    pub async fn register_kind(
+        &self,
+        spec: &ResourceSpec,
+    ) -> Result<&'static ResourceInfo, RegistryError> {
+        // The cache starts before the kind is served, so no write can be missed.
+        let rev = self
+            .store
+            .current_revision()
+            .await
+            .map_err(|e| RegistryError::Invalid {
+                field: "store",
+                why: e.to_string(),
+            })?;
+        let cache = WatchCache::start(
+            self.store.clone(),
+            format!("/registry/{}/{}/", spec.group, spec.plural),
+            rev,
+            self.watch_cache_size,
+        );
+        match self.registry.register(spec) {
+            Ok(info) => {
+                self.caches
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert((info.group, info.plural), cache);
+                tracing::info!(resource = %info.group_resource(), kind = info.kind, "kind registered");
+                Ok(info)
+            }
+            Err(e) => {
+                cache.stop();
+                Err(e)
+            }
+        }
+    }
+
+    /// Stops serving a kind registered at run time: it leaves discovery and
+    /// routing, and its open watches end. Its stored objects stay in the store.
+    pub fn unregister_kind(
+        &self,
+        group: &str,
+        plural: &str,
+    ) -> Result<&'static ResourceInfo, RegistryError> {
+        let info = self.registry.unregister(group, plural)?;
+        let cache = self
+            .caches
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(info.group, info.plural));
+        if let Some(cache) = cache {
+            cache.stop();
+        }
+        tracing::info!(resource = %info.group_resource(), "kind unregistered");
+        Ok(info)
     }
 
     /// Re-registers the ClusterIPs and node ports of stored Services.

@@ -124,10 +124,9 @@ impl ApiServer {
             .map_err(ApiError::bad_request)?,
         };
         let cache = self
-            .caches
-            .get(info.plural)
-            .cloned()
-            .ok_or_else(|| ApiError::internal(format!("no watch cache for {}", info.plural)))?;
+            .watch_cache(info)
+            // Unregistered since the request was routed.
+            .ok_or_else(ApiError::unknown_path)?;
         let bookmarks = params.flag("allowWatchBookmarks");
         let timeout = match params
             .get("timeoutSeconds")

@@ -46,7 +46,10 @@ struct Inner {
 
 pub struct WatchCache {
     inner: Mutex<Inner>,
-    tx: broadcast::Sender<Arc<CacheEvent>>,
+    /// The live feed; None once stopped, which ends every subscriber's feed.
+    tx: Mutex<Option<broadcast::Sender<Arc<CacheEvent>>>>,
+    /// The task that follows the store, aborted by [`WatchCache::stop`].
+    task: std::sync::OnceLock<tokio::task::AbortHandle>,
 }
 
 /// What a new watcher gets: the events it missed, then a live feed.
@@ -82,11 +85,28 @@ impl WatchCache {
                 oldest_servable: start_revision,
                 latest: start_revision,
             }),
-            tx,
+            tx: Mutex::new(Some(tx)),
+            task: std::sync::OnceLock::new(),
         });
         let c = cache.clone();
-        tokio::spawn(async move { c.run(store, prefix).await });
+        let task = tokio::spawn(async move { c.run(store, prefix).await });
+        let _ = cache.task.set(task.abort_handle());
         cache
+    }
+
+    /// Stops following the store (the resource is no longer served): the
+    /// store watch ends and every subscriber's live feed closes, so open
+    /// HTTP watches end as Kubernetes ends them when a CRD goes away.
+    pub fn stop(&self) {
+        if let Some(task) = self.task.get() {
+            task.abort();
+        }
+        let _inner = self.lock();
+        self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+
+    fn sender(&self) -> std::sync::MutexGuard<'_, Option<broadcast::Sender<Arc<CacheEvent>>>> {
+        self.tx.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -153,7 +173,9 @@ impl WatchCache {
             }
         }
         // Sent under the lock so that subscribe() sees a consistent backlog/live split.
-        let _ = self.tx.send(ce);
+        if let Some(tx) = self.sender().as_ref() {
+            let _ = tx.send(ce);
+        }
     }
 
     /// Subscribes to events with revision > `after`. `Err(oldest)` when that is too old.
@@ -168,10 +190,12 @@ impl WatchCache {
             .filter(|e| e.revision > after)
             .cloned()
             .collect();
-        Ok(Subscription {
-            backlog,
-            live: self.tx.subscribe(),
-        })
+        let live = match self.sender().as_ref() {
+            Some(tx) => tx.subscribe(),
+            // Stopped: a feed that is closed from the start.
+            None => broadcast::channel(1).1,
+        };
+        Ok(Subscription { backlog, live })
     }
 
     /// The newest revision seen (for bookmarks).

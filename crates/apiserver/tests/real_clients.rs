@@ -296,3 +296,112 @@ async fn python_client_on_embedded_store() {
 async fn python_client_on_etcd() {
     python_client(Backend::Etcd).await;
 }
+
+/// A kind registered while the server runs (what a CustomResourceDefinition
+/// will do) is served at once: discovery lists it, the real kubectl creates,
+/// lists, watches and deletes its objects by plural and short name; once
+/// unregistered it leaves discovery, and a watch on it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kinds_registered_at_run_time_are_served_to_the_real_kubectl() {
+    use minik8s_api::registry::{ResourceSpec, Subresource};
+    let s = TestServer::start(Backend::Embedded).await;
+    let k = Kubectl::new(&s.url);
+    async fn discovery(k: &Kubectl) -> String {
+        k.run(&["api-resources", "--api-group=example.minik8s.io"])
+            .await
+            .1
+    }
+    /// The next watch line's first two words (EVENT NAME); None once the watch ended.
+    async fn next(
+        lines: &mut tokio::io::Lines<impl tokio::io::AsyncBufRead + Unpin>,
+    ) -> Option<String> {
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("a watch line within 20 s")
+            .unwrap()?;
+        Some(
+            line.split_whitespace()
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(" "),
+        )
+    }
+    assert!(!discovery(&k).await.contains("widgets"));
+
+    let spec = ResourceSpec {
+        group: "example.minik8s.io".into(),
+        version: "v1".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+        singular: "widget".into(),
+        short_names: vec!["wd".into()],
+        namespaced: true,
+        subresources: vec![Subresource::Status],
+        categories: vec![],
+    };
+    s.server.register_kind(&spec).await.unwrap();
+    let listed = discovery(&k).await;
+    assert!(
+        listed.contains("widgets") && listed.contains("wd") && listed.contains("Widget"),
+        "{listed}"
+    );
+    // A second registration of the same group/plural is refused.
+    assert!(s.server.register_kind(&spec).await.is_err());
+
+    let widget = |name: &str, size: u32| {
+        format!("apiVersion: example.minik8s.io/v1\nkind: Widget\nmetadata: {{name: {name}}}\nspec: {{size: {size}}}\n")
+    };
+    let w1 = k.write("w1.yaml", &widget("w1", 1));
+    assert_eq!(
+        k.ok(&["create", "-f", &w1]).await.trim(),
+        "widget.example.minik8s.io/w1 created"
+    );
+    let got: Value = serde_json::from_str(&k.ok(&["get", "wd", "w1", "-o", "json"]).await).unwrap();
+    assert_eq!(
+        got["spec"]["size"], 1,
+        "the object is stored as sent: {got}"
+    );
+    assert_eq!(got["metadata"]["namespace"], "default");
+    let table = k.ok(&["get", "widgets"]).await;
+    assert!(
+        table.starts_with("NAME   AGE") && table.contains("w1"),
+        "{table}"
+    );
+
+    let mut watch = k
+        .command(&["get", "widgets", "-w", "--output-watch-events"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(watch.stdout.take().unwrap()).lines();
+    assert_eq!(next(&mut lines).await.as_deref(), Some("EVENT NAME"));
+    assert_eq!(next(&mut lines).await.as_deref(), Some("ADDED w1"));
+    k.ok(&["apply", "-f", &k.write("w2.yaml", &widget("w2", 2))])
+        .await;
+    assert_eq!(next(&mut lines).await.as_deref(), Some("ADDED w2"));
+    assert_eq!(
+        k.ok(&["delete", "widget", "w1"]).await.trim(),
+        "widget.example.minik8s.io \"w1\" deleted"
+    );
+    assert_eq!(next(&mut lines).await.as_deref(), Some("DELETED w1"));
+
+    // Unregistered: gone from discovery and routing; the open watch ends.
+    s.server
+        .unregister_kind("example.minik8s.io", "widgets")
+        .unwrap();
+    assert_eq!(next(&mut lines).await, None, "the watch ends with the kind");
+    assert!(!discovery(&k).await.contains("widgets"));
+    let (ok, _, err) = k.run(&["get", "widgets"]).await;
+    assert!(!ok, "{err}");
+    let (code, _) = {
+        let r = reqwest::get(format!(
+            "{}/apis/example.minik8s.io/v1/namespaces/default/widgets",
+            s.url
+        ))
+        .await
+        .unwrap();
+        (r.status().as_u16(), ())
+    };
+    assert_eq!(code, 404);
+    let _ = watch.wait().await;
+}
