@@ -10,10 +10,13 @@
 //! (`--etcd-servers`) or the embedded store in `--data-dir`.
 
 pub mod discovery;
-pub mod handlers;
+pub mod http;
 pub mod ipalloc;
 pub mod metrics_api;
+pub mod rest;
 pub mod store;
+pub mod strategy;
+pub mod subresources;
 pub mod table;
 pub mod testing;
 pub mod watch;
@@ -308,8 +311,8 @@ impl ApiServer {
             let Ok(svc) = serde_json::from_slice::<Value>(&kv.value) else {
                 continue;
             };
-            for (kind, v) in handlers::service_allocations(&svc) {
-                let r = if kind == "ip" {
+            for (pool, v) in strategy::service_allocations(&svc) {
+                let r = if pool == "ip" {
                     self.alloc.reserve_ip(&v)
                 } else {
                     self.alloc.reserve_port(v.parse().unwrap_or(0))
@@ -354,7 +357,7 @@ impl ApiServer {
     pub fn router(self: &Arc<Self>) -> axum::Router {
         let srv = self.clone();
         axum::Router::new().fallback(move |method, uri, headers, body| {
-            handlers::handle(srv.clone(), method, uri, headers, body)
+            http::handle(srv.clone(), method, uri, headers, body)
         })
     }
 

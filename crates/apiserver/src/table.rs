@@ -89,178 +89,213 @@ pub fn pod_status(pod: &Value) -> String {
     reason
 }
 
-fn cells(info: &ResourceInfo, o: &Value) -> Vec<Value> {
+/// A kind's table cells after NAME.
+pub type Row = fn(&Value) -> Vec<Value>;
+
+/// NAME, then the kind's cells.
+fn cells(row: Row, o: &Value) -> Vec<Value> {
     let name = json!(o
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or(""));
-    let rest: Vec<Value> = match info.kind {
-        "Pod" => {
-            let statuses = arr(o, "/status/containerStatuses");
-            let ready = statuses
-                .iter()
-                .filter(|c| c.get("ready") == Some(&json!(true)))
-                .count();
-            let total = arr(o, "/spec/containers").len();
-            let restarts: i64 = statuses
-                .iter()
-                .map(|c| c.get("restartCount").and_then(Value::as_i64).unwrap_or(0))
-                .sum();
-            vec![
-                json!(format!("{ready}/{total}")),
-                json!(pod_status(o)),
-                json!(restarts.to_string()),
-                json!(age(o)),
-                json!(s(o.pointer("/status/podIP"))),
-                json!(s(o.pointer("/spec/nodeName"))),
-                json!(s(o.pointer("/status/nominatedNodeName"))),
-                json!("<none>"),
-            ]
+    let mut out = vec![name];
+    out.extend(row(o));
+    out
+}
+
+/// The cells after NAME of one object, per kind (kubectl's printers): each
+/// kind's strategy names its function.
+pub mod rows {
+    use super::*;
+
+    /// Pod.
+    pub fn pod(o: &Value) -> Vec<Value> {
+        let statuses = arr(o, "/status/containerStatuses");
+        let ready = statuses
+            .iter()
+            .filter(|c| c.get("ready") == Some(&json!(true)))
+            .count();
+        let total = arr(o, "/spec/containers").len();
+        let restarts: i64 = statuses
+            .iter()
+            .map(|c| c.get("restartCount").and_then(Value::as_i64).unwrap_or(0))
+            .sum();
+        vec![
+            json!(format!("{ready}/{total}")),
+            json!(pod_status(o)),
+            json!(restarts.to_string()),
+            json!(age(o)),
+            json!(s(o.pointer("/status/podIP"))),
+            json!(s(o.pointer("/spec/nodeName"))),
+            json!(s(o.pointer("/status/nominatedNodeName"))),
+            json!("<none>"),
+        ]
+    }
+
+    /// Node.
+    pub fn node(o: &Value) -> Vec<Value> {
+        let ready = arr(o, "/status/conditions")
+            .iter()
+            .find(|c| c.get("type") == Some(&json!("Ready")))
+            .and_then(|c| c.get("status"))
+            .and_then(Value::as_str);
+        let mut status = match ready {
+            Some("True") => "Ready".to_string(),
+            Some("False") => "NotReady".to_string(),
+            _ => "Unknown".to_string(),
+        };
+        if o.pointer("/spec/unschedulable") == Some(&json!(true)) {
+            status.push_str(",SchedulingDisabled");
         }
-        "Node" => {
-            let ready = arr(o, "/status/conditions")
+        let roles: Vec<String> = o
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .map(|l| {
+                l.keys()
+                    .filter_map(|k| k.strip_prefix("node-role.kubernetes.io/"))
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let addr = |t: &str| {
+            s(arr(o, "/status/addresses")
                 .iter()
-                .find(|c| c.get("type") == Some(&json!("Ready")))
-                .and_then(|c| c.get("status"))
-                .and_then(Value::as_str);
-            let mut status = match ready {
-                Some("True") => "Ready".to_string(),
-                Some("False") => "NotReady".to_string(),
-                _ => "Unknown".to_string(),
-            };
-            if o.pointer("/spec/unschedulable") == Some(&json!(true)) {
-                status.push_str(",SchedulingDisabled");
-            }
-            let roles: Vec<String> = o
-                .pointer("/metadata/labels")
-                .and_then(Value::as_object)
-                .map(|l| {
-                    l.keys()
-                        .filter_map(|k| k.strip_prefix("node-role.kubernetes.io/"))
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default();
-            let addr = |t: &str| {
-                s(arr(o, "/status/addresses")
-                    .iter()
-                    .find(|a| a.get("type") == Some(&json!(t)))
-                    .and_then(|a| a.get("address")))
-            };
-            vec![
-                json!(status),
-                json!(if roles.is_empty() {
-                    "<none>".into()
-                } else {
-                    roles.join(",")
-                }),
-                json!(age(o)),
-                json!(s(o.pointer("/status/nodeInfo/kubeletVersion"))),
-                json!(addr("InternalIP")),
-                json!(addr("ExternalIP")),
-                json!(s(o.pointer("/status/nodeInfo/osImage"))),
-                json!(s(o.pointer("/status/nodeInfo/kernelVersion"))),
-                json!(s(o.pointer("/status/nodeInfo/containerRuntimeVersion"))),
-            ]
-        }
-        "Namespace" => vec![json!(s(o.pointer("/status/phase"))), json!(age(o))],
-        "Service" => {
-            let ports: Vec<String> = arr(o, "/spec/ports")
-                .iter()
-                .map(|p| {
-                    let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
-                    match p.get("nodePort").and_then(Value::as_i64) {
-                        Some(np) => format!("{}:{}/{}", int(p, "/port"), np, proto),
-                        None => format!("{}/{}", int(p, "/port"), proto),
-                    }
-                })
-                .collect();
-            let selector: Vec<String> = o
-                .pointer("/spec/selector")
-                .and_then(Value::as_object)
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                        .collect()
-                })
-                .unwrap_or_default();
-            vec![
-                json!(s(o.pointer("/spec/type"))),
-                json!(s(o.pointer("/spec/clusterIP"))),
-                json!(o
-                    .pointer("/spec/externalIPs")
-                    .and_then(Value::as_array)
-                    .map(|a| join_field_strs(a))
-                    .unwrap_or_else(|| "<none>".into())),
-                json!(if ports.is_empty() {
-                    "<none>".into()
-                } else {
-                    ports.join(",")
-                }),
-                json!(age(o)),
-                json!(if selector.is_empty() {
-                    "<none>".into()
-                } else {
-                    selector.join(",")
-                }),
-            ]
-        }
-        "Endpoints" => {
-            let mut eps = Vec::new();
-            for sub in arr(o, "/subsets") {
-                for a in arr(sub, "/addresses") {
-                    for p in arr(sub, "/ports") {
-                        eps.push(format!("{}:{}", s(a.get("ip")), int(p, "/port")));
-                    }
-                    if arr(sub, "/ports").is_empty() {
-                        eps.push(s(a.get("ip")));
-                    }
+                .find(|a| a.get("type") == Some(&json!(t)))
+                .and_then(|a| a.get("address")))
+        };
+        vec![
+            json!(status),
+            json!(if roles.is_empty() {
+                "<none>".into()
+            } else {
+                roles.join(",")
+            }),
+            json!(age(o)),
+            json!(s(o.pointer("/status/nodeInfo/kubeletVersion"))),
+            json!(addr("InternalIP")),
+            json!(addr("ExternalIP")),
+            json!(s(o.pointer("/status/nodeInfo/osImage"))),
+            json!(s(o.pointer("/status/nodeInfo/kernelVersion"))),
+            json!(s(o.pointer("/status/nodeInfo/containerRuntimeVersion"))),
+        ]
+    }
+
+    /// Namespace.
+    pub fn namespace(o: &Value) -> Vec<Value> {
+        vec![json!(s(o.pointer("/status/phase"))), json!(age(o))]
+    }
+
+    /// Service.
+    pub fn service(o: &Value) -> Vec<Value> {
+        let ports: Vec<String> = arr(o, "/spec/ports")
+            .iter()
+            .map(|p| {
+                let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+                match p.get("nodePort").and_then(Value::as_i64) {
+                    Some(np) => format!("{}:{}/{}", int(p, "/port"), np, proto),
+                    None => format!("{}/{}", int(p, "/port"), proto),
+                }
+            })
+            .collect();
+        let selector: Vec<String> = o
+            .pointer("/spec/selector")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                    .collect()
+            })
+            .unwrap_or_default();
+        vec![
+            json!(s(o.pointer("/spec/type"))),
+            json!(s(o.pointer("/spec/clusterIP"))),
+            json!(o
+                .pointer("/spec/externalIPs")
+                .and_then(Value::as_array)
+                .map(|a| join_field_strs(a))
+                .unwrap_or_else(|| "<none>".into())),
+            json!(if ports.is_empty() {
+                "<none>".into()
+            } else {
+                ports.join(",")
+            }),
+            json!(age(o)),
+            json!(if selector.is_empty() {
+                "<none>".into()
+            } else {
+                selector.join(",")
+            }),
+        ]
+    }
+
+    /// Endpoints.
+    pub fn endpoints(o: &Value) -> Vec<Value> {
+        let mut eps = Vec::new();
+        for sub in arr(o, "/subsets") {
+            for a in arr(sub, "/addresses") {
+                for p in arr(sub, "/ports") {
+                    eps.push(format!("{}:{}", s(a.get("ip")), int(p, "/port")));
+                }
+                if arr(sub, "/ports").is_empty() {
+                    eps.push(s(a.get("ip")));
                 }
             }
-            vec![json!(abbreviate(&eps)), json!(age(o))]
         }
-        "EndpointSlice" => {
-            let ports: Vec<String> = arr(o, "/ports")
-                .iter()
-                .map(|p| int(p, "/port").to_string())
-                .collect();
-            let eps: Vec<String> = arr(o, "/endpoints")
-                .iter()
-                .flat_map(|e| arr(e, "/addresses").iter().map(|a| s(Some(a))))
-                .collect();
-            vec![
-                json!(s(o.get("addressType"))),
-                json!(if ports.is_empty() {
-                    "<unset>".into()
-                } else {
-                    ports.join(",")
-                }),
-                json!(abbreviate(&eps)),
-                json!(age(o)),
-            ]
-        }
-        "Lease" => vec![json!(s(o.pointer("/spec/holderIdentity"))), json!(age(o))],
-        "Event" => {
-            let last = o
-                .get("lastTimestamp")
-                .or_else(|| o.get("eventTime"))
-                .and_then(Value::as_str)
-                .map(human_age)
-                .unwrap_or_else(|| age(o));
-            let obj = format!(
-                "{}/{}",
-                s(o.pointer("/involvedObject/kind")).to_lowercase(),
-                s(o.pointer("/involvedObject/name"))
-            );
-            vec![
-                json!(last),
-                json!(s(o.get("type"))),
-                json!(s(o.get("reason"))),
-                json!(obj),
-                json!(s(o.get("message"))),
-            ]
-        }
-        "ReplicaSet" => vec![
+        vec![json!(abbreviate(&eps)), json!(age(o))]
+    }
+
+    /// EndpointSlice.
+    pub fn endpoint_slice(o: &Value) -> Vec<Value> {
+        let ports: Vec<String> = arr(o, "/ports")
+            .iter()
+            .map(|p| int(p, "/port").to_string())
+            .collect();
+        let eps: Vec<String> = arr(o, "/endpoints")
+            .iter()
+            .flat_map(|e| arr(e, "/addresses").iter().map(|a| s(Some(a))))
+            .collect();
+        vec![
+            json!(s(o.get("addressType"))),
+            json!(if ports.is_empty() {
+                "<unset>".into()
+            } else {
+                ports.join(",")
+            }),
+            json!(abbreviate(&eps)),
+            json!(age(o)),
+        ]
+    }
+
+    /// Lease.
+    pub fn lease(o: &Value) -> Vec<Value> {
+        vec![json!(s(o.pointer("/spec/holderIdentity"))), json!(age(o))]
+    }
+
+    /// Event.
+    pub fn event(o: &Value) -> Vec<Value> {
+        let last = o
+            .get("lastTimestamp")
+            .or_else(|| o.get("eventTime"))
+            .and_then(Value::as_str)
+            .map(human_age)
+            .unwrap_or_else(|| age(o));
+        let obj = format!(
+            "{}/{}",
+            s(o.pointer("/involvedObject/kind")).to_lowercase(),
+            s(o.pointer("/involvedObject/name"))
+        );
+        vec![
+            json!(last),
+            json!(s(o.get("type"))),
+            json!(s(o.get("reason"))),
+            json!(obj),
+            json!(s(o.get("message"))),
+        ]
+    }
+
+    /// ReplicaSet.
+    pub fn replica_set(o: &Value) -> Vec<Value> {
+        vec![
             json!(int(o, "/spec/replicas")),
             json!(int(o, "/status/replicas")),
             json!(int(o, "/status/readyReplicas")),
@@ -271,8 +306,12 @@ fn cells(info: &ResourceInfo, o: &Value) -> Vec<Value> {
                 "image"
             )),
             json!(selector_string(o.pointer("/spec/selector"))),
-        ],
-        "StatefulSet" => vec![
+        ]
+    }
+
+    /// StatefulSet.
+    pub fn stateful_set(o: &Value) -> Vec<Value> {
+        vec![
             json!(format!(
                 "{}/{}",
                 int(o, "/status/readyReplicas"),
@@ -284,54 +323,63 @@ fn cells(info: &ResourceInfo, o: &Value) -> Vec<Value> {
                 arr(o, "/spec/template/spec/containers"),
                 "image"
             )),
-        ],
-        "ControllerRevision" => {
-            let owner = arr(o, "/metadata/ownerReferences")
-                .iter()
-                .find(|r| r.get("controller") == Some(&json!(true)));
-            let controller = owner
-                .map(|r| {
-                    let api = r.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-                    let group = api
-                        .split_once('/')
-                        .map(|(g, _)| format!(".{g}"))
-                        .unwrap_or_default();
-                    format!(
-                        "{}{}/{}",
-                        s(r.get("kind")).to_lowercase(),
-                        group,
-                        s(r.get("name"))
-                    )
-                })
-                .unwrap_or_else(|| "<none>".into());
-            vec![json!(controller), json!(int(o, "/revision")), json!(age(o))]
-        }
-        "HorizontalPodAutoscaler" => {
-            let reference = format!(
-                "{}/{}",
-                s(o.pointer("/spec/scaleTargetRef/kind")),
-                s(o.pointer("/spec/scaleTargetRef/name"))
-            );
-            vec![
-                json!(reference),
-                json!(hpa_targets(o)),
-                json!(int(o, "/spec/minReplicas")),
-                json!(int(o, "/spec/maxReplicas")),
-                json!(int(o, "/status/currentReplicas")),
-                json!(age(o)),
-            ]
-        }
-        "LeaderWorkerSet" => vec![
+        ]
+    }
+
+    /// ControllerRevision.
+    pub fn controller_revision(o: &Value) -> Vec<Value> {
+        let owner = arr(o, "/metadata/ownerReferences")
+            .iter()
+            .find(|r| r.get("controller") == Some(&json!(true)));
+        let controller = owner
+            .map(|r| {
+                let api = r.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+                let group = api
+                    .split_once('/')
+                    .map(|(g, _)| format!(".{g}"))
+                    .unwrap_or_default();
+                format!(
+                    "{}{}/{}",
+                    s(r.get("kind")).to_lowercase(),
+                    group,
+                    s(r.get("name"))
+                )
+            })
+            .unwrap_or_else(|| "<none>".into());
+        vec![json!(controller), json!(int(o, "/revision")), json!(age(o))]
+    }
+
+    /// HorizontalPodAutoscaler.
+    pub fn horizontal_pod_autoscaler(o: &Value) -> Vec<Value> {
+        let reference = format!(
+            "{}/{}",
+            s(o.pointer("/spec/scaleTargetRef/kind")),
+            s(o.pointer("/spec/scaleTargetRef/name"))
+        );
+        vec![
+            json!(reference),
+            json!(hpa_targets(o)),
+            json!(int(o, "/spec/minReplicas")),
+            json!(int(o, "/spec/maxReplicas")),
+            json!(int(o, "/status/currentReplicas")),
+            json!(age(o)),
+        ]
+    }
+
+    /// LeaderWorkerSet.
+    pub fn leader_worker_set(o: &Value) -> Vec<Value> {
+        vec![
             json!(int(o, "/status/readyReplicas")),
             json!(int(o, "/spec/replicas")),
             json!(int(o, "/status/updatedReplicas")),
             json!(age(o)),
-        ],
-        _ => vec![json!(age(o))],
-    };
-    let mut out = vec![name];
-    out.extend(rest);
-    out
+        ]
+    }
+
+    /// Any kind without columns of its own: AGE.
+    pub fn age_only(o: &Value) -> Vec<Value> {
+        vec![json!(age(o))]
+    }
 }
 
 fn join_field_strs(a: &[Value]) -> String {
@@ -417,10 +465,11 @@ pub fn render(
     resource_version: &str,
     with_headers: bool,
 ) -> Value {
+    let row = crate::strategy::of(info).table_row();
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| {
-            json!({"cells": cells(info, o), "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+            json!({"cells": cells(row, o), "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
                 "metadata": o.get("metadata").cloned().unwrap_or(json!({}))}})
         })
         .collect();

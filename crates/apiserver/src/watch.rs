@@ -2,7 +2,7 @@
 //! the watch cache. Selectors are applied per event; an object that stops
 //! matching is sent as DELETED and one that starts matching as ADDED.
 
-use crate::handlers::{error_response, Params};
+use crate::http::{error_response, Params};
 use crate::store::EventKind;
 use crate::table;
 use crate::watch_cache::CacheEvent;
@@ -11,7 +11,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use minik8s_api::registry::ResourceInfo;
-use minik8s_api::selector::{supported_fields, FieldSelector, Selector};
+use minik8s_api::selector::{FieldSelector, Selector};
 use minik8s_api::ApiError;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -119,7 +119,7 @@ impl ApiServer {
                 .map_err(ApiError::bad_request)?,
             fields: FieldSelector::parse(
                 params.get("fieldSelector").unwrap_or(""),
-                &supported_fields(info.kind),
+                &crate::strategy::of(info).field_selectors(),
             )
             .map_err(ApiError::bad_request)?,
         };

@@ -1,0 +1,506 @@
+//! HTTP routing and parameters: the Kubernetes URL layout, onto the verbs of
+//! the generic REST operations (`rest.rs`) and the subresources
+//! (`subresources.rs`); discovery and OpenAPI (`discovery.rs`).
+//!
+//! ```text
+//!  request ─▶ route(registry, path) ─▶ Target { resource, namespace, name, subresource }
+//!          ─▶ Request::dispatch(method) ─▶ ApiServer::{create, update_with, delete, list, watch, …}
+//! ```
+
+use crate::discovery;
+use crate::rest::{DeleteOptions, Mode};
+use crate::strategy;
+use crate::subresources::to_scale;
+use crate::table;
+use crate::ApiServer;
+use axum::body::Bytes;
+use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use minik8s_api::meta;
+use minik8s_api::patch::{apply_patch, PatchType};
+use minik8s_api::registry::{Registry, ResourceInfo};
+use minik8s_api::ApiError;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub fn json_response(code: StatusCode, v: &Value) -> Response {
+    let body = serde_json::to_vec(v).unwrap_or_default();
+    (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+pub fn error_response(e: &ApiError) -> Response {
+    json_response(
+        StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        &e.to_status(),
+    )
+}
+
+/// Query parameters (last value wins).
+pub struct Params(HashMap<String, String>);
+
+impl Params {
+    pub fn parse(q: Option<&str>) -> Result<Self, ApiError> {
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(q.unwrap_or(""))
+            .map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))?;
+        Ok(Params(pairs.into_iter().collect()))
+    }
+    pub fn get(&self, k: &str) -> Option<&str> {
+        self.0.get(k).map(String::as_str)
+    }
+    /// apimachinery's rule: only missing, "0" and "false" (any case) are false.
+    pub fn flag(&self, k: &str) -> bool {
+        match self.0.get(k) {
+            None => false,
+            Some(v) => !(v == "0" || v.eq_ignore_ascii_case("false")),
+        }
+    }
+    fn int(&self, k: &str) -> Result<Option<i64>, ApiError> {
+        self.get(k)
+            .filter(|v| !v.is_empty())
+            .map(|v| {
+                v.parse::<i64>()
+                    .map_err(|_| ApiError::bad_request(format!("invalid {k}: {v:?}")))
+            })
+            .transpose()
+    }
+}
+
+/// A request on a resource.
+pub struct Target {
+    pub info: &'static ResourceInfo,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub sub: Option<String>,
+}
+
+enum Route {
+    Version,
+    Api,
+    Apis,
+    Group(String),
+    ResourceList(String, String),
+    OpenApiRoot,
+    OpenApiGv(String),
+    OpenApiV2,
+    Health,
+    Resource(Target),
+}
+
+fn route(reg: &Registry, path: &str) -> Option<Route> {
+    let segs: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["version"] => return Some(Route::Version),
+        ["healthz"] | ["readyz"] | ["livez"] => return Some(Route::Health),
+        ["healthz" | "readyz" | "livez", ..] => return Some(Route::Health),
+        ["openapi", "v3"] => return Some(Route::OpenApiRoot),
+        ["openapi", "v2"] => return Some(Route::OpenApiV2),
+        ["openapi", "v3", rest @ ..] => return Some(Route::OpenApiGv(rest.join("/"))),
+        ["api"] => return Some(Route::Api),
+        ["apis"] => return Some(Route::Apis),
+        ["apis", g] => return Some(Route::Group(g.to_string())),
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return None,
+    };
+    if rest.is_empty() {
+        return Some(Route::ResourceList(group.into(), version.into()));
+    }
+    let namespaced_res = match rest {
+        ["namespaces", _, res, ..] => reg.by_plural(group, version, res).filter(|i| i.namespaced),
+        _ => None,
+    };
+    let (info, namespace, name, sub, extra) = match namespaced_res {
+        Some(info) => (
+            info,
+            Some(rest[1].to_string()),
+            rest.get(3),
+            rest.get(4),
+            rest.len() > 5,
+        ),
+        None => {
+            let info = reg.by_plural(group, version, rest[0])?;
+            if info.namespaced && rest.len() > 1 {
+                return None;
+            }
+            (info, None, rest.get(1), rest.get(2), rest.len() > 3)
+        }
+    };
+    if extra {
+        return None;
+    }
+    if let Some(sub) = sub {
+        let known = info.subresources.iter().any(|s| s.name() == *sub)
+            || strategy::of(info).extra_subresources().contains(sub);
+        if !known {
+            return None;
+        }
+    }
+    Some(Route::Resource(Target {
+        info,
+        namespace,
+        name: name.map(|s| s.to_string()),
+        sub: sub.map(|s| s.to_string()),
+    }))
+}
+
+/// The single entry point for every request.
+pub async fn handle(
+    srv: Arc<ApiServer>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let params = match Params::parse(uri.query()) {
+        Ok(p) => p,
+        Err(e) => return error_response(&e),
+    };
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let found = |v: Option<Value>| match v {
+        Some(v) => json_response(StatusCode::OK, &v),
+        None => error_response(&ApiError::unknown_path()),
+    };
+    let metrics_prefix = format!(
+        "/apis/{}/{}/",
+        crate::metrics_api::GROUP,
+        crate::metrics_api::VERSION
+    );
+    if let Some(rest) = uri.path().strip_prefix(&metrics_prefix) {
+        let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+        if method != Method::GET {
+            return error_response(&ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource ({method})"
+            )));
+        }
+        return match srv.metrics(&segs, &params).await {
+            Ok(v) => json_response(StatusCode::OK, &v),
+            Err(e) => error_response(&e),
+        };
+    }
+    match route(&srv.registry, uri.path()) {
+        None => error_response(&ApiError::unknown_path()),
+        Some(r) if method != Method::GET && !matches!(r, Route::Resource(_)) => {
+            error_response(&ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource ({method})"
+            )))
+        }
+        Some(Route::Version) => json_response(StatusCode::OK, &discovery::version()),
+        Some(Route::Health) => {
+            (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response()
+        }
+        Some(Route::Api) => json_response(StatusCode::OK, &discovery::api_versions()),
+        Some(Route::Apis) => {
+            json_response(StatusCode::OK, &discovery::api_group_list(&srv.registry))
+        }
+        Some(Route::Group(g)) => found(discovery::api_group(&srv.registry, &g)),
+        Some(Route::ResourceList(g, v)) => found(discovery::resource_list(&srv.registry, &g, &v)),
+        Some(Route::OpenApiRoot) => {
+            json_response(StatusCode::OK, &discovery::openapi_root(&srv.registry))
+        }
+        Some(Route::OpenApiGv(p)) => found(discovery::openapi_gv(&srv.registry, &p)),
+        // An empty OpenAPI v2 document: kubectl falls back to it for kinds the v3
+        // documents do not list and then reports them as unknown kinds itself.
+        Some(Route::OpenApiV2) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/octet-stream")],
+            Vec::new(),
+        )
+            .into_response(),
+        Some(Route::Resource(t)) => {
+            let ctx = Request {
+                srv,
+                params,
+                accept,
+                headers,
+                body,
+            };
+            match ctx.dispatch(method, t).await {
+                Ok(resp) => resp,
+                Err(e) => error_response(&e),
+            }
+        }
+    }
+}
+
+struct Request {
+    srv: Arc<ApiServer>,
+    params: Params,
+    accept: String,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_string()
+}
+
+/// Decodes a JSON or YAML request body into an object.
+pub fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+    let ct = content_type(headers);
+    if ct.contains("protobuf") {
+        return Err(ApiError::unsupported_media_type(&ct));
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request("the request body is empty"));
+    }
+    let v: Value = if ct.contains("yaml") {
+        serde_yaml::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+    } else {
+        serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+        })?
+    };
+    if !v.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    Ok(v)
+}
+
+impl Request {
+    async fn dispatch(self, method: Method, t: Target) -> Result<Response, ApiError> {
+        let ns = t.namespace.clone();
+        let ns = ns.as_deref();
+        let table = table::wants_table(&self.accept);
+        match (&method, t.name.as_deref(), t.sub.as_deref()) {
+            (&Method::GET, None, None) if self.params.flag("watch") => {
+                Ok(self.srv.watch(t.info, ns, &self.params, table).await)
+            }
+            (&Method::GET, None, None) => {
+                let list = self.srv.list(t.info, ns, &self.params).await?;
+                if table {
+                    let items: Vec<&Value> = list["items"]
+                        .as_array()
+                        .map(|a| a.iter().collect())
+                        .unwrap_or_default();
+                    let rv = list["metadata"]["resourceVersion"].as_str().unwrap_or("");
+                    return Ok(json_response(
+                        StatusCode::OK,
+                        &table::render(t.info, &items, rv, true),
+                    ));
+                }
+                Ok(json_response(StatusCode::OK, &list))
+            }
+            (&Method::POST, None, None) => {
+                let ns = self.required_ns(t.info, ns)?;
+                let obj = decode_body(&self.headers, &self.body)?;
+                let created = self.srv.create(t.info, ns, obj, self.strict()).await?;
+                Ok(json_response(StatusCode::CREATED, &created))
+            }
+            (&Method::DELETE, None, None) => {
+                let opts = self.delete_options()?;
+                Ok(json_response(
+                    StatusCode::OK,
+                    &self
+                        .srv
+                        .delete_collection(t.info, ns, &self.params, &opts)
+                        .await?,
+                ))
+            }
+            (&Method::GET, Some(name), None) | (&Method::GET, Some(name), Some("status")) => {
+                let (obj, _) = self.srv.read(t.info, ns, name).await?;
+                if table {
+                    let rv = meta::resource_version(&obj).to_string();
+                    return Ok(json_response(
+                        StatusCode::OK,
+                        &table::render(t.info, &[&obj], &rv, true),
+                    ));
+                }
+                Ok(json_response(StatusCode::OK, &obj))
+            }
+            (&Method::PUT, Some(name), sub @ (None | Some("status"))) => {
+                let body = decode_body(&self.headers, &self.body)?;
+                let mode = if sub.is_some() {
+                    Mode::Status
+                } else {
+                    Mode::Main
+                };
+                let strict = self.strict();
+                let out = self
+                    .srv
+                    .update_with(t.info, ns, name, mode, strict, |_| Ok(body.clone()))
+                    .await?;
+                Ok(json_response(StatusCode::OK, &out))
+            }
+            (&Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
+                let (kind, patch) = self.patch_body(t.info)?;
+                let mode = if sub.is_some() {
+                    Mode::Status
+                } else {
+                    Mode::Main
+                };
+                let strategic = strategy::of(t.info).strategic_merge();
+                let strict = self.strict();
+                let out = self
+                    .srv
+                    .update_with(t.info, ns, name, mode, strict, |old| {
+                        apply_patch(old, &patch, kind, strategic).map_err(ApiError::bad_request)
+                    })
+                    .await?;
+                Ok(json_response(StatusCode::OK, &out))
+            }
+            (&Method::DELETE, Some(name), None) => {
+                let opts = self.delete_options()?;
+                Ok(json_response(
+                    StatusCode::OK,
+                    &self.srv.delete(t.info, ns, name, &opts).await?,
+                ))
+            }
+            (&Method::GET, Some(name), Some("scale")) => {
+                let (obj, _) = self.srv.read(t.info, ns, name).await?;
+                Ok(json_response(StatusCode::OK, &to_scale(t.info, &obj)))
+            }
+            (&Method::PUT | &Method::PATCH, Some(name), Some("scale")) => {
+                // PUT replaces the Scale, PATCH patches the current one.
+                let patch = if method == Method::PATCH {
+                    Some(self.patch_body(t.info)?)
+                } else {
+                    None
+                };
+                let body = if patch.is_none() {
+                    Some(decode_body(&self.headers, &self.body)?)
+                } else {
+                    None
+                };
+                let change = |scale: &Value| -> Result<Value, ApiError> {
+                    match (&patch, &body) {
+                        (Some((kind, p)), _) => {
+                            apply_patch(scale, p, *kind, true).map_err(ApiError::bad_request)
+                        }
+                        (None, Some(b)) => Ok(b.clone()),
+                        (None, None) => Err(ApiError::bad_request("the request body is empty")),
+                    }
+                };
+                let out = self.srv.update_scale(t.info, ns, name, change).await?;
+                Ok(json_response(StatusCode::OK, &out))
+            }
+            (&Method::POST, Some(name), Some("binding")) => {
+                let body = decode_body(&self.headers, &self.body)?;
+                self.srv.bind(t.info, ns, name, &body).await?;
+                Ok(json_response(
+                    StatusCode::CREATED,
+                    &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+                ))
+            }
+            (&Method::PUT, Some(name), Some("finalize")) => {
+                let body = decode_body(&self.headers, &self.body)?;
+                let fin = body
+                    .pointer("/spec/finalizers")
+                    .cloned()
+                    .unwrap_or(json!([]));
+                let out = self
+                    .srv
+                    .update_with(t.info, None, name, Mode::Main, false, |old| {
+                        let mut o = old.clone();
+                        o["spec"]["finalizers"] = fin.clone();
+                        Ok(o)
+                    })
+                    .await?;
+                Ok(json_response(StatusCode::OK, &out))
+            }
+            (&Method::GET, Some(name), Some("log")) => {
+                self.srv.pod_log(ns, name, &self.params).await
+            }
+            _ => Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource ({method})"
+            ))),
+        }
+    }
+
+    fn required_ns<'a>(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&'a str>,
+    ) -> Result<Option<&'a str>, ApiError> {
+        if info.namespaced && ns.is_none() {
+            return Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource (post {})",
+                info.plural
+            )));
+        }
+        Ok(ns)
+    }
+
+    fn strict(&self) -> bool {
+        self.params.get("fieldValidation") == Some("Strict")
+    }
+
+    fn patch_body(&self, info: &ResourceInfo) -> Result<(PatchType, Value), ApiError> {
+        let ct = content_type(&self.headers);
+        let kind = PatchType::from_content_type(&ct)
+            .ok_or_else(|| ApiError::unsupported_media_type(&ct))?;
+        if kind == PatchType::Strategic && !strategy::of(info).strategic_merge() {
+            // Kubernetes refuses strategic merge patch on custom resources; we accept it as merge patch.
+            tracing::debug!("strategic merge patch on a custom resource treated as merge patch");
+        }
+        let v: Value = if ct.contains("yaml") {
+            serde_yaml::from_slice(&self.body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
+        } else {
+            serde_json::from_slice(&self.body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
+        };
+        Ok((kind, v))
+    }
+
+    /// DeleteOptions from the body (kubectl) or the query (Python client).
+    fn delete_options(&self) -> Result<DeleteOptions, ApiError> {
+        let body: Value = if self.body.iter().all(u8::is_ascii_whitespace) {
+            json!({})
+        } else {
+            serde_json::from_slice(&self.body)
+                .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?
+        };
+        let policy = body
+            .get("propagationPolicy")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or_else(|| self.params.get("propagationPolicy").map(str::to_string))
+            .or_else(|| {
+                match body
+                    .get("orphanDependents")
+                    .and_then(Value::as_bool)
+                    .or_else(|| self.params.get("orphanDependents").map(|v| v != "false"))
+                {
+                    Some(true) => Some("Orphan".to_string()),
+                    _ => None,
+                }
+            });
+        if let Some(p) = &policy {
+            if !["Background", "Foreground", "Orphan"].contains(&p.as_str()) {
+                return Err(ApiError::bad_request(format!("propagationPolicy: Unsupported value: {p:?}: supported values: \"Background\", \"Foreground\", \"Orphan\"")));
+            }
+        }
+        let grace = match body.get("gracePeriodSeconds").and_then(Value::as_i64) {
+            Some(g) => Some(g),
+            None => self.params.int("gracePeriodSeconds")?,
+        };
+        Ok(DeleteOptions {
+            propagation: policy,
+            grace_period: grace,
+            uid: body
+                .pointer("/preconditions/uid")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            resource_version: body
+                .pointer("/preconditions/resourceVersion")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        })
+    }
+}

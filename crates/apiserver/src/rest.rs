@@ -1,0 +1,657 @@
+//! The generic REST operations every resource has: read, create, update
+//! (PUT, PATCH and the status subresource), delete, delete collection, list.
+//! What differs between kinds comes from the kind's strategy (`strategy/`);
+//! nothing here looks at a kind's name.
+//!
+//! Every write goes through one path:
+//! decode → type meta and server fields → defaulting → admission → validation
+//! (422 with field causes) → typed canonicalization (400 on type errors, unknown
+//! fields under `fieldValidation=Strict`) → allocation → store with a revision
+//! precondition (a conflict re-reads and re-applies unless the client named a
+//! resourceVersion).
+
+use crate::http::Params;
+use crate::store::StoreError;
+use crate::strategy;
+use crate::watch_cache::decode_object;
+use crate::ApiServer;
+use axum::body::Bytes;
+use k8s_openapi::api::core::v1::Namespace;
+use minik8s_api::meta::{self, finalizers, is_deleting, metadata_mut, now_rfc3339};
+use minik8s_api::registry::{self, ResourceInfo, Subresource};
+use minik8s_api::selector::{FieldSelector, Selector};
+use minik8s_api::validation::{self, FieldError};
+use minik8s_api::ApiError;
+use serde_json::{json, Value};
+
+/// How many times a write is re-read and re-applied on a conflict before the
+/// client sees 409 (each conflict means another writer made progress, so this
+/// is only a guard; Kubernetes' GuaranteedUpdate has none).
+const RETRIES: usize = 64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The main resource: status is kept as stored.
+    Main,
+    /// The status subresource: only status changes.
+    Status,
+    /// Spec and status together, for the server's own writes (binding).
+    Whole,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct DeleteOptions {
+    pub propagation: Option<String>,
+    pub grace_period: Option<i64>,
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+}
+
+fn store_err(info: &ResourceInfo, name: &str, e: StoreError) -> ApiError {
+    match e {
+        StoreError::NotFound(_) => ApiError::not_found(info, name),
+        StoreError::AlreadyExists(_) => ApiError::already_exists(info, name),
+        StoreError::Conflict { .. } => ApiError::modified(info, name),
+        StoreError::Gone {
+            requested,
+            compacted,
+        } => ApiError::gone(format!(
+            "too old resource version: {requested} ({compacted})"
+        )),
+        StoreError::Internal(m) => ApiError::internal(m),
+    }
+}
+
+/// The stored form: the object without `resourceVersion` (the store's revision is it).
+fn encode(obj: &Value) -> Bytes {
+    if obj.pointer("/metadata/resourceVersion").is_none() {
+        return Bytes::from(serde_json::to_vec(obj).unwrap_or_default());
+    }
+    let mut o = obj.clone();
+    if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
+    }
+    Bytes::from(serde_json::to_vec(&o).unwrap_or_default())
+}
+
+fn with_rv(mut obj: Value, rev: i64) -> Value {
+    metadata_mut(&mut obj).insert("resourceVersion".into(), json!(rev.to_string()));
+    obj
+}
+
+/// The part of an object whose changes bump `metadata.generation`.
+fn generation_relevant(obj: &Value) -> Value {
+    match obj.get("spec") {
+        Some(spec) => spec.clone(),
+        None => {
+            let mut o = obj.clone();
+            if let Some(m) = o.as_object_mut() {
+                m.remove("metadata");
+                m.remove("status");
+            }
+            o
+        }
+    }
+}
+
+/// Re-encodes through the kind's typed struct (its strategy's
+/// canonicalization): rejects wrong types and, under
+/// `fieldValidation=Strict`, unknown fields.
+fn normalize(info: &ResourceInfo, obj: Value, strict: bool) -> Result<Value, ApiError> {
+    // The input is kept only when unknown fields must be reported.
+    let input = strict.then(|| obj.clone());
+    let out = strategy::of(info)
+        .canonicalize(obj)
+        .map_err(|e| ApiError::bad_request(format!("{} in body: {e}", info.kind)))?;
+    if let Some(input) = input {
+        let mut unknown = Vec::new();
+        find_unknown(&input, &out, "", &mut unknown);
+        if !unknown.is_empty() {
+            let list: Vec<String> = unknown
+                .iter()
+                .map(|f| format!("unknown field \"{f}\""))
+                .collect();
+            return Err(ApiError::bad_request(format!(
+                "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
+                info.kind,
+                info.version,
+                info.kind,
+                list.join(", ")
+            )));
+        }
+    }
+    Ok(out)
+}
+
+/// Fields present in `input` that the typed decode dropped.
+fn find_unknown(input: &Value, output: &Value, path: &str, out: &mut Vec<String>) {
+    match (input, output) {
+        (Value::Object(i), Value::Object(o)) => {
+            for (k, v) in i {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                match o.get(k) {
+                    None if !v.is_null() => out.push(p),
+                    Some(ov) => find_unknown(v, ov, &p, out),
+                    None => {}
+                }
+            }
+        }
+        (Value::Array(i), Value::Array(o)) => {
+            for (idx, (iv, ov)) in i.iter().zip(o).enumerate() {
+                find_unknown(iv, ov, &format!("{path}[{idx}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn random_suffix() -> String {
+    use rand::Rng;
+    const CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::thread_rng();
+    (0..5)
+        .map(|_| CHARS[rng.gen_range(0..CHARS.len())] as char)
+        .collect()
+}
+
+/// Checks or fills `apiVersion`/`kind` against the URL's resource.
+fn check_type_meta(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {
+    let api_version = info.api_version();
+    for (field, want) in [("apiVersion", api_version.as_str()), ("kind", info.kind)] {
+        match obj.get(field).and_then(Value::as_str) {
+            None | Some("") => obj[field] = json!(want),
+            Some(have) if have == want => {}
+            Some(have) => {
+                return Err(ApiError::bad_request(format!("the API version in the data ({}) does not match the expected API version ({api_version}) or kind ({have}) does not match {}", obj.get("apiVersion").and_then(Value::as_str).unwrap_or(""), info.kind)));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl ApiServer {
+    /// Reads one object with its revision.
+    pub async fn read(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<(Value, i64), ApiError> {
+        let kv = self
+            .store
+            .get(&info.key(ns, name))
+            .await
+            .map_err(|e| store_err(info, name, e))?
+            .ok_or_else(|| ApiError::not_found(info, name))?;
+        let obj = decode_object(&kv.value, kv.mod_revision)
+            .ok_or_else(|| ApiError::internal(format!("stored object {} is not JSON", kv.key)))?;
+        Ok((obj, kv.mod_revision))
+    }
+
+    async fn check_namespace(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<(), ApiError> {
+        let Some(ns) = ns.filter(|_| info.namespaced) else {
+            return Ok(());
+        };
+        let forbidden = || {
+            ApiError::forbidden(
+                info,
+                name,
+                &format!(
+                    "unable to create new content in namespace {ns} because it is being terminated"
+                ),
+            )
+        };
+        // Known namespaces are answered from memory; unknown ones are read from the store
+        // (a namespace created a moment ago may not have reached the cache yet).
+        match self.namespaces.lookup(ns) {
+            Some(true) => return Err(forbidden()),
+            Some(false) => return Ok(()),
+            None => {}
+        }
+        let ns_info = registry::of::<Namespace>();
+        match self.read(ns_info, None, ns).await {
+            Err(e) if e.is_not_found() => Err(ApiError::not_found(ns_info, ns)),
+            Err(e) => Err(e),
+            Ok((nso, _)) if is_deleting(&nso) => Err(forbidden()),
+            Ok(_) => Ok(()),
+        }
+    }
+
+    /// Creates an object (POST).
+    pub async fn create(
+        &self,
+        info: &'static ResourceInfo,
+        ns: Option<&str>,
+        mut obj: Value,
+        strict: bool,
+    ) -> Result<Value, ApiError> {
+        check_type_meta(info, &mut obj)?;
+        {
+            let m = metadata_mut(&mut obj);
+            let body_ns = m
+                .get("namespace")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string);
+            if info.namespaced {
+                if let (Some(b), Some(u)) = (&body_ns, ns) {
+                    if b != u {
+                        return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+                    }
+                }
+                m.insert("namespace".into(), json!(ns.unwrap_or("default")));
+            } else {
+                m.remove("namespace");
+            }
+            let has_name = m
+                .get("name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty());
+            if !has_name {
+                if let Some(prefix) = m
+                    .get("generateName")
+                    .and_then(Value::as_str)
+                    .filter(|p| !p.is_empty())
+                {
+                    let generated = format!("{prefix}{}", random_suffix());
+                    m.insert("name".into(), json!(generated));
+                }
+            }
+            m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+            m.insert("creationTimestamp".into(), json!(now_rfc3339()));
+            m.insert("generation".into(), json!(1));
+            for f in [
+                "resourceVersion",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "selfLink",
+            ] {
+                m.remove(f);
+            }
+        }
+        let name = meta::name(&obj).to_string();
+        // Status is the controllers' to write; a created object starts without one.
+        let strategy = strategy::of(info);
+        if info.has(Subresource::Status) && !strategy.keeps_status_on_create() {
+            if let Some(m) = obj.as_object_mut() {
+                m.remove("status");
+            }
+        }
+        strategy.default(&mut obj);
+        strategy
+            .prepare_for_create(self, &mut obj)
+            .map_err(|e| ApiError::invalid(info, &name, &[e]))?;
+        let mut errs = validation::validate_metadata(&obj, info.kind, info.namespaced);
+        errs.extend(strategy.validate(&obj, None));
+        if !errs.is_empty() {
+            return Err(ApiError::invalid(info, &name, &errs));
+        }
+        self.check_namespace(info, ns, &name).await?;
+        let mut obj = normalize(info, obj, strict)?;
+        let allocated = strategy
+            .allocate(&self.alloc, &mut obj, None)
+            .map_err(|e| ApiError::invalid(info, &name, &[e]))?;
+        let key = info.key(ns, &name);
+        match self.store.create(&key, encode(&obj)).await {
+            Ok(rev) => Ok(with_rv(obj, rev)),
+            Err(e) => {
+                strategy::release(&self.alloc, &allocated);
+                Err(store_err(info, &name, e))
+            }
+        }
+    }
+
+    /// Reads, changes (with `change`), validates and writes an object, retrying on
+    /// conflicts that the client did not ask to see.
+    pub async fn update_with<F>(
+        &self,
+        info: &'static ResourceInfo,
+        ns: Option<&str>,
+        name: &str,
+        mode: Mode,
+        strict: bool,
+        change: F,
+    ) -> Result<Value, ApiError>
+    where
+        F: Fn(&Value) -> Result<Value, ApiError>,
+    {
+        for _ in 0..RETRIES {
+            let (old, rev) = self.read(info, ns, name).await?;
+            let mut new = change(&old)?;
+            if !new.is_object() {
+                return Err(ApiError::bad_request("the object must be a JSON object"));
+            }
+            check_type_meta(info, &mut new)?;
+            let client_rv = new
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string);
+            if let Some(rv) = &client_rv {
+                let parsed: i64 = rv.parse().map_err(|_| {
+                    ApiError::bad_request(format!("invalid resourceVersion {rv:?}"))
+                })?;
+                if parsed != rev {
+                    return Err(ApiError::modified(info, name));
+                }
+            }
+            let body_name = meta::name(&new);
+            if !body_name.is_empty() && body_name != name {
+                return Err(ApiError::bad_request(format!("the name of the object ({body_name}) does not match the name on the URL ({name})")));
+            }
+            if let (Some(b), Some(u)) = (meta::namespace(&new), ns) {
+                if info.namespaced && b != u {
+                    return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+                }
+            }
+            let mut merged = match mode {
+                Mode::Main => {
+                    let mut m = new;
+                    if info.has(Subresource::Status) {
+                        match old.get("status") {
+                            Some(s) => m["status"] = s.clone(),
+                            None => {
+                                if let Some(o) = m.as_object_mut() {
+                                    o.remove("status");
+                                }
+                            }
+                        }
+                    }
+                    m
+                }
+                Mode::Whole => new,
+                Mode::Status => {
+                    let mut m = old.clone();
+                    match new.get("status") {
+                        Some(s) => m["status"] = s.clone(),
+                        None => {
+                            if let Some(o) = m.as_object_mut() {
+                                o.remove("status");
+                            }
+                        }
+                    }
+                    m
+                }
+            };
+            {
+                let om = old["metadata"].clone();
+                let m = metadata_mut(&mut merged);
+                m.insert("name".into(), json!(name));
+                if info.namespaced {
+                    m.insert("namespace".into(), om["namespace"].clone());
+                } else {
+                    m.remove("namespace");
+                }
+                for f in [
+                    "uid",
+                    "creationTimestamp",
+                    "deletionTimestamp",
+                    "deletionGracePeriodSeconds",
+                    "generation",
+                ] {
+                    match om.get(f) {
+                        Some(v) => m.insert(f.into(), v.clone()),
+                        None => m.remove(f),
+                    };
+                }
+                m.remove("resourceVersion");
+            }
+            // Status writers may not set finalizers on a deleting object; nobody may add them then.
+            if is_deleting(&old) {
+                let added = finalizers(&merged)
+                    .into_iter()
+                    .any(|f| !finalizers(&old).contains(&f));
+                if added {
+                    return Err(ApiError::invalid(
+                        info,
+                        name,
+                        &[FieldError::forbidden(
+                            "metadata.finalizers",
+                            "no new finalizers can be added if the object is being deleted",
+                        )],
+                    ));
+                }
+            }
+            let strategy = strategy::of(info);
+            strategy.default(&mut merged);
+            if generation_relevant(&merged) != generation_relevant(&old) {
+                let g = old
+                    .pointer("/metadata/generation")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+                    + 1;
+                merged["metadata"]["generation"] = json!(g);
+            }
+            let mut errs = validation::validate_metadata(&merged, info.kind, info.namespaced);
+            errs.extend(validation::validate_metadata_update(&merged, &old));
+            errs.extend(strategy.validate(&merged, Some(&old)));
+            if !errs.is_empty() {
+                return Err(ApiError::invalid(info, name, &errs));
+            }
+            let mut merged = normalize(info, merged, strict)?;
+            let mut old_cmp = old.clone();
+            metadata_mut(&mut old_cmp).remove("resourceVersion");
+            if merged == old_cmp {
+                // No change: no write, same resourceVersion, no watch event (as Kubernetes).
+                return Ok(old);
+            }
+            let allocated = strategy
+                .allocate(&self.alloc, &mut merged, Some(&old))
+                .map_err(|e| ApiError::invalid(info, name, &[e]))?;
+            // What this attempt took goes back if its write does not land.
+            let give_back = || strategy::release(&self.alloc, &allocated);
+            // The last finalizer removed from a deleting object completes the deletion.
+            if is_deleting(&merged)
+                && finalizers(&merged).is_empty()
+                && !strategy.finalizers_pending(&merged)
+            {
+                match self.store.delete(&info.key(ns, name), Some(rev)).await {
+                    Ok((_, drev)) => {
+                        strategy.release(&self.alloc, &merged);
+                        return Ok(with_rv(merged, drev));
+                    }
+                    Err(StoreError::Conflict { .. }) => {
+                        give_back();
+                        continue;
+                    }
+                    Err(e) => {
+                        give_back();
+                        return Err(store_err(info, name, e));
+                    }
+                }
+            }
+            let written = self
+                .store
+                .update(&info.key(ns, name), encode(&merged), Some(rev))
+                .await;
+            if written.is_err() {
+                give_back();
+            }
+            match written {
+                Ok(new_rev) => return Ok(with_rv(merged, new_rev)),
+                // Someone wrote in between: read again and re-apply the change. A
+                // client's own resourceVersion precondition is checked against the
+                // fresh read above, so it still fails with 409 (Kubernetes'
+                // GuaranteedUpdate); a patch carries the current version it was
+                // applied to, so it is simply re-applied.
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(store_err(info, name, e)),
+            }
+        }
+        Err(ApiError::modified(info, name))
+    }
+
+    /// Deletes an object: gracefully for bound pods, after finalizers for any object.
+    pub async fn delete(
+        &self,
+        info: &'static ResourceInfo,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Value, ApiError> {
+        let strategy = strategy::of(info);
+        if let Err(why) = strategy.check_delete(name) {
+            return Err(ApiError::forbidden(info, name, why));
+        }
+        for _ in 0..RETRIES {
+            let (obj, rev) = self.read(info, ns, name).await?;
+            if opts.uid.as_deref().is_some_and(|u| u != meta::uid(&obj)) {
+                return Err(ApiError::conflict(
+                    info,
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {}, UID in object meta: {}",
+                        opts.uid.as_deref().unwrap_or(""),
+                        meta::uid(&obj)
+                    ),
+                ));
+            }
+            if opts
+                .resource_version
+                .as_deref()
+                .is_some_and(|v| v != rev.to_string())
+            {
+                return Err(ApiError::conflict(info, name, &format!("Precondition failed: ResourceVersion in precondition: {}, ResourceVersion in object meta: {rev}", opts.resource_version.as_deref().unwrap_or(""))));
+            }
+            let mut updated = obj.clone();
+            metadata_mut(&mut updated).remove("resourceVersion");
+            let mut fin = finalizers(&obj);
+            // Propagation is carried out by the garbage collector through these finalizers.
+            match opts.propagation.as_deref() {
+                Some("Orphan") if !fin.iter().any(|f| f == "orphan") && !is_deleting(&obj) => {
+                    fin.push("orphan".into())
+                }
+                Some("Foreground")
+                    if !fin.iter().any(|f| f == "foregroundDeletion") && !is_deleting(&obj) =>
+                {
+                    fin.push("foregroundDeletion".into())
+                }
+                _ => {}
+            }
+            if fin != finalizers(&obj) {
+                metadata_mut(&mut updated).insert("finalizers".into(), json!(fin));
+            }
+            let graceful = strategy.grace_period(&obj, opts.grace_period);
+            if let Some(grace) = graceful {
+                let m = metadata_mut(&mut updated);
+                let deadline = chrono::Utc::now() + chrono::Duration::seconds(grace);
+                let current = m.get("deletionGracePeriodSeconds").and_then(Value::as_i64);
+                if current.is_none_or(|c| grace < c) {
+                    m.insert(
+                        "deletionTimestamp".into(),
+                        json!(deadline.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+                    );
+                    m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+                }
+            } else if !fin.is_empty() || strategy.two_phase_delete() {
+                let m = metadata_mut(&mut updated);
+                if !m.contains_key("deletionTimestamp") {
+                    m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+                    m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                }
+                strategy.mark_deleting(&mut updated);
+            }
+            let immediate =
+                graceful.is_none() && fin.is_empty() && !strategy.finalizers_pending(&updated);
+            if immediate {
+                match self.store.delete(&info.key(ns, name), Some(rev)).await {
+                    Ok(_) => {
+                        strategy.release(&self.alloc, &obj);
+                        return Ok(obj);
+                    }
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(e) => return Err(store_err(info, name, e)),
+                }
+            }
+            let mut obj_cmp = obj.clone();
+            metadata_mut(&mut obj_cmp).remove("resourceVersion");
+            if updated == obj_cmp {
+                return Ok(obj);
+            }
+            match self
+                .store
+                .update(&info.key(ns, name), encode(&updated), Some(rev))
+                .await
+            {
+                Ok(new_rev) => {
+                    let out = with_rv(updated, new_rev);
+                    strategy.deletion_started(self, name);
+                    return Ok(out);
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(store_err(info, name, e)),
+            }
+        }
+        Err(ApiError::modified(info, name))
+    }
+
+    pub async fn delete_collection(
+        &self,
+        info: &'static ResourceInfo,
+        ns: Option<&str>,
+        params: &Params,
+        opts: &DeleteOptions,
+    ) -> Result<Value, ApiError> {
+        let list = self.list(info, ns, params).await?;
+        let mut items = Vec::new();
+        for item in list["items"].as_array().cloned().unwrap_or_default() {
+            match self
+                .delete(info, meta::namespace(&item), meta::name(&item), opts)
+                .await
+            {
+                Ok(v) => items.push(v),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(
+            json!({"kind": format!("{}List", info.kind), "apiVersion": info.api_version(), "metadata": {}, "items": items}),
+        )
+    }
+
+    fn selectors(
+        info: &ResourceInfo,
+        params: &Params,
+    ) -> Result<(Selector, FieldSelector), ApiError> {
+        let labels = Selector::parse(params.get("labelSelector").unwrap_or(""))
+            .map_err(ApiError::bad_request)?;
+        let fields = FieldSelector::parse(
+            params.get("fieldSelector").unwrap_or(""),
+            &strategy::of(info).field_selectors(),
+        )
+        .map_err(ApiError::bad_request)?;
+        Ok((labels, fields))
+    }
+
+    /// Lists objects (LIST), filtered by selectors.
+    pub async fn list(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        params: &Params,
+    ) -> Result<Value, ApiError> {
+        let (labels, fields) = Self::selectors(info, params)?;
+        let (kvs, rev) = self
+            .store
+            .list(&info.key_prefix(ns), None)
+            .await
+            .map_err(|e| store_err(info, "", e))?;
+        let items: Vec<Value> = kvs
+            .iter()
+            .filter_map(|kv| decode_object(&kv.value, kv.mod_revision))
+            .filter(|o| labels.matches_object(o) && fields.matches(o))
+            .collect();
+        Ok(
+            json!({"kind": format!("{}List", info.kind), "apiVersion": info.api_version(), "metadata": {"resourceVersion": rev.to_string()}, "items": items}),
+        )
+    }
+}

@@ -1,0 +1,19 @@
+//! LeaderWorkerSet: served with the upstream CRD's behaviour (no strategic
+//! merge patch; the `Scale` selector is the status' `hpaPodSelector`).
+
+use serde_json::Value;
+
+pub struct Lifecycle;
+
+impl super::Strategy for Lifecycle {
+    fn served_as_custom_resource(&self) -> bool {
+        true
+    }
+
+    fn scale_selector(&self, obj: &Value) -> String {
+        obj.pointer("/status/hpaPodSelector")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    }
+}

@@ -1,0 +1,356 @@
+//! Per-kind strategies, as Kubernetes' `pkg/registry/*/strategy.go`: what
+//! differs between kinds on the write, delete and read paths. The generic REST
+//! code (`rest.rs`) calls a [`Strategy`] and never looks at a kind's name.
+//!
+//! ```text
+//!  create/update/patch ─▶ default ─▶ prepare_for_create ─▶ validate ─▶ canonicalize ─▶ allocate ─▶ store
+//!  delete              ─▶ check_delete ─▶ grace_period / two_phase_delete ─▶ store ─▶ release
+//!  get/list/watch      ─▶ table_row, field_selectors;  scale ─▶ scale_selector
+//! ```
+//!
+//! A built-in kind is a [`Typed`] strategy over its k8s-openapi type (typed
+//! round trip, the kind's defaults and validation, its table row) plus, where
+//! the kind needs more, a lifecycle of its own in one file here (`pod.rs`,
+//! `service.rs`, `namespace.rs`, `node.rs`, `lws.rs`). Kinds registered at run
+//! time get [`Schemaless`]: stored as sent, NAME and AGE columns.
+
+mod lws;
+mod namespace;
+mod node;
+mod pod;
+mod service;
+
+pub use service::{release, service_allocations};
+
+use crate::ipalloc::Allocators;
+use crate::table::{rows, Row};
+use crate::ApiServer;
+use k8s_openapi::api::{
+    apps::v1 as apps, autoscaling::v2 as autoscaling, coordination::v1 as coordination,
+    core::v1 as core, discovery::v1 as discovery,
+};
+use minik8s_api::registry::{self, ResourceInfo};
+use minik8s_api::selector::Selector;
+use minik8s_api::validation::{Errors, FieldError};
+use minik8s_api::{defaults, selector, validation};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+use std::marker::PhantomData;
+use std::sync::LazyLock;
+
+/// What a write took from the server's pools: ("ip", address) or ("port", n).
+pub type Allocations = Vec<(String, String)>;
+
+/// Everything kind-specific. Every method has the behaviour of a kind that
+/// needs nothing special, so a strategy names only what differs.
+pub trait Strategy: Send + Sync {
+    /// Decodes into the kind's typed struct and back, which rejects wrong
+    /// types (400) and drops unknown fields (reported under Strict). Kinds
+    /// without a schema keep the object as sent.
+    fn canonicalize(&self, obj: Value) -> Result<Value, String> {
+        Ok(obj)
+    }
+
+    /// The kind's defaults (on create and on every update).
+    fn default(&self, _obj: &mut Value) {}
+
+    /// The kind's own rules; `old` is the stored object on update.
+    fn validate(&self, _obj: &Value, _old: Option<&Value>) -> Errors {
+        Vec::new()
+    }
+
+    /// A create keeps the status it was sent (a kubelet registers its Node
+    /// with one); for other kinds status is the controllers' to write.
+    fn keeps_status_on_create(&self) -> bool {
+        false
+    }
+
+    /// Server-set fields on create, after defaulting (PrepareForCreate and
+    /// the built-in mutating admission).
+    fn prepare_for_create(&self, _srv: &ApiServer, _obj: &mut Value) -> Result<(), FieldError> {
+        Ok(())
+    }
+
+    /// Takes what the object needs from the server's pools (ClusterIPs, node
+    /// ports); `old` is the stored object on update. On error nothing is held.
+    fn allocate(
+        &self,
+        _alloc: &Allocators,
+        _obj: &mut Value,
+        _old: Option<&Value>,
+    ) -> Result<Allocations, FieldError> {
+        Ok(Vec::new())
+    }
+
+    /// Gives back what a deleted object held.
+    fn release(&self, _alloc: &Allocators, _obj: &Value) {}
+
+    /// Refuses the deletion of objects that must stay (with the reason).
+    fn check_delete(&self, _name: &str) -> Result<(), &'static str> {
+        Ok(())
+    }
+
+    /// A graceful deletion's period: Some(seconds) marks the object and waits
+    /// (a running pod's kubelet confirms); None deletes at once.
+    fn grace_period(&self, _obj: &Value, _requested: Option<i64>) -> Option<i64> {
+        None
+    }
+
+    /// Deletion always marks first, even without finalizers (a Namespace is
+    /// emptied by its controller before it goes).
+    fn two_phase_delete(&self) -> bool {
+        false
+    }
+
+    /// Changes made to an object as its deletion starts.
+    fn mark_deleting(&self, _obj: &mut Value) {}
+
+    /// Called once the marked object is stored.
+    fn deletion_started(&self, _srv: &ApiServer, _name: &str) {}
+
+    /// Kind-specific finalizers still pending (beyond `metadata.finalizers`).
+    fn finalizers_pending(&self, _obj: &Value) -> bool {
+        false
+    }
+
+    /// Subresources served beyond the registry's (`namespaces/finalize`).
+    fn extra_subresources(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Strategic merge patch applies (built-in types; custom resources take
+    /// it as a merge patch).
+    fn strategic_merge(&self) -> bool {
+        false
+    }
+
+    /// A built-in kind that Kubernetes serves as a custom resource (the
+    /// LeaderWorkerSet CRD): no strategic merge patch.
+    fn served_as_custom_resource(&self) -> bool {
+        false
+    }
+
+    /// The label selector of the `Scale` view.
+    fn scale_selector(&self, obj: &Value) -> String {
+        obj.pointer("/spec/selector")
+            .and_then(|s| serde_json::from_value(s.clone()).ok())
+            .and_then(|ls| Selector::from_label_selector(&ls).ok())
+            .map(|s| s.to_string())
+            .unwrap_or_default()
+    }
+
+    /// Fields a fieldSelector may name.
+    fn field_selectors(&self) -> Vec<&'static str> {
+        vec!["metadata.name", "metadata.namespace"]
+    }
+
+    /// The table cells after NAME.
+    fn table_row(&self) -> Row {
+        rows::age_only
+    }
+}
+
+/// A kind registered at run time: stored as sent.
+pub struct Schemaless;
+impl Strategy for Schemaless {}
+
+/// A built-in kind over its typed struct `K`, with the lifecycle `L`.
+pub struct Typed<K, L = Schemaless> {
+    row: Row,
+    lifecycle: L,
+    _kind: PhantomData<fn() -> K>,
+}
+
+/// A built-in kind's strategy: `K`'s schema, table row `row`, lifecycle `L`.
+const fn typed<K, L>(row: Row, lifecycle: L) -> Typed<K, L> {
+    Typed {
+        row,
+        lifecycle,
+        _kind: PhantomData,
+    }
+}
+
+/// The typed round trip behind [`Strategy::canonicalize`].
+fn round_trip<K: Serialize + DeserializeOwned>(obj: Value) -> Result<Value, String> {
+    let typed: K = serde_json::from_value(obj).map_err(|e| e.to_string())?;
+    serde_json::to_value(typed).map_err(|e| e.to_string())
+}
+
+impl<K, L> Strategy for Typed<K, L>
+where
+    K: k8s_openapi::Resource + Serialize + DeserializeOwned,
+    L: Strategy,
+{
+    fn canonicalize(&self, obj: Value) -> Result<Value, String> {
+        round_trip::<K>(obj)
+    }
+    fn default(&self, obj: &mut Value) {
+        defaults::apply(K::KIND, obj);
+    }
+    fn validate(&self, obj: &Value, old: Option<&Value>) -> Errors {
+        validation::validate(K::KIND, obj, old)
+    }
+    fn strategic_merge(&self) -> bool {
+        !self.lifecycle.served_as_custom_resource()
+    }
+    fn field_selectors(&self) -> Vec<&'static str> {
+        selector::supported_fields(K::KIND)
+    }
+    fn table_row(&self) -> Row {
+        self.row
+    }
+    // What the lifecycle decides.
+    fn keeps_status_on_create(&self) -> bool {
+        self.lifecycle.keeps_status_on_create()
+    }
+    fn prepare_for_create(&self, srv: &ApiServer, obj: &mut Value) -> Result<(), FieldError> {
+        self.lifecycle.prepare_for_create(srv, obj)
+    }
+    fn allocate(
+        &self,
+        alloc: &Allocators,
+        obj: &mut Value,
+        old: Option<&Value>,
+    ) -> Result<Allocations, FieldError> {
+        self.lifecycle.allocate(alloc, obj, old)
+    }
+    fn release(&self, alloc: &Allocators, obj: &Value) {
+        self.lifecycle.release(alloc, obj)
+    }
+    fn check_delete(&self, name: &str) -> Result<(), &'static str> {
+        self.lifecycle.check_delete(name)
+    }
+    fn grace_period(&self, obj: &Value, requested: Option<i64>) -> Option<i64> {
+        self.lifecycle.grace_period(obj, requested)
+    }
+    fn two_phase_delete(&self) -> bool {
+        self.lifecycle.two_phase_delete()
+    }
+    fn mark_deleting(&self, obj: &mut Value) {
+        self.lifecycle.mark_deleting(obj)
+    }
+    fn deletion_started(&self, srv: &ApiServer, name: &str) {
+        self.lifecycle.deletion_started(srv, name)
+    }
+    fn finalizers_pending(&self, obj: &Value) -> bool {
+        self.lifecycle.finalizers_pending(obj)
+    }
+    fn extra_subresources(&self) -> &'static [&'static str] {
+        self.lifecycle.extra_subresources()
+    }
+    fn scale_selector(&self, obj: &Value) -> String {
+        self.lifecycle.scale_selector(obj)
+    }
+}
+
+type Entry = (&'static ResourceInfo, &'static dyn Strategy);
+
+/// The built-in kinds' strategies, found by their registry entry (itself
+/// found by type), so no kind is named by a string here.
+static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
+    use registry::of;
+    vec![
+        (
+            of::<core::Namespace>(),
+            &const { typed::<core::Namespace, _>(rows::namespace, namespace::Lifecycle) },
+        ),
+        (
+            of::<core::Pod>(),
+            &const { typed::<core::Pod, _>(rows::pod, pod::Lifecycle) },
+        ),
+        (
+            of::<core::Node>(),
+            &const { typed::<core::Node, _>(rows::node, node::Lifecycle) },
+        ),
+        (
+            of::<core::Service>(),
+            &const { typed::<core::Service, _>(rows::service, service::Lifecycle) },
+        ),
+        (
+            of::<core::Endpoints>(),
+            &const { typed::<core::Endpoints, _>(rows::endpoints, Schemaless) },
+        ),
+        (
+            of::<core::Event>(),
+            &const { typed::<core::Event, _>(rows::event, Schemaless) },
+        ),
+        (
+            of::<discovery::EndpointSlice>(),
+            &const { typed::<discovery::EndpointSlice, _>(rows::endpoint_slice, Schemaless) },
+        ),
+        (
+            of::<coordination::Lease>(),
+            &const { typed::<coordination::Lease, _>(rows::lease, Schemaless) },
+        ),
+        (
+            of::<apps::ReplicaSet>(),
+            &const { typed::<apps::ReplicaSet, _>(rows::replica_set, Schemaless) },
+        ),
+        (
+            of::<apps::StatefulSet>(),
+            &const { typed::<apps::StatefulSet, _>(rows::stateful_set, Schemaless) },
+        ),
+        (
+            of::<apps::ControllerRevision>(),
+            &const { typed::<apps::ControllerRevision, _>(rows::controller_revision, Schemaless) },
+        ),
+        (
+            of::<autoscaling::HorizontalPodAutoscaler>(),
+            &const {
+                typed::<autoscaling::HorizontalPodAutoscaler, _>(
+                    rows::horizontal_pod_autoscaler,
+                    Schemaless,
+                )
+            },
+        ),
+        (
+            of::<minik8s_api::lws::LeaderWorkerSet>(),
+            &const {
+                typed::<minik8s_api::lws::LeaderWorkerSet, _>(
+                    rows::leader_worker_set,
+                    lws::Lifecycle,
+                )
+            },
+        ),
+    ]
+});
+
+/// The strategy of a served resource: its built-in one, else [`Schemaless`].
+pub fn of(info: &ResourceInfo) -> &'static dyn Strategy {
+    BUILTIN
+        .iter()
+        .find(|(i, _)| std::ptr::eq(*i, info))
+        .map(|(_, s)| *s)
+        .unwrap_or(&Schemaless)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_built_in_kind_has_a_typed_strategy() {
+        for info in minik8s_api::REGISTRY {
+            let typed = BUILTIN.iter().any(|(i, _)| std::ptr::eq(*i, info));
+            assert!(typed, "{} has no strategy", info.kind);
+        }
+        assert_eq!(BUILTIN.len(), minik8s_api::REGISTRY.len());
+    }
+
+    #[test]
+    fn typed_strategies_reject_wrong_types_and_drop_unknown_fields() {
+        let pods = of(registry::of::<core::Pod>());
+        let err = pods
+            .canonicalize(serde_json::json!({"spec": {"containers": "nope"}}))
+            .unwrap_err();
+        assert!(err.contains("invalid type"), "{err}");
+        let out = pods
+            .canonicalize(serde_json::json!({"metadata": {"name": "p"}, "bogus": 1}))
+            .unwrap();
+        assert!(out.get("bogus").is_none());
+        // A run-time kind is kept as sent.
+        let raw = serde_json::json!({"spec": {"anything": [1, "two"]}});
+        assert_eq!(Schemaless.canonicalize(raw.clone()).unwrap(), raw);
+    }
+}

@@ -1,0 +1,98 @@
+//! Pod: server-set fields on create (default tolerations, the LWS pod
+//! admission, phase Pending and the QoS class) and graceful deletion (a
+//! running pod is marked and its kubelet confirms once its containers stopped).
+
+use crate::ApiServer;
+use minik8s_api::validation::FieldError;
+use serde_json::{json, Value};
+
+pub struct Lifecycle;
+
+impl super::Strategy for Lifecycle {
+    fn prepare_for_create(&self, srv: &ApiServer, pod: &mut Value) -> Result<(), FieldError> {
+        add_default_tolerations(pod, srv.default_toleration_seconds);
+        // Built-in admission of LeaderWorkerSet pods (upstream's pod webhook).
+        minik8s_api::lws_pod::admit_pod(pod)?;
+        pod["status"] = json!({"phase": "Pending", "qosClass": pod_qos(pod)});
+        Ok(())
+    }
+
+    /// None when the pod is deleted at once: unbound, finished, or a grace
+    /// period of 0.
+    fn grace_period(&self, pod: &Value, requested: Option<i64>) -> Option<i64> {
+        let bound = pod
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty());
+        let phase = pod
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if !bound || phase == "Succeeded" || phase == "Failed" {
+            return None;
+        }
+        let grace = requested
+            .or_else(|| {
+                pod.pointer("/spec/terminationGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+            })
+            .unwrap_or(30);
+        (grace > 0).then_some(grace)
+    }
+}
+
+fn pod_qos(pod: &Value) -> &'static str {
+    let containers = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut any = false;
+    let mut guaranteed = true;
+    for c in &containers {
+        let req = c.pointer("/resources/requests").and_then(Value::as_object);
+        let lim = c.pointer("/resources/limits").and_then(Value::as_object);
+        if req.is_some_and(|r| !r.is_empty()) || lim.is_some_and(|l| !l.is_empty()) {
+            any = true;
+        }
+        for r in ["cpu", "memory"] {
+            let l = lim.and_then(|l| l.get(r));
+            if l.is_none() || req.and_then(|q| q.get(r)) != l {
+                guaranteed = false;
+            }
+        }
+    }
+    if !any {
+        "BestEffort"
+    } else if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+/// Kubernetes' DefaultTolerationSeconds admission: pods tolerate a not-ready or
+/// unreachable node for `seconds` (300 by default) before eviction unless they
+/// say otherwise.
+fn add_default_tolerations(pod: &mut Value, (not_ready, unreachable): (i64, i64)) {
+    let spec = &mut pod["spec"];
+    if !spec.get("tolerations").is_some_and(Value::is_array) {
+        spec["tolerations"] = json!([]);
+    }
+    let tolerations = spec["tolerations"].as_array_mut().expect("array");
+    for (key, seconds) in [
+        ("node.kubernetes.io/not-ready", not_ready),
+        ("node.kubernetes.io/unreachable", unreachable),
+    ] {
+        let present = tolerations.iter().any(|t| {
+            let k = t.get("key").and_then(Value::as_str);
+            let effect = t.get("effect").and_then(Value::as_str);
+            (k == Some(key)
+                || (k.is_none() && t.get("operator").and_then(Value::as_str) == Some("Exists")))
+                && effect.is_none_or(|e| e == "NoExecute")
+        });
+        if !present {
+            tolerations.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}));
+        }
+    }
+}
