@@ -92,7 +92,6 @@ pub fn apply(kind: &str, obj: &mut Value) {
                 }
             }
         }
-        "LeaderWorkerSet" => crate::lws::default(obj),
         _ => {}
     }
 }

@@ -11,6 +11,7 @@ pub mod hash;
 pub mod lws;
 pub mod lws_pod;
 pub mod meta;
+pub mod names;
 pub mod net;
 pub mod patch;
 pub mod quantity;

@@ -197,14 +197,14 @@ fn checked_key(k: &str) -> Result<String, String> {
 
 fn checked_value(v: &str) -> Result<String, String> {
     let v = v.trim();
-    if let Some(e) = crate::validation::label_value_error(v) {
+    if let Some(e) = crate::names::label_value_error(v) {
         return Err(format!("invalid label value: {v:?}: {e}"));
     }
     Ok(v.to_string())
 }
 
 fn check_key(k: &str) -> Result<(), String> {
-    if let Some(e) = crate::validation::qualified_name_error(k) {
+    if let Some(e) = crate::names::qualified_name_error(k) {
         return Err(format!("invalid label key {k:?}: {e}"));
     }
     Ok(())

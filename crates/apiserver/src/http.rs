@@ -8,6 +8,7 @@
 //! ```
 
 use crate::discovery;
+pub use crate::params::{error_response, json_response, Params};
 use crate::rest::{DeleteOptions, Mode};
 use crate::strategy;
 use crate::subresources::to_scale;
@@ -21,50 +22,7 @@ use minik8s_api::patch::{apply_patch, PatchType};
 use minik8s_api::registry::{Registry, ResourceInfo};
 use minik8s_api::ApiError;
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::sync::Arc;
-
-pub fn json_response(code: StatusCode, v: &Value) -> Response {
-    let body = serde_json::to_vec(v).unwrap_or_default();
-    (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
-}
-
-pub fn error_response(e: &ApiError) -> Response {
-    json_response(
-        StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-        &e.to_status(),
-    )
-}
-
-/// Query parameters (last value wins).
-pub struct Params(HashMap<String, String>);
-
-impl Params {
-    pub fn parse(q: Option<&str>) -> Result<Self, ApiError> {
-        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(q.unwrap_or(""))
-            .map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))?;
-        Ok(Params(pairs.into_iter().collect()))
-    }
-    pub fn get(&self, k: &str) -> Option<&str> {
-        self.0.get(k).map(String::as_str)
-    }
-    /// apimachinery's rule: only missing, "0" and "false" (any case) are false.
-    pub fn flag(&self, k: &str) -> bool {
-        match self.0.get(k) {
-            None => false,
-            Some(v) => !(v == "0" || v.eq_ignore_ascii_case("false")),
-        }
-    }
-    fn int(&self, k: &str) -> Result<Option<i64>, ApiError> {
-        self.get(k)
-            .filter(|v| !v.is_empty())
-            .map(|v| {
-                v.parse::<i64>()
-                    .map_err(|_| ApiError::bad_request(format!("invalid {k}: {v:?}")))
-            })
-            .transpose()
-    }
-}
 
 /// A request on a resource.
 pub struct Target {
@@ -291,7 +249,7 @@ impl Request {
                     let rv = list["metadata"]["resourceVersion"].as_str().unwrap_or("");
                     return Ok(json_response(
                         StatusCode::OK,
-                        &table::render(t.info, &items, rv, true),
+                        &table::render(t.info, strategy::of(t.info).table_row(), &items, rv, true),
                     ));
                 }
                 Ok(json_response(StatusCode::OK, &list))
@@ -318,7 +276,13 @@ impl Request {
                     let rv = meta::resource_version(&obj).to_string();
                     return Ok(json_response(
                         StatusCode::OK,
-                        &table::render(t.info, &[&obj], &rv, true),
+                        &table::render(
+                            t.info,
+                            strategy::of(t.info).table_row(),
+                            &[&obj],
+                            &rv,
+                            true,
+                        ),
                     ));
                 }
                 Ok(json_response(StatusCode::OK, &obj))

@@ -13,6 +13,7 @@ pub mod discovery;
 pub mod http;
 pub mod ipalloc;
 pub mod metrics_api;
+pub mod params;
 pub mod rest;
 pub mod store;
 pub mod strategy;

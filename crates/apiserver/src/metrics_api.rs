@@ -11,7 +11,7 @@
 //! not each wait for Docker's two-sample CPU reading. Nodes whose kubelet does
 //! not answer (hollow nodes, a dead kubelet) simply have no metrics.
 
-use crate::http::Params;
+use crate::params::Params;
 use crate::ApiServer;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::core::v1::Pod;

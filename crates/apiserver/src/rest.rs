@@ -10,7 +10,7 @@
 //! precondition (a conflict re-reads and re-applies unless the client named a
 //! resourceVersion).
 
-use crate::http::Params;
+use crate::params::Params;
 use crate::store::StoreError;
 use crate::strategy;
 use crate::watch_cache::decode_object;

@@ -2,7 +2,7 @@
 //! `spec.replicas`), `binding` (the scheduler's write of `spec.nodeName`) and
 //! `log` (proxied to the pod's kubelet).
 
-use crate::http::Params;
+use crate::params::Params;
 use crate::rest::Mode;
 use crate::strategy;
 use crate::ApiServer;

@@ -461,11 +461,11 @@ fn column_definitions(info: &ResourceInfo) -> Vec<Value> {
 /// A Table of `objects`; `with_headers` is false for watch events after the first.
 pub fn render(
     info: &ResourceInfo,
+    row: Row,
     objects: &[&Value],
     resource_version: &str,
     with_headers: bool,
 ) -> Value {
-    let row = crate::strategy::of(info).table_row();
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| {

@@ -2,7 +2,7 @@
 //! the watch cache. Selectors are applied per event; an object that stops
 //! matching is sent as DELETED and one that starts matching as ADDED.
 
-use crate::http::{error_response, Params};
+use crate::params::{error_response, Params};
 use crate::store::EventKind;
 use crate::table;
 use crate::watch_cache::CacheEvent;
@@ -83,7 +83,8 @@ impl Encoder {
     fn encode(&mut self, event_type: &str, obj: &Value) -> Bytes {
         if self.table {
             let rv = minik8s_api::meta::resource_version(obj).to_string();
-            let t = table::render(self.info, &[obj], &rv, !self.headers_sent);
+            let row = crate::strategy::of(self.info).table_row();
+            let t = table::render(self.info, row, &[obj], &rv, !self.headers_sent);
             self.headers_sent = true;
             line(event_type, &t)
         } else {

@@ -1,11 +1,22 @@
-//! LeaderWorkerSet: served with the upstream CRD's behaviour (no strategic
-//! merge patch; the `Scale` selector is the status' `hpaPodSelector`).
+//! LeaderWorkerSet: upstream's defaults and validation (`minik8s_api::lws`),
+//! served with the upstream CRD's behaviour (no strategic merge patch; the
+//! `Scale` selector is the status' `hpaPodSelector`).
 
+use minik8s_api::lws;
+use minik8s_api::validation::Errors;
 use serde_json::Value;
 
 pub struct Lifecycle;
 
 impl super::Strategy for Lifecycle {
+    fn default(&self, obj: &mut Value) {
+        lws::default(obj);
+    }
+
+    fn validate(&self, obj: &Value, old: Option<&Value>) -> Errors {
+        lws::validate(obj, old)
+    }
+
     fn served_as_custom_resource(&self) -> bool {
         true
     }

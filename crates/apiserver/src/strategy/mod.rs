@@ -187,9 +187,12 @@ where
     }
     fn default(&self, obj: &mut Value) {
         defaults::apply(K::KIND, obj);
+        self.lifecycle.default(obj);
     }
     fn validate(&self, obj: &Value, old: Option<&Value>) -> Errors {
-        validation::validate(K::KIND, obj, old)
+        let mut errs = validation::validate(K::KIND, obj, old);
+        errs.extend(self.lifecycle.validate(obj, old));
+        errs
     }
     fn strategic_merge(&self) -> bool {
         !self.lifecycle.served_as_custom_resource()
@@ -246,74 +249,37 @@ where
 
 type Entry = (&'static ResourceInfo, &'static dyn Strategy);
 
-/// The built-in kinds' strategies, found by their registry entry (itself
-/// found by type), so no kind is named by a string here.
+/// `Type => row [with lifecycle]`: the built-in kind of `Type` (its registry
+/// entry, found by type), its table row, and its lifecycle (else none).
+macro_rules! built_in {
+    ($($ty:ty => $row:ident $(with $lifecycle:expr)?;)*) => {
+        vec![$((
+            registry::of::<$ty>(),
+            &const { typed::<$ty, _>(rows::$row, built_in!(@lifecycle $($lifecycle)?)) }
+                as &'static dyn Strategy,
+        )),*]
+    };
+    (@lifecycle) => { Schemaless };
+    (@lifecycle $lifecycle:expr) => { $lifecycle };
+}
+
+/// The built-in kinds' strategies, so no kind is named by a string here.
 static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
-    use registry::of;
-    vec![
-        (
-            of::<core::Namespace>(),
-            &const { typed::<core::Namespace, _>(rows::namespace, namespace::Lifecycle) },
-        ),
-        (
-            of::<core::Pod>(),
-            &const { typed::<core::Pod, _>(rows::pod, pod::Lifecycle) },
-        ),
-        (
-            of::<core::Node>(),
-            &const { typed::<core::Node, _>(rows::node, node::Lifecycle) },
-        ),
-        (
-            of::<core::Service>(),
-            &const { typed::<core::Service, _>(rows::service, service::Lifecycle) },
-        ),
-        (
-            of::<core::Endpoints>(),
-            &const { typed::<core::Endpoints, _>(rows::endpoints, Schemaless) },
-        ),
-        (
-            of::<core::Event>(),
-            &const { typed::<core::Event, _>(rows::event, Schemaless) },
-        ),
-        (
-            of::<discovery::EndpointSlice>(),
-            &const { typed::<discovery::EndpointSlice, _>(rows::endpoint_slice, Schemaless) },
-        ),
-        (
-            of::<coordination::Lease>(),
-            &const { typed::<coordination::Lease, _>(rows::lease, Schemaless) },
-        ),
-        (
-            of::<apps::ReplicaSet>(),
-            &const { typed::<apps::ReplicaSet, _>(rows::replica_set, Schemaless) },
-        ),
-        (
-            of::<apps::StatefulSet>(),
-            &const { typed::<apps::StatefulSet, _>(rows::stateful_set, Schemaless) },
-        ),
-        (
-            of::<apps::ControllerRevision>(),
-            &const { typed::<apps::ControllerRevision, _>(rows::controller_revision, Schemaless) },
-        ),
-        (
-            of::<autoscaling::HorizontalPodAutoscaler>(),
-            &const {
-                typed::<autoscaling::HorizontalPodAutoscaler, _>(
-                    rows::horizontal_pod_autoscaler,
-                    Schemaless,
-                )
-            },
-        ),
-        (
-            of::<minik8s_api::lws::LeaderWorkerSet>(),
-            &const {
-                typed::<minik8s_api::lws::LeaderWorkerSet, _>(
-                    rows::leader_worker_set,
-                    lws::Lifecycle,
-                )
-            },
-        ),
-    ]
+    built_in! {
+        core::Namespace => namespace with namespace::Lifecycle;
+        core::Pod => pod with pod::Lifecycle;
+        core::Node => node with node::Lifecycle;
+        core::Service => service with service::Lifecycle;
+        core::Endpoints => endpoints;
+        core::Event => event;
+        discovery::EndpointSlice => endpoint_slice;
+        coordination::Lease => lease;
+        apps::ReplicaSet => replica_set;
+        apps::StatefulSet => stateful_set;
+        apps::ControllerRevision => controller_revision;
+        autoscaling::HorizontalPodAutoscaler => horizontal_pod_autoscaler;
+        minik8s_api::lws::LeaderWorkerSet => leader_worker_set with lws::Lifecycle;
+    }
 });
 
 /// The strategy of a served resource: its built-in one, else [`Schemaless`].

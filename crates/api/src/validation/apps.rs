@@ -1,0 +1,162 @@
+//! ReplicaSet and StatefulSet: replicas, selector against template labels,
+//! update strategies; int-or-percent values.
+
+use super::*;
+use crate::selector::Selector;
+
+pub(super) fn validate_replicated(obj: &Value, old: Option<&Value>, kind: &str, errs: &mut Errors) {
+    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+    check_non_negative(errs, &spec, "replicas", "spec");
+    check_non_negative(errs, &spec, "minReadySeconds", "spec");
+    let template_labels = spec
+        .pointer("/template/metadata/labels")
+        .cloned()
+        .unwrap_or(Value::Null);
+    match spec.get("selector").filter(|s| !s.is_null()) {
+        None => errs.push(FieldError::required("spec.selector", "")),
+        Some(sel) => match serde_json::from_value(sel.clone())
+            .map_err(|e| e.to_string())
+            .and_then(|ls| Selector::from_label_selector(&ls))
+        {
+            Err(e) => errs.push(FieldError::invalid("spec.selector", sel, e)),
+            Ok(s) if s.is_empty() => errs.push(FieldError::invalid(
+                "spec.selector",
+                sel,
+                "empty selector is invalid for deployment",
+            )),
+            Ok(s) => {
+                let labels = crate::selector::labels_of(
+                    &serde_json::json!({"metadata": {"labels": template_labels}}),
+                );
+                if !s.matches(&labels) {
+                    errs.push(FieldError::invalid(
+                        "spec.template.metadata.labels",
+                        &Value::String(labels_string(&labels)),
+                        "`selector` does not match template `labels`",
+                    ));
+                }
+            }
+        },
+    }
+    validate_labels(
+        spec.pointer("/template/metadata").unwrap_or(&Value::Null),
+        "spec.template.metadata.labels",
+        errs,
+    );
+    match spec.pointer("/template/spec") {
+        Some(ps) => {
+            validate_pod_spec(ps, "spec.template.spec", errs);
+            if let Some(rp) = ps.get("restartPolicy") {
+                if rp != "Always" {
+                    errs.push(FieldError::not_supported(
+                        "spec.template.spec.restartPolicy",
+                        rp,
+                        &["Always"],
+                    ));
+                }
+            }
+        }
+        None => errs.push(FieldError::required("spec.template", "")),
+    }
+    if kind == "StatefulSet" {
+        check_enum(
+            errs,
+            &spec,
+            "podManagementPolicy",
+            "spec",
+            &["OrderedReady", "Parallel"],
+        );
+        if let Some(us) = spec.get("updateStrategy") {
+            check_enum(
+                errs,
+                us,
+                "type",
+                "spec.updateStrategy",
+                &["RollingUpdate", "OnDelete"],
+            );
+            if let Some(ru) = us.get("rollingUpdate") {
+                check_non_negative(errs, ru, "partition", "spec.updateStrategy.rollingUpdate");
+                if let Some(mu) = ru.get("maxUnavailable") {
+                    if let Some(e) = int_or_percent_error(mu, false) {
+                        errs.push(FieldError::invalid(
+                            "spec.updateStrategy.rollingUpdate.maxUnavailable",
+                            mu,
+                            e,
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(start) = spec.pointer("/ordinals/start") {
+            if start.as_i64().is_some_and(|n| n < 0) {
+                errs.push(FieldError::invalid(
+                    "spec.ordinals.start",
+                    start,
+                    "must be greater than or equal to 0",
+                ));
+            }
+        }
+        if let Some(name) = non_empty_str(&spec, "serviceName") {
+            if let Some(e) = dns1123_label_error(name) {
+                errs.push(FieldError::invalid(
+                    "spec.serviceName",
+                    &Value::String(name.into()),
+                    e,
+                ));
+            }
+        }
+    }
+    if let Some(old) = old {
+        if old.pointer("/spec/selector") != obj.pointer("/spec/selector") {
+            errs.push(FieldError::invalid(
+                "spec.selector",
+                obj.pointer("/spec/selector").unwrap_or(&Value::Null),
+                "field is immutable",
+            ));
+        }
+        if kind == "StatefulSet" {
+            let strip = |v: &Value| {
+                let mut s = v.get("spec").cloned().unwrap_or(Value::Null);
+                if let Some(m) = s.as_object_mut() {
+                    for f in [
+                        "replicas",
+                        "ordinals",
+                        "template",
+                        "updateStrategy",
+                        "persistentVolumeClaimRetentionPolicy",
+                        "minReadySeconds",
+                        "revisionHistoryLimit",
+                    ] {
+                        m.remove(f);
+                    }
+                }
+                s
+            };
+            if strip(obj) != strip(old) {
+                errs.push(FieldError::forbidden("spec", "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"));
+            }
+        }
+    }
+}
+
+pub(super) fn labels_string(labels: &std::collections::BTreeMap<String, String>) -> String {
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `IntOrString` rules for maxUnavailable/maxSurge: non-negative int or `N%` (≤100% unless `allow_over`).
+pub fn int_or_percent_error(v: &Value, allow_over: bool) -> Option<String> {
+    match v {
+        Value::Number(n) => (n.as_i64().is_none_or(|n| n < 0)).then(|| "must be greater than or equal to 0".into()),
+        Value::String(s) => match s.strip_suffix('%').and_then(|p| p.parse::<i64>().ok()) {
+            None => Some("a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')".into()),
+            Some(p) if p < 0 => Some("must be greater than or equal to 0".into()),
+            Some(p) if p > 100 && !allow_over => Some("must not be greater than 100%".into()),
+            _ => None,
+        },
+        _ => Some("must be an integer or percentage".into()),
+    }
+}

@@ -1,0 +1,528 @@
+//! Validation as Kubernetes does it for the fields we use. Validators work on
+//! the JSON form so they can report Kubernetes' field paths
+//! (`spec.containers[0].image`) before any typed decoding.
+//!
+//! Here: field errors, metadata, helpers and the per-kind dispatch; each
+//! group's rules in a file of its own (`pod.rs`, `service.rs`, `apps.rs`,
+//! `autoscaling.rs`). The LeaderWorkerSet's are in `crate::lws`.
+
+use serde_json::Value;
+use std::fmt;
+
+/// What is wrong with a field, mapped to `StatusCause.reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorType {
+    Required,
+    Invalid,
+    NotSupported,
+    Duplicate,
+    Forbidden,
+}
+
+impl ErrorType {
+    pub fn reason(self) -> &'static str {
+        match self {
+            ErrorType::Required => "FieldValueRequired",
+            ErrorType::Invalid => "FieldValueInvalid",
+            ErrorType::NotSupported => "FieldValueNotSupported",
+            ErrorType::Duplicate => "FieldValueDuplicate",
+            ErrorType::Forbidden => "FieldValueForbidden",
+        }
+    }
+}
+
+/// One field error, rendered like apimachinery's `field.Error`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    pub kind: ErrorType,
+    pub field: String,
+    /// The offending value, already rendered (`"abc"`, `-1`), for Invalid/NotSupported/Duplicate.
+    pub value: Option<String>,
+    pub detail: String,
+}
+
+impl FieldError {
+    pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        FieldError {
+            kind: ErrorType::Required,
+            field: field.into(),
+            value: None,
+            detail: detail.into(),
+        }
+    }
+    pub fn invalid(field: impl Into<String>, value: &Value, detail: impl Into<String>) -> Self {
+        FieldError {
+            kind: ErrorType::Invalid,
+            field: field.into(),
+            value: Some(render(value)),
+            detail: detail.into(),
+        }
+    }
+    pub fn not_supported(field: impl Into<String>, value: &Value, supported: &[&str]) -> Self {
+        let list: Vec<String> = supported.iter().map(|s| format!("\"{s}\"")).collect();
+        FieldError {
+            kind: ErrorType::NotSupported,
+            field: field.into(),
+            value: Some(render(value)),
+            detail: format!("supported values: {}", list.join(", ")),
+        }
+    }
+    pub fn duplicate(field: impl Into<String>, value: &Value) -> Self {
+        FieldError {
+            kind: ErrorType::Duplicate,
+            field: field.into(),
+            value: Some(render(value)),
+            detail: String::new(),
+        }
+    }
+    pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        FieldError {
+            kind: ErrorType::Forbidden,
+            field: field.into(),
+            value: None,
+            detail: detail.into(),
+        }
+    }
+
+    /// The part after `<field>: ` in the message, which is also the cause message.
+    pub fn body(&self) -> String {
+        let head = match self.kind {
+            ErrorType::Required => "Required value",
+            ErrorType::Invalid => "Invalid value",
+            ErrorType::NotSupported => "Unsupported value",
+            ErrorType::Duplicate => "Duplicate value",
+            ErrorType::Forbidden => "Forbidden",
+        };
+        let mut s = head.to_string();
+        if let Some(v) = &self.value {
+            s.push_str(": ");
+            s.push_str(v);
+        }
+        if !self.detail.is_empty() {
+            s.push_str(": ");
+            s.push_str(&self.detail);
+        }
+        s
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.body())
+    }
+}
+
+fn render(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("{s:?}"),
+        Value::Null => "null".into(),
+        other => other.to_string(),
+    }
+}
+
+pub type Errors = Vec<FieldError>;
+
+mod apps;
+mod autoscaling;
+mod pod;
+mod service;
+
+pub use crate::names::*;
+pub use apps::int_or_percent_error;
+use apps::validate_replicated;
+use autoscaling::validate_hpa;
+pub use pod::validate_pod_spec;
+use pod::validate_pod_update;
+use service::validate_service;
+
+/// Which naming rule a kind's `metadata.name` follows.
+#[derive(Debug, Clone, Copy)]
+pub enum NameRule {
+    Subdomain,
+    Label,
+    Dns1035,
+}
+
+pub fn name_rule(kind: &str) -> NameRule {
+    match kind {
+        "Namespace" => NameRule::Label,
+        "Service" | "LeaderWorkerSet" => NameRule::Dns1035,
+        _ => NameRule::Subdomain,
+    }
+}
+
+pub fn name_error(rule: NameRule, name: &str) -> Option<String> {
+    match rule {
+        NameRule::Subdomain => dns1123_subdomain_error(name),
+        NameRule::Label => dns1123_label_error(name),
+        NameRule::Dns1035 => dns1035_label_error(name),
+    }
+}
+
+// ---------------------------------------------------------------- helpers
+
+fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+fn non_empty_str<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    str_at(v, key).filter(|s| !s.is_empty())
+}
+
+fn arr<'a>(v: &'a Value, key: &str) -> &'a [Value] {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+fn check_enum(errs: &mut Errors, v: &Value, key: &str, path: &str, allowed: &[&str]) {
+    if let Some(val) = v.get(key) {
+        if !val.as_str().is_some_and(|s| allowed.contains(&s)) {
+            errs.push(FieldError::not_supported(
+                format!("{path}.{key}"),
+                val,
+                allowed,
+            ));
+        }
+    }
+}
+
+fn check_non_negative(errs: &mut Errors, v: &Value, key: &str, path: &str) {
+    if let Some(val) = v.get(key) {
+        if val.as_i64().is_some_and(|n| n < 0) {
+            errs.push(FieldError::invalid(
+                format!("{path}.{key}"),
+                val,
+                "must be greater than or equal to 0",
+            ));
+        }
+    }
+}
+
+fn check_port(errs: &mut Errors, v: &Value, key: &str, path: &str, required: bool) {
+    match v.get(key) {
+        None | Some(Value::Null) if required => {
+            errs.push(FieldError::required(format!("{path}.{key}"), ""))
+        }
+        None | Some(Value::Null) => {}
+        Some(p) => {
+            if !p.as_i64().is_some_and(|n| (1..=65535).contains(&n)) {
+                errs.push(FieldError::invalid(
+                    format!("{path}.{key}"),
+                    p,
+                    "must be between 1 and 65535, inclusive",
+                ));
+            }
+        }
+    }
+}
+
+const PROTOCOLS: &[&str] = &["SCTP", "TCP", "UDP"];
+
+// ---------------------------------------------------------------- metadata
+
+/// Validates `metadata` common to every kind.
+pub fn validate_metadata(obj: &Value, kind: &str, namespaced: bool) -> Errors {
+    let mut errs = Vec::new();
+    let meta = obj.get("metadata").cloned().unwrap_or(Value::Null);
+    match non_empty_str(&meta, "name") {
+        None => {
+            if non_empty_str(&meta, "generateName").is_none() {
+                errs.push(FieldError::required(
+                    "metadata.name",
+                    "name or generateName is required",
+                ));
+            }
+        }
+        Some(name) => {
+            if let Some(e) = name_error(name_rule(kind), name) {
+                errs.push(FieldError::invalid(
+                    "metadata.name",
+                    &Value::String(name.into()),
+                    e,
+                ));
+            }
+        }
+    }
+    if namespaced {
+        if let Some(ns) = non_empty_str(&meta, "namespace") {
+            if let Some(e) = dns1123_label_error(ns) {
+                errs.push(FieldError::invalid(
+                    "metadata.namespace",
+                    &Value::String(ns.into()),
+                    e,
+                ));
+            }
+        }
+    } else if non_empty_str(&meta, "namespace").is_some() {
+        errs.push(FieldError::forbidden(
+            "metadata.namespace",
+            "not allowed on this type",
+        ));
+    }
+    validate_labels(&meta, "metadata.labels", &mut errs);
+    if let Some(ann) = meta.get("annotations").and_then(Value::as_object) {
+        let mut total = 0;
+        for (k, v) in ann {
+            if let Some(e) = qualified_name_error(k) {
+                errs.push(FieldError::invalid(
+                    "metadata.annotations",
+                    &Value::String(k.clone()),
+                    e,
+                ));
+            }
+            total += k.len() + v.as_str().map_or(0, str::len);
+        }
+        if total > 256 * 1024 {
+            errs.push(FieldError::invalid(
+                "metadata.annotations",
+                &Value::String(String::new()),
+                "must have at most 262144 bytes",
+            ));
+        }
+    }
+    for (i, owner) in arr(&meta, "ownerReferences").iter().enumerate() {
+        for f in ["apiVersion", "kind", "name", "uid"] {
+            if non_empty_str(owner, f).is_none() {
+                errs.push(FieldError::required(
+                    format!("metadata.ownerReferences[{i}].{f}"),
+                    "",
+                ));
+            }
+        }
+    }
+    if arr(&meta, "ownerReferences")
+        .iter()
+        .filter(|o| o.get("controller") == Some(&Value::Bool(true)))
+        .count()
+        > 1
+    {
+        errs.push(FieldError::invalid(
+            "metadata.ownerReferences",
+            &Value::Null,
+            "Only one reference can have Controller set to true",
+        ));
+    }
+    errs
+}
+
+fn validate_labels(meta: &Value, path: &str, errs: &mut Errors) {
+    if let Some(labels) = meta.get("labels").and_then(Value::as_object) {
+        for (k, v) in labels {
+            if let Some(e) = qualified_name_error(k) {
+                errs.push(FieldError::invalid(path, &Value::String(k.clone()), e));
+            }
+            match v.as_str() {
+                Some(s) => {
+                    if let Some(e) = label_value_error(s) {
+                        errs.push(FieldError::invalid(path, v, e));
+                    }
+                }
+                None => errs.push(FieldError::invalid(path, v, "label values must be strings")),
+            }
+        }
+    }
+}
+
+/// Fields Kubernetes never lets an update change.
+pub fn validate_metadata_update(new: &Value, old: &Value) -> Errors {
+    let mut errs = Vec::new();
+    for f in ["name", "namespace", "uid", "creationTimestamp"] {
+        let (n, o) = (
+            new.pointer(&format!("/metadata/{f}")),
+            old.pointer(&format!("/metadata/{f}")),
+        );
+        if n.is_some() && n != o {
+            errs.push(FieldError::invalid(
+                format!("metadata.{f}"),
+                n.unwrap_or(&Value::Null),
+                "field is immutable",
+            ));
+        }
+    }
+    errs
+}
+
+// ---------------------------------------------------------------- per kind
+
+/// Validates a kind's object; `old` is the stored object on update.
+pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
+    let mut errs = Vec::new();
+    match kind {
+        "Pod" => {
+            validate_pod_spec(obj.get("spec").unwrap_or(&Value::Null), "spec", &mut errs);
+            if let Some(old) = old {
+                validate_pod_update(obj, old, &mut errs);
+            }
+        }
+        "Service" => validate_service(obj, old, &mut errs),
+        "ReplicaSet" => validate_replicated(obj, old, "ReplicaSet", &mut errs),
+        "StatefulSet" => validate_replicated(obj, old, "StatefulSet", &mut errs),
+        "HorizontalPodAutoscaler" => validate_hpa(obj, &mut errs),
+        "EndpointSlice" => {
+            if obj.get("addressType").is_none() {
+                errs.push(FieldError::required("addressType", ""));
+            } else {
+                check_enum(&mut errs, obj, "addressType", "", &["IPv4", "IPv6", "FQDN"]);
+            }
+        }
+        "Node" => {
+            if let Some(cidr) = obj.pointer("/spec/podCIDR").and_then(Value::as_str) {
+                if !is_cidr(cidr) {
+                    errs.push(FieldError::invalid(
+                        "spec.podCIDR",
+                        &Value::String(cidr.into()),
+                        "must be a valid CIDR",
+                    ));
+                }
+            }
+            if let (Some(old), Some(new_cidr)) = (old, obj.pointer("/spec/podCIDR")) {
+                if let Some(old_cidr) = old
+                    .pointer("/spec/podCIDR")
+                    .filter(|c| c.as_str() != Some(""))
+                {
+                    if old_cidr != new_cidr {
+                        errs.push(FieldError::forbidden(
+                            "spec.podCIDR",
+                            "node updates may not change podCIDR except from \"\" to valid",
+                        ));
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    errs
+}
+
+fn is_cidr(s: &str) -> bool {
+    let Some((ip, bits)) = s.split_once('/') else {
+        return false;
+    };
+    let Ok(bits) = bits.parse::<u8>() else {
+        return false;
+    };
+    match ip.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(_)) => bits <= 32,
+        Ok(std::net::IpAddr::V6(_)) => bits <= 128,
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fields(errs: &Errors) -> Vec<String> {
+        errs.iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn names() {
+        assert!(dns1123_subdomain_error("a.b-c.d").is_none());
+        assert!(dns1123_subdomain_error("A").is_some());
+        assert!(dns1123_label_error("a.b").is_some());
+        assert!(dns1035_label_error("2cube").is_some());
+        assert!(dns1035_label_error("cube2").is_none());
+        assert!(qualified_name_error("app.kubernetes.io/name").is_none());
+        assert!(qualified_name_error("/x").is_some());
+        assert!(label_value_error("-x").is_some());
+        assert!(port_name_error("http").is_none());
+        assert!(port_name_error("8080").is_some());
+    }
+
+    #[test]
+    fn pod_without_containers() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {}});
+        assert_eq!(
+            fields(&validate("Pod", &pod, None)),
+            vec!["spec.containers: Required value"]
+        );
+    }
+
+    #[test]
+    fn container_errors_have_paths() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"restartPolicy": "Sometimes", "containers": [
+            {"name": "c", "image": "busybox", "ports": [{"containerPort": 70000}]},
+            {"name": "c"},
+        ]}});
+        let errs = fields(&validate("Pod", &pod, None));
+        assert!(
+            errs.contains(&"spec.containers[1].image: Required value".to_string()),
+            "{errs:?}"
+        );
+        assert!(
+            errs.contains(&"spec.containers[1].name: Duplicate value: \"c\"".to_string()),
+            "{errs:?}"
+        );
+        assert!(errs.contains(&"spec.containers[0].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive".to_string()), "{errs:?}");
+        assert!(
+            errs.iter()
+                .any(|e| e.starts_with("spec.restartPolicy: Unsupported value: \"Sometimes\"")),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn metadata_rules() {
+        let errs = validate_metadata(
+            &json!({"metadata": {"name": "Bad_Name", "labels": {"a": "-x"}}}),
+            "Pod",
+            true,
+        );
+        assert_eq!(errs.len(), 2);
+        assert_eq!(errs[0].field, "metadata.name");
+        assert_eq!(errs[1].field, "metadata.labels");
+        assert!(
+            validate_metadata(&json!({"metadata": {"generateName": "x-"}}), "Pod", true).is_empty()
+        );
+        assert_eq!(
+            validate_metadata(&json!({"metadata": {}}), "Pod", true)[0].field,
+            "metadata.name"
+        );
+    }
+
+    #[test]
+    fn replicaset_selector_must_match_template() {
+        let rs = json!({"metadata": {"name": "r"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "a"}},
+            "template": {"metadata": {"labels": {"app": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+        let errs = validate("ReplicaSet", &rs, None);
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].field, "spec.template.metadata.labels");
+        let mut changed = rs.clone();
+        changed["spec"]["selector"] = json!({"matchLabels": {"app": "b"}});
+        let errs = validate("ReplicaSet", &changed, Some(&rs));
+        assert!(errs
+            .iter()
+            .any(|e| e.field == "spec.selector" && e.detail == "field is immutable"));
+    }
+
+    #[test]
+    fn service_ports_and_immutable_cluster_ip() {
+        let svc = json!({"metadata": {"name": "s"}, "spec": {"clusterIP": "10.96.0.5", "ports": [{"port": 0}]}});
+        let errs = fields(&validate("Service", &svc, None));
+        assert_eq!(
+            errs,
+            vec!["spec.ports[0].port: Invalid value: 0: must be between 1 and 65535, inclusive"]
+        );
+        let mut new = svc.clone();
+        new["spec"]["clusterIP"] = json!("10.96.0.6");
+        new["spec"]["ports"] = json!([{"port": 80}]);
+        let errs = validate("Service", &new, Some(&svc));
+        assert_eq!(errs[0].field, "spec.clusterIP");
+    }
+
+    #[test]
+    fn pod_update_may_only_change_images() {
+        let old = json!({"spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "a"}]}});
+        let ok = json!({"spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "b"}]}});
+        assert!(validate("Pod", &ok, Some(&old)).is_empty());
+        let bad = json!({"spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "a", "command": ["x"]}]}});
+        assert_eq!(
+            validate("Pod", &bad, Some(&old))[0].kind,
+            ErrorType::Forbidden
+        );
+    }
+}

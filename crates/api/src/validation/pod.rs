@@ -1,0 +1,312 @@
+//! PodSpec (also inside templates), containers, volumes and pod updates.
+
+use super::*;
+
+/// Validates a PodSpec at `path` (`spec` or `spec.template.spec`).
+pub fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Errors) {
+    let containers = arr(spec, "containers");
+    if containers.is_empty() {
+        errs.push(FieldError::required(format!("{path}.containers"), ""));
+    }
+    let volumes: Vec<&str> = arr(spec, "volumes")
+        .iter()
+        .filter_map(|v| str_at(v, "name"))
+        .collect();
+    let mut seen_vol = std::collections::HashSet::new();
+    for (i, v) in arr(spec, "volumes").iter().enumerate() {
+        match non_empty_str(v, "name") {
+            None => errs.push(FieldError::required(
+                format!("{path}.volumes[{i}].name"),
+                "",
+            )),
+            Some(n) => {
+                if let Some(e) = dns1123_label_error(n) {
+                    errs.push(FieldError::invalid(
+                        format!("{path}.volumes[{i}].name"),
+                        &Value::String(n.into()),
+                        e,
+                    ));
+                }
+                if !seen_vol.insert(n) {
+                    errs.push(FieldError::duplicate(
+                        format!("{path}.volumes[{i}].name"),
+                        &Value::String(n.into()),
+                    ));
+                }
+            }
+        }
+        if let Some(hp) = v.get("hostPath") {
+            if non_empty_str(hp, "path").is_none() {
+                errs.push(FieldError::required(
+                    format!("{path}.volumes[{i}].hostPath.path"),
+                    "",
+                ));
+            }
+        }
+    }
+    let mut names = std::collections::HashSet::new();
+    for (list, key) in [
+        (containers, "containers"),
+        (arr(spec, "initContainers"), "initContainers"),
+    ] {
+        for (i, c) in list.iter().enumerate() {
+            let cp = format!("{path}.{key}[{i}]");
+            validate_container(c, &cp, &volumes, errs);
+            if let Some(n) = non_empty_str(c, "name") {
+                if !names.insert(n.to_string()) {
+                    errs.push(FieldError::duplicate(
+                        format!("{cp}.name"),
+                        &Value::String(n.into()),
+                    ));
+                }
+            }
+        }
+    }
+    check_enum(
+        errs,
+        spec,
+        "restartPolicy",
+        path,
+        &["Always", "OnFailure", "Never"],
+    );
+    check_enum(
+        errs,
+        spec,
+        "dnsPolicy",
+        path,
+        &["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"],
+    );
+    check_non_negative(errs, spec, "terminationGracePeriodSeconds", path);
+    if let Some(ads) = spec.get("activeDeadlineSeconds") {
+        if ads.as_i64().is_none_or(|n| n <= 0) {
+            errs.push(FieldError::invalid(
+                format!("{path}.activeDeadlineSeconds"),
+                ads,
+                "must be between 1 and 2147483647, inclusive",
+            ));
+        }
+    }
+    for key in ["hostname", "subdomain"] {
+        if let Some(h) = non_empty_str(spec, key) {
+            if let Some(e) = dns1123_label_error(h) {
+                errs.push(FieldError::invalid(
+                    format!("{path}.{key}"),
+                    &Value::String(h.into()),
+                    e,
+                ));
+            }
+        }
+    }
+    if let Some(sel) = spec.get("nodeSelector").and_then(Value::as_object) {
+        for (k, v) in sel {
+            if let Some(e) = qualified_name_error(k) {
+                errs.push(FieldError::invalid(
+                    format!("{path}.nodeSelector"),
+                    &Value::String(k.clone()),
+                    e,
+                ));
+            }
+            if let Some(e) = v.as_str().and_then(label_value_error) {
+                errs.push(FieldError::invalid(format!("{path}.nodeSelector"), v, e));
+            }
+        }
+    }
+    for (i, t) in arr(spec, "tolerations").iter().enumerate() {
+        let tp = format!("{path}.tolerations[{i}]");
+        check_enum(errs, t, "operator", &tp, &["Equal", "Exists"]);
+        check_enum(
+            errs,
+            t,
+            "effect",
+            &tp,
+            &["NoSchedule", "PreferNoSchedule", "NoExecute"],
+        );
+        if str_at(t, "operator") == Some("Exists") && non_empty_str(t, "value").is_some() {
+            errs.push(FieldError::invalid(
+                format!("{tp}.operator"),
+                &Value::String("Exists".into()),
+                "value must be empty when `operator` is 'Exists'",
+            ));
+        }
+        if t.get("tolerationSeconds").is_some() && str_at(t, "effect") != Some("NoExecute") {
+            errs.push(FieldError::invalid(
+                format!("{tp}.effect"),
+                t.get("effect").unwrap_or(&Value::Null),
+                "effect must be 'NoExecute' when `tolerationSeconds` is set",
+            ));
+        }
+    }
+}
+
+pub(super) fn validate_container(c: &Value, path: &str, volumes: &[&str], errs: &mut Errors) {
+    match non_empty_str(c, "name") {
+        None => errs.push(FieldError::required(format!("{path}.name"), "")),
+        Some(n) => {
+            if let Some(e) = dns1123_label_error(n) {
+                errs.push(FieldError::invalid(
+                    format!("{path}.name"),
+                    &Value::String(n.into()),
+                    e,
+                ));
+            }
+        }
+    }
+    if non_empty_str(c, "image").is_none() {
+        errs.push(FieldError::required(format!("{path}.image"), ""));
+    }
+    check_enum(
+        errs,
+        c,
+        "imagePullPolicy",
+        path,
+        &["Always", "IfNotPresent", "Never"],
+    );
+    let mut port_names = std::collections::HashSet::new();
+    for (i, p) in arr(c, "ports").iter().enumerate() {
+        let pp = format!("{path}.ports[{i}]");
+        check_port(errs, p, "containerPort", &pp, true);
+        if let Some(hp) = p.get("hostPort") {
+            if !hp.as_i64().is_some_and(|n| (0..=65535).contains(&n)) {
+                errs.push(FieldError::invalid(
+                    format!("{pp}.hostPort"),
+                    hp,
+                    "must be between 1 and 65535, inclusive",
+                ));
+            }
+        }
+        check_enum(errs, p, "protocol", &pp, PROTOCOLS);
+        if let Some(n) = non_empty_str(p, "name") {
+            if let Some(e) = port_name_error(n) {
+                errs.push(FieldError::invalid(
+                    format!("{pp}.name"),
+                    &Value::String(n.into()),
+                    e,
+                ));
+            }
+            if !port_names.insert(n) {
+                errs.push(FieldError::duplicate(
+                    format!("{pp}.name"),
+                    &Value::String(n.into()),
+                ));
+            }
+        }
+    }
+    for (i, e) in arr(c, "env").iter().enumerate() {
+        if non_empty_str(e, "name").is_none() {
+            errs.push(FieldError::required(format!("{path}.env[{i}].name"), ""));
+        }
+        if let Some(fr) = e.pointer("/valueFrom/fieldRef") {
+            if non_empty_str(fr, "fieldPath").is_none() {
+                errs.push(FieldError::required(
+                    format!("{path}.env[{i}].valueFrom.fieldRef.fieldPath"),
+                    "",
+                ));
+            }
+        }
+    }
+    for (i, m) in arr(c, "volumeMounts").iter().enumerate() {
+        let mp = format!("{path}.volumeMounts[{i}]");
+        match non_empty_str(m, "name") {
+            None => errs.push(FieldError::required(format!("{mp}.name"), "")),
+            Some(n) if !volumes.contains(&n) => {
+                errs.push(FieldError::not_found(
+                    format!("{mp}.name"),
+                    &Value::String(n.into()),
+                ));
+            }
+            _ => {}
+        }
+        if non_empty_str(m, "mountPath").is_none() {
+            errs.push(FieldError::required(format!("{mp}.mountPath"), ""));
+        }
+    }
+    for section in ["limits", "requests"] {
+        if let Some(map) = c
+            .pointer(&format!("/resources/{section}"))
+            .and_then(Value::as_object)
+        {
+            for (res, q) in map {
+                let ok = match q {
+                    Value::String(s) => crate::quantity::Quantity::parse(s).is_ok(),
+                    Value::Number(_) => true,
+                    _ => false,
+                };
+                if !ok {
+                    errs.push(FieldError::invalid(
+                        format!("{path}.resources.{section}[{res}]"),
+                        q,
+                        "must match the regex ^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$",
+                    ));
+                }
+            }
+        }
+    }
+    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        if let Some(p) = c.get(probe) {
+            let handlers = ["exec", "httpGet", "tcpSocket", "grpc"]
+                .iter()
+                .filter(|h| p.get(**h).is_some())
+                .count();
+            if handlers != 1 {
+                errs.push(FieldError::required(
+                    format!("{path}.{probe}"),
+                    "must specify a handler type",
+                ));
+            }
+        }
+    }
+}
+
+impl FieldError {
+    /// `Not found`, rendered as Kubernetes does (reason FieldValueNotFound maps to Invalid here).
+    pub fn not_found(field: impl Into<String>, value: &Value) -> Self {
+        FieldError {
+            kind: ErrorType::Invalid,
+            field: field.into(),
+            value: Some(render(value)),
+            detail: "volume not found".into(),
+        }
+    }
+}
+
+/// Pod updates may change only images, activeDeadlineSeconds, tolerations and grace period.
+pub(super) fn validate_pod_update(new: &Value, old: &Value, errs: &mut Errors) {
+    fn mask(spec: &Value) -> Value {
+        let mut s = spec.clone();
+        for list in ["containers", "initContainers"] {
+            if let Some(cs) = s.get_mut(list).and_then(Value::as_array_mut) {
+                for c in cs {
+                    if let Some(m) = c.as_object_mut() {
+                        m.remove("image");
+                    }
+                }
+            }
+        }
+        if let Some(m) = s.as_object_mut() {
+            for f in [
+                "activeDeadlineSeconds",
+                "tolerations",
+                "terminationGracePeriodSeconds",
+            ] {
+                m.remove(f);
+            }
+        }
+        s
+    }
+    // nodeName may be set once (by binding): an unset old value is not a change.
+    let (mut ns, os) = (
+        mask(new.get("spec").unwrap_or(&Value::Null)),
+        mask(old.get("spec").unwrap_or(&Value::Null)),
+    );
+    if os.get("nodeName").is_none() {
+        if let Some(m) = ns.as_object_mut() {
+            m.remove("nodeName");
+        }
+    }
+    if ns != os {
+        errs.push(FieldError::forbidden(
+            "spec",
+            "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+        ));
+    }
+}
