@@ -305,6 +305,22 @@ mod tests {
     }
 
     #[test]
+    fn a_lifecycle_adds_its_defaults_and_rules_to_the_typed_ones() {
+        let lws = of(registry::of::<minik8s_api::lws::LeaderWorkerSet>());
+        let mut obj = serde_json::json!({"metadata": {"name": "l"}, "spec": {
+            "leaderWorkerTemplate": {"size": 0, "workerTemplate": {"spec": {"containers": [{"name": "w", "image": "i"}]}}}}});
+        lws.default(&mut obj);
+        assert_eq!(obj["spec"]["replicas"], 1, "upstream's default: {obj}");
+        let errs = lws.validate(&obj, None);
+        assert!(
+            errs.iter()
+                .any(|e| e.field == "spec.leaderWorkerTemplate.size"),
+            "{errs:?}"
+        );
+        assert!(!lws.strategic_merge(), "served as the upstream CRD");
+    }
+
+    #[test]
     fn typed_strategies_reject_wrong_types_and_drop_unknown_fields() {
         let pods = of(registry::of::<core::Pod>());
         let err = pods
