@@ -6,7 +6,8 @@
 //! [`desired`] computes both objects from a Service and the namespace's pods
 //! (pure); the shell writes them when they differ.
 
-use crate::{enqueue_own_key, ns_of, run_workers};
+use crate::ns_of;
+use crate::reconciler::{Action, Controller, Reconciler};
 use k8s_openapi::api::core::v1::Endpoints;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -209,36 +210,22 @@ pub struct EndpointsController {
     client: Client,
     services: Cache<Service>,
     pods: Cache<Pod>,
-    queue: WorkQueue<String>,
 }
 
 impl EndpointsController {
     /// Builds the controller on the shared informers (Services and Pods).
-    pub fn new(client: Client, informers: &SharedInformers) -> Result<Arc<Self>, AlreadyStarted> {
+    pub fn new(
+        client: Client,
+        informers: &SharedInformers,
+    ) -> Result<Controller<Self>, AlreadyStarted> {
         let ctl = Arc::new(EndpointsController {
             client,
             services: informers.cache(),
             pods: informers.cache(),
-            queue: WorkQueue::new(),
         });
-        enqueue_own_key::<Service>(informers, &ctl.queue)?;
-        let c = Arc::downgrade(&ctl);
-        informers.on_event::<Pod>(move |ev| {
-            if let Some(c) = c.upgrade() {
-                c.on_pod(ev);
-            }
-        })?;
-        Ok(ctl)
-    }
-
-    /// Runs `workers` workers until the process ends (start the informers first).
-    pub async fn run(self: Arc<Self>, workers: usize) {
-        let c = self.clone();
-        run_workers(self.queue.clone(), workers, "endpoints", move |key| {
-            let c = c.clone();
-            async move { c.reconcile(&key).await }
-        })
-        .await;
+        Controller::new(ctl, WorkQueue::new())
+            .for_own::<Service>(informers)?
+            .watches::<Pod, _>(informers, |c, ev| c.pod_keys(ev))
     }
 
     /// Services in the pod's namespace whose selector matches the pod.
@@ -255,18 +242,17 @@ impl EndpointsController {
             .collect()
     }
 
-    fn on_pod(&self, ev: &Event<Pod>) {
+    /// The Services a pod event concerns: those matching it before and after.
+    fn pod_keys(&self, ev: &Event<Pod>) -> Vec<String> {
         let mut keys = self.services_for(ev.object());
         if let Event::Updated { old, .. } = ev {
             keys.extend(self.services_for(old));
         }
-        for k in keys {
-            self.queue.add(k);
-        }
+        keys
     }
 
     /// Converges one Service's Endpoints and EndpointSlices.
-    pub async fn reconcile(&self, key: &str) -> Result<(), ClientError> {
+    async fn sync(&self, key: &str) -> Result<(), ClientError> {
         let (ns, name) = key.split_once('/').unwrap_or(("default", key));
         let ep_api = self.client.dynamic(registry::of::<Endpoints>(), Some(ns));
         let slice_api = self
@@ -349,6 +335,14 @@ impl EndpointsController {
             }
         }
         Ok(())
+    }
+}
+
+impl Reconciler for EndpointsController {
+    const NAME: &'static str = "endpoints";
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
+        self.sync(key).await.map(|()| Action::Done)
     }
 }
 

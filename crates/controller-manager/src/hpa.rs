@@ -14,14 +14,14 @@
 //! The decisions ([`replicas_for_metric`], [`Recommender`]) are pure and take
 //! the time as an argument, so the unit tables below replay Kubernetes' cases.
 
-use crate::{lock, run_workers};
+use crate::lock;
+use crate::reconciler::{Action, Controller, Reconciler};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::autoscaling::v2::{HPAScalingRules, HorizontalPodAutoscaler};
 use k8s_openapi::api::core::v1::Pod;
 use minik8s_api::quantity::Quantity;
 use minik8s_api::registry::{self, Subresource};
 use minik8s_api::selector::Selector;
-use minik8s_client::informer::object_key;
 use minik8s_client::rest::content;
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
 use minik8s_client::{Cache, Client, ClientError, SharedInformers, WorkQueue};
@@ -544,7 +544,6 @@ pub struct HpaController {
     client: Client,
     hpas: Cache<HorizontalPodAutoscaler>,
     pods: Cache<Pod>,
-    queue: WorkQueue<String>,
     settings: Settings,
     state: Mutex<HashMap<String, Recommender>>,
 }
@@ -620,24 +619,21 @@ fn pod_sample(pod: &Pod, resource: &str, usage: Option<(i64, DateTime<Utc>)>) ->
 }
 
 impl HpaController {
+    /// Builds the controller on the shared informers (HPAs and Pods); each
+    /// HPA is synced again every `settings.sync_period`.
     pub fn new(
         client: Client,
         informers: &SharedInformers,
         settings: Settings,
-    ) -> Result<Arc<Self>, AlreadyStarted> {
+    ) -> Result<Controller<Self>, AlreadyStarted> {
         let ctl = Arc::new(HpaController {
             client,
             hpas: informers.cache(),
             pods: informers.cache(),
-            queue: WorkQueue::new(),
             settings,
             state: Mutex::default(),
         });
-        let q = ctl.queue.clone();
-        informers.on_event::<HorizontalPodAutoscaler>(move |ev| {
-            q.add(object_key(&ev.object().metadata))
-        })?;
-        Ok(ctl)
+        Controller::new(ctl, WorkQueue::new()).for_own::<HorizontalPodAutoscaler>(informers)
     }
 
     /// Pod name → (usage in milli-units, sample time) from metrics.k8s.io.
@@ -679,11 +675,12 @@ impl HpaController {
         Ok(out)
     }
 
-    /// One sync of one HPA.
-    pub async fn reconcile(&self, key: &str) -> Result<(), ClientError> {
+    /// One sync of one HPA; the next one follows after the sync period.
+    async fn sync(&self, key: &str) -> Result<Action, ClientError> {
+        let next = Action::RequeueAfter(self.settings.sync_period);
         let Some(hpa) = self.hpas.get(key) else {
             lock(&self.state).remove(key);
-            return Ok(());
+            return Ok(Action::Done);
         };
         let ns = hpa
             .metadata
@@ -738,7 +735,8 @@ impl HpaController {
                 &format!("no scale subresource for {api_version} {}", target.kind),
             )
             .await;
-            return write_status(status).await;
+            // Nothing to scale until the HPA itself changes.
+            return write_status(status).await.map(|()| Action::Done);
         };
         let target_api = self.client.dynamic(info, Some(&ns));
         let scale = match target_api.get_sub(&target.name, "scale").await {
@@ -757,8 +755,7 @@ impl HpaController {
                 self.event(&hpa, "Warning", "FailedGetScale", &e.to_string())
                     .await;
                 write_status(status).await?;
-                self.requeue(key);
-                return Ok(());
+                return Ok(next);
             }
         };
         let current = scale["spec"]["replicas"].as_i64().unwrap_or(0) as i32;
@@ -809,8 +806,7 @@ impl HpaController {
                 .await;
             tracing::debug!(hpa = key, error = %msg, "cannot compute replicas");
             write_status(status).await?;
-            self.requeue(key);
-            return Ok(());
+            return Ok(next);
         }
         if active {
             // Kubernetes names the metric that decided (the first one on ties).
@@ -879,8 +875,7 @@ impl HpaController {
         status["currentMetrics"] = json!(current_metrics);
         status["observedGeneration"] = json!(hpa.metadata.generation);
         write_status(status).await?;
-        self.requeue(key);
-        Ok(())
+        Ok(next)
     }
 
     /// The proposal of every metric and the currentMetrics status entries.
@@ -945,11 +940,6 @@ impl HpaController {
         Ok((proposals, statuses))
     }
 
-    fn requeue(&self, key: &str) {
-        self.queue
-            .add_after(key.to_string(), self.settings.sync_period);
-    }
-
     async fn event(&self, hpa: &HorizontalPodAutoscaler, type_: &str, reason: &str, message: &str) {
         let about = minik8s_client::events::Involved {
             api_version: "autoscaling/v2",
@@ -966,20 +956,13 @@ impl HpaController {
         )
         .await;
     }
+}
 
-    /// Runs the workers until the process ends; each HPA comes back every sync period.
-    pub async fn run(self: Arc<Self>, workers: usize) {
-        let c = self.clone();
-        run_workers(
-            self.queue.clone(),
-            workers,
-            "horizontalpodautoscaler",
-            move |key| {
-                let c = c.clone();
-                async move { c.reconcile(&key).await }
-            },
-        )
-        .await;
+impl Reconciler for HpaController {
+    const NAME: &'static str = "horizontalpodautoscaler";
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
+        self.sync(key).await
     }
 }
 

@@ -5,8 +5,12 @@
 //!              SharedInformers (one LIST+WATCH per kind, shared by all controllers)
 //!                 │ events
 //!                 ▼
-//!   handlers ──keys──▶ WorkQueue ──▶ workers ──▶ reconcile(key) ──▶ apiserver writes
+//!   triggers ──keys──▶ WorkQueue ──▶ workers ──▶ reconcile(key) -> Action ──▶ apiserver writes
 //! ```
+//!
+//! Each controller is a [`reconciler::Reconciler`] wired by a
+//! [`reconciler::Controller`] (its triggers: `for_own`, `owns`, `watches`),
+//! and one runner drains every queue.
 //!
 //! Controllers: ReplicaSet (`replicaset.rs`), StatefulSet (`statefulset.rs`),
 //! LeaderWorkerSet (`lws.rs` for the set, `lws_group.rs` for each group),
@@ -25,12 +29,11 @@ pub mod metrics;
 pub mod namespace;
 pub mod nodeipam;
 pub mod nodelifecycle;
+pub mod reconciler;
 pub mod replicaset;
 pub mod statefulset;
 
-use minik8s_client::informer::object_key;
-use minik8s_client::shared::AlreadyStarted;
-use minik8s_client::{Client, ClientError, SharedInformers, WorkQueue};
+use minik8s_client::{Client, SharedInformers};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -93,51 +96,6 @@ pub(crate) fn ns_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Objec
     meta.namespace.clone().unwrap_or_else(|| "default".into())
 }
 
-/// Queues each changed `K`'s own key (the controller reconciles that object).
-pub(crate) fn enqueue_own_key<K>(
-    informers: &SharedInformers,
-    queue: &WorkQueue<String>,
-) -> Result<(), AlreadyStarted>
-where
-    K: minik8s_client::rest::Resource
-        + k8s_openapi::Metadata<Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
-{
-    let queue = queue.clone();
-    informers.on_event::<K>(move |ev| queue.add(object_key(ev.object().metadata())))
-}
-
-/// `workers` workers draining `queue` with `reconcile`; a failed key comes back with backoff.
-pub(crate) async fn run_workers<F, Fut>(
-    queue: WorkQueue<String>,
-    workers: usize,
-    what: &'static str,
-    reconcile: F,
-) where
-    F: Fn(String) -> Fut + Clone + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Result<(), ClientError>> + Send,
-{
-    metrics::register(what, &queue);
-    let mut tasks = Vec::new();
-    for _ in 0..workers.max(1) {
-        let (queue, reconcile) = (queue.clone(), reconcile.clone());
-        tasks.push(tokio::spawn(async move {
-            while let Some(key) = queue.get().await {
-                let result = reconcile(key.clone()).await;
-                metrics::reconciled(what, result.is_ok());
-                match result {
-                    Ok(()) => queue.forget(&key),
-                    Err(e) => {
-                        tracing::warn!(controller = what, %key, error = %e, "reconcile failed; retrying");
-                        queue.add_rate_limited(key.clone());
-                    }
-                }
-                queue.done(&key);
-            }
-        }));
-    }
-    futures::future::join_all(tasks).await;
-}
-
 /// Runs every controller until the process ends. All controllers share one
 /// informer per kind; they start working once every cache has synced.
 pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
@@ -196,7 +154,8 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
         namespaces.run(workers),
         async {
             if let Some(ipam) = ipam {
-                ipam.run().await
+                // One worker: allocation is serial by design.
+                ipam.run(1).await
             }
         },
     );

@@ -17,8 +17,9 @@
 //! [`status_of`] and [`set_conditions`] (§5.12), [`revision_payload`],
 //! [`leader_statefulset`]. `reconcile` is the shell.
 
+use crate::ns_of;
+use crate::reconciler::{Action, Controller, Reconciler};
 use crate::replicaset::{controller_of, is_ready};
-use crate::{ns_of, run_workers};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -505,7 +506,15 @@ pub fn group_state(
 }
 
 impl LwsController {
-    pub fn new(client: Client, informers: &SharedInformers) -> Result<Arc<Self>, AlreadyStarted> {
+    /// Builds the controller on the shared informers: an LWS wakes for its
+    /// own changes and for any StatefulSet, pod or (deleted) Service labelled
+    /// with its name (the leader set, the worker sets, whose readiness is the
+    /// groups').
+    pub fn new(
+        client: Client,
+        informers: &SharedInformers,
+    ) -> Result<Controller<Self>, AlreadyStarted> {
+        let queue = WorkQueue::new();
         let ctl = Arc::new(LwsController {
             client,
             sets: informers.cache(),
@@ -513,45 +522,23 @@ impl LwsController {
             pods: informers.cache(),
             services: informers.cache(),
             revisions: informers.cache(),
-            queue: WorkQueue::new(),
+            queue: queue.clone(),
         });
-        crate::enqueue_own_key::<LeaderWorkerSet>(informers, &ctl.queue)?;
-        // Any StatefulSet or pod labelled with an LWS name wakes that LWS: the
-        // leader set, the worker sets (whose readiness is the groups').
-        let by_label = |queue: WorkQueue<String>| {
-            move |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-                if let Some(n) = meta.labels.as_ref().and_then(|l| l.get(NAME)) {
-                    queue.add(format!("{}/{n}", ns_of(meta)));
+        Controller::new(ctl, queue)
+            .for_own::<LeaderWorkerSet>(informers)?
+            .watches::<StatefulSet, _>(informers, |_, ev| labelled(&ev.object().metadata))?
+            .watches::<Pod, _>(informers, |_, ev| match ev {
+                Event::Updated { old, new }
+                    if old.status == new.status && old.metadata.labels == new.metadata.labels =>
+                {
+                    Vec::new()
                 }
-            }
-        };
-        let wake = by_label(ctl.queue.clone());
-        informers.on_event::<StatefulSet>(move |ev| wake(&ev.object().metadata))?;
-        let wake = by_label(ctl.queue.clone());
-        informers.on_event::<Pod>(move |ev| {
-            if let Event::Updated { old, new } = ev {
-                if old.status == new.status && old.metadata.labels == new.metadata.labels {
-                    return;
-                }
-            }
-            wake(&ev.object().metadata)
-        })?;
-        let wake = by_label(ctl.queue.clone());
-        informers.on_event::<Service>(move |ev| {
-            if let Event::Deleted(s) = ev {
-                wake(&s.metadata)
-            }
-        })?;
-        Ok(ctl)
-    }
-
-    pub async fn run(self: Arc<Self>, workers: usize) {
-        let c = self.clone();
-        run_workers(self.queue.clone(), workers, "leaderworkerset", move |key| {
-            let c = c.clone();
-            async move { c.reconcile(&key).await }
-        })
-        .await;
+                _ => labelled(&ev.object().metadata),
+            })?
+            .watches::<Service, _>(informers, |_, ev| match ev {
+                Event::Deleted(s) => labelled(&s.metadata),
+                _ => Vec::new(),
+            })
     }
 
     async fn event(&self, lws: &LeaderWorkerSet, type_: &str, reason: &str, message: &str) {
@@ -593,12 +580,12 @@ impl LwsController {
     }
 
     /// Converges one LeaderWorkerSet (§5.2).
-    pub async fn reconcile(&self, key: &str) -> Result<(), ClientError> {
+    async fn sync(&self, key: &str) -> Result<Action, ClientError> {
         let Some(lws) = self.sets.get(key) else {
-            return Ok(());
+            return Ok(Action::Done);
         };
         if lws.metadata.deletion_timestamp.is_some() {
-            return Ok(());
+            return Ok(Action::Done);
         }
         let ns = ns_of(&lws.metadata);
         let name = lws.metadata.name.clone().unwrap_or_default();
@@ -607,9 +594,8 @@ impl LwsController {
             .as_ref()
             .is_some_and(|s| s.metadata.deletion_timestamp.is_some())
         {
-            self.queue
-                .add_after(key.to_string(), Duration::from_secs(5));
-            return Ok(());
+            // The old leader set is still going: look again shortly.
+            return Ok(Action::RequeueAfter(Duration::from_secs(5)));
         }
         // Revisions (§5.3).
         let payload = revision_payload(&lws);
@@ -788,7 +774,7 @@ impl LwsController {
                 .await
             {
                 Ok(_) => {}
-                Err(e) if e.is_not_found() => return Ok(()),
+                Err(e) if e.is_not_found() => return Ok(Action::Done),
                 Err(e) => return Err(e),
             }
             if let Some(t) = first_new {
@@ -826,7 +812,7 @@ impl LwsController {
                 }
             }
         }
-        Ok(())
+        Ok(Action::Done)
     }
 
     /// Replaces the leader set's spec, labels and annotations when they differ
@@ -907,6 +893,23 @@ pub fn headless_service(name: &str, ns: &str, selector: Value, owner: Value) -> 
     json!({"apiVersion": "v1", "kind": "Service",
         "metadata": {"name": name, "namespace": ns, "labels": {NAME: lws}, "ownerReferences": [owner]},
         "spec": {"clusterIP": "None", "publishNotReadyAddresses": true, "selector": selector}})
+}
+
+/// `namespace/<lws>` of an object labelled with an LWS name.
+fn labelled(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Vec<String> {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(NAME))
+        .map(|n| vec![format!("{}/{n}", ns_of(meta))])
+        .unwrap_or_default()
+}
+
+impl Reconciler for LwsController {
+    const NAME: &'static str = "leaderworkerset";
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
+        self.sync(key).await
+    }
 }
 
 #[cfg(test)]

@@ -22,8 +22,9 @@ use crate::lws::{
     from_revision, headless_service, size_of, template_annotations, unique_per_replica,
     GROUP_RESTARTS,
 };
+use crate::reconciler::{controller_key, Action, Controller, Reconciler};
 use crate::replicaset::{controller_of, is_ready};
-use crate::{lock, ns_of, parse_duration, run_workers};
+use crate::{lock, ns_of, parse_duration};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use minik8s_api::lws::{LeaderWorkerSet, LeaderWorkerTemplate, NetworkConfig};
@@ -195,7 +196,15 @@ pub struct GroupController {
 }
 
 impl GroupController {
-    pub fn new(client: Client, informers: &SharedInformers) -> Result<Arc<Self>, AlreadyStarted> {
+    /// Builds the controller on the shared informers. Its keys are leader
+    /// pods: any LWS pod event (a deleted one is kept for the restart policy),
+    /// a change of a worker set or the deletion of a group Service (owned by
+    /// the leader pod), and a new LWS revision (for the leaders waiting on it).
+    pub fn new(
+        client: Client,
+        informers: &SharedInformers,
+    ) -> Result<Controller<Self>, AlreadyStarted> {
+        let queue = WorkQueue::new();
         let ctl = Arc::new(GroupController {
             client,
             sets: informers.cache(),
@@ -204,71 +213,47 @@ impl GroupController {
             services: informers.cache(),
             revisions: informers.cache(),
             nodes: informers.cache(),
-            queue: WorkQueue::new(),
+            queue: queue.clone(),
             deleted: Mutex::default(),
         });
-        let c = Arc::downgrade(&ctl);
-        informers.on_event::<Pod>(move |ev| {
-            let Some(c) = c.upgrade() else { return };
-            let p = ev.object();
-            if label(p, NAME).is_none() {
-                return;
-            }
-            let key = object_key(&p.metadata);
-            if let Event::Deleted(p) = ev {
-                lock(&c.deleted).insert(key.clone(), p.clone());
-            }
-            c.queue.add(key);
-        })?;
-        // A worker set or group Service that changes or goes wakes its leader.
-        let queue = ctl.queue.clone();
-        let wake_owner =
-            move |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-                if let Some((_, kind, name)) = controller_of(meta) {
-                    if kind == "Pod" {
-                        queue.add(format!("{}/{name}", ns_of(meta)));
-                    }
+        Controller::new(ctl, queue)
+            .watches::<Pod, _>(informers, |c, ev| {
+                let p = ev.object();
+                if label(p, NAME).is_none() {
+                    return Vec::new();
                 }
-            };
-        let w = wake_owner.clone();
-        informers.on_event::<StatefulSet>(move |ev| w(&ev.object().metadata))?;
-        informers.on_event::<Service>(move |ev| {
-            if let Event::Deleted(s) = ev {
-                wake_owner(&s.metadata)
-            }
-        })?;
-        // A new revision (the leader may be waiting for it) wakes its leaders.
-        let c = Arc::downgrade(&ctl);
-        informers.on_event::<ControllerRevision>(move |ev| {
-            let (Some(c), Event::Added(r)) = (c.upgrade(), ev) else {
-                return;
-            };
-            let Some(n) = r.metadata.labels.as_ref().and_then(|l| l.get(NAME)) else {
-                return;
-            };
-            for p in c.pods.by_index(NAMESPACE_INDEX, &ns_of(&r.metadata)) {
-                if label(&p, NAME) == Some(n) && is_leader(&p) {
-                    c.queue.add(object_key(&p.metadata));
+                let key = object_key(&p.metadata);
+                if let Event::Deleted(p) = ev {
+                    lock(&c.deleted).insert(key.clone(), p.clone());
                 }
-            }
-        })?;
-        Ok(ctl)
-    }
-
-    pub async fn run(self: Arc<Self>, workers: usize) {
-        let c = self.clone();
-        run_workers(self.queue.clone(), workers, "lws-group", move |key| {
-            let c = c.clone();
-            async move { c.reconcile(&key).await }
-        })
-        .await;
+                vec![key]
+            })?
+            .owns::<StatefulSet>(informers, "Pod")?
+            .watches::<Service, _>(informers, |_, ev| match ev {
+                Event::Deleted(s) => controller_key(&s.metadata, "Pod").into_iter().collect(),
+                _ => Vec::new(),
+            })?
+            .watches::<ControllerRevision, _>(informers, |c, ev| {
+                let Event::Added(r) = ev else {
+                    return Vec::new();
+                };
+                let Some(n) = r.metadata.labels.as_ref().and_then(|l| l.get(NAME)) else {
+                    return Vec::new();
+                };
+                c.pods
+                    .by_index(NAMESPACE_INDEX, &ns_of(&r.metadata))
+                    .into_iter()
+                    .filter(|p| label(p, NAME) == Some(n) && is_leader(p))
+                    .map(|p| object_key(&p.metadata))
+                    .collect()
+            })
     }
 
     async fn event(&self, lws: &LeaderWorkerSet, type_: &str, reason: &str, message: &str) {
         crate::lws::record_event(&self.client, lws, type_, reason, message).await;
     }
 
-    pub async fn reconcile(&self, key: &str) -> Result<(), ClientError> {
+    async fn sync(&self, key: &str) -> Result<Action, ClientError> {
         let (pod, gone) = match self.pods.get(key) {
             Some(p) => {
                 lock(&self.deleted).remove(key);
@@ -276,19 +261,19 @@ impl GroupController {
             }
             None => match lock(&self.deleted).remove(key) {
                 Some(p) => (p, true),
-                None => return Ok(()),
+                None => return Ok(Action::Done),
             },
         };
         let ns = ns_of(&pod.metadata);
         let Some(lws_name) = label(&pod, NAME) else {
-            return Ok(());
+            return Ok(Action::Done);
         };
         let Some(lws) = self.sets.get(&format!("{ns}/{lws_name}")) else {
-            return Ok(());
+            return Ok(Action::Done);
         };
         let restarted = self.restart_policy(&lws, &pod, gone).await?;
         if restarted || gone || !is_leader(&pod) {
-            return Ok(());
+            return Ok(Action::Done);
         }
         let annotations = pod.metadata.annotations.clone().unwrap_or_default();
         if annotations.contains_key(LEADER_NAME) {
@@ -297,10 +282,10 @@ impl GroupController {
                 pod.metadata.name.as_deref().unwrap_or("")
             );
             self.event(&lws, "Warning", "FailedCreate", &note).await;
-            return Ok(());
+            return Ok(Action::Done);
         }
         if pod.metadata.deletion_timestamp.is_some() {
-            return Ok(());
+            return Ok(Action::Done);
         }
         let leader_name = pod.metadata.name.clone().unwrap_or_default();
         // The revision this leader was created from decides its group.
@@ -318,9 +303,7 @@ impl GroupController {
             });
         let Some((lwt, nc)) = revision.and_then(|r| from_revision(&r.data.as_ref()?.0)) else {
             tracing::debug!(%key, %hash, "waiting for the leader's revision");
-            self.queue
-                .add_after(key.to_string(), Duration::from_secs(1));
-            return Ok(());
+            return Ok(Action::RequeueAfter(Duration::from_secs(1)));
         };
         if unique_per_replica(Some(&nc)) && self.services.get(key).is_none() {
             let group_index = label(&pod, GROUP_INDEX).unwrap_or_default();
@@ -344,18 +327,17 @@ impl GroupController {
             }
         }
         if size_of(&lwt) <= 1 {
-            return Ok(());
+            return Ok(Action::Done);
         }
         if lws.spec.startup_policy.as_deref() == Some("LeaderReady") && !is_ready(&pod) {
-            return Ok(());
+            return Ok(Action::Done);
         }
         if let Some(existing) = self.statefulsets.get(key) {
             if controller_of(&existing.metadata).map(|o| o.0) != pod.metadata.uid {
                 // The previous leader's set is still being collected.
-                self.queue
-                    .add_after(key.to_string(), Duration::from_secs(1));
+                return Ok(Action::RequeueAfter(Duration::from_secs(1)));
             }
-            return Ok(());
+            return Ok(Action::Done);
         }
         let node_selector = match lws
             .metadata
@@ -366,7 +348,7 @@ impl GroupController {
             None => None,
             Some(topology) => {
                 let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
-                    return Ok(()); // Placed once the leader is scheduled.
+                    return Ok(Action::Done); // Placed once the leader is scheduled.
                 };
                 let value = self
                     .nodes
@@ -390,9 +372,9 @@ impl GroupController {
             Ok(_) => {
                 let note = format!("Created worker statefulset for leader pod {leader_name}");
                 self.event(&lws, "Normal", "GroupsProgressing", &note).await;
-                Ok(())
+                Ok(Action::Done)
             }
-            Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(()),
+            Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(Action::Done),
             Err(e) => {
                 let note = format!(
                     "Failed to create worker statefulset for leader pod {leader_name}: {e}"
@@ -553,6 +535,16 @@ impl GroupController {
         )
         .await
         .map(|_| ())
+    }
+}
+
+impl Reconciler for GroupController {
+    const NAME: &'static str = "lws-group";
+
+    /// One leader pod: its restart policy, then its group (headless Service
+    /// and worker StatefulSet).
+    async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
+        self.sync(key).await
     }
 }
 

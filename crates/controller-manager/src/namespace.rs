@@ -9,7 +9,7 @@
 //!  all lists empty ─▶ spec.finalizers = [] via /finalize ─▶ apiserver removes it
 //! ```
 
-use crate::run_workers;
+use crate::reconciler::{Action, Controller, Reconciler};
 use k8s_openapi::api::core::v1::Namespace;
 use minik8s_api::registry::{self, REGISTRY};
 use minik8s_client::informer::object_key;
@@ -59,34 +59,45 @@ pub fn step(ns: &Namespace, remaining: &[(&'static str, Value)]) -> Step {
     }
 }
 
+/// How soon a deleting namespace is looked at again while objects go.
+const RECHECK: Duration = Duration::from_millis(500);
+
 pub struct NamespaceController {
     client: Client,
     namespaces: Cache<Namespace>,
-    queue: WorkQueue<String>,
 }
 
 impl NamespaceController {
-    pub fn new(client: Client, informers: &SharedInformers) -> Result<Arc<Self>, AlreadyStarted> {
+    /// Builds the controller on the shared Namespace informer: it wakes for
+    /// namespaces being deleted.
+    pub fn new(
+        client: Client,
+        informers: &SharedInformers,
+    ) -> Result<Controller<Self>, AlreadyStarted> {
         let ctl = Arc::new(NamespaceController {
             client,
             namespaces: informers.cache(),
-            queue: WorkQueue::new(),
         });
-        let q = ctl.queue.clone();
-        informers.on_event::<Namespace>(move |ev| {
-            if ev.object().metadata.deletion_timestamp.is_some() {
-                q.add(object_key(&ev.object().metadata));
+        Controller::new(ctl, WorkQueue::new()).watches::<Namespace, _>(informers, |_, ev| {
+            let meta = &ev.object().metadata;
+            match meta.deletion_timestamp {
+                Some(_) => vec![object_key(meta)],
+                None => Vec::new(),
             }
-        })?;
-        Ok(ctl)
+        })
     }
+}
 
-    pub async fn reconcile(&self, name: &str) -> Result<(), ClientError> {
+impl Reconciler for NamespaceController {
+    const NAME: &'static str = "namespace";
+
+    /// Empties a deleting namespace, then releases its finalizer.
+    async fn reconcile(&self, name: &str) -> Result<Action, ClientError> {
         let Some(ns) = self.namespaces.get(name) else {
-            return Ok(());
+            return Ok(Action::Done);
         };
         if ns.metadata.deletion_timestamp.is_none() {
-            return Ok(());
+            return Ok(Action::Done);
         }
         // Live lists (not caches): the namespace may only go once it is really empty.
         let mut remaining = Vec::new();
@@ -101,7 +112,7 @@ impl NamespaceController {
             }
         }
         match step(&ns, &remaining) {
-            Step::Nothing => Ok(()),
+            Step::Nothing => Ok(Action::Done),
             Step::Delete(objects) => {
                 for (plural, obj) in objects {
                     let info = REGISTRY
@@ -122,15 +133,9 @@ impl NamespaceController {
                         _ => {}
                     }
                 }
-                self.queue
-                    .add_after(name.to_string(), Duration::from_millis(500));
-                Ok(())
+                Ok(Action::RequeueAfter(RECHECK))
             }
-            Step::Wait => {
-                self.queue
-                    .add_after(name.to_string(), Duration::from_millis(500));
-                Ok(())
-            }
+            Step::Wait => Ok(Action::RequeueAfter(RECHECK)),
             Step::Finalize => {
                 let api = self.client.dynamic(registry::of::<Namespace>(), None);
                 let mut body =
@@ -139,22 +144,13 @@ impl NamespaceController {
                 match api.replace_sub(name, "finalize", &body).await {
                     Ok(_) => {
                         tracing::info!(namespace = name, "namespace emptied and finalized");
-                        Ok(())
+                        Ok(Action::Done)
                     }
-                    Err(e) if e.is_not_found() => Ok(()),
+                    Err(e) if e.is_not_found() => Ok(Action::Done),
                     Err(e) => Err(e),
                 }
             }
         }
-    }
-
-    pub async fn run(self: Arc<Self>, workers: usize) {
-        let c = self.clone();
-        run_workers(self.queue.clone(), workers, "namespace", move |key| {
-            let c = c.clone();
-            async move { c.reconcile(&key).await }
-        })
-        .await;
     }
 }
 

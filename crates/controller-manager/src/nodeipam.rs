@@ -6,7 +6,8 @@
 //! One worker allocates, remembering what it handed out until the watch shows
 //! it, so two nodes registering together never get the same subnet.
 
-use crate::{lock, run_workers};
+use crate::lock;
+use crate::reconciler::{Action, Controller, Reconciler};
 use k8s_openapi::api::core::v1::Node;
 use minik8s_api::net::{format_cidr, parse_cidr};
 use minik8s_api::registry;
@@ -61,36 +62,36 @@ fn pod_cidr(node: &Node) -> Option<String> {
 pub struct NodeIpamController {
     client: Client,
     nodes: Cache<Node>,
-    queue: WorkQueue<String>,
     range: Range,
     /// Subnets handed out that the cache may not show yet.
     handed_out: Mutex<HashSet<String>>,
 }
 
 impl NodeIpamController {
+    /// Builds the controller on the shared Node informer: it wakes for nodes
+    /// without a podCIDR. Run it with one worker: allocation is serial.
     pub fn new(
         client: Client,
         informers: &SharedInformers,
         range: Range,
-    ) -> Result<Arc<Self>, AlreadyStarted> {
+    ) -> Result<Controller<Self>, AlreadyStarted> {
         let ctl = Arc::new(NodeIpamController {
             client,
             nodes: informers.cache(),
-            queue: WorkQueue::new(),
             range,
             handed_out: Mutex::default(),
         });
-        let q = ctl.queue.clone();
-        informers.on_event::<Node>(move |ev| {
-            if pod_cidr(ev.object()).is_none() {
-                q.add(ev.object().metadata.name.clone().unwrap_or_default());
-            }
-        })?;
-        Ok(ctl)
+        Controller::new(ctl, WorkQueue::new()).watches::<Node, _>(
+            informers,
+            |_, ev| match pod_cidr(ev.object()) {
+                None => vec![ev.object().metadata.name.clone().unwrap_or_default()],
+                Some(_) => Vec::new(),
+            },
+        )
     }
 
     /// Gives the node a subnet unless it has one.
-    pub async fn reconcile(&self, name: &str) -> Result<(), ClientError> {
+    async fn sync(&self, name: &str) -> Result<(), ClientError> {
         let Some(node) = self.nodes.get(name) else {
             return Ok(());
         };
@@ -121,15 +122,13 @@ impl NodeIpamController {
             Err(e) => Err(e),
         }
     }
+}
 
-    /// One worker (allocation is serial by design) until the process ends.
-    pub async fn run(self: Arc<Self>) {
-        let c = self.clone();
-        run_workers(self.queue.clone(), 1, "nodeipam", move |key| {
-            let c = c.clone();
-            async move { c.reconcile(&key).await }
-        })
-        .await;
+impl Reconciler for NodeIpamController {
+    const NAME: &'static str = "nodeipam";
+
+    async fn reconcile(&self, name: &str) -> Result<Action, ClientError> {
+        self.sync(name).await.map(|()| Action::Done)
     }
 }
 

@@ -18,7 +18,8 @@
 //! Staleness is measured on the controller's own clock from the moment it saw
 //! the heartbeat change, so clock skew between machines does not matter.
 
-use crate::{lock, run_workers};
+use crate::lock;
+use crate::reconciler::{Action, Controller, Reconciler};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, Taint};
@@ -198,18 +199,19 @@ pub struct NodeLifecycleController {
     nodes: Cache<Node>,
     leases: Cache<Lease>,
     pods: Cache<Pod>,
-    queue: WorkQueue<String>,
     timing: Timing,
     /// Node → (last heartbeat token, when we saw it change).
     seen: Mutex<HashMap<String, (String, Instant)>>,
 }
 
 impl NodeLifecycleController {
+    /// Builds the controller on the shared informers (Nodes, their Leases
+    /// and Pods); every node is checked again each monitor period.
     pub fn new(
         client: Client,
         informers: &SharedInformers,
         timing: Timing,
-    ) -> Result<Arc<Self>, AlreadyStarted> {
+    ) -> Result<Controller<Self>, AlreadyStarted> {
         let pods = informers.cache::<Pod>();
         let by_node: IndexFn<Pod> = Arc::new(|p: &Pod| {
             p.spec
@@ -224,29 +226,29 @@ impl NodeLifecycleController {
             nodes: informers.cache(),
             leases: informers.cache(),
             pods,
-            queue: WorkQueue::new(),
             timing,
             seen: Mutex::default(),
         });
-        let q = ctl.queue.clone();
-        informers.on_event::<Node>(move |ev| {
-            q.add(ev.object().metadata.name.clone().unwrap_or_default())
-        })?;
-        let q = ctl.queue.clone();
-        informers.on_event::<Lease>(move |ev| {
-            let m = &ev.object().metadata;
-            if m.namespace.as_deref() == Some("kube-node-lease") {
-                q.add(m.name.clone().unwrap_or_default());
-            }
-        })?;
-        // A pod landing on a tainted node may have to go at once.
-        let q = ctl.queue.clone();
-        informers.on_event::<Pod>(move |ev| {
-            if let Some(n) = ev.object().spec.as_ref().and_then(|s| s.node_name.clone()) {
-                q.add(n);
-            }
-        })?;
-        Ok(ctl)
+        Controller::new(ctl, WorkQueue::new())
+            .watches::<Node, _>(informers, |_, ev| {
+                vec![ev.object().metadata.name.clone().unwrap_or_default()]
+            })?
+            .watches::<Lease, _>(informers, |_, ev| {
+                let m = &ev.object().metadata;
+                match m.namespace.as_deref() {
+                    Some("kube-node-lease") => vec![m.name.clone().unwrap_or_default()],
+                    _ => Vec::new(),
+                }
+            })?
+            // A pod landing on a tainted node may have to go at once.
+            .watches::<Pod, _>(informers, |_, ev| {
+                ev.object()
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .into_iter()
+                    .collect()
+            })
     }
 
     /// Seconds since the node's heartbeat last changed (on our clock).
@@ -260,11 +262,12 @@ impl NodeLifecycleController {
         now.duration_since(entry.1)
     }
 
-    /// One node: conditions, taints, pod readiness and evictions.
-    pub async fn reconcile(&self, name: &str) -> Result<(), ClientError> {
+    /// One node: conditions, taints, pod readiness and evictions. Returns
+    /// when the next eviction is due, if one is.
+    async fn sync(&self, name: &str) -> Result<Option<Duration>, ClientError> {
         let Some(node) = self.nodes.get(name) else {
             lock(&self.seen).remove(name);
-            return Ok(());
+            return Ok(None);
         };
         let lease = self.leases.get(&format!("kube-node-lease/{name}"));
         let silent_for = self.silence(name, heartbeat_token(&node, lease.as_deref()));
@@ -291,7 +294,7 @@ impl NodeLifecycleController {
                         node = serde_json::from_value(v)
                             .map_err(|e| ClientError::Decode(e.to_string()))?
                     }
-                    Err(e) if e.is_not_found() => return Ok(()),
+                    Err(e) if e.is_not_found() => return Ok(None),
                     Err(e) => return Err(e),
                 }
                 self.mark_pods_not_ready(name).await?;
@@ -308,9 +311,9 @@ impl NodeLifecycleController {
             let patch = json!({"metadata": {"resourceVersion": node.metadata.resource_version}, "spec": {"taints": taints}});
             match nodes.patch(name, None, content::MERGE_PATCH, &patch).await {
                 Ok(_) => {}
-                Err(e) if e.is_not_found() => return Ok(()),
+                Err(e) if e.is_not_found() => return Ok(None),
                 // The node changed meanwhile: the watch brings it back to us.
-                Err(e) if e.is_conflict() => return Ok(()),
+                Err(e) if e.is_conflict() => return Ok(None),
                 Err(e) => return Err(e),
             }
         }
@@ -353,13 +356,14 @@ impl NodeLifecycleController {
         Ok(())
     }
 
-    /// Deletes the pods whose toleration ran out; comes back for the next deadline.
+    /// Deletes the pods whose toleration ran out; returns how long until the
+    /// next deadline, if any.
     async fn evict(
         &self,
         node: &str,
         taints: &[Taint],
         now: DateTime<Utc>,
-    ) -> Result<(), ClientError> {
+    ) -> Result<Option<Duration>, ClientError> {
         let mut next: Option<DateTime<Utc>> = None;
         for pod in self.pods.by_index(BY_NODE, node) {
             if pod.metadata.deletion_timestamp.is_some() {
@@ -385,11 +389,7 @@ impl NodeLifecycleController {
                 }
             }
         }
-        if let Some(at) = next {
-            let wait = (at - now).to_std().unwrap_or_default() + Duration::from_millis(200);
-            self.queue.add_after(node.to_string(), wait);
-        }
-        Ok(())
+        Ok(next.map(|at| (at - now).to_std().unwrap_or_default() + Duration::from_millis(200)))
     }
 
     async fn event(&self, pod: &Pod, node: &str) {
@@ -411,26 +411,23 @@ impl NodeLifecycleController {
         )
         .await;
     }
+}
 
-    /// Checks every node each monitor period, and runs the workers, until the process ends.
-    pub async fn run(self: Arc<Self>, workers: usize) {
-        let ticker = {
-            let me = self.clone();
-            async move {
-                loop {
-                    tokio::time::sleep(me.timing.monitor_period).await;
-                    for n in me.nodes.list() {
-                        me.queue.add(n.metadata.name.clone().unwrap_or_default());
-                    }
-                }
-            }
-        };
-        let c = self.clone();
-        let workers = run_workers(self.queue.clone(), workers, "nodelifecycle", move |key| {
-            let c = c.clone();
-            async move { c.reconcile(&key).await }
-        });
-        tokio::join!(ticker, workers);
+impl Reconciler for NodeLifecycleController {
+    const NAME: &'static str = "nodelifecycle";
+
+    /// Every node comes back each monitor period (Kubernetes' monitorNodeHealth
+    /// loop), sooner when a pod's toleration runs out.
+    async fn reconcile(&self, name: &str) -> Result<Action, ClientError> {
+        let exists = self.nodes.get(name).is_some();
+        let eviction_due = self.sync(name).await?;
+        if !exists {
+            return Ok(Action::Done);
+        }
+        let period = self.timing.monitor_period;
+        Ok(Action::RequeueAfter(
+            eviction_due.map_or(period, |due| due.min(period)),
+        ))
     }
 }
 

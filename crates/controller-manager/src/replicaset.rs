@@ -4,7 +4,8 @@
 //! from what is observed; `reconcile` is the I/O shell around it, as in
 //! Kubernetes' `pkg/controller/replicaset`.
 
-use crate::{enqueue_own_key, lock, ns_of, run_workers};
+use crate::reconciler::{Action, Controller, Reconciler};
+use crate::{lock, ns_of};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use minik8s_api::registry;
@@ -177,7 +178,6 @@ pub struct ReplicaSetController {
     client: Client,
     sets: Cache<ReplicaSet>,
     pods: Cache<Pod>,
-    queue: WorkQueue<String>,
     expectations: Mutex<HashMap<String, Expectation>>,
     pub reconciles: AtomicU64,
 }
@@ -197,19 +197,22 @@ impl ReplicaSetController {
         }
     }
 
-    /// Queues every ReplicaSet in the pod's namespace whose selector matches it (for adoption).
-    fn enqueue_matching(&self, pod: &Pod) {
+    /// Every ReplicaSet in the pod's namespace whose selector matches it (for adoption).
+    fn matching(&self, pod: &Pod) -> Vec<String> {
         let ns = ns_of(&pod.metadata);
         let labels = pod.metadata.labels.clone().unwrap_or_default();
-        for rs in self.sets.by_index(NAMESPACE_INDEX, &ns) {
-            let sel = rs
-                .spec
-                .as_ref()
-                .and_then(|s| Selector::from_label_selector(&s.selector).ok());
-            if sel.is_some_and(|s| !s.is_empty() && s.matches(&labels)) {
-                self.queue.add(object_key(&rs.metadata));
-            }
-        }
+        self.sets
+            .by_index(NAMESPACE_INDEX, &ns)
+            .into_iter()
+            .filter(|rs| {
+                let sel = rs
+                    .spec
+                    .as_ref()
+                    .and_then(|s| Selector::from_label_selector(&s.selector).ok());
+                sel.is_some_and(|s| !s.is_empty() && s.matches(&labels))
+            })
+            .map(|rs| object_key(&rs.metadata))
+            .collect()
     }
 
     fn owner_key(pod: &Pod) -> Option<String> {
@@ -218,37 +221,40 @@ impl ReplicaSetController {
             .map(|(_, _, name)| format!("{}/{}", ns_of(&pod.metadata), name))
     }
 
-    fn on_pod(&self, ev: &Event<Pod>) {
+    /// The ReplicaSets a pod event concerns: its owners before and after,
+    /// and on a label change or for an orphan the sets that may adopt it.
+    /// Creations and deletions of owned pods count against expectations.
+    fn pod_keys(&self, ev: &Event<Pod>) -> Vec<String> {
         match ev {
             Event::Added(p) => match Self::owner_key(p) {
                 Some(k) => {
                     self.observed(&k, 1, 0);
-                    self.queue.add(k);
+                    vec![k]
                 }
-                None => self.enqueue_matching(p),
+                None => self.matching(p),
             },
             Event::Updated { old, new } => {
-                for k in [Self::owner_key(old), Self::owner_key(new)]
+                let mut keys: Vec<String> = [Self::owner_key(old), Self::owner_key(new)]
                     .into_iter()
                     .flatten()
-                {
-                    self.queue.add(k);
-                }
+                    .collect();
                 if old.metadata.labels != new.metadata.labels || Self::owner_key(new).is_none() {
-                    self.enqueue_matching(new);
+                    keys.extend(self.matching(new));
                 }
+                keys
             }
-            Event::Deleted(p) => {
-                if let Some(k) = Self::owner_key(p) {
+            Event::Deleted(p) => match Self::owner_key(p) {
+                Some(k) => {
                     self.observed(&k, 0, 1);
-                    self.queue.add(k);
+                    vec![k]
                 }
-            }
+                None => Vec::new(),
+            },
         }
     }
 
     /// Converges one ReplicaSet: claim pods, create or delete, report status.
-    pub async fn reconcile(&self, key: &str) -> Result<(), ClientError> {
+    async fn sync(&self, key: &str) -> Result<(), ClientError> {
         self.reconciles.fetch_add(1, atomic::Ordering::Relaxed);
         let Some(rs) = self.sets.get(key) else {
             lock(&self.expectations).remove(key);
@@ -411,33 +417,28 @@ impl ReplicaSetController {
         Ok(())
     }
     /// Builds the controller on the shared informers (ReplicaSets and Pods).
-    pub fn new(client: Client, informers: &SharedInformers) -> Result<Arc<Self>, AlreadyStarted> {
+    pub fn new(
+        client: Client,
+        informers: &SharedInformers,
+    ) -> Result<Controller<Self>, AlreadyStarted> {
         let ctl = Arc::new(ReplicaSetController {
             client,
             sets: informers.cache(),
             pods: informers.cache(),
-            queue: WorkQueue::new(),
             expectations: Mutex::default(),
             reconciles: AtomicU64::new(0),
         });
-        enqueue_own_key::<ReplicaSet>(informers, &ctl.queue)?;
-        let c = Arc::downgrade(&ctl);
-        informers.on_event::<Pod>(move |ev| {
-            if let Some(c) = c.upgrade() {
-                c.on_pod(ev);
-            }
-        })?;
-        Ok(ctl)
+        Controller::new(ctl, WorkQueue::new())
+            .for_own::<ReplicaSet>(informers)?
+            .watches::<Pod, _>(informers, |c, ev| c.pod_keys(ev))
     }
+}
 
-    /// Runs `workers` workers until the process ends (start the informers first).
-    pub async fn run(self: Arc<Self>, workers: usize) {
-        let c = self.clone();
-        run_workers(self.queue.clone(), workers, "replicaset", move |key| {
-            let c = c.clone();
-            async move { c.reconcile(&key).await }
-        })
-        .await;
+impl Reconciler for ReplicaSetController {
+    const NAME: &'static str = "replicaset";
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
+        self.sync(key).await.map(|()| Action::Done)
     }
 }
 

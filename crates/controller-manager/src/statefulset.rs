@@ -16,15 +16,15 @@
 //! controller builds its groups out of StatefulSets, so the semantics it relies
 //! on (Parallel, `ordinals.start`, partition, maxUnavailable) are exact here.
 
+use crate::ns_of;
+use crate::reconciler::{Action, Controller, Reconciler};
 use crate::replicaset::{controller_of, is_ready};
-use crate::{enqueue_own_key, ns_of, run_workers};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use minik8s_api::hash::revision_hash;
 use minik8s_api::lws::scaled_value;
 use minik8s_api::registry;
 use minik8s_client::events::{self, Involved};
-use minik8s_client::informer::Event;
 use minik8s_client::rest::content;
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
 use minik8s_client::{Cache, Client, ClientError, DeleteParams, SharedInformers, WorkQueue};
@@ -314,7 +314,6 @@ pub struct StatefulSetController {
     sets: Cache<StatefulSet>,
     pods: Cache<Pod>,
     revisions: Cache<ControllerRevision>,
-    queue: WorkQueue<String>,
 }
 
 fn template_value(set: &StatefulSet) -> Value {
@@ -325,39 +324,21 @@ fn template_value(set: &StatefulSet) -> Value {
 }
 
 impl StatefulSetController {
-    pub fn new(client: Client, informers: &SharedInformers) -> Result<Arc<Self>, AlreadyStarted> {
+    /// Builds the controller on the shared informers (StatefulSets, their pods
+    /// and revisions).
+    pub fn new(
+        client: Client,
+        informers: &SharedInformers,
+    ) -> Result<Controller<Self>, AlreadyStarted> {
         let ctl = Arc::new(StatefulSetController {
             client,
             sets: informers.cache(),
             pods: informers.cache(),
             revisions: informers.cache(),
-            queue: WorkQueue::new(),
         });
-        enqueue_own_key::<StatefulSet>(informers, &ctl.queue)?;
-        let queue = ctl.queue.clone();
-        informers.on_event::<Pod>(move |ev| {
-            let pods: Vec<&Arc<Pod>> = match ev {
-                Event::Updated { old, new } => vec![old, new],
-                other => vec![other.object()],
-            };
-            for p in pods {
-                if let Some((_, kind, name)) = controller_of(&p.metadata) {
-                    if kind == "StatefulSet" {
-                        queue.add(format!("{}/{}", ns_of(&p.metadata), name));
-                    }
-                }
-            }
-        })?;
-        Ok(ctl)
-    }
-
-    pub async fn run(self: Arc<Self>, workers: usize) {
-        let c = self.clone();
-        run_workers(self.queue.clone(), workers, "statefulset", move |key| {
-            let c = c.clone();
-            async move { c.reconcile(&key).await }
-        })
-        .await;
+        Controller::new(ctl, WorkQueue::new())
+            .for_own::<StatefulSet>(informers)?
+            .owns::<Pod>(informers, "StatefulSet")
     }
 
     fn owned_pods(&self, set: &StatefulSet) -> Vec<Arc<Pod>> {
@@ -445,7 +426,7 @@ impl StatefulSetController {
     }
 
     /// Converges one StatefulSet: revisions, pods, status.
-    pub async fn reconcile(&self, key: &str) -> Result<(), ClientError> {
+    async fn sync(&self, key: &str) -> Result<(), ClientError> {
         let Some(set) = self.sets.get(key) else {
             return Ok(());
         };
@@ -586,6 +567,14 @@ impl StatefulSetController {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+}
+
+impl Reconciler for StatefulSetController {
+    const NAME: &'static str = "statefulset";
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
+        self.sync(key).await.map(|()| Action::Done)
     }
 }
 

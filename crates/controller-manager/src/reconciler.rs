@@ -1,0 +1,215 @@
+//! The shape every controller has, as kube-rs' `Controller`: a [`Reconciler`]
+//! converges one object given its key and says what it wants next
+//! ([`Action`]); [`Controller`] declares what wakes it (its own kind, the
+//! kinds it owns, other kinds through a mapper) and runs the workers.
+//!
+//! ```text
+//!  SharedInformers ─ events ─▶ triggers (for_own / owns / watches) ─ keys ─▶ WorkQueue
+//!                                                                               │
+//!        ┌──────────── Ok(RequeueAfter(d)): add_after(key, d) ◀────┐            ▼
+//!        │             Err(e): add_rate_limited(key) (5 ms … 1000 s)├── reconcile(key)
+//!        └──────────── Ok(Done): forget(key) ◀─────────────────────┘
+//! ```
+//!
+//! Requeues are the reconciler's answer, never a side effect of its body, so
+//! a reconcile can be tested by calling it and reading the `Action`.
+
+use crate::metrics;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use minik8s_client::informer::{object_key, Event};
+use minik8s_client::rest::Resource;
+use minik8s_client::shared::AlreadyStarted;
+use minik8s_client::{ClientError, SharedInformers, WorkQueue};
+use std::future::Future;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// What a reconcile wants next for its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Converged: nothing until a trigger fires again.
+    Done,
+    /// Look again after this long even if nothing changes (a deadline, a
+    /// periodic sync, a state only time will change).
+    RequeueAfter(Duration),
+}
+
+/// One controller's logic: converge the object named by `key`
+/// (`namespace/name`, or `name` for cluster-scoped kinds). Errors are retried
+/// with per-key exponential backoff.
+pub trait Reconciler: Send + Sync + 'static {
+    /// The controller's name in logs and `/metrics`.
+    const NAME: &'static str;
+
+    fn reconcile(&self, key: &str) -> impl Future<Output = Result<Action, ClientError>> + Send;
+}
+
+/// A reconciler, its work queue and the triggers that feed it.
+pub struct Controller<R> {
+    reconciler: Arc<R>,
+    queue: WorkQueue<String>,
+}
+
+impl<R: Reconciler> Controller<R> {
+    pub fn new(reconciler: Arc<R>, queue: WorkQueue<String>) -> Self {
+        Controller { reconciler, queue }
+    }
+
+    /// The queue, for triggers a reconciler keeps itself (e.g. expectations).
+    pub fn queue(&self) -> &WorkQueue<String> {
+        &self.queue
+    }
+
+    /// Every change of a `K` queues that object's own key.
+    pub fn for_own<K>(self, informers: &SharedInformers) -> Result<Self, AlreadyStarted>
+    where
+        K: Resource + k8s_openapi::Metadata<Ty = ObjectMeta>,
+    {
+        let queue = self.queue.clone();
+        informers.on_event::<K>(move |ev| queue.add(object_key(ev.object().metadata())))?;
+        Ok(self)
+    }
+
+    /// Every change of a `K` queues its controller (the ownerReference with
+    /// `controller: true` of kind `owner_kind`), before and after the change.
+    pub fn owns<K>(
+        self,
+        informers: &SharedInformers,
+        owner_kind: &'static str,
+    ) -> Result<Self, AlreadyStarted>
+    where
+        K: Resource + k8s_openapi::Metadata<Ty = ObjectMeta>,
+    {
+        let queue = self.queue.clone();
+        informers.on_event::<K>(move |ev| {
+            let objects: Vec<&K> = match ev {
+                Event::Added(o) | Event::Deleted(o) => vec![o],
+                Event::Updated { old, new } => vec![old, new],
+            };
+            for o in objects {
+                if let Some(key) = controller_key(o.metadata(), owner_kind) {
+                    queue.add(key);
+                }
+            }
+        })?;
+        Ok(self)
+    }
+
+    /// Every change of a `K` queues the keys `map` gives for it; `map` gets
+    /// the reconciler (weakly held: a dropped controller maps nothing).
+    pub fn watches<K, F>(self, informers: &SharedInformers, map: F) -> Result<Self, AlreadyStarted>
+    where
+        K: Resource + k8s_openapi::Metadata<Ty = ObjectMeta>,
+        F: Fn(&R, &Event<K>) -> Vec<String> + Send + Sync + 'static,
+    {
+        let queue = self.queue.clone();
+        let reconciler: Weak<R> = Arc::downgrade(&self.reconciler);
+        informers.on_event::<K>(move |ev| {
+            if let Some(r) = reconciler.upgrade() {
+                for key in map(&r, ev) {
+                    queue.add(key);
+                }
+            }
+        })?;
+        Ok(self)
+    }
+
+    /// Runs `workers` workers until the queue shuts down (start and sync the
+    /// informers first).
+    pub async fn run(self, workers: usize) {
+        metrics::register(R::NAME, &self.queue);
+        let mut tasks = Vec::new();
+        for _ in 0..workers.max(1) {
+            let (queue, reconciler) = (self.queue.clone(), self.reconciler.clone());
+            tasks.push(tokio::spawn(async move {
+                while let Some(key) = queue.get().await {
+                    let result = reconciler.reconcile(&key).await;
+                    metrics::reconciled(R::NAME, result.is_ok());
+                    apply(&queue, &key, result);
+                    queue.done(&key);
+                }
+            }));
+        }
+        futures::future::join_all(tasks).await;
+    }
+}
+
+/// What the runner does with a reconcile's answer.
+fn apply(queue: &WorkQueue<String>, key: &str, result: Result<Action, ClientError>) {
+    match result {
+        Ok(Action::Done) => queue.forget(&key.to_string()),
+        Ok(Action::RequeueAfter(after)) => {
+            queue.forget(&key.to_string());
+            queue.add_after(key.to_string(), after);
+        }
+        Err(e) => {
+            tracing::warn!(%key, error = %e, "reconcile failed; retrying");
+            queue.add_rate_limited(key.to_string());
+        }
+    }
+}
+
+/// `namespace/name` of the object's controller of kind `kind`, if it has one.
+pub fn controller_key(meta: &ObjectMeta, kind: &str) -> Option<String> {
+    let owner = meta
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true) && o.kind == kind)?;
+    Some(match &meta.namespace {
+        Some(ns) => format!("{ns}/{}", owner.name),
+        None => owner.name.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn the_runner_follows_the_action() {
+        let queue = WorkQueue::with_rate_limit(Duration::from_millis(50), Duration::from_secs(1));
+        queue.add("a".to_string());
+        let key = queue.get().await.unwrap();
+        apply(
+            &queue,
+            &key,
+            Ok(Action::RequeueAfter(Duration::from_millis(20))),
+        );
+        queue.done(&key);
+        let again = tokio::time::timeout(Duration::from_secs(1), queue.get())
+            .await
+            .expect("requeued after 20 ms");
+        assert_eq!(again.as_deref(), Some("a"));
+        let key = again.unwrap();
+        let err = ClientError::Connect("refused".into());
+        apply(&queue, &key, Err(err));
+        queue.done(&key);
+        assert_eq!(queue.failures(&key), 1, "a failure backs off");
+        let key = queue.get().await.unwrap();
+        apply(&queue, &key, Ok(Action::Done));
+        queue.done(&key);
+        assert_eq!(queue.failures(&key), 0, "success forgets the backoff");
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), queue.get())
+                .await
+                .is_err(),
+            "Done does not come back by itself"
+        );
+    }
+
+    #[test]
+    fn the_controller_key_is_the_controlling_owner_of_that_kind() {
+        let meta: ObjectMeta = serde_json::from_value(json!({"name": "p", "namespace": "ns",
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "ReplicaSet", "name": "other", "uid": "1"},
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "2", "controller": true}]}))
+        .unwrap();
+        assert_eq!(
+            controller_key(&meta, "ReplicaSet").as_deref(),
+            Some("ns/web")
+        );
+        assert_eq!(controller_key(&meta, "StatefulSet"), None);
+    }
+}
