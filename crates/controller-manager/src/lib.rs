@@ -13,7 +13,7 @@
 //! and one runner drains every queue.
 //!
 //! Controllers: ReplicaSet (`replicaset.rs`), StatefulSet (`statefulset.rs`),
-//! LeaderWorkerSet (`lws.rs` for the set, `lws_group.rs` for each group),
+//! LeaderWorkerSet (`lws/`: `mod.rs` for the set, `group.rs` for each group),
 //! the garbage collector (`gc.rs`),
 //! Endpoints/EndpointSlices (`endpoints.rs`), node lifecycle with NoExecute
 //! eviction (`nodelifecycle.rs`), node IPAM (`nodeipam.rs`), the
@@ -24,7 +24,6 @@ pub mod gc;
 pub mod hpa;
 pub mod leader;
 pub mod lws;
-pub mod lws_group;
 pub mod metrics;
 pub mod namespace;
 pub mod nodeipam;
@@ -104,7 +103,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     let endpoints = endpoints::EndpointsController::new(client.clone(), &informers)?;
     let statefulsets = statefulset::StatefulSetController::new(client.clone(), &informers)?;
     let leaderworkersets = lws::LwsController::new(client.clone(), &informers)?;
-    let lws_groups = lws_group::GroupController::new(client.clone(), &informers)?;
+    let lws_groups = lws::group::GroupController::new(client.clone(), &informers)?;
     let gc = gc::Runner::new(client.clone(), &informers)?;
     let nodes = nodelifecycle::NodeLifecycleController::new(
         client.clone(),

@@ -1,0 +1,510 @@
+//! The LeaderWorkerSet controller (upstream's "LWS reconciler"): the leader
+//! StatefulSet, the shared headless Service, ControllerRevisions, the
+//! rolling-update arithmetic and the status. Its partner `group.rs` builds
+//! each group's worker StatefulSet and handles restart policies; the pure
+//! core is in `rollout.rs`.
+//!
+//! ```text
+//!   LeaderWorkerSet demo (replicas 2, size 3)
+//!     ├── StatefulSet demo (leaders; partition moves down during a rollout)
+//!     │     ├── Pod demo-0 ── owns ── StatefulSet demo-0 ── Pods demo-0-1, demo-0-2
+//!     │     └── Pod demo-1 ── owns ── StatefulSet demo-1 ── Pods demo-1-1, demo-1-2
+//!     ├── Service demo (headless; Shared subdomain policy)
+//!     └── ControllerRevision demo-<hash>-<n> (leaderWorkerTemplate + networkConfig)
+//! ```
+//!
+//! Pure core: [`Rollout`], [`partition_and_replicas`] (§5.10 of
+//! `shared/reference/lws.md`, checked against every worked trace there),
+//! [`status_of`] and [`set_conditions`] (§5.12), [`revision_payload`],
+//! [`leader_statefulset`]. `reconcile` is the shell.
+
+pub mod group;
+mod rollout;
+#[cfg(test)]
+mod tests;
+
+pub use rollout::*;
+
+use crate::ns_of;
+use crate::reconciler::{Action, Controller, Reconciler};
+use crate::replicaset::{controller_of, is_ready};
+use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use minik8s_api::hash::revision_hash;
+use minik8s_api::lws::LeaderWorkerSet;
+use minik8s_api::lws_pod::*;
+use minik8s_api::registry;
+use minik8s_client::events::{self, Involved};
+use minik8s_client::informer::{object_key, Event};
+use minik8s_client::rest::content;
+use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
+use minik8s_client::{Cache, Client, ClientError, DeleteParams, SharedInformers, WorkQueue};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+// ---------------------------------------------------------------------------
+// The I/O shell.
+
+pub struct LwsController {
+    client: Client,
+    sets: Cache<LeaderWorkerSet>,
+    statefulsets: Cache<StatefulSet>,
+    pods: Cache<Pod>,
+    services: Cache<Service>,
+    revisions: Cache<ControllerRevision>,
+    queue: WorkQueue<String>,
+}
+
+/// Whether group `idx` of `lws` is ready and updated (§5.10), from the caches.
+pub fn group_state(
+    pods: &Cache<Pod>,
+    statefulsets: &Cache<StatefulSet>,
+    ns: &str,
+    name: &str,
+    idx: i32,
+    size: i32,
+    key: &str,
+) -> Group {
+    let Some(leader) = pods.get(&format!("{ns}/{name}-{idx}")) else {
+        return Group::default();
+    };
+    if leader.metadata.deletion_timestamp.is_some() {
+        return Group::default();
+    }
+    let hash = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        m.labels.as_ref().and_then(|l| l.get(REVISION_KEY)).cloned()
+    };
+    let leader_ready = leader.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        && is_ready(&leader);
+    let leader_updated = hash(&leader.metadata).as_deref() == Some(key);
+    if size <= 1 {
+        return Group {
+            ready: leader_ready,
+            updated: leader_updated,
+        };
+    }
+    let workers = statefulsets
+        .get(&format!("{ns}/{name}-{idx}"))
+        .filter(|s| controller_of(&s.metadata).map(|o| o.0) == leader.metadata.uid);
+    let Some(workers) = workers else {
+        return Group::default();
+    };
+    let spec_replicas = workers.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let st = workers.status.clone().unwrap_or_default();
+    let workers_ready = st.observed_generation.is_some()
+        && spec_replicas == st.available_replicas.unwrap_or(0)
+        && st.current_revision == st.update_revision;
+    Group {
+        ready: leader_ready && workers_ready,
+        updated: leader_updated && hash(&workers.metadata).as_deref() == Some(key),
+    }
+}
+
+impl LwsController {
+    /// Builds the controller on the shared informers: an LWS wakes for its
+    /// own changes and for any StatefulSet, pod or (deleted) Service labelled
+    /// with its name (the leader set, the worker sets, whose readiness is the
+    /// groups').
+    pub fn new(
+        client: Client,
+        informers: &SharedInformers,
+    ) -> Result<Controller<Self>, AlreadyStarted> {
+        let queue = WorkQueue::new();
+        let ctl = Arc::new(LwsController {
+            client,
+            sets: informers.cache(),
+            statefulsets: informers.cache(),
+            pods: informers.cache(),
+            services: informers.cache(),
+            revisions: informers.cache(),
+            queue: queue.clone(),
+        });
+        Controller::new(ctl, queue)
+            .for_own::<LeaderWorkerSet>(informers)?
+            .watches::<StatefulSet, _>(informers, |_, ev| labelled(&ev.object().metadata))?
+            .watches::<Pod, _>(informers, |_, ev| match ev {
+                Event::Updated { old, new }
+                    if old.status == new.status && old.metadata.labels == new.metadata.labels =>
+                {
+                    Vec::new()
+                }
+                _ => labelled(&ev.object().metadata),
+            })?
+            .watches::<Service, _>(informers, |_, ev| match ev {
+                Event::Deleted(s) => labelled(&s.metadata),
+                _ => Vec::new(),
+            })
+    }
+
+    async fn event(&self, lws: &LeaderWorkerSet, type_: &str, reason: &str, message: &str) {
+        record_event(&self.client, lws, type_, reason, message).await;
+    }
+
+    fn owned_revisions(&self, lws: &LeaderWorkerSet) -> Vec<Arc<ControllerRevision>> {
+        let uid = lws.metadata.uid.clone();
+        self.revisions
+            .by_index(NAMESPACE_INDEX, &ns_of(&lws.metadata))
+            .into_iter()
+            .filter(|r| controller_of(&r.metadata).map(|o| o.0) == uid)
+            .collect()
+    }
+
+    async fn create_revision(
+        &self,
+        lws: &LeaderWorkerSet,
+        existing: &[Arc<ControllerRevision>],
+        key: &str,
+        payload: &Value,
+    ) -> Result<(), ClientError> {
+        let name = lws.metadata.name.clone().unwrap_or_default();
+        let number = existing.iter().map(|r| r.revision).max().unwrap_or(0) + 1;
+        let prefix: String = name.chars().take(220).collect();
+        let rev = json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
+            "metadata": {"name": format!("{prefix}-{key}-{number}"), "namespace": ns_of(&lws.metadata),
+                "labels": {NAME: name, REVISION_KEY: key}, "ownerReferences": [owner_ref(lws)]},
+            "data": payload, "revision": number});
+        let api = self.client.dynamic(
+            registry::of::<ControllerRevision>(),
+            Some(&ns_of(&lws.metadata)),
+        );
+        match api.create(&rev).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Converges one LeaderWorkerSet (§5.2).
+    async fn sync(&self, key: &str) -> Result<Action, ClientError> {
+        let Some(lws) = self.sets.get(key) else {
+            return Ok(Action::Done);
+        };
+        if lws.metadata.deletion_timestamp.is_some() {
+            return Ok(Action::Done);
+        }
+        let ns = ns_of(&lws.metadata);
+        let name = lws.metadata.name.clone().unwrap_or_default();
+        let sts = self.statefulsets.get(key);
+        if sts
+            .as_ref()
+            .is_some_and(|s| s.metadata.deletion_timestamp.is_some())
+        {
+            // The old leader set is still going: look again shortly.
+            return Ok(Action::RequeueAfter(Duration::from_secs(5)));
+        }
+        // Revisions (§5.3).
+        let payload = revision_payload(&lws);
+        let mut rev_key = revision_hash(&payload);
+        let revisions = self.owned_revisions(&lws);
+        let has_rev = |k: &str| {
+            revisions.iter().any(|r| {
+                r.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(REVISION_KEY))
+                    .map(String::as_str)
+                    == Some(k)
+            })
+        };
+        let sts_key = sts
+            .as_ref()
+            .and_then(|s| s.metadata.labels.as_ref()?.get(REVISION_KEY).cloned());
+        if let Some(old) = sts_key
+            .as_deref()
+            .filter(|k| !has_rev(k) && revisions.is_empty())
+        {
+            // A leader set without any revision: adopt its key, do not roll.
+            self.create_revision(&lws, &revisions, old, &payload)
+                .await?;
+            let note =
+                format!("Creating missing revision with key {old} for existing LeaderWorkerSet");
+            self.event(&lws, "Normal", "CreatingRevision", &note).await;
+            rev_key = old.to_string();
+        } else if !has_rev(&rev_key) {
+            self.create_revision(&lws, &revisions, &rev_key, &payload)
+                .await?;
+            let why = if sts.is_some() {
+                "for updated LWS"
+            } else {
+                "for a newly created LeaderWorkerSet"
+            };
+            let note = format!("Creating revision with key {rev_key} {why}");
+            self.event(&lws, "Normal", "CreatingRevision", &note).await;
+        }
+        let new_revision = sts_key.as_deref().is_some_and(|k| k != rev_key);
+
+        // Leader StatefulSet (§5.4, §5.10).
+        let rollout = Rollout::of(&lws);
+        let size = size_of(&lws.spec.leader_worker_template);
+        let group = |i: i32| {
+            group_state(
+                &self.pods,
+                &self.statefulsets,
+                &ns,
+                &name,
+                i,
+                size,
+                &rev_key,
+            )
+        };
+        let current = sts.as_ref().map(|s| {
+            let spec = s.spec.clone().unwrap_or_default();
+            LeaderSts {
+                replicas: spec.replicas.unwrap_or(1),
+                partition: spec
+                    .update_strategy
+                    .and_then(|u| u.rolling_update)
+                    .and_then(|r| r.partition)
+                    .unwrap_or(0),
+                applied_replicas: s
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(REPLICAS))
+                    .and_then(|v| v.parse().ok()),
+            }
+        });
+        let (partition, replicas) =
+            partition_and_replicas(&rollout, current.as_ref(), new_revision, group);
+        let desired = leader_statefulset(&lws, &rev_key, partition, replicas);
+        let sts_api = self
+            .client
+            .dynamic(registry::of::<StatefulSet>(), Some(&ns));
+        match &sts {
+            None => match sts_api.create(&desired).await {
+                Ok(_) => {
+                    let note = format!("Created leader statefulset {name}");
+                    self.event(&lws, "Normal", "GroupsProgressing", &note).await;
+                }
+                Err(e) if e.api().is_some_and(|a| a.code == 409) => {}
+                Err(e) => {
+                    let note = format!("Failed to create leader statefulset {name}: {e}");
+                    self.event(&lws, "Warning", "FailedCreate", &note).await;
+                    return Err(e);
+                }
+            },
+            Some(existing) => {
+                if self.apply_leader_sts(&sts_api, existing, &desired).await? {
+                    let cur = current.expect("exists");
+                    if !new_revision {
+                        if let Some(note) = updating_note(cur.partition, partition) {
+                            self.event(&lws, "Normal", "GroupsUpdating", &note).await;
+                        }
+                    }
+                    let surge = surge_note(&name, cur.replicas, replicas, rollout.replicas)
+                        .filter(|_| cur.applied_replicas == Some(rollout.replicas));
+                    if let Some(note) = surge {
+                        self.event(&lws, "Normal", "GroupsProgressing", &note).await;
+                    }
+                }
+            }
+        }
+
+        // The shared headless Service (§3).
+        if !unique_per_replica(lws.spec.network_config.as_ref()) && self.services.get(key).is_none()
+        {
+            let svc = headless_service(&name, &ns, json!({NAME: name}), owner_ref(&lws));
+            self.create_service(&lws, &svc).await?;
+        }
+
+        // Status (§5.12).
+        let groups: Vec<GroupStatus> = self
+            .pods
+            .by_index(NAMESPACE_INDEX, &ns)
+            .iter()
+            .filter(|p| {
+                let l = p.metadata.labels.clone().unwrap_or_default();
+                l.get(NAME) == Some(&name) && l.get(WORKER_INDEX).map(String::as_str) == Some("0")
+            })
+            .filter_map(|p| {
+                let idx: i32 = p.metadata.labels.as_ref()?.get(GROUP_INDEX)?.parse().ok()?;
+                if size > 1
+                    && self
+                        .statefulsets
+                        .get(&format!("{ns}/{name}-{idx}"))
+                        .is_none()
+                {
+                    return None;
+                }
+                let g = group(idx);
+                Some(GroupStatus {
+                    index: idx,
+                    ready: g.ready,
+                    updated: g.updated,
+                })
+            })
+            .collect();
+        let (ready, updated, assert) = status_of(&groups, &rollout);
+        let old_status = lws.status.clone().unwrap_or_default();
+        let generation = lws.metadata.generation.unwrap_or(0);
+        let now = Time(chrono::Utc::now());
+        let old_conditions = old_status.conditions.clone().unwrap_or_default();
+        let (conditions, first_new) = set_conditions(&old_conditions, assert, generation, &now);
+        let sts_replicas = sts
+            .as_ref()
+            .and_then(|s| s.status.as_ref())
+            .map(|s| s.replicas)
+            .unwrap_or(0);
+        let selector = format!("{NAME}={name},{WORKER_INDEX}=0");
+        let changed = old_status.ready_replicas != ready
+            || old_status.updated_replicas != updated
+            || old_status.replicas != sts_replicas
+            || old_status.hpa_pod_selector.as_deref() != Some(selector.as_str())
+            || old_status.observed_generation != Some(generation)
+            || first_new.is_some()
+            || conditions.len() != old_conditions.len()
+            || conditions
+                .iter()
+                .zip(&old_conditions)
+                .any(|(a, b)| a.status != b.status);
+        if changed {
+            let status = json!({"status": {"readyReplicas": ready, "updatedReplicas": updated,
+                "replicas": sts_replicas, "hpaPodSelector": selector, "observedGeneration": generation,
+                "conditions": conditions}});
+            let api = self
+                .client
+                .dynamic(registry::of::<LeaderWorkerSet>(), Some(&ns));
+            match api
+                .patch(&name, Some("status"), content::MERGE_PATCH, &status)
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.is_not_found() => return Ok(Action::Done),
+                Err(e) => return Err(e),
+            }
+            if let Some(t) = first_new {
+                let (reason, message) = condition_text(t);
+                let note = format!(
+                    "{message}, with {ready} groups ready of total {} groups",
+                    rollout.replicas
+                );
+                self.event(&lws, "Normal", reason, &note).await;
+            }
+        }
+
+        // Prune revisions once the rollout is over (§5.2 step 9).
+        let done = rollout.partition == 0
+            && (0..rollout.replicas).all(|i| {
+                group(i)
+                    == Group {
+                        ready: true,
+                        updated: true,
+                    }
+            });
+        if done && !new_revision {
+            let api = self
+                .client
+                .dynamic(registry::of::<ControllerRevision>(), Some(&ns));
+            for r in &revisions {
+                let k = r.metadata.labels.as_ref().and_then(|l| l.get(REVISION_KEY));
+                if k.map(String::as_str) != Some(rev_key.as_str()) {
+                    let n = r.metadata.name.clone().unwrap_or_default();
+                    if let Err(e) = api.delete(&n, &DeleteParams::default()).await {
+                        if !e.is_not_found() {
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Action::Done)
+    }
+
+    /// Replaces the leader set's spec, labels and annotations when they differ
+    /// from `desired`. Returns whether it wrote.
+    async fn apply_leader_sts(
+        &self,
+        api: &minik8s_client::DynamicApi,
+        existing: &StatefulSet,
+        desired: &Value,
+    ) -> Result<bool, ClientError> {
+        let hash = revision_hash(desired);
+        const APPLIED: &str = "minik8s.io/applied-hash";
+        if existing
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(APPLIED))
+            == Some(&hash)
+        {
+            return Ok(false);
+        }
+        let mut obj =
+            serde_json::to_value(existing).map_err(|e| ClientError::Decode(e.to_string()))?;
+        obj["metadata"]["labels"] = desired["metadata"]["labels"].clone();
+        obj["metadata"]["annotations"] = desired["metadata"]["annotations"].clone();
+        obj["metadata"]["annotations"][APPLIED] = json!(hash);
+        obj["spec"] = desired["spec"].clone();
+        obj.as_object_mut().map(|m| m.remove("status"));
+        let name = existing.metadata.name.clone().unwrap_or_default();
+        match api.replace(&name, &obj).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_conflict() => {
+                self.queue.add(object_key(&existing.metadata));
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn create_service(&self, lws: &LeaderWorkerSet, svc: &Value) -> Result<(), ClientError> {
+        let api = self
+            .client
+            .dynamic(registry::of::<Service>(), Some(&ns_of(&lws.metadata)));
+        match api.create(svc).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(()),
+            Err(e) => {
+                let note = format!(
+                    "Failed to create headless service {}: {e}",
+                    svc["metadata"]["name"]
+                );
+                self.event(lws, "Warning", "FailedCreate", &note).await;
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Records an Event on the LWS (both LWS controllers report there, as upstream).
+pub(crate) async fn record_event(
+    client: &Client,
+    lws: &LeaderWorkerSet,
+    type_: &str,
+    reason: &str,
+    message: &str,
+) {
+    let about = Involved {
+        api_version: minik8s_api::lws::API_VERSION,
+        kind: "LeaderWorkerSet",
+        meta: &lws.metadata,
+    };
+    events::record(client, "lws-controller", about, type_, reason, message).await;
+}
+
+/// A headless Service that publishes not-ready addresses (§3).
+pub fn headless_service(name: &str, ns: &str, selector: Value, owner: Value) -> Value {
+    let lws = selector[NAME].clone();
+    json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": ns, "labels": {NAME: lws}, "ownerReferences": [owner]},
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": true, "selector": selector}})
+}
+
+/// `namespace/<lws>` of an object labelled with an LWS name.
+fn labelled(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Vec<String> {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(NAME))
+        .map(|n| vec![format!("{}/{n}", ns_of(meta))])
+        .unwrap_or_default()
+}
+
+impl Reconciler for LwsController {
+    const NAME: &'static str = "leaderworkerset";
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
+        self.sync(key).await
+    }
+}
