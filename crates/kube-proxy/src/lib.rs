@@ -1,17 +1,19 @@
 //! kube-proxy: Service virtual IPs on every node.
 //!
 //! ```text
-//!   Services + EndpointSlices ──▶ service_ports() ──▶ iptables::desired() ──▶ diff with
-//!   (informers)                    (pure)              (pure: chains)          iptables-save
-//!                                                                              ──▶ iptables-restore --noflush
+//!   Services + EndpointSlices ──▶ service_ports() ──▶ Backend::sync_rules() (proxier.rs: one loop)
+//!   (informers)                    (pure)              ├─ iptables/: desired chains (pure) ──▶ iptables-restore --noflush
+//!                                                      └─ ipvs/:     desired IPVS state (pure) ──▶ netlink
 //! ```
 //!
 //! [`service_ports`] resolves Services and their EndpointSlices into
-//! (VIP, port) → ready endpoints, [`iptables`] computes the nat chains and
-//! the minimal `iptables-restore` input that turns the current chains into the
-//! desired ones (changed chains only, never a flush of everything),
-//! [`proxier`] is the loop around them (`sync_rules`), and [`dns`] is the
-//! cluster DNS every node serves to its pods (doc/networking.md).
+//! (VIP, port) → ready endpoints. [`proxier`] is the one loop, over a
+//! [`proxier::Backend`]: [`iptables`] (the nat and filter chains, and the
+//! minimal `iptables-restore` input that turns the current chains into the
+//! desired ones; `iptables/backend.rs` runs the tools) or [`ipvs`] (virtual
+//! and real servers; `ipvs/netlink.rs` speaks IPVS generic netlink,
+//! `ipvs/backend.rs` applies the changes). [`dns`] is the cluster DNS every
+//! node serves to its pods (doc/networking.md).
 
 pub mod dns;
 pub mod iptables;
@@ -64,14 +66,13 @@ pub async fn run(
         Some(cfg) if cfg.mode == Mode::Ipvs => {
             let ports = PortSource::new(&informers, wake.clone());
             ipvs::prepare(&cfg).await?;
-            let p = ipvs::Proxier::new(ports, cfg.node_ips.clone()).await?;
-            Some(Backend::Ipvs(p, cfg))
+            let b = ipvs::IpvsBackend::new(ports, cfg.node_ips.clone()).await?;
+            Some((Chosen::Ipvs(b), cfg))
         }
-        Some(cfg) => Some(Backend::Iptables(proxier::Proxier::new(
-            &informers,
-            cfg,
-            wake.clone(),
-        ))),
+        Some(cfg) => {
+            let b = proxier::IptablesBackend::new(&informers, cfg.clone(), wake.clone());
+            Some((Chosen::Iptables(b), cfg))
+        }
         None => None,
     };
     let resolver = dns.as_ref().map(|d| dns::Resolver::new(&informers, d));
@@ -94,16 +95,17 @@ pub async fn run(
         });
     }
     match backend {
-        Some(Backend::Iptables(p)) => proxier::run(p, wake).await,
-        Some(Backend::Ipvs(p, cfg)) => ipvs::run(p, wake, cfg.min_sync, cfg.resync).await,
+        Some((Chosen::Iptables(b), cfg)) => proxier::run(b, wake, cfg.min_sync, cfg.resync).await,
+        Some((Chosen::Ipvs(b), cfg)) => proxier::run(b, wake, cfg.min_sync, cfg.resync).await,
         None => std::future::pending().await,
     }
     Ok(())
 }
 
-enum Backend {
-    Iptables(proxier::Proxier),
-    Ipvs(ipvs::Proxier, proxier::Config),
+/// The backend `--proxy-mode` chose.
+enum Chosen {
+    Iptables(proxier::IptablesBackend),
+    Ipvs(ipvs::IpvsBackend),
 }
 
 /// The ServicePorts of every Service, from the Service and EndpointSlice

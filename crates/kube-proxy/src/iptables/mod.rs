@@ -14,6 +14,8 @@
 //!  filter INPUT/FORWARD/OUTPUT (new) ─▶ KUBE-SERVICES: no endpoints ─▶ REJECT
 //! ```
 
+pub mod backend;
+
 use crate::ServicePort;
 use minik8s_api::hash::{fnv32a, safe_encode};
 use std::collections::BTreeMap;
