@@ -19,7 +19,6 @@ pub mod store;
 pub mod strategy;
 pub mod subresources;
 pub mod table;
-pub mod testing;
 pub mod watch;
 pub mod watch_cache;
 
@@ -64,21 +63,6 @@ pub struct Config {
     /// added to every pod that has none.
     #[arg(long, default_value_t = 300)]
     pub default_unreachable_toleration_seconds: i64,
-}
-
-impl Config {
-    /// A configuration for tests: embedded store in `data_dir`, a free port.
-    pub fn for_test(data_dir: PathBuf) -> Self {
-        Config {
-            listen: format!("127.0.0.1:{}", testing::free_port()),
-            etcd_servers: None,
-            data_dir,
-            service_cluster_ip_range: "10.96.0.0/12".into(),
-            watch_cache_size: 10_000,
-            default_not_ready_toleration_seconds: 300,
-            default_unreachable_toleration_seconds: 300,
-        }
-    }
 }
 
 /// The server state shared by all requests.

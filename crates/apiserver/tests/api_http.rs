@@ -1,7 +1,6 @@
 //! The apiserver over HTTP, on both stores: bad input, subresources, deletion,
 //! watch semantics, 410 and the informer's re-list, and a randomized watch test.
 
-use apiserver::testing::{Backend, TestServer};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Namespace;
@@ -11,6 +10,7 @@ use minik8s_api::lws::LeaderWorkerSet;
 use minik8s_api::registry;
 use minik8s_client::informer::Informer;
 use minik8s_client::{Api, Client, DeleteParams, ListParams, WatchEvent};
+use minik8s_testkit::{Backend, TestServer};
 use rand::Rng;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -19,8 +19,8 @@ use std::time::Duration;
 /// Runs a test body once per backend.
 macro_rules! both_backends {
     ($($name:ident),* $(,)?) => {
-        mod embedded { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(apiserver::testing::Backend::Embedded).await } )* }
-        mod etcd { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(apiserver::testing::Backend::Etcd).await } )* }
+        mod embedded { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(minik8s_testkit::Backend::Embedded).await } )* }
+        mod etcd { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(minik8s_testkit::Backend::Etcd).await } )* }
     };
 }
 

@@ -1,7 +1,7 @@
 //! Real clients nobody here wrote, against our apiserver on both stores: the
 //! real kubectl v1.32 (`/usr/bin/kubectl`) and the Python `kubernetes` client.
 
-use apiserver::testing::{Backend, TestServer};
+use minik8s_testkit::{Backend, TestServer};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

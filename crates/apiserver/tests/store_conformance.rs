@@ -4,8 +4,8 @@
 use apiserver::store::embedded::EmbeddedStore;
 use apiserver::store::etcd::EtcdStore;
 use apiserver::store::{EventKind, Store, StoreError, StoreEvent};
-use apiserver::testing::EtcdProcess;
 use bytes::Bytes;
+use minik8s_testkit::EtcdProcess;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -9,7 +9,6 @@
 
 mod common;
 
-use apiserver::testing::{Backend, TestServer};
 use common::until;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Event;
@@ -20,6 +19,7 @@ use k8s_openapi::api::core::v1::Service;
 use kubelet::hollow::{self, HollowConfig};
 use minik8s_api::registry;
 use minik8s_client::{Client, DynamicApi, ListParams};
+use minik8s_testkit::{Backend, TestServer};
 use serde_json::{json, Value};
 use std::time::Duration;
 

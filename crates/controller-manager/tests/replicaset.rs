@@ -4,7 +4,6 @@
 
 mod common;
 
-use apiserver::testing::{Backend, TestServer};
 use common::cluster;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -14,6 +13,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use minik8s_api::registry;
 use minik8s_client::{Client, DynamicApi, ListParams};
+use minik8s_testkit::{Backend, TestServer};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -398,7 +398,7 @@ async fn leader_election_lets_one_act() {
 async fn binary_serves_metrics() {
     let s = TestServer::start(Backend::Embedded).await;
     let client = Client::new(&s.url);
-    let port = apiserver::testing::free_port();
+    let port = minik8s_testkit::free_port();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_controller-manager"))
         .args([
             "--server",

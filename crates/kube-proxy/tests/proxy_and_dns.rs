@@ -5,12 +5,12 @@
 //! namespace's loopback, and clients that connect to the VIP and NodePort from
 //! inside the namespace (OUTPUT DNAT, the path a node's own traffic takes).
 
-use apiserver::testing::{Backend, TestServer};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube_proxy::proxier::{self, Iptables};
 use minik8s_api::registry;
 use minik8s_client::{Client, DynamicApi};
+use minik8s_testkit::{Backend, TestServer};
 use serde_json::{json, Value};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! Our kubectl, run as a user would, against an in-process apiserver.
 
-use apiserver::testing::{Backend, TestServer};
 use minik8s_api::k8s::api::core::v1::Pod;
+use minik8s_testkit::{Backend, TestServer};
 use std::path::Path;
 use std::process::Command;
 

@@ -455,7 +455,7 @@ async fn two_kubelets_round_robin_without_stepping_on_each_other() {
     let c = Cluster::start().await;
     let second = format!("{}-b", c.node);
     let cidr = common::free_pod_cidr();
-    let mut other = c.spawn_kubelet(&second, apiserver::testing::free_port(), &cidr);
+    let mut other = c.spawn_kubelet(&second, minik8s_testkit::free_port(), &cidr);
     c.spawn_scheduler();
     let nodes = c.client.dynamic(minik8s_api::registry::of::<Node>(), None);
     for _ in 0..100 {

@@ -1,12 +1,12 @@
 //! The scheduler against a real apiserver with two registered nodes: round-robin,
 //! nodeSelector, anti-affinity, unschedulable pods, and retry when the cluster changes.
 
-use apiserver::testing::{Backend, TestServer};
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::core::v1::Pod;
 use minik8s_api::registry;
 use minik8s_client::{Client, DynamicApi, ListParams};
+use minik8s_testkit::{Backend, TestServer};
 use serde_json::{json, Value};
 use std::time::Duration;
 

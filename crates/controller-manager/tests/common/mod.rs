@@ -1,8 +1,8 @@
 //! Helpers shared by the controller manager's integration tests.
 #![allow(dead_code)] // each test binary uses its own subset
 
-use apiserver::testing::{Backend, TestServer};
 use minik8s_client::Client;
+use minik8s_testkit::{Backend, TestServer};
 use std::time::{Duration, Instant};
 
 /// An apiserver with `nodes` hollow nodes, the scheduler and every controller.

@@ -3,11 +3,11 @@
 
 #![allow(dead_code)]
 
-use apiserver::testing::{free_port, Backend, TestServer};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::core::v1::Pod;
 use minik8s_api::registry;
 use minik8s_client::{Client, DynamicApi};
+use minik8s_testkit::{free_port, Backend, TestServer};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

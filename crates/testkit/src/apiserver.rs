@@ -1,6 +1,5 @@
-//! Helpers for tests and benchmarks: a real etcd on free ports in a temporary
-//! directory, and an in-process apiserver on a free port. Never used by the
-//! production binaries.
+//! A real etcd on free ports in a temporary directory, and an in-process
+//! apiserver on a free port with its own store.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -97,6 +96,19 @@ impl Drop for EtcdProcess {
     }
 }
 
+/// A configuration for tests: the embedded store in `data_dir`, a free port.
+pub fn test_config(data_dir: PathBuf) -> apiserver::Config {
+    apiserver::Config {
+        listen: format!("127.0.0.1:{}", free_port()),
+        etcd_servers: None,
+        data_dir,
+        service_cluster_ip_range: "10.96.0.0/12".into(),
+        watch_cache_size: 10_000,
+        default_not_ready_toleration_seconds: 300,
+        default_unreachable_toleration_seconds: 300,
+    }
+}
+
 /// Which store a test server uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -107,8 +119,8 @@ pub enum Backend {
 /// An in-process apiserver for one test, on a free port, with its own store.
 pub struct TestServer {
     pub url: String,
-    pub server: std::sync::Arc<crate::ApiServer>,
-    pub config: crate::Config,
+    pub server: std::sync::Arc<apiserver::ApiServer>,
+    pub config: apiserver::Config,
     task: tokio::task::JoinHandle<()>,
     _etcd: Option<EtcdProcess>,
     _dir: Option<tempfile::TempDir>,
@@ -122,10 +134,10 @@ impl TestServer {
     /// Starts a server after letting `tweak` adjust its configuration.
     pub async fn start_with(
         backend: Backend,
-        tweak: impl FnOnce(&mut crate::Config),
+        tweak: impl FnOnce(&mut apiserver::Config),
     ) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
-        let mut config = crate::Config::for_test(dir.path().join("data"));
+        let mut config = test_config(dir.path().join("data"));
         let etcd = match backend {
             Backend::Etcd => {
                 let e = EtcdProcess::start();
@@ -135,8 +147,10 @@ impl TestServer {
             Backend::Embedded => None,
         };
         tweak(&mut config);
-        let store = crate::open_store(&config).await.expect("opening the store");
-        let (url, server, task) = crate::spawn(store, &config)
+        let store = apiserver::open_store(&config)
+            .await
+            .expect("opening the store");
+        let (url, server, task) = apiserver::spawn(store, &config)
             .await
             .expect("starting the apiserver");
         TestServer {
@@ -168,7 +182,7 @@ impl TestServer {
         }
         let store = self.server.store.clone();
         for _ in 0..50 {
-            match crate::spawn(store.clone(), &self.config).await {
+            match apiserver::spawn(store.clone(), &self.config).await {
                 Ok((url, server, task)) => {
                     self.url = url;
                     self.server = server;

@@ -1,4 +1,6 @@
-//! Helpers shared by the benchmark binaries.
+//! The benchmarks (`src/bin/`): each prints its numbers beside the floor it
+//! is compared with (raw etcd, bare Docker); `doc/benchmarks.md` records them.
+//! Their own crate, so the production binaries link none of it.
 
 /// Resident memory of a process in MiB (`/proc/<pid>/status`, VmRSS; `self` for this one).
 pub fn rss_mib(pid: &str) -> f64 {

@@ -11,12 +11,12 @@
 //!
 //! Prints a Markdown report; not a test. Usage: `network-bench [SERVICES] [ENDPOINTS]`.
 
-use apiserver::testing::{free_port, Backend, TestServer};
 use futures::StreamExt;
 use kube_proxy::{iptables, ipvs, ServicePort};
 use minik8s_api::k8s::api::core::v1::Service;
 use minik8s_api::registry;
 use minik8s_client::Client;
+use minik8s_testkit::{free_port, Backend, TestServer};
 use serde_json::json;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

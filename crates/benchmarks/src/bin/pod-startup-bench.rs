@@ -20,8 +20,7 @@ use serde_json::json;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[path = "../bench_util.rs"]
-mod bench_util;
+use benchmarks as bench_util;
 
 struct Proc(Child);
 
@@ -65,7 +64,7 @@ async fn main() -> anyhow::Result<()> {
         .expect("target dir")
         .to_path_buf();
     let dir = tempfile::tempdir()?;
-    let port = apiserver::testing::free_port();
+    let port = minik8s_testkit::free_port();
     let server = format!("http://127.0.0.1:{port}");
     let master = Proc(
         Command::new(bin.join("master"))
@@ -102,7 +101,7 @@ async fn main() -> anyhow::Result<()> {
                 "--node-ip",
                 "127.0.0.1",
                 "--port",
-                &apiserver::testing::free_port().to_string(),
+                &minik8s_testkit::free_port().to_string(),
             ])
             .args([
                 "--docker-socket",

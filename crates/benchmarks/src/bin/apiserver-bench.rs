@@ -5,9 +5,9 @@
 //! Everything runs on this machine: a private etcd, the apiserver in process,
 //! the clients in process. Usage: `apiserver-bench [--quick]`.
 
-use apiserver::testing::{Backend, TestServer};
 use bytes::Bytes;
 use futures::StreamExt;
+use minik8s_testkit::{Backend, TestServer};
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -4,16 +4,15 @@
 //! in-process apiserver (embedded store). Prints a Markdown report; not a test.
 //! Usage: `scheduler-bench [NODES] [PODS]`.
 
-use apiserver::testing::{Backend, TestServer};
 use futures::StreamExt;
 use minik8s_api::k8s::api::core::v1::Pod;
 use minik8s_api::registry;
 use minik8s_client::{Client, ListParams};
+use minik8s_testkit::{Backend, TestServer};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-#[path = "../bench_util.rs"]
-mod bench_util;
+use benchmarks as bench_util;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
