@@ -1,13 +1,12 @@
 //! The client side of the API, shared by every component except the apiserver:
 //! a typed REST client ([`rest`]), where to find the server ([`config`]), the
 //! reflector/informer with its indexed cache ([`informer`]), one informer per
-//! kind shared by a process's controllers ([`shared`]) and the work queue
-//! controllers drain ([`workqueue`]), and running the node's tools ([`command`]).
+//! kind shared by a process's controllers ([`shared`])
+//! and the work queue controllers drain ([`workqueue`]).
 //!
 //! A controller is: informers (list + watch into a cache) → handlers that
 //! enqueue keys → workers that `reconcile(key)` from the caches.
 
-pub mod command;
 pub mod config;
 pub mod events;
 pub mod informer;

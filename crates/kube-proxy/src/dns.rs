@@ -411,7 +411,7 @@ pub async fn ensure_service(client: &minik8s_client::Client, ip: Ipv4Addr) -> an
 async fn lo_address(verb: &str, ip: Ipv4Addr) -> anyhow::Result<()> {
     let mut cmd = tokio::process::Command::new("ip");
     cmd.args(["addr", verb, &format!("{ip}/32"), "dev", "lo"]);
-    minik8s_client::command::run(cmd, None).await?;
+    node_tools::run(cmd, None).await?;
     Ok(())
 }
 
@@ -419,7 +419,7 @@ async fn lo_address(verb: &str, ip: Ipv4Addr) -> anyhow::Result<()> {
 pub async fn remove_local_address(ip: Ipv4Addr) -> anyhow::Result<()> {
     let mut show = tokio::process::Command::new("ip");
     show.args(["-4", "-o", "addr", "show", "dev", "lo"]);
-    let shown = minik8s_client::command::run(show, None).await?;
+    let shown = node_tools::run(show, None).await?;
     if shown.contains(&format!(" {ip}/32 ")) {
         lo_address("del", ip).await?;
     }

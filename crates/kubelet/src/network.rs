@@ -288,7 +288,7 @@ pub mod io {
     async fn run(program: &str, args: &[&str], stdin: Option<&str>) -> anyhow::Result<()> {
         let mut cmd = Command::new(program);
         cmd.args(args);
-        minik8s_client::command::run(cmd, stdin).await?;
+        node_tools::run(cmd, stdin).await?;
         Ok(())
     }
 
@@ -298,7 +298,7 @@ pub mod io {
         for (table, chain, rule) in super::node_rule_jumps() {
             let words: Vec<&str> = rule.split_whitespace().collect();
             let iptables = || Command::new("iptables");
-            minik8s_client::command::ensure_iptables_rule(iptables, table, chain, &words).await?;
+            node_tools::ensure_iptables_rule(iptables, table, chain, &words).await?;
         }
         Ok(())
     }

@@ -38,7 +38,7 @@ impl Iptables {
     ) -> anyhow::Result<String> {
         let mut cmd = self.command(program);
         cmd.args(args);
-        Ok(minik8s_client::command::run(cmd, stdin).await?)
+        Ok(node_tools::run(cmd, stdin).await?)
     }
 
     /// Our chains in the nat and filter tables as the kernel has them.
@@ -73,7 +73,7 @@ impl Iptables {
             let words = shell_words(&rule);
             let words: Vec<&str> = words.iter().map(String::as_str).collect();
             let iptables = || self.command("iptables");
-            minik8s_client::command::ensure_iptables_rule(iptables, table, chain, &words).await?;
+            node_tools::ensure_iptables_rule(iptables, table, chain, &words).await?;
         }
         Ok(())
     }

@@ -1,5 +1,7 @@
-//! Running the node's own tools (iptables, iptables-restore) from the node
-//! agents: the kubelet for its pod network rules, kube-proxy for Services.
+//! Running the node's own tools (iptables, iptables-restore, ip) from the
+//! node agents: the kubelet for its pod network rules, kube-proxy for
+//! Services. Its own crate, apart from the API client: only the node agents
+//! run programs on the host.
 
 use std::process::Stdio;
 use tokio::io::AsyncWriteExt;
