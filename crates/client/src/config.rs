@@ -63,6 +63,31 @@ pub fn from_kubeconfig(path: &Path) -> Result<Target, ConfigError> {
 
 /// A client for the apiserver that `--server` / `--kubeconfig` (or
 /// $KUBECONFIG) name: what every component's `main` starts with.
+/// The flags every binary finds its apiserver by (flattened into each one's
+/// arguments, so they are spelled and resolved the same everywhere).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ClientFlags {
+    /// The address and port of the API server (`--master` as kube-proxy's
+    /// and the kubelet's upstream flag).
+    #[arg(short = 's', long, alias = "master", global = true)]
+    pub server: Option<String>,
+    /// Path to the kubeconfig file (else $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, global = true)]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+impl ClientFlags {
+    /// Where the flags (and the environment) say the apiserver is.
+    pub fn resolve(&self) -> Result<Target, ConfigError> {
+        resolve(self.server.as_deref(), self.kubeconfig.as_deref())
+    }
+
+    /// A client for that apiserver.
+    pub fn connect(&self) -> Result<crate::Client, ConfigError> {
+        connect(self.server.as_deref(), self.kubeconfig.as_deref())
+    }
+}
+
 pub fn connect(
     server: Option<&str>,
     kubeconfig: Option<&Path>,

@@ -4,12 +4,8 @@ use clap::Parser;
 #[derive(Parser)]
 #[command(name = "controller-manager", about = "minik8s controller manager")]
 struct Args {
-    /// The apiserver URL.
-    #[arg(long)]
-    server: Option<String>,
-    /// A kubeconfig naming the apiserver.
-    #[arg(long)]
-    kubeconfig: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    client: minik8s_client::config::ClientFlags,
     #[command(flatten)]
     controllers: controller_manager::Config,
     /// Act only while holding the kube-system/kube-controller-manager Lease,
@@ -25,8 +21,7 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     minik8s_client::init_logging();
     let args = Args::parse();
-    let client =
-        minik8s_client::config::connect(args.server.as_deref(), args.kubeconfig.as_deref())?;
+    let client = args.client.connect()?;
     let metrics_address = args.metrics_address.clone();
     tokio::spawn(async move {
         if let Err(e) = controller_manager::metrics::serve(&metrics_address).await {

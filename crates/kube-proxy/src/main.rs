@@ -11,12 +11,8 @@ use minik8s_api::meta::parse_duration;
     about = "minik8s kube-proxy: Service VIPs and NodePorts"
 )]
 struct Args {
-    /// The apiserver URL.
-    #[arg(long, alias = "master")]
-    server: Option<String>,
-    /// A kubeconfig naming the apiserver.
-    #[arg(long)]
-    kubeconfig: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    client: minik8s_client::config::ClientFlags,
     /// iptables, ipvs, or empty for the best the kernel supports.
     #[arg(long, default_value = "")]
     proxy_mode: String,
@@ -64,8 +60,7 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!("kube-proxy rules removed");
         return Ok(());
     }
-    let client =
-        minik8s_client::config::connect(args.server.as_deref(), args.kubeconfig.as_deref())?;
+    let client = args.client.connect()?;
     let mode = kube_proxy::choose_mode(&args.proxy_mode, kube_proxy::kernel_has_ipvs())
         .map_err(anyhow::Error::msg)
         .context("--proxy-mode")?;

@@ -16,7 +16,6 @@ use minik8s_api::registry::{Column, ResourceInfo};
 use minik8s_client::rest::content;
 use minik8s_client::{Client, ClientError, DeleteParams, DynamicApi, ListParams, WatchEvent};
 use serde_json::{json, Value};
-use std::path::PathBuf;
 use std::time::Duration;
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -28,12 +27,8 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
     version
 )]
 struct Cli {
-    /// The address and port of the API server.
-    #[arg(short = 's', long, global = true)]
-    server: Option<String>,
-    /// Path to the kubeconfig file.
-    #[arg(long, global = true)]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    client: minik8s_client::config::ClientFlags,
     /// The namespace scope for this request.
     #[arg(short = 'n', long, global = true)]
     namespace: Option<String>,
@@ -375,7 +370,7 @@ async fn main() {
 }
 
 async fn run(cli: Cli) -> Result<i32> {
-    let target = minik8s_client::config::resolve(cli.server.as_deref(), cli.kubeconfig.as_deref())?;
+    let target = cli.client.resolve()?;
     let client = Client::new(&target.server);
     let explicit_namespace = cli.namespace.is_some();
     let mut ctx = Ctx {

@@ -4,12 +4,8 @@ use clap::Parser;
 #[derive(Parser)]
 #[command(name = "kubelet", about = "minik8s node agent")]
 struct Args {
-    /// The apiserver URL.
-    #[arg(long)]
-    server: Option<String>,
-    /// A kubeconfig naming the apiserver.
-    #[arg(long)]
-    kubeconfig: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    client: minik8s_client::config::ClientFlags,
     /// Run this many hollow nodes (no Docker; for scale benchmarks only),
     /// named `<node-name>-0` ... instead of a real kubelet.
     #[arg(long, default_value_t = 0)]
@@ -22,8 +18,7 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     minik8s_client::init_logging();
     let args = Args::parse();
-    let client =
-        minik8s_client::config::connect(args.server.as_deref(), args.kubeconfig.as_deref())?;
+    let client = args.client.connect()?;
     if args.hollow_nodes > 0 {
         let cfg = kubelet::hollow::HollowConfig {
             prefix: args.config.node_name.clone(),

@@ -4,12 +4,8 @@ use clap::Parser;
 #[derive(Parser)]
 #[command(name = "scheduler", about = "minik8s scheduler")]
 struct Args {
-    /// The apiserver URL.
-    #[arg(long)]
-    server: Option<String>,
-    /// A kubeconfig naming the apiserver.
-    #[arg(long)]
-    kubeconfig: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    client: minik8s_client::config::ClientFlags,
     /// Pods whose spec.schedulerName is this are scheduled.
     #[arg(long, default_value = scheduler::DEFAULT_SCHEDULER)]
     scheduler_name: String,
@@ -19,8 +15,7 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     minik8s_client::init_logging();
     let args = Args::parse();
-    let client =
-        minik8s_client::config::connect(args.server.as_deref(), args.kubeconfig.as_deref())?;
+    let client = args.client.connect()?;
     scheduler::run(
         client,
         scheduler::Config {
