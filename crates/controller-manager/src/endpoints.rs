@@ -250,9 +250,13 @@ impl EndpointsController {
         }
         keys
     }
+}
+
+impl Reconciler for EndpointsController {
+    const NAME: &'static str = "endpoints";
 
     /// Converges one Service's Endpoints and EndpointSlices.
-    async fn sync(&self, key: &str) -> Result<(), ClientError> {
+    async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
         let (ns, name) = key.split_once('/').unwrap_or(("default", key));
         let ep_api = self.client.dynamic(registry::of::<Endpoints>(), Some(ns));
         let slice_api = self
@@ -280,7 +284,7 @@ impl EndpointsController {
                     _ => {}
                 }
             }
-            return Ok(());
+            return Ok(Action::Done);
         };
         let (want_ep, want_slices) = desired(&svc, &self.pods.by_index(NAMESPACE_INDEX, ns));
         match ep_api.get(name).await {
@@ -334,15 +338,7 @@ impl EndpointsController {
                 _ => {}
             }
         }
-        Ok(())
-    }
-}
-
-impl Reconciler for EndpointsController {
-    const NAME: &'static str = "endpoints";
-
-    async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
-        self.sync(key).await.map(|()| Action::Done)
+        Ok(Action::Done)
     }
 }
 

@@ -89,14 +89,18 @@ impl NodeIpamController {
             },
         )
     }
+}
+
+impl Reconciler for NodeIpamController {
+    const NAME: &'static str = "nodeipam";
 
     /// Gives the node a subnet unless it has one.
-    async fn sync(&self, name: &str) -> Result<(), ClientError> {
+    async fn reconcile(&self, name: &str) -> Result<Action, ClientError> {
         let Some(node) = self.nodes.get(name) else {
-            return Ok(());
+            return Ok(Action::Done);
         };
         if pod_cidr(&node).is_some() {
-            return Ok(());
+            return Ok(Action::Done);
         }
         let mut used: HashSet<String> = self
             .nodes
@@ -107,7 +111,7 @@ impl NodeIpamController {
         used.extend(lock(&self.handed_out).iter().cloned());
         let Some(cidr) = self.range.first_free(&used) else {
             tracing::warn!(node = name, "no pod CIDR left in the cluster range");
-            return Ok(());
+            return Ok(Action::Done);
         };
         let nodes = self.client.dynamic(registry::of::<Node>(), None);
         let patch = json!({"metadata": {"resourceVersion": node.metadata.resource_version},
@@ -116,19 +120,11 @@ impl NodeIpamController {
             Ok(_) => {
                 tracing::info!(node = name, %cidr, "assigned pod CIDR");
                 lock(&self.handed_out).insert(cidr);
-                Ok(())
+                Ok(Action::Done)
             }
-            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) if e.is_not_found() => Ok(Action::Done),
             Err(e) => Err(e),
         }
-    }
-}
-
-impl Reconciler for NodeIpamController {
-    const NAME: &'static str = "nodeipam";
-
-    async fn reconcile(&self, name: &str) -> Result<Action, ClientError> {
-        self.sync(name).await.map(|()| Action::Done)
     }
 }
 

@@ -253,18 +253,75 @@ impl ReplicaSetController {
         }
     }
 
+    /// Creates `n` pods from the template in slow-start batches (1, 2, 4, ...).
+    async fn create_pods(&self, key: &str, rs: &ReplicaSet, n: usize) -> Result<(), ClientError> {
+        let ns = ns_of(&rs.metadata);
+        let name = rs.metadata.name.clone().unwrap_or_default();
+        let template = rs
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.clone())
+            .unwrap_or_default();
+        let tmeta = template.metadata.clone().unwrap_or_default();
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"generateName": format!("{name}-"), "namespace": ns, "labels": tmeta.labels, "annotations": tmeta.annotations,
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "uid": rs.metadata.uid, "controller": true, "blockOwnerDeletion": true}]},
+            "spec": template.spec});
+        let api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
+        lock(&self.expectations).insert(
+            key.to_string(),
+            Expectation {
+                adds: n as i64,
+                dels: 0,
+                deadline: Instant::now() + EXPECTATION_TIMEOUT,
+            },
+        );
+        let mut left = n;
+        for batch in slow_start(n) {
+            let results = futures::future::join_all((0..batch).map(|_| api.create(&pod))).await;
+            left -= batch;
+            let failed: Vec<ClientError> = results.into_iter().filter_map(Result::err).collect();
+            if !failed.is_empty() {
+                // Creates that failed (and the batches skipped) will never be observed.
+                self.observed(key, (failed.len() + left) as i64, 0);
+                return Err(failed.into_iter().next().expect("non-empty"));
+            }
+        }
+        Ok(())
+    }
+    /// Builds the controller on the shared informers (ReplicaSets and Pods).
+    pub fn new(
+        client: Client,
+        informers: &SharedInformers,
+    ) -> Result<Controller<Self>, AlreadyStarted> {
+        let ctl = Arc::new(ReplicaSetController {
+            client,
+            sets: informers.cache(),
+            pods: informers.cache(),
+            expectations: Mutex::default(),
+            reconciles: AtomicU64::new(0),
+        });
+        Controller::new(ctl, WorkQueue::new())
+            .for_own::<ReplicaSet>(informers)?
+            .watches::<Pod, _>(informers, |c, ev| c.pod_keys(ev))
+    }
+}
+
+impl Reconciler for ReplicaSetController {
+    const NAME: &'static str = "replicaset";
+
     /// Converges one ReplicaSet: claim pods, create or delete, report status.
-    async fn sync(&self, key: &str) -> Result<(), ClientError> {
+    async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
         self.reconciles.fetch_add(1, atomic::Ordering::Relaxed);
         let Some(rs) = self.sets.get(key) else {
             lock(&self.expectations).remove(key);
-            return Ok(());
+            return Ok(Action::Done);
         };
         let ns = ns_of(&rs.metadata);
         let name = rs.metadata.name.clone().unwrap_or_default();
         let spec = rs.spec.clone().unwrap_or_default();
         let Ok(selector) = Selector::from_label_selector(&spec.selector) else {
-            return Ok(());
+            return Ok(Action::Done);
         };
         let pods = self.pods.by_index(NAMESPACE_INDEX, &ns);
         let claims = claim(&rs, &selector, &pods);
@@ -377,68 +434,7 @@ impl ReplicaSetController {
                 Err(e) => return Err(e),
             }
         }
-        Ok(())
-    }
-
-    /// Creates `n` pods from the template in slow-start batches (1, 2, 4, ...).
-    async fn create_pods(&self, key: &str, rs: &ReplicaSet, n: usize) -> Result<(), ClientError> {
-        let ns = ns_of(&rs.metadata);
-        let name = rs.metadata.name.clone().unwrap_or_default();
-        let template = rs
-            .spec
-            .as_ref()
-            .and_then(|s| s.template.clone())
-            .unwrap_or_default();
-        let tmeta = template.metadata.clone().unwrap_or_default();
-        let pod = json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"generateName": format!("{name}-"), "namespace": ns, "labels": tmeta.labels, "annotations": tmeta.annotations,
-                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "uid": rs.metadata.uid, "controller": true, "blockOwnerDeletion": true}]},
-            "spec": template.spec});
-        let api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
-        lock(&self.expectations).insert(
-            key.to_string(),
-            Expectation {
-                adds: n as i64,
-                dels: 0,
-                deadline: Instant::now() + EXPECTATION_TIMEOUT,
-            },
-        );
-        let mut left = n;
-        for batch in slow_start(n) {
-            let results = futures::future::join_all((0..batch).map(|_| api.create(&pod))).await;
-            left -= batch;
-            let failed: Vec<ClientError> = results.into_iter().filter_map(Result::err).collect();
-            if !failed.is_empty() {
-                // Creates that failed (and the batches skipped) will never be observed.
-                self.observed(key, (failed.len() + left) as i64, 0);
-                return Err(failed.into_iter().next().expect("non-empty"));
-            }
-        }
-        Ok(())
-    }
-    /// Builds the controller on the shared informers (ReplicaSets and Pods).
-    pub fn new(
-        client: Client,
-        informers: &SharedInformers,
-    ) -> Result<Controller<Self>, AlreadyStarted> {
-        let ctl = Arc::new(ReplicaSetController {
-            client,
-            sets: informers.cache(),
-            pods: informers.cache(),
-            expectations: Mutex::default(),
-            reconciles: AtomicU64::new(0),
-        });
-        Controller::new(ctl, WorkQueue::new())
-            .for_own::<ReplicaSet>(informers)?
-            .watches::<Pod, _>(informers, |c, ev| c.pod_keys(ev))
-    }
-}
-
-impl Reconciler for ReplicaSetController {
-    const NAME: &'static str = "replicaset";
-
-    async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
-        self.sync(key).await.map(|()| Action::Done)
+        Ok(Action::Done)
     }
 }
 

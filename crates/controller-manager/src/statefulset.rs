@@ -424,14 +424,18 @@ impl StatefulSetController {
         t.as_object_mut()?.remove("$patch");
         serde_json::from_value(t).ok()
     }
+}
+
+impl Reconciler for StatefulSetController {
+    const NAME: &'static str = "statefulset";
 
     /// Converges one StatefulSet: revisions, pods, status.
-    async fn sync(&self, key: &str) -> Result<(), ClientError> {
+    async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
         let Some(set) = self.sets.get(key) else {
-            return Ok(());
+            return Ok(Action::Done);
         };
         if set.metadata.deletion_timestamp.is_some() {
-            return Ok(());
+            return Ok(Action::Done);
         }
         let ns = ns_of(&set.metadata);
         let view = SetView::from(&set);
@@ -565,16 +569,8 @@ impl StatefulSetController {
         }
         match first_error {
             Some(e) => Err(e),
-            None => Ok(()),
+            None => Ok(Action::Done),
         }
-    }
-}
-
-impl Reconciler for StatefulSetController {
-    const NAME: &'static str = "statefulset";
-
-    async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
-        self.sync(key).await.map(|()| Action::Done)
     }
 }
 

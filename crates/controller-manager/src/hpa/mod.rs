@@ -176,8 +176,91 @@ impl HpaController {
         Ok(out)
     }
 
+    /// The proposal of every metric and the currentMetrics status entries.
+    async fn compute(
+        &self,
+        ns: &str,
+        selector: &str,
+        current: i32,
+        hpa: &HorizontalPodAutoscaler,
+        now: DateTime<Utc>,
+    ) -> Result<(Vec<(String, i32)>, Vec<Value>), String> {
+        let sel =
+            Selector::parse(selector).map_err(|e| format!("invalid selector {selector:?}: {e}"))?;
+        if sel.is_empty() {
+            return Err("the target's selector is empty".into());
+        }
+        let pods: Vec<Arc<Pod>> = self
+            .pods
+            .by_index(NAMESPACE_INDEX, ns)
+            .into_iter()
+            .filter(|p| sel.matches(&p.metadata.labels.clone().unwrap_or_default()))
+            .collect();
+        let mut proposals = Vec::new();
+        let mut statuses = Vec::new();
+        for (resource, target, label) in metric_specs(hpa)? {
+            let usage = self
+                .pod_usage(ns, selector, &resource)
+                .await
+                .map_err(|e| format!("unable to get metrics for resource {resource}: {e}"))?;
+            let samples: Vec<PodSample> = pods
+                .iter()
+                .map(|p| {
+                    pod_sample(
+                        p,
+                        &resource,
+                        usage.get(p.metadata.name.as_deref().unwrap_or("")).copied(),
+                    )
+                })
+                .collect();
+            let g = Grouping {
+                cpu: resource == "cpu",
+                now,
+                window: Duration::from_secs(10),
+                cpu_initialization_period: self.settings.cpu_initialization_period,
+                initial_readiness_delay: self.settings.initial_readiness_delay,
+            };
+            let p = replicas_for_metric(&samples, current, target, self.settings.tolerance, g)
+                .map_err(|e| format!("failed to get {resource} utilization: {e}"))?;
+            let average = if resource == "cpu" {
+                format!("{}m", p.average)
+            } else {
+                (p.average / 1000).to_string()
+            };
+            let mut cur = json!({"averageValue": average});
+            if let Some(u) = p.utilization {
+                cur["averageUtilization"] = json!(u);
+            }
+            statuses
+                .push(json!({"type": "Resource", "resource": {"name": resource, "current": cur}}));
+            proposals.push((label, p.replicas));
+        }
+        Ok((proposals, statuses))
+    }
+
+    async fn event(&self, hpa: &HorizontalPodAutoscaler, type_: &str, reason: &str, message: &str) {
+        let about = minik8s_client::events::Involved {
+            api_version: "autoscaling/v2",
+            kind: "HorizontalPodAutoscaler",
+            meta: &hpa.metadata,
+        };
+        minik8s_client::events::record(
+            &self.client,
+            "horizontal-pod-autoscaler",
+            about,
+            type_,
+            reason,
+            message,
+        )
+        .await;
+    }
+}
+
+impl Reconciler for HpaController {
+    const NAME: &'static str = "horizontalpodautoscaler";
+
     /// One sync of one HPA; the next one follows after the sync period.
-    async fn sync(&self, key: &str) -> Result<Action, ClientError> {
+    async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
         let next = Action::RequeueAfter(self.settings.sync_period);
         let Some(hpa) = self.hpas.get(key) else {
             lock(&self.state).remove(key);
@@ -377,93 +460,6 @@ impl HpaController {
         status["observedGeneration"] = json!(hpa.metadata.generation);
         write_status(status).await?;
         Ok(next)
-    }
-
-    /// The proposal of every metric and the currentMetrics status entries.
-    async fn compute(
-        &self,
-        ns: &str,
-        selector: &str,
-        current: i32,
-        hpa: &HorizontalPodAutoscaler,
-        now: DateTime<Utc>,
-    ) -> Result<(Vec<(String, i32)>, Vec<Value>), String> {
-        let sel =
-            Selector::parse(selector).map_err(|e| format!("invalid selector {selector:?}: {e}"))?;
-        if sel.is_empty() {
-            return Err("the target's selector is empty".into());
-        }
-        let pods: Vec<Arc<Pod>> = self
-            .pods
-            .by_index(NAMESPACE_INDEX, ns)
-            .into_iter()
-            .filter(|p| sel.matches(&p.metadata.labels.clone().unwrap_or_default()))
-            .collect();
-        let mut proposals = Vec::new();
-        let mut statuses = Vec::new();
-        for (resource, target, label) in metric_specs(hpa)? {
-            let usage = self
-                .pod_usage(ns, selector, &resource)
-                .await
-                .map_err(|e| format!("unable to get metrics for resource {resource}: {e}"))?;
-            let samples: Vec<PodSample> = pods
-                .iter()
-                .map(|p| {
-                    pod_sample(
-                        p,
-                        &resource,
-                        usage.get(p.metadata.name.as_deref().unwrap_or("")).copied(),
-                    )
-                })
-                .collect();
-            let g = Grouping {
-                cpu: resource == "cpu",
-                now,
-                window: Duration::from_secs(10),
-                cpu_initialization_period: self.settings.cpu_initialization_period,
-                initial_readiness_delay: self.settings.initial_readiness_delay,
-            };
-            let p = replicas_for_metric(&samples, current, target, self.settings.tolerance, g)
-                .map_err(|e| format!("failed to get {resource} utilization: {e}"))?;
-            let average = if resource == "cpu" {
-                format!("{}m", p.average)
-            } else {
-                (p.average / 1000).to_string()
-            };
-            let mut cur = json!({"averageValue": average});
-            if let Some(u) = p.utilization {
-                cur["averageUtilization"] = json!(u);
-            }
-            statuses
-                .push(json!({"type": "Resource", "resource": {"name": resource, "current": cur}}));
-            proposals.push((label, p.replicas));
-        }
-        Ok((proposals, statuses))
-    }
-
-    async fn event(&self, hpa: &HorizontalPodAutoscaler, type_: &str, reason: &str, message: &str) {
-        let about = minik8s_client::events::Involved {
-            api_version: "autoscaling/v2",
-            kind: "HorizontalPodAutoscaler",
-            meta: &hpa.metadata,
-        };
-        minik8s_client::events::record(
-            &self.client,
-            "horizontal-pod-autoscaler",
-            about,
-            type_,
-            reason,
-            message,
-        )
-        .await;
-    }
-}
-
-impl Reconciler for HpaController {
-    const NAME: &'static str = "horizontalpodautoscaler";
-
-    async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
-        self.sync(key).await
     }
 }
 

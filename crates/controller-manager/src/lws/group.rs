@@ -253,138 +253,6 @@ impl GroupController {
         crate::lws::record_event(&self.client, lws, type_, reason, message).await;
     }
 
-    async fn sync(&self, key: &str) -> Result<Action, ClientError> {
-        let (pod, gone) = match self.pods.get(key) {
-            Some(p) => {
-                lock(&self.deleted).remove(key);
-                (p, false)
-            }
-            None => match lock(&self.deleted).remove(key) {
-                Some(p) => (p, true),
-                None => return Ok(Action::Done),
-            },
-        };
-        let ns = ns_of(&pod.metadata);
-        let Some(lws_name) = label(&pod, NAME) else {
-            return Ok(Action::Done);
-        };
-        let Some(lws) = self.sets.get(&format!("{ns}/{lws_name}")) else {
-            return Ok(Action::Done);
-        };
-        let restarted = self.restart_policy(&lws, &pod, gone).await?;
-        if restarted || gone || !is_leader(&pod) {
-            return Ok(Action::Done);
-        }
-        let annotations = pod.metadata.annotations.clone().unwrap_or_default();
-        if annotations.contains_key(LEADER_NAME) {
-            let note = format!(
-                "leader pod {} carries {LEADER_NAME}; refusing to build its group",
-                pod.metadata.name.as_deref().unwrap_or("")
-            );
-            self.event(&lws, "Warning", "FailedCreate", &note).await;
-            return Ok(Action::Done);
-        }
-        if pod.metadata.deletion_timestamp.is_some() {
-            return Ok(Action::Done);
-        }
-        let leader_name = pod.metadata.name.clone().unwrap_or_default();
-        // The revision this leader was created from decides its group.
-        let hash = label(&pod, REVISION_KEY).unwrap_or_default();
-        // Only the LWS's own revisions: the StatefulSet controller's revisions
-        // of the leader set carry the same labels.
-        let revision = self
-            .revisions
-            .by_index(NAMESPACE_INDEX, &ns)
-            .into_iter()
-            .find(|r| {
-                let l = r.metadata.labels.clone().unwrap_or_default();
-                controller_of(&r.metadata).map(|o| o.0) == lws.metadata.uid
-                    && l.get(REVISION_KEY).map(String::as_str) == Some(hash)
-            });
-        let Some((lwt, nc)) = revision.and_then(|r| from_revision(&r.data.as_ref()?.0)) else {
-            tracing::debug!(%key, %hash, "waiting for the leader's revision");
-            return Ok(Action::RequeueAfter(Duration::from_secs(1)));
-        };
-        if unique_per_replica(Some(&nc)) && self.services.get(key).is_none() {
-            let group_index = label(&pod, GROUP_INDEX).unwrap_or_default();
-            let owner = json!({"apiVersion": "v1", "kind": "Pod", "name": leader_name, "uid": pod.metadata.uid,
-                               "controller": true, "blockOwnerDeletion": true});
-            let svc = headless_service(
-                &leader_name,
-                &ns,
-                json!({NAME: lws_name, GROUP_INDEX: group_index}),
-                owner,
-            );
-            let api = self.client.dynamic(registry::of::<Service>(), Some(&ns));
-            match api.create(&svc).await {
-                Ok(_) => {}
-                Err(e) if e.api().is_some_and(|a| a.code == 409) => {}
-                Err(e) => {
-                    let note = format!("Failed to create headless service {leader_name}: {e}");
-                    self.event(&lws, "Warning", "FailedCreate", &note).await;
-                    return Err(e);
-                }
-            }
-        }
-        if size_of(&lwt) <= 1 {
-            return Ok(Action::Done);
-        }
-        if lws.spec.startup_policy.as_deref() == Some("LeaderReady") && !is_ready(&pod) {
-            return Ok(Action::Done);
-        }
-        if let Some(existing) = self.statefulsets.get(key) {
-            if controller_of(&existing.metadata).map(|o| o.0) != pod.metadata.uid {
-                // The previous leader's set is still being collected.
-                return Ok(Action::RequeueAfter(Duration::from_secs(1)));
-            }
-            return Ok(Action::Done);
-        }
-        let node_selector = match lws
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(EXCLUSIVE_TOPOLOGY))
-        {
-            None => None,
-            Some(topology) => {
-                let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
-                    return Ok(Action::Done); // Placed once the leader is scheduled.
-                };
-                let value = self
-                    .nodes
-                    .get(&node)
-                    .and_then(|n| n.metadata.labels.as_ref()?.get(topology).cloned());
-                match value {
-                    Some(v) => Some((topology.clone(), v)),
-                    None => {
-                        return Err(ClientError::Decode(format!(
-                            "node {node} has no label {topology} for exclusive placement"
-                        )))
-                    }
-                }
-            }
-        };
-        let sts = worker_statefulset(&lws, &pod, &lwt, &nc, node_selector);
-        let api = self
-            .client
-            .dynamic(registry::of::<StatefulSet>(), Some(&ns));
-        match api.create(&sts).await {
-            Ok(_) => {
-                let note = format!("Created worker statefulset for leader pod {leader_name}");
-                self.event(&lws, "Normal", "GroupsProgressing", &note).await;
-                Ok(Action::Done)
-            }
-            Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(Action::Done),
-            Err(e) => {
-                let note = format!(
-                    "Failed to create worker statefulset for leader pod {leader_name}: {e}"
-                );
-                self.event(&lws, "Warning", "FailedCreate", &note).await;
-                Err(e)
-            }
-        }
-    }
-
     /// §5.9 plus the minik8s backoff and limit. Returns whether the group's
     /// leader was deleted to recreate the group.
     async fn restart_policy(
@@ -541,10 +409,136 @@ impl GroupController {
 impl Reconciler for GroupController {
     const NAME: &'static str = "lws-group";
 
-    /// One leader pod: its restart policy, then its group (headless Service
-    /// and worker StatefulSet).
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
-        self.sync(key).await
+        let (pod, gone) = match self.pods.get(key) {
+            Some(p) => {
+                lock(&self.deleted).remove(key);
+                (p, false)
+            }
+            None => match lock(&self.deleted).remove(key) {
+                Some(p) => (p, true),
+                None => return Ok(Action::Done),
+            },
+        };
+        let ns = ns_of(&pod.metadata);
+        let Some(lws_name) = label(&pod, NAME) else {
+            return Ok(Action::Done);
+        };
+        let Some(lws) = self.sets.get(&format!("{ns}/{lws_name}")) else {
+            return Ok(Action::Done);
+        };
+        let restarted = self.restart_policy(&lws, &pod, gone).await?;
+        if restarted || gone || !is_leader(&pod) {
+            return Ok(Action::Done);
+        }
+        let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+        if annotations.contains_key(LEADER_NAME) {
+            let note = format!(
+                "leader pod {} carries {LEADER_NAME}; refusing to build its group",
+                pod.metadata.name.as_deref().unwrap_or("")
+            );
+            self.event(&lws, "Warning", "FailedCreate", &note).await;
+            return Ok(Action::Done);
+        }
+        if pod.metadata.deletion_timestamp.is_some() {
+            return Ok(Action::Done);
+        }
+        let leader_name = pod.metadata.name.clone().unwrap_or_default();
+        // The revision this leader was created from decides its group.
+        let hash = label(&pod, REVISION_KEY).unwrap_or_default();
+        // Only the LWS's own revisions: the StatefulSet controller's revisions
+        // of the leader set carry the same labels.
+        let revision = self
+            .revisions
+            .by_index(NAMESPACE_INDEX, &ns)
+            .into_iter()
+            .find(|r| {
+                let l = r.metadata.labels.clone().unwrap_or_default();
+                controller_of(&r.metadata).map(|o| o.0) == lws.metadata.uid
+                    && l.get(REVISION_KEY).map(String::as_str) == Some(hash)
+            });
+        let Some((lwt, nc)) = revision.and_then(|r| from_revision(&r.data.as_ref()?.0)) else {
+            tracing::debug!(%key, %hash, "waiting for the leader's revision");
+            return Ok(Action::RequeueAfter(Duration::from_secs(1)));
+        };
+        if unique_per_replica(Some(&nc)) && self.services.get(key).is_none() {
+            let group_index = label(&pod, GROUP_INDEX).unwrap_or_default();
+            let owner = json!({"apiVersion": "v1", "kind": "Pod", "name": leader_name, "uid": pod.metadata.uid,
+                               "controller": true, "blockOwnerDeletion": true});
+            let svc = headless_service(
+                &leader_name,
+                &ns,
+                json!({NAME: lws_name, GROUP_INDEX: group_index}),
+                owner,
+            );
+            let api = self.client.dynamic(registry::of::<Service>(), Some(&ns));
+            match api.create(&svc).await {
+                Ok(_) => {}
+                Err(e) if e.api().is_some_and(|a| a.code == 409) => {}
+                Err(e) => {
+                    let note = format!("Failed to create headless service {leader_name}: {e}");
+                    self.event(&lws, "Warning", "FailedCreate", &note).await;
+                    return Err(e);
+                }
+            }
+        }
+        if size_of(&lwt) <= 1 {
+            return Ok(Action::Done);
+        }
+        if lws.spec.startup_policy.as_deref() == Some("LeaderReady") && !is_ready(&pod) {
+            return Ok(Action::Done);
+        }
+        if let Some(existing) = self.statefulsets.get(key) {
+            if controller_of(&existing.metadata).map(|o| o.0) != pod.metadata.uid {
+                // The previous leader's set is still being collected.
+                return Ok(Action::RequeueAfter(Duration::from_secs(1)));
+            }
+            return Ok(Action::Done);
+        }
+        let node_selector = match lws
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(EXCLUSIVE_TOPOLOGY))
+        {
+            None => None,
+            Some(topology) => {
+                let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+                    return Ok(Action::Done); // Placed once the leader is scheduled.
+                };
+                let value = self
+                    .nodes
+                    .get(&node)
+                    .and_then(|n| n.metadata.labels.as_ref()?.get(topology).cloned());
+                match value {
+                    Some(v) => Some((topology.clone(), v)),
+                    None => {
+                        return Err(ClientError::Decode(format!(
+                            "node {node} has no label {topology} for exclusive placement"
+                        )))
+                    }
+                }
+            }
+        };
+        let sts = worker_statefulset(&lws, &pod, &lwt, &nc, node_selector);
+        let api = self
+            .client
+            .dynamic(registry::of::<StatefulSet>(), Some(&ns));
+        match api.create(&sts).await {
+            Ok(_) => {
+                let note = format!("Created worker statefulset for leader pod {leader_name}");
+                self.event(&lws, "Normal", "GroupsProgressing", &note).await;
+                Ok(Action::Done)
+            }
+            Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(Action::Done),
+            Err(e) => {
+                let note = format!(
+                    "Failed to create worker statefulset for leader pod {leader_name}: {e}"
+                );
+                self.event(&lws, "Warning", "FailedCreate", &note).await;
+                Err(e)
+            }
+        }
     }
 }
 

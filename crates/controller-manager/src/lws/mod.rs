@@ -176,8 +176,100 @@ impl LwsController {
         }
     }
 
+    /// Replaces the leader set's spec, labels and annotations when they differ
+    /// from `desired`. Returns whether it wrote.
+    async fn apply_leader_sts(
+        &self,
+        api: &minik8s_client::DynamicApi,
+        existing: &StatefulSet,
+        desired: &Value,
+    ) -> Result<bool, ClientError> {
+        let hash = revision_hash(desired);
+        const APPLIED: &str = "minik8s.io/applied-hash";
+        if existing
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(APPLIED))
+            == Some(&hash)
+        {
+            return Ok(false);
+        }
+        let mut obj =
+            serde_json::to_value(existing).map_err(|e| ClientError::Decode(e.to_string()))?;
+        obj["metadata"]["labels"] = desired["metadata"]["labels"].clone();
+        obj["metadata"]["annotations"] = desired["metadata"]["annotations"].clone();
+        obj["metadata"]["annotations"][APPLIED] = json!(hash);
+        obj["spec"] = desired["spec"].clone();
+        obj.as_object_mut().map(|m| m.remove("status"));
+        let name = existing.metadata.name.clone().unwrap_or_default();
+        match api.replace(&name, &obj).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_conflict() => {
+                self.queue.add(object_key(&existing.metadata));
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn create_service(&self, lws: &LeaderWorkerSet, svc: &Value) -> Result<(), ClientError> {
+        let api = self
+            .client
+            .dynamic(registry::of::<Service>(), Some(&ns_of(&lws.metadata)));
+        match api.create(svc).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(()),
+            Err(e) => {
+                let note = format!(
+                    "Failed to create headless service {}: {e}",
+                    svc["metadata"]["name"]
+                );
+                self.event(lws, "Warning", "FailedCreate", &note).await;
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Records an Event on the LWS (both LWS controllers report there, as upstream).
+pub(crate) async fn record_event(
+    client: &Client,
+    lws: &LeaderWorkerSet,
+    type_: &str,
+    reason: &str,
+    message: &str,
+) {
+    let about = Involved {
+        api_version: minik8s_api::lws::API_VERSION,
+        kind: "LeaderWorkerSet",
+        meta: &lws.metadata,
+    };
+    events::record(client, "lws-controller", about, type_, reason, message).await;
+}
+
+/// A headless Service that publishes not-ready addresses (§3).
+pub fn headless_service(name: &str, ns: &str, selector: Value, owner: Value) -> Value {
+    let lws = selector[NAME].clone();
+    json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": ns, "labels": {NAME: lws}, "ownerReferences": [owner]},
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": true, "selector": selector}})
+}
+
+/// `namespace/<lws>` of an object labelled with an LWS name.
+fn labelled(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Vec<String> {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(NAME))
+        .map(|n| vec![format!("{}/{n}", ns_of(meta))])
+        .unwrap_or_default()
+}
+
+impl Reconciler for LwsController {
+    const NAME: &'static str = "leaderworkerset";
+
     /// Converges one LeaderWorkerSet (§5.2).
-    async fn sync(&self, key: &str) -> Result<Action, ClientError> {
+    async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
         let Some(lws) = self.sets.get(key) else {
             return Ok(Action::Done);
         };
@@ -410,101 +502,5 @@ impl LwsController {
             }
         }
         Ok(Action::Done)
-    }
-
-    /// Replaces the leader set's spec, labels and annotations when they differ
-    /// from `desired`. Returns whether it wrote.
-    async fn apply_leader_sts(
-        &self,
-        api: &minik8s_client::DynamicApi,
-        existing: &StatefulSet,
-        desired: &Value,
-    ) -> Result<bool, ClientError> {
-        let hash = revision_hash(desired);
-        const APPLIED: &str = "minik8s.io/applied-hash";
-        if existing
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(APPLIED))
-            == Some(&hash)
-        {
-            return Ok(false);
-        }
-        let mut obj =
-            serde_json::to_value(existing).map_err(|e| ClientError::Decode(e.to_string()))?;
-        obj["metadata"]["labels"] = desired["metadata"]["labels"].clone();
-        obj["metadata"]["annotations"] = desired["metadata"]["annotations"].clone();
-        obj["metadata"]["annotations"][APPLIED] = json!(hash);
-        obj["spec"] = desired["spec"].clone();
-        obj.as_object_mut().map(|m| m.remove("status"));
-        let name = existing.metadata.name.clone().unwrap_or_default();
-        match api.replace(&name, &obj).await {
-            Ok(_) => Ok(true),
-            Err(e) if e.is_conflict() => {
-                self.queue.add(object_key(&existing.metadata));
-                Ok(false)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    async fn create_service(&self, lws: &LeaderWorkerSet, svc: &Value) -> Result<(), ClientError> {
-        let api = self
-            .client
-            .dynamic(registry::of::<Service>(), Some(&ns_of(&lws.metadata)));
-        match api.create(svc).await {
-            Ok(_) => Ok(()),
-            Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(()),
-            Err(e) => {
-                let note = format!(
-                    "Failed to create headless service {}: {e}",
-                    svc["metadata"]["name"]
-                );
-                self.event(lws, "Warning", "FailedCreate", &note).await;
-                Err(e)
-            }
-        }
-    }
-}
-
-/// Records an Event on the LWS (both LWS controllers report there, as upstream).
-pub(crate) async fn record_event(
-    client: &Client,
-    lws: &LeaderWorkerSet,
-    type_: &str,
-    reason: &str,
-    message: &str,
-) {
-    let about = Involved {
-        api_version: minik8s_api::lws::API_VERSION,
-        kind: "LeaderWorkerSet",
-        meta: &lws.metadata,
-    };
-    events::record(client, "lws-controller", about, type_, reason, message).await;
-}
-
-/// A headless Service that publishes not-ready addresses (§3).
-pub fn headless_service(name: &str, ns: &str, selector: Value, owner: Value) -> Value {
-    let lws = selector[NAME].clone();
-    json!({"apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": name, "namespace": ns, "labels": {NAME: lws}, "ownerReferences": [owner]},
-        "spec": {"clusterIP": "None", "publishNotReadyAddresses": true, "selector": selector}})
-}
-
-/// `namespace/<lws>` of an object labelled with an LWS name.
-fn labelled(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Vec<String> {
-    meta.labels
-        .as_ref()
-        .and_then(|l| l.get(NAME))
-        .map(|n| vec![format!("{}/{n}", ns_of(meta))])
-        .unwrap_or_default()
-}
-
-impl Reconciler for LwsController {
-    const NAME: &'static str = "leaderworkerset";
-
-    async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
-        self.sync(key).await
     }
 }
