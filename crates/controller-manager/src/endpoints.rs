@@ -7,6 +7,7 @@
 //! (pure); the shell writes them when they differ.
 
 use crate::ns_of;
+use crate::ownership::is_ready;
 use crate::reconciler::{Action, Controller, Reconciler};
 use k8s_openapi::api::core::v1::Endpoints;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -67,13 +68,6 @@ fn resolve_ports(svc: &Service, pod: &Pod) -> Option<Vec<Port>> {
     Some(out)
 }
 
-fn pod_ready(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
 /// The Endpoints object and EndpointSlices (by name) the service should have.
 pub fn desired(svc: &Service, pods: &[Arc<Pod>]) -> (Value, Vec<Value>) {
     let ns = svc
@@ -130,7 +124,7 @@ pub fn desired(svc: &Service, pods: &[Arc<Pod>]) -> (Value, Vec<Value>) {
         let terminating = |p: &Pod| p.metadata.deletion_timestamp.is_some();
         // publishNotReadyAddresses: every pod counts as ready (peers of a
         // StatefulSet or an LWS group must find each other before they are Ready).
-        let counts_ready = |p: &Pod| publish_not_ready || (pod_ready(p) && !terminating(p));
+        let counts_ready = |p: &Pod| publish_not_ready || (is_ready(p) && !terminating(p));
         let address = |p: &Pod| {
             let mut a = json!({"ip": ip_of(p), "nodeName": node_of(p), "targetRef": target(p)});
             if let Some(h) = hostname_of(p) {
@@ -164,7 +158,7 @@ pub fn desired(svc: &Service, pods: &[Arc<Pod>]) -> (Value, Vec<Value>) {
             .iter()
             .map(|p| {
                 let mut e = json!({"addresses": [ip_of(p)], "nodeName": node_of(p), "targetRef": target(p),
-                       "conditions": {"ready": counts_ready(p), "serving": publish_not_ready || pod_ready(p), "terminating": terminating(p)}});
+                       "conditions": {"ready": counts_ready(p), "serving": publish_not_ready || is_ready(p), "terminating": terminating(p)}});
                 if let Some(h) = hostname_of(p) {
                     e["hostname"] = json!(h);
                 }
@@ -198,7 +192,7 @@ fn slice(svc: &Service, name: &str, endpoints: Vec<Value>, ports: Vec<Value>) ->
     let svc_name = svc.metadata.name.clone().unwrap_or_default();
     json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
         "metadata": {"name": name, "namespace": ns, "labels": {SERVICE_NAME_LABEL: svc_name, MANAGED_BY_LABEL: MANAGED_BY},
-                     "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": svc_name, "uid": svc.metadata.uid, "controller": true, "blockOwnerDeletion": true}]},
+                     "ownerReferences": [crate::ownership::controller_ref("v1", "Service", &svc.metadata)]},
         "addressType": "IPv4", "endpoints": endpoints, "ports": ports})
 }
 

@@ -28,6 +28,7 @@ pub mod metrics;
 pub mod namespace;
 pub mod nodeipam;
 pub mod nodelifecycle;
+pub mod ownership;
 pub mod reconciler;
 pub mod replicaset;
 pub mod statefulset;

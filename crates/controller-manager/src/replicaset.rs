@@ -5,7 +5,7 @@
 //! Kubernetes' `pkg/controller/replicaset`.
 
 use crate::reconciler::{Action, Controller, Reconciler};
-use crate::{lock, ns_of};
+use crate::{lock, ns_of, ownership};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use minik8s_api::registry;
@@ -21,29 +21,7 @@ use std::sync::atomic::{self, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The controller ownerReference of an object, if any: (uid, kind, name).
-pub fn controller_of(
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> Option<(String, String, String)> {
-    meta.owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true))
-        .map(|o| (o.uid.clone(), o.kind.clone(), o.name.clone()))
-}
-
-/// A pod still counts toward replicas: not finished and not being deleted.
-pub fn is_active(p: &Pod) -> bool {
-    let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
-    p.metadata.deletion_timestamp.is_none() && !matches!(phase, Some("Succeeded") | Some("Failed"))
-}
-
-pub fn is_ready(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
+pub use crate::ownership::{controller_of, is_active, is_ready};
 
 /// Which pods the ReplicaSet owns, should adopt, or must release.
 #[derive(Debug, Default)]
@@ -265,7 +243,7 @@ impl ReplicaSetController {
         let tmeta = template.metadata.clone().unwrap_or_default();
         let pod = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"generateName": format!("{name}-"), "namespace": ns, "labels": tmeta.labels, "annotations": tmeta.annotations,
-                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "uid": rs.metadata.uid, "controller": true, "blockOwnerDeletion": true}]},
+                         "ownerReferences": [ownership::controller_ref("apps/v1", "ReplicaSet", &rs.metadata)]},
             "spec": template.spec});
         let api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
         lock(&self.expectations).insert(
@@ -327,52 +305,15 @@ impl Reconciler for ReplicaSetController {
         let claims = claim(&rs, &selector, &pods);
         let pod_api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
         let mut owned = claims.owned.clone();
-        let me = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "uid": rs.metadata.uid, "controller": true, "blockOwnerDeletion": true});
+        let me = ownership::controller_ref("apps/v1", "ReplicaSet", &rs.metadata);
         for p in &claims.adopt {
-            let mut refs: Vec<Value> = serde_json::to_value(&p.metadata.owner_references)
-                .ok()
-                .and_then(|v| v.as_array().cloned())
-                .unwrap_or_default();
-            refs.push(me.clone());
-            let patch = json!({"metadata": {"ownerReferences": refs, "resourceVersion": p.metadata.resource_version}});
-            match pod_api
-                .patch(
-                    p.metadata.name.as_deref().unwrap_or(""),
-                    None,
-                    content::MERGE_PATCH,
-                    &patch,
-                )
-                .await
-            {
-                Ok(v) => owned.push(Arc::new(
-                    serde_json::from_value(v).map_err(|e| ClientError::Decode(e.to_string()))?,
-                )),
-                Err(e) if e.is_conflict() || e.is_not_found() => {}
-                Err(e) => return Err(e),
+            if let Some(adopted) = ownership::adopt(&pod_api, p, &me).await? {
+                owned.push(Arc::new(adopted));
             }
         }
+        let uid = rs.metadata.uid.clone().unwrap_or_default();
         for p in &claims.release {
-            let uid = rs.metadata.uid.clone().unwrap_or_default();
-            let refs: Vec<Value> = serde_json::to_value(&p.metadata.owner_references)
-                .ok()
-                .and_then(|v| v.as_array().cloned())
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|r| r["uid"] != uid.as_str())
-                .collect();
-            let patch = json!({"metadata": {"ownerReferences": refs, "resourceVersion": p.metadata.resource_version}});
-            match pod_api
-                .patch(
-                    p.metadata.name.as_deref().unwrap_or(""),
-                    None,
-                    content::MERGE_PATCH,
-                    &patch,
-                )
-                .await
-            {
-                Ok(_) | Err(ClientError::Api(_)) => {}
-                Err(e) => return Err(e),
-            }
+            ownership::release(&pod_api, p, &uid).await?;
         }
         let mut active: Vec<Arc<Pod>> = owned.iter().filter(|p| is_active(p)).cloned().collect();
         if rs.metadata.deletion_timestamp.is_none() && self.satisfied(key) {

@@ -17,8 +17,8 @@
 //! on (Parallel, `ordinals.start`, partition, maxUnavailable) are exact here.
 
 use crate::ns_of;
+use crate::ownership::{controller_of, controller_ref, is_ready};
 use crate::reconciler::{Action, Controller, Reconciler};
-use crate::replicaset::{controller_of, is_ready};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use minik8s_api::hash::revision_hash;
@@ -281,8 +281,7 @@ pub fn new_pod(
     json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": pod_name, "namespace": ns_of(&set.metadata), "labels": labels,
                      "annotations": meta.annotations,
-                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": name,
-                                          "uid": set.metadata.uid, "controller": true, "blockOwnerDeletion": true}]},
+                     "ownerReferences": [controller_ref("apps/v1", "StatefulSet", &set.metadata)]},
         "spec": spec})
 }
 
@@ -403,8 +402,7 @@ impl StatefulSetController {
         template["$patch"] = json!("replace");
         let rev = json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
             "metadata": {"name": name, "namespace": ns, "labels": labels,
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": set.metadata.name,
-                                     "uid": set.metadata.uid, "controller": true, "blockOwnerDeletion": true}]},
+                "ownerReferences": [controller_ref("apps/v1", "StatefulSet", &set.metadata)]},
             "data": {"spec": {"template": template}},
             "revision": next});
         let api = self

@@ -22,8 +22,8 @@ use crate::lws::{
     from_revision, headless_service, size_of, template_annotations, unique_per_replica,
     GROUP_RESTARTS,
 };
+use crate::ownership::{controller_of, controller_ref, is_ready};
 use crate::reconciler::{controller_key, Action, Controller, Reconciler};
-use crate::replicaset::{controller_of, is_ready};
 use crate::{lock, ns_of, parse_duration};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
@@ -164,8 +164,7 @@ pub fn worker_statefulset(
     };
     json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": {"name": leader_name, "namespace": ns_of(&lws.metadata), "labels": labels, "annotations": annotations,
-            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": leader_name, "uid": leader.metadata.uid,
-                                 "controller": true, "blockOwnerDeletion": true}]},
+            "ownerReferences": [controller_ref("v1", "Pod", &leader.metadata)]},
         "spec": {"replicas": size_of(lwt) - 1, "ordinals": {"start": 1}, "podManagementPolicy": "Parallel",
             "serviceName": service, "selector": {"matchLabels": selector}, "template": template}})
 }
@@ -463,8 +462,7 @@ impl Reconciler for GroupController {
         };
         if unique_per_replica(Some(&nc)) && self.services.get(key).is_none() {
             let group_index = label(&pod, GROUP_INDEX).unwrap_or_default();
-            let owner = json!({"apiVersion": "v1", "kind": "Pod", "name": leader_name, "uid": pod.metadata.uid,
-                               "controller": true, "blockOwnerDeletion": true});
+            let owner = controller_ref("v1", "Pod", &pod.metadata);
             let svc = headless_service(
                 &leader_name,
                 &ns,

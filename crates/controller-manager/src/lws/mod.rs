@@ -26,8 +26,8 @@ mod tests;
 pub use rollout::*;
 
 use crate::ns_of;
+use crate::ownership::{controller_of, is_ready};
 use crate::reconciler::{Action, Controller, Reconciler};
-use crate::replicaset::{controller_of, is_ready};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

@@ -389,8 +389,11 @@ pub fn leader_statefulset(
 }
 
 pub fn owner_ref(lws: &LeaderWorkerSet) -> Value {
-    json!({"apiVersion": minik8s_api::lws::API_VERSION, "kind": "LeaderWorkerSet", "name": lws.metadata.name,
-           "uid": lws.metadata.uid, "controller": true, "blockOwnerDeletion": true})
+    crate::ownership::controller_ref(
+        minik8s_api::lws::API_VERSION,
+        "LeaderWorkerSet",
+        &lws.metadata,
+    )
 }
 
 /// The event note for surge groups being removed, if any.
