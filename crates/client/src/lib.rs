@@ -2,12 +2,14 @@
 //! a typed REST client ([`rest`]), where to find the server ([`config`]), the
 //! reflector/informer with its indexed cache ([`informer`]), one informer per
 //! kind shared by a process's controllers ([`shared`])
-//! and the work queue controllers drain ([`workqueue`]).
+//! the work queue controllers drain ([`workqueue`]) and the controller shape
+//! with its runner ([`controller`]: `Reconciler`, `Action`, triggers).
 //!
 //! A controller is: informers (list + watch into a cache) → handlers that
 //! enqueue keys → workers that `reconcile(key)` from the caches.
 
 pub mod config;
+pub mod controller;
 pub mod events;
 pub mod informer;
 pub mod rest;

@@ -8,12 +8,12 @@
 
 use crate::ns_of;
 use crate::ownership::is_ready;
-use crate::reconciler::{Action, Controller, Reconciler};
 use k8s_openapi::api::core::v1::Endpoints;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use minik8s_api::registry;
+use minik8s_client::controller::{Action, Controller, Reconciler};
 use minik8s_client::informer::{object_key, Event};
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
 use minik8s_client::{

@@ -8,9 +8,9 @@
 //!   triggers ──keys──▶ WorkQueue ──▶ workers ──▶ reconcile(key) -> Action ──▶ apiserver writes
 //! ```
 //!
-//! Each controller is a [`reconciler::Reconciler`] wired by a
-//! [`reconciler::Controller`] (its triggers: `for_own`, `owns`, `watches`),
-//! and one runner drains every queue.
+//! Each controller is a `minik8s_client::controller::Reconciler` wired by a
+//! `Controller` (its triggers: `for_own`, `owns`, `watches`), and one runner
+//! drains every queue (the scheduler's too).
 //!
 //! Controllers: ReplicaSet (`replicaset.rs`), StatefulSet (`statefulset.rs`),
 //! LeaderWorkerSet (`lws/`: `mod.rs` for the set, `group.rs` for each group),
@@ -29,7 +29,6 @@ pub mod namespace;
 pub mod nodeipam;
 pub mod nodelifecycle;
 pub mod ownership;
-pub mod reconciler;
 pub mod replicaset;
 pub mod statefulset;
 

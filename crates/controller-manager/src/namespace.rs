@@ -9,9 +9,9 @@
 //!  all lists empty ─▶ spec.finalizers = [] via /finalize ─▶ apiserver removes it
 //! ```
 
-use crate::reconciler::{Action, Controller, Reconciler};
 use k8s_openapi::api::core::v1::Namespace;
 use minik8s_api::registry::{self, REGISTRY};
+use minik8s_client::controller::{Action, Controller, Reconciler};
 use minik8s_client::informer::object_key;
 use minik8s_client::shared::AlreadyStarted;
 use minik8s_client::{

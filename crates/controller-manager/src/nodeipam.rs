@@ -7,10 +7,10 @@
 //! it, so two nodes registering together never get the same subnet.
 
 use crate::lock;
-use crate::reconciler::{Action, Controller, Reconciler};
 use k8s_openapi::api::core::v1::Node;
 use minik8s_api::net::{format_cidr, parse_cidr};
 use minik8s_api::registry;
+use minik8s_client::controller::{Action, Controller, Reconciler};
 use minik8s_client::rest::content;
 use minik8s_client::shared::AlreadyStarted;
 use minik8s_client::{Cache, Client, ClientError, SharedInformers, WorkQueue};

@@ -19,12 +19,12 @@
 //! the heartbeat change, so clock skew between machines does not matter.
 
 use crate::lock;
-use crate::reconciler::{Action, Controller, Reconciler};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, Taint};
 use minik8s_api::registry;
 use minik8s_api::taints::toleration_matches;
+use minik8s_client::controller::{Action, Controller, Reconciler};
 use minik8s_client::informer::IndexFn;
 use minik8s_client::rest::content;
 use minik8s_client::shared::AlreadyStarted;

@@ -4,12 +4,12 @@
 //! from what is observed; `reconcile` is the I/O shell around it, as in
 //! Kubernetes' `pkg/controller/replicaset`.
 
-use crate::reconciler::{Action, Controller, Reconciler};
 use crate::{lock, ns_of, ownership};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use minik8s_api::registry;
 use minik8s_api::selector::Selector;
+use minik8s_client::controller::{Action, Controller, Reconciler};
 use minik8s_client::informer::{object_key, Event};
 use minik8s_client::rest::content;
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};

@@ -18,12 +18,12 @@
 
 use crate::ns_of;
 use crate::ownership::{controller_of, controller_ref, is_ready};
-use crate::reconciler::{Action, Controller, Reconciler};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use minik8s_api::hash::revision_hash;
 use minik8s_api::lws::scaled_value;
 use minik8s_api::registry;
+use minik8s_client::controller::{Action, Controller, Reconciler};
 use minik8s_client::events::{self, Involved};
 use minik8s_client::rest::content;
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};

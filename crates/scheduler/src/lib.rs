@@ -20,6 +20,7 @@ use filters::{RoundRobin, Snapshot, Usage};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use minik8s_api::meta::now_rfc3339;
 use minik8s_api::registry;
+use minik8s_client::controller::{self, Action, Reconciler};
 use minik8s_client::informer::{object_key, Event};
 use minik8s_client::rest::content;
 use minik8s_client::{Api, Cache, Client, ClientError, Informer, ListParams, WorkQueue};
@@ -283,7 +284,6 @@ impl Scheduler {
                 self.event(&pod, "Warning", "FailedScheduling", &message)
                     .await;
                 lock(&self.unschedulable).insert(key.to_string());
-                self.queue.add_after(key.to_string(), UNSCHEDULABLE_RETRY);
                 Ok(Outcome::Unschedulable(message))
             }
         }
@@ -415,7 +415,11 @@ impl Scheduler {
                     let key = object_key(&p.metadata);
                     self.mark_unschedulable(p, &message).await?;
                     lock(&self.unschedulable).insert(key.clone());
-                    self.queue.add_after(key, UNSCHEDULABLE_RETRY);
+                    // The pod being scheduled comes back by its Action; its
+                    // gang members are triggered here.
+                    if p.metadata.uid != pod.metadata.uid {
+                        self.queue.add_after(key, UNSCHEDULABLE_RETRY);
+                    }
                 }
                 self.event(pod, "Warning", "FailedScheduling", &message)
                     .await;
@@ -569,19 +573,25 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
     )
 }
 
-/// The scheduling loop: one pod at a time.
-pub async fn worker(sched: Arc<Scheduler>) {
-    while let Some(key) = sched.queue.get().await {
-        match sched.schedule_one(&key).await {
-            Ok(outcome) => {
-                tracing::debug!(pod = %key, ?outcome, "scheduled");
-                sched.queue.forget(&key);
-            }
-            Err(e) => {
-                tracing::warn!(pod = %key, error = %e, "scheduling failed; retrying");
-                sched.queue.add_rate_limited(key.clone());
-            }
-        }
-        sched.queue.done(&key);
+/// The scheduler as a reconciler of pod keys: an unschedulable pod comes back
+/// after [`UNSCHEDULABLE_RETRY`] (sooner when a node changes); errors back off.
+pub struct Scheduling(pub Arc<Scheduler>);
+
+impl Reconciler for Scheduling {
+    const NAME: &'static str = "scheduler";
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
+        let outcome = self.0.schedule_one(key).await?;
+        tracing::debug!(pod = %key, ?outcome, "scheduled");
+        Ok(match outcome {
+            Outcome::Unschedulable(_) => Action::RequeueAfter(UNSCHEDULABLE_RETRY),
+            Outcome::Bound(_) | Outcome::Skipped => Action::Done,
+        })
     }
+}
+
+/// The scheduling loop: one pod at a time, on the controllers' runner.
+pub async fn worker(sched: Arc<Scheduler>) {
+    let queue = sched.queue.clone();
+    controller::run(Arc::new(Scheduling(sched)), queue, 1).await
 }

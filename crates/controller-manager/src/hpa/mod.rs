@@ -23,13 +23,13 @@ mod tests;
 pub use recommend::*;
 
 use crate::lock;
-use crate::reconciler::{Action, Controller, Reconciler};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Pod;
 use minik8s_api::quantity::Quantity;
 use minik8s_api::registry::{self, Subresource};
 use minik8s_api::selector::Selector;
+use minik8s_client::controller::{Action, Controller, Reconciler};
 use minik8s_client::rest::content;
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
 use minik8s_client::{Cache, Client, ClientError, SharedInformers, WorkQueue};

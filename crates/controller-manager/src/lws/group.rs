@@ -23,13 +23,13 @@ use crate::lws::{
     GROUP_RESTARTS,
 };
 use crate::ownership::{controller_of, controller_ref, is_ready};
-use crate::reconciler::{controller_key, Action, Controller, Reconciler};
 use crate::{lock, ns_of, parse_duration};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use minik8s_api::lws::{LeaderWorkerSet, LeaderWorkerTemplate, NetworkConfig};
 use minik8s_api::lws_pod::*;
 use minik8s_api::registry;
+use minik8s_client::controller::{controller_key, Action, Controller, Reconciler};
 use minik8s_client::informer::{object_key, Event};
 use minik8s_client::rest::content;
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};

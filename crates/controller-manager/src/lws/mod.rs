@@ -27,7 +27,6 @@ pub use rollout::*;
 
 use crate::ns_of;
 use crate::ownership::{controller_of, is_ready};
-use crate::reconciler::{Action, Controller, Reconciler};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -35,6 +34,7 @@ use minik8s_api::hash::revision_hash;
 use minik8s_api::lws::LeaderWorkerSet;
 use minik8s_api::lws_pod::*;
 use minik8s_api::registry;
+use minik8s_client::controller::{Action, Controller, Reconciler};
 use minik8s_client::events::{self, Involved};
 use minik8s_client::informer::{object_key, Event};
 use minik8s_client::rest::content;

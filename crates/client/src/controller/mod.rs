@@ -1,4 +1,4 @@
-//! The shape every controller has, as kube-rs' `Controller`: a [`Reconciler`]
+//! The shape every controller (and the scheduler) has, as kube-rs' `Controller`: a [`Reconciler`]
 //! converges one object given its key and says what it wants next
 //! ([`Action`]); [`Controller`] declares what wakes it (its own kind, the
 //! kinds it owns, other kinds through a mapper) and runs the workers.
@@ -14,12 +14,13 @@
 //! Requeues are the reconciler's answer, never a side effect of its body, so
 //! a reconcile can be tested by calling it and reading the `Action`.
 
-use crate::metrics;
+pub mod metrics;
+
+use crate::informer::{object_key, Event};
+use crate::rest::Resource;
+use crate::shared::AlreadyStarted;
+use crate::{ClientError, SharedInformers, WorkQueue};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use minik8s_client::informer::{object_key, Event};
-use minik8s_client::rest::Resource;
-use minik8s_client::shared::AlreadyStarted;
-use minik8s_client::{ClientError, SharedInformers, WorkQueue};
 use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -117,21 +118,28 @@ impl<R: Reconciler> Controller<R> {
     /// Runs `workers` workers until the queue shuts down (start and sync the
     /// informers first).
     pub async fn run(self, workers: usize) {
-        metrics::register(R::NAME, &self.queue);
-        let mut tasks = Vec::new();
-        for _ in 0..workers.max(1) {
-            let (queue, reconciler) = (self.queue.clone(), self.reconciler.clone());
-            tasks.push(tokio::spawn(async move {
-                while let Some(key) = queue.get().await {
-                    let result = reconciler.reconcile(&key).await;
-                    metrics::reconciled(R::NAME, result.is_ok());
-                    apply(&queue, &key, result);
-                    queue.done(&key);
-                }
-            }));
-        }
-        futures::future::join_all(tasks).await;
+        run(self.reconciler, self.queue, workers).await
     }
+}
+
+/// The runner: `workers` workers draining `queue` with `reconciler` until the
+/// queue shuts down. [`Controller::run`] uses it; a loop whose triggers are
+/// wired by hand (the scheduler's own informers) calls it directly.
+pub async fn run<R: Reconciler>(reconciler: Arc<R>, queue: WorkQueue<String>, workers: usize) {
+    metrics::register(R::NAME, &queue);
+    let mut tasks = Vec::new();
+    for _ in 0..workers.max(1) {
+        let (queue, reconciler) = (queue.clone(), reconciler.clone());
+        tasks.push(tokio::spawn(async move {
+            while let Some(key) = queue.get().await {
+                let result = reconciler.reconcile(&key).await;
+                metrics::reconciled(R::NAME, result.is_ok());
+                apply(&queue, &key, result);
+                queue.done(&key);
+            }
+        }));
+    }
+    futures::future::join_all(tasks).await;
 }
 
 /// What the runner does with a reconcile's answer.
