@@ -1,9 +1,11 @@
 //! Test harnesses, for tests and benchmarks only (a dev-dependency of the
 //! component crates, never linked into a production binary): an in-process
 //! apiserver on a real store ([`apiserver`]: `TestServer`, etcd on free
-//! ports) and one polling helper ([`eventually`]).
+//! ports), a private dockerd with the local images ([`docker`]), and one
+//! polling helper ([`eventually`]).
 
 pub mod apiserver;
+pub mod docker;
 
 pub use crate::apiserver::{free_port, Backend, EtcdProcess, TestServer};
 
