@@ -188,7 +188,6 @@ pub struct GroupController {
     services: Cache<Service>,
     revisions: Cache<ControllerRevision>,
     nodes: Cache<Node>,
-    queue: WorkQueue<String>,
     /// Pods whose deletion was seen but not yet handled: a worker that its
     /// StatefulSet recreates at once must still restart the group (lws#998).
     deleted: Mutex<HashMap<String, Arc<Pod>>>,
@@ -203,7 +202,6 @@ impl GroupController {
         client: Client,
         informers: &SharedInformers,
     ) -> Result<Controller<Self>, AlreadyStarted> {
-        let queue = WorkQueue::new();
         let ctl = Arc::new(GroupController {
             client,
             sets: informers.cache(),
@@ -212,10 +210,9 @@ impl GroupController {
             services: informers.cache(),
             revisions: informers.cache(),
             nodes: informers.cache(),
-            queue: queue.clone(),
             deleted: Mutex::default(),
         });
-        Controller::new(ctl, queue)
+        Controller::new(ctl, WorkQueue::new())
             .watches::<Pod, _>(informers, |c, ev| {
                 let p = ev.object();
                 if label(p, NAME).is_none() {
@@ -259,7 +256,7 @@ impl GroupController {
         lws: &LeaderWorkerSet,
         pod: &Arc<Pod>,
         gone: bool,
-    ) -> Result<bool, ClientError> {
+    ) -> Result<Restart, ClientError> {
         let lwt = &lws.spec.leader_worker_template;
         let ann = lws.metadata.annotations.clone().unwrap_or_default();
         let after_start = lwt.restart_policy.as_deref() == Some("RecreateGroupAfterStart")
@@ -271,7 +268,7 @@ impl GroupController {
                 .unwrap_or("RecreateGroupOnPodRestart")
                 == "RecreateGroupOnPodRestart";
         if !recreate || !(gone || restart_triggered(pod)) {
-            return Ok(false);
+            return Ok(Restart::NotNeeded);
         }
         let ns = ns_of(&pod.metadata);
         let lws_name = lws.metadata.name.clone().unwrap_or_default();
@@ -290,7 +287,7 @@ impl GroupController {
                     .iter()
                     .any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending"));
             if pending {
-                return Ok(false);
+                return Ok(Restart::NotNeeded);
             }
         }
         let pod_name = pod.metadata.name.clone().unwrap_or_default();
@@ -303,11 +300,11 @@ impl GroupController {
                 .unwrap_or_default()
         };
         let Some(leader) = self.pods.get(&format!("{ns}/{leader_name}")) else {
-            return Ok(false);
+            return Ok(Restart::NotNeeded);
         };
         if !is_leader(pod) {
             if label(pod, REVISION_KEY) != label(&leader, REVISION_KEY) {
-                return Ok(false);
+                return Ok(Restart::NotNeeded);
             }
             let current_set = self
                 .statefulsets
@@ -315,13 +312,13 @@ impl GroupController {
                 .filter(|s| controller_of(&s.metadata).map(|o| o.0) == leader.metadata.uid);
             let owner = controller_of(&pod.metadata).map(|o| o.0);
             if current_set.is_none_or(|s| s.metadata.uid != owner) {
-                return Ok(false);
+                return Ok(Restart::NotNeeded);
             }
         } else if gone {
-            return Ok(false); // The leader itself went: its set recreates it.
+            return Ok(Restart::NotNeeded); // The leader itself went: its set recreates it.
         }
         if leader.metadata.deletion_timestamp.is_some() {
-            return Ok(false);
+            return Ok(Restart::NotNeeded);
         }
         // minik8s: backoff and limit.
         let mut all: BTreeMap<String, History> = ann
@@ -341,9 +338,7 @@ impl GroupController {
                 if gone {
                     lock(&self.deleted).insert(pod_key.clone(), pod.clone());
                 }
-                self.queue
-                    .add_after(pod_key, left + Duration::from_millis(100));
-                return Ok(false);
+                return Ok(Restart::Backoff(left + Duration::from_millis(100)));
             }
             Decision::LimitReached => {
                 if !history.limited {
@@ -362,7 +357,7 @@ impl GroupController {
                     self.event(lws, "Warning", "GroupRestartLimitReached", &note)
                         .await;
                 }
-                return Ok(false);
+                return Ok(Restart::NotNeeded);
             }
             Decision::RestartNow => {}
         }
@@ -376,12 +371,12 @@ impl GroupController {
         };
         match api.delete(&leader_name, &dp).await {
             Ok(_) => {}
-            Err(e) if e.is_not_found() || e.is_conflict() => return Ok(false),
+            Err(e) if e.is_not_found() || e.is_conflict() => return Ok(Restart::NotNeeded),
             Err(e) => return Err(e),
         }
         let note = format!("Worker pod {pod_name} failed, deleted leader pod {leader_name} to recreate group {group_index}");
         self.event(lws, "Normal", "RecreateGroup", &note).await;
-        Ok(true)
+        Ok(Restart::Recreated)
     }
 
     async fn save_history(
@@ -405,6 +400,15 @@ impl GroupController {
     }
 }
 
+/// What the restart policy did about a pod.
+enum Restart {
+    NotNeeded,
+    /// The leader was deleted: the group is recreated.
+    Recreated,
+    /// A recreation is due after this backoff.
+    Backoff(Duration),
+}
+
 impl Reconciler for GroupController {
     const NAME: &'static str = "lws-group";
 
@@ -426,17 +430,43 @@ impl Reconciler for GroupController {
         let Some(lws) = self.sets.get(&format!("{ns}/{lws_name}")) else {
             return Ok(Action::Done);
         };
-        let restarted = self.restart_policy(&lws, &pod, gone).await?;
-        if restarted || gone || !is_leader(&pod) {
-            return Ok(Action::Done);
+        let backoff = match self.restart_policy(&lws, &pod, gone).await? {
+            Restart::Recreated => return Ok(Action::Done),
+            Restart::NotNeeded => None,
+            Restart::Backoff(wait) => Some(wait),
+        };
+        if gone || !is_leader(&pod) {
+            return Ok(backoff.map_or(Action::Done, Action::RequeueAfter));
         }
+        // A leader whose group is backing off still builds its group; it
+        // comes back when the backoff ends.
+        let action = self.build_group(key, &lws, &pod).await?;
+        Ok(match (action, backoff) {
+            (Action::RequeueAfter(d), Some(wait)) => Action::RequeueAfter(d.min(wait)),
+            (Action::Done, Some(wait)) => Action::RequeueAfter(wait),
+            (action, None) => action,
+        })
+    }
+}
+
+impl GroupController {
+    /// A leader pod's group: its headless Service (UniquePerReplica) and its
+    /// worker StatefulSet.
+    async fn build_group(
+        &self,
+        key: &str,
+        lws: &LeaderWorkerSet,
+        pod: &Arc<Pod>,
+    ) -> Result<Action, ClientError> {
+        let ns = ns_of(&pod.metadata);
+        let lws_name = label(pod, NAME).unwrap_or_default();
         let annotations = pod.metadata.annotations.clone().unwrap_or_default();
         if annotations.contains_key(LEADER_NAME) {
             let note = format!(
                 "leader pod {} carries {LEADER_NAME}; refusing to build its group",
                 pod.metadata.name.as_deref().unwrap_or("")
             );
-            self.event(&lws, "Warning", "FailedCreate", &note).await;
+            self.event(lws, "Warning", "FailedCreate", &note).await;
             return Ok(Action::Done);
         }
         if pod.metadata.deletion_timestamp.is_some() {
@@ -444,7 +474,7 @@ impl Reconciler for GroupController {
         }
         let leader_name = pod.metadata.name.clone().unwrap_or_default();
         // The revision this leader was created from decides its group.
-        let hash = label(&pod, REVISION_KEY).unwrap_or_default();
+        let hash = label(pod, REVISION_KEY).unwrap_or_default();
         // Only the LWS's own revisions: the StatefulSet controller's revisions
         // of the leader set carry the same labels.
         let revision = self
@@ -461,7 +491,7 @@ impl Reconciler for GroupController {
             return Ok(Action::RequeueAfter(Duration::from_secs(1)));
         };
         if unique_per_replica(Some(&nc)) && self.services.get(key).is_none() {
-            let group_index = label(&pod, GROUP_INDEX).unwrap_or_default();
+            let group_index = label(pod, GROUP_INDEX).unwrap_or_default();
             let owner = controller_ref("v1", "Pod", &pod.metadata);
             let svc = headless_service(
                 &leader_name,
@@ -475,7 +505,7 @@ impl Reconciler for GroupController {
                 Err(e) if e.api().is_some_and(|a| a.code == 409) => {}
                 Err(e) => {
                     let note = format!("Failed to create headless service {leader_name}: {e}");
-                    self.event(&lws, "Warning", "FailedCreate", &note).await;
+                    self.event(lws, "Warning", "FailedCreate", &note).await;
                     return Err(e);
                 }
             }
@@ -483,7 +513,7 @@ impl Reconciler for GroupController {
         if size_of(&lwt) <= 1 {
             return Ok(Action::Done);
         }
-        if lws.spec.startup_policy.as_deref() == Some("LeaderReady") && !is_ready(&pod) {
+        if lws.spec.startup_policy.as_deref() == Some("LeaderReady") && !is_ready(pod) {
             return Ok(Action::Done);
         }
         if let Some(existing) = self.statefulsets.get(key) {
@@ -518,14 +548,14 @@ impl Reconciler for GroupController {
                 }
             }
         };
-        let sts = worker_statefulset(&lws, &pod, &lwt, &nc, node_selector);
+        let sts = worker_statefulset(lws, pod, &lwt, &nc, node_selector);
         let api = self
             .client
             .dynamic(registry::of::<StatefulSet>(), Some(&ns));
         match api.create(&sts).await {
             Ok(_) => {
                 let note = format!("Created worker statefulset for leader pod {leader_name}");
-                self.event(&lws, "Normal", "GroupsProgressing", &note).await;
+                self.event(lws, "Normal", "GroupsProgressing", &note).await;
                 Ok(Action::Done)
             }
             Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(Action::Done),
@@ -533,7 +563,7 @@ impl Reconciler for GroupController {
                 let note = format!(
                     "Failed to create worker statefulset for leader pod {leader_name}: {e}"
                 );
-                self.event(&lws, "Warning", "FailedCreate", &note).await;
+                self.event(lws, "Warning", "FailedCreate", &note).await;
                 Err(e)
             }
         }
