@@ -290,7 +290,7 @@ impl ApiServer {
         strategy
             .prepare_for_create(self, &mut obj)
             .map_err(|e| ApiError::invalid(info, &name, &[e]))?;
-        let mut errs = validation::validate_metadata(&obj, info.kind, info.namespaced);
+        let mut errs = validation::validate_metadata(&obj, strategy.name_rule(), info.namespaced);
         errs.extend(strategy.validate(&obj, None));
         if !errs.is_empty() {
             return Err(ApiError::invalid(info, &name, &errs));
@@ -431,7 +431,8 @@ impl ApiServer {
                     + 1;
                 merged["metadata"]["generation"] = json!(g);
             }
-            let mut errs = validation::validate_metadata(&merged, info.kind, info.namespaced);
+            let mut errs =
+                validation::validate_metadata(&merged, strategy.name_rule(), info.namespaced);
             errs.extend(validation::validate_metadata_update(&merged, &old));
             errs.extend(strategy.validate(&merged, Some(&old)));
             if !errs.is_empty() {

@@ -135,20 +135,14 @@ pub use pod::validate_pod_spec;
 use pod::validate_pod_update;
 use service::validate_service;
 
-/// Which naming rule a kind's `metadata.name` follows.
-#[derive(Debug, Clone, Copy)]
+/// Which naming rule a kind's `metadata.name` follows (its strategy says
+/// which; most kinds take subdomains).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum NameRule {
+    #[default]
     Subdomain,
     Label,
     Dns1035,
-}
-
-pub fn name_rule(kind: &str) -> NameRule {
-    match kind {
-        "Namespace" => NameRule::Label,
-        "Service" | "LeaderWorkerSet" => NameRule::Dns1035,
-        _ => NameRule::Subdomain,
-    }
 }
 
 pub fn name_error(rule: NameRule, name: &str) -> Option<String> {
@@ -223,7 +217,7 @@ const PROTOCOLS: &[&str] = &["SCTP", "TCP", "UDP"];
 // ---------------------------------------------------------------- metadata
 
 /// Validates `metadata` common to every kind.
-pub fn validate_metadata(obj: &Value, kind: &str, namespaced: bool) -> Errors {
+pub fn validate_metadata(obj: &Value, names: NameRule, namespaced: bool) -> Errors {
     let mut errs = Vec::new();
     let meta = obj.get("metadata").cloned().unwrap_or(Value::Null);
     match non_empty_str(&meta, "name") {
@@ -236,7 +230,7 @@ pub fn validate_metadata(obj: &Value, kind: &str, namespaced: bool) -> Errors {
             }
         }
         Some(name) => {
-            if let Some(e) = name_error(name_rule(kind), name) {
+            if let Some(e) = name_error(names, name) {
                 errs.push(FieldError::invalid(
                     "metadata.name",
                     &Value::String(name.into()),
@@ -469,17 +463,20 @@ mod tests {
     fn metadata_rules() {
         let errs = validate_metadata(
             &json!({"metadata": {"name": "Bad_Name", "labels": {"a": "-x"}}}),
-            "Pod",
+            NameRule::Subdomain,
             true,
         );
         assert_eq!(errs.len(), 2);
         assert_eq!(errs[0].field, "metadata.name");
         assert_eq!(errs[1].field, "metadata.labels");
-        assert!(
-            validate_metadata(&json!({"metadata": {"generateName": "x-"}}), "Pod", true).is_empty()
-        );
+        assert!(validate_metadata(
+            &json!({"metadata": {"generateName": "x-"}}),
+            NameRule::Subdomain,
+            true
+        )
+        .is_empty());
         assert_eq!(
-            validate_metadata(&json!({"metadata": {}}), "Pod", true)[0].field,
+            validate_metadata(&json!({"metadata": {}}), NameRule::Subdomain, true)[0].field,
             "metadata.name"
         );
     }

@@ -3,12 +3,16 @@
 //! `Scale` selector is the status' `hpaPodSelector`).
 
 use minik8s_api::lws;
-use minik8s_api::validation::Errors;
+use minik8s_api::validation::{Errors, NameRule};
 use serde_json::Value;
 
 pub struct Lifecycle;
 
 impl super::Strategy for Lifecycle {
+    fn name_rule(&self) -> NameRule {
+        NameRule::Dns1035
+    }
+
     fn default(&self, obj: &mut Value) {
         lws::default(obj);
     }

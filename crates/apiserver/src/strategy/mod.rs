@@ -31,7 +31,7 @@ use k8s_openapi::api::{
 };
 use minik8s_api::registry::{self, ResourceInfo};
 use minik8s_api::selector::Selector;
-use minik8s_api::validation::{Errors, FieldError};
+use minik8s_api::validation::{Errors, FieldError, NameRule};
 use minik8s_api::{defaults, selector, validation};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -58,6 +58,11 @@ pub trait Strategy: Send + Sync {
     /// The kind's own rules; `old` is the stored object on update.
     fn validate(&self, _obj: &Value, _old: Option<&Value>) -> Errors {
         Vec::new()
+    }
+
+    /// The format `metadata.name` must have.
+    fn name_rule(&self) -> NameRule {
+        NameRule::Subdomain
     }
 
     /// A create keeps the status it was sent (a kubelet registers its Node
@@ -197,6 +202,9 @@ where
     fn strategic_merge(&self) -> bool {
         !self.lifecycle.served_as_custom_resource()
     }
+    fn name_rule(&self) -> NameRule {
+        self.lifecycle.name_rule()
+    }
     fn field_selectors(&self) -> Vec<&'static str> {
         selector::supported_fields(K::KIND)
     }
@@ -318,6 +326,26 @@ mod tests {
             "{errs:?}"
         );
         assert!(!lws.strategic_merge(), "served as the upstream CRD");
+    }
+
+    #[test]
+    fn names_follow_each_kinds_rule() {
+        let rule = |info| of(info).name_rule();
+        assert_eq!(rule(registry::of::<core::Namespace>()), NameRule::Label);
+        assert_eq!(rule(registry::of::<core::Service>()), NameRule::Dns1035);
+        assert_eq!(
+            rule(registry::of::<minik8s_api::lws::LeaderWorkerSet>()),
+            NameRule::Dns1035
+        );
+        assert_eq!(rule(registry::of::<core::Pod>()), NameRule::Subdomain);
+        assert_eq!(Schemaless.name_rule(), NameRule::Subdomain);
+        // What that means for a name with a dot.
+        let named = serde_json::json!({"metadata": {"name": "a.b"}});
+        assert!(validation::validate_metadata(&named, NameRule::Subdomain, true).is_empty());
+        assert_eq!(
+            validation::validate_metadata(&named, NameRule::Label, false)[0].field,
+            "metadata.name"
+        );
     }
 
     #[test]

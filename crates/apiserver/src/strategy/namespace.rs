@@ -4,7 +4,7 @@
 //! namespaces cannot be deleted.
 
 use crate::ApiServer;
-use minik8s_api::validation::FieldError;
+use minik8s_api::validation::{FieldError, NameRule};
 use serde_json::{json, Value};
 
 pub struct Lifecycle;
@@ -12,6 +12,10 @@ pub struct Lifecycle;
 const PROTECTED: [&str; 3] = ["default", "kube-system", "kube-public"];
 
 impl super::Strategy for Lifecycle {
+    fn name_rule(&self) -> NameRule {
+        NameRule::Label
+    }
+
     fn prepare_for_create(&self, _srv: &ApiServer, obj: &mut Value) -> Result<(), FieldError> {
         obj["status"] = json!({"phase": "Active"});
         Ok(())

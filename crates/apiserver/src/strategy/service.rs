@@ -4,12 +4,16 @@
 
 use super::Allocations;
 use crate::ipalloc::Allocators;
-use minik8s_api::validation::FieldError;
+use minik8s_api::validation::{FieldError, NameRule};
 use serde_json::{json, Value};
 
 pub struct Lifecycle;
 
 impl super::Strategy for Lifecycle {
+    fn name_rule(&self) -> NameRule {
+        NameRule::Dns1035
+    }
+
     fn allocate(
         &self,
         alloc: &Allocators,
