@@ -392,26 +392,6 @@ pub static REGISTRY: &[ResourceInfo] = &[
     },
 ];
 
-/// Verbs every resource supports (namespaces have no deletecollection upstream).
-pub fn verbs(info: &ResourceInfo) -> &'static [&'static str] {
-    if info.kind == "Namespace" {
-        &[
-            "create", "delete", "get", "list", "patch", "update", "watch",
-        ]
-    } else {
-        &[
-            "create",
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "update",
-            "watch",
-        ]
-    }
-}
-
 /// The resource with this group, version and plural.
 pub fn by_plural(group: &str, version: &str, plural: &str) -> Option<&'static ResourceInfo> {
     REGISTRY

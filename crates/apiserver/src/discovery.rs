@@ -4,7 +4,8 @@
 //! or unregistered at run time shows up, or goes, on the next request.
 
 use crate::metrics_api;
-use minik8s_api::registry::{self, verbs, Registry};
+use crate::strategy;
+use minik8s_api::registry::{self, Registry, ResourceInfo};
 use serde_json::{json, Value};
 
 pub fn version() -> Value {
@@ -93,6 +94,17 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
     Some(
         json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
     )
+}
+
+/// The verbs discovery lists for a resource (kubectl reads them, e.g. to know
+/// whether `delete --all` may send one deletecollection).
+fn verbs(info: &ResourceInfo) -> Vec<&'static str> {
+    let mut v = vec!["create", "delete"];
+    if strategy::of(info).delete_collection() {
+        v.push("deletecollection");
+    }
+    v.extend(["get", "list", "patch", "update", "watch"]);
+    v
 }
 
 fn gv_key(group: &str, version: &str) -> String {

@@ -260,6 +260,11 @@ impl Request {
                 let created = self.srv.create(t.info, ns, obj, self.strict()).await?;
                 Ok(json_response(StatusCode::CREATED, &created))
             }
+            (&Method::DELETE, None, None) if !strategy::of(t.info).delete_collection() => {
+                Err(ApiError::method_not_allowed(format!(
+                    "the server does not allow this method on the requested resource ({method})"
+                )))
+            }
             (&Method::DELETE, None, None) => {
                 let opts = self.delete_options()?;
                 Ok(json_response(

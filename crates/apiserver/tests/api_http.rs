@@ -944,6 +944,23 @@ async fn discovery_version_and_openapi() {
     ] {
         assert!(groups.contains(&g), "{g}");
     }
+    // Namespaces have no deletecollection, in discovery and on the wire.
+    let (_, core) = h.get("/api/v1").await;
+    let verbs_of = |name: &str| -> Vec<String> {
+        core["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .map(|r| serde_json::from_value(r["verbs"].clone()).unwrap())
+            .unwrap_or_default()
+    };
+    assert!(!verbs_of("namespaces").contains(&"deletecollection".to_string()));
+    assert!(verbs_of("pods").contains(&"deletecollection".to_string()));
+    let refused = h
+        .call(reqwest::Method::DELETE, "/api/v1/namespaces", "", "")
+        .await;
+    assert_status(&refused, 405, "MethodNotAllowed");
     let (_, apps) = h.get("/apis/apps/v1").await;
     let scale = apps["resources"]
         .as_array()

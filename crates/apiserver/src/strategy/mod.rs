@@ -91,6 +91,11 @@ pub trait Strategy: Send + Sync {
     /// Gives back what a deleted object held.
     fn release(&self, _alloc: &Allocators, _obj: &Value) {}
 
+    /// `DELETE` on the collection is served (Kubernetes has none for namespaces).
+    fn delete_collection(&self) -> bool {
+        true
+    }
+
     /// Refuses the deletion of objects that must stay (with the reason).
     fn check_delete(&self, _name: &str) -> Result<(), &'static str> {
         Ok(())
@@ -228,6 +233,9 @@ where
     }
     fn release(&self, alloc: &Allocators, obj: &Value) {
         self.lifecycle.release(alloc, obj)
+    }
+    fn delete_collection(&self) -> bool {
+        self.lifecycle.delete_collection()
     }
     fn check_delete(&self, name: &str) -> Result<(), &'static str> {
         self.lifecycle.check_delete(name)

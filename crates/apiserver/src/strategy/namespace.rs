@@ -21,6 +21,10 @@ impl super::Strategy for Lifecycle {
         Ok(())
     }
 
+    fn delete_collection(&self) -> bool {
+        false
+    }
+
     fn check_delete(&self, name: &str) -> Result<(), &'static str> {
         if PROTECTED.contains(&name) {
             return Err("this namespace may not be deleted");
