@@ -122,14 +122,10 @@ impl ResourceInfo {
 
     /// Storage key prefix: `/registry/<group>/<plural>/` (+ `<ns>/`).
     pub fn key_prefix(&self, namespace: Option<&str>) -> String {
-        let group = if self.group.is_empty() {
-            "core"
-        } else {
-            self.group
-        };
+        let all = storage_prefix(self.group, self.plural);
         match namespace {
-            Some(ns) if self.namespaced => format!("/registry/{}/{}/{}/", group, self.plural, ns),
-            _ => format!("/registry/{}/{}/", group, self.plural),
+            Some(ns) if self.namespaced => format!("{all}{ns}/"),
+            _ => all,
         }
     }
 
@@ -391,6 +387,13 @@ pub static REGISTRY: &[ResourceInfo] = &[
         columns: LWS_COLUMNS,
     },
 ];
+
+/// Where a resource's objects are stored: `/registry/<group>/<plural>/`, the
+/// core group written as `core`.
+pub fn storage_prefix(group: &str, plural: &str) -> String {
+    let group = if group.is_empty() { "core" } else { group };
+    format!("/registry/{group}/{plural}/")
+}
 
 /// The resource with this group, version and plural.
 pub fn by_plural(group: &str, version: &str, plural: &str) -> Option<&'static ResourceInfo> {

@@ -24,6 +24,13 @@ use minik8s_api::ApiError;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
+/// 405 for a method the resource (or path) does not serve, in Kubernetes' words.
+fn not_allowed(method: &Method) -> ApiError {
+    ApiError::method_not_allowed(format!(
+        "the server does not allow this method on the requested resource ({method})"
+    ))
+}
+
 /// A request on a resource.
 pub struct Target {
     pub info: &'static ResourceInfo,
@@ -135,9 +142,7 @@ pub async fn handle(
     if let Some(rest) = uri.path().strip_prefix(&metrics_prefix) {
         let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
         if method != Method::GET {
-            return error_response(&ApiError::method_not_allowed(format!(
-                "the server does not allow this method on the requested resource ({method})"
-            )));
+            return error_response(&not_allowed(&method));
         }
         return match srv.metrics(&segs, &params).await {
             Ok(v) => json_response(StatusCode::OK, &v),
@@ -147,9 +152,7 @@ pub async fn handle(
     match route(&srv.registry, uri.path()) {
         None => error_response(&ApiError::unknown_path()),
         Some(r) if method != Method::GET && !matches!(r, Route::Resource(_)) => {
-            error_response(&ApiError::method_not_allowed(format!(
-                "the server does not allow this method on the requested resource ({method})"
-            )))
+            error_response(&not_allowed(&method))
         }
         Some(Route::Version) => json_response(StatusCode::OK, &discovery::version()),
         Some(Route::Health) => {
@@ -261,9 +264,7 @@ impl Request {
                 Ok(json_response(StatusCode::CREATED, &created))
             }
             (&Method::DELETE, None, None) if !strategy::of(t.info).delete_collection() => {
-                Err(ApiError::method_not_allowed(format!(
-                    "the server does not allow this method on the requested resource ({method})"
-                )))
+                Err(not_allowed(&method))
             }
             (&Method::DELETE, None, None) => {
                 let opts = self.delete_options()?;
@@ -385,9 +386,7 @@ impl Request {
             (&Method::GET, Some(name), Some("log")) => {
                 self.srv.pod_log(ns, name, &self.params).await
             }
-            _ => Err(ApiError::method_not_allowed(format!(
-                "the server does not allow this method on the requested resource ({method})"
-            ))),
+            _ => Err(not_allowed(&method)),
         }
     }
 

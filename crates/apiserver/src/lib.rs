@@ -248,7 +248,7 @@ impl ApiServer {
             })?;
         let cache = WatchCache::start(
             self.store.clone(),
-            format!("/registry/{}/{}/", spec.group, spec.plural),
+            registry::storage_prefix(&spec.group, &spec.plural),
             rev,
             self.watch_cache_size,
         );

@@ -9,14 +9,7 @@ use minik8s_client::rest::content;
 use minik8s_client::{ClientError, DynamicApi};
 use serde_json::{json, Value};
 
-/// The controller ownerReference of an object, if any: (uid, kind, name).
-pub fn controller_of(meta: &ObjectMeta) -> Option<(String, String, String)> {
-    meta.owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true))
-        .map(|o| (o.uid.clone(), o.kind.clone(), o.name.clone()))
-}
+pub use minik8s_client::controller::controller_of;
 
 /// A controller ownerReference to `owner` (with `blockOwnerDeletion`, so
 /// foreground deletion waits for the dependent).

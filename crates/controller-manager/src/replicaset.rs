@@ -194,9 +194,7 @@ impl ReplicaSetController {
     }
 
     fn owner_key(pod: &Pod) -> Option<String> {
-        controller_of(&pod.metadata)
-            .filter(|(_, kind, _)| kind == "ReplicaSet")
-            .map(|(_, _, name)| format!("{}/{}", ns_of(&pod.metadata), name))
+        minik8s_client::controller::controller_key(&pod.metadata, "ReplicaSet")
     }
 
     /// The ReplicaSets a pod event concerns: its owners before and after,

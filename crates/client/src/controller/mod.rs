@@ -157,16 +157,21 @@ fn apply(queue: &WorkQueue<String>, key: &str, result: Result<Action, ClientErro
     }
 }
 
-/// `namespace/name` of the object's controller of kind `kind`, if it has one.
-pub fn controller_key(meta: &ObjectMeta, kind: &str) -> Option<String> {
-    let owner = meta
-        .owner_references
-        .as_ref()?
+/// The controller ownerReference of an object, if any: (uid, kind, name).
+pub fn controller_of(meta: &ObjectMeta) -> Option<(String, String, String)> {
+    meta.owner_references
         .iter()
-        .find(|o| o.controller == Some(true) && o.kind == kind)?;
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| (o.uid.clone(), o.kind.clone(), o.name.clone()))
+}
+
+/// `namespace/name` of the object's controller if it is of kind `kind`.
+pub fn controller_key(meta: &ObjectMeta, kind: &str) -> Option<String> {
+    let (_, _, name) = controller_of(meta).filter(|(_, k, _)| k == kind)?;
     Some(match &meta.namespace {
-        Some(ns) => format!("{ns}/{}", owner.name),
-        None => owner.name.clone(),
+        Some(ns) => format!("{ns}/{name}"),
+        None => name,
     })
 }
 
