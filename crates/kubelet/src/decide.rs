@@ -118,6 +118,7 @@ pub fn container_action(
 /// The state of one container as `containerStatuses[]` shows it. `probes_ready` is
 /// the readiness probe's verdict (true without a readiness probe).
 pub fn container_status(
+    scheme: &str,
     spec: &Container,
     current: Option<&ContainerInfo>,
     previous: Option<&ContainerInfo>,
@@ -130,7 +131,7 @@ pub fn container_status(
             json!({"running": {"startedAt": trim_time(started_at)}})
         }
         (Some(s @ State::Exited { .. }), _) => {
-            terminated(s, current.map(|c| c.id.as_str()).unwrap_or(""))
+            terminated(s, scheme, current.map(|c| c.id.as_str()).unwrap_or(""))
         }
         _ => json!({"waiting": {"reason": "ContainerCreating"}}),
     };
@@ -138,15 +139,15 @@ pub fn container_status(
     let mut st = json!({
         "name": spec.name,
         "image": spec.image.clone().unwrap_or_default(),
-        "imageID": current.map(|c| format!("docker-pullable://{}", c.image_id)).unwrap_or_default(),
+        "imageID": current.map(|c| c.image_id.clone()).unwrap_or_default(),
         "ready": running && waiting.is_none() && probes_ready,
         "started": running,
         "restartCount": current.map(|c| c.restart_count).unwrap_or(0),
         "state": state,
-        "lastState": previous.map(|p| terminated(&p.state, &p.id)).unwrap_or(json!({})),
+        "lastState": previous.map(|p| terminated(&p.state, scheme, &p.id)).unwrap_or(json!({})),
     });
     if let Some(c) = current {
-        st["containerID"] = json!(format!("docker://{}", c.id));
+        st["containerID"] = json!(format!("{scheme}://{}", c.id));
     }
     st
 }
@@ -157,7 +158,7 @@ fn trim_time(t: &str) -> String {
         .unwrap_or_default()
 }
 
-fn terminated(state: &State, id: &str) -> Value {
+fn terminated(state: &State, scheme: &str, id: &str) -> Value {
     match state {
         State::Exited {
             exit_code,
@@ -173,7 +174,7 @@ fn terminated(state: &State, id: &str) -> Value {
                 "Error"
             };
             json!({"terminated": {"exitCode": exit_code, "reason": reason, "startedAt": trim_time(started_at),
-                                  "finishedAt": trim_time(finished_at), "containerID": format!("docker://{id}")}})
+                                  "finishedAt": trim_time(finished_at), "containerID": format!("{scheme}://{id}")}})
         }
         _ => json!({}),
     }
@@ -381,13 +382,14 @@ mod tests {
             "h",
         );
         let prev = info(exited(137, 5, 30), 1, "h");
-        let st = container_status(&s, Some(&cur), Some(&prev), None, true);
+        let st = container_status("docker", &s, Some(&cur), Some(&prev), None, true);
         assert_eq!(st["ready"], true);
         assert_eq!(st["restartCount"], 2);
         assert_eq!(st["state"]["running"]["startedAt"], "2026-01-01T00:00:00Z");
         assert_eq!(st["lastState"]["terminated"]["exitCode"], 137);
         assert_eq!(st["lastState"]["terminated"]["reason"], "Error");
         let waiting = container_status(
+            "docker",
             &s,
             Some(&prev),
             None,
@@ -399,8 +401,8 @@ mod tests {
         );
         assert_eq!(waiting["state"]["waiting"]["reason"], "CrashLoopBackOff");
         assert_eq!(waiting["ready"], false);
-        let none = container_status(&s, None, None, None, true);
-        let unready = container_status(&s, Some(&cur), None, None, false);
+        let none = container_status("docker", &s, None, None, None, true);
+        let unready = container_status("docker", &s, Some(&cur), None, None, false);
         assert_eq!(
             unready["ready"], false,
             "a failing readiness probe keeps a running container unready"

@@ -1,19 +1,27 @@
-//! Hollow nodes: kubelets without a container runtime, for scale benchmarks
-//! only. Each registers a Node (Ready, 4 cpu, 16Gi, 110 pods) and renews its
-//! Lease (and reports Ready again if the node lifecycle controller marked it
-//! Unknown while it was away); pods bound to it go Running at once with a
-//! made-up IP, and deleted pods are confirmed at once. Many hollow nodes share one process, one pod
-//! watch and a few workers.
+//! Hollow nodes: the real kubelet on the in-memory runtime
+//! ([`crate::runtime::FakeRuntime`]), as kubemark runs it, for scale
+//! benchmarks and controller tests. Each node registers (4 cpu, 16Gi, 110
+//! pods, label `minik8s.io/hollow=true`), heartbeats, syncs its pods through
+//! `pod_actions` and `sync_pod`, probes, reports status and confirms
+//! deletions exactly as a real node does; only the containers are make-believe.
+//!
+//! ```text
+//!  one pod watch (all pods) ──by spec.nodeName──▶ hollow-0 kubelet ─┐
+//!                                            ├──▶ hollow-1 kubelet ─┼─▶ FakeRuntime each
+//!                                            └──▶ ...               ┘
+//! ```
+//!
+//! Many hollow nodes share one process and one pod watch (a watch per node
+//! would cost the apiserver a watcher per node).
 
+use crate::runtime::FakeRuntime;
+use crate::{Config, Kubelet};
 use anyhow::Context;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
-use minik8s_api::meta::now_rfc3339;
-use minik8s_api::registry;
-use minik8s_client::informer::{object_key, Event};
-use minik8s_client::rest::content;
-use minik8s_client::{Api, Client, DeleteParams, Informer, ListParams, WorkQueue};
-use serde_json::json;
+use k8s_openapi::api::core::v1::Pod;
+use minik8s_client::{Api, Client, Informer, ListParams};
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 
 #[derive(Debug, Clone)]
@@ -21,192 +29,126 @@ pub struct HollowConfig {
     /// Nodes are named `<prefix>-0` ... `<prefix>-<count-1>`.
     pub prefix: String,
     pub count: usize,
+    /// How often each node renews its Lease and posts its status.
     pub lease_seconds: u64,
 }
 
-fn node_name(prefix: &str, i: usize) -> String {
-    format!("{prefix}-{i}")
+/// Hollow node capacity (kubemark's defaults are of the same size).
+pub const CPUS: u64 = 4;
+pub const MEMORY_BYTES: u64 = 16 << 30;
+/// Every hollow node carries this label (`=true`).
+pub const LABEL: &str = "minik8s.io/hollow";
+
+/// Running hollow nodes; dropping this stops them (as a killed process would:
+/// no goodbye, the heartbeats just stop).
+pub struct HollowNodes {
+    pub kubelets: Vec<Arc<Kubelet>>,
+    tasks: tokio::task::JoinSet<()>,
 }
 
-/// The made-up IP of the next pod on node `i`: `10.<i/256>.<i%256>.<n>`, with
-/// `n` counting the node's pods, so an IP comes back only after 254 newer pods
-/// on that node (a hash of the uid could give a replacement its predecessor's IP).
-pub fn fake_ip(i: usize) -> String {
-    static NEXT: std::sync::Mutex<Option<std::collections::HashMap<usize, u32>>> =
-        std::sync::Mutex::new(None);
-    let mut next = NEXT.lock().unwrap_or_else(|e| e.into_inner());
-    let n = next
-        .get_or_insert_with(Default::default)
-        .entry(i)
-        .or_insert(0);
-    let host = *n % 254 + 1;
-    *n += 1;
-    format!("10.{}.{}.{}", (i / 256) % 256, i % 256, host)
+/// The configuration of hollow node `i`: its own pod CIDR (`10.<i/256>.<i%256>.0/24`,
+/// outside the controller manager's cluster CIDR) and address, nothing on the host.
+pub fn node_config(prefix: &str, i: usize, lease_seconds: u64) -> Config {
+    let (hi, lo) = ((i / 256) % 256, i % 256);
+    Config {
+        node_name: format!("{prefix}-{i}"),
+        node_ip: format!("10.255.{hi}.{lo}"),
+        port: 10250,
+        node_labels: vec![(LABEL.into(), "true".into())],
+        docker_socket: "memory://".into(),
+        network: "hollow".into(),
+        pod_cidr: Some(format!("10.{hi}.{lo}.0/24")),
+        pause_image: "minik8s/pause:latest".into(),
+        root_dir: std::env::temp_dir()
+            .join("minik8s-hollow")
+            .join(format!("{prefix}-{i}")),
+        max_pods: 110,
+        // Nothing changes under a hollow pod between events but probes.
+        sync_seconds: 10,
+        cluster_dns: Vec::new(),
+        cluster_domain: "cluster.local".into(),
+        resolv_conf: "/nonexistent/resolv.conf".into(),
+        flannel_subnet_env: "/nonexistent/subnet.env".into(),
+        pod_network_routes: "none".into(),
+        node_status_update_frequency: Duration::from_secs(lease_seconds.max(1)),
+    }
 }
 
-/// Registers the nodes (32 at a time).
-pub async fn register(client: &Client, cfg: &HollowConfig) -> anyhow::Result<()> {
-    let nodes = client.dynamic(registry::of::<Node>(), None);
-    let results: Vec<anyhow::Result<()>> = futures::stream::iter(0..cfg.count)
+/// Registers `cfg.count` hollow nodes (32 at a time) and starts their
+/// kubelets; returns once every node is registered.
+pub async fn start(client: &Client, cfg: &HollowConfig) -> anyhow::Result<HollowNodes> {
+    let mut informer = Informer::new(Api::<Pod>::all(client), ListParams::default());
+    let cache = informer.cache();
+    let by_node: Arc<RwLock<HashMap<String, Weak<Kubelet>>>> = Arc::default();
+    let routes = by_node.clone();
+    informer.on_event(move |ev| {
+        let pod = ev.object();
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
+            return;
+        };
+        let kubelet = routes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(node)
+            .and_then(Weak::upgrade);
+        if let Some(k) = kubelet {
+            k.handle(ev);
+        }
+    });
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(informer.run());
+    let started: Vec<anyhow::Result<Arc<Kubelet>>> = futures::stream::iter(0..cfg.count)
         .map(|i| {
-            let nodes = nodes.clone();
-            let name = node_name(&cfg.prefix, i);
+            let config = node_config(&cfg.prefix, i, cfg.lease_seconds);
+            let runtime = Arc::new(FakeRuntime::new(CPUS, MEMORY_BYTES));
+            let (client, cache) = (client.clone(), cache.clone());
             async move {
-                let res = json!({"cpu": "4", "memory": "16Gi", "pods": "110"});
-                let node = json!({"apiVersion": "v1", "kind": "Node",
-                    "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "minik8s.io/hollow": "true"},
-                                 "annotations": {crate::node::CONFIG_ANNOTATION: "hollow"}},
-                    "status": {"capacity": res, "allocatable": res,
-                               "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "lastHeartbeatTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()}],
-                               "addresses": [{"type": "InternalIP", "address": format!("10.255.{}.{}", i / 256, i % 256)}]}});
-                match nodes.create(&node).await {
-                    Ok(_) => Ok(()),
-                    Err(e) if e.api().is_some_and(|a| a.is_already_exists()) => Ok(()),
-                    Err(e) => Err(anyhow::Error::new(e).context(format!("registering hollow node {name}"))),
-                }
+                let name = config.node_name.clone();
+                crate::prepare(client, config, runtime, cache)
+                    .await
+                    .with_context(|| format!("starting hollow node {name}"))
             }
         })
         .buffer_unordered(32)
         .collect()
         .await;
-    results.into_iter().collect()
-}
-
-/// Runs `cfg.count` hollow nodes until the process ends.
-pub async fn run(client: Client, cfg: HollowConfig) -> anyhow::Result<()> {
-    register(&client, &cfg)
-        .await
-        .context("registering hollow nodes")?;
-    let prefix = format!("{}-", cfg.prefix);
-    let mut informer = Informer::new(Api::<Pod>::all(&client), ListParams::default());
-    let cache = informer.cache();
-    let queue: WorkQueue<String> = WorkQueue::new();
-    let (q, p) = (queue.clone(), prefix.clone());
-    informer.on_event(move |ev| {
-        if let Event::Added(pod) | Event::Updated { new: pod, .. } = ev {
-            if pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_deref())
-                .is_some_and(|n| n.starts_with(&p))
-            {
-                q.add(object_key(&pod.metadata));
+    let kubelets: Vec<Arc<Kubelet>> = started.into_iter().collect::<anyhow::Result<_>>()?;
+    {
+        let mut routes = by_node.write().unwrap_or_else(|e| e.into_inner());
+        for k in &kubelets {
+            routes.insert(k.config.node_name.clone(), Arc::downgrade(k));
+        }
+    }
+    for k in &kubelets {
+        k.clone().begin().await?;
+        // Pods bound before the route existed: their events went nowhere.
+        for pod in k.pods.list() {
+            if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&k.config.node_name) {
+                k.trigger(&minik8s_client::informer::object_key(&pod.metadata));
             }
         }
-    });
-    // The tasks end with this function (dropping the set aborts them), so a
-    // test can "kill" hollow nodes by aborting `run`.
-    let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(informer.run());
-    for _ in 0..8 {
-        let (queue, cache, client) = (queue.clone(), cache.clone(), client.clone());
-        tasks.spawn(async move {
-            while let Some(key) = queue.get().await {
-                if let Some(pod) = cache.get(&key) {
-                    if let Err(e) = sync_hollow_pod(&client, &pod).await {
-                        tracing::debug!(pod = %key, error = %e, "hollow pod");
-                        queue.add_rate_limited(key.clone());
-                    }
-                }
-                queue.done(&key);
+        tasks.spawn({
+            let k = k.clone();
+            async move {
+                let _ = crate::node::heartbeat(k).await;
             }
         });
     }
-    let node_informer = Informer::new(
-        Api::<Node>::all(&client),
-        ListParams::default().labels("minik8s.io/hollow=true"),
-    );
-    let nodes = node_informer.cache();
-    tasks.spawn(node_informer.run());
-    let node_api = client.dynamic(registry::of::<Node>(), None);
-    loop {
-        for i in 0..cfg.count {
-            let name = node_name(&cfg.prefix, i);
-            if let Err(e) = crate::node::renew_lease(&client, &name).await {
-                tracing::debug!(node = %name, error = %e, "hollow lease");
-            }
-            let ready = nodes.get(&name).is_some_and(|n| {
-                n.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-                    .is_some_and(|c| c.status == "True")
-            });
-            if !ready && nodes.has_synced() {
-                let now = now_rfc3339();
-                let status = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                    "message": "kubelet is posting ready status", "lastHeartbeatTime": now, "lastTransitionTime": now}]}});
-                if let Err(e) = node_api
-                    .patch(&name, Some("status"), content::MERGE_PATCH, &status)
-                    .await
-                {
-                    tracing::debug!(node = %name, error = %e, "hollow node status");
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_secs(cfg.lease_seconds.max(1))).await;
+    Ok(HollowNodes { kubelets, tasks })
+}
+
+impl HollowNodes {
+    /// Runs until the process ends (or the future is dropped).
+    pub async fn run_forever(mut self) {
+        while self.tasks.join_next().await.is_some() {}
+        std::future::pending::<()>().await
     }
 }
 
-/// Running at once, or gone at once.
-async fn sync_hollow_pod(client: &Client, pod: &Pod) -> anyhow::Result<()> {
-    let api = client.dynamic(registry::of::<Pod>(), pod.metadata.namespace.as_deref());
-    let name = pod.metadata.name.as_deref().unwrap_or("");
-    if pod.metadata.deletion_timestamp.is_some() {
-        let dp = DeleteParams {
-            grace_period_seconds: Some(0),
-            precondition_uid: pod.metadata.uid.clone(),
-            ..Default::default()
-        };
-        return match api.delete(name, &dp).await {
-            Err(e) if !(e.is_not_found() || e.is_conflict()) => Err(e.into()),
-            _ => Ok(()),
-        };
-    }
-    if pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") {
-        return Ok(());
-    }
-    let node = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.node_name.clone())
-        .unwrap_or_default();
-    let index: usize = node
-        .rsplit('-')
-        .next()
-        .and_then(|i| i.parse().ok())
-        .unwrap_or(0);
-    let ip = fake_ip(index);
-    let now = now_rfc3339();
-    let statuses: Vec<_> = pod
-        .spec
-        .iter()
-        .flat_map(|s| s.containers.iter())
-        .map(|c| json!({"name": c.name, "image": c.image, "imageID": "hollow://", "ready": true, "started": true, "restartCount": 0,
-                        "containerID": format!("hollow://{}", c.name), "state": {"running": {"startedAt": now}}}))
-        .collect();
-    let conditions: Vec<_> = ["PodScheduled", "Initialized", "ContainersReady", "Ready"]
-        .iter()
-        .map(|t| json!({"type": t, "status": "True", "lastProbeTime": null, "lastTransitionTime": now}))
-        .collect();
-    let status = json!({"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "hostIP": ip, "startTime": now,
-                                   "conditions": conditions, "containerStatuses": statuses}});
-    match api
-        .patch(name, Some("status"), content::MERGE_PATCH, &status)
-        .await
-    {
-        Err(e) if !e.is_not_found() => Err(e.into()),
-        _ => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn fake_ips_are_per_node() {
-        assert!(super::fake_ip(0).starts_with("10.0.0."));
-        assert!(super::fake_ip(300).starts_with("10.1.44."));
-        let a = super::fake_ip(7);
-        assert_ne!(a, super::fake_ip(7), "a node's next pod gets a new IP");
-    }
+/// Starts `cfg.count` hollow nodes and runs them until the future is dropped
+/// (a test "kills" hollow nodes by aborting the task running this).
+pub async fn run(client: Client, cfg: HollowConfig) -> anyhow::Result<()> {
+    let nodes = start(&client, &cfg).await?;
+    nodes.run_forever().await;
+    Ok(())
 }

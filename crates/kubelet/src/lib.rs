@@ -8,12 +8,17 @@
 //!
 //! A pod is a sandbox ("pause") container holding the network namespace and
 //! hostname, plus the app containers joined to it. Everything the kubelet
-//! knows about running pods is in Docker's container labels, so a restarted
-//! kubelet picks up where it left off. The decisions (restart, backoff,
-//! phase) are pure functions in [`decide`]; this file is the I/O around them.
+//! knows about running pods is in the runtime's container labels, so a
+//! restarted kubelet picks up where it left off. The decisions are pure
+//! functions: [`actions::pod_actions`] (what a sync does) on top of
+//! [`decide`] (restart, backoff, status, phase). The runtime is a trait
+//! ([`runtime::ContainerRuntime`]): Docker on real nodes, memory on hollow
+//! nodes ([`hollow`]), which run this same kubelet.
 
+pub mod actions;
 pub mod decide;
 pub mod dns;
+pub mod env;
 pub mod hollow;
 pub mod network;
 pub mod node;
@@ -22,15 +27,16 @@ pub mod probe;
 pub mod runtime;
 pub mod server;
 pub mod stats;
+pub mod status;
 
 use anyhow::Context;
 use k8s_openapi::api::core::v1::Pod;
 use minik8s_client::informer::{object_key, Event};
 use minik8s_client::{Api, Cache, Client, Informer, ListParams};
-use runtime::Runtime;
-use std::collections::HashMap;
+use runtime::{ContainerRuntime, DockerRuntime};
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -45,6 +51,10 @@ pub struct Config {
     /// Port of the kubelet's own HTTP server (logs, health).
     #[arg(long, default_value_t = 10250)]
     pub port: u16,
+    /// Labels the Node registers with (`key=value,...`), besides the
+    /// well-known hostname, os and arch labels.
+    #[arg(long, value_delimiter = ',', value_parser = parse_label)]
+    pub node_labels: Vec<(String, String)>,
     /// Docker's socket.
     #[arg(long, default_value = "unix:///var/run/docker.sock")]
     pub docker_socket: String,
@@ -92,6 +102,20 @@ pub struct Config {
     pub node_status_update_frequency: Duration,
 }
 
+fn parse_label(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not key=value"))?;
+    use minik8s_api::names::{label_value_error, qualified_name_error};
+    if let Some(e) = qualified_name_error(k) {
+        return Err(format!("label key {k:?}: {e}"));
+    }
+    if let Some(e) = label_value_error(v) {
+        return Err(format!("label value {v:?}: {e}"));
+    }
+    Ok((k.to_string(), v.to_string()))
+}
+
 fn default_hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_lowercase())
@@ -102,7 +126,7 @@ fn default_hostname() -> String {
 pub struct Kubelet {
     pub config: Config,
     pub client: Client,
-    pub runtime: Runtime,
+    pub runtime: Arc<dyn ContainerRuntime>,
     pub pods: Cache<Pod>,
     workers: Mutex<HashMap<String, mpsc::UnboundedSender<()>>>,
     /// The pod CIDR in use (from the Node object or the flag).
@@ -117,7 +141,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Kubelet {
     /// Wakes (or starts) the worker of one pod.
-    fn trigger(self: &Arc<Self>, key: &str) {
+    pub(crate) fn trigger(self: &Arc<Self>, key: &str) {
         let mut workers = lock(&self.workers);
         if let Some(tx) = workers.get(key) {
             if tx.send(()).is_ok() {
@@ -127,23 +151,33 @@ impl Kubelet {
         let (tx, rx) = mpsc::unbounded_channel();
         let _ = tx.send(());
         workers.insert(key.to_string(), tx);
-        let me = self.clone();
+        let me = Arc::downgrade(self);
         let key = key.to_string();
-        tokio::spawn(async move { me.pod_worker(key, rx).await });
+        tokio::spawn(Self::pod_worker(me, key, rx));
     }
 
-    /// One pod's loop: sync on every change and every few seconds, until the pod is gone.
-    async fn pod_worker(self: Arc<Self>, key: String, mut rx: mpsc::UnboundedReceiver<()>) {
-        let every = Duration::from_secs(self.config.sync_seconds.max(1));
+    /// One pod's loop: sync on every change and every few seconds, until the
+    /// pod is gone or the kubelet is (hollow nodes stop by being dropped).
+    async fn pod_worker(me: Weak<Self>, key: String, mut rx: mpsc::UnboundedReceiver<()>) {
         loop {
+            let Some(every) = me.upgrade().map(|k| k.config.sync_seconds.max(1)) else {
+                return;
+            };
             tokio::select! {
                 msg = rx.recv() => if msg.is_none() { return },
-                _ = tokio::time::sleep(every) => {}
+                _ = tokio::time::sleep(Duration::from_secs(every)) => {}
             }
             while rx.try_recv().is_ok() {}
-            let finished = match self.pods.get(&key) {
+            let Some(me) = me.upgrade() else { return };
+            // A shared cache (hollow nodes) also holds other nodes' pods, and
+            // a name can come back on another node.
+            let mine = me.pods.get(&key).filter(|p| {
+                p.spec.as_ref().and_then(|s| s.node_name.as_deref())
+                    == Some(me.config.node_name.as_str())
+            });
+            let finished = match mine {
                 None => true,
-                Some(pod) => match self.sync_pod(&pod).await {
+                Some(pod) => match me.sync_pod(&pod).await {
                     Ok(done) => done,
                     Err(e) => {
                         tracing::warn!(pod = %key, error = %e, "sync_pod failed");
@@ -152,7 +186,7 @@ impl Kubelet {
                 },
             };
             if finished {
-                let mut workers = lock(&self.workers);
+                let mut workers = lock(&me.workers);
                 // A trigger that arrived meanwhile keeps the worker alive.
                 if rx.is_empty() {
                     workers.remove(&key);
@@ -168,24 +202,44 @@ impl Kubelet {
         if !self.pods.has_synced() {
             return Ok(());
         }
-        let live: std::collections::HashSet<String> = self
-            .pods
-            .list()
-            .iter()
-            .filter_map(|p| p.metadata.uid.clone())
-            .collect();
         let containers = self.runtime.list(None).await?;
         self.probes
             .retain(&containers.iter().map(|c| c.id.clone()).collect());
-        for c in containers {
-            if !live.contains(&c.pod_uid) {
-                tracing::info!(pod = %format!("{}/{}", c.pod_namespace, c.pod_name), container = %c.name, "removing orphaned container");
-                self.runtime.stop(&c.id, 0).await?;
-                self.runtime.remove(&c.id).await?;
-                let _ = std::fs::remove_dir_all(self.config.root_dir.join("pods").join(&c.pod_uid));
-            }
+        // One cache lookup per container: the cache may hold every pod of the
+        // cluster (hollow nodes share one).
+        let live = |c: &runtime::ContainerInfo| {
+            let key = format!("{}/{}", c.pod_namespace, c.pod_name);
+            self.pods
+                .get(&key)
+                .is_some_and(|p| p.metadata.uid.as_deref() == Some(c.pod_uid.as_str()))
+        };
+        let orphans: Vec<_> = containers.iter().filter(|c| !live(c)).cloned().collect();
+        for c in &orphans {
+            tracing::info!(pod = %format!("{}/{}", c.pod_namespace, c.pod_name), container = %c.name, "removing orphaned container");
+        }
+        self.kill_containers(&orphans, 0).await?;
+        for uid in orphans.iter().map(|c| &c.pod_uid).collect::<HashSet<_>>() {
+            let _ = std::fs::remove_dir_all(self.config.root_dir.join("pods").join(uid));
         }
         Ok(())
+    }
+
+    /// Feeds one pod event to the pod workers.
+    pub fn handle(self: &Arc<Self>, ev: &Event<Pod>) {
+        match ev {
+            Event::Added(p) | Event::Updated { new: p, .. } => {
+                self.trigger(&object_key(&p.metadata))
+            }
+            // Gone from the API: the orphan sweep removes its containers.
+            Event::Deleted(_) => {
+                let k = self.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = k.remove_orphans().await {
+                        tracing::warn!(error = %e, "removing orphans");
+                    }
+                });
+            }
+        }
     }
 }
 
@@ -212,14 +266,42 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     }
 }
 
-/// Registers the node, starts the pod informer and workers; returns the kubelet.
-/// (The HTTP server and heartbeats are started by [`run`], or by tests.)
+/// Registers the node, starts the pod informer and workers on Docker;
+/// returns the kubelet. (The HTTP server and heartbeats are started by
+/// [`run`], or by tests.)
 pub async fn start(client: Client, config: Config) -> anyhow::Result<Arc<Kubelet>> {
-    let runtime = Runtime::connect(&config.docker_socket, &config.network, &config.node_name)?;
-    let version = runtime
-        .version()
-        .await
-        .with_context(|| format!("talking to Docker at {}", config.docker_socket))?;
+    let runtime =
+        DockerRuntime::connect(&config.docker_socket, &config.network, &config.node_name)?;
+    let lp = ListParams::default().fields(&format!("spec.nodeName={}", config.node_name));
+    let mut informer = Informer::new(Api::<Pod>::all(&client), lp);
+    let kubelet = prepare(client, config, Arc::new(runtime), informer.cache()).await?;
+    let weak = Arc::downgrade(&kubelet);
+    informer.on_event(move |ev| {
+        if let Some(k) = weak.upgrade() {
+            k.handle(ev)
+        }
+    });
+    tokio::spawn(informer.run());
+    kubelet.clone().begin().await?;
+    Ok(kubelet)
+}
+
+/// Everything before pods: the runtime answers, the node is registered, the
+/// pod network exists. `pods` is the cache this kubelet reads its pods from
+/// (its own watch, or one shared by hollow nodes); whoever feeds it calls
+/// [`Kubelet::handle`] for each event, then [`Kubelet::begin`].
+pub async fn prepare(
+    client: Client,
+    config: Config,
+    runtime: Arc<dyn ContainerRuntime>,
+    pods: Cache<Pod>,
+) -> anyhow::Result<Arc<Kubelet>> {
+    let version = runtime.version().await.with_context(|| {
+        format!(
+            "talking to the container runtime at {}",
+            config.docker_socket
+        )
+    })?;
     std::fs::create_dir_all(config.root_dir.join("pods"))
         .with_context(|| format!("creating {}", config.root_dir.display()))?;
     let mut config = config;
@@ -228,7 +310,7 @@ pub async fn start(client: Client, config: Config) -> anyhow::Result<Arc<Kubelet
         tracing::info!(subnet = %lease.subnet, mtu = ?lease.mtu, file = %config.flannel_subnet_env.display(), "pod subnet from flannel");
         config.pod_cidr = Some(lease.subnet.clone());
     }
-    let registered = node::register(&client, &config, &version).await?;
+    let registered = node::register(&client, &config, runtime.as_ref(), &version).await?;
     let pod_cidr = match (&flannel, registered) {
         // flannel's lease decides where pods live; a different podCIDR on the
         // Node (node IPAM got there first) can only be reported.
@@ -256,45 +338,35 @@ pub async fn start(client: Client, config: Config) -> anyhow::Result<Arc<Kubelet
             }
         });
     }
-    let lp = ListParams::default().fields(&format!("spec.nodeName={}", config.node_name));
-    let mut informer = Informer::new(Api::<Pod>::all(&client), lp);
-    let kubelet = Arc::new(Kubelet {
+    tracing::info!(node = %config.node_name, runtime = %format!("{}://{version}", runtime.scheme()), "kubelet registered");
+    Ok(Arc::new(Kubelet {
         config,
         client,
         runtime,
-        pods: informer.cache(),
+        pods,
         workers: Mutex::default(),
         pod_cidr: Mutex::new(pod_cidr),
         probes: probe::Probes::default(),
-    });
-    let weak = Arc::downgrade(&kubelet);
-    informer.on_event(move |ev| {
-        let Some(k) = weak.upgrade() else { return };
-        match ev {
-            Event::Added(p) | Event::Updated { new: p, .. } => k.trigger(&object_key(&p.metadata)),
-            // Gone from the API: the orphan sweep removes its containers.
-            Event::Deleted(_) => {
-                let k = k.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = k.remove_orphans().await {
-                        tracing::warn!(error = %e, "removing orphans");
-                    }
-                });
+    }))
+}
+
+impl Kubelet {
+    /// Once the pod cache has synced: removes what belongs to no pod, then
+    /// sweeps every 10 s (the task ends with the kubelet).
+    pub async fn begin(self: Arc<Self>) -> anyhow::Result<()> {
+        self.pods.wait_synced().await;
+        self.remove_orphans().await?;
+        let weak = Arc::downgrade(&self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                let Some(k) = weak.upgrade() else { return };
+                if let Err(e) = k.remove_orphans().await {
+                    tracing::warn!(error = %e, "removing orphans");
+                }
             }
-        }
-    });
-    tokio::spawn(informer.run());
-    kubelet.pods.wait_synced().await;
-    kubelet.remove_orphans().await?;
-    let k = kubelet.clone();
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(Duration::from_secs(10)).await;
-            if let Err(e) = k.remove_orphans().await {
-                tracing::warn!(error = %e, "removing orphans");
-            }
-        }
-    });
-    tracing::info!(node = %kubelet.config.node_name, docker = %version, "kubelet running");
-    Ok(kubelet)
+        });
+        tracing::info!(node = %self.config.node_name, "kubelet running");
+        Ok(())
+    }
 }

@@ -1,6 +1,7 @@
 //! The Node object: registration, status (capacity, conditions, addresses) and
 //! the heartbeat Lease in `kube-node-lease`, renewed every 10 s.
 
+use crate::runtime::ContainerRuntime;
 use crate::{Config, Kubelet};
 use anyhow::bail;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -26,13 +27,10 @@ fn read_trimmed(path: &str) -> String {
 }
 
 /// This node's status as the kubelet reports it.
-pub fn node_status(config: &Config, docker_version: &str) -> Value {
-    let mut sys = sysinfo::System::new();
-    sys.refresh_memory();
-    sys.refresh_cpu_list(sysinfo::CpuRefreshKind::nothing());
-    let cpus = sys.cpus().len().max(1);
-    let memory_ki = sys.total_memory() / 1024;
-    let resources = json!({"cpu": cpus.to_string(), "memory": format!("{memory_ki}Ki"), "pods": config.max_pods.to_string()});
+pub fn node_status(config: &Config, runtime: &dyn ContainerRuntime, version: &str) -> Value {
+    let machine = runtime.machine();
+    let memory_ki = machine.memory_bytes / 1024;
+    let resources = json!({"cpu": machine.cpus.to_string(), "memory": format!("{memory_ki}Ki"), "pods": config.max_pods.to_string()});
     let now = now_rfc3339();
     json!({
         "capacity": resources,
@@ -49,7 +47,7 @@ pub fn node_status(config: &Config, docker_version: &str) -> Value {
             "bootID": read_trimmed("/proc/sys/kernel/random/boot_id"),
             "kernelVersion": sysinfo::System::kernel_version().unwrap_or_default(),
             "osImage": sysinfo::System::long_os_version().unwrap_or_default(),
-            "containerRuntimeVersion": format!("docker://{docker_version}"),
+            "containerRuntimeVersion": format!("{}://{version}", runtime.scheme()),
             "kubeletVersion": KUBELET_VERSION,
             "kubeProxyVersion": KUBELET_VERSION,
             "operatingSystem": "linux",
@@ -68,18 +66,21 @@ fn endpoint(config: &Config) -> String {
 pub async fn register(
     client: &Client,
     config: &Config,
-    docker_version: &str,
+    runtime: &dyn ContainerRuntime,
+    version: &str,
 ) -> anyhow::Result<Option<String>> {
     let nodes = client.dynamic(registry::of::<Node>(), None);
-    let status = node_status(config, docker_version);
-    let node = json!({"apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": config.node_name,
-                     "labels": {"kubernetes.io/hostname": config.node_name, "kubernetes.io/os": "linux",
-                                "kubernetes.io/arch": status["nodeInfo"]["architecture"]},
+    let status = node_status(config, runtime, version);
+    let mut labels = json!({"kubernetes.io/hostname": config.node_name, "kubernetes.io/os": "linux",
+                            "kubernetes.io/arch": status["nodeInfo"]["architecture"]});
+    for (k, v) in &config.node_labels {
+        labels[k] = json!(v);
+    }
+    let mut node = json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": config.node_name, "labels": labels,
                      "annotations": {CONFIG_ANNOTATION: endpoint(config)}},
         "spec": {},
         "status": status});
-    let mut node = node;
     if let Some(cidr) = &config.pod_cidr {
         node["spec"] = json!({"podCIDR": cidr, "podCIDRs": [cidr]});
     }
@@ -169,9 +170,9 @@ pub async fn renew_lease(client: &Client, node: &str) -> anyhow::Result<()> {
 /// Renews the node Lease and posts node status every
 /// `--node-status-update-frequency` (default [`HEARTBEAT`]).
 pub async fn heartbeat(kubelet: Arc<Kubelet>) -> anyhow::Result<()> {
-    let docker_version = kubelet.runtime.version().await.unwrap_or_default();
+    let version = kubelet.runtime.version().await.unwrap_or_default();
     loop {
-        if let Err(e) = beat(&kubelet, &docker_version).await {
+        if let Err(e) = beat(&kubelet, &version).await {
             tracing::warn!(error = %e, "node heartbeat failed");
         }
         tokio::time::sleep(kubelet.config.node_status_update_frequency).await;
@@ -179,11 +180,11 @@ pub async fn heartbeat(kubelet: Arc<Kubelet>) -> anyhow::Result<()> {
 }
 
 /// One heartbeat: lease renewal and node status.
-pub async fn beat(kubelet: &Kubelet, docker_version: &str) -> anyhow::Result<()> {
+pub async fn beat(kubelet: &Kubelet, version: &str) -> anyhow::Result<()> {
     let cfg = &kubelet.config;
     renew_lease(&kubelet.client, &cfg.node_name).await?;
     let nodes = kubelet.client.dynamic(registry::of::<Node>(), None);
-    let mut status = node_status(cfg, docker_version);
+    let mut status = node_status(cfg, kubelet.runtime.as_ref(), version);
     // Keep the Ready condition's transition time while it stays True.
     if let Ok(node) = nodes.get(&cfg.node_name).await {
         let prev = node

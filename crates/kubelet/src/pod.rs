@@ -1,37 +1,26 @@
-//! `sync_pod`: make Docker match one pod, then report the pod's status.
+//! `sync_pod`: make the runtime match one pod, then report the pod's status.
 //!
 //! ```text
-//!  deleting? ──yes──▶ SIGTERM apps, wait grace, SIGKILL, remove all, confirm delete (grace 0)
-//!     │no
-//!  sandbox running? ──no──▶ (re)create it (a new sandbox means new app containers too)
-//!     │
-//!  for each container: decide::container_action → start / replace / back off / keep
-//!     │
-//!  status (phase, conditions, podIP, containerStatuses) ──▶ PUT pods/{name}/status if changed
+//!  runtime.list(pod) ──▶ actions::pod_actions (pure) ──▶ Terminate: SIGTERM apps, wait grace, SIGKILL, remove, confirm delete
+//!     (once per sync)                               ├──▶ Finished: nothing
+//!                                                   └──▶ Sync: remove ▶ sandbox ▶ image + start ▶ probes ▶ status
 //! ```
+//!
+//! The containers are listed once; every action's result (a started
+//! container, a stopped one) updates that list, and the status is computed
+//! from it.
 
-use crate::decide::{self, Action};
+use crate::actions::{self, latest_of, ContainerStart, PodActions, PodPlan};
 use crate::runtime::{
-    ContainerInfo, State, LABEL_CONTAINER, LABEL_HASH, LABEL_NODE, LABEL_POD_NAME,
-    LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_RESTARTS, SANDBOX,
+    ContainerInfo, ContainerSpec, Mount, SandboxSpec, LABEL_CONTAINER, LABEL_HASH, LABEL_NODE,
+    LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_RESTARTS, SANDBOX,
 };
 use crate::Kubelet;
-use bollard::container::Config;
-use bollard::models::HostConfig;
 use k8s_openapi::api::core::v1::{Container, Pod};
-use minik8s_api::meta::now_rfc3339;
 use minik8s_api::quantity::Quantity;
 use minik8s_api::registry;
 use minik8s_client::DeleteParams;
-use serde_json::{json, Value};
-use std::collections::HashMap;
-
-/// What app containers join: the sandbox, its IP and the pod's volume paths.
-struct Sandbox {
-    id: String,
-    ip: String,
-    volumes: HashMap<String, String>,
-}
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 fn short(uid: &str) -> &str {
     &uid[..uid.len().min(8)]
@@ -74,96 +63,13 @@ fn labels(pod: &Pod, container: &str, hash: &str, restarts: i32) -> HashMap<Stri
     ])
 }
 
-/// The value of a downward-API field path.
-fn field_value(pod: &Pod, path: &str, pod_ip: &str, host_ip: &str) -> String {
-    let map_key = |prefix: &str| {
-        path.strip_prefix(prefix)
-            .and_then(|r| r.strip_suffix("']"))
-            .map(str::to_string)
-    };
-    if let Some(k) = map_key("metadata.labels['") {
-        return pod
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(&k))
-            .cloned()
-            .unwrap_or_default();
-    }
-    if let Some(k) = map_key("metadata.annotations['") {
-        return pod
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|l| l.get(&k))
-            .cloned()
-            .unwrap_or_default();
-    }
-    let spec = pod.spec.as_ref();
-    match path {
-        "metadata.name" => pod.metadata.name.clone().unwrap_or_default(),
-        "metadata.namespace" => pod.metadata.namespace.clone().unwrap_or_default(),
-        "metadata.uid" => pod.metadata.uid.clone().unwrap_or_default(),
-        "spec.nodeName" => spec.and_then(|s| s.node_name.clone()).unwrap_or_default(),
-        "spec.serviceAccountName" => spec
-            .and_then(|s| s.service_account_name.clone())
-            .unwrap_or_default(),
-        "status.podIP" | "status.podIPs" => pod_ip.to_string(),
-        "status.hostIP" | "status.hostIPs" => host_ip.to_string(),
-        _ => String::new(),
-    }
-}
-
-/// `NAME=value` pairs: literal values, `$(VAR)` references to earlier ones, and the downward API.
-pub fn environment(pod: &Pod, c: &Container, pod_ip: &str, host_ip: &str) -> Vec<String> {
-    let mut resolved: Vec<(String, String)> = Vec::new();
-    for e in c.env.iter().flatten() {
-        let value = match (
-            &e.value,
-            e.value_from.as_ref().and_then(|v| v.field_ref.as_ref()),
-        ) {
-            (Some(v), _) => expand(v, &resolved),
-            (None, Some(fr)) => field_value(pod, &fr.field_path, pod_ip, host_ip),
-            _ => String::new(),
-        };
-        resolved.push((e.name.clone(), value));
-    }
-    resolved
-        .into_iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect()
-}
-
-/// Kubernetes' `$(VAR)` expansion against variables defined earlier (`$$` escapes).
-fn expand(s: &str, vars: &[(String, String)]) -> String {
-    let mut out = String::new();
-    let mut rest = s;
-    while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 1..];
-        if let Some(a) = after.strip_prefix('$') {
-            out.push('$');
-            rest = a;
-        } else if let Some(inner) = after
-            .strip_prefix('(')
-            .and_then(|a| a.find(')').map(|end| (&a[..end], &a[end + 1..])))
-        {
-            match vars.iter().rev().find(|(k, _)| k == inner.0) {
-                Some((_, v)) => out.push_str(v),
-                None => {
-                    out.push_str("$(");
-                    out.push_str(inner.0);
-                    out.push(')');
-                }
-            }
-            rest = inner.1;
-        } else {
-            out.push('$');
-            rest = after;
-        }
-    }
-    out.push_str(rest);
-    out
+/// CPU and memory of a container's resources, for the runtime's cgroup settings.
+fn resource(
+    list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+    name: &str,
+) -> Option<Quantity> {
+    list.and_then(|m| m.get(name))
+        .and_then(|q| Quantity::parse(&q.0).ok())
 }
 
 impl Kubelet {
@@ -225,71 +131,84 @@ impl Kubelet {
         }
     }
 
-    fn container_config(
+    /// The runtime-neutral spec of one app container in the pod's sandbox.
+    fn container_spec(
         &self,
         pod: &Pod,
         c: &Container,
-        sb: &Sandbox,
-        hash: &str,
-        restarts: i32,
-    ) -> Config<String> {
-        let (sandbox, pod_ip, volumes) = (sb.id.as_str(), sb.ip.as_str(), &sb.volumes);
-        let limits = c
-            .resources
-            .as_ref()
-            .and_then(|r| r.limits.clone())
-            .unwrap_or_default();
-        let requests = c
-            .resources
-            .as_ref()
-            .and_then(|r| r.requests.clone())
-            .unwrap_or_default();
-        let q = |m: &std::collections::BTreeMap<
-            String,
-            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
-        >,
-                 k: &str| m.get(k).and_then(|q| Quantity::parse(&q.0).ok());
-        let mut binds: Vec<String> = c
+        sandbox: &ContainerInfo,
+        mounts: &[(String, Mount)],
+        start: &ContainerStart,
+    ) -> ContainerSpec {
+        let resources = c.resources.as_ref();
+        let limits = resources.and_then(|r| r.limits.as_ref());
+        let requests = resources.and_then(|r| r.requests.as_ref());
+        let pod_ip = sandbox.ip.as_deref().unwrap_or("");
+        let mut own_mounts: Vec<Mount> = c
             .volume_mounts
             .iter()
             .flatten()
             .filter_map(|m| {
-                volumes.get(&m.name).map(|host| {
-                    format!(
-                        "{host}:{}{}",
-                        m.mount_path,
-                        if m.read_only == Some(true) { ":ro" } else { "" }
-                    )
+                let (_, volume) = mounts.iter().find(|(name, _)| *name == m.name)?;
+                Some(Mount {
+                    host_path: volume.host_path.clone(),
+                    container_path: m.mount_path.clone(),
+                    read_only: m.read_only == Some(true),
                 })
             })
             .collect();
+        // The pod-wide files (resolv.conf) come under the empty name.
+        own_mounts.extend(
+            mounts
+                .iter()
+                .filter(|(name, _)| name.is_empty())
+                .map(|(_, m)| m.clone()),
+        );
+        ContainerSpec {
+            image: c.image.clone().unwrap_or_default(),
+            command: c.command.clone(),
+            args: c.args.clone(),
+            env: crate::env::environment(pod, c, pod_ip, &self.config.node_ip),
+            working_dir: c.working_dir.clone(),
+            tty: c.tty.unwrap_or(false),
+            stdin: c.stdin.unwrap_or(false),
+            labels: labels(pod, &c.name, &start.hash, start.restart_count),
+            sandbox_id: sandbox.id.clone(),
+            mounts: own_mounts,
+            nano_cpus: resource(limits, "cpu").map(|v| v.millis() * 1_000_000),
+            memory_limit_bytes: resource(limits, "memory").map(|v| v.units()),
+            cpu_shares: resource(requests, "cpu").map(|v| (v.millis() * 1024 / 1000).max(2)),
+        }
+    }
+
+    /// The host side of the pod's mounts: its volumes by name, and its
+    /// resolv.conf under the empty name.
+    fn pod_mounts(&self, pod: &Pod) -> anyhow::Result<Vec<(String, Mount)>> {
+        let mut mounts: Vec<(String, Mount)> = self
+            .prepare_volumes(pod)?
+            .into_iter()
+            .map(|(name, host_path)| {
+                let m = Mount {
+                    host_path,
+                    container_path: String::new(),
+                    read_only: false,
+                };
+                (name, m)
+            })
+            .collect();
         match self.write_resolv_conf(pod) {
-            Ok(Some(path)) => binds.push(format!("{}:/etc/resolv.conf:ro", path.display())),
+            Ok(Some(path)) => mounts.push((
+                String::new(),
+                Mount {
+                    host_path: path.display().to_string(),
+                    container_path: "/etc/resolv.conf".into(),
+                    read_only: true,
+                },
+            )),
             Ok(None) => {}
             Err(e) => tracing::warn!(error = %e, "writing the pod's resolv.conf"),
         }
-        let mode = format!("container:{sandbox}");
-        Config {
-            image: c.image.clone(),
-            entrypoint: c.command.clone().filter(|v| !v.is_empty()),
-            cmd: c.args.clone().filter(|v| !v.is_empty()),
-            env: Some(environment(pod, c, pod_ip, &self.config.node_ip)),
-            working_dir: c.working_dir.clone(),
-            tty: c.tty,
-            open_stdin: c.stdin,
-            labels: Some(labels(pod, &c.name, hash, restarts)),
-            host_config: Some(HostConfig {
-                network_mode: Some(mode.clone()),
-                ipc_mode: Some(mode.clone()),
-                pid_mode: None,
-                binds: Some(binds),
-                nano_cpus: q(&limits, "cpu").map(|v| v.millis() * 1_000_000),
-                memory: q(&limits, "memory").map(|v| v.units()),
-                cpu_shares: q(&requests, "cpu").map(|v| (v.millis() * 1024 / 1000).max(2)),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
+        Ok(mounts)
     }
 
     /// Writes the pod's resolv.conf (dnsPolicy, dnsConfig, --cluster-dns) under
@@ -326,7 +245,7 @@ impl Kubelet {
             .and_then(|s| s.hostname.clone())
             .or_else(|| pod.metadata.name.clone())
             .unwrap_or_default();
-        let domain = match (
+        let domainname = match (
             spec.and_then(|s| s.subdomain.as_deref()),
             pod.metadata.namespace.as_deref(),
         ) {
@@ -335,32 +254,25 @@ impl Kubelet {
             }
             _ => None,
         };
-
-        let config = Config {
-            image: Some(self.config.pause_image.clone()),
-            hostname: Some(hostname.chars().take(63).collect()),
-            domainname: domain,
-            labels: Some(labels(pod, SANDBOX, "", 0)),
-            host_config: Some(HostConfig {
-                network_mode: Some(self.runtime.network.clone()),
-                ipc_mode: Some("shareable".into()),
-                ..Default::default()
-            }),
-            ..Default::default()
+        let sandbox = SandboxSpec {
+            image: self.config.pause_image.clone(),
+            hostname: hostname.chars().take(63).collect(),
+            domainname,
+            labels: labels(pod, SANDBOX, "", 0),
         };
-        let id = self
+        Ok(self
             .runtime
-            .run(&docker_name(pod, SANDBOX, 0), config)
-            .await?;
-        self.runtime
-            .inspect(&id)
-            .await?
-            .ok_or_else(|| anyhow::anyhow!("sandbox {id} vanished"))
+            .run_sandbox(&docker_name(pod, SANDBOX, 0), &sandbox)
+            .await?)
     }
 
-    /// Stops every container of the pod (apps with `grace` seconds, then the sandbox) and removes them.
-    pub async fn kill_pod(&self, uid: &str, grace: i64) -> anyhow::Result<()> {
-        let containers = self.runtime.list(Some(uid)).await?;
+    /// Stops containers (apps within `grace` seconds, all at once, then the
+    /// sandbox) and removes them.
+    pub async fn kill_containers(
+        &self,
+        containers: &[ContainerInfo],
+        grace: i64,
+    ) -> anyhow::Result<()> {
         let apps = containers
             .iter()
             .filter(|c| c.name != SANDBOX && c.state.is_running());
@@ -368,11 +280,10 @@ impl Kubelet {
         for r in futures::future::join_all(stops).await {
             r?;
         }
-        for c in &containers {
+        for c in containers {
             self.runtime.stop(&c.id, 0).await?;
             self.runtime.remove(&c.id).await?;
         }
-        let _ = std::fs::remove_dir_all(self.config.root_dir.join("pods").join(uid));
         Ok(())
     }
 
@@ -380,411 +291,127 @@ impl Kubelet {
     /// Returns true when the pod needs no more syncing (it is gone).
     pub async fn sync_pod(&self, pod: &Pod) -> anyhow::Result<bool> {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
-        let ns = pod
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into());
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let pods_api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
-
-        if let Some(ts) = &pod.metadata.deletion_timestamp {
-            // The grace period runs from the deletion request: after a kubelet restart, only what is left of it.
-            let left = (ts.0 - chrono::Utc::now()).num_seconds().max(0);
-            self.kill_pod(&uid, left).await?;
-            let dp = DeleteParams {
-                grace_period_seconds: Some(0),
-                precondition_uid: Some(uid.clone()),
-                ..Default::default()
-            };
-            match pods_api.delete(&name, &dp).await {
-                Ok(_) => {}
-                Err(e) if e.is_not_found() || e.is_conflict() => {}
-                Err(e) => return Err(e.into()),
+        let observed = self.runtime.list(Some(&uid)).await?;
+        match actions::pod_actions(pod, &observed, chrono::Utc::now()) {
+            PodPlan::Terminate { grace_secs } => {
+                self.kill_containers(&observed, grace_secs).await?;
+                let _ = std::fs::remove_dir_all(self.pod_dir(pod));
+                self.confirm_deletion(pod).await?;
+                Ok(true)
             }
-            return Ok(true);
-        }
-        let spec = pod.spec.clone().unwrap_or_default();
-        let phase = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_default();
-        if phase == "Succeeded" || phase == "Failed" {
             // Finished pods keep their exited containers (for logs) until deleted.
-            return Ok(false);
+            PodPlan::Finished => Ok(false),
+            PodPlan::Sync(plan) => {
+                self.carry_out(pod, plan, observed).await?;
+                Ok(false)
+            }
         }
-        let policy = spec
-            .restart_policy
-            .clone()
-            .unwrap_or_else(|| "Always".into());
-        let mut containers = self.runtime.list(Some(&uid)).await?;
+    }
 
-        // The sandbox.
-        let sandbox = containers
-            .iter()
-            .find(|c| c.name == SANDBOX && c.state.is_running())
-            .cloned();
-        let sandbox = match sandbox {
-            Some(s) => s,
-            None => {
-                // A new sandbox means a new network namespace: the old app containers go too.
-                for c in &containers {
-                    self.runtime.stop(&c.id, 0).await?;
-                    self.runtime.remove(&c.id).await?;
-                }
-                containers.clear();
-                self.start_sandbox(pod).await?
+    /// Deletes the pod object for good (grace 0) once its containers are gone.
+    async fn confirm_deletion(&self, pod: &Pod) -> anyhow::Result<()> {
+        let api = self
+            .client
+            .dynamic(registry::of::<Pod>(), pod.metadata.namespace.as_deref());
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            precondition_uid: pod.metadata.uid.clone(),
+            ..Default::default()
+        };
+        match api
+            .delete(pod.metadata.name.as_deref().unwrap_or(""), &dp)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() || e.is_conflict() => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Carries out a live pod's actions in order, keeping `observed` current
+    /// from each action's result, then reports the status.
+    async fn carry_out(
+        &self,
+        pod: &Pod,
+        plan: PodActions,
+        mut observed: Vec<ContainerInfo>,
+    ) -> anyhow::Result<()> {
+        let spec = pod.spec.clone().unwrap_or_default();
+        for id in &plan.to_remove {
+            self.runtime.stop(id, 0).await?;
+            self.runtime.remove(id).await?;
+            observed.retain(|c| &c.id != id);
+        }
+        let sandbox = match plan.sandbox_id.as_deref() {
+            Some(id) if !plan.create_sandbox => observed
+                .iter()
+                .find(|c| c.id == id)
+                .cloned()
+                .ok_or_else(|| anyhow::anyhow!("sandbox {id} left the observed list"))?,
+            _ => {
+                let s = self.start_sandbox(pod).await?;
+                observed.push(s.clone());
+                s
             }
         };
         let pod_ip = sandbox.ip.clone().unwrap_or_default();
-        let sb = Sandbox {
-            id: sandbox.id.clone(),
-            ip: pod_ip.clone(),
-            volumes: self.prepare_volumes(pod)?,
+        let mut waiting = plan.waiting;
+        let mounts = if plan.to_start.is_empty() {
+            Vec::new()
+        } else {
+            self.pod_mounts(pod)?
         };
-
-        let now = chrono::Utc::now();
-        let mut waiting: HashMap<String, (String, String)> = HashMap::new();
-        for c in &spec.containers {
-            let hash = decide::container_hash(c);
-            let latest = latest_of(&containers, &c.name, 0);
-            match decide::container_action(&hash, latest, &policy, now) {
-                Action::Keep => {}
-                Action::BackOff { wait_secs } => {
-                    let secs = decide::backoff_secs(latest.map(|l| l.restart_count).unwrap_or(0));
-                    waiting.insert(c.name.clone(), ("CrashLoopBackOff".into(), format!("back-off {secs}s restarting failed container={} pod={name}_{ns}({uid})", c.name)));
-                    tracing::debug!(pod = %name, container = %c.name, wait_secs, "crash loop back-off");
-                }
-                Action::Start {
-                    restart_count,
-                    replace,
-                } => {
-                    let image = c.image.clone().unwrap_or_default();
-                    let policy = c
-                        .image_pull_policy
-                        .clone()
-                        .unwrap_or_else(|| "IfNotPresent".into());
-                    if let Err((reason, message)) = self.ensure_image(&image, &policy).await {
-                        waiting.insert(c.name.clone(), (reason, message));
-                        continue;
-                    }
-                    if let Some(old) = replace {
-                        self.runtime.stop(&old, 0).await?;
-                        self.runtime.remove(&old).await?;
-                    }
-                    // Keep one exited container per name (for `logs --previous`), drop older ones.
-                    for old in containers
-                        .iter()
-                        .filter(|x| x.name == c.name && x.restart_count < restart_count - 1)
-                    {
-                        self.runtime.remove(&old.id).await?;
-                    }
-                    let config = self.container_config(pod, c, &sb, &hash, restart_count);
-                    match self
-                        .runtime
-                        .run(&docker_name(pod, &c.name, restart_count), config)
-                        .await
-                    {
-                        Ok(_) => {}
-                        Err(e) => {
-                            waiting.insert(
-                                c.name.clone(),
-                                ("CreateContainerError".into(), e.to_string()),
-                            );
-                        }
-                    }
+        for start in &plan.to_start {
+            let c = &spec.containers[start.index];
+            let image = c.image.clone().unwrap_or_default();
+            let pull = c.image_pull_policy.as_deref().unwrap_or("IfNotPresent");
+            if let Err((reason, message)) = self.ensure_image(&image, pull).await {
+                waiting.insert(c.name.clone(), (reason, message));
+                continue;
+            }
+            for id in &start.remove_first {
+                self.runtime.stop(id, 0).await?;
+                self.runtime.remove(id).await?;
+                observed.retain(|x| &x.id != id);
+            }
+            let container = self.container_spec(pod, c, &sandbox, &mounts, start);
+            let name = docker_name(pod, &c.name, start.restart_count);
+            match self.runtime.run_container(&name, &container).await {
+                Ok(info) => observed.push(info),
+                Err(e) => {
+                    waiting.insert(
+                        c.name.clone(),
+                        ("CreateContainerError".into(), e.to_string()),
+                    );
                 }
             }
         }
-        let containers = self.runtime.list(Some(&uid)).await?;
         // Probes: readiness feeds the status; a failed liveness probe stops the
         // container, and the next sync restarts it under the restart policy.
-        let mut unready = std::collections::HashSet::new();
-        for c in &spec.containers {
-            let Some(cur) = latest_of(&containers, &c.name, 0).filter(|x| x.state.is_running())
+        let mut unready = HashSet::new();
+        for &index in &plan.to_probe {
+            let c = &spec.containers[index];
+            let Some(cur) = latest_of(&observed, &c.name, 0)
+                .filter(|x| x.state.is_running())
+                .cloned()
             else {
                 continue;
             };
-            let (ready, alive) = self.probe_container(c, cur, &pod_ip).await;
+            let (ready, alive) = self.probe_container(c, &cur, &pod_ip).await;
             if !ready {
                 unready.insert(c.name.clone());
             }
             if !alive {
-                tracing::info!(pod = %name, container = %c.name, "liveness probe failed; restarting the container");
-                self.runtime
-                    .stop(&cur.id, spec.termination_grace_period_seconds.unwrap_or(30))
-                    .await?;
+                tracing::info!(pod = ?pod.metadata.name, container = %c.name, "liveness probe failed; restarting the container");
+                let grace = spec.termination_grace_period_seconds.unwrap_or(30);
+                self.runtime.stop(&cur.id, grace).await?;
+                if let Some(now) = self.runtime.inspect(&cur.id).await? {
+                    observed.retain(|x| x.id != cur.id);
+                    observed.push(now);
+                }
             }
         }
-        let containers = self.runtime.list(Some(&uid)).await?;
-        self.report_status(pod, &containers, &pod_ip, &waiting, &unready)
-            .await?;
-        Ok(false)
-    }
-
-    /// Runs the container's due probes; returns (ready, alive).
-    async fn probe_container(
-        &self,
-        c: &Container,
-        cur: &ContainerInfo,
-        pod_ip: &str,
-    ) -> (bool, bool) {
-        use crate::probe::{Kind, Settings};
-        let started = match &cur.state {
-            State::Running { started_at } => chrono::DateTime::parse_from_rfc3339(started_at).ok(),
-            _ => None,
-        };
-        let running_for = started
-            .map(|s| {
-                (chrono::Utc::now() - s.with_timezone(&chrono::Utc))
-                    .to_std()
-                    .unwrap_or_default()
-            })
-            .unwrap_or_default();
-        let (mut ready, mut alive) = (true, true);
-        for (kind, probe) in [
-            (Kind::Readiness, &c.readiness_probe),
-            (Kind::Liveness, &c.liveness_probe),
-        ] {
-            let Some(p) = probe else { continue };
-            let s = Settings::of(p);
-            let mut tally = self.probes.get(&cur.id, kind);
-            let now = std::time::Instant::now();
-            if tally.due(&s, running_for, now) {
-                let ok = tokio::time::timeout(s.timeout, self.probe_once(c, p, cur, pod_ip))
-                    .await
-                    .unwrap_or(false);
-                tally.record(ok, &s, now);
-                self.probes.put(&cur.id, kind, tally.clone());
-            }
-            match kind {
-                Kind::Readiness => ready = tally.result == Some(true),
-                Kind::Liveness => alive = tally.result != Some(false),
-            }
-        }
-        (ready, alive)
-    }
-
-    /// One probe attempt: exec in the container, HTTP GET or TCP connect to the pod IP.
-    async fn probe_once(
-        &self,
-        c: &Container,
-        p: &k8s_openapi::api::core::v1::Probe,
-        cur: &ContainerInfo,
-        pod_ip: &str,
-    ) -> bool {
-        if let Some(e) = &p.exec {
-            return self
-                .runtime
-                .exec(&cur.id, e.command.clone().unwrap_or_default())
-                .await
-                .is_ok_and(|code| code == 0);
-        }
-        if let Some(h) = &p.http_get {
-            let Some(port) = crate::probe::port(c, &h.port) else {
-                return false;
-            };
-            let host = h
-                .host
-                .clone()
-                .filter(|x| !x.is_empty())
-                .unwrap_or_else(|| pod_ip.to_string());
-            let scheme = h
-                .scheme
-                .clone()
-                .unwrap_or_else(|| "HTTP".into())
-                .to_lowercase();
-            let url = format!(
-                "{scheme}://{host}:{port}{}",
-                h.path.clone().unwrap_or_else(|| "/".into())
-            );
-            let mut req = reqwest::Client::new()
-                .get(&url)
-                .header("User-Agent", "kube-probe/1.32");
-            for hh in h.http_headers.iter().flatten() {
-                req = req.header(&hh.name, &hh.value);
-            }
-            return req
-                .send()
-                .await
-                .is_ok_and(|r| (200..400).contains(&r.status().as_u16()));
-        }
-        if let Some(t) = &p.tcp_socket {
-            let Some(port) = crate::probe::port(c, &t.port) else {
-                return false;
-            };
-            let host = t
-                .host
-                .clone()
-                .filter(|x| !x.is_empty())
-                .unwrap_or_else(|| pod_ip.to_string());
-            return tokio::net::TcpStream::connect((host.as_str(), port))
-                .await
-                .is_ok();
-        }
-        false
-    }
-
-    async fn report_status(
-        &self,
-        pod: &Pod,
-        containers: &[ContainerInfo],
-        pod_ip: &str,
-        waiting: &HashMap<String, (String, String)>,
-        unready: &std::collections::HashSet<String>,
-    ) -> anyhow::Result<()> {
-        let spec = pod.spec.clone().unwrap_or_default();
-        let policy = spec
-            .restart_policy
-            .clone()
-            .unwrap_or_else(|| "Always".into());
-        let mut statuses = Vec::new();
-        let mut states: Vec<Option<&State>> = Vec::new();
-        for c in &spec.containers {
-            let current = latest_of(containers, &c.name, 0);
-            let previous = latest_of(containers, &c.name, 1);
-            let w = waiting.get(&c.name).map(|(r, m)| (r.as_str(), m.as_str()));
-            statuses.push(decide::container_status(
-                c,
-                current,
-                previous,
-                w,
-                !unready.contains(&c.name),
-            ));
-            // The phase follows what really ran: a container backing off still counts as started.
-            states.push(current.map(|c| &c.state));
-        }
-        let phase = decide::pod_phase(&policy, &states);
-        let all_ready = !statuses.is_empty() && statuses.iter().all(|s| s["ready"] == true);
-        let old = serde_json::to_value(&pod.status).unwrap_or(Value::Null);
-        let old_conditions: Vec<Value> = old
-            .get("conditions")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let now = now_rfc3339();
-        let condition = |ty: &str, ok: bool| {
-            let status = if ok { "True" } else { "False" };
-            let prev = old_conditions.iter().find(|c| c["type"] == ty);
-            let since = prev
-                .filter(|p| p["status"] == status)
-                .and_then(|p| p.get("lastTransitionTime").cloned())
-                .unwrap_or(json!(now));
-            let mut c = json!({"type": ty, "status": status, "lastProbeTime": null, "lastTransitionTime": since});
-            if !ok && (ty == "Ready" || ty == "ContainersReady") {
-                let not_ready: Vec<&str> = statuses
-                    .iter()
-                    .filter(|s| s["ready"] != true)
-                    .filter_map(|s| s["name"].as_str())
-                    .collect();
-                c["reason"] = json!("ContainersNotReady");
-                c["message"] = json!(format!(
-                    "containers with unready status: [{}]",
-                    not_ready.join(" ")
-                ));
-            }
-            if ok && ty == "Ready" && phase == "Succeeded" {
-                c["status"] = json!("False");
-                c["reason"] = json!("PodCompleted");
-            }
-            c
-        };
-        let done = phase == "Succeeded" || phase == "Failed";
-        let ready = all_ready && !done;
-        let conditions = vec![
-            condition("PodReadyToStartContainers", true),
-            condition("Initialized", true),
-            condition("Ready", ready),
-            condition("ContainersReady", ready),
-            condition("PodScheduled", true),
-        ];
-        let start_time = old.get("startTime").cloned().unwrap_or(json!(now));
-        let mut status = json!({
-            "phase": phase,
-            "conditions": conditions,
-            "hostIP": self.config.node_ip,
-            "hostIPs": [{"ip": self.config.node_ip}],
-            "startTime": start_time,
-            "containerStatuses": statuses,
-            "qosClass": old.get("qosClass").cloned().unwrap_or(json!("BestEffort")),
-        });
-        if !pod_ip.is_empty() {
-            status["podIP"] = json!(pod_ip);
-            status["podIPs"] = json!([{"ip": pod_ip}]);
-        }
-        if normalized(&status) == normalized(&old) {
-            return Ok(());
-        }
-        let mut obj = serde_json::to_value(pod)?;
-        obj["status"] = status;
-        let api = self
-            .client
-            .dynamic(registry::of::<Pod>(), pod.metadata.namespace.as_deref());
-        match api
-            .replace_sub(pod.metadata.name.as_deref().unwrap_or(""), "status", &obj)
+        self.report_status(pod, &observed, &pod_ip, &waiting, &unready)
             .await
-        {
-            Ok(_) => Ok(()),
-            // A newer version is on its way through the watch; the next sync writes again.
-            Err(e) if e.is_conflict() || e.is_not_found() => Ok(()),
-            Err(e) => Err(e.into()),
-        }
-    }
-}
-
-/// Status without the fields that change on every write, for "did anything change".
-fn normalized(status: &Value) -> Value {
-    let mut s = status.clone();
-    if let Some(conds) = s.get_mut("conditions").and_then(Value::as_array_mut) {
-        for c in conds {
-            if let Some(m) = c.as_object_mut() {
-                m.remove("lastProbeTime");
-            }
-        }
-    }
-    s
-}
-
-/// The `back`-th most recent container (by restart count) of a spec container: 0 = current, 1 = previous.
-fn latest_of<'a>(
-    containers: &'a [ContainerInfo],
-    name: &str,
-    back: usize,
-) -> Option<&'a ContainerInfo> {
-    let mut mine: Vec<&ContainerInfo> = containers.iter().filter(|c| c.name == name).collect();
-    mine.sort_by_key(|c| std::cmp::Reverse(c.restart_count));
-    mine.get(back).copied()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn env_values_references_and_downward_api() {
-        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns", "uid": "u1", "labels": {"app": "x"}},
-            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i", "env": [
-                {"name": "A", "value": "1"},
-                {"name": "B", "value": "$(A)-2 $$(A) $(NOPE)"},
-                {"name": "NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-                {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-                {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
-                {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]}]}}))
-        .unwrap();
-        let c = &pod.spec.as_ref().unwrap().containers[0];
-        assert_eq!(
-            environment(&pod, c, "10.244.0.5", "192.168.1.2"),
-            vec![
-                "A=1",
-                "B=1-2 $(A) $(NOPE)",
-                "NAME=p",
-                "NS=ns",
-                "IP=10.244.0.5",
-                "APP=x",
-                "NODE=n1"
-            ]
-        );
     }
 }

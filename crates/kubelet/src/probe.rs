@@ -4,6 +4,7 @@
 //! a row make the result good, `failureThreshold` (3) failures make it bad.
 //! Readiness starts bad; liveness starts good.
 
+use crate::runtime::{ContainerInfo, State};
 use k8s_openapi::api::core::v1::{Container, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::HashMap;
@@ -113,6 +114,110 @@ pub fn port(c: &Container, p: &IntOrString) -> Option<u16> {
             .flatten()
             .find(|cp| cp.name.as_deref() == Some(name.as_str()))
             .and_then(|cp| u16::try_from(cp.container_port).ok()),
+    }
+}
+
+impl crate::Kubelet {
+    /// Runs the container's due probes; returns (ready, alive).
+    pub(crate) async fn probe_container(
+        &self,
+        c: &Container,
+        cur: &ContainerInfo,
+        pod_ip: &str,
+    ) -> (bool, bool) {
+        let started = match &cur.state {
+            State::Running { started_at } => chrono::DateTime::parse_from_rfc3339(started_at).ok(),
+            _ => None,
+        };
+        let running_for = started
+            .map(|s| {
+                (chrono::Utc::now() - s.with_timezone(&chrono::Utc))
+                    .to_std()
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default();
+        let (mut ready, mut alive) = (true, true);
+        for (kind, probe) in [
+            (Kind::Readiness, &c.readiness_probe),
+            (Kind::Liveness, &c.liveness_probe),
+        ] {
+            let Some(p) = probe else { continue };
+            let s = Settings::of(p);
+            let mut tally = self.probes.get(&cur.id, kind);
+            let now = std::time::Instant::now();
+            if tally.due(&s, running_for, now) {
+                let ok = tokio::time::timeout(s.timeout, self.probe_once(c, p, cur, pod_ip))
+                    .await
+                    .unwrap_or(false);
+                tally.record(ok, &s, now);
+                self.probes.put(&cur.id, kind, tally.clone());
+            }
+            match kind {
+                Kind::Readiness => ready = tally.result == Some(true),
+                Kind::Liveness => alive = tally.result != Some(false),
+            }
+        }
+        (ready, alive)
+    }
+
+    /// One probe attempt: exec in the container, HTTP GET or TCP connect to the pod IP.
+    async fn probe_once(
+        &self,
+        c: &Container,
+        p: &k8s_openapi::api::core::v1::Probe,
+        cur: &ContainerInfo,
+        pod_ip: &str,
+    ) -> bool {
+        if let Some(e) = &p.exec {
+            return self
+                .runtime
+                .exec(&cur.id, e.command.clone().unwrap_or_default())
+                .await
+                .is_ok_and(|code| code == 0);
+        }
+        if let Some(h) = &p.http_get {
+            let Some(port) = port(c, &h.port) else {
+                return false;
+            };
+            let host = h
+                .host
+                .clone()
+                .filter(|x| !x.is_empty())
+                .unwrap_or_else(|| pod_ip.to_string());
+            let scheme = h
+                .scheme
+                .clone()
+                .unwrap_or_else(|| "HTTP".into())
+                .to_lowercase();
+            let url = format!(
+                "{scheme}://{host}:{port}{}",
+                h.path.clone().unwrap_or_else(|| "/".into())
+            );
+            let mut req = reqwest::Client::new()
+                .get(&url)
+                .header("User-Agent", "kube-probe/1.32");
+            for hh in h.http_headers.iter().flatten() {
+                req = req.header(&hh.name, &hh.value);
+            }
+            return req
+                .send()
+                .await
+                .is_ok_and(|r| (200..400).contains(&r.status().as_u16()));
+        }
+        if let Some(t) = &p.tcp_socket {
+            let Some(port) = port(c, &t.port) else {
+                return false;
+            };
+            let host = t
+                .host
+                .clone()
+                .filter(|x| !x.is_empty())
+                .unwrap_or_else(|| pod_ip.to_string());
+            return tokio::net::TcpStream::connect((host.as_str(), port))
+                .await
+                .is_ok();
+        }
+        false
     }
 }
 

@@ -1,7 +1,7 @@
 //! The kubelet's own HTTP server: container logs (which the apiserver proxies
 //! for `kubectl logs`) and health.
 
-use crate::runtime::ContainerInfo;
+use crate::runtime::{ContainerInfo, LogOptions};
 use crate::Kubelet;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
@@ -50,15 +50,15 @@ async fn container_logs(
         .and_then(|s| s.parse::<i64>().ok())
         .map(|s| chrono::Utc::now().timestamp() - s)
         .unwrap_or(0);
+    let opts = LogOptions {
+        follow: flag(&q, "follow"),
+        tail,
+        timestamps: flag(&q, "timestamps"),
+        since,
+    };
     let stream = k
         .runtime
-        .logs(
-            &target.id,
-            flag(&q, "follow"),
-            tail,
-            flag(&q, "timestamps"),
-            since,
-        )
+        .logs(&target.id, opts)
         .map(|r| r.map_err(std::io::Error::other));
     (
         StatusCode::OK,

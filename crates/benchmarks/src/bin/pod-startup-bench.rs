@@ -12,6 +12,7 @@
 use bollard::container::Config;
 use bollard::models::HostConfig;
 use futures::StreamExt;
+use kubelet::runtime::ContainerRuntime;
 use minik8s_api::k8s::api::core::v1::Node;
 use minik8s_api::k8s::api::core::v1::Pod;
 use minik8s_api::registry;
@@ -46,7 +47,7 @@ async fn main() -> anyhow::Result<()> {
     let socket =
         std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into());
     let network = "mk-bench";
-    let runtime = kubelet::runtime::Runtime::connect(&socket, network, "bench-node")?;
+    let runtime = kubelet::runtime::DockerRuntime::connect(&socket, network, "bench-node")?;
     runtime.version().await.map_err(|e| {
         anyhow::anyhow!(
             "a running dockerd is needed at {socket} (scripts/quickstart.sh starts one): {e}"
@@ -176,7 +177,7 @@ async fn main() -> anyhow::Result<()> {
     for i in 0..pods {
         let t = Instant::now();
         let pause = runtime
-            .run(
+            .create_and_start(
                 &format!("bench-bare-pause-{i}"),
                 Config {
                     image: Some("minik8s/pause:latest".to_string()),
@@ -189,7 +190,7 @@ async fn main() -> anyhow::Result<()> {
             )
             .await?;
         let app = runtime
-            .run(
+            .create_and_start(
                 &format!("bench-bare-app-{i}"),
                 Config {
                     image: Some("minik8s/busybox:latest".to_string()),

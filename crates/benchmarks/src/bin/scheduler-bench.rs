@@ -32,8 +32,8 @@ async fn main() -> anyhow::Result<()> {
         count: nodes,
         lease_seconds: 60,
     };
-    kubelet::hollow::register(&client, &hollow).await?;
-    tokio::spawn(kubelet::hollow::run(client.clone(), hollow));
+    let hollow_nodes = kubelet::hollow::start(&client, &hollow).await?;
+    tokio::spawn(hollow_nodes.run_forever());
     let register_secs = t.elapsed().as_secs_f64();
 
     let api = client.dynamic(registry::of::<Pod>(), Some("default"));

@@ -18,8 +18,8 @@ pub async fn cluster(prefix: &str, nodes: usize) -> (TestServer, Client) {
         count: nodes,
         lease_seconds: 10,
     };
-    kubelet::hollow::register(&client, &hollow).await.unwrap();
-    tokio::spawn(kubelet::hollow::run(client.clone(), hollow));
+    let nodes = kubelet::hollow::start(&client, &hollow).await.unwrap();
+    tokio::spawn(nodes.run_forever());
     let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
     for inf in informers {
         tokio::spawn(inf);

@@ -1,0 +1,451 @@
+//! The Docker implementation of [`ContainerRuntime`], through bollard: a
+//! sandbox is a pause container on the node's bridge network; app containers
+//! join its network and IPC namespaces (`container:<sandbox>`), as dockershim
+//! did.
+
+use super::{
+    ContainerInfo, ContainerRuntime, ContainerSpec, ContainerStats, LogOptions, MachineInfo,
+    Result, RuntimeError, SandboxSpec, State, LABEL_NODE, LABEL_POD_UID,
+};
+use bollard::container::{
+    Config, CreateContainerOptions, InspectContainerOptions, ListContainersOptions, LogOutput,
+    LogsOptions, MemoryStatsStats, RemoveContainerOptions, StartContainerOptions, Stats,
+    StatsOptions, StopContainerOptions,
+};
+use bollard::models::{ContainerStateStatusEnum, HostConfig, Ipam, IpamConfig};
+use bollard::network::CreateNetworkOptions;
+use bollard::Docker;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use std::collections::HashMap;
+
+#[derive(Clone)]
+pub struct DockerRuntime {
+    pub docker: Docker,
+    /// The Docker network pods join (a bridge on the node's pod CIDR).
+    pub network: String,
+    /// This node's name: containers are labelled with it and listed by it.
+    pub node: String,
+}
+
+fn not_found(e: &bollard::errors::Error) -> bool {
+    matches!(
+        e,
+        bollard::errors::Error::DockerResponseServerError {
+            status_code: 404,
+            ..
+        }
+    )
+}
+
+/// CPU use in nanocores between the two samples of one Docker stats reading.
+pub fn nano_cores(s: &Stats) -> u64 {
+    let cpu = s
+        .cpu_stats
+        .cpu_usage
+        .total_usage
+        .saturating_sub(s.precpu_stats.cpu_usage.total_usage) as f64;
+    let system = s
+        .cpu_stats
+        .system_cpu_usage
+        .unwrap_or(0)
+        .saturating_sub(s.precpu_stats.system_cpu_usage.unwrap_or(0)) as f64;
+    let cpus = s.cpu_stats.online_cpus.unwrap_or(1).max(1) as f64;
+    if system <= 0.0 {
+        return 0;
+    }
+    (cpu / system * cpus * 1e9) as u64
+}
+
+/// Working set as the kubelet computes it: usage minus inactive file pages.
+pub fn working_set(s: &Stats) -> u64 {
+    let usage = s.memory_stats.usage.unwrap_or(0);
+    let inactive = match &s.memory_stats.stats {
+        Some(MemoryStatsStats::V1(v1)) => v1.total_inactive_file,
+        Some(MemoryStatsStats::V2(v2)) => v2.inactive_file,
+        None => 0,
+    };
+    usage.saturating_sub(inactive)
+}
+
+/// The bollard configuration of an app container.
+fn container_config(spec: &ContainerSpec) -> Config<String> {
+    let binds = spec
+        .mounts
+        .iter()
+        .map(|m| {
+            let ro = if m.read_only { ":ro" } else { "" };
+            format!("{}:{}{ro}", m.host_path, m.container_path)
+        })
+        .collect();
+    let mode = format!("container:{}", spec.sandbox_id);
+    Config {
+        image: Some(spec.image.clone()),
+        entrypoint: spec.command.clone().filter(|v| !v.is_empty()),
+        cmd: spec.args.clone().filter(|v| !v.is_empty()),
+        env: Some(spec.env.clone()),
+        working_dir: spec.working_dir.clone(),
+        tty: Some(spec.tty),
+        open_stdin: Some(spec.stdin),
+        labels: Some(spec.labels.clone()),
+        host_config: Some(HostConfig {
+            network_mode: Some(mode.clone()),
+            ipc_mode: Some(mode),
+            binds: Some(binds),
+            nano_cpus: spec.nano_cpus,
+            memory: spec.memory_limit_bytes,
+            cpu_shares: spec.cpu_shares,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+impl DockerRuntime {
+    /// Connects to the Docker socket (`unix:///var/run/docker.sock` style or a path).
+    pub fn connect(socket: &str, network: &str, node: &str) -> Result<DockerRuntime> {
+        let path = socket.trim_start_matches("unix://");
+        let docker = Docker::connect_with_unix(path, 120, bollard::API_DEFAULT_VERSION)?;
+        Ok(DockerRuntime {
+            docker,
+            network: network.to_string(),
+            node: node.to_string(),
+        })
+    }
+
+    /// Creates and starts a container from a bollard configuration; returns its id.
+    /// (Also the floor the pod-startup benchmark compares against.)
+    pub async fn create_and_start(&self, name: &str, config: Config<String>) -> Result<String> {
+        // A leftover container of the same name (a crash between create and start) is replaced.
+        let _ = self
+            .docker
+            .remove_container(
+                name,
+                Some(RemoveContainerOptions {
+                    force: true,
+                    ..Default::default()
+                }),
+            )
+            .await;
+        let created = self
+            .docker
+            .create_container(
+                Some(CreateContainerOptions {
+                    name: name.to_string(),
+                    platform: None,
+                }),
+                config,
+            )
+            .await?;
+        if let Err(e) = self
+            .docker
+            .start_container(&created.id, None::<StartContainerOptions<String>>)
+            .await
+        {
+            let _ = self.remove(&created.id).await;
+            return Err(e.into());
+        }
+        Ok(created.id)
+    }
+
+    /// Creates and starts a container, then reads back what Docker made of it.
+    async fn run_config(&self, name: &str, config: Config<String>) -> Result<ContainerInfo> {
+        let id = self.create_and_start(name, config).await?;
+        self.inspect(&id)
+            .await?
+            .ok_or_else(|| RuntimeError::Other(format!("container {id} vanished after start")))
+    }
+}
+
+#[async_trait::async_trait]
+impl ContainerRuntime for DockerRuntime {
+    fn scheme(&self) -> &'static str {
+        "docker"
+    }
+
+    async fn version(&self) -> Result<String> {
+        Ok(self.docker.version().await?.version.unwrap_or_default())
+    }
+
+    fn machine(&self) -> MachineInfo {
+        let mut sys = sysinfo::System::new();
+        sys.refresh_memory();
+        sys.refresh_cpu_list(sysinfo::CpuRefreshKind::nothing());
+        MachineInfo {
+            cpus: sys.cpus().len().max(1) as u64,
+            memory_bytes: sys.total_memory(),
+        }
+    }
+
+    async fn ensure_network(&self, cidr: &str, mtu: Option<u32>, masquerade: bool) -> Result<()> {
+        match self
+            .docker
+            .inspect_network::<String>(&self.network, None)
+            .await
+        {
+            Ok(net) => {
+                let existing = net
+                    .ipam
+                    .and_then(|i| i.config)
+                    .and_then(|c| c.first().and_then(|c| c.subnet.clone()))
+                    .unwrap_or_default();
+                if existing != cidr {
+                    return Err(RuntimeError::Other(format!("docker network {} exists with subnet {existing}, not {cidr}: remove it or use another --network", self.network)));
+                }
+                Ok(())
+            }
+            Err(e) if not_found(&e) => {
+                let ipam = Ipam {
+                    config: Some(vec![IpamConfig {
+                        subnet: Some(cidr.to_string()),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                };
+                let mut options = HashMap::new();
+                if let Some(mtu) = mtu {
+                    options.insert("com.docker.network.driver.mtu".to_string(), mtu.to_string());
+                }
+                if !masquerade {
+                    options.insert(
+                        "com.docker.network.bridge.enable_ip_masquerade".to_string(),
+                        "false".to_string(),
+                    );
+                }
+                self.docker
+                    .create_network(CreateNetworkOptions {
+                        name: self.network.clone(),
+                        driver: "bridge".into(),
+                        ipam,
+                        check_duplicate: true,
+                        options,
+                        ..Default::default()
+                    })
+                    .await?;
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn image_present(&self, image: &str) -> Result<bool> {
+        match self.docker.inspect_image(image).await {
+            Ok(_) => Ok(true),
+            Err(e) if not_found(&e) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn pull(&self, image: &str) -> Result<()> {
+        let opts = bollard::image::CreateImageOptions {
+            from_image: image.to_string(),
+            ..Default::default()
+        };
+        let mut s = self.docker.create_image(Some(opts), None, None);
+        while let Some(item) = s.next().await {
+            item?;
+        }
+        Ok(())
+    }
+
+    async fn list(&self, pod_uid: Option<&str>) -> Result<Vec<ContainerInfo>> {
+        let label = match pod_uid {
+            Some(uid) => format!("{LABEL_POD_UID}={uid}"),
+            None => LABEL_POD_UID.to_string(),
+        };
+        let filters = HashMap::from([(
+            "label".to_string(),
+            vec![label, format!("{LABEL_NODE}={}", self.node)],
+        )]);
+        let summaries = self
+            .docker
+            .list_containers(Some(ListContainersOptions {
+                all: true,
+                filters,
+                ..Default::default()
+            }))
+            .await?;
+        let mut out = Vec::new();
+        for s in summaries {
+            let Some(id) = s.id else { continue };
+            if let Some(c) = self.inspect(&id).await? {
+                out.push(c);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn inspect(&self, id: &str) -> Result<Option<ContainerInfo>> {
+        let c = match self
+            .docker
+            .inspect_container(id, None::<InspectContainerOptions>)
+            .await
+        {
+            Ok(c) => c,
+            Err(e) if not_found(&e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let labels = c
+            .config
+            .as_ref()
+            .and_then(|cfg| cfg.labels.clone())
+            .unwrap_or_default();
+        let st = c.state.clone().unwrap_or_default();
+        let state = match st.status {
+            Some(ContainerStateStatusEnum::RUNNING)
+            | Some(ContainerStateStatusEnum::RESTARTING)
+            | Some(ContainerStateStatusEnum::PAUSED) => State::Running {
+                started_at: st.started_at.clone().unwrap_or_default(),
+            },
+            Some(ContainerStateStatusEnum::EXITED) | Some(ContainerStateStatusEnum::DEAD) => {
+                State::Exited {
+                    exit_code: st.exit_code.unwrap_or(0),
+                    started_at: st.started_at.clone().unwrap_or_default(),
+                    finished_at: st.finished_at.clone().unwrap_or_default(),
+                    oom_killed: st.oom_killed.unwrap_or(false),
+                }
+            }
+            _ => State::Created,
+        };
+        let mut info = ContainerInfo::from_labels(c.id.unwrap_or_default(), &labels, state);
+        info.ip = c
+            .network_settings
+            .as_ref()
+            .and_then(|n| n.networks.as_ref())
+            .and_then(|nets| nets.get(&self.network))
+            .and_then(|n| n.ip_address.clone())
+            .filter(|ip| !ip.is_empty());
+        info.image = c.config.and_then(|cfg| cfg.image).unwrap_or_default();
+        // The image reference as pod status shows it (dockershim's form).
+        info.image_id = format!("docker-pullable://{}", c.image.unwrap_or_default());
+        Ok(Some(info))
+    }
+
+    async fn run_sandbox(&self, name: &str, spec: &SandboxSpec) -> Result<ContainerInfo> {
+        let config = Config {
+            image: Some(spec.image.clone()),
+            hostname: Some(spec.hostname.clone()),
+            domainname: spec.domainname.clone(),
+            labels: Some(spec.labels.clone()),
+            host_config: Some(HostConfig {
+                network_mode: Some(self.network.clone()),
+                ipc_mode: Some("shareable".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        self.run_config(name, config).await
+    }
+
+    async fn run_container(&self, name: &str, spec: &ContainerSpec) -> Result<ContainerInfo> {
+        self.run_config(name, container_config(spec)).await
+    }
+
+    async fn stop(&self, id: &str, grace_seconds: i64) -> Result<()> {
+        let opts = StopContainerOptions {
+            t: grace_seconds.max(0),
+        };
+        match self.docker.stop_container(id, Some(opts)).await {
+            Ok(()) => Ok(()),
+            Err(e) if not_found(&e) => Ok(()),
+            // 304: already stopped.
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 304, ..
+            }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn remove(&self, id: &str) -> Result<()> {
+        let opts = RemoveContainerOptions {
+            force: true,
+            v: true,
+            ..Default::default()
+        };
+        match self.docker.remove_container(id, Some(opts)).await {
+            Ok(()) => Ok(()),
+            Err(e) if not_found(&e) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn exec(&self, id: &str, cmd: Vec<String>) -> Result<i64> {
+        let exec = self
+            .docker
+            .create_exec(
+                id,
+                bollard::exec::CreateExecOptions {
+                    cmd: Some(cmd),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        if let bollard::exec::StartExecResults::Attached { mut output, .. } =
+            self.docker.start_exec(&exec.id, None).await?
+        {
+            while let Some(item) = output.next().await {
+                item?;
+            }
+        }
+        Ok(self
+            .docker
+            .inspect_exec(&exec.id)
+            .await?
+            .exit_code
+            .unwrap_or(-1))
+    }
+
+    fn logs(&self, id: &str, opts: LogOptions) -> BoxStream<'static, Result<bytes::Bytes>> {
+        let opts = LogsOptions::<String> {
+            follow: opts.follow,
+            stdout: true,
+            stderr: true,
+            timestamps: opts.timestamps,
+            since: opts.since,
+            tail: opts
+                .tail
+                .map(|t| t.to_string())
+                .unwrap_or_else(|| "all".into()),
+            ..Default::default()
+        };
+        self.docker
+            .logs(id, Some(opts))
+            .map(|item| match item {
+                Ok(LogOutput::StdOut { message })
+                | Ok(LogOutput::StdErr { message })
+                | Ok(LogOutput::Console { message }) => Ok(message),
+                Ok(LogOutput::StdIn { .. }) => Ok(bytes::Bytes::new()),
+                Err(e) => Err(RuntimeError::Docker(e)),
+            })
+            .boxed()
+    }
+
+    async fn stats(&self, id: &str) -> Result<Option<ContainerStats>> {
+        let opts = StatsOptions {
+            stream: false,
+            one_shot: false,
+        };
+        let Some(reading) = self.docker.stats(id, Some(opts)).next().await else {
+            return Ok(None);
+        };
+        let s = match reading {
+            Ok(s) => s,
+            Err(e) if not_found(&e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let rss = match &s.memory_stats.stats {
+            Some(MemoryStatsStats::V1(v1)) => v1.total_rss,
+            Some(MemoryStatsStats::V2(v2)) => v2.anon,
+            None => 0,
+        };
+        Ok(Some(ContainerStats {
+            usage_nano_cores: nano_cores(&s),
+            usage_core_nano_seconds: s.cpu_stats.cpu_usage.total_usage,
+            memory_usage_bytes: s.memory_stats.usage.unwrap_or(0),
+            working_set_bytes: working_set(&s),
+            rss_bytes: rss,
+        }))
+    }
+}

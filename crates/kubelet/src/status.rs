@@ -1,0 +1,135 @@
+//! The pod status a sync reports: phase, conditions, podIP and
+//! containerStatuses from the containers as last observed, written with
+//! `PUT pods/{name}/status` only when something changed.
+
+use crate::actions::latest_of;
+use crate::decide;
+use crate::runtime::{ContainerInfo, State};
+use crate::Kubelet;
+use k8s_openapi::api::core::v1::Pod;
+use minik8s_api::meta::now_rfc3339;
+use minik8s_api::registry;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashSet};
+
+impl Kubelet {
+    pub(crate) async fn report_status(
+        &self,
+        pod: &Pod,
+        containers: &[ContainerInfo],
+        pod_ip: &str,
+        waiting: &BTreeMap<String, (String, String)>,
+        unready: &HashSet<String>,
+    ) -> anyhow::Result<()> {
+        let spec = pod.spec.clone().unwrap_or_default();
+        let policy = spec
+            .restart_policy
+            .clone()
+            .unwrap_or_else(|| "Always".into());
+        let mut statuses = Vec::new();
+        let mut states: Vec<Option<&State>> = Vec::new();
+        for c in &spec.containers {
+            let current = latest_of(containers, &c.name, 0);
+            let previous = latest_of(containers, &c.name, 1);
+            let w = waiting.get(&c.name).map(|(r, m)| (r.as_str(), m.as_str()));
+            statuses.push(decide::container_status(
+                self.runtime.scheme(),
+                c,
+                current,
+                previous,
+                w,
+                !unready.contains(&c.name),
+            ));
+            // The phase follows what really ran: a container backing off still counts as started.
+            states.push(current.map(|c| &c.state));
+        }
+        let phase = decide::pod_phase(&policy, &states);
+        let all_ready = !statuses.is_empty() && statuses.iter().all(|s| s["ready"] == true);
+        let old = serde_json::to_value(&pod.status).unwrap_or(Value::Null);
+        let old_conditions: Vec<Value> = old
+            .get("conditions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let now = now_rfc3339();
+        let condition = |ty: &str, ok: bool| {
+            let status = if ok { "True" } else { "False" };
+            let prev = old_conditions.iter().find(|c| c["type"] == ty);
+            let since = prev
+                .filter(|p| p["status"] == status)
+                .and_then(|p| p.get("lastTransitionTime").cloned())
+                .unwrap_or(json!(now));
+            let mut c = json!({"type": ty, "status": status, "lastProbeTime": null, "lastTransitionTime": since});
+            if !ok && (ty == "Ready" || ty == "ContainersReady") {
+                let not_ready: Vec<&str> = statuses
+                    .iter()
+                    .filter(|s| s["ready"] != true)
+                    .filter_map(|s| s["name"].as_str())
+                    .collect();
+                c["reason"] = json!("ContainersNotReady");
+                c["message"] = json!(format!(
+                    "containers with unready status: [{}]",
+                    not_ready.join(" ")
+                ));
+            }
+            if ok && ty == "Ready" && phase == "Succeeded" {
+                c["status"] = json!("False");
+                c["reason"] = json!("PodCompleted");
+            }
+            c
+        };
+        let done = phase == "Succeeded" || phase == "Failed";
+        let ready = all_ready && !done;
+        let conditions = vec![
+            condition("PodReadyToStartContainers", true),
+            condition("Initialized", true),
+            condition("Ready", ready),
+            condition("ContainersReady", ready),
+            condition("PodScheduled", true),
+        ];
+        let start_time = old.get("startTime").cloned().unwrap_or(json!(now));
+        let mut status = json!({
+            "phase": phase,
+            "conditions": conditions,
+            "hostIP": self.config.node_ip,
+            "hostIPs": [{"ip": self.config.node_ip}],
+            "startTime": start_time,
+            "containerStatuses": statuses,
+            "qosClass": old.get("qosClass").cloned().unwrap_or(json!("BestEffort")),
+        });
+        if !pod_ip.is_empty() {
+            status["podIP"] = json!(pod_ip);
+            status["podIPs"] = json!([{"ip": pod_ip}]);
+        }
+        if normalized(&status) == normalized(&old) {
+            return Ok(());
+        }
+        let mut obj = serde_json::to_value(pod)?;
+        obj["status"] = status;
+        let api = self
+            .client
+            .dynamic(registry::of::<Pod>(), pod.metadata.namespace.as_deref());
+        match api
+            .replace_sub(pod.metadata.name.as_deref().unwrap_or(""), "status", &obj)
+            .await
+        {
+            Ok(_) => Ok(()),
+            // A newer version is on its way through the watch; the next sync writes again.
+            Err(e) if e.is_conflict() || e.is_not_found() => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Status without the fields that change on every write, for "did anything change".
+fn normalized(status: &Value) -> Value {
+    let mut s = status.clone();
+    if let Some(conds) = s.get_mut("conditions").and_then(Value::as_array_mut) {
+        for c in conds {
+            if let Some(m) = c.as_object_mut() {
+                m.remove("lastProbeTime");
+            }
+        }
+    }
+    s
+}
