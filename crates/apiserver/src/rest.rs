@@ -344,6 +344,16 @@ impl ApiServer {
                     return Err(ApiError::modified(info, name));
                 }
             }
+            // A uid in the body is a precondition (the kubelet's status write
+            // must not land on a pod recreated under the same name).
+            let body_uid = new.pointer("/metadata/uid").and_then(Value::as_str);
+            if let Some(u) = body_uid.filter(|u| !u.is_empty() && *u != meta::uid(&old)) {
+                let message = format!(
+                    "Precondition failed: UID in precondition: {u}, UID in object meta: {}",
+                    meta::uid(&old)
+                );
+                return Err(ApiError::conflict(info, name, &message));
+            }
             let body_name = meta::name(&new);
             if !body_name.is_empty() && body_name != name {
                 return Err(ApiError::bad_request(format!("the name of the object ({body_name}) does not match the name on the URL ({name})")));

@@ -722,22 +722,16 @@ async fn watch_too_old_is_gone_and_informer_relists(backend: Backend) {
         .unwrap();
     s.restart_http().await;
 
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    minik8s_testkit::until(30, "the informer converges", || async {
         let names: std::collections::BTreeSet<String> = cache
             .list()
             .iter()
             .map(|p| p.metadata.name.clone().unwrap())
             .collect();
-        if names.len() == 7 && names.contains("late") && !names.contains("p0") {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "informer did not converge: {names:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        let done = names.len() == 7 && names.contains("late") && !names.contains("p0");
+        done.then_some(()).ok_or_else(|| format!("{names:?}"))
+    })
+    .await;
     assert!(
         stats.gone.load(std::sync::atomic::Ordering::Relaxed) >= 1,
         "the informer saw 410"

@@ -30,6 +30,7 @@ fn hollow_node(client: &Client, prefix: &str) -> tokio::task::JoinHandle<anyhow:
             prefix: prefix.into(),
             count: 1,
             lease_seconds: 1,
+            sync_seconds: 1,
         },
     ))
 }

@@ -12,7 +12,7 @@ use minik8s_api::registry;
 use minik8s_client::{Client, DeleteParams, DynamicApi, ListParams};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const LWS: &str = "leaderworkerset.x-k8s.io/v1";
 
@@ -480,14 +480,16 @@ async fn lws_rolling_update_goes_group_by_group_and_respects_the_partition() {
         }
     };
     change_env("2").await;
-    let mut max_replicas = 0;
-    let mut saw_updating = false;
-    let deadline = Instant::now() + Duration::from_secs(40);
-    let new_hash = loop {
+    // Polled often: the surge and UpdateInProgress are passing states.
+    let max_replicas = std::cell::Cell::new(0);
+    let saw_updating = std::cell::Cell::new(false);
+    let every = Duration::from_millis(30);
+    let new_hash = minik8s_testkit::poll(40, every, "the rollout finishes", || async {
         let sts = statefulsets.get("roll").await.unwrap();
-        max_replicas = max_replicas.max(sts["spec"]["replicas"].as_i64().unwrap());
+        let replicas = sts["spec"]["replicas"].as_i64().unwrap();
+        max_replicas.set(max_replicas.get().max(replicas));
         let l = sets.get("roll").await.unwrap();
-        saw_updating |= condition(&l, "UpdateInProgress") == "True";
+        saw_updating.set(saw_updating.get() || condition(&l, "UpdateInProgress") == "True");
         let p = live(&pods, "app=roll").await;
         let hashes: Vec<String> = p.values().map(hash_of).collect();
         if names(&p) == all
@@ -495,16 +497,12 @@ async fn lws_rolling_update_goes_group_by_group_and_respects_the_partition() {
             && p.values().all(running)
             && condition(&l, "Available") == "True"
         {
-            break hashes[0].clone();
+            return Ok(hashes[0].clone());
         }
-        assert!(
-            Instant::now() < deadline,
-            "rollout did not finish: {:?} {}",
-            hashes,
-            l["status"]
-        );
-        tokio::time::sleep(Duration::from_millis(30)).await;
-    };
+        Err(format!("{hashes:?} {}", l["status"]))
+    })
+    .await;
+    let (max_replicas, saw_updating) = (max_replicas.get(), saw_updating.get());
     assert_eq!(max_replicas, 4, "maxSurge 1 adds one surge group");
     assert!(saw_updating, "UpdateInProgress was True during the rollout");
     let l = sets.get("roll").await.unwrap();

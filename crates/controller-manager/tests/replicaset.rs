@@ -18,27 +18,26 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 async fn eventually<F: Fn(&[Value]) -> bool>(pods: &DynamicApi, what: &str, ok: F) -> Vec<Value> {
-    let mut last = Vec::new();
-    for _ in 0..150 {
-        last = pods.list(&ListParams::default()).await.unwrap()["items"]
+    minik8s_testkit::until(15, what, || async {
+        let items = pods.list(&ListParams::default()).await.unwrap()["items"]
             .as_array()
             .cloned()
             .unwrap_or_default();
-        if ok(&last) {
-            return last;
+        if ok(&items) {
+            return Ok(items);
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let names: Vec<String> = last
-        .iter()
-        .map(|p| {
-            format!(
-                "{} owner={}",
-                p["metadata"]["name"], p["metadata"]["ownerReferences"][0]["name"]
-            )
-        })
-        .collect();
-    panic!("{what} within 15 s; pods: {names:?}");
+        let names: Vec<String> = items
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} owner={}",
+                    p["metadata"]["name"], p["metadata"]["ownerReferences"][0]["name"]
+                )
+            })
+            .collect();
+        Err(format!("pods: {names:?}"))
+    })
+    .await
 }
 
 fn owned_by<'a>(pods: &'a [Value], uid: &str) -> Vec<&'a Value> {

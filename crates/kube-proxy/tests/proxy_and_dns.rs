@@ -160,16 +160,14 @@ impl Drop for Netns {
     }
 }
 
-/// Polls `f` until it gives Some, for up to `secs`.
+/// Polls `f` (every 50 ms: rules apply fast) until it gives Some, for up to `secs`.
 async fn within<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "{what} within {secs} s");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let every = Duration::from_millis(50);
+    minik8s_testkit::poll(secs, every, what, || {
+        let got = f().ok_or_else(|| "not yet".to_string());
+        async move { got }
+    })
+    .await
 }
 
 /// An apiserver, its client, and the default namespace's Services and EndpointSlices.
@@ -505,15 +503,14 @@ async fn cluster_dns_names_services_and_pods() {
 }
 
 async fn answers_within(server: std::net::SocketAddr, name: &str, want: Vec<String>) {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
+    let every = Duration::from_millis(50);
+    minik8s_testkit::poll(2, every, name, || async {
         let (_, got) = ask(server, name).await;
-        if got == want {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{name}: {got:?}, want {want:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        (got == want)
+            .then_some(())
+            .ok_or_else(|| format!("{got:?}, want {want:?}"))
+    })
+    .await
 }
 
 fn free_port() -> u16 {

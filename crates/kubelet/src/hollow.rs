@@ -31,6 +31,9 @@ pub struct HollowConfig {
     pub count: usize,
     /// How often each node renews its Lease and posts its status.
     pub lease_seconds: u64,
+    /// How often each pod is synced without a change (the real kubelet's
+    /// `--sync-seconds`; nothing changes under a hollow pod but its probes).
+    pub sync_seconds: u64,
 }
 
 /// Hollow node capacity (kubemark's defaults are of the same size).
@@ -48,7 +51,8 @@ pub struct HollowNodes {
 
 /// The configuration of hollow node `i`: its own pod CIDR (`10.<i/256>.<i%256>.0/24`,
 /// outside the controller manager's cluster CIDR) and address, nothing on the host.
-pub fn node_config(prefix: &str, i: usize, lease_seconds: u64) -> Config {
+pub fn node_config(cfg: &HollowConfig, i: usize) -> Config {
+    let prefix = &cfg.prefix;
     let (hi, lo) = ((i / 256) % 256, i % 256);
     Config {
         node_name: format!("{prefix}-{i}"),
@@ -63,14 +67,13 @@ pub fn node_config(prefix: &str, i: usize, lease_seconds: u64) -> Config {
             .join("minik8s-hollow")
             .join(format!("{prefix}-{i}")),
         max_pods: 110,
-        // Nothing changes under a hollow pod between events but probes.
-        sync_seconds: 10,
+        sync_seconds: cfg.sync_seconds,
         cluster_dns: Vec::new(),
         cluster_domain: "cluster.local".into(),
         resolv_conf: "/nonexistent/resolv.conf".into(),
         flannel_subnet_env: "/nonexistent/subnet.env".into(),
         pod_network_routes: "none".into(),
-        node_status_update_frequency: Duration::from_secs(lease_seconds.max(1)),
+        node_status_update_frequency: Duration::from_secs(cfg.lease_seconds.max(1)),
     }
 }
 
@@ -99,7 +102,7 @@ pub async fn start(client: &Client, cfg: &HollowConfig) -> anyhow::Result<Hollow
     tasks.spawn(informer.run());
     let started: Vec<anyhow::Result<Arc<Kubelet>>> = futures::stream::iter(0..cfg.count)
         .map(|i| {
-            let config = node_config(&cfg.prefix, i, cfg.lease_seconds);
+            let config = node_config(cfg, i);
             let runtime = Arc::new(FakeRuntime::new(CPUS, MEMORY_BYTES));
             let (client, cache) = (client.clone(), cache.clone());
             async move {

@@ -177,7 +177,9 @@ impl Kubelet {
             });
             let finished = match mine {
                 None => true,
-                Some(pod) => match me.sync_pod(&pod).await {
+                // Boxed: a sleeping worker then holds a pointer, not the whole
+                // sync's state machine (tens of KiB, times every pod).
+                Some(pod) => match Box::pin(me.sync_pod(&pod)).await {
                     Ok(done) => done,
                     Err(e) => {
                         tracing::warn!(pod = %key, error = %e, "sync_pod failed");

@@ -24,6 +24,7 @@ async fn main() -> anyhow::Result<()> {
             prefix: args.config.node_name.clone(),
             count: args.hollow_nodes,
             lease_seconds: 10,
+            sync_seconds: 10,
         };
         return kubelet::hollow::run(client, cfg).await;
     }

@@ -1,6 +1,6 @@
 //! The pod status a sync reports: phase, conditions, podIP and
 //! containerStatuses from the containers as last observed, written with
-//! `PUT pods/{name}/status` only when something changed.
+//! a merge patch of `pods/{name}/status` only when something changed.
 
 use crate::actions::latest_of;
 use crate::decide;
@@ -9,6 +9,7 @@ use crate::Kubelet;
 use k8s_openapi::api::core::v1::Pod;
 use minik8s_api::meta::now_rfc3339;
 use minik8s_api::registry;
+use minik8s_client::rest::content;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
 
@@ -104,17 +105,24 @@ impl Kubelet {
         if normalized(&status) == normalized(&old) {
             return Ok(());
         }
-        let mut obj = serde_json::to_value(pod)?;
-        obj["status"] = status;
+        // A merge patch of the status alone, as the real kubelet's status
+        // manager patches: no conflict with other writers' changes; the uid
+        // makes sure it lands on this pod, not one recreated under its name.
+        if pod_ip.is_empty() {
+            status["podIP"] = Value::Null;
+            status["podIPs"] = Value::Null;
+        }
+        let patch = json!({"metadata": {"uid": pod.metadata.uid}, "status": status});
         let api = self
             .client
             .dynamic(registry::of::<Pod>(), pod.metadata.namespace.as_deref());
+        let name = pod.metadata.name.as_deref().unwrap_or("");
         match api
-            .replace_sub(pod.metadata.name.as_deref().unwrap_or(""), "status", &obj)
+            .patch(name, Some("status"), content::MERGE_PATCH, &patch)
             .await
         {
             Ok(_) => Ok(()),
-            // A newer version is on its way through the watch; the next sync writes again.
+            // Gone, or replaced by a pod of the same name: nothing to report.
             Err(e) if e.is_conflict() || e.is_not_found() => Ok(()),
             Err(e) => Err(e.into()),
         }

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Event;
 use minik8s_api::registry;
 use minik8s_client::ListParams;
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Parses `kubectl top pods` output into (name, millicores, MiB) rows.
 fn top_rows(out: &std::process::Output) -> Vec<(String, i64, i64)> {
@@ -65,40 +65,31 @@ async fn top_and_hpa_follow_cpu_load() {
         .await
         .unwrap();
     let pods = c.pods();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    let every = Duration::from_millis(300);
+    minik8s_testkit::poll(60, every, "the burn pod running", || async {
         let list = pods.list(&ListParams::default()).await.unwrap();
-        if list["items"]
+        let running = list["items"]
             .as_array()
-            .is_some_and(|i| i.len() == 1 && phase(&i[0]) == "Running" && all_ready(&i[0]))
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "burn pod not running: {list}\n{}",
-            tail(&c.kubelet_log(), 30)
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+            .is_some_and(|i| i.len() == 1 && phase(&i[0]) == "Running" && all_ready(&i[0]));
+        running
+            .then_some(())
+            .ok_or_else(|| format!("{list}\n{}", tail(&c.kubelet_log(), 30)))
+    })
+    .await;
 
     // kubectl top, ours and the real one: non-zero CPU and memory for the pod.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    let every = Duration::from_secs(1);
+    minik8s_testkit::poll(60, every, "kubectl top shows the load", || async {
         let ours = top_rows(&c.our_kubectl(&["top", "pods"]));
         let real = top_rows(&c.real_kubectl(&["top", "pods"]));
         let busy = |rows: &[(String, i64, i64)]| {
             rows.len() == 1 && rows[0].0.starts_with("burn-") && rows[0].1 > 50 && rows[0].2 >= 8
         };
-        if busy(&ours) && busy(&real) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "kubectl top: ours {ours:?}, real {real:?}"
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+        (busy(&ours) && busy(&real))
+            .then_some(())
+            .ok_or_else(|| format!("ours {ours:?}, real {real:?}"))
+    })
+    .await;
     let nodes = c.real_kubectl(&["top", "nodes"]);
     let text = String::from_utf8_lossy(&nodes.stdout);
     assert!(
@@ -121,23 +112,19 @@ async fn top_and_hpa_follow_cpu_load() {
     let wait_replicas = |want: i64, secs: u64, what: &'static str| {
         let (sets, hpas) = (sets.clone(), hpas.clone());
         async move {
-            let deadline = Instant::now() + Duration::from_secs(secs);
-            let mut seen_max = 0;
-            loop {
+            let seen_max = std::cell::Cell::new(0);
+            let every = Duration::from_millis(500);
+            minik8s_testkit::poll(secs, every, what, || async {
                 let rs = sets.get("burn").await.unwrap();
                 let n = rs["spec"]["replicas"].as_i64().unwrap_or(0);
-                seen_max = seen_max.max(n);
+                seen_max.set(seen_max.get().max(n));
                 if n == want {
-                    return seen_max;
+                    return Ok(seen_max.get());
                 }
                 let hpa = hpas.get("burn").await.unwrap();
-                assert!(
-                    Instant::now() < deadline,
-                    "{what}: replicas {n}, hpa status {}",
-                    hpa["status"]
-                );
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
+                Err(format!("replicas {n}, hpa status {}", hpa["status"]))
+            })
+            .await
         }
     };
     wait_replicas(3, 60, "scale up to max 3 within 60 s").await;

@@ -8,7 +8,7 @@ mod common;
 use common::Cluster;
 use k8s_openapi::api::core::v1::Service;
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The pod network's gateway: the node side of the pods' bridge.
 fn gateway(pod_cidr: &str) -> String {
@@ -90,32 +90,24 @@ async fn pods_resolve_services_and_peers_through_the_cluster_dns() {
         c.dockerd
             .docker(&["exec", &box_id, "timeout", "5", "nslookup", name])
     };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    let every = Duration::from_millis(300);
+    let what = format!("web resolves to {vip}");
+    minik8s_testkit::poll(20, every, &what, || async {
         let out = lookup("web.default.svc.cluster.local");
-        if out.contains(&vip) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "web resolves to {vip}: {out}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+        out.contains(&vip).then_some(()).ok_or(out)
+    })
+    .await;
     let short = lookup("web");
     assert!(
         short.contains(&vip),
         "the search list completes `web`: {short}"
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    let what = format!("peer-0.peers resolves to {peer_ip}");
+    minik8s_testkit::poll(20, every, &what, || async {
         let out = lookup("peer-0.peers.default.svc.cluster.local");
-        if out.contains(&peer_ip) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "peer-0.peers resolves to {peer_ip}: {out}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+        out.contains(&peer_ip).then_some(()).ok_or(out)
+    })
+    .await;
     // The libc resolver (what every program uses) through the search list too.
     let ping = c.dockerd.docker(&[
         "exec",

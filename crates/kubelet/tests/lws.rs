@@ -16,7 +16,7 @@ use minik8s_api::registry;
 use minik8s_client::{DynamicApi, ListParams};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 async fn start() -> Cluster {
     let c = Cluster::start().await;
@@ -46,22 +46,19 @@ async fn wait_pods<F: Fn(&BTreeMap<String, Value>) -> bool>(
     ok: F,
 ) -> BTreeMap<String, Value> {
     let pods = c.pods();
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
+    let every = Duration::from_millis(200);
+    minik8s_testkit::poll(secs, every, what, || async {
         let p = group_pods(&pods, lws).await;
         if ok(&p) {
-            return p;
+            return Ok(p);
         }
-        assert!(
-            Instant::now() < deadline,
-            "{what} within {secs} s; pods: {:?}\n{}",
-            p.iter()
-                .map(|(n, p)| (n.clone(), phase(p).to_string()))
-                .collect::<Vec<_>>(),
-            tail(&c.kubelet_log(), 30)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        let phases: Vec<_> = p
+            .iter()
+            .map(|(n, p)| (n.clone(), phase(p).to_string()))
+            .collect();
+        Err(format!("pods: {phases:?}\n{}", tail(&c.kubelet_log(), 30)))
+    })
+    .await
 }
 
 fn all_running<'a>(names: &'a [&'a str]) -> impl Fn(&BTreeMap<String, Value>) -> bool + 'a {

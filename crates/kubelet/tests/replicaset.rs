@@ -11,7 +11,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use minik8s_api::registry;
 use minik8s_client::{DynamicApi, ListParams};
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn replicaset(name: &str, replicas: i64) -> Value {
     json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
@@ -41,8 +41,8 @@ async fn pods_until<F: Fn(&[Value]) -> bool>(
     what: &str,
     ok: F,
 ) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    let every = Duration::from_millis(300);
+    minik8s_testkit::poll(60, every, what, || async {
         let live: Vec<Value> = pods.list(&ListParams::default()).await.unwrap()["items"]
             .as_array()
             .cloned()
@@ -51,22 +51,21 @@ async fn pods_until<F: Fn(&[Value]) -> bool>(
             .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
             .collect();
         if ok(&live) {
-            return live;
+            return Ok(live);
         }
-        assert!(
-            Instant::now() < deadline,
-            "{what} within 60 s; pods: {:?}\n{}",
-            live.iter()
-                .map(|p| (
+        let seen: Vec<_> = live
+            .iter()
+            .map(|p| {
+                (
                     name(p),
                     phase(p).to_string(),
-                    owner_uid(p).map(str::to_string)
-                ))
-                .collect::<Vec<_>>(),
-            tail(&c.kubelet_log(), 20)
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+                    owner_uid(p).map(str::to_string),
+                )
+            })
+            .collect();
+        Err(format!("pods: {seen:?}\n{}", tail(&c.kubelet_log(), 20)))
+    })
+    .await
 }
 
 fn kubectl_ok(out: std::process::Output) -> String {

@@ -80,14 +80,8 @@ fn apply(manifest: &str) {
 
 /// Polls `f` until it returns Some, or panics after `secs` with `what`.
 fn until<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out after {secs}s: {what}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    let every = Duration::from_millis(250);
+    minik8s_testkit::poll_blocking(secs, every, what, || f().ok_or_else(|| "not yet".into()))
 }
 
 fn netns(node: u32) -> String {
@@ -493,18 +487,13 @@ fn three_node_lab(setup: Setup) {
         // Every kube-proxy programs the endpoints on its own: a node may lag the
         // Ready pods by a sync, so each check gets a few seconds to see both pods.
         let both_answer = |what: &str, fetch: &dyn Fn() -> Option<String>| {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            loop {
+            let every = Duration::from_millis(250);
+            minik8s_testkit::poll_blocking(10, every, what, || {
                 let out = fetch().unwrap_or_default();
-                if answered(&out) == who_names {
-                    return;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "{what}: not both pods answered: {out}"
-                );
-                std::thread::sleep(Duration::from_millis(250));
-            }
+                (answered(&out) == who_names)
+                    .then_some(())
+                    .ok_or(format!("not both pods answered: {out}"))
+            })
         };
         for node in 1..=3 {
             both_answer(&format!("the VIP from node{node}"), &|| {

@@ -29,18 +29,13 @@ async fn wait_for<F: Fn(&Value) -> bool>(
     what: &str,
     ok: F,
 ) -> Value {
-    for _ in 0..100 {
-        if let Ok(p) = pods.get(name).await {
-            if ok(&p) {
-                return p;
-            }
+    minik8s_testkit::until(10, &format!("pod {name}: {what}"), || async {
+        match pods.get(name).await {
+            Ok(p) if ok(&p) => Ok(p),
+            other => Err(format!("{other:?}")),
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!(
-        "pod {name}: {what} within 10 s; last: {:?}",
-        pods.get(name).await.ok()
-    );
+    })
+    .await
 }
 
 fn node_of(p: &Value) -> String {

@@ -2,7 +2,7 @@
 //! component crates, never linked into a production binary): an in-process
 //! apiserver on a real store ([`apiserver`]: `TestServer`, etcd on free
 //! ports), a private dockerd with the local images ([`docker`]), and one
-//! polling helper ([`eventually`]).
+//! polling loop ([`poll`], with [`until`] and [`eventually`] on top).
 
 pub mod apiserver;
 pub mod docker;
@@ -12,25 +12,72 @@ pub use crate::apiserver::{free_port, Backend, EtcdProcess, TestServer};
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-/// Polls `check` every 100 ms until it returns Some, and returns that; panics
-/// naming `what` after `secs` seconds. For the observable outcome of
+/// Polls `check` every `every` until it returns Ok, and returns that; after
+/// `secs` seconds panics naming `what` and the last Err (say what was seen, so
+/// a failure explains itself). The one polling loop of the test suites.
+pub async fn poll<T, F, Fut>(secs: u64, every: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let last = match check().await {
+            Ok(v) => return v,
+            Err(last) => last,
+        };
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {secs} s: {what}; last: {last}"
+        );
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// [`poll`] for synchronous checks (tests that drive processes and shells
+/// from a plain thread), sleeping the thread between tries.
+pub fn poll_blocking<T>(
+    secs: u64,
+    every: Duration,
+    what: &str,
+    mut check: impl FnMut() -> Result<T, String>,
+) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let last = match check() {
+            Ok(v) => return v,
+            Err(last) => last,
+        };
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {secs} s: {what}; last: {last}"
+        );
+        std::thread::sleep(every);
+    }
+}
+
+/// [`poll`] every 100 ms.
+pub async fn until<T, F, Fut>(secs: u64, what: &str, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    poll(secs, Duration::from_millis(100), what, check).await
+}
+
+/// [`until`] for checks with nothing to say while they wait: polls `check`
+/// every 100 ms until it returns Some. For the observable outcome of
 /// something asynchronous (a controller converging, a watch delivering).
 pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs} s: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until(secs, what, || {
+        let answer = check();
+        async move { answer.await.ok_or_else(|| "not yet".to_string()) }
+    })
+    .await
 }
 
 #[cfg(test)]

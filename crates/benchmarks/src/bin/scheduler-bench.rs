@@ -31,6 +31,7 @@ async fn main() -> anyhow::Result<()> {
         prefix: "hollow".into(),
         count: nodes,
         lease_seconds: 60,
+        sync_seconds: 10,
     };
     let hollow_nodes = kubelet::hollow::start(&client, &hollow).await?;
     tokio::spawn(hollow_nodes.run_forever());

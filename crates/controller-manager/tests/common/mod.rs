@@ -3,7 +3,6 @@
 
 use minik8s_client::Client;
 use minik8s_testkit::{Backend, TestServer};
-use std::time::{Duration, Instant};
 
 /// An apiserver with `nodes` hollow nodes, the scheduler and every controller.
 pub async fn cluster(prefix: &str, nodes: usize) -> (TestServer, Client) {
@@ -17,6 +16,7 @@ pub async fn cluster(prefix: &str, nodes: usize) -> (TestServer, Client) {
         prefix: prefix.into(),
         count: nodes,
         lease_seconds: 10,
+        sync_seconds: 10,
     };
     let nodes = kubelet::hollow::start(&client, &hollow).await.unwrap();
     tokio::spawn(nodes.run_forever());
@@ -35,17 +35,8 @@ pub async fn cluster(prefix: &str, nodes: usize) -> (TestServer, Client) {
 /// Polls `f` until it returns Ok, or fails with its last error after `secs`.
 pub async fn until<T, F, Fut>(what: &str, secs: u64, f: F) -> T
 where
-    F: Fn() -> Fut,
+    F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, String>>,
 {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        match f().await {
-            Ok(v) => return v,
-            Err(last) if Instant::now() > deadline => {
-                panic!("{what} within {secs} s; last: {last}")
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(150)).await,
-        }
-    }
+    minik8s_testkit::until(secs, what, f).await
 }

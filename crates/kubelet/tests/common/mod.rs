@@ -12,7 +12,7 @@ use minik8s_testkit::{free_port, Backend, TestServer};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 static NEXT_NET: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
@@ -176,22 +176,20 @@ impl Cluster {
         secs: u64,
         ok: F,
     ) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        let mut last = Value::Null;
-        while Instant::now() < deadline {
-            if let Ok(p) = self.pods().get(name).await {
-                if ok(&p) {
-                    return p;
-                }
-                last = p;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        panic!(
-            "pod {name}: {what} within {secs} s\nlast status: {}\nkubelet log (tail):\n{}",
-            serde_json::to_string_pretty(&last["status"]).unwrap(),
-            tail(&self.kubelet_log(), 30)
-        );
+        let what = format!("pod {name}: {what}");
+        minik8s_testkit::poll(secs, Duration::from_millis(200), &what, || async {
+            let last = match self.pods().get(name).await {
+                Ok(p) if ok(&p) => return Ok(p),
+                Ok(p) => p,
+                Err(_) => Value::Null,
+            };
+            Err(format!(
+                "status: {}\nkubelet log (tail):\n{}",
+                serde_json::to_string_pretty(&last["status"]).unwrap(),
+                tail(&self.kubelet_log(), 30)
+            ))
+        })
+        .await
     }
 
     /// A container's log through the apiserver (`path` is what follows `.../pods/`).
@@ -239,17 +237,14 @@ impl Cluster {
     }
 
     pub async fn wait_gone(&self, name: &str, secs: u64) {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        while Instant::now() < deadline {
+        let what = format!("pod {name} gone");
+        minik8s_testkit::poll(secs, Duration::from_millis(200), &what, || async {
             if self.pods().get(name).await.is_err_and(|e| e.is_not_found()) {
-                return;
+                return Ok(());
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        panic!(
-            "pod {name} still exists after {secs} s\n{}",
-            tail(&self.kubelet_log(), 30)
-        );
+            Err(format!("it exists\n{}", tail(&self.kubelet_log(), 30)))
+        })
+        .await
     }
 }
 

@@ -1,0 +1,160 @@
+//! Hollow nodes are the real kubelet on the in-memory runtime: registration
+//! with the hollow capacity and label, pods bound to them go Running and
+//! Ready with an address from the node's own pod CIDR and `fake://`
+//! container IDs, a graceful deletion is confirmed by the node, a killed
+//! node stops heartbeating and its pods' containers go with it.
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kubelet::hollow::{self, HollowConfig};
+use minik8s_api::registry;
+use minik8s_client::{Client, DeleteParams};
+use minik8s_testkit::{eventually, Backend, TestServer};
+use serde_json::{json, Value};
+
+fn pod(name: &str, node: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 30,
+                 "containers": [{"name": "app", "image": "busybox",
+                                 "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1}},
+                                {"name": "side", "image": "busybox"}]}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hollow_nodes_run_the_real_kubelet_on_memory() {
+    let server = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&server.url);
+    let cfg = HollowConfig {
+        prefix: "h".into(),
+        count: 2,
+        lease_seconds: 1,
+        sync_seconds: 1,
+    };
+    let nodes = hollow::start(&client, &cfg).await.unwrap();
+    let node_api = client.dynamic(registry::of::<Node>(), None);
+    let n1 = node_api.get("h-1").await.unwrap();
+    assert_eq!(n1["metadata"]["labels"]["minik8s.io/hollow"], "true");
+    assert_eq!(n1["metadata"]["labels"]["kubernetes.io/hostname"], "h-1");
+    assert_eq!(n1["status"]["capacity"]["cpu"], "4");
+    assert_eq!(n1["status"]["capacity"]["memory"], "16777216Ki");
+    assert_eq!(n1["spec"]["podCIDR"], "10.0.1.0/24");
+    assert_eq!(
+        n1["status"]["nodeInfo"]["containerRuntimeVersion"],
+        "fake://0.0.0-fake"
+    );
+
+    let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
+    pods.create(&pod("a", "h-1")).await.unwrap();
+    pods.create(&pod("b", "h-1")).await.unwrap();
+    let a = eventually(20, "pod a Running and Ready on h-1", || async {
+        let p = pods.get("a").await.ok()?;
+        let ready = p["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        (p["status"]["phase"] == "Running" && ready).then_some(p)
+    })
+    .await;
+    let ip = a["status"]["podIP"].as_str().unwrap();
+    assert!(ip.starts_with("10.0.1."), "{ip} is in h-1's pod CIDR");
+    assert_eq!(a["status"]["hostIP"], "10.255.0.1");
+    let statuses = a["status"]["containerStatuses"].as_array().unwrap();
+    assert_eq!(statuses.len(), 2);
+    for s in statuses {
+        assert!(
+            s["containerID"].as_str().unwrap().starts_with("fake://"),
+            "{s}"
+        );
+        assert_eq!(s["ready"], true, "{s}");
+        assert!(s["state"]["running"]["startedAt"].is_string(), "{s}");
+    }
+    let b = eventually(20, "pod b Running", || async {
+        let p = pods.get("b").await.ok()?;
+        (p["status"]["phase"] == "Running").then_some(p)
+    })
+    .await;
+    assert_ne!(
+        b["status"]["podIP"], a["status"]["podIP"],
+        "distinct pod IPs"
+    );
+
+    // A graceful deletion is finished by the node (the object goes away).
+    pods.delete("a", &DeleteParams::default()).await.unwrap();
+    eventually(20, "pod a deleted by its node", || async {
+        match pods.get("a").await {
+            Err(e) if e.is_not_found() => Some(()),
+            _ => None,
+        }
+    })
+    .await;
+    let h1 = nodes
+        .kubelets
+        .iter()
+        .find(|k| k.config.node_name == "h-1")
+        .unwrap()
+        .clone();
+    let live = h1.runtime.list(None).await.unwrap();
+    assert_eq!(live.len(), 3, "b's sandbox and two containers: {live:?}");
+    assert!(live.iter().all(|c| c.pod_name == "b"));
+
+    // Killed (dropped): the heartbeats stop, the lease is no longer renewed.
+    drop(h1);
+    drop(nodes);
+    let leases = client.dynamic(registry::of::<Lease>(), Some("kube-node-lease"));
+    let renewed = || async {
+        leases.get("h-0").await.unwrap()["spec"]["renewTime"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let before = renewed().await;
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    assert_eq!(renewed().await, before, "a dropped hollow node is silent");
+}
+
+/// The command doc/kubelet.md shows: `kubelet --hollow-nodes N --node-name P`
+/// (here 3 nodes) registers Ready nodes that run pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hollow_nodes_command_runs_nodes() {
+    let server = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&server.url);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kubelet"))
+        .args([
+            "--server",
+            &server.url,
+            "--hollow-nodes",
+            "3",
+            "--node-name",
+            "hollow",
+        ])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starting kubelet --hollow-nodes");
+    let node_api = client.dynamic(registry::of::<Node>(), None);
+    eventually(30, "hollow-0..2 registered and Ready", || async {
+        let list = node_api.list(&Default::default()).await.ok()?;
+        let ready: Vec<&str> = list["items"]
+            .as_array()?
+            .iter()
+            .filter(|n| {
+                n["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+            })
+            .filter_map(|n| n["metadata"]["name"].as_str())
+            .collect();
+        (ready == ["hollow-0", "hollow-1", "hollow-2"]).then_some(())
+    })
+    .await;
+    let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
+    pods.create(&pod("c", "hollow-2")).await.unwrap();
+    eventually(20, "the pod Running on hollow-2", || async {
+        let p = pods.get("c").await.ok()?;
+        (p["status"]["phase"] == "Running").then_some(())
+    })
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+}
