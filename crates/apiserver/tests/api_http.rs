@@ -1068,4 +1068,24 @@ async fn concurrent_writers_see_only_the_conflicts_they_asked_for(backend: Backe
         .await
         .expect_err("an outdated resourceVersion conflicts");
     assert!(stale.is_conflict(), "{stale}");
+
+    // So is a uid: a write meant for an object deleted and recreated under
+    // the same name (the kubelet's status patches carry one) is refused.
+    let uid = created["metadata"]["uid"].as_str().unwrap();
+    let other = json!({"metadata": {"uid": "0000-not-this-one"}, "status": {"replicas": 5}});
+    let refused = rs
+        .patch("race", Some("status"), "application/merge-patch+json", &other)
+        .await
+        .expect_err("a different uid conflicts");
+    assert!(refused.is_conflict(), "{refused}");
+    assert!(
+        refused.to_string().contains(&format!(
+            "Precondition failed: UID in precondition: 0000-not-this-one, UID in object meta: {uid}"
+        )),
+        "{refused}"
+    );
+    let same = json!({"metadata": {"uid": uid}, "status": {"replicas": 5}});
+    rs.patch("race", Some("status"), "application/merge-patch+json", &same)
+        .await
+        .expect("the object's own uid is fine");
 }
