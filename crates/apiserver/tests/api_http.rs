@@ -1074,7 +1074,12 @@ async fn concurrent_writers_see_only_the_conflicts_they_asked_for(backend: Backe
     let uid = created["metadata"]["uid"].as_str().unwrap();
     let other = json!({"metadata": {"uid": "0000-not-this-one"}, "status": {"replicas": 5}});
     let refused = rs
-        .patch("race", Some("status"), "application/merge-patch+json", &other)
+        .patch(
+            "race",
+            Some("status"),
+            "application/merge-patch+json",
+            &other,
+        )
         .await
         .expect_err("a different uid conflicts");
     assert!(refused.is_conflict(), "{refused}");
@@ -1085,7 +1090,12 @@ async fn concurrent_writers_see_only_the_conflicts_they_asked_for(backend: Backe
         "{refused}"
     );
     let same = json!({"metadata": {"uid": uid}, "status": {"replicas": 5}});
-    rs.patch("race", Some("status"), "application/merge-patch+json", &same)
-        .await
-        .expect("the object's own uid is fine");
+    rs.patch(
+        "race",
+        Some("status"),
+        "application/merge-patch+json",
+        &same,
+    )
+    .await
+    .expect("the object's own uid is fine");
 }

@@ -167,6 +167,24 @@ impl Client {
             namespace: namespace.filter(|_| info.namespaced).map(str::to_string),
         }
     }
+
+    /// Patches the `status` of the built-in object `meta` names. Ok(false)
+    /// when the object is gone: a status about a deleted object has nobody
+    /// left to tell.
+    pub async fn patch_status<K: k8s_openapi::Resource>(
+        &self,
+        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+        content_type: &str,
+        patch: &Value,
+    ) -> Result<bool, ClientError> {
+        let api = self.dynamic(registry::of::<K>(), meta.namespace.as_deref());
+        let name = meta.name.as_deref().unwrap_or("");
+        match api.patch(name, Some("status"), content_type, patch).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
 }
 
 /// List and watch options.

@@ -337,21 +337,10 @@ impl NodeLifecycleController {
             ready.last_transition_time = Some(
                 k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Utc::now()),
             );
-            let api = self
-                .client
-                .dynamic(registry::of::<Pod>(), pod.metadata.namespace.as_deref());
-            match api
-                .patch(
-                    pod.metadata.name.as_deref().unwrap_or(""),
-                    Some("status"),
-                    content::MERGE_PATCH,
-                    &json!({"status": {"conditions": conds}}),
-                )
-                .await
-            {
-                Err(e) if !e.is_not_found() => return Err(e),
-                _ => {}
-            }
+            let patch = json!({"status": {"conditions": conds}});
+            self.client
+                .patch_status::<Pod>(&pod.metadata, content::MERGE_PATCH, &patch)
+                .await?;
         }
         Ok(())
     }

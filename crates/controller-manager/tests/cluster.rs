@@ -77,6 +77,10 @@ fn taint_keys(node: &Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_node_is_tainted_and_its_pods_move() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let server = TestServer::start(Backend::Embedded).await;
     let client = Client::new(&server.url);
     let node_a = hollow_node(&client, "a");
@@ -121,9 +125,23 @@ async fn silent_node_is_tainted_and_its_pods_move() {
             .map(node_of)
             .collect();
         on.sort();
+        let all: Vec<String> = pods.list(&ListParams::default()).await.unwrap()["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| {
+                format!(
+                    "{} on {} {} deleting={}",
+                    p["metadata"]["name"],
+                    node_of(p),
+                    p["status"]["phase"],
+                    !p["metadata"]["deletionTimestamp"].is_null()
+                )
+            })
+            .collect();
         (on == ["a-0", "b-0"])
             .then(|| live.clone())
-            .ok_or_else(|| format!("{on:?}"))
+            .ok_or_else(|| format!("running on {on:?}; pods: {all:?}"))
     })
     .await;
     let on_a = first.iter().find(|p| node_of(p) == "a-0").unwrap()["metadata"]["name"]

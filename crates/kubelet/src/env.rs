@@ -10,23 +10,17 @@ fn field_value(pod: &Pod, path: &str, pod_ip: &str, host_ip: &str) -> String {
             .and_then(|r| r.strip_suffix("']"))
             .map(str::to_string)
     };
-    if let Some(k) = map_key("metadata.labels['") {
-        return pod
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(&k))
+    let entry = |map: &Option<std::collections::BTreeMap<String, String>>, k: &str| {
+        map.as_ref()
+            .and_then(|l| l.get(k))
             .cloned()
-            .unwrap_or_default();
+            .unwrap_or_default()
+    };
+    if let Some(k) = map_key("metadata.labels['") {
+        return entry(&pod.metadata.labels, &k);
     }
     if let Some(k) = map_key("metadata.annotations['") {
-        return pod
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|l| l.get(&k))
-            .cloned()
-            .unwrap_or_default();
+        return entry(&pod.metadata.annotations, &k);
     }
     let spec = pod.spec.as_ref();
     match path {

@@ -117,6 +117,13 @@ pub fn port(c: &Container, p: &IntOrString) -> Option<u16> {
     }
 }
 
+/// Where a network probe goes: its `host`, or the pod's IP.
+fn probe_host(host: &Option<String>, pod_ip: &str) -> String {
+    host.clone()
+        .filter(|x| !x.is_empty())
+        .unwrap_or_else(|| pod_ip.to_string())
+}
+
 impl crate::Kubelet {
     /// Runs the container's due probes; returns (ready, alive).
     pub(crate) async fn probe_container(
@@ -179,11 +186,7 @@ impl crate::Kubelet {
             let Some(port) = port(c, &h.port) else {
                 return false;
             };
-            let host = h
-                .host
-                .clone()
-                .filter(|x| !x.is_empty())
-                .unwrap_or_else(|| pod_ip.to_string());
+            let host = probe_host(&h.host, pod_ip);
             let scheme = h
                 .scheme
                 .clone()
@@ -208,11 +211,7 @@ impl crate::Kubelet {
             let Some(port) = port(c, &t.port) else {
                 return false;
             };
-            let host = t
-                .host
-                .clone()
-                .filter(|x| !x.is_empty())
-                .unwrap_or_else(|| pod_ip.to_string());
+            let host = probe_host(&t.host, pod_ip);
             return tokio::net::TcpStream::connect((host.as_str(), port))
                 .await
                 .is_ok();

@@ -8,7 +8,6 @@ use crate::runtime::{ContainerInfo, State};
 use crate::Kubelet;
 use k8s_openapi::api::core::v1::Pod;
 use minik8s_api::meta::now_rfc3339;
-use minik8s_api::registry;
 use minik8s_client::rest::content;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
@@ -113,17 +112,14 @@ impl Kubelet {
             status["podIPs"] = Value::Null;
         }
         let patch = json!({"metadata": {"uid": pod.metadata.uid}, "status": status});
-        let api = self
+        match self
             .client
-            .dynamic(registry::of::<Pod>(), pod.metadata.namespace.as_deref());
-        let name = pod.metadata.name.as_deref().unwrap_or("");
-        match api
-            .patch(name, Some("status"), content::MERGE_PATCH, &patch)
+            .patch_status::<Pod>(&pod.metadata, content::MERGE_PATCH, &patch)
             .await
         {
+            // Gone (false), or replaced by a pod of the same name (409): nothing to report.
             Ok(_) => Ok(()),
-            // Gone, or replaced by a pod of the same name: nothing to report.
-            Err(e) if e.is_conflict() || e.is_not_found() => Ok(()),
+            Err(e) if e.is_conflict() => Ok(()),
             Err(e) => Err(e.into()),
         }
     }

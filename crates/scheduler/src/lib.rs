@@ -486,21 +486,10 @@ impl Scheduler {
         }
         let patch = json!({"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                                        "message": message, "lastProbeTime": null, "lastTransitionTime": now_rfc3339()}]}});
-        let api = self
-            .client
-            .dynamic(registry::of::<Pod>(), pod.metadata.namespace.as_deref());
-        match api
-            .patch(
-                pod.metadata.name.as_deref().unwrap_or(""),
-                Some("status"),
-                content::STRATEGIC_MERGE_PATCH,
-                &patch,
-            )
+        self.client
+            .patch_status::<Pod>(&pod.metadata, content::STRATEGIC_MERGE_PATCH, &patch)
             .await
-        {
-            Err(e) if e.is_not_found() => Ok(()),
-            other => other.map(|_| ()),
-        }
+            .map(|_| ())
     }
 
     /// Records an Event about the pod (best effort: scheduling does not depend on it).

@@ -271,61 +271,40 @@ impl Reconciler for HpaController {
             .namespace
             .clone()
             .unwrap_or_else(|| "default".into());
-        let name = hpa.metadata.name.clone().unwrap_or_default();
         let spec = hpa.spec.clone().unwrap_or_default();
         let target = &spec.scale_target_ref;
         let api_version = target.api_version.clone().unwrap_or_default();
         let now = Utc::now();
-        let hpa_api = self
-            .client
-            .dynamic(registry::of::<HorizontalPodAutoscaler>(), Some(&ns));
         let mut status =
             serde_json::to_value(hpa.status.clone().unwrap_or_default()).unwrap_or(json!({}));
+        let meta = hpa.metadata.clone();
         let write_status = |status: Value| {
-            let api = hpa_api.clone();
-            let name = name.clone();
+            let meta = meta.clone();
             async move {
-                match api
-                    .patch(
-                        &name,
-                        Some("status"),
-                        content::MERGE_PATCH,
-                        &json!({"status": status}),
-                    )
+                let patch = json!({"status": status});
+                self.client
+                    .patch_status::<HorizontalPodAutoscaler>(&meta, content::MERGE_PATCH, &patch)
                     .await
-                {
-                    Err(e) if !e.is_not_found() => Err(e),
-                    _ => Ok(()),
-                }
+                    .map(|_| ())
             }
         };
-        let Some(info) =
-            registry::by_kind(&api_version, &target.kind).filter(|i| i.has(Subresource::Scale))
-        else {
-            set_conditions(
-                &mut status,
-                &[(
-                    "AbleToScale",
-                    "False",
-                    "FailedGetScale",
-                    "the HPA controller was unable to get the target's current scale",
-                )],
-                now,
-            );
-            self.event(
-                &hpa,
-                "Warning",
-                "FailedGetScale",
-                &format!("no scale subresource for {api_version} {}", target.kind),
-            )
-            .await;
+        // The target's scale; on failure, what to say and when to look again.
+        let info =
+            registry::by_kind(&api_version, &target.kind).filter(|i| i.has(Subresource::Scale));
+        let scale = match info.map(|info| self.client.dynamic(info, Some(&ns))) {
+            Some(api) => match api.get_sub(&target.name, "scale").await {
+                Ok(scale) => Ok((scale, api)),
+                Err(e) => Err((e.to_string(), next)),
+            },
             // Nothing to scale until the HPA itself changes.
-            return write_status(status).await.map(|()| Action::Done);
+            None => Err((
+                format!("no scale subresource for {api_version} {}", target.kind),
+                Action::Done,
+            )),
         };
-        let target_api = self.client.dynamic(info, Some(&ns));
-        let scale = match target_api.get_sub(&target.name, "scale").await {
-            Ok(s) => s,
-            Err(e) => {
+        let (scale, target_api) = match scale {
+            Ok(found) => found,
+            Err((message, then)) => {
                 set_conditions(
                     &mut status,
                     &[(
@@ -336,10 +315,10 @@ impl Reconciler for HpaController {
                     )],
                     now,
                 );
-                self.event(&hpa, "Warning", "FailedGetScale", &e.to_string())
+                self.event(&hpa, "Warning", "FailedGetScale", &message)
                     .await;
                 write_status(status).await?;
-                return Ok(next);
+                return Ok(then);
             }
         };
         let current = scale["spec"]["replicas"].as_i64().unwrap_or(0) as i32;
