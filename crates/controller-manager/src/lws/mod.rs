@@ -36,13 +36,25 @@ use minik8s_api::lws_pod::*;
 use minik8s_api::registry;
 use minik8s_client::controller::{Action, Controller, Reconciler};
 use minik8s_client::events::{self, Involved};
-use minik8s_client::informer::{object_key, Event};
+use minik8s_client::informer::Event;
 use minik8s_client::rest::content;
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
 use minik8s_client::{Cache, Client, ClientError, DeleteParams, SharedInformers, WorkQueue};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// How soon a reconcile that wrote against a stale cached leader set looks again.
+const STALE_RETRY: Duration = Duration::from_millis(100);
+
+/// What [`LwsController::apply_leader_sts`] did.
+#[derive(Debug, PartialEq, Eq)]
+enum Applied {
+    Unchanged,
+    Written,
+    /// The write conflicted: the cached leader set was out of date.
+    Stale,
+}
 
 // ---------------------------------------------------------------------------
 // The I/O shell.
@@ -54,7 +66,6 @@ pub struct LwsController {
     pods: Cache<Pod>,
     services: Cache<Service>,
     revisions: Cache<ControllerRevision>,
-    queue: WorkQueue<String>,
 }
 
 /// Whether group `idx` of `lws` is ready and updated (§5.10), from the caches.
@@ -111,7 +122,6 @@ impl LwsController {
         client: Client,
         informers: &SharedInformers,
     ) -> Result<Controller<Self>, AlreadyStarted> {
-        let queue = WorkQueue::new();
         let ctl = Arc::new(LwsController {
             client,
             sets: informers.cache(),
@@ -119,9 +129,8 @@ impl LwsController {
             pods: informers.cache(),
             services: informers.cache(),
             revisions: informers.cache(),
-            queue: queue.clone(),
         });
-        Controller::new(ctl, queue)
+        Controller::new(ctl, WorkQueue::new())
             .for_own::<LeaderWorkerSet>(informers)?
             .watches::<StatefulSet, _>(informers, |_, ev| labelled(&ev.object().metadata))?
             .watches::<Pod, _>(informers, |_, ev| match ev {
@@ -177,13 +186,13 @@ impl LwsController {
     }
 
     /// Replaces the leader set's spec, labels and annotations when they differ
-    /// from `desired`. Returns whether it wrote.
+    /// from `desired`.
     async fn apply_leader_sts(
         &self,
         api: &minik8s_client::DynamicApi,
         existing: &StatefulSet,
         desired: &Value,
-    ) -> Result<bool, ClientError> {
+    ) -> Result<Applied, ClientError> {
         let hash = revision_hash(desired);
         const APPLIED: &str = "minik8s.io/applied-hash";
         if existing
@@ -193,7 +202,7 @@ impl LwsController {
             .and_then(|a| a.get(APPLIED))
             == Some(&hash)
         {
-            return Ok(false);
+            return Ok(Applied::Unchanged);
         }
         let mut obj =
             serde_json::to_value(existing).map_err(|e| ClientError::Decode(e.to_string()))?;
@@ -204,11 +213,10 @@ impl LwsController {
         obj.as_object_mut().map(|m| m.remove("status"));
         let name = existing.metadata.name.clone().unwrap_or_default();
         match api.replace(&name, &obj).await {
-            Ok(_) => Ok(true),
-            Err(e) if e.is_conflict() => {
-                self.queue.add(object_key(&existing.metadata));
-                Ok(false)
-            }
+            Ok(_) => Ok(Applied::Written),
+            // Our cached copy is behind (the StatefulSet controller wrote):
+            // the reconcile looks again once the watch has caught up.
+            Err(e) if e.is_conflict() => Ok(Applied::Stale),
             Err(e) => Err(e),
         }
     }
@@ -273,6 +281,7 @@ impl Reconciler for LwsController {
         let Some(lws) = self.sets.get(key) else {
             return Ok(Action::Done);
         };
+        let mut again = Action::Done;
         if lws.metadata.deletion_timestamp.is_some() {
             return Ok(Action::Done);
         }
@@ -378,7 +387,11 @@ impl Reconciler for LwsController {
                 }
             },
             Some(existing) => {
-                if self.apply_leader_sts(&sts_api, existing, &desired).await? {
+                let applied = self.apply_leader_sts(&sts_api, existing, &desired).await?;
+                if applied == Applied::Stale {
+                    again = Action::RequeueAfter(STALE_RETRY);
+                }
+                if applied == Applied::Written {
                     let cur = current.expect("exists");
                     if !new_revision {
                         if let Some(note) = updating_note(cur.partition, partition) {
@@ -501,6 +514,6 @@ impl Reconciler for LwsController {
                 }
             }
         }
-        Ok(Action::Done)
+        Ok(again)
     }
 }
