@@ -96,17 +96,19 @@ impl Drop for EtcdProcess {
     }
 }
 
-/// A configuration for tests: the embedded store in `data_dir`, a free port.
+/// A configuration for tests: the apiserver's defaults, the embedded store in
+/// `data_dir`, a free port on 127.0.0.1.
 pub fn test_config(data_dir: PathBuf) -> apiserver::Config {
-    apiserver::Config {
-        listen: format!("127.0.0.1:{}", free_port()),
-        etcd_servers: None,
-        data_dir,
-        service_cluster_ip_range: "10.96.0.0/12".into(),
-        watch_cache_size: 10_000,
-        default_not_ready_toleration_seconds: 300,
-        default_unreachable_toleration_seconds: 300,
+    /// The apiserver's flags with nothing given: its own defaults.
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        config: apiserver::Config,
     }
+    let mut config = <Flags as clap::Parser>::parse_from(["apiserver"]).config;
+    config.listen = format!("127.0.0.1:{}", free_port());
+    config.data_dir = data_dir;
+    config
 }
 
 /// Which store a test server uses.
