@@ -76,6 +76,32 @@ def main(url):
     apps.patch_namespaced_replica_set_scale("pyrs", "default", {"spec": {"replicas": 3}})
     assert apps.read_namespaced_replica_set_scale("pyrs", "default").spec.replicas == 3
 
+    # deployments: typed create/read/list/patch/scale/delete (no controller
+    # runs here: the server side alone, defaults included)
+    dep = client.V1Deployment(
+        metadata=client.V1ObjectMeta(name="pydep"),
+        spec=client.V1DeploymentSpec(
+            replicas=2,
+            selector=client.V1LabelSelector(match_labels={"app": "pydep"}),
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels={"app": "pydep"}),
+                spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="nginx")]),
+            ),
+        ),
+    )
+    created = apps.create_namespaced_deployment("default", dep)
+    assert created.spec.strategy.type == "RollingUpdate", created.spec.strategy
+    assert created.spec.strategy.rolling_update.max_surge == "25%"
+    assert created.spec.revision_history_limit == 10
+    assert created.spec.progress_deadline_seconds == 600
+    names = [d.metadata.name for d in apps.list_namespaced_deployment("default").items]
+    assert "pydep" in names, names
+    apps.patch_namespaced_deployment("pydep", "default", {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}}}})
+    assert apps.read_namespaced_deployment("pydep", "default").spec.template.spec.containers[0].image == "nginx:2"
+    apps.patch_namespaced_deployment_scale("pydep", "default", {"spec": {"replicas": 5}})
+    assert apps.read_namespaced_deployment_scale("pydep", "default").spec.replicas == 5
+    apps.delete_namespaced_deployment("pydep", "default")
+
     # the dynamic client uses discovery
     dyn = DynamicClient(api_client)
     lws_api = dyn.resources.get(api_version="leaderworkerset.x-k8s.io/v1", kind="LeaderWorkerSet")

@@ -31,6 +31,7 @@ pub fn apply(kind: &str, obj: &mut Value) {
             set_default(spec, "replicas", json!(1));
             default_template(spec);
         }
+        "Deployment" => default_deployment(obj_mut(obj, "spec")),
         "StatefulSet" => {
             let spec = obj_mut(obj, "spec");
             set_default(spec, "replicas", json!(1));
@@ -94,6 +95,29 @@ pub fn apply(kind: &str, obj: &mut Value) {
         }
         _ => {}
     }
+}
+
+/// apps/v1 Deployment defaults: RollingUpdate with 25 % surge and 25 %
+/// unavailable, 10 old ReplicaSets kept, a 600 s progress deadline.
+fn default_deployment(spec: &mut Map<String, Value>) {
+    set_default(spec, "replicas", json!(1));
+    set_default(spec, "revisionHistoryLimit", json!(10));
+    set_default(spec, "progressDeadlineSeconds", json!(600));
+    set_default(spec, "strategy", json!({"type": "RollingUpdate"}));
+    if let Some(strategy) = spec.get_mut("strategy").and_then(Value::as_object_mut) {
+        set_default(strategy, "type", json!("RollingUpdate"));
+        if strategy.get("type") == Some(&json!("RollingUpdate")) {
+            set_default(strategy, "rollingUpdate", json!({}));
+            if let Some(ru) = strategy
+                .get_mut("rollingUpdate")
+                .and_then(Value::as_object_mut)
+            {
+                set_default(ru, "maxUnavailable", json!("25%"));
+                set_default(ru, "maxSurge", json!("25%"));
+            }
+        }
+    }
+    default_template(spec);
 }
 
 fn default_template(spec: &mut Map<String, Value>) {

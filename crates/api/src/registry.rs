@@ -205,6 +205,15 @@ const REPLICASET_COLUMNS: &[Column] = &[
     col("Images", 1),
     col("Selector", 1),
 ];
+const DEPLOYMENT_COLUMNS: &[Column] = &[
+    col("Ready", 0),
+    col("Up-to-date", 0),
+    col("Available", 0),
+    col("Age", 0),
+    col("Containers", 1),
+    col("Images", 1),
+    col("Selector", 1),
+];
 const STATEFULSET_COLUMNS: &[Column] = &[
     col("Ready", 0),
     col("Age", 0),
@@ -325,6 +334,18 @@ pub static REGISTRY: &[ResourceInfo] = &[
         subresources: &[],
         categories: &[],
         columns: LEASE_COLUMNS,
+    },
+    ResourceInfo {
+        group: "apps",
+        version: "v1",
+        kind: "Deployment",
+        plural: "deployments",
+        singular: "deployment",
+        short_names: &["deploy"],
+        namespaced: true,
+        subresources: &[Status, Scale],
+        categories: &["all"],
+        columns: DEPLOYMENT_COLUMNS,
     },
     ResourceInfo {
         group: "apps",

@@ -309,6 +309,24 @@ pub mod rows {
         ]
     }
 
+    /// Deployment.
+    pub fn deployment(o: &Value) -> Vec<Value> {
+        let containers = arr(o, "/spec/template/spec/containers");
+        vec![
+            json!(format!(
+                "{}/{}",
+                int(o, "/status/readyReplicas"),
+                int(o, "/spec/replicas")
+            )),
+            json!(int(o, "/status/updatedReplicas")),
+            json!(int(o, "/status/availableReplicas")),
+            json!(age(o)),
+            json!(join_field(containers, "name")),
+            json!(join_field(containers, "image")),
+            json!(selector_string(o.pointer("/spec/selector"))),
+        ]
+    }
+
     /// StatefulSet.
     pub fn stateful_set(o: &Value) -> Vec<Value> {
         vec![

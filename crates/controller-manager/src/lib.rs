@@ -19,6 +19,7 @@
 //! eviction (`nodelifecycle.rs`), node IPAM (`nodeipam.rs`), the
 //! HorizontalPodAutoscaler (`hpa.rs`), namespace deletion (`namespace.rs`).
 
+pub mod deployment;
 pub mod endpoints;
 pub mod gc;
 pub mod hpa;
@@ -100,6 +101,7 @@ pub(crate) fn ns_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Objec
 pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     let informers = SharedInformers::new(&client);
     let replicasets = replicaset::ReplicaSetController::new(client.clone(), &informers)?;
+    let deployments = deployment::DeploymentController::new(client.clone(), &informers)?;
     let endpoints = endpoints::EndpointsController::new(client.clone(), &informers)?;
     let statefulsets = statefulset::StatefulSetController::new(client.clone(), &informers)?;
     let leaderworkersets = lws::LwsController::new(client.clone(), &informers)?;
@@ -143,6 +145,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     let workers = config.workers;
     tokio::join!(
         replicasets.run(workers),
+        deployments.run(workers),
         statefulsets.run(workers),
         leaderworkersets.run(workers),
         lws_groups.run(workers),

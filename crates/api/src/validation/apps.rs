@@ -1,5 +1,5 @@
-//! ReplicaSet and StatefulSet: replicas, selector against template labels,
-//! update strategies; int-or-percent values.
+//! ReplicaSet, StatefulSet and Deployment: replicas, selector against
+//! template labels, update strategies; int-or-percent values.
 
 use super::*;
 use crate::selector::Selector;
@@ -148,6 +148,64 @@ pub(super) fn labels_string(labels: &std::collections::BTreeMap<String, String>)
 }
 
 /// `IntOrString` rules for maxUnavailable/maxSurge: non-negative int or `N%` (≤100% unless `allow_over`).
+/// Deployment's own rules: the strategy, its surge and unavailability, the
+/// progress deadline and history limit.
+pub(super) fn validate_deployment_spec(spec: &Value, errs: &mut Errors) {
+    check_non_negative(errs, spec, "revisionHistoryLimit", "spec");
+    check_non_negative(errs, spec, "progressDeadlineSeconds", "spec");
+    if let (Some(deadline), Some(min_ready)) = (
+        spec.get("progressDeadlineSeconds").and_then(Value::as_i64),
+        spec.get("minReadySeconds").and_then(Value::as_i64),
+    ) {
+        if deadline <= min_ready {
+            errs.push(FieldError::invalid(
+                "spec.progressDeadlineSeconds",
+                &Value::from(deadline),
+                "must be greater than minReadySeconds",
+            ));
+        }
+    }
+    let Some(strategy) = spec.get("strategy") else {
+        return;
+    };
+    check_enum(
+        errs,
+        strategy,
+        "type",
+        "spec.strategy",
+        &["Recreate", "RollingUpdate"],
+    );
+    let Some(ru) = strategy.get("rollingUpdate").filter(|r| !r.is_null()) else {
+        return;
+    };
+    if strategy.get("type") == Some(&Value::from("Recreate")) {
+        errs.push(FieldError::forbidden(
+            "spec.strategy.rollingUpdate",
+            "may not be specified when strategy `type` is 'Recreate'",
+        ));
+        return;
+    }
+    let mut zero = [false, false];
+    for (i, field) in ["maxUnavailable", "maxSurge"].into_iter().enumerate() {
+        let Some(v) = ru.get(field) else { continue };
+        match int_or_percent_error(v, false) {
+            Some(e) => errs.push(FieldError::invalid(
+                format!("spec.strategy.rollingUpdate.{field}"),
+                v,
+                e,
+            )),
+            None => zero[i] = v == &Value::from(0) || v == &Value::from("0%"),
+        }
+    }
+    if zero == [true, true] {
+        errs.push(FieldError::invalid(
+            "spec.strategy.rollingUpdate.maxUnavailable",
+            ru.get("maxUnavailable").unwrap_or(&Value::Null),
+            "may not be 0 when `maxSurge` is 0",
+        ));
+    }
+}
+
 pub fn int_or_percent_error(v: &Value, allow_over: bool) -> Option<String> {
     match v {
         Value::Number(n) => (n.as_i64().is_none_or(|n| n < 0)).then(|| "must be greater than or equal to 0".into()),

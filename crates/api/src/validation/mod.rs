@@ -129,7 +129,7 @@ mod service;
 
 pub use crate::names::*;
 pub use apps::int_or_percent_error;
-use apps::validate_replicated;
+use apps::{validate_deployment_spec, validate_replicated};
 use autoscaling::validate_hpa;
 pub use pod::validate_pod_spec;
 use pod::validate_pod_update;
@@ -352,6 +352,10 @@ pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
         }
         "Service" => validate_service(obj, old, &mut errs),
         "ReplicaSet" => validate_replicated(obj, old, "ReplicaSet", &mut errs),
+        "Deployment" => {
+            validate_replicated(obj, old, "Deployment", &mut errs);
+            validate_deployment_spec(obj.get("spec").unwrap_or(&Value::Null), &mut errs);
+        }
         "StatefulSet" => validate_replicated(obj, old, "StatefulSet", &mut errs),
         "HorizontalPodAutoscaler" => validate_hpa(obj, &mut errs),
         "EndpointSlice" => {

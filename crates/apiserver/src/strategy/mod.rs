@@ -290,6 +290,7 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         core::Event => event;
         discovery::EndpointSlice => endpoint_slice;
         coordination::Lease => lease;
+        apps::Deployment => deployment;
         apps::ReplicaSet => replica_set;
         apps::StatefulSet => stateful_set;
         apps::ControllerRevision => controller_revision;
