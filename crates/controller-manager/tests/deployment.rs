@@ -112,15 +112,14 @@ async fn rolling_update_history_undo_and_scale() {
     let deploys = client.dynamic(registry::of::<Deployment>(), Some("default"));
     let sets = client.dynamic(registry::of::<ReplicaSet>(), Some("default"));
     let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
-    let rolling =
-        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}});
-    let (ok, out) = kubectl(
-        &server.url,
-        &["apply", "-f", "-"],
-        Some(&deployment("web", 4, "busybox:1", rolling).to_string()),
+    // doc/workloads.md's commands, on examples/deployment.yaml ("hello").
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/deployment.yaml"
     );
+    let (ok, out) = kubectl(&server.url, &["apply", "-f", example], None);
     assert!(ok, "kubectl apply: {out}");
-    let d = rolled_out(&deploys, "web", 4).await;
+    let d = rolled_out(&deploys, "hello", 4).await;
     assert_eq!(
         condition(&d, "Available"),
         ("True".into(), "MinimumReplicasAvailable".into())
@@ -129,11 +128,13 @@ async fn rolling_update_history_undo_and_scale() {
         d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
         "1"
     );
-    let first = sets_of(&sets, "web").await;
+    let first = sets_of(&sets, "hello").await;
     assert_eq!(first.len(), 1, "{first:?}");
     let (rs1, _, rev1) = &first[0];
     assert_eq!(rev1, "1");
-    let hash = rs1.strip_prefix("web-").expect("named <deployment>-<hash>");
+    let hash = rs1
+        .strip_prefix("hello-")
+        .expect("named <deployment>-<hash>");
     let rs = sets.get(rs1).await.unwrap();
     assert_eq!(
         rs["spec"]["selector"]["matchLabels"]["pod-template-hash"],
@@ -148,11 +149,11 @@ async fn rolling_update_history_undo_and_scale() {
     );
     let (ok, out) = kubectl(
         &server.url,
-        &["rollout", "status", "deployment/web", "--timeout=20s"],
+        &["rollout", "status", "deployment/hello", "--timeout=20s"],
         None,
     );
     assert!(ok && out.contains("successfully rolled out"), "{out}");
-    let (ok, out) = kubectl(&server.url, &["get", "deployment", "web"], None);
+    let (ok, out) = kubectl(&server.url, &["get", "deployment", "hello"], None);
     assert!(ok, "{out}");
     let header: Vec<&str> = out
         .lines()
@@ -170,10 +171,10 @@ async fn rolling_update_history_undo_and_scale() {
         tokio::spawn(async move {
             let (mut min_available, mut max_pods) = (i64::MAX, 0usize);
             loop {
-                let d = deploys.get("web").await.unwrap();
+                let d = deploys.get("hello").await.unwrap();
                 min_available =
                     min_available.min(d["status"]["availableReplicas"].as_i64().unwrap_or(0));
-                let live = items(&pods, "app=web").await;
+                let live = items(&pods, "app=hello").await;
                 let live = live
                     .iter()
                     .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
@@ -190,12 +191,9 @@ async fn rolling_update_history_undo_and_scale() {
             }
         })
     };
-    let (ok, out) = kubectl(
-        &server.url,
-        &["set", "image", "deployment/web", "c=busybox:2"],
-        None,
-    );
-    assert!(ok, "kubectl set image: {out}");
+    let set_env = ["set", "env", "deployment/hello", "GREETING=hi"];
+    let (ok, out) = kubectl(&server.url, &set_env, None);
+    assert!(ok, "kubectl set env: {out}");
     let (min_available, max_pods) =
         tokio::time::timeout(std::time::Duration::from_secs(30), watcher)
             .await
@@ -203,8 +201,8 @@ async fn rolling_update_history_undo_and_scale() {
             .unwrap();
     assert_eq!(min_available, 4, "maxUnavailable 0 keeps 4 available");
     assert!(max_pods <= 5, "maxSurge 1: at most 5 pods, saw {max_pods}");
-    rolled_out(&deploys, "web", 4).await;
-    let second = sets_of(&sets, "web").await;
+    rolled_out(&deploys, "hello", 4).await;
+    let second = sets_of(&sets, "hello").await;
     assert_eq!(second.len(), 2, "{second:?}");
     let old = second.iter().find(|(n, _, _)| n == rs1).unwrap();
     assert_eq!(
@@ -214,7 +212,11 @@ async fn rolling_update_history_undo_and_scale() {
     );
     let new = second.iter().find(|(n, _, _)| n != rs1).unwrap().clone();
     assert_eq!((new.1, new.2.as_str()), (4, "2"));
-    let (ok, out) = kubectl(&server.url, &["rollout", "history", "deployment/web"], None);
+    let (ok, out) = kubectl(
+        &server.url,
+        &["rollout", "history", "deployment/hello"],
+        None,
+    );
     assert!(ok, "{out}");
     let revisions: Vec<&str> = out
         .lines()
@@ -224,10 +226,10 @@ async fn rolling_update_history_undo_and_scale() {
     assert_eq!(revisions, ["1", "2"], "{out}");
 
     // Undo: the first ReplicaSet comes back as revision 3; no third set.
-    let (ok, out) = kubectl(&server.url, &["rollout", "undo", "deployment/web"], None);
+    let (ok, out) = kubectl(&server.url, &["rollout", "undo", "deployment/hello"], None);
     assert!(ok, "kubectl rollout undo: {out}");
     until("the first set back as revision 3", 30, || async {
-        let s = sets_of(&sets, "web").await;
+        let s = sets_of(&sets, "hello").await;
         let back = s
             .iter()
             .any(|(n, r, rev)| n == rs1 && *r == 4 && rev == "3");
@@ -237,48 +239,66 @@ async fn rolling_update_history_undo_and_scale() {
             .ok_or_else(|| format!("{s:?}"))
     })
     .await;
-    let d = rolled_out(&deploys, "web", 4).await;
+    let d = rolled_out(&deploys, "hello", 4).await;
     assert_eq!(
         d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
         "3"
     );
-    assert_eq!(
-        d["spec"]["template"]["spec"]["containers"][0]["image"],
-        "busybox:1"
+    assert!(
+        d["spec"]["template"]["spec"]["containers"][0]["env"].is_null(),
+        "the first template again"
     );
 
     // Scale: the one active set follows.
     let (ok, out) = kubectl(
         &server.url,
-        &["scale", "deployment/web", "--replicas=6"],
+        &["scale", "deployment/hello", "--replicas=6"],
         None,
     );
     assert!(ok, "kubectl scale: {out}");
-    rolled_out(&deploys, "web", 6).await;
-    let s = sets_of(&sets, "web").await;
+    rolled_out(&deploys, "hello", 6).await;
+    let s = sets_of(&sets, "hello").await;
     assert!(s.iter().any(|(n, r, _)| n == rs1 && *r == 6), "{s:?}");
 
-    // Restart: a new template annotation, a new set, revision 4.
-    let (ok, out) = kubectl(&server.url, &["rollout", "restart", "deployment/web"], None);
+    let (ok, out) = kubectl(&server.url, &["describe", "deployment", "hello"], None);
+    assert!(ok && out.contains("ScalingReplicaSet"), "kubectl describe: {out}");
+
+    // A new image (revision 4), then a restart (a new template annotation: revision 5).
+    let image = [
+        "set",
+        "image",
+        "deployment/hello",
+        "httpd=minik8s/busybox:v2",
+    ];
+    let (ok, out) = kubectl(&server.url, &image, None);
+    assert!(ok, "kubectl set image: {out}");
+    let status = ["rollout", "status", "deployment/hello", "--timeout=30s"];
+    let (ok, out) = kubectl(&server.url, &status, None);
+    assert!(ok && out.contains("successfully rolled out"), "{out}");
+    let (ok, out) = kubectl(
+        &server.url,
+        &["rollout", "restart", "deployment/hello"],
+        None,
+    );
     assert!(ok, "kubectl rollout restart: {out}");
-    until("the restart rolled out as revision 4", 30, || async {
-        let d = deploys.get("web").await.map_err(|e| e.to_string())?;
-        let s = sets_of(&sets, "web").await;
-        let done = d["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "4"
-            && s.len() == 3
+    until("the restart rolled out as revision 5", 30, || async {
+        let d = deploys.get("hello").await.map_err(|e| e.to_string())?;
+        let s = sets_of(&sets, "hello").await;
+        let done = d["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "5"
+            && s.len() == 4
             && s.iter().filter(|(_, r, _)| *r > 0).count() == 1;
         done.then_some(())
             .ok_or_else(|| format!("{s:?} {}", d["status"]))
     })
     .await;
-    rolled_out(&deploys, "web", 6).await;
+    rolled_out(&deploys, "hello", 6).await;
 
     // Deleting the deployment takes its ReplicaSets and pods with it.
-    deploys.delete("web", &Default::default()).await.unwrap();
+    deploys.delete("hello", &Default::default()).await.unwrap();
     until("the sets and pods gone", 30, || async {
         let (s, p) = (
-            items(&sets, "app=web").await.len(),
-            items(&pods, "app=web").await.len(),
+            items(&sets, "app=hello").await.len(),
+            items(&pods, "app=hello").await.len(),
         );
         (s == 0 && p == 0)
             .then_some(())
