@@ -102,6 +102,19 @@ def main(url):
     assert apps.read_namespaced_deployment_scale("pydep", "default").spec.replicas == 5
     apps.delete_namespaced_deployment("pydep", "default")
 
+    # config maps and secrets (stringData comes back as base64 data)
+    core.create_namespaced_config_map("default", client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="pycm"), data={"mode": "test"}))
+    core.patch_namespaced_config_map("pycm", "default", {"data": {"mode": "prod"}})
+    assert core.read_namespaced_config_map("pycm", "default").data == {"mode": "prod"}
+    assert "pycm" in [c.metadata.name for c in core.list_namespaced_config_map("default").items]
+    core.create_namespaced_secret("default", client.V1Secret(
+        metadata=client.V1ObjectMeta(name="pysecret"), string_data={"token": "abc"}))
+    got = core.read_namespaced_secret("pysecret", "default")
+    assert got.type == "Opaque" and got.data == {"token": "YWJj"}, got
+    core.delete_namespaced_secret("pysecret", "default")
+    core.delete_namespaced_config_map("pycm", "default")
+
     # the dynamic client uses discovery
     dyn = DynamicClient(api_client)
     lws_api = dyn.resources.get(api_version="leaderworkerset.x-k8s.io/v1", kind="LeaderWorkerSet")

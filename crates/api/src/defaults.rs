@@ -32,6 +32,11 @@ pub fn apply(kind: &str, obj: &mut Value) {
             default_template(spec);
         }
         "Deployment" => default_deployment(obj_mut(obj, "spec")),
+        "Secret" => {
+            if let Some(m) = obj.as_object_mut() {
+                set_default(m, "type", json!("Opaque"));
+            }
+        }
         "StatefulSet" => {
             let spec = obj_mut(obj, "spec");
             set_default(spec, "replicas", json!(1));

@@ -182,6 +182,9 @@ const SERVICE_COLUMNS: &[Column] = &[
     col("Selector", 1),
 ];
 const ENDPOINTS_COLUMNS: &[Column] = &[col("Endpoints", 0), col("Age", 0)];
+const CONFIGMAP_COLUMNS: &[Column] = &[col("Data", 0), col("Age", 0)];
+const SECRET_COLUMNS: &[Column] = &[col("Type", 0), col("Data", 0), col("Age", 0)];
+const SERVICEACCOUNT_COLUMNS: &[Column] = &[col("Secrets", 0), col("Age", 0)];
 const ENDPOINTSLICE_COLUMNS: &[Column] = &[
     col("AddressType", 0),
     col("Ports", 0),
@@ -286,6 +289,42 @@ pub static REGISTRY: &[ResourceInfo] = &[
         subresources: &[Status],
         categories: &["all"],
         columns: SERVICE_COLUMNS,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "ConfigMap",
+        plural: "configmaps",
+        singular: "configmap",
+        short_names: &["cm"],
+        namespaced: true,
+        subresources: &[],
+        categories: &[],
+        columns: CONFIGMAP_COLUMNS,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "Secret",
+        plural: "secrets",
+        singular: "secret",
+        short_names: &[],
+        namespaced: true,
+        subresources: &[],
+        categories: &[],
+        columns: SECRET_COLUMNS,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "ServiceAccount",
+        plural: "serviceaccounts",
+        singular: "serviceaccount",
+        short_names: &["sa"],
+        namespaced: true,
+        subresources: &[],
+        categories: &[],
+        columns: SERVICEACCOUNT_COLUMNS,
     },
     ResourceInfo {
         group: "",

@@ -113,14 +113,25 @@ fn route(reg: &Registry, path: &str) -> Option<Route> {
     }))
 }
 
+/// The largest request body served (kube-apiserver's MaxRequestBodyBytes):
+/// above the 1 MiB object limits, so those get their 422.
+pub const MAX_REQUEST_BODY: usize = 3 * 1024 * 1024;
+
 /// The single entry point for every request.
 pub async fn handle(
     srv: Arc<ApiServer>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    body: axum::body::Body,
 ) -> Response {
+    let body: Bytes = match axum::body::to_bytes(body, MAX_REQUEST_BODY).await {
+        Ok(b) => b,
+        Err(_) => {
+            let message = format!("Request entity too large: limit is {MAX_REQUEST_BODY}");
+            return error_response(&ApiError::new(413, "RequestEntityTooLarge", message));
+        }
+    };
     let params = match Params::parse(uri.query()) {
         Ok(p) => p,
         Err(e) => return error_response(&e),

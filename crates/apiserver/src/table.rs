@@ -309,6 +309,30 @@ pub mod rows {
         ]
     }
 
+    /// ConfigMap: how many keys.
+    pub fn config_map(o: &Value) -> Vec<Value> {
+        let keys = |p: &str| {
+            o.pointer(p)
+                .and_then(Value::as_object)
+                .map_or(0, |m| m.len())
+        };
+        vec![json!(keys("/data") + keys("/binaryData")), json!(age(o))]
+    }
+
+    /// Secret: its type and how many keys.
+    pub fn secret(o: &Value) -> Vec<Value> {
+        let keys = o
+            .pointer("/data")
+            .and_then(Value::as_object)
+            .map_or(0, |m| m.len());
+        vec![json!(s(o.get("type"))), json!(keys), json!(age(o))]
+    }
+
+    /// ServiceAccount: how many token Secrets it lists.
+    pub fn service_account(o: &Value) -> Vec<Value> {
+        vec![json!(arr(o, "/secrets").len()), json!(age(o))]
+    }
+
     /// Deployment.
     pub fn deployment(o: &Value) -> Vec<Value> {
         let containers = arr(o, "/spec/template/spec/containers");

@@ -31,6 +31,7 @@ pub mod nodeipam;
 pub mod nodelifecycle;
 pub mod ownership;
 pub mod replicaset;
+pub mod serviceaccount;
 pub mod statefulset;
 
 use minik8s_client::{Client, SharedInformers};
@@ -127,6 +128,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
         },
     )?;
     let namespaces = namespace::NamespaceController::new(client.clone(), &informers)?;
+    let accounts = serviceaccount::ServiceAccountController::new(client.clone(), &informers)?;
     let ipam = match config.allocate_node_cidrs {
         true => Some(nodeipam::NodeIpamController::new(
             client.clone(),
@@ -154,6 +156,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
         nodes.run(workers),
         hpas.run(workers),
         namespaces.run(workers),
+        accounts.run(workers),
         async {
             if let Some(ipam) = ipam {
                 // One worker: allocation is serial by design.

@@ -261,7 +261,10 @@ async fn rolling_update_history_undo_and_scale() {
     assert!(s.iter().any(|(n, r, _)| n == rs1 && *r == 6), "{s:?}");
 
     let (ok, out) = kubectl(&server.url, &["describe", "deployment", "hello"], None);
-    assert!(ok && out.contains("ScalingReplicaSet"), "kubectl describe: {out}");
+    assert!(
+        ok && out.contains("ScalingReplicaSet"),
+        "kubectl describe: {out}"
+    );
 
     // A new image (revision 4), then a restart (a new template annotation: revision 5).
     let image = [

@@ -17,6 +17,7 @@ pub enum ErrorType {
     NotSupported,
     Duplicate,
     Forbidden,
+    TooLong,
 }
 
 impl ErrorType {
@@ -27,6 +28,7 @@ impl ErrorType {
             ErrorType::NotSupported => "FieldValueNotSupported",
             ErrorType::Duplicate => "FieldValueDuplicate",
             ErrorType::Forbidden => "FieldValueForbidden",
+            ErrorType::TooLong => "FieldValueTooLong",
         }
     }
 }
@@ -75,6 +77,15 @@ impl FieldError {
             detail: String::new(),
         }
     }
+    /// A value over `max` bytes (the value itself is not repeated).
+    pub fn too_long(field: impl Into<String>, max: usize) -> Self {
+        FieldError {
+            kind: ErrorType::TooLong,
+            field: field.into(),
+            value: None,
+            detail: format!("may not be more than {max} bytes"),
+        }
+    }
     pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
         FieldError {
             kind: ErrorType::Forbidden,
@@ -92,6 +103,7 @@ impl FieldError {
             ErrorType::NotSupported => "Unsupported value",
             ErrorType::Duplicate => "Duplicate value",
             ErrorType::Forbidden => "Forbidden",
+            ErrorType::TooLong => "Too long",
         };
         let mut s = head.to_string();
         if let Some(v) = &self.value {
@@ -124,6 +136,7 @@ pub type Errors = Vec<FieldError>;
 
 mod apps;
 mod autoscaling;
+mod config;
 mod pod;
 mod service;
 
@@ -131,6 +144,7 @@ pub use crate::names::*;
 pub use apps::int_or_percent_error;
 use apps::{validate_deployment_spec, validate_replicated};
 use autoscaling::validate_hpa;
+use config::{validate_config_map, validate_secret};
 pub use pod::validate_pod_spec;
 use pod::validate_pod_update;
 use service::validate_service;
@@ -351,6 +365,8 @@ pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
             }
         }
         "Service" => validate_service(obj, old, &mut errs),
+        "ConfigMap" => validate_config_map(obj, old, &mut errs),
+        "Secret" => validate_secret(obj, old, &mut errs),
         "ReplicaSet" => validate_replicated(obj, old, "ReplicaSet", &mut errs),
         "Deployment" => {
             validate_replicated(obj, old, "Deployment", &mut errs);

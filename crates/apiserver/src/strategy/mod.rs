@@ -18,6 +18,7 @@ mod lws;
 mod namespace;
 mod node;
 mod pod;
+mod secret;
 mod service;
 
 pub use service::{release, service_allocations};
@@ -286,6 +287,9 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         core::Pod => pod with pod::Lifecycle;
         core::Node => node with node::Lifecycle;
         core::Service => service with service::Lifecycle;
+        core::ConfigMap => config_map;
+        core::Secret => secret with secret::Lifecycle;
+        core::ServiceAccount => service_account;
         core::Endpoints => endpoints;
         core::Event => event;
         discovery::EndpointSlice => endpoint_slice;

@@ -11,6 +11,7 @@ pub struct Lifecycle;
 impl super::Strategy for Lifecycle {
     fn prepare_for_create(&self, srv: &ApiServer, pod: &mut Value) -> Result<(), FieldError> {
         add_default_tolerations(pod, srv.default_toleration_seconds);
+        default_service_account(pod);
         // Built-in admission of LeaderWorkerSet pods (upstream's pod webhook).
         minik8s_api::lws_pod::admit_pod(pod)?;
         pod["status"] = json!({"phase": "Pending", "qosClass": pod_qos(pod)});
@@ -95,4 +96,26 @@ fn add_default_tolerations(pod: &mut Value, (not_ready, unreachable): (i64, i64)
             tolerations.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}));
         }
     }
+}
+
+/// The ServiceAccount admission's default: a pod without one runs as its
+/// namespace's `default` account (and `serviceAccount`, the deprecated
+/// alias, says the same). Tokens come with the security work.
+fn default_service_account(pod: &mut Value) {
+    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let named = spec
+        .get("serviceAccountName")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .or_else(|| {
+            spec.get("serviceAccount")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+        })
+        .unwrap_or("default")
+        .to_string();
+    spec.insert("serviceAccountName".into(), json!(named));
+    spec.insert("serviceAccount".into(), json!(named));
 }
