@@ -1,6 +1,8 @@
 //! Container environment: literal values, `$(VAR)` references to earlier
-//! variables, and the downward API (`fieldRef`), as Kubernetes expands them.
+//! variables, the downward API (`fieldRef`), and ConfigMap and Secret keys
+//! (`configMapKeyRef`, `secretKeyRef`, `envFrom`), as Kubernetes expands them.
 
+use crate::config_data::{Kind, PodConfig};
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 /// The value of a downward-API field path.
@@ -37,24 +39,83 @@ fn field_value(pod: &Pod, path: &str, pod_ip: &str, host_ip: &str) -> String {
     }
 }
 
-/// `NAME=value` pairs: literal values, `$(VAR)` references to earlier ones, and the downward API.
-pub fn environment(pod: &Pod, c: &Container, pod_ip: &str, host_ip: &str) -> Vec<String> {
-    let mut resolved: Vec<(String, String)> = Vec::new();
-    for e in c.env.iter().flatten() {
-        let value = match (
-            &e.value,
-            e.value_from.as_ref().and_then(|v| v.field_ref.as_ref()),
-        ) {
-            (Some(v), _) => expand(v, &resolved),
-            (None, Some(fr)) => field_value(pod, &fr.field_path, pod_ip, host_ip),
-            _ => String::new(),
-        };
-        resolved.push((e.name.clone(), value));
+/// Kubernetes' rule for names taken from `envFrom` keys (others are skipped).
+fn is_env_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || matches!(c, '-' | '.' | '_'))
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+}
+
+/// Sets `name`, replacing an earlier value (`env` overrides `envFrom`).
+fn set(vars: &mut Vec<(String, String)>, name: &str, value: String) {
+    match vars.iter_mut().find(|(k, _)| k == name) {
+        Some(slot) => slot.1 = value,
+        None => vars.push((name.to_string(), value)),
     }
-    resolved
+}
+
+/// `NAME=value` pairs: `envFrom` first (ConfigMaps and Secrets, with their
+/// prefix), then `env`: literal values, `$(VAR)` references to earlier ones,
+/// the downward API, and ConfigMap and Secret keys. Err is the message of
+/// the CreateContainerConfigError a missing required reference causes.
+pub fn environment(
+    pod: &Pod,
+    c: &Container,
+    pod_ip: &str,
+    host_ip: &str,
+    cfg: &PodConfig,
+) -> Result<Vec<String>, String> {
+    let mut resolved: Vec<(String, String)> = Vec::new();
+    for from in c.env_from.iter().flatten() {
+        let prefix = from.prefix.clone().unwrap_or_default();
+        let source = match (&from.config_map_ref, &from.secret_ref) {
+            (Some(r), _) => cfg.get(Kind::ConfigMap, &r.name, r.optional.unwrap_or(false))?,
+            (None, Some(r)) => cfg.get(Kind::Secret, &r.name, r.optional.unwrap_or(false))?,
+            (None, None) => None,
+        };
+        for (k, v) in source.into_iter().flatten() {
+            let name = format!("{prefix}{k}");
+            if is_env_name(&name) {
+                set(
+                    &mut resolved,
+                    &name,
+                    String::from_utf8_lossy(v).into_owned(),
+                );
+            }
+        }
+    }
+    for e in c.env.iter().flatten() {
+        let from = e.value_from.as_ref();
+        let value = if let Some(v) = &e.value {
+            expand(v, &resolved)
+        } else if let Some(fr) = from.and_then(|f| f.field_ref.as_ref()) {
+            field_value(pod, &fr.field_path, pod_ip, host_ip)
+        } else if let Some(r) = from.and_then(|f| f.config_map_key_ref.as_ref()) {
+            match cfg.key(
+                Kind::ConfigMap,
+                &r.name,
+                &r.key,
+                r.optional.unwrap_or(false),
+            )? {
+                Some(v) => String::from_utf8_lossy(&v).into_owned(),
+                None => continue,
+            }
+        } else if let Some(r) = from.and_then(|f| f.secret_key_ref.as_ref()) {
+            match cfg.key(Kind::Secret, &r.name, &r.key, r.optional.unwrap_or(false))? {
+                Some(v) => String::from_utf8_lossy(&v).into_owned(),
+                None => continue,
+            }
+        } else {
+            String::new()
+        };
+        set(&mut resolved, &e.name, value);
+    }
+    Ok(resolved
         .into_iter()
         .map(|(k, v)| format!("{k}={v}"))
-        .collect()
+        .collect())
 }
 
 /// Kubernetes' `$(VAR)` expansion against variables defined earlier (`$$` escapes).
@@ -108,7 +169,7 @@ mod tests {
         .unwrap();
         let c = &pod.spec.as_ref().unwrap().containers[0];
         assert_eq!(
-            environment(&pod, c, "10.244.0.5", "192.168.1.2"),
+            environment(&pod, c, "10.244.0.5", "192.168.1.2", &PodConfig::default()).unwrap(),
             vec![
                 "A=1",
                 "B=1-2 $(A) $(NOPE)",
@@ -118,6 +179,47 @@ mod tests {
                 "APP=x",
                 "NODE=n1"
             ]
+        );
+    }
+
+    #[test]
+    fn config_maps_and_secrets_feed_env_and_env_from() {
+        use crate::config_data::Data;
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"containers": [{"name": "c", "image": "i",
+                "envFrom": [{"configMapRef": {"name": "app"}, "prefix": "APP_"}, {"secretRef": {"name": "creds"}}],
+                "env": [{"name": "APP_MODE", "value": "override"},
+                        {"name": "PW", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "password"}}},
+                        {"name": "MAYBE", "valueFrom": {"configMapKeyRef": {"name": "app", "key": "nope", "optional": true}}}]}]}}))
+        .unwrap();
+        let data = |kv: &[(&str, &str)]| -> Option<Data> {
+            Some(
+                kv.iter()
+                    .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+                    .collect(),
+            )
+        };
+        let mut cfg = PodConfig {
+            namespace: "ns".into(),
+            ..Default::default()
+        };
+        cfg.objects.insert(
+            (Kind::ConfigMap, "app".into()),
+            data(&[("MODE", "prod"), ("bad key", "x")]),
+        );
+        cfg.objects.insert(
+            (Kind::Secret, "creds".into()),
+            data(&[("password", "s3cret")]),
+        );
+        let c = &pod.spec.as_ref().unwrap().containers[0];
+        assert_eq!(
+            environment(&pod, c, "", "", &cfg).unwrap(),
+            ["APP_MODE=override", "password=s3cret", "PW=s3cret"]
+        );
+        cfg.objects.insert((Kind::Secret, "creds".into()), None);
+        assert_eq!(
+            environment(&pod, c, "", "", &cfg),
+            Err("secret \"creds\" not found".to_string())
         );
     }
 }

@@ -11,12 +11,13 @@
 //! from it.
 
 use crate::actions::{self, latest_of, ContainerStart, PodActions, PodPlan};
+use crate::config_data::{self, Kind, PodConfig};
 use crate::runtime::{
     ContainerInfo, ContainerSpec, Mount, SandboxSpec, LABEL_CONTAINER, LABEL_HASH, LABEL_NODE,
     LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_RESTARTS, SANDBOX,
 };
 use crate::Kubelet;
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret};
 use minik8s_api::quantity::Quantity;
 use minik8s_api::registry;
 use minik8s_client::DeleteParams;
@@ -72,6 +73,19 @@ fn resource(
         .and_then(|q| Quantity::parse(&q.0).ok())
 }
 
+/// A volume could not be set up (a required ConfigMap, Secret or key is
+/// missing): the pod's containers wait in ContainerCreating.
+#[derive(Debug)]
+struct SetUpFailed(String);
+
+impl std::fmt::Display for SetUpFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SetUpFailed {}
+
 impl Kubelet {
     fn pod_dir(&self, pod: &Pod) -> std::path::PathBuf {
         self.config
@@ -80,8 +94,15 @@ impl Kubelet {
             .join(pod.metadata.uid.as_deref().unwrap_or("unknown"))
     }
 
-    /// Host paths for the pod's volumes (emptyDir under the pod's directory, hostPath as given).
-    fn prepare_volumes(&self, pod: &Pod) -> anyhow::Result<HashMap<String, String>> {
+    /// Host paths for the pod's volumes, and whether they are read-only:
+    /// emptyDir under the pod's directory, hostPath as given, configMap,
+    /// secret and projected volumes published there from `cfg` (an error
+    /// [`SetUpFailed`] when a required object or key is missing).
+    fn prepare_volumes(
+        &self,
+        pod: &Pod,
+        cfg: &PodConfig,
+    ) -> anyhow::Result<HashMap<String, (String, bool)>> {
         let mut out = HashMap::new();
         for v in pod
             .spec
@@ -90,19 +111,59 @@ impl Kubelet {
             .into_iter()
             .flatten()
         {
-            let path = if let Some(hp) = &v.host_path {
+            let dir = self.pod_dir(pod).join("volumes").join(&v.name);
+            let entry = if let Some(hp) = &v.host_path {
                 if matches!(hp.type_.as_deref(), Some("DirectoryOrCreate")) {
                     std::fs::create_dir_all(&hp.path)?;
                 }
-                hp.path.clone()
-            } else {
-                let dir = self.pod_dir(pod).join("volumes").join(&v.name);
+                (hp.path.clone(), false)
+            } else if config_data::volume_sources(v).is_empty() {
                 std::fs::create_dir_all(&dir)?;
-                dir.display().to_string()
+                (dir.display().to_string(), false)
+            } else {
+                let files = config_data::volume_files(v, cfg).map_err(|message| {
+                    SetUpFailed(format!(
+                        "MountVolume.SetUp failed for volume \"{}\" : {message}",
+                        v.name
+                    ))
+                })?;
+                if config_data::publish(&dir, &files)? {
+                    tracing::debug!(pod = ?pod.metadata.name, volume = %v.name, "volume content published");
+                }
+                (dir.display().to_string(), true)
             };
-            out.insert(v.name.clone(), path);
+            out.insert(v.name.clone(), entry);
         }
         Ok(out)
+    }
+
+    /// The ConfigMaps and Secrets the pod refers to, as they are now.
+    async fn fetch_config(&self, pod: &Pod) -> anyhow::Result<PodConfig> {
+        let namespace = pod
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let mut cfg = PodConfig {
+            namespace: namespace.clone(),
+            ..Default::default()
+        };
+        for (kind, name) in config_data::references(pod) {
+            let info = match kind {
+                Kind::ConfigMap => registry::of::<ConfigMap>(),
+                Kind::Secret => registry::of::<Secret>(),
+            };
+            let data = match self.client.dynamic(info, Some(&namespace)).get(&name).await {
+                Ok(v) => Some(match kind {
+                    Kind::ConfigMap => config_data::config_map_data(&serde_json::from_value(v)?),
+                    Kind::Secret => config_data::secret_data(&serde_json::from_value(v)?),
+                }),
+                Err(e) if e.is_not_found() => None,
+                Err(e) => return Err(e.into()),
+            };
+            cfg.objects.insert((kind, name), data);
+        }
+        Ok(cfg)
     }
 
     /// Makes sure an image is there according to the pull policy; Err is (reason, message).
@@ -139,7 +200,8 @@ impl Kubelet {
         sandbox: &ContainerInfo,
         mounts: &[(String, Mount)],
         start: &ContainerStart,
-    ) -> ContainerSpec {
+        cfg: &PodConfig,
+    ) -> Result<ContainerSpec, String> {
         let resources = c.resources.as_ref();
         let limits = resources.and_then(|r| r.limits.as_ref());
         let requests = resources.and_then(|r| r.requests.as_ref());
@@ -150,10 +212,16 @@ impl Kubelet {
             .flatten()
             .filter_map(|m| {
                 let (_, volume) = mounts.iter().find(|(name, _)| *name == m.name)?;
+                // subPath: one entry of the volume (resolved once: no updates,
+                // as in Kubernetes).
+                let host_path = match m.sub_path.as_deref().filter(|p| !p.is_empty()) {
+                    Some(sub) => format!("{}/{}", volume.host_path, sub.trim_start_matches('/')),
+                    None => volume.host_path.clone(),
+                };
                 Some(Mount {
-                    host_path: volume.host_path.clone(),
+                    host_path,
                     container_path: m.mount_path.clone(),
-                    read_only: m.read_only == Some(true),
+                    read_only: m.read_only == Some(true) || volume.read_only,
                 })
             })
             .collect();
@@ -164,11 +232,11 @@ impl Kubelet {
                 .filter(|(name, _)| name.is_empty())
                 .map(|(_, m)| m.clone()),
         );
-        ContainerSpec {
+        Ok(ContainerSpec {
             image: c.image.clone().unwrap_or_default(),
             command: c.command.clone(),
             args: c.args.clone(),
-            env: crate::env::environment(pod, c, pod_ip, &self.config.node_ip),
+            env: crate::env::environment(pod, c, pod_ip, &self.config.node_ip, cfg)?,
             working_dir: c.working_dir.clone(),
             tty: c.tty.unwrap_or(false),
             stdin: c.stdin.unwrap_or(false),
@@ -178,20 +246,20 @@ impl Kubelet {
             nano_cpus: resource(limits, "cpu").map(|v| v.millis() * 1_000_000),
             memory_limit_bytes: resource(limits, "memory").map(|v| v.units()),
             cpu_shares: resource(requests, "cpu").map(|v| (v.millis() * 1024 / 1000).max(2)),
-        }
+        })
     }
 
     /// The host side of the pod's mounts: its volumes by name, and its
     /// resolv.conf under the empty name.
-    fn pod_mounts(&self, pod: &Pod) -> anyhow::Result<Vec<(String, Mount)>> {
+    fn pod_mounts(&self, pod: &Pod, cfg: &PodConfig) -> anyhow::Result<Vec<(String, Mount)>> {
         let mut mounts: Vec<(String, Mount)> = self
-            .prepare_volumes(pod)?
+            .prepare_volumes(pod, cfg)?
             .into_iter()
-            .map(|(name, host_path)| {
+            .map(|(name, (host_path, read_only))| {
                 let m = Mount {
                     host_path,
                     container_path: String::new(),
-                    read_only: false,
+                    read_only,
                 };
                 (name, m)
             })
@@ -356,10 +424,37 @@ impl Kubelet {
         };
         let pod_ip = sandbox.ip.clone().unwrap_or_default();
         let mut waiting = plan.waiting;
-        let mounts = if plan.to_start.is_empty() {
-            Vec::new()
+        let has_config_volumes = spec
+            .volumes
+            .iter()
+            .flatten()
+            .any(|v| !config_data::volume_sources(v).is_empty());
+        let cfg = if config_data::references(pod).is_empty() {
+            PodConfig::default()
         } else {
-            self.pod_mounts(pod)?
+            self.fetch_config(pod).await?
+        };
+        // Mounted ConfigMaps and Secrets are refreshed on every sync.
+        let mounts = if plan.to_start.is_empty() && !has_config_volumes {
+            Ok(Vec::new())
+        } else {
+            self.pod_mounts(pod, &cfg)
+        };
+        let mounts = match mounts {
+            Ok(m) => m,
+            Err(e) => match e.downcast::<SetUpFailed>() {
+                Ok(SetUpFailed(message)) => {
+                    tracing::info!(pod = ?pod.metadata.name, %message, "volume set-up failed");
+                    for start in &plan.to_start {
+                        let name = spec.containers[start.index].name.clone();
+                        waiting.insert(name, ("ContainerCreating".into(), message.clone()));
+                    }
+                    return self
+                        .report_status(pod, &observed, &pod_ip, &waiting, &HashSet::new())
+                        .await;
+                }
+                Err(other) => return Err(other),
+            },
         };
         for start in &plan.to_start {
             let c = &spec.containers[start.index];
@@ -374,7 +469,16 @@ impl Kubelet {
                 self.runtime.remove(id).await?;
                 observed.retain(|x| &x.id != id);
             }
-            let container = self.container_spec(pod, c, &sandbox, &mounts, start);
+            let container = match self.container_spec(pod, c, &sandbox, &mounts, start, &cfg) {
+                Ok(spec) => spec,
+                Err(message) => {
+                    waiting.insert(
+                        c.name.clone(),
+                        ("CreateContainerConfigError".into(), message),
+                    );
+                    continue;
+                }
+            };
             let name = docker_name(pod, &c.name, start.restart_count);
             match self.runtime.run_container(&name, &container).await {
                 Ok(info) => observed.push(info),
