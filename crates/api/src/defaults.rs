@@ -32,6 +32,7 @@ pub fn apply(kind: &str, obj: &mut Value) {
             default_template(spec);
         }
         "Deployment" => default_deployment(obj_mut(obj, "spec")),
+        "Job" => default_job(obj_mut(obj, "spec")),
         "Secret" => {
             if let Some(m) = obj.as_object_mut() {
                 set_default(m, "type", json!("Opaque"));
@@ -121,6 +122,30 @@ fn default_deployment(spec: &mut Map<String, Value>) {
                 set_default(ru, "maxSurge", json!("25%"));
             }
         }
+    }
+    default_template(spec);
+}
+
+/// batch/v1 Job defaults: one pod at a time to one completion, six retries.
+fn default_job(spec: &mut Map<String, Value>) {
+    if spec.get("completions").is_none_or(Value::is_null)
+        && spec.get("parallelism").is_none_or(Value::is_null)
+    {
+        spec.insert("completions".into(), json!(1));
+    }
+    set_default(spec, "parallelism", json!(1));
+    let per_index = spec
+        .get("backoffLimitPerIndex")
+        .is_some_and(|v| !v.is_null());
+    set_default(
+        spec,
+        "backoffLimit",
+        json!(if per_index { i32::MAX } else { 6 }),
+    );
+    set_default(spec, "completionMode", json!("NonIndexed"));
+    set_default(spec, "suspend", json!(false));
+    if spec.get("podFailurePolicy").is_none_or(Value::is_null) {
+        set_default(spec, "podReplacementPolicy", json!("TerminatingOrFailed"));
     }
     default_template(spec);
 }

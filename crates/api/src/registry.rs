@@ -217,6 +217,15 @@ const DEPLOYMENT_COLUMNS: &[Column] = &[
     col("Images", 1),
     col("Selector", 1),
 ];
+const JOB_COLUMNS: &[Column] = &[
+    col("Status", 0),
+    col("Completions", 0),
+    col("Duration", 0),
+    col("Age", 0),
+    col("Containers", 1),
+    col("Images", 1),
+    col("Selector", 1),
+];
 const STATEFULSET_COLUMNS: &[Column] = &[
     col("Ready", 0),
     col("Age", 0),
@@ -421,6 +430,18 @@ pub static REGISTRY: &[ResourceInfo] = &[
         subresources: &[],
         categories: &[],
         columns: REVISION_COLUMNS,
+    },
+    ResourceInfo {
+        group: "batch",
+        version: "v1",
+        kind: "Job",
+        plural: "jobs",
+        singular: "job",
+        short_names: &[],
+        namespaced: true,
+        subresources: &[Status],
+        categories: &["all"],
+        columns: JOB_COLUMNS,
     },
     ResourceInfo {
         group: "autoscaling",

@@ -1,7 +1,7 @@
 //! Server-side printing: `meta.k8s.io/v1` Table responses with the columns
 //! kubectl users know (the registry lists the columns, this file the cells).
 
-use minik8s_api::meta::{human_age, is_deleting};
+use minik8s_api::meta::{human_age, human_duration, is_deleting};
 use minik8s_api::registry::ResourceInfo;
 use minik8s_api::selector::Selector;
 use serde_json::{json, Value};
@@ -305,6 +305,60 @@ pub mod rows {
                 arr(o, "/spec/template/spec/containers"),
                 "image"
             )),
+            json!(selector_string(o.pointer("/spec/selector"))),
+        ]
+    }
+
+    /// Job: its state, completions and how long it ran (kubectl's columns).
+    pub fn job(o: &Value) -> Vec<Value> {
+        let has = |t: &str| {
+            arr(o, "/status/conditions")
+                .iter()
+                .any(|c| c["type"] == t && c["status"] == "True")
+        };
+        let status = if has("Complete") {
+            "Complete"
+        } else if has("Failed") {
+            "Failed"
+        } else if o.pointer("/metadata/deletionTimestamp").is_some() {
+            "Terminating"
+        } else if has("Suspended") {
+            "Suspended"
+        } else if has("FailureTarget") {
+            "FailureTarget"
+        } else if has("SuccessCriteriaMet") {
+            "SuccessCriteriaMet"
+        } else {
+            "Running"
+        };
+        let succeeded = int(o, "/status/succeeded");
+        let completions = match o.pointer("/spec/completions").and_then(Value::as_i64) {
+            Some(c) => format!("{succeeded}/{c}"),
+            None => match int(o, "/spec/parallelism") {
+                p if p > 1 => format!("{succeeded}/1 of {p}"),
+                _ => format!("{succeeded}/1"),
+            },
+        };
+        let time = |p: &str| {
+            o.pointer(p)
+                .and_then(Value::as_str)
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        };
+        let duration = match (time("/status/startTime"), time("/status/completionTime")) {
+            (None, _) => String::new(),
+            (Some(start), None) => human_duration(
+                (chrono::Utc::now() - start.with_timezone(&chrono::Utc)).num_seconds(),
+            ),
+            (Some(start), Some(end)) => human_duration((end - start).num_seconds()),
+        };
+        let containers = arr(o, "/spec/template/spec/containers");
+        vec![
+            json!(status),
+            json!(completions),
+            json!(duration),
+            json!(age(o)),
+            json!(join_field(containers, "name")),
+            json!(join_field(containers, "image")),
             json!(selector_string(o.pointer("/spec/selector"))),
         ]
     }

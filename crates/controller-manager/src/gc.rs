@@ -237,7 +237,8 @@ impl Runner {
         client: Client,
         informers: &SharedInformers,
     ) -> Result<Runner, minik8s_client::shared::AlreadyStarted> {
-        use k8s_openapi::api::apps::v1::{ControllerRevision, ReplicaSet, StatefulSet};
+        use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment, ReplicaSet, StatefulSet};
+        use k8s_openapi::api::batch::v1::Job;
         use k8s_openapi::api::core::v1::Pod;
         let wake = Arc::new(tokio::sync::Notify::new());
         let mut sources: Vec<Arc<dyn Source>> = Vec::new();
@@ -259,6 +260,8 @@ impl Runner {
         }
         watch::<Pod>(informers, &wake, &mut sources, "v1", "Pod")?;
         watch::<ReplicaSet>(informers, &wake, &mut sources, "apps/v1", "ReplicaSet")?;
+        watch::<Deployment>(informers, &wake, &mut sources, "apps/v1", "Deployment")?;
+        watch::<Job>(informers, &wake, &mut sources, "batch/v1", "Job")?;
         watch::<StatefulSet>(informers, &wake, &mut sources, "apps/v1", "StatefulSet")?;
         watch::<ControllerRevision>(
             informers,

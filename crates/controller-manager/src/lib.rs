@@ -21,8 +21,10 @@
 
 pub mod deployment;
 pub mod endpoints;
+pub mod expectations;
 pub mod gc;
 pub mod hpa;
+pub mod job;
 pub mod leader;
 pub mod lws;
 pub mod metrics;
@@ -33,6 +35,7 @@ pub mod ownership;
 pub mod replicaset;
 pub mod serviceaccount;
 pub mod statefulset;
+pub mod ttlafterfinished;
 
 use minik8s_client::{Client, SharedInformers};
 use std::sync::Mutex;
@@ -129,6 +132,8 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     )?;
     let namespaces = namespace::NamespaceController::new(client.clone(), &informers)?;
     let accounts = serviceaccount::ServiceAccountController::new(client.clone(), &informers)?;
+    let jobs = job::JobController::new(client.clone(), &informers)?;
+    let ttl = ttlafterfinished::TtlAfterFinishedController::new(client.clone(), &informers)?;
     let ipam = match config.allocate_node_cidrs {
         true => Some(nodeipam::NodeIpamController::new(
             client.clone(),
@@ -157,6 +162,8 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
         hpas.run(workers),
         namespaces.run(workers),
         accounts.run(workers),
+        jobs.run(workers),
+        ttl.run(workers),
         async {
             if let Some(ipam) = ipam {
                 // One worker: allocation is serial by design.

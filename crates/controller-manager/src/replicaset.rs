@@ -4,7 +4,8 @@
 //! from what is observed; `reconcile` is the I/O shell around it, as in
 //! Kubernetes' `pkg/controller/replicaset`.
 
-use crate::{lock, ns_of, ownership};
+use crate::expectations::Expectations;
+use crate::{ns_of, ownership};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use minik8s_api::registry;
@@ -16,10 +17,8 @@ use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
 use minik8s_client::{Cache, Client, ClientError, DeleteParams, SharedInformers, WorkQueue};
 use serde_json::{json, Value};
 use std::cmp::Ordering;
-use std::collections::HashMap;
 use std::sync::atomic::{self, AtomicU64};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 pub use crate::ownership::{controller_of, is_active, is_ready};
 
@@ -140,39 +139,21 @@ pub fn status(rs: &ReplicaSet, owned: &[Arc<Pod>]) -> serde_json::Value {
 // ---------------------------------------------------------------------------
 // The I/O shell: caches in, API writes out.
 
-/// How long unobserved creates/deletes hold back a ReplicaSet (Kubernetes: 5 min).
-const EXPECTATION_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Creates and deletes a ReplicaSet has asked for but not yet seen through the watch,
-/// so a slow watch never causes double creates (Kubernetes' ControllerExpectations).
-#[derive(Debug, Clone, Copy)]
-struct Expectation {
-    adds: i64,
-    dels: i64,
-    deadline: Instant,
-}
-
 pub struct ReplicaSetController {
     client: Client,
     sets: Cache<ReplicaSet>,
     pods: Cache<Pod>,
-    expectations: Mutex<HashMap<String, Expectation>>,
+    expectations: Expectations,
     pub reconciles: AtomicU64,
 }
 
 impl ReplicaSetController {
     fn observed(&self, rs_key: &str, add: i64, del: i64) {
-        if let Some(e) = lock(&self.expectations).get_mut(rs_key) {
-            e.adds -= add;
-            e.dels -= del;
-        }
+        self.expectations.observed(rs_key, add, del);
     }
 
     fn satisfied(&self, rs_key: &str) -> bool {
-        match lock(&self.expectations).get(rs_key) {
-            None => true,
-            Some(e) => (e.adds <= 0 && e.dels <= 0) || Instant::now() > e.deadline,
-        }
+        self.expectations.satisfied(rs_key)
     }
 
     /// Every ReplicaSet in the pod's namespace whose selector matches it (for adoption).
@@ -244,14 +225,7 @@ impl ReplicaSetController {
                          "ownerReferences": [ownership::controller_ref("apps/v1", "ReplicaSet", &rs.metadata)]},
             "spec": template.spec});
         let api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
-        lock(&self.expectations).insert(
-            key.to_string(),
-            Expectation {
-                adds: n as i64,
-                dels: 0,
-                deadline: Instant::now() + EXPECTATION_TIMEOUT,
-            },
-        );
+        self.expectations.expect(key, n as i64, 0);
         let mut left = n;
         for batch in slow_start(n) {
             let results = futures::future::join_all((0..batch).map(|_| api.create(&pod))).await;
@@ -274,7 +248,7 @@ impl ReplicaSetController {
             client,
             sets: informers.cache(),
             pods: informers.cache(),
-            expectations: Mutex::default(),
+            expectations: Expectations::default(),
             reconciles: AtomicU64::new(0),
         });
         Controller::new(ctl, WorkQueue::new())
@@ -290,7 +264,7 @@ impl Reconciler for ReplicaSetController {
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
         self.reconciles.fetch_add(1, atomic::Ordering::Relaxed);
         let Some(rs) = self.sets.get(key) else {
-            lock(&self.expectations).remove(key);
+            self.expectations.forget(key);
             return Ok(Action::Done);
         };
         let ns = ns_of(&rs.metadata);
@@ -322,14 +296,7 @@ impl Reconciler for ReplicaSetController {
                 active.sort_by(|a, b| deletion_order(a, b));
                 let victims: Vec<Arc<Pod>> =
                     active.iter().take((-diff) as usize).cloned().collect();
-                lock(&self.expectations).insert(
-                    key.to_string(),
-                    Expectation {
-                        adds: 0,
-                        dels: victims.len() as i64,
-                        deadline: Instant::now() + EXPECTATION_TIMEOUT,
-                    },
-                );
+                self.expectations.expect(key, 0, victims.len() as i64);
                 for v in victims {
                     if let Err(e) = pod_api
                         .delete(

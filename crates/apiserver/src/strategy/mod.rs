@@ -14,6 +14,7 @@
 //! `service.rs`, `namespace.rs`, `node.rs`, `lws.rs`). Kinds registered at run
 //! time get [`Schemaless`]: stored as sent, NAME and AGE columns.
 
+mod job;
 mod lws;
 mod namespace;
 mod node;
@@ -27,8 +28,8 @@ use crate::ipalloc::Allocators;
 use crate::table::{rows, Row};
 use crate::ApiServer;
 use k8s_openapi::api::{
-    apps::v1 as apps, autoscaling::v2 as autoscaling, coordination::v1 as coordination,
-    core::v1 as core, discovery::v1 as discovery,
+    apps::v1 as apps, autoscaling::v2 as autoscaling, batch::v1 as batch,
+    coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery,
 };
 use minik8s_api::registry::{self, ResourceInfo};
 use minik8s_api::selector::Selector;
@@ -299,6 +300,7 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         apps::StatefulSet => stateful_set;
         apps::ControllerRevision => controller_revision;
         autoscaling::HorizontalPodAutoscaler => horizontal_pod_autoscaler;
+        batch::Job => job with job::Lifecycle;
         minik8s_api::lws::LeaderWorkerSet => leader_worker_set with lws::Lifecycle;
     }
 });

@@ -1,0 +1,184 @@
+//! Job: counts, the completion mode, the restart policy its pods may have,
+//! the selector against the template, and what may not change once created
+//! (Kubernetes' ValidateJob and ValidateJobUpdate, with their messages).
+
+use super::apps::labels_string;
+use super::*;
+use crate::selector::Selector;
+
+fn positive(errs: &mut Errors, spec: &Value, key: &str) {
+    if let Some(v) = spec.get(key).and_then(Value::as_i64) {
+        if v <= 0 {
+            errs.push(FieldError::invalid(
+                format!("spec.{key}"),
+                &Value::from(v),
+                "must be greater than 0",
+            ));
+        }
+    }
+}
+
+pub(super) fn validate_job(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+    for key in [
+        "parallelism",
+        "completions",
+        "backoffLimit",
+        "ttlSecondsAfterFinished",
+    ] {
+        check_non_negative(errs, &spec, key, "spec");
+    }
+    positive(errs, &spec, "activeDeadlineSeconds");
+    check_enum(
+        errs,
+        &spec,
+        "completionMode",
+        "spec",
+        &["NonIndexed", "Indexed"],
+    );
+    if spec.get("completionMode") == Some(&Value::from("Indexed")) {
+        if spec.get("completions").is_none_or(Value::is_null) {
+            errs.push(FieldError::required(
+                "spec.completions",
+                "when completion mode is Indexed",
+            ));
+        }
+        if spec
+            .get("completions")
+            .and_then(Value::as_i64)
+            .is_some_and(|c| c > 100_000)
+        {
+            errs.push(FieldError::invalid(
+                "spec.completions",
+                spec.get("completions").unwrap_or(&Value::Null),
+                "must be less than or equal to 100000 when completion mode is Indexed",
+            ));
+        }
+    }
+    match spec.pointer("/template/spec/restartPolicy") {
+        Some(rp) if rp == "OnFailure" || rp == "Never" => {}
+        Some(rp) => errs.push(FieldError::not_supported(
+            "spec.template.spec.restartPolicy",
+            rp,
+            &["OnFailure", "Never"],
+        )),
+        None => errs.push(FieldError::required(
+            "spec.template.spec.restartPolicy",
+            "valid values: \"OnFailure\", \"Never\"",
+        )),
+    }
+    match spec.pointer("/template/spec") {
+        Some(ps) => validate_pod_spec(ps, "spec.template.spec", errs),
+        None => errs.push(FieldError::required("spec.template", "")),
+    }
+    match spec.get("selector").filter(|s| !s.is_null()) {
+        None => errs.push(FieldError::required("spec.selector", "")),
+        Some(sel) => {
+            let labels = crate::selector::labels_of(&serde_json::json!({"metadata": {
+                "labels": spec.pointer("/template/metadata/labels").cloned().unwrap_or(Value::Null)}}));
+            let parsed = serde_json::from_value(sel.clone())
+                .map_err(|e| e.to_string())
+                .and_then(|ls| Selector::from_label_selector(&ls));
+            match parsed {
+                Err(e) => errs.push(FieldError::invalid("spec.selector", sel, e)),
+                Ok(s) if !s.matches(&labels) => errs.push(FieldError::invalid(
+                    "spec.template.metadata.labels",
+                    &Value::String(labels_string(&labels)),
+                    "`selector` does not match template `labels`",
+                )),
+                Ok(_) => {}
+            }
+        }
+    }
+    let Some(old) = old else { return };
+    for (path, pointer) in [
+        ("spec.completions", "/spec/completions"),
+        ("spec.selector", "/spec/selector"),
+        ("spec.completionMode", "/spec/completionMode"),
+    ] {
+        if obj.pointer(pointer) != old.pointer(pointer) {
+            errs.push(FieldError::invalid(
+                path,
+                obj.pointer(pointer).unwrap_or(&Value::Null),
+                "field is immutable",
+            ));
+        }
+    }
+    // The template may change only while the Job is suspended (and has not started).
+    let suspended = old.pointer("/spec/suspend") == Some(&Value::Bool(true));
+    if !suspended && obj.pointer("/spec/template") != old.pointer("/spec/template") {
+        errs.push(FieldError::invalid(
+            "spec.template",
+            &Value::String("(the pod template)".into()),
+            "field is immutable",
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job(spec: Value) -> Value {
+        let mut j = json!({"metadata": {"name": "j"}, "spec": {
+            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u"}},
+            "template": {"metadata": {"labels": {"batch.kubernetes.io/controller-uid": "u"}},
+                         "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}});
+        for (k, v) in spec.as_object().unwrap() {
+            j["spec"][k] = v.clone();
+        }
+        j
+    }
+
+    fn messages(obj: &Value, old: Option<&Value>) -> Vec<String> {
+        let mut errs = Vec::new();
+        validate_job(obj, old, &mut errs);
+        errs.iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn counts_modes_and_restart_policy() {
+        assert!(messages(&job(json!({"completions": 3, "parallelism": 2})), None).is_empty());
+        assert_eq!(
+            messages(&job(json!({"parallelism": -1})), None),
+            ["spec.parallelism: Invalid value: -1: must be greater than or equal to 0"]
+        );
+        assert_eq!(
+            messages(&job(json!({"completionMode": "Indexed"})), None),
+            ["spec.completions: Required value: when completion mode is Indexed"]
+        );
+        assert_eq!(
+            messages(&job(json!({"activeDeadlineSeconds": 0})), None),
+            ["spec.activeDeadlineSeconds: Invalid value: 0: must be greater than 0"]
+        );
+        let mut always = job(json!({}));
+        always["spec"]["template"]["spec"]["restartPolicy"] = json!("Always");
+        assert_eq!(
+            messages(&always, None),
+            ["spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\""]
+        );
+    }
+
+    #[test]
+    fn the_template_is_frozen_unless_suspended() {
+        let old = job(json!({"completions": 1}));
+        let mut new = old.clone();
+        new["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx");
+        assert_eq!(
+            messages(&new, Some(&old)),
+            ["spec.template: Invalid value: \"(the pod template)\": field is immutable"]
+        );
+        let mut suspended = old.clone();
+        suspended["spec"]["suspend"] = json!(true);
+        let mut new = suspended.clone();
+        new["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx");
+        assert!(messages(&new, Some(&suspended)).is_empty());
+        let mut more = old.clone();
+        more["spec"]["completions"] = json!(2);
+        assert_eq!(
+            messages(&more, Some(&old)),
+            ["spec.completions: Invalid value: 2: field is immutable"]
+        );
+    }
+}

@@ -1,0 +1,75 @@
+//! Creates and deletes a controller has asked for but not yet seen through
+//! its informer (Kubernetes' ControllerExpectations): until they show up (or
+//! a timeout passes), the controller does not act on its stale cache again,
+//! so a slow watch never causes double creates or deletes.
+
+use crate::lock;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long unobserved creates/deletes hold a key back (Kubernetes: 5 min).
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, Copy)]
+struct Expectation {
+    adds: i64,
+    dels: i64,
+    deadline: Instant,
+}
+
+/// Expectations by object key.
+#[derive(Debug, Default)]
+pub struct Expectations(Mutex<HashMap<String, Expectation>>);
+
+impl Expectations {
+    /// About to create `adds` and delete `dels` objects for `key`.
+    pub fn expect(&self, key: &str, adds: i64, dels: i64) {
+        let e = Expectation {
+            adds,
+            dels,
+            deadline: Instant::now() + TIMEOUT,
+        };
+        lock(&self.0).insert(key.to_string(), e);
+    }
+
+    /// The informer showed `add` creations and `del` deletions (or a write
+    /// that failed will never show).
+    pub fn observed(&self, key: &str, add: i64, del: i64) {
+        if let Some(e) = lock(&self.0).get_mut(key) {
+            e.adds -= add;
+            e.dels -= del;
+        }
+    }
+
+    /// Everything expected was seen, or waited for long enough.
+    pub fn satisfied(&self, key: &str) -> bool {
+        match lock(&self.0).get(key) {
+            None => true,
+            Some(e) => (e.adds <= 0 && e.dels <= 0) || Instant::now() > e.deadline,
+        }
+    }
+
+    pub fn forget(&self, key: &str) {
+        lock(&self.0).remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn satisfied_once_everything_is_seen() {
+        let e = Expectations::default();
+        assert!(e.satisfied("ns/a"));
+        e.expect("ns/a", 2, 1);
+        e.observed("ns/a", 1, 0);
+        assert!(!e.satisfied("ns/a"));
+        e.observed("ns/a", 1, 1);
+        assert!(e.satisfied("ns/a"));
+        e.expect("ns/a", 1, 0);
+        e.forget("ns/a");
+        assert!(e.satisfied("ns/a"));
+    }
+}

@@ -1,0 +1,423 @@
+//! `reconcile`: one Job's sync (Kubernetes' `syncJob` with
+//! `trackJobStatusAndRemoveFinalizers` and `manageJob`).
+
+use super::decide::{self, format_indexes, parse_indexes};
+use super::*;
+use minik8s_api::meta::now_rfc3339;
+use minik8s_client::controller::Action;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// Why a Job stops: (condition reason, message).
+type Verdict = (&'static str, &'static str);
+
+const BACKOFF_EXCEEDED: Verdict = (
+    "BackoffLimitExceeded",
+    "Job has reached the specified backoff limit",
+);
+const DEADLINE_EXCEEDED: Verdict = (
+    "DeadlineExceeded",
+    "Job was active longer than specified deadline",
+);
+const COMPLETIONS_REACHED: Verdict = (
+    "CompletionsReached",
+    "Reached expected number of succeeded pods",
+);
+
+fn set_condition(conditions: &mut Vec<Value>, new: Value) {
+    match conditions.iter_mut().find(|c| c["type"] == new["type"]) {
+        Some(c) if c["status"] == new["status"] => {}
+        Some(c) => *c = new,
+        None => conditions.push(new),
+    }
+}
+
+fn condition_true(conditions: &[Value], type_: &str) -> Option<Value> {
+    conditions
+        .iter()
+        .find(|c| c["type"] == type_ && c["status"] == "True")
+        .cloned()
+}
+
+fn time(
+    v: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    v.as_ref().map(|t| t.0)
+}
+
+impl Reconciler for JobController {
+    const NAME: &'static str = "job";
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
+        let (ns, name) = key.split_once('/').unwrap_or(("default", key));
+        let Some(job) = self.jobs.get(key) else {
+            // Gone: its pods must not keep the tracking finalizer forever.
+            for p in self.pods.by_index(NAMESPACE_INDEX, ns) {
+                let mine =
+                    controller_of(&p.metadata).is_some_and(|(_, k, n)| k == "Job" && n == name);
+                if mine && has_tracking_finalizer(&p) {
+                    self.release_pod(&p).await?;
+                }
+            }
+            return Ok(Action::Done);
+        };
+        let uid = job.metadata.uid.clone().unwrap_or_default();
+        let spec = job.spec.clone().unwrap_or_default();
+        let status = job.status.clone().unwrap_or_default();
+        let pods = self.owned_pods(ns, &uid);
+        let now = chrono::Utc::now();
+        let now_s = now_rfc3339();
+        let indexed = spec.completion_mode.as_deref() == Some("Indexed");
+        let mut conditions: Vec<Value> = status
+            .conditions
+            .iter()
+            .flatten()
+            .filter_map(|c| serde_json::to_value(c).ok())
+            .collect();
+        let finished = has_condition(&job, "Complete") || has_condition(&job, "Failed");
+        let targeted = condition_true(&conditions, "SuccessCriteriaMet").is_some()
+            || condition_true(&conditions, "FailureTarget").is_some();
+        let winding_down = finished || targeted || spec.suspend.unwrap_or(false);
+
+        // 1. Count every finished pod exactly once: first into
+        // uncountedTerminatedPods, then its finalizer goes, then into the totals.
+        let uncounted = status.uncounted_terminated_pods.clone().unwrap_or_default();
+        let mut to_succeed: BTreeSet<String> = uncounted
+            .succeeded
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        let mut to_fail: BTreeSet<String> =
+            uncounted.failed.unwrap_or_default().into_iter().collect();
+        let mut newly = false;
+        let already = self.still_counted(&uid, &pods);
+        for p in pods.iter().filter(|p| has_tracking_finalizer(p)) {
+            let pod_uid = p.metadata.uid.clone().unwrap_or_default();
+            if to_succeed.contains(&pod_uid)
+                || to_fail.contains(&pod_uid)
+                || already.contains(&pod_uid)
+            {
+                continue;
+            }
+            match pod_state(p) {
+                PodState::Succeeded => newly |= to_succeed.insert(pod_uid),
+                PodState::Failed => newly |= to_fail.insert(pod_uid),
+                // Deleted under the Job (not by its own winding down): a failure.
+                PodState::Terminating if !winding_down => newly |= to_fail.insert(pod_uid),
+                PodState::Terminating => self.release_pod(p).await?,
+                PodState::Active => {}
+            }
+        }
+        if newly {
+            let record = json!({"uncountedTerminatedPods": {
+                "succeeded": to_succeed.iter().collect::<Vec<_>>(), "failed": to_fail.iter().collect::<Vec<_>>()}});
+            self.client
+                .patch_status::<Job>(
+                    &job.metadata,
+                    content::MERGE_PATCH,
+                    &json!({"status": record}),
+                )
+                .await?;
+        }
+        for p in pods.iter().filter(|p| has_tracking_finalizer(p)) {
+            let pod_uid = p.metadata.uid.clone().unwrap_or_default();
+            if to_succeed.contains(&pod_uid) || to_fail.contains(&pod_uid) {
+                self.release_pod(p).await?;
+            }
+        }
+        self.mark_counted(&uid, to_succeed.iter().chain(&to_fail).cloned());
+        let mut succeeded = status.succeeded.unwrap_or(0) + to_succeed.len() as i32;
+        let failed = status.failed.unwrap_or(0) + to_fail.len() as i32;
+        let mut completed = parse_indexes(status.completed_indexes.as_deref().unwrap_or(""));
+        if indexed {
+            for p in pods
+                .iter()
+                .filter(|p| to_succeed.contains(p.metadata.uid.as_deref().unwrap_or("")))
+            {
+                if let Some(i) = index_of(p).filter(|i| *i < spec.completions.unwrap_or(0)) {
+                    completed.insert(i);
+                }
+            }
+            succeeded = succeeded.max(completed.len() as i32);
+        }
+        if !to_fail.is_empty() {
+            self.note_failure(&uid);
+        }
+
+        let active: Vec<Arc<Pod>> = pods
+            .iter()
+            .filter(|p| pod_state(p) == PodState::Active)
+            .cloned()
+            .collect();
+        let terminating = pods
+            .iter()
+            .filter(|p| pod_state(p) == PodState::Terminating)
+            .count() as i32;
+        let mut start_time = time(&status.start_time);
+        let mut again = Action::Done;
+
+        // 2. Terminal: a target condition first, the final one once no pod runs.
+        if !finished {
+            let past_deadline = match (spec.active_deadline_seconds, start_time) {
+                (Some(deadline), Some(start)) => (now - start).num_seconds() >= deadline,
+                _ => false,
+            };
+            let failure = match condition_true(&conditions, "FailureTarget") {
+                Some(c) if c["reason"] == DEADLINE_EXCEEDED.0 => Some(DEADLINE_EXCEEDED),
+                Some(_) => Some(BACKOFF_EXCEEDED),
+                None if failed > spec.backoff_limit.unwrap_or(6) => Some(BACKOFF_EXCEEDED),
+                None if past_deadline => Some(DEADLINE_EXCEEDED),
+                None => None,
+            };
+            let success = condition_true(&conditions, "SuccessCriteriaMet").is_some()
+                || (failure.is_none()
+                    && decide::succeeded_enough(
+                        spec.completions,
+                        indexed,
+                        succeeded,
+                        &completed,
+                        active.len() as i32,
+                    ));
+            let verdict = match (failure, success) {
+                (Some(f), _) => Some(("FailureTarget", "Failed", f)),
+                (None, true) => Some(("SuccessCriteriaMet", "Complete", COMPLETIONS_REACHED)),
+                _ => None,
+            };
+            if let Some((target, final_type, (reason, message))) = verdict {
+                if condition_true(&conditions, target).is_none() {
+                    set_condition(
+                        &mut conditions,
+                        condition(target, "True", reason, message, &now_s),
+                    );
+                    if final_type == "Failed" {
+                        self.event(&job, "Warning", reason, message).await;
+                    }
+                }
+                for p in &active {
+                    self.delete_pod(&job, p).await?;
+                }
+                let mut extra = json!({});
+                if active.is_empty() && terminating == 0 {
+                    set_condition(
+                        &mut conditions,
+                        condition(final_type, "True", reason, message, &now_s),
+                    );
+                    if final_type == "Complete" {
+                        extra["completionTime"] = json!(now_s);
+                        self.event(&job, "Normal", "Completed", "Job completed")
+                            .await;
+                    }
+                }
+                let mut st = self.status_body(
+                    &job,
+                    indexed,
+                    succeeded,
+                    failed,
+                    &completed,
+                    &[],
+                    terminating,
+                    start_time,
+                    conditions,
+                );
+                if let (Some(o), Some(e)) = (st.as_object_mut(), extra.as_object()) {
+                    o.extend(e.clone());
+                }
+                self.write_status(&job, st).await?;
+                return Ok(Action::Done);
+            }
+        } else {
+            let st = self.status_body(
+                &job,
+                indexed,
+                succeeded,
+                failed,
+                &completed,
+                &[],
+                terminating,
+                start_time,
+                conditions,
+            );
+            self.write_status(&job, st).await?;
+            return Ok(Action::Done);
+        }
+
+        // 3. Suspended: no pods, no clock.
+        if spec.suspend.unwrap_or(false) {
+            for p in &active {
+                self.delete_pod(&job, p).await?;
+            }
+            if condition_true(&conditions, "Suspended").is_none() {
+                set_condition(
+                    &mut conditions,
+                    condition("Suspended", "True", "JobSuspended", "Job suspended", &now_s),
+                );
+                self.event(&job, "Normal", "Suspended", "Job suspended")
+                    .await;
+            }
+            let st = self.status_body(
+                &job,
+                indexed,
+                succeeded,
+                failed,
+                &completed,
+                &[],
+                terminating,
+                None,
+                conditions,
+            );
+            self.write_status(&job, st).await?;
+            return Ok(Action::Done);
+        }
+        if condition_true(&conditions, "Suspended").is_some() {
+            set_condition(
+                &mut conditions,
+                condition("Suspended", "False", "JobResumed", "Job resumed", &now_s),
+            );
+            self.event(&job, "Normal", "Resumed", "Job resumed").await;
+            start_time = None;
+        }
+        let start = *start_time.get_or_insert(now);
+
+        // 4. Pods toward parallelism, after the failure backoff, once the
+        // cache shows this controller's own last creates and deletes.
+        let parallelism = spec.parallelism.unwrap_or(1);
+        let wait = self.backoff_left(&uid, failed);
+        if !self.expectations.satisfied(key) {
+            again = Action::RequeueAfter(Duration::from_secs(1));
+        } else if indexed {
+            let mut running = BTreeSet::new();
+            let mut extra = Vec::new();
+            for p in &active {
+                match index_of(p) {
+                    Some(i) if !completed.contains(&i) && running.insert(i) => {}
+                    // A duplicate or finished index: the extra pod goes.
+                    _ => extra.push(p.clone()),
+                }
+            }
+            self.delete_pods(key, &job, &extra).await?;
+            let completions = spec.completions.unwrap_or(0);
+            let missing = decide::indexes_to_create(completions, parallelism, &completed, &running);
+            if !missing.is_empty() {
+                match wait {
+                    Some(left) => again = Action::RequeueAfter(left),
+                    None => {
+                        let indexes: Vec<Option<i32>> = missing.into_iter().map(Some).collect();
+                        self.create_pods(key, &job, &indexes).await?;
+                    }
+                }
+            }
+        } else {
+            let have = active.len() as i32;
+            let want = decide::want_active(spec.completions, parallelism, succeeded, have);
+            if have < want {
+                match wait {
+                    Some(left) => again = Action::RequeueAfter(left),
+                    None => {
+                        let indexes = vec![None; (want - have) as usize];
+                        self.create_pods(key, &job, &indexes).await?;
+                    }
+                }
+            } else if have > want {
+                // Not-ready pods go first, then the newest.
+                let mut extra = active.clone();
+                extra.sort_by_key(|p| {
+                    let created = p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+                    (is_ready(p), std::cmp::Reverse(created))
+                });
+                extra.truncate((have - want) as usize);
+                self.delete_pods(key, &job, &extra).await?;
+            }
+        }
+        if let Some(deadline) = spec.active_deadline_seconds {
+            let left = deadline - (now - start).num_seconds();
+            let at = Duration::from_secs(left.max(1) as u64);
+            again = match again {
+                Action::RequeueAfter(d) => Action::RequeueAfter(d.min(at)),
+                Action::Done => Action::RequeueAfter(at),
+            };
+        }
+        let st = self.status_body(
+            &job,
+            indexed,
+            succeeded,
+            failed,
+            &completed,
+            &active,
+            terminating,
+            Some(start),
+            conditions,
+        );
+        self.write_status(&job, st).await?;
+        Ok(again)
+    }
+}
+
+impl JobController {
+    /// Creates one pod per entry (an index for Indexed Jobs), expecting to see them.
+    async fn create_pods(
+        &self,
+        key: &str,
+        job: &Job,
+        indexes: &[Option<i32>],
+    ) -> Result<(), ClientError> {
+        self.expectations.expect(key, indexes.len() as i64, 0);
+        for (n, index) in indexes.iter().enumerate() {
+            if let Err(e) = self.create_pod(job, *index).await {
+                // The rest will never show up.
+                self.expectations
+                    .observed(key, (indexes.len() - n) as i64, 0);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes the pods, expecting to see them go.
+    async fn delete_pods(
+        &self,
+        key: &str,
+        job: &Job,
+        pods: &[Arc<Pod>],
+    ) -> Result<(), ClientError> {
+        if pods.is_empty() {
+            return Ok(());
+        }
+        self.expectations.expect(key, 0, pods.len() as i64);
+        for p in pods {
+            self.delete_pod(job, p).await?;
+        }
+        Ok(())
+    }
+
+    /// The Job's status from what this sync counted and decided.
+    #[allow(clippy::too_many_arguments)]
+    fn status_body(
+        &self,
+        job: &Job,
+        indexed: bool,
+        succeeded: i32,
+        failed: i32,
+        completed: &BTreeSet<i32>,
+        active: &[Arc<Pod>],
+        terminating: i32,
+        start: Option<chrono::DateTime<chrono::Utc>>,
+        conditions: Vec<Value>,
+    ) -> Value {
+        let or_null = |n: i32| if n == 0 { Value::Null } else { json!(n) };
+        let start = start
+            .map(|t| json!(t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)))
+            .unwrap_or(Value::Null);
+        let _ = job;
+        json!({
+            "active": or_null(active.len() as i32),
+            "ready": ready_count(active),
+            "terminating": terminating,
+            "succeeded": or_null(succeeded),
+            "failed": or_null(failed),
+            "completedIndexes": if indexed && !completed.is_empty() { json!(format_indexes(completed)) } else { Value::Null },
+            "uncountedTerminatedPods": {"succeeded": null, "failed": null},
+            "startTime": start,
+            "conditions": if conditions.is_empty() { Value::Null } else { json!(conditions) },
+        })
+    }
+}

@@ -1,0 +1,246 @@
+//! Jobs on a real (private) dockerd with the scheduler and every controller:
+//! 5 completions 2 at a time never run more than 2 pods and end Complete;
+//! an Indexed Job's pods see their index; a failing Job stops at its
+//! backoffLimit with BackoffLimitExceeded; the real kubectl waits for
+//! completion and shows Kubernetes' columns; ttlSecondsAfterFinished
+//! removes a finished Job.
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::batch::v1::Job;
+use minik8s_api::registry;
+use minik8s_client::ListParams;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+fn job(name: &str, spec: Value, script: &str) -> Value {
+    let mut j = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "c", "image": "minik8s/busybox:latest", "imagePullPolicy": "Never",
+                            "command": ["sh", "-c", script]}]}}}});
+    for (k, v) in spec.as_object().unwrap() {
+        j["spec"][k] = v.clone();
+    }
+    j
+}
+
+fn condition(j: &Value, type_: &str) -> Option<Value> {
+    j["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_ && c["status"] == "True")
+        .cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_complete_fail_and_index_their_pods() {
+    let c = Cluster::start().await;
+    c.spawn_control_plane(controller_manager::Config::default());
+    let jobs = c.client.dynamic(registry::of::<Job>(), Some("default"));
+    let pods = c.pods();
+
+    // 5 completions, 2 at a time; each pod runs about a second.
+    jobs.create(&job(
+        "batch",
+        json!({"completions": 5, "parallelism": 2}),
+        "sleep 1",
+    ))
+    .await
+    .unwrap();
+    jobs.create(&job(
+        "indexed",
+        json!({"completions": 3, "parallelism": 3, "completionMode": "Indexed"}),
+        "echo index=$JOB_COMPLETION_INDEX host=$(hostname)",
+    ))
+    .await
+    .unwrap();
+    jobs.create(&job("doomed", json!({"backoffLimit": 1}), "exit 3"))
+        .await
+        .unwrap();
+
+    let most_running = std::cell::Cell::new(0);
+    let done = minik8s_testkit::poll(
+        120,
+        Duration::from_millis(200),
+        "batch completes",
+        || async {
+            let list = pods
+                .list(&ListParams::default().labels("job-name=batch"))
+                .await
+                .unwrap();
+            let running = list["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|p| phase(p) == "Running" || phase(p) == "Pending")
+                .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+                .count();
+            most_running.set(most_running.get().max(running));
+            let j = jobs.get("batch").await.unwrap();
+            match condition(&j, "Complete") {
+                Some(_) => Ok(j),
+                None => Err(j["status"].to_string()),
+            }
+        },
+    )
+    .await;
+    let most_running = most_running.get();
+    assert!(
+        most_running <= 2,
+        "parallelism 2, saw {most_running} at once"
+    );
+    assert_eq!(done["status"]["succeeded"], 5);
+    let all = pods
+        .list(&ListParams::default().labels("job-name=batch"))
+        .await
+        .unwrap();
+    let summary: Vec<String> = all["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            format!(
+                "{} {} {:?}",
+                p["metadata"]["name"],
+                phase(p),
+                p["status"]["containerStatuses"][0]["state"]
+            )
+        })
+        .collect();
+    assert!(
+        done["status"]["failed"].is_null(),
+        "{}\n{summary:#?}\n{}",
+        done["status"],
+        tail(&c.kubelet_log(), 60)
+    );
+    assert!(
+        condition(&done, "SuccessCriteriaMet").is_some(),
+        "{}",
+        done["status"]
+    );
+    assert!(done["status"]["completionTime"].is_string());
+    assert_eq!(
+        done["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"],
+        done["metadata"]["uid"]
+    );
+    let (ok, out) = {
+        let o = c.real_kubectl(&[
+            "wait",
+            "--for=condition=complete",
+            "job/batch",
+            "--timeout=30s",
+        ]);
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr),
+        )
+    };
+    assert!(ok && out.contains("job.batch/batch condition met"), "{out}");
+    let table = String::from_utf8_lossy(&c.real_kubectl(&["get", "jobs"]).stdout).to_string();
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"],
+        "{table}"
+    );
+    let row: Vec<&str> = table
+        .lines()
+        .find(|l| l.starts_with("batch"))
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[1..3], ["Complete", "5/5"], "{table}");
+    // Counted pods keep no finalizer.
+    let left = pods
+        .list(&ListParams::default().labels("job-name=batch"))
+        .await
+        .unwrap();
+    for p in left["items"].as_array().into_iter().flatten() {
+        assert!(
+            p["metadata"]["finalizers"]
+                .as_array()
+                .is_none_or(|f| f.is_empty()),
+            "{}",
+            p["metadata"]
+        );
+    }
+
+    // Indexed: each index once, and each pod saw its own.
+    let j = minik8s_testkit::until(60, "indexed completes", || async {
+        let j = jobs.get("indexed").await.unwrap();
+        condition(&j, "Complete")
+            .map(|_| j.clone())
+            .ok_or_else(|| j["status"].to_string())
+    })
+    .await;
+    assert_eq!(j["status"]["completedIndexes"], "0-2");
+    let list = pods
+        .list(&ListParams::default().labels("job-name=indexed"))
+        .await
+        .unwrap();
+    let mut seen = BTreeSet::new();
+    for p in list["items"].as_array().into_iter().flatten() {
+        let name = p["metadata"]["name"].as_str().unwrap().to_string();
+        let index = p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(name.starts_with(&format!("indexed-{index}-")), "{name}");
+        let log = c.pod_log(&format!("{name}/log")).await;
+        assert_eq!(
+            log.trim(),
+            format!("index={index} host=indexed-{index}"),
+            "{name}"
+        );
+        seen.insert(index);
+    }
+    assert_eq!(
+        seen,
+        BTreeSet::from(["0".to_string(), "1".into(), "2".into()])
+    );
+
+    // backoffLimit 1: the second failure (after a 10 s backoff) fails the Job.
+    let j = minik8s_testkit::until(90, "doomed fails", || async {
+        let j = jobs.get("doomed").await.unwrap();
+        condition(&j, "Failed")
+            .map(|_| j.clone())
+            .ok_or_else(|| j["status"].to_string())
+    })
+    .await;
+    let failed = condition(&j, "Failed").unwrap();
+    assert_eq!(failed["reason"], "BackoffLimitExceeded");
+    assert_eq!(
+        failed["message"],
+        "Job has reached the specified backoff limit"
+    );
+    assert_eq!(
+        condition(&j, "FailureTarget").unwrap()["reason"],
+        "BackoffLimitExceeded"
+    );
+    assert_eq!(j["status"]["failed"], 2);
+    assert!(j["status"]["active"].is_null(), "{}", j["status"]);
+
+    // A finished Job with a TTL goes away by itself.
+    jobs.patch(
+        "batch",
+        None,
+        "application/merge-patch+json",
+        &json!({"spec": {"ttlSecondsAfterFinished": 1}}),
+    )
+    .await
+    .unwrap();
+    minik8s_testkit::until(30, "the finished Job removed after its TTL", || async {
+        match jobs.get("batch").await {
+            Err(e) if e.is_not_found() => Ok(()),
+            other => Err(format!("{:?}", other.map(|j| j["metadata"].clone()))),
+        }
+    })
+    .await;
+}
