@@ -41,14 +41,14 @@ async fn jobs_complete_fail_and_index_their_pods() {
     let jobs = c.client.dynamic(registry::of::<Job>(), Some("default"));
     let pods = c.pods();
 
-    // 5 completions, 2 at a time; each pod runs about a second.
-    jobs.create(&job(
-        "batch",
-        json!({"completions": 5, "parallelism": 2}),
-        "sleep 1",
-    ))
-    .await
-    .unwrap();
+    // doc/workloads.md's example: 5 completions, 2 at a time, a second each.
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/job.yaml");
+    let out = c.real_kubectl(&["apply", "-f", example]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     jobs.create(&job(
         "indexed",
         json!({"completions": 3, "parallelism": 3, "completionMode": "Indexed"}),
@@ -64,10 +64,10 @@ async fn jobs_complete_fail_and_index_their_pods() {
     let done = minik8s_testkit::poll(
         120,
         Duration::from_millis(200),
-        "batch completes",
+        "countdown completes",
         || async {
             let list = pods
-                .list(&ListParams::default().labels("job-name=batch"))
+                .list(&ListParams::default().labels("job-name=countdown"))
                 .await
                 .unwrap();
             let running = list["items"]
@@ -78,7 +78,7 @@ async fn jobs_complete_fail_and_index_their_pods() {
                 .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
                 .count();
             most_running.set(most_running.get().max(running));
-            let j = jobs.get("batch").await.unwrap();
+            let j = jobs.get("countdown").await.unwrap();
             match condition(&j, "Complete") {
                 Some(_) => Ok(j),
                 None => Err(j["status"].to_string()),
@@ -93,7 +93,7 @@ async fn jobs_complete_fail_and_index_their_pods() {
     );
     assert_eq!(done["status"]["succeeded"], 5);
     let all = pods
-        .list(&ListParams::default().labels("job-name=batch"))
+        .list(&ListParams::default().labels("job-name=countdown"))
         .await
         .unwrap();
     let summary: Vec<String> = all["items"]
@@ -129,7 +129,7 @@ async fn jobs_complete_fail_and_index_their_pods() {
         let o = c.real_kubectl(&[
             "wait",
             "--for=condition=complete",
-            "job/batch",
+            "job/countdown",
             "--timeout=30s",
         ]);
         (
@@ -137,7 +137,10 @@ async fn jobs_complete_fail_and_index_their_pods() {
             String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr),
         )
     };
-    assert!(ok && out.contains("job.batch/batch condition met"), "{out}");
+    assert!(
+        ok && out.contains("job.batch/countdown condition met"),
+        "{out}"
+    );
     let table = String::from_utf8_lossy(&c.real_kubectl(&["get", "jobs"]).stdout).to_string();
     let header: Vec<&str> = table
         .lines()
@@ -152,14 +155,16 @@ async fn jobs_complete_fail_and_index_their_pods() {
     );
     let row: Vec<&str> = table
         .lines()
-        .find(|l| l.starts_with("batch"))
+        .find(|l| l.starts_with("countdown"))
         .unwrap_or("")
         .split_whitespace()
         .collect();
     assert_eq!(row[1..3], ["Complete", "5/5"], "{table}");
+    let logs = c.real_kubectl(&["logs", "job/countdown"]);
+    assert_eq!(String::from_utf8_lossy(&logs.stdout).trim(), "working");
     // Counted pods keep no finalizer.
     let left = pods
-        .list(&ListParams::default().labels("job-name=batch"))
+        .list(&ListParams::default().labels("job-name=countdown"))
         .await
         .unwrap();
     for p in left["items"].as_array().into_iter().flatten() {
@@ -229,7 +234,7 @@ async fn jobs_complete_fail_and_index_their_pods() {
 
     // A finished Job with a TTL goes away by itself.
     jobs.patch(
-        "batch",
+        "countdown",
         None,
         "application/merge-patch+json",
         &json!({"spec": {"ttlSecondsAfterFinished": 1}}),
@@ -237,7 +242,7 @@ async fn jobs_complete_fail_and_index_their_pods() {
     .await
     .unwrap();
     minik8s_testkit::until(30, "the finished Job removed after its TTL", || async {
-        match jobs.get("batch").await {
+        match jobs.get("countdown").await {
             Err(e) if e.is_not_found() => Ok(()),
             other => Err(format!("{:?}", other.map(|j| j["metadata"].clone()))),
         }

@@ -173,6 +173,18 @@ impl JobController {
         }
     }
 
+    /// The Job read from the apiserver (None when it is gone).
+    async fn fresh_job(&self, ns: &str, name: &str) -> Result<Option<Arc<Job>>, ClientError> {
+        let api = self.client.dynamic(registry::of::<Job>(), Some(ns));
+        match api.get(name).await {
+            Ok(v) => serde_json::from_value(v)
+                .map(|j| Some(Arc::new(j)))
+                .map_err(|e| ClientError::Decode(e.to_string())),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The pods whose controller is the Job with `uid`.
     fn owned_pods(&self, ns: &str, uid: &str) -> Vec<Arc<Pod>> {
         self.pods

@@ -50,7 +50,13 @@ impl Reconciler for JobController {
 
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
         let (ns, name) = key.split_once('/').unwrap_or(("default", key));
-        let Some(job) = self.jobs.get(key) else {
+        // The Job as stored, not as cached: its counters must never be older
+        // than the pods' finalizers this controller already removed.
+        let job = match self.jobs.get(key) {
+            Some(_) => self.fresh_job(ns, name).await?,
+            None => None,
+        };
+        let Some(job) = job else {
             // Gone: its pods must not keep the tracking finalizer forever.
             for p in self.pods.by_index(NAMESPACE_INDEX, ns) {
                 let mine =
