@@ -50,6 +50,9 @@ const NOT_COPIED: &[&str] = &[
     MAX_REPLICAS,
 ];
 
+/// A Progressing condition's (reason, message) to report.
+pub type Note = (&'static str, String);
+
 pub struct DeploymentController {
     client: Client,
     deployments: Cache<Deployment>,
@@ -244,16 +247,23 @@ impl DeploymentController {
     }
 
     /// Creates the ReplicaSet of the current template with `replicas` pods,
-    /// under the next revision. On a name taken by another template, bumps
-    /// `status.collisionCount` and lets the next reconcile pick a new name.
+    /// under `revision`; returns it with the Progressing note it deserves.
+    /// On a name taken by another template, bumps `status.collisionCount`
+    /// and returns None: the next reconcile picks a new name.
     async fn create_new_set(
         &self,
         d: &Deployment,
-        hash: &str,
         revision: i64,
         replicas: i32,
         surge: i32,
-    ) -> Result<Option<ReplicaSet>, ClientError> {
+    ) -> Result<Option<(Arc<ReplicaSet>, Note)>, ClientError> {
+        let count = d
+            .status
+            .as_ref()
+            .and_then(|s| s.collision_count)
+            .unwrap_or(0);
+        let template = template_without_hash(d.spec.as_ref().map(|s| &s.template));
+        let hash = &template_hash(&template, count);
         let ns = ns_of(&d.metadata);
         let name = format!("{}-{hash}", d.metadata.name.as_deref().unwrap_or(""));
         let spec = d.spec.clone().unwrap_or_default();
@@ -293,9 +303,13 @@ impl DeploymentController {
                     let note = format!("Scaled up replica set {name} from 0 to {replicas}");
                     self.event(d, "Normal", "ScalingReplicaSet", &note).await;
                 }
-                Ok(Some(
-                    serde_json::from_value(v).map_err(|e| ClientError::Decode(e.to_string()))?,
-                ))
+                let rs: ReplicaSet =
+                    serde_json::from_value(v).map_err(|e| ClientError::Decode(e.to_string()))?;
+                let note = (
+                    "NewReplicaSetCreated",
+                    format!("Created new replica set \"{name}\""),
+                );
+                Ok(Some((Arc::new(rs), note)))
             }
             Err(e) if e.api().is_some_and(|a| a.is_already_exists()) => {
                 let count = d

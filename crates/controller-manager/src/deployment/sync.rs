@@ -97,18 +97,10 @@ impl Reconciler for DeploymentController {
                 max_replicas: None,
             };
             let size = rollout::new_rs_replicas(replicas, surge, &empty, &refs);
-            let hash = self.hash_for(&d, &template);
-            match self
-                .create_new_set(&d, &hash, max_old + 1, size, surge)
-                .await?
-            {
-                Some(rs) => {
-                    let name = rs.metadata.name.clone().unwrap_or_default();
-                    note = Some((
-                        "NewReplicaSetCreated",
-                        format!("Created new replica set \"{name}\""),
-                    ));
-                    new = Some(Arc::new(rs));
+            match self.create_new_set(&d, max_old + 1, size, surge).await? {
+                Some((rs, created)) => {
+                    note = Some(created);
+                    new = Some(rs);
                 }
                 None => return Ok(Action::RequeueAfter(Duration::from_millis(100))),
             }
@@ -133,16 +125,6 @@ impl DeploymentController {
                     .unwrap_or_else(|| rs.clone())
             })
             .collect()
-    }
-
-    /// The pod-template-hash for the current template, past names taken by other templates.
-    fn hash_for(&self, d: &Deployment, template: &Value) -> String {
-        let count = d
-            .status
-            .as_ref()
-            .and_then(|s| s.collision_count)
-            .unwrap_or(0);
-        template_hash(template, count)
     }
 
     /// Replicas changed since the active ReplicaSets were sized (their
@@ -296,24 +278,13 @@ impl DeploymentController {
                 self.scale(d, &rs, replicas, 0).await?;
                 rs
             }
-            None => {
-                let template = template_without_hash(d.spec.as_ref().map(|s| &s.template));
-                let hash = self.hash_for(d, &template);
-                match self
-                    .create_new_set(d, &hash, max_old + 1, replicas, 0)
-                    .await?
-                {
-                    Some(rs) => {
-                        let name = rs.metadata.name.clone().unwrap_or_default();
-                        note = Some((
-                            "NewReplicaSetCreated",
-                            format!("Created new replica set \"{name}\""),
-                        ));
-                        Arc::new(rs)
-                    }
-                    None => return Ok(Action::RequeueAfter(Duration::from_millis(100))),
+            None => match self.create_new_set(d, max_old + 1, replicas, 0).await? {
+                Some((rs, created)) => {
+                    note = Some(created);
+                    rs
                 }
-            }
+                None => return Ok(Action::RequeueAfter(Duration::from_millis(100))),
+            },
         };
         self.set_deployment_revision(d, revision_of(&new)).await?;
         all = old.to_vec();
@@ -334,7 +305,7 @@ impl DeploymentController {
         new: &Arc<ReplicaSet>,
         old: &[Arc<ReplicaSet>],
         all: &[Arc<ReplicaSet>],
-        note: Option<(&'static str, String)>,
+        note: Option<Note>,
     ) -> Result<Action, ClientError> {
         let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
         let (_, surge, max_unavailable) = strategy_numbers(d);
@@ -377,7 +348,7 @@ impl DeploymentController {
         new: Option<&ReplicaSet>,
         all: &[Arc<ReplicaSet>],
         phase: Phase,
-        note: Option<(&'static str, String)>,
+        note: Option<Note>,
     ) -> Result<Action, ClientError> {
         let spec = d.spec.clone().unwrap_or_default();
         let replicas = spec.replicas.unwrap_or(1);
@@ -483,7 +454,7 @@ fn progress_condition(
     old: &k8s_openapi::api::apps::v1::DeploymentStatus,
     c: &Counts,
     phase: Phase,
-    note: Option<(&'static str, String)>,
+    note: Option<Note>,
     new_name: &str,
     now: &str,
 ) {

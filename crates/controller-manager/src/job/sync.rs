@@ -8,6 +8,15 @@ use minik8s_client::controller::Action;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+/// What the counting step found, for the status.
+struct Tally {
+    indexed: bool,
+    succeeded: i32,
+    failed: i32,
+    completed: BTreeSet<i32>,
+    terminating: i32,
+}
+
 /// Why a Job stops: (condition reason, message).
 type Verdict = (&'static str, &'static str);
 
@@ -159,6 +168,13 @@ impl Reconciler for JobController {
             .iter()
             .filter(|p| pod_state(p) == PodState::Terminating)
             .count() as i32;
+        let tally = Tally {
+            indexed,
+            succeeded,
+            failed,
+            completed: completed.clone(),
+            terminating,
+        };
         let mut start_time = time(&status.start_time);
         let mut again = Action::Done;
 
@@ -214,17 +230,7 @@ impl Reconciler for JobController {
                             .await;
                     }
                 }
-                let mut st = self.status_body(
-                    &job,
-                    indexed,
-                    succeeded,
-                    failed,
-                    &completed,
-                    &[],
-                    terminating,
-                    start_time,
-                    conditions,
-                );
+                let mut st = self.status_body(&tally, &[], start_time, conditions);
                 if let (Some(o), Some(e)) = (st.as_object_mut(), extra.as_object()) {
                     o.extend(e.clone());
                 }
@@ -232,17 +238,7 @@ impl Reconciler for JobController {
                 return Ok(Action::Done);
             }
         } else {
-            let st = self.status_body(
-                &job,
-                indexed,
-                succeeded,
-                failed,
-                &completed,
-                &[],
-                terminating,
-                start_time,
-                conditions,
-            );
+            let st = self.status_body(&tally, &[], start_time, conditions);
             self.write_status(&job, st).await?;
             return Ok(Action::Done);
         }
@@ -260,17 +256,7 @@ impl Reconciler for JobController {
                 self.event(&job, "Normal", "Suspended", "Job suspended")
                     .await;
             }
-            let st = self.status_body(
-                &job,
-                indexed,
-                succeeded,
-                failed,
-                &completed,
-                &[],
-                terminating,
-                None,
-                conditions,
-            );
+            let st = self.status_body(&tally, &[], None, conditions);
             self.write_status(&job, st).await?;
             return Ok(Action::Done);
         }
@@ -342,17 +328,7 @@ impl Reconciler for JobController {
                 Action::Done => Action::RequeueAfter(at),
             };
         }
-        let st = self.status_body(
-            &job,
-            indexed,
-            succeeded,
-            failed,
-            &completed,
-            &active,
-            terminating,
-            Some(start),
-            conditions,
-        );
+        let st = self.status_body(&tally, &active, Some(start), conditions);
         self.write_status(&job, st).await?;
         Ok(again)
     }
@@ -396,16 +372,10 @@ impl JobController {
     }
 
     /// The Job's status from what this sync counted and decided.
-    #[allow(clippy::too_many_arguments)]
     fn status_body(
         &self,
-        job: &Job,
-        indexed: bool,
-        succeeded: i32,
-        failed: i32,
-        completed: &BTreeSet<i32>,
+        t: &Tally,
         active: &[Arc<Pod>],
-        terminating: i32,
         start: Option<chrono::DateTime<chrono::Utc>>,
         conditions: Vec<Value>,
     ) -> Value {
@@ -413,14 +383,13 @@ impl JobController {
         let start = start
             .map(|t| json!(t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)))
             .unwrap_or(Value::Null);
-        let _ = job;
         json!({
             "active": or_null(active.len() as i32),
             "ready": ready_count(active),
-            "terminating": terminating,
-            "succeeded": or_null(succeeded),
-            "failed": or_null(failed),
-            "completedIndexes": if indexed && !completed.is_empty() { json!(format_indexes(completed)) } else { Value::Null },
+            "terminating": t.terminating,
+            "succeeded": or_null(t.succeeded),
+            "failed": or_null(t.failed),
+            "completedIndexes": if t.indexed && !t.completed.is_empty() { json!(format_indexes(&t.completed)) } else { Value::Null },
             "uncountedTerminatedPods": {"succeeded": null, "failed": null},
             "startTime": start,
             "conditions": if conditions.is_empty() { Value::Null } else { json!(conditions) },
