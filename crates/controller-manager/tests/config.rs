@@ -4,26 +4,14 @@
 //! path and nothing stored, a 2 MiB ConfigMap is refused, every namespace gets
 //! a `default` ServiceAccount (again after it is deleted), and pods run as it.
 
+mod common;
+
+use common::kubectl;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, ServiceAccount};
 use minik8s_api::registry;
 use minik8s_client::Client;
 use minik8s_testkit::{until, Backend, TestServer};
 use serde_json::json;
-use std::process::Command;
-
-fn kubectl(server: &str, args: &[&str]) -> (bool, String) {
-    let out = Command::new("/usr/bin/kubectl")
-        .args(["--server", server])
-        .args(args)
-        .output()
-        .expect("running /usr/bin/kubectl (the real kubectl v1.32)");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_maps_secrets_and_service_accounts() {
@@ -148,26 +136,16 @@ async fn config_maps_secrets_and_service_accounts() {
         .await
         .unwrap();
     let accounts = client.dynamic(registry::of::<ServiceAccount>(), Some("team"));
-    until(20, "team's default ServiceAccount", || async {
-        accounts
-            .get("default")
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    })
-    .await;
+    let has_default = || async {
+        let got = accounts.get("default").await;
+        got.map(|_| ()).map_err(|e| e.to_string())
+    };
+    until(20, "team's default ServiceAccount", has_default).await;
     accounts
         .delete("default", &Default::default())
         .await
         .unwrap();
-    until(20, "the default ServiceAccount back", || async {
-        accounts
-            .get("default")
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    })
-    .await;
+    until(20, "the default ServiceAccount back", has_default).await;
     let (ok, out) = kubectl(&server.url, &["get", "sa", "-n", "team"]);
     assert!(ok, "{out}");
     let cols: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();

@@ -7,13 +7,12 @@
 
 mod common;
 
-use common::{cluster, until};
+use common::{cluster, kubectl, until};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use minik8s_api::registry;
 use minik8s_client::{DynamicApi, ListParams};
 use serde_json::{json, Value};
-use std::process::Command;
 
 fn deployment(name: &str, replicas: i64, image: &str, strategy: Value) -> Value {
     json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
@@ -79,33 +78,6 @@ async fn rolled_out(api: &DynamicApi, name: &str, replicas: i64) -> Value {
     .await
 }
 
-fn kubectl(server: &str, args: &[&str], stdin: Option<&str>) -> (bool, String) {
-    use std::io::Write;
-    let mut child = Command::new("/usr/bin/kubectl")
-        .args(["--server", server])
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("running /usr/bin/kubectl (the real kubectl v1.32)");
-    if let Some(input) = stdin {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolling_update_history_undo_and_scale() {
     let (server, client) = cluster("dn", 3).await;
@@ -117,7 +89,7 @@ async fn rolling_update_history_undo_and_scale() {
         env!("CARGO_MANIFEST_DIR"),
         "/../../examples/deployment.yaml"
     );
-    let (ok, out) = kubectl(&server.url, &["apply", "-f", example], None);
+    let (ok, out) = kubectl(&server.url, &["apply", "-f", example]);
     assert!(ok, "kubectl apply: {out}");
     let d = rolled_out(&deploys, "hello", 4).await;
     assert_eq!(
@@ -150,10 +122,9 @@ async fn rolling_update_history_undo_and_scale() {
     let (ok, out) = kubectl(
         &server.url,
         &["rollout", "status", "deployment/hello", "--timeout=20s"],
-        None,
     );
     assert!(ok && out.contains("successfully rolled out"), "{out}");
-    let (ok, out) = kubectl(&server.url, &["get", "deployment", "hello"], None);
+    let (ok, out) = kubectl(&server.url, &["get", "deployment", "hello"]);
     assert!(ok, "{out}");
     let header: Vec<&str> = out
         .lines()
@@ -192,7 +163,7 @@ async fn rolling_update_history_undo_and_scale() {
         })
     };
     let set_env = ["set", "env", "deployment/hello", "GREETING=hi"];
-    let (ok, out) = kubectl(&server.url, &set_env, None);
+    let (ok, out) = kubectl(&server.url, &set_env);
     assert!(ok, "kubectl set env: {out}");
     let (min_available, max_pods) =
         tokio::time::timeout(std::time::Duration::from_secs(30), watcher)
@@ -212,11 +183,7 @@ async fn rolling_update_history_undo_and_scale() {
     );
     let new = second.iter().find(|(n, _, _)| n != rs1).unwrap().clone();
     assert_eq!((new.1, new.2.as_str()), (4, "2"));
-    let (ok, out) = kubectl(
-        &server.url,
-        &["rollout", "history", "deployment/hello"],
-        None,
-    );
+    let (ok, out) = kubectl(&server.url, &["rollout", "history", "deployment/hello"]);
     assert!(ok, "{out}");
     let revisions: Vec<&str> = out
         .lines()
@@ -226,7 +193,7 @@ async fn rolling_update_history_undo_and_scale() {
     assert_eq!(revisions, ["1", "2"], "{out}");
 
     // Undo: the first ReplicaSet comes back as revision 3; no third set.
-    let (ok, out) = kubectl(&server.url, &["rollout", "undo", "deployment/hello"], None);
+    let (ok, out) = kubectl(&server.url, &["rollout", "undo", "deployment/hello"]);
     assert!(ok, "kubectl rollout undo: {out}");
     until("the first set back as revision 3", 30, || async {
         let s = sets_of(&sets, "hello").await;
@@ -250,17 +217,13 @@ async fn rolling_update_history_undo_and_scale() {
     );
 
     // Scale: the one active set follows.
-    let (ok, out) = kubectl(
-        &server.url,
-        &["scale", "deployment/hello", "--replicas=6"],
-        None,
-    );
+    let (ok, out) = kubectl(&server.url, &["scale", "deployment/hello", "--replicas=6"]);
     assert!(ok, "kubectl scale: {out}");
     rolled_out(&deploys, "hello", 6).await;
     let s = sets_of(&sets, "hello").await;
     assert!(s.iter().any(|(n, r, _)| n == rs1 && *r == 6), "{s:?}");
 
-    let (ok, out) = kubectl(&server.url, &["describe", "deployment", "hello"], None);
+    let (ok, out) = kubectl(&server.url, &["describe", "deployment", "hello"]);
     assert!(
         ok && out.contains("ScalingReplicaSet"),
         "kubectl describe: {out}"
@@ -273,16 +236,12 @@ async fn rolling_update_history_undo_and_scale() {
         "deployment/hello",
         "httpd=minik8s/busybox:v2",
     ];
-    let (ok, out) = kubectl(&server.url, &image, None);
+    let (ok, out) = kubectl(&server.url, &image);
     assert!(ok, "kubectl set image: {out}");
     let status = ["rollout", "status", "deployment/hello", "--timeout=30s"];
-    let (ok, out) = kubectl(&server.url, &status, None);
+    let (ok, out) = kubectl(&server.url, &status);
     assert!(ok && out.contains("successfully rolled out"), "{out}");
-    let (ok, out) = kubectl(
-        &server.url,
-        &["rollout", "restart", "deployment/hello"],
-        None,
-    );
+    let (ok, out) = kubectl(&server.url, &["rollout", "restart", "deployment/hello"]);
     assert!(ok, "kubectl rollout restart: {out}");
     until("the restart rolled out as revision 5", 30, || async {
         let d = deploys.get("hello").await.map_err(|e| e.to_string())?;

@@ -40,3 +40,18 @@ where
 {
     minik8s_testkit::until(secs, what, f).await
 }
+
+/// Runs the real kubectl (v1.32) against `server`: (succeeded, stdout + stderr).
+pub fn kubectl(server: &str, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new("/usr/bin/kubectl")
+        .args(["--server", server])
+        .args(args)
+        .output()
+        .expect("running /usr/bin/kubectl (the real kubectl v1.32)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
