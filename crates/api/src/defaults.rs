@@ -33,6 +33,16 @@ pub fn apply(kind: &str, obj: &mut Value) {
         }
         "Deployment" => default_deployment(obj_mut(obj, "spec")),
         "Job" => default_job(obj_mut(obj, "spec")),
+        "CronJob" => {
+            let spec = obj_mut(obj, "spec");
+            set_default(spec, "concurrencyPolicy", json!("Allow"));
+            set_default(spec, "suspend", json!(false));
+            set_default(spec, "successfulJobsHistoryLimit", json!(3));
+            set_default(spec, "failedJobsHistoryLimit", json!(1));
+            if let Some(t) = spec.get_mut("jobTemplate").filter(|t| t.is_object()) {
+                default_template(obj_mut(t, "spec"));
+            }
+        }
         "Secret" => {
             if let Some(m) = obj.as_object_mut() {
                 set_default(m, "type", json!("Opaque"));

@@ -6,6 +6,7 @@
 //! field selectors, PATCH semantics, quantities and the `Status` error shape.
 //! Core kinds are the `k8s-openapi` types (re-exported as [`k8s`]).
 
+pub mod cron;
 pub mod defaults;
 pub mod hash;
 pub mod lws;

@@ -226,6 +226,17 @@ const JOB_COLUMNS: &[Column] = &[
     col("Images", 1),
     col("Selector", 1),
 ];
+const CRONJOB_COLUMNS: &[Column] = &[
+    col("Schedule", 0),
+    col("Timezone", 0),
+    col("Suspend", 0),
+    col("Active", 0),
+    col("Last Schedule", 0),
+    col("Age", 0),
+    col("Containers", 1),
+    col("Images", 1),
+    col("Selector", 1),
+];
 const STATEFULSET_COLUMNS: &[Column] = &[
     col("Ready", 0),
     col("Age", 0),
@@ -442,6 +453,18 @@ pub static REGISTRY: &[ResourceInfo] = &[
         subresources: &[Status],
         categories: &["all"],
         columns: JOB_COLUMNS,
+    },
+    ResourceInfo {
+        group: "batch",
+        version: "v1",
+        kind: "CronJob",
+        plural: "cronjobs",
+        singular: "cronjob",
+        short_names: &["cj"],
+        namespaced: true,
+        subresources: &[Status],
+        categories: &["all"],
+        columns: CRONJOB_COLUMNS,
     },
     ResourceInfo {
         group: "autoscaling",

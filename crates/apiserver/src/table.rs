@@ -363,6 +363,33 @@ pub mod rows {
         ]
     }
 
+    /// CronJob: schedule, time zone, suspension, active Jobs, last run.
+    pub fn cron_job(o: &Value) -> Vec<Value> {
+        let containers = arr(o, "/spec/jobTemplate/spec/template/spec/containers");
+        let last = o
+            .pointer("/status/lastScheduleTime")
+            .and_then(Value::as_str)
+            .map(human_age)
+            .unwrap_or_else(|| "<none>".into());
+        let suspend = o
+            .pointer("/spec/suspend")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        vec![
+            json!(s(o.pointer("/spec/schedule"))),
+            json!(s(o.pointer("/spec/timeZone"))),
+            json!(if suspend { "True" } else { "False" }),
+            json!(arr(o, "/status/active").len()),
+            json!(last),
+            json!(age(o)),
+            json!(join_field(containers, "name")),
+            json!(join_field(containers, "image")),
+            json!(selector_string(
+                o.pointer("/spec/jobTemplate/spec/selector")
+            )),
+        ]
+    }
+
     /// ConfigMap: how many keys.
     pub fn config_map(o: &Value) -> Vec<Value> {
         let keys = |p: &str| {

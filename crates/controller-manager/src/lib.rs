@@ -19,6 +19,7 @@
 //! eviction (`nodelifecycle.rs`), node IPAM (`nodeipam.rs`), the
 //! HorizontalPodAutoscaler (`hpa.rs`), namespace deletion (`namespace.rs`).
 
+pub mod cronjob;
 pub mod deployment;
 pub mod endpoints;
 pub mod expectations;
@@ -133,6 +134,11 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     let namespaces = namespace::NamespaceController::new(client.clone(), &informers)?;
     let accounts = serviceaccount::ServiceAccountController::new(client.clone(), &informers)?;
     let jobs = job::JobController::new(client.clone(), &informers)?;
+    let cron_jobs = cronjob::CronJobController::new(
+        client.clone(),
+        &informers,
+        std::sync::Arc::new(cronjob::SystemClock),
+    )?;
     let ttl = ttlafterfinished::TtlAfterFinishedController::new(client.clone(), &informers)?;
     let ipam = match config.allocate_node_cidrs {
         true => Some(nodeipam::NodeIpamController::new(
@@ -163,6 +169,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
         namespaces.run(workers),
         accounts.run(workers),
         jobs.run(workers),
+        cron_jobs.run(workers),
         ttl.run(workers),
         async {
             if let Some(ipam) = ipam {

@@ -18,16 +18,81 @@ fn positive(errs: &mut Errors, spec: &Value, key: &str) {
     }
 }
 
-pub(super) fn validate_job(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+/// The parts of a Job spec a CronJob's template is checked for too.
+fn validate_job_spec(spec: &Value, path: &str, errs: &mut Errors) {
     for key in [
         "parallelism",
         "completions",
         "backoffLimit",
         "ttlSecondsAfterFinished",
     ] {
+        check_non_negative(errs, spec, key, path);
+    }
+    match spec.pointer("/template/spec/restartPolicy") {
+        Some(rp) if rp == "OnFailure" || rp == "Never" => {}
+        Some(rp) => errs.push(FieldError::not_supported(
+            format!("{path}.template.spec.restartPolicy"),
+            rp,
+            &["OnFailure", "Never"],
+        )),
+        None => errs.push(FieldError::required(
+            format!("{path}.template.spec.restartPolicy"),
+            "valid values: \"OnFailure\", \"Never\"",
+        )),
+    }
+    match spec.pointer("/template/spec") {
+        Some(ps) => validate_pod_spec(ps, &format!("{path}.template.spec"), errs),
+        None => errs.push(FieldError::required(format!("{path}.template"), "")),
+    }
+}
+
+pub(super) fn validate_cron_job(obj: &Value, errs: &mut Errors) {
+    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+    if let Some(name) = obj.pointer("/metadata/name").and_then(Value::as_str) {
+        // Its Jobs are named <name>-<minutes since 1970>: 11 more characters.
+        if name.len() > 52 {
+            errs.push(FieldError::invalid(
+                "metadata.name",
+                &Value::from(name),
+                "must be no more than 52 characters",
+            ));
+        }
+    }
+    match spec.get("schedule").and_then(Value::as_str) {
+        None | Some("") => errs.push(FieldError::required("spec.schedule", "")),
+        Some(s) => {
+            if let Err(e) = crate::cron::parse(s) {
+                errs.push(FieldError::invalid("spec.schedule", &Value::from(s), e));
+            }
+        }
+    }
+    if let Some(tz) = spec.get("timeZone").and_then(Value::as_str) {
+        if let Err(e) = crate::cron::time_zone(Some(tz)) {
+            errs.push(FieldError::invalid("spec.timeZone", &Value::from(tz), e));
+        }
+    }
+    check_enum(
+        errs,
+        &spec,
+        "concurrencyPolicy",
+        "spec",
+        &["Allow", "Forbid", "Replace"],
+    );
+    for key in [
+        "startingDeadlineSeconds",
+        "successfulJobsHistoryLimit",
+        "failedJobsHistoryLimit",
+    ] {
         check_non_negative(errs, &spec, key, "spec");
     }
+    match spec.pointer("/jobTemplate/spec") {
+        Some(js) => validate_job_spec(js, "spec.jobTemplate.spec", errs),
+        None => errs.push(FieldError::required("spec.jobTemplate.spec", "")),
+    }
+}
+
+pub(super) fn validate_job(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
     positive(errs, &spec, "activeDeadlineSeconds");
     check_enum(
         errs,
@@ -43,11 +108,8 @@ pub(super) fn validate_job(obj: &Value, old: Option<&Value>, errs: &mut Errors) 
                 "when completion mode is Indexed",
             ));
         }
-        if spec
-            .get("completions")
-            .and_then(Value::as_i64)
-            .is_some_and(|c| c > 100_000)
-        {
+        let completions = spec.get("completions").and_then(Value::as_i64);
+        if completions.is_some_and(|c| c > 100_000) {
             errs.push(FieldError::invalid(
                 "spec.completions",
                 spec.get("completions").unwrap_or(&Value::Null),
@@ -55,22 +117,7 @@ pub(super) fn validate_job(obj: &Value, old: Option<&Value>, errs: &mut Errors) 
             ));
         }
     }
-    match spec.pointer("/template/spec/restartPolicy") {
-        Some(rp) if rp == "OnFailure" || rp == "Never" => {}
-        Some(rp) => errs.push(FieldError::not_supported(
-            "spec.template.spec.restartPolicy",
-            rp,
-            &["OnFailure", "Never"],
-        )),
-        None => errs.push(FieldError::required(
-            "spec.template.spec.restartPolicy",
-            "valid values: \"OnFailure\", \"Never\"",
-        )),
-    }
-    match spec.pointer("/template/spec") {
-        Some(ps) => validate_pod_spec(ps, "spec.template.spec", errs),
-        None => errs.push(FieldError::required("spec.template", "")),
-    }
+    validate_job_spec(&spec, "spec", errs);
     match spec.get("selector").filter(|s| !s.is_null()) {
         None => errs.push(FieldError::required("spec.selector", "")),
         Some(sel) => {

@@ -145,7 +145,7 @@ pub use crate::names::*;
 pub use apps::int_or_percent_error;
 use apps::{validate_deployment_spec, validate_replicated};
 use autoscaling::validate_hpa;
-use batch::validate_job;
+use batch::{validate_cron_job, validate_job};
 use config::{validate_config_map, validate_secret};
 pub use pod::validate_pod_spec;
 use pod::validate_pod_update;
@@ -369,6 +369,7 @@ pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
         "Service" => validate_service(obj, old, &mut errs),
         "ConfigMap" => validate_config_map(obj, old, &mut errs),
         "Job" => validate_job(obj, old, &mut errs),
+        "CronJob" => validate_cron_job(obj, &mut errs),
         "Secret" => validate_secret(obj, old, &mut errs),
         "ReplicaSet" => validate_replicated(obj, old, "ReplicaSet", &mut errs),
         "Deployment" => {

@@ -301,6 +301,7 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         apps::ControllerRevision => controller_revision;
         autoscaling::HorizontalPodAutoscaler => horizontal_pod_autoscaler;
         batch::Job => job with job::Lifecycle;
+        batch::CronJob => cron_job;
         minik8s_api::lws::LeaderWorkerSet => leader_worker_set with lws::Lifecycle;
     }
 });
