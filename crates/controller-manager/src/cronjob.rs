@@ -300,7 +300,16 @@ impl Reconciler for CronJobController {
                 self.event(&cj, "Warning", "TooManyMissedTimes", &note)
                     .await;
             }
-            if let Some(t) = due {
+            // The Job of that time exists already (our status write is not in
+            // the cache yet): it is done, whatever the policy says.
+            let name_of = |t| job_name(cj.metadata.name.as_deref().unwrap_or(""), t);
+            let exists = |t| {
+                jobs.iter()
+                    .any(|j| j.metadata.name.as_deref() == Some(name_of(t).as_str()))
+            };
+            if let Some(t) = due.filter(|t| exists(*t)) {
+                last_schedule = last_schedule.max(Some(t));
+            } else if let Some(t) = due {
                 let late = spec
                     .starting_deadline_seconds
                     .is_some_and(|d| t + chrono::Duration::seconds(d) < now);

@@ -58,16 +58,10 @@ async fn cron_jobs_follow_their_schedule_and_policies() {
 
     let cron_jobs = client.dynamic(registry::of::<CronJob>(), Some("default"));
     let jobs = client.dynamic(registry::of::<Job>(), Some("default"));
-    cron_jobs
-        .create(
-            &json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "tick"},
-            "spec": {"schedule": "* * * * *", "successfulJobsHistoryLimit": 1,
-                     "jobTemplate": {"metadata": {"labels": {"app": "tick"}},
-                                     "spec": {"template": {"spec": {"restartPolicy": "Never",
-                                         "containers": [{"name": "c", "image": "busybox"}]}}}}}}),
-        )
-        .await
-        .unwrap();
+    // doc/workloads.md's example.
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/cronjob.yaml");
+    let (ok, out) = kubectl(&server.url, &["apply", "-f", example]);
+    assert!(ok, "kubectl apply: {out}");
     // Each step: move the clock, then touch the CronJob (a real controller
     // would wake up by itself at the next schedule time).
     let minute0 = Utc::now().duration_trunc(Duration::minutes(1)).unwrap() + Duration::minutes(1);
