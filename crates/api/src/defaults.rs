@@ -32,6 +32,7 @@ pub fn apply(kind: &str, obj: &mut Value) {
             default_template(spec);
         }
         "Deployment" => default_deployment(obj_mut(obj, "spec")),
+        "ReplicationController" => default_replication_controller(obj),
         "Job" => default_job(obj_mut(obj, "spec")),
         "CronJob" => {
             let spec = obj_mut(obj, "spec");
@@ -133,6 +134,28 @@ fn default_deployment(spec: &mut Map<String, Value>) {
             }
         }
     }
+    default_template(spec);
+}
+
+/// v1 ReplicationController defaults: one replica; the selector and the
+/// object's labels default to the template's labels.
+fn default_replication_controller(obj: &mut Value) {
+    let template_labels = obj
+        .pointer("/spec/template/metadata/labels")
+        .filter(|l| l.as_object().is_some_and(|m| !m.is_empty()))
+        .cloned();
+    if let Some(labels) = template_labels {
+        let empty =
+            |v: Option<&Value>| v.is_none_or(|v| v.as_object().is_none_or(|m| m.is_empty()));
+        if empty(obj.pointer("/spec/selector")) {
+            obj_mut(obj, "spec").insert("selector".into(), labels.clone());
+        }
+        if empty(obj.pointer("/metadata/labels")) {
+            obj_mut(obj, "metadata").insert("labels".into(), labels);
+        }
+    }
+    let spec = obj_mut(obj, "spec");
+    set_default(spec, "replicas", json!(1));
     default_template(spec);
 }
 

@@ -313,6 +313,18 @@ pub static REGISTRY: &[ResourceInfo] = &[
     ResourceInfo {
         group: "",
         version: "v1",
+        kind: "ReplicationController",
+        plural: "replicationcontrollers",
+        singular: "replicationcontroller",
+        short_names: &["rc"],
+        namespaced: true,
+        subresources: &[Status, Scale],
+        categories: &["all"],
+        columns: REPLICASET_COLUMNS,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
         kind: "ConfigMap",
         plural: "configmaps",
         singular: "configmap",

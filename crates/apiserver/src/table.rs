@@ -51,12 +51,22 @@ fn join_field(items: &[Value], field: &str) -> String {
     }
 }
 
+/// A label selector as kubectl prints it (a plain label map, as
+/// ReplicationControllers and Services have, reads as matchLabels).
 fn selector_string(sel: Option<&Value>) -> String {
-    sel.and_then(|v| serde_json::from_value(v.clone()).ok())
-        .and_then(|ls| Selector::from_label_selector(&ls).ok())
-        .map(|s| s.to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "<none>".into())
+    let plain = |v: &Value| v.get("matchLabels").is_none() && v.get("matchExpressions").is_none();
+    sel.map(|v| {
+        if plain(v) {
+            json!({"matchLabels": v})
+        } else {
+            v.clone()
+        }
+    })
+    .and_then(|v| serde_json::from_value(v).ok())
+    .and_then(|ls| Selector::from_label_selector(&ls).ok())
+    .map(|s| s.to_string())
+    .filter(|s| !s.is_empty())
+    .unwrap_or_else(|| "<none>".into())
 }
 
 /// The STATUS column of a pod, as kubectl's printer computes it.

@@ -106,6 +106,7 @@ pub(crate) fn ns_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Objec
 pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     let informers = SharedInformers::new(&client);
     let replicasets = replicaset::ReplicaSetController::new(client.clone(), &informers)?;
+    let replication = replicaset::ReplicationManager::new(client.clone(), &informers)?;
     let deployments = deployment::DeploymentController::new(client.clone(), &informers)?;
     let endpoints = endpoints::EndpointsController::new(client.clone(), &informers)?;
     let statefulsets = statefulset::StatefulSetController::new(client.clone(), &informers)?;
@@ -158,6 +159,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     let workers = config.workers;
     tokio::join!(
         replicasets.run(workers),
+        replication.run(workers),
         deployments.run(workers),
         statefulsets.run(workers),
         leaderworkersets.run(workers),

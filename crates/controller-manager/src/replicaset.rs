@@ -6,8 +6,10 @@
 
 use crate::expectations::Expectations;
 use crate::{ns_of, ownership};
-use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::ReplicationController;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use minik8s_api::registry;
 use minik8s_api::selector::Selector;
 use minik8s_client::controller::{Action, Controller, Reconciler};
@@ -139,9 +141,84 @@ pub fn status(rs: &ReplicaSet, owned: &[Arc<Pod>]) -> serde_json::Value {
 // ---------------------------------------------------------------------------
 // The I/O shell: caches in, API writes out.
 
+/// The objects the controller keeps pods for: ReplicaSets, or (the same
+/// logic, Kubernetes' replication manager) ReplicationControllers, seen as
+/// ReplicaSets.
+pub enum Owners {
+    ReplicaSets(Cache<ReplicaSet>),
+    ReplicationControllers(Cache<ReplicationController>),
+}
+
+/// A ReplicationController as the ReplicaSet it behaves like: its map
+/// selector (or, without one, its template's labels) as `matchLabels`.
+pub fn as_replica_set(rc: &ReplicationController) -> ReplicaSet {
+    let spec = rc.spec.clone().unwrap_or_default();
+    let template = spec.template.unwrap_or_default();
+    let labels = spec
+        .selector
+        .filter(|s| !s.is_empty())
+        .or_else(|| template.metadata.as_ref().and_then(|m| m.labels.clone()));
+    let status = rc.status.clone().map(|s| ReplicaSetStatus {
+        replicas: s.replicas,
+        fully_labeled_replicas: s.fully_labeled_replicas,
+        ready_replicas: s.ready_replicas,
+        available_replicas: s.available_replicas,
+        observed_generation: s.observed_generation,
+        ..Default::default()
+    });
+    ReplicaSet {
+        metadata: rc.metadata.clone(),
+        spec: Some(ReplicaSetSpec {
+            replicas: spec.replicas,
+            min_ready_seconds: spec.min_ready_seconds,
+            selector: LabelSelector {
+                match_labels: labels,
+                ..Default::default()
+            },
+            template: Some(template),
+        }),
+        status,
+    }
+}
+
+impl Owners {
+    /// (apiVersion, kind) of the owners.
+    fn kind(&self) -> (&'static str, &'static str) {
+        match self {
+            Owners::ReplicaSets(_) => ("apps/v1", "ReplicaSet"),
+            Owners::ReplicationControllers(_) => ("v1", "ReplicationController"),
+        }
+    }
+
+    fn info(&self) -> &'static minik8s_api::registry::ResourceInfo {
+        match self {
+            Owners::ReplicaSets(_) => registry::of::<ReplicaSet>(),
+            Owners::ReplicationControllers(_) => registry::of::<ReplicationController>(),
+        }
+    }
+
+    fn get(&self, key: &str) -> Option<Arc<ReplicaSet>> {
+        match self {
+            Owners::ReplicaSets(c) => c.get(key),
+            Owners::ReplicationControllers(c) => c.get(key).map(|rc| Arc::new(as_replica_set(&rc))),
+        }
+    }
+
+    fn in_namespace(&self, ns: &str) -> Vec<Arc<ReplicaSet>> {
+        match self {
+            Owners::ReplicaSets(c) => c.by_index(NAMESPACE_INDEX, ns),
+            Owners::ReplicationControllers(c) => c
+                .by_index(NAMESPACE_INDEX, ns)
+                .iter()
+                .map(|rc| Arc::new(as_replica_set(rc)))
+                .collect(),
+        }
+    }
+}
+
 pub struct ReplicaSetController {
     client: Client,
-    sets: Cache<ReplicaSet>,
+    sets: Owners,
     pods: Cache<Pod>,
     expectations: Expectations,
     pub reconciles: AtomicU64,
@@ -161,7 +238,7 @@ impl ReplicaSetController {
         let ns = ns_of(&pod.metadata);
         let labels = pod.metadata.labels.clone().unwrap_or_default();
         self.sets
-            .by_index(NAMESPACE_INDEX, &ns)
+            .in_namespace(&ns)
             .into_iter()
             .filter(|rs| {
                 let sel = rs
@@ -174,8 +251,8 @@ impl ReplicaSetController {
             .collect()
     }
 
-    fn owner_key(pod: &Pod) -> Option<String> {
-        minik8s_client::controller::controller_key(&pod.metadata, "ReplicaSet")
+    fn owner_key(&self, pod: &Pod) -> Option<String> {
+        minik8s_client::controller::controller_key(&pod.metadata, self.sets.kind().1)
     }
 
     /// The ReplicaSets a pod event concerns: its owners before and after,
@@ -183,7 +260,7 @@ impl ReplicaSetController {
     /// Creations and deletions of owned pods count against expectations.
     fn pod_keys(&self, ev: &Event<Pod>) -> Vec<String> {
         match ev {
-            Event::Added(p) => match Self::owner_key(p) {
+            Event::Added(p) => match self.owner_key(p) {
                 Some(k) => {
                     self.observed(&k, 1, 0);
                     vec![k]
@@ -191,16 +268,16 @@ impl ReplicaSetController {
                 None => self.matching(p),
             },
             Event::Updated { old, new } => {
-                let mut keys: Vec<String> = [Self::owner_key(old), Self::owner_key(new)]
+                let mut keys: Vec<String> = [self.owner_key(old), self.owner_key(new)]
                     .into_iter()
                     .flatten()
                     .collect();
-                if old.metadata.labels != new.metadata.labels || Self::owner_key(new).is_none() {
+                if old.metadata.labels != new.metadata.labels || self.owner_key(new).is_none() {
                     keys.extend(self.matching(new));
                 }
                 keys
             }
-            Event::Deleted(p) => match Self::owner_key(p) {
+            Event::Deleted(p) => match self.owner_key(p) {
                 Some(k) => {
                     self.observed(&k, 0, 1);
                     vec![k]
@@ -222,7 +299,7 @@ impl ReplicaSetController {
         let tmeta = template.metadata.clone().unwrap_or_default();
         let pod = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"generateName": format!("{name}-"), "namespace": ns, "labels": tmeta.labels, "annotations": tmeta.annotations,
-                         "ownerReferences": [ownership::controller_ref("apps/v1", "ReplicaSet", &rs.metadata)]},
+                         "ownerReferences": [ownership::controller_ref(self.sets.kind().0, self.sets.kind().1, &rs.metadata)]},
             "spec": template.spec});
         let api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
         self.expectations.expect(key, n as i64, 0);
@@ -244,24 +321,66 @@ impl ReplicaSetController {
         client: Client,
         informers: &SharedInformers,
     ) -> Result<Controller<Self>, AlreadyStarted> {
-        let ctl = Arc::new(ReplicaSetController {
+        let ctl = Arc::new(Self::on(
             client,
-            sets: informers.cache(),
-            pods: informers.cache(),
-            expectations: Expectations::default(),
-            reconciles: AtomicU64::new(0),
-        });
+            informers,
+            Owners::ReplicaSets(informers.cache()),
+        ));
         Controller::new(ctl, WorkQueue::new())
             .for_own::<ReplicaSet>(informers)?
             .watches::<Pod, _>(informers, |c, ev| c.pod_keys(ev))
+    }
+
+    fn on(client: Client, informers: &SharedInformers, sets: Owners) -> ReplicaSetController {
+        ReplicaSetController {
+            client,
+            sets,
+            pods: informers.cache(),
+            expectations: Expectations::default(),
+            reconciles: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Kubernetes' replication manager: ReplicationControllers (v1) kept by the
+/// ReplicaSet logic.
+pub struct ReplicationManager(ReplicaSetController);
+
+impl ReplicationManager {
+    /// Builds the controller on the shared informers (ReplicationControllers and Pods).
+    pub fn new(
+        client: Client,
+        informers: &SharedInformers,
+    ) -> Result<Controller<Self>, AlreadyStarted> {
+        let sets = Owners::ReplicationControllers(informers.cache());
+        let ctl = Arc::new(ReplicationManager(ReplicaSetController::on(
+            client, informers, sets,
+        )));
+        Controller::new(ctl, WorkQueue::new())
+            .for_own::<ReplicationController>(informers)?
+            .watches::<Pod, _>(informers, |c, ev| c.0.pod_keys(ev))
+    }
+}
+
+impl Reconciler for ReplicationManager {
+    const NAME: &'static str = "replicationcontroller";
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
+        self.0.sync(key).await
     }
 }
 
 impl Reconciler for ReplicaSetController {
     const NAME: &'static str = "replicaset";
 
-    /// Converges one ReplicaSet: claim pods, create or delete, report status.
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
+        self.sync(key).await
+    }
+}
+
+impl ReplicaSetController {
+    /// Converges one ReplicaSet: claim pods, create or delete, report status.
+    async fn sync(&self, key: &str) -> Result<Action, ClientError> {
         self.reconciles.fetch_add(1, atomic::Ordering::Relaxed);
         let Some(rs) = self.sets.get(key) else {
             self.expectations.forget(key);
@@ -277,7 +396,8 @@ impl Reconciler for ReplicaSetController {
         let claims = claim(&rs, &selector, &pods);
         let pod_api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
         let mut owned = claims.owned.clone();
-        let me = ownership::controller_ref("apps/v1", "ReplicaSet", &rs.metadata);
+        let (api_version, kind) = self.sets.kind();
+        let me = ownership::controller_ref(api_version, kind, &rs.metadata);
         for p in &claims.adopt {
             if let Some(adopted) = ownership::adopt(&pod_api, p, &me).await? {
                 owned.push(Arc::new(adopted));
@@ -325,7 +445,7 @@ impl Reconciler for ReplicaSetController {
         .iter()
         .any(|f| current.get(*f).cloned().unwrap_or(json!(0)) != status[*f]);
         if changed {
-            let rs_api = self.client.dynamic(registry::of::<ReplicaSet>(), Some(&ns));
+            let rs_api = self.client.dynamic(self.sets.info(), Some(&ns));
             match rs_api
                 .patch(
                     &name,

@@ -92,7 +92,8 @@ async fn silent_node_is_tainted_and_its_pods_move() {
     tokio::spawn(scheduler::worker(sched));
     let config = controller_manager::Config {
         node_monitor_period: Duration::from_millis(500),
-        node_monitor_grace_period: Duration::from_secs(3),
+        // Five missed 1 s heartbeats: room for a loaded 2-core machine.
+        node_monitor_grace_period: Duration::from_secs(5),
         ..Default::default()
     };
     tokio::spawn(controller_manager::run(client.clone(), config));

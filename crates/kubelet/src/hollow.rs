@@ -122,6 +122,16 @@ pub async fn start(client: &Client, cfg: &HollowConfig) -> anyhow::Result<Hollow
             routes.insert(k.config.node_name.clone(), Arc::downgrade(k));
         }
     }
+    // Heartbeats first: a registered node must not look silent while the
+    // others are still starting.
+    for k in &kubelets {
+        tasks.spawn({
+            let k = k.clone();
+            async move {
+                let _ = crate::node::heartbeat(k).await;
+            }
+        });
+    }
     for k in &kubelets {
         k.clone().begin().await?;
         // Pods bound before the route existed: their events went nowhere.
@@ -130,12 +140,6 @@ pub async fn start(client: &Client, cfg: &HollowConfig) -> anyhow::Result<Hollow
                 k.trigger(&minik8s_client::informer::object_key(&pod.metadata));
             }
         }
-        tasks.spawn({
-            let k = k.clone();
-            async move {
-                let _ = crate::node::heartbeat(k).await;
-            }
-        });
     }
     Ok(HollowNodes { kubelets, tasks })
 }

@@ -372,6 +372,23 @@ pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
         "CronJob" => validate_cron_job(obj, &mut errs),
         "Secret" => validate_secret(obj, old, &mut errs),
         "ReplicaSet" => validate_replicated(obj, old, "ReplicaSet", &mut errs),
+        "ReplicationController" => {
+            // The same rules, its map selector read as matchLabels.
+            let shadow = |o: &Value| {
+                let mut o = o.clone();
+                if let Some(sel) = o.pointer("/spec/selector").cloned() {
+                    o["spec"]["selector"] = serde_json::json!({"matchLabels": sel});
+                }
+                o
+            };
+            let old = old.map(shadow);
+            validate_replicated(
+                &shadow(obj),
+                old.as_ref(),
+                "ReplicationController",
+                &mut errs,
+            )
+        }
         "Deployment" => {
             validate_replicated(obj, old, "Deployment", &mut errs);
             validate_deployment_spec(obj.get("spec").unwrap_or(&Value::Null), &mut errs);

@@ -19,6 +19,7 @@ mod lws;
 mod namespace;
 mod node;
 mod pod;
+mod replication_controller;
 mod secret;
 mod service;
 
@@ -288,6 +289,7 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         core::Pod => pod with pod::Lifecycle;
         core::Node => node with node::Lifecycle;
         core::Service => service with service::Lifecycle;
+        core::ReplicationController => replica_set with replication_controller::Lifecycle;
         core::ConfigMap => config_map;
         core::Secret => secret with secret::Lifecycle;
         core::ServiceAccount => service_account;
