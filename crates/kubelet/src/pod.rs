@@ -429,10 +429,12 @@ impl Kubelet {
             .iter()
             .flatten()
             .any(|v| !config_data::volume_sources(v).is_empty());
-        let cfg = if config_data::references(pod).is_empty() {
-            PodConfig::default()
-        } else {
+        // Read only when something starts or mounted content may have changed.
+        let needed = !plan.to_start.is_empty() || has_config_volumes;
+        let cfg = if needed && !config_data::references(pod).is_empty() {
             self.fetch_config(pod).await?
+        } else {
+            PodConfig::default()
         };
         // Mounted ConfigMaps and Secrets are refreshed on every sync.
         let mounts = if plan.to_start.is_empty() && !has_config_volumes {
