@@ -115,6 +115,35 @@ def main(url):
     core.delete_namespaced_secret("pysecret", "default")
     core.delete_namespaced_config_map("pycm", "default")
 
+    # jobs, cron jobs and replication controllers through their typed APIs
+    batch = client.BatchV1Api(api_client)
+    pod_template = client.V1PodTemplateSpec(spec=client.V1PodSpec(
+        restart_policy="Never", containers=[client.V1Container(name="c", image="busybox")]))
+    job = batch.create_namespaced_job("default", client.V1Job(
+        metadata=client.V1ObjectMeta(name="pyjob"), spec=client.V1JobSpec(template=pod_template)))
+    assert job.spec.backoff_limit == 6 and job.spec.completions == 1, job.spec
+    uid_label = job.spec.template.metadata.labels["batch.kubernetes.io/controller-uid"]
+    assert uid_label == job.metadata.uid, job.spec.template.metadata.labels
+    assert "pyjob" in [j.metadata.name for j in batch.list_namespaced_job("default").items]
+    batch.delete_namespaced_job("pyjob", "default")
+    cj = batch.create_namespaced_cron_job("default", client.V1CronJob(
+        metadata=client.V1ObjectMeta(name="pycron"),
+        spec=client.V1CronJobSpec(schedule="@hourly", job_template=client.V1JobTemplateSpec(
+            spec=client.V1JobSpec(template=pod_template)))))
+    assert cj.spec.concurrency_policy == "Allow" and cj.spec.successful_jobs_history_limit == 3
+    batch.patch_namespaced_cron_job("pycron", "default", {"spec": {"suspend": True}})
+    assert batch.read_namespaced_cron_job("pycron", "default").spec.suspend is True
+    batch.delete_namespaced_cron_job("pycron", "default")
+    rc = core.create_namespaced_replication_controller("default", client.V1ReplicationController(
+        metadata=client.V1ObjectMeta(name="pyrc"),
+        spec=client.V1ReplicationControllerSpec(replicas=1, template=client.V1PodTemplateSpec(
+            metadata=client.V1ObjectMeta(labels={"app": "pyrc"}),
+            spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")])))))
+    assert rc.spec.selector == {"app": "pyrc"}, rc.spec.selector
+    core.patch_namespaced_replication_controller_scale("pyrc", "default", {"spec": {"replicas": 2}})
+    assert core.read_namespaced_replication_controller_scale("pyrc", "default").spec.replicas == 2
+    core.delete_namespaced_replication_controller("pyrc", "default")
+
     # the dynamic client uses discovery
     dyn = DynamicClient(api_client)
     lws_api = dyn.resources.get(api_version="leaderworkerset.x-k8s.io/v1", kind="LeaderWorkerSet")
