@@ -11,6 +11,7 @@ mod common;
 
 use common::until;
 use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::core::v1::Node;
@@ -101,12 +102,17 @@ async fn silent_node_is_tainted_and_its_pods_move() {
     let nodes = client.dynamic(registry::of::<Node>(), None);
     let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
     let sets = client.dynamic(registry::of::<ReplicaSet>(), Some("default"));
-    until("both nodes registered", 20, || async {
+    let leases = client.dynamic(registry::of::<Lease>(), Some("kube-node-lease"));
+    until("both nodes registered and heartbeating", 20, || async {
         let a = nodes.get("a-0").await.map_err(|e| e.to_string())?;
         let b = nodes.get("b-0").await.map_err(|e| e.to_string())?;
-        (ready(&a) == "True" && ready(&b) == "True")
+        for node in ["a-0", "b-0"] {
+            leases.get(node).await.map_err(|e| format!("{node}: {e}"))?;
+        }
+        let healthy = |n: &Value| ready(n) == "True" && taint_keys(n).is_empty();
+        (healthy(&a) && healthy(&b))
             .then_some(())
-            .ok_or_else(|| "not ready".to_string())
+            .ok_or_else(|| format!("a-0 {:?}, b-0 {:?}", taint_keys(&a), taint_keys(&b)))
     })
     .await;
     // The pods tolerate an unreachable node for 2 s (the admission default is 300 s).
