@@ -32,6 +32,24 @@ pub fn apply(kind: &str, obj: &mut Value) {
             default_template(spec);
         }
         "Deployment" => default_deployment(obj_mut(obj, "spec")),
+        "DaemonSet" => {
+            let spec = obj_mut(obj, "spec");
+            set_default(spec, "revisionHistoryLimit", json!(10));
+            set_default(spec, "updateStrategy", json!({"type": "RollingUpdate"}));
+            if let Some(us) = spec
+                .get_mut("updateStrategy")
+                .and_then(Value::as_object_mut)
+            {
+                if us.get("type") == Some(&json!("RollingUpdate")) {
+                    set_default(us, "rollingUpdate", json!({}));
+                    if let Some(ru) = us.get_mut("rollingUpdate").and_then(Value::as_object_mut) {
+                        set_default(ru, "maxUnavailable", json!(1));
+                        set_default(ru, "maxSurge", json!(0));
+                    }
+                }
+            }
+            default_template(spec);
+        }
         "ReplicationController" => default_replication_controller(obj),
         "Job" => default_job(obj_mut(obj, "spec")),
         "CronJob" => {

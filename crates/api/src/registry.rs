@@ -237,6 +237,18 @@ const CRONJOB_COLUMNS: &[Column] = &[
     col("Images", 1),
     col("Selector", 1),
 ];
+const DAEMONSET_COLUMNS: &[Column] = &[
+    col("Desired", 0),
+    col("Current", 0),
+    col("Ready", 0),
+    col("Up-to-date", 0),
+    col("Available", 0),
+    col("Node Selector", 0),
+    col("Age", 0),
+    col("Containers", 1),
+    col("Images", 1),
+    col("Selector", 1),
+];
 const STATEFULSET_COLUMNS: &[Column] = &[
     col("Ready", 0),
     col("Age", 0),
@@ -417,6 +429,18 @@ pub static REGISTRY: &[ResourceInfo] = &[
         subresources: &[Status, Scale],
         categories: &["all"],
         columns: DEPLOYMENT_COLUMNS,
+    },
+    ResourceInfo {
+        group: "apps",
+        version: "v1",
+        kind: "DaemonSet",
+        plural: "daemonsets",
+        singular: "daemonset",
+        short_names: &["ds"],
+        namespaced: true,
+        subresources: &[Status],
+        categories: &["all"],
+        columns: DAEMONSET_COLUMNS,
     },
     ResourceInfo {
         group: "apps",

@@ -400,6 +400,34 @@ pub mod rows {
         ]
     }
 
+    /// DaemonSet: scheduling and readiness counts, its node selector.
+    pub fn daemon_set(o: &Value) -> Vec<Value> {
+        let containers = arr(o, "/spec/template/spec/containers");
+        let node_selector = o
+            .pointer("/spec/template/spec/nodeSelector")
+            .and_then(Value::as_object)
+            .filter(|m| !m.is_empty())
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_else(|| "<none>".into());
+        vec![
+            json!(int(o, "/status/desiredNumberScheduled")),
+            json!(int(o, "/status/currentNumberScheduled")),
+            json!(int(o, "/status/numberReady")),
+            json!(int(o, "/status/updatedNumberScheduled")),
+            json!(int(o, "/status/numberAvailable")),
+            json!(node_selector),
+            json!(age(o)),
+            json!(join_field(containers, "name")),
+            json!(join_field(containers, "image")),
+            json!(selector_string(o.pointer("/spec/selector"))),
+        ]
+    }
+
     /// ConfigMap: how many keys.
     pub fn config_map(o: &Value) -> Vec<Value> {
         let keys = |p: &str| {

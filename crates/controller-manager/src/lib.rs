@@ -20,6 +20,7 @@
 //! HorizontalPodAutoscaler (`hpa.rs`), namespace deletion (`namespace.rs`).
 
 pub mod cronjob;
+pub mod daemonset;
 pub mod deployment;
 pub mod endpoints;
 pub mod expectations;
@@ -108,6 +109,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     let replicasets = replicaset::ReplicaSetController::new(client.clone(), &informers)?;
     let replication = replicaset::ReplicationManager::new(client.clone(), &informers)?;
     let deployments = deployment::DeploymentController::new(client.clone(), &informers)?;
+    let daemons = daemonset::DaemonSetController::new(client.clone(), &informers)?;
     let endpoints = endpoints::EndpointsController::new(client.clone(), &informers)?;
     let statefulsets = statefulset::StatefulSetController::new(client.clone(), &informers)?;
     let leaderworkersets = lws::LwsController::new(client.clone(), &informers)?;
@@ -161,6 +163,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
         replicasets.run(workers),
         replication.run(workers),
         deployments.run(workers),
+        daemons.run(workers),
         statefulsets.run(workers),
         leaderworkersets.run(workers),
         lws_groups.run(workers),

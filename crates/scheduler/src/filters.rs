@@ -71,7 +71,7 @@ fn labels(
     meta.labels.as_ref().unwrap_or(&NO_LABELS)
 }
 
-fn node_name(node: &Node) -> &str {
+pub fn node_name(node: &Node) -> &str {
     node.metadata.name.as_deref().unwrap_or("")
 }
 

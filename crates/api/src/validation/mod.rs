@@ -394,6 +394,17 @@ pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
             validate_deployment_spec(obj.get("spec").unwrap_or(&Value::Null), &mut errs);
         }
         "StatefulSet" => validate_replicated(obj, old, "StatefulSet", &mut errs),
+        "DaemonSet" => {
+            validate_replicated(obj, old, "DaemonSet", &mut errs);
+            let strategy = obj.pointer("/spec/updateStrategy").unwrap_or(&Value::Null);
+            check_enum(
+                &mut errs,
+                strategy,
+                "type",
+                "spec.updateStrategy",
+                &["RollingUpdate", "OnDelete"],
+            );
+        }
         "HorizontalPodAutoscaler" => validate_hpa(obj, &mut errs),
         "EndpointSlice" => {
             if obj.get("addressType").is_none() {

@@ -298,6 +298,7 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         discovery::EndpointSlice => endpoint_slice;
         coordination::Lease => lease;
         apps::Deployment => deployment;
+        apps::DaemonSet => daemon_set;
         apps::ReplicaSet => replica_set;
         apps::StatefulSet => stateful_set;
         apps::ControllerRevision => controller_revision;

@@ -1,0 +1,424 @@
+//! The DaemonSet controller: one pod on every node that should run one
+//! (Kubernetes' `pkg/controller/daemon`).
+//!
+//! ```text
+//!  every node ─ should_run? (nodeSelector, node affinity, taints against the
+//!     │          pod's tolerations plus the ones every daemon pod gets)
+//!     ├─ yes, no pod ─────▶ create one, pinned by node affinity (the scheduler binds it)
+//!     ├─ no, a pod ───────▶ delete it (misscheduled)
+//!     └─ more than one, or a failed one ─▶ delete the extra/failed
+//!  RollingUpdate: delete pods of an old template, at most maxUnavailable
+//!  nodes without a ready pod at a time; the next pass creates the new ones
+//!  status: desired, current, misscheduled, ready, updated, available
+//! ```
+
+use crate::expectations::Expectations;
+use crate::ns_of;
+use crate::ownership::{controller_of, controller_ref, is_ready};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, Toleration};
+use minik8s_api::hash::revision_hash;
+use minik8s_api::registry;
+use minik8s_client::controller::{Action, Controller, Reconciler};
+use minik8s_client::informer::{object_key, Event};
+use minik8s_client::rest::content;
+use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
+use minik8s_client::{Cache, Client, ClientError, DeleteParams, SharedInformers, WorkQueue};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The label naming the template a daemon pod was made from.
+pub const REVISION_HASH: &str = "controller-revision-hash";
+
+/// The tolerations Kubernetes gives every daemon pod, so that node
+/// conditions do not evict or keep out what must run everywhere.
+pub fn daemon_tolerations(spec: &PodSpec) -> Vec<Toleration> {
+    let t = |key: &str, effect: &str| Toleration {
+        key: Some(key.into()),
+        operator: Some("Exists".into()),
+        effect: Some(effect.into()),
+        ..Default::default()
+    };
+    let mut out = vec![
+        t("node.kubernetes.io/not-ready", "NoExecute"),
+        t("node.kubernetes.io/unreachable", "NoExecute"),
+        t("node.kubernetes.io/disk-pressure", "NoSchedule"),
+        t("node.kubernetes.io/memory-pressure", "NoSchedule"),
+        t("node.kubernetes.io/pid-pressure", "NoSchedule"),
+        t("node.kubernetes.io/unschedulable", "NoSchedule"),
+    ];
+    if spec.host_network == Some(true) {
+        out.push(t("node.kubernetes.io/network-unavailable", "NoSchedule"));
+    }
+    let mut all = spec.tolerations.clone().unwrap_or_default();
+    for extra in out {
+        if !all
+            .iter()
+            .any(|x| x.key == extra.key && x.effect == extra.effect)
+        {
+            all.push(extra);
+        }
+    }
+    all
+}
+
+/// The pod the DaemonSet would put on `node`: its template with the daemon
+/// tolerations and a node affinity naming that node.
+pub fn daemon_pod(ds: &DaemonSet, node: &str, hash: &str) -> Pod {
+    let template = ds
+        .spec
+        .as_ref()
+        .map(|s| s.template.clone())
+        .unwrap_or_default();
+    let mut spec = template.spec.unwrap_or_default();
+    spec.tolerations = Some(daemon_tolerations(&spec));
+    let mut pod = Pod {
+        metadata: template.metadata.unwrap_or_default(),
+        spec: Some(spec),
+        status: None,
+    };
+    pod.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(REVISION_HASH.into(), hash.into());
+    let affinity = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}});
+    if let Some(s) = pod.spec.as_mut() {
+        s.affinity = serde_json::from_value(affinity).ok();
+    }
+    pod
+}
+
+/// Whether a daemon pod should run on `node` (the scheduler's own predicates,
+/// on the pod as the DaemonSet would make it).
+pub fn should_run(ds: &DaemonSet, node: &Node) -> bool {
+    let name = node.metadata.name.as_deref().unwrap_or("");
+    let mut pod = daemon_pod(ds, name, "");
+    // The template's own node affinity decides; the pinning one is ours.
+    if let Some(s) = pod.spec.as_mut() {
+        s.affinity = ds
+            .spec
+            .as_ref()
+            .and_then(|d| d.template.spec.as_ref())
+            .and_then(|t| t.affinity.clone());
+    }
+    scheduler::filters::matches_node_selector(&pod, node)
+        && scheduler::filters::untolerated_taint(&pod, node).is_none()
+}
+
+/// The node a daemon pod is for: where it is bound, or what its affinity names.
+pub fn node_of(p: &Pod) -> Option<String> {
+    let spec = p.spec.as_ref()?;
+    if let Some(n) = spec.node_name.clone().filter(|n| !n.is_empty()) {
+        return Some(n);
+    }
+    let v = serde_json::to_value(spec.affinity.as_ref()?).ok()?;
+    v.pointer("/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/0/matchFields/0/values/0")?
+        .as_str()
+        .map(str::to_string)
+}
+
+pub struct DaemonSetController {
+    client: Client,
+    sets: Cache<DaemonSet>,
+    pods: Cache<Pod>,
+    nodes: Cache<Node>,
+    expectations: Expectations,
+}
+
+impl DaemonSetController {
+    pub fn new(
+        client: Client,
+        informers: &SharedInformers,
+    ) -> Result<Controller<Self>, AlreadyStarted> {
+        let ctl = Arc::new(DaemonSetController {
+            client,
+            sets: informers.cache(),
+            pods: informers.cache(),
+            nodes: informers.cache(),
+            expectations: Expectations::default(),
+        });
+        Controller::new(ctl, WorkQueue::new())
+            .for_own::<DaemonSet>(informers)?
+            .watches::<Pod, _>(informers, |me, ev| me.pod_keys(ev))?
+            // A node coming, going or changing may change where daemons run.
+            .watches::<Node, _>(informers, |me, _| {
+                me.sets
+                    .list()
+                    .iter()
+                    .map(|d| object_key(&d.metadata))
+                    .collect()
+            })
+    }
+
+    fn pod_keys(&self, ev: &Event<Pod>) -> Vec<String> {
+        let key = |p: &Pod| minik8s_client::controller::controller_key(&p.metadata, "DaemonSet");
+        match ev {
+            Event::Added(p) => key(p)
+                .inspect(|k| self.expectations.observed(k, 1, 0))
+                .into_iter()
+                .collect(),
+            Event::Updated { old, new } => {
+                let k = key(new).or_else(|| key(old));
+                if old.metadata.deletion_timestamp.is_none()
+                    && new.metadata.deletion_timestamp.is_some()
+                {
+                    k.iter().for_each(|k| self.expectations.observed(k, 0, 1));
+                }
+                k.into_iter().collect()
+            }
+            Event::Deleted(p) => key(p)
+                .inspect(|k| {
+                    if p.metadata.deletion_timestamp.is_none() {
+                        self.expectations.observed(k, 0, 1)
+                    }
+                })
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    async fn create_pod(&self, ds: &DaemonSet, node: &str, hash: &str) -> Result<(), ClientError> {
+        let ns = ns_of(&ds.metadata);
+        let mut pod = serde_json::to_value(daemon_pod(ds, node, hash)).unwrap_or(json!({}));
+        pod["apiVersion"] = json!("v1");
+        pod["kind"] = json!("Pod");
+        pod["metadata"]["namespace"] = json!(ns);
+        pod["metadata"]["generateName"] =
+            json!(format!("{}-", ds.metadata.name.as_deref().unwrap_or("")));
+        pod["metadata"]["ownerReferences"] =
+            json!([controller_ref("apps/v1", "DaemonSet", &ds.metadata)]);
+        self.client
+            .dynamic(registry::of::<Pod>(), Some(&ns))
+            .create(&pod)
+            .await?;
+        Ok(())
+    }
+
+    async fn delete_pod(&self, p: &Pod) -> Result<(), ClientError> {
+        let api = self
+            .client
+            .dynamic(registry::of::<Pod>(), p.metadata.namespace.as_deref());
+        match api
+            .delete(
+                p.metadata.name.as_deref().unwrap_or(""),
+                &DeleteParams::default(),
+            )
+            .await
+        {
+            Err(e) if !e.is_not_found() => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Reconciler for DaemonSetController {
+    const NAME: &'static str = "daemonset";
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
+        let Some(ds) = self.sets.get(key) else {
+            self.expectations.forget(key);
+            return Ok(Action::Done);
+        };
+        let spec = ds.spec.clone().unwrap_or_default();
+        let hash = revision_hash(&serde_json::to_value(&spec.template).unwrap_or(Value::Null));
+        let uid = ds.metadata.uid.clone().unwrap_or_default();
+        let mut by_node: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
+        for p in self.pods.by_index(NAMESPACE_INDEX, &ns_of(&ds.metadata)) {
+            let mine = controller_of(&p.metadata).is_some_and(|(u, _, _)| u == uid);
+            if mine && p.metadata.deletion_timestamp.is_none() {
+                by_node
+                    .entry(node_of(&p).unwrap_or_default())
+                    .or_default()
+                    .push(p);
+            }
+        }
+        let nodes = self.nodes.list();
+        let wanted: BTreeMap<String, bool> = nodes
+            .iter()
+            .map(|n| {
+                (
+                    n.metadata.name.clone().unwrap_or_default(),
+                    should_run(&ds, n),
+                )
+            })
+            .collect();
+        let new_hash = |p: &Pod| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(REVISION_HASH))
+                == Some(&hash)
+        };
+        let (mut desired, mut current, mut misscheduled, mut ready, mut updated) = (0, 0, 0, 0, 0);
+        for (node, run) in &wanted {
+            let pods = by_node.get(node).cloned().unwrap_or_default();
+            if *run {
+                desired += 1;
+                current += i32::from(!pods.is_empty());
+                ready += i32::from(pods.iter().any(|p| is_ready(p)));
+                updated += i32::from(pods.iter().any(|p| new_hash(p)));
+            } else if !pods.is_empty() {
+                misscheduled += 1;
+            }
+        }
+        if ds.metadata.deletion_timestamp.is_none() && self.expectations.satisfied(key) {
+            let mut create = Vec::new();
+            let mut delete: Vec<Arc<Pod>> = Vec::new();
+            for (node, pods) in &by_node {
+                if !wanted.get(node).copied().unwrap_or(false) {
+                    delete.extend(pods.iter().cloned()); // misscheduled, or its node is gone
+                }
+            }
+            for (node, run) in wanted.iter().filter(|(_, run)| **run) {
+                let _ = run;
+                let mut pods = by_node.get(node).cloned().unwrap_or_default();
+                pods.sort_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0));
+                let failed: Vec<Arc<Pod>> = pods
+                    .iter()
+                    .filter(|p| {
+                        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed")
+                    })
+                    .cloned()
+                    .collect();
+                let healthy: Vec<Arc<Pod>> = pods
+                    .iter()
+                    .filter(|p| !failed.iter().any(|f| Arc::ptr_eq(f, p)))
+                    .cloned()
+                    .collect();
+                delete.extend(failed);
+                delete.extend(healthy.iter().skip(1).cloned());
+                if healthy.is_empty() {
+                    create.push(node.clone());
+                }
+            }
+            // RollingUpdate: old pods go while at most maxUnavailable nodes lack a ready pod.
+            let rolling = spec
+                .update_strategy
+                .as_ref()
+                .and_then(|s| s.type_.as_deref())
+                != Some("OnDelete");
+            if rolling && create.is_empty() && delete.is_empty() {
+                let ru = spec
+                    .update_strategy
+                    .as_ref()
+                    .and_then(|s| s.rolling_update.clone())
+                    .unwrap_or_default();
+                let max = crate::deployment::rollout::scaled_value(
+                    ru.max_unavailable.as_ref(),
+                    desired,
+                    true,
+                )
+                .max(1);
+                let unavailable = desired - ready;
+                let mut old: Vec<Arc<Pod>> = by_node
+                    .iter()
+                    .filter(|(n, _)| wanted.get(*n).copied().unwrap_or(false))
+                    .flat_map(|(_, ps)| ps.iter().filter(|p| !new_hash(p)).cloned())
+                    .collect();
+                // Not-ready old pods first: replacing them costs no availability.
+                old.sort_by_key(|p| is_ready(p));
+                let budget = (max - unavailable).max(0) as usize;
+                let not_ready = old.iter().filter(|p| !is_ready(p)).count();
+                delete.extend(old.into_iter().take(budget.max(not_ready)));
+            }
+            self.expectations
+                .expect(key, create.len() as i64, delete.len() as i64);
+            for p in &delete {
+                self.delete_pod(p).await?;
+            }
+            for node in &create {
+                if let Err(e) = self.create_pod(&ds, node, &hash).await {
+                    self.expectations.forget(key);
+                    return Err(e);
+                }
+            }
+        }
+        let status = json!({"status": {
+            "desiredNumberScheduled": desired, "currentNumberScheduled": current,
+            "numberMisscheduled": misscheduled, "numberReady": ready,
+            "updatedNumberScheduled": updated, "numberAvailable": ready,
+            "numberUnavailable": (desired - ready).max(0),
+            "observedGeneration": ds.metadata.generation.unwrap_or(0)}});
+        let before = serde_json::to_value(&ds.status).unwrap_or(Value::Null);
+        let changed = status["status"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .any(|(k, v)| before.get(k).cloned().unwrap_or(json!(0)) != *v);
+        if changed {
+            self.client
+                .patch_status::<DaemonSet>(&ds.metadata, content::MERGE_PATCH, &status)
+                .await?;
+        }
+        Ok(Action::Done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ds(spec: Value) -> DaemonSet {
+        let mut v = json!({"metadata": {"name": "agent", "namespace": "kube-system", "uid": "u"},
+            "spec": {"selector": {"matchLabels": {"app": "agent"}},
+                     "template": {"metadata": {"labels": {"app": "agent"}},
+                                  "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}});
+        for (k, val) in spec.as_object().unwrap() {
+            v["spec"]["template"]["spec"][k] = val.clone();
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn node(name: &str, labels: Value, taints: Value) -> Node {
+        serde_json::from_value(
+            json!({"metadata": {"name": name, "labels": labels}, "spec": {"taints": taints}}),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn where_daemons_run() {
+        let plain = ds(json!({}));
+        assert!(should_run(&plain, &node("a", json!({}), json!([]))));
+        // Node conditions do not keep daemons out; other taints do.
+        let cordoned = node(
+            "b",
+            json!({}),
+            json!([{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]),
+        );
+        assert!(should_run(&plain, &cordoned));
+        let gpu = node(
+            "c",
+            json!({}),
+            json!([{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]),
+        );
+        assert!(!should_run(&plain, &gpu));
+        let tolerant = ds(json!({"tolerations": [{"key": "dedicated", "operator": "Exists"}]}));
+        assert!(should_run(&tolerant, &gpu));
+        let picky = ds(json!({"nodeSelector": {"disk": "ssd"}}));
+        assert!(!should_run(&picky, &node("d", json!({}), json!([]))));
+        assert!(should_run(
+            &picky,
+            &node("e", json!({"disk": "ssd"}), json!([]))
+        ));
+    }
+
+    #[test]
+    fn daemon_pods_are_pinned_and_tolerant() {
+        let pod = daemon_pod(&ds(json!({})), "node-7", "h1");
+        assert_eq!(node_of(&pod).as_deref(), Some("node-7"));
+        assert_eq!(pod.metadata.labels.as_ref().unwrap()[REVISION_HASH], "h1");
+        let keys: Vec<String> = pod
+            .spec
+            .unwrap()
+            .tolerations
+            .unwrap()
+            .into_iter()
+            .filter_map(|t| t.key)
+            .collect();
+        assert!(keys.contains(&"node.kubernetes.io/unreachable".to_string()));
+        assert!(keys.contains(&"node.kubernetes.io/unschedulable".to_string()));
+    }
+}

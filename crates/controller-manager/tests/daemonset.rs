@@ -1,0 +1,192 @@
+//! The DaemonSet controller with the scheduler, every controller and hollow
+//! nodes, driven by the real kubectl: one pod per node that should run one
+//! (a tainted node keeps it out until the taint goes), a node that joins
+//! later gets its pod, a new template rolls through every node, and
+//! `kubectl rollout status ds` / `get ds` read what Kubernetes prints.
+
+mod common;
+
+use common::{cluster, kubectl};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kubelet::hollow::{self, HollowConfig};
+use minik8s_api::registry;
+use minik8s_client::{DynamicApi, ListParams};
+use minik8s_testkit::until;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// node → image of the live daemon pods there.
+async fn placement(pods: &DynamicApi) -> BTreeMap<String, Vec<String>> {
+    let list = pods
+        .list(&ListParams::default().labels("app=agent"))
+        .await
+        .unwrap();
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for p in list["items"].as_array().into_iter().flatten() {
+        if !p["metadata"]["deletionTimestamp"].is_null() || p["status"]["phase"] != "Running" {
+            continue;
+        }
+        let node = p["spec"]["nodeName"].as_str().unwrap_or("").to_string();
+        let image = p["spec"]["containers"][0]["image"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        out.entry(node).or_default().push(image);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemons_run_on_every_eligible_node() {
+    let (server, client) = cluster("dsn", 3).await;
+    let nodes = client.dynamic(registry::of::<Node>(), None);
+    nodes
+        .patch("dsn-2", None, "application/merge-patch+json",
+               &json!({"spec": {"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]}}))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("ds.yaml");
+    let write = |image: &str| {
+        std::fs::write(
+            &manifest,
+            format!("apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {{name: agent}}\nspec:\n  selector: {{matchLabels: {{app: agent}}}}\n  template:\n    metadata: {{labels: {{app: agent}}}}\n    spec:\n      containers: [{{name: c, image: {image}}}]\n"),
+        )
+        .unwrap()
+    };
+    write("busybox:1");
+    let (ok, out) = kubectl(&server.url, &["apply", "-f", manifest.to_str().unwrap()]);
+    assert!(ok && out.contains("daemonset.apps/agent created"), "{out}");
+    let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
+    let wait_for = |want: Vec<(&'static str, &'static str)>, what: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let want: BTreeMap<String, Vec<String>> = want
+                .into_iter()
+                .map(|(n, i)| (n.to_string(), vec![i.to_string()]))
+                .collect();
+            until(30, what, || async {
+                let got = placement(&pods).await;
+                (got == want)
+                    .then_some(())
+                    .ok_or_else(|| format!("{got:?}"))
+            })
+            .await
+        }
+    };
+    wait_for(
+        vec![("dsn-0", "busybox:1"), ("dsn-1", "busybox:1")],
+        "one pod on each untainted node",
+    )
+    .await;
+    let sets = client.dynamic(registry::of::<DaemonSet>(), Some("default"));
+    let ds = sets.get("agent").await.unwrap();
+    let pod = pods
+        .list(&ListParams::default().labels("app=agent"))
+        .await
+        .unwrap()["items"][0]
+        .clone();
+    assert_eq!(pod["metadata"]["ownerReferences"][0]["kind"], "DaemonSet");
+    let tolerations = pod["spec"]["tolerations"].to_string();
+    assert!(
+        tolerations.contains("node.kubernetes.io/unreachable"),
+        "{tolerations}"
+    );
+
+    // A node that joins later gets its pod.
+    let late = hollow::start(
+        &client,
+        &HollowConfig {
+            prefix: "late".into(),
+            count: 1,
+            lease_seconds: 10,
+            sync_seconds: 10,
+        },
+    )
+    .await
+    .unwrap();
+    wait_for(
+        vec![
+            ("dsn-0", "busybox:1"),
+            ("dsn-1", "busybox:1"),
+            ("late-0", "busybox:1"),
+        ],
+        "the late node's pod",
+    )
+    .await;
+    // The taint goes: so does the exclusion.
+    nodes
+        .patch(
+            "dsn-2",
+            None,
+            "application/merge-patch+json",
+            &json!({"spec": {"taints": null}}),
+        )
+        .await
+        .unwrap();
+    wait_for(
+        vec![
+            ("dsn-0", "busybox:1"),
+            ("dsn-1", "busybox:1"),
+            ("dsn-2", "busybox:1"),
+            ("late-0", "busybox:1"),
+        ],
+        "a pod on the untainted node",
+    )
+    .await;
+
+    // A new template rolls through every node.
+    write("busybox:2");
+    let (ok, out) = kubectl(&server.url, &["apply", "-f", manifest.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl(
+        &server.url,
+        &["rollout", "status", "ds/agent", "--timeout=60s"],
+    );
+    assert!(ok && out.contains("successfully rolled out"), "{out}");
+    wait_for(
+        vec![
+            ("dsn-0", "busybox:2"),
+            ("dsn-1", "busybox:2"),
+            ("dsn-2", "busybox:2"),
+            ("late-0", "busybox:2"),
+        ],
+        "every node on the new template",
+    )
+    .await;
+    let (ok, out) = kubectl(&server.url, &["get", "ds"]);
+    assert!(ok, "{out}");
+    let header: Vec<&str> = out
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "DESIRED",
+            "CURRENT",
+            "READY",
+            "UP-TO-DATE",
+            "AVAILABLE",
+            "NODE",
+            "SELECTOR",
+            "AGE"
+        ]
+    );
+    let row: Vec<&str> = out
+        .lines()
+        .nth(1)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[1..7], ["4", "4", "4", "4", "4", "<none>"], "{out}");
+    assert_eq!(
+        ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"],
+        1
+    );
+    drop(late);
+}
