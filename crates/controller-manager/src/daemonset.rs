@@ -142,8 +142,18 @@ impl DaemonSetController {
         Controller::new(ctl, WorkQueue::new())
             .for_own::<DaemonSet>(informers)?
             .watches::<Pod, _>(informers, |me, ev| me.pod_keys(ev))?
-            // A node coming, going or changing may change where daemons run.
-            .watches::<Node, _>(informers, |me, _| {
+            // A node coming, going, or changing its labels or spec (taints)
+            // may change where daemons run; its heartbeats do not.
+            .watches::<Node, _>(informers, |me, ev| {
+                let relevant = match ev {
+                    Event::Updated { old, new } => {
+                        old.metadata.labels != new.metadata.labels || old.spec != new.spec
+                    }
+                    _ => true,
+                };
+                if !relevant {
+                    return Vec::new();
+                }
                 me.sets
                     .list()
                     .iter()
