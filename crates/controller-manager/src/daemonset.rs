@@ -163,30 +163,9 @@ impl DaemonSetController {
     }
 
     fn pod_keys(&self, ev: &Event<Pod>) -> Vec<String> {
-        let key = |p: &Pod| minik8s_client::controller::controller_key(&p.metadata, "DaemonSet");
-        match ev {
-            Event::Added(p) => key(p)
-                .inspect(|k| self.expectations.observed(k, 1, 0))
-                .into_iter()
-                .collect(),
-            Event::Updated { old, new } => {
-                let k = key(new).or_else(|| key(old));
-                if old.metadata.deletion_timestamp.is_none()
-                    && new.metadata.deletion_timestamp.is_some()
-                {
-                    k.iter().for_each(|k| self.expectations.observed(k, 0, 1));
-                }
-                k.into_iter().collect()
-            }
-            Event::Deleted(p) => key(p)
-                .inspect(|k| {
-                    if p.metadata.deletion_timestamp.is_none() {
-                        self.expectations.observed(k, 0, 1)
-                    }
-                })
-                .into_iter()
-                .collect(),
-        }
+        self.expectations.pod_event(ev, |p| {
+            minik8s_client::controller::controller_key(&p.metadata, "DaemonSet")
+        })
     }
 
     async fn create_pod(&self, ds: &DaemonSet, node: &str, hash: &str) -> Result<(), ClientError> {
@@ -206,7 +185,8 @@ impl DaemonSetController {
         Ok(())
     }
 
-    async fn delete_pod(&self, p: &Pod) -> Result<(), ClientError> {
+    /// Deletes a pod; false when it was already gone.
+    async fn delete_pod(&self, p: &Pod) -> Result<bool, ClientError> {
         let api = self
             .client
             .dynamic(registry::of::<Pod>(), p.metadata.namespace.as_deref());
@@ -217,8 +197,9 @@ impl DaemonSetController {
             )
             .await
         {
-            Err(e) if !e.is_not_found() => Err(e),
-            _ => Ok(()),
+            Ok(_) => Ok(true),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
         }
     }
 }
@@ -273,7 +254,8 @@ impl Reconciler for DaemonSetController {
                 misscheduled += 1;
             }
         }
-        if ds.metadata.deletion_timestamp.is_none() && self.expectations.satisfied(key) {
+        let settled = self.expectations.satisfied(key);
+        if ds.metadata.deletion_timestamp.is_none() && settled {
             let mut create = Vec::new();
             let mut delete: Vec<Arc<Pod>> = Vec::new();
             for (node, pods) in &by_node {
@@ -336,7 +318,10 @@ impl Reconciler for DaemonSetController {
             self.expectations
                 .expect(key, create.len() as i64, delete.len() as i64);
             for p in &delete {
-                self.delete_pod(p).await?;
+                if !self.delete_pod(p).await? {
+                    // Already gone: its deletion will never show.
+                    self.expectations.observed(key, 0, 1);
+                }
             }
             for node in &create {
                 if let Err(e) = self.create_pod(&ds, node, &hash).await {
@@ -362,7 +347,13 @@ impl Reconciler for DaemonSetController {
                 .patch_status::<DaemonSet>(&ds.metadata, content::MERGE_PATCH, &status)
                 .await?;
         }
-        Ok(Action::Done)
+        // Waiting for the informer: look again even if the events never come
+        // (an expectation expires after a while).
+        Ok(if settled {
+            Action::Done
+        } else {
+            Action::RequeueAfter(std::time::Duration::from_secs(1))
+        })
     }
 }
 

@@ -4,7 +4,9 @@
 //! so a slow watch never causes double creates or deletes.
 
 use crate::lock;
-use std::collections::HashMap;
+use k8s_openapi::api::core::v1::Pod;
+use minik8s_client::informer::Event;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -52,6 +54,40 @@ impl Expectations {
 
     pub fn forget(&self, key: &str) {
         lock(&self.0).remove(key);
+    }
+
+    /// The controller keys a pod event concerns (through `owner`, the key of
+    /// the pod's controller), counting creations and deletions as observed:
+    /// a pod added, or one that starts terminating or disappears unannounced.
+    pub fn pod_event(
+        &self,
+        ev: &Event<Pod>,
+        owner: impl Fn(&Pod) -> Option<String>,
+    ) -> Vec<String> {
+        match ev {
+            Event::Added(p) => owner(p)
+                .inspect(|k| self.observed(k, 1, 0))
+                .into_iter()
+                .collect(),
+            Event::Updated { old, new } => {
+                let keys: BTreeSet<String> =
+                    [owner(old), owner(new)].into_iter().flatten().collect();
+                if old.metadata.deletion_timestamp.is_none()
+                    && new.metadata.deletion_timestamp.is_some()
+                {
+                    keys.iter().for_each(|k| self.observed(k, 0, 1));
+                }
+                keys.into_iter().collect()
+            }
+            Event::Deleted(p) => owner(p)
+                .inspect(|k| {
+                    if p.metadata.deletion_timestamp.is_none() {
+                        self.observed(k, 0, 1)
+                    }
+                })
+                .into_iter()
+                .collect(),
+        }
     }
 }
 

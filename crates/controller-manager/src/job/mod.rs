@@ -31,7 +31,7 @@ use minik8s_client::rest::content;
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
 use minik8s_client::{Cache, Client, ClientError, DeleteParams, SharedInformers, WorkQueue};
 use serde_json::{json, Value};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -142,35 +142,9 @@ impl JobController {
     /// The Jobs a pod event concerns; creations and deletions count against
     /// the expectations.
     fn pod_keys(&self, ev: &Event<Pod>) -> Vec<String> {
-        let job_key = |p: &Pod| {
-            let (_, kind, name) = controller_of(&p.metadata)?;
-            (kind == "Job").then(|| format!("{}/{name}", ns_of(&p.metadata)))
-        };
-        match ev {
-            Event::Added(p) => job_key(p)
-                .inspect(|k| self.expectations.observed(k, 1, 0))
-                .into_iter()
-                .collect(),
-            Event::Updated { old, new } => {
-                let started_deleting = old.metadata.deletion_timestamp.is_none()
-                    && new.metadata.deletion_timestamp.is_some();
-                let keys: BTreeSet<String> =
-                    [job_key(old), job_key(new)].into_iter().flatten().collect();
-                if started_deleting {
-                    keys.iter()
-                        .for_each(|k| self.expectations.observed(k, 0, 1));
-                }
-                keys.into_iter().collect()
-            }
-            Event::Deleted(p) => job_key(p)
-                .inspect(|k| {
-                    if p.metadata.deletion_timestamp.is_none() {
-                        self.expectations.observed(k, 0, 1)
-                    }
-                })
-                .into_iter()
-                .collect(),
-        }
+        self.expectations.pod_event(ev, |p| {
+            minik8s_client::controller::controller_key(&p.metadata, "Job")
+        })
     }
 
     /// The Job read from the apiserver (None when it is gone).
