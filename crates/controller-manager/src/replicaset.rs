@@ -408,7 +408,8 @@ impl ReplicaSetController {
             ownership::release(&pod_api, p, &uid).await?;
         }
         let mut active: Vec<Arc<Pod>> = owned.iter().filter(|p| is_active(p)).cloned().collect();
-        if rs.metadata.deletion_timestamp.is_none() && self.satisfied(key) {
+        let settled = self.satisfied(key);
+        if rs.metadata.deletion_timestamp.is_none() && settled {
             let diff = plan(spec.replicas.unwrap_or(1), active.len());
             if diff > 0 {
                 self.create_pods(key, &rs, diff as usize).await?;
@@ -460,7 +461,12 @@ impl ReplicaSetController {
                 Err(e) => return Err(e),
             }
         }
-        Ok(Action::Done)
+        // Waiting for the informer: look again even if the events never come.
+        Ok(if settled {
+            Action::Done
+        } else {
+            Action::RequeueAfter(std::time::Duration::from_secs(1))
+        })
     }
 }
 
