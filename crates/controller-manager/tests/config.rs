@@ -107,6 +107,19 @@ async fn config_maps_secrets_and_service_accounts() {
         .expect_err("over the request limit");
     assert_eq!(err.api().map(|a| a.code), Some(413), "{err}");
 
+    // A projected file may not point outside its volume.
+    let pods_default = client.dynamic(registry::of::<Pod>(), Some("default"));
+    let err = pods_default
+        .create(&json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "escape"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}],
+                     "volumes": [{"name": "v", "configMap": {"name": "app", "items": [{"key": "mode", "path": "../x"}]}}]}}))
+        .await
+        .expect_err("a path with ..");
+    assert!(
+        err.to_string().contains("spec.volumes[0].configMap.items[0].path: Invalid value: \"../x\": must not contain '..'"),
+        "{err}"
+    );
+
     // immutable: the data cannot change any more.
     maps.create(
         &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "frozen"},

@@ -193,6 +193,10 @@ pub fn volume_files(
             }
             Some(items) => {
                 for item in items {
+                    // Never outside the volume (the API refuses these paths too).
+                    if let Some(e) = minik8s_api::validation::item_path_error(&item.path) {
+                        return Err(format!("invalid path {:?}: {e}", item.path));
+                    }
                     match data.get(&item.key) {
                         Some(val) => {
                             let m = item.mode.map(|m| m as u32).unwrap_or(mode);

@@ -147,8 +147,8 @@ use apps::{validate_deployment_spec, validate_replicated};
 use autoscaling::validate_hpa;
 use batch::{validate_cron_job, validate_job};
 use config::{validate_config_map, validate_secret};
-pub use pod::validate_pod_spec;
 use pod::validate_pod_update;
+pub use pod::{item_path_error, validate_pod_spec};
 use service::validate_service;
 
 /// Which naming rule a kind's `metadata.name` follows (its strategy says

@@ -43,6 +43,39 @@ pub fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Errors) {
                 ));
             }
         }
+        // Files projected from ConfigMaps and Secrets stay inside the volume.
+        let mut item_lists: Vec<(String, &Value)> = Vec::new();
+        for kind in ["configMap", "secret"] {
+            if let Some(items) = v.pointer(&format!("/{kind}/items")) {
+                item_lists.push((format!("{path}.volumes[{i}].{kind}.items"), items));
+            }
+        }
+        for (j, src) in arr(v.get("projected").unwrap_or(&Value::Null), "sources")
+            .iter()
+            .enumerate()
+        {
+            for kind in ["configMap", "secret"] {
+                if let Some(items) = src.pointer(&format!("/{kind}/items")) {
+                    let at = format!("{path}.volumes[{i}].projected.sources[{j}].{kind}.items");
+                    item_lists.push((at, items));
+                }
+            }
+        }
+        for (at, items) in item_lists {
+            for (k, item) in items.as_array().into_iter().flatten().enumerate() {
+                if let Some(e) = item
+                    .get("path")
+                    .and_then(Value::as_str)
+                    .and_then(item_path_error)
+                {
+                    errs.push(FieldError::invalid(
+                        format!("{at}[{k}].path"),
+                        item.get("path").unwrap_or(&Value::Null),
+                        e,
+                    ));
+                }
+            }
+        }
     }
     let mut names = std::collections::HashSet::new();
     for (list, key) in [
@@ -135,6 +168,19 @@ pub fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Errors) {
                 "effect must be 'NoExecute' when `tolerationSeconds` is set",
             ));
         }
+    }
+}
+
+/// Kubernetes' rule for a projected file's path: relative, never `..`.
+pub fn item_path_error(p: &str) -> Option<&'static str> {
+    if p.starts_with('/') {
+        Some("must be a relative path")
+    } else if p.split('/').any(|part| part == "..") {
+        Some("must not contain '..'")
+    } else if p.is_empty() {
+        Some("must not be empty")
+    } else {
+        None
     }
 }
 

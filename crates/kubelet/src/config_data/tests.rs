@@ -144,3 +144,15 @@ fn publishing_swaps_the_whole_content_at_once() {
         .count();
     assert_eq!(dirs, 1);
 }
+
+#[test]
+fn item_paths_stay_inside_the_volume() {
+    let v: Volume = serde_json::from_value(json!({"name": "v", "configMap": {"name": "app",
+        "items": [{"key": "mode", "path": "../../etc/passwd"}]}}))
+    .unwrap();
+    let c = cfg(&[(Kind::ConfigMap, "app", Some(&[("mode", "prod")]))]);
+    assert_eq!(
+        volume_files(&v, &c),
+        Err("invalid path \"../../etc/passwd\": must not contain '..'".into())
+    );
+}
