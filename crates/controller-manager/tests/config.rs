@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::kubectl;
+use common::{kubectl, table_line};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, ServiceAccount};
 use minik8s_api::registry;
 use minik8s_client::Client;
@@ -39,7 +39,7 @@ async fn config_maps_secrets_and_service_accounts() {
 
     let (ok, out) = kubectl(&server.url, &["get", "configmap", "app"]);
     assert!(ok, "{out}");
-    let cols: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    let cols = table_line(&out, 0);
     assert_eq!(cols, ["NAME", "DATA", "AGE"]);
     assert_eq!(
         out.lines().nth(1).unwrap().split_whitespace().nth(1),
@@ -47,7 +47,7 @@ async fn config_maps_secrets_and_service_accounts() {
     );
     let (ok, out) = kubectl(&server.url, &["get", "secrets"]);
     assert!(ok, "{out}");
-    let cols: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    let cols = table_line(&out, 0);
     assert_eq!(cols, ["NAME", "TYPE", "DATA", "AGE"]);
     assert!(out.contains("kubernetes.io/tls"), "{out}");
     let creds_row = out.lines().find(|l| l.starts_with("creds")).unwrap_or("");
@@ -161,7 +161,7 @@ async fn config_maps_secrets_and_service_accounts() {
     until(20, "the default ServiceAccount back", has_default).await;
     let (ok, out) = kubectl(&server.url, &["get", "sa", "-n", "team"]);
     assert!(ok, "{out}");
-    let cols: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    let cols = table_line(&out, 0);
     assert_eq!(cols, ["NAME", "SECRETS", "AGE"]);
 
     // Pods run as the default account unless they name one.

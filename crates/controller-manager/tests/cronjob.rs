@@ -6,7 +6,7 @@
 mod common;
 
 use chrono::{DateTime, Duration, DurationRound, Utc};
-use common::kubectl;
+use common::{kubectl, table_line};
 use controller_manager::cronjob::{Clock, CronJobController};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::Event;
@@ -190,22 +190,12 @@ async fn cron_jobs_follow_their_schedule_and_policies() {
 
     let (ok, out) = kubectl(&server.url, &["get", "cronjobs"]);
     assert!(ok, "{out}");
-    let header: Vec<&str> = out
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
+    let header = table_line(&out, 0);
     assert_eq!(
         header,
         ["NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE"]
     );
-    let row: Vec<&str> = out
-        .lines()
-        .nth(1)
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
+    let row = table_line(&out, 1);
     assert_eq!(row[..3], ["tick", "*", "*"], "{out}");
     assert!(out.contains("True"), "suspended: {out}");
 

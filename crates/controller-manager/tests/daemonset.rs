@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{cluster, kubectl};
+use common::{cluster, kubectl, table_line};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kubelet::hollow::{self, HollowConfig};
@@ -157,12 +157,7 @@ async fn daemons_run_on_every_eligible_node() {
     .await;
     let (ok, out) = kubectl(&server.url, &["get", "ds"]);
     assert!(ok, "{out}");
-    let header: Vec<&str> = out
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
+    let header = table_line(&out, 0);
     assert_eq!(
         header,
         [
@@ -177,12 +172,7 @@ async fn daemons_run_on_every_eligible_node() {
             "AGE"
         ]
     );
-    let row: Vec<&str> = out
-        .lines()
-        .nth(1)
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
+    let row = table_line(&out, 1);
     assert_eq!(row[1..7], ["4", "4", "4", "4", "4", "<none>"], "{out}");
     assert_eq!(
         ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"],

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{cluster, kubectl, until};
+use common::{cluster, kubectl, table_line, until};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use minik8s_api::registry;
@@ -126,12 +126,7 @@ async fn rolling_update_history_undo_and_scale() {
     assert!(ok && out.contains("successfully rolled out"), "{out}");
     let (ok, out) = kubectl(&server.url, &["get", "deployment", "hello"]);
     assert!(ok, "{out}");
-    let header: Vec<&str> = out
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
+    let header = table_line(&out, 0);
     assert_eq!(header, ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]);
     assert!(out.lines().nth(1).unwrap_or("").contains("4/4"), "{out}");
 

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{cluster, kubectl};
+use common::{cluster, kubectl, table_line};
 use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use minik8s_api::registry;
 use minik8s_client::ListParams;
@@ -74,12 +74,7 @@ async fn replication_controllers_keep_their_pods() {
     running(3).await;
     let (ok, out) = kubectl(&server.url, &["get", "rc", "-o", "wide"]);
     assert!(ok, "{out}");
-    let header: Vec<&str> = out
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
+    let header = table_line(&out, 0);
     assert_eq!(
         header,
         [
@@ -93,12 +88,7 @@ async fn replication_controllers_keep_their_pods() {
             "SELECTOR"
         ]
     );
-    let row: Vec<&str> = out
-        .lines()
-        .nth(1)
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
+    let row = table_line(&out, 1);
     assert_eq!((row[1], row[2], row[3]), ("3", "3", "3"), "{out}");
     assert_eq!(row.last(), Some(&"app=legacy"), "{out}");
 

@@ -55,3 +55,12 @@ pub fn kubectl(server: &str, args: &[&str]) -> (bool, String) {
     );
     (out.status.success(), text)
 }
+
+/// The words of line `n` of kubectl's table output (0: the header).
+pub fn table_line(out: &str, n: usize) -> Vec<&str> {
+    out.lines()
+        .nth(n)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect()
+}
