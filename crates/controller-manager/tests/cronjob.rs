@@ -65,15 +65,28 @@ async fn cron_jobs_follow_their_schedule_and_policies() {
     // Each step: move the clock, then touch the CronJob (a real controller
     // would wake up by itself at the next schedule time).
     let minute0 = Utc::now().duration_trunc(Duration::minutes(1)).unwrap() + Duration::minutes(1);
+    // A spec change lands first and the controller's cache must show it
+    // before the clock moves: a reconcile must never see the new minute
+    // with the old policy.
+    let cached = informers.cache::<CronJob>();
     let step = |n: i64, spec: Value| {
-        let (clock, cron_jobs) = (clock.clone(), cron_jobs.clone());
+        let (clock, cron_jobs, cached) = (clock.clone(), cron_jobs.clone(), cached.clone());
         async move {
+            let merge = "application/merge-patch+json";
+            let fields = spec.as_object().cloned().unwrap_or_default();
+            if !fields.is_empty() {
+                let patch = json!({"spec": spec});
+                cron_jobs.patch("tick", None, merge, &patch).await.unwrap();
+                until(20, "the controller's cache shows the change", || async {
+                    let cj = serde_json::to_value(cached.get("default/tick").as_deref()).unwrap();
+                    let seen = fields.iter().all(|(k, v)| cj["spec"][k] == *v);
+                    seen.then_some(()).ok_or_else(|| cj["spec"].to_string())
+                })
+                .await;
+            }
             clock.set(minute0 + Duration::minutes(n) + Duration::seconds(5));
-            let patch = json!({"metadata": {"annotations": {"step": n.to_string()}}, "spec": spec});
-            cron_jobs
-                .patch("tick", None, "application/merge-patch+json", &patch)
-                .await
-                .unwrap();
+            let poke = json!({"metadata": {"annotations": {"step": n.to_string()}}});
+            cron_jobs.patch("tick", None, merge, &poke).await.unwrap();
         }
     };
     let name_at = |n: i64| format!("tick-{}", (minute0 + Duration::minutes(n)).timestamp() / 60);
