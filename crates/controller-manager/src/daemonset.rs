@@ -347,13 +347,7 @@ impl Reconciler for DaemonSetController {
                 .patch_status::<DaemonSet>(&ds.metadata, content::MERGE_PATCH, &status)
                 .await?;
         }
-        // Waiting for the informer: look again even if the events never come
-        // (an expectation expires after a while).
-        Ok(if settled {
-            Action::Done
-        } else {
-            Action::RequeueAfter(std::time::Duration::from_secs(1))
-        })
+        Ok(crate::expectations::action(settled))
     }
 }
 

@@ -5,6 +5,7 @@
 
 use crate::lock;
 use k8s_openapi::api::core::v1::Pod;
+use minik8s_client::controller::Action;
 use minik8s_client::informer::Event;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
@@ -12,6 +13,19 @@ use std::time::{Duration, Instant};
 
 /// How long unobserved creates/deletes hold a key back (Kubernetes: 5 min).
 pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How soon a controller waiting on its expectations looks again, even if
+/// the events it waits for never come (an expectation expires after TIMEOUT).
+pub const RECHECK: Duration = Duration::from_secs(1);
+
+/// The reconcile's answer: done when settled, else look again after [`RECHECK`].
+pub fn action(settled: bool) -> Action {
+    if settled {
+        Action::Done
+    } else {
+        Action::RequeueAfter(RECHECK)
+    }
+}
 
 #[derive(Debug, Clone, Copy)]
 struct Expectation {

@@ -461,12 +461,7 @@ impl ReplicaSetController {
                 Err(e) => return Err(e),
             }
         }
-        // Waiting for the informer: look again even if the events never come.
-        Ok(if settled {
-            Action::Done
-        } else {
-            Action::RequeueAfter(std::time::Duration::from_secs(1))
-        })
+        Ok(crate::expectations::action(settled))
     }
 }
 

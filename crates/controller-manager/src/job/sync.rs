@@ -275,7 +275,7 @@ impl Reconciler for JobController {
         let parallelism = spec.parallelism.unwrap_or(1);
         let wait = self.backoff_left(&uid, failed);
         if !self.expectations.satisfied(key) {
-            again = Action::RequeueAfter(Duration::from_secs(1));
+            again = crate::expectations::action(false);
         } else if indexed {
             let mut running = BTreeSet::new();
             let mut extra = Vec::new();
