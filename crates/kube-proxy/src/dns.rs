@@ -17,6 +17,7 @@
 //! UDP + TCP shell around them. The zone is rebuilt lazily: an informer event
 //! only marks it stale, and the next query rebuilds it once.
 
+use anyhow::Context;
 use hickory_proto::op::{Message, Metadata, ResponseCode};
 use hickory_proto::rr::rdata::{A, CNAME, SOA};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
@@ -382,6 +383,40 @@ async fn serve_tcp(r: Resolver, mut stream: TcpStream) -> std::io::Result<()> {
 /// add-on does in Kubernetes), so the apiserver never hands `ip` to another
 /// Service. An existing kube-dns is kept; one with another IP is an error.
 pub async fn ensure_service(client: &minik8s_client::Client, ip: Ipv4Addr) -> anyhow::Result<()> {
+    // Every node's kube-proxy does this at once, often while the apiserver
+    // is still starting: a loser of the race may see "IP already allocated"
+    // before the winner's Service is readable, or the namespace may not exist
+    // yet. So ask again for a while before giving up, as a controller would.
+    let mut last = None;
+    for attempt in 0..30u32 {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_millis(200 + 100 * u64::from(attempt.min(8)))).await;
+        }
+        match ensure_service_once(client, ip).await {
+            Ok(EnsureOutcome::Done) => return Ok(()),
+            Ok(EnsureOutcome::Mismatch(have)) => anyhow::bail!(
+                "kube-system/kube-dns has clusterIP {have}, but --cluster-dns is {ip}"
+            ),
+            Err(e) => {
+                tracing::info!(attempt, error = %e, "kube-system/kube-dns not settled yet; asking again");
+                last = Some(e);
+            }
+        }
+    }
+    Err(last.expect("at least one attempt"))
+        .with_context(|| format!("creating kube-system/kube-dns with clusterIP {ip}"))
+}
+
+enum EnsureOutcome {
+    Done,
+    /// The Service exists with another clusterIP: asking again will not help.
+    Mismatch(String),
+}
+
+async fn ensure_service_once(
+    client: &minik8s_client::Client,
+    ip: Ipv4Addr,
+) -> anyhow::Result<EnsureOutcome> {
     let api = client.dynamic(minik8s_api::registry::of::<Service>(), Some("kube-system"));
     let svc = serde_json::json!({"apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "kube-dns", "namespace": "kube-system",
@@ -390,21 +425,20 @@ pub async fn ensure_service(client: &minik8s_client::Client, ip: Ipv4Addr) -> an
             {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
             {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53}]}});
     let existing = match api.create(&svc).await {
-        Ok(_) => return Ok(()),
-        // Every node's kube-proxy does this at once: the losers of the race
-        // see AlreadyExists, or "IP already allocated" when the winner's
-        // allocation came first. Either way the Service that exists decides.
+        Ok(_) => return Ok(EnsureOutcome::Done),
+        // AlreadyExists, or "IP already allocated" when another node's
+        // allocation came first: the Service that exists decides.
         Err(e) => match api.get("kube-dns").await {
             Ok(existing) => existing,
-            Err(_) => anyhow::bail!("creating kube-system/kube-dns with clusterIP {ip}: {e}"),
+            Err(get) => anyhow::bail!("create: {e}; get: {get}"),
         },
     };
     let have = existing["spec"]["clusterIP"].as_str().unwrap_or_default();
-    anyhow::ensure!(
-        have == ip.to_string(),
-        "kube-system/kube-dns has clusterIP {have}, but --cluster-dns is {ip}"
-    );
-    Ok(())
+    if have == ip.to_string() {
+        Ok(EnsureOutcome::Done)
+    } else {
+        Ok(EnsureOutcome::Mismatch(have.to_string()))
+    }
 }
 
 /// `ip addr <verb> <ip>/32 dev lo`.

@@ -402,7 +402,11 @@ fn three_node_lab(setup: Setup) {
         let status = Lab::script("status", setup);
         // master and 3 × (dockerd, kubelet, kube-proxy), and etcd when it is the store.
         let processes = if setup.store == "etcd" { 11 } else { 10 };
-        assert_eq!(status.matches("running").count(), processes, "{status}");
+        if status.matches("running").count() != processes {
+            // A process that stopped says why in its log.
+            let logs = try_sh(&format!("tail -n 15 {LAB_DIR}/*/*.log 2>&1")).unwrap_or_default();
+            panic!("expected {processes} running processes:\n{status}\n{logs}");
+        }
 
         apply(WHO);
         let who = until(60, "two ready who pods", || {
