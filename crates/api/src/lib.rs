@@ -15,6 +15,7 @@ pub mod meta;
 pub mod names;
 pub mod net;
 pub mod patch;
+pub mod protobuf;
 pub mod quantity;
 pub mod registry;
 pub mod selector;

@@ -150,7 +150,7 @@ impl ApiError {
     }
 
     pub fn unsupported_media_type(ct: &str) -> Self {
-        Self::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format ({ct}) - accepted media types include: application/json, application/yaml, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"))
+        Self::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format ({ct}) - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"))
     }
 
     pub fn internal(message: impl Into<String>) -> Self {

@@ -9,7 +9,7 @@
 
 use crate::discovery;
 pub use crate::params::{error_response, json_response, Params};
-use crate::rest::{DeleteOptions, Mode};
+use crate::rest::{DeleteOptions, Mode, WriteOpts};
 use crate::strategy;
 use crate::subresources::to_scale;
 use crate::table;
@@ -188,6 +188,8 @@ pub async fn handle(
         )
             .into_response(),
         Some(Route::Resource(t)) => {
+            let streams = params.flag("watch") || t.sub.as_deref() == Some("log");
+            let protobuf = !streams && minik8s_api::protobuf::preferred(&accept);
             let ctx = Request {
                 srv,
                 params,
@@ -195,9 +197,14 @@ pub async fn handle(
                 headers,
                 body,
             };
-            match ctx.dispatch(method, t).await {
+            let resp = match ctx.dispatch(method, t).await {
                 Ok(resp) => resp,
                 Err(e) => error_response(&e),
+            };
+            if protobuf {
+                to_protobuf(resp).await
+            } else {
+                resp
             }
         }
     }
@@ -219,10 +226,51 @@ fn content_type(headers: &HeaderMap) -> String {
         .to_string()
 }
 
-/// Decodes a JSON or YAML request body into an object.
+/// A JSON answer re-encoded in protobuf for a client that asked for it
+/// first; kinds without a protobuf message (custom resources, LWS) stay
+/// JSON, which the client accepts as its second choice.
+async fn to_protobuf(resp: Response) -> Response {
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|ct| ct.as_bytes().starts_with(b"application/json"));
+    if !is_json {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return error_response(&ApiError::internal("reading a response to re-encode"));
+    };
+    let encoded = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| match minik8s_api::protobuf::encode_object(&v) {
+            Ok(pb) => pb,
+            Err(e) => {
+                tracing::warn!(error = %e, "answering in JSON: the object does not fit its protobuf message");
+                None
+            }
+        });
+    match encoded {
+        Some(pb) => {
+            parts.headers.insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static(minik8s_api::protobuf::MEDIA_TYPE),
+            );
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, axum::body::Body::from(pb))
+        }
+        None => Response::from_parts(parts, axum::body::Body::from(bytes)),
+    }
+}
+
+/// Decodes a JSON, YAML or protobuf request body into an object.
 pub fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
     let ct = content_type(headers);
-    if ct.contains("protobuf") {
+    if ct.starts_with(minik8s_api::protobuf::MEDIA_TYPE) {
+        return minik8s_api::protobuf::decode_object(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding protobuf body: {e}")));
+    }
+    if ct.contains("protobuf") || ct.contains("cbor") {
         return Err(ApiError::unsupported_media_type(&ct));
     }
     if body.iter().all(u8::is_ascii_whitespace) {
@@ -271,7 +319,7 @@ impl Request {
             (&Method::POST, None, None) => {
                 let ns = self.required_ns(t.info, ns)?;
                 let obj = decode_body(&self.headers, &self.body)?;
-                let created = self.srv.create(t.info, ns, obj, self.strict()).await?;
+                let created = self.srv.create(t.info, ns, obj, self.write_opts()?).await?;
                 Ok(json_response(StatusCode::CREATED, &created))
             }
             (&Method::DELETE, None, None) if !strategy::of(t.info).delete_collection() => {
@@ -311,10 +359,10 @@ impl Request {
                 } else {
                     Mode::Main
                 };
-                let strict = self.strict();
+                let write = self.write_opts()?;
                 let out = self
                     .srv
-                    .update_with(t.info, ns, name, mode, strict, |_| Ok(body.clone()))
+                    .update_with(t.info, ns, name, mode, write, |_| Ok(body.clone()))
                     .await?;
                 Ok(json_response(StatusCode::OK, &out))
             }
@@ -326,10 +374,10 @@ impl Request {
                     Mode::Main
                 };
                 let strategic = strategy::of(t.info).strategic_merge();
-                let strict = self.strict();
+                let write = self.write_opts()?;
                 let out = self
                     .srv
-                    .update_with(t.info, ns, name, mode, strict, |old| {
+                    .update_with(t.info, ns, name, mode, write, |old| {
                         apply_patch(old, &patch, kind, strategic).map_err(ApiError::bad_request)
                     })
                     .await?;
@@ -367,7 +415,10 @@ impl Request {
                         (None, None) => Err(ApiError::bad_request("the request body is empty")),
                     }
                 };
-                let out = self.srv.update_scale(t.info, ns, name, change).await?;
+                let out = self
+                    .srv
+                    .update_scale(t.info, ns, name, self.write_opts()?, change)
+                    .await?;
                 Ok(json_response(StatusCode::OK, &out))
             }
             (&Method::POST, Some(name), Some("binding")) => {
@@ -386,11 +437,18 @@ impl Request {
                     .unwrap_or(json!([]));
                 let out = self
                     .srv
-                    .update_with(t.info, None, name, Mode::Main, false, |old| {
-                        let mut o = old.clone();
-                        o["spec"]["finalizers"] = fin.clone();
-                        Ok(o)
-                    })
+                    .update_with(
+                        t.info,
+                        None,
+                        name,
+                        Mode::Main,
+                        WriteOpts::default(),
+                        |old| {
+                            let mut o = old.clone();
+                            o["spec"]["finalizers"] = fin.clone();
+                            Ok(o)
+                        },
+                    )
                     .await?;
                 Ok(json_response(StatusCode::OK, &out))
             }
@@ -415,8 +473,22 @@ impl Request {
         Ok(ns)
     }
 
-    fn strict(&self) -> bool {
-        self.params.get("fieldValidation") == Some("Strict")
+    fn write_opts(&self) -> Result<WriteOpts, ApiError> {
+        Ok(WriteOpts {
+            strict: self.params.get("fieldValidation") == Some("Strict"),
+            dry_run: self.dry_run()?,
+        })
+    }
+
+    /// `dryRun=All` (the only value Kubernetes knows).
+    fn dry_run(&self) -> Result<bool, ApiError> {
+        match self.params.get("dryRun") {
+            None | Some("") => Ok(false),
+            Some("All") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "Invalid dry run value: {other:?}: supported values: \"All\""
+            ))),
+        }
     }
 
     fn patch_body(&self, info: &ResourceInfo) -> Result<(PatchType, Value), ApiError> {
@@ -441,6 +513,8 @@ impl Request {
     fn delete_options(&self) -> Result<DeleteOptions, ApiError> {
         let body: Value = if self.body.iter().all(u8::is_ascii_whitespace) {
             json!({})
+        } else if content_type(&self.headers).starts_with(minik8s_api::protobuf::MEDIA_TYPE) {
+            decode_body(&self.headers, &self.body)?
         } else {
             serde_json::from_slice(&self.body)
                 .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?
@@ -469,7 +543,12 @@ impl Request {
             Some(g) => Some(g),
             None => self.params.int("gracePeriodSeconds")?,
         };
+        let dry_run = match body.get("dryRun").and_then(Value::as_array) {
+            Some(modes) => modes.iter().any(|m| m == "All"),
+            None => self.dry_run()?,
+        };
         Ok(DeleteOptions {
+            dry_run,
             propagation: policy,
             grace_period: grace,
             uid: body

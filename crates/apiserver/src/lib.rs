@@ -314,7 +314,12 @@ impl ApiServer {
         let info = registry::of::<Namespace>();
         for ns in SYSTEM_NAMESPACES {
             match self
-                .create(info, None, json!({"metadata": {"name": ns}}), false)
+                .create(
+                    info,
+                    None,
+                    json!({"metadata": {"name": ns}}),
+                    crate::rest::WriteOpts::default(),
+                )
                 .await
             {
                 Ok(_) => tracing::info!(namespace = ns, "created system namespace"),

@@ -41,10 +41,22 @@ pub enum Mode {
 
 #[derive(Debug, Default, Clone)]
 pub struct DeleteOptions {
+    /// `dryRun=All`: everything is checked, nothing is deleted.
+    pub dry_run: bool,
     pub propagation: Option<String>,
     pub grace_period: Option<i64>,
     pub uid: Option<String>,
     pub resource_version: Option<String>,
+}
+
+/// How a create or update is carried out.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WriteOpts {
+    /// `fieldValidation=Strict`: unknown or duplicate fields are errors.
+    pub strict: bool,
+    /// `dryRun=All`: defaulted, validated and answered as if written, but not
+    /// stored, and nothing (a Service's IP, a node port) allocated.
+    pub dry_run: bool,
 }
 
 fn store_err(info: &ResourceInfo, name: &str, e: StoreError) -> ApiError {
@@ -232,7 +244,7 @@ impl ApiServer {
         info: &'static ResourceInfo,
         ns: Option<&str>,
         mut obj: Value,
-        strict: bool,
+        opts: WriteOpts,
     ) -> Result<Value, ApiError> {
         check_type_meta(info, &mut obj)?;
         {
@@ -296,11 +308,18 @@ impl ApiServer {
             return Err(ApiError::invalid(info, &name, &errs));
         }
         self.check_namespace(info, ns, &name).await?;
-        let mut obj = normalize(info, obj, strict)?;
+        let mut obj = normalize(info, obj, opts.strict)?;
+        let key = info.key(ns, &name);
+        if opts.dry_run {
+            return match self.store.get(&key).await {
+                Ok(Some(_)) => Err(ApiError::already_exists(info, &name)),
+                Ok(None) => Ok(obj),
+                Err(e) => Err(store_err(info, &name, e)),
+            };
+        }
         let allocated = strategy
             .allocate(&self.alloc, &mut obj, None)
             .map_err(|e| ApiError::invalid(info, &name, &[e]))?;
-        let key = info.key(ns, &name);
         match self.store.create(&key, encode(&obj)).await {
             Ok(rev) => Ok(with_rv(obj, rev)),
             Err(e) => {
@@ -318,7 +337,7 @@ impl ApiServer {
         ns: Option<&str>,
         name: &str,
         mode: Mode,
-        strict: bool,
+        opts: WriteOpts,
         change: F,
     ) -> Result<Value, ApiError>
     where
@@ -448,12 +467,15 @@ impl ApiServer {
             if !errs.is_empty() {
                 return Err(ApiError::invalid(info, name, &errs));
             }
-            let mut merged = normalize(info, merged, strict)?;
+            let mut merged = normalize(info, merged, opts.strict)?;
             let mut old_cmp = old.clone();
             metadata_mut(&mut old_cmp).remove("resourceVersion");
             if merged == old_cmp {
                 // No change: no write, same resourceVersion, no watch event (as Kubernetes).
                 return Ok(old);
+            }
+            if opts.dry_run {
+                return Ok(with_rv(merged, rev));
             }
             let allocated = strategy
                 .allocate(&self.alloc, &mut merged, Some(&old))
@@ -573,6 +595,14 @@ impl ApiServer {
             }
             let immediate =
                 graceful.is_none() && fin.is_empty() && !strategy.finalizers_pending(&updated);
+            if opts.dry_run {
+                // What the answer would be: the object, marked if it would linger.
+                return Ok(if immediate {
+                    obj
+                } else {
+                    with_rv(updated, rev)
+                });
+            }
             if immediate {
                 match self.store.delete(&info.key(ns, name), Some(rev)).await {
                     Ok(_) => {

@@ -3,7 +3,7 @@
 //! `log` (proxied to the pod's kubelet).
 
 use crate::params::Params;
-use crate::rest::Mode;
+use crate::rest::{Mode, WriteOpts};
 use crate::strategy;
 use crate::ApiServer;
 use axum::body::Body;
@@ -35,10 +35,11 @@ impl ApiServer {
         info: &'static ResourceInfo,
         ns: Option<&str>,
         name: &str,
+        opts: WriteOpts,
         change: impl Fn(&Value) -> Result<Value, ApiError>,
     ) -> Result<Value, ApiError> {
         let out = self
-            .update_with(info, ns, name, Mode::Main, false, |old| {
+            .update_with(info, ns, name, Mode::Main, opts, |old| {
                 let new_scale = change(&to_scale(info, old))?;
                 let mut obj = old.clone();
                 if let Some(rv) = new_scale.pointer("/metadata/resourceVersion") {
@@ -87,7 +88,7 @@ impl ApiServer {
             ));
         };
         // nodeName and PodScheduled=True in one write.
-        self.update_with(info, ns, name, Mode::Whole, false, |old| {
+        self.update_with(info, ns, name, Mode::Whole, WriteOpts::default(), |old| {
             if let Some(existing) = old.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
                 return Err(ApiError::conflict(info, name, &format!("pod {name} is already assigned to node \"{existing}\"")));
             }

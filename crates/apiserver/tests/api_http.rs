@@ -125,9 +125,25 @@ async fn bad_input_is_refused_and_changes_nothing(backend: Backend) {
         404,
         "NotFound",
     );
+    // A protobuf body without its typeMeta, and one that is not protobuf.
     assert_status(
         &h.post(pods, "application/vnd.kubernetes.protobuf", "k8s\0")
             .await,
+        400,
+        "BadRequest",
+    );
+    assert_status(
+        &h.post(
+            pods,
+            "application/vnd.kubernetes.protobuf",
+            "{\"kind\": \"Pod\"}",
+        )
+        .await,
+        400,
+        "BadRequest",
+    );
+    assert_status(
+        &h.post(pods, "application/cbor", "\u{a0}").await,
         415,
         "UnsupportedMediaType",
     );
@@ -717,7 +733,12 @@ async fn watch_too_old_is_gone_and_informer_relists(backend: Backend) {
             .unwrap();
     }
     s.server
-        .create(info, Some("default"), pod("late"), false)
+        .create(
+            info,
+            Some("default"),
+            pod("late"),
+            apiserver::rest::WriteOpts::default(),
+        )
         .await
         .unwrap();
     s.restart_http().await;

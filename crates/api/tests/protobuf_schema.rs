@@ -1,0 +1,308 @@
+//! The protobuf schema table (`src/protobuf/schema.txt`) is derived, never
+//! written by hand: field tags and wire types come from the `k8s-pb` crate's
+//! prost message types, JSON field names from `k8s-openapi`'s serde code.
+//! This test derives it again from the sources cargo holds and fails when the
+//! checked-in table differs (`UPDATE_PROTOBUF_SCHEMA=1 cargo test -p
+//! minik8s-api --test protobuf_schema` rewrites it).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[test]
+fn checked_in_schema_is_derived_from_k8s_pb() {
+    let pb = package_src("k8s-pb");
+    let openapi = package_src("k8s-openapi").join("v1_32");
+    let generated = generate(&pb, &openapi);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/protobuf/schema.txt");
+    if std::env::var_os("UPDATE_PROTOBUF_SCHEMA").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        checked_in == generated,
+        "{} is not what k8s-pb and k8s-openapi give; regenerate it with \
+         UPDATE_PROTOBUF_SCHEMA=1 cargo test -p minik8s-api --test protobuf_schema",
+        path.display()
+    );
+}
+
+/// The `src` directory of a package in the dependency graph (`cargo metadata`).
+fn package_src(name: &str) -> PathBuf {
+    // Only this machine's platform: other platforms' crates are not downloaded.
+    let rustc = std::process::Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .expect("rustc -vV");
+    let host = String::from_utf8_lossy(&rustc.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
+        .expect("rustc -vV names the host");
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--offline",
+            "--filter-platform",
+            &host,
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("running cargo metadata");
+    assert!(
+        out.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let manifest = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .and_then(|p| p["manifest_path"].as_str())
+        .unwrap_or_else(|| panic!("{name} is not in the dependency graph"));
+    Path::new(manifest).parent().unwrap().join("src")
+}
+
+struct Field {
+    tag: u32,
+    rust: String,
+    card: &'static str,
+    ty: String,
+    message: Option<String>,
+}
+
+fn generate(pb: &Path, openapi: &Path) -> String {
+    let mut messages: BTreeMap<String, Vec<Field>> = BTreeMap::new();
+    let mut versions: BTreeMap<String, String> = BTreeMap::new();
+    for file in rust_files(pb) {
+        let module = module_of(pb, &file);
+        if module.is_empty() {
+            continue;
+        }
+        parse_pb_module(
+            &module,
+            &std::fs::read_to_string(&file).unwrap(),
+            &mut messages,
+            &mut versions,
+        );
+    }
+    let mut json_names: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for file in rust_files(openapi) {
+        let module = module_of(openapi, &file);
+        parse_openapi_file(
+            &module,
+            &std::fs::read_to_string(&file).unwrap(),
+            &mut json_names,
+        );
+    }
+    let mut out = String::from(
+        "# Derived from k8s-pb (tags, wire types) and k8s-openapi (JSON names) by\n\
+         # crates/api/tests/protobuf_schema.rs; do not edit.\n\
+         # V <apiVersion> <module> | M <message> | F <tag> <jsonName> <one|list|map> <type> [<message>]\n",
+    );
+    for (api_version, module) in &versions {
+        out.push_str(&format!("V {api_version} {module}\n"));
+    }
+    for (name, fields) in &messages {
+        out.push_str(&format!("M {name}\n"));
+        let names = json_names.get(&normalize(name));
+        let mut fields: Vec<&Field> = fields.iter().collect();
+        fields.sort_by_key(|f| f.tag);
+        for f in fields {
+            let json = names
+                .and_then(|n| n.get(&normalize(&f.rust)))
+                .cloned()
+                .unwrap_or_else(|| lower_camel(&f.rust));
+            let message = f
+                .message
+                .as_deref()
+                .map(|m| format!(" {m}"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "F {} {json} {} {}{message}\n",
+                f.tag, f.card, f.ty
+            ));
+        }
+    }
+    out
+}
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// `api/core/v1/mod.rs` (or `.../v1/pod.rs`) → `api.core.v1`.
+fn module_of(root: &Path, file: &Path) -> String {
+    let rel = file.parent().unwrap().strip_prefix(root).unwrap();
+    rel.components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+fn parse_pb_module(
+    module: &str,
+    src: &str,
+    messages: &mut BTreeMap<String, Vec<Field>>,
+    versions: &mut BTreeMap<String, String>,
+) {
+    let mut current: Option<String> = None;
+    let mut attr: Option<String> = None;
+    let mut decl = String::new();
+    let mut resource = false;
+    for line in src.lines() {
+        let t = line.trim();
+        if let Some(rest) = t.strip_prefix("pub struct ") {
+            // `Name {` or, for a message without fields, `Name {}`.
+            let name = rest.split([' ', '{']).next().unwrap().to_string();
+            messages.entry(format!("{module}.{name}")).or_default();
+            current = Some(name);
+        } else if line == "}" {
+            current = None;
+            resource = false;
+        } else if t.starts_with("impl crate::Resource for ") {
+            resource = true;
+        } else if resource && t.starts_with("const API_VERSION") {
+            let v = t.split('"').nth(1).unwrap().to_string();
+            versions.insert(v, module.to_string());
+        } else if let Some(a) = t.strip_prefix("#[prost(") {
+            attr = Some(a.trim_end_matches(")]").to_string());
+            decl.clear();
+        } else if attr.is_some() && !t.starts_with("///") {
+            decl.push_str(t);
+            // A long type spans lines: the declaration ends at a ',' outside `<...>`.
+            if t.ends_with(',') && decl.matches('<').count() == decl.matches('>').count() {
+                let field = pb_field(module, attr.take().unwrap().as_str(), &decl);
+                let name = format!(
+                    "{module}.{}",
+                    current.as_ref().expect("field outside a struct")
+                );
+                messages.get_mut(&name).unwrap().push(field);
+            }
+        }
+    }
+}
+
+/// One field from its `#[prost(...)]` attribute and `pub name: Type,`.
+fn pb_field(module: &str, attr: &str, decl: &str) -> Field {
+    let (name, ty) = decl.trim_start_matches("pub ").split_once(':').unwrap();
+    let tag = attr.split("tag = \"").nth(1).unwrap();
+    let tag: u32 = tag[..tag.find('"').unwrap()].parse().unwrap();
+    let (card, wire) = if let Some(map) = attr.strip_prefix("btree_map = \"") {
+        let value = map[..map.find('"').unwrap()].split(", ").nth(1).unwrap();
+        ("map", value.to_string())
+    } else {
+        let first = attr.split([',', ' ']).next().unwrap().to_string();
+        let card = if attr.contains("repeated") {
+            "list"
+        } else {
+            "one"
+        };
+        (card, first)
+    };
+    let message = (wire == "message").then(|| resolve(module, ty));
+    let ty = if wire == "message" {
+        "msg".to_string()
+    } else {
+        wire
+    };
+    Field {
+        tag,
+        rust: name.trim().to_string(),
+        card,
+        ty,
+        message,
+    }
+}
+
+/// The message a Rust type names, as `module.Name`: `super::` climbs modules.
+fn resolve(module: &str, ty: &str) -> String {
+    let inner = ty
+        .trim()
+        .trim_end_matches([',', '>'])
+        .rsplit(['<', ','])
+        .next()
+        .unwrap()
+        .trim();
+    let mut path: Vec<&str> = module.split('.').collect();
+    let mut segs: Vec<&str> = inner.split("::").collect();
+    let last = segs.pop().unwrap();
+    if segs.first() == Some(&"crate") {
+        path.clear();
+        segs.remove(0);
+    }
+    for s in segs {
+        if s == "super" {
+            path.pop();
+        } else {
+            path.push(s);
+        }
+    }
+    path.push(last);
+    path.join(".")
+}
+
+/// JSON names by normalized Rust field name, from k8s-openapi's field visitor.
+fn parse_openapi_file(
+    module: &str,
+    src: &str,
+    out: &mut BTreeMap<String, BTreeMap<String, String>>,
+) {
+    let Some(name) = src
+        .lines()
+        .find_map(|l| l.strip_prefix("pub struct "))
+        .map(|r| r.trim_end_matches('{').trim().to_string())
+    else {
+        return;
+    };
+    // By normalized name: k8s-pb says `PodIp` where k8s-openapi says `PodIP`.
+    let names = out
+        .entry(normalize(&format!("{module}.{name}")))
+        .or_default();
+    for line in src.lines() {
+        let t = line.trim();
+        if let Some((json, key)) = t.split_once("\" => Field::Key_") {
+            if let Some(json) = json.strip_prefix('"') {
+                names.insert(normalize(key.trim_end_matches(',')), json.to_string());
+            }
+        }
+    }
+}
+
+/// `r#type`, `type_`, `cluster_i_ps`, `cluster_ips` → `type`, `clusterips`.
+fn normalize(rust: &str) -> String {
+    rust.trim_start_matches("r#")
+        .replace('_', "")
+        .to_lowercase()
+}
+
+fn lower_camel(rust: &str) -> String {
+    let mut out = String::new();
+    for (i, part) in rust.trim_start_matches("r#").split('_').enumerate() {
+        if i == 0 {
+            out.push_str(part);
+        } else {
+            let mut c = part.chars();
+            if let Some(f) = c.next() {
+                out.extend(f.to_uppercase());
+                out.push_str(c.as_str());
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,334 @@
+//! kubectl's imperative commands, which send protobuf bodies and ask for
+//! protobuf answers first: the real kubectl v1.32 against a cluster of hollow
+//! nodes (real kubelets on the fake runtime) with every controller.
+
+mod common;
+
+use common::{cluster, kubectl, until};
+use serde_json::Value;
+
+fn ok(server: &str, args: &[&str]) -> String {
+    let (ok, out) = kubectl(server, args);
+    assert!(ok, "kubectl {}: {out}", args.join(" "));
+    out
+}
+
+fn get_json(server: &str, args: &[&str]) -> Value {
+    let mut all = vec!["get", "-o", "json"];
+    all.extend_from_slice(args);
+    serde_json::from_str(&ok(server, &all)).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn imperative_create_commands_work_over_protobuf() {
+    let (server, _client) = cluster("imp", 2).await;
+    let url = server.url.as_str();
+
+    assert!(ok(url, &["create", "namespace", "lab"]).contains("namespace/lab created"));
+    let ns = ["-n", "lab"];
+    let with_ns = |args: &[&str]| -> Vec<String> {
+        // Before the command: args after `--` belong to the container.
+        ns.iter()
+            .chain(args.iter())
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let run = |args: &[&str]| {
+        let args = with_ns(args);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        ok(url, &refs)
+    };
+
+    // ConfigMap and Secret: map values, empty ones included; Secret bytes.
+    run(&[
+        "create",
+        "configmap",
+        "app-config",
+        "--from-literal=color=blue",
+        "--from-literal=empty=",
+    ]);
+    let cm = get_json(url, &["configmap", "app-config", "-n", "lab"]);
+    assert_eq!(
+        cm["data"],
+        serde_json::json!({"color": "blue", "empty": ""})
+    );
+    run(&[
+        "create",
+        "secret",
+        "generic",
+        "creds",
+        "--from-literal=password=hunter2",
+    ]);
+    let secret = get_json(url, &["secret", "creds", "-n", "lab"]);
+    assert_eq!(secret["data"]["password"], "aHVudGVyMg==");
+    assert_eq!(secret["type"], "Opaque");
+    run(&[
+        "create",
+        "secret",
+        "docker-registry",
+        "pull",
+        "--docker-server=registry.lab:5000",
+        "--docker-username=u",
+        "--docker-password=p",
+    ]);
+    let pull = get_json(url, &["secret", "pull", "-n", "lab"]);
+    assert_eq!(pull["type"], "kubernetes.io/dockerconfigjson");
+
+    // A Deployment that runs, and one with replicas 0 (a pointer: 0 stays 0).
+    let out = run(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx",
+        "--replicas=3",
+        "--port=80",
+    ]);
+    assert!(out.contains("deployment.apps/web created"), "{out}");
+    run(&[
+        "create",
+        "deployment",
+        "idle",
+        "--image=nginx",
+        "--replicas=0",
+    ]);
+    until("web to have 3 available replicas", 60, || async {
+        let d = get_json(url, &["deployment", "web", "-n", "lab"]);
+        (d["status"]["availableReplicas"] == 3)
+            .then_some(())
+            .ok_or(d["status"].to_string())
+    })
+    .await;
+    let idle = get_json(url, &["deployment", "idle", "-n", "lab"]);
+    assert_eq!(idle["spec"]["replicas"], 0, "{idle}");
+    // Defaults the server fills, as for a JSON body.
+    let web = get_json(url, &["deployment", "web", "-n", "lab"]);
+    assert_eq!(web["spec"]["strategy"]["type"], "RollingUpdate");
+    let container = &web["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["ports"][0]["containerPort"], 80);
+    assert_eq!(container["terminationMessagePath"], "/dev/termination-log");
+    assert_eq!(web["spec"]["template"]["spec"]["restartPolicy"], "Always");
+
+    // Services: create and expose.
+    run(&["create", "service", "clusterip", "front", "--tcp=80:8080"]);
+    let front = get_json(url, &["service", "front", "-n", "lab"]);
+    assert_eq!(front["spec"]["ports"][0]["targetPort"], 8080);
+    assert!(
+        front["spec"]["clusterIP"]
+            .as_str()
+            .is_some_and(|ip| ip.contains('.')),
+        "{front}"
+    );
+    run(&[
+        "expose",
+        "deployment",
+        "web",
+        "--port=8080",
+        "--target-port=80",
+        "--name=web-svc",
+    ]);
+    let exposed = get_json(url, &["service", "web-svc", "-n", "lab"]);
+    assert_eq!(exposed["spec"]["selector"]["app"], "web");
+    run(&["create", "service", "nodeport", "edge", "--tcp=80:80"]);
+    let edge = get_json(url, &["service", "edge", "-n", "lab"]);
+    assert!(
+        edge["spec"]["ports"][0]["nodePort"]
+            .as_i64()
+            .is_some_and(|p| p >= 30000),
+        "{edge}"
+    );
+
+    // ServiceAccount, a bare pod, Jobs and a CronJob.
+    run(&["create", "serviceaccount", "robot"]);
+    get_json(url, &["serviceaccount", "robot", "-n", "lab"]);
+    run(&[
+        "run",
+        "one",
+        "--image=busybox",
+        "--restart=Never",
+        "--",
+        "sleep",
+        "3600",
+    ]);
+    let one = get_json(url, &["pod", "one", "-n", "lab"]);
+    assert_eq!(one["spec"]["restartPolicy"], "Never");
+    assert_eq!(
+        one["spec"]["containers"][0]["args"],
+        serde_json::json!(["sleep", "3600"])
+    );
+    run(&[
+        "create",
+        "job",
+        "once",
+        "--image=busybox",
+        "--",
+        "echo",
+        "hi",
+    ]);
+    let job = get_json(url, &["job", "once", "-n", "lab"]);
+    assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "Never");
+    run(&[
+        "create",
+        "cronjob",
+        "tick",
+        "--image=busybox",
+        "--schedule=*/5 * * * *",
+        "--",
+        "date",
+    ]);
+    let out = run(&["create", "job", "manual", "--from=cronjob/tick"]);
+    assert!(out.contains("job.batch/manual created"), "{out}");
+    let manual = get_json(url, &["job", "manual", "-n", "lab"]);
+    assert_eq!(
+        manual["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"],
+        "manual"
+    );
+    assert_eq!(manual["metadata"]["ownerReferences"][0]["kind"], "CronJob");
+
+    // Changes through the typed clients: set, label, annotate, scale.
+    run(&["set", "image", "deployment/web", "nginx=nginx:1.27"]);
+    run(&["set", "env", "deployment/web", "MODE=fast"]);
+    run(&[
+        "set",
+        "resources",
+        "deployment/web",
+        "--limits=cpu=200m,memory=64Mi",
+    ]);
+    let web = get_json(url, &["deployment", "web", "-n", "lab"]);
+    let container = &web["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], "nginx:1.27");
+    assert_eq!(container["env"][0]["value"], "fast");
+    assert_eq!(container["resources"]["limits"]["cpu"], "200m");
+    run(&["label", "deployment", "web", "tier=front"]);
+    run(&["annotate", "deployment", "web", "owner=class"]);
+    run(&["scale", "deployment", "web", "--replicas=1"]);
+    let web = get_json(url, &["deployment", "web", "-n", "lab"]);
+    assert_eq!(web["metadata"]["labels"]["tier"], "front");
+    assert_eq!(web["metadata"]["annotations"]["owner"], "class");
+    assert_eq!(web["spec"]["replicas"], 1);
+
+    // `-o yaml` of a dry run goes nowhere; a server dry run stores nothing.
+    let out = run(&[
+        "create",
+        "deployment",
+        "ghost",
+        "--image=nginx",
+        "--dry-run=server",
+        "-o",
+        "yaml",
+    ]);
+    assert!(
+        out.contains("type: RollingUpdate"),
+        "the server's defaults: {out}"
+    );
+    let (found, _) = kubectl(url, &["get", "deployment", "ghost", "-n", "lab"]);
+    assert!(!found, "a server-side dry run stored the object");
+    let (created, out) = kubectl(
+        url,
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=x",
+            "--dry-run=server",
+            "-n",
+            "lab",
+        ],
+    );
+    assert!(!created && out.contains("already exists"), "{out}");
+    run(&["delete", "deployment", "idle", "--dry-run=server"]);
+    run(&[
+        "scale",
+        "deployment",
+        "web",
+        "--replicas=4",
+        "--dry-run=server",
+    ]);
+    run(&[
+        "set",
+        "image",
+        "deployment/web",
+        "nginx=nginx:9",
+        "--dry-run=server",
+    ]);
+    let web = get_json(url, &["deployment", "web", "-n", "lab"]);
+    assert_eq!(
+        web["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.27"
+    );
+    assert_eq!(
+        web["spec"]["replicas"], 1,
+        "scale --dry-run=server changed replicas"
+    );
+    get_json(url, &["deployment", "idle", "-n", "lab"]);
+}
+
+/// Raw protobuf on the wire: answers are protobuf when asked first, a
+/// malformed body is a 400 that stores nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_answers_and_bad_bodies() {
+    let (server, _client) = cluster("pbw", 0).await;
+    let http = reqwest::Client::new();
+    let url = format!("{}/api/v1/namespaces", server.url);
+    let ns =
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "wire"}});
+    let body = minik8s_api::protobuf::encode_object(&ns).unwrap().unwrap();
+    let resp = http
+        .post(&url)
+        .header("content-type", "application/vnd.kubernetes.protobuf")
+        .header(
+            "accept",
+            "application/vnd.kubernetes.protobuf, application/json",
+        )
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    assert_eq!(
+        resp.headers()["content-type"],
+        "application/vnd.kubernetes.protobuf"
+    );
+    let created = minik8s_api::protobuf::decode_object(&resp.bytes().await.unwrap()).unwrap();
+    assert_eq!(created["metadata"]["name"], "wire");
+    assert!(created["metadata"]["uid"].as_str().is_some(), "{created}");
+    assert_eq!(created["status"]["phase"], "Active");
+
+    // A 404 is a protobuf Status too.
+    let resp = http
+        .get(format!("{url}/nowhere"))
+        .header(
+            "accept",
+            "application/vnd.kubernetes.protobuf, application/json",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+    let status = minik8s_api::protobuf::decode_object(&resp.bytes().await.unwrap()).unwrap();
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "NotFound");
+    assert_eq!(status["code"], 404);
+
+    // Truncated: 400 and nothing stored.
+    let mut cut = minik8s_api::protobuf::encode_object(
+        &serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "half"}}),
+    )
+    .unwrap()
+    .unwrap();
+    cut.truncate(cut.len() - 3);
+    let resp = http
+        .post(&url)
+        .header("content-type", "application/vnd.kubernetes.protobuf")
+        .body(cut)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let status: Value = resp.json().await.unwrap();
+    assert!(
+        status["message"].as_str().unwrap().contains("protobuf"),
+        "{status}"
+    );
+    let resp = http.get(format!("{url}/half")).send().await.unwrap();
+    assert_eq!(resp.status(), 404);
+}
