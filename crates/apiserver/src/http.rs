@@ -129,7 +129,15 @@ pub async fn handle(
         Ok(b) => b,
         Err(_) => {
             let message = format!("Request entity too large: limit is {MAX_REQUEST_BODY}");
-            return error_response(&ApiError::new(413, "RequestEntityTooLarge", message));
+            let mut resp = error_response(&ApiError::new(413, "RequestEntityTooLarge", message));
+            // The rest of the body was never read, so this connection cannot
+            // carry another request: say so, or the client's pool reuses it
+            // and its next request fails.
+            resp.headers_mut().insert(
+                header::CONNECTION,
+                header::HeaderValue::from_static("close"),
+            );
+            return resp;
         }
     };
     let params = match Params::parse(uri.query()) {
