@@ -20,6 +20,9 @@ pub enum Subresource {
     Log,
     /// `binding`: the scheduler's way to set `spec.nodeName`.
     Binding,
+    /// `exec`: a command in a pod's container over an upgraded connection,
+    /// proxied to the kubelet.
+    Exec,
 }
 
 impl Subresource {
@@ -29,6 +32,7 @@ impl Subresource {
             Subresource::Scale => "scale",
             Subresource::Log => "log",
             Subresource::Binding => "binding",
+            Subresource::Exec => "exec",
         }
     }
 
@@ -38,6 +42,7 @@ impl Subresource {
             Subresource::Status | Subresource::Scale => &["get", "patch", "update"],
             Subresource::Log => &["get"],
             Subresource::Binding => &["create"],
+            Subresource::Exec => &["create", "get"],
         }
     }
 }
@@ -294,7 +299,7 @@ pub static REGISTRY: &[ResourceInfo] = &[
         singular: "pod",
         short_names: &["po"],
         namespaced: true,
-        subresources: &[Status, Log, Binding],
+        subresources: &[Status, Log, Binding, Exec],
         categories: &["all"],
         columns: POD_COLUMNS,
     },

@@ -78,6 +78,7 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
                     e["kind"] = json!("Scale");
                 }
                 registry::Subresource::Binding => e["kind"] = json!("Binding"),
+                registry::Subresource::Exec => e["kind"] = json!("PodExecOptions"),
                 _ => {}
             }
             resources.push(e);

@@ -124,6 +124,7 @@ pub async fn handle(
     uri: Uri,
     headers: HeaderMap,
     body: axum::body::Body,
+    upgrade: Option<hyper::upgrade::OnUpgrade>,
 ) -> Response {
     let body: Bytes = match axum::body::to_bytes(body, MAX_REQUEST_BODY).await {
         Ok(b) => b,
@@ -196,7 +197,7 @@ pub async fn handle(
         )
             .into_response(),
         Some(Route::Resource(t)) => {
-            let streams = params.flag("watch") || t.sub.as_deref() == Some("log");
+            let streams = params.flag("watch") || matches!(t.sub.as_deref(), Some("log" | "exec"));
             let protobuf = !streams && minik8s_api::protobuf::preferred(&accept);
             let ctx = Request {
                 srv,
@@ -204,6 +205,8 @@ pub async fn handle(
                 accept,
                 headers,
                 body,
+                raw_query: uri.query().unwrap_or("").to_string(),
+                upgrade,
             };
             let resp = match ctx.dispatch(method, t).await {
                 Ok(resp) => resp,
@@ -224,6 +227,9 @@ struct Request {
     accept: String,
     headers: HeaderMap,
     body: Bytes,
+    /// The query as sent (exec repeats `command=`).
+    raw_query: String,
+    upgrade: Option<hyper::upgrade::OnUpgrade>,
 }
 
 fn content_type(headers: &HeaderMap) -> String {
@@ -459,6 +465,12 @@ impl Request {
                     )
                     .await?;
                 Ok(json_response(StatusCode::OK, &out))
+            }
+            (&Method::GET | &Method::POST, Some(name), Some("exec")) => {
+                let ns = ns.unwrap_or("default");
+                self.srv
+                    .pod_exec(ns, name, &self.raw_query, &self.headers, self.upgrade)
+                    .await
             }
             (&Method::GET, Some(name), Some("log")) => {
                 self.srv.pod_log(ns, name, &self.params).await

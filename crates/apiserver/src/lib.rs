@@ -14,6 +14,7 @@ pub mod http;
 pub mod ipalloc;
 pub mod metrics_api;
 pub mod params;
+pub mod proxy;
 pub mod rest;
 pub mod store;
 pub mod strategy;
@@ -346,8 +347,18 @@ impl ApiServer {
     /// The axum router serving the whole API.
     pub fn router(self: &Arc<Self>) -> axum::Router {
         let srv = self.clone();
-        axum::Router::new().fallback(move |method, uri, headers, body| {
-            http::handle(srv.clone(), method, uri, headers, body)
+        axum::Router::new().fallback(move |req: axum::extract::Request| {
+            let (mut parts, body) = req.into_parts();
+            // Present when the connection can be upgraded (exec).
+            let upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
+            http::handle(
+                srv.clone(),
+                parts.method,
+                parts.uri,
+                parts.headers,
+                body,
+                upgrade,
+            )
         })
     }
 

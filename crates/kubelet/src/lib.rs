@@ -20,6 +20,7 @@ pub mod config_data;
 pub mod decide;
 pub mod dns;
 pub mod env;
+pub mod exec;
 pub mod hollow;
 pub mod network;
 pub mod node;

@@ -80,6 +80,7 @@ pub async fn serve(kubelet: Arc<Kubelet>) -> anyhow::Result<()> {
     let addr = format!("0.0.0.0:{}", kubelet.config.port);
     let app = axum::Router::new()
         .route("/containerLogs/{ns}/{pod}/{container}", get(container_logs))
+        .route("/exec/{ns}/{pod}/{container}", get(crate::exec::exec))
         .route("/healthz", get(|| async { "ok" }))
         .route("/stats/summary", get(summary))
         .with_state(kubelet);

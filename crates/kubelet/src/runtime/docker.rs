@@ -4,8 +4,9 @@
 //! did.
 
 use super::{
-    ContainerInfo, ContainerRuntime, ContainerSpec, ContainerStats, LogOptions, MachineInfo,
-    Result, RuntimeError, SandboxSpec, State, LABEL_NODE, LABEL_POD_UID,
+    ContainerInfo, ContainerRuntime, ContainerSpec, ContainerStats, ExecSession, ExecSpec,
+    LogOptions, MachineInfo, OutputStream, Result, RuntimeError, SandboxSpec, State, LABEL_NODE,
+    LABEL_POD_UID,
 };
 use bollard::container::{
     Config, CreateContainerOptions, InspectContainerOptions, ListContainersOptions, LogOutput,
@@ -395,6 +396,75 @@ impl ContainerRuntime for DockerRuntime {
             .await?
             .exit_code
             .unwrap_or(-1))
+    }
+
+    async fn exec_attached(&self, id: &str, spec: &ExecSpec) -> Result<ExecSession> {
+        let exec = self
+            .docker
+            .create_exec(
+                id,
+                bollard::exec::CreateExecOptions {
+                    cmd: Some(spec.cmd.clone()),
+                    attach_stdin: Some(spec.stdin),
+                    attach_stdout: Some(spec.stdout),
+                    attach_stderr: Some(spec.stderr),
+                    tty: Some(spec.tty),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let started = self
+            .docker
+            .start_exec(
+                &exec.id,
+                Some(bollard::exec::StartExecOptions {
+                    detach: false,
+                    tty: spec.tty,
+                    output_capacity: None,
+                }),
+            )
+            .await?;
+        let bollard::exec::StartExecResults::Attached { output, input } = started else {
+            return Err(RuntimeError::Other(
+                "docker started the exec detached".into(),
+            ));
+        };
+        let output = output
+            .filter_map(|item| async move {
+                match item {
+                    Ok(bollard::container::LogOutput::StdErr { message }) => {
+                        Some(Ok((OutputStream::Stderr, message)))
+                    }
+                    Ok(bollard::container::LogOutput::StdOut { message })
+                    | Ok(bollard::container::LogOutput::Console { message }) => {
+                        Some(Ok((OutputStream::Stdout, message)))
+                    }
+                    Ok(bollard::container::LogOutput::StdIn { .. }) => None,
+                    Err(e) => Some(Err(RuntimeError::from(e))),
+                }
+            })
+            .boxed();
+        Ok(ExecSession {
+            id: exec.id,
+            output,
+            input,
+        })
+    }
+
+    async fn exec_resize(&self, exec_id: &str, width: u16, height: u16) -> Result<()> {
+        self.docker
+            .resize_exec(exec_id, bollard::exec::ResizeExecOptions { height, width })
+            .await?;
+        Ok(())
+    }
+
+    async fn exec_exit_code(&self, exec_id: &str) -> Result<Option<i64>> {
+        let inspected = self.docker.inspect_exec(exec_id).await?;
+        Ok(if inspected.running == Some(true) {
+            None
+        } else {
+            inspected.exit_code
+        })
     }
 
     fn logs(&self, id: &str, opts: LogOptions) -> BoxStream<'static, Result<bytes::Bytes>> {

@@ -4,8 +4,8 @@
 //! sandboxes get addresses from the node's pod CIDR. Nothing touches the host.
 
 use super::{
-    ContainerInfo, ContainerRuntime, ContainerSpec, ContainerStats, LogOptions, MachineInfo,
-    Result, RuntimeError, SandboxSpec, State, LABEL_POD_UID,
+    ContainerInfo, ContainerRuntime, ContainerSpec, ContainerStats, ExecSession, ExecSpec,
+    LogOptions, MachineInfo, Result, RuntimeError, SandboxSpec, State, LABEL_POD_UID,
 };
 use futures::stream::BoxStream;
 use futures::StreamExt;
@@ -221,6 +221,21 @@ impl ContainerRuntime for FakeRuntime {
             self.lock().containers.remove(&k);
         }
         Ok(())
+    }
+
+    async fn exec_attached(&self, id: &str, _spec: &ExecSpec) -> Result<ExecSession> {
+        // Hollow nodes run no processes: there is nothing to talk to.
+        Err(RuntimeError::Other(format!(
+            "the fake runtime cannot exec into container {id}"
+        )))
+    }
+
+    async fn exec_resize(&self, _exec_id: &str, _width: u16, _height: u16) -> Result<()> {
+        Ok(())
+    }
+
+    async fn exec_exit_code(&self, _exec_id: &str) -> Result<Option<i64>> {
+        Ok(None)
     }
 
     async fn exec(&self, id: &str, _cmd: Vec<String>) -> Result<i64> {

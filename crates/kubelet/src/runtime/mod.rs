@@ -169,6 +169,31 @@ pub struct MachineInfo {
     pub memory_bytes: u64,
 }
 
+/// What `kubectl exec` asks to run and which streams it attaches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecSpec {
+    pub cmd: Vec<String>,
+    pub stdin: bool,
+    pub stdout: bool,
+    pub stderr: bool,
+    pub tty: bool,
+}
+
+/// Which stream a piece of an exec's output came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputStream {
+    Stdout,
+    Stderr,
+}
+
+/// A started interactive exec: its output, its stdin, and its id for
+/// resizing the terminal and reading the exit code once the output ends.
+pub struct ExecSession {
+    pub id: String,
+    pub output: BoxStream<'static, Result<(OutputStream, bytes::Bytes)>>,
+    pub input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+}
+
 /// Everything the kubelet asks of a container runtime.
 #[async_trait::async_trait]
 pub trait ContainerRuntime: Send + Sync + 'static {
@@ -195,6 +220,12 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     async fn remove(&self, id: &str) -> Result<()>;
     /// Runs `cmd` inside a running container; returns its exit code.
     async fn exec(&self, id: &str, cmd: Vec<String>) -> Result<i64>;
+    /// Starts `spec.cmd` in a running container with its streams attached.
+    async fn exec_attached(&self, id: &str, spec: &ExecSpec) -> Result<ExecSession>;
+    /// Resizes an exec's terminal (tty sessions).
+    async fn exec_resize(&self, exec_id: &str, width: u16, height: u16) -> Result<()>;
+    /// The exit code of a finished exec (None while it runs).
+    async fn exec_exit_code(&self, exec_id: &str) -> Result<Option<i64>>;
     /// The container's output (stdout and stderr) as a byte stream.
     fn logs(&self, id: &str, opts: LogOptions) -> BoxStream<'static, Result<bytes::Bytes>>;
     /// One stats reading; None when the container is not running.

@@ -1,0 +1,273 @@
+//! Upgraded connections to a pod's kubelet (`pods/NAME/exec`), as
+//! kube-apiserver proxies them: the apiserver checks the pod and container,
+//! forwards the upgrade request to the kubelet, answers the client with the
+//! kubelet's `101 Switching Protocols`, then copies bytes both ways. The
+//! WebSocket itself (channels, exit code) is spoken by kubectl and the
+//! kubelet (`crates/kubelet/src/exec.rs`); the apiserver never parses it.
+//!
+//! ```text
+//!  kubectl ──GET .../pods/web/exec?command=sh (Upgrade: websocket)──▶ apiserver
+//!          apiserver ──GET /exec/NS/web/CONTAINER?command=sh (same upgrade)──▶ kubelet
+//!          apiserver ◀──101──  kubelet
+//!  kubectl ◀──101── apiserver, then bytes ⇄ bytes until either side closes
+//! ```
+
+use crate::ApiServer;
+use axum::body::Body;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::Response;
+use hyper::upgrade::OnUpgrade;
+use hyper_util::rt::TokioIo;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use minik8s_api::registry;
+use minik8s_api::ApiError;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Headers of the client's upgrade request the kubelet needs.
+const FORWARDED: [&str; 5] = [
+    "upgrade",
+    "sec-websocket-key",
+    "sec-websocket-version",
+    "sec-websocket-protocol",
+    "sec-websocket-extensions",
+];
+
+/// The largest response head read from a kubelet.
+const MAX_HEAD: usize = 16 * 1024;
+
+/// The container an exec goes to: `?container=`, or the pod's only one.
+/// Errors as Kubernetes words them.
+pub fn exec_container(pod: &Value, name: &str, asked: Option<&str>) -> Result<String, ApiError> {
+    let containers: Vec<&str> = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map(|cs| cs.iter().filter_map(|c| c["name"].as_str()).collect())
+        .unwrap_or_default();
+    let container = match asked.filter(|c| !c.is_empty()) {
+        Some(c) => c,
+        None if containers.len() == 1 => containers[0],
+        None => {
+            return Err(ApiError::bad_request(format!(
+                "a container name must be specified for pod {name}, choose one of: [{}]",
+                containers.join(" ")
+            )))
+        }
+    };
+    if !containers.contains(&container) {
+        return Err(ApiError::bad_request(format!(
+            "container {container} is not valid for pod {name}"
+        )));
+    }
+    let phase = pod
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("Pending");
+    if phase == "Succeeded" || phase == "Failed" {
+        return Err(ApiError::bad_request(format!(
+            "cannot exec into a container in a completed pod; current phase is {phase}"
+        )));
+    }
+    let node = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if node.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "pod {name} does not have a host assigned"
+        )));
+    }
+    let running = pod
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["name"] == container))
+        .is_some_and(|c| c.pointer("/state/running").is_some());
+    if !running {
+        return Err(ApiError::bad_request(format!(
+            "unable to upgrade connection: container not found (\"{container}\")"
+        )));
+    }
+    Ok(container.to_string())
+}
+
+impl ApiServer {
+    /// `GET|POST /api/v1/namespaces/NS/pods/NAME/exec?command=...`.
+    pub(crate) async fn pod_exec(
+        &self,
+        ns: &str,
+        name: &str,
+        raw_query: &str,
+        headers: &HeaderMap,
+        upgrade: Option<OnUpgrade>,
+    ) -> Result<Response, ApiError> {
+        let (pod, _) = self.read(registry::of::<Pod>(), Some(ns), name).await?;
+        let query: Vec<(String, String)> = serde_urlencoded::from_str(raw_query)
+            .map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))?;
+        let asked = query
+            .iter()
+            .find(|(k, _)| k == "container")
+            .map(|(_, v)| v.as_str());
+        let container = exec_container(&pod, name, asked)?;
+        let wants_upgrade = headers
+            .get(header::UPGRADE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
+        let (true, Some(upgrade)) = (wants_upgrade, upgrade) else {
+            return Err(ApiError::bad_request(
+                "Upgrade request required: exec is served over a WebSocket (v5.channel.k8s.io)",
+            ));
+        };
+        let node_name = pod
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let (node, _) = self.read(registry::of::<Node>(), None, node_name).await?;
+        let kubelet = crate::metrics_api::kubelet_url(&node);
+        let authority = kubelet.trim_start_matches("http://").to_string();
+        let path = format!("/exec/{ns}/{name}/{container}?{raw_query}");
+        let unreachable = |e: std::io::Error| {
+            ApiError::internal(format!(
+                "error dialing the kubelet on node {node_name}: {e}"
+            ))
+        };
+        let mut conn = TcpStream::connect(&authority).await.map_err(unreachable)?;
+        let mut request =
+            format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: Upgrade\r\n");
+        for h in FORWARDED {
+            if let Some(v) = headers.get(h).and_then(|v| v.to_str().ok()) {
+                request.push_str(&format!("{h}: {v}\r\n"));
+            }
+        }
+        request.push_str("\r\n");
+        conn.write_all(request.as_bytes())
+            .await
+            .map_err(unreachable)?;
+        let (status, kubelet_headers, rest) = read_head(&mut conn).await.map_err(unreachable)?;
+        if status != 101 {
+            let mut body = rest;
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), async {
+                let mut buf = [0u8; 4096];
+                while body.len() < MAX_HEAD {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => body.extend_from_slice(&buf[..n]),
+                    }
+                }
+            })
+            .await;
+            let message = String::from_utf8_lossy(&body).trim().to_string();
+            let code = if status == 404 { 404 } else { 400 };
+            let reason = if code == 404 {
+                "NotFound"
+            } else {
+                "BadRequest"
+            };
+            return Err(ApiError::new(code, reason, message));
+        }
+        let mut resp = Response::new(Body::empty());
+        *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+        for (k, v) in kubelet_headers {
+            if let (Ok(k), Ok(v)) = (
+                header::HeaderName::from_bytes(k.as_bytes()),
+                HeaderValue::from_str(&v),
+            ) {
+                resp.headers_mut().insert(k, v);
+            }
+        }
+        tokio::spawn(async move {
+            let upgraded = match upgrade.await {
+                Ok(u) => u,
+                Err(e) => {
+                    tracing::debug!(error = %e, "the client's upgrade did not complete");
+                    return;
+                }
+            };
+            let mut client = TokioIo::new(upgraded);
+            if !rest.is_empty() && client.write_all(&rest).await.is_err() {
+                return;
+            }
+            let _ = tokio::io::copy_bidirectional(&mut client, &mut conn).await;
+        });
+        Ok(resp)
+    }
+}
+
+/// Reads an HTTP response head: status, headers, and bytes read past it.
+async fn read_head(conn: &mut TcpStream) -> std::io::Result<(u16, Vec<(String, String)>, Vec<u8>)> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i;
+        }
+        if buf.len() > MAX_HEAD {
+            return Err(std::io::Error::other(
+                "the kubelet's response head is too large",
+            ));
+        }
+        let n = conn.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(std::io::Error::other("the kubelet closed the connection"));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).to_string();
+    let rest = buf[end + 4..].to_vec();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other("the kubelet's answer is not HTTP"))?;
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .filter(|(k, _)| k != "content-length" && k != "date")
+        .collect();
+    Ok((status, headers, rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(phase: &str, running: bool) -> Value {
+        let state = if running {
+            json!({"running": {}})
+        } else {
+            json!({"waiting": {"reason": "ContainerCreating"}})
+        };
+        json!({"spec": {"nodeName": "n1", "containers": [{"name": "a"}, {"name": "b"}]},
+               "status": {"phase": phase, "containerStatuses": [{"name": "a", "state": state}, {"name": "b", "state": state}]}})
+    }
+
+    #[test]
+    fn the_container_is_named_running_and_in_a_live_pod() {
+        let p = pod("Running", true);
+        assert_eq!(exec_container(&p, "web", Some("b")).unwrap(), "b");
+        let e = exec_container(&p, "web", None).unwrap_err();
+        assert_eq!(
+            e.message,
+            "a container name must be specified for pod web, choose one of: [a b]"
+        );
+        let e = exec_container(&p, "web", Some("zz")).unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (400, "container zz is not valid for pod web")
+        );
+        let e = exec_container(&pod("Succeeded", false), "web", Some("a")).unwrap_err();
+        assert!(
+            e.message.contains("current phase is Succeeded"),
+            "{}",
+            e.message
+        );
+        let e = exec_container(&pod("Pending", false), "web", Some("a")).unwrap_err();
+        assert!(
+            e.message.contains("container not found (\"a\")"),
+            "{}",
+            e.message
+        );
+    }
+}

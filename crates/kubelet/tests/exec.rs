@@ -1,0 +1,176 @@
+//! `kubectl exec` end to end: the real kubectl v1.32 (WebSocket
+//! `v5.channel.k8s.io`) and the official Python client (`v4.channel.k8s.io`)
+//! through the apiserver to the kubelet and Docker: output, piped stdin, a
+//! terminal, exit codes, several containers, and refusals with Kubernetes'
+//! messages.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn text(out: &std::process::Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_through_the_apiserver_to_docker() {
+    let c = Cluster::start().await;
+    let sleeper = |name: &str| {
+        json!({"name": name, "image": "minik8s/busybox:latest", "imagePullPolicy": "Never",
+               "command": ["sh", "-c", format!("echo {name} > /tmp/who; sleep 3600")]})
+    };
+    c.create_pod(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "shell"},
+        "spec": {"terminationGracePeriodSeconds": 0, "containers": [sleeper("main"), sleeper("side")]}}))
+        .await;
+    c.wait_pod("shell", "Running", 60, |p| {
+        phase(p) == "Running" && all_ready(p)
+    })
+    .await;
+
+    // Plain output, and the container chosen with -c.
+    let out = c.real_kubectl(&[
+        "exec", "shell", "-c", "main", "--", "echo", "hello", "world",
+    ]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert_eq!(text(&out).0, "hello world\n");
+    let out = c.real_kubectl(&["exec", "shell", "-c", "side", "--", "cat", "/tmp/who"]);
+    assert_eq!(text(&out).0, "side\n", "{:?}", text(&out));
+
+    // stderr apart from stdout; the exit code becomes kubectl's.
+    let out = c.real_kubectl(&[
+        "exec",
+        "shell",
+        "-c",
+        "main",
+        "--",
+        "sh",
+        "-c",
+        "echo out; echo err >&2; exit 3",
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{stdout} {stderr}");
+    assert_eq!(stdout, "out\n");
+    assert!(stderr.contains("err"), "{stderr}");
+
+    // Piped stdin (-i): kubectl closes it at EOF (v5) and cat ends.
+    let mut child = Command::new("/usr/bin/kubectl")
+        .args([
+            "--server",
+            &c.server.url,
+            "exec",
+            "-i",
+            "shell",
+            "-c",
+            "main",
+            "--",
+            "sh",
+            "-c",
+            "cat | tr a-z A-Z",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"piped in\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert_eq!(text(&out).0, "PIPED IN\n");
+
+    // A terminal (-it) under a pty: the process sees a tty.
+    let kubeconfig = c.root.path().join("kubeconfig");
+    let _ = c.real_kubectl(&["version", "--client"]); // writes the kubeconfig
+    let script = format!(
+        "/usr/bin/kubectl --kubeconfig {} exec -it shell -c main -- sh -c 'tty; stty size'",
+        kubeconfig.display()
+    );
+    let out = Command::new("script")
+        .args(["-qec", &script, "/dev/null"])
+        .env("HOME", c.root.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(stdout.contains("/dev/pts/"), "no tty: {stdout} {stderr}");
+
+    // Refusals, as Kubernetes words them.
+    let out = c.real_kubectl(&["exec", "nope", "--", "true"]);
+    assert!(
+        text(&out).1.contains("pods \"nope\" not found"),
+        "{:?}",
+        text(&out)
+    );
+    let out = c.real_kubectl(&["exec", "shell", "-c", "zz", "--", "true"]);
+    assert!(
+        text(&out)
+            .1
+            .contains("container zz is not valid for pod shell"),
+        "{:?}",
+        text(&out)
+    );
+    let out = c.real_kubectl(&["exec", "shell", "--", "true"]);
+    assert!(
+        text(&out).1.contains("a container name must be specified") || out.status.success(),
+        "kubectl picks the default container or the server asks for one: {:?}",
+        text(&out)
+    );
+    let plain = reqwest::Client::new()
+        .get(format!(
+            "{}/api/v1/namespaces/default/pods/shell/exec?command=true&stdout=1&container=main",
+            c.server.url
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), 400, "an exec without an upgrade");
+    let status: serde_json::Value = plain.json().await.unwrap();
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("Upgrade request required"),
+        "{status}"
+    );
+
+    // The official Python client: stream() over v4.channel.k8s.io, stdin and returncode.
+    let py = r#"
+import sys
+from kubernetes import client
+from kubernetes.stream import stream
+cfg = client.Configuration(); cfg.host = sys.argv[1]
+api = client.CoreV1Api(client.ApiClient(cfg))
+out = stream(api.connect_get_namespaced_pod_exec, "shell", "default", container="main",
+             command=["sh", "-c", "echo from python"], stderr=True, stdin=False, stdout=True, tty=False)
+assert out.strip() == "from python", out
+print("one-shot ok", flush=True)
+resp = stream(api.connect_get_namespaced_pod_exec, "shell", "default", container="main",
+              command=["sh", "-c", "read line; echo got:$line; exit 7"], stderr=True, stdin=True,
+              stdout=True, tty=False, _preload_content=False)
+resp.write_stdin("hello\n")
+got = ""
+while resp.is_open():
+    resp.update(timeout=1)
+    got += resp.read_stdout()
+resp.close()
+assert "got:hello" in got, got
+assert resp.returncode == 7, resp.returncode
+print("python exec ok")
+"#;
+    let out = Command::new("timeout")
+        .args(["60", "python3", "-c", py, &c.server.url])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(stdout.contains("python exec ok"), "{stdout} {stderr}");
+}
