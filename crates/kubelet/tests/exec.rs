@@ -1,8 +1,8 @@
 //! `kubectl exec` end to end: the real kubectl v1.32 (WebSocket
 //! `v5.channel.k8s.io`) and the official Python client (`v4.channel.k8s.io`)
 //! through the apiserver to the kubelet and Docker: output, piped stdin, a
-//! terminal, exit codes, several containers, and refusals with Kubernetes'
-//! messages.
+//! terminal, exit codes, several containers, `kubectl cp` both ways, and
+//! refusals with Kubernetes' messages.
 
 mod common;
 
@@ -103,6 +103,19 @@ async fn exec_through_the_apiserver_to_docker() {
         .unwrap();
     let (stdout, stderr) = text(&out);
     assert!(stdout.contains("/dev/pts/"), "no tty: {stdout} {stderr}");
+
+    // kubectl cp both ways (tar over exec; busybox has tar).
+    let local = c.root.path().join("notes.txt");
+    std::fs::write(&local, "copied in\n").unwrap();
+    let dest = "shell:/tmp/notes.txt";
+    let out = c.real_kubectl(&["cp", local.to_str().unwrap(), dest, "-c", "main"]);
+    assert!(out.status.success(), "cp in: {:?}", text(&out));
+    let out = c.real_kubectl(&["exec", "shell", "-c", "main", "--", "cat", "/tmp/notes.txt"]);
+    assert_eq!(text(&out).0, "copied in\n");
+    let back = c.root.path().join("who.txt");
+    let out = c.real_kubectl(&["cp", "shell:/tmp/who", back.to_str().unwrap(), "-c", "side"]);
+    assert!(out.status.success(), "cp out: {:?}", text(&out));
+    assert_eq!(std::fs::read_to_string(&back).unwrap(), "side\n");
 
     // Refusals, as Kubernetes words them.
     let out = c.real_kubectl(&["exec", "nope", "--", "true"]);
