@@ -23,6 +23,8 @@ pub enum Subresource {
     /// `exec`: a command in a pod's container over an upgraded connection,
     /// proxied to the kubelet.
     Exec,
+    /// `attach`: the streams of a container's own process, proxied the same way.
+    Attach,
 }
 
 impl Subresource {
@@ -33,6 +35,7 @@ impl Subresource {
             Subresource::Log => "log",
             Subresource::Binding => "binding",
             Subresource::Exec => "exec",
+            Subresource::Attach => "attach",
         }
     }
 
@@ -42,7 +45,7 @@ impl Subresource {
             Subresource::Status | Subresource::Scale => &["get", "patch", "update"],
             Subresource::Log => &["get"],
             Subresource::Binding => &["create"],
-            Subresource::Exec => &["create", "get"],
+            Subresource::Exec | Subresource::Attach => &["create", "get"],
         }
     }
 }
@@ -299,7 +302,7 @@ pub static REGISTRY: &[ResourceInfo] = &[
         singular: "pod",
         short_names: &["po"],
         namespaced: true,
-        subresources: &[Status, Log, Binding, Exec],
+        subresources: &[Status, Log, Binding, Exec, Attach],
         categories: &["all"],
         columns: POD_COLUMNS,
     },

@@ -9,6 +9,7 @@
 
 use crate::discovery;
 pub use crate::params::{error_response, json_response, Params};
+use crate::proxy::Stream;
 use crate::rest::{DeleteOptions, Mode, WriteOpts};
 use crate::strategy;
 use crate::subresources::to_scale;
@@ -197,7 +198,8 @@ pub async fn handle(
         )
             .into_response(),
         Some(Route::Resource(t)) => {
-            let streams = params.flag("watch") || matches!(t.sub.as_deref(), Some("log" | "exec"));
+            let streams =
+                params.flag("watch") || matches!(t.sub.as_deref(), Some("log" | "exec" | "attach"));
             let protobuf = !streams && minik8s_api::protobuf::preferred(&accept);
             let ctx = Request {
                 srv,
@@ -466,10 +468,15 @@ impl Request {
                     .await?;
                 Ok(json_response(StatusCode::OK, &out))
             }
-            (&Method::GET | &Method::POST, Some(name), Some("exec")) => {
+            (&Method::GET | &Method::POST, Some(name), Some(sub @ ("exec" | "attach"))) => {
                 let ns = ns.unwrap_or("default");
+                let sub = if sub == "exec" {
+                    Stream::Exec
+                } else {
+                    Stream::Attach
+                };
                 self.srv
-                    .pod_exec(ns, name, &self.raw_query, &self.headers, self.upgrade)
+                    .pod_stream(sub, ns, name, &self.raw_query, &self.headers, self.upgrade)
                     .await
             }
             (&Method::GET, Some(name), Some("log")) => {

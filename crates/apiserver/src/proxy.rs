@@ -1,4 +1,4 @@
-//! Upgraded connections to a pod's kubelet (`pods/NAME/exec`), as
+//! Upgraded connections to a pod's kubelet (`pods/NAME/exec`, `attach`), as
 //! kube-apiserver proxies them: the apiserver checks the pod and container,
 //! forwards the upgrade request to the kubelet, answers the client with the
 //! kubelet's `101 Switching Protocols`, then copies bytes both ways. The
@@ -39,7 +39,12 @@ const MAX_HEAD: usize = 16 * 1024;
 
 /// The container an exec goes to: `?container=`, or the pod's only one.
 /// Errors as Kubernetes words them.
-pub fn exec_container(pod: &Value, name: &str, asked: Option<&str>) -> Result<String, ApiError> {
+pub fn exec_container(
+    pod: &Value,
+    name: &str,
+    asked: Option<&str>,
+    which: Stream,
+) -> Result<String, ApiError> {
     let containers: Vec<&str> = pod
         .pointer("/spec/containers")
         .and_then(Value::as_array)
@@ -65,8 +70,12 @@ pub fn exec_container(pod: &Value, name: &str, asked: Option<&str>) -> Result<St
         .and_then(Value::as_str)
         .unwrap_or("Pending");
     if phase == "Succeeded" || phase == "Failed" {
+        let what = match which {
+            Stream::Exec => "exec into",
+            Stream::Attach => "attach to",
+        };
         return Err(ApiError::bad_request(format!(
-            "cannot exec into a container in a completed pod; current phase is {phase}"
+            "cannot {what} a container in a completed pod; current phase is {phase}"
         )));
     }
     let node = pod
@@ -91,10 +100,27 @@ pub fn exec_container(pod: &Value, name: &str, asked: Option<&str>) -> Result<St
     Ok(container.to_string())
 }
 
+/// Which upgraded subresource: the kubelet serves each under its own path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Exec,
+    Attach,
+}
+
+impl Stream {
+    fn path(self) -> &'static str {
+        match self {
+            Stream::Exec => "exec",
+            Stream::Attach => "attach",
+        }
+    }
+}
+
 impl ApiServer {
-    /// `GET|POST /api/v1/namespaces/NS/pods/NAME/exec?command=...`.
-    pub(crate) async fn pod_exec(
+    /// `GET|POST /api/v1/namespaces/NS/pods/NAME/{exec,attach}?...`.
+    pub(crate) async fn pod_stream(
         &self,
+        which: Stream,
         ns: &str,
         name: &str,
         raw_query: &str,
@@ -108,14 +134,14 @@ impl ApiServer {
             .iter()
             .find(|(k, _)| k == "container")
             .map(|(_, v)| v.as_str());
-        let container = exec_container(&pod, name, asked)?;
+        let container = exec_container(&pod, name, asked, which)?;
         let wants_upgrade = headers
             .get(header::UPGRADE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
         let (true, Some(upgrade)) = (wants_upgrade, upgrade) else {
             return Err(ApiError::bad_request(
-                "Upgrade request required: exec is served over a WebSocket (v5.channel.k8s.io)",
+                "Upgrade request required: exec and attach are served over a WebSocket (v5.channel.k8s.io)",
             ));
         };
         let node_name = pod
@@ -125,7 +151,7 @@ impl ApiServer {
         let (node, _) = self.read(registry::of::<Node>(), None, node_name).await?;
         let kubelet = crate::metrics_api::kubelet_url(&node);
         let authority = kubelet.trim_start_matches("http://").to_string();
-        let path = format!("/exec/{ns}/{name}/{container}?{raw_query}");
+        let path = format!("/{}/{ns}/{name}/{container}?{raw_query}", which.path());
         let unreachable = |e: std::io::Error| {
             ApiError::internal(format!(
                 "error dialing the kubelet on node {node_name}: {e}"
@@ -246,13 +272,16 @@ mod tests {
     #[test]
     fn the_container_is_named_running_and_in_a_live_pod() {
         let p = pod("Running", true);
-        assert_eq!(exec_container(&p, "web", Some("b")).unwrap(), "b");
-        let e = exec_container(&p, "web", None).unwrap_err();
+        assert_eq!(
+            exec_container(&p, "web", Some("b"), Stream::Exec).unwrap(),
+            "b"
+        );
+        let e = exec_container(&p, "web", None, Stream::Exec).unwrap_err();
         assert_eq!(
             e.message,
             "a container name must be specified for pod web, choose one of: [a b]"
         );
-        let e = exec_container(&p, "web", Some("zz")).unwrap_err();
+        let e = exec_container(&p, "web", Some("zz"), Stream::Exec).unwrap_err();
         assert_eq!(
             (e.code, e.message.as_str()),
             (400, "container zz is not valid for pod web")
@@ -263,7 +292,7 @@ mod tests {
             "{}",
             e.message
         );
-        let e = exec_container(&pod("Pending", false), "web", Some("a")).unwrap_err();
+        let e = exec_container(&pod("Pending", false), "web", Some("a"), Stream::Exec).unwrap_err();
         assert!(
             e.message.contains("container not found (\"a\")"),
             "{}",

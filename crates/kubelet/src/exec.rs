@@ -1,5 +1,6 @@
-//! `kubectl exec` at the kubelet: a WebSocket in Kubernetes' channel
-//! protocols, bridged to an exec in the container runtime.
+//! `kubectl exec` and `kubectl attach` at the kubelet: a WebSocket in
+//! Kubernetes' channel protocols, bridged to an exec in the container
+//! runtime (or, for attach, to the container's own process).
 //!
 //! ```text
 //!  kubectl ──ws──▶ apiserver (pods/NAME/exec, proxied as bytes) ──ws──▶ kubelet /exec/NS/POD/CONTAINER
@@ -131,11 +132,38 @@ fn flag(params: &[(String, String)], key: &str) -> bool {
         .any(|(k, v)| k == key && (v == "1" || v.eq_ignore_ascii_case("true")))
 }
 
+/// Exec runs a new process; attach joins the container's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Exec,
+    Attach,
+}
+
 /// `GET /exec/{ns}/{pod}/{container}?command=...&stdin=1&stdout=1&tty=1`.
 pub async fn exec(
     State(k): State<Arc<Kubelet>>,
     Path((ns, pod, container)): Path<(String, String, String)>,
     RawQuery(query): RawQuery,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    upgrade(k, Mode::Exec, (ns, pod, container), query, ws).await
+}
+
+/// `GET /attach/{ns}/{pod}/{container}?stdin=1&stdout=1&tty=1`.
+pub async fn attach(
+    State(k): State<Arc<Kubelet>>,
+    Path((ns, pod, container)): Path<(String, String, String)>,
+    RawQuery(query): RawQuery,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    upgrade(k, Mode::Attach, (ns, pod, container), query, ws).await
+}
+
+async fn upgrade(
+    k: Arc<Kubelet>,
+    mode: Mode,
+    (ns, pod, container): (String, String, String),
+    query: Option<String>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let params: Vec<(String, String)> =
@@ -151,7 +179,7 @@ pub async fn exec(
         stderr: flag(&params, "stderr"),
         tty: flag(&params, "tty"),
     };
-    if spec.cmd.is_empty() {
+    if mode == Mode::Exec && spec.cmd.is_empty() {
         return (
             StatusCode::BAD_REQUEST,
             "you must specify at least 1 command",
@@ -163,7 +191,7 @@ pub async fn exec(
         return (StatusCode::BAD_REQUEST, message).into_response();
     }
     let Ok(ws) = ws else {
-        let message = "Upgrade request required: exec needs a WebSocket (v5.channel.k8s.io)";
+        let message = "Upgrade request required: this needs a WebSocket (v5.channel.k8s.io)";
         return (StatusCode::BAD_REQUEST, message).into_response();
     };
     let containers = match k.runtime.list(None).await {
@@ -189,22 +217,27 @@ pub async fn exec(
                     .and_then(|p| p.to_str().ok())
                     .unwrap_or("channel.k8s.io"),
             );
-            session(runtime, socket, framing, target.id, spec).await
+            session(runtime, socket, framing, mode, target.id, spec).await
         })
         .into_response()
 }
 
-/// One exec, from start to the exit code.
+/// One exec or attach, from start to the exit code.
 async fn session(
     runtime: Arc<dyn crate::runtime::ContainerRuntime>,
     socket: WebSocket,
     framing: Framing,
+    mode: Mode,
     container_id: String,
     spec: ExecSpec,
 ) {
     let (mut tx, mut rx) = socket.split();
     let status = |v: Value| framing.encode(STATUS, v.to_string().as_bytes());
-    let exec = match runtime.exec_attached(&container_id, &spec).await {
+    let started = match mode {
+        Mode::Exec => runtime.exec_attached(&container_id, &spec).await,
+        Mode::Attach => runtime.attach(&container_id, &spec).await,
+    };
+    let exec = match started {
         Ok(e) => e,
         Err(e) => {
             let _ = tx.send(status(failure(&e.to_string()))).await;
@@ -248,7 +281,11 @@ async fn session(
                         if let Ok(size) = serde_json::from_slice::<Value>(&data) {
                             let w = size["Width"].as_u64().unwrap_or(80).min(u16::MAX.into()) as u16;
                             let h = size["Height"].as_u64().unwrap_or(24).min(u16::MAX.into()) as u16;
-                            if let Err(e) = runtime.exec_resize(&exec_id, w, h).await {
+                            let resized = match mode {
+                                Mode::Exec => runtime.exec_resize(&exec_id, w, h).await,
+                                Mode::Attach => runtime.attach_resize(&exec_id, w, h).await,
+                            };
+                            if let Err(e) = resized {
                                 tracing::debug!(error = %e, "resizing the exec's terminal");
                             }
                         }
@@ -267,7 +304,17 @@ async fn session(
     // The output has ended; the runtime may need a moment to record the exit.
     let mut code = None;
     for _ in 0..50 {
-        match runtime.exec_exit_code(&exec_id).await {
+        let exited = match mode {
+            Mode::Exec => runtime.exec_exit_code(&exec_id).await,
+            Mode::Attach => runtime
+                .inspect(&exec_id)
+                .await
+                .map(|c| match c.map(|c| c.state) {
+                    Some(ContainerState::Exited { exit_code, .. }) => Some(exit_code),
+                    _ => None,
+                }),
+        };
+        match exited {
             Ok(Some(c)) => {
                 code = Some(c);
                 break;

@@ -240,6 +240,7 @@ impl Kubelet {
             working_dir: c.working_dir.clone(),
             tty: c.tty.unwrap_or(false),
             stdin: c.stdin.unwrap_or(false),
+            stdin_once: c.stdin_once.unwrap_or(false),
             labels: labels(pod, &c.name, &start.hash, start.restart_count),
             sandbox_id: sandbox.id.clone(),
             mounts: own_mounts,

@@ -81,6 +81,7 @@ pub async fn serve(kubelet: Arc<Kubelet>) -> anyhow::Result<()> {
     let app = axum::Router::new()
         .route("/containerLogs/{ns}/{pod}/{container}", get(container_logs))
         .route("/exec/{ns}/{pod}/{container}", get(crate::exec::exec))
+        .route("/attach/{ns}/{pod}/{container}", get(crate::exec::attach))
         .route("/healthz", get(|| async { "ok" }))
         .route("/stats/summary", get(summary))
         .with_state(kubelet);

@@ -1,7 +1,8 @@
 //! `kubectl exec` end to end: the real kubectl v1.32 (WebSocket
 //! `v5.channel.k8s.io`) and the official Python client (`v4.channel.k8s.io`)
 //! through the apiserver to the kubelet and Docker: output, piped stdin, a
-//! terminal, exit codes, several containers, `kubectl cp` both ways, and
+//! terminal, exit codes, several containers, `kubectl cp` both ways,
+//! `kubectl run -i --rm` (attach), and
 //! refusals with Kubernetes' messages.
 
 mod common;
@@ -116,6 +117,39 @@ async fn exec_through_the_apiserver_to_docker() {
     let out = c.real_kubectl(&["cp", "shell:/tmp/who", back.to_str().unwrap(), "-c", "side"]);
     assert!(out.status.success(), "cp out: {:?}", text(&out));
     assert_eq!(std::fs::read_to_string(&back).unwrap(), "side\n");
+
+    // kubectl run -i --rm: create, wait for Running, attach with stdin, delete.
+    c.spawn_scheduler();
+    let mut child = Command::new("/usr/bin/kubectl")
+        .args([
+            "--server",
+            &c.server.url,
+            "run",
+            "greeter",
+            "-i",
+            "--rm",
+            "--restart=Never",
+            "--image=minik8s/busybox:latest",
+            "--image-pull-policy=Never",
+            "--",
+            "sh",
+            "-c",
+            "read x; echo got $x",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"hello\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout} {stderr}");
+    assert!(stdout.contains("got hello"), "{stdout} {stderr}");
+    assert!(
+        stdout.contains("pod \"greeter\" deleted"),
+        "{stdout} {stderr}"
+    );
 
     // Refusals, as Kubernetes words them.
     let out = c.real_kubectl(&["exec", "nope", "--", "true"]);

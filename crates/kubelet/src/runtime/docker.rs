@@ -88,6 +88,7 @@ fn container_config(spec: &ContainerSpec) -> Config<String> {
         working_dir: spec.working_dir.clone(),
         tty: Some(spec.tty),
         open_stdin: Some(spec.stdin),
+        stdin_once: Some(spec.stdin_once),
         labels: Some(spec.labels.clone()),
         host_config: Some(HostConfig {
             network_mode: Some(mode.clone()),
@@ -429,26 +430,43 @@ impl ContainerRuntime for DockerRuntime {
                 "docker started the exec detached".into(),
             ));
         };
-        let output = output
-            .filter_map(|item| async move {
-                match item {
-                    Ok(bollard::container::LogOutput::StdErr { message }) => {
-                        Some(Ok((OutputStream::Stderr, message)))
-                    }
-                    Ok(bollard::container::LogOutput::StdOut { message })
-                    | Ok(bollard::container::LogOutput::Console { message }) => {
-                        Some(Ok((OutputStream::Stdout, message)))
-                    }
-                    Ok(bollard::container::LogOutput::StdIn { .. }) => None,
-                    Err(e) => Some(Err(RuntimeError::from(e))),
-                }
-            })
-            .boxed();
         Ok(ExecSession {
             id: exec.id,
-            output,
+            output: output_stream(output),
             input,
         })
+    }
+
+    async fn attach(&self, id: &str, spec: &ExecSpec) -> Result<ExecSession> {
+        let attached = self
+            .docker
+            .attach_container(
+                id,
+                Some(bollard::container::AttachContainerOptions::<String> {
+                    stdin: Some(spec.stdin),
+                    stdout: Some(spec.stdout),
+                    stderr: Some(spec.stderr),
+                    stream: Some(true),
+                    logs: Some(false),
+                    detach_keys: None,
+                }),
+            )
+            .await?;
+        Ok(ExecSession {
+            id: id.to_string(),
+            output: output_stream(attached.output),
+            input: attached.input,
+        })
+    }
+
+    async fn attach_resize(&self, id: &str, width: u16, height: u16) -> Result<()> {
+        self.docker
+            .resize_container_tty(
+                id,
+                bollard::container::ResizeContainerTtyOptions { width, height },
+            )
+            .await?;
+        Ok(())
     }
 
     async fn exec_resize(&self, exec_id: &str, width: u16, height: u16) -> Result<()> {
@@ -518,4 +536,34 @@ impl ContainerRuntime for DockerRuntime {
             rss_bytes: rss,
         }))
     }
+}
+
+/// Docker's multiplexed output as (stream, bytes); a tty's output is stdout.
+fn output_stream(
+    output: std::pin::Pin<
+        Box<
+            dyn futures::Stream<
+                    Item = std::result::Result<
+                        bollard::container::LogOutput,
+                        bollard::errors::Error,
+                    >,
+                > + Send,
+        >,
+    >,
+) -> BoxStream<'static, Result<(OutputStream, bytes::Bytes)>> {
+    output
+        .filter_map(|item| async move {
+            match item {
+                Ok(bollard::container::LogOutput::StdErr { message }) => {
+                    Some(Ok((OutputStream::Stderr, message)))
+                }
+                Ok(bollard::container::LogOutput::StdOut { message })
+                | Ok(bollard::container::LogOutput::Console { message }) => {
+                    Some(Ok((OutputStream::Stdout, message)))
+                }
+                Ok(bollard::container::LogOutput::StdIn { .. }) => None,
+                Err(e) => Some(Err(RuntimeError::from(e))),
+            }
+        })
+        .boxed()
 }

@@ -230,6 +230,16 @@ impl ContainerRuntime for FakeRuntime {
         )))
     }
 
+    async fn attach(&self, id: &str, _spec: &ExecSpec) -> Result<ExecSession> {
+        Err(RuntimeError::Other(format!(
+            "the fake runtime cannot attach to container {id}"
+        )))
+    }
+
+    async fn attach_resize(&self, _id: &str, _width: u16, _height: u16) -> Result<()> {
+        Ok(())
+    }
+
     async fn exec_resize(&self, _exec_id: &str, _width: u16, _height: u16) -> Result<()> {
         Ok(())
     }

@@ -131,6 +131,8 @@ pub struct ContainerSpec {
     pub working_dir: Option<String>,
     pub tty: bool,
     pub stdin: bool,
+    /// Stdin closes when the first attached client detaches (`kubectl run -i`).
+    pub stdin_once: bool,
     pub labels: HashMap<String, String>,
     /// The sandbox whose namespaces (network, IPC) the container joins.
     pub sandbox_id: String,
@@ -226,6 +228,12 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     async fn exec_resize(&self, exec_id: &str, width: u16, height: u16) -> Result<()>;
     /// The exit code of a finished exec (None while it runs).
     async fn exec_exit_code(&self, exec_id: &str) -> Result<Option<i64>>;
+    /// Attaches to a running container's own process (`kubectl attach`):
+    /// its output from now on and, if it was created with stdin, its stdin.
+    /// The session's id is the container's.
+    async fn attach(&self, id: &str, spec: &ExecSpec) -> Result<ExecSession>;
+    /// Resizes a container's terminal (attach with a tty).
+    async fn attach_resize(&self, id: &str, width: u16, height: u16) -> Result<()>;
     /// The container's output (stdout and stderr) as a byte stream.
     fn logs(&self, id: &str, opts: LogOptions) -> BoxStream<'static, Result<bytes::Bytes>>;
     /// One stats reading; None when the container is not running.
