@@ -286,11 +286,11 @@ mod tests {
             (e.code, e.message.as_str()),
             (400, "container zz is not valid for pod web")
         );
-        let e = exec_container(&pod("Succeeded", false), "web", Some("a")).unwrap_err();
-        assert!(
-            e.message.contains("current phase is Succeeded"),
-            "{}",
-            e.message
+        let e =
+            exec_container(&pod("Succeeded", false), "web", Some("a"), Stream::Attach).unwrap_err();
+        assert_eq!(
+            e.message,
+            "cannot attach to a container in a completed pod; current phase is Succeeded"
         );
         let e = exec_container(&pod("Pending", false), "web", Some("a"), Stream::Exec).unwrap_err();
         assert!(
