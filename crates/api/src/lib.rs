@@ -22,6 +22,7 @@ pub mod selector;
 pub mod status;
 pub mod taints;
 pub mod validation;
+pub mod versions;
 
 pub use k8s_openapi as k8s;
 pub use registry::{ResourceInfo, REGISTRY};

@@ -19,29 +19,52 @@ pub fn api_versions() -> Value {
            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:8080"}]})
 }
 
-fn group_entry(group: &str, version: &str) -> Value {
-    let gv = json!({"groupVersion": format!("{group}/{version}"), "version": version});
-    json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
+/// A group with its versions, the preferred (stored) one first.
+fn group_entry(group: &str, versions: &[&str]) -> Value {
+    let gvs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+        .collect();
+    json!({"name": group, "versions": gvs, "preferredVersion": gvs[0].clone()})
+}
+
+/// Every named group and its versions: the registry's, then the versions
+/// served besides the stored ones (autoscaling/v1), then metrics.k8s.io.
+fn groups(reg: &Registry) -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+    let alternates = minik8s_api::versions::ALTERNATE_VERSIONS
+        .iter()
+        .map(|a| (a.group, a.version));
+    for (g, v) in reg
+        .group_versions()
+        .into_iter()
+        .chain(alternates)
+        .chain([(metrics_api::GROUP, metrics_api::VERSION)])
+        .filter(|(g, _)| !g.is_empty())
+    {
+        match out.iter_mut().find(|(name, _)| *name == g) {
+            Some((_, versions)) if !versions.contains(&v) => versions.push(v),
+            Some(_) => {}
+            None => out.push((g, vec![v])),
+        }
+    }
+    out
 }
 
 pub fn api_group_list(reg: &Registry) -> Value {
-    let groups: Vec<Value> = reg
-        .group_versions()
-        .into_iter()
-        .filter(|(g, _)| !g.is_empty())
-        .map(|(g, v)| group_entry(g, v))
-        .chain([group_entry(metrics_api::GROUP, metrics_api::VERSION)])
+    let groups: Vec<Value> = groups(reg)
+        .iter()
+        .map(|(g, versions)| group_entry(g, versions))
         .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
 pub fn api_group(reg: &Registry, group: &str) -> Option<Value> {
-    reg.group_versions()
+    groups(reg)
         .into_iter()
-        .chain([(metrics_api::GROUP, metrics_api::VERSION)])
-        .find(|(g, _)| *g == group && !g.is_empty())
-        .map(|(g, v)| {
-            let mut e = group_entry(g, v);
+        .find(|(g, _)| *g == group)
+        .map(|(g, versions)| {
+            let mut e = group_entry(g, &versions);
             e["kind"] = json!("APIGroup");
             e["apiVersion"] = json!("v1");
             e
@@ -54,10 +77,16 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
         return Some(metrics_api::resource_list());
     }
     let mut resources = Vec::new();
+    // Kinds stored in another version but served in this one too.
+    let alternates = minik8s_api::versions::ALTERNATE_VERSIONS
+        .iter()
+        .filter(|a| a.group == group && a.version == version)
+        .filter_map(|a| reg.by_plural(group, a.storage_version, a.plural));
     for r in reg
         .all()
         .into_iter()
         .filter(|r| r.group == group && r.version == version)
+        .chain(alternates)
     {
         let mut entry = json!({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
                                "verbs": verbs(r)});

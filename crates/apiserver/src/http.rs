@@ -21,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use minik8s_api::meta;
 use minik8s_api::patch::{apply_patch, PatchType};
 use minik8s_api::registry::{Registry, ResourceInfo};
+use minik8s_api::versions::AlternateVersion;
 use minik8s_api::ApiError;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -38,6 +39,27 @@ pub struct Target {
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub sub: Option<String>,
+    /// Set when the URL names an older version than the stored one
+    /// (autoscaling/v1 HPAs): bodies and answers are converted.
+    pub served: Option<&'static AlternateVersion>,
+}
+
+/// The resource at group/version/plural: a registry entry, or the stored
+/// entry of a version served besides it.
+fn lookup(
+    reg: &Registry,
+    group: &str,
+    version: &str,
+    plural: &str,
+) -> Option<(&'static ResourceInfo, Option<&'static AlternateVersion>)> {
+    if let Some(info) = reg.by_plural(group, version, plural) {
+        return Some((info, None));
+    }
+    let alt = minik8s_api::versions::alternate(group, version, plural)?;
+    Some((
+        reg.by_plural(group, alt.storage_version, plural)?,
+        Some(alt),
+    ))
 }
 
 enum Route {
@@ -77,23 +99,25 @@ fn route(reg: &Registry, path: &str) -> Option<Route> {
         return Some(Route::ResourceList(group.into(), version.into()));
     }
     let namespaced_res = match rest {
-        ["namespaces", _, res, ..] => reg.by_plural(group, version, res).filter(|i| i.namespaced),
+        ["namespaces", _, res, ..] => {
+            lookup(reg, group, version, res).filter(|(i, _)| i.namespaced)
+        }
         _ => None,
     };
-    let (info, namespace, name, sub, extra) = match namespaced_res {
-        Some(info) => (
-            info,
+    let ((info, served), namespace, name, sub, extra) = match namespaced_res {
+        Some(found) => (
+            found,
             Some(rest[1].to_string()),
             rest.get(3),
             rest.get(4),
             rest.len() > 5,
         ),
         None => {
-            let info = reg.by_plural(group, version, rest[0])?;
-            if info.namespaced && rest.len() > 1 {
+            let found = lookup(reg, group, version, rest[0])?;
+            if found.0.namespaced && rest.len() > 1 {
                 return None;
             }
-            (info, None, rest.get(1), rest.get(2), rest.len() > 3)
+            (found, None, rest.get(1), rest.get(2), rest.len() > 3)
         }
     };
     if extra {
@@ -111,6 +135,7 @@ fn route(reg: &Registry, path: &str) -> Option<Route> {
         namespace,
         name: name.map(|s| s.to_string()),
         sub: sub.map(|s| s.to_string()),
+        served,
     }))
 }
 
@@ -201,6 +226,7 @@ pub async fn handle(
             let streams =
                 params.flag("watch") || matches!(t.sub.as_deref(), Some("log" | "exec" | "attach"));
             let protobuf = !streams && minik8s_api::protobuf::preferred(&accept);
+            let served = t.served;
             let ctx = Request {
                 srv,
                 params,
@@ -209,11 +235,15 @@ pub async fn handle(
                 body,
                 raw_query: uri.query().unwrap_or("").to_string(),
                 upgrade,
+                served,
             };
-            let resp = match ctx.dispatch(method, t).await {
+            let mut resp = match ctx.dispatch(method, t).await {
                 Ok(resp) => resp,
                 Err(e) => error_response(&e),
             };
+            if let Some(alt) = served {
+                resp = convert_answer(resp, alt, streams).await;
+            }
             if protobuf {
                 to_protobuf(resp).await
             } else {
@@ -232,6 +262,7 @@ struct Request {
     /// The query as sent (exec repeats `command=`).
     raw_query: String,
     upgrade: Option<hyper::upgrade::OnUpgrade>,
+    served: Option<&'static AlternateVersion>,
 }
 
 fn content_type(headers: &HeaderMap) -> String {
@@ -240,6 +271,42 @@ fn content_type(headers: &HeaderMap) -> String {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json")
         .to_string()
+}
+
+/// A JSON answer (object, list, or each watch event) in the version the
+/// client asked for.
+async fn convert_answer(resp: Response, alt: &'static AlternateVersion, streams: bool) -> Response {
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|ct| ct.as_bytes().starts_with(b"application/json"));
+    if !is_json {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let convert = move |bytes: Bytes| -> Bytes {
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(v) => {
+                let mut out = serde_json::to_vec(&alt.answer(&v)).unwrap_or_default();
+                if bytes.ends_with(b"\n") {
+                    out.push(b'\n');
+                }
+                Bytes::from(out)
+            }
+            Err(_) => bytes,
+        }
+    };
+    if streams {
+        // One watch event per chunk.
+        use futures::StreamExt;
+        let events = body.into_data_stream().map(move |chunk| chunk.map(convert));
+        return Response::from_parts(parts, axum::body::Body::from_stream(events));
+    }
+    match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => Response::from_parts(parts, axum::body::Body::from(convert(bytes))),
+        Err(_) => error_response(&ApiError::internal("reading an answer to convert")),
+    }
 }
 
 /// A JSON answer re-encoded in protobuf for a client that asked for it
@@ -334,7 +401,7 @@ impl Request {
             }
             (&Method::POST, None, None) => {
                 let ns = self.required_ns(t.info, ns)?;
-                let obj = decode_body(&self.headers, &self.body)?;
+                let obj = self.body_object()?;
                 let created = self.srv.create(t.info, ns, obj, self.write_opts()?).await?;
                 Ok(json_response(StatusCode::CREATED, &created))
             }
@@ -369,7 +436,7 @@ impl Request {
                 Ok(json_response(StatusCode::OK, &obj))
             }
             (&Method::PUT, Some(name), sub @ (None | Some("status"))) => {
-                let body = decode_body(&self.headers, &self.body)?;
+                let body = self.body_object()?;
                 let mode = if sub.is_some() {
                     Mode::Status
                 } else {
@@ -394,7 +461,17 @@ impl Request {
                 let out = self
                     .srv
                     .update_with(t.info, ns, name, mode, write, |old| {
-                        apply_patch(old, &patch, kind, strategic).map_err(ApiError::bad_request)
+                        match self.served {
+                            // The patch is written against the version in the URL.
+                            Some(alt) => {
+                                let patched =
+                                    apply_patch(&(alt.from_storage)(old), &patch, kind, strategic)
+                                        .map_err(ApiError::bad_request)?;
+                                Ok((alt.to_storage)(&patched))
+                            }
+                            None => apply_patch(old, &patch, kind, strategic)
+                                .map_err(ApiError::bad_request),
+                        }
                     })
                     .await?;
                 Ok(json_response(StatusCode::OK, &out))
@@ -418,7 +495,7 @@ impl Request {
                     None
                 };
                 let body = if patch.is_none() {
-                    Some(decode_body(&self.headers, &self.body)?)
+                    Some(self.body_object()?)
                 } else {
                     None
                 };
@@ -438,7 +515,7 @@ impl Request {
                 Ok(json_response(StatusCode::OK, &out))
             }
             (&Method::POST, Some(name), Some("binding")) => {
-                let body = decode_body(&self.headers, &self.body)?;
+                let body = self.body_object()?;
                 self.srv.bind(t.info, ns, name, &body).await?;
                 Ok(json_response(
                     StatusCode::CREATED,
@@ -446,7 +523,7 @@ impl Request {
                 ))
             }
             (&Method::PUT, Some(name), Some("finalize")) => {
-                let body = decode_body(&self.headers, &self.body)?;
+                let body = self.body_object()?;
                 let fin = body
                     .pointer("/spec/finalizers")
                     .cloned()
@@ -500,6 +577,15 @@ impl Request {
         Ok(ns)
     }
 
+    /// The request body as an object of the stored version.
+    fn body_object(&self) -> Result<Value, ApiError> {
+        let obj = decode_body(&self.headers, &self.body)?;
+        Ok(match self.served {
+            Some(alt) if obj["kind"] == alt.kind => (alt.to_storage)(&obj),
+            _ => obj,
+        })
+    }
+
     fn write_opts(&self) -> Result<WriteOpts, ApiError> {
         Ok(WriteOpts {
             strict: self.params.get("fieldValidation") == Some("Strict"),
@@ -541,7 +627,7 @@ impl Request {
         let body: Value = if self.body.iter().all(u8::is_ascii_whitespace) {
             json!({})
         } else if content_type(&self.headers).starts_with(minik8s_api::protobuf::MEDIA_TYPE) {
-            decode_body(&self.headers, &self.body)?
+            self.body_object()?
         } else {
             serde_json::from_slice(&self.body)
                 .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?

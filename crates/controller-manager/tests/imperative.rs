@@ -206,6 +206,47 @@ async fn imperative_create_commands_work_over_protobuf() {
     assert_eq!(web["metadata"]["annotations"]["owner"], "class");
     assert_eq!(web["spec"]["replicas"], 1);
 
+    // kubectl autoscale posts an autoscaling/v1 HPA; it is stored as v2.
+    let out = run(&[
+        "autoscale",
+        "deployment",
+        "web",
+        "--min=2",
+        "--max=5",
+        "--cpu-percent=80",
+    ]);
+    assert!(
+        out.contains("horizontalpodautoscaler.autoscaling/web autoscaled"),
+        "{out}"
+    );
+    let hpa = get_json(url, &["hpa", "web", "-n", "lab"]);
+    assert_eq!(hpa["apiVersion"], "autoscaling/v2");
+    assert_eq!(
+        hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
+        80
+    );
+    let v1_path = "/apis/autoscaling/v1/namespaces/lab/horizontalpodautoscalers/web";
+    let v1: Value = serde_json::from_str(&ok(url, &["get", "--raw", v1_path])).unwrap();
+    assert_eq!(v1["apiVersion"], "autoscaling/v1");
+    assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 80);
+    assert_eq!(v1["spec"]["minReplicas"], 2);
+    run(&[
+        "patch",
+        "hpa.v1.autoscaling",
+        "web",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"maxReplicas":7}}"#,
+    ]);
+    let hpa = get_json(url, &["hpa", "web", "-n", "lab"]);
+    assert_eq!(hpa["spec"]["maxReplicas"], 7);
+    assert_eq!(
+        hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
+        80
+    );
+    let (listed, out) = kubectl(url, &["get", "hpa.v1.autoscaling", "-n", "lab"]);
+    assert!(listed && out.contains("web"), "{out}");
+
     // `-o yaml` of a dry run goes nowhere; a server dry run stores nothing.
     let out = run(&[
         "create",

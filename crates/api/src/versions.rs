@@ -1,0 +1,282 @@
+//! Versions served besides the stored one, and the conversions between them.
+//!
+//! A kind is stored in one version (its registry entry). Kubernetes serves
+//! some kinds in older versions too; the apiserver converts at its edge:
+//!
+//! ```text
+//!  POST /apis/autoscaling/v1/.../horizontalpodautoscalers   (kubectl autoscale)
+//!     body (v1) ──to_storage──▶ autoscaling/v2 object ──▶ the write path, stored as v2
+//!     answer (v1) ◀──from_storage── the stored v2 object
+//! ```
+//!
+//! As in Kubernetes, what the older version cannot express travels in
+//! annotations (`autoscaling.alpha.kubernetes.io/metrics`...), so a v2 object
+//! read and written back through v1 loses nothing.
+
+use serde_json::{json, Map, Value};
+
+/// A version served besides the stored one.
+pub struct AlternateVersion {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub plural: &'static str,
+    pub kind: &'static str,
+    /// The version the registry entry (and storage) uses.
+    pub storage_version: &'static str,
+    /// A body in this version → the stored version.
+    pub to_storage: fn(&Value) -> Value,
+    /// A stored object → this version.
+    pub from_storage: fn(&Value) -> Value,
+}
+
+impl AlternateVersion {
+    pub fn api_version(&self) -> String {
+        format!("{}/{}", self.group, self.version)
+    }
+
+    /// Converts an answer: one object, a list of them, or a watch event.
+    pub fn answer(&self, v: &Value) -> Value {
+        let kind = v["kind"].as_str().unwrap_or_default();
+        if kind == self.kind {
+            return (self.from_storage)(v);
+        }
+        if kind == format!("{}List", self.kind) {
+            let mut list = v.clone();
+            list["apiVersion"] = json!(self.api_version());
+            if let Some(items) = list["items"].as_array_mut() {
+                for item in items.iter_mut() {
+                    *item = (self.from_storage)(item);
+                }
+            }
+            return list;
+        }
+        if v.get("type").is_some() && v["object"]["kind"] == self.kind {
+            let mut event = v.clone();
+            event["object"] = (self.from_storage)(&v["object"]);
+            return event;
+        }
+        v.clone()
+    }
+}
+
+pub static ALTERNATE_VERSIONS: &[AlternateVersion] = &[AlternateVersion {
+    group: "autoscaling",
+    version: "v1",
+    plural: "horizontalpodautoscalers",
+    kind: "HorizontalPodAutoscaler",
+    storage_version: "v2",
+    to_storage: hpa_v1_to_v2,
+    from_storage: hpa_v2_to_v1,
+}];
+
+/// The alternate version served at `group/version/plural`, if any.
+pub fn alternate(group: &str, version: &str, plural: &str) -> Option<&'static AlternateVersion> {
+    ALTERNATE_VERSIONS
+        .iter()
+        .find(|a| a.group == group && a.version == version && a.plural == plural)
+}
+
+const METRICS: &str = "autoscaling.alpha.kubernetes.io/metrics";
+const BEHAVIOR: &str = "autoscaling.alpha.kubernetes.io/behavior";
+const CONDITIONS: &str = "autoscaling.alpha.kubernetes.io/conditions";
+const CURRENT_METRICS: &str = "autoscaling.alpha.kubernetes.io/current-metrics";
+
+fn is_cpu_utilization(metric: &Value) -> bool {
+    metric["type"] == "Resource"
+        && metric["resource"]["name"] == "cpu"
+        && metric["resource"]["target"]["type"] == "Utilization"
+}
+
+fn annotations(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj["metadata"]["annotations"].is_object() {
+        obj["metadata"]["annotations"] = json!({});
+    }
+    obj["metadata"]["annotations"]
+        .as_object_mut()
+        .expect("just made an object")
+}
+
+/// autoscaling/v2 → v1: the CPU utilization target becomes
+/// `targetCPUUtilizationPercentage`; other metrics, behavior and conditions
+/// go to annotations.
+pub fn hpa_v2_to_v1(v2: &Value) -> Value {
+    let mut v1 = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+                        "metadata": v2["metadata"].clone()});
+    let spec = &v2["spec"];
+    let mut s = json!({"scaleTargetRef": spec["scaleTargetRef"].clone(),
+                       "maxReplicas": spec["maxReplicas"].clone()});
+    if !spec["minReplicas"].is_null() {
+        s["minReplicas"] = spec["minReplicas"].clone();
+    }
+    let metrics = spec["metrics"].as_array().cloned().unwrap_or_default();
+    let (cpu, others): (Vec<Value>, Vec<Value>) = metrics.into_iter().partition(is_cpu_utilization);
+    if let Some(cpu) = cpu.first() {
+        s["targetCPUUtilizationPercentage"] =
+            cpu["resource"]["target"]["averageUtilization"].clone();
+    }
+    v1["spec"] = s;
+    if !others.is_empty() {
+        annotations(&mut v1).insert(METRICS.into(), json!(Value::Array(others).to_string()));
+    }
+    if !spec["behavior"].is_null() {
+        annotations(&mut v1).insert(BEHAVIOR.into(), json!(spec["behavior"].to_string()));
+    }
+    let status = &v2["status"];
+    if status.is_object() {
+        let mut st = json!({"currentReplicas": status["currentReplicas"].as_i64().unwrap_or(0),
+                            "desiredReplicas": status["desiredReplicas"].as_i64().unwrap_or(0)});
+        for f in ["observedGeneration", "lastScaleTime"] {
+            if !status[f].is_null() {
+                st[f] = status[f].clone();
+            }
+        }
+        let current = status["currentMetrics"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let (cpu, others): (Vec<Value>, Vec<Value>) = current
+            .into_iter()
+            .partition(|m| m["type"] == "Resource" && m["resource"]["name"] == "cpu");
+        if let Some(u) = cpu
+            .first()
+            .and_then(|m| m["resource"]["current"]["averageUtilization"].as_i64())
+        {
+            st["currentCPUUtilizationPercentage"] = json!(u);
+        }
+        if !others.is_empty() {
+            annotations(&mut v1).insert(
+                CURRENT_METRICS.into(),
+                json!(Value::Array(others).to_string()),
+            );
+        }
+        if let Some(conds) = status["conditions"].as_array().filter(|c| !c.is_empty()) {
+            annotations(&mut v1).insert(
+                CONDITIONS.into(),
+                json!(Value::Array(conds.clone()).to_string()),
+            );
+        }
+        v1["status"] = st;
+    }
+    v1
+}
+
+/// autoscaling/v1 → v2: the annotations written by [`hpa_v2_to_v1`] come
+/// back as fields (and leave the metadata).
+pub fn hpa_v1_to_v2(v1: &Value) -> Value {
+    let mut meta = v1["metadata"].clone();
+    let mut taken = |key: &str| -> Option<Value> {
+        let raw = meta.get_mut("annotations")?.as_object_mut()?.remove(key)?;
+        serde_json::from_str(raw.as_str()?).ok()
+    };
+    let other_metrics = taken(METRICS);
+    let behavior = taken(BEHAVIOR);
+    let conditions = taken(CONDITIONS);
+    let current_metrics = taken(CURRENT_METRICS);
+    if meta
+        .get("annotations")
+        .and_then(Value::as_object)
+        .is_some_and(Map::is_empty)
+    {
+        if let Some(m) = meta.as_object_mut() {
+            m.remove("annotations");
+        }
+    }
+    let spec = &v1["spec"];
+    let mut metrics = Vec::new();
+    if let Some(target) = spec["targetCPUUtilizationPercentage"].as_i64() {
+        metrics.push(json!({"type": "Resource", "resource": {"name": "cpu",
+            "target": {"type": "Utilization", "averageUtilization": target}}}));
+    }
+    if let Some(Value::Array(others)) = other_metrics {
+        metrics.extend(others);
+    }
+    let mut s = json!({"scaleTargetRef": spec["scaleTargetRef"].clone(),
+                       "maxReplicas": spec["maxReplicas"].clone()});
+    if !spec["minReplicas"].is_null() {
+        s["minReplicas"] = spec["minReplicas"].clone();
+    }
+    if !metrics.is_empty() {
+        s["metrics"] = json!(metrics);
+    }
+    if let Some(b) = behavior {
+        s["behavior"] = b;
+    }
+    let mut v2 = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                        "metadata": meta, "spec": s});
+    let status = &v1["status"];
+    if status.is_object() {
+        let mut st = json!({"currentReplicas": status["currentReplicas"].as_i64().unwrap_or(0),
+                            "desiredReplicas": status["desiredReplicas"].as_i64().unwrap_or(0)});
+        for f in ["observedGeneration", "lastScaleTime"] {
+            if !status[f].is_null() {
+                st[f] = status[f].clone();
+            }
+        }
+        let mut current = Vec::new();
+        if let Some(u) = status["currentCPUUtilizationPercentage"].as_i64() {
+            current.push(json!({"type": "Resource", "resource": {"name": "cpu",
+                "current": {"averageUtilization": u}}}));
+        }
+        if let Some(Value::Array(others)) = current_metrics {
+            current.extend(others);
+        }
+        if !current.is_empty() {
+            st["currentMetrics"] = json!(current);
+        }
+        if let Some(c) = conditions {
+            st["conditions"] = c;
+        }
+        v2["status"] = st;
+    }
+    v2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubectl_autoscale_becomes_a_cpu_metric() {
+        let v1 = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web"},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                     "minReplicas": 2, "maxReplicas": 5, "targetCPUUtilizationPercentage": 80}});
+        let v2 = hpa_v1_to_v2(&v1);
+        assert_eq!(v2["apiVersion"], "autoscaling/v2");
+        assert_eq!(
+            v2["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
+            80
+        );
+        assert_eq!(hpa_v2_to_v1(&v2), v1);
+    }
+
+    #[test]
+    fn what_v1_cannot_say_survives_a_round_trip() {
+        let v2 = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web", "labels": {"a": "b"}},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                     "maxReplicas": 5,
+                     "metrics": [
+                        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}},
+                        {"type": "Resource", "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "100Mi"}}}],
+                     "behavior": {"scaleDown": {"stabilizationWindowSeconds": 60}}},
+            "status": {"currentReplicas": 2, "desiredReplicas": 3,
+                       "currentMetrics": [{"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": 70}}}],
+                       "conditions": [{"type": "AbleToScale", "status": "True"}]}});
+        let v1 = hpa_v2_to_v1(&v2);
+        assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 50);
+        assert_eq!(v1["status"]["currentCPUUtilizationPercentage"], 70);
+        assert!(v1["metadata"]["annotations"][METRICS]
+            .as_str()
+            .unwrap()
+            .contains("memory"));
+        let back = hpa_v1_to_v2(&v1);
+        assert_eq!(back["spec"], v2["spec"]);
+        assert_eq!(back["metadata"], v2["metadata"]);
+        assert_eq!(back["status"]["conditions"], v2["status"]["conditions"]);
+        assert_eq!(
+            back["status"]["currentMetrics"][0]["resource"]["current"]["averageUtilization"],
+            70
+        );
+    }
+}
