@@ -247,6 +247,36 @@ async fn imperative_create_commands_work_over_protobuf() {
     let (listed, out) = kubectl(url, &["get", "hpa.v1.autoscaling", "-n", "lab"]);
     assert!(listed && out.contains("web"), "{out}");
 
+    // kubectl proxy: a local port that forwards to the API.
+    let mut proxy = std::process::Command::new("/usr/bin/kubectl")
+        .args(["--server", url, "proxy", "--port=0"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(proxy.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    let local = first
+        .trim()
+        .rsplit(' ')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let through: Value = reqwest::get(format!(
+        "http://{local}/api/v1/namespaces/lab/configmaps/app-config"
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+    assert_eq!(through["data"]["color"], "blue", "{first}: {through}");
+
     // `-o yaml` of a dry run goes nowhere; a server dry run stores nothing.
     let out = run(&[
         "create",
