@@ -25,6 +25,8 @@ pub enum Subresource {
     Exec,
     /// `attach`: the streams of a container's own process, proxied the same way.
     Attach,
+    /// `portforward`: TCP connections to the pod's ports, proxied the same way.
+    PortForward,
 }
 
 impl Subresource {
@@ -36,6 +38,7 @@ impl Subresource {
             Subresource::Binding => "binding",
             Subresource::Exec => "exec",
             Subresource::Attach => "attach",
+            Subresource::PortForward => "portforward",
         }
     }
 
@@ -45,7 +48,9 @@ impl Subresource {
             Subresource::Status | Subresource::Scale => &["get", "patch", "update"],
             Subresource::Log => &["get"],
             Subresource::Binding => &["create"],
-            Subresource::Exec | Subresource::Attach => &["create", "get"],
+            Subresource::Exec | Subresource::Attach | Subresource::PortForward => {
+                &["create", "get"]
+            }
         }
     }
 }
@@ -302,7 +307,7 @@ pub static REGISTRY: &[ResourceInfo] = &[
         singular: "pod",
         short_names: &["po"],
         namespaced: true,
-        subresources: &[Status, Log, Binding, Exec, Attach],
+        subresources: &[Status, Log, Binding, Exec, Attach, PortForward],
         categories: &["all"],
         columns: POD_COLUMNS,
     },

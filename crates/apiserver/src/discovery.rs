@@ -109,6 +109,7 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
                 registry::Subresource::Binding => e["kind"] = json!("Binding"),
                 registry::Subresource::Exec => e["kind"] = json!("PodExecOptions"),
                 registry::Subresource::Attach => e["kind"] = json!("PodAttachOptions"),
+                registry::Subresource::PortForward => e["kind"] = json!("PodPortForwardOptions"),
                 _ => {}
             }
             resources.push(e);

@@ -223,8 +223,11 @@ pub async fn handle(
         )
             .into_response(),
         Some(Route::Resource(t)) => {
-            let streams =
-                params.flag("watch") || matches!(t.sub.as_deref(), Some("log" | "exec" | "attach"));
+            let streams = params.flag("watch")
+                || matches!(
+                    t.sub.as_deref(),
+                    Some("log" | "exec" | "attach" | "portforward")
+                );
             let protobuf = !streams && minik8s_api::protobuf::preferred(&accept);
             let served = t.served;
             let ctx = Request {
@@ -545,12 +548,16 @@ impl Request {
                     .await?;
                 Ok(json_response(StatusCode::OK, &out))
             }
-            (&Method::GET | &Method::POST, Some(name), Some(sub @ ("exec" | "attach"))) => {
+            (
+                &Method::GET | &Method::POST,
+                Some(name),
+                Some(sub @ ("exec" | "attach" | "portforward")),
+            ) => {
                 let ns = ns.unwrap_or("default");
-                let sub = if sub == "exec" {
-                    Stream::Exec
-                } else {
-                    Stream::Attach
+                let sub = match sub {
+                    "exec" => Stream::Exec,
+                    "attach" => Stream::Attach,
+                    _ => Stream::PortForward,
                 };
                 self.srv
                     .pod_stream(sub, ns, name, &self.raw_query, &self.headers, self.upgrade)

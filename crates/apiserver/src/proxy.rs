@@ -72,7 +72,7 @@ pub fn exec_container(
     if phase == "Succeeded" || phase == "Failed" {
         let what = match which {
             Stream::Exec => "exec into",
-            Stream::Attach => "attach to",
+            Stream::Attach | Stream::PortForward => "attach to",
         };
         return Err(ApiError::bad_request(format!(
             "cannot {what} a container in a completed pod; current phase is {phase}"
@@ -105,6 +105,7 @@ pub fn exec_container(
 pub enum Stream {
     Exec,
     Attach,
+    PortForward,
 }
 
 impl Stream {
@@ -112,8 +113,32 @@ impl Stream {
         match self {
             Stream::Exec => "exec",
             Stream::Attach => "attach",
+            Stream::PortForward => "portforward",
         }
     }
+}
+
+/// A pod can be port-forwarded once it runs on a node; "" is the path's tail.
+fn forwardable(pod: &Value, name: &str) -> Result<String, ApiError> {
+    let phase = pod
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("Pending");
+    let node = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if node.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "pod {name} does not have a host assigned"
+        )));
+    }
+    if phase != "Running" {
+        return Err(ApiError::bad_request(format!(
+            "unable to upgrade connection: pod {name} is not running (phase {phase})"
+        )));
+    }
+    Ok(String::new())
 }
 
 impl ApiServer {
@@ -134,7 +159,11 @@ impl ApiServer {
             .iter()
             .find(|(k, _)| k == "container")
             .map(|(_, v)| v.as_str());
-        let container = exec_container(&pod, name, asked, which)?;
+        // A port-forward goes to the pod, not to one of its containers.
+        let target = match which {
+            Stream::PortForward => forwardable(&pod, name)?,
+            _ => format!("/{}", exec_container(&pod, name, asked, which)?),
+        };
         let wants_upgrade = headers
             .get(header::UPGRADE)
             .and_then(|v| v.to_str().ok())
@@ -151,7 +180,7 @@ impl ApiServer {
         let (node, _) = self.read(registry::of::<Node>(), None, node_name).await?;
         let kubelet = crate::metrics_api::kubelet_url(&node);
         let authority = kubelet.trim_start_matches("http://").to_string();
-        let path = format!("/{}/{ns}/{name}/{container}?{raw_query}", which.path());
+        let path = format!("/{}/{ns}/{name}{target}?{raw_query}", which.path());
         let unreachable = |e: std::io::Error| {
             ApiError::internal(format!(
                 "error dialing the kubelet on node {node_name}: {e}"

@@ -25,6 +25,7 @@ pub mod hollow;
 pub mod network;
 pub mod node;
 pub mod pod;
+pub mod portforward;
 pub mod probe;
 pub mod runtime;
 pub mod server;

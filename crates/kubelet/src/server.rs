@@ -82,6 +82,10 @@ pub async fn serve(kubelet: Arc<Kubelet>) -> anyhow::Result<()> {
         .route("/containerLogs/{ns}/{pod}/{container}", get(container_logs))
         .route("/exec/{ns}/{pod}/{container}", get(crate::exec::exec))
         .route("/attach/{ns}/{pod}/{container}", get(crate::exec::attach))
+        .route(
+            "/portforward/{ns}/{pod}",
+            get(crate::portforward::port_forward),
+        )
         .route("/healthz", get(|| async { "ok" }))
         .route("/stats/summary", get(summary))
         .with_state(kubelet);

@@ -2,7 +2,8 @@
 //! `v5.channel.k8s.io`) and the official Python client (`v4.channel.k8s.io`)
 //! through the apiserver to the kubelet and Docker: output, piped stdin, a
 //! terminal, exit codes, several containers, `kubectl cp` both ways,
-//! `kubectl run -i --rm` (attach), and
+//! `kubectl run -i --rm` (attach), the Python client's port-forward to a
+//! listener on the pod's localhost, and
 //! refusals with Kubernetes' messages.
 
 mod common;
@@ -27,7 +28,10 @@ async fn exec_through_the_apiserver_to_docker() {
                "command": ["sh", "-c", format!("echo {name} > /tmp/who; sleep 3600")]})
     };
     c.create_pod(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "shell"},
-        "spec": {"terminationGracePeriodSeconds": 0, "containers": [sleeper("main"), sleeper("side")]}}))
+        "spec": {"terminationGracePeriodSeconds": 0, "containers": [sleeper("main"), sleeper("side"),
+            // Listens on the pod's localhost only: port-forward must reach it from inside.
+            {"name": "web", "image": "minik8s/busybox:latest", "imagePullPolicy": "Never",
+             "command": ["sh", "-c", "mkdir /www; echo hello from web > /www/index.html; httpd -f -p 127.0.0.1:8080 -h /www"]}]}}))
         .await;
     c.wait_pod("shell", "Running", 60, |p| {
         phase(p) == "Running" && all_ready(p)
@@ -212,7 +216,23 @@ while resp.is_open():
 resp.close()
 assert "got:hello" in got, got
 assert resp.returncode == 7, resp.returncode
-print("python exec ok")
+print("python exec ok", flush=True)
+from kubernetes.stream import portforward
+for attempt in range(2):
+    pf = portforward(api.connect_get_namespaced_pod_portforward, "shell", "default", ports="8080")
+    sock = pf.socket(8080)
+    sock.setblocking(True)
+    sock.sendall(b"GET /index.html HTTP/1.0\r\n\r\n")
+    data = b""
+    while True:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    sock.close()
+    assert b"200 OK" in data and b"hello from web" in data, data
+    assert pf.error(8080) is None, pf.error(8080)
+print("python port-forward ok")
 "#;
     let out = Command::new("timeout")
         .args(["60", "python3", "-c", py, &c.server.url])
@@ -220,4 +240,8 @@ print("python exec ok")
         .unwrap();
     let (stdout, stderr) = text(&out);
     assert!(stdout.contains("python exec ok"), "{stdout} {stderr}");
+    assert!(
+        stdout.contains("python port-forward ok"),
+        "{stdout} {stderr}"
+    );
 }

@@ -469,6 +469,20 @@ impl ContainerRuntime for DockerRuntime {
         Ok(())
     }
 
+    async fn netns_path(&self, id: &str) -> Result<Option<String>> {
+        let c = match self
+            .docker
+            .inspect_container(id, None::<InspectContainerOptions>)
+            .await
+        {
+            Ok(c) => c,
+            Err(e) if not_found(&e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let pid = c.state.and_then(|s| s.pid).filter(|&p| p > 0);
+        Ok(pid.map(|p| format!("/proc/{p}/ns/net")))
+    }
+
     async fn exec_resize(&self, exec_id: &str, width: u16, height: u16) -> Result<()> {
         self.docker
             .resize_exec(exec_id, bollard::exec::ResizeExecOptions { height, width })

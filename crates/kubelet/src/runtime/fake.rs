@@ -240,6 +240,10 @@ impl ContainerRuntime for FakeRuntime {
         Ok(())
     }
 
+    async fn netns_path(&self, _id: &str) -> Result<Option<String>> {
+        Ok(None)
+    }
+
     async fn exec_resize(&self, _exec_id: &str, _width: u16, _height: u16) -> Result<()> {
         Ok(())
     }

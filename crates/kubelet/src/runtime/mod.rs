@@ -234,6 +234,9 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     async fn attach(&self, id: &str, spec: &ExecSpec) -> Result<ExecSession>;
     /// Resizes a container's terminal (attach with a tty).
     async fn attach_resize(&self, id: &str, width: u16, height: u16) -> Result<()>;
+    /// The network namespace of a running container (a pod's sandbox), as a
+    /// path to open and `setns` into (`kubectl port-forward`).
+    async fn netns_path(&self, id: &str) -> Result<Option<String>>;
     /// The container's output (stdout and stderr) as a byte stream.
     fn logs(&self, id: &str, opts: LogOptions) -> BoxStream<'static, Result<bytes::Bytes>>;
     /// One stats reading; None when the container is not running.
