@@ -26,8 +26,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Headers of the client's upgrade request the kubelet needs.
-const FORWARDED: [&str; 5] = [
+const FORWARDED: [&str; 6] = [
     "upgrade",
+    "x-stream-protocol-version",
     "sec-websocket-key",
     "sec-websocket-version",
     "sec-websocket-protocol",
@@ -164,13 +165,17 @@ impl ApiServer {
             Stream::PortForward => forwardable(&pod, name)?,
             _ => format!("/{}", exec_container(&pod, name, asked, which)?),
         };
+        // A WebSocket for exec and attach; port-forward also takes kubectl's SPDY/3.1.
         let wants_upgrade = headers
             .get(header::UPGRADE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
+            .is_some_and(|u| {
+                u.eq_ignore_ascii_case("websocket")
+                    || (which == Stream::PortForward && u.eq_ignore_ascii_case("SPDY/3.1"))
+            });
         let (true, Some(upgrade)) = (wants_upgrade, upgrade) else {
             return Err(ApiError::bad_request(
-                "Upgrade request required: exec and attach are served over a WebSocket (v5.channel.k8s.io)",
+                "Upgrade request required: exec and attach are served over a WebSocket (v5.channel.k8s.io), port-forward also over SPDY/3.1",
             ));
         };
         let node_name = pod
@@ -190,7 +195,7 @@ impl ApiServer {
         let mut request =
             format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: Upgrade\r\n");
         for h in FORWARDED {
-            if let Some(v) = headers.get(h).and_then(|v| v.to_str().ok()) {
+            for v in headers.get_all(h).iter().filter_map(|v| v.to_str().ok()) {
                 request.push_str(&format!("{h}: {v}\r\n"));
             }
         }
@@ -200,10 +205,17 @@ impl ApiServer {
             .map_err(unreachable)?;
         let (status, kubelet_headers, rest) = read_head(&mut conn).await.map_err(unreachable)?;
         if status != 101 {
+            // The kubelet's refusal: its body, as long as Content-Length says.
+            let length = kubelet_headers
+                .iter()
+                .find(|(k, _)| k == "content-length")
+                .and_then(|(_, v)| v.parse::<usize>().ok())
+                .unwrap_or(0)
+                .min(MAX_HEAD);
             let mut body = rest;
             let _ = tokio::time::timeout(std::time::Duration::from_secs(2), async {
                 let mut buf = [0u8; 4096];
-                while body.len() < MAX_HEAD {
+                while body.len() < length {
                     match conn.read(&mut buf).await {
                         Ok(0) | Err(_) => break,
                         Ok(n) => body.extend_from_slice(&buf[..n]),
@@ -211,6 +223,7 @@ impl ApiServer {
                 }
             })
             .await;
+            body.truncate(length);
             let message = String::from_utf8_lossy(&body).trim().to_string();
             let code = if status == 404 { 404 } else { 400 };
             let reason = if code == 404 {
@@ -222,7 +235,10 @@ impl ApiServer {
         }
         let mut resp = Response::new(Body::empty());
         *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-        for (k, v) in kubelet_headers {
+        for (k, v) in kubelet_headers
+            .into_iter()
+            .filter(|(k, _)| k != "content-length")
+        {
             if let (Ok(k), Ok(v)) = (
                 header::HeaderName::from_bytes(k.as_bytes()),
                 HeaderValue::from_str(&v),
@@ -278,7 +294,7 @@ async fn read_head(conn: &mut TcpStream) -> std::io::Result<(u16, Vec<(String, S
     let headers = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .filter(|(k, _)| k != "content-length" && k != "date")
+        .filter(|(k, _)| k != "date")
         .collect();
     Ok((status, headers, rest))
 }

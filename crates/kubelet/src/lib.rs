@@ -29,6 +29,7 @@ pub mod portforward;
 pub mod probe;
 pub mod runtime;
 pub mod server;
+pub mod spdy;
 pub mod stats;
 pub mod status;
 

@@ -1,7 +1,8 @@
-//! `port-forward` at the kubelet over a WebSocket (the protocol of the
-//! official Python client): one connection carries every asked port, port i
-//! on channels 2i (data) and 2i+1 (errors), and each channel's first message
-//! is the port number (2 bytes, little endian), so the client can check it.
+//! `port-forward` at the kubelet, in kubectl's SPDY/3.1 streams (see
+//! [`spdy_session`]) or over a WebSocket (the protocol of the official Python
+//! client): there one connection carries every asked port, port i on
+//! channels 2i (data) and 2i+1 (errors), and each channel's first message is
+//! the port number (2 bytes, little endian), so the client can check it.
 //!
 //! ```text
 //!  client ──ws /portforward/NS/POD?ports=8080──▶ kubelet
@@ -15,13 +16,14 @@
 
 use crate::exec::Framing;
 use crate::runtime::{State as ContainerState, SANDBOX};
+use crate::spdy;
 use crate::Kubelet;
-use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, RawQuery, State};
-use axum::http::StatusCode;
+use axum::extract::{FromRequestParts, Path, RawQuery, State};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::{SinkExt, StreamExt};
+use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -65,22 +67,47 @@ pub fn connect_in_netns(netns: &str, port: u16) -> std::io::Result<std::net::Tcp
     .map_err(|_| std::io::Error::other("the namespace thread panicked"))?
 }
 
-/// `GET /portforward/{ns}/{pod}?ports=...` (a WebSocket upgrade).
+/// `/portforward/{ns}/{pod}`: a SPDY/3.1 upgrade (kubectl), or a WebSocket
+/// with `?ports=` (the Python client).
 pub async fn port_forward(
     State(k): State<Arc<Kubelet>>,
     Path((ns, pod)): Path<(String, String)>,
     RawQuery(query): RawQuery,
-    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    req: axum::extract::Request,
 ) -> Response {
-    let ports = match ports(query.as_deref().unwrap_or("")) {
-        Ok(p) => p,
-        Err(e) => return (StatusCode::BAD_REQUEST, e).into_response(),
+    let (mut parts, _body) = req.into_parts();
+    let upgrade = parts
+        .headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let spdy = upgrade.starts_with("spdy/3.1");
+    let ports = if spdy {
+        Vec::new()
+    } else {
+        match ports(query.as_deref().unwrap_or("")) {
+            Ok(p) => p,
+            Err(e) => return (StatusCode::BAD_REQUEST, e).into_response(),
+        }
     };
-    let Ok(ws) = ws else {
-        let message =
-            "Upgrade request required: port-forward needs a WebSocket (v4.channel.k8s.io)";
-        return (StatusCode::BAD_REQUEST, message).into_response();
-    };
+    if !spdy {
+        // kubectl first offers SPDY tunnelled in a WebSocket
+        // (`SPDY/3.1+portforward.k8s.io`); refusing it makes kubectl fall
+        // back to a plain SPDY upgrade.
+        let offered = parts
+            .headers
+            .get(header::SEC_WEBSOCKET_PROTOCOL)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let ours = offered
+            .split(',')
+            .any(|p| crate::exec::PROTOCOLS.contains(&p.trim()));
+        if !ours {
+            let message = format!("none of the offered protocols ({offered}) is supported");
+            return (StatusCode::BAD_REQUEST, message).into_response();
+        }
+    }
     let sandbox = match k.runtime.list(None).await {
         Ok(cs) => cs.into_iter().find(|c| {
             c.pod_namespace == ns
@@ -98,6 +125,34 @@ pub async fn port_forward(
         let message = format!("pod {ns}/{pod} has no running sandbox on this node");
         return (StatusCode::NOT_FOUND, message).into_response();
     };
+    if spdy {
+        let Some(on_upgrade) = parts.extensions.remove::<hyper::upgrade::OnUpgrade>() else {
+            return (StatusCode::BAD_REQUEST, "the connection cannot be upgraded").into_response();
+        };
+        tokio::spawn(async move {
+            match on_upgrade.await {
+                Ok(io) => spdy_session(hyper_util::rt::TokioIo::new(io), netns).await,
+                Err(e) => tracing::debug!(error = %e, "port-forward upgrade failed"),
+            }
+        });
+        let mut resp = Response::new(axum::body::Body::empty());
+        *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+        let h = resp.headers_mut();
+        h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+        h.insert(header::UPGRADE, HeaderValue::from_static("SPDY/3.1"));
+        h.insert(
+            STREAM_PROTOCOL,
+            HeaderValue::from_static(PORT_FORWARD_PROTOCOL),
+        );
+        return resp;
+    }
+    let ws = match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
+        Ok(ws) => ws,
+        Err(_) => {
+            let message = "Upgrade request required: port-forward needs SPDY/3.1 or a WebSocket";
+            return (StatusCode::BAD_REQUEST, message).into_response();
+        }
+    };
     ws.protocols(crate::exec::PROTOCOLS)
         .on_upgrade(move |socket| async move {
             let framing = Framing::of(
@@ -109,6 +164,188 @@ pub async fn port_forward(
             forward(socket, framing, netns, ports).await
         })
         .into_response()
+}
+
+const STREAM_PROTOCOL: &str = "x-stream-protocol-version";
+const PORT_FORWARD_PROTOCOL: &str = "portforward.k8s.io";
+
+/// The streams of one forwarded connection, paired by `requestid`.
+#[derive(Default)]
+struct Pair {
+    port: u16,
+    error: Option<u32>,
+    data: Option<u32>,
+}
+
+/// kubectl's SPDY port-forward: for each local connection it opens an error
+/// stream and a data stream (headers `streamtype`, `port`, `requestid`);
+/// once both are there the pod's port is dialled and bytes flow on the data
+/// stream; a failure is written to the error stream, which ends with FIN.
+pub async fn spdy_session<IO>(io: IO, netns: String)
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut read, mut write) = tokio::io::split(io);
+    let (out, mut frames) = mpsc::channel::<Vec<u8>>(256);
+    let writer = tokio::spawn(async move {
+        while let Some(f) = frames.recv().await {
+            if write.write_all(&f).await.is_err() {
+                break;
+            }
+        }
+        let _ = write.shutdown().await;
+    });
+    let mut headers_in = spdy::HeaderReader::default();
+    let mut headers_out = spdy::HeaderWriter::default();
+    let mut pairs: HashMap<String, Pair> = HashMap::new();
+    // Client bytes for each data stream's pod connection (None: FIN).
+    let mut to_pod: HashMap<u32, mpsc::Sender<Option<Vec<u8>>>> = HashMap::new();
+    let mut last_stream = 0;
+    loop {
+        let mut head = [0u8; 8];
+        if read.read_exact(&mut head).await.is_err() {
+            break;
+        }
+        let mut payload = vec![0u8; spdy::payload_len(&head)];
+        if read.read_exact(&mut payload).await.is_err() {
+            break;
+        }
+        let frame = match spdy::parse(head, payload) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::debug!(error = %e, "port-forward: bad frame");
+                break;
+            }
+        };
+        match frame {
+            spdy::Frame::SynStream {
+                stream, headers, ..
+            } => {
+                last_stream = stream;
+                let headers = match headers_in.headers(&headers) {
+                    Ok(h) => h,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "port-forward: bad headers");
+                        break;
+                    }
+                };
+                let get = |k: &str| headers.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+                let reply = headers_out.block(&[]);
+                if out.send(spdy::syn_reply(stream, &reply)).await.is_err() {
+                    break;
+                }
+                let (Some(kind), Some(port), Some(request)) =
+                    (get("streamtype"), get("port"), get("requestid"))
+                else {
+                    let _ = out.send(spdy::rst_stream(stream, 1)).await;
+                    continue;
+                };
+                let pair = pairs.entry(request.clone()).or_default();
+                pair.port = port.parse().unwrap_or(0);
+                match kind.as_str() {
+                    "error" => pair.error = Some(stream),
+                    "data" => pair.data = Some(stream),
+                    _ => {}
+                }
+                if let (Some(error), Some(data)) = (pair.error, pair.data) {
+                    let port = pair.port;
+                    pairs.remove(&request);
+                    let (tx, rx) = mpsc::channel(64);
+                    to_pod.insert(data, tx);
+                    tokio::spawn(forward_one(
+                        netns.clone(),
+                        port,
+                        error,
+                        data,
+                        out.clone(),
+                        rx,
+                    ));
+                }
+            }
+            spdy::Frame::Data { stream, fin, data } => {
+                if let Some(tx) = to_pod.get(&stream) {
+                    if !data.is_empty() {
+                        let _ = tx.send(Some(data)).await;
+                    }
+                    if fin {
+                        let _ = tx.send(None).await;
+                        to_pod.remove(&stream);
+                    }
+                }
+            }
+            spdy::Frame::RstStream { stream } => {
+                to_pod.remove(&stream);
+            }
+            spdy::Frame::Ping { id } => {
+                let _ = out.send(spdy::ping(id)).await;
+            }
+            spdy::Frame::GoAway => break,
+            spdy::Frame::Other => {}
+        }
+    }
+    let _ = out.send(spdy::goaway(last_stream)).await;
+    drop(out);
+    drop(to_pod);
+    let _ = writer.await;
+}
+
+/// One forwarded connection: dial the pod's port inside its namespace, then
+/// copy both ways; the error stream gets the failure (if any) and a FIN.
+async fn forward_one(
+    netns: String,
+    port: u16,
+    error: u32,
+    data: u32,
+    out: mpsc::Sender<Vec<u8>>,
+    mut from_client: mpsc::Receiver<Option<Vec<u8>>>,
+) {
+    let conn = tokio::task::spawn_blocking(move || connect_in_netns(&netns, port))
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|r| r)
+        .and_then(|s| {
+            s.set_nonblocking(true)?;
+            tokio::net::TcpStream::from_std(s)
+        });
+    let stream = match conn {
+        Ok(s) => s,
+        Err(e) => {
+            let message = format!("error forwarding port {port} to pod: {e}");
+            let _ = out.send(spdy::data(error, true, message.as_bytes())).await;
+            let _ = out.send(spdy::data(data, true, &[])).await;
+            return;
+        }
+    };
+    let (mut pod_read, mut pod_write) = stream.into_split();
+    let to_pod = async move {
+        while let Some(Some(bytes)) = from_client.recv().await {
+            if pod_write.write_all(&bytes).await.is_err() {
+                break;
+            }
+        }
+        let _ = pod_write.shutdown().await;
+    };
+    let out_data = out.clone();
+    let from_pod = async move {
+        let mut buf = vec![0u8; 32 * 1024];
+        loop {
+            match pod_read.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if out_data
+                        .send(spdy::data(data, false, &buf[..n]))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+        }
+        let _ = out_data.send(spdy::data(data, true, &[])).await;
+    };
+    tokio::join!(to_pod, from_pod);
+    let _ = out.send(spdy::data(error, true, &[])).await;
 }
 
 /// Pumps every port's bytes between the WebSocket and its connection.

@@ -27,7 +27,7 @@ async fn exec_through_the_apiserver_to_docker() {
         json!({"name": name, "image": "minik8s/busybox:latest", "imagePullPolicy": "Never",
                "command": ["sh", "-c", format!("echo {name} > /tmp/who; sleep 3600")]})
     };
-    c.create_pod(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "shell"},
+    c.create_pod(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "shell", "labels": {"app": "shell"}},
         "spec": {"terminationGracePeriodSeconds": 0, "containers": [sleeper("main"), sleeper("side"),
             // Listens on the pod's localhost only: port-forward must reach it from inside.
             {"name": "web", "image": "minik8s/busybox:latest", "imagePullPolicy": "Never",
@@ -154,6 +154,56 @@ async fn exec_through_the_apiserver_to_docker() {
         stdout.contains("pod \"greeter\" deleted"),
         "{stdout} {stderr}"
     );
+
+    // kubectl port-forward (SPDY/3.1 after kubectl's WebSocket tunnel is
+    // refused): to the pod, and to a Service resolved to it; 20 parallel requests.
+    let services = c.client.dynamic(
+        minik8s_api::registry::of::<k8s_openapi::api::core::v1::Service>(),
+        Some("default"),
+    );
+    services
+        .create(
+            &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+            "spec": {"selector": {"app": "shell"}, "ports": [{"port": 80, "targetPort": 8080}]}}),
+        )
+        .await
+        .unwrap();
+    for target in ["pod/shell", "svc/web"] {
+        let remote = if target == "svc/web" { ":80" } else { ":8080" };
+        let mut pf = Command::new("/usr/bin/kubectl")
+            .args(["--server", &c.server.url, "port-forward", target, remote])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = std::io::BufReader::new(pf.stdout.take().unwrap());
+        let mut first = String::new();
+        std::io::BufRead::read_line(&mut stdout, &mut first).unwrap();
+        // kubectl prints a line per connection: keep its stdout open (a Go
+        // program writing to a closed pipe dies of SIGPIPE).
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+        // "Forwarding from 127.0.0.1:PORT -> 8080"
+        let local = first
+            .split_whitespace()
+            .find(|w| w.starts_with("127.0.0.1:"))
+            .unwrap_or_else(|| panic!("kubectl port-forward said: {first}"))
+            .to_string();
+        let http = reqwest::Client::new();
+        let gets = (0..20).map(|_| {
+            let http = http.clone();
+            let url = format!("http://{local}/index.html");
+            async move { http.get(&url).send().await?.text().await }
+        });
+        let bodies = futures::future::join_all(gets).await;
+        let _ = pf.kill();
+        let out = pf.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        for body in bodies {
+            let body = body.unwrap_or_else(|e| panic!("through {target}: {e}; kubectl: {stderr}"));
+            assert_eq!(body, "hello from web\n", "through {target}");
+        }
+        assert!(!stderr.contains("error"), "{target}: {stderr}");
+    }
 
     // Refusals, as Kubernetes words them.
     let out = c.real_kubectl(&["exec", "nope", "--", "true"]);
