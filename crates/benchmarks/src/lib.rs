@@ -15,3 +15,119 @@ pub fn rss_mib(pid: &str) -> f64 {
         .map(|kb| kb / 1024.0)
         .unwrap_or(0.0)
 }
+
+/// A child process killed (and reaped) when dropped.
+pub struct Proc(pub std::process::Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The `p` quantile (0..=1) of sorted samples.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 * p).ceil() as usize)
+        .saturating_sub(1)
+        .min(sorted.len() - 1)]
+}
+
+/// The real `master` and `kubelet` binaries (from this target directory) on
+/// a running dockerd: one node, `bench-node`, on its own Docker network.
+pub struct LocalCluster {
+    pub server: String,
+    pub client: minik8s_client::Client,
+    pub kubelet: Proc,
+    pub master: Proc,
+    pub dir: tempfile::TempDir,
+}
+
+impl LocalCluster {
+    pub async fn start(
+        socket: &str,
+        network: &str,
+        pod_cidr: &str,
+    ) -> anyhow::Result<LocalCluster> {
+        use std::process::{Command, Stdio};
+        use std::time::Duration;
+        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let status = Command::new("bash")
+            .arg(repo.join("scripts/images.sh"))
+            .env("DOCKER_HOST", socket)
+            .status()?;
+        anyhow::ensure!(status.success(), "building the local images failed");
+        let bin = std::env::current_exe()?
+            .parent()
+            .expect("target dir")
+            .to_path_buf();
+        let dir = tempfile::tempdir()?;
+        let port = minik8s_testkit::free_port();
+        let server = format!("http://127.0.0.1:{port}");
+        let master = Proc(
+            Command::new(bin.join("master"))
+                .args(["--listen", &format!("127.0.0.1:{port}")])
+                .args(["--data-dir", &dir.path().join("data").display().to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "starting {}/master (cargo build --release -p master -p kubelet first): {e}",
+                        bin.display()
+                    )
+                })?,
+        );
+        let client = minik8s_client::Client::new(&server);
+        for _ in 0..100 {
+            if client.get_json("/readyz").await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let kubelet = Proc(
+            Command::new(bin.join("kubelet"))
+                .args([
+                    "--server",
+                    &server,
+                    "--node-name",
+                    "bench-node",
+                    "--node-ip",
+                    "127.0.0.1",
+                ])
+                .args(["--port", &minik8s_testkit::free_port().to_string()])
+                .args([
+                    "--docker-socket",
+                    socket,
+                    "--network",
+                    network,
+                    "--pod-cidr",
+                    pod_cidr,
+                ])
+                .args([
+                    "--root-dir",
+                    &dir.path().join("kubelet").display().to_string(),
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()?,
+        );
+        let nodes = client.dynamic(
+            minik8s_api::registry::of::<minik8s_api::k8s::api::core::v1::Node>(),
+            None,
+        );
+        for _ in 0..100 {
+            if nodes.get("bench-node").await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(LocalCluster {
+            server,
+            client,
+            kubelet,
+            master,
+            dir,
+        })
+    }
+}

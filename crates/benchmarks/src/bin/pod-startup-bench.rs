@@ -13,30 +13,13 @@ use bollard::container::Config;
 use bollard::models::HostConfig;
 use futures::StreamExt;
 use kubelet::runtime::ContainerRuntime;
-use minik8s_api::k8s::api::core::v1::Node;
 use minik8s_api::k8s::api::core::v1::Pod;
 use minik8s_api::registry;
-use minik8s_client::{Client, ListParams, WatchEvent};
+use minik8s_client::{ListParams, WatchEvent};
 use serde_json::json;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use benchmarks as bench_util;
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() as f64 * p).ceil() as usize)
-        .saturating_sub(1)
-        .min(sorted.len() - 1)]
-}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -53,80 +36,9 @@ async fn main() -> anyhow::Result<()> {
             "a running dockerd is needed at {socket} (scripts/quickstart.sh starts one): {e}"
         )
     })?;
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let status = Command::new("bash")
-        .arg(repo.join("scripts/images.sh"))
-        .env("DOCKER_HOST", &socket)
-        .status()?;
-    anyhow::ensure!(status.success(), "building the local images failed");
-
-    let bin = std::env::current_exe()?
-        .parent()
-        .expect("target dir")
-        .to_path_buf();
-    let dir = tempfile::tempdir()?;
-    let port = minik8s_testkit::free_port();
-    let server = format!("http://127.0.0.1:{port}");
-    let master = Proc(
-        Command::new(bin.join("master"))
-            .args([
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--data-dir",
-                &dir.path().join("data").display().to_string(),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "starting {}/master (cargo build --release -p master -p kubelet first): {e}",
-                    bin.display()
-                )
-            })?,
-    );
-    let client = Client::new(&server);
-    for _ in 0..100 {
-        if client.get_json("/readyz").await.is_ok() || client.get_json("/version").await.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let kubelet = Proc(
-        Command::new(bin.join("kubelet"))
-            .args([
-                "--server",
-                &server,
-                "--node-name",
-                "bench-node",
-                "--node-ip",
-                "127.0.0.1",
-                "--port",
-                &minik8s_testkit::free_port().to_string(),
-            ])
-            .args([
-                "--docker-socket",
-                &socket,
-                "--network",
-                network,
-                "--pod-cidr",
-                "10.199.0.0/24",
-            ])
-            .args([
-                "--root-dir",
-                &dir.path().join("kubelet").display().to_string(),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?,
-    );
-    let nodes = client.dynamic(registry::of::<Node>(), None);
-    for _ in 0..100 {
-        if nodes.get("bench-node").await.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let cluster = bench_util::LocalCluster::start(&socket, network, "10.199.0.0/24").await?;
+    let client = cluster.client.clone();
+    let (master, kubelet) = (&cluster.master, &cluster.kubelet);
 
     // minik8s: create → Running and ready, through the scheduler and the kubelet.
     let api = client.dynamic(registry::of::<Pod>(), Some("default"));
@@ -232,17 +144,16 @@ async fn main() -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    drop(kubelet);
-    drop(master);
+    drop(cluster);
     let _ = runtime.docker.remove_network(network).await;
 
     through_minik8s.sort_by(f64::total_cmp);
     bare.sort_by(f64::total_cmp);
     let (m50, m99, b50, b99) = (
-        percentile(&through_minik8s, 0.5),
-        percentile(&through_minik8s, 0.99),
-        percentile(&bare, 0.5),
-        percentile(&bare, 0.99),
+        bench_util::percentile(&through_minik8s, 0.5),
+        bench_util::percentile(&through_minik8s, 0.99),
+        bench_util::percentile(&bare, 0.5),
+        bench_util::percentile(&bare, 0.99),
     );
     println!("# pod startup benchmark\n");
     println!(
