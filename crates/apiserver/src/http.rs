@@ -276,14 +276,16 @@ fn content_type(headers: &HeaderMap) -> String {
         .to_string()
 }
 
+fn is_json(resp: &Response) -> bool {
+    resp.headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|ct| ct.as_bytes().starts_with(b"application/json"))
+}
+
 /// A JSON answer (object, list, or each watch event) in the version the
 /// client asked for.
 async fn convert_answer(resp: Response, alt: &'static AlternateVersion, streams: bool) -> Response {
-    let is_json = resp
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|ct| ct.as_bytes().starts_with(b"application/json"));
-    if !is_json {
+    if !is_json(&resp) {
         return resp;
     }
     let (mut parts, body) = resp.into_parts();
@@ -316,11 +318,7 @@ async fn convert_answer(resp: Response, alt: &'static AlternateVersion, streams:
 /// first; kinds without a protobuf message (custom resources, LWS) stay
 /// JSON, which the client accepts as its second choice.
 async fn to_protobuf(resp: Response) -> Response {
-    let is_json = resp
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|ct| ct.as_bytes().starts_with(b"application/json"));
-    if !is_json {
+    if !is_json(&resp) {
         return resp;
     }
     let (mut parts, body) = resp.into_parts();

@@ -64,6 +64,12 @@ impl Framing {
         }
     }
 
+    /// The framing of the protocol the upgrade settled on.
+    pub fn negotiated(socket: &WebSocket) -> Framing {
+        let protocol = socket.protocol().and_then(|p| p.to_str().ok());
+        Framing::of(protocol.unwrap_or("channel.k8s.io"))
+    }
+
     pub fn encode(self, channel: u8, data: &[u8]) -> Message {
         match self {
             Framing::Binary => {
@@ -211,12 +217,7 @@ async fn upgrade(
     let runtime = k.runtime.clone();
     ws.protocols(PROTOCOLS)
         .on_upgrade(move |socket| async move {
-            let framing = Framing::of(
-                socket
-                    .protocol()
-                    .and_then(|p| p.to_str().ok())
-                    .unwrap_or("channel.k8s.io"),
-            );
+            let framing = Framing::negotiated(&socket);
             session(runtime, socket, framing, mode, target.id, spec).await
         })
         .into_response()

@@ -155,12 +155,7 @@ pub async fn port_forward(
     };
     ws.protocols(crate::exec::PROTOCOLS)
         .on_upgrade(move |socket| async move {
-            let framing = Framing::of(
-                socket
-                    .protocol()
-                    .and_then(|p| p.to_str().ok())
-                    .unwrap_or("channel.k8s.io"),
-            );
+            let framing = Framing::negotiated(&socket);
             forward(socket, framing, netns, ports).await
         })
         .into_response()
