@@ -45,11 +45,18 @@ async fn container_logs(
             .into_response();
     };
     let tail = q.get("tailLines").and_then(|t| t.parse().ok());
+    // sinceSeconds, or sinceTime (RFC 3339), as Unix seconds.
     let since = q
         .get("sinceSeconds")
         .and_then(|s| s.parse::<i64>().ok())
         .map(|s| chrono::Utc::now().timestamp() - s)
+        .or_else(|| {
+            q.get("sinceTime")
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| t.timestamp())
+        })
         .unwrap_or(0);
+    let limit = q.get("limitBytes").and_then(|b| b.parse::<usize>().ok());
     let opts = LogOptions {
         follow: flag(&q, "follow"),
         tail,
@@ -60,12 +67,35 @@ async fn container_logs(
         .runtime
         .logs(&target.id, opts)
         .map(|r| r.map_err(std::io::Error::other));
+    let stream = match limit {
+        None => stream.boxed(),
+        Some(limit) => limit_bytes(stream, limit).boxed(),
+    };
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain")],
         Body::from_stream(stream),
     )
         .into_response()
+}
+
+/// The first `limit` bytes of a log stream (`limitBytes`), then its end.
+fn limit_bytes(
+    stream: impl futures::Stream<Item = std::io::Result<bytes::Bytes>> + Send + 'static,
+    limit: usize,
+) -> impl futures::Stream<Item = std::io::Result<bytes::Bytes>> + Send + 'static {
+    stream.scan(limit, |left, chunk| {
+        let out = match chunk {
+            Ok(_) if *left == 0 => None,
+            Ok(mut b) => {
+                b.truncate(*left);
+                *left -= b.len();
+                Some(Ok(b))
+            }
+            Err(e) => Some(Err(e)),
+        };
+        futures::future::ready(out)
+    })
 }
 
 async fn summary(State(k): State<Arc<Kubelet>>) -> Response {
@@ -94,4 +124,17 @@ pub async fn serve(kubelet: Arc<Kubelet>) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("listening on {addr}: {e}"))?;
     axum::serve(listener, app).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn limit_bytes_cuts_across_chunks_and_ends_the_stream() {
+        let chunks =
+            futures::stream::iter(["abc", "defg", "hij"].map(|c| Ok(bytes::Bytes::from(c))));
+        let got: Vec<bytes::Bytes> = limit_bytes(chunks, 5).map(|c| c.unwrap()).collect().await;
+        assert_eq!(got.concat(), b"abcde");
+    }
 }

@@ -2,8 +2,9 @@
 //! `v5.channel.k8s.io`) and the official Python client (`v4.channel.k8s.io`)
 //! through the apiserver to the kubelet and Docker: output, piped stdin, a
 //! terminal, exit codes, several containers, `kubectl cp` both ways,
-//! `kubectl run -i --rm` (attach), the Python client's port-forward to a
-//! listener on the pod's localhost, and
+//! `kubectl run -i --rm` (attach), `kubectl logs` with its flags (-f, -l,
+//! --all-containers, --timestamps, --tail, --since, --limit-bytes), the
+//! Python client's port-forward to a listener on the pod's localhost, and
 //! refusals with Kubernetes' messages.
 
 mod common;
@@ -25,7 +26,9 @@ async fn exec_through_the_apiserver_to_docker() {
     let c = Cluster::start().await;
     let sleeper = |name: &str| {
         json!({"name": name, "image": "minik8s/busybox:latest", "imagePullPolicy": "Never",
-               "command": ["sh", "-c", format!("echo {name} > /tmp/who; sleep 3600")]})
+               // Says it started, then ticks on stdout (for `kubectl logs`).
+               "command": ["sh", "-c", format!("echo {name} started; echo {name} > /tmp/who; \
+                   i=0; while true; do i=$((i+1)); echo {name} tick $i; sleep 0.2; done")]})
     };
     c.create_pod(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "shell", "labels": {"app": "shell"}},
         "spec": {"terminationGracePeriodSeconds": 0, "containers": [sleeper("main"), sleeper("side"),
@@ -204,6 +207,69 @@ async fn exec_through_the_apiserver_to_docker() {
         }
         assert!(!stderr.contains("error"), "{target}: {stderr}");
     }
+
+    // kubectl logs: a container, all of them, by label, timestamps, tail, bytes, follow.
+    let logs = |args: &[&str]| {
+        let mut all = vec!["logs"];
+        all.extend_from_slice(args);
+        let out = c.real_kubectl(&all);
+        assert!(out.status.success(), "kubectl {all:?}: {:?}", text(&out));
+        text(&out).0
+    };
+    assert!(logs(&["shell", "-c", "main"]).starts_with("main started\n"));
+    let every = logs(&["shell", "--all-containers"]);
+    assert!(
+        every.contains("main started") && every.contains("side started"),
+        "{every}"
+    );
+    // With a selector kubectl asks for the last 10 lines unless told otherwise.
+    let selected = logs(&["-l", "app=shell", "-c", "side"]);
+    assert_eq!(selected.lines().count(), 10, "{selected}");
+    assert!(
+        selected.lines().all(|l| l.starts_with("side tick")),
+        "{selected}"
+    );
+    assert!(logs(&["-l", "app=shell", "-c", "side", "--tail=-1"]).contains("side started"));
+    let stamped = logs(&["shell", "-c", "main", "--timestamps", "--tail=1"]);
+    assert_eq!(stamped.lines().count(), 1, "{stamped}");
+    let (stamp, line) = stamped.trim().split_once(' ').unwrap();
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(stamp).is_ok(),
+        "{stamped}"
+    );
+    assert!(line.starts_with("main tick "), "{stamped}");
+    assert_eq!(logs(&["shell", "-c", "main", "--limit-bytes=4"]), "main");
+    let recent = logs(&["shell", "-c", "main", "--since=1s"]);
+    assert!(!recent.contains("main started"), "--since=1s: {recent}");
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let since_time = format!("--since-time={now}");
+    let recent = logs(&["shell", "-c", "main", &since_time]);
+    assert!(!recent.contains("main started"), "{since_time}: {recent}");
+    let mut follow = Command::new("/usr/bin/kubectl")
+        .args([
+            "--server",
+            &c.server.url,
+            "logs",
+            "-f",
+            "shell",
+            "-c",
+            "side",
+            "--tail=1",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(follow.stdout.take().unwrap()));
+    let tick = |l: String| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap();
+    let first = tick(lines.next().unwrap().unwrap());
+    let later = tick(lines.nth(4).unwrap().unwrap());
+    let _ = follow.kill();
+    let _ = follow.wait();
+    assert_eq!(
+        later,
+        first + 5,
+        "-f keeps delivering lines written after it started"
+    );
 
     // Refusals, as Kubernetes words them.
     let out = c.real_kubectl(&["exec", "nope", "--", "true"]);
