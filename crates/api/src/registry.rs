@@ -27,6 +27,8 @@ pub enum Subresource {
     Attach,
     /// `portforward`: TCP connections to the pod's ports, proxied the same way.
     PortForward,
+    /// `eviction`: a deletion that respects PodDisruptionBudgets (`kubectl drain`).
+    Eviction,
 }
 
 impl Subresource {
@@ -39,6 +41,7 @@ impl Subresource {
             Subresource::Exec => "exec",
             Subresource::Attach => "attach",
             Subresource::PortForward => "portforward",
+            Subresource::Eviction => "eviction",
         }
     }
 
@@ -47,7 +50,7 @@ impl Subresource {
         match self {
             Subresource::Status | Subresource::Scale => &["get", "patch", "update"],
             Subresource::Log => &["get"],
-            Subresource::Binding => &["create"],
+            Subresource::Binding | Subresource::Eviction => &["create"],
             Subresource::Exec | Subresource::Attach | Subresource::PortForward => {
                 &["create", "get"]
             }
@@ -262,6 +265,12 @@ const DAEMONSET_COLUMNS: &[Column] = &[
     col("Images", 1),
     col("Selector", 1),
 ];
+const PDB_COLUMNS: &[Column] = &[
+    col("Min Available", 0),
+    col("Max Unavailable", 0),
+    col("Allowed Disruptions", 0),
+    col("Age", 0),
+];
 const STATEFULSET_COLUMNS: &[Column] = &[
     col("Ready", 0),
     col("Age", 0),
@@ -307,7 +316,7 @@ pub static REGISTRY: &[ResourceInfo] = &[
         singular: "pod",
         short_names: &["po"],
         namespaced: true,
-        subresources: &[Status, Log, Binding, Exec, Attach, PortForward],
+        subresources: &[Status, Log, Binding, Exec, Attach, PortForward, Eviction],
         categories: &["all"],
         columns: POD_COLUMNS,
     },
@@ -526,6 +535,18 @@ pub static REGISTRY: &[ResourceInfo] = &[
         subresources: &[Status],
         categories: &["all"],
         columns: HPA_COLUMNS,
+    },
+    ResourceInfo {
+        group: "policy",
+        version: "v1",
+        kind: "PodDisruptionBudget",
+        plural: "poddisruptionbudgets",
+        singular: "poddisruptionbudget",
+        short_names: &["pdb"],
+        namespaced: true,
+        subresources: &[Status],
+        categories: &[],
+        columns: PDB_COLUMNS,
     },
     ResourceInfo {
         group: "leaderworkerset.x-k8s.io",

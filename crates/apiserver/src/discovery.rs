@@ -110,6 +110,11 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
                 registry::Subresource::Exec => e["kind"] = json!("PodExecOptions"),
                 registry::Subresource::Attach => e["kind"] = json!("PodAttachOptions"),
                 registry::Subresource::PortForward => e["kind"] = json!("PodPortForwardOptions"),
+                registry::Subresource::Eviction => {
+                    e["group"] = json!("policy");
+                    e["version"] = json!("v1");
+                    e["kind"] = json!("Eviction");
+                }
                 _ => {}
             }
             resources.push(e);

@@ -561,6 +561,12 @@ impl Request {
                     .pod_stream(sub, ns, name, &self.raw_query, &self.headers, self.upgrade)
                     .await
             }
+            (&Method::POST, Some(name), Some("eviction")) => {
+                let body = self.body_object()?;
+                let ns = ns.unwrap_or("default");
+                let status = self.srv.pod_eviction(ns, name, body).await?;
+                Ok(json_response(StatusCode::CREATED, &status))
+            }
             (&Method::GET, Some(name), Some("log")) => {
                 self.srv.pod_log(ns, name, &self.params).await
             }

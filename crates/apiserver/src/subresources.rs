@@ -1,6 +1,7 @@
 //! Subresources beyond status: `scale` (the autoscaling/v1 `Scale` view of
-//! `spec.replicas`), `binding` (the scheduler's write of `spec.nodeName`) and
-//! `log` (proxied to the pod's kubelet).
+//! `spec.replicas`), `binding` (the scheduler's write of `spec.nodeName`),
+//! `log` (proxied to the pod's kubelet) and `eviction` (a deletion that
+//! respects PodDisruptionBudgets).
 
 use crate::params::Params;
 use crate::rest::{Mode, WriteOpts};
@@ -195,5 +196,199 @@ impl ApiServer {
             Body::from_stream(resp.bytes_stream()),
         )
             .into_response())
+    }
+}
+
+/// How a PodDisruptionBudget answers an eviction of one of its pods.
+#[derive(Debug, PartialEq)]
+pub enum EvictionVerdict {
+    /// Delete the pod, taking one disruption from the budget (if it has one).
+    Allow,
+    /// 429 TooManyRequests with this cause.
+    Refuse(String),
+}
+
+/// The pure rule of `pods/eviction`, as Kubernetes applies it: pods that are
+/// not running (pending, finished, deleting) may always go; otherwise the
+/// one budget selecting the pod must allow a disruption and be up to date.
+pub fn eviction_verdict(pod: &Value, pdb: Option<&Value>) -> EvictionVerdict {
+    let phase = pod
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("Pending");
+    if matches!(phase, "Pending" | "Succeeded" | "Failed") || is_deleting(pod) {
+        return EvictionVerdict::Allow;
+    }
+    let Some(pdb) = pdb else {
+        return EvictionVerdict::Allow;
+    };
+    let name = meta::name(pdb);
+    let generation = pdb
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let observed = pdb
+        .pointer("/status/observedGeneration")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    if observed < generation {
+        return EvictionVerdict::Refuse(format!(
+            "The disruption budget {name} is still being processed by the server."
+        ));
+    }
+    let allowed = pdb
+        .pointer("/status/disruptionsAllowed")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    if allowed <= 0 {
+        let int = |f: &str| {
+            pdb.pointer(&format!("/status/{f}"))
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+        };
+        return EvictionVerdict::Refuse(format!(
+            "The disruption budget {name} needs {} healthy pods and has {} currently",
+            int("desiredHealthy"),
+            int("currentHealthy")
+        ));
+    }
+    EvictionVerdict::Allow
+}
+
+impl ApiServer {
+    /// `POST .../pods/NAME/eviction` (policy/v1 Eviction): the pod is deleted
+    /// unless that would take its PodDisruptionBudget below its bound (429).
+    pub(crate) async fn pod_eviction(
+        &self,
+        ns: &str,
+        name: &str,
+        body: Value,
+    ) -> Result<Value, ApiError> {
+        let pods = registry::of::<Pod>();
+        let pdbs = registry::of::<k8s_openapi::api::policy::v1::PodDisruptionBudget>();
+        let body_name = meta::name(&body);
+        if !body_name.is_empty() && body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "name in URL does not match name in Eviction object: {name} != {body_name}"
+            )));
+        }
+        let (pod, _) = self.read(pods, Some(ns), name).await?;
+        let labels = pod["metadata"]["labels"].clone();
+        let labels: std::collections::BTreeMap<String, String> =
+            serde_json::from_value(labels).unwrap_or_default();
+        let listed = self.list(pdbs, Some(ns), &Params::parse(None)?).await?;
+        let matching: Vec<&Value> = listed["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|b| {
+                let ls = b.pointer("/spec/selector").cloned().unwrap_or(json!({}));
+                serde_json::from_value(ls)
+                    .ok()
+                    .and_then(|ls| minik8s_api::selector::Selector::from_label_selector(&ls).ok())
+                    .is_some_and(|s| s.matches(&labels))
+            })
+            .collect();
+        if matching.len() > 1 {
+            return Err(ApiError::internal(
+                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+            ));
+        }
+        let pdb = matching.first().copied();
+        let too_many = |cause: String| {
+            let mut e = ApiError::new(
+                429,
+                "TooManyRequests",
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+            );
+            e.details = Some(Box::new(
+                json!({"causes": [{"reason": "DisruptionBudget", "message": cause}]}),
+            ));
+            e
+        };
+        if let EvictionVerdict::Refuse(cause) = eviction_verdict(&pod, pdb) {
+            return Err(too_many(cause));
+        }
+        let running = pod.pointer("/status/phase").and_then(Value::as_str) == Some("Running");
+        if let (Some(pdb), true) = (pdb, running && !is_deleting(&pod)) {
+            // Take one disruption and remember the pod until the controller
+            // sees it go. The verdict is taken again on the budget as written:
+            // a concurrent eviction (kubectl drain sends them in parallel) that
+            // won the write makes this one re-read, and maybe a 429.
+            self.update_with(
+                pdbs,
+                Some(ns),
+                meta::name(pdb),
+                Mode::Status,
+                WriteOpts::default(),
+                |old| {
+                    if let EvictionVerdict::Refuse(cause) = eviction_verdict(&pod, Some(old)) {
+                        return Err(too_many(cause));
+                    }
+                    let mut new = old.clone();
+                    let allowed = old
+                        .pointer("/status/disruptionsAllowed")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0);
+                    new["status"]["disruptionsAllowed"] = json!(allowed - 1);
+                    new["status"]["disruptedPods"][name] = json!(now_rfc3339());
+                    // The write is conditional on the version read: after a
+                    // concurrent taker, update_with reads again and asks again.
+                    Ok(new)
+                },
+            )
+            .await?;
+        }
+        let options = body.get("deleteOptions").cloned().unwrap_or(json!({}));
+        let opts = crate::rest::DeleteOptions {
+            grace_period: options.get("gracePeriodSeconds").and_then(Value::as_i64),
+            uid: options
+                .pointer("/preconditions/uid")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            resource_version: options
+                .pointer("/preconditions/resourceVersion")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            ..Default::default()
+        };
+        self.delete(pods, Some(ns), name, &opts).await?;
+        Ok(
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evictions_respect_the_budget_as_kubernetes_does() {
+        let running = json!({"status": {"phase": "Running"}, "metadata": {}});
+        let pending = json!({"status": {"phase": "Pending"}, "metadata": {}});
+        let pdb = |allowed: i64, observed: i64| {
+            json!({"metadata": {"name": "web", "generation": 2},
+                   "status": {"observedGeneration": observed, "disruptionsAllowed": allowed,
+                              "desiredHealthy": 2, "currentHealthy": 2}})
+        };
+        assert_eq!(eviction_verdict(&running, None), EvictionVerdict::Allow);
+        assert_eq!(
+            eviction_verdict(&running, Some(&pdb(1, 2))),
+            EvictionVerdict::Allow
+        );
+        assert_eq!(
+            eviction_verdict(&running, Some(&pdb(0, 2))),
+            EvictionVerdict::Refuse(
+                "The disruption budget web needs 2 healthy pods and has 2 currently".into()
+            )
+        );
+        assert!(
+            matches!(eviction_verdict(&running, Some(&pdb(5, 1))), EvictionVerdict::Refuse(m) if m.contains("still being processed"))
+        );
+        assert_eq!(
+            eviction_verdict(&pending, Some(&pdb(0, 2))),
+            EvictionVerdict::Allow
+        );
     }
 }

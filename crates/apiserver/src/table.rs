@@ -428,6 +428,21 @@ pub mod rows {
         ]
     }
 
+    /// PodDisruptionBudget: its bound (the other one N/A) and the disruptions allowed now.
+    pub fn pod_disruption_budget(o: &Value) -> Vec<Value> {
+        let bound = |p: &str| match o.pointer(p) {
+            Some(Value::Number(n)) => n.to_string(),
+            Some(Value::String(s)) => s.clone(),
+            _ => "N/A".into(),
+        };
+        vec![
+            json!(bound("/spec/minAvailable")),
+            json!(bound("/spec/maxUnavailable")),
+            json!(int(o, "/status/disruptionsAllowed")),
+            json!(age(o)),
+        ]
+    }
+
     /// ConfigMap: how many keys.
     pub fn config_map(o: &Value) -> Vec<Value> {
         let keys = |p: &str| {

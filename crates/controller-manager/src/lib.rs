@@ -22,6 +22,7 @@
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
+pub mod disruption;
 pub mod endpoints;
 pub mod expectations;
 pub mod gc;
@@ -143,6 +144,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
         std::sync::Arc::new(cronjob::SystemClock),
     )?;
     let ttl = ttlafterfinished::TtlAfterFinishedController::new(client.clone(), &informers)?;
+    let disruption = disruption::DisruptionController::new(client.clone(), &informers)?;
     let ipam = match config.allocate_node_cidrs {
         true => Some(nodeipam::NodeIpamController::new(
             client.clone(),
@@ -176,6 +178,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
         jobs.run(workers),
         cron_jobs.run(workers),
         ttl.run(workers),
+        disruption.run(workers),
         async {
             if let Some(ipam) = ipam {
                 // One worker: allocation is serial by design.

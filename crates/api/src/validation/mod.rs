@@ -139,6 +139,7 @@ mod autoscaling;
 mod batch;
 mod config;
 mod pod;
+mod policy;
 mod service;
 
 pub use crate::names::*;
@@ -369,6 +370,7 @@ pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
         "Service" => validate_service(obj, old, &mut errs),
         "ConfigMap" => validate_config_map(obj, old, &mut errs),
         "Job" => validate_job(obj, old, &mut errs),
+        "PodDisruptionBudget" => policy::validate_pdb(obj, &mut errs),
         "CronJob" => validate_cron_job(obj, &mut errs),
         "Secret" => validate_secret(obj, old, &mut errs),
         "ReplicaSet" => validate_replicated(obj, old, "ReplicaSet", &mut errs),

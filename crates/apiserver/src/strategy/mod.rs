@@ -31,6 +31,7 @@ use crate::ApiServer;
 use k8s_openapi::api::{
     apps::v1 as apps, autoscaling::v2 as autoscaling, batch::v1 as batch,
     coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery,
+    policy::v1 as policy,
 };
 use minik8s_api::registry::{self, ResourceInfo};
 use minik8s_api::selector::Selector;
@@ -305,6 +306,7 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         autoscaling::HorizontalPodAutoscaler => horizontal_pod_autoscaler;
         batch::Job => job with job::Lifecycle;
         batch::CronJob => cron_job;
+        policy::PodDisruptionBudget => pod_disruption_budget;
         minik8s_api::lws::LeaderWorkerSet => leader_worker_set with lws::Lifecycle;
     }
 });
