@@ -38,14 +38,9 @@ const FORWARDED: [&str; 6] = [
 /// The largest response head read from a kubelet.
 const MAX_HEAD: usize = 16 * 1024;
 
-/// The container an exec goes to: `?container=`, or the pod's only one.
-/// Errors as Kubernetes words them.
-pub fn exec_container(
-    pod: &Value,
-    name: &str,
-    asked: Option<&str>,
-    which: Stream,
-) -> Result<String, ApiError> {
+/// The pod's container a request names (`?container=`), or its only one;
+/// errors as Kubernetes words them. Logs, exec and attach all choose so.
+pub fn pick_container(pod: &Value, name: &str, asked: Option<&str>) -> Result<String, ApiError> {
     let containers: Vec<&str> = pod
         .pointer("/spec/containers")
         .and_then(Value::as_array)
@@ -66,6 +61,18 @@ pub fn exec_container(
             "container {container} is not valid for pod {name}"
         )));
     }
+    Ok(container.to_string())
+}
+
+/// The container an exec or attach goes to: chosen as [`pick_container`]
+/// does, and running in a live pod on a node.
+pub fn exec_container(
+    pod: &Value,
+    name: &str,
+    asked: Option<&str>,
+    which: Stream,
+) -> Result<String, ApiError> {
+    let container = pick_container(pod, name, asked)?;
     let phase = pod
         .pointer("/status/phase")
         .and_then(Value::as_str)

@@ -116,31 +116,7 @@ impl ApiServer {
     ) -> Result<Response, ApiError> {
         let info = registry::of::<Pod>();
         let (pod, _) = self.read(info, ns, name).await?;
-        let containers: Vec<String> = pod
-            .pointer("/spec/containers")
-            .and_then(Value::as_array)
-            .map(|cs| {
-                cs.iter()
-                    .filter_map(|c| c.get("name").and_then(Value::as_str))
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
-        let container = match params.get("container") {
-            Some(c) => c.to_string(),
-            None if containers.len() == 1 => containers[0].clone(),
-            None => {
-                return Err(ApiError::bad_request(format!(
-                    "a container name must be specified for pod {name}, choose one of: [{}]",
-                    containers.join(" ")
-                )))
-            }
-        };
-        if !containers.contains(&container) {
-            return Err(ApiError::bad_request(format!(
-                "container {container} is not valid for pod {name}"
-            )));
-        }
+        let container = crate::proxy::pick_container(&pod, name, params.get("container"))?;
         let node = pod
             .pointer("/spec/nodeName")
             .and_then(Value::as_str)

@@ -104,6 +104,22 @@ fn container_config(spec: &ContainerSpec) -> Config<String> {
 }
 
 impl DockerRuntime {
+    /// Docker's inspection of a container; None when it is gone.
+    async fn inspect_raw(
+        &self,
+        id: &str,
+    ) -> Result<Option<bollard::models::ContainerInspectResponse>> {
+        match self
+            .docker
+            .inspect_container(id, None::<InspectContainerOptions>)
+            .await
+        {
+            Ok(c) => Ok(Some(c)),
+            Err(e) if not_found(&e) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Connects to the Docker socket (`unix:///var/run/docker.sock` style or a path).
     pub fn connect(socket: &str, network: &str, node: &str) -> Result<DockerRuntime> {
         let path = socket.trim_start_matches("unix://");
@@ -278,14 +294,8 @@ impl ContainerRuntime for DockerRuntime {
     }
 
     async fn inspect(&self, id: &str) -> Result<Option<ContainerInfo>> {
-        let c = match self
-            .docker
-            .inspect_container(id, None::<InspectContainerOptions>)
-            .await
-        {
-            Ok(c) => c,
-            Err(e) if not_found(&e) => return Ok(None),
-            Err(e) => return Err(e.into()),
+        let Some(c) = self.inspect_raw(id).await? else {
+            return Ok(None);
         };
         let labels = c
             .config
@@ -470,14 +480,8 @@ impl ContainerRuntime for DockerRuntime {
     }
 
     async fn netns_path(&self, id: &str) -> Result<Option<String>> {
-        let c = match self
-            .docker
-            .inspect_container(id, None::<InspectContainerOptions>)
-            .await
-        {
-            Ok(c) => c,
-            Err(e) if not_found(&e) => return Ok(None),
-            Err(e) => return Err(e.into()),
+        let Some(c) = self.inspect_raw(id).await? else {
+            return Ok(None);
         };
         let pid = c.state.and_then(|s| s.pid).filter(|&p| p > 0);
         Ok(pid.map(|p| format!("/proc/{p}/ns/net")))
