@@ -144,6 +144,31 @@ def main(url):
     assert core.read_namespaced_replication_controller_scale("pyrc", "default").spec.replicas == 2
     core.delete_namespaced_replication_controller("pyrc", "default")
 
+    # budgets and evictions (policy/v1), HPAs through autoscaling/v1 stored as v2
+    policy = client.PolicyV1Api(api_client)
+    policy.create_namespaced_pod_disruption_budget("default", client.V1PodDisruptionBudget(
+        metadata=client.V1ObjectMeta(name="pypdb"),
+        spec=client.V1PodDisruptionBudgetSpec(min_available=1, selector=client.V1LabelSelector(match_labels={"app": "pyevict"}))))
+    assert policy.read_namespaced_pod_disruption_budget("pypdb", "default").spec.min_available == 1
+    core.create_namespaced_pod("default", client.V1Pod(
+        metadata=client.V1ObjectMeta(name="pyevict", labels={"app": "pyevict"}),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")])))
+    # A pod that is not running may always be evicted.
+    core.create_namespaced_pod_eviction("pyevict", "default", client.V1Eviction(
+        metadata=client.V1ObjectMeta(name="pyevict", namespace="default")))
+    assert "pyevict" not in [p.metadata.name for p in core.list_namespaced_pod("default").items]
+    policy.delete_namespaced_pod_disruption_budget("pypdb", "default")
+    hpa_v1 = client.AutoscalingV1Api(api_client)
+    hpa_v1.create_namespaced_horizontal_pod_autoscaler("default", client.V1HorizontalPodAutoscaler(
+        metadata=client.V1ObjectMeta(name="pyhpa"),
+        spec=client.V1HorizontalPodAutoscalerSpec(
+            scale_target_ref=client.V1CrossVersionObjectReference(api_version="apps/v1", kind="Deployment", name="x"),
+            min_replicas=1, max_replicas=4, target_cpu_utilization_percentage=60)))
+    assert hpa_v1.read_namespaced_horizontal_pod_autoscaler("pyhpa", "default").spec.target_cpu_utilization_percentage == 60
+    v2 = client.AutoscalingV2Api(api_client).read_namespaced_horizontal_pod_autoscaler("pyhpa", "default")
+    assert v2.spec.metrics[0].resource.target.average_utilization == 60, v2.spec
+    hpa_v1.delete_namespaced_horizontal_pod_autoscaler("pyhpa", "default")
+
     # the dynamic client uses discovery
     dyn = DynamicClient(api_client)
     lws_api = dyn.resources.get(api_version="leaderworkerset.x-k8s.io/v1", kind="LeaderWorkerSet")

@@ -592,7 +592,15 @@ impl Request {
     fn body_object(&self) -> Result<Value, ApiError> {
         let obj = decode_body(&self.headers, &self.body)?;
         Ok(match self.served {
-            Some(alt) if obj["kind"] == alt.kind => (alt.to_storage)(&obj),
+            // A body without kind or apiVersion is of the URL's version, as in Kubernetes.
+            Some(alt)
+                if obj.get("kind").is_none_or(|k| k == alt.kind)
+                    && obj
+                        .get("apiVersion")
+                        .is_none_or(|v| *v == alt.api_version()) =>
+            {
+                (alt.to_storage)(&obj)
+            }
             _ => obj,
         })
     }
