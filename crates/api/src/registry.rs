@@ -208,12 +208,18 @@ const ENDPOINTSLICE_COLUMNS: &[Column] = &[
     col("Age", 0),
 ];
 const LEASE_COLUMNS: &[Column] = &[col("Holder", 0), col("Age", 0)];
+/// Kubernetes' event table: NAME comes last and only with `-o wide`.
 const EVENT_COLUMNS: &[Column] = &[
     col("Last Seen", 0),
     col("Type", 0),
     col("Reason", 0),
     col("Object", 0),
+    col("Subobject", 1),
+    col("Source", 1),
     col("Message", 0),
+    col("First Seen", 1),
+    col("Count", 1),
+    col("Name", 1),
 ];
 const REPLICASET_COLUMNS: &[Column] = &[
     col("Desired", 0),

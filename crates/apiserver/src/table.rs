@@ -103,7 +103,10 @@ pub fn pod_status(pod: &Value) -> String {
 pub type Row = fn(&Value) -> Vec<Value>;
 
 /// NAME, then the kind's cells.
-fn cells(row: Row, o: &Value) -> Vec<Value> {
+fn cells(info: &ResourceInfo, row: Row, o: &Value) -> Vec<Value> {
+    if places_name(info) {
+        return row(o);
+    }
     let name = json!(o
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -111,6 +114,12 @@ fn cells(row: Row, o: &Value) -> Vec<Value> {
     let mut out = vec![name];
     out.extend(row(o));
     out
+}
+
+/// A kind whose columns list "Name" puts it where it wants (Events: last,
+/// `-o wide` only); every other table starts with NAME.
+fn places_name(info: &ResourceInfo) -> bool {
+    info.columns.iter().any(|c| c.name == "Name")
 }
 
 /// The cells after NAME of one object, per kind (kubectl's printers): each
@@ -294,12 +303,27 @@ pub mod rows {
             s(o.pointer("/involvedObject/kind")).to_lowercase(),
             s(o.pointer("/involvedObject/name"))
         );
+        let raw = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("");
+        let source = match (raw("/source/component"), raw("/source/host")) {
+            (component, "") => component.to_string(),
+            (component, host) => format!("{component}, {host}"),
+        };
+        let first = o
+            .get("firstTimestamp")
+            .and_then(Value::as_str)
+            .map(human_age)
+            .unwrap_or_else(|| age(o));
         vec![
             json!(last),
             json!(s(o.get("type"))),
             json!(s(o.get("reason"))),
             json!(obj),
+            json!(raw("/involvedObject/fieldPath")),
+            json!(source),
             json!(s(o.get("message"))),
+            json!(first),
+            json!(o.get("count").and_then(Value::as_i64).unwrap_or(1)),
+            json!(s(o.pointer("/metadata/name"))),
         ]
     }
 
@@ -625,11 +649,17 @@ fn hpa_targets(o: &Value) -> String {
 }
 
 fn column_definitions(info: &ResourceInfo) -> Vec<Value> {
-    let mut cols = vec![
-        json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0}),
-    ];
+    let name = |priority: i32| json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": priority});
+    let mut cols = Vec::new();
+    if !places_name(info) {
+        cols.push(name(0));
+    }
     for c in info.columns {
-        cols.push(json!({"name": c.name, "type": c.kind, "format": "", "description": c.description, "priority": c.priority}));
+        if c.name == "Name" {
+            cols.push(name(c.priority));
+        } else {
+            cols.push(json!({"name": c.name, "type": c.kind, "format": "", "description": c.description, "priority": c.priority}));
+        }
     }
     cols
 }
@@ -645,7 +675,7 @@ pub fn render(
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| {
-            json!({"cells": cells(row, o), "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+            json!({"cells": cells(info, row, o), "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
                 "metadata": o.get("metadata").cloned().unwrap_or(json!({}))}})
         })
         .collect();

@@ -247,6 +247,22 @@ async fn imperative_create_commands_work_over_protobuf() {
     let (listed, out) = kubectl(url, &["get", "hpa.v1.autoscaling", "-n", "lab"]);
     assert!(listed && out.contains("web"), "{out}");
 
+    // Events print as Kubernetes prints them: no NAME but with -o wide, last.
+    let (_, events) = kubectl(url, &["get", "events", "-n", "lab"]);
+    assert_eq!(
+        common::table_line(&events, 0),
+        ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        "{events}"
+    );
+    assert!(
+        events.contains("Scheduled") && events.contains("pod/web-"),
+        "{events}"
+    );
+    let (_, wide) = kubectl(url, &["get", "events", "-n", "lab", "-o", "wide"]);
+    assert_eq!(common::table_line(&wide, 0).last(), Some(&"NAME"), "{wide}");
+    let (ok, out) = kubectl(url, &["events", "-n", "lab"]);
+    assert!(ok && out.contains("Scheduled"), "kubectl events: {out}");
+
     // kubectl proxy: a local port that forwards to the API.
     let mut proxy = std::process::Command::new("/usr/bin/kubectl")
         .args(["--server", url, "proxy", "--port=0"])
