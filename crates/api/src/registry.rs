@@ -90,7 +90,8 @@ pub struct ResourceInfo {
     pub namespaced: bool,
     pub subresources: &'static [Subresource],
     pub categories: &'static [&'static str],
-    /// Table columns after NAME (which every table has first).
+    /// Table columns after NAME (which every table has first, unless its columns
+    /// list "Name" themselves, as Events do: last and wide only).
     pub columns: &'static [Column],
 }
 

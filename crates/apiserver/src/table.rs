@@ -99,7 +99,7 @@ pub fn pod_status(pod: &Value) -> String {
     reason
 }
 
-/// A kind's table cells after NAME.
+/// A kind's table cells after NAME (all of them when the kind places Name itself).
 pub type Row = fn(&Value) -> Vec<Value>;
 
 /// NAME, then the kind's cells.
