@@ -362,6 +362,51 @@ async fn services_balance_follow_endpoints_and_clean_up() {
 }
 
 /// Asks `server` for the A records of `name` over UDP: (rcode, addresses).
+/// A DNS server of ours for `example.org`, on a port it really got: a port
+/// chosen free can be taken (by another test's UDP socket) before the server
+/// binds it, and then the server's task ends at once; choose again then.
+async fn start_upstream(
+    client: &Client,
+) -> (
+    std::net::SocketAddr,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
+    for _ in 0..5 {
+        let listen: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let cfg = kube_proxy::dns::Config {
+            listen,
+            domain: "example.org".into(),
+            upstreams: Vec::new(),
+        };
+        let task = tokio::spawn(kube_proxy::run(client.clone(), None, Some(cfg)));
+        let probe = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let mut req = hickory_proto::op::Message::query();
+        req.add_query(hickory_proto::op::Query::query(
+            hickory_proto::rr::Name::from_ascii("probe.example.org.").unwrap(),
+            hickory_proto::rr::RecordType::A,
+        ));
+        let mut buf = vec![0u8; 512];
+        // Any answer, even SERVFAIL before its caches synced, means it is serving.
+        for _ in 0..50 {
+            if task.is_finished() {
+                break;
+            }
+            probe.send_to(&req.to_vec().unwrap(), listen).await.unwrap();
+            let answer = tokio::time::timeout(Duration::from_millis(200), probe.recv(&mut buf));
+            if answer.await.is_ok() {
+                return (listen, task);
+            }
+        }
+        match task.is_finished() {
+            true => {
+                eprintln!("the upstream DNS could not serve on {listen}: choosing another port")
+            }
+            false => panic!("the upstream DNS on {listen} does not answer"),
+        }
+    }
+    panic!("no port for the upstream DNS after 5 tries");
+}
+
 async fn ask(server: std::net::SocketAddr, name: &str) -> (String, Vec<String>) {
     use hickory_proto::op::{Message, Query};
     use hickory_proto::rr::{Name, RData, RecordType};
@@ -423,8 +468,6 @@ async fn cluster_dns_names_services_and_pods() {
         .unwrap();
 
     // An upstream for other names: a second server of ours, answering its own zone.
-    let upstream_port = free_port();
-    let upstream: std::net::SocketAddr = format!("127.0.0.1:{upstream_port}").parse().unwrap();
     let outside = TestServer::start(Backend::Embedded).await;
     let outside_client = Client::new(&outside.url);
     outside_client
@@ -435,18 +478,13 @@ async fn cluster_dns_names_services_and_pods() {
         )
         .await
         .unwrap();
-    let up_dns = kube_proxy::dns::Config {
-        listen: upstream,
-        domain: "example.org".into(),
-        upstreams: Vec::new(),
-    };
     let iptables = || proxier::Config {
         iptables: Iptables {
             netns: Some(ns.path()),
         },
         ..Default::default()
     };
-    tokio::spawn(kube_proxy::run(outside_client, None, Some(up_dns)));
+    let (upstream, _upstream_task) = start_upstream(&outside_client).await;
 
     let listen: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let dns = kube_proxy::dns::Config {
