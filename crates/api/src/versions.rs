@@ -96,6 +96,18 @@ fn annotations(obj: &mut Value) -> &mut Map<String, Value> {
         .expect("just made an object")
 }
 
+/// The status fields both versions spell the same way.
+fn shared_status(status: &Value) -> Value {
+    let mut st = json!({"currentReplicas": status["currentReplicas"].as_i64().unwrap_or(0),
+                        "desiredReplicas": status["desiredReplicas"].as_i64().unwrap_or(0)});
+    for f in ["observedGeneration", "lastScaleTime"] {
+        if !status[f].is_null() {
+            st[f] = status[f].clone();
+        }
+    }
+    st
+}
+
 /// autoscaling/v2 → v1: the CPU utilization target becomes
 /// `targetCPUUtilizationPercentage`; other metrics, behavior and conditions
 /// go to annotations.
@@ -123,13 +135,7 @@ pub fn hpa_v2_to_v1(v2: &Value) -> Value {
     }
     let status = &v2["status"];
     if status.is_object() {
-        let mut st = json!({"currentReplicas": status["currentReplicas"].as_i64().unwrap_or(0),
-                            "desiredReplicas": status["desiredReplicas"].as_i64().unwrap_or(0)});
-        for f in ["observedGeneration", "lastScaleTime"] {
-            if !status[f].is_null() {
-                st[f] = status[f].clone();
-            }
-        }
+        let mut st = shared_status(status);
         let current = status["currentMetrics"]
             .as_array()
             .cloned()
@@ -205,13 +211,7 @@ pub fn hpa_v1_to_v2(v1: &Value) -> Value {
                         "metadata": meta, "spec": s});
     let status = &v1["status"];
     if status.is_object() {
-        let mut st = json!({"currentReplicas": status["currentReplicas"].as_i64().unwrap_or(0),
-                            "desiredReplicas": status["desiredReplicas"].as_i64().unwrap_or(0)});
-        for f in ["observedGeneration", "lastScaleTime"] {
-            if !status[f].is_null() {
-                st[f] = status[f].clone();
-            }
-        }
+        let mut st = shared_status(status);
         let mut current = Vec::new();
         if let Some(u) = status["currentCPUUtilizationPercentage"].as_i64() {
             current.push(json!({"type": "Resource", "resource": {"name": "cpu",

@@ -86,15 +86,7 @@ pub fn exec_container(
             "cannot {what} a container in a completed pod; current phase is {phase}"
         )));
     }
-    let node = pod
-        .pointer("/spec/nodeName")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if node.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "pod {name} does not have a host assigned"
-        )));
-    }
+    node_of(pod, name)?;
     let running = pod
         .pointer("/status/containerStatuses")
         .and_then(Value::as_array)
@@ -126,21 +118,21 @@ impl Stream {
     }
 }
 
+/// The node a pod is bound to; a 400 as Kubernetes words it when none.
+fn node_of<'a>(pod: &'a Value, name: &str) -> Result<&'a str, ApiError> {
+    pod.pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| ApiError::bad_request(format!("pod {name} does not have a host assigned")))
+}
+
 /// A pod can be port-forwarded once it runs on a node; "" is the path's tail.
 fn forwardable(pod: &Value, name: &str) -> Result<String, ApiError> {
     let phase = pod
         .pointer("/status/phase")
         .and_then(Value::as_str)
         .unwrap_or("Pending");
-    let node = pod
-        .pointer("/spec/nodeName")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if node.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "pod {name} does not have a host assigned"
-        )));
-    }
+    node_of(pod, name)?;
     if phase != "Running" {
         return Err(ApiError::bad_request(format!(
             "unable to upgrade connection: pod {name} is not running (phase {phase})"
@@ -185,10 +177,7 @@ impl ApiServer {
                 "Upgrade request required: exec and attach are served over a WebSocket (v5.channel.k8s.io), port-forward also over SPDY/3.1",
             ));
         };
-        let node_name = pod
-            .pointer("/spec/nodeName")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let node_name = node_of(&pod, name)?;
         let (node, _) = self.read(registry::of::<Node>(), None, node_name).await?;
         let kubelet = crate::metrics_api::kubelet_url(&node);
         let authority = kubelet.trim_start_matches("http://").to_string();
