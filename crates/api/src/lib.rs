@@ -11,6 +11,7 @@ pub mod defaults;
 pub mod hash;
 pub mod lws;
 pub mod lws_pod;
+pub mod managed;
 pub mod meta;
 pub mod names;
 pub mod net;

@@ -7,6 +7,7 @@
 //!          ─▶ Request::dispatch(method) ─▶ ApiServer::{create, update_with, delete, list, watch, …}
 //! ```
 
+use crate::apply::ApplyRequest;
 use crate::discovery;
 pub use crate::params::{error_response, json_response, Params};
 use crate::proxy::Stream;
@@ -403,7 +404,10 @@ impl Request {
             (&Method::POST, None, None) => {
                 let ns = self.required_ns(t.info, ns)?;
                 let obj = self.body_object()?;
-                let created = self.srv.create(t.info, ns, obj, self.write_opts()?).await?;
+                let created = self
+                    .srv
+                    .create(t.info, ns, obj, self.write_opts(t.info, "")?)
+                    .await?;
                 Ok(json_response(StatusCode::CREATED, &created))
             }
             (&Method::DELETE, None, None) if !strategy::of(t.info).delete_collection() => {
@@ -438,12 +442,7 @@ impl Request {
             }
             (&Method::PUT, Some(name), sub @ (None | Some("status"))) => {
                 let body = self.body_object()?;
-                let mode = if sub.is_some() {
-                    Mode::Status
-                } else {
-                    Mode::Main
-                };
-                let write = self.write_opts()?;
+                let (mode, write) = self.mode_and_opts(t.info, sub)?;
                 let out = self
                     .srv
                     .update_with(t.info, ns, name, mode, write, |_| Ok(body.clone()))
@@ -452,13 +451,14 @@ impl Request {
             }
             (&Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
                 let (kind, patch) = self.patch_body(t.info)?;
-                let mode = if sub.is_some() {
-                    Mode::Status
-                } else {
-                    Mode::Main
-                };
+                let (mode, write) = self.mode_and_opts(t.info, sub)?;
+                if kind == PatchType::Apply {
+                    return self.server_side_apply(&t, name, mode, patch, write).await;
+                }
+                if self.params.get("force").is_some() {
+                    return Err(ApiError::new(422, "Invalid", "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch"));
+                }
                 let strategic = strategy::of(t.info).strategic_merge();
-                let write = self.write_opts()?;
                 let out = self
                     .srv
                     .update_with(t.info, ns, name, mode, write, |old| {
@@ -511,7 +511,7 @@ impl Request {
                 };
                 let out = self
                     .srv
-                    .update_scale(t.info, ns, name, self.write_opts()?, change)
+                    .update_scale(t.info, ns, name, self.write_opts(t.info, "scale")?, change)
                     .await?;
                 Ok(json_response(StatusCode::OK, &out))
             }
@@ -605,11 +605,68 @@ impl Request {
         })
     }
 
-    fn write_opts(&self) -> Result<WriteOpts, ApiError> {
+    fn write_opts(
+        &self,
+        info: &ResourceInfo,
+        subresource: &'static str,
+    ) -> Result<WriteOpts, ApiError> {
         Ok(WriteOpts {
             strict: self.params.get("fieldValidation") == Some("Strict"),
             dry_run: self.dry_run()?,
+            manager: Some(self.field_manager()?),
+            api_version: match self.served {
+                Some(alt) => alt.api_version(),
+                None => info.api_version(),
+            },
+            subresource,
         })
+    }
+
+    /// A write to the object or its status subresource.
+    fn mode_and_opts(
+        &self,
+        info: &ResourceInfo,
+        sub: Option<&str>,
+    ) -> Result<(Mode, WriteOpts), ApiError> {
+        Ok(match sub {
+            Some(_) => (Mode::Status, self.write_opts(info, "status")?),
+            None => (Mode::Main, self.write_opts(info, "")?),
+        })
+    }
+
+    fn field_manager(&self) -> Result<String, ApiError> {
+        let agent = self.headers.get(header::USER_AGENT);
+        crate::apply::field_manager(&self.params, agent.and_then(|v| v.to_str().ok()))
+    }
+
+    /// PATCH with `application/apply-patch+yaml` (see `apply.rs`).
+    async fn server_side_apply(
+        &self,
+        t: &Target,
+        name: &str,
+        mode: Mode,
+        patch: Value,
+        write: WriteOpts,
+    ) -> Result<Response, ApiError> {
+        let (manager, force) = crate::apply::apply_params(&self.params)?;
+        // A configuration in the URL's version is applied in the stored one.
+        let applied = match self.served {
+            Some(alt) if patch.is_object() => (alt.to_storage)(&patch),
+            _ => patch,
+        };
+        let req = ApplyRequest {
+            applied,
+            manager,
+            force,
+        };
+        let ns = t.namespace.as_deref();
+        let (created, out) = self.srv.apply(t.info, ns, name, mode, req, write).await?;
+        let code = if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        };
+        Ok(json_response(code, &out))
     }
 
     /// `dryRun=All` (the only value Kubernetes knows).

@@ -9,6 +9,7 @@
 //! [`run`] serves the Kubernetes REST API on `--listen` with either etcd
 //! (`--etcd-servers`) or the embedded store in `--data-dir`.
 
+pub mod apply;
 pub mod discovery;
 pub mod http;
 pub mod ipalloc;

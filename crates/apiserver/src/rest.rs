@@ -17,6 +17,7 @@ use crate::watch_cache::decode_object;
 use crate::ApiServer;
 use axum::body::Bytes;
 use k8s_openapi::api::core::v1::Namespace;
+use minik8s_api::managed;
 use minik8s_api::meta::{self, finalizers, is_deleting, metadata_mut, now_rfc3339};
 use minik8s_api::registry::{self, ResourceInfo, Subresource};
 use minik8s_api::selector::{FieldSelector, Selector};
@@ -50,13 +51,37 @@ pub struct DeleteOptions {
 }
 
 /// How a create or update is carried out.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct WriteOpts {
     /// `fieldValidation=Strict`: unknown or duplicate fields are errors.
     pub strict: bool,
     /// `dryRun=All`: defaulted, validated and answered as if written, but not
     /// stored, and nothing (a Service's IP, a node port) allocated.
     pub dry_run: bool,
+    /// The field manager the write is recorded for in `managedFields` (an
+    /// Update entry); None leaves `managedFields` as the write left them (the
+    /// server's own writes, and applies, which set them themselves).
+    pub manager: Option<String>,
+    /// The API version the client wrote with (`managedFields[].apiVersion`).
+    pub api_version: String,
+    /// The subresource written through ("" for the object itself).
+    pub subresource: &'static str,
+}
+
+impl WriteOpts {
+    /// Records the write in `obj`'s `managedFields` (`old` None for a create).
+    fn track(&self, old: Option<&Value>, obj: &mut Value) {
+        if let Some(manager) = &self.manager {
+            let now = now_rfc3339();
+            let writer = managed::Writer {
+                manager,
+                api_version: &self.api_version,
+                subresource: self.subresource,
+                now: &now,
+            };
+            managed::track_update(old, obj, &writer);
+        }
+    }
 }
 
 fn store_err(info: &ResourceInfo, name: &str, e: StoreError) -> ApiError {
@@ -309,6 +334,8 @@ impl ApiServer {
         }
         self.check_namespace(info, ns, &name).await?;
         let mut obj = normalize(info, obj, opts.strict)?;
+        managed::carry_over(None, &mut obj);
+        opts.track(None, &mut obj);
         let key = info.key(ns, &name);
         if opts.dry_run {
             return match self.store.get(&key).await {
@@ -408,6 +435,10 @@ impl ApiServer {
                             }
                         }
                     }
+                    // Ownership written with the status (an apply's) comes along.
+                    if let Some(mf) = new.pointer("/metadata/managedFields") {
+                        metadata_mut(&mut m).insert("managedFields".into(), mf.clone());
+                    }
                     m
                 }
             };
@@ -468,12 +499,14 @@ impl ApiServer {
                 return Err(ApiError::invalid(info, name, &errs));
             }
             let mut merged = normalize(info, merged, opts.strict)?;
+            managed::carry_over(Some(&old), &mut merged);
             let mut old_cmp = old.clone();
             metadata_mut(&mut old_cmp).remove("resourceVersion");
             if merged == old_cmp {
                 // No change: no write, same resourceVersion, no watch event (as Kubernetes).
                 return Ok(old);
             }
+            opts.track(Some(&old), &mut merged);
             if opts.dry_run {
                 return Ok(with_rv(merged, rev));
             }

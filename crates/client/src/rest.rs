@@ -74,6 +74,9 @@ pub struct Client {
     http: reqwest::Client,
     /// The namespace used when none is given (from the kubeconfig context).
     pub default_namespace: String,
+    /// Sent as `User-Agent`; its part before `/` names the field manager of
+    /// this client's writes in `managedFields` (as client-go's does).
+    user_agent: std::sync::Arc<str>,
 }
 
 /// Body content types the client sends.
@@ -96,6 +99,16 @@ impl Client {
             base: base.trim_end_matches('/').to_string(),
             http,
             default_namespace: "default".into(),
+            user_agent: default_user_agent().into(),
+        }
+    }
+
+    /// The same connection, naming its writes after `component` (for
+    /// example `kube-scheduler`, which then owns `spec.nodeName`).
+    pub fn with_user_agent(&self, component: &str) -> Client {
+        Client {
+            user_agent: format!("{component}/{}", env!("CARGO_PKG_VERSION")).into(),
+            ..self.clone()
         }
     }
 
@@ -128,7 +141,8 @@ impl Client {
         let mut req = self
             .http
             .request(method, format!("{}{}", self.base, path))
-            .header("Accept", accept);
+            .header("Accept", accept)
+            .header("User-Agent", &*self.user_agent);
         if let Some((ct, bytes)) = body {
             req = req.header("Content-Type", ct).body(bytes);
         }
@@ -185,6 +199,15 @@ impl Client {
             Err(e) => Err(e),
         }
     }
+}
+
+/// `<program>/<version>`, the program being this process's executable.
+fn default_user_agent() -> String {
+    let program = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "minik8s".into());
+    format!("{program}/{}", env!("CARGO_PKG_VERSION"))
 }
 
 /// List and watch options.

@@ -106,6 +106,7 @@ pub(crate) fn ns_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Objec
 /// Runs every controller until the process ends. All controllers share one
 /// informer per kind; they start working once every cache has synced.
 pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
+    let client = client.with_user_agent("kube-controller-manager");
     let informers = SharedInformers::new(&client);
     let replicasets = replicaset::ReplicaSetController::new(client.clone(), &informers)?;
     let replication = replicaset::ReplicationManager::new(client.clone(), &informers)?;

@@ -60,6 +60,7 @@ pub async fn run(
     proxy: Option<proxier::Config>,
     dns: Option<dns::Config>,
 ) -> anyhow::Result<()> {
+    let client = client.with_user_agent("kube-proxy");
     let informers = SharedInformers::new(&client);
     let wake = Arc::new(tokio::sync::Notify::new());
     let backend = match proxy {

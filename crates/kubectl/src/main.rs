@@ -81,6 +81,9 @@ enum Command {
         /// Print tables without their header line.
         #[arg(long)]
         no_headers: bool,
+        /// Keep metadata.managedFields in -o yaml/json (hidden by default).
+        #[arg(long)]
+        show_managed_fields: bool,
     },
     /// Show details of a resource.
     Describe {
@@ -279,6 +282,7 @@ async fn run(cli: Cli) -> Result<i32> {
             watch,
             show_labels,
             no_headers,
+            show_managed_fields,
         } => {
             let opts = GetOptions {
                 output,
@@ -288,6 +292,7 @@ async fn run(cli: Cli) -> Result<i32> {
                 watch,
                 show_labels,
                 no_headers,
+                show_managed_fields,
             };
             get(&mut ctx, &args, &opts).await
         }

@@ -11,6 +11,7 @@ pub(crate) struct GetOptions {
     pub(crate) watch: bool,
     pub(crate) show_labels: bool,
     pub(crate) no_headers: bool,
+    pub(crate) show_managed_fields: bool,
 }
 
 /// Splits `TYPE[,TYPE] NAME...` or `TYPE/NAME...` into (type, names) pairs.
@@ -76,6 +77,14 @@ pub(crate) async fn get(ctx: &mut Ctx, args: &[String], o: &GetOptions) -> Resul
                     }
                     v
                 };
+                let mut items = items;
+                if !o.show_managed_fields {
+                    for i in &mut items {
+                        if let Some(m) = i.get_mut("metadata").and_then(Value::as_object_mut) {
+                            m.remove("managedFields");
+                        }
+                    }
+                }
                 if output == "name" {
                     for i in &items {
                         println!("{}/{}", type_name(info), i["metadata"]["name"].as_str().unwrap_or(""));

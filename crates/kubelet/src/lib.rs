@@ -264,7 +264,7 @@ fn read_flannel_lease(path: &std::path::Path) -> anyhow::Result<Option<network::
 
 /// Runs the kubelet until the process ends.
 pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
-    let kubelet = start(client, config).await?;
+    let kubelet = start(client.with_user_agent("kubelet"), config).await?;
     let server = server::serve(kubelet.clone());
     tokio::select! {
         r = server => r,

@@ -513,7 +513,7 @@ impl Scheduler {
 
 /// Runs the scheduler until the process ends.
 pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
-    let (sched, informers) = build(client, config);
+    let (sched, informers) = build(client.with_user_agent("kube-scheduler"), config);
     for inf in informers {
         tokio::spawn(inf);
     }
