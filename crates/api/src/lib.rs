@@ -15,6 +15,7 @@ pub mod managed;
 pub mod meta;
 pub mod names;
 pub mod net;
+pub mod openapi;
 pub mod patch;
 pub mod protobuf;
 pub mod quantity;

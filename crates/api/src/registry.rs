@@ -29,6 +29,8 @@ pub enum Subresource {
     PortForward,
     /// `eviction`: a deletion that respects PodDisruptionBudgets (`kubectl drain`).
     Eviction,
+    /// `ephemeralcontainers`: debugging containers added to a running pod (`kubectl debug`).
+    EphemeralContainers,
 }
 
 impl Subresource {
@@ -42,13 +44,16 @@ impl Subresource {
             Subresource::Attach => "attach",
             Subresource::PortForward => "portforward",
             Subresource::Eviction => "eviction",
+            Subresource::EphemeralContainers => "ephemeralcontainers",
         }
     }
 
     /// Verbs as discovery lists them.
     pub fn verbs(self) -> &'static [&'static str] {
         match self {
-            Subresource::Status | Subresource::Scale => &["get", "patch", "update"],
+            Subresource::Status | Subresource::Scale | Subresource::EphemeralContainers => {
+                &["get", "patch", "update"]
+            }
             Subresource::Log => &["get"],
             Subresource::Binding | Subresource::Eviction => &["create"],
             Subresource::Exec | Subresource::Attach | Subresource::PortForward => {
@@ -323,7 +328,16 @@ pub static REGISTRY: &[ResourceInfo] = &[
         singular: "pod",
         short_names: &["po"],
         namespaced: true,
-        subresources: &[Status, Log, Binding, Exec, Attach, PortForward, Eviction],
+        subresources: &[
+            Status,
+            Log,
+            Binding,
+            Exec,
+            Attach,
+            PortForward,
+            Eviction,
+            EphemeralContainers,
+        ],
         categories: &["all"],
         columns: POD_COLUMNS,
     },

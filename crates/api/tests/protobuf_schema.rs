@@ -5,8 +5,11 @@
 //! checked-in table differs (`UPDATE_PROTOBUF_SCHEMA=1 cargo test -p
 //! minik8s-api --test protobuf_schema` rewrites it).
 
+mod common;
+
+use common::{module_of, package_src, rust_files};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 #[test]
 fn checked_in_schema_is_derived_from_k8s_pb() {
@@ -24,45 +27,6 @@ fn checked_in_schema_is_derived_from_k8s_pb() {
          UPDATE_PROTOBUF_SCHEMA=1 cargo test -p minik8s-api --test protobuf_schema",
         path.display()
     );
-}
-
-/// The `src` directory of a package in the dependency graph (`cargo metadata`).
-fn package_src(name: &str) -> PathBuf {
-    // Only this machine's platform: other platforms' crates are not downloaded.
-    let rustc = std::process::Command::new("rustc")
-        .arg("-vV")
-        .output()
-        .expect("rustc -vV");
-    let host = String::from_utf8_lossy(&rustc.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
-        .expect("rustc -vV names the host");
-    let out = std::process::Command::new(env!("CARGO"))
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--offline",
-            "--filter-platform",
-            &host,
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("running cargo metadata");
-    assert!(
-        out.status.success(),
-        "cargo metadata: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let manifest = meta["packages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .and_then(|p| p["manifest_path"].as_str())
-        .unwrap_or_else(|| panic!("{name} is not in the dependency graph"));
-    Path::new(manifest).parent().unwrap().join("src")
 }
 
 struct Field {
@@ -127,32 +91,6 @@ fn generate(pb: &Path, openapi: &Path) -> String {
         }
     }
     out
-}
-
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
-    files
-}
-
-/// `api/core/v1/mod.rs` (or `.../v1/pod.rs`) → `api.core.v1`.
-fn module_of(root: &Path, file: &Path) -> String {
-    let rel = file.parent().unwrap().strip_prefix(root).unwrap();
-    rel.components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join(".")
 }
 
 fn parse_pb_module(

@@ -5,6 +5,7 @@
 
 use crate::metrics_api;
 use crate::strategy;
+use minik8s_api::openapi::{self, Flavor};
 use minik8s_api::registry::{self, Registry, ResourceInfo};
 use serde_json::{json, Value};
 
@@ -184,11 +185,12 @@ pub fn openapi_gv(reg: &Registry, path: &str) -> Option<Value> {
         _ => return None,
     };
     let mut paths = serde_json::Map::new();
-    for r in reg
+    let kinds: Vec<&ResourceInfo> = reg
         .all()
         .into_iter()
         .filter(|r| r.group == group && r.version == version)
-    {
+        .collect();
+    for r in &kinds {
         let url = if r.namespaced {
             format!(
                 "{}/namespaces/{{namespace}}/{}/{{name}}",
@@ -214,7 +216,28 @@ pub fn openapi_gv(reg: &Registry, path: &str) -> Option<Value> {
     if paths.is_empty() {
         return None;
     }
+    let schemas = openapi::definitions(&with_messages(&kinds), Flavor::V3);
     Some(
-        json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.0"}, "paths": paths, "components": {"schemas": {}}}),
+        json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.0"}, "paths": paths, "components": {"schemas": schemas}}),
     )
+}
+
+/// Kinds with a schema (the built-in ones), as (group, version, kind, message).
+fn with_messages<'a>(kinds: &[&'a ResourceInfo]) -> Vec<(&'a str, &'a str, &'a str, String)> {
+    let schema = minik8s_api::protobuf::Schema::get();
+    kinds
+        .iter()
+        .filter_map(|r| {
+            let message = schema.message_for(&r.api_version(), r.kind)?;
+            Some((r.group, r.version, r.kind, message))
+        })
+        .collect()
+}
+
+/// The OpenAPI v2 document (`/openapi/v2` as JSON): every served kind's
+/// definitions; no paths.
+pub fn openapi_v2(reg: &Registry) -> Value {
+    let kinds = reg.all();
+    let definitions = openapi::definitions(&with_messages(&kinds), Flavor::V2);
+    json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.32.0"}, "paths": {}, "definitions": definitions})
 }

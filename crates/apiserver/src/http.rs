@@ -215,8 +215,15 @@ pub async fn handle(
             json_response(StatusCode::OK, &discovery::openapi_root(&srv.registry))
         }
         Some(Route::OpenApiGv(p)) => found(discovery::openapi_gv(&srv.registry, &p)),
-        // An empty OpenAPI v2 document: kubectl falls back to it for kinds the v3
-        // documents do not list and then reports them as unknown kinds itself.
+        // JSON for whoever asks for it (`kubectl get --raw /openapi/v2`). kubectl's
+        // own schema client asks for protobuf only; it gets an empty document,
+        // falls back to it for kinds the v3 documents do not list and then
+        // reports them as unknown kinds itself.
+        Some(Route::OpenApiV2)
+            if accept.is_empty() || accept.contains("json") || accept.contains("*/*") =>
+        {
+            json_response(StatusCode::OK, &discovery::openapi_v2(&srv.registry))
+        }
         Some(Route::OpenApiV2) => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/octet-stream")],
@@ -423,7 +430,7 @@ impl Request {
                         .await?,
                 ))
             }
-            (&Method::GET, Some(name), None) | (&Method::GET, Some(name), Some("status")) => {
+            (&Method::GET, Some(name), None | Some("status" | "ephemeralcontainers")) => {
                 let (obj, _) = self.srv.read(t.info, ns, name).await?;
                 if table {
                     let rv = meta::resource_version(&obj).to_string();
@@ -440,7 +447,7 @@ impl Request {
                 }
                 Ok(json_response(StatusCode::OK, &obj))
             }
-            (&Method::PUT, Some(name), sub @ (None | Some("status"))) => {
+            (&Method::PUT, Some(name), sub @ (None | Some("status" | "ephemeralcontainers"))) => {
                 let body = self.body_object()?;
                 let (mode, write) = self.mode_and_opts(t.info, sub)?;
                 let out = self
@@ -449,7 +456,7 @@ impl Request {
                     .await?;
                 Ok(json_response(StatusCode::OK, &out))
             }
-            (&Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
+            (&Method::PATCH, Some(name), sub @ (None | Some("status" | "ephemeralcontainers"))) => {
                 let (kind, patch) = self.patch_body(t.info)?;
                 let (mode, write) = self.mode_and_opts(t.info, sub)?;
                 if kind == PatchType::Apply {
@@ -629,6 +636,10 @@ impl Request {
         sub: Option<&str>,
     ) -> Result<(Mode, WriteOpts), ApiError> {
         Ok(match sub {
+            Some("ephemeralcontainers") => (
+                Mode::EphemeralContainers,
+                self.write_opts(info, "ephemeralcontainers")?,
+            ),
             Some(_) => (Mode::Status, self.write_opts(info, "status")?),
             None => (Mode::Main, self.write_opts(info, "")?),
         })

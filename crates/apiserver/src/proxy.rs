@@ -56,7 +56,12 @@ pub fn pick_container(pod: &Value, name: &str, asked: Option<&str>) -> Result<St
             )))
         }
     };
-    if !containers.contains(&container) {
+    // An ephemeral container (kubectl debug) is named explicitly.
+    let ephemeral = pod
+        .pointer("/spec/ephemeralContainers")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| cs.iter().any(|c| c["name"] == container));
+    if !containers.contains(&container) && !ephemeral {
         return Err(ApiError::bad_request(format!(
             "container {container} is not valid for pod {name}"
         )));
@@ -87,10 +92,11 @@ pub fn exec_container(
         )));
     }
     node_of(pod, name)?;
-    let running = pod
-        .pointer("/status/containerStatuses")
-        .and_then(Value::as_array)
-        .and_then(|cs| cs.iter().find(|c| c["name"] == container))
+    let running = ["containerStatuses", "ephemeralContainerStatuses"]
+        .iter()
+        .filter_map(|list| pod["status"].get(*list).and_then(Value::as_array))
+        .flatten()
+        .find(|c| c["name"] == container)
         .is_some_and(|c| c.pointer("/state/running").is_some());
     if !running {
         return Err(ApiError::bad_request(format!(

@@ -1,81 +1,15 @@
 //! Real clients nobody here wrote, against our apiserver on both stores: the
 //! real kubectl v1.32 (`/usr/bin/kubectl`) and the Python `kubernetes` client.
 
+mod common;
+
+use common::Kubectl;
 use minik8s_testkit::{Backend, TestServer};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::AsyncBufReadExt;
-
-fn kubectl_bin() -> PathBuf {
-    let bin =
-        PathBuf::from(std::env::var("REAL_KUBECTL").unwrap_or_else(|_| "/usr/bin/kubectl".into()));
-    assert!(
-        bin.exists(),
-        "the real kubectl is required at {} (set REAL_KUBECTL to another path)",
-        bin.display()
-    );
-    bin
-}
-
-/// A kubectl with its own HOME (discovery cache) and kubeconfig.
-struct Kubectl {
-    bin: PathBuf,
-    home: tempfile::TempDir,
-}
-
-impl Kubectl {
-    fn new(server: &str) -> Kubectl {
-        let home = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(home.path().join(".kube")).unwrap();
-        std::fs::write(
-            home.path().join(".kube/config"),
-            format!("apiVersion: v1\nkind: Config\nclusters: [{{name: m, cluster: {{server: \"{server}\"}}}}]\ncontexts: [{{name: m, context: {{cluster: m, user: u}}}}]\nusers: [{{name: u, user: {{}}}}]\ncurrent-context: m\n"),
-        )
-        .unwrap();
-        Kubectl {
-            bin: kubectl_bin(),
-            home,
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> tokio::process::Command {
-        let mut c = tokio::process::Command::new(&self.bin);
-        c.args(args)
-            .env("HOME", self.home.path())
-            .env("KUBECONFIG", self.home.path().join(".kube/config"))
-            .current_dir(self.home.path())
-            .kill_on_drop(true);
-        c
-    }
-
-    /// Runs kubectl; returns (success, stdout, stderr).
-    async fn run(&self, args: &[&str]) -> (bool, String, String) {
-        let out = tokio::time::timeout(Duration::from_secs(60), self.command(args).output())
-            .await
-            .expect("kubectl finished within 60 s")
-            .expect("running kubectl");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    /// Runs kubectl and requires success; returns stdout.
-    async fn ok(&self, args: &[&str]) -> String {
-        let (ok, out, err) = self.run(args).await;
-        assert!(ok, "kubectl {args:?} failed:\n{out}\n{err}");
-        out
-    }
-
-    fn write(&self, name: &str, text: &str) -> String {
-        let p = self.home.path().join(name);
-        std::fs::write(&p, text).unwrap();
-        p.display().to_string()
-    }
-}
 
 const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p1\n  labels: {app: demo}\nspec:\n  containers:\n  - name: c1\n    image: busybox\n    command: [sleep, \"3600\"]\n";
 

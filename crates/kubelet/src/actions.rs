@@ -29,8 +29,10 @@ pub enum PodPlan {
 /// One spec container to start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerStart {
-    /// Index in `spec.containers`.
+    /// Index in `spec.containers` (or `spec.ephemeralContainers`).
     pub index: usize,
+    /// An ephemeral container (`kubectl debug`): started once, never restarted.
+    pub ephemeral: bool,
     pub hash: String,
     pub restart_count: i32,
     /// Containers to remove once the image is known to be there: the one this
@@ -138,11 +140,38 @@ pub fn pod_actions(
                 let remove_first = replace.into_iter().chain(older).collect();
                 actions.to_start.push(ContainerStart {
                     index,
+                    ephemeral: false,
                     hash,
                     restart_count,
                     remove_first,
                 });
             }
+        }
+    }
+    // Ephemeral containers run once: started when nothing of them exists and
+    // they never ran (their status says so even after a sandbox was replaced).
+    let ran_before = |name: &str| {
+        pod.status
+            .as_ref()
+            .and_then(|s| s.ephemeral_container_statuses.as_ref())
+            .is_some_and(|l| {
+                l.iter().any(|s| {
+                    s.name == name
+                        && s.state
+                            .as_ref()
+                            .is_some_and(|st| st.running.is_some() || st.terminated.is_some())
+                })
+            })
+    };
+    for (index, c) in spec.ephemeral_containers.iter().flatten().enumerate() {
+        if latest_of(live, &c.name, 0).is_none() && !ran_before(&c.name) {
+            actions.to_start.push(ContainerStart {
+                index,
+                ephemeral: true,
+                hash: String::new(),
+                restart_count: 0,
+                remove_first: Vec::new(),
+            });
         }
     }
     PodPlan::Sync(actions)
@@ -286,6 +315,7 @@ mod tests {
             a.to_start,
             [ContainerStart {
                 index: 1,
+                ephemeral: false,
                 hash: h[1].clone(),
                 restart_count: 1,
                 remove_first: vec!["x".into()]
@@ -313,6 +343,33 @@ mod tests {
             ["a1"],
             "a2 stays for logs --previous"
         );
+    }
+
+    #[test]
+    fn an_ephemeral_container_starts_once_and_is_never_restarted() {
+        let debug = json!({"spec": {"ephemeralContainers": [{"name": "debugger", "image": "busybox", "targetContainerName": "app"}]}});
+        let p = pod(debug.clone());
+        let h = hashes(&p);
+        let now = chrono::Utc::now();
+        let base = [
+            container("s", SANDBOX, "", 0, running()),
+            container("a", "app", &h[0], 0, running()),
+            container("b", "side", &h[1], 0, running()),
+        ];
+        let a = sync(pod_actions(&p, &base, now));
+        assert_eq!(a.to_start.len(), 1);
+        assert!(a.to_start[0].ephemeral && a.to_start[0].index == 0);
+
+        // Exited: it stays exited.
+        let mut exited = base.to_vec();
+        exited.push(container("d", "debugger", "", 0, exited_at(now)));
+        assert!(sync(pod_actions(&p, &exited, now)).to_start.is_empty());
+        // Its container gone with an old sandbox: its status still says it ran.
+        let mut ran = debug;
+        ran["status"] = json!({"ephemeralContainerStatuses": [{"name": "debugger", "image": "busybox", "imageID": "", "ready": false, "restartCount": 0,
+                                                              "state": {"terminated": {"exitCode": 0}}}]});
+        let p = pod(ran);
+        assert!(sync(pod_actions(&p, &base, now)).to_start.is_empty());
     }
 
     #[test]

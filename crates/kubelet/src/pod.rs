@@ -17,7 +17,7 @@ use crate::runtime::{
     LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_RESTARTS, SANDBOX,
 };
 use crate::Kubelet;
-use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec, Secret};
 use minik8s_api::quantity::Quantity;
 use minik8s_api::registry;
 use minik8s_client::DeleteParams;
@@ -243,6 +243,7 @@ impl Kubelet {
             stdin_once: c.stdin_once.unwrap_or(false),
             labels: labels(pod, &c.name, &start.hash, start.restart_count),
             sandbox_id: sandbox.id.clone(),
+            pid_of: None,
             mounts: own_mounts,
             nano_cpus: resource(limits, "cpu").map(|v| v.millis() * 1_000_000),
             memory_limit_bytes: resource(limits, "memory").map(|v| v.units()),
@@ -449,8 +450,9 @@ impl Kubelet {
                 Ok(SetUpFailed(message)) => {
                     tracing::info!(pod = ?pod.metadata.name, %message, "volume set-up failed");
                     for start in &plan.to_start {
-                        let name = spec.containers[start.index].name.clone();
-                        waiting.insert(name, ("ContainerCreating".into(), message.clone()));
+                        if let Some((c, _)) = start_target(&spec, start) {
+                            waiting.insert(c.name, ("ContainerCreating".into(), message.clone()));
+                        }
                     }
                     return self
                         .report_status(pod, &observed, &pod_ip, &waiting, &HashSet::new())
@@ -460,7 +462,11 @@ impl Kubelet {
             },
         };
         for start in &plan.to_start {
-            let c = &spec.containers[start.index];
+            let (c, target) = match start_target(&spec, start) {
+                Some(found) => found,
+                None => continue,
+            };
+            let c = &c;
             let image = c.image.clone().unwrap_or_default();
             let pull = c.image_pull_policy.as_deref().unwrap_or("IfNotPresent");
             if let Err((reason, message)) = self.ensure_image(&image, pull).await {
@@ -473,7 +479,14 @@ impl Kubelet {
                 observed.retain(|x| &x.id != id);
             }
             let container = match self.container_spec(pod, c, &sandbox, &mounts, start, &cfg) {
-                Ok(spec) => spec,
+                Ok(mut spec) => {
+                    // An ephemeral container sees its target's processes.
+                    spec.pid_of = target
+                        .and_then(|t| latest_of(&observed, &t, 0))
+                        .filter(|t| t.state.is_running())
+                        .map(|t| t.id.clone());
+                    spec
+                }
                 Err(message) => {
                     waiting.insert(
                         c.name.clone(),
@@ -521,4 +534,18 @@ impl Kubelet {
         self.report_status(pod, &observed, &pod_ip, &waiting, &unready)
             .await
     }
+}
+
+/// The container a start is for, and for an ephemeral container the name of
+/// the container whose processes it joins. An ephemeral container has the
+/// fields of a container (and a few more), so it is read as one.
+fn start_target(spec: &PodSpec, start: &ContainerStart) -> Option<(Container, Option<String>)> {
+    if !start.ephemeral {
+        return spec.containers.get(start.index).cloned().map(|c| (c, None));
+    }
+    let ephemeral = spec.ephemeral_containers.as_ref()?.get(start.index)?;
+    let container: Container = serde_json::to_value(ephemeral)
+        .ok()
+        .and_then(|v| serde_json::from_value(v).ok())?;
+    Some((container, ephemeral.target_container_name.clone()))
 }

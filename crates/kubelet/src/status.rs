@@ -43,6 +43,31 @@ impl Kubelet {
             // The phase follows what really ran: a container backing off still counts as started.
             states.push(current.map(|c| &c.state));
         }
+        // Ephemeral containers report apart and count for neither phase nor readiness.
+        let ephemeral_statuses: Vec<Value> = spec
+            .ephemeral_containers
+            .iter()
+            .flatten()
+            .filter_map(|ec| {
+                let c: k8s_openapi::api::core::v1::Container =
+                    serde_json::from_value(serde_json::to_value(ec).ok()?).ok()?;
+                let current = latest_of(containers, &c.name, 0);
+                if current.is_none() {
+                    // Its container went with an old sandbox: what it reported stays.
+                    let before = pod.status.as_ref()?.ephemeral_container_statuses.as_ref();
+                    if let Some(old) = before.and_then(|l| l.iter().find(|s| s.name == c.name)) {
+                        return serde_json::to_value(old).ok();
+                    }
+                }
+                let w = waiting.get(&c.name).map(|(r, m)| (r.as_str(), m.as_str()));
+                let mut s =
+                    decide::container_status(self.runtime.scheme(), &c, current, None, w, false);
+                if let Some(m) = s.as_object_mut() {
+                    m.remove("started");
+                }
+                Some(s)
+            })
+            .collect();
         let phase = decide::pod_phase(&policy, &states);
         let all_ready = !statuses.is_empty() && statuses.iter().all(|s| s["ready"] == true);
         let old = serde_json::to_value(&pod.status).unwrap_or(Value::Null);
@@ -97,6 +122,9 @@ impl Kubelet {
             "containerStatuses": statuses,
             "qosClass": old.get("qosClass").cloned().unwrap_or(json!("BestEffort")),
         });
+        if !ephemeral_statuses.is_empty() {
+            status["ephemeralContainerStatuses"] = json!(ephemeral_statuses);
+        }
         if !pod_ip.is_empty() {
             status["podIP"] = json!(pod_ip);
             status["podIPs"] = json!([{"ip": pod_ip}]);

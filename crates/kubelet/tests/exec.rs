@@ -4,7 +4,8 @@
 //! terminal, exit codes, several containers, `kubectl cp` both ways,
 //! `kubectl run -i --rm` (attach), `kubectl logs` with its flags (-f, -l,
 //! --all-containers, --timestamps, --tail, --since, --limit-bytes), the
-//! Python client's port-forward to a listener on the pod's localhost, and
+//! Python client's port-forward to a listener on the pod's localhost,
+//! `kubectl debug` (an ephemeral container in the target's PID namespace), and
 //! refusals with Kubernetes' messages.
 
 mod common;
@@ -13,6 +14,25 @@ use common::*;
 use serde_json::json;
 use std::io::Write;
 use std::process::{Command, Stdio};
+
+/// Runs the real kubectl until its output contains `wanted` (30 s at most).
+async fn poll_kubectl(c: &Cluster, args: &[&str], wanted: &str) -> String {
+    minik8s_testkit::poll(
+        30,
+        std::time::Duration::from_millis(300),
+        wanted,
+        || async {
+            let out = c.real_kubectl(args);
+            let (stdout, stderr) = text(&out);
+            if stdout.contains(wanted) {
+                Ok(stdout)
+            } else {
+                Err(format!("{stdout} {stderr}"))
+            }
+        },
+    )
+    .await
+}
 
 fn text(out: &std::process::Output) -> (String, String) {
     (
@@ -156,6 +176,76 @@ async fn exec_through_the_apiserver_to_docker() {
     assert!(
         stdout.contains("pod \"greeter\" deleted"),
         "{stdout} {stderr}"
+    );
+
+    // kubectl debug: an ephemeral container joins the running pod and sees
+    // its target's processes (one PID namespace), not the other containers'.
+    let out = c.real_kubectl(&[
+        "debug",
+        "shell",
+        "--image=minik8s/busybox:latest",
+        "--image-pull-policy=Never",
+        "--target=main",
+        "--container=dbg",
+        "--",
+        "sh",
+        "-c",
+        "ps -o args; sleep 60",
+    ]);
+    assert!(out.status.success(), "debug: {:?}", text(&out));
+    c.wait_pod("shell", "the debug container running", 60, |p| {
+        p.pointer("/status/ephemeralContainerStatuses/0/state/running")
+            .is_some()
+    })
+    .await;
+    let ps = poll_kubectl(&c, &["logs", "shell", "-c", "dbg"], "main started").await;
+    assert!(!ps.contains("side started"), "{ps}");
+    // -i: kubectl waits for the container, then attaches to its stdin.
+    let mut child = Command::new("/usr/bin/kubectl")
+        .args([
+            "--server",
+            &c.server.url,
+            "debug",
+            "-i",
+            "shell",
+            "--image=minik8s/busybox:latest",
+            "--image-pull-policy=Never",
+            "--container=dbg2",
+            "--",
+            "sh",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"echo from the debugger\nexit\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout} {stderr}");
+    assert!(stdout.contains("from the debugger"), "{stdout} {stderr}");
+    // Ephemeral containers cannot have ports (422), nor be added to the pod itself.
+    let bad = c
+        .pods()
+        .patch(
+            "shell",
+            Some("ephemeralcontainers"),
+            minik8s_client::rest::content::STRATEGIC_MERGE_PATCH,
+            &json!({"spec": {"ephemeralContainers": [{"name": "bad", "image": "minik8s/busybox:latest",
+                                                      "ports": [{"containerPort": 80}]}]}}),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        bad.to_string().contains(
+            "spec.ephemeralContainers[2].ports: Forbidden: cannot be set for an Ephemeral Container"
+        ),
+        "{bad}"
     );
 
     // kubectl port-forward (SPDY/3.1 after kubectl's WebSocket tunnel is

@@ -14,7 +14,7 @@
 //! whose JSON differs from their fields (see [`convert`]).
 
 mod convert;
-mod schema;
+pub mod schema;
 mod wire;
 
 use serde_json::Value;

@@ -18,6 +18,7 @@ pub enum ErrorType {
     Duplicate,
     Forbidden,
     TooLong,
+    NotFound,
 }
 
 impl ErrorType {
@@ -29,6 +30,7 @@ impl ErrorType {
             ErrorType::Duplicate => "FieldValueDuplicate",
             ErrorType::Forbidden => "FieldValueForbidden",
             ErrorType::TooLong => "FieldValueTooLong",
+            ErrorType::NotFound => "FieldValueNotFound",
         }
     }
 }
@@ -86,6 +88,15 @@ impl FieldError {
             detail: format!("may not be more than {max} bytes"),
         }
     }
+    /// A reference to something that does not exist.
+    pub fn not_found(field: impl Into<String>, value: &Value) -> Self {
+        FieldError {
+            kind: ErrorType::NotFound,
+            field: field.into(),
+            value: Some(render(value)),
+            detail: String::new(),
+        }
+    }
     pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
         FieldError {
             kind: ErrorType::Forbidden,
@@ -104,6 +115,7 @@ impl FieldError {
             ErrorType::Duplicate => "Duplicate value",
             ErrorType::Forbidden => "Forbidden",
             ErrorType::TooLong => "Too long",
+            ErrorType::NotFound => "Not found",
         };
         let mut s = head.to_string();
         if let Some(v) = &self.value {
@@ -138,6 +150,7 @@ mod apps;
 mod autoscaling;
 mod batch;
 mod config;
+mod ephemeral;
 mod pod;
 mod policy;
 mod service;
@@ -148,6 +161,7 @@ use apps::{validate_deployment_spec, validate_replicated};
 use autoscaling::validate_hpa;
 use batch::{validate_cron_job, validate_job};
 use config::{validate_config_map, validate_secret};
+pub use ephemeral::validate_ephemeral_containers_update;
 use pod::validate_pod_update;
 pub use pod::{item_path_error, validate_pod_spec};
 use service::validate_service;
@@ -363,8 +377,9 @@ pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
     match kind {
         "Pod" => {
             validate_pod_spec(obj.get("spec").unwrap_or(&Value::Null), "spec", &mut errs);
-            if let Some(old) = old {
-                validate_pod_update(obj, old, &mut errs);
+            match old {
+                Some(old) => validate_pod_update(obj, old, &mut errs),
+                None => ephemeral::validate_pod_create(obj, &mut errs),
             }
         }
         "Service" => validate_service(obj, old, &mut errs),

@@ -303,18 +303,6 @@ pub(super) fn validate_container(c: &Value, path: &str, volumes: &[&str], errs: 
     }
 }
 
-impl FieldError {
-    /// `Not found`, rendered as Kubernetes does (reason FieldValueNotFound maps to Invalid here).
-    pub fn not_found(field: impl Into<String>, value: &Value) -> Self {
-        FieldError {
-            kind: ErrorType::Invalid,
-            field: field.into(),
-            value: Some(render(value)),
-            detail: "volume not found".into(),
-        }
-    }
-}
-
 /// Pod updates may change only images, activeDeadlineSeconds, tolerations and grace period.
 pub(super) fn validate_pod_update(new: &Value, old: &Value, errs: &mut Errors) {
     fn mask(spec: &Value) -> Value {

@@ -93,6 +93,7 @@ fn container_config(spec: &ContainerSpec) -> Config<String> {
         host_config: Some(HostConfig {
             network_mode: Some(mode.clone()),
             ipc_mode: Some(mode),
+            pid_mode: spec.pid_of.as_ref().map(|id| format!("container:{id}")),
             binds: Some(binds),
             nano_cpus: spec.nano_cpus,
             memory: spec.memory_limit_bytes,

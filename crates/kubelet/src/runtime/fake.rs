@@ -305,6 +305,7 @@ mod tests {
         let app = ContainerSpec {
             labels: labels("u1", "c"),
             sandbox_id: a.id.clone(),
+            pid_of: None,
             image: "busybox".into(),
             ..Default::default()
         };

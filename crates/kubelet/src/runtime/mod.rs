@@ -136,6 +136,9 @@ pub struct ContainerSpec {
     pub labels: HashMap<String, String>,
     /// The sandbox whose namespaces (network, IPC) the container joins.
     pub sandbox_id: String,
+    /// A container whose process namespace this one joins (an ephemeral
+    /// container's `targetContainerName`: `ps` there shows the target's processes).
+    pub pid_of: Option<String>,
     pub mounts: Vec<Mount>,
     /// CPU limit in billionths of a core.
     pub nano_cpus: Option<i64>,

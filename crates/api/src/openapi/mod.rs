@@ -1,0 +1,225 @@
+//! OpenAPI schemas of the built-in kinds, for `kubectl explain` and for
+//! clients that read them (kubectl's client-side apply takes its list merge
+//! keys from here).
+//!
+//! Nothing is written by hand but the patch metadata: a definition's fields
+//! and their types come from the protobuf schema table (`protobuf/schema.txt`,
+//! itself derived from k8s-pb), descriptions and required fields from
+//! `docs.txt` (derived from k8s-openapi's doc comments by
+//! `tests/openapi_docs.rs`). Definitions are named as Kubernetes names them
+//! (`io.k8s.api.core.v1.Pod`).
+
+mod patch_meta;
+
+use crate::protobuf::schema::{Cardinality, Schema, Type};
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::OnceLock;
+
+const DOCS: &str = include_str!("docs.txt");
+
+/// Which OpenAPI version a schema is written for: they differ only in where
+/// references point and how a reference carries a description.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    V2,
+    V3,
+}
+
+impl Flavor {
+    fn reference(self, definition: &str, description: Option<&str>) -> Value {
+        match self {
+            Flavor::V2 => {
+                let mut v = json!({"$ref": format!("#/definitions/{definition}")});
+                if let Some(d) = description {
+                    v["description"] = json!(d);
+                }
+                v
+            }
+            // OpenAPI 3 ignores a `$ref`'s siblings: the description wraps it.
+            Flavor::V3 => {
+                let mut v =
+                    json!({"allOf": [{"$ref": format!("#/components/schemas/{definition}")}]});
+                if let Some(d) = description {
+                    v["description"] = json!(d);
+                }
+                v
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Doc {
+    description: String,
+    /// json name → (required, description)
+    fields: HashMap<&'static str, (bool, String)>,
+}
+
+fn docs() -> &'static HashMap<&'static str, Doc> {
+    static DOCS_TABLE: OnceLock<HashMap<&'static str, Doc>> = OnceLock::new();
+    DOCS_TABLE.get_or_init(|| {
+        let mut out: HashMap<&'static str, Doc> = HashMap::new();
+        let mut current: Option<&'static str> = None;
+        for line in DOCS.lines().filter(|l| !l.starts_with('#')) {
+            if let Some(rest) = line.strip_prefix("D ") {
+                let (name, description) = rest.split_once('\t').unwrap_or((rest, ""));
+                out.insert(
+                    name,
+                    Doc {
+                        description: unescape(description),
+                        fields: HashMap::new(),
+                    },
+                );
+                current = Some(name);
+            } else if let (Some(rest), Some(def)) = (line.strip_prefix("F "), current) {
+                let mut parts = rest.splitn(3, '\t');
+                let (Some(json), Some(req), doc) = (parts.next(), parts.next(), parts.next())
+                else {
+                    continue;
+                };
+                if let Some(d) = out.get_mut(def) {
+                    d.fields
+                        .insert(json, (req == "r", unescape(doc.unwrap_or(""))));
+                }
+            }
+        }
+        out
+    })
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("\\n", "\n")
+}
+
+/// `api.core.v1.Pod` → `io.k8s.api.core.v1.Pod`.
+pub fn definition_name(message: &str) -> String {
+    match message.strip_prefix("apiextensions_apiserver.") {
+        Some(rest) => format!("io.k8s.apiextensions-apiserver.{rest}"),
+        None => format!("io.k8s.{message}"),
+    }
+}
+
+/// Messages whose JSON form is not their protobuf shape: a definition with a
+/// primitive type, as Kubernetes defines them.
+fn primitive(message: &str) -> Option<Value> {
+    Some(match message {
+        "apimachinery.pkg.apis.meta.v1.Time" | "apimachinery.pkg.apis.meta.v1.MicroTime" => {
+            json!({"type": "string", "format": "date-time"})
+        }
+        "apimachinery.pkg.util.intstr.IntOrString" => {
+            json!({"type": "string", "format": "int-or-string", "x-kubernetes-int-or-string": true})
+        }
+        "apimachinery.pkg.api.resource.Quantity" => json!({"type": "string"}),
+        "apimachinery.pkg.apis.meta.v1.Duration" => json!({"type": "string"}),
+        "apimachinery.pkg.runtime.RawExtension" | "apimachinery.pkg.apis.meta.v1.FieldsV1" => {
+            json!({"type": "object"})
+        }
+        _ => return None,
+    })
+}
+
+fn scalar(ty: Type) -> Value {
+    match ty {
+        Type::String => json!({"type": "string"}),
+        Type::Bytes => json!({"type": "string", "format": "byte"}),
+        Type::Int32 => json!({"type": "integer", "format": "int32"}),
+        Type::Int64 => json!({"type": "integer", "format": "int64"}),
+        Type::Bool => json!({"type": "boolean"}),
+        Type::Double => json!({"type": "number", "format": "double"}),
+        Type::Float => json!({"type": "number", "format": "float"}),
+        Type::Message => json!({"type": "object"}),
+    }
+}
+
+/// The schema of one message's definition.
+pub fn definition(message: &str, flavor: Flavor) -> Option<Value> {
+    let doc = docs().get(definition_name(message).as_str());
+    let mut schema = match primitive(message) {
+        Some(p) => p,
+        None => {
+            let msg = Schema::get().message(message)?;
+            let mut properties = Map::new();
+            let mut required = Vec::new();
+            for f in &msg.fields {
+                let (req, description) = doc
+                    .and_then(|d| d.fields.get(f.json))
+                    .map(|(r, d)| (*r, Some(d.as_str())))
+                    .unwrap_or((false, None));
+                if req {
+                    required.push(f.json);
+                }
+                let item = if f.ty == Type::Message {
+                    flavor.reference(&definition_name(f.message), None)
+                } else {
+                    scalar(f.ty)
+                };
+                let mut prop = match f.card {
+                    Cardinality::One if f.ty == Type::Message => {
+                        flavor.reference(&definition_name(f.message), description)
+                    }
+                    Cardinality::One => item,
+                    Cardinality::List => json!({"type": "array", "items": item}),
+                    Cardinality::Map => json!({"type": "object", "additionalProperties": item}),
+                };
+                if f.card != Cardinality::One || f.ty != Type::Message {
+                    if let Some(d) = description {
+                        prop["description"] = json!(d);
+                    }
+                }
+                patch_meta::annotate(message, f.json, &mut prop);
+                properties.insert(f.json.to_string(), prop);
+            }
+            let mut s = json!({"type": "object", "properties": properties});
+            if !required.is_empty() {
+                s["required"] = json!(required);
+            }
+            s
+        }
+    };
+    if let Some(d) = doc.filter(|d| !d.description.is_empty()) {
+        schema["description"] = json!(d.description);
+    }
+    Some(schema)
+}
+
+/// The definitions of `kinds` ((group, version, kind) with their message) and
+/// of everything they reference, each kind's carrying its
+/// `x-kubernetes-group-version-kind`.
+pub fn definitions(kinds: &[(&str, &str, &str, String)], flavor: Flavor) -> Map<String, Value> {
+    let schema = Schema::get();
+    let mut seen = BTreeSet::new();
+    let mut stack: Vec<String> = kinds.iter().map(|k| k.3.clone()).collect();
+    while let Some(m) = stack.pop() {
+        if !seen.insert(m.clone()) || primitive(&m).is_some() {
+            continue;
+        }
+        if let Some(msg) = schema.message(&m) {
+            stack.extend(
+                msg.fields
+                    .iter()
+                    .filter(|f| f.ty == Type::Message)
+                    .map(|f| f.message.to_string()),
+            );
+        }
+    }
+    let mut out = Map::new();
+    for m in &seen {
+        if let Some(def) = definition(m, flavor) {
+            out.insert(definition_name(m), def);
+        }
+    }
+    for (group, version, kind, message) in kinds {
+        if let Some(def) = out.get_mut(&definition_name(message)) {
+            let gvk = json!({"group": group, "version": version, "kind": kind});
+            match def.get_mut("x-kubernetes-group-version-kind") {
+                Some(Value::Array(list)) => list.push(gvk),
+                _ => def["x-kubernetes-group-version-kind"] = json!([gvk]),
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
