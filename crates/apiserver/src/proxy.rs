@@ -69,6 +69,15 @@ pub fn pick_container(pod: &Value, name: &str, asked: Option<&str>) -> Result<St
     Ok(container.to_string())
 }
 
+/// The status of a pod's container, ephemeral ones included.
+pub fn container_status<'a>(pod: &'a Value, container: &str) -> Option<&'a Value> {
+    ["containerStatuses", "ephemeralContainerStatuses"]
+        .iter()
+        .filter_map(|list| pod["status"].get(*list).and_then(Value::as_array))
+        .flatten()
+        .find(|c| c["name"] == container)
+}
+
 /// The container an exec or attach goes to: chosen as [`pick_container`]
 /// does, and running in a live pod on a node.
 pub fn exec_container(
@@ -92,12 +101,8 @@ pub fn exec_container(
         )));
     }
     node_of(pod, name)?;
-    let running = ["containerStatuses", "ephemeralContainerStatuses"]
-        .iter()
-        .filter_map(|list| pod["status"].get(*list).and_then(Value::as_array))
-        .flatten()
-        .find(|c| c["name"] == container)
-        .is_some_and(|c| c.pointer("/state/running").is_some());
+    let running =
+        container_status(pod, &container).is_some_and(|c| c.pointer("/state/running").is_some());
     if !running {
         return Err(ApiError::bad_request(format!(
             "unable to upgrade connection: container not found (\"{container}\")"

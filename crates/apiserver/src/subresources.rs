@@ -121,13 +121,7 @@ impl ApiServer {
             .pointer("/spec/nodeName")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let started = pod
-            .pointer("/status/containerStatuses")
-            .and_then(Value::as_array)
-            .and_then(|cs| {
-                cs.iter()
-                    .find(|c| c.get("name").and_then(Value::as_str) == Some(container.as_str()))
-            })
+        let started = crate::proxy::container_status(&pod, &container)
             .is_some_and(|c| c.pointer("/state/waiting").is_none());
         if node.is_empty() || !started {
             return Err(ApiError::bad_request(format!("container \"{container}\" in pod \"{name}\" is waiting to start: ContainerCreating")));

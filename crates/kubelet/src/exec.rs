@@ -215,12 +215,39 @@ async fn upgrade(
         return (StatusCode::NOT_FOUND, message).into_response();
     };
     let runtime = k.runtime.clone();
+    let stdin_once = mode == Mode::Attach && stdin_once(&k, &ns, &pod, &container);
     ws.protocols(PROTOCOLS)
         .on_upgrade(move |socket| async move {
             let framing = Framing::negotiated(&socket);
-            session(runtime, socket, framing, mode, target.id, spec).await
+            session(runtime, socket, framing, mode, target.id, spec, stdin_once).await
         })
         .into_response()
+}
+
+/// Whether the container's stdin closes with its first attached client's
+/// (`stdinOnce`, as `kubectl run -i` sets it). Docker ends an attach's output
+/// when a client closes the stdin of a container without it, so for those
+/// a closed stdin is not passed on (as the CRI runtimes keep it open).
+fn stdin_once(k: &Kubelet, ns: &str, pod: &str, container: &str) -> bool {
+    let Some(p) = k.pods.get(&format!("{ns}/{pod}")) else {
+        return false;
+    };
+    let Some(spec) = p.spec.as_ref() else {
+        return false;
+    };
+    let regular = spec
+        .containers
+        .iter()
+        .find(|c| c.name == container)
+        .map(|c| c.stdin_once);
+    let ephemeral = || {
+        spec.ephemeral_containers
+            .iter()
+            .flatten()
+            .find(|c| c.name == container)
+            .map(|c| c.stdin_once)
+    };
+    regular.or_else(ephemeral).flatten().unwrap_or(false)
 }
 
 /// One exec or attach, from start to the exit code.
@@ -231,6 +258,7 @@ async fn session(
     mode: Mode,
     container_id: String,
     spec: ExecSpec,
+    stdin_once: bool,
 ) {
     let (mut tx, mut rx) = socket.split();
     let status = |v: Value| framing.encode(STATUS, v.to_string().as_bytes());
@@ -291,7 +319,9 @@ async fn session(
                             }
                         }
                     }
-                    Some((CLOSE, data)) if data.first() == Some(&STDIN) => {
+                    Some((CLOSE, data))
+                        if data.first() == Some(&STDIN) && (mode == Mode::Exec || stdin_once) =>
+                    {
                         let _ = input.shutdown().await;
                     }
                     _ => {}
