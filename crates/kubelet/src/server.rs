@@ -63,10 +63,20 @@ async fn container_logs(
         timestamps: flag(&q, "timestamps"),
         since,
     };
-    let stream = k
-        .runtime
-        .logs(&target.id, opts)
-        .map(|r| r.map_err(std::io::Error::other));
+    let stream = if opts.follow && idx == 0 {
+        let who = Following {
+            k: k.clone(),
+            ns,
+            pod,
+            container,
+            timestamps: opts.timestamps,
+            restarts: target.restart_count,
+        };
+        follow_across_restarts(who, k.runtime.logs(&target.id, opts)).boxed()
+    } else {
+        k.runtime.logs(&target.id, opts)
+    };
+    let stream = stream.map(|r| r.map_err(std::io::Error::other));
     let stream = match limit {
         None => stream.boxed(),
         Some(limit) => limit_bytes(stream, limit).boxed(),
@@ -77,6 +87,80 @@ async fn container_logs(
         Body::from_stream(stream),
     )
         .into_response()
+}
+
+/// The container whose log `kubectl logs -f` follows.
+struct Following {
+    k: Arc<Kubelet>,
+    ns: String,
+    pod: String,
+    container: String,
+    timestamps: bool,
+    /// The restart count of the instance being streamed.
+    restarts: i32,
+}
+
+/// How long a followed log waits for a crashed container to start again
+/// (the longest crash-loop back-off).
+const RESTART_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+impl Following {
+    /// The container's next instance, once the pod has started it; None when
+    /// the pod will not start it again (gone, deleting, finished) or it did
+    /// not come within [`RESTART_WAIT`].
+    async fn next_instance(&self) -> Option<ContainerInfo> {
+        let deadline = tokio::time::Instant::now() + RESTART_WAIT;
+        while tokio::time::Instant::now() < deadline {
+            let pod = self.k.pods.get(&format!("{}/{}", self.ns, self.pod))?;
+            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            let policy = pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref());
+            if pod.metadata.deletion_timestamp.is_some()
+                || matches!(phase, Some("Succeeded" | "Failed"))
+                || policy == Some("Never")
+            {
+                return None;
+            }
+            let all = self.k.runtime.list(None).await.ok()?;
+            let next = all.into_iter().find(|c| {
+                c.pod_namespace == self.ns
+                    && c.pod_name == self.pod
+                    && c.name == self.container
+                    && c.restart_count > self.restarts
+            });
+            if next.is_some() {
+                return next;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+        None
+    }
+}
+
+/// A followed log that goes on through restarts: when one instance's log
+/// ends and the pod starts the container again, the next instance's log
+/// follows, from its beginning, on the same stream.
+fn follow_across_restarts(
+    who: Following,
+    first: futures::stream::BoxStream<'static, crate::runtime::Result<bytes::Bytes>>,
+) -> impl futures::Stream<Item = crate::runtime::Result<bytes::Bytes>> + Send + 'static {
+    futures::stream::unfold((who, Some(first)), |(mut who, mut current)| async move {
+        loop {
+            if let Some(stream) = current.as_mut() {
+                if let Some(item) = stream.next().await {
+                    return Some((item, (who, current)));
+                }
+            }
+            let next = who.next_instance().await?;
+            who.restarts = next.restart_count;
+            let opts = LogOptions {
+                follow: true,
+                tail: None,
+                timestamps: who.timestamps,
+                since: 0,
+            };
+            current = Some(who.k.runtime.logs(&next.id, opts));
+        }
+    })
 }
 
 /// The first `limit` bytes of a log stream (`limitBytes`), then its end.

@@ -3,7 +3,8 @@
 //! through the apiserver to the kubelet and Docker: output, piped stdin, a
 //! terminal, exit codes, several containers, `kubectl cp` both ways,
 //! `kubectl run -i --rm` (attach), `kubectl logs` with its flags (-f, -l,
-//! --all-containers, --timestamps, --tail, --since, --limit-bytes), the
+//! --all-containers, --timestamps, --tail, --since, --limit-bytes, -f through
+//! a restart), `kubectl attach` on its own, the
 //! Python client's port-forward to a listener on the pod's localhost,
 //! `kubectl debug` (an ephemeral container in the target's PID namespace), and
 //! refusals with Kubernetes' messages.
@@ -359,6 +360,70 @@ async fn exec_through_the_apiserver_to_docker() {
         later,
         first + 5,
         "-f keeps delivering lines written after it started"
+    );
+
+    // -f stays on through a restart: each life of the container counts itself
+    // in an emptyDir, and the followed log shows the second life too.
+    c.create_pod(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lives"},
+        "spec": {"terminationGracePeriodSeconds": 0, "volumes": [{"name": "d", "emptyDir": {}}],
+            "containers": [{"name": "c", "image": "minik8s/busybox:latest", "imagePullPolicy": "Never",
+                "volumeMounts": [{"name": "d", "mountPath": "/d"}],
+                "command": ["sh", "-c", "n=$(cat /d/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /d/n; \
+                    echo life $n; sleep 2; exit 1"]}]}}))
+        .await;
+    c.wait_pod("lives", "Running", 60, |p| phase(p) == "Running")
+        .await;
+    let mut follow = Command::new("/usr/bin/kubectl")
+        .args(["--server", &c.server.url, "logs", "-f", "lives"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = follow.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l| l == "life 2") {
+        match rx.recv_timeout(std::time::Duration::from_secs(30)) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("logs -f did not go on into the next life: {seen:?}"),
+        }
+    }
+    let _ = follow.kill();
+    let _ = follow.wait();
+
+    // kubectl attach on its own: the output of a container's own process,
+    // and its stdin (the process ends on "bye", and so does the attach).
+    c.create_pod(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "talker"},
+        "spec": {"terminationGracePeriodSeconds": 0, "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "minik8s/busybox:latest", "imagePullPolicy": "Never", "stdin": true,
+                "command": ["sh", "-c", "while read l; do echo heard $l; [ \"$l\" = bye ] && exit 0; done"]}]}}))
+        .await;
+    c.wait_pod("talker", "Running", 60, |p| phase(p) == "Running")
+        .await;
+    let mut child = Command::new("/usr/bin/kubectl")
+        .args(["--server", &c.server.url, "attach", "-i", "talker"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"hello\nbye\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(
+        stdout.contains("heard hello\nheard bye"),
+        "{stdout} {stderr}"
     );
 
     // Refusals, as Kubernetes words them.
