@@ -298,6 +298,14 @@ const HPA_COLUMNS: &[Column] = &[
     col("Replicas", 0),
     col("Age", 0),
 ];
+const ROLE_COLUMNS: &[Column] = &[col("Created At", 0)];
+const ROLE_BINDING_COLUMNS: &[Column] = &[
+    col("Role", 0),
+    col("Age", 0),
+    col("Users", 1),
+    col("Groups", 1),
+    col("ServiceAccounts", 1),
+];
 /// The upstream CRD's additionalPrinterColumns.
 const LWS_COLUMNS: &[Column] = &[
     col("Ready", 0),
@@ -580,6 +588,54 @@ pub static REGISTRY: &[ResourceInfo] = &[
         subresources: &[Status, Scale],
         categories: &[],
         columns: LWS_COLUMNS,
+    },
+    ResourceInfo {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "Role",
+        plural: "roles",
+        singular: "role",
+        short_names: &[],
+        namespaced: true,
+        subresources: &[],
+        categories: &[],
+        columns: ROLE_COLUMNS,
+    },
+    ResourceInfo {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "RoleBinding",
+        plural: "rolebindings",
+        singular: "rolebinding",
+        short_names: &[],
+        namespaced: true,
+        subresources: &[],
+        categories: &[],
+        columns: ROLE_BINDING_COLUMNS,
+    },
+    ResourceInfo {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "ClusterRole",
+        plural: "clusterroles",
+        singular: "clusterrole",
+        short_names: &[],
+        namespaced: false,
+        subresources: &[],
+        categories: &[],
+        columns: ROLE_COLUMNS,
+    },
+    ResourceInfo {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "ClusterRoleBinding",
+        plural: "clusterrolebindings",
+        singular: "clusterrolebinding",
+        short_names: &[],
+        namespaced: false,
+        subresources: &[],
+        categories: &[],
+        columns: ROLE_BINDING_COLUMNS,
     },
 ];
 

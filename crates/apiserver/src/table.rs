@@ -486,6 +486,37 @@ pub mod rows {
         vec![json!(s(o.get("type"))), json!(keys), json!(age(o))]
     }
 
+    /// Role and ClusterRole: when they were created.
+    pub fn role(o: &Value) -> Vec<Value> {
+        vec![json!(s(o.pointer("/metadata/creationTimestamp")))]
+    }
+
+    /// RoleBinding and ClusterRoleBinding: the role, and (wide) the subjects by kind.
+    pub fn role_binding(o: &Value) -> Vec<Value> {
+        let subjects = |kind: &str| {
+            let names: Vec<String> = arr(o, "/subjects")
+                .iter()
+                .filter(|s| s["kind"] == kind)
+                .map(|s| match (s["namespace"].as_str(), s["name"].as_str()) {
+                    (Some(ns), Some(n)) if kind == "ServiceAccount" => format!("{ns}/{n}"),
+                    (_, n) => n.unwrap_or("").to_string(),
+                })
+                .collect();
+            json!(names.join(", "))
+        };
+        vec![
+            json!(format!(
+                "{}/{}",
+                s(o.pointer("/roleRef/kind")),
+                s(o.pointer("/roleRef/name"))
+            )),
+            json!(age(o)),
+            subjects("User"),
+            subjects("Group"),
+            subjects("ServiceAccount"),
+        ]
+    }
+
     /// ServiceAccount: how many token Secrets it lists.
     pub fn service_account(o: &Value) -> Vec<Value> {
         vec![json!(arr(o, "/secrets").len()), json!(age(o))]

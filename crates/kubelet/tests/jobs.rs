@@ -248,4 +248,28 @@ async fn jobs_complete_fail_and_index_their_pods() {
         }
     })
     .await;
+
+    // kubectl logs deploy/NAME: kubectl picks one of the Deployment's pods.
+    let run = |args: &[&str]| {
+        let o = c.real_kubectl(args);
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(
+            o.status.success(),
+            "kubectl {args:?}: {out} {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        out
+    };
+    run(&[
+        "create",
+        "deployment",
+        "talker",
+        "--image=minik8s/busybox:latest",
+        "--",
+        "sh",
+        "-c",
+        "echo deployed; sleep 3600",
+    ]);
+    run(&["rollout", "status", "deploy/talker", "--timeout=60s"]);
+    assert_eq!(run(&["logs", "deploy/talker"]).trim(), "deployed");
 }

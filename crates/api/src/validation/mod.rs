@@ -153,6 +153,7 @@ mod config;
 mod ephemeral;
 mod pod;
 mod policy;
+mod rbac;
 mod service;
 
 pub use crate::names::*;
@@ -386,6 +387,10 @@ pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
         "ConfigMap" => validate_config_map(obj, old, &mut errs),
         "Job" => validate_job(obj, old, &mut errs),
         "PodDisruptionBudget" => policy::validate_pdb(obj, &mut errs),
+        "Role" | "ClusterRole" => rbac::validate_role(obj, kind == "Role", &mut errs),
+        "RoleBinding" | "ClusterRoleBinding" => {
+            rbac::validate_binding(obj, old, kind == "RoleBinding", &mut errs)
+        }
         "CronJob" => validate_cron_job(obj, &mut errs),
         "Secret" => validate_secret(obj, old, &mut errs),
         "ReplicaSet" => validate_replicated(obj, old, "ReplicaSet", &mut errs),

@@ -31,7 +31,7 @@ use crate::ApiServer;
 use k8s_openapi::api::{
     apps::v1 as apps, autoscaling::v2 as autoscaling, batch::v1 as batch,
     coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery,
-    policy::v1 as policy,
+    policy::v1 as policy, rbac::v1 as rbac,
 };
 use minik8s_api::registry::{self, ResourceInfo};
 use minik8s_api::selector::Selector;
@@ -308,6 +308,10 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         batch::CronJob => cron_job;
         policy::PodDisruptionBudget => pod_disruption_budget;
         minik8s_api::lws::LeaderWorkerSet => leader_worker_set with lws::Lifecycle;
+        rbac::Role => role;
+        rbac::RoleBinding => role_binding;
+        rbac::ClusterRole => role;
+        rbac::ClusterRoleBinding => role_binding;
     }
 });
 
