@@ -9,7 +9,7 @@
 mod common;
 
 use common::{package_src, rust_files};
-use minik8s_api::protobuf::schema::{Schema, Type};
+use minik8s_api::openapi;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -64,23 +64,17 @@ fn generate(openapi: &Path) -> String {
 /// Definition names (`io.k8s.api.core.v1.Pod`) reachable from the kinds the
 /// registry serves, through the protobuf schema's message fields.
 fn reachable() -> BTreeSet<String> {
-    let schema = Schema::get();
     let mut seen = BTreeSet::new();
     let mut stack: Vec<String> = minik8s_api::REGISTRY
         .iter()
-        .filter_map(|r| schema.message_for(&r.api_version(), r.kind))
+        .filter_map(|r| openapi::message_for(&r.api_version(), r.kind))
         .collect();
     while let Some(m) = stack.pop() {
-        if !seen.insert(m.clone()) {
-            continue;
-        }
-        if let Some(msg) = schema.message(&m) {
-            for f in msg.fields.iter().filter(|f| f.ty == Type::Message) {
-                stack.push(f.message.to_string());
-            }
+        if seen.insert(m.clone()) {
+            stack.extend(openapi::references(&m));
         }
     }
-    seen.into_iter().map(|m| format!("io.k8s.{m}")).collect()
+    seen.iter().map(|m| openapi::definition_name(m)).collect()
 }
 
 /// A k8s-openapi source file: its definition, the struct's doc comment and its

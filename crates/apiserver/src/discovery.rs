@@ -224,11 +224,10 @@ pub fn openapi_gv(reg: &Registry, path: &str) -> Option<Value> {
 
 /// Kinds with a schema (the built-in ones), as (group, version, kind, message).
 fn with_messages<'a>(kinds: &[&'a ResourceInfo]) -> Vec<(&'a str, &'a str, &'a str, String)> {
-    let schema = minik8s_api::protobuf::Schema::get();
     kinds
         .iter()
         .filter_map(|r| {
-            let message = schema.message_for(&r.api_version(), r.kind)?;
+            let message = openapi::message_for(&r.api_version(), r.kind)?;
             Some((r.group, r.version, r.kind, message))
         })
         .collect()

@@ -339,3 +339,55 @@ async fn kinds_registered_at_run_time_are_served_to_the_real_kubectl() {
     assert_eq!(code, 404);
     let _ = watch.wait().await;
 }
+
+/// `kubectl explain` reads the OpenAPI v3 documents: every kind the server
+/// lists is explained, with Kubernetes' descriptions and field types; the
+/// OpenAPI v2 document is served as JSON to whoever asks for JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_explain_reads_the_openapi_schemas() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let k = Kubectl::new(&s.url);
+    let pods = k.ok(&["explain", "pods"]).await;
+    assert!(
+        pods.contains("Pod is a collection of containers that can run on a host.")
+            && pods.contains("apiVersion\t<string>")
+            && pods.contains("spec\t<PodSpec>"),
+        "{pods}"
+    );
+    let surge = k
+        .ok(&["explain", "deploy.spec.strategy.rollingUpdate.maxSurge"])
+        .await;
+    assert!(
+        surge.contains("FIELD: maxSurge")
+            && surge.contains("The maximum number of pods that can be scheduled above"),
+        "{surge}"
+    );
+    let containers = k.ok(&["explain", "pod.spec.containers"]).await;
+    assert!(
+        containers.contains("FIELD: containers <[]Container>")
+            && containers.contains("name\t<string> -required-"),
+        "{containers}"
+    );
+    let size = k
+        .ok(&["explain", "lws.spec.leaderWorkerTemplate.size"])
+        .await;
+    assert!(size.contains("FIELD: size <integer>"), "{size}");
+
+    // Every kind kubectl can list (metrics.k8s.io is read through `kubectl top`).
+    let resources = k.ok(&["api-resources", "-o", "name"]).await;
+    for r in resources
+        .lines()
+        .filter(|r| !r.ends_with(".metrics.k8s.io"))
+    {
+        let (ok, _, err) = k.run(&["explain", r]).await;
+        assert!(ok, "kubectl explain {r}: {err}");
+    }
+
+    let v2: Value = serde_json::from_str(&k.ok(&["get", "--raw", "/openapi/v2"]).await).unwrap();
+    assert_eq!(v2["swagger"], "2.0");
+    assert_eq!(
+        v2["definitions"]["io.k8s.api.apps.v1.Deployment"]["x-kubernetes-group-version-kind"][0]
+            ["kind"],
+        "Deployment"
+    );
+}

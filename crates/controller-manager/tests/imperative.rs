@@ -141,7 +141,13 @@ async fn imperative_create_commands_work_over_protobuf() {
     run(&["create", "serviceaccount", "robot"]);
     get_json(url, &["serviceaccount", "robot", "-n", "lab"]);
     // RBAC objects (stored and listed; enforcement is the security issue's).
-    run(&["create", "role", "pod-reader", "--verb=get,list", "--resource=pods"]);
+    run(&[
+        "create",
+        "role",
+        "pod-reader",
+        "--verb=get,list",
+        "--resource=pods",
+    ]);
     run(&[
         "create",
         "rolebinding",
@@ -153,9 +159,15 @@ async fn imperative_create_commands_work_over_protobuf() {
     assert_eq!(binding["roleRef"]["name"], "pod-reader");
     assert_eq!(binding["subjects"][0]["name"], "robot");
     let role = get_json(url, &["role", "pod-reader", "-n", "lab"]);
-    assert_eq!(role["rules"][0]["verbs"], serde_json::json!(["get", "list"]));
+    assert_eq!(
+        role["rules"][0]["verbs"],
+        serde_json::json!(["get", "list"])
+    );
     let wide = run(&["get", "rolebindings", "-o", "wide"]);
-    assert!(wide.contains("Role/pod-reader") && wide.contains("lab/robot"), "{wide}");
+    assert!(
+        wide.contains("Role/pod-reader") && wide.contains("lab/robot"),
+        "{wide}"
+    );
     run(&[
         "run",
         "one",

@@ -9,6 +9,7 @@
 //! `tests/openapi_docs.rs`). Definitions are named as Kubernetes names them
 //! (`io.k8s.api.core.v1.Pod`).
 
+mod lws;
 mod patch_meta;
 
 use crate::protobuf::schema::{Cardinality, Schema, Type};
@@ -17,6 +18,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::OnceLock;
 
 const DOCS: &str = include_str!("docs.txt");
+
+const API_VERSION_DOC: &str = "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources";
+const KIND_DOC: &str = "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds";
 
 /// Which OpenAPI version a schema is written for: they differ only in where
 /// references point and how a reference carries a description.
@@ -94,6 +98,9 @@ fn unescape(s: &str) -> String {
 
 /// `api.core.v1.Pod` → `io.k8s.api.core.v1.Pod`.
 pub fn definition_name(message: &str) -> String {
+    if message.starts_with("io.") {
+        return message.to_string();
+    }
     match message.strip_prefix("apiextensions_apiserver.") {
         Some(rest) => format!("io.k8s.apiextensions-apiserver.{rest}"),
         None => format!("io.k8s.{message}"),
@@ -132,8 +139,95 @@ fn scalar(ty: Type) -> Value {
     }
 }
 
+/// The message (or written-out definition) that describes a kind.
+pub fn message_for(api_version: &str, kind: &str) -> Option<String> {
+    if api_version == "leaderworkerset.x-k8s.io/v1" && kind == "LeaderWorkerSet" {
+        return Some(format!("{}{kind}", lws::PREFIX));
+    }
+    Schema::get().message_for(api_version, kind)
+}
+
+fn written_out(name: &str) -> Option<&'static lws::Definition> {
+    let short = name.strip_prefix(lws::PREFIX)?;
+    lws::DEFINITIONS.iter().find(|d| d.0 == short)
+}
+
+/// The messages a definition refers to.
+pub fn references(message: &str) -> Vec<String> {
+    if let Some((_, _, fields)) = written_out(message) {
+        return fields
+            .iter()
+            .filter_map(|(_, ty, _, _)| {
+                let ty = ty.trim_start_matches("[]");
+                ty.strip_prefix("msg:").map(str::to_string).or_else(|| {
+                    ty.strip_prefix("lws:")
+                        .map(|n| format!("{}{n}", lws::PREFIX))
+                })
+            })
+            .collect();
+    }
+    Schema::get()
+        .message(message)
+        .map(|m| {
+            m.fields
+                .iter()
+                .filter(|f| f.ty == Type::Message)
+                .map(|f| f.message.to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A written-out definition's schema.
+fn written_out_definition(def: &lws::Definition, flavor: Flavor) -> Value {
+    let (_, description, fields) = def;
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    for (json, ty, req, doc) in fields.iter() {
+        if *req {
+            required.push(*json);
+        }
+        let (list, ty) = match ty.strip_prefix("[]") {
+            Some(t) => (true, t),
+            None => (false, *ty),
+        };
+        let target = ty.strip_prefix("msg:").map(definition_name).or_else(|| {
+            ty.strip_prefix("lws:")
+                .map(|n| format!("{}{n}", lws::PREFIX))
+        });
+        let mut prop = match (target, list) {
+            (Some(t), false) => flavor.reference(&t, Some(doc)),
+            (Some(t), true) => {
+                json!({"type": "array", "items": flavor.reference(&t, None), "description": doc})
+            }
+            (None, _) => {
+                let mut s = scalar(match ty {
+                    "int32" => Type::Int32,
+                    "int64" => Type::Int64,
+                    _ => Type::String,
+                });
+                s["description"] = json!(doc);
+                s
+            }
+        };
+        if *json == "conditions" {
+            prop["x-kubernetes-list-type"] = json!("map");
+            prop["x-kubernetes-list-map-keys"] = json!(["type"]);
+        }
+        properties.insert(json.to_string(), prop);
+    }
+    let mut s = json!({"type": "object", "description": description, "properties": properties});
+    if !required.is_empty() {
+        s["required"] = json!(required);
+    }
+    s
+}
+
 /// The schema of one message's definition.
 pub fn definition(message: &str, flavor: Flavor) -> Option<Value> {
+    if let Some(def) = written_out(message) {
+        return Some(written_out_definition(def, flavor));
+    }
     let doc = docs().get(definition_name(message).as_str());
     let mut schema = match primitive(message) {
         Some(p) => p,
@@ -187,21 +281,13 @@ pub fn definition(message: &str, flavor: Flavor) -> Option<Value> {
 /// of everything they reference, each kind's carrying its
 /// `x-kubernetes-group-version-kind`.
 pub fn definitions(kinds: &[(&str, &str, &str, String)], flavor: Flavor) -> Map<String, Value> {
-    let schema = Schema::get();
     let mut seen = BTreeSet::new();
     let mut stack: Vec<String> = kinds.iter().map(|k| k.3.clone()).collect();
     while let Some(m) = stack.pop() {
         if !seen.insert(m.clone()) || primitive(&m).is_some() {
             continue;
         }
-        if let Some(msg) = schema.message(&m) {
-            stack.extend(
-                msg.fields
-                    .iter()
-                    .filter(|f| f.ty == Type::Message)
-                    .map(|f| f.message.to_string()),
-            );
-        }
+        stack.extend(references(&m));
     }
     let mut out = Map::new();
     for m in &seen {
@@ -211,6 +297,18 @@ pub fn definitions(kinds: &[(&str, &str, &str, String)], flavor: Flavor) -> Map<
     }
     for (group, version, kind, message) in kinds {
         if let Some(def) = out.get_mut(&definition_name(message)) {
+            // Every kind's object says what it is (TypeMeta, which no message holds).
+            if let Some(props) = def.get_mut("properties").and_then(Value::as_object_mut) {
+                props.insert(
+                    "apiVersion".into(),
+                    json!({"type": "string", "description": API_VERSION_DOC}),
+                );
+                props.insert(
+                    "kind".into(),
+                    json!({"type": "string", "description": KIND_DOC}),
+                );
+                props.sort_keys();
+            }
             let gvk = json!({"group": group, "version": version, "kind": kind});
             match def.get_mut("x-kubernetes-group-version-kind") {
                 Some(Value::Array(list)) => list.push(gvk),

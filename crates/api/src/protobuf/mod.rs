@@ -14,7 +14,7 @@
 //! whose JSON differs from their fields (see [`convert`]).
 
 mod convert;
-pub mod schema;
+pub(crate) mod schema;
 mod wire;
 
 use serde_json::Value;

@@ -162,6 +162,9 @@ mod tests {
         changed["roleRef"]["name"] = json!("other");
         let mut errs = Vec::new();
         validate_binding(&changed, Some(&binding), true, &mut errs);
-        assert!(messages(&errs)[0].ends_with("cannot change roleRef"), "{errs:?}");
+        assert!(
+            messages(&errs)[0].ends_with("cannot change roleRef"),
+            "{errs:?}"
+        );
     }
 }

@@ -1,0 +1,62 @@
+//! The schema of LeaderWorkerSet (leaderworkerset.x-k8s.io/v1), which has no
+//! protobuf message to derive it from: its definitions written out here, as
+//! upstream's CRD declares them (types, required fields, defaults in the
+//! descriptions), referring to core definitions by message name.
+
+/// A field: JSON name, type, required, description. A type is `string`,
+/// `int32`, `int64`, `msg:<message>`, `[]msg:<message>` or a definition of
+/// this file (`lws:<Name>`).
+type Field = (&'static str, &'static str, bool, &'static str);
+
+/// (definition name, description, fields)
+pub(super) type Definition = (&'static str, &'static str, &'static [Field]);
+
+pub(super) const PREFIX: &str = "io.x-k8s.leaderworkerset.v1.";
+
+pub(super) const DEFINITIONS: &[Definition] = &[
+    ("LeaderWorkerSet", "LeaderWorkerSet is the Schema for the leaderworkersets API: replicas groups of one leader pod and size-1 worker pods, created, updated and restarted together.", &[
+        ("metadata", "msg:apimachinery.pkg.apis.meta.v1.ObjectMeta", false, "Standard object's metadata."),
+        ("spec", "lws:LeaderWorkerSetSpec", false, "LeaderWorkerSetSpec defines the desired state of LeaderWorkerSet."),
+        ("status", "lws:LeaderWorkerSetStatus", false, "LeaderWorkerSetStatus defines the observed state of LeaderWorkerSet."),
+    ]),
+    ("LeaderWorkerSetSpec", "One group is a leader pod and size-1 workers; the LWS keeps replicas groups.", &[
+        ("replicas", "int32", false, "Number of leader-workers groups. A scale subresource targets it. Defaults to 1."),
+        ("leaderWorkerTemplate", "lws:LeaderWorkerTemplate", true, "LeaderWorkerTemplate defines the template for leader/worker pods."),
+        ("rolloutStrategy", "lws:RolloutStrategy", false, "RolloutStrategy defines the strategy that will be applied to update replicas when a revision is made to the leaderWorkerTemplate."),
+        ("startupPolicy", "string", false, "StartupPolicy determines the startup policy for the worker statefulset: LeaderCreated (the default) creates the workers with the leader; LeaderReady waits until the leader pod is ready."),
+        ("networkConfig", "lws:NetworkConfig", false, "NetworkConfig defines the network configuration of the group."),
+    ]),
+    ("LeaderWorkerTemplate", "Templates of a group's leader and workers.", &[
+        ("leaderTemplate", "msg:api.core.v1.PodTemplateSpec", false, "LeaderTemplate defines the pod template for leader pods. If absent, the worker template is used for the leader."),
+        ("workerTemplate", "msg:api.core.v1.PodTemplateSpec", true, "WorkerTemplate defines the pod template for worker pods."),
+        ("size", "int32", false, "Number of pods to create per group, leader included. Defaults to 1. Changing it rolls the groups."),
+        ("restartPolicy", "string", false, "RestartPolicy defines the restart policy when pod failures happen: RecreateGroupOnPodRestart (the default) recreates the whole group when any of its pods restarts; RecreateGroupAfterStart does so only once the group has started; None restarts pods alone. Default is deprecated and means None."),
+        ("subGroupPolicy", "lws:SubGroupPolicy", false, "SubGroupPolicy describes the policy that will be applied when creating subgroups in each replica."),
+        ("volumeClaimTemplates", "[]msg:api.core.v1.PersistentVolumeClaim", false, "VolumeClaimTemplates is a list of claims that pods are allowed to reference; each leader and worker pod gets its own."),
+        ("persistentVolumeClaimRetentionPolicy", "msg:api.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicy", false, "PersistentVolumeClaimRetentionPolicy describes the lifecycle of the claims created from volumeClaimTemplates."),
+    ]),
+    ("SubGroupPolicy", "How a group is split into subgroups of subGroupSize pods.", &[
+        ("subGroupPolicyType", "string", false, "LeaderWorker (the default) places the leader in subgroup 0; LeaderExcluded leaves it out of every subgroup."),
+        ("subGroupSize", "int32", false, "The number of pods per subgroup. size or size-1 must be divisible by it."),
+    ]),
+    ("RolloutStrategy", "How a change to the template rolls out to the groups.", &[
+        ("type", "string", false, "Type defines the rollout strategy; only RollingUpdate is supported."),
+        ("rollingUpdateConfiguration", "lws:RollingUpdateConfiguration", false, "RollingUpdateConfiguration defines the parameters to be used when type is RollingUpdate."),
+    ]),
+    ("RollingUpdateConfiguration", "Parameters of a rolling update of groups.", &[
+        ("partition", "int32", false, "Groups with an index below the partition are not updated. Defaults to 0."),
+        ("maxUnavailable", "msg:apimachinery.pkg.util.intstr.IntOrString", false, "The maximum number of groups that can be unavailable during the update: a number or a percentage of replicas (rounded down). Defaults to 1."),
+        ("maxSurge", "msg:apimachinery.pkg.util.intstr.IntOrString", false, "The maximum number of groups that can be scheduled above the original number of groups: a number or a percentage of replicas (rounded up). Defaults to 0."),
+    ]),
+    ("NetworkConfig", "How the group's pods are named in DNS.", &[
+        ("subdomainPolicy", "string", true, "Shared (the default): all pods of the LWS share one headless Service; UniquePerReplica: one headless Service per group."),
+    ]),
+    ("LeaderWorkerSetStatus", "The observed state of the groups.", &[
+        ("conditions", "[]msg:apimachinery.pkg.apis.meta.v1.Condition", false, "Conditions track the state of the LeaderWorkerSet: Available, Progressing, UpdateInProgress."),
+        ("readyReplicas", "int32", false, "The number of groups whose leader and workers are all ready."),
+        ("updatedReplicas", "int32", false, "The number of groups updated to the latest revision."),
+        ("replicas", "int32", false, "The number of leader pods (groups) that exist."),
+        ("hpaPodSelector", "string", false, "The label selector of the leader pods, for the HorizontalPodAutoscaler."),
+        ("observedGeneration", "int64", false, "The generation of the LWS last reconciled."),
+    ]),
+];
