@@ -175,17 +175,16 @@ impl ApiServer {
             Stream::PortForward => forwardable(&pod, name)?,
             _ => format!("/{}", exec_container(&pod, name, asked, which)?),
         };
-        // A WebSocket for exec and attach; port-forward also takes kubectl's SPDY/3.1.
+        // A WebSocket, or kubectl's SPDY/3.1.
         let wants_upgrade = headers
             .get(header::UPGRADE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|u| {
-                u.eq_ignore_ascii_case("websocket")
-                    || (which == Stream::PortForward && u.eq_ignore_ascii_case("SPDY/3.1"))
+                u.eq_ignore_ascii_case("websocket") || u.eq_ignore_ascii_case("SPDY/3.1")
             });
         let (true, Some(upgrade)) = (wants_upgrade, upgrade) else {
             return Err(ApiError::bad_request(
-                "Upgrade request required: exec and attach are served over a WebSocket (v5.channel.k8s.io), port-forward also over SPDY/3.1",
+                "Upgrade request required: exec, attach and port-forward are served over a WebSocket (v5.channel.k8s.io) or SPDY/3.1",
             ));
         };
         let node_name = node_of(&pod, name)?;

@@ -1,6 +1,7 @@
 //! `kubectl exec` and `kubectl attach` at the kubelet: a WebSocket in
-//! Kubernetes' channel protocols, bridged to an exec in the container
-//! runtime (or, for attach, to the container's own process).
+//! Kubernetes' channel protocols (or SPDY/3.1, see `exec_spdy.rs`), bridged
+//! to an exec in the container runtime (or, for attach, to the container's
+//! own process).
 //!
 //! ```text
 //!  kubectl ──ws──▶ apiserver (pods/NAME/exec, proxied as bytes) ──ws──▶ kubelet /exec/NS/POD/CONTAINER
@@ -18,10 +19,9 @@
 
 use crate::runtime::{ExecSpec, OutputStream, State as ContainerState};
 use crate::Kubelet;
-use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, RawQuery, State};
-use axum::http::StatusCode;
+use axum::extract::{FromRequestParts, Path, RawQuery, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use futures::{SinkExt, StreamExt};
@@ -128,7 +128,7 @@ pub fn exit_status(cmd: &[String], code: i64) -> Value {
     })
 }
 
-fn failure(message: &str) -> Value {
+pub(crate) fn failure(message: &str) -> Value {
     json!({"metadata": {}, "status": "Failure", "message": message, "reason": "InternalError", "code": 500})
 }
 
@@ -140,7 +140,7 @@ fn flag(params: &[(String, String)], key: &str) -> bool {
 
 /// Exec runs a new process; attach joins the container's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
+pub(crate) enum Mode {
     Exec,
     Attach,
 }
@@ -150,9 +150,9 @@ pub async fn exec(
     State(k): State<Arc<Kubelet>>,
     Path((ns, pod, container)): Path<(String, String, String)>,
     RawQuery(query): RawQuery,
-    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    req: Request,
 ) -> Response {
-    upgrade(k, Mode::Exec, (ns, pod, container), query, ws).await
+    upgrade(k, Mode::Exec, (ns, pod, container), query, req).await
 }
 
 /// `GET /attach/{ns}/{pod}/{container}?stdin=1&stdout=1&tty=1`.
@@ -160,17 +160,63 @@ pub async fn attach(
     State(k): State<Arc<Kubelet>>,
     Path((ns, pod, container)): Path<(String, String, String)>,
     RawQuery(query): RawQuery,
-    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    req: Request,
 ) -> Response {
-    upgrade(k, Mode::Attach, (ns, pod, container), query, ws).await
+    upgrade(k, Mode::Attach, (ns, pod, container), query, req).await
 }
+
+/// How the client asked to upgrade: a WebSocket, or SPDY/3.1 with the
+/// remote-command protocol it settled on.
+enum Upgrade {
+    WebSocket(WebSocketUpgrade),
+    Spdy(hyper::upgrade::OnUpgrade),
+}
+
+/// The upgrade a request asks for, or the response refusing it.
+async fn requested_upgrade(req: Request) -> Result<Upgrade, Response> {
+    let (mut parts, _body) = req.into_parts();
+    let spdy = parts
+        .headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|u| u.eq_ignore_ascii_case("SPDY/3.1"));
+    if !spdy {
+        return match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
+            Ok(ws) => Ok(Upgrade::WebSocket(ws)),
+            Err(_) => {
+                let message = "Upgrade request required: this needs a WebSocket (v5.channel.k8s.io) or SPDY/3.1";
+                Err((StatusCode::BAD_REQUEST, message).into_response())
+            }
+        };
+    }
+    let offers_v4 = parts
+        .headers
+        .get_all(STREAM_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|p| p.trim() == crate::exec_spdy::PROTOCOL);
+    if !offers_v4 {
+        let message = format!(
+            "unable to upgrade: the client offers none of the supported protocols [{}]",
+            crate::exec_spdy::PROTOCOL
+        );
+        return Err((StatusCode::FORBIDDEN, message).into_response());
+    }
+    match parts.extensions.remove::<hyper::upgrade::OnUpgrade>() {
+        Some(on) => Ok(Upgrade::Spdy(on)),
+        None => Err((StatusCode::BAD_REQUEST, "the connection cannot be upgraded").into_response()),
+    }
+}
+
+const STREAM_PROTOCOL: &str = "x-stream-protocol-version";
 
 async fn upgrade(
     k: Arc<Kubelet>,
     mode: Mode,
     (ns, pod, container): (String, String, String),
     query: Option<String>,
-    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    req: Request,
 ) -> Response {
     let params: Vec<(String, String)> =
         serde_urlencoded::from_str(query.as_deref().unwrap_or("")).unwrap_or_default();
@@ -196,9 +242,9 @@ async fn upgrade(
         let message = "you must specify at least one of stdin, stdout, stderr";
         return (StatusCode::BAD_REQUEST, message).into_response();
     }
-    let Ok(ws) = ws else {
-        let message = "Upgrade request required: this needs a WebSocket (v5.channel.k8s.io)";
-        return (StatusCode::BAD_REQUEST, message).into_response();
+    let upgrade = match requested_upgrade(req).await {
+        Ok(u) => u,
+        Err(refused) => return refused,
     };
     let containers = match k.runtime.list(None).await {
         Ok(c) => c,
@@ -216,12 +262,37 @@ async fn upgrade(
     };
     let runtime = k.runtime.clone();
     let stdin_once = mode == Mode::Attach && stdin_once(&k, &ns, &pod, &container);
-    ws.protocols(PROTOCOLS)
-        .on_upgrade(move |socket| async move {
-            let framing = Framing::negotiated(&socket);
-            session(runtime, socket, framing, mode, target.id, spec, stdin_once).await
-        })
-        .into_response()
+    match upgrade {
+        Upgrade::WebSocket(ws) => ws
+            .protocols(PROTOCOLS)
+            .on_upgrade(move |socket| async move {
+                let framing = Framing::negotiated(&socket);
+                session(runtime, socket, framing, mode, target.id, spec, stdin_once).await
+            })
+            .into_response(),
+        Upgrade::Spdy(on_upgrade) => {
+            tokio::spawn(async move {
+                match on_upgrade.await {
+                    Ok(io) => {
+                        let io = hyper_util::rt::TokioIo::new(io);
+                        let id = target.id;
+                        crate::exec_spdy::session(io, runtime, mode, id, spec, stdin_once).await
+                    }
+                    Err(e) => tracing::debug!(error = %e, "exec upgrade failed"),
+                }
+            });
+            let mut resp = Response::new(axum::body::Body::empty());
+            *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+            let h = resp.headers_mut();
+            h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+            h.insert(header::UPGRADE, HeaderValue::from_static("SPDY/3.1"));
+            h.insert(
+                STREAM_PROTOCOL,
+                HeaderValue::from_static(crate::exec_spdy::PROTOCOL),
+            );
+            resp
+        }
+    }
 }
 
 /// Whether the container's stdin closes with its first attached client's
@@ -332,13 +403,24 @@ async fn session(
     if !client_open {
         return;
     }
-    // The output has ended; the runtime may need a moment to record the exit.
-    let mut code = None;
+    let answer = final_status(runtime.as_ref(), mode, &exec_id, &spec.cmd).await;
+    let _ = tx.send(status(answer)).await;
+    let _ = tx.send(normal_close()).await;
+}
+
+/// The `Status` that ends an exec or attach once its output has ended: the
+/// process's exit code (the runtime may need a moment to record it).
+pub(crate) async fn final_status(
+    runtime: &dyn crate::runtime::ContainerRuntime,
+    mode: Mode,
+    exec_id: &str,
+    cmd: &[String],
+) -> Value {
     for _ in 0..50 {
         let exited = match mode {
-            Mode::Exec => runtime.exec_exit_code(&exec_id).await,
+            Mode::Exec => runtime.exec_exit_code(exec_id).await,
             Mode::Attach => runtime
-                .inspect(&exec_id)
+                .inspect(exec_id)
                 .await
                 .map(|c| match c.map(|c| c.state) {
                     Some(ContainerState::Exited { exit_code, .. }) => Some(exit_code),
@@ -346,10 +428,7 @@ async fn session(
                 }),
         };
         match exited {
-            Ok(Some(c)) => {
-                code = Some(c);
-                break;
-            }
+            Ok(Some(c)) => return exit_status(cmd, c),
             Ok(None) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
             Err(e) => {
                 tracing::warn!(error = %e, "reading the exec's exit code");
@@ -357,12 +436,7 @@ async fn session(
             }
         }
     }
-    let answer = match code {
-        Some(c) => exit_status(&spec.cmd, c),
-        None => failure("the exec's exit code is unknown"),
-    };
-    let _ = tx.send(status(answer)).await;
-    let _ = tx.send(normal_close()).await;
+    failure("the exec's exit code is unknown")
 }
 
 /// A close frame with code 1000: client-go reads a close without a code

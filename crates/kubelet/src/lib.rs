@@ -21,6 +21,7 @@ pub mod decide;
 pub mod dns;
 pub mod env;
 pub mod exec;
+mod exec_spdy;
 pub mod hollow;
 pub mod network;
 pub mod node;

@@ -1,5 +1,6 @@
 //! `kubectl exec` end to end: the real kubectl v1.32 (WebSocket
-//! `v5.channel.k8s.io`) and the official Python client (`v4.channel.k8s.io`)
+//! `v5.channel.k8s.io`, and SPDY/3.1 when told to fall back) and the
+//! official Python client (`v4.channel.k8s.io`)
 //! through the apiserver to the kubelet and Docker: output, piped stdin, a
 //! terminal, exit codes, several containers, `kubectl cp` both ways,
 //! `kubectl run -i --rm` (attach), `kubectl logs` with its flags (-f, -l,
@@ -132,6 +133,70 @@ async fn exec_through_the_apiserver_to_docker() {
         .unwrap();
     let (stdout, stderr) = text(&out);
     assert!(stdout.contains("/dev/pts/"), "no tty: {stdout} {stderr}");
+
+    // The same over SPDY/3.1, kubectl's fallback (forced here as kubectl allows).
+    let spdy = |args: &[&str], input: &[u8]| {
+        let mut child = Command::new("/usr/bin/kubectl")
+            .args(["--server", &c.server.url])
+            .args(args)
+            .env("KUBECTL_REMOTE_COMMAND_WEBSOCKETS", "false")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = spdy(
+        &[
+            "-v=8",
+            "exec",
+            "shell",
+            "-c",
+            "main",
+            "--",
+            "sh",
+            "-c",
+            "echo out; echo err >&2; exit 3",
+        ],
+        b"",
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(3), "SPDY: {stdout} {stderr}");
+    assert_eq!(stdout, "out\n");
+    assert!(stderr.contains("err"), "{stderr}");
+    assert!(stderr.contains("Upgrade: SPDY/3.1"), "not over SPDY: {stderr}");
+    let out = spdy(
+        &[
+            "exec",
+            "-i",
+            "shell",
+            "-c",
+            "main",
+            "--",
+            "sh",
+            "-c",
+            "cat | tr a-z A-Z",
+        ],
+        b"over spdy\n",
+    );
+    assert_eq!(text(&out).0, "OVER SPDY\n", "{:?}", text(&out));
+    let script = format!(
+        "KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false /usr/bin/kubectl --kubeconfig {} exec -it shell -c main -- sh -c 'tty; stty size'",
+        kubeconfig.display()
+    );
+    let out = Command::new("script")
+        .args(["-qec", &script, "/dev/null"])
+        .env("HOME", c.root.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(
+        stdout.contains("/dev/pts/"),
+        "SPDY, no tty: {stdout} {stderr}"
+    );
 
     // kubectl cp both ways (tar over exec; busybox has tar).
     let local = c.root.path().join("notes.txt");
