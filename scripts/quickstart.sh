@@ -85,6 +85,14 @@ start kubelet "$BIN/kubelet" --server "$SERVER" --node-name "$(hostname | tr 'A-
 start kube-proxy "$BIN/kube-proxy" --server "$SERVER" --cluster-dns "$CLUSTER_DNS"
 wait_until 60 "the node to register" $KUBECTL get node "$(hostname | tr 'A-Z' 'a-z')"
 
+# The hello pod sleeps an hour, then completes. A pod left completed by an
+# earlier run would never run again under `apply`, so it starts afresh.
+if $KUBECTL get pod hello -o json 2>/dev/null | grep -Eq '"phase": "(Succeeded|Failed)"'; then
+  echo "==> pod hello finished in an earlier run; starting it again"
+  $KUBECTL delete pod hello
+  gone() { ! $KUBECTL get pod hello >/dev/null 2>&1; }
+  wait_until 60 "the finished pod hello to go" gone
+fi
 echo "==> applying examples/hello-pod.yaml and examples/web.yaml"
 $KUBECTL apply -f examples/hello-pod.yaml -f examples/web.yaml
 # A second run finds the pods in the store with the status of the first one,

@@ -2,11 +2,13 @@
 
 Usage: client_test.py URL. Exits non-zero with a message on the first failure.
 """
+import os
 import sys
+import tempfile
 import threading
 import time
 
-from kubernetes import client, watch
+from kubernetes import client, utils, watch
 from kubernetes.client.rest import ApiException
 from kubernetes.dynamic import DynamicClient
 
@@ -168,6 +170,100 @@ def main(url):
     v2 = client.AutoscalingV2Api(api_client).read_namespaced_horizontal_pod_autoscaler("pyhpa", "default")
     assert v2.spec.metrics[0].resource.target.average_utilization == 60, v2.spec
     hpa_v1.delete_namespaced_horizontal_pod_autoscaler("pyhpa", "default")
+
+    # create_from_yaml on one multi-document file mixing the workload kinds
+    docs = """
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: pyyaml-config}
+data: {greeting: hello}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: pyyaml-secret}
+stringData: {password: s3cret}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: pyyaml-robot}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: pyyaml-web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: pyyaml-web}}
+  template:
+    metadata: {labels: {app: pyyaml-web}}
+    spec:
+      containers:
+      - name: web
+        image: nginx
+        envFrom: [{configMapRef: {name: pyyaml-config}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: pyyaml-web}
+spec:
+  selector: {app: pyyaml-web}
+  ports: [{port: 80}]
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: pyyaml-job}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: busybox, command: ["true"]}]
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: pyyaml-cron}
+spec:
+  schedule: "*/5 * * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers: [{name: c, image: busybox}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: pyyaml-pdb}
+spec:
+  maxUnavailable: 1
+  selector: {matchLabels: {app: pyyaml-web}}
+"""
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(docs)
+    made = utils.create_from_yaml(api_client, f.name, namespace="default")
+    os.unlink(f.name)
+    kinds = sorted(o.kind for group in made for o in group)
+    assert kinds == ["ConfigMap", "CronJob", "Deployment", "Job", "PodDisruptionBudget", "Secret",
+                     "Service", "ServiceAccount"], kinds
+    assert apps.read_namespaced_deployment("pyyaml-web", "default").spec.replicas == 2
+    secret = core.read_namespaced_secret("pyyaml-secret", "default")
+    assert secret.data == {"password": "czNjcmV0"}, secret.data
+    assert client.BatchV1Api(api_client).read_namespaced_cron_job("pyyaml-cron", "default").spec.concurrency_policy == "Allow"
+
+    # server-side apply (the dynamic client's server_side_apply): creates, records
+    # its manager, conflicts with another writer, and force takes the field
+    cms = DynamicClient(api_client).resources.get(api_version="v1", kind="ConfigMap")
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "pyssa"}, "data": {"a": "1"}}
+    applied = cms.server_side_apply(body=cm, namespace="default", field_manager="py-apply")
+    entry = applied.metadata.managedFields[0]
+    assert (entry.manager, entry.operation) == ("py-apply", "Apply"), entry
+    core.patch_namespaced_config_map("pyssa", "default", {"data": {"a": "2"}}, field_manager="py-other")
+    try:
+        cms.server_side_apply(body=cm, namespace="default", field_manager="py-apply")
+        raise AssertionError("the apply should conflict")
+    except ApiException as e:
+        body = e.body.decode() if isinstance(e.body, bytes) else e.body
+        assert e.status == 409 and 'conflict with \\"py-other\\" using v1: .data.a' in body, body
+    forced = cms.server_side_apply(body=cm, namespace="default", field_manager="py-apply", force_conflicts=True)
+    assert forced.data.a == "1", forced.data
 
     # the dynamic client uses discovery
     dyn = DynamicClient(api_client)

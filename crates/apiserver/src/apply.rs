@@ -60,9 +60,10 @@ pub(crate) fn apply_params(params: &Params) -> Result<(String, bool), ApiError> 
             "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
         ));
     };
+    // Go's ParseBool: the Python client sends `True`.
     let force = match params.get("force") {
-        None | Some("false") => false,
-        Some("true") => true,
+        None | Some("" | "0" | "f" | "F" | "false" | "False" | "FALSE") => false,
+        Some("1" | "t" | "T" | "true" | "True" | "TRUE") => true,
         Some(other) => {
             return Err(ApiError::bad_request(format!(
                 "invalid boolean value for force: {other:?}"

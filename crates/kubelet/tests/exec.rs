@@ -166,7 +166,10 @@ async fn exec_through_the_apiserver_to_docker() {
     assert_eq!(out.status.code(), Some(3), "SPDY: {stdout} {stderr}");
     assert_eq!(stdout, "out\n");
     assert!(stderr.contains("err"), "{stderr}");
-    assert!(stderr.contains("Upgrade: SPDY/3.1"), "not over SPDY: {stderr}");
+    assert!(
+        stderr.contains("Upgrade: SPDY/3.1"),
+        "not over SPDY: {stderr}"
+    );
     let out = spdy(
         &[
             "exec",
