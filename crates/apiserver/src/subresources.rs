@@ -174,6 +174,9 @@ impl ApiServer {
 pub enum EvictionVerdict {
     /// Delete the pod, taking one disruption from the budget (if it has one).
     Allow,
+    /// Delete the pod without taking a disruption: it is running but not
+    /// ready, so it is no part of the budget's healthy pods.
+    AllowUnhealthy,
     /// 429 TooManyRequests with this cause.
     Refuse(String),
 }
@@ -192,6 +195,27 @@ pub fn eviction_verdict(pod: &Value, pdb: Option<&Value>) -> EvictionVerdict {
     let Some(pdb) = pdb else {
         return EvictionVerdict::Allow;
     };
+    // An unready running pod (spec.unhealthyPodEvictionPolicy): AlwaysAllow
+    // lets it go; IfHealthyBudget, the default, only while the budget is met.
+    let ready = pod
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        });
+    if !ready {
+        let status = |f: &str| {
+            pdb.pointer(&format!("/status/{f}"))
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+        };
+        let always = pdb.pointer("/spec/unhealthyPodEvictionPolicy") == Some(&json!("AlwaysAllow"));
+        let desired = status("desiredHealthy");
+        if always || (desired > 0 && status("currentHealthy") >= desired) {
+            return EvictionVerdict::AllowUnhealthy;
+        }
+    }
     let name = meta::name(pdb);
     let generation = pdb
         .pointer("/metadata/generation")
@@ -276,11 +300,14 @@ impl ApiServer {
             ));
             e
         };
-        if let EvictionVerdict::Refuse(cause) = eviction_verdict(&pod, pdb) {
+        let verdict = eviction_verdict(&pod, pdb);
+        if let EvictionVerdict::Refuse(cause) = verdict {
             return Err(too_many(cause));
         }
-        let running = pod.pointer("/status/phase").and_then(Value::as_str) == Some("Running");
-        if let (Some(pdb), true) = (pdb, running && !is_deleting(&pod)) {
+        let takes_disruption = verdict == EvictionVerdict::Allow
+            && pod.pointer("/status/phase").and_then(Value::as_str) == Some("Running")
+            && !is_deleting(&pod);
+        if let (Some(pdb), true) = (pdb, takes_disruption) {
             // Take one disruption and remember the pod until the controller
             // sees it go. The verdict is taken again on the budget as written:
             // a concurrent eviction (kubectl drain sends them in parallel) that
@@ -292,8 +319,11 @@ impl ApiServer {
                 Mode::Status,
                 WriteOpts::default(),
                 |old| {
-                    if let EvictionVerdict::Refuse(cause) = eviction_verdict(&pod, Some(old)) {
-                        return Err(too_many(cause));
+                    match eviction_verdict(&pod, Some(old)) {
+                        EvictionVerdict::Refuse(cause) => return Err(too_many(cause)),
+                        // The budget changed under us: the pod no longer takes a disruption.
+                        EvictionVerdict::AllowUnhealthy => return Ok(old.clone()),
+                        EvictionVerdict::Allow => {}
                     }
                     let mut new = old.clone();
                     let allowed = old
@@ -335,7 +365,8 @@ mod tests {
 
     #[test]
     fn evictions_respect_the_budget_as_kubernetes_does() {
-        let running = json!({"status": {"phase": "Running"}, "metadata": {}});
+        let running = json!({"status": {"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}]}, "metadata": {}});
         let pending = json!({"status": {"phase": "Pending"}, "metadata": {}});
         let pdb = |allowed: i64, observed: i64| {
             json!({"metadata": {"name": "web", "generation": 2},
@@ -359,6 +390,26 @@ mod tests {
         assert_eq!(
             eviction_verdict(&pending, Some(&pdb(0, 2))),
             EvictionVerdict::Allow
+        );
+
+        // A running pod that is not ready: it goes without taking a disruption
+        // while the budget is met (IfHealthyBudget), or always (AlwaysAllow).
+        let unready = json!({"status": {"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "False"}]}, "metadata": {}});
+        assert_eq!(
+            eviction_verdict(&unready, Some(&pdb(0, 2))),
+            EvictionVerdict::AllowUnhealthy
+        );
+        let mut short = pdb(0, 2);
+        short["status"]["currentHealthy"] = json!(1);
+        assert!(matches!(
+            eviction_verdict(&unready, Some(&short)),
+            EvictionVerdict::Refuse(_)
+        ));
+        short["spec"] = json!({"unhealthyPodEvictionPolicy": "AlwaysAllow"});
+        assert_eq!(
+            eviction_verdict(&unready, Some(&short)),
+            EvictionVerdict::AllowUnhealthy
         );
     }
 }

@@ -25,6 +25,18 @@ pub(super) fn validate_pdb(obj: &Value, errs: &mut Errors) {
             }
         }
     }
+    if let Some(policy) = spec
+        .get("unhealthyPodEvictionPolicy")
+        .filter(|p| !p.is_null())
+    {
+        if !matches!(policy.as_str(), Some("IfHealthyBudget" | "AlwaysAllow")) {
+            errs.push(FieldError::not_supported(
+                "spec.unhealthyPodEvictionPolicy",
+                policy,
+                &["AlwaysAllow", "IfHealthyBudget"],
+            ));
+        }
+    }
     if let Some(sel) = spec.get("selector").filter(|s| !s.is_null()) {
         let parsed = serde_json::from_value(sel.clone())
             .map_err(|e| e.to_string())
@@ -60,6 +72,14 @@ mod tests {
         assert!(
             bad[0].starts_with("spec.minAvailable: Invalid value"),
             "{bad:?}"
+        );
+        assert!(
+            check(json!({"maxUnavailable": 1, "unhealthyPodEvictionPolicy": "AlwaysAllow"}))
+                .is_empty()
+        );
+        assert_eq!(
+            check(json!({"maxUnavailable": 1, "unhealthyPodEvictionPolicy": "Never"})),
+            ["spec.unhealthyPodEvictionPolicy: Unsupported value: \"Never\": supported values: \"AlwaysAllow\", \"IfHealthyBudget\""]
         );
         let negative = check(json!({"maxUnavailable": -1}));
         assert!(
