@@ -1,7 +1,9 @@
 //! Jobs on a real (private) dockerd with the scheduler and every controller:
 //! 5 completions 2 at a time never run more than 2 pods and end Complete;
 //! an Indexed Job's pods see their index; a failing Job stops at its
-//! backoffLimit with BackoffLimitExceeded; the real kubectl waits for
+//! backoffLimit with BackoffLimitExceeded; a pod failure policy ignores or
+//! fails at once on exit codes, a success policy completes an Indexed Job
+//! early; the real kubectl waits for
 //! completion and shows Kubernetes' columns; ttlSecondsAfterFinished
 //! removes a finished Job.
 
@@ -59,6 +61,27 @@ async fn jobs_complete_fail_and_index_their_pods() {
     jobs.create(&job("doomed", json!({"backoffLimit": 1}), "exit 3"))
         .await
         .unwrap();
+    // podFailurePolicy and successPolicy: indexes 1 and 2 fail with exit code
+    // 3, which the policy ignores (with backoffLimit 0 the first failure would
+    // fail the Job); index 0 succeeding is enough by the success policy.
+    jobs.create(&job(
+        "lenient",
+        json!({"completions": 3, "parallelism": 3, "completionMode": "Indexed", "backoffLimit": 0,
+               "podFailurePolicy": {"rules": [{"action": "Ignore", "onExitCodes": {"operator": "In", "values": [3]}}]},
+               "successPolicy": {"rules": [{"succeededIndexes": "0"}]}}),
+        "if [ $JOB_COMPLETION_INDEX = 0 ]; then sleep 2; else exit 3; fi",
+    ))
+    .await
+    .unwrap();
+    // A FailJob rule: exit code 42 fails the Job at once, whatever the backoffLimit.
+    jobs.create(&job(
+        "fatal",
+        json!({"backoffLimit": 6, "podFailurePolicy": {"rules": [
+            {"action": "FailJob", "onExitCodes": {"containerName": "c", "operator": "In", "values": [42]}}]}}),
+        "exit 42",
+    ))
+    .await
+    .unwrap();
 
     let most_running = std::cell::Cell::new(0);
     let done = minik8s_testkit::poll(
@@ -231,6 +254,42 @@ async fn jobs_complete_fail_and_index_their_pods() {
     );
     assert_eq!(j["status"]["failed"], 2);
     assert!(j["status"]["active"].is_null(), "{}", j["status"]);
+
+    let finished = |name: &'static str, type_: &'static str| {
+        let jobs = &jobs;
+        minik8s_testkit::until(90, name, move || async move {
+            let j = jobs.get(name).await.unwrap();
+            condition(&j, type_)
+                .map(|_| j.clone())
+                .ok_or_else(|| j["status"].to_string())
+        })
+    };
+    let j = finished("lenient", "Complete").await;
+    let complete = condition(&j, "Complete").unwrap();
+    assert_eq!(
+        (&complete["reason"], &complete["message"]),
+        (&json!("SuccessPolicy"), &json!("Matched rules at index 0")),
+        "{}",
+        j["status"]
+    );
+    assert!(condition(&j, "SuccessCriteriaMet").is_some());
+    assert!(
+        j["status"]["failed"].is_null(),
+        "ignored failures count nowhere: {}",
+        j["status"]
+    );
+    assert_eq!(j["status"]["completedIndexes"], "0");
+
+    let j = finished("fatal", "Failed").await;
+    let failed = condition(&j, "Failed").unwrap();
+    assert_eq!(failed["reason"], "PodFailurePolicy");
+    let message = failed["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("Container c for pod default/fatal-")
+            && message.ends_with("failed with exit code 42 matching FailJob rule at index 0"),
+        "{message}"
+    );
+    assert_eq!(j["status"]["failed"], 1);
 
     // A finished Job with a TTL goes away by itself.
     jobs.patch(

@@ -118,6 +118,7 @@ pub(super) fn validate_job(obj: &Value, old: Option<&Value>, errs: &mut Errors) 
         }
     }
     validate_job_spec(&spec, "spec", errs);
+    validate_policies(&spec, errs);
     match spec.get("selector").filter(|s| !s.is_null()) {
         None => errs.push(FieldError::required("spec.selector", "")),
         Some(sel) => {
@@ -162,6 +163,140 @@ pub(super) fn validate_job(obj: &Value, old: Option<&Value>, errs: &mut Errors) 
     }
 }
 
+/// `podFailurePolicy` (restartPolicy Never; one requirement per rule; an
+/// action Kubernetes knows) and `successPolicy` (Indexed Jobs; each rule
+/// names indexes or a count).
+fn validate_policies(spec: &Value, errs: &mut Errors) {
+    if let Some(policy) = spec.get("podFailurePolicy").filter(|p| !p.is_null()) {
+        let restart = spec.pointer("/template/spec/restartPolicy");
+        if let Some(rp) = restart.filter(|rp| *rp != "Never") {
+            errs.push(FieldError::invalid(
+                "spec.template.spec.restartPolicy",
+                rp,
+                "only \"Never\" is supported when podFailurePolicy is specified",
+            ));
+        }
+        let per_index = spec
+            .get("backoffLimitPerIndex")
+            .is_some_and(|v| !v.is_null());
+        for (i, rule) in arr(policy, "rules").iter().enumerate() {
+            let path = format!("spec.podFailurePolicy.rules[{i}]");
+            let action = rule.get("action").unwrap_or(&Value::Null);
+            match action.as_str() {
+                Some("FailJob" | "Ignore" | "Count") => {}
+                Some("FailIndex") if per_index => {}
+                Some("FailIndex") => errs.push(FieldError::forbidden(
+                    format!("{path}.action"),
+                    "the 'FailIndex' action can only be used when backoffLimitPerIndex is set",
+                )),
+                _ => errs.push(FieldError::not_supported(
+                    format!("{path}.action"),
+                    action,
+                    &["Count", "FailIndex", "FailJob", "Ignore"],
+                )),
+            }
+            let codes = rule.get("onExitCodes").filter(|v| !v.is_null());
+            let conditions = rule.get("onPodConditions").filter(|v| !v.is_null());
+            if codes.is_some() == conditions.is_some() {
+                errs.push(FieldError {
+                    kind: ErrorType::Invalid,
+                    field: path.clone(),
+                    value: None,
+                    detail: "specifying one of OnExitCodes and OnPodConditions is required".into(),
+                });
+            }
+            if let Some(codes) = codes {
+                let op = codes.get("operator").unwrap_or(&Value::Null);
+                if !matches!(op.as_str(), Some("In" | "NotIn")) {
+                    errs.push(FieldError::not_supported(
+                        format!("{path}.onExitCodes.operator"),
+                        op,
+                        &["In", "NotIn"],
+                    ));
+                }
+                let values = arr(codes, "values");
+                if values.is_empty() {
+                    errs.push(FieldError::required(
+                        format!("{path}.onExitCodes.values"),
+                        "at least one value is required",
+                    ));
+                }
+                for (j, v) in values.iter().enumerate() {
+                    if op == "In" && v == 0 {
+                        errs.push(FieldError::invalid(
+                            format!("{path}.onExitCodes.values[{j}]"),
+                            v,
+                            "must not be 0 for the In operator",
+                        ));
+                    }
+                    if values[..j].contains(v) {
+                        errs.push(FieldError::duplicate(
+                            format!("{path}.onExitCodes.values[{j}]"),
+                            v,
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    if let Some(policy) = spec.get("successPolicy").filter(|p| !p.is_null()) {
+        if spec.get("completionMode") != Some(&Value::from("Indexed")) {
+            errs.push(FieldError::invalid(
+                "spec.completionMode",
+                spec.get("completionMode").unwrap_or(&Value::Null),
+                "requires indexed completion mode",
+            ));
+        }
+        let completions = spec.get("completions").and_then(Value::as_i64).unwrap_or(0);
+        for (i, rule) in arr(policy, "rules").iter().enumerate() {
+            let path = format!("spec.successPolicy.rules[{i}]");
+            let count = rule.get("succeededCount").filter(|v| !v.is_null());
+            let indexes = rule.get("succeededIndexes").filter(|v| !v.is_null());
+            if count.is_none() && indexes.is_none() {
+                errs.push(FieldError::required(
+                    path.clone(),
+                    "at least one of succeededCount or succeededIndexes must be specified",
+                ));
+            }
+            if let Some(c) = count {
+                if c.as_i64().is_none_or(|c| c < 0 || c > completions) {
+                    errs.push(FieldError::invalid(
+                        format!("{path}.succeededCount"),
+                        c,
+                        format!("must be greater than or equal to 0 and less than or equal to {completions}"),
+                    ));
+                }
+            }
+            if let Some(ix) = indexes {
+                let valid = ix.as_str().is_some_and(|s| index_list_ok(s, completions));
+                if !valid {
+                    errs.push(FieldError::invalid(
+                        format!("{path}.succeededIndexes"),
+                        ix,
+                        format!("error parsing succeededIndexes: must be ordered intervals of indexes below {completions}"),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// "0,2-3,7": ordered, non-overlapping indexes and intervals below `limit`.
+fn index_list_ok(s: &str, limit: i64) -> bool {
+    let mut last = -1;
+    for part in s.split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (Ok(a), Ok(b)) = (a.trim().parse::<i64>(), b.trim().parse::<i64>()) else {
+            return false;
+        };
+        if a <= last || b < a || b >= limit {
+            return false;
+        }
+        last = b;
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,6 +339,39 @@ mod tests {
         assert_eq!(
             messages(&always, None),
             ["spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\""]
+        );
+    }
+
+    #[test]
+    fn failure_and_success_policies() {
+        let ok = job(json!({"completionMode": "Indexed", "completions": 4,
+            "podFailurePolicy": {"rules": [
+                {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}},
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]},
+            "successPolicy": {"rules": [{"succeededIndexes": "0,2-3"}, {"succeededCount": 2}]}}));
+        assert!(messages(&ok, None).is_empty(), "{:?}", messages(&ok, None));
+        let bad = job(json!({"podFailurePolicy": {"rules": [
+                {"action": "Retry", "onExitCodes": {"operator": "In", "values": [0, 3, 3]}},
+                {"action": "FailIndex"}]},
+            "successPolicy": {"rules": [{}]}}));
+        assert_eq!(
+            messages(&bad, None),
+            [
+                "spec.podFailurePolicy.rules[0].action: Unsupported value: \"Retry\": supported values: \"Count\", \"FailIndex\", \"FailJob\", \"Ignore\"",
+                "spec.podFailurePolicy.rules[0].onExitCodes.values[0]: Invalid value: 0: must not be 0 for the In operator",
+                "spec.podFailurePolicy.rules[0].onExitCodes.values[2]: Duplicate value: 3",
+                "spec.podFailurePolicy.rules[1].action: Forbidden: the 'FailIndex' action can only be used when backoffLimitPerIndex is set",
+                "spec.podFailurePolicy.rules[1]: Invalid value: specifying one of OnExitCodes and OnPodConditions is required",
+                "spec.completionMode: Invalid value: null: requires indexed completion mode",
+                "spec.successPolicy.rules[0]: Required value: at least one of succeededCount or succeededIndexes must be specified",
+            ]
+        );
+        let mut on_failure = job(json!({"podFailurePolicy": {"rules": [
+            {"action": "Ignore", "onExitCodes": {"operator": "NotIn", "values": [1]}}]}}));
+        on_failure["spec"]["template"]["spec"]["restartPolicy"] = json!("OnFailure");
+        assert_eq!(
+            messages(&on_failure, None),
+            ["spec.template.spec.restartPolicy: Invalid value: \"OnFailure\": only \"Never\" is supported when podFailurePolicy is specified"]
         );
     }
 

@@ -16,6 +16,7 @@
 //! The decisions are pure functions in [`decide`].
 
 pub mod decide;
+pub mod policy;
 mod sync;
 
 use crate::expectations::Expectations;

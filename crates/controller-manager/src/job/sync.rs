@@ -18,20 +18,32 @@ struct Tally {
 }
 
 /// Why a Job stops: (condition reason, message).
-type Verdict = (&'static str, &'static str);
+type Verdict = (String, String);
 
-const BACKOFF_EXCEEDED: Verdict = (
+fn verdict(reason: &str, message: &str) -> Verdict {
+    (reason.to_string(), message.to_string())
+}
+
+const BACKOFF_EXCEEDED: (&str, &str) = (
     "BackoffLimitExceeded",
     "Job has reached the specified backoff limit",
 );
-const DEADLINE_EXCEEDED: Verdict = (
+const DEADLINE_EXCEEDED: (&str, &str) = (
     "DeadlineExceeded",
     "Job was active longer than specified deadline",
 );
-const COMPLETIONS_REACHED: Verdict = (
+const COMPLETIONS_REACHED: (&str, &str) = (
     "CompletionsReached",
     "Reached expected number of succeeded pods",
 );
+
+/// The reason and message a condition already carries.
+fn carried(c: &Value) -> Verdict {
+    verdict(
+        c["reason"].as_str().unwrap_or(""),
+        c["message"].as_str().unwrap_or(""),
+    )
+}
 
 fn set_condition(conditions: &mut Vec<Value>, new: Value) {
     match conditions.iter_mut().find(|c| c["type"] == new["type"]) {
@@ -105,6 +117,7 @@ impl Reconciler for JobController {
         let mut to_fail: BTreeSet<String> =
             uncounted.failed.unwrap_or_default().into_iter().collect();
         let mut newly = false;
+        let mut ignored: Vec<Arc<Pod>> = Vec::new();
         let already = self.still_counted(&uid, &pods);
         for p in pods.iter().filter(|p| has_tracking_finalizer(p)) {
             let pod_uid = p.metadata.uid.clone().unwrap_or_default();
@@ -114,10 +127,19 @@ impl Reconciler for JobController {
             {
                 continue;
             }
+            let failure_counts = || {
+                let action = policy::failure_action(spec.pod_failure_policy.as_ref(), p);
+                action != policy::FailureAction::Ignore
+            };
             match pod_state(p) {
                 PodState::Succeeded => newly |= to_succeed.insert(pod_uid),
+                // A failure the pod failure policy ignores is not counted at all.
+                PodState::Failed if !failure_counts() => ignored.push(p.clone()),
                 PodState::Failed => newly |= to_fail.insert(pod_uid),
                 // Deleted under the Job (not by its own winding down): a failure.
+                PodState::Terminating if !winding_down && !failure_counts() => {
+                    ignored.push(p.clone())
+                }
                 PodState::Terminating if !winding_down => newly |= to_fail.insert(pod_uid),
                 PodState::Terminating => self.release_pod(p).await?,
                 PodState::Active => {}
@@ -140,7 +162,18 @@ impl Reconciler for JobController {
                 self.release_pod(p).await?;
             }
         }
-        self.mark_counted(&uid, to_succeed.iter().chain(&to_fail).cloned());
+        for p in &ignored {
+            self.release_pod(p).await?;
+        }
+        let ignored_uids = ignored.iter().filter_map(|p| p.metadata.uid.clone());
+        self.mark_counted(
+            &uid,
+            to_succeed
+                .iter()
+                .chain(&to_fail)
+                .cloned()
+                .chain(ignored_uids),
+        );
         let mut succeeded = status.succeeded.unwrap_or(0) + to_succeed.len() as i32;
         let failed = status.failed.unwrap_or(0) + to_fail.len() as i32;
         let mut completed = parse_indexes(status.completed_indexes.as_deref().unwrap_or(""));
@@ -184,28 +217,55 @@ impl Reconciler for JobController {
                 (Some(deadline), Some(start)) => (now - start).num_seconds() >= deadline,
                 _ => false,
             };
+            // A failed pod a FailJob rule matches fails the Job at once.
+            let fail_job = pods
+                .iter()
+                .filter(|p| pod_state(p) == PodState::Failed)
+                .find_map(
+                    |p| match policy::failure_action(spec.pod_failure_policy.as_ref(), p) {
+                        policy::FailureAction::FailJob(message) => Some(message),
+                        _ => None,
+                    },
+                );
             let failure = match condition_true(&conditions, "FailureTarget") {
-                Some(c) if c["reason"] == DEADLINE_EXCEEDED.0 => Some(DEADLINE_EXCEEDED),
-                Some(_) => Some(BACKOFF_EXCEEDED),
-                None if failed > spec.backoff_limit.unwrap_or(6) => Some(BACKOFF_EXCEEDED),
-                None if past_deadline => Some(DEADLINE_EXCEEDED),
+                Some(c) => Some(carried(&c)),
+                None => match fail_job {
+                    Some(message) => Some(verdict("PodFailurePolicy", &message)),
+                    None if failed > spec.backoff_limit.unwrap_or(6) => {
+                        Some(verdict(BACKOFF_EXCEEDED.0, BACKOFF_EXCEEDED.1))
+                    }
+                    None if past_deadline => {
+                        Some(verdict(DEADLINE_EXCEEDED.0, DEADLINE_EXCEEDED.1))
+                    }
+                    None => None,
+                },
+            };
+            let by_rule = policy::success_rule_met(spec.success_policy.as_ref(), &completed)
+                .filter(|_| indexed)
+                .map(|i| verdict("SuccessPolicy", &format!("Matched rules at index {i}")));
+            let success = match condition_true(&conditions, "SuccessCriteriaMet") {
+                Some(c) => Some(carried(&c)),
+                None if failure.is_some() => None,
+                None if by_rule.is_some() => by_rule,
+                None if decide::succeeded_enough(
+                    spec.completions,
+                    indexed,
+                    succeeded,
+                    &completed,
+                    active.len() as i32,
+                ) =>
+                {
+                    Some(verdict(COMPLETIONS_REACHED.0, COMPLETIONS_REACHED.1))
+                }
                 None => None,
             };
-            let success = condition_true(&conditions, "SuccessCriteriaMet").is_some()
-                || (failure.is_none()
-                    && decide::succeeded_enough(
-                        spec.completions,
-                        indexed,
-                        succeeded,
-                        &completed,
-                        active.len() as i32,
-                    ));
-            let verdict = match (failure, success) {
+            let decided = match (failure, success) {
                 (Some(f), _) => Some(("FailureTarget", "Failed", f)),
-                (None, true) => Some(("SuccessCriteriaMet", "Complete", COMPLETIONS_REACHED)),
+                (None, Some(s)) => Some(("SuccessCriteriaMet", "Complete", s)),
                 _ => None,
             };
-            if let Some((target, final_type, (reason, message))) = verdict {
+            if let Some((target, final_type, (reason, message))) = decided {
+                let (reason, message) = (reason.as_str(), message.as_str());
                 if condition_true(&conditions, target).is_none() {
                     set_condition(
                         &mut conditions,
