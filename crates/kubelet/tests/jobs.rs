@@ -3,7 +3,7 @@
 //! an Indexed Job's pods see their index; a failing Job stops at its
 //! backoffLimit with BackoffLimitExceeded; a pod failure policy ignores or
 //! fails at once on exit codes, a success policy completes an Indexed Job
-//! early; the real kubectl waits for
+//! early, backoffLimitPerIndex fails indexes one by one; the real kubectl waits for
 //! completion and shows Kubernetes' columns; ttlSecondsAfterFinished
 //! removes a finished Job.
 
@@ -70,6 +70,17 @@ async fn jobs_complete_fail_and_index_their_pods() {
                "podFailurePolicy": {"rules": [{"action": "Ignore", "onExitCodes": {"operator": "In", "values": [3]}}]},
                "successPolicy": {"rules": [{"succeededIndexes": "0"}]}}),
         "if [ $JOB_COMPLETION_INDEX = 0 ]; then sleep 2; else exit 3; fi",
+    ))
+    .await
+    .unwrap();
+    // backoffLimitPerIndex 0: index 2's first failure fails that index, a
+    // FailIndex rule fails index 1 the same way; the others still complete,
+    // then the Job fails for its failed indexes.
+    jobs.create(&job(
+        "per-index",
+        json!({"completions": 4, "parallelism": 4, "completionMode": "Indexed", "backoffLimitPerIndex": 0,
+               "podFailurePolicy": {"rules": [{"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [9]}}]}}),
+        "case $JOB_COMPLETION_INDEX in 1) exit 9;; 2) exit 1;; *) sleep 1;; esac",
     ))
     .await
     .unwrap();
@@ -279,6 +290,19 @@ async fn jobs_complete_fail_and_index_their_pods() {
         j["status"]
     );
     assert_eq!(j["status"]["completedIndexes"], "0");
+
+    let j = finished("per-index", "Failed").await;
+    assert_eq!(condition(&j, "Failed").unwrap()["reason"], "FailedIndexes");
+    assert_eq!(
+        (
+            &j["status"]["failedIndexes"],
+            &j["status"]["completedIndexes"]
+        ),
+        (&json!("1-2"), &json!("0,3")),
+        "{}",
+        j["status"]
+    );
+    assert_eq!(j["status"]["failed"], 2);
 
     let j = finished("fatal", "Failed").await;
     let failed = condition(&j, "Failed").unwrap();

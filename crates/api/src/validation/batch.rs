@@ -239,6 +239,45 @@ fn validate_policies(spec: &Value, errs: &mut Errors) {
             }
         }
     }
+    let indexed = spec.get("completionMode") == Some(&Value::from("Indexed"));
+    let per_index = spec.get("backoffLimitPerIndex").filter(|v| !v.is_null());
+    if let Some(v) = per_index {
+        if v.as_i64().is_none_or(|n| n < 0) {
+            errs.push(FieldError::invalid(
+                "spec.backoffLimitPerIndex",
+                v,
+                "must be greater than or equal to 0",
+            ));
+        } else if !indexed {
+            errs.push(FieldError::invalid(
+                "spec.backoffLimitPerIndex",
+                v,
+                "requires indexed completion mode",
+            ));
+        }
+    }
+    if let Some(v) = spec.get("maxFailedIndexes").filter(|v| !v.is_null()) {
+        let completions = spec.get("completions").and_then(Value::as_i64).unwrap_or(0);
+        if per_index.is_none() {
+            errs.push(FieldError::invalid(
+                "spec.maxFailedIndexes",
+                v,
+                "requires backoffLimitPerIndex to be set",
+            ));
+        } else if v.as_i64().is_none_or(|n| n < 0) {
+            errs.push(FieldError::invalid(
+                "spec.maxFailedIndexes",
+                v,
+                "must be greater than or equal to 0",
+            ));
+        } else if v.as_i64().is_some_and(|n| n > completions) {
+            errs.push(FieldError::invalid(
+                "spec.maxFailedIndexes",
+                v,
+                "must be less than or equal to completions",
+            ));
+        }
+    }
     if let Some(policy) = spec.get("successPolicy").filter(|p| !p.is_null()) {
         if spec.get("completionMode") != Some(&Value::from("Indexed")) {
             errs.push(FieldError::invalid(
@@ -365,6 +404,14 @@ mod tests {
                 "spec.completionMode: Invalid value: null: requires indexed completion mode",
                 "spec.successPolicy.rules[0]: Required value: at least one of succeededCount or succeededIndexes must be specified",
             ]
+        );
+        assert_eq!(
+            messages(&job(json!({"backoffLimitPerIndex": 1})), None),
+            ["spec.backoffLimitPerIndex: Invalid value: 1: requires indexed completion mode"]
+        );
+        assert_eq!(
+            messages(&job(json!({"completionMode": "Indexed", "completions": 2, "backoffLimitPerIndex": 1, "maxFailedIndexes": 3})), None),
+            ["spec.maxFailedIndexes: Invalid value: 3: must be less than or equal to completions"]
         );
         let mut on_failure = job(json!({"podFailurePolicy": {"rules": [
             {"action": "Ignore", "onExitCodes": {"operator": "NotIn", "values": [1]}}]}}));

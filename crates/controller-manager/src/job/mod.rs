@@ -229,7 +229,12 @@ impl JobController {
     }
 
     /// Creates one pod from the template (`index` for Indexed Jobs).
-    async fn create_pod(&self, job: &Job, index: Option<i32>) -> Result<(), ClientError> {
+    async fn create_pod(
+        &self,
+        job: &Job,
+        index: Option<i32>,
+        failures: i32,
+    ) -> Result<(), ClientError> {
         let ns = ns_of(&job.metadata);
         let name = job.metadata.name.clone().unwrap_or_default();
         let template = job.spec.as_ref().map(|s| &s.template);
@@ -247,6 +252,11 @@ impl JobController {
                     pod["metadata"][key] = json!({});
                 }
                 pod["metadata"][key][COMPLETION_INDEX] = json!(i.to_string());
+            }
+            let per_index = job.spec.as_ref().and_then(|s| s.backoff_limit_per_index);
+            if per_index.is_some() {
+                pod["metadata"]["annotations"][policy::INDEX_FAILURE_COUNT] =
+                    json!(failures.to_string());
             }
             if pod["spec"]["hostname"].is_null() {
                 pod["spec"]["hostname"] = json!(format!("{name}-{i}"));

@@ -97,6 +97,62 @@ fn rule_match(rule: &PodFailurePolicyRule, pod: &Pod) -> Option<String> {
     None
 }
 
+/// The pod annotation with how many times its index failed before it
+/// (`backoffLimitPerIndex`).
+pub const INDEX_FAILURE_COUNT: &str = "batch.kubernetes.io/job-index-failure-count";
+
+/// One index's failures so far (`backoffLimitPerIndex`).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct IndexFailures {
+    /// Counted failures: the latest pod's annotation, plus one if it failed.
+    pub count: i32,
+    /// When its last counted failure ended.
+    pub last: Option<chrono::DateTime<chrono::Utc>>,
+    /// A FailIndex rule matched one of its pods.
+    pub fail_index: bool,
+}
+
+/// Each index's failures, from its pods (failed ones whose failure the policy
+/// does not ignore count one more than their annotation says).
+pub fn index_failures(
+    pods: &[std::sync::Arc<Pod>],
+    policy: Option<&PodFailurePolicy>,
+    index_of: impl Fn(&Pod) -> Option<i32>,
+) -> std::collections::BTreeMap<i32, IndexFailures> {
+    let mut out: std::collections::BTreeMap<i32, IndexFailures> = Default::default();
+    for p in pods {
+        let Some(i) = index_of(p) else { continue };
+        let before: i32 = p
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(INDEX_FAILURE_COUNT))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let status = p.status.as_ref();
+        let failed = status.and_then(|s| s.phase.as_deref()) == Some("Failed");
+        let action = failed.then(|| failure_action(policy, p));
+        let counts = matches!(
+            action,
+            Some(FailureAction::Count | FailureAction::FailJob(_) | FailureAction::FailIndex)
+        );
+        let entry = out.entry(i).or_default();
+        entry.count = entry.count.max(before + i32::from(counts));
+        entry.fail_index |= action == Some(FailureAction::FailIndex);
+        if counts {
+            let finished = status
+                .and_then(|s| s.container_statuses.as_ref())
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.state.as_ref()?.terminated.as_ref()?.finished_at.as_ref())
+                .map(|t| t.0)
+                .max();
+            entry.last = entry.last.max(finished);
+        }
+    }
+    out
+}
+
 /// The index of the first success rule the completed indexes satisfy.
 pub fn success_rule_met(
     policy: Option<&SuccessPolicy>,
@@ -175,6 +231,43 @@ mod tests {
                 "Pod ns/p has condition DisruptionTarget matching FailJob rule at index 0".into()
             )
         );
+    }
+
+    #[test]
+    fn each_index_counts_its_own_failures() {
+        let pod = |index: i32, before: i32, phase: &str, exit: i32| {
+            std::sync::Arc::new(
+                serde_json::from_value::<Pod>(json!({
+                    "metadata": {"name": format!("p{index}"), "namespace": "ns",
+                                 "annotations": {INDEX_FAILURE_COUNT: before.to_string(), "i": index.to_string()}},
+                    "status": {"phase": phase, "containerStatuses": [
+                        {"name": "main", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                         "state": {"terminated": {"exitCode": exit, "finishedAt": "2026-01-01T00:00:00Z"}}}]}
+                }))
+                .unwrap(),
+            )
+        };
+        let index = |p: &Pod| p.metadata.annotations.as_ref()?.get("i")?.parse().ok();
+        let p = policy(json!([
+            {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [3]}},
+            {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [9]}},
+        ]));
+        let pods = [
+            pod(0, 0, "Failed", 1),
+            pod(0, 1, "Failed", 1),
+            pod(1, 0, "Failed", 3),
+            pod(2, 0, "Failed", 9),
+            pod(3, 2, "Running", 0),
+        ];
+        let f = index_failures(&pods, Some(&p), index);
+        assert_eq!(
+            f[&0].count, 2,
+            "the second pod of index 0 says one failure before it"
+        );
+        assert!(f[&0].last.is_some());
+        assert_eq!(f[&1].count, 0, "an ignored failure does not count");
+        assert!(f[&2].fail_index && f[&2].count == 1);
+        assert_eq!(f[&3].count, 2);
     }
 
     #[test]

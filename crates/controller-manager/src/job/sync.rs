@@ -14,8 +14,16 @@ struct Tally {
     succeeded: i32,
     failed: i32,
     completed: BTreeSet<i32>,
+    /// With `backoffLimitPerIndex`: the indexes that failed for good.
+    failed_indexes: Option<BTreeSet<i32>>,
     terminating: i32,
 }
+
+const MAX_FAILED_INDEXES: (&str, &str) = (
+    "MaxFailedIndexesExceeded",
+    "Job has exceeded the specified maximal number of failed indexes",
+);
+const FAILED_INDEXES: (&str, &str) = ("FailedIndexes", "Job has failed indexes");
 
 /// Why a Job stops: (condition reason, message).
 type Verdict = (String, String);
@@ -201,11 +209,27 @@ impl Reconciler for JobController {
             .iter()
             .filter(|p| pod_state(p) == PodState::Terminating)
             .count() as i32;
+        // backoffLimitPerIndex: each index has its own failures and limit.
+        let per_index = spec.backoff_limit_per_index.filter(|_| indexed);
+        let index_failures = match per_index {
+            Some(_) => policy::index_failures(&pods, spec.pod_failure_policy.as_ref(), index_of),
+            None => Default::default(),
+        };
+        let failed_indexes = per_index.map(|limit| {
+            let mut set = parse_indexes(status.failed_indexes.as_deref().unwrap_or(""));
+            for (i, f) in &index_failures {
+                if (f.fail_index || f.count > limit) && !completed.contains(i) {
+                    set.insert(*i);
+                }
+            }
+            set
+        });
         let tally = Tally {
             indexed,
             succeeded,
             failed,
             completed: completed.clone(),
+            failed_indexes: failed_indexes.clone(),
             terminating,
         };
         let mut start_time = time(&status.start_time);
@@ -231,6 +255,21 @@ impl Reconciler for JobController {
                 Some(c) => Some(carried(&c)),
                 None => match fail_job {
                     Some(message) => Some(verdict("PodFailurePolicy", &message)),
+                    None if failed_indexes.as_ref().is_some_and(|f| {
+                        spec.max_failed_indexes
+                            .is_some_and(|max| f.len() as i32 > max)
+                    }) =>
+                    {
+                        Some(verdict(MAX_FAILED_INDEXES.0, MAX_FAILED_INDEXES.1))
+                    }
+                    None if failed_indexes.as_ref().is_some_and(|f| {
+                        !f.is_empty()
+                            && (0..spec.completions.unwrap_or(0))
+                                .all(|i| f.contains(&i) || completed.contains(&i))
+                    }) =>
+                    {
+                        Some(verdict(FAILED_INDEXES.0, FAILED_INDEXES.1))
+                    }
                     None if failed > spec.backoff_limit.unwrap_or(6) => {
                         Some(verdict(BACKOFF_EXCEEDED.0, BACKOFF_EXCEEDED.1))
                     }
@@ -348,12 +387,38 @@ impl Reconciler for JobController {
             }
             self.delete_pods(key, &job, &extra).await?;
             let completions = spec.completions.unwrap_or(0);
-            let missing = decide::indexes_to_create(completions, parallelism, &completed, &running);
-            if !missing.is_empty() {
+            // Failed indexes are done too: nothing starts for them again.
+            let mut done = completed.clone();
+            done.extend(failed_indexes.iter().flatten());
+            let missing = decide::indexes_to_create(completions, parallelism, &done, &running);
+            if per_index.is_some() {
+                // Each index waits out its own backoff.
+                let mut ready = Vec::new();
+                for i in missing {
+                    let f = index_failures.get(&i).cloned().unwrap_or_default();
+                    let left = f.last.and_then(|last| {
+                        let elapsed = (now - last).to_std().unwrap_or_default();
+                        decide::backoff(f.count)
+                            .checked_sub(elapsed)
+                            .filter(|d| !d.is_zero())
+                    });
+                    match left {
+                        Some(d) => {
+                            again = match again {
+                                Action::RequeueAfter(o) => Action::RequeueAfter(o.min(d)),
+                                Action::Done => Action::RequeueAfter(d),
+                            }
+                        }
+                        None => ready.push((Some(i), f.count)),
+                    }
+                }
+                self.create_pods(key, &job, &ready).await?;
+            } else if !missing.is_empty() {
                 match wait {
                     Some(left) => again = Action::RequeueAfter(left),
                     None => {
-                        let indexes: Vec<Option<i32>> = missing.into_iter().map(Some).collect();
+                        let indexes: Vec<(Option<i32>, i32)> =
+                            missing.into_iter().map(|i| (Some(i), 0)).collect();
                         self.create_pods(key, &job, &indexes).await?;
                     }
                 }
@@ -365,7 +430,7 @@ impl Reconciler for JobController {
                 match wait {
                     Some(left) => again = Action::RequeueAfter(left),
                     None => {
-                        let indexes = vec![None; (want - have) as usize];
+                        let indexes = vec![(None, 0); (want - have) as usize];
                         self.create_pods(key, &job, &indexes).await?;
                     }
                 }
@@ -395,16 +460,20 @@ impl Reconciler for JobController {
 }
 
 impl JobController {
-    /// Creates one pod per entry (an index for Indexed Jobs), expecting to see them.
+    /// Creates one pod per entry (an index for Indexed Jobs, and how often
+    /// that index failed before), expecting to see them.
     async fn create_pods(
         &self,
         key: &str,
         job: &Job,
-        indexes: &[Option<i32>],
+        indexes: &[(Option<i32>, i32)],
     ) -> Result<(), ClientError> {
+        if indexes.is_empty() {
+            return Ok(());
+        }
         self.expectations.expect(key, indexes.len() as i64, 0);
-        for (n, index) in indexes.iter().enumerate() {
-            if let Err(e) = self.create_pod(job, *index).await {
+        for (n, (index, failures)) in indexes.iter().enumerate() {
+            if let Err(e) = self.create_pod(job, *index, *failures).await {
                 // The rest will never show up.
                 self.expectations
                     .observed(key, (indexes.len() - n) as i64, 0);
@@ -450,6 +519,7 @@ impl JobController {
             "succeeded": or_null(t.succeeded),
             "failed": or_null(t.failed),
             "completedIndexes": if t.indexed && !t.completed.is_empty() { json!(format_indexes(&t.completed)) } else { Value::Null },
+            "failedIndexes": t.failed_indexes.as_ref().map(|f| json!(format_indexes(f))).unwrap_or(Value::Null),
             "uncountedTerminatedPods": {"succeeded": null, "failed": null},
             "startTime": start,
             "conditions": if conditions.is_empty() { Value::Null } else { json!(conditions) },
