@@ -13,9 +13,10 @@
 //! ```
 
 use crate::expectations::Expectations;
+use crate::history;
 use crate::ns_of;
 use crate::ownership::{controller_of, controller_ref, is_ready};
-use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, Toleration};
 use minik8s_api::hash::revision_hash;
 use minik8s_api::registry;
@@ -124,6 +125,7 @@ pub struct DaemonSetController {
     sets: Cache<DaemonSet>,
     pods: Cache<Pod>,
     nodes: Cache<Node>,
+    revisions: Cache<ControllerRevision>,
     expectations: Expectations,
 }
 
@@ -137,6 +139,7 @@ impl DaemonSetController {
             sets: informers.cache(),
             pods: informers.cache(),
             nodes: informers.cache(),
+            revisions: informers.cache(),
             expectations: Expectations::default(),
         });
         Controller::new(ctl, WorkQueue::new())
@@ -204,6 +207,56 @@ impl DaemonSetController {
     }
 }
 
+impl DaemonSetController {
+    /// The ControllerRevision of the live template (`kubectl rollout
+    /// history ds`), and no more old ones than revisionHistoryLimit besides
+    /// those the pods still run.
+    async fn record_history(
+        &self,
+        ds: &DaemonSet,
+        by_node: &BTreeMap<String, Vec<Arc<Pod>>>,
+    ) -> Result<(), ClientError> {
+        let uid = ds.metadata.uid.clone().unwrap_or_default();
+        let ns = ns_of(&ds.metadata);
+        let name = ds.metadata.name.clone().unwrap_or_default();
+        let template = ds
+            .spec
+            .as_ref()
+            .map(|s| serde_json::to_value(&s.template).unwrap_or(Value::Null))
+            .unwrap_or(Value::Null);
+        let current = history::revision_name(&name, &template);
+        let revisions: Vec<Arc<ControllerRevision>> = self
+            .revisions
+            .by_index(NAMESPACE_INDEX, &ns)
+            .into_iter()
+            .filter(|r| controller_of(&r.metadata).is_some_and(|(u, _, _)| u == uid))
+            .collect();
+        let owner = history::Owner {
+            kind: "DaemonSet",
+            meta: &ds.metadata,
+            template,
+            hash_label: REVISION_HASH,
+        };
+        history::ensure_revision(&self.client, &owner, &revisions, &current).await?;
+        let in_use: Vec<String> = by_node
+            .values()
+            .flatten()
+            .filter_map(|p| p.metadata.labels.as_ref()?.get(REVISION_HASH))
+            .map(|h| format!("{name}-{h}"))
+            .collect();
+        let mut keep: Vec<&str> = in_use.iter().map(String::as_str).collect();
+        keep.push(&current);
+        let limit = ds
+            .spec
+            .as_ref()
+            .and_then(|s| s.revision_history_limit)
+            .unwrap_or(10)
+            .max(0) as usize;
+        history::prune(&self.client, &ns, &revisions, &keep, limit).await;
+        Ok(())
+    }
+}
+
 impl Reconciler for DaemonSetController {
     const NAME: &'static str = "daemonset";
 
@@ -255,6 +308,9 @@ impl Reconciler for DaemonSetController {
             }
         }
         let settled = self.expectations.satisfied(key);
+        if ds.metadata.deletion_timestamp.is_none() {
+            self.record_history(&ds, &by_node).await?;
+        }
         if ds.metadata.deletion_timestamp.is_none() && settled {
             let mut create = Vec::new();
             let mut delete: Vec<Arc<Pod>> = Vec::new();

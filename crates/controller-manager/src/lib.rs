@@ -26,6 +26,7 @@ pub mod disruption;
 pub mod endpoints;
 pub mod expectations;
 pub mod gc;
+pub mod history;
 pub mod hpa;
 pub mod job;
 pub mod leader;

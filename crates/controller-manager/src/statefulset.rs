@@ -16,11 +16,11 @@
 //! controller builds its groups out of StatefulSets, so the semantics it relies
 //! on (Parallel, `ordinals.start`, partition, maxUnavailable) are exact here.
 
+use crate::history;
 use crate::ns_of;
 use crate::ownership::{controller_of, controller_ref, is_ready};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
-use minik8s_api::hash::revision_hash;
 use minik8s_api::lws::scaled_value;
 use minik8s_api::registry;
 use minik8s_client::controller::{Action, Controller, Reconciler};
@@ -285,26 +285,6 @@ pub fn new_pod(
         "spec": spec})
 }
 
-/// The name of the revision of `template` for the set `name`.
-pub fn revision_name(set_name: &str, template: &Value) -> String {
-    format!("{set_name}-{}", revision_hash(template))
-}
-
-/// Revisions that may be pruned: neither current nor update nor used by a pod,
-/// oldest first, beyond `limit`.
-pub fn prunable(revisions: &[(String, i64)], keep: &[&str], limit: usize) -> Vec<String> {
-    let mut old: Vec<&(String, i64)> = revisions
-        .iter()
-        .filter(|(n, _)| !keep.contains(&n.as_str()))
-        .collect();
-    old.sort_by_key(|(_, r)| *r);
-    let excess = old.len().saturating_sub(limit);
-    old.into_iter()
-        .take(excess)
-        .map(|(n, _)| n.clone())
-        .collect()
-}
-
 // ---------------------------------------------------------------------------
 // The I/O shell.
 
@@ -382,37 +362,13 @@ impl StatefulSetController {
         existing: &[Arc<ControllerRevision>],
         name: &str,
     ) -> Result<(), ClientError> {
-        if existing
-            .iter()
-            .any(|r| r.metadata.name.as_deref() == Some(name))
-        {
-            return Ok(());
-        }
-        let ns = ns_of(&set.metadata);
-        let next = existing.iter().map(|r| r.revision).max().unwrap_or(0) + 1;
-        let hash = name.rsplit('-').next().unwrap_or_default();
-        let mut labels = set
-            .spec
-            .as_ref()
-            .and_then(|s| s.template.metadata.as_ref())
-            .and_then(|m| m.labels.clone())
-            .unwrap_or_default();
-        labels.insert("controller.kubernetes.io/hash".into(), hash.to_string());
-        let mut template = template_value(set);
-        template["$patch"] = json!("replace");
-        let rev = json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
-            "metadata": {"name": name, "namespace": ns, "labels": labels,
-                "ownerReferences": [controller_ref("apps/v1", "StatefulSet", &set.metadata)]},
-            "data": {"spec": {"template": template}},
-            "revision": next});
-        let api = self
-            .client
-            .dynamic(registry::of::<ControllerRevision>(), Some(&ns));
-        match api.create(&rev).await {
-            Ok(_) => Ok(()),
-            Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(()),
-            Err(e) => Err(e),
-        }
+        let owner = history::Owner {
+            kind: "StatefulSet",
+            meta: &set.metadata,
+            template: template_value(set),
+            hash_label: "controller.kubernetes.io/hash",
+        };
+        history::ensure_revision(&self.client, &owner, existing, name).await
     }
 
     /// The template a revision recorded (`data.spec.template`).
@@ -437,7 +393,7 @@ impl Reconciler for StatefulSetController {
         }
         let ns = ns_of(&set.metadata);
         let view = SetView::from(&set);
-        let update_revision = revision_name(&view.name, &template_value(&set));
+        let update_revision = history::revision_name(&view.name, &template_value(&set));
         let revisions = self.owned_revisions(&set);
         self.ensure_revision(&set, &revisions, &update_revision)
             .await?;
@@ -551,20 +507,7 @@ impl Reconciler for StatefulSetController {
             .to_string();
         let mut keep: Vec<&str> = vec![&live, &update_revision];
         keep.extend(pods.iter().map(|p| p.revision.as_str()));
-        let all: Vec<(String, i64)> = revisions
-            .iter()
-            .filter_map(|r| Some((r.metadata.name.clone()?, r.revision)))
-            .collect();
-        let rev_api = self
-            .client
-            .dynamic(registry::of::<ControllerRevision>(), Some(&ns));
-        for name in prunable(&all, &keep, limit) {
-            if let Err(e) = rev_api.delete(&name, &DeleteParams::default()).await {
-                if !e.is_not_found() {
-                    tracing::debug!(%name, error = %e, "pruning revision");
-                }
-            }
-        }
+        history::prune(&self.client, &ns, &revisions, &keep, limit).await;
         match first_error {
             Some(e) => Err(e),
             None => Ok(Action::Done),
@@ -726,17 +669,5 @@ mod tests {
         assert_eq!(done["readyReplicas"], 2);
         assert_eq!(done["availableReplicas"], 2);
         assert_eq!(done["observedGeneration"], 3);
-    }
-
-    #[test]
-    fn history_keeps_revisions_in_use_and_the_newest_old_ones() {
-        let revs = vec![
-            ("a".into(), 1),
-            ("b".into(), 2),
-            ("c".into(), 3),
-            ("d".into(), 4),
-        ];
-        assert_eq!(prunable(&revs, &["d"], 1), vec!["a", "b"]);
-        assert_eq!(prunable(&revs, &["a", "d"], 0), vec!["b", "c"]);
     }
 }

@@ -2,7 +2,9 @@
 //! nodes, driven by the real kubectl: one pod per node that should run one
 //! (a tainted node keeps it out until the taint goes), a node that joins
 //! later gets its pod, a new template rolls through every node, and
-//! `kubectl rollout status ds` / `get ds` read what Kubernetes prints.
+//! `kubectl rollout status ds` / `get ds` read what Kubernetes prints;
+//! `rollout history ds` lists the ControllerRevisions and `rollout undo ds`
+//! rolls back.
 
 mod common;
 
@@ -177,6 +179,43 @@ async fn daemons_run_on_every_eligible_node() {
     assert_eq!(
         ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"],
         1
+    );
+
+    // Each template is a ControllerRevision: history lists both, undo rolls back.
+    let (ok, out) = kubectl(&server.url, &["rollout", "history", "ds/agent"]);
+    assert!(ok, "{out}");
+    let revisions: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("REVISION"))
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(revisions, ["1", "2"], "{out}");
+    let (ok, out) = kubectl(&server.url, &["rollout", "undo", "ds/agent"]);
+    assert!(
+        ok && out.contains("daemonset.apps/agent rolled back"),
+        "{out}"
+    );
+    wait_for(
+        vec![
+            ("dsn-0", "busybox:1"),
+            ("dsn-1", "busybox:1"),
+            ("dsn-2", "busybox:1"),
+            ("late-0", "busybox:1"),
+        ],
+        "every node back on the first template",
+    )
+    .await;
+    let (ok, out) = kubectl(&server.url, &["rollout", "history", "ds/agent"]);
+    let revisions: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("REVISION"))
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(
+        ok && revisions == ["2", "3"],
+        "the first template is revision 3 now: {out}"
     );
     drop(late);
 }
