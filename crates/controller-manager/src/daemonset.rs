@@ -15,7 +15,7 @@
 use crate::expectations::Expectations;
 use crate::history;
 use crate::ns_of;
-use crate::ownership::{controller_of, controller_ref, is_ready};
+use crate::ownership::{available_in, controller_of, controller_ref, is_ready};
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, Toleration};
 use minik8s_api::hash::revision_hash;
@@ -295,7 +295,20 @@ impl Reconciler for DaemonSetController {
                 .and_then(|l| l.get(REVISION_HASH))
                 == Some(&hash)
         };
+        // A pod is available once Ready for minReadySeconds.
+        let now = chrono::Utc::now();
+        let min_ready = spec.min_ready_seconds.unwrap_or(0);
+        let mut next_available: Option<std::time::Duration> = None;
+        let mut is_available = |p: &Pod| match available_in(p, min_ready, now) {
+            Some(d) if d.is_zero() => true,
+            Some(d) => {
+                next_available = Some(next_available.map_or(d, |n| n.min(d)));
+                false
+            }
+            None => false,
+        };
         let (mut desired, mut current, mut misscheduled, mut ready, mut updated) = (0, 0, 0, 0, 0);
+        let mut available = 0;
         for (node, run) in &wanted {
             let pods = by_node.get(node).cloned().unwrap_or_default();
             if *run {
@@ -303,10 +316,26 @@ impl Reconciler for DaemonSetController {
                 current += i32::from(!pods.is_empty());
                 ready += i32::from(pods.iter().any(|p| is_ready(p)));
                 updated += i32::from(pods.iter().any(|p| new_hash(p)));
+                available += i32::from(pods.iter().any(|p| is_available(p)));
             } else if !pods.is_empty() {
                 misscheduled += 1;
             }
         }
+        let rolling = spec
+            .update_strategy
+            .as_ref()
+            .and_then(|s| s.type_.as_deref())
+            != Some("OnDelete");
+        let ru = spec
+            .update_strategy
+            .as_ref()
+            .and_then(|s| s.rolling_update.clone())
+            .unwrap_or_default();
+        let max_surge = if rolling {
+            crate::deployment::rollout::scaled_value(ru.max_surge.as_ref(), desired, true)
+        } else {
+            0
+        };
         let settled = self.expectations.satisfied(key);
         if ds.metadata.deletion_timestamp.is_none() {
             self.record_history(&ds, &by_node).await?;
@@ -336,30 +365,52 @@ impl Reconciler for DaemonSetController {
                     .cloned()
                     .collect();
                 delete.extend(failed);
+                if max_surge > 0 {
+                    // maxSurge: a new pod joins the old one, which goes once
+                    // the new one is available.
+                    let (new, old): (Vec<Arc<Pod>>, Vec<Arc<Pod>>) =
+                        healthy.iter().cloned().partition(|p| new_hash(p));
+                    delete.extend(new.iter().skip(1).cloned());
+                    delete.extend(old.iter().skip(1).cloned());
+                    match (new.first(), old.first()) {
+                        (None, None) => create.push(node.clone()),
+                        (Some(n), Some(o)) if is_available(n) => delete.push(o.clone()),
+                        _ => {}
+                    }
+                    continue;
+                }
                 delete.extend(healthy.iter().skip(1).cloned());
                 if healthy.is_empty() {
                     create.push(node.clone());
                 }
             }
-            // RollingUpdate: old pods go while at most maxUnavailable nodes lack a ready pod.
-            let rolling = spec
-                .update_strategy
-                .as_ref()
-                .and_then(|s| s.type_.as_deref())
-                != Some("OnDelete");
-            if rolling && create.is_empty() && delete.is_empty() {
-                let ru = spec
-                    .update_strategy
-                    .as_ref()
-                    .and_then(|s| s.rolling_update.clone())
-                    .unwrap_or_default();
+            if max_surge > 0 && rolling {
+                // Up to maxSurge nodes run an old and a new pod at once.
+                let both = |ps: &Vec<Arc<Pod>>| {
+                    ps.iter().any(|p| new_hash(p)) && ps.iter().any(|p| !new_hash(p))
+                };
+                let surging = by_node.values().filter(|ps| both(ps)).count() as i32;
+                let room = (max_surge - surging).max(0) as usize;
+                let only_old = wanted
+                    .iter()
+                    .filter(|(_, run)| **run)
+                    .filter(|(n, _)| {
+                        by_node
+                            .get(*n)
+                            .is_some_and(|ps| !ps.is_empty() && ps.iter().all(|p| !new_hash(p)))
+                    })
+                    .map(|(n, _)| n.clone());
+                create.extend(only_old.take(room));
+            } else if rolling && create.is_empty() && delete.is_empty() {
+                // RollingUpdate: old pods go while at most maxUnavailable nodes
+                // lack an available pod.
                 let max = crate::deployment::rollout::scaled_value(
                     ru.max_unavailable.as_ref(),
                     desired,
                     true,
                 )
                 .max(1);
-                let unavailable = desired - ready;
+                let unavailable = desired - available;
                 let mut old: Vec<Arc<Pod>> = by_node
                     .iter()
                     .filter(|(n, _)| wanted.get(*n).copied().unwrap_or(false))
@@ -389,8 +440,8 @@ impl Reconciler for DaemonSetController {
         let status = json!({"status": {
             "desiredNumberScheduled": desired, "currentNumberScheduled": current,
             "numberMisscheduled": misscheduled, "numberReady": ready,
-            "updatedNumberScheduled": updated, "numberAvailable": ready,
-            "numberUnavailable": (desired - ready).max(0),
+            "updatedNumberScheduled": updated, "numberAvailable": available,
+            "numberUnavailable": (desired - available).max(0),
             "observedGeneration": ds.metadata.generation.unwrap_or(0)}});
         let before = serde_json::to_value(&ds.status).unwrap_or(Value::Null);
         let changed = status["status"]
@@ -403,7 +454,16 @@ impl Reconciler for DaemonSetController {
                 .patch_status::<DaemonSet>(&ds.metadata, content::MERGE_PATCH, &status)
                 .await?;
         }
-        Ok(crate::expectations::action(settled))
+        // A pod that becomes available by itself (minReadySeconds) changes the status.
+        Ok(
+            match (crate::expectations::action(settled), next_available) {
+                (Action::Done, Some(d)) => {
+                    Action::RequeueAfter(d + std::time::Duration::from_millis(10))
+                }
+                (Action::RequeueAfter(a), Some(d)) => Action::RequeueAfter(a.min(d)),
+                (action, _) => action,
+            },
+        )
     }
 }
 

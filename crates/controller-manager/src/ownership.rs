@@ -87,6 +87,28 @@ pub fn is_ready(p: &Pod) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+/// How long until a pod counts as available: Ready for `min_ready_seconds`
+/// (Kubernetes' `IsPodAvailable`). None while it is not Ready; zero once
+/// available.
+pub fn available_in(
+    p: &Pod,
+    min_ready_seconds: i32,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<std::time::Duration> {
+    let ready = p
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())?
+        .iter()
+        .find(|c| c.type_ == "Ready" && c.status == "True")?;
+    if min_ready_seconds <= 0 {
+        return Some(std::time::Duration::ZERO);
+    }
+    let since = ready.last_transition_time.as_ref().map_or(now, |t| t.0);
+    let at = since + chrono::Duration::seconds(min_ready_seconds.into());
+    Some((at - now).to_std().unwrap_or_default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -110,8 +110,13 @@ pub fn deletion_order(a: &Pod, b: &Pod) -> Ordering {
         .then(created(b).cmp(&created(a)))
 }
 
-/// The status the ReplicaSet should report.
-pub fn status(rs: &ReplicaSet, owned: &[Arc<Pod>]) -> serde_json::Value {
+/// The status the ReplicaSet should report at `now` (a pod is available once
+/// Ready for minReadySeconds), and when the next pod becomes available.
+pub fn status(
+    rs: &ReplicaSet,
+    owned: &[Arc<Pod>],
+    now: chrono::DateTime<chrono::Utc>,
+) -> (serde_json::Value, Option<std::time::Duration>) {
     let active: Vec<&Arc<Pod>> = owned.iter().filter(|p| is_active(p)).collect();
     let template_labels = rs
         .spec
@@ -129,13 +134,25 @@ pub fn status(rs: &ReplicaSet, owned: &[Arc<Pod>]) -> serde_json::Value {
         })
         .count();
     let ready = active.iter().filter(|p| is_ready(p)).count();
-    serde_json::json!({
+    let min_ready = rs
+        .spec
+        .as_ref()
+        .and_then(|s| s.min_ready_seconds)
+        .unwrap_or(0);
+    let waits: Vec<std::time::Duration> = active
+        .iter()
+        .filter_map(|p| ownership::available_in(p, min_ready, now))
+        .collect();
+    let available = waits.iter().filter(|w| w.is_zero()).count();
+    let next = waits.into_iter().filter(|w| !w.is_zero()).min();
+    let status = serde_json::json!({
         "replicas": active.len(),
         "fullyLabeledReplicas": fully,
         "readyReplicas": ready,
-        "availableReplicas": ready,
+        "availableReplicas": available,
         "observedGeneration": rs.metadata.generation.unwrap_or(0),
-    })
+    });
+    (status, next)
 }
 
 // ---------------------------------------------------------------------------
@@ -434,7 +451,7 @@ impl ReplicaSetController {
                 }
             }
         }
-        let status = status(&rs, &owned);
+        let (status, next_available) = status(&rs, &owned, chrono::Utc::now());
         let current = serde_json::to_value(&rs.status).unwrap_or(Value::Null);
         let changed = [
             "replicas",
@@ -461,7 +478,16 @@ impl ReplicaSetController {
                 Err(e) => return Err(e),
             }
         }
-        Ok(crate::expectations::action(settled))
+        // A pod that becomes available by itself (minReadySeconds) changes the status.
+        Ok(
+            match (crate::expectations::action(settled), next_available) {
+                (Action::Done, Some(d)) => {
+                    Action::RequeueAfter(d + std::time::Duration::from_millis(10))
+                }
+                (Action::RequeueAfter(a), Some(d)) => Action::RequeueAfter(a.min(d)),
+                (action, _) => action,
+            },
+        )
     }
 }
 
@@ -603,9 +629,33 @@ mod tests {
                 json!({"status": {"phase": "Succeeded"}}),
             ),
         ];
+        let now = chrono::Utc::now();
         assert_eq!(
-            status(&rs(), &owned),
-            json!({"replicas": 2, "fullyLabeledReplicas": 1, "readyReplicas": 1, "availableReplicas": 1, "observedGeneration": 2})
+            status(&rs(), &owned, now),
+            (
+                json!({"replicas": 2, "fullyLabeledReplicas": 1, "readyReplicas": 1, "availableReplicas": 1, "observedGeneration": 2}),
+                None
+            )
         );
+
+        // minReadySeconds: ready 4 s ago, available after 10 s: 6 s to go.
+        let since = (now - chrono::Duration::seconds(4)).to_rfc3339();
+        let just_ready = json!({"status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": since}]}});
+        let mut slow = rs();
+        slow.spec.as_mut().unwrap().min_ready_seconds = Some(10);
+        let owned = vec![pod(
+            "a",
+            json!({"app": "web", "tier": "fe"}),
+            Some("rs-uid"),
+            just_ready,
+        )];
+        let (st, next) = status(&slow, &owned, now);
+        assert_eq!(
+            (&st["readyReplicas"], &st["availableReplicas"]),
+            (&json!(1), &json!(0))
+        );
+        let next = next.unwrap().as_secs_f64();
+        assert!((5.0..=6.0).contains(&next), "{next}");
     }
 }

@@ -217,5 +217,50 @@ async fn daemons_run_on_every_eligible_node() {
         ok && revisions == ["2", "3"],
         "the first template is revision 3 now: {out}"
     );
+
+    // maxSurge 1, maxUnavailable 0, minReadySeconds 1: each node gets its new
+    // pod before the old one goes, and never lacks an available pod.
+    let patch = |body: serde_json::Value| {
+        let sets = sets.clone();
+        async move {
+            sets.patch("agent", None, "application/merge-patch+json", &body)
+                .await
+                .unwrap()
+        }
+    };
+    patch(json!({"spec": {"minReadySeconds": 1,
+        "updateStrategy": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}}}))
+    .await;
+    until(30, "every pod available (ready for 1 s)", || async {
+        let ds = sets.get("agent").await.unwrap();
+        let st = &ds["status"];
+        (st["observedGeneration"] == ds["metadata"]["generation"] && st["numberAvailable"] == 4)
+            .then_some(())
+            .ok_or_else(|| st.to_string())
+    })
+    .await;
+    patch(json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox:3"}]}}}}))
+        .await;
+    let lowest = std::cell::Cell::new(i64::MAX);
+    let most_per_node = std::cell::Cell::new(0usize);
+    until(60, "the surge rollout", || async {
+        let ds = sets.get("agent").await.unwrap();
+        let got = placement(&pods).await;
+        let per_node = got.values().map(Vec::len).max().unwrap_or(0);
+        most_per_node.set(most_per_node.get().max(per_node));
+        let st = &ds["status"];
+        lowest.set(
+            lowest
+                .get()
+                .min(st["numberAvailable"].as_i64().unwrap_or(0)),
+        );
+        let done = st["updatedNumberScheduled"] == 4
+            && st["numberAvailable"] == 4
+            && got.values().all(|images| images == &["busybox:3"]);
+        done.then_some(()).ok_or_else(|| format!("{st} {got:?}"))
+    })
+    .await;
+    assert_eq!(lowest.get(), 4, "a node went without an available pod");
+    assert_eq!(most_per_node.get(), 2, "the new pod joined the old one");
     drop(late);
 }
