@@ -39,6 +39,15 @@ async fn placement(pods: &DynamicApi) -> BTreeMap<String, Vec<String>> {
     out
 }
 
+/// The REVISION column of `kubectl rollout history`.
+fn revision_numbers(out: &str) -> Vec<&str> {
+    out.lines()
+        .skip_while(|l| !l.starts_with("REVISION"))
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daemons_run_on_every_eligible_node() {
     let (server, client) = cluster("dsn", 3).await;
@@ -184,12 +193,7 @@ async fn daemons_run_on_every_eligible_node() {
     // Each template is a ControllerRevision: history lists both, undo rolls back.
     let (ok, out) = kubectl(&server.url, &["rollout", "history", "ds/agent"]);
     assert!(ok, "{out}");
-    let revisions: Vec<&str> = out
-        .lines()
-        .skip_while(|l| !l.starts_with("REVISION"))
-        .skip(1)
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
+    let revisions = revision_numbers(&out);
     assert_eq!(revisions, ["1", "2"], "{out}");
     let (ok, out) = kubectl(&server.url, &["rollout", "undo", "ds/agent"]);
     assert!(
@@ -207,12 +211,7 @@ async fn daemons_run_on_every_eligible_node() {
     )
     .await;
     let (ok, out) = kubectl(&server.url, &["rollout", "history", "ds/agent"]);
-    let revisions: Vec<&str> = out
-        .lines()
-        .skip_while(|l| !l.starts_with("REVISION"))
-        .skip(1)
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
+    let revisions = revision_numbers(&out);
     assert!(
         ok && revisions == ["2", "3"],
         "the first template is revision 3 now: {out}"

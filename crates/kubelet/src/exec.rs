@@ -21,7 +21,7 @@ use crate::runtime::{ExecSpec, OutputStream, State as ContainerState};
 use crate::Kubelet;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{FromRequestParts, Path, RawQuery, Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use futures::{SinkExt, StreamExt};
@@ -191,7 +191,7 @@ async fn requested_upgrade(req: Request) -> Result<Upgrade, Response> {
     }
     let offers_v4 = parts
         .headers
-        .get_all(STREAM_PROTOCOL)
+        .get_all(crate::spdy::STREAM_PROTOCOL)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
@@ -208,8 +208,6 @@ async fn requested_upgrade(req: Request) -> Result<Upgrade, Response> {
         None => Err((StatusCode::BAD_REQUEST, "the connection cannot be upgraded").into_response()),
     }
 }
-
-const STREAM_PROTOCOL: &str = "x-stream-protocol-version";
 
 async fn upgrade(
     k: Arc<Kubelet>,
@@ -281,16 +279,7 @@ async fn upgrade(
                     Err(e) => tracing::debug!(error = %e, "exec upgrade failed"),
                 }
             });
-            let mut resp = Response::new(axum::body::Body::empty());
-            *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-            let h = resp.headers_mut();
-            h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
-            h.insert(header::UPGRADE, HeaderValue::from_static("SPDY/3.1"));
-            h.insert(
-                STREAM_PROTOCOL,
-                HeaderValue::from_static(crate::exec_spdy::PROTOCOL),
-            );
-            resp
+            crate::spdy::switching_protocols(crate::exec_spdy::PROTOCOL)
         }
     }
 }
@@ -381,13 +370,7 @@ async fn session(
                         if let Ok(size) = serde_json::from_slice::<Value>(&data) {
                             let w = size["Width"].as_u64().unwrap_or(80).min(u16::MAX.into()) as u16;
                             let h = size["Height"].as_u64().unwrap_or(24).min(u16::MAX.into()) as u16;
-                            let resized = match mode {
-                                Mode::Exec => runtime.exec_resize(&exec_id, w, h).await,
-                                Mode::Attach => runtime.attach_resize(&exec_id, w, h).await,
-                            };
-                            if let Err(e) = resized {
-                                tracing::debug!(error = %e, "resizing the exec's terminal");
-                            }
+                            resize(runtime.as_ref(), mode, &exec_id, w, h).await;
                         }
                     }
                     Some((CLOSE, data))
@@ -406,6 +389,23 @@ async fn session(
     let answer = final_status(runtime.as_ref(), mode, &exec_id, &spec.cmd).await;
     let _ = tx.send(status(answer)).await;
     let _ = tx.send(normal_close()).await;
+}
+
+/// Resizes the terminal of an exec (or of the attached container's process).
+pub(crate) async fn resize(
+    runtime: &dyn crate::runtime::ContainerRuntime,
+    mode: Mode,
+    id: &str,
+    width: u16,
+    height: u16,
+) {
+    let resized = match mode {
+        Mode::Exec => runtime.exec_resize(id, width, height).await,
+        Mode::Attach => runtime.attach_resize(id, width, height).await,
+    };
+    if let Err(e) = resized {
+        tracing::debug!(error = %e, "resizing the exec's terminal");
+    }
 }
 
 /// The `Status` that ends an exec or attach once its output has ended: the

@@ -13,13 +13,13 @@
 //!          ◀── DATA error: Status JSON, FIN ─ when the output ends: the exit code
 //! ```
 
-use crate::exec::{failure, final_status, Mode};
+use crate::exec::{failure, final_status, resize, Mode};
 use crate::runtime::{ContainerRuntime, ExecSpec, OutputStream};
 use crate::spdy;
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::Arc;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 /// The only remote-command protocol served over SPDY: v4 reports the exit
@@ -55,25 +55,9 @@ where
 {
     let (tx, rx) = mpsc::channel(64);
     tokio::spawn(async move {
-        loop {
-            let mut head = [0u8; 8];
-            if read.read_exact(&mut head).await.is_err() {
+        while let Some(f) = spdy::read_frame(&mut read).await {
+            if tx.send(f).await.is_err() {
                 break;
-            }
-            let mut payload = vec![0u8; spdy::payload_len(&head)];
-            if read.read_exact(&mut payload).await.is_err() {
-                break;
-            }
-            match spdy::parse(head, payload) {
-                Ok(f) => {
-                    if tx.send(f).await.is_err() {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    tracing::debug!(error = %e, "exec: bad SPDY frame");
-                    break;
-                }
             }
         }
     });
@@ -212,13 +196,7 @@ pub(crate) async fn session<IO>(
                 Some(spdy::Frame::Data { stream, data, .. }) if Some(stream) == streams.resize => {
                     resize_buf.extend_from_slice(&data);
                     for (w, h) in take_sizes(&mut resize_buf) {
-                        let resized = match mode {
-                            Mode::Exec => runtime.exec_resize(&exec_id, w, h).await,
-                            Mode::Attach => runtime.attach_resize(&exec_id, w, h).await,
-                        };
-                        if let Err(e) = resized {
-                            tracing::debug!(error = %e, "resizing the exec's terminal");
-                        }
+                        resize(runtime.as_ref(), mode, &exec_id, w, h).await;
                     }
                 }
                 Some(spdy::Frame::Ping { id }) => {

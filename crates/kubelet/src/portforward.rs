@@ -20,7 +20,7 @@ use crate::spdy;
 use crate::Kubelet;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{FromRequestParts, Path, RawQuery, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::{SinkExt, StreamExt};
 use std::collections::HashMap;
@@ -135,16 +135,7 @@ pub async fn port_forward(
                 Err(e) => tracing::debug!(error = %e, "port-forward upgrade failed"),
             }
         });
-        let mut resp = Response::new(axum::body::Body::empty());
-        *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-        let h = resp.headers_mut();
-        h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
-        h.insert(header::UPGRADE, HeaderValue::from_static("SPDY/3.1"));
-        h.insert(
-            STREAM_PROTOCOL,
-            HeaderValue::from_static(PORT_FORWARD_PROTOCOL),
-        );
-        return resp;
+        return spdy::switching_protocols(PORT_FORWARD_PROTOCOL);
     }
     let ws = match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
         Ok(ws) => ws,
@@ -161,7 +152,6 @@ pub async fn port_forward(
         .into_response()
 }
 
-const STREAM_PROTOCOL: &str = "x-stream-protocol-version";
 const PORT_FORWARD_PROTOCOL: &str = "portforward.k8s.io";
 
 /// The streams of one forwarded connection, paired by `requestid`.
@@ -196,22 +186,7 @@ where
     // Client bytes for each data stream's pod connection (None: FIN).
     let mut to_pod: HashMap<u32, mpsc::Sender<Option<Vec<u8>>>> = HashMap::new();
     let mut last_stream = 0;
-    loop {
-        let mut head = [0u8; 8];
-        if read.read_exact(&mut head).await.is_err() {
-            break;
-        }
-        let mut payload = vec![0u8; spdy::payload_len(&head)];
-        if read.read_exact(&mut payload).await.is_err() {
-            break;
-        }
-        let frame = match spdy::parse(head, payload) {
-            Ok(f) => f,
-            Err(e) => {
-                tracing::debug!(error = %e, "port-forward: bad frame");
-                break;
-            }
-        };
+    while let Some(frame) = spdy::read_frame(&mut read).await {
         match frame {
             spdy::Frame::SynStream {
                 stream, headers, ..

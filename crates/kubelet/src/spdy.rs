@@ -27,6 +27,42 @@ const RST_STREAM: u16 = 3;
 const PING: u16 = 6;
 const GOAWAY: u16 = 7;
 
+/// Reads the next frame off a connection; None at its end or on a frame
+/// that does not parse (the session is over either way).
+pub async fn read_frame<R>(read: &mut R) -> Option<Frame>
+where
+    R: tokio::io::AsyncRead + Unpin,
+{
+    use tokio::io::AsyncReadExt;
+    let mut head = [0u8; 8];
+    read.read_exact(&mut head).await.ok()?;
+    let mut payload = vec![0u8; payload_len(&head)];
+    read.read_exact(&mut payload).await.ok()?;
+    match parse(head, payload) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            tracing::debug!(error = %e, "bad SPDY frame");
+            None
+        }
+    }
+}
+
+/// The `101 Switching Protocols` that turns an HTTP connection into SPDY/3.1
+/// carrying `protocol` (`X-Stream-Protocol-Version`).
+pub fn switching_protocols(protocol: &'static str) -> axum::response::Response {
+    use axum::http::{header, HeaderValue, StatusCode};
+    let mut resp = axum::response::Response::new(axum::body::Body::empty());
+    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let h = resp.headers_mut();
+    h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    h.insert(header::UPGRADE, HeaderValue::from_static("SPDY/3.1"));
+    h.insert(STREAM_PROTOCOL, HeaderValue::from_static(protocol));
+    resp
+}
+
+/// The header naming the protocol spoken over the streams.
+pub const STREAM_PROTOCOL: &str = "x-stream-protocol-version";
+
 /// The SPDY/3 header dictionary (draft-mbelshe-httpbis-spdy-00, 2.6.10.1):
 /// these words, each with a 32-bit length before it, then `TAIL`.
 const WORDS: &[&str] = &[
