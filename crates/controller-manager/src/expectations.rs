@@ -27,6 +27,18 @@ pub fn action(settled: bool) -> Action {
     }
 }
 
+/// `action`, and a wake-up no later than `wake` (when a pod becomes
+/// available by itself, after minReadySeconds, and the status must say so).
+pub fn action_or_wake(settled: bool, wake: Option<std::time::Duration>) -> Action {
+    // A little after the moment, so the pod is available by then.
+    let wake = wake.map(|d| d + std::time::Duration::from_millis(10));
+    match (action(settled), wake) {
+        (Action::Done, Some(d)) => Action::RequeueAfter(d),
+        (Action::RequeueAfter(a), Some(d)) => Action::RequeueAfter(a.min(d)),
+        (other, None) => other,
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Expectation {
     adds: i64,

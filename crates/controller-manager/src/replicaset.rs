@@ -479,15 +479,7 @@ impl ReplicaSetController {
             }
         }
         // A pod that becomes available by itself (minReadySeconds) changes the status.
-        Ok(
-            match (crate::expectations::action(settled), next_available) {
-                (Action::Done, Some(d)) => {
-                    Action::RequeueAfter(d + std::time::Duration::from_millis(10))
-                }
-                (Action::RequeueAfter(a), Some(d)) => Action::RequeueAfter(a.min(d)),
-                (action, _) => action,
-            },
-        )
+        Ok(crate::expectations::action_or_wake(settled, next_available))
     }
 }
 
