@@ -23,6 +23,7 @@ pub mod env;
 pub mod exec;
 mod exec_spdy;
 pub mod hollow;
+mod images;
 pub mod network;
 pub mod node;
 pub mod pod;
@@ -138,6 +139,8 @@ pub struct Kubelet {
     pub pod_cidr: Mutex<String>,
     /// Probe results per container.
     pub probes: probe::Probes,
+    /// Failed image pulls, for the pull back-off.
+    pub pull_backoff: images::PullBackoff,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -354,6 +357,7 @@ pub async fn prepare(
         workers: Mutex::default(),
         pod_cidr: Mutex::new(pod_cidr),
         probes: probe::Probes::default(),
+        pull_backoff: images::PullBackoff::default(),
     }))
 }
 

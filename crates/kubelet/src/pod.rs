@@ -166,32 +166,6 @@ impl Kubelet {
         Ok(cfg)
     }
 
-    /// Makes sure an image is there according to the pull policy; Err is (reason, message).
-    async fn ensure_image(&self, image: &str, policy: &str) -> Result<(), (String, String)> {
-        let present = self
-            .runtime
-            .image_present(image)
-            .await
-            .map_err(|e| ("ErrImageInspect".to_string(), e.to_string()))?;
-        match policy {
-            "Never" if !present => Err((
-                "ErrImageNeverPull".into(),
-                format!("Container image \"{image}\" is not present with pull policy of Never"),
-            )),
-            "Never" => Ok(()),
-            "IfNotPresent" if present => Ok(()),
-            _ => match self.runtime.pull(image).await {
-                Ok(()) => Ok(()),
-                // Lab machines have no registry: a local image serves `Always` too.
-                Err(_) if present => Ok(()),
-                Err(e) => Err((
-                    "ErrImagePull".into(),
-                    format!("failed to pull image \"{image}\": {e}"),
-                )),
-            },
-        }
-    }
-
     /// The runtime-neutral spec of one app container in the pod's sandbox.
     fn container_spec(
         &self,
@@ -469,7 +443,7 @@ impl Kubelet {
             let c = &c;
             let image = c.image.clone().unwrap_or_default();
             let pull = c.image_pull_policy.as_deref().unwrap_or("IfNotPresent");
-            if let Err((reason, message)) = self.ensure_image(&image, pull).await {
+            if let Err((reason, message)) = self.ensure_image(pod, &image, pull).await {
                 waiting.insert(c.name.clone(), (reason, message));
                 continue;
             }

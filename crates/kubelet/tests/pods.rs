@@ -172,6 +172,11 @@ async fn restart_policies_and_backoff() {
     c.create_pod(pod("never", "Never", "exit 1")).await;
     c.create_pod(pod("done", "OnFailure", "echo ok; exit 0"))
         .await;
+    // An image no registry has: ErrImagePull, then ImagePullBackOff.
+    let mut unpullable = pod("unpullable", "Always", "true");
+    unpullable["spec"]["containers"][0]["image"] = json!("minik8s/missing:1");
+    unpullable["spec"]["containers"][0]["imagePullPolicy"] = json!("IfNotPresent");
+    c.create_pod(unpullable).await;
 
     let p = c
         .wait_pod("never", "Failed", 60, |p| phase(p) == "Failed")
@@ -229,6 +234,35 @@ async fn restart_policies_and_backoff() {
         })
         .await;
     assert!(restarts(&p2, "main") >= restarts(&p, "main"));
+
+    let waiting = |p: &Value| container_status(p, "main").map(|s| s["state"]["waiting"].clone());
+    let p = c
+        .wait_pod("unpullable", "ErrImagePull or ImagePullBackOff", 60, |p| {
+            waiting(p)
+                .is_some_and(|w| w["reason"] == "ErrImagePull" || w["reason"] == "ImagePullBackOff")
+        })
+        .await;
+    assert_eq!(phase(&p), "Pending");
+    let p = c
+        .wait_pod("unpullable", "ImagePullBackOff", 60, |p| {
+            waiting(p).is_some_and(|w| w["reason"] == "ImagePullBackOff")
+        })
+        .await;
+    assert_eq!(
+        waiting(&p).unwrap()["message"],
+        "Back-off pulling image \"minik8s/missing:1\""
+    );
+    let events = c.real_kubectl(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=unpullable",
+    ]);
+    let events = String::from_utf8_lossy(&events.stdout).to_string();
+    assert!(
+        events.contains("Failed to pull image \"minik8s/missing:1\"") && events.contains("BackOff"),
+        "{events}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,6 +16,11 @@ pub struct Dockerd {
 impl Dockerd {
     /// Starts a dockerd of our own. Panics with a clear message when Docker is missing.
     pub fn start() -> Dockerd {
+        Self::start_with(&[])
+    }
+
+    /// A dockerd of our own with more flags (e.g. `--registry-mirror`).
+    pub fn start_with(extra: &[String]) -> Dockerd {
         let ok = Command::new("dockerd")
             .arg("--version")
             .stdout(Stdio::null())
@@ -53,6 +58,7 @@ impl Dockerd {
                 &dir.path().join("docker.pid").display().to_string(),
             ])
             .args(["--bridge", "none", "--iptables=false", "--ip-masq=false"])
+            .args(extra)
             .args([
                 "--containerd-namespace",
                 &ns,

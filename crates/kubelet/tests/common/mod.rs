@@ -37,8 +37,22 @@ impl Cluster {
 
     /// A cluster whose kubelet gets `kubelet_args(pod_cidr)` besides the usual flags.
     pub async fn start_with(kubelet_args: impl FnOnce(&str) -> Vec<String>) -> Cluster {
+        Self::start_full(kubelet_args, Vec::new()).await
+    }
+
+    /// A cluster whose dockerd gets `dockerd_args` besides the usual flags.
+    pub async fn start_with_dockerd(dockerd_args: Vec<String>) -> Cluster {
+        Self::start_full(|_| Vec::new(), dockerd_args).await
+    }
+
+    async fn start_full(
+        kubelet_args: impl FnOnce(&str) -> Vec<String>,
+        dockerd_args: Vec<String>,
+    ) -> Cluster {
         let server = TestServer::start(Backend::Embedded).await;
-        let dockerd = tokio::task::spawn_blocking(Dockerd::start).await.unwrap();
+        let dockerd = tokio::task::spawn_blocking(move || Dockerd::start_with(&dockerd_args))
+            .await
+            .unwrap();
         let n = NEXT_NET.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let pod_cidr = free_pod_cidr();
         let client = Client::new(&server.url);

@@ -1,0 +1,144 @@
+//! Getting a container's image as its pull policy says, with Kubernetes'
+//! pull back-off: a failed pull is `ErrImagePull`; until its back-off
+//! (10 s, doubling to 5 min, per pod and image) has passed the container
+//! waits as `ImagePullBackOff` without pulling again. The events are the
+//! kubelet's: Pulling, Pulled, Failed, BackOff.
+
+use crate::Kubelet;
+use k8s_openapi::api::core::v1::Pod;
+use minik8s_client::events::{self, Involved};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const INITIAL: Duration = Duration::from_secs(10);
+const MAX: Duration = Duration::from_secs(300);
+
+/// The back-off after `failures` failed pulls: 10 s, 20 s, 40 s … 5 min.
+pub fn backoff(failures: u32) -> Duration {
+    if failures == 0 {
+        return Duration::ZERO;
+    }
+    INITIAL.saturating_mul(1 << (failures - 1).min(10)).min(MAX)
+}
+
+/// Failed pulls by pod and image: (failures, when the last one ended).
+#[derive(Default)]
+pub struct PullBackoff(Mutex<HashMap<String, (u32, Instant)>>);
+
+impl PullBackoff {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u32, Instant)>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How long the key still backs off, if it does.
+    pub fn remaining(&self, key: &str) -> Option<Duration> {
+        let (failures, last) = *self.lock().get(key)?;
+        backoff(failures)
+            .checked_sub(last.elapsed())
+            .filter(|d| !d.is_zero())
+    }
+
+    pub fn failed(&self, key: &str) {
+        let mut all = self.lock();
+        let entry = all.entry(key.to_string()).or_insert((0, Instant::now()));
+        *entry = (entry.0 + 1, Instant::now());
+    }
+
+    pub fn succeeded(&self, key: &str) {
+        self.lock().remove(key);
+    }
+}
+
+impl Kubelet {
+    async fn pull_event(&self, pod: &Pod, type_: &str, reason: &str, message: &str) {
+        let about = Involved {
+            api_version: "v1",
+            kind: "Pod",
+            meta: &pod.metadata,
+        };
+        events::record(&self.client, "kubelet", about, type_, reason, message).await;
+    }
+
+    /// Makes sure `image` is there according to `policy`; Err is the
+    /// container's waiting (reason, message).
+    pub(crate) async fn ensure_image(
+        &self,
+        pod: &Pod,
+        image: &str,
+        policy: &str,
+    ) -> Result<(), (String, String)> {
+        let present = self
+            .runtime
+            .image_present(image)
+            .await
+            .map_err(|e| ("ErrImageInspect".to_string(), e.to_string()))?;
+        match policy {
+            "Never" if !present => {
+                let message =
+                    format!("Container image \"{image}\" is not present with pull policy of Never");
+                self.pull_event(pod, "Warning", "ErrImageNeverPull", &message)
+                    .await;
+                return Err(("ErrImageNeverPull".into(), message));
+            }
+            "Never" => return Ok(()),
+            "IfNotPresent" if present => return Ok(()),
+            _ => {}
+        }
+        let key = format!("{}/{image}", pod.metadata.uid.as_deref().unwrap_or(""));
+        if self.pull_backoff.remaining(&key).is_some() {
+            let message = format!("Back-off pulling image \"{image}\"");
+            self.pull_event(pod, "Normal", "BackOff", &message).await;
+            return Err(("ImagePullBackOff".into(), message));
+        }
+        self.pull_event(
+            pod,
+            "Normal",
+            "Pulling",
+            &format!("Pulling image \"{image}\""),
+        )
+        .await;
+        let started = Instant::now();
+        match self.runtime.pull(image).await {
+            Ok(()) => {
+                self.pull_backoff.succeeded(&key);
+                let message = format!(
+                    "Successfully pulled image \"{image}\" in {:.3}s",
+                    started.elapsed().as_secs_f64()
+                );
+                self.pull_event(pod, "Normal", "Pulled", &message).await;
+                Ok(())
+            }
+            // Lab machines have no registry for every name: a local image
+            // serves `Always` too.
+            Err(_) if present => Ok(()),
+            Err(e) => {
+                self.pull_backoff.failed(&key);
+                let message = format!("Failed to pull image \"{image}\": {e}");
+                self.pull_event(pod, "Warning", "Failed", &message).await;
+                Err(("ErrImagePull".into(), message))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn back_off_doubles_to_five_minutes_per_key() {
+        assert_eq!(backoff(0), Duration::ZERO);
+        assert_eq!(backoff(1), Duration::from_secs(10));
+        assert_eq!(backoff(3), Duration::from_secs(40));
+        assert_eq!(backoff(9), Duration::from_secs(300));
+        let b = PullBackoff::default();
+        assert_eq!(b.remaining("p/nginx"), None);
+        b.failed("p/nginx");
+        let left = b.remaining("p/nginx").unwrap();
+        assert!(left > Duration::from_secs(9) && left <= Duration::from_secs(10));
+        assert_eq!(b.remaining("other/nginx"), None);
+        b.succeeded("p/nginx");
+        assert_eq!(b.remaining("p/nginx"), None);
+    }
+}
