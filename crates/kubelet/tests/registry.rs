@@ -2,7 +2,9 @@
 //! `docker-registry` serves as the dockerd's mirror for Docker Hub names, so
 //! a pod that says `image: busybox:1.36` runs on an image pushed there (with
 //! IfNotPresent and Always alike), and a name the registry lacks fails with
-//! ErrImagePull as Kubernetes reports it.
+//! ErrImagePull as Kubernetes reports it; `scripts/images.sh --all` builds
+//! nginx and python from Debian's packages and pushes them under the names
+//! tutorials use.
 
 mod common;
 
@@ -53,4 +55,59 @@ async fn pods_pull_docker_hub_names_from_the_local_registry() {
         })
         .await;
     assert_eq!(phase(&p), "Pending");
+
+    // scripts/images.sh --all: nginx and python from Debian's packages, pushed
+    // under the names tutorials use; tutorial manifests then run unchanged.
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/images.sh");
+    let out = std::process::Command::new("bash")
+        .args([script, "--all"])
+        .env("DOCKER_HOST", &c.dockerd.socket)
+        .env("MINIK8S_REGISTRY", &registry.address)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "images.sh --all: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Pulled from the registry, not found locally.
+    c.dockerd.docker(&["rmi", "nginx:1.14.2", "python:3.11"]);
+    c.create_pod(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
+        "spec": {"containers": [{"name": "nginx", "image": "nginx:1.14.2", "ports": [{"containerPort": 80}]}]}}))
+        .await;
+    c.create_pod(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "py"},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "python:3.11",
+            "command": ["python3", "-c", "import json, ssl, sqlite3, hashlib; print(json.dumps({'ok': True}))"]}]}}))
+        .await;
+    c.wait_pod("web", "Running", 90, |p| {
+        phase(p) == "Running" && all_ready(p)
+    })
+    .await;
+    let page = poll_exec(
+        &c,
+        &["exec", "web", "--", "wget", "-qO-", "http://127.0.0.1/"],
+    )
+    .await;
+    assert!(page.contains("Welcome to nginx!"), "{page}");
+    c.wait_pod("py", "Succeeded", 90, |p| phase(p) == "Succeeded")
+        .await;
+    assert_eq!(c.pod_log("py/log").await, "{\"ok\": true}\n");
+}
+
+/// The real kubectl's output once it succeeds (nginx may need a moment to listen).
+async fn poll_exec(c: &Cluster, args: &[&str]) -> String {
+    minik8s_testkit::poll(
+        30,
+        std::time::Duration::from_millis(300),
+        "kubectl exec",
+        || async {
+            let out = c.real_kubectl(args);
+            if out.status.success() {
+                Ok(String::from_utf8_lossy(&out.stdout).to_string())
+            } else {
+                Err(String::from_utf8_lossy(&out.stderr).to_string())
+            }
+        },
+    )
+    .await
 }
