@@ -167,12 +167,37 @@ start_dockerd() {
     --config-file "$d/daemon.json" --data-root "$d/data" --exec-root "$d/exec" \
     --pidfile "$d/dockerd.pidfile" -H "unix://$d/docker.sock" --bridge=none \
     --iptables=true --ip-forward=true --userland-proxy=false \
+    --registry-mirror "http://$CP_IP:5000" --insecure-registry "$CP_IP:5000" \
     --cgroup-parent "/$LAB_NAME-node$n" --shutdown-timeout 2 --log-level warn
 }
 
+# The image registry on the master (Debian's docker-registry): every node's
+# dockerd uses it as its mirror for Docker Hub names, and a student can
+# `docker push $CP_IP:5000/library/NAME:TAG` once for every node.
+start_registry() {
+  command -v docker-registry >/dev/null || ensure_packages docker-registry
+  mkdir -p "$LAB_DIR/cp/registry"
+  printf 'version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s:5000\n' \
+    "$LAB_DIR/cp/registry" "$CP_IP" >"$LAB_DIR/cp/registry.yml"
+  spawn "$LAB_DIR/cp/registry.pid" "$LAB_DIR/cp/registry.log" "$CP_NS" docker-registry serve "$LAB_DIR/cp/registry.yml"
+}
+
 load_images() {
-  log "images: build on node1, copy to the others"
-  DOCKER_HOST="unix://$(node_dir 1)/docker.sock" bash "$ROOT/scripts/images.sh" >/dev/null
+  log "images: build on node1, copy to the others, push the Docker Hub names to the registry"
+  until_ok 30 "the registry" in_ns "$CP_NS" curl -fsS "http://$CP_IP:5000/v2/"
+  # LAB_IMAGES=all adds nginx and python (scripts/images.sh --all).
+  local all=()
+  [ "${LAB_IMAGES:-}" = all ] && all=(--all)
+  DOCKER_HOST="unix://$(node_dir 1)/docker.sock" MINIK8S_REGISTRY="$CP_IP:5000" \
+    bash "$ROOT/scripts/images.sh" "${all[@]}" >/dev/null
+  local name
+  if [ ${#all[@]} = 0 ]; then
+    # Without --all, images.sh pushes nothing: busybox under its usual names.
+    for name in busybox:latest busybox:1.36 busybox:1.28; do
+      dk 1 tag minik8s/busybox:latest "$CP_IP:5000/library/$name"
+      dk 1 push -q "$CP_IP:5000/library/$name" >/dev/null
+    done
+  fi
   dk 1 save -o "$LAB_DIR/images.tar" minik8s/busybox:latest minik8s/pause:latest
   local pids=() n
   for n in $(nodes); do
@@ -270,6 +295,7 @@ cmd_up() {
   spawn "$LAB_DIR/cp/master.pid" "$LAB_DIR/cp/master.log" "$CP_NS" "$LAB_BIN/master" \
     --listen 0.0.0.0:8080 "${store[@]}" --cluster-cidr "$CLUSTER_CIDR" \
     --allocate-node-cidrs "$ipam" $LAB_MASTER_ARGS
+  start_registry
   for n in $(nodes); do start_dockerd "$n"; done
   for n in $(nodes); do until_ok 60 "node$n's dockerd" dk "$n" version; done
   load_images
@@ -284,6 +310,7 @@ LAB_NODES=$LAB_NODES
 LAB_POD_NETWORK=$LAB_POD_NETWORK
 LAB_STORE=$LAB_STORE
 LAB_SERVER=$SERVER
+LAB_REGISTRY=$CP_IP:5000
 LAB_CLUSTER_DNS=$CLUSTER_DNS
 $(for n in $(nodes); do echo "LAB_NODE${n}_NETNS=/run/netns/$(node_ns "$n")"; echo "LAB_NODE${n}_IP=$(node_ip "$n")"; echo "LAB_NODE${n}_DOCKER_HOST=unix://$(node_dir "$n")/docker.sock"; done)
 EOF
@@ -330,6 +357,7 @@ cmd_down() {
     done
     stop_pids 10 "$LAB_DIR/cp/master.pid"
     stop_pids 10 "$LAB_DIR/cp/etcd.pid"
+    stop_pids 10 "$LAB_DIR/cp/registry.pid"
     # Pods first (dockerd would stop them too, but one at a time), then the daemons in parallel.
     for n in $(nodes); do
       if [ -S "$(node_dir "$n")/docker.sock" ] && alive "$(node_dir "$n")/dockerd.pid"; then

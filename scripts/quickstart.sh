@@ -4,7 +4,9 @@
 #   scripts/quickstart.sh        install what is missing, build, start dockerd (if none runs),
 #                                master (apiserver + scheduler + controller manager, embedded
 #                                store), a kubelet and kube-proxy (Service VIPs on iptables,
-#                                cluster DNS on 10.96.0.10), build the local images, run
+#                                cluster DNS on 10.96.0.10), an image registry on :5000 (the
+#                                mirror for Docker Hub names), build the local images (busybox,
+#                                nginx, python) and push them under the names tutorials use, run
 #                                examples/hello-pod.yaml and examples/web.yaml (a ReplicaSet)
 #   scripts/quickstart.sh down   stop everything it started, remove the pods' containers and
 #                                kube-proxy's rules (the store in /var/lib/minik8s is kept)
@@ -18,6 +20,7 @@ RUN_DIR=${MINIK8S_RUN_DIR:-/run/minik8s}
 DATA_DIR=${MINIK8S_DATA_DIR:-/var/lib/minik8s}
 KUBELET_DIR=${MINIK8S_KUBELET_DIR:-/var/lib/minik8s-kubelet}
 LOG_DIR=${MINIK8S_LOG_DIR:-/var/log/minik8s}
+REGISTRY_DIR=${MINIK8S_REGISTRY_DIR:-/var/lib/minik8s-registry}
 SERVER=http://127.0.0.1:8080
 CLUSTER_DNS=10.96.0.10
 BIN=$PWD/target/release
@@ -60,20 +63,29 @@ if [ "${1:-up}" = "down" ]; then
   fi
   stop master
   stop dockerd
+  stop registry
   exit 0
 fi
 
 ensure_build_deps
-ensure_packages docker.io busybox-static iptables curl
-mkdir -p "$RUN_DIR" "$DATA_DIR" "$KUBELET_DIR" "$LOG_DIR"
+ensure_packages docker.io docker-registry busybox-static iptables curl
+mkdir -p "$RUN_DIR" "$DATA_DIR" "$KUBELET_DIR" "$LOG_DIR" "$REGISTRY_DIR"
 
+# The image registry (Debian's docker-registry): dockerd's mirror for Docker
+# Hub names, so manifests that say `image: nginx:1.25` or `busybox` run
+# offline; `docker push 127.0.0.1:5000/library/NAME:TAG` adds more.
+printf 'version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: 0.0.0.0:5000\n' \
+  "$REGISTRY_DIR" >"$RUN_DIR/registry.yml"
+start registry docker-registry serve "$RUN_DIR/registry.yml"
+wait_until 30 "the registry" curl -fsS http://127.0.0.1:5000/v2/
 if docker info >/dev/null 2>&1; then
-  echo "==> using the running dockerd"
+  echo "==> using the running dockerd (Docker Hub names come from local tags; for its pulls to use"
+  echo "    the registry, add \"registry-mirrors\": [\"http://127.0.0.1:5000\"] to /etc/docker/daemon.json)"
 else
-  start dockerd dockerd
+  start dockerd dockerd --registry-mirror http://127.0.0.1:5000
   wait_until 60 dockerd docker info
 fi
-bash scripts/images.sh
+MINIK8S_REGISTRY=127.0.0.1:5000 bash scripts/images.sh --all
 
 echo "==> building release binaries (first time: several minutes)"
 cargo build --release --quiet -p master -p kubelet -p kube-proxy -p kubectl

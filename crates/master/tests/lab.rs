@@ -313,6 +313,9 @@ spec:
     command: ["sleep", "3600"]
 "#;
 
+/// A DaemonSet with a Docker Hub image name (served by the lab's registry).
+const AGENT: &str = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent}\nspec:\n  selector: {matchLabels: {app: agent}}\n  template:\n    metadata: {labels: {app: agent}}\n    spec:\n      terminationGracePeriodSeconds: 1\n      containers: [{name: agent, image: \"busybox:1.36\", imagePullPolicy: IfNotPresent, command: [sleep, \"3600\"]}]\n";
+
 const SURVIVOR: &str = r#"
 apiVersion: apps/v1
 kind: ReplicaSet
@@ -577,6 +580,20 @@ fn three_node_lab(setup: Setup) {
             });
             assert!(log.contains("got: leader spread-0"), "{worker}: {log}");
         }
+
+        // A DaemonSet as a tutorial writes it (`image: busybox:1.36`): every
+        // node pulls it from the master's registry, its dockerd's mirror.
+        apply(AGENT);
+        let agents = until(90, "an agent pod on each node", || {
+            let pods = running_pods("app=agent");
+            (pods.len() == 3).then_some(pods)
+        });
+        let nodes: BTreeSet<&str> = agents
+            .iter()
+            .map(|p| p["spec"]["nodeName"].as_str().unwrap())
+            .collect();
+        assert_eq!(nodes.len(), 3, "one agent per node");
+        kubectl("delete ds agent");
 
         // Node failure: node3 stops (kubelet, kube-proxy, dockerd); it goes
         // NotReady and its ReplicaSet pods come back on node1 and node2.
