@@ -313,6 +313,36 @@ spec:
     command: ["sleep", "3600"]
 "#;
 
+/// A Deployment whose pods answer their VERSION over HTTP (ready by a
+/// probe) and keep serving 2 s after SIGTERM, while kube-proxy drops them.
+const ROLLER: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: roller}
+spec:
+  replicas: 4
+  strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}
+  selector: {matchLabels: {app: roller}}
+  template:
+    metadata: {labels: {app: roller}}
+    spec:
+      terminationGracePeriodSeconds: 5
+      containers:
+      - name: web
+        image: minik8s/busybox:latest
+        imagePullPolicy: Never
+        env: [{name: VERSION, value: v1}]
+        command: ["sh", "-c", "mkdir -p /w; echo $VERSION > /w/index.html; httpd -p 8080 -h /w; trap 'sleep 2; exit 0' TERM; while :; do sleep 1; done"]
+        readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: roller}
+spec:
+  selector: {app: roller}
+  ports: [{port: 80, targetPort: 8080}]
+"#;
+
 /// A DaemonSet with a Docker Hub image name (served by the lab's registry).
 const AGENT: &str = "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent}\nspec:\n  selector: {matchLabels: {app: agent}}\n  template:\n    metadata: {labels: {app: agent}}\n    spec:\n      terminationGracePeriodSeconds: 1\n      containers: [{name: agent, image: \"busybox:1.36\", imagePullPolicy: IfNotPresent, command: [sleep, \"3600\"]}]\n";
 
@@ -594,6 +624,43 @@ fn three_node_lab(setup: Setup) {
             .collect();
         assert_eq!(nodes.len(), 3, "one agent per node");
         kubectl("delete ds agent");
+
+        // A Deployment of 4 rolled from one env to another with maxSurge 1,
+        // maxUnavailable 0: fetched through its Service all along, it always
+        // answers and never has fewer than 4 ready pods.
+        apply(ROLLER);
+        until(90, "4 ready roller pods", || {
+            (running_pods("app=roller").len() == 4).then_some(())
+        });
+        let roller_vip = kubectl_json("get svc roller")["spec"]["clusterIP"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        until(15, "the roller Service to answer v1", || {
+            let out = on_node(1, &fetch_many(4, &format!("http://{roller_vip}/")))?;
+            answers(&out).iter().all(|a| a == "v1").then_some(())
+        });
+        // The real kubectl (ours has no `set`).
+        sh(&format!(
+            "/usr/bin/kubectl --server {SERVER} set env deploy/roller VERSION=v2"
+        ));
+        let mut fewest_ready = usize::MAX;
+        let mut failed = Vec::new();
+        until(120, "every answer v2 and the rollout done", || {
+            fewest_ready = fewest_ready.min(running_pods("app=roller").len());
+            let out = on_node(1, &fetch_many(4, &format!("http://{roller_vip}/")))?;
+            let got = answers(&out);
+            failed.extend(got.iter().filter(|a| *a != "v1" && *a != "v2").cloned());
+            let d = kubectl_json("get deploy roller");
+            let done = d["status"]["updatedReplicas"] == 4
+                && d["status"]["availableReplicas"] == 4
+                && d["status"]["replicas"] == 4;
+            (done && got.iter().all(|a| a == "v2")).then_some(())
+        });
+        assert!(failed.is_empty(), "answers during the rollout: {failed:?}");
+        assert!(fewest_ready >= 4, "ready pods fell to {fewest_ready}");
+        kubectl("delete deploy roller");
+        kubectl("delete svc roller");
 
         // Node failure: node3 stops (kubelet, kube-proxy, dockerd); it goes
         // NotReady and its ReplicaSet pods come back on node1 and node2.
