@@ -54,7 +54,7 @@ copy_with_libs() {
 if ! have minik8s/nginx:latest; then
   # Unpacked, not installed: installing would start an nginx on the host.
   debs=$(mktemp -d)
-  (cd "$debs" && apt-get download -q nginx nginx-common >/dev/null)
+  (cd "$debs" && apt-get download -q -o APT::Sandbox::User=root nginx nginx-common >/dev/null)
   for d in "$debs"/*.deb; do dpkg -x "$d" "$debs/x"; done
   nroot=$(mktemp -d)
   cp -a "$root/." "$nroot/"
