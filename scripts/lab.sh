@@ -9,6 +9,7 @@
 #   scripts/lab.sh status        what runs, and `kubectl get nodes`
 #   scripts/lab.sh down          stop everything and leave the host as it was
 #   scripts/lab.sh stop-node N   stop node N's kubelet, kube-proxy and dockerd (a node failure)
+#   scripts/lab.sh start-node N  start node N again (dockerd with the images, kubelet, kube-proxy)
 #   scripts/lab.sh kubectl ARGS  our kubectl against the lab
 #   scripts/lab.sh exec N CMD    run CMD in node N's network namespace
 #
@@ -333,6 +334,18 @@ cmd_stop_node() {
   stop_pids 20 "$d/dockerd.pid"
 }
 
+# A stopped node comes back (or a node joins): its dockerd with the lab's
+# images, then its kubelet and kube-proxy, which register it again.
+cmd_start_node() {
+  local n=${1:?usage: lab.sh start-node N}
+  alive "$(node_dir "$n")/dockerd.pid" && die "node$n is running"
+  log "starting node$n: dockerd, kubelet, kube-proxy"
+  start_dockerd "$n"
+  until_ok 60 "node$n's dockerd" dk "$n" version
+  dk "$n" load -q -i "$LAB_DIR/images.tar" >/dev/null
+  start_node_agents "$n"
+}
+
 # Processes started for the lab that a crash may have left behind: whatever
 # names the lab's directory on its command line (dockerd, containerd, shims).
 leftover_pids() {
@@ -424,6 +437,7 @@ case "${1:-}" in
   down) cmd_down ;;
   status) cmd_status ;;
   stop-node) shift; cmd_stop_node "$@" ;;
+  start-node) shift; cmd_start_node "$@" ;;
   kubectl) shift; kubectl_lab "$@" ;;
   exec) n=${2:?usage: lab.sh exec N CMD...}; shift 2; in_ns "$(node_ns "$n")" "$@" ;;
   *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;

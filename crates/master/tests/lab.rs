@@ -700,6 +700,20 @@ fn three_node_lab(setup: Setup) {
             "pods replaced after {:.1} s",
             failed.elapsed().as_secs_f64()
         );
+
+        // A DaemonSet made while node3 is down reaches it when it comes back.
+        apply(AGENT);
+        until(90, "agents on node1 and node2", || {
+            (running_pods("app=agent").len() == 2).then_some(())
+        });
+        Lab::script("start-node 3", setup);
+        until(60, "node3 Ready again", || {
+            (node3_ready() == Some(true)).then_some(())
+        });
+        until(90, "an agent on node3 too", || {
+            let pods = running_pods("app=agent");
+            (pods.len() == 3 && pods.iter().any(|p| p["spec"]["nodeName"] == "node3")).then_some(())
+        });
     }
     // down left the host exactly as it was.
     let after = host_state();
