@@ -261,5 +261,26 @@ async fn daemons_run_on_every_eligible_node() {
     .await;
     assert_eq!(lowest.get(), 4, "a node went without an available pod");
     assert_eq!(most_per_node.get(), 2, "the new pod joined the old one");
+
+    // examples/daemonset.yaml: a pod on every node (the tainted one included now).
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/daemonset.yaml");
+    let (ok, out) = kubectl(&server.url, &["apply", "-f", example]);
+    assert!(ok, "{out}");
+    until(30, "a node-agent on each of the 4 nodes", || async {
+        let list = pods
+            .list(&ListParams::default().labels("app=node-agent"))
+            .await
+            .unwrap();
+        let nodes: std::collections::BTreeSet<String> = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["spec"]["nodeName"].as_str().map(str::to_string))
+            .collect();
+        (nodes.len() == 4)
+            .then_some(())
+            .ok_or_else(|| format!("{nodes:?}"))
+    })
+    .await;
     drop(late);
 }

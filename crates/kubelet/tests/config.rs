@@ -144,4 +144,21 @@ async fn config_maps_and_secrets_reach_containers() {
     let id = container_id(&p);
     let env = c.dockerd.docker(&["exec", &id, "env"]);
     assert!(env.lines().any(|l| l == "TOKEN=t0k3n"), "{env}");
+
+    // examples/config.yaml with the real kubectl: env from both, the file from the ConfigMap.
+    c.spawn_scheduler();
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/config.yaml");
+    let out = c.real_kubectl(&["apply", "-f", example]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    c.wait_pod("configured", "Succeeded", 60, |p| phase(p) == "Succeeded")
+        .await;
+    let logs = c.real_kubectl(&["logs", "configured"]);
+    assert_eq!(
+        String::from_utf8_lossy(&logs.stdout),
+        "hello s3cret\ncolor=blue\nsize=large\n"
+    );
 }

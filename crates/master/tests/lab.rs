@@ -659,6 +659,40 @@ fn three_node_lab(setup: Setup) {
         });
         assert!(failed.is_empty(), "answers during the rollout: {failed:?}");
         assert!(fewest_ready >= 4, "ready pods fell to {fewest_ready}");
+        // Recreate: every old pod is gone before the first new one runs.
+        // (First the v1 pods still terminating after the rolling update go.)
+        let hashes = || -> BTreeSet<String> {
+            kubectl_json("get pods -l app=roller")["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|p| p["status"]["phase"] == "Running")
+                .map(|p| p["metadata"]["labels"]["pod-template-hash"].to_string())
+                .collect()
+        };
+        until(30, "only v2 pods left", || {
+            (hashes().len() == 1).then_some(())
+        });
+        sh(&format!(
+            "/usr/bin/kubectl --server {SERVER} patch deploy roller -p \
+             '{{\"spec\":{{\"strategy\":{{\"type\":\"Recreate\",\"rollingUpdate\":null}}}}}}'"
+        ));
+        sh(&format!(
+            "/usr/bin/kubectl --server {SERVER} set env deploy/roller VERSION=v3"
+        ));
+        let mut overlap = None;
+        until(120, "the Recreate rollout", || {
+            let running = hashes();
+            if running.len() > 1 && overlap.is_none() {
+                overlap = Some(running.clone());
+            }
+            let d = kubectl_json("get deploy roller");
+            let done = d["status"]["updatedReplicas"] == 4
+                && d["status"]["availableReplicas"] == 4
+                && d["status"]["replicas"] == 4;
+            (done && running.len() == 1).then_some(())
+        });
+        assert_eq!(overlap, None, "old and new pods ran at once");
         kubectl("delete deploy roller");
         kubectl("delete svc roller");
 
