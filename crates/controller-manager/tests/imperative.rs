@@ -73,6 +73,51 @@ async fn imperative_create_commands_work_over_protobuf() {
     ]);
     let pull = get_json(url, &["secret", "pull", "-n", "lab"]);
     assert_eq!(pull["type"], "kubernetes.io/dockerconfigjson");
+    // --from-file, and a TLS Secret from a certificate and its key.
+    let files = tempfile::tempdir().unwrap();
+    let props = files.path().join("app.properties");
+    std::fs::write(&props, "color=blue\n").unwrap();
+    run(&[
+        "create",
+        "configmap",
+        "props",
+        &format!("--from-file={}", props.display()),
+    ]);
+    let props = get_json(url, &["configmap", "props", "-n", "lab"]);
+    assert_eq!(props["data"]["app.properties"], "color=blue\n");
+    let (cert, key) = (files.path().join("tls.crt"), files.path().join("tls.key"));
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=web.lab",
+        ])
+        .args(["-days", "1", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl is required for this test (scripts/test.sh installs it)");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    run(&[
+        "create",
+        "secret",
+        "tls",
+        "web-tls",
+        &format!("--cert={}", cert.display()),
+        &format!("--key={}", key.display()),
+    ]);
+    let tls = get_json(url, &["secret", "web-tls", "-n", "lab"]);
+    assert_eq!(tls["type"], "kubernetes.io/tls");
+    assert!(tls["data"]["tls.crt"].is_string() && tls["data"]["tls.key"].is_string());
 
     // A Deployment that runs, and one with replicas 0 (a pointer: 0 stays 0).
     let out = run(&[
