@@ -54,7 +54,9 @@ copy_with_libs() {
 if ! have minik8s/nginx:latest; then
   # Unpacked, not installed: installing would start an nginx on the host.
   debs=$(mktemp -d)
-  (cd "$debs" && apt-get download -q -o APT::Sandbox::User=root nginx nginx-common >/dev/null)
+  download() { (cd "$debs" && apt-get download -q -o APT::Sandbox::User=root nginx nginx-common >/dev/null); }
+  # A machine that never ran `apt-get update` has no package lists yet.
+  download || { apt-get update -q >/dev/null && download; }
   for d in "$debs"/*.deb; do dpkg -x "$d" "$debs/x"; done
   nroot=$(mktemp -d)
   cp -a "$root/." "$nroot/"
@@ -97,7 +99,7 @@ HTML
 fi
 
 if ! have minik8s/python:latest; then
-  py=$(ls /usr/bin/python3.[0-9]* 2>/dev/null | grep -E 'python3\.[0-9]+$' | sort -V | tail -1)
+  py=$(ls /usr/bin/python3.[0-9]* 2>/dev/null | grep -E 'python3\.[0-9]+$' | sort -V | tail -1 || true)
   [ -n "$py" ] || { echo "Debian's python3 is required (apt-get install python3)" >&2; exit 1; }
   ver=${py##*/python}
   proot=$(mktemp -d)

@@ -68,7 +68,7 @@ if [ "${1:-up}" = "down" ]; then
 fi
 
 ensure_build_deps
-ensure_packages docker.io docker-registry busybox-static iptables curl
+ensure_packages docker.io docker-registry busybox-static iptables curl python3
 mkdir -p "$RUN_DIR" "$DATA_DIR" "$KUBELET_DIR" "$LOG_DIR" "$REGISTRY_DIR"
 
 # The image registry (Debian's docker-registry): dockerd's mirror for Docker
