@@ -1,0 +1,92 @@
+//! README command one, as a new user runs it: `scripts/quickstart.sh` (the
+//! release build, dockerd, the image registry, master, kubelet, kube-proxy
+//! and the examples), again on the running cluster, then `down` and up once
+//! more on the kept store (the Completed-pod case of issue 24), then `down`.
+//!
+//! Needs root, like the quick start. When a quick start is already running on
+//! this machine (a developer's), the test runs the script again on it and
+//! leaves it running: the suite must pass beside a running quick start.
+
+use std::path::Path;
+use std::process::Command;
+
+const SERVER: &str = "http://127.0.0.1:8080";
+
+fn quickstart(args: &[&str]) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/quickstart.sh");
+    let out = Command::new("timeout")
+        .arg("1200")
+        .arg("bash")
+        .arg(&script)
+        .args(args)
+        .output()
+        .expect("running scripts/quickstart.sh");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "quickstart.sh {args:?} failed:\n{text}"
+    );
+    text
+}
+
+fn kubectl(args: &[&str]) -> String {
+    let out = Command::new("/usr/bin/kubectl")
+        .args(["--server", SERVER])
+        .args(args)
+        .output()
+        .expect("running /usr/bin/kubectl");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// What a working quick start prints and serves.
+fn check_up(out: &str) {
+    assert!(out.contains("minik8s is up"), "{out}");
+    assert!(
+        out.contains("hello from hello"),
+        "the hello pod's log: {out}"
+    );
+    assert!(
+        out.contains("<h1>hello from minik8s</h1>"),
+        "the web Service by name from a pod: {out}"
+    );
+    let pods = kubectl(&["get", "pods", "-l", "app=web", "--no-headers"]);
+    assert_eq!(
+        pods.lines().filter(|l| l.contains("Running")).count(),
+        3,
+        "{pods}"
+    );
+}
+
+#[test]
+fn the_quick_start_runs_again_and_after_down() {
+    let already_running = Command::new("curl")
+        .args(["-fsS", &format!("{SERVER}/readyz")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let first = quickstart(&[]);
+    check_up(&first);
+    let again = quickstart(&[]);
+    assert!(again.contains("already running"), "{again}");
+    check_up(&again);
+    // A tutorial's Deployment by its Docker Hub image name.
+    kubectl(&["create", "deployment", "qs-nginx", "--image=nginx:1.25"]);
+    kubectl(&["rollout", "status", "deploy/qs-nginx", "--timeout=90s"]);
+    kubectl(&["delete", "deploy", "qs-nginx"]);
+    if already_running {
+        return;
+    }
+    quickstart(&["down"]);
+    let after_down = quickstart(&[]);
+    check_up(&after_down);
+    quickstart(&["down"]);
+}
