@@ -122,10 +122,13 @@ $KUBECTL get rs,svc
 echo
 $KUBECTL logs hello
 echo
-# The Service's VIP, through kube-proxy's rules, by name through the cluster DNS.
+# The Service's VIP, through kube-proxy's rules, by name through the cluster DNS
+# (a kube-proxy that has just started may need a moment for its first sync).
 echo "==> from the pod hello, the Service web by name: wget http://web/"
-docker exec "$(docker ps -q --filter label=io.minik8s.pod.name=hello --filter label=io.minik8s.container.name=hello | head -1)" \
-  sh -c 'timeout 5 wget -qO- http://web/' || echo "(the web Service did not answer; see $LOG_DIR/kube-proxy.log)"
+hello_container=$(docker ps -q --filter label=io.minik8s.pod.name=hello --filter label=io.minik8s.container.name=hello | head -1)
+web_by_name() { docker exec "$hello_container" sh -c 'timeout 3 wget -qO- http://web/'; }
+wait_until 60 "the web Service to answer by name from pod hello (see $LOG_DIR/kube-proxy.log)" web_by_name
+web_by_name
 echo
 echo "minik8s is up. Try: target/release/kubectl get nodes   (or the real one: kubectl -s $SERVER get pods)"
 echo "Stop it with: scripts/quickstart.sh down"

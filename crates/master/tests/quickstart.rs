@@ -67,12 +67,23 @@ fn check_up(out: &str) {
     );
 }
 
+/// Takes down a quick start this test started, whatever happens.
+struct Down;
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/quickstart.sh");
+        let _ = Command::new("bash").arg(&script).arg("down").output();
+    }
+}
+
 #[test]
 fn the_quick_start_runs_again_and_after_down() {
     let already_running = Command::new("curl")
         .args(["-fsS", &format!("{SERVER}/readyz")])
         .output()
         .is_ok_and(|o| o.status.success());
+    let _down = (!already_running).then_some(Down);
     let first = quickstart(&[]);
     check_up(&first);
     let again = quickstart(&[]);
