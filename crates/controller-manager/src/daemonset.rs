@@ -246,12 +246,7 @@ impl DaemonSetController {
             .collect();
         let mut keep: Vec<&str> = in_use.iter().map(String::as_str).collect();
         keep.push(&current);
-        let limit = ds
-            .spec
-            .as_ref()
-            .and_then(|s| s.revision_history_limit)
-            .unwrap_or(10)
-            .max(0) as usize;
+        let limit = history::history_limit(ds.spec.as_ref().and_then(|s| s.revision_history_limit));
         history::prune(&self.client, &ns, &revisions, &keep, limit).await;
         Ok(())
     }

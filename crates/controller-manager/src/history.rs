@@ -36,6 +36,11 @@ pub fn prunable(revisions: &[(String, i64)], keep: &[&str], limit: usize) -> Vec
         .collect()
 }
 
+/// How many unused old revisions to keep (`revisionHistoryLimit`, default 10).
+pub fn history_limit(spec_limit: Option<i32>) -> usize {
+    spec_limit.unwrap_or(10).max(0) as usize
+}
+
 /// Who owns the history, and how its revisions are labelled.
 pub struct Owner<'a> {
     pub kind: &'static str,

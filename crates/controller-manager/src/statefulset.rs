@@ -495,12 +495,8 @@ impl Reconciler for StatefulSetController {
             }
         }
         // Keep revisionHistoryLimit old revisions besides the ones in use.
-        let limit = set
-            .spec
-            .as_ref()
-            .and_then(|s| s.revision_history_limit)
-            .unwrap_or(10)
-            .max(0) as usize;
+        let limit =
+            history::history_limit(set.spec.as_ref().and_then(|s| s.revision_history_limit));
         let live = status["currentRevision"]
             .as_str()
             .unwrap_or_default()

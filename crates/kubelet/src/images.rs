@@ -22,27 +22,42 @@ pub fn backoff(failures: u32) -> Duration {
     INITIAL.saturating_mul(1 << (failures - 1).min(10)).min(MAX)
 }
 
-/// Failed pulls by pod and image: (failures, when the last one ended).
+/// Failed pulls by pod and image: (failures, when the last one ended,
+/// whether this back-off was reported).
 #[derive(Default)]
-pub struct PullBackoff(Mutex<HashMap<String, (u32, Instant)>>);
+pub struct PullBackoff(Mutex<HashMap<String, (u32, Instant, bool)>>);
 
 impl PullBackoff {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u32, Instant)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u32, Instant, bool)>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// How long the key still backs off, if it does.
     pub fn remaining(&self, key: &str) -> Option<Duration> {
-        let (failures, last) = *self.lock().get(key)?;
+        let (failures, last, _) = *self.lock().get(key)?;
         backoff(failures)
             .checked_sub(last.elapsed())
             .filter(|d| !d.is_zero())
     }
 
+    /// True the first time it is asked after a failure: one BackOff event
+    /// per back-off, not one per sync (events are never aggregated here).
+    pub fn report_once(&self, key: &str) -> bool {
+        match self.lock().get_mut(key) {
+            Some(entry) if !entry.2 => {
+                entry.2 = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
     pub fn failed(&self, key: &str) {
         let mut all = self.lock();
-        let entry = all.entry(key.to_string()).or_insert((0, Instant::now()));
-        *entry = (entry.0 + 1, Instant::now());
+        let entry = all
+            .entry(key.to_string())
+            .or_insert((0, Instant::now(), false));
+        *entry = (entry.0 + 1, Instant::now(), false);
     }
 
     pub fn succeeded(&self, key: &str) {
@@ -88,7 +103,9 @@ impl Kubelet {
         let key = format!("{}/{image}", pod.metadata.uid.as_deref().unwrap_or(""));
         if self.pull_backoff.remaining(&key).is_some() {
             let message = format!("Back-off pulling image \"{image}\"");
-            self.pull_event(pod, "Normal", "BackOff", &message).await;
+            if self.pull_backoff.report_once(&key) {
+                self.pull_event(pod, "Normal", "BackOff", &message).await;
+            }
             return Err(("ImagePullBackOff".into(), message));
         }
         self.pull_event(
@@ -138,6 +155,10 @@ mod tests {
         let left = b.remaining("p/nginx").unwrap();
         assert!(left > Duration::from_secs(9) && left <= Duration::from_secs(10));
         assert_eq!(b.remaining("other/nginx"), None);
+        assert!(b.report_once("p/nginx"));
+        assert!(!b.report_once("p/nginx"), "one report per back-off");
+        b.failed("p/nginx");
+        assert!(b.report_once("p/nginx"), "a new failure, a new back-off");
         b.succeeded("p/nginx");
         assert_eq!(b.remaining("p/nginx"), None);
     }
