@@ -41,6 +41,10 @@ fn groups(reg: &Registry) -> Vec<(&'static str, Vec<&'static str>)> {
         .into_iter()
         .chain(alternates)
         .chain([(metrics_api::GROUP, metrics_api::VERSION)])
+        .chain([
+            (crate::auth::reviews::AUTHENTICATION, "v1"),
+            (crate::auth::reviews::AUTHORIZATION, "v1"),
+        ])
         .filter(|(g, _)| !g.is_empty())
     {
         match out.iter_mut().find(|(name, _)| *name == g) {
@@ -76,6 +80,11 @@ pub fn api_group(reg: &Registry, group: &str) -> Option<Value> {
 pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
     if (group, version) == (metrics_api::GROUP, metrics_api::VERSION) {
         return Some(metrics_api::resource_list());
+    }
+    if version == "v1" {
+        if let Some(list) = crate::auth::reviews::resource_list(group) {
+            return Some(list);
+        }
     }
     let mut resources = Vec::new();
     // Kinds stored in another version but served in this one too.

@@ -8,6 +8,7 @@
 //! ```
 
 use crate::apply::ApplyRequest;
+use crate::auth;
 use crate::discovery;
 pub use crate::params::{error_response, json_response, Params};
 use crate::proxy::Stream;
@@ -147,12 +148,21 @@ pub const MAX_REQUEST_BODY: usize = 3 * 1024 * 1024;
 /// The single entry point for every request.
 pub async fn handle(
     srv: Arc<ApiServer>,
+    conn: Option<auth::Connection>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: axum::body::Body,
     upgrade: Option<hyper::upgrade::OnUpgrade>,
 ) -> Response {
+    let params = match Params::parse(uri.query()) {
+        Ok(p) => p,
+        Err(e) => return error_response(&e),
+    };
+    let user = match authenticate_and_authorize(&srv, conn.as_ref(), &method, &uri, &headers, &params) {
+        Ok(user) => user,
+        Err(e) => return error_response(&e),
+    };
     let body: Bytes = match axum::body::to_bytes(body, MAX_REQUEST_BODY).await {
         Ok(b) => b,
         Err(_) => {
@@ -167,10 +177,6 @@ pub async fn handle(
             );
             return resp;
         }
-    };
-    let params = match Params::parse(uri.query()) {
-        Ok(p) => p,
-        Err(e) => return error_response(&e),
     };
     let accept = headers
         .get(header::ACCEPT)
@@ -193,6 +199,17 @@ pub async fn handle(
         }
         return match srv.metrics(&segs, &params).await {
             Ok(v) => json_response(StatusCode::OK, &v),
+            Err(e) => error_response(&e),
+        };
+    }
+    if let Some((_, _, kind, ns)) = auth::reviews::route(uri.path()) {
+        if method != Method::POST {
+            return error_response(&not_allowed(&method));
+        }
+        return match decode_body(&headers, &body)
+            .and_then(|obj| srv.review(kind, ns.as_deref(), obj, &user))
+        {
+            Ok(v) => json_response(StatusCode::CREATED, &v),
             Err(e) => error_response(&e),
         };
     }
@@ -247,6 +264,7 @@ pub async fn handle(
                 raw_query: uri.query().unwrap_or("").to_string(),
                 upgrade,
                 served,
+                user,
             };
             let mut resp = match ctx.dispatch(method, t).await {
                 Ok(resp) => resp,
@@ -274,6 +292,30 @@ struct Request {
     raw_query: String,
     upgrade: Option<hyper::upgrade::OnUpgrade>,
     served: Option<&'static AlternateVersion>,
+    /// Who is asking (after impersonation).
+    user: auth::UserInfo,
+}
+
+/// Authentication, impersonation and authorization: who is asking, and
+/// whether they may (401 and 403 come from here, before the body is read).
+fn authenticate_and_authorize(
+    srv: &Arc<ApiServer>,
+    conn: Option<&auth::Connection>,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    params: &Params,
+) -> Result<auth::UserInfo, ApiError> {
+    let path = uri.path();
+    let user = match srv.authenticate(headers, conn)? {
+        Some(user) => user,
+        None if auth::is_public_path(path) => auth::UserInfo::anonymous(),
+        None => return Err(auth::unauthorized()),
+    };
+    let user = srv.impersonate(user, headers)?;
+    let attrs = auth::request_info::parse(method.as_str(), path, params.flag("watch"));
+    srv.check(&user, &attrs)?;
+    Ok(user)
 }
 
 fn content_type(headers: &HeaderMap) -> String {
@@ -614,7 +656,7 @@ impl Request {
 
     fn write_opts(
         &self,
-        info: &ResourceInfo,
+        info: &'static ResourceInfo,
         subresource: &'static str,
     ) -> Result<WriteOpts, ApiError> {
         Ok(WriteOpts {
@@ -626,13 +668,14 @@ impl Request {
                 None => info.api_version(),
             },
             subresource,
+            admission: self.srv.escalation_check(info, &self.user),
         })
     }
 
     /// A write to the object or its status subresource.
     fn mode_and_opts(
         &self,
-        info: &ResourceInfo,
+        info: &'static ResourceInfo,
         sub: Option<&str>,
     ) -> Result<(Mode, WriteOpts), ApiError> {
         Ok(match sub {

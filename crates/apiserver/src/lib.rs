@@ -10,6 +10,7 @@
 //! (`--etcd-servers`) or the embedded store in `--data-dir`.
 
 pub mod apply;
+pub mod auth;
 pub mod discovery;
 pub mod http;
 pub mod ipalloc;
@@ -42,9 +43,17 @@ const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "k
 #[derive(Debug, Clone, clap::Args)]
 #[group(id = "apiserver")]
 pub struct Config {
-    /// Address to serve the API on (plain HTTP).
-    #[arg(long, default_value = "0.0.0.0:8080")]
+    /// Address of the plain-HTTP port. Requests on it without credentials
+    /// act as `system:unsecured` (group system:masters), so it is bound to
+    /// loopback: only someone already on the machine reaches it.
+    #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: String,
+    /// The static token file: `token,user,uid,"group1,group2"` per line.
+    #[arg(long)]
+    pub token_auth_file: Option<PathBuf>,
+    /// `RBAC` (system:masters, then the RBAC objects) or `AlwaysAllow`.
+    #[arg(long, default_value = "RBAC")]
+    pub authorization_mode: String,
     /// Comma-separated etcd endpoints; without it the embedded store is used.
     #[arg(long)]
     pub etcd_servers: Option<String>,
@@ -86,6 +95,10 @@ pub struct ApiServer {
     summaries: metrics_api::SummaryCache,
     /// Events each watch cache keeps (`--watch-cache-size`).
     watch_cache_size: usize,
+    /// Authentication and authorization settings.
+    pub auth: auth::Auth,
+    /// The RBAC objects the authorizer reads.
+    pub policy: auth::cache::PolicyCache,
 }
 
 /// Namespace name → terminating, kept from the namespaces watch cache (as Kubernetes'
@@ -199,6 +212,15 @@ impl ApiServer {
             .connect_timeout(Duration::from_secs(5))
             .build()?;
         let shutting_down = tokio::sync::watch::Sender::new(false);
+        let tokens = match &cfg.token_auth_file {
+            Some(path) => auth::StaticTokens::load(path)?,
+            None => auth::StaticTokens::default(),
+        };
+        let mode = match cfg.authorization_mode.as_str() {
+            "RBAC" | "Node,RBAC" | "RBAC,Node" => auth::Mode::Rbac,
+            "AlwaysAllow" => auth::Mode::AlwaysAllow,
+            other => anyhow::bail!("--authorization-mode {other:?}: supported values are RBAC and AlwaysAllow"),
+        };
         let srv = Arc::new(ApiServer {
             store,
             registry,
@@ -213,6 +235,8 @@ impl ApiServer {
                 cfg.default_unreachable_toleration_seconds,
             ),
             summaries: Default::default(),
+            auth: auth::Auth { tokens, mode },
+            policy: Default::default(),
         });
         let namespaces = srv
             .watch_cache(registry::of::<Namespace>())
@@ -220,6 +244,8 @@ impl ApiServer {
         NamespaceCache::follow(Arc::downgrade(&srv), namespaces, rev);
         srv.restore_allocations().await?;
         srv.ensure_system_namespaces().await?;
+        auth::cache::PolicyCache::start(&srv).await?;
+        srv.ensure_default_policy().await?;
         Ok(srv)
     }
 
@@ -332,6 +358,37 @@ impl ApiServer {
         Ok(())
     }
 
+    /// Creates the default ClusterRoles and ClusterRoleBindings, and gives
+    /// back to those still auto-updated what they lost (`auth/policy.rs`).
+    async fn ensure_default_policy(&self) -> anyhow::Result<()> {
+        use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+        let kinds = [
+            (registry::of::<ClusterRole>(), auth::policy::cluster_roles()),
+            (registry::of::<ClusterRoleBinding>(), auth::policy::cluster_role_bindings()),
+        ];
+        for (info, objects) in kinds {
+            for obj in objects {
+                let name = minik8s_api::meta::name(&obj).to_string();
+                match self.create(info, None, obj.clone(), Default::default()).await {
+                    Ok(_) => {}
+                    Err(e) if e.is_already_exists() => {
+                        let (stored, _) = self.read(info, None, &name).await?;
+                        if let Some(fixed) = auth::policy::reconcile(&stored, &obj) {
+                            let r = self
+                                .update_with(info, None, &name, rest::Mode::Main, Default::default(), move |_| Ok(fixed.clone()))
+                                .await;
+                            if let Err(e) = r {
+                                tracing::warn!(name, error = %e, "default RBAC object not reconciled");
+                            }
+                        }
+                    }
+                    Err(e) => anyhow::bail!("creating the default {} {name}: {e}", info.kind),
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Begins shutting down: open watches end and HTTP connections are closed.
     pub fn shutdown(&self) {
         self.shutting_down.send_replace(true);
@@ -352,8 +409,10 @@ impl ApiServer {
             let (mut parts, body) = req.into_parts();
             // Present when the connection can be upgraded (exec).
             let upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
+            let conn = parts.extensions.remove::<auth::Connection>();
             http::handle(
                 srv.clone(),
+                conn,
                 parts.method,
                 parts.uri,
                 parts.headers,

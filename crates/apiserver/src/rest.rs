@@ -68,6 +68,8 @@ pub struct WriteOpts {
     pub api_version: String,
     /// The subresource written through ("" for the object itself).
     pub subresource: &'static str,
+    /// Validating admission that needs the writer (RBAC escalation checks).
+    pub admission: Option<crate::auth::Admission>,
 }
 
 impl WriteOpts {
@@ -334,6 +336,9 @@ impl ApiServer {
         if !errs.is_empty() {
             return Err(ApiError::invalid(info, &name, &errs));
         }
+        if let Some(admit) = &opts.admission {
+            (admit.0)(&obj, None)?;
+        }
         self.check_namespace(info, ns, &name).await?;
         let mut obj = normalize(info, obj, opts.strict)?;
         managed::carry_over(None, &mut obj);
@@ -523,6 +528,9 @@ impl ApiServer {
             }
             if !errs.is_empty() {
                 return Err(ApiError::invalid(info, name, &errs));
+            }
+            if let Some(admit) = &opts.admission {
+                (admit.0)(&merged, Some(&old))?;
             }
             let mut merged = normalize(info, merged, opts.strict)?;
             managed::carry_over(Some(&old), &mut merged);
