@@ -3,6 +3,7 @@
 //! Everything is derived from the server's live registry, so a kind registered
 //! or unregistered at run time shows up, or goes, on the next request.
 
+use crate::auth::reviews::REVIEWS;
 use crate::metrics_api;
 use crate::strategy;
 use minik8s_api::openapi::{self, Flavor};
@@ -41,10 +42,7 @@ fn groups(reg: &Registry) -> Vec<(&'static str, Vec<&'static str>)> {
         .into_iter()
         .chain(alternates)
         .chain([(metrics_api::GROUP, metrics_api::VERSION)])
-        .chain([
-            (crate::auth::reviews::AUTHENTICATION, "v1"),
-            (crate::auth::reviews::AUTHORIZATION, "v1"),
-        ])
+        .chain(REVIEWS.iter().map(|r| (r.group, r.version)))
         .filter(|(g, _)| !g.is_empty())
     {
         match out.iter_mut().find(|(name, _)| *name == g) {
@@ -175,7 +173,13 @@ fn schema_hash(reg: &Registry) -> String {
 pub fn openapi_root(reg: &Registry) -> Value {
     let hash = schema_hash(reg);
     let mut paths = serde_json::Map::new();
-    for (g, v) in reg.group_versions() {
+    let mut gvs = reg.group_versions();
+    for r in REVIEWS {
+        if !gvs.contains(&(r.group, r.version)) {
+            gvs.push((r.group, r.version));
+        }
+    }
+    for (g, v) in gvs {
         let key = gv_key(g, v);
         paths.insert(
             key.clone(),
@@ -197,6 +201,7 @@ pub fn openapi_gv(reg: &Registry, path: &str) -> Option<Value> {
     let kinds: Vec<&ResourceInfo> = reg
         .all()
         .into_iter()
+        .chain(REVIEWS.iter())
         .filter(|r| r.group == group && r.version == version)
         .collect();
     for r in &kinds {
@@ -245,7 +250,8 @@ fn with_messages<'a>(kinds: &[&'a ResourceInfo]) -> Vec<(&'a str, &'a str, &'a s
 /// The OpenAPI v2 document (`/openapi/v2` as JSON): every served kind's
 /// definitions; no paths.
 pub fn openapi_v2(reg: &Registry) -> Value {
-    let kinds = reg.all();
+    let mut kinds = reg.all();
+    kinds.extend(REVIEWS.iter());
     let definitions = openapi::definitions(&with_messages(&kinds), Flavor::V2);
     json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.32.0"}, "paths": {}, "definitions": definitions})
 }

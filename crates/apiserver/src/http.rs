@@ -159,10 +159,11 @@ pub async fn handle(
         Ok(p) => p,
         Err(e) => return error_response(&e),
     };
-    let user = match authenticate_and_authorize(&srv, conn.as_ref(), &method, &uri, &headers, &params) {
-        Ok(user) => user,
-        Err(e) => return error_response(&e),
-    };
+    let user =
+        match authenticate_and_authorize(&srv, conn.as_ref(), &method, &uri, &headers, &params) {
+            Ok(user) => user,
+            Err(e) => return error_response(&e),
+        };
     let body: Bytes = match axum::body::to_bytes(body, MAX_REQUEST_BODY).await {
         Ok(b) => b,
         Err(_) => {
@@ -202,12 +203,12 @@ pub async fn handle(
             Err(e) => error_response(&e),
         };
     }
-    if let Some((_, _, kind, ns)) = auth::reviews::route(uri.path()) {
+    if let Some((review, ns)) = auth::reviews::route(uri.path()) {
         if method != Method::POST {
             return error_response(&not_allowed(&method));
         }
         return match decode_body(&headers, &body)
-            .and_then(|obj| srv.review(kind, ns.as_deref(), obj, &user))
+            .and_then(|obj| srv.review(review.kind, ns.as_deref(), obj, &user))
         {
             Ok(v) => json_response(StatusCode::CREATED, &v),
             Err(e) => error_response(&e),

@@ -27,13 +27,16 @@ struct Ranged {
     size: u32,
     used: HashSet<u32>,
     next: u32,
+    /// Never handed out automatically, only when asked for by address (the
+    /// `kubernetes` Service's IP).
+    kept: Option<u32>,
 }
 
 impl Ranged {
     fn allocate_next(&mut self) -> Option<u32> {
         for i in 0..self.size {
             let candidate = self.first + (self.next + i) % self.size;
-            if self.used.insert(candidate) {
+            if Some(candidate) != self.kept && self.used.insert(candidate) {
                 self.next = (self.next + i + 1) % self.size;
                 return Some(candidate);
             }
@@ -60,14 +63,16 @@ impl Allocators {
         let ips = Ranged {
             first: u32::from(net) + 1,
             size: size - 2,
-            used: HashSet::from([u32::from(net) + 1]),
+            used: HashSet::new(),
             next: 9,
+            kept: Some(u32::from(net) + 1),
         };
         let ports = Ranged {
             first: 30000,
             size: 2768,
             used: HashSet::new(),
             next: 0,
+            kept: None,
         };
         Ok(Allocators {
             cidr: service_cidr.to_string(),
@@ -81,6 +86,11 @@ impl Allocators {
     }
     fn ports(&self) -> std::sync::MutexGuard<'_, Ranged> {
         self.ports.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The first address of the range: the `kubernetes` Service's ClusterIP.
+    pub fn kubernetes_ip(&self) -> Ipv4Addr {
+        Ipv4Addr::from(self.ips().first)
     }
 
     pub fn allocate_ip(&self) -> Result<Ipv4Addr, AllocError> {

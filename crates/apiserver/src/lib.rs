@@ -18,10 +18,12 @@ pub mod metrics_api;
 pub mod params;
 pub mod proxy;
 pub mod rest;
+pub mod secure;
 pub mod store;
 pub mod strategy;
 pub mod subresources;
 pub mod table;
+pub mod tls;
 pub mod watch;
 pub mod watch_cache;
 
@@ -48,6 +50,20 @@ pub struct Config {
     /// loopback: only someone already on the machine reaches it.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: String,
+    /// Address of the secure port (TLS, authenticated); empty turns it off.
+    #[arg(long, default_value = "0.0.0.0:6443")]
+    pub secure_listen: Option<String>,
+    /// Where the cluster CA, the certificates and the components'
+    /// kubeconfigs are kept (created on first start); default `<data-dir>/pki`.
+    #[arg(long)]
+    pub pki_dir: Option<PathBuf>,
+    /// The address other machines and pods reach the apiserver on (the
+    /// `kubernetes` Service's endpoint); default: this machine's primary address.
+    #[arg(long)]
+    pub advertise_address: Option<std::net::IpAddr>,
+    /// More names or addresses for the serving certificate (comma-separated, repeatable).
+    #[arg(long)]
+    pub tls_san: Vec<String>,
     /// The static token file: `token,user,uid,"group1,group2"` per line.
     #[arg(long)]
     pub token_auth_file: Option<PathBuf>,
@@ -99,6 +115,8 @@ pub struct ApiServer {
     pub auth: auth::Auth,
     /// The RBAC objects the authorizer reads.
     pub policy: auth::cache::PolicyCache,
+    /// Where the secure port listens, once it does.
+    pub secure_addr: std::sync::OnceLock<std::net::SocketAddr>,
 }
 
 /// Namespace name → terminating, kept from the namespaces watch cache (as Kubernetes'
@@ -219,7 +237,9 @@ impl ApiServer {
         let mode = match cfg.authorization_mode.as_str() {
             "RBAC" | "Node,RBAC" | "RBAC,Node" => auth::Mode::Rbac,
             "AlwaysAllow" => auth::Mode::AlwaysAllow,
-            other => anyhow::bail!("--authorization-mode {other:?}: supported values are RBAC and AlwaysAllow"),
+            other => anyhow::bail!(
+                "--authorization-mode {other:?}: supported values are RBAC and AlwaysAllow"
+            ),
         };
         let srv = Arc::new(ApiServer {
             store,
@@ -237,6 +257,7 @@ impl ApiServer {
             summaries: Default::default(),
             auth: auth::Auth { tokens, mode },
             policy: Default::default(),
+            secure_addr: Default::default(),
         });
         let namespaces = srv
             .watch_cache(registry::of::<Namespace>())
@@ -244,8 +265,9 @@ impl ApiServer {
         NamespaceCache::follow(Arc::downgrade(&srv), namespaces, rev);
         srv.restore_allocations().await?;
         srv.ensure_system_namespaces().await?;
-        auth::cache::PolicyCache::start(&srv).await?;
+        // The defaults first, so the authorizer's first list holds them.
         srv.ensure_default_policy().await?;
+        auth::cache::PolicyCache::start(&srv).await?;
         Ok(srv)
     }
 
@@ -364,18 +386,31 @@ impl ApiServer {
         use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
         let kinds = [
             (registry::of::<ClusterRole>(), auth::policy::cluster_roles()),
-            (registry::of::<ClusterRoleBinding>(), auth::policy::cluster_role_bindings()),
+            (
+                registry::of::<ClusterRoleBinding>(),
+                auth::policy::cluster_role_bindings(),
+            ),
         ];
         for (info, objects) in kinds {
             for obj in objects {
                 let name = minik8s_api::meta::name(&obj).to_string();
-                match self.create(info, None, obj.clone(), Default::default()).await {
+                match self
+                    .create(info, None, obj.clone(), Default::default())
+                    .await
+                {
                     Ok(_) => {}
                     Err(e) if e.is_already_exists() => {
                         let (stored, _) = self.read(info, None, &name).await?;
                         if let Some(fixed) = auth::policy::reconcile(&stored, &obj) {
                             let r = self
-                                .update_with(info, None, &name, rest::Mode::Main, Default::default(), move |_| Ok(fixed.clone()))
+                                .update_with(
+                                    info,
+                                    None,
+                                    &name,
+                                    rest::Mode::Main,
+                                    Default::default(),
+                                    move |_| Ok(fixed.clone()),
+                                )
                                 .await;
                             if let Err(e) = r {
                                 tracing::warn!(name, error = %e, "default RBAC object not reconciled");
@@ -450,6 +485,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {}", cfg.listen))?;
     tracing::info!(listen = %cfg.listen, store = if cfg.etcd_servers.is_some() { "etcd" } else { "embedded" }, "apiserver serving");
+    let secure = srv.start_secure(&cfg).await?;
     let stopper = srv.clone();
     tokio::spawn(async move {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -464,6 +500,9 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     axum::serve(listener, srv.router())
         .with_graceful_shutdown(srv.shutdown_signal())
         .await?;
+    if let Some((task, _)) = secure {
+        let _ = task.await;
+    }
     Ok(())
 }
 
@@ -478,10 +517,14 @@ pub async fn spawn(
     let url = format!("http://{}", listener.local_addr()?);
     let router = srv.router();
     let stop = srv.shutdown_signal();
+    let secure = srv.start_secure(cfg).await?;
     let handle = tokio::spawn(async move {
         let _ = axum::serve(listener, router)
             .with_graceful_shutdown(stop)
             .await;
+        if let Some((task, _)) = secure {
+            let _ = task.await;
+        }
     });
     Ok((url, srv, handle))
 }

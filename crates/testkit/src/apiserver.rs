@@ -107,6 +107,8 @@ pub fn test_config(data_dir: PathBuf) -> apiserver::Config {
     }
     let mut config = <Flags as clap::Parser>::parse_from(["apiserver"]).config;
     config.listen = format!("127.0.0.1:{}", free_port());
+    // Tests that want the secure port give it a free one.
+    config.secure_listen = None;
     config.data_dir = data_dir;
     config
 }

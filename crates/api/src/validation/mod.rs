@@ -175,6 +175,9 @@ pub enum NameRule {
     Subdomain,
     Label,
     Dns1035,
+    /// Anything usable as one URL path segment (RBAC names such as
+    /// `system:basic-user`): not `.` or `..`, no `/` or `%`.
+    PathSegment,
 }
 
 pub fn name_error(rule: NameRule, name: &str) -> Option<String> {
@@ -182,6 +185,13 @@ pub fn name_error(rule: NameRule, name: &str) -> Option<String> {
         NameRule::Subdomain => dns1123_subdomain_error(name),
         NameRule::Label => dns1123_label_error(name),
         NameRule::Dns1035 => dns1035_label_error(name),
+        NameRule::PathSegment => match name {
+            "." => Some("may not be '.'".into()),
+            ".." => Some("may not be '..'".into()),
+            n if n.contains('/') => Some("may not contain '/'".into()),
+            n if n.contains('%') => Some("may not contain '%'".into()),
+            _ => None,
+        },
     }
 }
 

@@ -61,9 +61,7 @@ fn set(objs: &mut PolicyObjects, kind: RbacKind, obj: &Value, present: bool) {
         RbacKind::Role => put(&mut objs.roles, (ns, name), obj, present),
         RbacKind::ClusterRole => put(&mut objs.cluster_roles, name, obj, present),
         RbacKind::RoleBinding => put(&mut objs.role_bindings, (ns, name), obj, present),
-        RbacKind::ClusterRoleBinding => {
-            put(&mut objs.cluster_role_bindings, name, obj, present)
-        }
+        RbacKind::ClusterRoleBinding => put(&mut objs.cluster_role_bindings, name, obj, present),
     }
 }
 
@@ -113,9 +111,9 @@ impl PolicyCache {
             let cache = srv
                 .watch_cache(info)
                 .ok_or_else(|| anyhow::anyhow!("no watch cache for {}", info.plural))?;
-            let sub = cache
-                .subscribe(rev)
-                .map_err(|oldest| anyhow::anyhow!("{} watch cache starts at {oldest}", info.plural))?;
+            let sub = cache.subscribe(rev).map_err(|oldest| {
+                anyhow::anyhow!("{} watch cache starts at {oldest}", info.plural)
+            })?;
             let server = Arc::downgrade(srv);
             tokio::spawn(async move {
                 let mut live = sub.live;
@@ -139,13 +137,17 @@ impl PolicyCache {
                         Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                             // Missed changes: read everything again.
                             let Some(srv) = server.upgrade() else { return };
-                            if let Ok((kvs, _)) = srv.store.list(&info.key_prefix(None), None).await {
-                                let mut objs = srv.policy.objects.lock().unwrap_or_else(|p| p.into_inner());
+                            if let Ok((kvs, _)) = srv.store.list(&info.key_prefix(None), None).await
+                            {
+                                let mut objs =
+                                    srv.policy.objects.lock().unwrap_or_else(|p| p.into_inner());
                                 match kind {
                                     RbacKind::Role => objs.roles.clear(),
                                     RbacKind::ClusterRole => objs.cluster_roles.clear(),
                                     RbacKind::RoleBinding => objs.role_bindings.clear(),
-                                    RbacKind::ClusterRoleBinding => objs.cluster_role_bindings.clear(),
+                                    RbacKind::ClusterRoleBinding => {
+                                        objs.cluster_role_bindings.clear()
+                                    }
                                 }
                                 for kv in kvs {
                                     if let Ok(obj) = serde_json::from_slice::<Value>(&kv.value) {

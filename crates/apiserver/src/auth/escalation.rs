@@ -22,17 +22,20 @@ impl ApiServer {
         info: &'static ResourceInfo,
         user: &UserInfo,
     ) -> Option<Admission> {
-        if info.group != GROUP || user.is_superuser() || self.auth.mode == super::Mode::AlwaysAllow {
+        if info.group != GROUP || user.is_superuser() || self.auth.mode == super::Mode::AlwaysAllow
+        {
             return None;
         }
         let srv = Arc::downgrade(self);
         let user = user.clone();
-        Some(Admission(Arc::new(move |obj: &Value, _old: Option<&Value>| {
-            let Some(srv) = srv.upgrade() else {
-                return Ok(());
-            };
-            srv.confirm_no_escalation(info, &user, obj)
-        })))
+        Some(Admission(Arc::new(
+            move |obj: &Value, _old: Option<&Value>| {
+                let Some(srv) = srv.upgrade() else {
+                    return Ok(());
+                };
+                srv.confirm_no_escalation(info, &user, obj)
+            },
+        )))
     }
 
     fn confirm_no_escalation(
@@ -51,7 +54,9 @@ impl ApiServer {
                 if self.authorize(user, &escalate).is_ok() {
                     return Ok(());
                 }
-                if info.plural == "clusterroles" && obj.get("aggregationRule").is_some_and(|a| !a.is_null()) {
+                if info.plural == "clusterroles"
+                    && obj.get("aggregationRule").is_some_and(|a| !a.is_null())
+                {
                     // An aggregated role may come to hold anything.
                     vec![
                         serde_json::from_value(serde_json::json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]})).unwrap_or_default(),
@@ -66,16 +71,20 @@ impl ApiServer {
                 let Ok(role) = serde_json::from_value::<RoleRef>(obj["roleRef"].clone()) else {
                     return Ok(()); // validation reports it
                 };
-                let resource = if role.kind == "Role" { "roles" } else { "clusterroles" };
+                let resource = if role.kind == "Role" {
+                    "roles"
+                } else {
+                    "clusterroles"
+                };
                 let mut bind = Attributes::resource("bind", GROUP, resource, ns);
                 bind.name = role.name.clone();
                 if self.authorize(user, &bind).is_ok() {
                     return Ok(());
                 }
                 let scope = (info.plural == "rolebindings").then_some(ns);
-                policy.role_rules(&role, scope).map_err(|e| {
-                    ApiError::forbidden(info, name, &e)
-                })?
+                policy
+                    .role_rules(&role, scope)
+                    .map_err(|e| ApiError::forbidden(info, name, &e))?
             }
             _ => return Ok(()),
         };

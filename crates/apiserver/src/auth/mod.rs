@@ -96,7 +96,8 @@ impl StaticTokens {
     pub fn load(path: &Path) -> anyhow::Result<StaticTokens> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("reading the token file {}: {e}", path.display()))?;
-        StaticTokens::parse(&text).map_err(|e| anyhow::anyhow!("token file {}: {e}", path.display()))
+        StaticTokens::parse(&text)
+            .map_err(|e| anyhow::anyhow!("token file {}: {e}", path.display()))
     }
 
     pub fn parse(text: &str) -> Result<StaticTokens, String> {
@@ -161,10 +162,12 @@ fn split_csv(line: &str) -> Vec<String> {
 /// The paths anyone may read without credentials (Kubernetes'
 /// system:public-info-viewer paths).
 pub fn is_public_path(path: &str) -> bool {
-    matches!(path, "/healthz" | "/livez" | "/readyz" | "/version" | "/version/")
-        || ["/healthz/", "/livez/", "/readyz/"]
-            .iter()
-            .any(|p| path.starts_with(p))
+    matches!(
+        path,
+        "/healthz" | "/livez" | "/readyz" | "/version" | "/version/"
+    ) || ["/healthz/", "/livez/", "/readyz/"]
+        .iter()
+        .any(|p| path.starts_with(p))
 }
 
 /// `401 Unauthorized`, as Kubernetes answers it.
@@ -299,7 +302,10 @@ impl ApiServer {
             ..Default::default()
         };
         let mut checks = Vec::new();
-        match as_user.strip_prefix("system:serviceaccount:").and_then(|r| r.split_once(':')) {
+        match as_user
+            .strip_prefix("system:serviceaccount:")
+            .and_then(|r| r.split_once(':'))
+        {
             Some((ns, name)) => {
                 let mut a = Attributes::resource("impersonate", "", "serviceaccounts", ns);
                 a.name = name.into();
@@ -332,7 +338,8 @@ impl ApiServer {
                 continue;
             };
             let value = value.to_str().unwrap_or("").to_string();
-            let mut a = Attributes::resource("impersonate", "authentication.k8s.io", "userextras", "");
+            let mut a =
+                Attributes::resource("impersonate", "authentication.k8s.io", "userextras", "");
             a.subresource = key.to_string();
             a.name = value.clone();
             checks.push(a);

@@ -107,7 +107,10 @@ fn parse() -> DefaultPolicy {
 /// missing rules, subjects or aggregation, when it is still auto-updated.
 pub fn reconcile(existing: &Value, default: &Value) -> Option<Value> {
     let auto = existing
-        .pointer(&format!("/metadata/annotations/{}", AUTOUPDATE.replace('/', "~1")))
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            AUTOUPDATE.replace('/', "~1")
+        ))
         .and_then(Value::as_str);
     if auto != Some("true") {
         return None;
@@ -175,7 +178,10 @@ mod tests {
             .unwrap();
         let mut trimmed = default.clone();
         trimmed["rules"] = json!([]);
-        assert_eq!(reconcile(&trimmed, &default).unwrap()["rules"], default["rules"]);
+        assert_eq!(
+            reconcile(&trimmed, &default).unwrap()["rules"],
+            default["rules"]
+        );
         assert!(reconcile(&default, &default).is_none());
         trimmed["metadata"]["annotations"][AUTOUPDATE] = json!("false");
         assert!(reconcile(&trimmed, &default).is_none());

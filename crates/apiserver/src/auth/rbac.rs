@@ -48,7 +48,11 @@ fn subject_key(s: &Subject, binding_ns: Option<&str>) -> Option<SubjectKey> {
         "User" => Some(SubjectKey::User(s.name.clone())),
         "Group" => Some(SubjectKey::Group(s.name.clone())),
         "ServiceAccount" => {
-            let ns = s.namespace.as_deref().filter(|n| !n.is_empty()).or(binding_ns)?;
+            let ns = s
+                .namespace
+                .as_deref()
+                .filter(|n| !n.is_empty())
+                .or(binding_ns)?;
             Some(SubjectKey::User(format!(
                 "system:serviceaccount:{ns}:{}",
                 s.name
@@ -86,7 +90,11 @@ fn aggregate(cluster_roles: &BTreeMap<String, ClusterRole>) -> HashMap<String, V
     let selectors: Vec<(&String, Vec<Selector>)> = cluster_roles
         .iter()
         .filter_map(|(n, r)| {
-            let sel = r.aggregation_rule.as_ref()?.cluster_role_selectors.as_ref()?;
+            let sel = r
+                .aggregation_rule
+                .as_ref()?
+                .cluster_role_selectors
+                .as_ref()?;
             let sel = sel
                 .iter()
                 .filter_map(|s| Selector::from_label_selector(s).ok())
@@ -173,18 +181,25 @@ impl Policy {
     /// The rules a grant gives, or why it gives none.
     fn rules_of(&self, g: &Grant) -> Result<Arc<Vec<PolicyRule>>, String> {
         match (g.role.kind.as_str(), &g.namespace) {
-            ("ClusterRole", _) => self.cluster_roles.get(&g.role.name).cloned().ok_or_else(|| {
-                format!(
-                    "clusterrole.rbac.authorization.k8s.io \"{}\" not found",
-                    g.role.name
-                )
-            }),
+            ("ClusterRole", _) => self
+                .cluster_roles
+                .get(&g.role.name)
+                .cloned()
+                .ok_or_else(|| {
+                    format!(
+                        "clusterrole.rbac.authorization.k8s.io \"{}\" not found",
+                        g.role.name
+                    )
+                }),
             ("Role", Some(ns)) => self
                 .roles
                 .get(&(ns.clone(), g.role.name.clone()))
                 .cloned()
                 .ok_or_else(|| {
-                    format!("role.rbac.authorization.k8s.io \"{}\" not found", g.role.name)
+                    format!(
+                        "role.rbac.authorization.k8s.io \"{}\" not found",
+                        g.role.name
+                    )
                 }),
             (kind, _) => Err(format!("unknown role kind {kind:?}")),
         }
@@ -199,11 +214,17 @@ impl Policy {
         let keys = std::iter::once(SubjectKey::User(user.username.clone()))
             .chain(user.groups.iter().map(|g| SubjectKey::Group(g.clone())))
             .collect::<Vec<_>>();
-        let ns_grants = self.namespace_grants.get(namespace).filter(|_| !namespace.is_empty());
+        let ns_grants = self
+            .namespace_grants
+            .get(namespace)
+            .filter(|_| !namespace.is_empty());
         keys.into_iter().flat_map(move |k| {
             let cluster = self.cluster_grants.get(&k).into_iter().flatten();
             let ns = ns_grants.and_then(|m| m.get(&k)).into_iter().flatten();
-            cluster.chain(ns).map(|g| (k.clone(), g)).collect::<Vec<_>>()
+            cluster
+                .chain(ns)
+                .map(|g| (k.clone(), g))
+                .collect::<Vec<_>>()
         })
     }
 
@@ -257,7 +278,11 @@ impl Policy {
     }
 
     /// The rules of a role a binding may reference (for escalation checks).
-    pub fn role_rules(&self, role: &RoleRef, namespace: Option<&str>) -> Result<Vec<PolicyRule>, String> {
+    pub fn role_rules(
+        &self,
+        role: &RoleRef,
+        namespace: Option<&str>,
+    ) -> Result<Vec<PolicyRule>, String> {
         self.rules_of(&Grant {
             role: role.clone(),
             binding: String::new(),
@@ -355,7 +380,11 @@ pub fn missing_rules(held: &[PolicyRule], wanted: &[PolicyRule]) -> Vec<String> 
             continue;
         }
         let names = rule.resource_names.clone().unwrap_or_default();
-        let name_list: Vec<String> = if names.is_empty() { vec![String::new()] } else { names.clone() };
+        let name_list: Vec<String> = if names.is_empty() {
+            vec![String::new()]
+        } else {
+            names.clone()
+        };
         for group in rule.api_groups.iter().flatten() {
             for res in rule.resources.iter().flatten() {
                 let (resource, subresource) = match res.split_once('/') {
@@ -366,7 +395,15 @@ pub fn missing_rules(held: &[PolicyRule], wanted: &[PolicyRule]) -> Vec<String> 
                     .iter()
                     .filter(|v| {
                         !name_list.iter().all(|name| {
-                            covers_atom(held, v, group, &resource, &subresource, name, names.is_empty())
+                            covers_atom(
+                                held,
+                                v,
+                                group,
+                                &resource,
+                                &subresource,
+                                name,
+                                names.is_empty(),
+                            )
                         })
                     })
                     .cloned()

@@ -107,11 +107,7 @@ pub fn parse(method: &str, path: &str, watch: bool) -> Attributes {
         verb = "watch".into();
     }
     // Streams opened with GET (WebSocket) create a process in the pod.
-    if matches!(
-        info.subresource.as_str(),
-        "exec" | "attach" | "portforward"
-    ) && verb == "get"
-    {
+    if matches!(info.subresource.as_str(), "exec" | "attach" | "portforward") && verb == "get" {
         verb = "create".into();
     }
     info.verb = verb;
@@ -147,7 +143,14 @@ mod tests {
         );
         assert_eq!(
             p("DELETE", "/apis/apps/v1/namespaces/a/deployments"),
-            (s("deletecollection"), s("apps"), s("deployments"), s(""), s("a"), s(""))
+            (
+                s("deletecollection"),
+                s("apps"),
+                s("deployments"),
+                s(""),
+                s("a"),
+                s("")
+            )
         );
         assert_eq!(
             p("POST", "/api/v1/namespaces/a/pods/web/exec"),
@@ -164,16 +167,30 @@ mod tests {
     #[test]
     fn namespaces_are_their_own_namespace() {
         let a = parse("GET", "/api/v1/namespaces/team", false);
-        assert_eq!((a.resource.as_str(), a.name.as_str(), a.namespace.as_str()), ("namespaces", "team", "team"));
+        assert_eq!(
+            (a.resource.as_str(), a.name.as_str(), a.namespace.as_str()),
+            ("namespaces", "team", "team")
+        );
         let a = parse("PUT", "/api/v1/namespaces/team/finalize", false);
-        assert_eq!((a.resource.as_str(), a.subresource.as_str()), ("namespaces", "finalize"));
+        assert_eq!(
+            (a.resource.as_str(), a.subresource.as_str()),
+            ("namespaces", "finalize")
+        );
         let a = parse("GET", "/api/v1/namespaces", false);
         assert_eq!((a.verb.as_str(), a.namespace.as_str()), ("list", ""));
     }
 
     #[test]
     fn discovery_and_health_are_not_resources() {
-        for path in ["/api", "/api/v1", "/apis", "/apis/apps", "/version", "/healthz", "/openapi/v3"] {
+        for path in [
+            "/api",
+            "/api/v1",
+            "/apis",
+            "/apis/apps",
+            "/version",
+            "/healthz",
+            "/openapi/v3",
+        ] {
             let a = parse("GET", path, false);
             assert!(!a.resource_request, "{path}");
             assert_eq!(a.verb, "get");

@@ -13,6 +13,7 @@
 use super::request_info::Attributes;
 use super::{user_json, UserInfo};
 use crate::ApiServer;
+use minik8s_api::registry::ResourceInfo;
 use minik8s_api::validation::FieldError;
 use minik8s_api::ApiError;
 use serde_json::{json, Value};
@@ -21,18 +22,76 @@ use std::collections::BTreeMap;
 pub const AUTHORIZATION: &str = "authorization.k8s.io";
 pub const AUTHENTICATION: &str = "authentication.k8s.io";
 
-/// One review resource: (group, plural, kind, namespaced).
-pub const REVIEWS: &[(&str, &str, &str, bool)] = &[
-    (AUTHORIZATION, "subjectaccessreviews", "SubjectAccessReview", false),
-    (AUTHORIZATION, "localsubjectaccessreviews", "LocalSubjectAccessReview", true),
-    (AUTHORIZATION, "selfsubjectaccessreviews", "SelfSubjectAccessReview", false),
-    (AUTHORIZATION, "selfsubjectrulesreviews", "SelfSubjectRulesReview", false),
-    (AUTHENTICATION, "tokenreviews", "TokenReview", false),
-    (AUTHENTICATION, "selfsubjectreviews", "SelfSubjectReview", false),
+const fn review(
+    group: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+) -> ResourceInfo {
+    ResourceInfo {
+        group,
+        version: "v1",
+        kind,
+        plural,
+        singular,
+        short_names: &[],
+        namespaced,
+        subresources: &[],
+        categories: &[],
+        columns: &[],
+    }
+}
+
+/// The review resources (create-only, never stored), described like the
+/// registry's so discovery and OpenAPI list them the same way.
+pub static REVIEWS: &[ResourceInfo] = &[
+    review(
+        AUTHORIZATION,
+        "subjectaccessreviews",
+        "subjectaccessreview",
+        "SubjectAccessReview",
+        false,
+    ),
+    review(
+        AUTHORIZATION,
+        "localsubjectaccessreviews",
+        "localsubjectaccessreview",
+        "LocalSubjectAccessReview",
+        true,
+    ),
+    review(
+        AUTHORIZATION,
+        "selfsubjectaccessreviews",
+        "selfsubjectaccessreview",
+        "SelfSubjectAccessReview",
+        false,
+    ),
+    review(
+        AUTHORIZATION,
+        "selfsubjectrulesreviews",
+        "selfsubjectrulesreview",
+        "SelfSubjectRulesReview",
+        false,
+    ),
+    review(
+        AUTHENTICATION,
+        "tokenreviews",
+        "tokenreview",
+        "TokenReview",
+        false,
+    ),
+    review(
+        AUTHENTICATION,
+        "selfsubjectreviews",
+        "selfsubjectreview",
+        "SelfSubjectReview",
+        false,
+    ),
 ];
 
-/// The review a path names: (group, plural, kind, namespace).
-pub fn route(path: &str) -> Option<(&'static str, &'static str, &'static str, Option<String>)> {
+/// The review a path names, and the namespace in it.
+pub fn route(path: &str) -> Option<(&'static ResourceInfo, Option<String>)> {
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group, rest) = match segs.as_slice() {
         ["apis", g, "v1", rest @ ..] if *g == AUTHORIZATION || *g == AUTHENTICATION => (*g, rest),
@@ -45,18 +104,18 @@ pub fn route(path: &str) -> Option<(&'static str, &'static str, &'static str, Op
     };
     REVIEWS
         .iter()
-        .find(|(g, p, _, namespaced)| *g == group && *p == plural && *namespaced == ns.is_some())
-        .map(|(g, p, k, _)| (*g, *p, *k, ns))
+        .find(|r| r.group == group && r.plural == plural && r.namespaced == ns.is_some())
+        .map(|r| (r, ns))
 }
 
 /// The discovery list of a review group.
 pub fn resource_list(group: &str) -> Option<Value> {
     let resources: Vec<Value> = REVIEWS
         .iter()
-        .filter(|(g, ..)| *g == group)
-        .map(|(_, plural, kind, namespaced)| {
-            json!({"name": plural, "singularName": plural.trim_end_matches('s'), "namespaced": namespaced,
-                   "kind": kind, "verbs": ["create"]})
+        .filter(|r| r.group == group)
+        .map(|r| {
+            json!({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
+                   "kind": r.kind, "verbs": ["create"]})
         })
         .collect();
     (!resources.is_empty()).then(|| {
@@ -65,27 +124,22 @@ pub fn resource_list(group: &str) -> Option<Value> {
     })
 }
 
-fn invalid(kind: &str, group: &str, field: &str, value: &str, why: &str) -> ApiError {
-    let info = minik8s_api::registry::ResourceInfo {
-        group: if group == AUTHORIZATION { AUTHORIZATION } else { AUTHENTICATION },
-        version: "v1",
-        kind: if kind == "SubjectAccessReview" { "SubjectAccessReview" } else { "LocalSubjectAccessReview" },
-        plural: "",
-        singular: "",
-        short_names: &[],
-        namespaced: false,
-        subresources: &[],
-        categories: &[],
-        columns: &[],
-    };
+fn invalid(kind: &str, field: &str, value: &str, why: &str) -> ApiError {
+    let info = REVIEWS
+        .iter()
+        .find(|r| r.kind == kind)
+        .unwrap_or(&REVIEWS[0]);
     let err = FieldError::invalid(field, &json!(value), why);
-    ApiError::invalid(&info, "", &[err])
+    ApiError::invalid(info, "", &[err])
 }
 
 /// The request attributes a review's spec describes.
 fn spec_attributes(kind: &str, spec: &Value) -> Result<Attributes, ApiError> {
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    match (spec.get("resourceAttributes"), spec.get("nonResourceAttributes")) {
+    match (
+        spec.get("resourceAttributes"),
+        spec.get("nonResourceAttributes"),
+    ) {
         (Some(r), None) if r.is_object() => Ok(Attributes {
             verb: s(r, "verb"),
             resource_request: true,
@@ -104,7 +158,6 @@ fn spec_attributes(kind: &str, spec: &Value) -> Result<Attributes, ApiError> {
         }),
         _ => Err(invalid(
             kind,
-            AUTHORIZATION,
             "spec.resourceAttributes",
             "",
             "exactly one of nonResourceAttributes or resourceAttributes must be specified",
@@ -133,8 +186,12 @@ impl ApiServer {
                 let mut attrs = spec_attributes(kind, &spec)?;
                 if let Some(ns) = namespace {
                     if !attrs.namespace.is_empty() && attrs.namespace != ns {
-                        return Err(invalid(kind, group, "spec.resourceAttributes.namespace", &attrs.namespace,
-                                           "must match metadata.namespace"));
+                        return Err(invalid(
+                            kind,
+                            "spec.resourceAttributes.namespace",
+                            &attrs.namespace,
+                            "must match metadata.namespace",
+                        ));
                     }
                     attrs.namespace = ns.to_string();
                 }
@@ -142,11 +199,18 @@ impl ApiServer {
                     username: spec["user"].as_str().unwrap_or("").to_string(),
                     uid: spec["uid"].as_str().unwrap_or("").to_string(),
                     groups: serde_json::from_value(spec["groups"].clone()).unwrap_or_default(),
-                    extra: serde_json::from_value::<BTreeMap<String, Vec<String>>>(spec["extra"].clone())
-                        .unwrap_or_default(),
+                    extra: serde_json::from_value::<BTreeMap<String, Vec<String>>>(
+                        spec["extra"].clone(),
+                    )
+                    .unwrap_or_default(),
                 };
                 if subject.username.is_empty() && subject.groups.is_empty() {
-                    return Err(invalid(kind, group, "spec.user", "", "at least one of user or group must be specified"));
+                    return Err(invalid(
+                        kind,
+                        "spec.user",
+                        "",
+                        "at least one of user or group must be specified",
+                    ));
                 }
                 self.access_status(&subject, &attrs)
             }
@@ -163,9 +227,13 @@ impl ApiServer {
                 }
                 let conn = super::Connection::default();
                 match self.authenticate(&headers, Some(&conn)) {
-                    Ok(Some(u)) if !token.is_empty() => json!({"authenticated": true, "user": user_json(&u),
-                                                                "audiences": spec.get("audiences").cloned().unwrap_or(json!([]))}),
-                    _ => json!({"authenticated": false, "user": {}, "error": "[invalid bearer token]"}),
+                    Ok(Some(u)) if !token.is_empty() => {
+                        json!({"authenticated": true, "user": user_json(&u),
+                                                                "audiences": spec.get("audiences").cloned().unwrap_or(json!([]))})
+                    }
+                    _ => {
+                        json!({"authenticated": false, "user": {}, "error": "[invalid bearer token]"})
+                    }
                 }
             }
             _ => return Err(ApiError::unknown_path()),
@@ -201,7 +269,9 @@ impl ApiServer {
         let mut non_resource_rules = Vec::new();
         for r in rules {
             match r.non_resource_urls.as_ref().filter(|u| !u.is_empty()) {
-                Some(urls) => non_resource_rules.push(json!({"verbs": r.verbs, "nonResourceURLs": urls})),
+                Some(urls) => {
+                    non_resource_rules.push(json!({"verbs": r.verbs, "nonResourceURLs": urls}))
+                }
                 None => {
                     let mut rule = json!({"verbs": r.verbs, "apiGroups": r.api_groups.clone().unwrap_or_default(),
                                           "resources": r.resources.clone().unwrap_or_default()});

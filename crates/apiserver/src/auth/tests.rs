@@ -12,11 +12,13 @@ fn class_policy() -> Policy {
     let mut objs = PolicyObjects::default();
     for r in policy::cluster_roles() {
         let r: ClusterRole = serde_json::from_value(r).unwrap();
-        objs.cluster_roles.insert(r.metadata.name.clone().unwrap(), r);
+        objs.cluster_roles
+            .insert(r.metadata.name.clone().unwrap(), r);
     }
     for b in policy::cluster_role_bindings() {
         let b: ClusterRoleBinding = serde_json::from_value(b).unwrap();
-        objs.cluster_role_bindings.insert(b.metadata.name.clone().unwrap(), b);
+        objs.cluster_role_bindings
+            .insert(b.metadata.name.clone().unwrap(), b);
     }
     let rb: RoleBinding = serde_json::from_value(json!({
         "metadata": {"name": "alice-edit", "namespace": "ns-a"},
@@ -24,7 +26,8 @@ fn class_policy() -> Policy {
         "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"},
                      {"kind": "ServiceAccount", "name": "bot"}]}))
     .unwrap();
-    objs.role_bindings.insert(("ns-a".into(), "alice-edit".into()), rb);
+    objs.role_bindings
+        .insert(("ns-a".into(), "alice-edit".into()), rb);
     Policy::build(&objs)
 }
 
@@ -40,17 +43,47 @@ fn allowed(p: &Policy, user: &UserInfo, method: &str, path: &str) -> bool {
 fn edit_in_one_namespace_confines_a_student() {
     let p = class_policy();
     let a = alice();
-    assert!(allowed(&p, &a, "POST", "/apis/apps/v1/namespaces/ns-a/deployments"));
-    assert!(allowed(&p, &a, "GET", "/api/v1/namespaces/ns-a/pods/web/log"));
-    assert!(allowed(&p, &a, "POST", "/api/v1/namespaces/ns-a/pods/web/exec"));
+    assert!(allowed(
+        &p,
+        &a,
+        "POST",
+        "/apis/apps/v1/namespaces/ns-a/deployments"
+    ));
+    assert!(allowed(
+        &p,
+        &a,
+        "GET",
+        "/api/v1/namespaces/ns-a/pods/web/log"
+    ));
+    assert!(allowed(
+        &p,
+        &a,
+        "POST",
+        "/api/v1/namespaces/ns-a/pods/web/exec"
+    ));
     assert!(allowed(&p, &a, "GET", "/api/v1/namespaces/ns-a/secrets"));
-    assert!(!allowed(&p, &a, "POST", "/apis/apps/v1/namespaces/ns-b/deployments"));
+    assert!(!allowed(
+        &p,
+        &a,
+        "POST",
+        "/apis/apps/v1/namespaces/ns-b/deployments"
+    ));
     assert!(!allowed(&p, &a, "GET", "/api/v1/nodes"));
     // edit cannot manage RBAC (admin can).
-    assert!(!allowed(&p, &a, "POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/ns-a/rolebindings"));
+    assert!(!allowed(
+        &p,
+        &a,
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/ns-a/rolebindings"
+    ));
     // Every authenticated user: discovery, self reviews; not other paths.
     assert!(allowed(&p, &a, "GET", "/apis"));
-    assert!(allowed(&p, &a, "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"));
+    assert!(allowed(
+        &p,
+        &a,
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+    ));
     assert!(!allowed(&p, &a, "GET", "/metrics"));
     // Anonymous: only the public information.
     let anon = UserInfo::anonymous();
@@ -58,8 +91,18 @@ fn edit_in_one_namespace_confines_a_student() {
     assert!(!allowed(&p, &anon, "GET", "/api"));
     // A ServiceAccount subject without a namespace is the binding's.
     let bot = UserInfo::new("system:serviceaccount:ns-a:bot", &[ALL_AUTHENTICATED]);
-    assert!(allowed(&p, &bot, "GET", "/api/v1/namespaces/ns-a/configmaps"));
-    assert!(!allowed(&p, &bot, "GET", "/api/v1/namespaces/ns-b/configmaps"));
+    assert!(allowed(
+        &p,
+        &bot,
+        "GET",
+        "/api/v1/namespaces/ns-a/configmaps"
+    ));
+    assert!(!allowed(
+        &p,
+        &bot,
+        "GET",
+        "/api/v1/namespaces/ns-b/configmaps"
+    ));
 }
 
 #[test]
@@ -68,7 +111,10 @@ fn aggregation_is_transitive_and_reasons_name_the_binding() {
     let a = alice();
     // view's rules reach edit (view is labelled aggregate-to-edit).
     let reason = p
-        .authorize(&a, &parse("GET", "/apis/apps/v1/namespaces/ns-a/replicasets", false))
+        .authorize(
+            &a,
+            &parse("GET", "/apis/apps/v1/namespaces/ns-a/replicasets", false),
+        )
         .unwrap();
     assert_eq!(
         reason,
@@ -113,24 +159,36 @@ fn forbidden_messages_are_kubernetes_words() {
         e.message,
         "nodes is forbidden: User \"alice\" cannot list resource \"nodes\" in API group \"\" at the cluster scope"
     );
-    let e = forbidden(&a, &parse("POST", "/apis/apps/v1/namespaces/ns-b/deployments", false), "");
+    let e = forbidden(
+        &a,
+        &parse("POST", "/apis/apps/v1/namespaces/ns-b/deployments", false),
+        "",
+    );
     assert_eq!(
         e.message,
         "deployments.apps is forbidden: User \"alice\" cannot create resource \"deployments\" in API group \"apps\" in the namespace \"ns-b\""
     );
-    let e = forbidden(&a, &parse("GET", "/api/v1/namespaces/x/pods/web/log", false), "");
+    let e = forbidden(
+        &a,
+        &parse("GET", "/api/v1/namespaces/x/pods/web/log", false),
+        "",
+    );
     assert_eq!(
         e.message,
         "pods \"web\" is forbidden: User \"alice\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"x\""
     );
     let e = forbidden(&a, &parse("GET", "/metrics", false), "");
-    assert_eq!(e.message, "forbidden: User \"alice\" cannot get path \"/metrics\"");
+    assert_eq!(
+        e.message,
+        "forbidden: User \"alice\" cannot get path \"/metrics\""
+    );
     assert_eq!((e.code, e.reason.as_str()), (403, "Forbidden"));
 }
 
 #[test]
 fn static_token_file() {
-    let t = StaticTokens::parse("# comment\nabc123,alice,1001,\"students,lab\"\nxyz,bob,1002\n").unwrap();
+    let t = StaticTokens::parse("# comment\nabc123,alice,1001,\"students,lab\"\nxyz,bob,1002\n")
+        .unwrap();
     let alice = t.lookup("abc123").unwrap();
     assert_eq!(alice.username, "alice");
     assert_eq!(alice.uid, "1001");

@@ -19,6 +19,7 @@ mod lws;
 mod namespace;
 mod node;
 mod pod;
+mod rbac;
 mod replication_controller;
 mod secret;
 mod service;
@@ -31,7 +32,7 @@ use crate::ApiServer;
 use k8s_openapi::api::{
     apps::v1 as apps, autoscaling::v2 as autoscaling, batch::v1 as batch,
     coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery,
-    policy::v1 as policy, rbac::v1 as rbac,
+    policy::v1 as policy, rbac::v1 as rbac_v1,
 };
 use minik8s_api::registry::{self, ResourceInfo};
 use minik8s_api::selector::Selector;
@@ -308,10 +309,10 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         batch::CronJob => cron_job;
         policy::PodDisruptionBudget => pod_disruption_budget;
         minik8s_api::lws::LeaderWorkerSet => leader_worker_set with lws::Lifecycle;
-        rbac::Role => role;
-        rbac::RoleBinding => role_binding;
-        rbac::ClusterRole => role;
-        rbac::ClusterRoleBinding => role_binding;
+        rbac_v1::Role => role with rbac::Lifecycle;
+        rbac_v1::RoleBinding => role_binding with rbac::Lifecycle;
+        rbac_v1::ClusterRole => role with rbac::Lifecycle;
+        rbac_v1::ClusterRoleBinding => role_binding with rbac::Lifecycle;
     }
 });
 

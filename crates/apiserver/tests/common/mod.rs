@@ -1,4 +1,5 @@
 //! The real kubectl v1.32 as the apiserver's tests run it.
+#![allow(dead_code)] // each test file uses a part of it
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -29,6 +30,17 @@ impl Kubectl {
             format!("apiVersion: v1\nkind: Config\nclusters: [{{name: m, cluster: {{server: \"{server}\"}}}}]\ncontexts: [{{name: m, context: {{cluster: m, user: u}}}}]\nusers: [{{name: u, user: {{}}}}]\ncurrent-context: m\n"),
         )
         .unwrap();
+        Kubectl {
+            bin: kubectl_bin(),
+            home,
+        }
+    }
+
+    /// A kubectl whose kubeconfig is `kubeconfig` (credentials and all).
+    pub fn with_kubeconfig(kubeconfig: &str) -> Kubectl {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".kube")).unwrap();
+        std::fs::write(home.path().join(".kube/config"), kubeconfig).unwrap();
         Kubectl {
             bin: kubectl_bin(),
             home,

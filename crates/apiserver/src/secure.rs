@@ -1,0 +1,183 @@
+//! Starting the secure port: the cluster PKI (created on first start), the
+//! serving certificate's names, and the `kubernetes` Service in `default`
+//! through which pods reach the apiserver (as kube-apiserver keeps it).
+
+use crate::{tls, ApiServer, Config};
+use anyhow::Context;
+use k8s_openapi::api::core::v1::{Endpoints, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use minik8s_api::registry;
+use serde_json::{json, Value};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// This machine's address on its default route (no packet is sent), else loopback.
+pub fn primary_ip() -> IpAddr {
+    std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|s| {
+            s.connect("192.0.2.1:9")?;
+            s.local_addr()
+        })
+        .map(|a| a.ip())
+        .unwrap_or(IpAddr::from([127, 0, 0, 1]))
+}
+
+/// The address other machines and pods reach the apiserver on.
+pub fn advertise_address(cfg: &Config) -> IpAddr {
+    cfg.advertise_address.unwrap_or_else(primary_ip)
+}
+
+/// Where the PKI lives (`--pki-dir`, else `<data-dir>/pki`).
+pub fn pki_dir(cfg: &Config) -> PathBuf {
+    cfg.pki_dir
+        .clone()
+        .unwrap_or_else(|| cfg.data_dir.join("pki"))
+}
+
+/// The names the serving certificate must hold.
+fn serving_names(cfg: &Config, service_ip: &str) -> Vec<String> {
+    let mut names: Vec<String> = [
+        "localhost",
+        "127.0.0.1",
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "kubernetes.default.svc.cluster.local",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    names.push(service_ip.to_string());
+    names.push(advertise_address(cfg).to_string());
+    if let Ok(host) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        names.push(host.trim().to_string());
+    }
+    names.extend(
+        cfg.tls_san
+            .iter()
+            .flat_map(|s| s.split(','))
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty()),
+    );
+    names.dedup();
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|n| !n.is_empty() && seen.insert(n.clone()));
+    names
+}
+
+impl ApiServer {
+    /// Binds the secure port, makes sure the PKI exists, and serves TLS until
+    /// shutdown. Returns the task and the bound address.
+    pub async fn start_secure(
+        self: &Arc<Self>,
+        cfg: &Config,
+    ) -> anyhow::Result<Option<(tokio::task::JoinHandle<()>, std::net::SocketAddr)>> {
+        let Some(addr) = cfg.secure_listen.as_deref().filter(|a| !a.is_empty()) else {
+            return Ok(None);
+        };
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("listening on {addr} (--secure-listen)"))?;
+        let local = listener.local_addr()?;
+        let service_ip = self.alloc.kubernetes_ip().to_string();
+        let names = serving_names(cfg, &service_ip);
+        let dir = pki_dir(cfg);
+        let server_url = format!("https://127.0.0.1:{}", local.port());
+        let pki = minik8s_pki::ClusterPki::ensure(&dir, &names, &server_url)
+            .with_context(|| format!("the cluster PKI in {}", dir.display()))?;
+        let serving = pki.serving()?;
+        let config = tls::server_config(&serving.cert_pem, &serving.key_pem, &pki.ca.cert_pem)?;
+        let _ = self.secure_addr.set(local);
+        let task = tokio::spawn(tls::serve(
+            listener,
+            Arc::new(config),
+            self.router(),
+            self.shutdown_signal(),
+        ));
+        let advertise = advertise_address(cfg);
+        if let Err(e) = self
+            .ensure_kubernetes_service(&service_ip, advertise, local.port())
+            .await
+        {
+            tracing::warn!(error = %e, "the default/kubernetes Service is not in place");
+        }
+        tracing::info!(listen = %local, pki = %dir.display(), "secure port serving");
+        Ok(Some((task, local)))
+    }
+
+    /// The `kubernetes` Service (ClusterIP `service_ip`, port 443) and its
+    /// endpoints: this apiserver at `ip:port`.
+    async fn ensure_kubernetes_service(
+        &self,
+        service_ip: &str,
+        ip: IpAddr,
+        port: u16,
+    ) -> anyhow::Result<()> {
+        let labels = json!({"component": "apiserver", "provider": "kubernetes"});
+        let svc = json!({"metadata": {"name": "kubernetes", "namespace": "default", "labels": labels},
+            "spec": {"type": "ClusterIP", "clusterIP": service_ip, "sessionAffinity": "None",
+                     "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]}});
+        let endpoints = json!({"metadata": {"name": "kubernetes", "namespace": "default", "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+            "subsets": [{"addresses": [{"ip": ip.to_string()}],
+                         "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]});
+        let family = if ip.is_ipv4() { "IPv4" } else { "IPv6" };
+        let slice = json!({"metadata": {"name": "kubernetes", "namespace": "default",
+                                        "labels": {"kubernetes.io/service-name": "kubernetes"}},
+            "addressType": family,
+            "endpoints": [{"addresses": [ip.to_string()], "conditions": {"ready": true}}],
+            "ports": [{"name": "https", "port": port, "protocol": "TCP"}]});
+        self.put_object(registry::of::<Service>(), svc, |old, new| {
+            // A Service's spec is kept; only its port's target follows the apiserver.
+            let mut out = old.clone();
+            out["spec"]["ports"] = new["spec"]["ports"].clone();
+            out
+        })
+        .await?;
+        self.put_object(registry::of::<Endpoints>(), endpoints, |old, new| {
+            let mut out = old.clone();
+            out["subsets"] = new["subsets"].clone();
+            out
+        })
+        .await?;
+        self.put_object(registry::of::<EndpointSlice>(), slice, |old, new| {
+            let mut out = old.clone();
+            out["endpoints"] = new["endpoints"].clone();
+            out["ports"] = new["ports"].clone();
+            out
+        })
+        .await
+    }
+
+    /// Creates `obj`, or updates the stored one with `merge(stored, obj)`.
+    async fn put_object(
+        &self,
+        info: &'static registry::ResourceInfo,
+        obj: Value,
+        merge: impl Fn(&Value, &Value) -> Value,
+    ) -> anyhow::Result<()> {
+        let ns = minik8s_api::meta::namespace(&obj).map(str::to_string);
+        let name = minik8s_api::meta::name(&obj).to_string();
+        match self
+            .create(info, ns.as_deref(), obj.clone(), Default::default())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_already_exists() => {
+                let want = obj.clone();
+                self.update_with(
+                    info,
+                    ns.as_deref(),
+                    &name,
+                    crate::rest::Mode::Main,
+                    Default::default(),
+                    |old| Ok(merge(old, &want)),
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| anyhow::anyhow!("updating {} {name}: {e}", info.kind))
+            }
+            Err(e) => Err(anyhow::anyhow!("creating {} {name}: {e}", info.kind)),
+        }
+    }
+}

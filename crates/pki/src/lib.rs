@@ -1,0 +1,477 @@
+//! The cluster's certificates: one CA, certificates it issues, kubeconfigs
+//! that carry them. Used by the apiserver (its serving certificate, reading
+//! client certificates), the master (the components' identities), the
+//! certificate signer (CSRs of joining kubelets) and `add-user`.
+//!
+//! ```text
+//!  <pki-dir>/ca.crt, ca.key            the cluster CA (rcgen, ECDSA P-256, 10 years)
+//!            apiserver.crt/.key        serving: localhost, 127.0.0.1, the host's names and
+//!                                      addresses, kubernetes.default.svc…, the Service IP
+//!            apiserver-kubelet-client  the apiserver's identity towards kubelets
+//!            admin.conf, scheduler.conf, controller-manager.conf, kube-proxy.conf
+//!                                      kubeconfigs with a client certificate each
+//! ```
+//!
+//! A client certificate's CN is the user name and its O values are the
+//! groups, as Kubernetes reads them.
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertificateSigningRequestParams, DistinguishedName,
+    DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
+};
+use std::path::{Path, PathBuf};
+use time::{Duration, OffsetDateTime};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PkiError {
+    #[error("{0}: {1}")]
+    Io(PathBuf, std::io::Error),
+    #[error("certificate: {0}")]
+    Cert(#[from] rcgen::Error),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// What a certificate is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Usage {
+    Server,
+    Client,
+}
+
+/// A PEM certificate and its PEM private key.
+#[derive(Debug, Clone)]
+pub struct CertKey {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+/// The cluster CA.
+pub struct Ca {
+    pub cert_pem: String,
+    key: KeyPair,
+    /// The CA as an issuer (its parameters re-signed with its own key: the
+    /// same name and key, which is all an issuer needs).
+    issuer: rcgen::Certificate,
+}
+
+fn name(cn: &str, orgs: &[&str]) -> DistinguishedName {
+    let mut dn = DistinguishedName::new();
+    for o in orgs {
+        dn.push(DnType::OrganizationName, *o);
+    }
+    dn.push(DnType::CommonName, cn);
+    dn
+}
+
+fn validity(params: &mut CertificateParams, days: i64) {
+    let now = OffsetDateTime::now_utc();
+    // A little back-dating absorbs clock skew between lab VMs.
+    params.not_before = now - Duration::minutes(5);
+    params.not_after = now + Duration::days(days);
+}
+
+fn read(path: &Path) -> Result<String, PkiError> {
+    std::fs::read_to_string(path).map_err(|e| PkiError::Io(path.into(), e))
+}
+
+fn write(path: &Path, text: &str, private: bool) -> Result<(), PkiError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(if private { 0o600 } else { 0o644 })
+        .open(path)
+        .map_err(|e| PkiError::Io(path.into(), e))?;
+    f.write_all(text.as_bytes())
+        .map_err(|e| PkiError::Io(path.into(), e))
+}
+
+impl Ca {
+    /// A new CA named `cn`, valid ten years.
+    pub fn generate(cn: &str) -> Result<Ca, PkiError> {
+        let mut params = CertificateParams::default();
+        params.distinguished_name = name(cn, &[]);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::CrlSign,
+        ];
+        validity(&mut params, 3650);
+        let key = KeyPair::generate()?;
+        let issuer = params.self_signed(&key)?;
+        Ok(Ca {
+            cert_pem: issuer.pem(),
+            key,
+            issuer,
+        })
+    }
+
+    /// The CA from its PEM certificate and key.
+    pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Ca, PkiError> {
+        let key = KeyPair::from_pem(key_pem)?;
+        let issuer = CertificateParams::from_ca_cert_pem(cert_pem)?.self_signed(&key)?;
+        Ok(Ca {
+            cert_pem: cert_pem.to_string(),
+            key,
+            issuer,
+        })
+    }
+
+    /// The CA kept in `dir` (`ca.crt`, `ca.key`).
+    pub fn load(dir: &Path) -> Result<Ca, PkiError> {
+        Ca::from_pem(&read(&dir.join("ca.crt"))?, &read(&dir.join("ca.key"))?)
+    }
+
+    pub fn key_pem(&self) -> String {
+        self.key.serialize_pem()
+    }
+
+    /// A certificate for `cn` in groups `orgs`, valid for the names and
+    /// addresses in `sans` (servers), for `days`.
+    pub fn issue(
+        &self,
+        cn: &str,
+        orgs: &[&str],
+        sans: &[String],
+        usage: Usage,
+        days: i64,
+    ) -> Result<CertKey, PkiError> {
+        let mut params = CertificateParams::new(sans.to_vec())?;
+        params.distinguished_name = name(cn, orgs);
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = vec![match usage {
+            Usage::Server => ExtendedKeyUsagePurpose::ServerAuth,
+            Usage::Client => ExtendedKeyUsagePurpose::ClientAuth,
+        }];
+        validity(&mut params, days);
+        let key = KeyPair::generate()?;
+        let cert = params.signed_by(&key, &self.issuer, &self.key)?;
+        Ok(CertKey {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+
+    /// Signs a PEM certificate request (the CSR API's signer): the subject
+    /// is the request's, the usage and lifetime are the signer's.
+    pub fn sign_request(&self, csr_pem: &str, usage: Usage, days: i64) -> Result<String, PkiError> {
+        let mut csr = CertificateSigningRequestParams::from_pem(csr_pem)?;
+        csr.params.is_ca = IsCa::NoCa;
+        csr.params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        csr.params.extended_key_usages = vec![match usage {
+            Usage::Server => ExtendedKeyUsagePurpose::ServerAuth,
+            Usage::Client => ExtendedKeyUsagePurpose::ClientAuth,
+        }];
+        validity(&mut csr.params, days);
+        Ok(csr.signed_by(&self.issuer, &self.key)?.pem())
+    }
+}
+
+/// A new key and a PEM certificate request for `cn` in `orgs` (what a
+/// joining kubelet sends): (request PEM, key PEM).
+pub fn certificate_request(cn: &str, orgs: &[&str]) -> Result<(String, String), PkiError> {
+    let mut params = CertificateParams::default();
+    params.distinguished_name = name(cn, orgs);
+    let key = KeyPair::generate()?;
+    let csr = params.serialize_request(&key)?;
+    Ok((csr.pem()?, key.serialize_pem()))
+}
+
+/// The subject of a certificate request: (CN, O values).
+pub fn request_subject(csr_pem: &str) -> Result<(String, Vec<String>), PkiError> {
+    let csr = CertificateSigningRequestParams::from_pem(csr_pem)?;
+    let dn = &csr.params.distinguished_name;
+    let cn = dn.get(&DnType::CommonName).map(dn_text).unwrap_or_default();
+    let orgs = dn
+        .iter()
+        .filter(|(t, _)| **t == DnType::OrganizationName)
+        .map(|(_, v)| dn_text(v))
+        .collect();
+    Ok((cn, orgs))
+}
+
+fn dn_text(v: &rcgen::DnValue) -> String {
+    match v {
+        rcgen::DnValue::Utf8String(s) => s.clone(),
+        rcgen::DnValue::PrintableString(s) => s.as_str().to_string(),
+        rcgen::DnValue::Ia5String(s) => s.as_str().to_string(),
+        rcgen::DnValue::TeletexString(s) => s.as_str().to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The user a DER client certificate names: (CN, O values).
+pub fn certificate_subject(der: &[u8]) -> Option<(String, Vec<String>)> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let subject = cert.subject();
+    let cn = subject
+        .iter_common_name()
+        .next()
+        .and_then(|a| a.as_str().ok())?
+        .to_string();
+    let orgs = subject
+        .iter_organization()
+        .filter_map(|a| a.as_str().ok())
+        .map(str::to_string)
+        .collect();
+    Some((cn, orgs))
+}
+
+/// A kubeconfig with everything embedded: one cluster, one user (client
+/// certificate), one context, current.
+pub fn kubeconfig(cluster: &str, server: &str, ca_pem: &str, user: &str, cert: &CertKey) -> String {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let context = format!("{user}@{cluster}");
+    let doc = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": cluster, "cluster": {"server": server, "certificate-authority-data": b64(ca_pem)}}],
+        "users": [{"name": user, "user": {"client-certificate-data": b64(&cert.cert_pem), "client-key-data": b64(&cert.key_pem)}}],
+        "contexts": [{"name": context, "context": {"cluster": cluster, "user": user}}],
+        "current-context": context,
+        "preferences": {},
+    });
+    serde_yaml::to_string(&doc).unwrap_or_default()
+}
+
+/// A kubeconfig that authenticates with a bearer token.
+pub fn token_kubeconfig(
+    cluster: &str,
+    server: &str,
+    ca_pem: &str,
+    user: &str,
+    token: &str,
+) -> String {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let context = format!("{user}@{cluster}");
+    let doc = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": cluster, "cluster": {"server": server, "certificate-authority-data": b64(ca_pem)}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": context, "context": {"cluster": cluster, "user": user}}],
+        "current-context": context,
+        "preferences": {},
+    });
+    serde_yaml::to_string(&doc).unwrap_or_default()
+}
+
+/// The components of the control plane that get a kubeconfig: (file, user, groups).
+pub const COMPONENT_IDENTITIES: &[(&str, &str, &[&str])] = &[
+    ("admin.conf", "kubernetes-admin", &["system:masters"]),
+    ("scheduler.conf", "system:kube-scheduler", &[]),
+    (
+        "controller-manager.conf",
+        "system:kube-controller-manager",
+        &[],
+    ),
+    ("kube-proxy.conf", "system:kube-proxy", &[]),
+];
+
+/// The cluster's PKI directory, created on first use.
+pub struct ClusterPki {
+    pub dir: PathBuf,
+    pub ca: Ca,
+}
+
+impl ClusterPki {
+    /// Loads the PKI in `dir`, or creates it: the CA, the apiserver's serving
+    /// certificate for `sans`, its kubelet client certificate, and the
+    /// components' kubeconfigs pointing at `server`. The serving certificate
+    /// is issued again whenever `sans` names something it lacks.
+    pub fn ensure(dir: &Path, sans: &[String], server: &str) -> Result<ClusterPki, PkiError> {
+        std::fs::create_dir_all(dir).map_err(|e| PkiError::Io(dir.into(), e))?;
+        let ca = if dir.join("ca.crt").exists() {
+            Ca::load(dir)?
+        } else {
+            let ca = Ca::generate("minik8s-ca")?;
+            write(&dir.join("ca.key"), &ca.key_pem(), true)?;
+            write(&dir.join("ca.crt"), &ca.cert_pem, false)?;
+            ca
+        };
+        let pki = ClusterPki {
+            dir: dir.into(),
+            ca,
+        };
+        let serving = dir.join("apiserver.crt");
+        let current = std::fs::read_to_string(&serving).ok();
+        if current.as_deref().is_none_or(|pem| !covers(pem, sans)) {
+            let c = pki
+                .ca
+                .issue("kube-apiserver", &[], sans, Usage::Server, 3650)?;
+            write(&dir.join("apiserver.key"), &c.key_pem, true)?;
+            write(&serving, &c.cert_pem, false)?;
+        }
+        if !dir.join("apiserver-kubelet-client.crt").exists() {
+            let c = pki.ca.issue(
+                "kube-apiserver-kubelet-client",
+                &["system:masters"],
+                &[],
+                Usage::Client,
+                3650,
+            )?;
+            write(&dir.join("apiserver-kubelet-client.key"), &c.key_pem, true)?;
+            write(
+                &dir.join("apiserver-kubelet-client.crt"),
+                &c.cert_pem,
+                false,
+            )?;
+        }
+        for (file, user, groups) in COMPONENT_IDENTITIES {
+            let path = dir.join(file);
+            if !path.exists() {
+                let c = pki.ca.issue(user, groups, &[], Usage::Client, 3650)?;
+                write(
+                    &path,
+                    &kubeconfig("minik8s", server, &pki.ca.cert_pem, user, &c),
+                    true,
+                )?;
+            }
+        }
+        Ok(pki)
+    }
+
+    /// The serving certificate and key (PEM).
+    pub fn serving(&self) -> Result<CertKey, PkiError> {
+        Ok(CertKey {
+            cert_pem: read(&self.dir.join("apiserver.crt"))?,
+            key_pem: read(&self.dir.join("apiserver.key"))?,
+        })
+    }
+
+    /// The apiserver's client certificate towards kubelets.
+    pub fn kubelet_client(&self) -> Result<CertKey, PkiError> {
+        Ok(CertKey {
+            cert_pem: read(&self.dir.join("apiserver-kubelet-client.crt"))?,
+            key_pem: read(&self.dir.join("apiserver-kubelet-client.key"))?,
+        })
+    }
+
+    /// Writes a kubeconfig for a new user (CN `user`, O `groups`) to `path`.
+    pub fn write_user_kubeconfig(
+        &self,
+        path: &Path,
+        server: &str,
+        user: &str,
+        groups: &[&str],
+        days: i64,
+    ) -> Result<(), PkiError> {
+        let c = self.ca.issue(user, groups, &[], Usage::Client, days)?;
+        write(
+            path,
+            &kubeconfig("minik8s", server, &self.ca.cert_pem, user, &c),
+            true,
+        )
+    }
+}
+
+/// Whether a PEM certificate's subjectAltNames include every one of `sans`.
+fn covers(cert_pem: &str, sans: &[String]) -> bool {
+    let Ok((_, pem)) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()) else {
+        return false;
+    };
+    let Ok(cert) = pem.parse_x509() else {
+        return false;
+    };
+    let have: Vec<String> = cert
+        .subject_alternative_name()
+        .ok()
+        .flatten()
+        .map(|ext| {
+            ext.value
+                .general_names
+                .iter()
+                .filter_map(|n| match n {
+                    x509_parser::extensions::GeneralName::DNSName(d) => Some(d.to_string()),
+                    x509_parser::extensions::GeneralName::IPAddress(b) => match b.len() {
+                        4 => Some(std::net::Ipv4Addr::new(b[0], b[1], b[2], b[3]).to_string()),
+                        16 => <[u8; 16]>::try_from(*b)
+                            .ok()
+                            .map(|a| std::net::Ipv6Addr::from(a).to_string()),
+                        _ => None,
+                    },
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    sans.iter().all(|s| have.contains(s))
+}
+
+/// Reads a PEM file's certificates as DER (for trust stores).
+pub fn pem_certificates(pem: &str) -> Vec<Vec<u8>> {
+    x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes())
+        .filter_map(Result::ok)
+        .filter(|p| p.label == "CERTIFICATE")
+        .map(|p| p.contents)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issued_certificates_name_user_and_groups() {
+        let ca = Ca::generate("test-ca").unwrap();
+        let c = ca
+            .issue("alice", &["students"], &[], Usage::Client, 1)
+            .unwrap();
+        let der = pem_certificates(&c.cert_pem);
+        assert_eq!(der.len(), 1);
+        let (cn, orgs) = certificate_subject(&der[0]).unwrap();
+        assert_eq!(cn, "alice");
+        assert_eq!(orgs, vec!["students"]);
+        // A CA loaded back issues certificates too.
+        let again = Ca::from_pem(&ca.cert_pem, &ca.key_pem()).unwrap();
+        again.issue("bob", &[], &[], Usage::Client, 1).unwrap();
+    }
+
+    #[test]
+    fn requests_are_signed_with_their_subject() {
+        let ca = Ca::generate("test-ca").unwrap();
+        let (csr, _key) = certificate_request("system:node:w1", &["system:nodes"]).unwrap();
+        assert_eq!(
+            request_subject(&csr).unwrap(),
+            (
+                "system:node:w1".to_string(),
+                vec!["system:nodes".to_string()]
+            )
+        );
+        let cert = ca.sign_request(&csr, Usage::Client, 1).unwrap();
+        let (cn, orgs) = certificate_subject(&pem_certificates(&cert)[0]).unwrap();
+        assert_eq!(
+            (cn.as_str(), orgs),
+            ("system:node:w1", vec!["system:nodes".to_string()])
+        );
+    }
+
+    #[test]
+    fn cluster_pki_is_created_once_and_reissued_for_new_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let sans = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+        let pki = ClusterPki::ensure(dir.path(), &sans, "https://127.0.0.1:6443").unwrap();
+        let first = pki.serving().unwrap().cert_pem;
+        assert!(covers(&first, &sans));
+        let ca = pki.ca.cert_pem.clone();
+        let again = ClusterPki::ensure(dir.path(), &sans, "https://127.0.0.1:6443").unwrap();
+        assert_eq!(again.ca.cert_pem, ca);
+        assert_eq!(again.serving().unwrap().cert_pem, first);
+        let more = vec!["localhost".to_string(), "10.96.0.1".to_string()];
+        let third = ClusterPki::ensure(dir.path(), &more, "https://127.0.0.1:6443").unwrap();
+        assert!(covers(&third.serving().unwrap().cert_pem, &more));
+        assert!(dir.path().join("admin.conf").exists());
+    }
+}
