@@ -476,8 +476,24 @@ impl ApiServer {
     }
 }
 
-/// Serves the API until the process is stopped.
-pub async fn run(cfg: Config) -> anyhow::Result<()> {
+/// A started apiserver: both ports bound, serving in the background.
+pub struct Running {
+    pub server: Arc<ApiServer>,
+    /// Where the secure port listens (None when it is off).
+    pub secure_addr: Option<std::net::SocketAddr>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Running {
+    /// Waits until the server stops (SIGTERM, Ctrl-C or an error).
+    pub async fn wait(self) -> anyhow::Result<()> {
+        self.task.await?
+    }
+}
+
+/// Opens the store, binds both ports and serves in the background; the
+/// cluster PKI exists when this returns.
+pub async fn start(cfg: Config) -> anyhow::Result<Running> {
     let store = open_store(&cfg).await?;
     let srv = ApiServer::new(store, &cfg).await?;
     srv.spawn_compactor(Duration::from_secs(300), 10_000);
@@ -497,13 +513,28 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         tracing::info!("shutting down");
         stopper.shutdown();
     });
-    axum::serve(listener, srv.router())
-        .with_graceful_shutdown(srv.shutdown_signal())
-        .await?;
-    if let Some((task, _)) = secure {
-        let _ = task.await;
-    }
-    Ok(())
+    let secure_addr = secure.as_ref().map(|(_, a)| *a);
+    let router = srv.router();
+    let stop = srv.shutdown_signal();
+    let task = tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(stop)
+            .await?;
+        if let Some((task, _)) = secure {
+            let _ = task.await;
+        }
+        Ok(())
+    });
+    Ok(Running {
+        server: srv,
+        secure_addr,
+        task,
+    })
+}
+
+/// Serves the API until the process is stopped.
+pub async fn run(cfg: Config) -> anyhow::Result<()> {
+    start(cfg).await?.wait().await
 }
 
 /// Starts an in-process apiserver on `cfg.listen` (tests and benchmarks) and

@@ -6,11 +6,48 @@ use std::path::{Path, PathBuf};
 
 pub const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
 
-/// The server URL and default namespace a client should use.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The server URL and default namespace a client should use, and how it
+/// proves who it is.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Target {
     pub server: String,
     pub namespace: String,
+    pub credentials: Credentials,
+}
+
+/// What a kubeconfig's cluster and user entries say about TLS and identity.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Credentials {
+    /// The CA that signed the server's certificate (PEM).
+    pub ca_pem: Option<String>,
+    /// `insecure-skip-tls-verify`.
+    pub insecure: bool,
+    /// A client certificate followed by its key (PEM).
+    pub client_pem: Option<String>,
+    /// A bearer token.
+    pub token: Option<String>,
+}
+
+/// The bytes of `<key>-data` (base64) or of the file `<key>` (relative to the
+/// kubeconfig's directory).
+fn data_or_file(entry: Option<&Value>, key: &str, base: &Path) -> Result<Option<String>, String> {
+    use base64::Engine;
+    let Some(entry) = entry else {
+        return Ok(None);
+    };
+    if let Some(data) = entry.get(format!("{key}-data")).and_then(Value::as_str) {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .map_err(|e| format!("{key}-data: {e}"))?;
+        return Ok(Some(String::from_utf8_lossy(&bytes).into_owned()));
+    }
+    if let Some(file) = entry.get(key).and_then(Value::as_str) {
+        let path = base.join(file);
+        return std::fs::read_to_string(&path)
+            .map(Some)
+            .map_err(|e| format!("{key} {}: {e}", path.display()));
+    }
+    Ok(None)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -55,9 +92,53 @@ pub fn from_kubeconfig(path: &Path) -> Result<Target, ConfigError> {
         .pointer("/context/namespace")
         .and_then(Value::as_str)
         .unwrap_or("default");
+    let base = path.parent().unwrap_or(Path::new("."));
+    let user_name = context
+        .pointer("/context/user")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let user = find("users", user_name).and_then(|u| u.get("user").cloned());
+    let cluster_entry = cluster.get("cluster");
+    let ca_pem =
+        data_or_file(cluster_entry, "certificate-authority", base).map_err(|e| invalid(&e))?;
+    let cert = data_or_file(user.as_ref(), "client-certificate", base).map_err(|e| invalid(&e))?;
+    let key = data_or_file(user.as_ref(), "client-key", base).map_err(|e| invalid(&e))?;
+    let token = match user
+        .as_ref()
+        .and_then(|u| u.get("token"))
+        .and_then(Value::as_str)
+    {
+        Some(t) => Some(t.to_string()),
+        None => match user
+            .as_ref()
+            .and_then(|u| u.get("tokenFile"))
+            .and_then(Value::as_str)
+        {
+            Some(f) => Some(
+                std::fs::read_to_string(base.join(f))
+                    .map_err(|e| invalid(&format!("tokenFile {f}: {e}")))?
+                    .trim()
+                    .to_string(),
+            ),
+            None => None,
+        },
+    };
+    let insecure = cluster_entry
+        .and_then(|c| c.get("insecure-skip-tls-verify"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     Ok(Target {
         server: server.trim_end_matches('/').to_string(),
         namespace: namespace.to_string(),
+        credentials: Credentials {
+            ca_pem,
+            insecure,
+            client_pem: match (cert, key) {
+                (Some(c), Some(k)) => Some(format!("{c}\n{k}")),
+                _ => None,
+            },
+            token,
+        },
     })
 }
 
@@ -92,7 +173,7 @@ pub fn connect(
     server: Option<&str>,
     kubeconfig: Option<&Path>,
 ) -> Result<crate::Client, ConfigError> {
-    Ok(crate::Client::new(&resolve(server, kubeconfig)?.server))
+    crate::Client::for_target(&resolve(server, kubeconfig)?)
 }
 
 /// Resolves the target from flags and the environment, in kubectl's order.
@@ -110,17 +191,15 @@ pub fn resolve(server: Option<&str>, kubeconfig: Option<&Path>) -> Result<Target
             }
         }
     };
-    let namespace = from_file
-        .as_ref()
-        .map(|t| t.namespace.clone())
-        .unwrap_or_else(|| "default".into());
-    let server = match server {
-        Some(s) => normalize_server(s),
-        None => from_file
-            .map(|t| t.server)
-            .unwrap_or_else(|| DEFAULT_SERVER.into()),
-    };
-    Ok(Target { server, namespace })
+    let mut target = from_file.unwrap_or_else(|| Target {
+        server: DEFAULT_SERVER.into(),
+        namespace: "default".into(),
+        credentials: Credentials::default(),
+    });
+    if let Some(s) = server {
+        target.server = normalize_server(s);
+    }
+    Ok(target)
 }
 
 /// `127.0.0.1:8080` → `http://127.0.0.1:8080`.
@@ -147,7 +226,8 @@ mod tests {
             from_kubeconfig(&p).unwrap(),
             Target {
                 server: "http://b:2".into(),
-                namespace: "team".into()
+                namespace: "team".into(),
+                credentials: Default::default(),
             }
         );
         let t = resolve(Some("127.0.0.1:9"), Some(&p)).unwrap();
@@ -155,7 +235,8 @@ mod tests {
             t,
             Target {
                 server: "http://127.0.0.1:9".into(),
-                namespace: "team".into()
+                namespace: "team".into(),
+                credentials: Default::default(),
             }
         );
         std::fs::remove_dir_all(dir).unwrap();

@@ -103,6 +103,51 @@ impl Client {
         }
     }
 
+    /// A client for `target`: its server, default namespace, CA, client
+    /// certificate or token.
+    pub fn for_target(
+        target: &crate::config::Target,
+    ) -> Result<Client, crate::config::ConfigError> {
+        let c = &target.credentials;
+        let bad = |m: String| crate::config::ConfigError::Invalid(target.server.clone().into(), m);
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .tcp_nodelay(true);
+        if let Some(ca) = &c.ca_pem {
+            builder = builder.tls_built_in_root_certs(false);
+            for cert in reqwest::Certificate::from_pem_bundle(ca.as_bytes())
+                .map_err(|e| bad(format!("certificate authority: {e}")))?
+            {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        if c.insecure {
+            builder = builder.danger_accept_invalid_certs(true);
+        }
+        if let Some(pem) = &c.client_pem {
+            let id = reqwest::Identity::from_pem(pem.as_bytes())
+                .map_err(|e| bad(format!("client certificate: {e}")))?;
+            builder = builder.identity(id);
+        }
+        if let Some(token) = &c.token {
+            let mut headers = reqwest::header::HeaderMap::new();
+            let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| bad("the token is not a valid header value".into()))?;
+            value.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+            builder = builder.default_headers(headers);
+        }
+        let http = builder
+            .build()
+            .map_err(|e| bad(format!("building the HTTP client: {e}")))?;
+        Ok(Client {
+            base: target.server.trim_end_matches('/').to_string(),
+            http,
+            default_namespace: target.namespace.clone(),
+            user_agent: default_user_agent().into(),
+        })
+    }
+
     /// The same connection, naming its writes after `component` (for
     /// example `kube-scheduler`, which then owns `spec.nodeName`).
     pub fn with_user_agent(&self, component: &str) -> Client {

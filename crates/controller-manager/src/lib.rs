@@ -51,6 +51,11 @@ use std::time::Duration;
 #[command(name = "controller-manager")]
 #[group(id = "controller-manager")]
 pub struct Config {
+    /// The directory of the cluster CA (`ca.crt`, `ca.key`) the certificate
+    /// signer signs approved CertificateSigningRequests with; without it no
+    /// request is signed.
+    #[arg(long)]
+    pub cluster_signing_dir: Option<std::path::PathBuf>,
     /// Workers per queue-driven controller.
     #[arg(long, default_value_t = 2)]
     pub workers: usize,

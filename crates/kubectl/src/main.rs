@@ -261,7 +261,7 @@ async fn main() {
 
 async fn run(cli: Cli) -> Result<i32> {
     let target = cli.client.resolve()?;
-    let client = Client::new(&target.server);
+    let client = Client::for_target(&target)?;
     let explicit_namespace = cli.namespace.is_some();
     let mut ctx = Ctx {
         client,

@@ -1,6 +1,9 @@
 //! `master`: the control plane in one process for lab use (as k3s does):
 //! the apiserver, then the scheduler and the controller manager talking to it
-//! over HTTP like any client.
+//! like any client — over TLS on the secure port, each with its own client
+//! certificate (`system:kube-scheduler`, `system:kube-controller-manager`)
+//! from the cluster PKI the apiserver created.
+use anyhow::Context;
 use clap::Parser;
 
 #[derive(Parser)]
@@ -15,11 +18,25 @@ struct Args {
     controllers: controller_manager::Config,
 }
 
+/// A client from one of the PKI's component kubeconfigs, else the loopback port.
+fn component_client(
+    pki: &std::path::Path,
+    kubeconfig: &str,
+    plain: &str,
+    secure: bool,
+) -> anyhow::Result<minik8s_client::Client> {
+    if !secure {
+        return Ok(minik8s_client::Client::new(plain));
+    }
+    let path = pki.join(kubeconfig);
+    let target = minik8s_client::config::from_kubeconfig(&path)?;
+    minik8s_client::Client::for_target(&target).with_context(|| format!("{}", path.display()))
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     minik8s_client::init_logging();
-    let args = Args::parse();
-    // The components reach the apiserver on loopback at its port.
+    let mut args = Args::parse();
     let port = args
         .apiserver
         .listen
@@ -27,13 +44,20 @@ async fn main() -> anyhow::Result<()> {
         .next()
         .unwrap_or("8080")
         .to_string();
-    let local = format!("http://127.0.0.1:{port}");
-    let api = tokio::spawn(apiserver::run(args.apiserver));
-    let client = minik8s_client::Client::new(&local);
-    let sched = tokio::spawn(scheduler::run(client.clone(), scheduler::Config::default()));
-    let controllers = tokio::spawn(controller_manager::run(client, args.controllers));
+    let plain = format!("http://127.0.0.1:{port}");
+    let pki = apiserver::secure::pki_dir(&args.apiserver);
+    // The controller manager signs the certificates of joining kubelets with the cluster CA.
+    if args.controllers.cluster_signing_dir.is_none() {
+        args.controllers.cluster_signing_dir = Some(pki.clone());
+    }
+    let api = apiserver::start(args.apiserver).await?;
+    let secure = api.secure_addr.is_some();
+    let sched = component_client(&pki, "scheduler.conf", &plain, secure)?;
+    let cm = component_client(&pki, "controller-manager.conf", &plain, secure)?;
+    let sched = tokio::spawn(scheduler::run(sched, scheduler::Config::default()));
+    let controllers = tokio::spawn(controller_manager::run(cm, args.controllers));
     tokio::select! {
-        r = api => r??,
+        r = api.wait() => r?,
         r = sched => r??,
         r = controllers => r??,
     }
