@@ -31,6 +31,8 @@ pub enum Subresource {
     Eviction,
     /// `ephemeralcontainers`: debugging containers added to a running pod (`kubectl debug`).
     EphemeralContainers,
+    /// `approval`: a CertificateSigningRequest's Approved/Denied conditions.
+    Approval,
 }
 
 impl Subresource {
@@ -45,15 +47,17 @@ impl Subresource {
             Subresource::PortForward => "portforward",
             Subresource::Eviction => "eviction",
             Subresource::EphemeralContainers => "ephemeralcontainers",
+            Subresource::Approval => "approval",
         }
     }
 
     /// Verbs as discovery lists them.
     pub fn verbs(self) -> &'static [&'static str] {
         match self {
-            Subresource::Status | Subresource::Scale | Subresource::EphemeralContainers => {
-                &["get", "patch", "update"]
-            }
+            Subresource::Status
+            | Subresource::Scale
+            | Subresource::EphemeralContainers
+            | Subresource::Approval => &["get", "patch", "update"],
             Subresource::Log => &["get"],
             Subresource::Binding | Subresource::Eviction => &["create"],
             Subresource::Exec | Subresource::Attach | Subresource::PortForward => {
@@ -299,6 +303,13 @@ const HPA_COLUMNS: &[Column] = &[
     col("Age", 0),
 ];
 const ROLE_COLUMNS: &[Column] = &[col("Created At", 0)];
+const CSR_COLUMNS: &[Column] = &[
+    col("Age", 0),
+    col("SignerName", 0),
+    col("Requestor", 0),
+    col("RequestedDuration", 0),
+    col("Condition", 0),
+];
 const ROLE_BINDING_COLUMNS: &[Column] = &[
     col("Role", 0),
     col("Age", 0),
@@ -636,6 +647,18 @@ pub static REGISTRY: &[ResourceInfo] = &[
         subresources: &[],
         categories: &[],
         columns: ROLE_BINDING_COLUMNS,
+    },
+    ResourceInfo {
+        group: "certificates.k8s.io",
+        version: "v1",
+        kind: "CertificateSigningRequest",
+        plural: "certificatesigningrequests",
+        singular: "certificatesigningrequest",
+        short_names: &["csr"],
+        namespaced: false,
+        subresources: &[Status, Approval],
+        categories: &[],
+        columns: CSR_COLUMNS,
     },
 ];
 

@@ -159,11 +159,14 @@ pub async fn handle(
         Ok(p) => p,
         Err(e) => return error_response(&e),
     };
-    let user =
-        match authenticate_and_authorize(&srv, conn.as_ref(), &method, &uri, &headers, &params) {
-            Ok(user) => user,
-            Err(e) => return error_response(&e),
-        };
+    let watch = params.flag("watch");
+    let user = match srv
+        .admit_request(conn.as_ref(), &method, uri.path(), &headers, watch)
+        .await
+    {
+        Ok(user) => user,
+        Err(e) => return error_response(&e),
+    };
     let body: Bytes = match axum::body::to_bytes(body, MAX_REQUEST_BODY).await {
         Ok(b) => b,
         Err(_) => {
@@ -207,9 +210,11 @@ pub async fn handle(
         if method != Method::POST {
             return error_response(&not_allowed(&method));
         }
-        return match decode_body(&headers, &body)
-            .and_then(|obj| srv.review(review.kind, ns.as_deref(), obj, &user))
-        {
+        let answer = match decode_body(&headers, &body) {
+            Ok(obj) => srv.review(review.kind, ns.as_deref(), obj, &user).await,
+            Err(e) => Err(e),
+        };
+        return match answer {
             Ok(v) => json_response(StatusCode::CREATED, &v),
             Err(e) => error_response(&e),
         };
@@ -295,28 +300,6 @@ struct Request {
     served: Option<&'static AlternateVersion>,
     /// Who is asking (after impersonation).
     user: auth::UserInfo,
-}
-
-/// Authentication, impersonation and authorization: who is asking, and
-/// whether they may (401 and 403 come from here, before the body is read).
-fn authenticate_and_authorize(
-    srv: &Arc<ApiServer>,
-    conn: Option<&auth::Connection>,
-    method: &Method,
-    uri: &Uri,
-    headers: &HeaderMap,
-    params: &Params,
-) -> Result<auth::UserInfo, ApiError> {
-    let path = uri.path();
-    let user = match srv.authenticate(headers, conn)? {
-        Some(user) => user,
-        None if auth::is_public_path(path) => auth::UserInfo::anonymous(),
-        None => return Err(auth::unauthorized()),
-    };
-    let user = srv.impersonate(user, headers)?;
-    let attrs = auth::request_info::parse(method.as_str(), path, params.flag("watch"));
-    srv.check(&user, &attrs)?;
-    Ok(user)
 }
 
 fn content_type(headers: &HeaderMap) -> String {
@@ -453,7 +436,7 @@ impl Request {
             }
             (&Method::POST, None, None) => {
                 let ns = self.required_ns(t.info, ns)?;
-                let obj = self.body_object()?;
+                let obj = auth::stamp_requester(t.info, self.body_object()?, &self.user);
                 let created = self
                     .srv
                     .create(t.info, ns, obj, self.write_opts(t.info, "")?)
@@ -473,7 +456,11 @@ impl Request {
                         .await?,
                 ))
             }
-            (&Method::GET, Some(name), None | Some("status" | "ephemeralcontainers")) => {
+            (
+                &Method::GET,
+                Some(name),
+                None | Some("status" | "ephemeralcontainers" | "approval"),
+            ) => {
                 let (obj, _) = self.srv.read(t.info, ns, name).await?;
                 if table {
                     let rv = meta::resource_version(&obj).to_string();
@@ -490,7 +477,11 @@ impl Request {
                 }
                 Ok(json_response(StatusCode::OK, &obj))
             }
-            (&Method::PUT, Some(name), sub @ (None | Some("status" | "ephemeralcontainers"))) => {
+            (
+                &Method::PUT,
+                Some(name),
+                sub @ (None | Some("status" | "ephemeralcontainers" | "approval")),
+            ) => {
                 let body = self.body_object()?;
                 let (mode, write) = self.mode_and_opts(t.info, sub)?;
                 let out = self
@@ -499,7 +490,11 @@ impl Request {
                     .await?;
                 Ok(json_response(StatusCode::OK, &out))
             }
-            (&Method::PATCH, Some(name), sub @ (None | Some("status" | "ephemeralcontainers"))) => {
+            (
+                &Method::PATCH,
+                Some(name),
+                sub @ (None | Some("status" | "ephemeralcontainers" | "approval")),
+            ) => {
                 let (kind, patch) = self.patch_body(t.info)?;
                 let (mode, write) = self.mode_and_opts(t.info, sub)?;
                 if kind == PatchType::Apply {

@@ -115,6 +115,8 @@ pub struct ApiServer {
     pub auth: auth::Auth,
     /// The RBAC objects the authorizer reads.
     pub policy: auth::cache::PolicyCache,
+    /// Which pods on which node use what (the Node authorizer's graph).
+    pub nodes: auth::node::NodeGraph,
     /// Where the secure port listens, once it does.
     pub secure_addr: std::sync::OnceLock<std::net::SocketAddr>,
 }
@@ -258,6 +260,7 @@ impl ApiServer {
             auth: auth::Auth { tokens, mode },
             policy: Default::default(),
             secure_addr: Default::default(),
+            nodes: Default::default(),
         });
         let namespaces = srv
             .watch_cache(registry::of::<Namespace>())
@@ -268,6 +271,7 @@ impl ApiServer {
         // The defaults first, so the authorizer's first list holds them.
         srv.ensure_default_policy().await?;
         auth::cache::PolicyCache::start(&srv).await?;
+        auth::node::NodeGraph::start(&srv).await?;
         Ok(srv)
     }
 

@@ -102,6 +102,13 @@ impl ApiServer {
         {
             tracing::warn!(error = %e, "the default/kubernetes Service is not in place");
         }
+        let public_url = format!(
+            "https://{}",
+            std::net::SocketAddr::new(advertise, local.port())
+        );
+        self.ensure_join_token(&dir).await?;
+        self.ensure_cluster_info(&public_url, &pki.ca.cert_pem)
+            .await?;
         tracing::info!(listen = %local, pki = %dir.display(), "secure port serving");
         Ok(Some((task, local)))
     }
@@ -146,6 +153,75 @@ impl ApiServer {
             out["ports"] = new["ports"].clone();
             out
         })
+        .await
+    }
+
+    /// The token nodes join with (`<pki-dir>/join-token`, made once), and its
+    /// bootstrap token Secret.
+    async fn ensure_join_token(&self, dir: &std::path::Path) -> anyhow::Result<String> {
+        let path = dir.join("join-token");
+        let token = match std::fs::read_to_string(&path) {
+            Ok(t) => t.trim().to_string(),
+            Err(_) => {
+                use std::io::Write;
+                use std::os::unix::fs::OpenOptionsExt;
+                let t = crate::auth::bootstrap::new_token();
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o600)
+                    .open(&path)
+                    .with_context(|| format!("writing {}", path.display()))?;
+                writeln!(f, "{t}")?;
+                t
+            }
+        };
+        let secret = crate::auth::bootstrap::token_secret(
+            &token,
+            "the token nodes join with (scripts/install.sh worker --token)",
+        )
+        .with_context(|| {
+            format!(
+                "{} does not hold a token like abcdef.0123456789abcdef",
+                path.display()
+            )
+        })?;
+        match self
+            .create(
+                registry::of::<k8s_openapi::api::core::v1::Secret>(),
+                Some("kube-system"),
+                secret,
+                Default::default(),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.is_already_exists() => {}
+            Err(e) => anyhow::bail!("creating the join token's Secret: {e}"),
+        }
+        Ok(token)
+    }
+
+    /// `kube-public/cluster-info`: the server and CA a joining node trusts
+    /// once a token's signature on it checks out.
+    async fn ensure_cluster_info(&self, server: &str, ca_pem: &str) -> anyhow::Result<()> {
+        use base64::Engine;
+        let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+        let kubeconfig = serde_yaml::to_string(&json!({"apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "", "cluster": {"certificate-authority-data": ca, "server": server}}],
+            "contexts": null, "current-context": "", "preferences": {}, "users": null}))?;
+        let cm = json!({"metadata": {"name": "cluster-info", "namespace": "kube-public"},
+                        "data": {"kubeconfig": kubeconfig}});
+        self.put_object(
+            registry::of::<k8s_openapi::api::core::v1::ConfigMap>(),
+            cm,
+            |old, new| {
+                let mut out = old.clone();
+                out["data"]["kubeconfig"] = new["data"]["kubeconfig"].clone();
+                out
+            },
+        )
         .await
     }
 

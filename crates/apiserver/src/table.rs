@@ -517,6 +517,37 @@ pub mod rows {
         ]
     }
 
+    /// CertificateSigningRequest: signer, requestor, duration, conditions.
+    pub fn certificate_signing_request(o: &Value) -> Vec<Value> {
+        let duration = o
+            .pointer("/spec/expirationSeconds")
+            .and_then(Value::as_i64)
+            .map(minik8s_api::meta::human_duration)
+            .unwrap_or_else(|| "<none>".into());
+        let conditions: Vec<&str> = arr(o, "/status/conditions")
+            .iter()
+            .filter(|c| c["status"] != "False")
+            .filter_map(|c| c["type"].as_str())
+            .collect();
+        let mut condition = if conditions.is_empty() {
+            "Pending".to_string()
+        } else {
+            conditions.join(",")
+        };
+        if o.pointer("/status/certificate")
+            .is_some_and(|c| c.as_str().is_some_and(|c| !c.is_empty()))
+        {
+            condition.push_str(",Issued");
+        }
+        vec![
+            json!(age(o)),
+            json!(s(o.pointer("/spec/signerName"))),
+            json!(s(o.pointer("/spec/username"))),
+            json!(duration),
+            json!(condition),
+        ]
+    }
+
     /// ServiceAccount: how many token Secrets it lists.
     pub fn service_account(o: &Value) -> Vec<Value> {
         vec![json!(arr(o, "/secrets").len()), json!(age(o))]

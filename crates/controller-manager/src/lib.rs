@@ -19,6 +19,7 @@
 //! eviction (`nodelifecycle.rs`), node IPAM (`nodeipam.rs`), the
 //! HorizontalPodAutoscaler (`hpa.rs`), namespace deletion (`namespace.rs`).
 
+pub mod certificates;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
@@ -152,6 +153,18 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     )?;
     let ttl = ttlafterfinished::TtlAfterFinishedController::new(client.clone(), &informers)?;
     let disruption = disruption::DisruptionController::new(client.clone(), &informers)?;
+    let csr_approver = certificates::approver::CsrApprover::new(client.clone(), &informers)?;
+    let bootstrap_signer =
+        certificates::bootstrapsigner::BootstrapSigner::new(client.clone(), &informers)?;
+    let csr_signer = match &config.cluster_signing_dir {
+        Some(dir) => Some(certificates::signer::CsrSigner::new(
+            client.clone(),
+            &informers,
+            minik8s_pki::Ca::load(dir)
+                .map_err(|e| anyhow::anyhow!("--cluster-signing-dir {}: {e}", dir.display()))?,
+        )?),
+        None => None,
+    };
     let ipam = match config.allocate_node_cidrs {
         true => Some(nodeipam::NodeIpamController::new(
             client.clone(),
@@ -186,6 +199,13 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
         cron_jobs.run(workers),
         ttl.run(workers),
         disruption.run(workers),
+        csr_approver.run(workers),
+        bootstrap_signer.run(1),
+        async {
+            if let Some(signer) = csr_signer {
+                signer.run(workers).await
+            }
+        },
         async {
             if let Some(ipam) = ipam {
                 // One worker: allocation is serial by design.

@@ -16,6 +16,7 @@
 //! nodes ([`hollow`]), which run this same kubelet.
 
 pub mod actions;
+pub mod bootstrap;
 pub mod config_data;
 pub mod decide;
 pub mod dns;

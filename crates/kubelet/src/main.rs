@@ -10,6 +10,15 @@ struct Args {
     /// named `<node-name>-0` ... instead of a real kubelet.
     #[arg(long, default_value_t = 0)]
     hollow_nodes: usize,
+    /// Join with this bootstrap token (`abcdef.0123456789abcdef`) if
+    /// `--kubeconfig` does not exist yet: get a node certificate from the
+    /// apiserver at `--server` and write the kubeconfig there.
+    #[arg(long)]
+    bootstrap_token: Option<String>,
+    /// With --bootstrap-token: also get this node's kube-proxy a
+    /// `system:kube-proxy` kubeconfig at this path.
+    #[arg(long)]
+    kube_proxy_kubeconfig: Option<std::path::PathBuf>,
     #[command(flatten)]
     config: kubelet::Config,
 }
@@ -17,7 +26,23 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     minik8s_client::init_logging();
-    let args = Args::parse();
+    let mut args = Args::parse();
+    if let Some(token) = &args.bootstrap_token {
+        let (Some(server), Some(kubeconfig)) = (&args.client.server, &args.client.kubeconfig)
+        else {
+            anyhow::bail!("--bootstrap-token needs --server (the apiserver's https URL) and --kubeconfig (where to write this node's)");
+        };
+        kubelet::bootstrap::join(
+            server,
+            token,
+            &args.config.node_name,
+            kubeconfig,
+            args.kube_proxy_kubeconfig.as_deref(),
+        )
+        .await?;
+        // From now on the written kubeconfig says where and who.
+        args.client.server = None;
+    }
     let client = args.client.connect()?;
     if args.hollow_nodes > 0 {
         let cfg = kubelet::hollow::HollowConfig {

@@ -14,8 +14,10 @@
 //! someone already on the machine reaches it. The secure port (`--secure-listen`,
 //! TLS) trusts nobody without credentials.
 
+pub mod bootstrap;
 pub mod cache;
 mod escalation;
+pub mod node;
 pub mod policy;
 pub mod rbac;
 pub mod request_info;
@@ -160,11 +162,16 @@ fn split_csv(line: &str) -> Vec<String> {
 }
 
 /// The paths anyone may read without credentials (Kubernetes'
-/// system:public-info-viewer paths).
+/// system:public-info-viewer paths, and cluster-info for joining nodes).
 pub fn is_public_path(path: &str) -> bool {
     matches!(
         path,
-        "/healthz" | "/livez" | "/readyz" | "/version" | "/version/"
+        "/healthz"
+            | "/livez"
+            | "/readyz"
+            | "/version"
+            | "/version/"
+            | "/api/v1/namespaces/kube-public/configmaps/cluster-info"
     ) || ["/healthz/", "/livez/", "/readyz/"]
         .iter()
         .any(|p| path.starts_with(p))
@@ -230,9 +237,53 @@ pub struct Auth {
     pub mode: Mode,
 }
 
+/// A CertificateSigningRequest records who asked for it, whatever the body
+/// says (as Kubernetes' CSR strategy does).
+pub fn stamp_requester(
+    info: &minik8s_api::registry::ResourceInfo,
+    mut obj: Value,
+    user: &UserInfo,
+) -> Value {
+    if info.group == "certificates.k8s.io" && info.plural == "certificatesigningrequests" {
+        if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.insert("username".into(), json!(user.username));
+            spec.insert("uid".into(), json!(user.uid));
+            spec.insert("groups".into(), json!(user.groups));
+            if user.extra.is_empty() {
+                spec.remove("extra");
+            } else {
+                spec.insert("extra".into(), json!(user.extra));
+            }
+        }
+    }
+    obj
+}
+
 impl ApiServer {
+    /// Authentication, impersonation and authorization of one request: who
+    /// is asking, and whether they may (401 and 403 come from here, before
+    /// the body is read).
+    pub async fn admit_request(
+        &self,
+        conn: Option<&Connection>,
+        method: &axum::http::Method,
+        path: &str,
+        headers: &HeaderMap,
+        watch: bool,
+    ) -> Result<UserInfo, ApiError> {
+        let user = match self.authenticate(headers, conn).await? {
+            Some(user) => user,
+            None if is_public_path(path) => UserInfo::anonymous(),
+            None => return Err(unauthorized()),
+        };
+        let user = self.impersonate(user, headers)?;
+        let attrs = request_info::parse(method.as_str(), path, watch);
+        self.check(&user, &attrs)?;
+        Ok(user)
+    }
+
     /// The identity behind a request, `Ok(None)` for an anonymous one.
-    pub fn authenticate(
+    pub async fn authenticate(
         &self,
         headers: &HeaderMap,
         conn: Option<&Connection>,
@@ -246,10 +297,13 @@ impl ApiServer {
             return Ok(Some(cert.authenticated()));
         }
         if let Some(token) = bearer {
-            return match self.auth.tokens.lookup(token) {
-                Some(user) => Ok(Some(user.clone().authenticated())),
-                None => Err(unauthorized()),
-            };
+            if let Some(user) = self.auth.tokens.lookup(token) {
+                return Ok(Some(user.clone().authenticated()));
+            }
+            if let Some(user) = self.bootstrap_token_user(token).await {
+                return Ok(Some(user.authenticated()));
+            }
+            return Err(unauthorized());
         }
         match conn {
             None => Ok(Some(UserInfo::unsecured())),
@@ -262,7 +316,17 @@ impl ApiServer {
         if self.auth.mode == Mode::AlwaysAllow || user.is_superuser() {
             return Ok(String::new());
         }
+        let mut node_reason = String::new();
+        if let Some(node) = node::node_name(user) {
+            match self.authorize_node(node, user, a) {
+                Ok(reason) => return Ok(reason),
+                Err(why) => node_reason = why,
+            }
+        }
         self.policy.policy().authorize(user, a).map_err(|errors| {
+            if !node_reason.is_empty() {
+                return node_reason;
+            }
             if errors.is_empty() {
                 String::new()
             } else {

@@ -167,7 +167,7 @@ fn spec_attributes(kind: &str, spec: &Value) -> Result<Attributes, ApiError> {
 
 impl ApiServer {
     /// Answers a review posted by `user`.
-    pub fn review(
+    pub async fn review(
         &self,
         kind: &str,
         namespace: Option<&str>,
@@ -226,7 +226,7 @@ impl ApiServer {
                     headers.insert(axum::http::header::AUTHORIZATION, v);
                 }
                 let conn = super::Connection::default();
-                match self.authenticate(&headers, Some(&conn)) {
+                match self.authenticate(&headers, Some(&conn)).await {
                     Ok(Some(u)) if !token.is_empty() => {
                         json!({"authenticated": true, "user": user_json(&u),
                                                                 "audiences": spec.get("audiences").cloned().unwrap_or(json!([]))})

@@ -14,6 +14,7 @@
 //! `service.rs`, `namespace.rs`, `node.rs`, `lws.rs`). Kinds registered at run
 //! time get [`Schemaless`]: stored as sent, NAME and AGE columns.
 
+mod certificates;
 mod job;
 mod lws;
 mod namespace;
@@ -313,6 +314,7 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         rbac_v1::RoleBinding => role_binding with rbac::Lifecycle;
         rbac_v1::ClusterRole => role with rbac::Lifecycle;
         rbac_v1::ClusterRoleBinding => role_binding with rbac::Lifecycle;
+        k8s_openapi::api::certificates::v1::CertificateSigningRequest => certificate_signing_request with certificates::Lifecycle;
     }
 });
 
