@@ -2,13 +2,17 @@
 # Installs minik8s on a lab VM as systemd services (doc/deploy.md walks through a whole class setup).
 #
 #   scripts/install.sh master --node-ip IP [--flannel]
-#   scripts/install.sh worker --server http://MASTER:8080 --node-ip IP [--node-name NAME] [--flannel]
+#   scripts/install.sh worker --server MASTER --token TOKEN --node-ip IP [--node-name NAME] [--flannel]
 #   scripts/install.sh all    --node-ip IP          one machine that is both
 #   scripts/install.sh uninstall                    stop and remove the units, binaries and rules
 #
 # It installs what it needs with apt (docker.io, iptables; etcd-server on the master), builds the
 # release binaries if needed, copies them to /usr/local/bin, writes /etc/minik8s/minik8s.env (kept
 # if it exists) and the units, then enables and starts them.
+#   The master serves the API on https://IP:6443 (its plain port stays on 127.0.0.1:8080) and
+#   prints the join token (/var/lib/minik8s/pki/join-token). A worker needs only the master's
+#   address (MASTER, or https://MASTER:6443) and that token: its kubelet checks the cluster's CA
+#   against the token and gets its own certificate (system:node:NAME), and kube-proxy's.
 #   --flannel   pod network by flannel (its binary must be at /usr/local/bin/flanneld): the master's
 #               etcd listens on NODE_IP and holds flannel's network config, node IPAM is off.
 #               Without it the kubelets route pod subnets to each other themselves (host-gw).
@@ -20,11 +24,12 @@ cd "$(dirname "$0")/.."
 
 role=${1:-}
 [ -n "$role" ] && shift || true
-server="" node_ip="" node_name=$(hostname | tr 'A-Z' 'a-z') flannel=false root="" cluster_cidr=10.244.0.0/16
+server="" token="" node_ip="" node_name=$(hostname | tr 'A-Z' 'a-z') flannel=false root="" cluster_cidr=10.244.0.0/16
 bin_dir=target/release
 while [ $# -gt 0 ]; do
   case "$1" in
     --server) server=$2; shift 2 ;;
+    --token) token=$2; shift 2 ;;
     --node-ip) node_ip=$2; shift 2 ;;
     --node-name) node_name=$2; shift 2 ;;
     --flannel) flannel=true; shift ;;
@@ -56,10 +61,14 @@ if [ "$role" = uninstall ]; then
 fi
 case "$role" in master|worker|all) ;; *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;; esac
 [ -n "$node_ip" ] || { echo "--node-ip is required (the address the other machines reach this one at)" >&2; exit 2; }
-if [ "$role" = worker ] && [ -z "$server" ]; then
-  echo "--server http://MASTER:8080 is required for a worker" >&2; exit 2
+if [ "$role" = worker ] && { [ -z "$server" ] || [ -z "$token" ]; }; then
+  echo "--server MASTER and --token TOKEN (the master's /var/lib/minik8s/pki/join-token) are required for a worker" >&2; exit 2
 fi
-[ -n "$server" ] || server=http://$node_ip:8080
+[ -n "$server" ] || server=$node_ip
+case "$server" in https://*) ;; http://*) echo "--server: the API is served over TLS: give MASTER or https://MASTER:6443" >&2; exit 2 ;; *) server=https://$server:6443 ;; esac
+# `all`: the kubelet joins its own master with the token the master writes (a file).
+[ -n "$token" ] || token=/var/lib/minik8s/pki/join-token
+master_ip=${server#https://}; master_ip=${master_ip%%:*}
 [ "$flannel" = true ] && [ -z "$root" ] && [ "$role" != master ] && [ ! -x /usr/local/bin/flanneld ] && {
   echo "--flannel: put flanneld's release binary at /usr/local/bin/flanneld first (doc/networking.md)" >&2; exit 1; }
 
@@ -87,8 +96,8 @@ env_file=$root/etc/minik8s/minik8s.env
 if [ -e "$env_file" ]; then
   echo "==> keeping $env_file"
 else
-  master_ip=${server#http://}; master_ip=${master_ip%%:*}
   sed -e "s|^MINIK8S_SERVER=.*|MINIK8S_SERVER=$server|" -e "s|^NODE_NAME=.*|NODE_NAME=$node_name|" \
+    -e "s|^JOIN_TOKEN=.*|JOIN_TOKEN=$token|" \
     -e "s|^NODE_IP=.*|NODE_IP=$node_ip|" -e "s|^CLUSTER_CIDR=.*|CLUSTER_CIDR=$cluster_cidr|" \
     -e "s|^FLANNEL_ETCD=.*|FLANNEL_ETCD=http://$master_ip:2379|" \
     -e "s|^ALLOCATE_NODE_CIDRS=.*|ALLOCATE_NODE_CIDRS=$([ "$flannel" = true ] && echo false || echo true)|" \
@@ -119,4 +128,10 @@ fi
 systemctl daemon-reload
 for u in $units; do systemctl enable --now "$u"; done
 echo "==> running: $units"
-echo "check with: /usr/local/bin/kubectl --server $server get nodes -o wide"
+if [ "$role" != worker ]; then
+  for _ in $(seq 60); do [ -s /var/lib/minik8s/pki/join-token ] && break; sleep 1; done
+  echo "join a worker with: scripts/install.sh worker --server $master_ip --token $(cat /var/lib/minik8s/pki/join-token 2>/dev/null) --node-ip WORKER_IP"
+  echo "check with: /usr/local/bin/kubectl --kubeconfig /var/lib/minik8s/pki/admin.conf get nodes -o wide"
+else
+  echo "check on the master with: kubectl --kubeconfig /var/lib/minik8s/pki/admin.conf get nodes -o wide"
+fi

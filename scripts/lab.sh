@@ -18,7 +18,7 @@
 #   netns ${LAB_NAME}-sw: bridge br0 ─┬──────────────┬──────────────┬── ...
 #                                    │              │              │
 #     netns ${LAB_NAME}-cp      ${LAB_NAME}-node1   ${LAB_NAME}-node2
-#     master :8080              dockerd, kubelet,  dockerd, kubelet,
+#     master :6443 (TLS)        dockerd, kubelet,  dockerd, kubelet,
 #     $LAB_NET.10               kube-proxy         kube-proxy
 #                               $LAB_NET.11        $LAB_NET.12
 #                               pods 10.244.x.0/24 pods 10.244.y.0/24
@@ -60,7 +60,10 @@ SWITCH_NS=$LAB_NAME-sw
 HOST_LINK=$LAB_NAME-host
 CP_NS=$LAB_NAME-cp
 CP_IP=$LAB_NET.10
-SERVER=http://$CP_IP:8080
+SERVER=https://$CP_IP:6443
+# The admin's kubeconfig (the master's, pointed at $CP_IP); nodes join with the master's token.
+KUBECONFIG_LAB=$LAB_DIR/admin.conf
+PKI=$LAB_DIR/cp/pki
 
 log() { printf '[lab %s] %s\n' "$(date +%T.%3N)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -70,7 +73,7 @@ node_ip() { echo "$LAB_NET.$((10 + $1))"; }
 node_dir() { echo "$LAB_DIR/node$1"; }
 in_ns() { local ns=$1; shift; nsenter --net="/run/netns/$ns" -- "$@"; }
 dk() { local n=$1; shift; docker -H "unix://$(node_dir "$n")/docker.sock" "$@"; }
-kubectl_lab() { "$LAB_BIN/kubectl" --server "$SERVER" "$@"; }
+kubectl_lab() { "$LAB_BIN/kubectl" --kubeconfig "$KUBECONFIG_LAB" "$@"; }
 
 # spawn PIDFILE LOG NETNS CMD...: starts CMD in NETNS as a session leader
 # (so it outlives this script and its pid is $!).
@@ -247,14 +250,20 @@ EOT
     "$CLUSTER_CIDR" "$n" >"$d/subnet.env"
 }
 
+# A node's agents join as lab VMs do (scripts/install.sh worker): the kubelet
+# has only the master's address and the join token, checks the CA against it
+# and gets its own certificate and kube-proxy's.
 start_node_agents() {
   local n=$1 d ns
   d=$(node_dir "$n") ns=$(node_ns "$n")
   spawn "$d/kubelet.pid" "$d/kubelet.log" "$ns" "$LAB_BIN/kubelet" --server "$SERVER" \
+    --bootstrap-token "$(cat "$PKI/join-token")" --kubeconfig "$d/kubelet.conf" \
+    --kube-proxy-kubeconfig "$d/kube-proxy.conf" \
     --node-name "node$n" --node-ip "$(node_ip "$n")" --docker-socket "unix://$d/docker.sock" \
     --root-dir "$d/kubelet" --cluster-dns "$CLUSTER_DNS" --flannel-subnet-env "$d/subnet.env" \
     $LAB_KUBELET_ARGS
-  spawn "$d/kube-proxy.pid" "$d/kube-proxy.log" "$ns" "$LAB_BIN/kube-proxy" --server "$SERVER" \
+  until_ok 60 "node$n to join (see $d/kubelet.log)" test -s "$d/kube-proxy.conf"
+  spawn "$d/kube-proxy.pid" "$d/kube-proxy.log" "$ns" "$LAB_BIN/kube-proxy" --kubeconfig "$d/kube-proxy.conf" \
     --cluster-cidr "$CLUSTER_CIDR" --cluster-dns "$CLUSTER_DNS"
 }
 
@@ -294,13 +303,16 @@ cmd_up() {
     *) die "LAB_STORE is embedded or etcd, not $LAB_STORE" ;;
   esac
   spawn "$LAB_DIR/cp/master.pid" "$LAB_DIR/cp/master.log" "$CP_NS" "$LAB_BIN/master" \
-    --listen 0.0.0.0:8080 "${store[@]}" --cluster-cidr "$CLUSTER_CIDR" \
+    --advertise-address "$CP_IP" --pki-dir "$PKI" "${store[@]}" --cluster-cidr "$CLUSTER_CIDR" \
     --allocate-node-cidrs "$ipam" $LAB_MASTER_ARGS
   start_registry
   for n in $(nodes); do start_dockerd "$n"; done
   for n in $(nodes); do until_ok 60 "node$n's dockerd" dk "$n" version; done
   load_images
-  until_ok 60 "the apiserver at $SERVER" curl -fsS "$SERVER/readyz"
+  until_ok 60 "the apiserver at $SERVER" test -s "$PKI/join-token"
+  until_ok 60 "the apiserver at $SERVER" curl -fsS --cacert "$PKI/ca.crt" "$SERVER/readyz"
+  sed "s|server: https://127.0.0.1:[0-9]*|server: $SERVER|" "$PKI/admin.conf" >"$KUBECONFIG_LAB"
+  chmod 600 "$KUBECONFIG_LAB"
   for n in $(nodes); do start_node_agents "$n"; done
   until_ok 60 "$LAB_NODES Ready nodes" all_nodes_ready
   cat >"$LAB_DIR/env" <<EOF
@@ -311,13 +323,14 @@ LAB_NODES=$LAB_NODES
 LAB_POD_NETWORK=$LAB_POD_NETWORK
 LAB_STORE=$LAB_STORE
 LAB_SERVER=$SERVER
+LAB_KUBECONFIG=$KUBECONFIG_LAB
 LAB_REGISTRY=$CP_IP:5000
 LAB_CLUSTER_DNS=$CLUSTER_DNS
 $(for n in $(nodes); do echo "LAB_NODE${n}_NETNS=/run/netns/$(node_ns "$n")"; echo "LAB_NODE${n}_IP=$(node_ip "$n")"; echo "LAB_NODE${n}_DOCKER_HOST=unix://$(node_dir "$n")/docker.sock"; done)
 EOF
   log "up in $((SECONDS - t0)) s"
   kubectl_lab get nodes -o wide
-  echo "kubectl: $LAB_BIN/kubectl --server $SERVER   (or: $0 kubectl ...)"
+  echo "kubectl: $LAB_BIN/kubectl --kubeconfig $KUBECONFIG_LAB   (or: $0 kubectl ...; any kubectl takes that kubeconfig)"
 }
 
 cmd_stop_node() {

@@ -11,7 +11,9 @@
 #   scripts/quickstart.sh down   stop everything it started, remove the pods' containers and
 #                                kube-proxy's rules (the store in /var/lib/minik8s is kept)
 #
-# Running it twice is harmless: what runs is reused. The apiserver listens on 127.0.0.1:8080.
+# Running it twice is harmless: what runs is reused. The apiserver serves TLS on :6443 (client
+# certificates, tokens, RBAC) and plain HTTP on 127.0.0.1:8080 for this machine only. The admin
+# kubeconfig (/var/lib/minik8s/pki/admin.conf) is installed as ~/.kube/config unless you have one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/common.sh
@@ -21,10 +23,11 @@ DATA_DIR=${MINIK8S_DATA_DIR:-/var/lib/minik8s}
 KUBELET_DIR=${MINIK8S_KUBELET_DIR:-/var/lib/minik8s-kubelet}
 LOG_DIR=${MINIK8S_LOG_DIR:-/var/log/minik8s}
 REGISTRY_DIR=${MINIK8S_REGISTRY_DIR:-/var/lib/minik8s-registry}
-SERVER=http://127.0.0.1:8080
+SERVER=https://127.0.0.1:6443
+PKI=$DATA_DIR/pki
 CLUSTER_DNS=10.96.0.10
 BIN=$PWD/target/release
-KUBECTL="$BIN/kubectl --server $SERVER"
+KUBECTL="$BIN/kubectl --kubeconfig $PKI/admin.conf"
 
 running() { [ -f "$RUN_DIR/$1.pid" ] && kill -0 "$(cat "$RUN_DIR/$1.pid")" 2>/dev/null; }
 
@@ -90,11 +93,28 @@ MINIK8S_REGISTRY=127.0.0.1:5000 bash scripts/images.sh --all
 echo "==> building release binaries (first time: several minutes)"
 cargo build --release --quiet -p master -p kubelet -p kube-proxy -p kubectl
 
-start master "$BIN/master" --listen 0.0.0.0:8080 --data-dir "$DATA_DIR"
-wait_until 60 "the apiserver" curl -fsS "$SERVER/readyz"
-start kubelet "$BIN/kubelet" --server "$SERVER" --node-name "$(hostname | tr 'A-Z' 'a-z')" \
+start master "$BIN/master" --data-dir "$DATA_DIR"
+wait_until 60 "the apiserver" curl -fsS --cacert "$PKI/ca.crt" "$SERVER/readyz"
+# The admin's kubeconfig, so `kubectl get pods` works as is (an existing one of yours is kept).
+if [ ! -e ~/.kube/config ] || grep -q 'kubernetes-admin@minik8s' ~/.kube/config; then
+  mkdir -p ~/.kube && install -m 0600 "$PKI/admin.conf" ~/.kube/config
+  echo "==> wrote ~/.kube/config (the cluster admin, a client certificate)"
+else
+  echo "==> ~/.kube/config is yours and kept: use KUBECONFIG=$PKI/admin.conf"
+fi
+# The node joins like any worker: with the join token it gets its own
+# certificate (system:node:NAME) and kube-proxy's. Credentials from an older
+# cluster (another CA) are dropped first.
+ca_data=$(base64 -w0 "$PKI/ca.crt")
+for conf in "$KUBELET_DIR/kubelet.conf" "$KUBELET_DIR/kube-proxy.conf"; do
+  [ -e "$conf" ] && ! grep -q "$ca_data" "$conf" && ! running kubelet && rm -f "$conf"
+done
+start kubelet "$BIN/kubelet" --server "$SERVER" --bootstrap-token "$PKI/join-token" \
+  --kubeconfig "$KUBELET_DIR/kubelet.conf" --kube-proxy-kubeconfig "$KUBELET_DIR/kube-proxy.conf" \
+  --node-name "$(hostname | tr 'A-Z' 'a-z')" \
   --node-ip 127.0.0.1 --root-dir "$KUBELET_DIR" --cluster-dns "$CLUSTER_DNS"
-start kube-proxy "$BIN/kube-proxy" --server "$SERVER" --cluster-dns "$CLUSTER_DNS"
+wait_until 60 "the node to join (see $LOG_DIR/kubelet.log)" test -s "$KUBELET_DIR/kube-proxy.conf"
+start kube-proxy "$BIN/kube-proxy" --kubeconfig "$KUBELET_DIR/kube-proxy.conf" --cluster-dns "$CLUSTER_DNS"
 wait_until 60 "the node to register" $KUBECTL get node "$(hostname | tr 'A-Z' 'a-z')"
 
 # The hello pod sleeps an hour, then completes. A pod left completed by an
@@ -130,5 +150,5 @@ web_by_name() { docker exec "$hello_container" sh -c 'timeout 3 wget -qO- http:/
 wait_until 60 "the web Service to answer by name from pod hello (see $LOG_DIR/kube-proxy.log)" web_by_name
 web_by_name
 echo
-echo "minik8s is up. Try: target/release/kubectl get nodes   (or the real one: kubectl -s $SERVER get pods)"
+echo "minik8s is up. Try: kubectl get pods   (the real kubectl, or target/release/kubectl; the admin kubeconfig is $PKI/admin.conf)"
 echo "Stop it with: scripts/quickstart.sh down"

@@ -33,6 +33,8 @@ pub enum Subresource {
     EphemeralContainers,
     /// `approval`: a CertificateSigningRequest's Approved/Denied conditions.
     Approval,
+    /// `token`: a ServiceAccount's TokenRequest.
+    Token,
 }
 
 impl Subresource {
@@ -48,6 +50,7 @@ impl Subresource {
             Subresource::Eviction => "eviction",
             Subresource::EphemeralContainers => "ephemeralcontainers",
             Subresource::Approval => "approval",
+            Subresource::Token => "token",
         }
     }
 
@@ -59,7 +62,7 @@ impl Subresource {
             | Subresource::EphemeralContainers
             | Subresource::Approval => &["get", "patch", "update"],
             Subresource::Log => &["get"],
-            Subresource::Binding | Subresource::Eviction => &["create"],
+            Subresource::Binding | Subresource::Eviction | Subresource::Token => &["create"],
             Subresource::Exec | Subresource::Attach | Subresource::PortForward => {
                 &["create", "get"]
             }
@@ -428,7 +431,7 @@ pub static REGISTRY: &[ResourceInfo] = &[
         singular: "serviceaccount",
         short_names: &["sa"],
         namespaced: true,
-        subresources: &[],
+        subresources: &[Token],
         categories: &[],
         columns: SERVICEACCOUNT_COLUMNS,
     },

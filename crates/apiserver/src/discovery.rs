@@ -115,6 +115,11 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
                     e["kind"] = json!("Scale");
                 }
                 registry::Subresource::Binding => e["kind"] = json!("Binding"),
+                registry::Subresource::Token => {
+                    e["group"] = json!("authentication.k8s.io");
+                    e["version"] = json!("v1");
+                    e["kind"] = json!("TokenRequest");
+                }
                 registry::Subresource::Exec => e["kind"] = json!("PodExecOptions"),
                 registry::Subresource::Attach => e["kind"] = json!("PodAttachOptions"),
                 registry::Subresource::PortForward => e["kind"] = json!("PodPortForwardOptions"),

@@ -529,6 +529,11 @@ impl Request {
                     &self.srv.delete(t.info, ns, name, &opts).await?,
                 ))
             }
+            (&Method::POST, Some(name), Some("token")) => {
+                let ns = self.required_ns(t.info, ns)?.unwrap_or("default");
+                let out = self.srv.token_request(ns, name, self.body_object()?).await?;
+                Ok(json_response(StatusCode::CREATED, &out))
+            }
             (&Method::GET, Some(name), Some("scale")) => {
                 let (obj, _) = self.srv.read(t.info, ns, name).await?;
                 Ok(json_response(StatusCode::OK, &to_scale(t.info, &obj)))

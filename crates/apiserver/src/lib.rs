@@ -67,6 +67,10 @@ pub struct Config {
     /// The static token file: `token,user,uid,"group1,group2"` per line.
     #[arg(long)]
     pub token_auth_file: Option<PathBuf>,
+    /// The longest ServiceAccount token issued (seconds); requests for
+    /// longer ones get this.
+    #[arg(long)]
+    pub service_account_max_token_expiration: Option<i64>,
     /// `RBAC` (system:masters, then the RBAC objects) or `AlwaysAllow`.
     #[arg(long, default_value = "RBAC")]
     pub authorization_mode: String,
@@ -115,6 +119,8 @@ pub struct ApiServer {
     pub auth: auth::Auth,
     /// The RBAC objects the authorizer reads.
     pub policy: auth::cache::PolicyCache,
+    /// Signs and checks ServiceAccount tokens (set with the secure port).
+    pub sa_signer: std::sync::OnceLock<minik8s_pki::tokens::Signer>,
     /// Which pods on which node use what (the Node authorizer's graph).
     pub nodes: auth::node::NodeGraph,
     /// Where the secure port listens, once it does.
@@ -257,10 +263,15 @@ impl ApiServer {
                 cfg.default_unreachable_toleration_seconds,
             ),
             summaries: Default::default(),
-            auth: auth::Auth { tokens, mode },
+            auth: auth::Auth {
+                tokens,
+                mode,
+                max_token_seconds: cfg.service_account_max_token_expiration,
+            },
             policy: Default::default(),
             secure_addr: Default::default(),
             nodes: Default::default(),
+            sa_signer: Default::default(),
         });
         let namespaces = srv
             .watch_cache(registry::of::<Namespace>())

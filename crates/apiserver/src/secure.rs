@@ -87,6 +87,9 @@ impl ApiServer {
         let pki = minik8s_pki::ClusterPki::ensure(&dir, &names, &server_url)
             .with_context(|| format!("the cluster PKI in {}", dir.display()))?;
         let serving = pki.serving()?;
+        let signer = minik8s_pki::tokens::Signer::load_or_create(&dir)
+            .context("the service-account signing key")?;
+        let _ = self.sa_signer.set(signer);
         let config = tls::server_config(&serving.cert_pem, &serving.key_pem, &pki.ca.cert_pem)?;
         let _ = self.secure_addr.set(local);
         let task = tokio::spawn(tls::serve(

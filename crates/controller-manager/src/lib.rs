@@ -38,6 +38,7 @@ pub mod nodeipam;
 pub mod nodelifecycle;
 pub mod ownership;
 pub mod replicaset;
+pub mod rootcacert;
 pub mod serviceaccount;
 pub mod statefulset;
 pub mod ttlafterfinished;
@@ -57,6 +58,10 @@ pub struct Config {
     /// request is signed.
     #[arg(long)]
     pub cluster_signing_dir: Option<std::path::PathBuf>,
+    /// The cluster CA published to every namespace as `kube-root-ca.crt`
+    /// (default: `ca.crt` in --cluster-signing-dir).
+    #[arg(long)]
+    pub root_ca_file: Option<std::path::PathBuf>,
     /// Workers per queue-driven controller.
     #[arg(long, default_value_t = 2)]
     pub workers: usize,
@@ -154,6 +159,19 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     let ttl = ttlafterfinished::TtlAfterFinishedController::new(client.clone(), &informers)?;
     let disruption = disruption::DisruptionController::new(client.clone(), &informers)?;
     let csr_approver = certificates::approver::CsrApprover::new(client.clone(), &informers)?;
+    let root_ca = config
+        .root_ca_file
+        .clone()
+        .or_else(|| config.cluster_signing_dir.as_ref().map(|d| d.join("ca.crt")));
+    let root_ca_publisher = match root_ca {
+        Some(path) => Some(rootcacert::RootCaPublisher::new(
+            client.clone(),
+            &informers,
+            std::fs::read_to_string(&path)
+                .map_err(|e| anyhow::anyhow!("--root-ca-file {}: {e}", path.display()))?,
+        )?),
+        None => None,
+    };
     let bootstrap_signer =
         certificates::bootstrapsigner::BootstrapSigner::new(client.clone(), &informers)?;
     let csr_signer = match &config.cluster_signing_dir {
@@ -200,6 +218,11 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
         ttl.run(workers),
         disruption.run(workers),
         csr_approver.run(workers),
+        async {
+            if let Some(publisher) = root_ca_publisher {
+                publisher.run(workers).await
+            }
+        },
         bootstrap_signer.run(1),
         async {
             if let Some(signer) = csr_signer {

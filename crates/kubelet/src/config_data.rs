@@ -44,6 +44,53 @@ impl Kind {
 pub struct PodConfig {
     pub namespace: String,
     pub objects: BTreeMap<(Kind, String), Option<Data>>,
+    /// ServiceAccount tokens by (audience, expirationSeconds).
+    pub tokens: BTreeMap<(String, i64), String>,
+    /// The pod's own fields a downwardAPI item may name (`metadata.namespace`…).
+    pub downward: BTreeMap<String, String>,
+}
+
+/// Whether the kubelet writes the volume's content (configMap, secret,
+/// projected, downwardAPI) rather than giving an empty directory.
+pub fn is_published(v: &Volume) -> bool {
+    v.config_map.is_some() || v.secret.is_some() || v.projected.is_some() || v.downward_api.is_some()
+}
+
+/// The (audience, expirationSeconds) of every projected token the pod mounts.
+pub fn token_sources(pod: &Pod) -> Vec<(String, i64)> {
+    let mut out: Vec<(String, i64)> = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .flat_map(|v| v.projected.iter().flat_map(|p| p.sources.iter().flatten()))
+        .filter_map(|src| src.service_account_token.as_ref())
+        .map(|t| (t.audience.clone().unwrap_or_default(), t.expiration_seconds.unwrap_or(3600)))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The fields of `pod` downwardAPI volumes can project.
+pub fn downward_fields(pod: &Pod) -> BTreeMap<String, String> {
+    let m = &pod.metadata;
+    let map_text = |m: Option<&BTreeMap<String, String>>| {
+        m.map(|m| m.iter().map(|(k, v)| format!("{k}={v:?}")).collect::<Vec<_>>().join("\n"))
+            .unwrap_or_default()
+    };
+    let spec = pod.spec.as_ref();
+    BTreeMap::from([
+        ("metadata.name".to_string(), m.name.clone().unwrap_or_default()),
+        ("metadata.namespace".to_string(), m.namespace.clone().unwrap_or_default()),
+        ("metadata.uid".to_string(), m.uid.clone().unwrap_or_default()),
+        ("metadata.labels".to_string(), map_text(m.labels.as_ref())),
+        ("metadata.annotations".to_string(), map_text(m.annotations.as_ref())),
+        ("spec.nodeName".to_string(), spec.and_then(|s| s.node_name.clone()).unwrap_or_default()),
+        (
+            "spec.serviceAccountName".to_string(),
+            spec.and_then(|s| s.service_account_name.clone()).unwrap_or_default(),
+        ),
+    ])
 }
 
 impl PodConfig {
@@ -181,6 +228,35 @@ pub fn volume_files(
 ) -> Result<BTreeMap<String, (Vec<u8>, u32)>, String> {
     let mode = default_mode(v);
     let mut files = BTreeMap::new();
+    let downward_items = v
+        .downward_api
+        .iter()
+        .flat_map(|d| d.items.iter().flatten())
+        .chain(
+            v.projected
+                .iter()
+                .flat_map(|p| p.sources.iter().flatten())
+                .flat_map(|s| s.downward_api.iter().flat_map(|d| d.items.iter().flatten())),
+        );
+    for item in downward_items {
+        let Some(field) = &item.field_ref else { continue };
+        let value = cfg
+            .downward
+            .get(&field.field_path)
+            .ok_or_else(|| format!("unsupported fieldPath {:?}", field.field_path))?;
+        let m = item.mode.map(|m| m as u32).unwrap_or(mode);
+        files.insert(item.path.clone(), (value.clone().into_bytes(), m));
+    }
+    for src in v.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
+        if let Some(t) = &src.service_account_token {
+            let key = (t.audience.clone().unwrap_or_default(), t.expiration_seconds.unwrap_or(3600));
+            let token = cfg
+                .tokens
+                .get(&key)
+                .ok_or_else(|| "failed to fetch token".to_string())?;
+            files.insert(t.path.clone(), (token.clone().into_bytes(), mode));
+        }
+    }
     for p in volume_sources(v) {
         let Some(data) = cfg.get(p.kind, &p.name, p.optional)? else {
             continue;

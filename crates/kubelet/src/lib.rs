@@ -35,6 +35,7 @@ pub mod server;
 pub mod spdy;
 pub mod stats;
 pub mod status;
+pub mod tokens;
 
 use anyhow::Context;
 use k8s_openapi::api::core::v1::Pod;
@@ -142,6 +143,8 @@ pub struct Kubelet {
     pub probes: probe::Probes,
     /// Failed image pulls, for the pull back-off.
     pub pull_backoff: images::PullBackoff,
+    /// The pods' ServiceAccount tokens, renewed before they expire.
+    pub tokens: tokens::TokenManager,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -359,6 +362,7 @@ pub async fn prepare(
         pod_cidr: Mutex::new(pod_cidr),
         probes: probe::Probes::default(),
         pull_backoff: images::PullBackoff::default(),
+        tokens: Default::default(),
     }))
 }
 

@@ -10,7 +10,8 @@ struct Args {
     /// named `<node-name>-0` ... instead of a real kubelet.
     #[arg(long, default_value_t = 0)]
     hollow_nodes: usize,
-    /// Join with this bootstrap token (`abcdef.0123456789abcdef`) if
+    /// Join with this bootstrap token (`abcdef.0123456789abcdef`, or a file
+    /// holding one, e.g. the master's pki/join-token) if
     /// `--kubeconfig` does not exist yet: get a node certificate from the
     /// apiserver at `--server` and write the kubeconfig there.
     #[arg(long)]
@@ -27,7 +28,16 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     minik8s_client::init_logging();
     let mut args = Args::parse();
-    if let Some(token) = &args.bootstrap_token {
+    if let Some(given) = &args.bootstrap_token {
+        let token = if given.contains('/') {
+            std::fs::read_to_string(given)
+                .map_err(|e| anyhow::anyhow!("--bootstrap-token {given}: {e}"))?
+                .trim()
+                .to_string()
+        } else {
+            given.clone()
+        };
+        let token = &token;
         let (Some(server), Some(kubeconfig)) = (&args.client.server, &args.client.kubeconfig)
         else {
             anyhow::bail!("--bootstrap-token needs --server (the apiserver's https URL) and --kubeconfig (where to write this node's)");

@@ -117,7 +117,7 @@ impl Kubelet {
                     std::fs::create_dir_all(&hp.path)?;
                 }
                 (hp.path.clone(), false)
-            } else if config_data::volume_sources(v).is_empty() {
+            } else if !config_data::is_published(v) {
                 std::fs::create_dir_all(&dir)?;
                 (dir.display().to_string(), false)
             } else {
@@ -148,6 +148,15 @@ impl Kubelet {
             namespace: namespace.clone(),
             ..Default::default()
         };
+        cfg.downward = config_data::downward_fields(pod);
+        for (audience, expiration) in config_data::token_sources(pod) {
+            let token = self
+                .tokens
+                .get(&self.client, pod, &audience, expiration)
+                .await
+                .map_err(|e| SetUpFailed(format!("MountVolume.SetUp failed: {e:#}")))?;
+            cfg.tokens.insert((audience, expiration), token);
+        }
         for (kind, name) in config_data::references(pod) {
             let info = match kind {
                 Kind::ConfigMap => registry::of::<ConfigMap>(),
@@ -400,14 +409,10 @@ impl Kubelet {
         };
         let pod_ip = sandbox.ip.clone().unwrap_or_default();
         let mut waiting = plan.waiting;
-        let has_config_volumes = spec
-            .volumes
-            .iter()
-            .flatten()
-            .any(|v| !config_data::volume_sources(v).is_empty());
+        let has_config_volumes = spec.volumes.iter().flatten().any(config_data::is_published);
         // Read only when something starts or mounted content may have changed.
         let needed = !plan.to_start.is_empty() || has_config_volumes;
-        let cfg = if needed && !config_data::references(pod).is_empty() {
+        let cfg = if needed && (has_config_volumes || !config_data::references(pod).is_empty()) {
             self.fetch_config(pod).await?
         } else {
             PodConfig::default()

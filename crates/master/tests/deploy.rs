@@ -80,7 +80,11 @@ fn units_and_settings_for_a_master_and_a_flannel_worker() {
         String::from_utf8_lossy(&out.stderr)
     );
     let env = env_file(master.path());
-    assert_eq!(env["MINIK8S_SERVER"], "http://192.168.56.10:8080");
+    assert_eq!(env["MINIK8S_SERVER"], "https://192.168.56.10:6443");
+    assert_eq!(
+        env["JOIN_TOKEN"], "/var/lib/minik8s/pki/join-token",
+        "the kubelet of an `all` machine joins with the token its master writes"
+    );
     assert_eq!(
         env["ALLOCATE_NODE_CIDRS"], "true",
         "node IPAM without flannel"
@@ -120,7 +124,9 @@ fn units_and_settings_for_a_master_and_a_flannel_worker() {
     let args = [
         "worker",
         "--server",
-        "http://192.168.56.10:8080",
+        "192.168.56.10",
+        "--token",
+        "abcdef.0123456789abcdef",
         "--node-ip",
         "192.168.56.11",
     ];
@@ -141,6 +147,8 @@ fn units_and_settings_for_a_master_and_a_flannel_worker() {
         (env["NODE_NAME"].as_str(), env["NODE_IP"].as_str()),
         ("w1", "192.168.56.11")
     );
+    assert_eq!(env["MINIK8S_SERVER"], "https://192.168.56.10:6443");
+    assert_eq!(env["JOIN_TOKEN"], "abcdef.0123456789abcdef");
     assert_eq!(
         env["FLANNEL_ETCD"], "http://192.168.56.10:2379",
         "flannel reads the master's etcd"
@@ -176,6 +184,9 @@ fn missing_settings_are_refused_with_a_message() {
     let out = install(&["worker", "--node-ip", "192.168.56.11", "--root", &root]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--server"));
+    let out = install(&["worker", "--server", "10.0.0.1", "--node-ip", "192.168.56.11", "--root", &root]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--token"));
     let out = install(&["master", "--root", &root]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--node-ip"));

@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 const LAB_NAME: &str = "mk8se2e";
 const LAB_DIR: &str = "/tmp/mk8s-e2e";
 const LAB_NET: &str = "192.168.79";
-const SERVER: &str = "http://192.168.79.10:8080";
+/// The admin's kubeconfig lab.sh writes (TLS to 192.168.79.10:6443, a client certificate).
+const KUBECONFIG: &str = "/tmp/mk8s-e2e/admin.conf";
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -63,7 +64,7 @@ fn try_sh(script: &str) -> Option<String> {
 
 fn kubectl(args: &str) -> String {
     sh(&format!(
-        "{}/kubectl --server {SERVER} {args}",
+        "{}/kubectl --kubeconfig {KUBECONFIG} {args}",
         bin_dir().display()
     ))
 }
@@ -420,6 +421,29 @@ fn three_node_lab(setup: Setup) {
             3,
             "{nodes}"
         );
+        // Every node joined with the token: its kubelet is system:node:<name>
+        // (the real kubectl with the kubeconfig the kubelet wrote), and the
+        // Node authorizer keeps it off the cluster's Secrets.
+        for n in 1..=3 {
+            let conf = format!("{LAB_DIR}/node{n}/kubelet.conf");
+            let who = sh(&format!(
+                "/usr/bin/kubectl --kubeconfig {conf} auth whoami -o jsonpath='{{.status.userInfo.username}}'"
+            ));
+            assert_eq!(who, format!("system:node:node{n}"));
+        }
+        let denied = run(Command::new("/usr/bin/kubectl").args([
+            "--kubeconfig",
+            &format!("{LAB_DIR}/node1/kubelet.conf"),
+            "get",
+            "secrets",
+            "-A",
+        ]));
+        assert!(!denied.status.success());
+        assert!(
+            String::from_utf8_lossy(&denied.stderr).contains("forbidden"),
+            "{}",
+            String::from_utf8_lossy(&denied.stderr)
+        );
         // The snapshot sees the lab's traces (so an empty one after down means something).
         let during = host_state();
         for trace in [
@@ -605,7 +629,7 @@ fn three_node_lab(setup: Setup) {
             ("spread-0-2", "/usr/bin/kubectl"),
         ] {
             let log = until(60, "the worker to log its leader's answer", || {
-                let log = try_sh(&format!("{kubectl} --server {SERVER} logs {worker}"))?;
+                let log = try_sh(&format!("{kubectl} --kubeconfig {KUBECONFIG} logs {worker}"))?;
                 log.contains("got:").then_some(log)
             });
             assert!(log.contains("got: leader spread-0"), "{worker}: {log}");
@@ -642,7 +666,7 @@ fn three_node_lab(setup: Setup) {
         });
         // The real kubectl (ours has no `set`).
         sh(&format!(
-            "/usr/bin/kubectl --server {SERVER} set env deploy/roller VERSION=v2"
+            "/usr/bin/kubectl --kubeconfig {KUBECONFIG} set env deploy/roller VERSION=v2"
         ));
         let mut fewest_ready = usize::MAX;
         let mut failed = Vec::new();
@@ -674,11 +698,11 @@ fn three_node_lab(setup: Setup) {
             (hashes().len() == 1).then_some(())
         });
         sh(&format!(
-            "/usr/bin/kubectl --server {SERVER} patch deploy roller -p \
+            "/usr/bin/kubectl --kubeconfig {KUBECONFIG} patch deploy roller -p \
              '{{\"spec\":{{\"strategy\":{{\"type\":\"Recreate\",\"rollingUpdate\":null}}}}}}'"
         ));
         sh(&format!(
-            "/usr/bin/kubectl --server {SERVER} set env deploy/roller VERSION=v3"
+            "/usr/bin/kubectl --kubeconfig {KUBECONFIG} set env deploy/roller VERSION=v3"
         ));
         let mut overlap = None;
         until(120, "the Recreate rollout", || {

@@ -10,7 +10,10 @@
 use std::path::Path;
 use std::process::Command;
 
+/// The loopback port, to see whether a quick start already runs.
 const SERVER: &str = "http://127.0.0.1:8080";
+/// The admin's kubeconfig the quick start's master writes (TLS, a client certificate).
+const ADMIN: &str = "/var/lib/minik8s/pki/admin.conf";
 
 fn quickstart(args: &[&str]) -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/quickstart.sh");
@@ -35,7 +38,7 @@ fn quickstart(args: &[&str]) -> String {
 
 fn kubectl(args: &[&str]) -> String {
     let out = Command::new("/usr/bin/kubectl")
-        .args(["--server", SERVER])
+        .args(["--kubeconfig", ADMIN])
         .args(args)
         .output()
         .expect("running /usr/bin/kubectl");
@@ -65,6 +68,19 @@ fn check_up(out: &str) {
         3,
         "{pods}"
     );
+    // Over TLS as the cluster admin; the node is its own user.
+    assert!(kubectl(&["auth", "whoami"]).contains("kubernetes-admin"));
+    let node = kubectl(&["get", "csr", "-o", "jsonpath={.items[*].spec.username}"]);
+    assert!(node.contains("system:bootstrap:"), "the node joined with the token: {node}");
+    // `kubectl get pods` as is, when the quick start wrote ~/.kube/config (it
+    // keeps one it did not write).
+    let home = std::env::var("HOME").unwrap_or_default();
+    let config = std::fs::read_to_string(format!("{home}/.kube/config")).unwrap_or_default();
+    if config.contains("kubernetes-admin@minik8s") {
+        let out = Command::new("/usr/bin/kubectl").args(["get", "pods"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("hello"));
+    }
 }
 
 /// Takes down a quick start this test started, whatever happens.

@@ -22,6 +22,7 @@ pub mod policy;
 pub mod rbac;
 pub mod request_info;
 pub mod reviews;
+pub mod serviceaccount;
 
 use crate::ApiServer;
 use axum::http::HeaderMap;
@@ -235,6 +236,8 @@ pub enum Mode {
 pub struct Auth {
     pub tokens: StaticTokens,
     pub mode: Mode,
+    /// `--service-account-max-token-expiration`: the longest token issued.
+    pub max_token_seconds: Option<i64>,
 }
 
 /// A CertificateSigningRequest records who asked for it, whatever the body
@@ -302,6 +305,11 @@ impl ApiServer {
             }
             if let Some(user) = self.bootstrap_token_user(token).await {
                 return Ok(Some(user.authenticated()));
+            }
+            if token.matches('.').count() == 2 {
+                if let Some(user) = self.service_account_user(token).await {
+                    return Ok(Some(user.authenticated()));
+                }
             }
             return Err(unauthorized());
         }

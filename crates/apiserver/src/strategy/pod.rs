@@ -12,6 +12,10 @@ impl super::Strategy for Lifecycle {
     fn prepare_for_create(&self, srv: &ApiServer, pod: &mut Value) -> Result<(), FieldError> {
         add_default_tolerations(pod, srv.default_toleration_seconds);
         default_service_account(pod);
+        // With a token signer (the secure port on), pods get their token volume.
+        if srv.sa_signer.get().is_some() {
+            crate::auth::serviceaccount::add_token_volume(pod);
+        }
         // Built-in admission of LeaderWorkerSet pods (upstream's pod webhook).
         minik8s_api::lws_pod::admit_pod(pod)?;
         pod["status"] = json!({"phase": "Pending", "qosClass": pod_qos(pod)});
