@@ -23,6 +23,7 @@ fn cfg(objects: &[Object]) -> PodConfig {
                 ((*k, n.to_string()), data)
             })
             .collect(),
+        ..Default::default()
     }
 }
 

@@ -28,6 +28,9 @@ pub struct Cluster {
     pub client: Client,
     /// More kubelet flags (e.g. --cluster-dns).
     pub kubelet_args: Vec<String>,
+    /// Set for [`Cluster::start_secure`]: the kubelet joins over TLS with the
+    /// join token instead of using the plain loopback port.
+    pub secure: Option<String>,
 }
 
 impl Cluster {
@@ -67,10 +70,62 @@ impl Cluster {
             pod_cidr,
             client,
             kubelet_args,
+            secure: None,
         };
         c.start_kubelet();
         c.wait_node_ready().await;
         c
+    }
+
+    /// A cluster on the secure port (0.0.0.0, so pods reach it through
+    /// their network's gateway, which the serving certificate names), the
+    /// controller manager in this process (it signs the kubelet's
+    /// certificate and publishes kube-root-ca.crt), a kubelet that joins
+    /// with the join token, and ServiceAccount tokens that live
+    /// `token_seconds`.
+    pub async fn start_secure(token_seconds: i64) -> Cluster {
+        let pod_cidr = free_pod_cidr();
+        let gateway = Self::gateway_of(&pod_cidr);
+        let server = TestServer::start_with(Backend::Embedded, |c| {
+            c.secure_listen = Some(format!("0.0.0.0:{}", free_port()));
+            c.tls_san = vec![gateway.clone()];
+            c.service_account_max_token_expiration = Some(token_seconds);
+        })
+        .await;
+        let pki = server.config.data_dir.join("pki");
+        let mut cm = controller_manager::Config::default();
+        cm.cluster_signing_dir = Some(pki.clone());
+        let cm_client = minik8s_client::config::connect(None, Some(&pki.join("controller-manager.conf"))).unwrap();
+        tokio::spawn(controller_manager::run(cm_client, cm));
+        let https = format!("https://127.0.0.1:{}", server.server.secure_addr.get().unwrap().port());
+        let dockerd = tokio::task::spawn_blocking(|| Dockerd::start_with(&[])).await.unwrap();
+        let n = NEXT_NET.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let client = Client::new(&server.url);
+        let mut c = Cluster {
+            server,
+            dockerd,
+            kubelet: None,
+            root: tempfile::tempdir().unwrap(),
+            node: format!("node-{n}"),
+            port: free_port(),
+            pod_cidr,
+            client,
+            kubelet_args: Vec::new(),
+            secure: Some(https),
+        };
+        c.start_kubelet();
+        c.wait_node_ready().await;
+        c
+    }
+
+    /// The first address of a pod CIDR: the kubelet's network gateway (this host, for its pods).
+    pub fn gateway_of(pod_cidr: &str) -> String {
+        let base = pod_cidr.split('/').next().unwrap_or("");
+        let mut octets: Vec<u8> = base.split('.').filter_map(|o| o.parse().ok()).collect();
+        if let Some(last) = octets.last_mut() {
+            *last += 1;
+        }
+        octets.iter().map(u8::to_string).collect::<Vec<_>>().join(".")
     }
 
     pub fn start_kubelet(&mut self) {
@@ -85,10 +140,20 @@ impl Cluster {
             .append(true)
             .open(self.root.path().join(format!("kubelet-{node}.log")))
             .unwrap();
+        let server: Vec<String> = match &self.secure {
+            None => vec!["--server".into(), self.server.url.clone()],
+            Some(https) => vec![
+                "--server".into(),
+                https.clone(),
+                "--bootstrap-token".into(),
+                self.server.config.data_dir.join("pki/join-token").display().to_string(),
+                "--kubeconfig".into(),
+                self.root.path().join(format!("kubelet-{node}.conf")).display().to_string(),
+            ],
+        };
         Command::new(env!("CARGO_BIN_EXE_kubelet"))
+            .args(&server)
             .args([
-                "--server",
-                &self.server.url,
                 "--node-name",
                 node,
                 "--node-ip",
