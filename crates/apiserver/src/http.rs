@@ -531,7 +531,10 @@ impl Request {
             }
             (&Method::POST, Some(name), Some("token")) => {
                 let ns = self.required_ns(t.info, ns)?.unwrap_or("default");
-                let out = self.srv.token_request(ns, name, self.body_object()?).await?;
+                let out = self
+                    .srv
+                    .token_request(ns, name, self.body_object()?)
+                    .await?;
                 Ok(json_response(StatusCode::CREATED, &out))
             }
             (&Method::GET, Some(name), Some("scale")) => {

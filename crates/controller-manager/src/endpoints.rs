@@ -256,8 +256,12 @@ impl Reconciler for EndpointsController {
         let slice_api = self
             .client
             .dynamic(registry::of::<EndpointSlice>(), Some(ns));
+        // Only the slices this controller manages: others (the apiserver's
+        // for `kubernetes`, a user's for a selectorless Service) are not ours.
         let existing: Vec<Value> = slice_api
-            .list(&ListParams::default().labels(&format!("{}={name}", SERVICE_NAME_LABEL)))
+            .list(&ListParams::default().labels(&format!(
+                "{SERVICE_NAME_LABEL}={name},{MANAGED_BY_LABEL}={MANAGED_BY}"
+            )))
             .await?["items"]
             .as_array()
             .cloned()

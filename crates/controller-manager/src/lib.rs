@@ -159,10 +159,12 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     let ttl = ttlafterfinished::TtlAfterFinishedController::new(client.clone(), &informers)?;
     let disruption = disruption::DisruptionController::new(client.clone(), &informers)?;
     let csr_approver = certificates::approver::CsrApprover::new(client.clone(), &informers)?;
-    let root_ca = config
-        .root_ca_file
-        .clone()
-        .or_else(|| config.cluster_signing_dir.as_ref().map(|d| d.join("ca.crt")));
+    let root_ca = config.root_ca_file.clone().or_else(|| {
+        config
+            .cluster_signing_dir
+            .as_ref()
+            .map(|d| d.join("ca.crt"))
+    });
     let root_ca_publisher = match root_ca {
         Some(path) => Some(rootcacert::RootCaPublisher::new(
             client.clone(),

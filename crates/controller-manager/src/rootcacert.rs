@@ -28,11 +28,21 @@ pub struct RootCaPublisher {
 
 /// Whether the published ConfigMap holds `ca` (None: there is none).
 pub fn up_to_date(cm: Option<&ConfigMap>, ca: &str) -> Option<bool> {
-    cm.map(|c| c.data.as_ref().and_then(|d| d.get("ca.crt")).map(String::as_str) == Some(ca))
+    cm.map(|c| {
+        c.data
+            .as_ref()
+            .and_then(|d| d.get("ca.crt"))
+            .map(String::as_str)
+            == Some(ca)
+    })
 }
 
 impl RootCaPublisher {
-    pub fn new(client: Client, informers: &SharedInformers, ca_pem: String) -> Result<Controller<Self>, AlreadyStarted> {
+    pub fn new(
+        client: Client,
+        informers: &SharedInformers,
+        ca_pem: String,
+    ) -> Result<Controller<Self>, AlreadyStarted> {
         let ctl = Arc::new(RootCaPublisher {
             client,
             namespaces: informers.cache(),
@@ -63,7 +73,9 @@ impl Reconciler for RootCaPublisher {
             return Ok(Action::Done);
         }
         let existing = self.configmaps.get(&format!("{namespace}/{NAME}"));
-        let api = self.client.dynamic(registry::of::<ConfigMap>(), Some(namespace));
+        let api = self
+            .client
+            .dynamic(registry::of::<ConfigMap>(), Some(namespace));
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
                         "metadata": {"name": NAME, "namespace": namespace,
                                      "annotations": {"kubernetes.io/description": "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters."}},
@@ -71,14 +83,25 @@ impl Reconciler for RootCaPublisher {
         let result = match up_to_date(existing.as_deref(), &self.ca_pem) {
             Some(true) => return Ok(Action::Done),
             Some(false) => {
-                api.patch(NAME, None, minik8s_client::rest::content::MERGE_PATCH, &json!({"data": {"ca.crt": self.ca_pem}}))
-                    .await
+                api.patch(
+                    NAME,
+                    None,
+                    minik8s_client::rest::content::MERGE_PATCH,
+                    &json!({"data": {"ca.crt": self.ca_pem}}),
+                )
+                .await
             }
             None => api.create(&cm).await,
         };
         match result {
             Ok(_) => Ok(Action::Done),
-            Err(e) if e.api().is_some_and(|a| a.is_already_exists() || a.code == 403 || a.is_not_found()) => Ok(Action::Done),
+            Err(e)
+                if e.api().is_some_and(|a| {
+                    a.is_already_exists() || a.code == 403 || a.is_not_found()
+                }) =>
+            {
+                Ok(Action::Done)
+            }
             Err(e) => Err(e),
         }
     }

@@ -53,7 +53,10 @@ pub struct PodConfig {
 /// Whether the kubelet writes the volume's content (configMap, secret,
 /// projected, downwardAPI) rather than giving an empty directory.
 pub fn is_published(v: &Volume) -> bool {
-    v.config_map.is_some() || v.secret.is_some() || v.projected.is_some() || v.downward_api.is_some()
+    v.config_map.is_some()
+        || v.secret.is_some()
+        || v.projected.is_some()
+        || v.downward_api.is_some()
 }
 
 /// The (audience, expirationSeconds) of every projected token the pod mounts.
@@ -64,7 +67,12 @@ pub fn token_sources(pod: &Pod) -> Vec<(String, i64)> {
         .flat_map(|s| s.volumes.iter().flatten())
         .flat_map(|v| v.projected.iter().flat_map(|p| p.sources.iter().flatten()))
         .filter_map(|src| src.service_account_token.as_ref())
-        .map(|t| (t.audience.clone().unwrap_or_default(), t.expiration_seconds.unwrap_or(3600)))
+        .map(|t| {
+            (
+                t.audience.clone().unwrap_or_default(),
+                t.expiration_seconds.unwrap_or(3600),
+            )
+        })
         .collect();
     out.sort();
     out.dedup();
@@ -75,20 +83,41 @@ pub fn token_sources(pod: &Pod) -> Vec<(String, i64)> {
 pub fn downward_fields(pod: &Pod) -> BTreeMap<String, String> {
     let m = &pod.metadata;
     let map_text = |m: Option<&BTreeMap<String, String>>| {
-        m.map(|m| m.iter().map(|(k, v)| format!("{k}={v:?}")).collect::<Vec<_>>().join("\n"))
-            .unwrap_or_default()
+        m.map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={v:?}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
     };
     let spec = pod.spec.as_ref();
     BTreeMap::from([
-        ("metadata.name".to_string(), m.name.clone().unwrap_or_default()),
-        ("metadata.namespace".to_string(), m.namespace.clone().unwrap_or_default()),
-        ("metadata.uid".to_string(), m.uid.clone().unwrap_or_default()),
+        (
+            "metadata.name".to_string(),
+            m.name.clone().unwrap_or_default(),
+        ),
+        (
+            "metadata.namespace".to_string(),
+            m.namespace.clone().unwrap_or_default(),
+        ),
+        (
+            "metadata.uid".to_string(),
+            m.uid.clone().unwrap_or_default(),
+        ),
         ("metadata.labels".to_string(), map_text(m.labels.as_ref())),
-        ("metadata.annotations".to_string(), map_text(m.annotations.as_ref())),
-        ("spec.nodeName".to_string(), spec.and_then(|s| s.node_name.clone()).unwrap_or_default()),
+        (
+            "metadata.annotations".to_string(),
+            map_text(m.annotations.as_ref()),
+        ),
+        (
+            "spec.nodeName".to_string(),
+            spec.and_then(|s| s.node_name.clone()).unwrap_or_default(),
+        ),
         (
             "spec.serviceAccountName".to_string(),
-            spec.and_then(|s| s.service_account_name.clone()).unwrap_or_default(),
+            spec.and_then(|s| s.service_account_name.clone())
+                .unwrap_or_default(),
         ),
     ])
 }
@@ -239,7 +268,9 @@ pub fn volume_files(
                 .flat_map(|s| s.downward_api.iter().flat_map(|d| d.items.iter().flatten())),
         );
     for item in downward_items {
-        let Some(field) = &item.field_ref else { continue };
+        let Some(field) = &item.field_ref else {
+            continue;
+        };
         let value = cfg
             .downward
             .get(&field.field_path)
@@ -249,7 +280,10 @@ pub fn volume_files(
     }
     for src in v.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
         if let Some(t) = &src.service_account_token {
-            let key = (t.audience.clone().unwrap_or_default(), t.expiration_seconds.unwrap_or(3600));
+            let key = (
+                t.audience.clone().unwrap_or_default(),
+                t.expiration_seconds.unwrap_or(3600),
+            );
             let token = cfg
                 .tokens
                 .get(&key)

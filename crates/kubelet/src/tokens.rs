@@ -40,7 +40,11 @@ impl TokenManager {
         audience: &str,
         expiration: i64,
     ) -> anyhow::Result<String> {
-        let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let ns = pod
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
         let name = pod.metadata.name.clone().unwrap_or_default();
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let sa = pod
@@ -61,7 +65,11 @@ impl TokenManager {
                 }
             }
         }
-        let audiences: Vec<&str> = if audience.is_empty() { vec![] } else { vec![audience] };
+        let audiences: Vec<&str> = if audience.is_empty() {
+            vec![]
+        } else {
+            vec![audience]
+        };
         let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
             "spec": {"audiences": audiences, "expirationSeconds": expiration,
                      "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid}}});
@@ -69,7 +77,10 @@ impl TokenManager {
             .request(
                 reqwest::Method::POST,
                 &format!("/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token"),
-                Some((minik8s_client::rest::content::JSON, serde_json::to_vec(&request)?)),
+                Some((
+                    minik8s_client::rest::content::JSON,
+                    serde_json::to_vec(&request)?,
+                )),
                 minik8s_client::rest::content::JSON,
             )
             .await
@@ -87,7 +98,14 @@ impl TokenManager {
         self.tokens
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(key, Issued { token: token.clone(), issued: now, expires });
+            .insert(
+                key,
+                Issued {
+                    token: token.clone(),
+                    issued: now,
+                    expires,
+                },
+            );
         Ok(token)
     }
 }

@@ -197,5 +197,19 @@ async fn a_node_joins_with_a_token_and_is_kept_to_its_own() {
         .await
         .unwrap_err();
     assert_eq!(err.api().unwrap().code, 403);
+    // The apiserver's own endpoints for the `kubernetes` Service outlive the
+    // controllers (they manage only the slices they made).
+    let slice = admin
+        .dynamic(
+            registry::by_kind("discovery.k8s.io/v1", "EndpointSlice").unwrap(),
+            Some("default"),
+        )
+        .get("kubernetes")
+        .await
+        .unwrap();
+    assert_eq!(
+        slice["ports"][0]["port"],
+        server.server.secure_addr.get().unwrap().port()
+    );
     cm.abort();
 }

@@ -34,14 +34,35 @@ async fn a_pod_calls_the_api_with_its_projected_token() {
     let c = Cluster::start_secure(20).await;
     let admin = &c.client;
     let ns = |n: &str| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}});
-    admin.dynamic(minik8s_api::registry::of::<k8s_openapi::api::core::v1::Namespace>(), None).create(&ns("apps")).await.unwrap();
+    admin
+        .dynamic(
+            minik8s_api::registry::of::<k8s_openapi::api::core::v1::Namespace>(),
+            None,
+        )
+        .create(&ns("apps"))
+        .await
+        .unwrap();
     let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "reader", "namespace": "apps"}});
-    admin.dynamic(minik8s_api::registry::of::<k8s_openapi::api::core::v1::ServiceAccount>(), Some("apps")).create(&sa).await.unwrap();
+    admin
+        .dynamic(
+            minik8s_api::registry::of::<k8s_openapi::api::core::v1::ServiceAccount>(),
+            Some("apps"),
+        )
+        .create(&sa)
+        .await
+        .unwrap();
     let rb = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": "reader-view", "namespace": "apps"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
         "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": "apps"}]});
-    admin.dynamic(minik8s_api::registry::of::<k8s_openapi::api::rbac::v1::RoleBinding>(), Some("apps")).create(&rb).await.unwrap();
+    admin
+        .dynamic(
+            minik8s_api::registry::of::<k8s_openapi::api::rbac::v1::RoleBinding>(),
+            Some("apps"),
+        )
+        .create(&rb)
+        .await
+        .unwrap();
 
     let api = format!(
         "https://{}:{}",
@@ -57,7 +78,11 @@ async fn a_pod_calls_the_api_with_its_projected_token() {
         .env("DOCKER_HOST", &c.dockerd.socket)
         .output()
         .unwrap();
-    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
     let script = format!(
         r#"
 import json, ssl, time, urllib.error, urllib.request
@@ -78,59 +103,123 @@ time.sleep(3600)
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "caller", "namespace": "apps"},
         "spec": {"nodeName": c.node, "serviceAccountName": "reader",
                  "containers": [{"name": "c", "image": "minik8s/python", "command": ["python3", "-c", script]}]}});
-    let pods = admin.dynamic(minik8s_api::registry::of::<k8s_openapi::api::core::v1::Pod>(), Some("apps"));
+    let pods = admin.dynamic(
+        minik8s_api::registry::of::<k8s_openapi::api::core::v1::Pod>(),
+        Some("apps"),
+    );
     let created = pods.create(&pod).await.unwrap();
-    let volume = created["spec"]["volumes"][0]["name"].as_str().unwrap().to_string();
+    let volume = created["spec"]["volumes"][0]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(volume.starts_with("kube-api-access-"), "{created}");
 
-    let log = minik8s_testkit::poll(90, Duration::from_millis(500), "the pod to report its calls", || async {
-        let log = admin
-            .send(reqwest::Method::GET, "/api/v1/namespaces/apps/pods/caller/log", None, "text/plain")
-            .await
-            .map_err(|e| format!("{e}\n{}", common::tail(&c.kubelet_log(), 20)))?
-            .text()
-            .await
-            .map_err(|e| e.to_string())?;
-        if log.contains("namespaces/apps/secrets=") {
-            Ok(log)
-        } else {
-            Err(format!("log so far: {log}\n{}", common::tail(&c.kubelet_log(), 20)))
-        }
-    })
+    let log = minik8s_testkit::poll(
+        90,
+        Duration::from_millis(500),
+        "the pod to report its calls",
+        || async {
+            let log = admin
+                .send(
+                    reqwest::Method::GET,
+                    "/api/v1/namespaces/apps/pods/caller/log",
+                    None,
+                    "text/plain",
+                )
+                .await
+                .map_err(|e| format!("{e}\n{}", common::tail(&c.kubelet_log(), 20)))?
+                .text()
+                .await
+                .map_err(|e| e.to_string())?;
+            if log.contains("namespaces/apps/secrets=") {
+                Ok(log)
+            } else {
+                Err(format!(
+                    "log so far: {log}\n{}",
+                    common::tail(&c.kubelet_log(), 20)
+                ))
+            }
+        },
+    )
     .await;
     assert!(log.contains("namespace=apps"), "{log}");
-    assert!(log.contains("namespaces/apps/pods=allowed"), "view lets it list pods in apps: {log}");
+    assert!(
+        log.contains("namespaces/apps/pods=allowed"),
+        "view lets it list pods in apps: {log}"
+    );
     assert!(
         log.contains("namespaces/default/pods=403 pods is forbidden: User \"system:serviceaccount:apps:reader\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""),
         "{log}"
     );
-    assert!(log.contains("namespaces/apps/secrets=403 secrets is forbidden"), "view has no secrets: {log}");
+    assert!(
+        log.contains("namespaces/apps/secrets=403 secrets is forbidden"),
+        "view has no secrets: {log}"
+    );
 
     // The projected CA is the cluster's, and the token names the pod.
     let uid = created["metadata"]["uid"].as_str().unwrap();
     let dir = c.volume_dir(uid, &volume);
     let ca = std::fs::read_to_string(dir.join("ca.crt")).unwrap();
-    assert_eq!(ca, std::fs::read_to_string(c.server.config.data_dir.join("pki/ca.crt")).unwrap());
+    assert_eq!(
+        ca,
+        std::fs::read_to_string(c.server.config.data_dir.join("pki/ca.crt")).unwrap()
+    );
     let first = std::fs::read_to_string(dir.join("token")).unwrap();
     let status = review(&c.client, &first).await;
     assert_eq!(status["authenticated"], true, "{status}");
-    assert_eq!(status["user"]["username"], "system:serviceaccount:apps:reader");
-    assert_eq!(status["user"]["extra"]["authentication.kubernetes.io/pod-name"], json!(["caller"]));
+    assert_eq!(
+        status["user"]["username"],
+        "system:serviceaccount:apps:reader"
+    );
+    assert_eq!(
+        status["user"]["extra"]["authentication.kubernetes.io/pod-name"],
+        json!(["caller"])
+    );
 
     // Renewed before it expires; the old one stops working once expired.
-    let second = minik8s_testkit::poll(40, Duration::from_millis(500), "the token to be renewed", || async {
-        let now = std::fs::read_to_string(dir.join("token")).map_err(|e| e.to_string())?;
-        if now != first { Ok(now) } else { Err("still the first token".into()) }
-    })
+    let second = minik8s_testkit::poll(
+        40,
+        Duration::from_millis(500),
+        "the token to be renewed",
+        || async {
+            let now = std::fs::read_to_string(dir.join("token")).map_err(|e| e.to_string())?;
+            if now != first {
+                Ok(now)
+            } else {
+                Err("still the first token".into())
+            }
+        },
+    )
     .await;
     assert_eq!(review(&c.client, &second).await["authenticated"], true);
-    minik8s_testkit::poll(30, Duration::from_millis(500), "the first token to expire", || async {
-        let s = review(&c.client, &first).await;
-        if s["authenticated"] == false { Ok(()) } else { Err(s.to_string()) }
-    })
+    minik8s_testkit::poll(
+        30,
+        Duration::from_millis(500),
+        "the first token to expire",
+        || async {
+            let s = review(&c.client, &first).await;
+            if s["authenticated"] == false {
+                Ok(())
+            } else {
+                Err(s.to_string())
+            }
+        },
+    )
     .await;
     // The container sees the new token too (the volume is swapped atomically).
-    let inside = c.dockerd.docker(&["ps", "-q", "--filter", "label=io.minik8s.pod.name=caller", "--filter", "label=io.minik8s.container.name=c"]);
-    let seen = c.dockerd.docker(&["exec", inside.lines().next().unwrap_or(""), "cat", &format!("{SA_DIR}/token")]);
+    let inside = c.dockerd.docker(&[
+        "ps",
+        "-q",
+        "--filter",
+        "label=io.minik8s.pod.name=caller",
+        "--filter",
+        "label=io.minik8s.container.name=c",
+    ]);
+    let seen = c.dockerd.docker(&[
+        "exec",
+        inside.lines().next().unwrap_or(""),
+        "cat",
+        &format!("{SA_DIR}/token"),
+    ]);
     assert_ne!(seen, first);
 }

@@ -184,7 +184,15 @@ fn missing_settings_are_refused_with_a_message() {
     let out = install(&["worker", "--node-ip", "192.168.56.11", "--root", &root]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--server"));
-    let out = install(&["worker", "--server", "10.0.0.1", "--node-ip", "192.168.56.11", "--root", &root]);
+    let out = install(&[
+        "worker",
+        "--server",
+        "10.0.0.1",
+        "--node-ip",
+        "192.168.56.11",
+        "--root",
+        &root,
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--token"));
     let out = install(&["master", "--root", &root]);

@@ -629,7 +629,9 @@ fn three_node_lab(setup: Setup) {
             ("spread-0-2", "/usr/bin/kubectl"),
         ] {
             let log = until(60, "the worker to log its leader's answer", || {
-                let log = try_sh(&format!("{kubectl} --kubeconfig {KUBECONFIG} logs {worker}"))?;
+                let log = try_sh(&format!(
+                    "{kubectl} --kubeconfig {KUBECONFIG} logs {worker}"
+                ))?;
                 log.contains("got:").then_some(log)
             });
             assert!(log.contains("got: leader spread-0"), "{worker}: {log}");

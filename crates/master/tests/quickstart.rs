@@ -71,14 +71,24 @@ fn check_up(out: &str) {
     // Over TLS as the cluster admin; the node is its own user.
     assert!(kubectl(&["auth", "whoami"]).contains("kubernetes-admin"));
     let node = kubectl(&["get", "csr", "-o", "jsonpath={.items[*].spec.username}"]);
-    assert!(node.contains("system:bootstrap:"), "the node joined with the token: {node}");
+    assert!(
+        node.contains("system:bootstrap:"),
+        "the node joined with the token: {node}"
+    );
     // `kubectl get pods` as is, when the quick start wrote ~/.kube/config (it
     // keeps one it did not write).
     let home = std::env::var("HOME").unwrap_or_default();
     let config = std::fs::read_to_string(format!("{home}/.kube/config")).unwrap_or_default();
     if config.contains("kubernetes-admin@minik8s") {
-        let out = Command::new("/usr/bin/kubectl").args(["get", "pods"]).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("/usr/bin/kubectl")
+            .args(["get", "pods"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert!(String::from_utf8_lossy(&out.stdout).contains("hello"));
     }
 }

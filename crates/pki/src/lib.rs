@@ -580,8 +580,9 @@ pub mod tokens {
         pub fn from_pem(pem: &str) -> Result<Signer, super::PkiError> {
             let der = rcgen::KeyPair::from_pem(pem)?.serialize_der();
             let rng = ring::rand::SystemRandom::new();
-            let key = EcdsaKeyPair::from_pkcs8(&signature::ECDSA_P256_SHA256_FIXED_SIGNING, &der, &rng)
-                .map_err(|e| super::PkiError::Invalid(format!("service-account key: {e}")))?;
+            let key =
+                EcdsaKeyPair::from_pkcs8(&signature::ECDSA_P256_SHA256_FIXED_SIGNING, &der, &rng)
+                    .map_err(|e| super::PkiError::Invalid(format!("service-account key: {e}")))?;
             let digest = ring::digest::digest(&ring::digest::SHA256, key.public_key().as_ref());
             Ok(Signer {
                 kid: b64(&digest.as_ref()[..16]),
@@ -614,7 +615,11 @@ pub mod tokens {
             if parts.next().is_some() {
                 return None;
             }
-            let dec = |p: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(p).ok();
+            let dec = |p: &str| {
+                base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(p)
+                    .ok()
+            };
             let header: Value = serde_json::from_slice(&dec(h)?).ok()?;
             if header["alg"] != "ES256" {
                 return None;
@@ -623,7 +628,9 @@ pub mod tokens {
                 &signature::ECDSA_P256_SHA256_FIXED,
                 self.key.public_key().as_ref(),
             );
-            public.verify(format!("{h}.{c}").as_bytes(), &dec(s)?).ok()?;
+            public
+                .verify(format!("{h}.{c}").as_bytes(), &dec(s)?)
+                .ok()?;
             serde_json::from_slice(&dec(c)?).ok()
         }
     }
@@ -636,7 +643,8 @@ pub mod tokens {
         fn tokens_verify_only_unchanged_and_with_the_key() {
             let dir = tempfile::tempdir().unwrap();
             let signer = Signer::load_or_create(dir.path()).unwrap();
-            let claims = serde_json::json!({"sub": "system:serviceaccount:default:default", "exp": 1});
+            let claims =
+                serde_json::json!({"sub": "system:serviceaccount:default:default", "exp": 1});
             let token = signer.sign(&claims);
             assert_eq!(signer.verify(&token), Some(claims));
             let again = Signer::load_or_create(dir.path()).unwrap();

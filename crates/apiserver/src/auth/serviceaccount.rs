@@ -31,7 +31,12 @@ fn now() -> i64 {
 
 impl ApiServer {
     /// `POST .../serviceaccounts/{name}/token`: a TokenRequest answered with a token.
-    pub async fn token_request(&self, ns: &str, name: &str, body: Value) -> Result<Value, ApiError> {
+    pub async fn token_request(
+        &self,
+        ns: &str,
+        name: &str,
+        body: Value,
+    ) -> Result<Value, ApiError> {
         let Some(signer) = self.sa_signer.get() else {
             return Err(ApiError::new(
                 404,
@@ -39,7 +44,9 @@ impl ApiServer {
                 "the server has no service-account signing key (the secure port is off)",
             ));
         };
-        let (sa, _) = self.read(registry::of::<ServiceAccount>(), Some(ns), name).await?;
+        let (sa, _) = self
+            .read(registry::of::<ServiceAccount>(), Some(ns), name)
+            .await?;
         let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
         let mut expiration = spec["expirationSeconds"].as_i64().unwrap_or(3600);
         if expiration < 600 {
@@ -62,7 +69,8 @@ impl ApiServer {
             .filter(|a: &Vec<String>| !a.is_empty())
             .unwrap_or_else(|| vec![ISSUER.to_string()]);
         let iat = now();
-        let mut private = json!({"namespace": ns, "serviceaccount": {"name": name, "uid": meta::uid(&sa)}});
+        let mut private =
+            json!({"namespace": ns, "serviceaccount": {"name": name, "uid": meta::uid(&sa)}});
         let bound = spec.get("boundObjectRef").filter(|b| b.is_object());
         if let Some(b) = bound {
             let kind = b["kind"].as_str().unwrap_or("");
@@ -73,7 +81,10 @@ impl ApiServer {
                 )));
             }
             let (pod, _) = self.read(registry::of::<Pod>(), Some(ns), bname).await?;
-            if b["uid"].as_str().is_some_and(|u| !u.is_empty() && u != meta::uid(&pod)) {
+            if b["uid"]
+                .as_str()
+                .is_some_and(|u| !u.is_empty() && u != meta::uid(&pod))
+            {
                 return Err(ApiError::conflict(
                     registry::of::<Pod>(),
                     bname,
@@ -95,9 +106,11 @@ impl ApiServer {
         let mut out_spec = spec.clone();
         out_spec["audiences"] = json!(audiences);
         out_spec["expirationSeconds"] = json!(expiration);
-        Ok(json!({"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
+        Ok(
+            json!({"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
                   "metadata": {"name": name, "namespace": ns, "creationTimestamp": Value::Null},
-                  "spec": out_spec, "status": {"token": token, "expirationTimestamp": expires}}))
+                  "spec": out_spec, "status": {"token": token, "expirationTimestamp": expires}}),
+        )
     }
 
     /// The ServiceAccount a token names, if it is one of ours, current, for
@@ -121,30 +134,51 @@ impl ApiServer {
         let private = &claims["kubernetes.io"];
         let ns = private["namespace"].as_str()?;
         let name = private["serviceaccount"]["name"].as_str()?;
-        let (sa, _) = self.read(registry::of::<ServiceAccount>(), Some(ns), name).await.ok()?;
+        let (sa, _) = self
+            .read(registry::of::<ServiceAccount>(), Some(ns), name)
+            .await
+            .ok()?;
         if meta::uid(&sa) != private["serviceaccount"]["uid"].as_str()? || meta::is_deleting(&sa) {
             return None;
         }
         let mut extra = std::collections::BTreeMap::new();
         if let Some(pod) = private.get("pod") {
             let pname = pod["name"].as_str()?;
-            let (p, _) = self.read(registry::of::<Pod>(), Some(ns), pname).await.ok()?;
+            let (p, _) = self
+                .read(registry::of::<Pod>(), Some(ns), pname)
+                .await
+                .ok()?;
             if meta::uid(&p) != pod["uid"].as_str()? || meta::is_deleting(&p) {
                 return None;
             }
-            extra.insert("authentication.kubernetes.io/pod-name".to_string(), vec![pname.to_string()]);
-            extra.insert("authentication.kubernetes.io/pod-uid".to_string(), vec![meta::uid(&p).to_string()]);
+            extra.insert(
+                "authentication.kubernetes.io/pod-name".to_string(),
+                vec![pname.to_string()],
+            );
+            extra.insert(
+                "authentication.kubernetes.io/pod-uid".to_string(),
+                vec![meta::uid(&p).to_string()],
+            );
         }
         if let Some(node) = private["node"]["name"].as_str() {
-            extra.insert("authentication.kubernetes.io/node-name".to_string(), vec![node.to_string()]);
+            extra.insert(
+                "authentication.kubernetes.io/node-name".to_string(),
+                vec![node.to_string()],
+            );
         }
         if let Some(jti) = claims["jti"].as_str() {
-            extra.insert("authentication.kubernetes.io/credential-id".to_string(), vec![format!("JTI={jti}")]);
+            extra.insert(
+                "authentication.kubernetes.io/credential-id".to_string(),
+                vec![format!("JTI={jti}")],
+            );
         }
         Some(UserInfo {
             username: format!("system:serviceaccount:{ns}:{name}"),
             uid: meta::uid(&sa).to_string(),
-            groups: vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{ns}")],
+            groups: vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{ns}"),
+            ],
             extra,
         })
     }
@@ -201,13 +235,17 @@ mod tests {
         add_token_volume(&mut pod);
         let v = &pod["spec"]["volumes"][0];
         assert!(v["name"].as_str().unwrap().starts_with("kube-api-access-"));
-        assert_eq!(v["projected"]["sources"][0]["serviceAccountToken"]["path"], "token");
+        assert_eq!(
+            v["projected"]["sources"][0]["serviceAccountToken"]["path"],
+            "token"
+        );
         for c in pod["spec"]["containers"].as_array().unwrap() {
             let m = c["volumeMounts"].as_array().unwrap().last().unwrap();
             assert_eq!(m["mountPath"], MOUNT_PATH);
             assert_eq!(m["readOnly"], true);
         }
-        let mut opted_out = json!({"spec": {"automountServiceAccountToken": false, "containers": [{"name": "a"}]}});
+        let mut opted_out =
+            json!({"spec": {"automountServiceAccountToken": false, "containers": [{"name": "a"}]}});
         add_token_volume(&mut opted_out);
         assert!(opted_out["spec"].get("volumes").is_none());
     }

@@ -95,10 +95,17 @@ impl Cluster {
         let pki = server.config.data_dir.join("pki");
         let mut cm = controller_manager::Config::default();
         cm.cluster_signing_dir = Some(pki.clone());
-        let cm_client = minik8s_client::config::connect(None, Some(&pki.join("controller-manager.conf"))).unwrap();
+        let cm_client =
+            minik8s_client::config::connect(None, Some(&pki.join("controller-manager.conf")))
+                .unwrap();
         tokio::spawn(controller_manager::run(cm_client, cm));
-        let https = format!("https://127.0.0.1:{}", server.server.secure_addr.get().unwrap().port());
-        let dockerd = tokio::task::spawn_blocking(|| Dockerd::start_with(&[])).await.unwrap();
+        let https = format!(
+            "https://127.0.0.1:{}",
+            server.server.secure_addr.get().unwrap().port()
+        );
+        let dockerd = tokio::task::spawn_blocking(|| Dockerd::start_with(&[]))
+            .await
+            .unwrap();
         let n = NEXT_NET.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let client = Client::new(&server.url);
         let mut c = Cluster {
@@ -125,7 +132,11 @@ impl Cluster {
         if let Some(last) = octets.last_mut() {
             *last += 1;
         }
-        octets.iter().map(u8::to_string).collect::<Vec<_>>().join(".")
+        octets
+            .iter()
+            .map(u8::to_string)
+            .collect::<Vec<_>>()
+            .join(".")
     }
 
     pub fn start_kubelet(&mut self) {
@@ -146,19 +157,23 @@ impl Cluster {
                 "--server".into(),
                 https.clone(),
                 "--bootstrap-token".into(),
-                self.server.config.data_dir.join("pki/join-token").display().to_string(),
+                self.server
+                    .config
+                    .data_dir
+                    .join("pki/join-token")
+                    .display()
+                    .to_string(),
                 "--kubeconfig".into(),
-                self.root.path().join(format!("kubelet-{node}.conf")).display().to_string(),
+                self.root
+                    .path()
+                    .join(format!("kubelet-{node}.conf"))
+                    .display()
+                    .to_string(),
             ],
         };
         Command::new(env!("CARGO_BIN_EXE_kubelet"))
             .args(&server)
-            .args([
-                "--node-name",
-                node,
-                "--node-ip",
-                "127.0.0.1",
-            ])
+            .args(["--node-name", node, "--node-ip", "127.0.0.1"])
             .args([
                 "--port",
                 &port.to_string(),
