@@ -23,7 +23,6 @@ pub mod store;
 pub mod strategy;
 pub mod subresources;
 pub mod table;
-pub mod tls;
 pub mod watch;
 pub mod watch_cache;
 
@@ -119,6 +118,9 @@ pub struct ApiServer {
     pub auth: auth::Auth,
     /// The RBAC objects the authorizer reads.
     pub policy: auth::cache::PolicyCache,
+    /// How to reach kubelets over TLS with the apiserver's client
+    /// certificate (set with the secure port; plain HTTP without it).
+    pub kubelet_tls: std::sync::OnceLock<secure::KubeletClient>,
     /// Signs and checks ServiceAccount tokens (set with the secure port).
     pub sa_signer: std::sync::OnceLock<minik8s_pki::tokens::Signer>,
     /// Which pods on which node use what (the Node authorizer's graph).
@@ -272,6 +274,7 @@ impl ApiServer {
             secure_addr: Default::default(),
             nodes: Default::default(),
             sa_signer: Default::default(),
+            kubelet_tls: Default::default(),
         });
         let namespaces = srv
             .watch_cache(registry::of::<Namespace>())
@@ -459,7 +462,16 @@ impl ApiServer {
             let (mut parts, body) = req.into_parts();
             // Present when the connection can be upgraded (exec).
             let upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
-            let conn = parts.extensions.remove::<auth::Connection>();
+            let conn = parts
+                .extensions
+                .remove::<minik8s_pki::serve::ClientCert>()
+                .map(|c| auth::Connection {
+                    client_cert: c.0.map(|(cn, orgs)| auth::UserInfo {
+                        username: cn,
+                        groups: orgs,
+                        ..Default::default()
+                    }),
+                });
             http::handle(
                 srv.clone(),
                 conn,

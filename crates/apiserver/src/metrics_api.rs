@@ -36,7 +36,8 @@ pub fn resource_list() -> Value {
            "resources": [res("nodes", "NodeMetrics", false), res("pods", "PodMetrics", true)]})
 }
 
-/// The base URL of a node's kubelet server, from its status.
+/// The base URL of a node's kubelet server, from its status (http; see
+/// [`ApiServer::kubelet_url`] for what the apiserver uses).
 pub fn kubelet_url(node: &Value) -> String {
     let ip = node
         .pointer("/status/addresses")
@@ -186,9 +187,9 @@ impl ApiServer {
                 return Some(v.clone());
             }
         }
-        let url = format!("{}/stats/summary", kubelet_url(node));
+        let url = format!("{}/stats/summary", self.kubelet_url(node));
         let fetched = async {
-            self.http
+            self.kubelet_http()
                 .get(&url)
                 .timeout(Duration::from_secs(5))
                 .send()

@@ -23,7 +23,6 @@ use minik8s_api::registry;
 use minik8s_api::ApiError;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 /// Headers of the client's upgrade request the kubelet needs.
 const FORWARDED: [&str; 6] = [
@@ -197,7 +196,7 @@ impl ApiServer {
                 "error dialing the kubelet on node {node_name}: {e}"
             ))
         };
-        let mut conn = TcpStream::connect(&authority).await.map_err(unreachable)?;
+        let mut conn = self.kubelet_stream(&authority).await.map_err(unreachable)?;
         let mut request =
             format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: Upgrade\r\n");
         for h in FORWARDED {
@@ -271,7 +270,9 @@ impl ApiServer {
 }
 
 /// Reads an HTTP response head: status, headers, and bytes read past it.
-async fn read_head(conn: &mut TcpStream) -> std::io::Result<(u16, Vec<(String, String)>, Vec<u8>)> {
+async fn read_head(
+    conn: &mut (impl tokio::io::AsyncRead + Unpin),
+) -> std::io::Result<(u16, Vec<(String, String)>, Vec<u8>)> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     let end = loop {

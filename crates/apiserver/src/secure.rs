@@ -2,11 +2,12 @@
 //! serving certificate's names, and the `kubernetes` Service in `default`
 //! through which pods reach the apiserver (as kube-apiserver keeps it).
 
-use crate::{tls, ApiServer, Config};
+use crate::{ApiServer, Config};
 use anyhow::Context;
 use k8s_openapi::api::core::v1::{Endpoints, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use minik8s_api::registry;
+use minik8s_pki::serve as tls;
 use serde_json::{json, Value};
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -66,7 +67,70 @@ fn serving_names(cfg: &Config, service_ip: &str) -> Vec<String> {
     names
 }
 
+/// The apiserver's side of its connections to kubelets: HTTPS with the
+/// `kube-apiserver-kubelet-client` certificate (system:masters). The
+/// kubelets' self-signed serving certificates are not checked, as
+/// Kubernetes does not without --kubelet-certificate-authority.
+pub struct KubeletClient {
+    pub http: reqwest::Client,
+    pub tls: Arc<rustls::ClientConfig>,
+}
+
+impl KubeletClient {
+    fn new(cert: &minik8s_pki::CertKey) -> anyhow::Result<KubeletClient> {
+        let identity =
+            reqwest::Identity::from_pem(format!("{}\n{}", cert.cert_pem, cert.key_pem).as_bytes())?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(5))
+            .danger_accept_invalid_certs(true)
+            .identity(identity)
+            .build()?;
+        let tls = Arc::new(tls::insecure_client_config(&cert.cert_pem, &cert.key_pem)?);
+        Ok(KubeletClient { http, tls })
+    }
+}
+
+/// A byte stream to a kubelet (TCP, or TLS over it).
+pub trait KubeletStream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> KubeletStream for T {}
+
 impl ApiServer {
+    /// The base URL of a node's kubelet: https once the secure port is on.
+    pub fn kubelet_url(&self, node: &Value) -> String {
+        let url = crate::metrics_api::kubelet_url(node);
+        match self.kubelet_tls.get() {
+            Some(_) => url.replacen("http://", "https://", 1),
+            None => url,
+        }
+    }
+
+    /// The HTTP client for kubelets.
+    pub fn kubelet_http(&self) -> &reqwest::Client {
+        self.kubelet_tls
+            .get()
+            .map(|k| &k.http)
+            .unwrap_or(&self.http)
+    }
+
+    /// A connection to a kubelet at `authority` (host:port), over TLS when
+    /// the secure port is on.
+    pub async fn kubelet_stream(&self, authority: &str) -> std::io::Result<Box<dyn KubeletStream>> {
+        let tcp = tokio::net::TcpStream::connect(authority).await?;
+        let Some(k) = self.kubelet_tls.get() else {
+            return Ok(Box::new(tcp));
+        };
+        let host = authority
+            .rsplit_once(':')
+            .map(|(h, _)| h)
+            .unwrap_or(authority);
+        let name = rustls::pki_types::ServerName::try_from(host.to_string())
+            .map_err(|e| std::io::Error::other(format!("kubelet address {host}: {e}")))?;
+        let tls = tokio_rustls::TlsConnector::from(k.tls.clone())
+            .connect(name, tcp)
+            .await?;
+        Ok(Box::new(tls))
+    }
+
     /// Binds the secure port, makes sure the PKI exists, and serves TLS until
     /// shutdown. Returns the task and the bound address.
     pub async fn start_secure(
@@ -87,6 +151,8 @@ impl ApiServer {
         let pki = minik8s_pki::ClusterPki::ensure(&dir, &names, &server_url)
             .with_context(|| format!("the cluster PKI in {}", dir.display()))?;
         let serving = pki.serving()?;
+        let kubelet_client = pki.kubelet_client()?;
+        let _ = self.kubelet_tls.set(KubeletClient::new(&kubelet_client)?);
         let signer = minik8s_pki::tokens::Signer::load_or_create(&dir)
             .context("the service-account signing key")?;
         let _ = self.sa_signer.set(signer);

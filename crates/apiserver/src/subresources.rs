@@ -130,7 +130,7 @@ impl ApiServer {
         let (node_obj, _) = self.read(node_info, None, node).await?;
         let mut url = format!(
             "{}/containerLogs/{}/{name}/{container}",
-            crate::metrics_api::kubelet_url(&node_obj),
+            self.kubelet_url(&node_obj),
             ns.unwrap_or("default")
         );
         let passthrough: Vec<String> = [
@@ -149,7 +149,7 @@ impl ApiServer {
             url.push('?');
             url.push_str(&passthrough.join("&"));
         }
-        let resp = self.http.get(&url).send().await.map_err(|e| {
+        let resp = self.kubelet_http().get(&url).send().await.map_err(|e| {
             ApiError::internal(format!(
                 "error fetching logs from kubelet on node {node}: {e}"
             ))

@@ -55,6 +55,7 @@ pub fn node_config(cfg: &HollowConfig, i: usize) -> Config {
     let prefix = &cfg.prefix;
     let (hi, lo) = ((i / 256) % 256, i % 256);
     Config {
+        client_ca_pem: None,
         node_name: format!("{prefix}-{i}"),
         node_ip: format!("10.255.{hi}.{lo}"),
         port: 10250,

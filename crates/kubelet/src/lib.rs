@@ -16,6 +16,7 @@
 //! nodes ([`hollow`]), which run this same kubelet.
 
 pub mod actions;
+pub mod auth;
 pub mod bootstrap;
 pub mod config_data;
 pub mod decide;
@@ -50,6 +51,10 @@ use tokio::sync::mpsc;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct Config {
+    /// The cluster CA (from the kubeconfig): with it the kubelet's port is
+    /// TLS, and only users the apiserver vouches for get in (see `auth.rs`).
+    #[arg(skip)]
+    pub client_ca_pem: Option<String>,
     /// The node's name.
     #[arg(long, default_value_t = default_hostname())]
     pub node_name: String,
@@ -145,6 +150,8 @@ pub struct Kubelet {
     pub pull_backoff: images::PullBackoff,
     /// The pods' ServiceAccount tokens, renewed before they expire.
     pub tokens: tokens::TokenManager,
+    /// The apiserver's recent answers about who may use this port.
+    pub decisions: auth::Decisions,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -363,6 +370,7 @@ pub async fn prepare(
         probes: probe::Probes::default(),
         pull_backoff: images::PullBackoff::default(),
         tokens: Default::default(),
+        decisions: Default::default(),
     }))
 }
 

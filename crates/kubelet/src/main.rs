@@ -53,7 +53,9 @@ async fn main() -> anyhow::Result<()> {
         // From now on the written kubeconfig says where and who.
         args.client.server = None;
     }
-    let client = args.client.connect()?;
+    let target = args.client.resolve()?;
+    args.config.client_ca_pem = target.credentials.ca_pem.clone();
+    let client = minik8s_client::Client::for_target(&target)?;
     if args.hollow_nodes > 0 {
         let cfg = kubelet::hollow::HollowConfig {
             prefix: args.config.node_name.clone(),

@@ -201,12 +201,49 @@ pub async fn serve(kubelet: Arc<Kubelet>) -> anyhow::Result<()> {
             get(crate::portforward::port_forward),
         )
         .route("/healthz", get(|| async { "ok" }))
-        .route("/stats/summary", get(summary))
-        .with_state(kubelet);
+        .route("/stats/summary", get(summary));
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .map_err(|e| anyhow::anyhow!("listening on {addr}: {e}"))?;
-    axum::serve(listener, app).await?;
+    let Some(client_ca) = kubelet.config.client_ca_pem.clone() else {
+        // Without a cluster CA (a kubelet on the apiserver's plain loopback
+        // port, in tests) the port is plain HTTP and open, as it used to be.
+        axum::serve(listener, app.with_state(kubelet)).await?;
+        return Ok(());
+    };
+    let app = app
+        .layer(axum::middleware::from_fn_with_state(
+            kubelet.clone(),
+            crate::auth::authenticate_and_authorize,
+        ))
+        .with_state(kubelet.clone());
+    // A self-signed serving certificate, as the kubelet makes one without
+    // --tls-cert-file (the apiserver does not check it).
+    let ca = minik8s_pki::Ca::generate(&format!(
+        "{}-ca@{}",
+        kubelet.config.node_name,
+        chrono::Utc::now().timestamp()
+    ))?;
+    let names = vec![
+        kubelet.config.node_ip.clone(),
+        kubelet.config.node_name.clone(),
+        "localhost".into(),
+    ];
+    let serving = ca.issue(
+        &kubelet.config.node_name,
+        &[],
+        &names,
+        minik8s_pki::Usage::Server,
+        365,
+    )?;
+    let tls = minik8s_pki::serve::server_config(&serving.cert_pem, &serving.key_pem, &client_ca)?;
+    minik8s_pki::serve::serve(
+        listener,
+        std::sync::Arc::new(tls),
+        app,
+        std::future::pending(),
+    )
+    .await;
     Ok(())
 }
 

@@ -176,6 +176,41 @@ time.sleep(3600)
         json!(["caller"])
     );
 
+    // The kubelet's own port (TLS): strangers get 401, the pod's account
+    // (no nodes/proxy) 403, the apiserver's client certificate gets in.
+    let kubelet = format!("https://127.0.0.1:{}/containerLogs/apps/caller/c", c.port);
+    let insecure = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .build()
+        .unwrap();
+    let resp = insecure.get(&kubelet).send().await.unwrap();
+    assert_eq!(resp.status(), 401);
+    let resp = insecure
+        .get(&kubelet)
+        .bearer_auth(&first)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 403);
+    assert_eq!(
+        resp.text().await.unwrap(),
+        "Forbidden (user=system:serviceaccount:apps:reader, verb=get, resource=nodes, subresource(s)=[proxy])"
+    );
+    let pki = c.server.config.data_dir.join("pki");
+    let pem = format!(
+        "{}\n{}",
+        std::fs::read_to_string(pki.join("apiserver-kubelet-client.crt")).unwrap(),
+        std::fs::read_to_string(pki.join("apiserver-kubelet-client.key")).unwrap()
+    );
+    let apiserver = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .identity(reqwest::Identity::from_pem(pem.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let resp = apiserver.get(&kubelet).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.text().await.unwrap().contains("namespace=apps"));
+
     // Renewed before it expires; the old one stops working once expired.
     let second = minik8s_testkit::poll(
         40,

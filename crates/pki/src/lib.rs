@@ -15,6 +15,9 @@
 //! A client certificate's CN is the user name and its O values are the
 //! groups, as Kubernetes reads them.
 
+#[cfg(feature = "serve")]
+pub mod serve;
+
 use rcgen::{
     BasicConstraints, CertificateParams, CertificateSigningRequestParams, DistinguishedName,
     DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,

@@ -1,15 +1,15 @@
-//! The secure port: TLS (rustls) in front of the same router as the plain
-//! port. Each connection's verified client certificate becomes the
-//! [`Connection`](crate::auth::Connection) every request on it carries, which
-//! authentication reads (CN = user, O = groups).
+//! Serving HTTPS (feature `serve`): TLS (rustls) in front of an axum router,
+//! as the apiserver's secure port and the kubelet's port do. Client
+//! certificates are optional and checked against the cluster CA; each
+//! connection's verified certificate subject (CN = user, O = groups) is put
+//! into every request it carries, for authentication to read.
 //!
 //! ```text
 //!  TCP accept ─▶ TLS handshake (server cert; client cert optional, checked
 //!               against the cluster CA) ─▶ HTTP/1.1 or HTTP/2 (ALPN)
-//!             ─▶ request + Connection{client_cert} ─▶ router ─▶ http::handle
+//!             ─▶ request + ClientCert(subject) ─▶ router
 //! ```
 
-use crate::auth::{Connection, UserInfo};
 use anyhow::Context;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -23,7 +23,7 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 }
 
 fn certs(pem: &str) -> Vec<CertificateDer<'static>> {
-    minik8s_pki::pem_certificates(pem)
+    crate::pem_certificates(pem)
         .into_iter()
         .map(CertificateDer::from)
         .collect()
@@ -59,15 +59,77 @@ pub fn server_config(
     Ok(config)
 }
 
-/// The user a verified client certificate names.
-fn client_user(conn: &rustls::ServerConnection) -> Option<UserInfo> {
-    let der = conn.peer_certificates()?.first()?;
-    let (cn, orgs) = minik8s_pki::certificate_subject(der)?;
-    Some(UserInfo {
-        username: cn,
-        groups: orgs,
-        ..Default::default()
-    })
+/// The verified client certificate of a connection, as every request on it
+/// carries it (an extension): its subject's CN and O values, None without one.
+#[derive(Debug, Clone, Default)]
+pub struct ClientCert(pub Option<(String, Vec<String>)>);
+
+fn client_cert(conn: &rustls::ServerConnection) -> ClientCert {
+    ClientCert(
+        conn.peer_certificates()
+            .and_then(|c| c.first())
+            .and_then(|der| crate::certificate_subject(der)),
+    )
+}
+
+/// A client configuration that presents `cert`/`key` and does not check the
+/// server's certificate (the apiserver towards kubelets, as Kubernetes does
+/// without --kubelet-certificate-authority).
+pub fn insecure_client_config(
+    cert_pem: &str,
+    key_pem: &str,
+) -> anyhow::Result<rustls::ClientConfig> {
+    #[derive(Debug)]
+    struct AnyServer(Arc<rustls::crypto::CryptoProvider>);
+    impl rustls::client::danger::ServerCertVerifier for AnyServer {
+        fn verify_server_cert(
+            &self,
+            _: &CertificateDer<'_>,
+            _: &[CertificateDer<'_>],
+            _: &rustls::pki_types::ServerName<'_>,
+            _: &[u8],
+            _: rustls::pki_types::UnixTime,
+        ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+            Ok(rustls::client::danger::ServerCertVerified::assertion())
+        }
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &rustls::DigitallySignedStruct,
+        ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls12_signature(
+                message,
+                cert,
+                dss,
+                &self.0.signature_verification_algorithms,
+            )
+        }
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &rustls::DigitallySignedStruct,
+        ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls13_signature(
+                message,
+                cert,
+                dss,
+                &self.0.signature_verification_algorithms,
+            )
+        }
+        fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+            self.0.signature_verification_algorithms.supported_schemes()
+        }
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyServer(provider())))
+        .with_client_auth_cert(certs(cert_pem), key(key_pem)?)
+        .context("loading the client certificate")?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
 }
 
 /// Serves `router` over TLS on `listener` until `shutdown` resolves.
@@ -104,9 +166,7 @@ pub async fn serve(
                     }
                     Err(_) => return,
                 };
-            let conn = Connection {
-                client_cert: client_user(tls.get_ref().1),
-            };
+            let conn = client_cert(tls.get_ref().1);
             let service = hyper::service::service_fn(
                 move |mut req: hyper::Request<hyper::body::Incoming>| {
                     req.extensions_mut().insert(conn.clone());
