@@ -54,12 +54,15 @@ pub fn verb(method: &str) -> &'static str {
     }
 }
 
+/// A decision's question: who, which verb, which nodes subresource.
+type Question = (User, &'static str, &'static str);
+
 /// Recent answers of the apiserver (tokens and decisions), kept briefly as
 /// the kubelet's webhook caches do.
 #[derive(Default)]
 pub struct Decisions {
     tokens: Mutex<HashMap<String, (Option<User>, Instant)>>,
-    allowed: Mutex<HashMap<(User, &'static str, &'static str), (bool, Instant)>>,
+    allowed: Mutex<HashMap<Question, (bool, Instant)>>,
 }
 
 const TOKEN_TTL: Duration = Duration::from_secs(120);

@@ -42,8 +42,10 @@ async fn a_node_joins_with_a_token_and_is_kept_to_its_own() {
         server.server.secure_addr.get().unwrap().port()
     );
     let admin = Client::new(&server.url);
-    let mut cm_config = controller_manager::Config::default();
-    cm_config.cluster_signing_dir = Some(pki.clone());
+    let cm_config = controller_manager::Config {
+        cluster_signing_dir: Some(pki.clone()),
+        ..Default::default()
+    };
     let cm = tokio::spawn(controller_manager::run(
         client_of(&pki.join("controller-manager.conf")),
         cm_config,

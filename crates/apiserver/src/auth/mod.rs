@@ -436,7 +436,10 @@ pub fn user_json(user: &UserInfo) -> Value {
 /// Pod Security admission): called by the REST code with the final object,
 /// after validation and before the store.
 #[derive(Clone)]
-pub struct Admission(pub Arc<dyn Fn(&Value, Option<&Value>) -> Result<(), ApiError> + Send + Sync>);
+pub struct Admission(pub Arc<AdmissionFn>);
+
+/// Checks the object to be written (and the stored one on update).
+pub type AdmissionFn = dyn Fn(&Value, Option<&Value>) -> Result<(), ApiError> + Send + Sync;
 
 impl std::fmt::Debug for Admission {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -34,7 +34,7 @@ pub fn node_name(user: &UserInfo) -> Option<&str> {
 }
 
 /// What a pod uses that a kubelet must read: (resource, name) in its namespace.
-pub fn references(pod: &Value) -> Vec<(&'static str, String)> {
+pub fn references(pod: &Value) -> Uses {
     let mut out = Vec::new();
     let spec = &pod["spec"];
     let s = |v: &Value| v.as_str().unwrap_or("").to_string();
@@ -105,10 +105,13 @@ pub struct NodeGraph {
     inner: RwLock<Graph>,
 }
 
+/// What a pod uses: (resource, name) in its namespace.
+type Uses = Vec<(&'static str, String)>;
+
 #[derive(Default)]
 struct Graph {
     /// (namespace, pod) → (node, what it uses).
-    pods: HashMap<(String, String), (String, Vec<(&'static str, String)>)>,
+    pods: HashMap<(String, String), (String, Uses)>,
     /// (resource, namespace, name) → nodes using it, with how many pods.
     used: HashMap<(&'static str, String, String), HashMap<String, usize>>,
 }

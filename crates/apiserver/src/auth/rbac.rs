@@ -311,9 +311,7 @@ pub fn rule_allows(r: &PolicyRule, a: &Attributes) -> bool {
                 || (!a.subresource.is_empty() && *res == format!("*/{}", a.subresource))
         });
         let names = r.resource_names.as_deref().unwrap_or_default();
-        has(groups, &a.api_group)
-            && resource_ok
-            && (names.is_empty() || names.iter().any(|n| *n == a.name))
+        has(groups, &a.api_group) && resource_ok && (names.is_empty() || names.contains(&a.name))
     } else {
         r.non_resource_urls
             .as_deref()

@@ -196,7 +196,7 @@ mod tests {
             assert_eq!(a.verb, "get");
             assert_eq!(a.path, path);
         }
-        assert!(parse("GET", "/apis/apps/v1", false).resource_request == false);
+        assert!(!parse("GET", "/apis/apps/v1", false).resource_request);
         assert_eq!(parse("POST", "/api/v1", false).verb, "post");
     }
 }

@@ -93,8 +93,10 @@ impl Cluster {
         })
         .await;
         let pki = server.config.data_dir.join("pki");
-        let mut cm = controller_manager::Config::default();
-        cm.cluster_signing_dir = Some(pki.clone());
+        let cm = controller_manager::Config {
+            cluster_signing_dir: Some(pki.clone()),
+            ..Default::default()
+        };
         let cm_client =
             minik8s_client::config::connect(None, Some(&pki.join("controller-manager.conf")))
                 .unwrap();
