@@ -17,6 +17,7 @@ pub mod names;
 pub mod net;
 pub mod openapi;
 pub mod patch;
+pub mod podsecurity;
 pub mod protobuf;
 pub mod quantity;
 pub mod registry;

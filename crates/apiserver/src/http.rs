@@ -271,16 +271,19 @@ pub async fn handle(
                 upgrade,
                 served,
                 user,
+                warnings: Default::default(),
             };
+            let warnings = ctx.warnings.clone();
             let mut resp = match ctx.dispatch(method, t).await {
                 Ok(resp) => resp,
                 Err(e) => error_response(&e),
             };
+            crate::params::add_warnings(&mut resp, warnings.take());
             if let Some(alt) = served {
-                resp = convert_answer(resp, alt, streams).await;
+                resp = crate::answer::convert_answer(resp, alt, streams).await;
             }
             if protobuf {
-                to_protobuf(resp).await
+                crate::answer::to_protobuf(resp).await
             } else {
                 resp
             }
@@ -300,6 +303,8 @@ struct Request {
     served: Option<&'static AlternateVersion>,
     /// Who is asking (after impersonation).
     user: auth::UserInfo,
+    /// Admission's warnings, sent back as `Warning` headers.
+    warnings: crate::rest::Warnings,
 }
 
 fn content_type(headers: &HeaderMap) -> String {
@@ -308,77 +313,6 @@ fn content_type(headers: &HeaderMap) -> String {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json")
         .to_string()
-}
-
-fn is_json(resp: &Response) -> bool {
-    resp.headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|ct| ct.as_bytes().starts_with(b"application/json"))
-}
-
-/// A JSON answer (object, list, or each watch event) in the version the
-/// client asked for.
-async fn convert_answer(resp: Response, alt: &'static AlternateVersion, streams: bool) -> Response {
-    if !is_json(&resp) {
-        return resp;
-    }
-    let (mut parts, body) = resp.into_parts();
-    parts.headers.remove(header::CONTENT_LENGTH);
-    let convert = move |bytes: Bytes| -> Bytes {
-        match serde_json::from_slice::<Value>(&bytes) {
-            Ok(v) => {
-                let mut out = serde_json::to_vec(&alt.answer(&v)).unwrap_or_default();
-                if bytes.ends_with(b"\n") {
-                    out.push(b'\n');
-                }
-                Bytes::from(out)
-            }
-            Err(_) => bytes,
-        }
-    };
-    if streams {
-        // One watch event per chunk.
-        use futures::StreamExt;
-        let events = body.into_data_stream().map(move |chunk| chunk.map(convert));
-        return Response::from_parts(parts, axum::body::Body::from_stream(events));
-    }
-    match axum::body::to_bytes(body, usize::MAX).await {
-        Ok(bytes) => Response::from_parts(parts, axum::body::Body::from(convert(bytes))),
-        Err(_) => error_response(&ApiError::internal("reading an answer to convert")),
-    }
-}
-
-/// A JSON answer re-encoded in protobuf for a client that asked for it
-/// first; kinds without a protobuf message (custom resources, LWS) stay
-/// JSON, which the client accepts as its second choice.
-async fn to_protobuf(resp: Response) -> Response {
-    if !is_json(&resp) {
-        return resp;
-    }
-    let (mut parts, body) = resp.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
-        return error_response(&ApiError::internal("reading a response to re-encode"));
-    };
-    let encoded = serde_json::from_slice::<Value>(&bytes)
-        .ok()
-        .and_then(|v| match minik8s_api::protobuf::encode_object(&v) {
-            Ok(pb) => pb,
-            Err(e) => {
-                tracing::warn!(error = %e, "answering in JSON: the object does not fit its protobuf message");
-                None
-            }
-        });
-    match encoded {
-        Some(pb) => {
-            parts.headers.insert(
-                header::CONTENT_TYPE,
-                header::HeaderValue::from_static(minik8s_api::protobuf::MEDIA_TYPE),
-            );
-            parts.headers.remove(header::CONTENT_LENGTH);
-            Response::from_parts(parts, axum::body::Body::from(pb))
-        }
-        None => Response::from_parts(parts, axum::body::Body::from(bytes)),
-    }
 }
 
 /// Decodes a JSON, YAML or protobuf request body into an object.
@@ -673,6 +607,7 @@ impl Request {
             },
             subresource,
             admission: self.srv.escalation_check(info, &self.user),
+            warnings: self.warnings.clone(),
         })
     }
 

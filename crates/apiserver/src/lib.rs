@@ -9,6 +9,7 @@
 //! [`run`] serves the Kubernetes REST API on `--listen` with either etcd
 //! (`--etcd-servers`) or the embedded store in `--data-dir`.
 
+pub mod answer;
 pub mod apply;
 pub mod auth;
 pub mod discovery;
@@ -16,6 +17,7 @@ pub mod http;
 pub mod ipalloc;
 pub mod metrics_api;
 pub mod params;
+pub mod pod_security;
 pub mod proxy;
 pub mod rest;
 pub mod secure;

@@ -19,6 +19,16 @@ pub fn error_response(e: &ApiError) -> Response {
     )
 }
 
+/// Adds `Warning: 299 - "text"` headers (kubectl prints them as `Warning: text`).
+pub fn add_warnings(resp: &mut Response, warnings: Vec<String>) {
+    for w in warnings {
+        let text = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
+        if let Ok(v) = header::HeaderValue::from_str(&text) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+}
+
 /// Query parameters (last value wins).
 pub struct Params(HashMap<String, String>);
 

@@ -70,6 +70,21 @@ pub struct WriteOpts {
     pub subresource: &'static str,
     /// Validating admission that needs the writer (RBAC escalation checks).
     pub admission: Option<crate::auth::Admission>,
+    /// Where admission leaves warnings for the answer's `Warning` headers.
+    pub warnings: Warnings,
+}
+
+/// Warnings for the client (`Warning: 299 - "..."`), collected during a write.
+#[derive(Clone, Debug, Default)]
+pub struct Warnings(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Warnings {
+    pub fn push(&self, w: String) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(w);
+    }
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
 }
 
 impl WriteOpts {
@@ -339,6 +354,8 @@ impl ApiServer {
         if let Some(admit) = &opts.admission {
             (admit.0)(&obj, None)?;
         }
+        self.pod_security(info, ns, &obj, None, &opts.warnings)
+            .await?;
         self.check_namespace(info, ns, &name).await?;
         let mut obj = normalize(info, obj, opts.strict)?;
         managed::carry_over(None, &mut obj);
@@ -532,6 +549,8 @@ impl ApiServer {
             if let Some(admit) = &opts.admission {
                 (admit.0)(&merged, Some(&old))?;
             }
+            self.pod_security(info, ns, &merged, Some(&old), &opts.warnings)
+                .await?;
             let mut merged = normalize(info, merged, opts.strict)?;
             managed::carry_over(Some(&old), &mut merged);
             let mut old_cmp = old.clone();

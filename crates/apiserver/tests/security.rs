@@ -354,3 +354,63 @@ async fn a_class_on_the_secure_port() {
         "{out}"
     );
 }
+
+/// A pod manifest with `spec` (one container "c" unless `spec` says otherwise).
+fn pod_yaml(name: &str, ns: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n{spec}\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_security_levels_per_namespace() {
+    let s = secure_server().await;
+    let admin = s.admin();
+    for (ns, label) in [
+        ("locked", "pod-security.kubernetes.io/enforce=restricted"),
+        ("open", "pod-security.kubernetes.io/enforce=privileged"),
+        ("warned", "pod-security.kubernetes.io/warn=baseline"),
+    ] {
+        admin.ok(&["create", "namespace", ns]).await;
+        admin.ok(&["label", "namespace", ns, label]).await;
+    }
+    let privileged =
+        "  containers: [{name: c, image: busybox, securityContext: {privileged: true}}]";
+    let host_path = "  volumes: [{name: root, hostPath: {path: /}}]\n  containers: [{name: c, image: busybox, volumeMounts: [{name: root, mountPath: /host}]}]";
+    let compliant_sc =
+        "securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}";
+    let root = format!("  securityContext: {{runAsNonRoot: true, runAsUser: 0, seccompProfile: {{type: RuntimeDefault}}}}\n  containers: [{{name: c, image: busybox, {compliant_sc}}}]");
+    let fine = format!("  securityContext: {{runAsNonRoot: true, runAsUser: 1000, seccompProfile: {{type: RuntimeDefault}}}}\n  containers: [{{name: c, image: busybox, {compliant_sc}}}]");
+    let cases = [
+        ("priv", privileged.to_string(), "pods \"priv\" is forbidden: violates PodSecurity \"restricted:latest\": privileged (container \"c\" must not set securityContext.privileged=true), allowPrivilegeEscalation != false (container \"c\" must set securityContext.allowPrivilegeEscalation=false), unrestricted capabilities (container \"c\" must set securityContext.capabilities.drop=[\"ALL\"]), runAsNonRoot != true (pod or container \"c\" must set securityContext.runAsNonRoot=true), seccompProfile (pod or container \"c\" must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\")"),
+        ("hostpath", host_path.to_string(), "restricted volume types (volume \"root\" uses restricted volume type \"hostPath\")"),
+        ("root", root, "pods \"root\" is forbidden: violates PodSecurity \"restricted:latest\": runAsUser=0 (pod must not set runAsUser=0)"),
+    ];
+    for (name, spec, want) in &cases {
+        let file = admin.write(&format!("{name}.yaml"), &pod_yaml(name, "locked", spec));
+        let (ok, _, err) = admin.run(&["create", "-f", &file]).await;
+        assert!(!ok, "{name} was admitted into a restricted namespace");
+        assert!(err.contains(want), "{name}: {err}");
+        // The same pod is fine where the level is privileged.
+        let file = admin.write(&format!("{name}-open.yaml"), &pod_yaml(name, "open", spec));
+        admin.ok(&["create", "-f", &file]).await;
+    }
+    let file = admin.write("fine.yaml", &pod_yaml("fine", "locked", &fine));
+    admin.ok(&["create", "-f", &file]).await;
+    // warn: admitted, with kubectl printing the warning; workloads are warned about too.
+    let file = admin.write("warn.yaml", &pod_yaml("priv", "warned", privileged));
+    let (ok, _, err) = admin.run(&["create", "-f", &file]).await;
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("Warning: would violate PodSecurity \"baseline:latest\": privileged (container \"c\" must not set securityContext.privileged=true)"),
+        "{err}"
+    );
+    let deploy = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: locked}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {hostNetwork: true, containers: [{name: c, image: busybox}]}\n";
+    let file = admin.write("deploy.yaml", deploy);
+    let (ok, _, err) = admin.run(&["create", "-f", &file]).await;
+    assert!(
+        ok,
+        "a workload is admitted (its pods are checked when made): {err}"
+    );
+    assert!(err.contains("Warning: would violate PodSecurity \"restricted:latest\": host namespaces (hostNetwork=true)"), "{err}");
+}

@@ -32,6 +32,7 @@ pub mod pod;
 pub mod portforward;
 pub mod probe;
 pub mod runtime;
+pub mod security;
 pub mod server;
 pub mod spdy;
 pub mod stats;

@@ -231,6 +231,7 @@ impl Kubelet {
             nano_cpus: resource(limits, "cpu").map(|v| v.millis() * 1_000_000),
             memory_limit_bytes: resource(limits, "memory").map(|v| v.units()),
             cpu_shares: resource(requests, "cpu").map(|v| (v.millis() * 1024 / 1000).max(2)),
+            security: crate::security::container_security(pod, c)?,
         })
     }
 

@@ -90,6 +90,7 @@ fn container_config(spec: &ContainerSpec) -> Config<String> {
         open_stdin: Some(spec.stdin),
         stdin_once: Some(spec.stdin_once),
         labels: Some(spec.labels.clone()),
+        user: spec.security.user.clone(),
         host_config: Some(HostConfig {
             network_mode: Some(mode.clone()),
             ipc_mode: Some(mode),
@@ -98,6 +99,15 @@ fn container_config(spec: &ContainerSpec) -> Config<String> {
             nano_cpus: spec.nano_cpus,
             memory: spec.memory_limit_bytes,
             cpu_shares: spec.cpu_shares,
+            privileged: Some(spec.security.privileged),
+            readonly_rootfs: Some(spec.security.readonly_rootfs),
+            cap_add: Some(spec.security.cap_add.clone()).filter(|c| !c.is_empty()),
+            cap_drop: Some(spec.security.cap_drop.clone()).filter(|c| !c.is_empty()),
+            group_add: Some(spec.security.group_add.clone()).filter(|g| !g.is_empty()),
+            security_opt: spec
+                .security
+                .no_new_privileges
+                .then(|| vec!["no-new-privileges".to_string()]),
             ..Default::default()
         }),
         ..Default::default()

@@ -145,6 +145,8 @@ pub struct ContainerSpec {
     pub memory_limit_bytes: Option<i64>,
     /// CPU request as cgroup shares (1024 per core).
     pub cpu_shares: Option<i64>,
+    /// The securityContext's user, groups, privileges and capabilities.
+    pub security: crate::security::Security,
 }
 
 /// How much of a log to read.

@@ -1,0 +1,556 @@
+//! Pod Security Standards, pure: the checks of the `baseline` and
+//! `restricted` levels (Kubernetes' pod-security-admission `policy` package),
+//! with their reasons and details worded as Kubernetes words them, in its
+//! order. The apiserver's admission (`pod_security.rs` there) reads the
+//! namespace's `pod-security.kubernetes.io/*` labels and enforces, warns
+//! and audits with these.
+
+use serde_json::Value;
+
+/// A Pod Security level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Privileged,
+    Baseline,
+    Restricted,
+}
+
+impl Level {
+    pub fn parse(s: &str) -> Option<Level> {
+        match s {
+            "privileged" => Some(Level::Privileged),
+            "baseline" => Some(Level::Baseline),
+            "restricted" => Some(Level::Restricted),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Privileged => "privileged",
+            Level::Baseline => "baseline",
+            Level::Restricted => "restricted",
+        }
+    }
+}
+
+/// One failed check: (reason, detail), e.g. ("privileged", "container \"c\" must not set securityContext.privileged=true").
+pub type Violation = (String, String);
+
+/// The capabilities baseline allows to add (Docker's defaults).
+const BASELINE_CAPS: &[&str] = &[
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+];
+/// The volume types restricted allows.
+const RESTRICTED_VOLUMES: &[&str] = &[
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+];
+const SAFE_SYSCTLS: &[&str] = &[
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+];
+
+fn quote(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| format!("{n:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn plural(one: &str, many: &str, n: usize) -> String {
+    if n == 1 {
+        one.into()
+    } else {
+        many.into()
+    }
+}
+
+/// All containers (init, regular, ephemeral) with their names.
+fn containers(spec: &Value) -> Vec<&Value> {
+    ["initContainers", "containers", "ephemeralContainers"]
+        .iter()
+        .flat_map(|l| spec[*l].as_array().into_iter().flatten())
+        .collect()
+}
+
+fn name(c: &Value) -> String {
+    c["name"].as_str().unwrap_or("").to_string()
+}
+
+/// The checks `spec` fails at `level`, in Kubernetes' order.
+pub fn check(level: Level, spec: &Value) -> Vec<Violation> {
+    if level == Level::Privileged {
+        return Vec::new();
+    }
+    let restricted = level == Level::Restricted;
+    let cs = containers(spec);
+    let psc = &spec["securityContext"];
+    let mut out: Vec<Violation> = Vec::new();
+    let mut push = |reason: &str, detail: String| out.push((reason.to_string(), detail));
+
+    // appArmorProfile: Unconfined is not allowed.
+    let bad: Vec<String> = cs
+        .iter()
+        .filter(|c| {
+            c.pointer("/securityContext/appArmorProfile/type") == Some(&Value::from("Unconfined"))
+        })
+        .map(|c| name(c))
+        .collect();
+    if !bad.is_empty() || psc.pointer("/appArmorProfile/type") == Some(&Value::from("Unconfined")) {
+        push(
+            "appArmorProfile",
+            format!(
+                "{} {} must not set appArmorProfile.type to \"Unconfined\"",
+                plural("container", "containers", bad.len()),
+                quote(&bad)
+            ),
+        );
+    }
+    // capabilities_baseline (restricted has its own, stricter check).
+    if !restricted {
+        let mut details = Vec::new();
+        for c in &cs {
+            let added: Vec<String> = c
+                .pointer("/securityContext/capabilities/add")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .filter(|cap| !BASELINE_CAPS.contains(cap))
+                .map(str::to_string)
+                .collect();
+            if !added.is_empty() {
+                details.push(format!(
+                    "container {:?} must not include {} in securityContext.capabilities.add",
+                    name(c),
+                    quote(&added)
+                ));
+            }
+        }
+        if !details.is_empty() {
+            push("non-default capabilities", details.join("; "));
+        }
+    }
+    // hostNamespaces
+    let hosts: Vec<String> = ["hostNetwork", "hostPID", "hostIPC"]
+        .iter()
+        .filter(|k| spec[**k] == true)
+        .map(|k| format!("{k}=true"))
+        .collect();
+    if !hosts.is_empty() {
+        push("host namespaces", hosts.join(", "));
+    }
+    // hostPathVolumes (restricted reports them as restricted volume types).
+    let volumes: Vec<&Value> = spec["volumes"].as_array().into_iter().flatten().collect();
+    if !restricted {
+        let host: Vec<String> = volumes
+            .iter()
+            .filter(|v| v.get("hostPath").is_some())
+            .map(|v| name(v))
+            .collect();
+        if !host.is_empty() {
+            push(
+                "hostPath volumes",
+                format!(
+                    "{} {}",
+                    plural("volume", "volumes", host.len()),
+                    quote(&host)
+                ),
+            );
+        }
+    }
+    // hostPorts
+    let mut with_ports = Vec::new();
+    let mut ports = Vec::new();
+    for c in &cs {
+        let hp: Vec<String> = c["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["hostPort"].as_i64())
+            .filter(|p| *p != 0)
+            .map(|p| p.to_string())
+            .collect();
+        if !hp.is_empty() {
+            with_ports.push(name(c));
+            ports.extend(hp);
+        }
+    }
+    if !with_ports.is_empty() {
+        push(
+            "hostPort",
+            format!(
+                "{} {} {} {} {}",
+                plural("container", "containers", with_ports.len()),
+                quote(&with_ports),
+                plural("uses", "use", with_ports.len()),
+                plural("hostPort", "hostPorts", ports.len()),
+                ports.join(", ")
+            ),
+        );
+    }
+    // privileged
+    let bad: Vec<String> = cs
+        .iter()
+        .filter(|c| c.pointer("/securityContext/privileged") == Some(&Value::Bool(true)))
+        .map(|c| name(c))
+        .collect();
+    if !bad.is_empty() {
+        push(
+            "privileged",
+            format!(
+                "{} {} must not set securityContext.privileged=true",
+                plural("container", "containers", bad.len()),
+                quote(&bad)
+            ),
+        );
+    }
+    // procMount
+    let bad: Vec<String> = cs
+        .iter()
+        .filter(|c| {
+            c.pointer("/securityContext/procMount")
+                .and_then(Value::as_str)
+                .is_some_and(|m| m != "Default")
+        })
+        .map(|c| name(c))
+        .collect();
+    if !bad.is_empty() {
+        push(
+            "procMount",
+            format!(
+                "{} {} must not set securityContext.procMount to \"Unmasked\"",
+                plural("container", "containers", bad.len()),
+                quote(&bad)
+            ),
+        );
+    }
+    // seccompProfile_baseline: Unconfined is not allowed.
+    if !restricted {
+        let bad: Vec<String> = cs
+            .iter()
+            .filter(|c| {
+                c.pointer("/securityContext/seccompProfile/type")
+                    == Some(&Value::from("Unconfined"))
+            })
+            .map(|c| name(c))
+            .collect();
+        if psc.pointer("/seccompProfile/type") == Some(&Value::from("Unconfined")) {
+            push(
+                "seccompProfile",
+                "pod must not set securityContext.seccompProfile.type to \"Unconfined\"".into(),
+            );
+        } else if !bad.is_empty() {
+            push(
+                "seccompProfile",
+                format!(
+                    "{} {} must not set securityContext.seccompProfile.type to \"Unconfined\"",
+                    plural("container", "containers", bad.len()),
+                    quote(&bad)
+                ),
+            );
+        }
+    }
+    // sysctls
+    let unsafe_sysctls: Vec<String> = psc["sysctls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["name"].as_str())
+        .filter(|n| !SAFE_SYSCTLS.contains(n))
+        .map(str::to_string)
+        .collect();
+    if !unsafe_sysctls.is_empty() {
+        push("forbidden sysctls", unsafe_sysctls.join(", "));
+    }
+    if !restricted {
+        return out;
+    }
+    // allowPrivilegeEscalation
+    let bad: Vec<String> = cs
+        .iter()
+        .filter(|c| {
+            c.pointer("/securityContext/allowPrivilegeEscalation") != Some(&Value::Bool(false))
+        })
+        .map(|c| name(c))
+        .collect();
+    if !bad.is_empty() {
+        push(
+            "allowPrivilegeEscalation != false",
+            format!(
+                "{} {} must set securityContext.allowPrivilegeEscalation=false",
+                plural("container", "containers", bad.len()),
+                quote(&bad)
+            ),
+        );
+    }
+    // capabilities_restricted
+    let mut not_dropped = Vec::new();
+    let mut details_add = Vec::new();
+    for c in &cs {
+        let caps = c.pointer("/securityContext/capabilities");
+        let drops_all = caps
+            .and_then(|c| c["drop"].as_array())
+            .is_some_and(|d| d.iter().any(|x| x == "ALL"));
+        if !drops_all {
+            not_dropped.push(name(c));
+        }
+        let added: Vec<String> = caps
+            .and_then(|c| c["add"].as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .filter(|cap| *cap != "NET_BIND_SERVICE")
+            .map(str::to_string)
+            .collect();
+        if !added.is_empty() {
+            details_add.push(format!(
+                "container {:?} must not include {} in securityContext.capabilities.add",
+                name(c),
+                quote(&added)
+            ));
+        }
+    }
+    let mut details = Vec::new();
+    if !not_dropped.is_empty() {
+        details.push(format!(
+            "{} {} must set securityContext.capabilities.drop=[\"ALL\"]",
+            plural("container", "containers", not_dropped.len()),
+            quote(&not_dropped)
+        ));
+    }
+    details.extend(details_add);
+    if !details.is_empty() {
+        push("unrestricted capabilities", details.join("; "));
+    }
+    // restrictedVolumes
+    let mut bad = Vec::new();
+    let mut types = Vec::new();
+    for v in &volumes {
+        let kind = v
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k.as_str())
+            .find(|k| *k != "name");
+        if let Some(kind) = kind.filter(|k| !RESTRICTED_VOLUMES.contains(k)) {
+            bad.push(name(v));
+            if !types.contains(&kind.to_string()) {
+                types.push(kind.to_string());
+            }
+        }
+    }
+    if !bad.is_empty() {
+        push(
+            "restricted volume types",
+            format!(
+                "{} {} {} restricted volume {} {}",
+                plural("volume", "volumes", bad.len()),
+                quote(&bad),
+                plural("uses", "use", bad.len()),
+                plural("type", "types", types.len()),
+                quote(&types)
+            ),
+        );
+    }
+    // runAsNonRoot
+    let pod_non_root = psc["runAsNonRoot"].as_bool();
+    let mut details = Vec::new();
+    if pod_non_root == Some(false) {
+        details.push("pod must not set securityContext.runAsNonRoot=false".to_string());
+    }
+    let explicit_false: Vec<String> = cs
+        .iter()
+        .filter(|c| c.pointer("/securityContext/runAsNonRoot") == Some(&Value::Bool(false)))
+        .map(|c| name(c))
+        .collect();
+    if !explicit_false.is_empty() {
+        details.push(format!(
+            "{} {} must not set securityContext.runAsNonRoot=false",
+            plural("container", "containers", explicit_false.len()),
+            quote(&explicit_false)
+        ));
+    }
+    if pod_non_root != Some(true) {
+        let unset: Vec<String> = cs
+            .iter()
+            .filter(|c| c.pointer("/securityContext/runAsNonRoot").is_none())
+            .map(|c| name(c))
+            .collect();
+        if !unset.is_empty() {
+            details.push(format!(
+                "pod or {} {} must set securityContext.runAsNonRoot=true",
+                plural("container", "containers", unset.len()),
+                quote(&unset)
+            ));
+        }
+    }
+    if !details.is_empty() {
+        push("runAsNonRoot != true", details.join("; "));
+    }
+    // runAsUser
+    let mut details = Vec::new();
+    if psc["runAsUser"] == 0 {
+        details.push("pod must not set runAsUser=0".to_string());
+    }
+    let root: Vec<String> = cs
+        .iter()
+        .filter(|c| c.pointer("/securityContext/runAsUser") == Some(&Value::from(0)))
+        .map(|c| name(c))
+        .collect();
+    if !root.is_empty() {
+        details.push(format!(
+            "{} {} must not set runAsUser=0",
+            plural("container", "containers", root.len()),
+            quote(&root)
+        ));
+    }
+    if !details.is_empty() {
+        push("runAsUser=0", details.join("; "));
+    }
+    // seccompProfile_restricted
+    let ok = |t: Option<&Value>| {
+        t.and_then(Value::as_str)
+            .is_some_and(|t| t == "RuntimeDefault" || t == "Localhost")
+    };
+    let pod_ok = ok(psc.pointer("/seccompProfile/type"));
+    let bad: Vec<String> = cs
+        .iter()
+        .filter(
+            |c| match c.pointer("/securityContext/seccompProfile/type") {
+                Some(t) => !ok(Some(t)),
+                None => !pod_ok,
+            },
+        )
+        .map(|c| name(c))
+        .collect();
+    if !bad.is_empty() {
+        let who = if pod_ok { "" } else { "pod or " };
+        push("seccompProfile", format!("{who}{} {} must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\"", plural("container", "containers", bad.len()), quote(&bad)));
+    }
+    out
+}
+
+/// `violates PodSecurity "restricted:latest": reason (detail), ...`.
+pub fn message(level: Level, version: &str, violations: &[Violation]) -> String {
+    let list = violations
+        .iter()
+        .map(|(r, d)| format!("{r} ({d})"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "violates PodSecurity \"{}:{version}\": {list}",
+        level.name()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn c(extra: Value) -> Value {
+        let mut c = json!({"name": "c", "image": "busybox"});
+        if let Some(m) = extra.as_object() {
+            for (k, v) in m {
+                c[k] = v.clone();
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn a_privileged_pod_in_restricted_gets_kubernetes_words() {
+        let spec = json!({"containers": [c(json!({"securityContext": {"privileged": true}}))]});
+        let v = check(Level::Restricted, &spec);
+        assert_eq!(
+            message(Level::Restricted, "latest", &v),
+            "violates PodSecurity \"restricted:latest\": privileged (container \"c\" must not set securityContext.privileged=true), allowPrivilegeEscalation != false (container \"c\" must set securityContext.allowPrivilegeEscalation=false), unrestricted capabilities (container \"c\" must set securityContext.capabilities.drop=[\"ALL\"]), runAsNonRoot != true (pod or container \"c\" must set securityContext.runAsNonRoot=true), seccompProfile (pod or container \"c\" must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\")"
+        );
+        assert_eq!(
+            check(Level::Baseline, &spec),
+            vec![(
+                "privileged".to_string(),
+                "container \"c\" must not set securityContext.privileged=true".to_string()
+            )]
+        );
+        assert!(check(Level::Privileged, &spec).is_empty());
+    }
+
+    #[test]
+    fn host_paths_ports_and_namespaces() {
+        let spec = json!({"hostNetwork": true, "volumes": [{"name": "root", "hostPath": {"path": "/"}}],
+                          "containers": [c(json!({"ports": [{"containerPort": 80, "hostPort": 80}]}))]});
+        let v = check(Level::Baseline, &spec);
+        assert_eq!(
+            v,
+            vec![
+                (
+                    "host namespaces".to_string(),
+                    "hostNetwork=true".to_string()
+                ),
+                (
+                    "hostPath volumes".to_string(),
+                    "volume \"root\"".to_string()
+                ),
+                (
+                    "hostPort".to_string(),
+                    "container \"c\" uses hostPort 80".to_string()
+                ),
+            ]
+        );
+        let r = check(Level::Restricted, &spec);
+        assert!(
+            r.contains(&(
+                "restricted volume types".to_string(),
+                "volume \"root\" uses restricted volume type \"hostPath\"".to_string()
+            )),
+            "{r:?}"
+        );
+        assert!(!r.iter().any(|(reason, _)| reason == "hostPath volumes"));
+    }
+
+    #[test]
+    fn a_compliant_pod_passes_restricted() {
+        let spec = json!({"securityContext": {"runAsNonRoot": true, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+            "volumes": [{"name": "data", "emptyDir": {}}],
+            "containers": [c(json!({"securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}}))]});
+        assert_eq!(check(Level::Restricted, &spec), Vec::<Violation>::new());
+        let root = json!({"securityContext": {"runAsNonRoot": true, "runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [c(json!({"securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}))]});
+        assert_eq!(
+            check(Level::Restricted, &root),
+            vec![(
+                "runAsUser=0".to_string(),
+                "pod must not set runAsUser=0".to_string()
+            )]
+        );
+    }
+}
