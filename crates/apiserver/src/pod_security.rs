@@ -90,7 +90,7 @@ impl ApiServer {
         if !is_pod {
             levels.push((enforce, enforce_version));
         }
-        levels.sort_by(|a, b| b.0.cmp(&a.0));
+        levels.sort_by_key(|l| std::cmp::Reverse(l.0));
         if let Some((level, version)) = levels.into_iter().find(|(l, _)| *l != Level::Privileged) {
             let v = podsecurity::check(level, spec);
             if !v.is_empty() {
