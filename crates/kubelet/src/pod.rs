@@ -119,6 +119,7 @@ impl Kubelet {
                 (hp.path.clone(), false)
             } else if !config_data::is_published(v) {
                 std::fs::create_dir_all(&dir)?;
+                crate::security::empty_dir_ownership(&dir, pod)?;
                 (dir.display().to_string(), false)
             } else {
                 let files = config_data::volume_files(v, cfg).map_err(|message| {
