@@ -55,7 +55,7 @@ if [ "$role" = uninstall ]; then
   done
   systemctl daemon-reload 2>/dev/null || true
   [ -x /usr/local/bin/kube-proxy ] && /usr/local/bin/kube-proxy --cleanup --cluster-dns 10.96.0.10 || true
-  rm -f /usr/local/bin/{master,kubelet,kube-proxy,kubectl}
+  rm -f /usr/local/bin/{master,kubelet,kube-proxy,kubectl,minik8s-add-user}
   echo "minik8s removed (/etc/minik8s and /var/lib/minik8s are kept)"
   exit 0
 fi
@@ -79,7 +79,7 @@ if [ -z "$root" ]; then
   [ "$role" = worker ] || pkgs+=(etcd-server)
   ensure_packages "${pkgs[@]}"
 fi
-bins=(master kubelet kube-proxy kubectl)
+bins=(master kubelet kube-proxy kubectl minik8s-add-user)
 missing=false
 for b in "${bins[@]}"; do [ -x "$bin_dir/$b" ] || missing=true; done
 if [ "$missing" = true ]; then
