@@ -414,3 +414,34 @@ async fn pod_security_levels_per_namespace() {
     );
     assert!(err.contains("Warning: would violate PodSecurity \"restricted:latest\": host namespaces (hostNetwork=true)"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_client_over_tls() {
+    let s = secure_server().await;
+    let pki = s.server.config.data_dir.join("pki");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/python/security_test.py");
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new("python3")
+            .arg(script)
+            .arg(&s.https)
+            .arg(pki.join("admin.conf"))
+            .arg(pki.join("ca.crt"))
+            .arg("alice-token")
+            .output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("python security: all checks passed"),
+        "{text}"
+    );
+}

@@ -215,10 +215,19 @@ pub fn forbidden(user: &UserInfo, a: &Attributes, reason: &str) -> ApiError {
         (false, true) => format!("{group_resource} is forbidden: {msg}"),
         (false, false) => format!("{group_resource} {:?} is forbidden: {msg}", a.name),
     };
+    // As metav1.StatusDetails serializes: empty fields are left out.
+    let mut details = serde_json::Map::new();
+    for (k, v) in [
+        ("name", &a.name),
+        ("group", &a.api_group),
+        ("kind", &a.resource),
+    ] {
+        if !v.is_empty() {
+            details.insert(k.into(), json!(v));
+        }
+    }
     ApiError {
-        details: Some(Box::new(
-            json!({"name": a.name, "group": a.api_group, "kind": a.resource}),
-        )),
+        details: Some(Box::new(Value::Object(details))),
         ..ApiError::new(403, "Forbidden", message)
     }
 }
