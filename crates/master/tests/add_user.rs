@@ -111,6 +111,7 @@ async fn add_user_makes_a_confined_student() {
         let results = [
             kubectl(&conf, &["create", "deployment", "web", "--image=nginx"]),
             kubectl(&conf, &["get", "pods", "-n", "default"]),
+            kubectl(&conf, &["auth", "can-i", "--list"]),
         ];
         let manifest = conf.with_file_name("priv.yaml");
         std::fs::write(&manifest, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: busybox, securityContext: {privileged: true}}]}\n").unwrap();
@@ -122,6 +123,15 @@ async fn add_user_makes_a_confined_student() {
     assert!(results[0].0, "edit in its own namespace: {}", results[0].2);
     assert!(!results[1].0);
     assert!(results[1].2.contains("pods is forbidden: User \"alice\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""), "{}", results[1].2);
+    assert!(results[2].0, "{}", results[2].2);
+    assert!(
+        results[2]
+            .1
+            .lines()
+            .any(|l| l.starts_with("deployments.apps ") && l.contains("create")),
+        "{}",
+        results[2].1
+    );
     assert!(!privileged.0);
     assert!(
         privileged.2.contains(
