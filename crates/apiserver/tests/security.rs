@@ -339,6 +339,53 @@ async fn a_class_on_the_secure_port() {
         .await;
     assert!(who.contains("alice") && who.contains("students"), "{who}");
 
+    // A ServiceAccount token from `kubectl create token` (TokenRequest), used by kubectl.
+    admin
+        .ok(&["create", "serviceaccount", "robot", "-n", "ns-a"])
+        .await;
+    admin
+        .ok(&[
+            "create",
+            "rolebinding",
+            "robot-view",
+            "--clusterrole=view",
+            "--serviceaccount=ns-a:robot",
+            "-n",
+            "ns-a",
+        ])
+        .await;
+    let token = admin
+        .ok(&["create", "token", "robot", "-n", "ns-a", "--duration=10m"])
+        .await;
+    let robot = s.with_token("robot", token.trim());
+    let who = robot
+        .ok(&[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ])
+        .await;
+    assert_eq!(who, "system:serviceaccount:ns-a:robot");
+    eventually("the robot may list deployments in ns-a", || async {
+        robot
+            .run(&["get", "deployments", "-n", "ns-a"])
+            .await
+            .0
+            .then_some(())
+    })
+    .await;
+    let (ok, _, err) = robot
+        .run(&["delete", "deployment", "web", "-n", "ns-a"])
+        .await;
+    assert!(!ok);
+    assert!(
+        err.contains(
+            "User \"system:serviceaccount:ns-a:robot\" cannot delete resource \"deployments\""
+        ),
+        "{err}"
+    );
+
     // SubjectAccessReview as a delegating authorizer asks it.
     let sar = admin
         .write("sar.json", r#"{"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",

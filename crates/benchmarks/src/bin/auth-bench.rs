@@ -56,10 +56,16 @@ async fn server(mode: &str, tokens: &std::path::Path) -> (TestServer, String, re
         c.authorization_mode = mode;
     })
     .await;
-    let https = format!("https://127.0.0.1:{}", s.server.secure_addr.get().unwrap().port());
+    let https = format!(
+        "https://127.0.0.1:{}",
+        s.server.secure_addr.get().unwrap().port()
+    );
     let ca = std::fs::read(s.config.data_dir.join("pki/ca.crt")).unwrap();
     let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {TOKEN}").parse().unwrap());
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {TOKEN}").parse().unwrap(),
+    );
     let client = reqwest::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
         .default_headers(headers)
@@ -78,11 +84,19 @@ async fn fill_policy(s: &TestServer, https: &str, client: &reqwest::Client) {
         let url = format!("{}{path}", s.url);
         async move {
             let r = plain.post(&url).json(&body).send().await.unwrap();
-            assert!(r.status().is_success() || r.status() == 409, "{}", r.text().await.unwrap());
+            assert!(
+                r.status().is_success() || r.status() == 409,
+                "{}",
+                r.text().await.unwrap()
+            );
         }
     };
     for n in 0..50 {
-        post("/api/v1/namespaces".into(), json!({"metadata": {"name": format!("team-{n}")}})).await;
+        post(
+            "/api/v1/namespaces".into(),
+            json!({"metadata": {"name": format!("team-{n}")}}),
+        )
+        .await;
     }
     for i in 0..1000 {
         let ns = format!("team-{}", i % 50);
@@ -109,7 +123,11 @@ async fn fill_policy(s: &TestServer, https: &str, client: &reqwest::Client) {
     )
     .await;
     for _ in 0..200 {
-        let r = client.get(format!("{https}/api/v1/namespaces/default/pods")).send().await.unwrap();
+        let r = client
+            .get(format!("{https}/api/v1/namespaces/default/pods"))
+            .send()
+            .await
+            .unwrap();
         if r.status() == 200 {
             return;
         }
@@ -129,7 +147,12 @@ async fn creates(url: String, client: reqwest::Client, c: usize, total: usize, t
                 .send()
                 .await
                 .expect("POST");
-            assert_eq!(r.status().as_u16(), 201, "{}", r.text().await.unwrap_or_default());
+            assert_eq!(
+                r.status().as_u16(),
+                201,
+                "{}",
+                r.text().await.unwrap_or_default()
+            );
         }
     })
     .await
@@ -147,23 +170,57 @@ async fn main() {
     println!("| concurrency | raw store writes/s | plain port (no authn/z) creates/s | TLS + token, AlwaysAllow | TLS + token, RBAC (1,000 roles + 1,000 bindings) | RBAC vs AlwaysAllow |");
     println!("|---|---|---|---|---|---|");
     for (round, c) in [1usize, 16].into_iter().enumerate() {
-        let total = if quick { 200 } else if c == 1 { 1000 } else { 4000 };
+        let total = if quick {
+            200
+        } else if c == 1 {
+            1000
+        } else {
+            4000
+        };
         let store = rbac.server.store.clone();
         let value = bytes::Bytes::from(serde_json::to_vec(&pod_body("raw")).unwrap());
         let raw = run(c, total, move |i| {
             let (store, v) = (store.clone(), value.clone());
             async move {
-                store.create(&format!("/bench/raw/{round}/{i}"), v).await.expect("raw create");
+                store
+                    .create(&format!("/bench/raw/{round}/{i}"), v)
+                    .await
+                    .expect("raw create");
             }
         })
         .await;
-        let plain = creates(open.url.clone(), reqwest::Client::new(), c, total, &format!("plain{round}")).await;
+        let plain = creates(
+            open.url.clone(),
+            reqwest::Client::new(),
+            c,
+            total,
+            &format!("plain{round}"),
+        )
+        .await;
         // Alternate to even out the machine's drift; best of two each.
         let mut allow = 0f64;
         let mut checked = 0f64;
         for rep in 0..2 {
-            allow = allow.max(creates(open_url.clone(), open_client.clone(), c, total, &format!("a{round}-{rep}")).await);
-            checked = checked.max(creates(rbac_url.clone(), rbac_client.clone(), c, total, &format!("r{round}-{rep}")).await);
+            allow = allow.max(
+                creates(
+                    open_url.clone(),
+                    open_client.clone(),
+                    c,
+                    total,
+                    &format!("a{round}-{rep}"),
+                )
+                .await,
+            );
+            checked = checked.max(
+                creates(
+                    rbac_url.clone(),
+                    rbac_client.clone(),
+                    c,
+                    total,
+                    &format!("r{round}-{rep}"),
+                )
+                .await,
+            );
         }
         println!(
             "| {c} | {raw:.0} | {plain:.0} | {allow:.0} | {checked:.0} | {:+.1} % |",
