@@ -77,7 +77,9 @@ async fn daemons_run_on_every_eligible_node() {
                 .into_iter()
                 .map(|(n, i)| (n.to_string(), vec![i.to_string()]))
                 .collect();
-            until(30, what, || async {
+            // A rolling update goes node by node (maxUnavailable 1): give a
+            // loaded machine time.
+            until(60, what, || async {
                 let got = placement(&pods).await;
                 (got == want)
                     .then_some(())
