@@ -770,10 +770,22 @@ fn three_node_lab(setup: Setup) {
         until(60, "node3 Ready again", || {
             (node3_ready() == Some(true)).then_some(())
         });
-        until(90, "an agent on node3 too", || {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
             let pods = running_pods("app=agent");
-            (pods.len() == 3 && pods.iter().any(|p| p["spec"]["nodeName"] == "node3")).then_some(())
-        });
+            if pods.len() == 3 && pods.iter().any(|p| p["spec"]["nodeName"] == "node3") {
+                break;
+            }
+            if Instant::now() > deadline {
+                let state = try_sh(&format!(
+                    "{}/kubectl --kubeconfig {KUBECONFIG} get pods,ds,nodes -o wide; tail -n 40 {LAB_DIR}/node3/kubelet.log",
+                    bin_dir().display()
+                ))
+                .unwrap_or_default();
+                panic!("timed out after 90 s: an agent on node3 too\n{state}");
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
     }
     // down left the host exactly as it was.
     let after = host_state();
