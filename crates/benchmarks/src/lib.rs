@@ -26,6 +26,36 @@ impl Drop for Proc {
     }
 }
 
+/// Runs `total` operations over `concurrency` workers (each takes the next
+/// index until all are taken); returns operations per second.
+pub async fn ops_per_second<F, Fut>(concurrency: usize, total: usize, op: F) -> f64
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let op = std::sync::Arc::new(op);
+    let next = std::sync::Arc::new(AtomicUsize::new(0));
+    let start = std::time::Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let (op, next) = (op.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= total {
+                    return;
+                }
+                op(i).await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("worker");
+    }
+    total as f64 / start.elapsed().as_secs_f64()
+}
+
 /// The `p` quantile (0..=1) of sorted samples.
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 * p).ceil() as usize)

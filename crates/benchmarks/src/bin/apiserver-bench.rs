@@ -9,7 +9,6 @@ use bytes::Bytes;
 use futures::StreamExt;
 use minik8s_testkit::{Backend, TestServer};
 use serde_json::json;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,33 +20,7 @@ fn pod_body(name: &str) -> serde_json::Value {
                                     "resources": {"limits": {"cpu": "100m", "memory": "32Mi"}}}]}})
 }
 
-/// Runs `total` operations over `concurrency` workers; returns ops/s.
-async fn run<F, Fut>(concurrency: usize, total: usize, op: F) -> f64
-where
-    F: Fn(usize) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    let op = Arc::new(op);
-    let next = Arc::new(AtomicUsize::new(0));
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..concurrency {
-        let (op, next) = (op.clone(), next.clone());
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= total {
-                    return;
-                }
-                op(i).await;
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.expect("worker");
-    }
-    total as f64 / start.elapsed().as_secs_f64()
-}
+use benchmarks::ops_per_second as run;
 
 /// A stored pod's bytes, so raw writes carry what the apiserver writes.
 async fn sample_value(s: &TestServer) -> Bytes {

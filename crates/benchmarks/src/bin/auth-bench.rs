@@ -8,9 +8,6 @@
 
 use minik8s_testkit::{free_port, Backend, TestServer};
 use serde_json::json;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::Instant;
 
 const TOKEN: &str = "bench-token";
 
@@ -19,33 +16,7 @@ fn pod_body(name: &str) -> serde_json::Value {
            "spec": {"containers": [{"name": "c", "image": "minik8s/busybox:latest", "command": ["sleep", "3600"]}]}})
 }
 
-/// `total` operations over `concurrency` workers; ops/s.
-async fn run<F, Fut>(concurrency: usize, total: usize, op: F) -> f64
-where
-    F: Fn(usize) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    let op = Arc::new(op);
-    let next = Arc::new(AtomicUsize::new(0));
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..concurrency {
-        let (op, next) = (op.clone(), next.clone());
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= total {
-                    return;
-                }
-                op(i).await;
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.expect("worker");
-    }
-    total as f64 / start.elapsed().as_secs_f64()
-}
+use benchmarks::ops_per_second as run;
 
 async fn server(mode: &str, tokens: &std::path::Path) -> (TestServer, String, reqwest::Client) {
     let tokens = tokens.to_path_buf();
