@@ -131,10 +131,11 @@ pub struct ApiServer {
     pub secure_addr: std::sync::OnceLock<std::net::SocketAddr>,
 }
 
-/// Namespace name → terminating, kept from the namespaces watch cache (as Kubernetes'
-/// NamespaceLifecycle admission keeps an informer). A miss means "ask the store".
+/// Namespace name → (terminating, labels), kept from the namespaces watch
+/// cache (as Kubernetes' NamespaceLifecycle and PodSecurity admission keep an
+/// informer). A miss means "ask the store".
 #[derive(Default)]
-pub(crate) struct NamespaceCache(std::sync::RwLock<HashMap<String, bool>>);
+pub(crate) struct NamespaceCache(std::sync::RwLock<HashMap<String, (bool, Arc<Value>)>>);
 
 impl NamespaceCache {
     pub(crate) fn lookup(&self, ns: &str) -> Option<bool> {
@@ -142,13 +143,32 @@ impl NamespaceCache {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(ns)
-            .copied()
+            .map(|(terminating, _)| *terminating)
+    }
+    /// The namespace's labels (Pod Security levels), if it is known.
+    pub(crate) fn labels(&self, ns: &str) -> Option<Arc<Value>> {
+        self.0
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(ns)
+            .map(|(_, labels)| labels.clone())
     }
     pub(crate) fn set(&self, ns: &str, terminating: bool) {
-        self.0
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(ns.to_string(), terminating);
+        let mut map = self.0.write().unwrap_or_else(|p| p.into_inner());
+        let labels = map.get(ns).map(|(_, l)| l.clone()).unwrap_or_default();
+        map.insert(ns.to_string(), (terminating, labels));
+    }
+    fn put(&self, namespace: &Value) {
+        let labels = Arc::new(
+            namespace
+                .pointer("/metadata/labels")
+                .cloned()
+                .unwrap_or(Value::Null),
+        );
+        self.0.write().unwrap_or_else(|p| p.into_inner()).insert(
+            minik8s_api::meta::name(namespace).to_string(),
+            (minik8s_api::meta::is_deleting(namespace), labels),
+        );
     }
     fn remove(&self, ns: &str) {
         self.0.write().unwrap_or_else(|p| p.into_inner()).remove(ns);
@@ -168,9 +188,7 @@ impl NamespaceCache {
                 let name = minik8s_api::meta::name(&ev.object);
                 match ev.kind {
                     store::EventKind::Delete => srv.namespaces.remove(name),
-                    store::EventKind::Put => srv
-                        .namespaces
-                        .set(name, minik8s_api::meta::is_deleting(&ev.object)),
+                    store::EventKind::Put => srv.namespaces.put(&ev.object),
                 }
                 true
             };

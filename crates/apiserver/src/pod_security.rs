@@ -15,12 +15,9 @@ use serde_json::Value;
 
 const PREFIX: &str = "pod-security.kubernetes.io/";
 
-/// A mode's level and version from the namespace labels (privileged when unset).
-fn mode(ns: &Value, which: &str) -> (Level, String) {
-    let label = |k: &str| {
-        ns.pointer(&format!("/metadata/labels/{}", k.replace('/', "~1")))
-            .and_then(Value::as_str)
-    };
+/// A mode's level and version from the namespace's labels (privileged when unset).
+fn mode(labels: &Value, which: &str) -> (Level, String) {
+    let label = |k: &str| labels.get(k).and_then(Value::as_str);
     let level = label(&format!("{PREFIX}{which}"))
         .and_then(Level::parse)
         .unwrap_or(Level::Privileged);
@@ -69,8 +66,18 @@ impl ApiServer {
         {
             return Ok(());
         }
-        let Ok((namespace, _)) = self.read(registry::of::<Namespace>(), None, ns).await else {
-            return Ok(());
+        // The namespaces cache has the labels; a namespace it has not seen yet
+        // is read from the store.
+        let namespace = match self.namespaces.labels(ns) {
+            Some(labels) => labels,
+            None => match self.read(registry::of::<Namespace>(), None, ns).await {
+                Ok((obj, _)) => std::sync::Arc::new(
+                    obj.pointer("/metadata/labels")
+                        .cloned()
+                        .unwrap_or(Value::Null),
+                ),
+                Err(_) => return Ok(()),
+            },
         };
         let (enforce, enforce_version) = mode(&namespace, "enforce");
         if is_pod && enforce != Level::Privileged {
