@@ -56,6 +56,24 @@ where
     total as f64 / start.elapsed().as_secs_f64()
 }
 
+/// Raw store creates/s of `value` under `prefix` (the floor the apiserver's
+/// creates are compared with).
+pub async fn raw_writes(
+    store: std::sync::Arc<dyn apiserver::store::Store>,
+    concurrency: usize,
+    total: usize,
+    prefix: String,
+    value: bytes::Bytes,
+) -> f64 {
+    ops_per_second(concurrency, total, move |i| {
+        let (store, v, key) = (store.clone(), value.clone(), format!("{prefix}/{i}"));
+        async move {
+            store.create(&key, v).await.expect("raw create");
+        }
+    })
+    .await
+}
+
 /// The `p` quantile (0..=1) of sorted samples.
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 * p).ceil() as usize)

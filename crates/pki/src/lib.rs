@@ -233,19 +233,9 @@ pub fn certificate_subject(der: &[u8]) -> Option<(String, Vec<String>)> {
 /// A kubeconfig with everything embedded: one cluster, one user (client
 /// certificate), one context, current.
 pub fn kubeconfig(cluster: &str, server: &str, ca_pem: &str, user: &str, cert: &CertKey) -> String {
-    use base64::Engine;
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    let context = format!("{user}@{cluster}");
-    let doc = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": cluster, "cluster": {"server": server, "certificate-authority-data": b64(ca_pem)}}],
-        "users": [{"name": user, "user": {"client-certificate-data": b64(&cert.cert_pem), "client-key-data": b64(&cert.key_pem)}}],
-        "contexts": [{"name": context, "context": {"cluster": cluster, "user": user}}],
-        "current-context": context,
-        "preferences": {},
-    });
-    serde_yaml::to_string(&doc).unwrap_or_default()
+    let credentials = serde_json::json!({"client-certificate-data": b64(&cert.cert_pem),
+                                         "client-key-data": b64(&cert.key_pem)});
+    kubeconfig_for(cluster, server, ca_pem, user, credentials)
 }
 
 /// A kubeconfig that authenticates with a bearer token.
@@ -256,14 +246,34 @@ pub fn token_kubeconfig(
     user: &str,
     token: &str,
 ) -> String {
+    kubeconfig_for(
+        cluster,
+        server,
+        ca_pem,
+        user,
+        serde_json::json!({"token": token}),
+    )
+}
+
+fn b64(s: &str) -> String {
     use base64::Engine;
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+/// One cluster (its CA embedded), one user with `credentials`, one current context.
+fn kubeconfig_for(
+    cluster: &str,
+    server: &str,
+    ca_pem: &str,
+    user: &str,
+    credentials: serde_json::Value,
+) -> String {
     let context = format!("{user}@{cluster}");
     let doc = serde_json::json!({
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": cluster, "cluster": {"server": server, "certificate-authority-data": b64(ca_pem)}}],
-        "users": [{"name": user, "user": {"token": token}}],
+        "users": [{"name": user, "user": credentials}],
         "contexts": [{"name": context, "context": {"cluster": cluster, "user": user}}],
         "current-context": context,
         "preferences": {},

@@ -59,16 +59,7 @@ async fn throughput(backend: Backend, quick: bool) -> Vec<(usize, f64, f64)> {
         };
         let store = s.server.store.clone();
         let v = value.clone();
-        let raw = run(*c, total, move |i| {
-            let (store, v) = (store.clone(), v.clone());
-            async move {
-                store
-                    .create(&format!("/bench/raw/{round}/{i}"), v)
-                    .await
-                    .expect("raw create");
-            }
-        })
-        .await;
+        let raw = benchmarks::raw_writes(store, *c, total, format!("/bench/raw/{round}"), v).await;
         let url = format!("{}/api/v1/namespaces/default/pods", s.url);
         let client = http.clone();
         let api = run(*c, total, move |i| {

@@ -150,16 +150,8 @@ async fn main() {
         };
         let store = rbac.server.store.clone();
         let value = bytes::Bytes::from(serde_json::to_vec(&pod_body("raw")).unwrap());
-        let raw = run(c, total, move |i| {
-            let (store, v) = (store.clone(), value.clone());
-            async move {
-                store
-                    .create(&format!("/bench/raw/{round}/{i}"), v)
-                    .await
-                    .expect("raw create");
-            }
-        })
-        .await;
+        let raw =
+            benchmarks::raw_writes(store, c, total, format!("/bench/raw/{round}"), value).await;
         let plain = creates(
             open.url.clone(),
             reqwest::Client::new(),
