@@ -262,15 +262,11 @@ impl ApiServer {
         user: &UserInfo,
         a: &Attributes,
     ) -> Result<String, String> {
-        let role: k8s_openapi::api::rbac::v1::RoleRef = k8s_openapi::api::rbac::v1::RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "ClusterRole".into(),
-            name: "system:node".into(),
-        };
+        // The system:node role's rules, shared with the policy (no copy per request).
         let rules = self
             .policy
             .policy()
-            .role_rules(&role, None)
+            .cluster_role_rules("system:node")
             .unwrap_or_default();
         if !rules.iter().any(|r| super::rbac::rule_allows(r, a)) {
             return Err(String::new());

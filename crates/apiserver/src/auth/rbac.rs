@@ -277,6 +277,11 @@ impl Policy {
         (out, errors)
     }
 
+    /// A ClusterRole's rules, aggregation applied.
+    pub fn cluster_role_rules(&self, name: &str) -> Option<Arc<Vec<PolicyRule>>> {
+        self.cluster_roles.get(name).cloned()
+    }
+
     /// The rules of a role a binding may reference (for escalation checks).
     pub fn role_rules(
         &self,
