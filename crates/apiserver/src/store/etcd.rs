@@ -189,7 +189,9 @@ impl Store for EtcdStore {
             .watch(prefix, Some(opts))
             .await
             .map_err(map_err)?;
-        let (tx, rx) = mpsc::unbounded_channel();
+        // Bounded: a slow consumer holds back this task, and etcd holds back the
+        // stream (etcd keeps slow watchers' events on its side).
+        let (tx, rx) = mpsc::channel(super::WATCH_CHANNEL_CAPACITY);
         // The first response confirms creation, or reports compaction.
         tokio::spawn(async move {
             let _watcher = watcher; // dropping it would cancel the watch
@@ -197,22 +199,26 @@ impl Store for EtcdStore {
                 let resp = match msg {
                     Ok(r) => r,
                     Err(e) => {
-                        let _ = tx.send(Err(map_err(e)));
+                        let _ = tx.send(Err(map_err(e))).await;
                         return;
                     }
                 };
                 if resp.compact_revision() > 0 {
-                    let _ = tx.send(Err(StoreError::Gone {
-                        requested: start_revision,
-                        compacted: resp.compact_revision(),
-                    }));
+                    let _ = tx
+                        .send(Err(StoreError::Gone {
+                            requested: start_revision,
+                            compacted: resp.compact_revision(),
+                        }))
+                        .await;
                     return;
                 }
                 if resp.canceled() {
-                    let _ = tx.send(Err(StoreError::Internal(format!(
-                        "etcd watch canceled: {}",
-                        resp.cancel_reason()
-                    ))));
+                    let _ = tx
+                        .send(Err(StoreError::Internal(format!(
+                            "etcd watch canceled: {}",
+                            resp.cancel_reason()
+                        ))))
+                        .await;
                     return;
                 }
                 for ev in resp.events() {
@@ -227,12 +233,14 @@ impl Store for EtcdStore {
                         prev: ev.prev_kv().map(convert),
                         kv,
                     };
-                    if tx.send(Ok(event)).is_err() {
+                    if tx.send(Ok(event)).await.is_err() {
                         return;
                     }
                 }
             }
-            let _ = tx.send(Err(StoreError::Internal("etcd watch stream ended".into())));
+            let _ = tx
+                .send(Err(StoreError::Internal("etcd watch stream ended".into())))
+                .await;
         });
         Ok(rx)
     }

@@ -3,8 +3,14 @@
 //! Only the apiserver talks to a [`Store`]. Two backends implement it and pass
 //! the same conformance suite (`tests/store_conformance.rs`):
 //! - [`etcd::EtcdStore`]: etcd v3 through etcd-client;
-//! - [`embedded::EmbeddedStore`]: the zero-setup default, in process and durable
-//!   on disk (a snapshot plus an append-only log), with a bounded history.
+//! - [`embedded::EmbeddedStore`]: the zero-setup default, in process: a SQLite
+//!   database in the kine style k3s uses (one table of revisions), fsync'd on
+//!   every commit with group commit.
+//!
+//! Watches are bounded end to end: a store watch is an [`mpsc`] channel of
+//! [`WATCH_CHANNEL_CAPACITY`] events; a consumer that lets it fill up is cut
+//! off (the channel closes) and resumes from its last revision, as
+//! Kubernetes' cacher closes unresponsive watchers.
 
 pub mod embedded;
 pub mod etcd;
@@ -67,7 +73,10 @@ pub enum StoreError {
 
 /// Items a watch delivers; an `Err` ends the watch.
 pub type WatchItem = Result<StoreEvent, StoreError>;
-pub type WatchReceiver = mpsc::UnboundedReceiver<WatchItem>;
+pub type WatchReceiver = mpsc::Receiver<WatchItem>;
+
+/// Events a store watch may hold for a consumer that has not read them yet.
+pub const WATCH_CHANNEL_CAPACITY: usize = 10_000;
 
 /// A revisioned key-value store with prefix lists and watches.
 #[async_trait]

@@ -152,21 +152,6 @@ async fn watch_delay(backend: Backend, watchers: usize, events: usize) -> (f64, 
     (pct(0.5), pct(0.99), *d.last().unwrap())
 }
 
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
-    format!("{cores} cores, {cpu}")
-}
-
 #[tokio::main]
 async fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
@@ -174,7 +159,7 @@ async fn main() {
     println!(
         "date: {}  \nmachine: {}\n",
         chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
-        machine()
+        benchmarks::machine()
     );
     for (label, backend) in [("etcd", Backend::Etcd), ("embedded", Backend::Embedded)] {
         println!("## creates/s, {label} store\n");
