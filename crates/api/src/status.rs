@@ -164,8 +164,17 @@ impl ApiError {
         Self::new(405, "MethodNotAllowed", message)
     }
 
-    pub fn unsupported_media_type(ct: &str) -> Self {
-        Self::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format ({ct}) - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"))
+    /// 415 for a body in a media type the endpoint does not take; `accepted`
+    /// lists the ones it does, as Kubernetes' message does.
+    pub fn unsupported_media_type(accepted: &[&str]) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {}",
+                accepted.join(", ")
+            ),
+        )
     }
 
     pub fn internal(message: impl Into<String>) -> Self {

@@ -9,6 +9,7 @@
 
 use crate::apply::ApplyRequest;
 use crate::auth;
+use crate::decode::{content_type, decode_body, FieldValidation};
 use crate::discovery;
 pub use crate::params::{error_response, json_response, Params};
 use crate::proxy::Stream;
@@ -226,7 +227,7 @@ pub async fn handle(
         }
         Some(Route::Version) => json_response(StatusCode::OK, &discovery::version()),
         Some(Route::Health) => {
-            (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response()
+            crate::health::answer(&srv, uri.path(), uri.query().unwrap_or("")).await
         }
         Some(Route::Api) => json_response(StatusCode::OK, &discovery::api_versions()),
         Some(Route::Apis) => {
@@ -272,6 +273,11 @@ pub async fn handle(
                 served,
                 user,
                 warnings: Default::default(),
+                options_kind: match method {
+                    Method::PUT => "UpdateOptions",
+                    Method::PATCH => "PatchOptions",
+                    _ => "CreateOptions",
+                },
             };
             let warnings = ctx.warnings.clone();
             let mut resp = match ctx.dispatch(method, t).await {
@@ -305,43 +311,8 @@ struct Request {
     user: auth::UserInfo,
     /// Admission's warnings, sent back as `Warning` headers.
     warnings: crate::rest::Warnings,
-}
-
-fn content_type(headers: &HeaderMap) -> String {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/json")
-        .to_string()
-}
-
-/// Decodes a JSON, YAML or protobuf request body into an object.
-pub fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
-    let ct = content_type(headers);
-    if ct.starts_with(minik8s_api::protobuf::MEDIA_TYPE) {
-        return minik8s_api::protobuf::decode_object(body)
-            .map_err(|e| ApiError::bad_request(format!("error decoding protobuf body: {e}")));
-    }
-    if ct.contains("protobuf") || ct.contains("cbor") {
-        return Err(ApiError::unsupported_media_type(&ct));
-    }
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::bad_request("the request body is empty"));
-    }
-    let v: Value = if ct.contains("yaml") {
-        serde_yaml::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
-    } else {
-        serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
-        })?
-    };
-    if !v.is_object() {
-        return Err(ApiError::bad_request(
-            "the request body must be a JSON object",
-        ));
-    }
-    Ok(v)
+    /// The options kind of this verb, for errors in its parameters.
+    options_kind: &'static str,
 }
 
 impl Request {
@@ -361,10 +332,11 @@ impl Request {
                         .map(|a| a.iter().collect())
                         .unwrap_or_default();
                     let rv = list["metadata"]["resourceVersion"].as_str().unwrap_or("");
-                    return Ok(json_response(
-                        StatusCode::OK,
-                        &table::render(t.info, strategy::of(t.info).table_row(), &items, rv, true),
-                    ));
+                    let row = strategy::of(t.info).table_row();
+                    let mut out = table::render(t.info, row, &items, rv, true);
+                    // A page of a longer list: the Table carries the way on.
+                    out["metadata"] = list["metadata"].clone();
+                    return Ok(json_response(StatusCode::OK, &out));
                 }
                 Ok(json_response(StatusCode::OK, &list))
             }
@@ -598,7 +570,10 @@ impl Request {
         subresource: &'static str,
     ) -> Result<WriteOpts, ApiError> {
         Ok(WriteOpts {
-            strict: self.params.get("fieldValidation") == Some("Strict"),
+            field_validation: FieldValidation::parse(
+                self.params.get("fieldValidation"),
+                self.options_kind,
+            )?,
             dry_run: self.dry_run()?,
             manager: Some(self.field_manager()?),
             api_version: match self.served {
@@ -676,7 +651,7 @@ impl Request {
     fn patch_body(&self, info: &ResourceInfo) -> Result<(PatchType, Value), ApiError> {
         let ct = content_type(&self.headers);
         let kind = PatchType::from_content_type(&ct)
-            .ok_or_else(|| ApiError::unsupported_media_type(&ct))?;
+            .ok_or_else(|| ApiError::unsupported_media_type(crate::decode::PATCH_MEDIA_TYPES))?;
         if kind == PatchType::Strategic && !strategy::of(info).strategic_merge() {
             // Kubernetes refuses strategic merge patch on custom resources; we accept it as merge patch.
             tracing::debug!("strategic merge patch on a custom resource treated as merge patch");

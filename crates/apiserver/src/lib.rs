@@ -12,10 +12,13 @@
 pub mod answer;
 pub mod apply;
 pub mod auth;
+pub mod decode;
 pub mod discovery;
+pub mod health;
 pub mod http;
 pub mod ipalloc;
 pub mod metrics_api;
+pub mod pagination;
 pub mod params;
 pub mod pod_security;
 pub mod proxy;
@@ -465,6 +468,10 @@ impl ApiServer {
     /// Begins shutting down: open watches end and HTTP connections are closed.
     pub fn shutdown(&self) {
         self.shutting_down.send_replace(true);
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        *self.shutting_down.borrow()
     }
 
     /// Resolves once [`ApiServer::shutdown`] has been called.

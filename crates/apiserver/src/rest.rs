@@ -10,6 +10,8 @@
 //! precondition (a conflict re-reads and re-applies unless the client named a
 //! resourceVersion).
 
+use crate::decode::{normalize, FieldValidation};
+use crate::pagination::{self, Page};
 use crate::params::Params;
 use crate::store::StoreError;
 use crate::strategy;
@@ -55,8 +57,8 @@ pub struct DeleteOptions {
 /// How a create or update is carried out.
 #[derive(Clone, Debug, Default)]
 pub struct WriteOpts {
-    /// `fieldValidation=Strict`: unknown or duplicate fields are errors.
-    pub strict: bool,
+    /// `fieldValidation`: what unknown fields in the body cause.
+    pub field_validation: FieldValidation,
     /// `dryRun=All`: defaulted, validated and answered as if written, but not
     /// stored, and nothing (a Service's IP, a node port) allocated.
     pub dry_run: bool,
@@ -147,61 +149,6 @@ fn generation_relevant(obj: &Value) -> Value {
             }
             o
         }
-    }
-}
-
-/// Re-encodes through the kind's typed struct (its strategy's
-/// canonicalization): rejects wrong types and, under
-/// `fieldValidation=Strict`, unknown fields.
-fn normalize(info: &ResourceInfo, obj: Value, strict: bool) -> Result<Value, ApiError> {
-    // The input is kept only when unknown fields must be reported.
-    let input = strict.then(|| obj.clone());
-    let out = strategy::of(info)
-        .canonicalize(obj)
-        .map_err(|e| ApiError::bad_request(format!("{} in body: {e}", info.kind)))?;
-    if let Some(input) = input {
-        let mut unknown = Vec::new();
-        find_unknown(&input, &out, "", &mut unknown);
-        if !unknown.is_empty() {
-            let list: Vec<String> = unknown
-                .iter()
-                .map(|f| format!("unknown field \"{f}\""))
-                .collect();
-            return Err(ApiError::bad_request(format!(
-                "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
-                info.kind,
-                info.version,
-                info.kind,
-                list.join(", ")
-            )));
-        }
-    }
-    Ok(out)
-}
-
-/// Fields present in `input` that the typed decode dropped.
-fn find_unknown(input: &Value, output: &Value, path: &str, out: &mut Vec<String>) {
-    match (input, output) {
-        (Value::Object(i), Value::Object(o)) => {
-            for (k, v) in i {
-                let p = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
-                match o.get(k) {
-                    None if !v.is_null() => out.push(p),
-                    Some(ov) => find_unknown(v, ov, &p, out),
-                    None => {}
-                }
-            }
-        }
-        (Value::Array(i), Value::Array(o)) => {
-            for (idx, (iv, ov)) in i.iter().zip(o).enumerate() {
-                find_unknown(iv, ov, &format!("{path}[{idx}]"), out);
-            }
-        }
-        _ => {}
     }
 }
 
@@ -357,7 +304,7 @@ impl ApiServer {
         self.pod_security(info, ns, &obj, None, &opts.warnings)
             .await?;
         self.check_namespace(info, ns, &name).await?;
-        let mut obj = normalize(info, obj, opts.strict)?;
+        let mut obj = normalize(info, obj, opts.field_validation, &opts.warnings)?;
         managed::carry_over(None, &mut obj);
         opts.track(None, &mut obj);
         let key = info.key(ns, &name);
@@ -551,7 +498,7 @@ impl ApiServer {
             }
             self.pod_security(info, ns, &merged, Some(&old), &opts.warnings)
                 .await?;
-            let mut merged = normalize(info, merged, opts.strict)?;
+            let mut merged = normalize(info, merged, opts.field_validation, &opts.warnings)?;
             managed::carry_over(Some(&old), &mut merged);
             let mut old_cmp = old.clone();
             metadata_mut(&mut old_cmp).remove("resourceVersion");
@@ -767,18 +714,53 @@ impl ApiServer {
         params: &Params,
     ) -> Result<Value, ApiError> {
         let (labels, fields) = Self::selectors(info, params)?;
-        let (kvs, rev) = self
-            .store
-            .list(&info.key_prefix(ns), None)
-            .await
-            .map_err(|e| store_err(info, "", e))?;
-        let items: Vec<Value> = kvs
-            .iter()
-            .filter_map(|kv| decode_object(&kv.value, kv.mod_revision))
-            .filter(|o| labels.matches_object(o) && fields.matches(o))
-            .collect();
+        let page = Page::parse(
+            params.get("limit"),
+            params.get("continue"),
+            params.get("resourceVersion"),
+        )?;
+        let prefix = info.key_prefix(ns);
+        let (kvs, rev) = match self.store.list(&prefix, page.revision).await {
+            Err(StoreError::Gone { .. }) if page.revision.is_some() => {
+                return Err(pagination::expired())
+            }
+            other => other.map_err(|e| store_err(info, "", e))?,
+        };
+        let start = page.start.map(|s| format!("{prefix}{s}"));
+        let from = start.map_or(0, |s| kvs.partition_point(|kv| kv.key < s));
+        let unfiltered = labels.is_empty() && fields.is_empty();
+        let mut items = Vec::new();
+        let mut metadata = json!({"resourceVersion": rev.to_string()});
+        for (i, kv) in kvs.iter().enumerate().skip(from) {
+            let Some(obj) = decode_object(&kv.value, kv.mod_revision) else {
+                continue;
+            };
+            if !(labels.matches_object(&obj) && fields.matches(&obj)) {
+                continue;
+            }
+            items.push(obj);
+            if page.limit.is_none_or(|l| items.len() < l) {
+                continue;
+            }
+            let rest = &kvs[i + 1..];
+            // A next page only if something on it matches (decoded lazily).
+            let more = unfiltered
+                || rest.iter().any(|kv| {
+                    decode_object(&kv.value, kv.mod_revision)
+                        .is_some_and(|o| labels.matches_object(&o) && fields.matches(&o))
+                });
+            if more && !rest.is_empty() {
+                let last = kv.key.strip_prefix(&prefix).unwrap_or(&kv.key);
+                metadata["continue"] = json!(pagination::continue_token(rev, last));
+                // Kubernetes counts what is left only when nothing is filtered out.
+                if unfiltered {
+                    metadata["remainingItemCount"] = json!(rest.len());
+                }
+            }
+            break;
+        }
         Ok(
-            json!({"kind": format!("{}List", info.kind), "apiVersion": info.api_version(), "metadata": {"resourceVersion": rev.to_string()}, "items": items}),
+            json!({"kind": format!("{}List", info.kind), "apiVersion": info.api_version(), "metadata": metadata, "items": items}),
         )
     }
 }

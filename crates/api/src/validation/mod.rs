@@ -512,6 +512,26 @@ mod tests {
     }
 
     #[test]
+    fn pod_resources_and_env_names() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{
+            "name": "c", "image": "busybox",
+            "env": [{"name": "1BAD", "value": "x"}, {"name": "my.env-NAME_1"}],
+            "resources": {"requests": {"memory": "-1Gi", "cpu": "2"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}});
+        assert_eq!(
+            fields(&validate("Pod", &pod, None)),
+            vec![
+                "spec.containers[0].env[0].name: Invalid value: \"1BAD\": a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  or 'MyEnvName1', regex used for validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')",
+                "spec.containers[0].resources.requests[memory]: Invalid value: \"-1Gi\": must be greater than or equal to 0",
+                "spec.containers[0].resources.requests[cpu]: Invalid value: \"2\": must be less than or equal to cpu limit of 1",
+            ]
+        );
+        let fine = json!({"metadata": {"name": "p"}, "spec": {"containers": [{
+            "name": "c", "image": "busybox",
+            "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}});
+        assert!(validate("Pod", &fine, None).is_empty());
+    }
+
+    #[test]
     fn pod_without_containers() {
         let pod = json!({"metadata": {"name": "p"}, "spec": {}});
         assert_eq!(

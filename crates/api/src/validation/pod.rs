@@ -238,8 +238,14 @@ pub(super) fn validate_container(c: &Value, path: &str, volumes: &[&str], errs: 
         }
     }
     for (i, e) in arr(c, "env").iter().enumerate() {
-        if non_empty_str(e, "name").is_none() {
-            errs.push(FieldError::required(format!("{path}.env[{i}].name"), ""));
+        match non_empty_str(e, "name") {
+            None => errs.push(FieldError::required(format!("{path}.env[{i}].name"), "")),
+            Some(n) if !is_env_var_name(n) => errs.push(FieldError::invalid(
+                format!("{path}.env[{i}].name"),
+                &Value::String(n.into()),
+                ENV_VAR_NAME_MESSAGE,
+            )),
+            Some(_) => {}
         }
         if let Some(fr) = e.pointer("/valueFrom/fieldRef") {
             if non_empty_str(fr, "fieldPath").is_none() {
@@ -266,27 +272,7 @@ pub(super) fn validate_container(c: &Value, path: &str, volumes: &[&str], errs: 
             errs.push(FieldError::required(format!("{mp}.mountPath"), ""));
         }
     }
-    for section in ["limits", "requests"] {
-        if let Some(map) = c
-            .pointer(&format!("/resources/{section}"))
-            .and_then(Value::as_object)
-        {
-            for (res, q) in map {
-                let ok = match q {
-                    Value::String(s) => crate::quantity::Quantity::parse(s).is_ok(),
-                    Value::Number(_) => true,
-                    _ => false,
-                };
-                if !ok {
-                    errs.push(FieldError::invalid(
-                        format!("{path}.resources.{section}[{res}]"),
-                        q,
-                        "must match the regex ^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$",
-                    ));
-                }
-            }
-        }
-    }
+    validate_resources(c, path, errs);
     for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
         if let Some(p) = c.get(probe) {
             let handlers = ["exec", "httpGet", "tcpSocket", "grpc"]
@@ -297,6 +283,66 @@ pub(super) fn validate_container(c: &Value, path: &str, volumes: &[&str], errs: 
                 errs.push(FieldError::required(
                     format!("{path}.{probe}"),
                     "must specify a handler type",
+                ));
+            }
+        }
+    }
+}
+
+/// Kubernetes' message for an environment variable name it refuses.
+const ENV_VAR_NAME_MESSAGE: &str = "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  or 'MyEnvName1', regex used for validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')";
+
+/// `[-._a-zA-Z][-._a-zA-Z0-9]*`: Kubernetes' rule without the
+/// RelaxedEnvironmentVariableValidation gate (beta in 1.32, where any
+/// printable ASCII but `=` passes); minik8s keeps the stricter rule so a
+/// name a shell cannot use is caught at create time.
+fn is_env_var_name(n: &str) -> bool {
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_');
+    n.chars().next().is_some_and(|c| ok(c) && !c.is_ascii_digit()) && n.chars().all(ok)
+}
+
+/// Quantities parse, are not negative, and requests do not exceed limits.
+fn validate_resources(c: &Value, path: &str, errs: &mut Errors) {
+    use crate::quantity::Quantity;
+    let section = |name: &str| {
+        c.pointer(&format!("/resources/{name}"))
+            .and_then(Value::as_object)
+    };
+    let parse = |q: &Value| match q {
+        Value::String(s) => Quantity::parse(s).ok(),
+        Value::Number(n) => n.as_f64().map(Quantity),
+        _ => None,
+    };
+    for name in ["limits", "requests"] {
+        for (res, q) in section(name).into_iter().flatten() {
+            let field = format!("{path}.resources.{name}[{res}]");
+            match parse(q) {
+                None => errs.push(FieldError::invalid(
+                    field,
+                    q,
+                    "must match the regex ^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$",
+                )),
+                Some(v) if v.0 < 0.0 => {
+                    errs.push(FieldError::invalid(field, q, "must be greater than or equal to 0"))
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    let (Some(requests), Some(limits)) = (section("requests"), section("limits")) else {
+        return;
+    };
+    for (res, q) in requests {
+        let Some(limit) = limits.get(res) else {
+            continue;
+        };
+        if let (Some(r), Some(l)) = (parse(q), parse(limit)) {
+            if r.0 > l.0 {
+                let shown = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
+                errs.push(FieldError::invalid(
+                    format!("{path}.resources.requests[{res}]"),
+                    &Value::String(shown(q)),
+                    &format!("must be less than or equal to {res} limit of {}", shown(limit)),
                 ));
             }
         }

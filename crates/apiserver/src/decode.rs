@@ -1,0 +1,213 @@
+//! Request bodies: which media types are accepted, decoding them, and what
+//! `fieldValidation` does with fields the kind does not have.
+//!
+//! ```text
+//!  Content-Type ─▶ json | yaml | protobuf   (anything else: 415)
+//!  body ─▶ Value ─▶ strategy.canonicalize (typed round trip) ─▶ stored form
+//!                     └─ fields it dropped: Ignore │ Warn (Warning header) │ Strict (400)
+//! ```
+
+use crate::rest::Warnings;
+use crate::strategy;
+use axum::http::{header, HeaderMap};
+use minik8s_api::registry::ResourceInfo;
+use minik8s_api::ApiError;
+use serde_json::Value;
+
+/// What create/update bodies may be sent as.
+pub const BODY_MEDIA_TYPES: &[&str] = &[
+    "application/json",
+    "application/yaml",
+    minik8s_api::protobuf::MEDIA_TYPE,
+];
+
+/// What PATCH bodies may be sent as.
+pub const PATCH_MEDIA_TYPES: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/apply-patch+yaml",
+    "application/strategic-merge-patch+json",
+];
+
+pub fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_string()
+}
+
+/// The media type without parameters, lower case ("" when none was sent).
+fn media_type(headers: &HeaderMap) -> String {
+    let ct = content_type(headers);
+    ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase()
+}
+
+/// Decodes a JSON, YAML or protobuf request body into an object.
+pub fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+    let media = media_type(headers);
+    let v: Value = match media.as_str() {
+        minik8s_api::protobuf::MEDIA_TYPE => {
+            return minik8s_api::protobuf::decode_object(body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding protobuf body: {e}")))
+        }
+        _ if body.iter().all(u8::is_ascii_whitespace)
+            && BODY_MEDIA_TYPES.contains(&media.as_str()) =>
+        {
+            return Err(ApiError::bad_request("the request body is empty"))
+        }
+        "application/yaml" => serde_yaml::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
+        "application/json" => serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+        })?,
+        _ => return Err(ApiError::unsupported_media_type(BODY_MEDIA_TYPES)),
+    };
+    if !v.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    Ok(v)
+}
+
+/// `?fieldValidation=`: what a field the kind does not know does to a write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FieldValidation {
+    /// Dropped silently (also the server's own writes).
+    #[default]
+    Ignore,
+    /// Dropped, with a `Warning` header per field (Kubernetes' default).
+    Warn,
+    /// The write fails with 400.
+    Strict,
+}
+
+impl FieldValidation {
+    /// Parses the parameter as sent with `options_kind` (CreateOptions,
+    /// UpdateOptions, PatchOptions); absent means Warn.
+    pub fn parse(value: Option<&str>, options_kind: &str) -> Result<Self, ApiError> {
+        match value {
+            None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
+            Some("Ignore") => Ok(FieldValidation::Ignore),
+            Some("Strict") => Ok(FieldValidation::Strict),
+            Some(other) => Err(ApiError::new(
+                422,
+                "Invalid",
+                format!(
+                    "{options_kind}.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: {other:?}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""
+                ),
+            )),
+        }
+    }
+}
+
+/// Re-encodes through the kind's typed struct (its strategy's
+/// canonicalization): rejects wrong types, and reports the fields the typed
+/// decode dropped as `validation` says.
+pub fn normalize(
+    info: &ResourceInfo,
+    obj: Value,
+    validation: FieldValidation,
+    warnings: &Warnings,
+) -> Result<Value, ApiError> {
+    // The input is kept only when unknown fields must be reported.
+    let input = (validation != FieldValidation::Ignore).then(|| obj.clone());
+    let out = strategy::of(info)
+        .canonicalize(obj)
+        .map_err(|e| ApiError::bad_request(format!("{} in body: {e}", info.kind)))?;
+    let Some(input) = input else {
+        return Ok(out);
+    };
+    let mut unknown = Vec::new();
+    find_unknown(&input, &out, "", &mut unknown);
+    let unknown: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field \"{f}\""))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(out);
+    }
+    if validation == FieldValidation::Warn {
+        for w in unknown {
+            warnings.push(w);
+        }
+        return Ok(out);
+    }
+    Err(ApiError::bad_request(format!(
+        "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
+        info.kind,
+        info.version,
+        info.kind,
+        unknown.join(", ")
+    )))
+}
+
+/// Fields present in `input` that the typed decode dropped.
+fn find_unknown(input: &Value, output: &Value, path: &str, out: &mut Vec<String>) {
+    match (input, output) {
+        (Value::Object(i), Value::Object(o)) => {
+            for (k, v) in i {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                match o.get(k) {
+                    None if !v.is_null() => out.push(p),
+                    Some(ov) => find_unknown(v, ov, &p, out),
+                    None => {}
+                }
+            }
+        }
+        (Value::Array(i), Value::Array(o)) => {
+            for (idx, (iv, ov)) in i.iter().zip(o).enumerate() {
+                find_unknown(iv, ov, &format!("{path}[{idx}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(ct: Option<&str>) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        if let Some(ct) = ct {
+            h.insert(header::CONTENT_TYPE, ct.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn bodies_only_in_kubernetes_media_types() {
+        let body = br#"{"kind":"ConfigMap"}"#;
+        for ct in [None, Some("application/json"), Some("application/json; charset=utf-8")] {
+            assert!(decode_body(&headers(ct), body).is_ok(), "{ct:?}");
+        }
+        assert!(decode_body(&headers(Some("application/yaml")), b"kind: ConfigMap").is_ok());
+        for ct in ["text/plain", "application/x-www-form-urlencoded", "application/cbor"] {
+            let e = decode_body(&headers(Some(ct)), body).unwrap_err();
+            assert_eq!(e.code, 415, "{ct}");
+            assert_eq!(e.message, "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf");
+        }
+        assert_eq!(decode_body(&headers(None), b"  ").unwrap_err().code, 400);
+        assert_eq!(decode_body(&headers(None), b"[1]").unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn field_validation_values() {
+        assert_eq!(
+            FieldValidation::parse(None, "CreateOptions").unwrap(),
+            FieldValidation::Warn
+        );
+        assert_eq!(
+            FieldValidation::parse(Some("Strict"), "CreateOptions").unwrap(),
+            FieldValidation::Strict
+        );
+        let e = FieldValidation::parse(Some("Frob"), "PatchOptions").unwrap_err();
+        assert_eq!((e.code, e.message.as_str()), (422, "PatchOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: \"Frob\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""));
+    }
+}
