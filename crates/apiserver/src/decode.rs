@@ -40,7 +40,11 @@ pub fn content_type(headers: &HeaderMap) -> String {
 /// The media type without parameters, lower case ("" when none was sent).
 fn media_type(headers: &HeaderMap) -> String {
     let ct = content_type(headers);
-    ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase()
+    ct.split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
 }
 
 /// Decodes a JSON, YAML or protobuf request body into an object.
@@ -184,11 +188,19 @@ mod tests {
     #[test]
     fn bodies_only_in_kubernetes_media_types() {
         let body = br#"{"kind":"ConfigMap"}"#;
-        for ct in [None, Some("application/json"), Some("application/json; charset=utf-8")] {
+        for ct in [
+            None,
+            Some("application/json"),
+            Some("application/json; charset=utf-8"),
+        ] {
             assert!(decode_body(&headers(ct), body).is_ok(), "{ct:?}");
         }
         assert!(decode_body(&headers(Some("application/yaml")), b"kind: ConfigMap").is_ok());
-        for ct in ["text/plain", "application/x-www-form-urlencoded", "application/cbor"] {
+        for ct in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "application/cbor",
+        ] {
             let e = decode_body(&headers(Some(ct)), body).unwrap_err();
             assert_eq!(e.code, 415, "{ct}");
             assert_eq!(e.message, "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf");

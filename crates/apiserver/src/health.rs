@@ -49,7 +49,12 @@ impl ApiServer {
 /// Answers `/<endpoint>[/<check>]` with `verbose` and `exclude` (repeatable) as sent.
 pub async fn answer(srv: &ApiServer, path: &str, query: &str) -> Response {
     let text = |code: StatusCode, body: String| {
-        (code, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response()
+        (
+            code,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            body,
+        )
+            .into_response()
     };
     let mut segs = path.trim_matches('/').split('/');
     let endpoint = segs.next().unwrap_or("healthz");

@@ -66,17 +66,26 @@ impl Page {
                 "specifying resource version is not allowed when using continue",
             ));
         }
-        let invalid = |why: &str| ApiError::bad_request(format!("continue key is not valid: {why}"));
+        let invalid =
+            |why: &str| ApiError::bad_request(format!("continue key is not valid: {why}"));
         let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(token.trim_end_matches('='))
-            .map_err(|_| invalid("incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))?;
-        let t: Token = serde_json::from_slice(&raw)
-            .map_err(|_| invalid("incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))?;
+            .map_err(|_| {
+                invalid("incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+            })?;
+        let t: Token = serde_json::from_slice(&raw).map_err(|_| {
+            invalid("incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+        })?;
         if t.v != TOKEN_VERSION {
-            return Err(invalid(&format!("server does not recognize this encoded key version {:?}", t.v)));
+            return Err(invalid(&format!(
+                "server does not recognize this encoded key version {:?}",
+                t.v
+            )));
         }
         if t.rv <= 0 {
-            return Err(invalid("incorrect encoded start resourceVersion (version meta.k8s.io/v1)"));
+            return Err(invalid(
+                "incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+            ));
         }
         if t.start.contains("..") || t.start.starts_with('/') {
             return Err(invalid("path traversal not allowed"));

@@ -16,13 +16,9 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// Runs a test body once per backend.
-macro_rules! both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod embedded { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(minik8s_testkit::Backend::Embedded).await } )* }
-        mod etcd { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(minik8s_testkit::Backend::Etcd).await } )* }
-    };
-}
+#[macro_use]
+mod common;
+use common::{assert_status, store_snapshot, Http};
 
 both_backends!(
     bad_input_is_refused_and_changes_nothing,
@@ -38,64 +34,6 @@ both_backends!(
 fn pod(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "web"}},
            "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
-}
-
-struct Http {
-    base: String,
-    http: reqwest::Client,
-}
-
-impl Http {
-    fn new(base: &str) -> Self {
-        Http {
-            base: base.into(),
-            http: reqwest::Client::new(),
-        }
-    }
-    async fn call(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        ct: &str,
-        body: &str,
-    ) -> (u16, Value) {
-        let mut req = self.http.request(method, format!("{}{}", self.base, path));
-        if !ct.is_empty() {
-            req = req.header("Content-Type", ct).body(body.to_string());
-        }
-        let resp = req.send().await.expect("request");
-        let code = resp.status().as_u16();
-        let text = resp.text().await.unwrap();
-        (
-            code,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        )
-    }
-    async fn post(&self, path: &str, ct: &str, body: &str) -> (u16, Value) {
-        self.call(reqwest::Method::POST, path, ct, body).await
-    }
-    async fn get(&self, path: &str) -> (u16, Value) {
-        self.call(reqwest::Method::GET, path, "", "").await
-    }
-}
-
-/// The store's full content under /registry, for "nothing changed" checks.
-async fn store_snapshot(s: &TestServer) -> (Vec<(String, i64)>, i64) {
-    let (kvs, _) = s.server.store.list("/registry/", None).await.unwrap();
-    let rev = s.server.store.current_revision().await.unwrap();
-    (
-        kvs.into_iter()
-            .map(|kv| (kv.key, kv.mod_revision))
-            .collect(),
-        rev,
-    )
-}
-
-fn assert_status(got: &(u16, Value), code: u16, reason: &str) {
-    assert_eq!(got.0, code, "{:?}", got.1);
-    assert_eq!(got.1["kind"], "Status", "{:?}", got.1);
-    assert_eq!(got.1["reason"], reason, "{:?}", got.1);
-    assert_eq!(got.1["code"], code);
 }
 
 async fn bad_input_is_refused_and_changes_nothing(backend: Backend) {

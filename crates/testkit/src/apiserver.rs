@@ -88,6 +88,27 @@ impl EtcdProcess {
     }
 }
 
+impl EtcdProcess {
+    /// Freezes etcd (SIGSTOP): it holds its connections but answers nothing,
+    /// as a hung or partitioned etcd does.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a paused etcd run again (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .expect("running kill");
+        assert!(status.success(), "kill {sig} etcd failed");
+    }
+}
+
 impl Drop for EtcdProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -165,6 +186,11 @@ impl TestServer {
             _etcd: etcd,
             _dir: Some(dir),
         }
+    }
+
+    /// The etcd this server stores in (None on the embedded store).
+    pub fn etcd(&self) -> Option<&EtcdProcess> {
+        self._etcd.as_ref()
     }
 
     /// Stops serving HTTP (the store stays), as an apiserver shutdown would:

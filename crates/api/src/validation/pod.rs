@@ -298,7 +298,10 @@ const ENV_VAR_NAME_MESSAGE: &str = "a valid environment variable name must consi
 /// name a shell cannot use is caught at create time.
 fn is_env_var_name(n: &str) -> bool {
     let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_');
-    n.chars().next().is_some_and(|c| ok(c) && !c.is_ascii_digit()) && n.chars().all(ok)
+    n.chars()
+        .next()
+        .is_some_and(|c| ok(c) && !c.is_ascii_digit())
+        && n.chars().all(ok)
 }
 
 /// Quantities parse, are not negative, and requests do not exceed limits.
@@ -322,9 +325,11 @@ fn validate_resources(c: &Value, path: &str, errs: &mut Errors) {
                     q,
                     "must match the regex ^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$",
                 )),
-                Some(v) if v.0 < 0.0 => {
-                    errs.push(FieldError::invalid(field, q, "must be greater than or equal to 0"))
-                }
+                Some(v) if v.0 < 0.0 => errs.push(FieldError::invalid(
+                    field,
+                    q,
+                    "must be greater than or equal to 0",
+                )),
                 Some(_) => {}
             }
         }
@@ -342,7 +347,10 @@ fn validate_resources(c: &Value, path: &str, errs: &mut Errors) {
                 errs.push(FieldError::invalid(
                     format!("{path}.resources.requests[{res}]"),
                     &Value::String(shown(q)),
-                    &format!("must be less than or equal to {res} limit of {}", shown(limit)),
+                    &format!(
+                        "must be less than or equal to {res} limit of {}",
+                        shown(limit)
+                    ),
                 ));
             }
         }

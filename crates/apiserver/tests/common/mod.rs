@@ -1,6 +1,8 @@
 //! The real kubectl v1.32 as the apiserver's tests run it.
 #![allow(dead_code)] // each test file uses a part of it
 
+use minik8s_testkit::TestServer;
+use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -82,4 +84,72 @@ impl Kubectl {
         std::fs::write(&p, text).unwrap();
         p.display().to_string()
     }
+}
+
+/// Runs a test body once per backend.
+#[allow(unused_macros)]
+macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod embedded { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(minik8s_testkit::Backend::Embedded).await } )* }
+        mod etcd { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(minik8s_testkit::Backend::Etcd).await } )* }
+    };
+}
+
+/// Raw HTTP calls that return the code and the decoded body.
+pub struct Http {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Http {
+    pub fn new(base: &str) -> Self {
+        Http {
+            base: base.into(),
+            http: reqwest::Client::new(),
+        }
+    }
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        ct: &str,
+        body: &str,
+    ) -> (u16, Value) {
+        let mut req = self.http.request(method, format!("{}{}", self.base, path));
+        if !ct.is_empty() {
+            req = req.header("Content-Type", ct).body(body.to_string());
+        }
+        let resp = req.send().await.expect("request");
+        let code = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        (
+            code,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+    pub async fn post(&self, path: &str, ct: &str, body: &str) -> (u16, Value) {
+        self.call(reqwest::Method::POST, path, ct, body).await
+    }
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        self.call(reqwest::Method::GET, path, "", "").await
+    }
+}
+
+/// The store's full content under /registry, for "nothing changed" checks.
+pub async fn store_snapshot(s: &TestServer) -> (Vec<(String, i64)>, i64) {
+    let (kvs, _) = s.server.store.list("/registry/", None).await.unwrap();
+    let rev = s.server.store.current_revision().await.unwrap();
+    (
+        kvs.into_iter()
+            .map(|kv| (kv.key, kv.mod_revision))
+            .collect(),
+        rev,
+    )
+}
+
+pub fn assert_status(got: &(u16, Value), code: u16, reason: &str) {
+    assert_eq!(got.0, code, "{:?}", got.1);
+    assert_eq!(got.1["kind"], "Status", "{:?}", got.1);
+    assert_eq!(got.1["reason"], reason, "{:?}", got.1);
+    assert_eq!(got.1["code"], code);
 }

@@ -1,0 +1,273 @@
+//! Defects found by probing the apiserver from outside, each with its
+//! regression test, on both stores: media types, fieldValidation, oversized
+//! bodies, resource and env validation, paged lists, unconditional patches
+//! under contention, and readiness that follows the store.
+
+use minik8s_testkit::{Backend, TestServer};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+#[macro_use]
+mod common;
+use common::{assert_status, store_snapshot, Http, Kubectl};
+
+both_backends!(
+    requests_are_refused_as_kubernetes_refuses_them,
+    lists_come_in_consistent_pages,
+    unconditional_patches_never_conflict,
+);
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
+fn configmap(name: &str) -> String {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {"n": name}}})
+        .to_string()
+}
+
+async fn requests_are_refused_as_kubernetes_refuses_them(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let h = Http::new(&s.url);
+    let before = store_snapshot(&s).await;
+
+    let got = h.post(CMS, "text/plain", &configmap("plain")).await;
+    assert_status(&got, 415, "UnsupportedMediaType");
+    assert_eq!(got.1["message"], "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf");
+
+    let got = h
+        .post(
+            &format!("{CMS}?fieldValidation=Frob"),
+            "application/json",
+            &configmap("frob"),
+        )
+        .await;
+    assert_status(&got, 422, "Invalid");
+    assert_eq!(got.1["message"], "CreateOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: \"Frob\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"");
+
+    let big = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"},
+        "data": {"x": "a".repeat(4 * 1024 * 1024)}});
+    let got = h.post(CMS, "application/json", &big.to_string()).await;
+    assert_status(&got, 413, "RequestEntityTooLarge");
+
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bad"},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "env": [{"name": "1BAD", "value": "x"}],
+            "resources": {"requests": {"memory": "-1Gi", "cpu": "2"}, "limits": {"cpu": "1"}}}]}});
+    let got = h
+        .post(
+            "/api/v1/namespaces/default/pods",
+            "application/json",
+            &pod.to_string(),
+        )
+        .await;
+    assert_status(&got, 422, "Invalid");
+    let fields: Vec<&str> = got.1["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.containers[0].env[0].name",
+            "spec.containers[0].resources.requests[memory]",
+            "spec.containers[0].resources.requests[cpu]"
+        ]
+    );
+    assert!(got.1["message"]
+        .as_str()
+        .unwrap()
+        .contains("Invalid value: \"2\": must be less than or equal to cpu limit of 1"));
+    assert_eq!(store_snapshot(&s).await, before, "nothing was stored");
+
+    // Unknown fields: a warning by default, an error under Strict, silence under Ignore.
+    let unknown = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "warned"}, "bogus": 1});
+    let resp = reqwest::Client::new()
+        .post(format!("{}{CMS}", s.url))
+        .header("Content-Type", "application/json")
+        .body(unknown.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let warning = resp.headers().get("warning").unwrap().to_str().unwrap();
+    assert_eq!(warning, "299 - \"unknown field \\\"bogus\\\"\"");
+    let got = h
+        .post(
+            &format!("{CMS}?fieldValidation=Strict"),
+            "application/json",
+            &unknown.to_string(),
+        )
+        .await;
+    assert_status(&got, 400, "BadRequest");
+    assert!(got.1["message"]
+        .as_str()
+        .unwrap()
+        .contains("strict decoding error: unknown field \"bogus\""));
+}
+
+async fn list_page(h: &Http, query: &str) -> (Vec<String>, Value) {
+    let (code, body) = h.get(&format!("{CMS}?{query}")).await;
+    assert_eq!(code, 200, "{body}");
+    let names = body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    (names, body["metadata"].clone())
+}
+
+async fn lists_come_in_consistent_pages(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let h = Http::new(&s.url);
+    for i in 0..7 {
+        assert_eq!(
+            h.post(CMS, "application/json", &configmap(&format!("cm-{i}")))
+                .await
+                .0,
+            201
+        );
+    }
+    let (names, meta) = list_page(&h, "limit=3").await;
+    assert_eq!(names, ["cm-0", "cm-1", "cm-2"]);
+    assert_eq!(meta["remainingItemCount"], 4);
+    let first_rv = meta["resourceVersion"].clone();
+    let token = meta["continue"].as_str().unwrap().to_string();
+
+    // Changes after the first page do not show on the next ones: one snapshot.
+    assert_eq!(
+        h.post(CMS, "application/json", &configmap("cm-new"))
+            .await
+            .0,
+        201
+    );
+    let deleted = h
+        .call(reqwest::Method::DELETE, &format!("{CMS}/cm-4"), "", "")
+        .await;
+    assert_eq!(deleted.0, 200);
+    let (names, meta) = list_page(&h, &format!("limit=3&continue={token}")).await;
+    assert_eq!(names, ["cm-3", "cm-4", "cm-5"]);
+    assert_eq!(meta["resourceVersion"], first_rv);
+    let token = meta["continue"].as_str().unwrap().to_string();
+    let (names, meta) = list_page(&h, &format!("limit=3&continue={token}")).await;
+    assert_eq!(names, ["cm-6"]);
+    assert!(meta.get("continue").is_none(), "the last page: {meta}");
+
+    // With a selector, a next page only when more items match.
+    let (names, meta) = list_page(&h, "limit=1&labelSelector=n%20in%20(cm-1,cm-new)").await;
+    assert_eq!(names, ["cm-1"]);
+    assert!(meta.get("remainingItemCount").is_none());
+    let token = meta["continue"].as_str().unwrap().to_string();
+    let (names, meta) = list_page(
+        &h,
+        &format!("limit=1&labelSelector=n%20in%20(cm-1,cm-new)&continue={token}"),
+    )
+    .await;
+    assert_eq!(names, ["cm-new"]);
+    assert!(meta.get("continue").is_none());
+
+    // Bad tokens are 400; a token whose revision was compacted is 410 Expired.
+    let got = h.get(&format!("{CMS}?limit=1&continue=garbage")).await;
+    assert_status(&got, 400, "BadRequest");
+    let (_, meta) = list_page(&h, "limit=1").await;
+    let token = meta["continue"].as_str().unwrap().to_string();
+    for i in 0..5 {
+        h.post(CMS, "application/json", &configmap(&format!("later-{i}")))
+            .await;
+    }
+    let now = s.server.store.current_revision().await.unwrap();
+    s.server.store.compact(now).await.unwrap();
+    let got = h.get(&format!("{CMS}?limit=1&continue={token}")).await;
+    assert_status(&got, 410, "Expired");
+
+    // The real kubectl pages with --chunk-size and shows every item.
+    let out = Kubectl::new(&s.url)
+        .ok(&["get", "configmaps", "--chunk-size=2", "-o", "name"])
+        .await;
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("configmap/")).count(),
+        12,
+        "{out}"
+    );
+}
+
+async fn unconditional_patches_never_conflict(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let h = Http::new(&s.url);
+    assert_eq!(
+        h.post(CMS, "application/json", &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "hot"}, "data": {}}).to_string()).await.0,
+        201
+    );
+    let tasks: Vec<_> = (0..8)
+        .map(|t| {
+            let h = Http::new(&s.url);
+            tokio::spawn(async move {
+                let mut codes = Vec::new();
+                for i in 0..40 {
+                    let (ct, body) = match t % 3 {
+                        0 => ("application/merge-patch+json", json!({"data": {format!("k{t}"): i.to_string()}})),
+                        1 => ("application/strategic-merge-patch+json", json!({"data": {format!("k{t}"): i.to_string()}})),
+                        _ => ("application/json-patch+json", json!([{"op": "add", "path": format!("/data/k{t}"), "value": i.to_string()}])),
+                    };
+                    let got = h
+                        .call(reqwest::Method::PATCH, &format!("{CMS}/hot"), ct, &body.to_string())
+                        .await;
+                    codes.push(got.0);
+                }
+                codes
+            })
+        })
+        .collect();
+    for t in tasks {
+        let codes = t.await.unwrap();
+        assert!(
+            codes.iter().all(|c| *c == 200),
+            "every unconditional patch applies: {codes:?}"
+        );
+    }
+    let (_, cm) = h.get(&format!("{CMS}/hot")).await;
+    for t in 0..8 {
+        assert_eq!(cm["data"][format!("k{t}")], "39", "{cm}");
+    }
+}
+
+/// `/readyz` reads the store: a hung etcd makes it fail, with the failing
+/// check named under `?verbose`, and it recovers when etcd does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_follows_the_store() {
+    let s = TestServer::start(Backend::Etcd).await;
+    let http = reqwest::Client::new();
+    let get = |path: &str| {
+        let req = http.get(format!("{}{path}", s.url));
+        async move {
+            let resp = req.send().await.unwrap();
+            (resp.status().as_u16(), resp.text().await.unwrap())
+        }
+    };
+    assert_eq!(get("/readyz").await, (200, "ok".to_string()));
+    let (code, text) = get("/readyz?verbose").await;
+    assert_eq!(code, 200);
+    assert_eq!(text, "[+]ping ok\n[+]log ok\n[+]etcd ok\n[+]etcd-readiness ok\n[+]shutdown ok\nreadyz check passed\n");
+
+    let etcd = s.etcd().unwrap();
+    etcd.pause();
+    let (code, text) = get("/readyz?verbose").await;
+    assert_eq!(code, 500, "{text}");
+    assert!(text.contains("[-]etcd failed: reason withheld\n"), "{text}");
+    assert!(text.ends_with("readyz check failed\n"), "{text}");
+    assert_eq!(get("/livez").await.0, 500);
+    assert_eq!(get("/readyz/etcd").await.0, 500);
+    let (code, text) = get("/readyz?exclude=etcd&exclude=etcd-readiness").await;
+    assert_eq!((code, text.as_str()), (200, "ok"));
+    assert_eq!(get("/readyz/nosuchcheck").await.0, 404);
+
+    etcd.resume();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while get("/readyz").await.0 != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "/readyz did not recover with etcd"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
