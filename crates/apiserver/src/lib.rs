@@ -90,6 +90,12 @@ pub struct Config {
     /// Events kept per resource for watches resuming from an older version.
     #[arg(long, default_value_t = 10_000)]
     pub watch_cache_size: usize,
+    /// Connections each port keeps open at once; more clients wait to be accepted.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_connections: usize,
+    /// Seconds a connection with no request in flight stays open (Kubernetes: 90).
+    #[arg(long, default_value_t = 90)]
+    pub idle_connection_timeout: u64,
     /// tolerationSeconds of the node.kubernetes.io/not-ready NoExecute toleration
     /// added to every pod that has none (DefaultTolerationSeconds admission).
     #[arg(long, default_value_t = 300)]
@@ -98,6 +104,17 @@ pub struct Config {
     /// added to every pod that has none.
     #[arg(long, default_value_t = 300)]
     pub default_unreachable_toleration_seconds: i64,
+}
+
+impl Config {
+    /// The connection limits both ports serve with.
+    pub fn connection_limits(&self) -> minik8s_pki::connections::Limits {
+        minik8s_pki::connections::Limits {
+            max_connections: self.max_connections,
+            idle_timeout: Duration::from_secs(self.idle_connection_timeout),
+            ..Default::default()
+        }
+    }
 }
 
 /// The server state shared by all requests.
@@ -570,10 +587,9 @@ pub async fn start(cfg: Config) -> anyhow::Result<Running> {
     let secure_addr = secure.as_ref().map(|(_, a)| *a);
     let router = srv.router();
     let stop = srv.shutdown_signal();
+    let limits = cfg.connection_limits();
     let task = tokio::spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(stop)
-            .await?;
+        minik8s_pki::connections::serve_connections(listener, None, router, stop, limits).await;
         if let Some((task, _)) = secure {
             let _ = task.await;
         }
@@ -603,10 +619,9 @@ pub async fn spawn(
     let router = srv.router();
     let stop = srv.shutdown_signal();
     let secure = srv.start_secure(cfg).await?;
+    let limits = cfg.connection_limits();
     let handle = tokio::spawn(async move {
-        let _ = axum::serve(listener, router)
-            .with_graceful_shutdown(stop)
-            .await;
+        minik8s_pki::connections::serve_connections(listener, None, router, stop, limits).await;
         if let Some((task, _)) = secure {
             let _ = task.await;
         }

@@ -158,11 +158,12 @@ impl ApiServer {
         let _ = self.sa_signer.set(signer);
         let config = tls::server_config(&serving.cert_pem, &serving.key_pem, &pki.ca.cert_pem)?;
         let _ = self.secure_addr.set(local);
-        let task = tokio::spawn(tls::serve(
+        let task = tokio::spawn(minik8s_pki::connections::serve_connections(
             listener,
-            Arc::new(config),
+            Some(tokio_rustls::TlsAcceptor::from(Arc::new(config))),
             self.router(),
             self.shutdown_signal(),
+            cfg.connection_limits(),
         ));
         let advertise = advertise_address(cfg);
         if let Err(e) = self

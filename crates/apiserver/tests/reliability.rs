@@ -271,3 +271,68 @@ async fn readyz_follows_the_store() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// Idle connections are closed after `--idle-connection-timeout`, at most
+/// `--max-connections` are open at once, and the server keeps answering
+/// while clients hoard connections; a quiet watch is not idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_are_closed_and_bounded() {
+    use std::io::Read;
+    let s = TestServer::start_with(Backend::Embedded, |c| {
+        c.idle_connection_timeout = 1;
+        c.max_connections = 20;
+    })
+    .await;
+    let addr = s.url.trim_start_matches("http://").to_string();
+    // 40 clients connect and send nothing.
+    let hoarders: Vec<std::net::TcpStream> = (0..40)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    let started = Instant::now();
+    let closed = tokio::task::spawn_blocking(move || {
+        let mut closed = 0;
+        for mut c in hoarders {
+            c.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+            let mut buf = [0u8; 16];
+            if matches!(c.read(&mut buf), Ok(0)) {
+                closed += 1;
+            }
+        }
+        closed
+    });
+    // Meanwhile the server still answers (once a slot frees up).
+    let http = reqwest::Client::new();
+    let health = tokio::time::timeout(
+        Duration::from_secs(10),
+        http.get(format!("{}/healthz", s.url)).send(),
+    )
+    .await
+    .expect("/healthz answers while clients hoard connections")
+    .unwrap();
+    assert_eq!(health.status(), 200);
+    assert_eq!(
+        closed.await.unwrap(),
+        40,
+        "every idle connection was closed"
+    );
+    assert!(started.elapsed() < Duration::from_secs(12));
+
+    // A watch in flight is not idle, however quiet.
+    let mut watch = http
+        .get(format!("{}{CMS}?watch=1&timeoutSeconds=10", s.url))
+        .send()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let h = Http::new(&s.url);
+    assert_eq!(
+        h.post(CMS, "application/json", &configmap("late")).await.0,
+        201
+    );
+    let chunk = tokio::time::timeout(Duration::from_secs(5), watch.chunk())
+        .await
+        .expect("the quiet watch is still open")
+        .unwrap()
+        .expect("an event");
+    assert!(String::from_utf8_lossy(&chunk).contains("\"late\""));
+}

@@ -16,6 +16,8 @@
 //! groups, as Kubernetes reads them.
 
 #[cfg(feature = "serve")]
+pub mod connections;
+#[cfg(feature = "serve")]
 pub mod serve;
 
 use rcgen::{

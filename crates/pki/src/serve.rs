@@ -11,11 +11,8 @@
 //! ```
 
 use anyhow::Context;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::sync::Arc;
-use std::time::Duration;
-use tower::ServiceExt;
 
 /// The provider every TLS configuration here uses (one crypto backend).
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -64,7 +61,7 @@ pub fn server_config(
 #[derive(Debug, Clone, Default)]
 pub struct ClientCert(pub Option<(String, Vec<String>)>);
 
-fn client_cert(conn: &rustls::ServerConnection) -> ClientCert {
+pub(crate) fn client_cert(conn: &rustls::ServerConnection) -> ClientCert {
     ClientCert(
         conn.peer_certificates()
             .and_then(|c| c.first())
@@ -132,7 +129,8 @@ pub fn insecure_client_config(
     Ok(config)
 }
 
-/// Serves `router` over TLS on `listener` until `shutdown` resolves.
+/// Serves `router` over TLS on `listener` until `shutdown` resolves, with
+/// the default connection [`Limits`](crate::connections::Limits).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     config: Arc<rustls::ServerConfig>,
@@ -140,46 +138,12 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
-    tokio::pin!(shutdown);
-    loop {
-        let (tcp, peer) = tokio::select! {
-            _ = &mut shutdown => return,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accepting a connection");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
-        let router = router.clone();
-        tokio::spawn(async move {
-            let tls =
-                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
-                    Ok(Ok(tls)) => tls,
-                    Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => return,
-                };
-            let conn = client_cert(tls.get_ref().1);
-            let service = hyper::service::service_fn(
-                move |mut req: hyper::Request<hyper::body::Incoming>| {
-                    req.extensions_mut().insert(conn.clone());
-                    router.clone().oneshot(req.map(axum::body::Body::new))
-                },
-            );
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            if let Err(e) = builder
-                .serve_connection_with_upgrades(TokioIo::new(tls), service)
-                .await
-            {
-                tracing::debug!(%peer, error = %e, "connection ended");
-            }
-        });
-    }
+    crate::connections::serve_connections(
+        listener,
+        Some(acceptor),
+        router,
+        shutdown,
+        crate::connections::Limits::default(),
+    )
+    .await
 }
