@@ -14,6 +14,7 @@ pub mod apply;
 pub mod auth;
 pub mod decode;
 pub mod discovery;
+pub mod event_ttl;
 pub mod health;
 pub mod http;
 pub mod ipalloc;
@@ -90,6 +91,9 @@ pub struct Config {
     /// Events kept per resource for watches resuming from an older version.
     #[arg(long, default_value_t = 10_000)]
     pub watch_cache_size: usize,
+    /// How long an Event is kept after its last change (Go duration, e.g. `1h`, `90m`).
+    #[arg(long, default_value = "1h", value_parser = |s: &str| minik8s_api::meta::parse_duration(s))]
+    pub event_ttl: Duration,
     /// Connections each port keeps open at once; more clients wait to be accepted.
     #[arg(long, default_value_t = 10_000)]
     pub max_connections: usize,
@@ -568,6 +572,7 @@ pub async fn start(cfg: Config) -> anyhow::Result<Running> {
     let store = open_store(&cfg).await?;
     let srv = ApiServer::new(store, &cfg).await?;
     srv.spawn_compactor(Duration::from_secs(300), 10_000);
+    srv.spawn_event_reaper(cfg.event_ttl);
     let listener = tokio::net::TcpListener::bind(&cfg.listen)
         .await
         .with_context(|| format!("listening on {}", cfg.listen))?;
@@ -614,6 +619,7 @@ pub async fn spawn(
     cfg: &Config,
 ) -> anyhow::Result<(String, Arc<ApiServer>, tokio::task::JoinHandle<()>)> {
     let srv = ApiServer::new(store, cfg).await?;
+    srv.spawn_event_reaper(cfg.event_ttl);
     let listener = tokio::net::TcpListener::bind(&cfg.listen).await?;
     let url = format!("http://{}", listener.local_addr()?);
     let router = srv.router();

@@ -336,3 +336,66 @@ async fn idle_connections_are_closed_and_bounded() {
         .expect("an event");
     assert!(String::from_utf8_lossy(&chunk).contains("\"late\""));
 }
+
+/// `--event-ttl`: Events go away that long after their last write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_expire_after_the_event_ttl() {
+    let s = TestServer::start_with(Backend::Embedded, |c| {
+        c.event_ttl = Duration::from_secs(3);
+    })
+    .await;
+    let h = Http::new(&s.url);
+    let events = "/api/v1/namespaces/default/events";
+    let event = |name: &str| {
+        let now = chrono::Utc::now().to_rfc3339();
+        json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": name},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+            "reason": "Test", "message": "m", "type": "Normal", "count": 1,
+            "firstTimestamp": now, "lastTimestamp": now})
+        .to_string()
+    };
+    assert_eq!(
+        h.post(events, "application/json", &event("once")).await.0,
+        201
+    );
+    assert_eq!(
+        h.post(events, "application/json", &event("again")).await.0,
+        201
+    );
+    let started = Instant::now();
+    let exists = |name: &'static str| {
+        let h = Http::new(&s.url);
+        async move { h.get(&format!("{events}/{name}")).await.0 == 200 }
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // A repeat (the recorder's count bump) is a write: it starts the ttl again.
+    let bump = json!({"count": 2}).to_string();
+    let patched = h
+        .call(
+            reqwest::Method::PATCH,
+            &format!("{events}/again"),
+            "application/merge-patch+json",
+            &bump,
+        )
+        .await;
+    assert_eq!(patched.0, 200);
+    while exists("once").await {
+        assert!(
+            started.elapsed() < Duration::from_secs(6),
+            "the event was not deleted"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        started.elapsed() >= Duration::from_secs(3),
+        "not before its ttl"
+    );
+    assert!(exists("again").await, "the event written again lives on");
+    while exists("again").await {
+        assert!(
+            started.elapsed() < Duration::from_secs(9),
+            "the bumped event never expired"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

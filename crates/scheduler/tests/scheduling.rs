@@ -167,6 +167,32 @@ async fn schedules_round_robin_honours_constraints_and_reports_failures() {
     }
     assert_eq!(list["items"][0]["type"], "Warning");
     assert_eq!(list["items"][0]["source"]["component"], "default-scheduler");
+    // Every cluster change retries the pod; the repeats are counted on the
+    // same Event (client-go's correlator), not written as new ones.
+    for i in 0..3 {
+        nodes
+            .patch(
+                "n2",
+                None,
+                "application/merge-patch+json",
+                &json!({"metadata": {"labels": {"touched": i.to_string()}}}),
+            )
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let list = minik8s_testkit::until(10, "the FailedScheduling event counted again", || async {
+        let list = events
+            .list(&ListParams::default().fields("involvedObject.name=gpu,reason=FailedScheduling"))
+            .await
+            .map_err(|e| e.to_string())?;
+        match list["items"][0]["count"].as_i64() {
+            Some(c) if c >= 2 => Ok(list),
+            other => Err(format!("count {other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(list["items"].as_array().unwrap().len(), 1, "{list}");
     nodes
         .create(&node(
             "n3",
