@@ -168,6 +168,36 @@ pub async fn handle(
         Ok(user) => user,
         Err(e) => return error_response(&e),
     };
+    let class = crate::inflight::classify(&method, uri.path(), watch);
+    let permit = match srv.inflight.admit(class, &user) {
+        Ok(permit) => permit,
+        Err(e) => {
+            let mut resp = error_response(&e);
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+            return resp;
+        }
+    };
+    let resp = handle_admitted(srv, method, uri, headers, body, upgrade, params, user).await;
+    // Held until the answer is sent: a watch counts for as long as it streams.
+    match permit {
+        Some(p) => resp.map(|b| minik8s_pki::connections::body_with_guard(b, p)),
+        None => resp,
+    }
+}
+
+/// Everything after authentication, authorization and the in-flight limits.
+#[allow(clippy::too_many_arguments)]
+async fn handle_admitted(
+    srv: Arc<ApiServer>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: axum::body::Body,
+    upgrade: Option<hyper::upgrade::OnUpgrade>,
+    params: Params,
+    user: auth::UserInfo,
+) -> Response {
     let body: Bytes = match axum::body::to_bytes(body, MAX_REQUEST_BODY).await {
         Ok(b) => b,
         Err(_) => {

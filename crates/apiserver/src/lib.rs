@@ -17,6 +17,7 @@ pub mod discovery;
 pub mod event_ttl;
 pub mod health;
 pub mod http;
+pub mod inflight;
 pub mod ipalloc;
 pub mod metrics_api;
 pub mod pagination;
@@ -94,6 +95,18 @@ pub struct Config {
     /// How long an Event is kept after its last change (Go duration, e.g. `1h`, `90m`).
     #[arg(long, default_value = "1h", value_parser = |s: &str| minik8s_api::meta::parse_duration(s))]
     pub event_ttl: Duration,
+    /// Reads (GET, lists) served at once; more get 429 with Retry-After (Kubernetes: 400).
+    #[arg(long, default_value_t = 400)]
+    pub max_requests_inflight: usize,
+    /// Writes served at once; more get 429 with Retry-After (Kubernetes: 200).
+    #[arg(long, default_value_t = 200)]
+    pub max_mutating_requests_inflight: usize,
+    /// Watches open at once (0: unlimited).
+    #[arg(long, default_value_t = 10_000)]
+    pub max_watches_inflight: usize,
+    /// exec, attach, port-forward, logs and proxy streams open at once (0: unlimited).
+    #[arg(long, default_value_t = 1_000)]
+    pub max_long_running_inflight: usize,
     /// Connections each port keeps open at once; more clients wait to be accepted.
     #[arg(long, default_value_t = 10_000)]
     pub max_connections: usize,
@@ -151,6 +164,8 @@ pub struct ApiServer {
     pub sa_signer: std::sync::OnceLock<minik8s_pki::tokens::Signer>,
     /// Which pods on which node use what (the Node authorizer's graph).
     pub nodes: auth::node::NodeGraph,
+    /// Requests being served, per class (max-in-flight limits).
+    pub inflight: inflight::InFlight,
     /// Where the secure port listens, once it does.
     pub secure_addr: std::sync::OnceLock<std::net::SocketAddr>,
 }
@@ -317,6 +332,12 @@ impl ApiServer {
             policy: Default::default(),
             secure_addr: Default::default(),
             nodes: Default::default(),
+            inflight: inflight::InFlight::new(inflight::Limits {
+                reads: cfg.max_requests_inflight,
+                mutations: cfg.max_mutating_requests_inflight,
+                watches: cfg.max_watches_inflight,
+                long_running: cfg.max_long_running_inflight,
+            }),
             sa_signer: Default::default(),
             kubelet_tls: Default::default(),
         });

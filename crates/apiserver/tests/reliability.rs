@@ -399,3 +399,106 @@ async fn events_expire_after_the_event_ttl() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// Overload: past `--max-requests-inflight` reads a client gets 429 with
+/// `Retry-After` at once (administrators never do), and minik8s's client
+/// retries after the wait until it gets through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overload_answers_429_and_clients_retry() {
+    let tokens = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(tokens.path(), "alice-token,alice,1001,\n").unwrap();
+    let token_path = tokens.into_temp_path().keep().unwrap();
+    let s = TestServer::start_with(Backend::Embedded, |c| {
+        c.secure_listen = Some(format!("127.0.0.1:{}", minik8s_testkit::free_port()));
+        c.token_auth_file = Some(token_path);
+        c.authorization_mode = "AlwaysAllow".into();
+        c.max_requests_inflight = 1;
+    })
+    .await;
+    let https = format!(
+        "https://127.0.0.1:{}",
+        s.server.secure_addr.get().unwrap().port()
+    );
+    let ca = std::fs::read_to_string(s.config.data_dir.join("pki/ca.crt")).unwrap();
+    // Enough objects that a list takes a moment.
+    let admin = Http::new(&s.url);
+    for i in 0..300 {
+        admin
+            .post(CMS, "application/json", &configmap(&format!("load-{i}")))
+            .await;
+    }
+    let raw = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let lists: Vec<_> = (0..30)
+        .map(|_| {
+            let req = raw
+                .get(format!("{https}{CMS}"))
+                .bearer_auth("alice-token")
+                .send();
+            tokio::spawn(async move {
+                let resp = req.await.unwrap();
+                let retry_after = resp.headers().get("retry-after").cloned();
+                let code = resp.status().as_u16();
+                (code, retry_after, resp.text().await.unwrap())
+            })
+        })
+        .collect();
+    let mut refused = 0;
+    for l in lists {
+        let (code, retry_after, body) = l.await.unwrap();
+        match code {
+            200 => {}
+            429 => {
+                refused += 1;
+                assert_eq!(retry_after.unwrap(), "1");
+                let status: Value = serde_json::from_str(&body).unwrap();
+                assert_eq!(status["reason"], "TooManyRequests");
+                assert_eq!(
+                    status["message"],
+                    "Too many requests, please try again later."
+                );
+                assert_eq!(status["details"]["retryAfterSeconds"], 1);
+            }
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    assert!(refused > 0, "30 concurrent lists against a limit of 1");
+
+    // The administrator (system:masters, on the loopback port) is never refused.
+    let admin_lists: Vec<_> = (0..10)
+        .map(|_| {
+            let h = Http::new(&s.url);
+            tokio::spawn(async move { h.get(CMS).await.0 })
+        })
+        .collect();
+    for l in admin_lists {
+        assert_eq!(l.await.unwrap(), 200);
+    }
+
+    // minik8s's client waits as told and retries: every list gets through.
+    let target = minik8s_client::config::Target {
+        server: https.clone(),
+        namespace: "default".into(),
+        credentials: minik8s_client::config::Credentials {
+            ca_pem: Some(ca.clone()),
+            token: Some("alice-token".into()),
+            ..Default::default()
+        },
+    };
+    let client = minik8s_client::Client::for_target(&target).unwrap();
+    let lists: Vec<_> = (0..8)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.get_json(CMS).await })
+        })
+        .collect();
+    for l in lists {
+        let list = l
+            .await
+            .unwrap()
+            .expect("the client retries until it gets through");
+        assert_eq!(list["items"].as_array().unwrap().len(), 300);
+    }
+}

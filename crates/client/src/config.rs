@@ -155,6 +155,13 @@ pub struct ClientFlags {
     /// Path to the kubeconfig file (else $KUBECONFIG, then ~/.kube/config).
     #[arg(long, global = true)]
     pub kubeconfig: Option<PathBuf>,
+    /// Requests a second this client sends at most after a burst (0: no
+    /// limit); each component has its own default, as in Kubernetes.
+    #[arg(long, global = true)]
+    pub kube_api_qps: Option<f32>,
+    /// Requests this client may send at once before --kube-api-qps applies.
+    #[arg(long, global = true)]
+    pub kube_api_burst: Option<u32>,
 }
 
 impl ClientFlags {
@@ -166,6 +173,16 @@ impl ClientFlags {
     /// A client for that apiserver.
     pub fn connect(&self) -> Result<crate::Client, ConfigError> {
         connect(self.server.as_deref(), self.kubeconfig.as_deref())
+    }
+
+    /// A client for that apiserver, rate limited by the flags or else by the
+    /// component's `(qps, burst)` defaults.
+    pub fn connect_limited(&self, defaults: (f32, u32)) -> Result<crate::Client, ConfigError> {
+        let client = self.connect()?;
+        Ok(client.with_rate_limit(
+            self.kube_api_qps.unwrap_or(defaults.0),
+            self.kube_api_burst.unwrap_or(defaults.1),
+        ))
     }
 }
 

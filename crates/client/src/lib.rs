@@ -14,6 +14,7 @@ pub mod events;
 pub mod informer;
 pub mod rest;
 pub mod shared;
+pub mod throttle;
 pub mod workqueue;
 
 pub use informer::{Cache, Event, Informer};

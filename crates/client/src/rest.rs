@@ -77,6 +77,8 @@ pub struct Client {
     /// Sent as `User-Agent`; its part before `/` names the field manager of
     /// this client's writes in `managedFields` (as client-go's does).
     user_agent: std::sync::Arc<str>,
+    /// The client-side rate limit, shared by the clones (None: unlimited).
+    limiter: Option<std::sync::Arc<crate::throttle::RateLimiter>>,
 }
 
 /// Body content types the client sends.
@@ -100,6 +102,7 @@ impl Client {
             http,
             default_namespace: "default".into(),
             user_agent: default_user_agent().into(),
+            limiter: None,
         }
     }
 
@@ -145,6 +148,7 @@ impl Client {
             http,
             default_namespace: target.namespace.clone(),
             user_agent: default_user_agent().into(),
+            limiter: None,
         })
     }
 
@@ -153,6 +157,17 @@ impl Client {
     pub fn with_user_agent(&self, component: &str) -> Client {
         Client {
             user_agent: format!("{component}/{}", env!("CARGO_PKG_VERSION")).into(),
+            ..self.clone()
+        }
+    }
+
+    /// The same connection, sending at most `qps` requests a second after a
+    /// burst of `burst` (client-go's `--kube-api-qps`/`--kube-api-burst`);
+    /// `qps` 0 means unlimited.
+    pub fn with_rate_limit(&self, qps: f32, burst: u32) -> Client {
+        Client {
+            limiter: (qps > 0.0)
+                .then(|| crate::throttle::RateLimiter::new(f64::from(qps), burst).into()),
             ..self.clone()
         }
     }
@@ -183,21 +198,50 @@ impl Client {
         body: Option<(&str, Vec<u8>)>,
         accept: &str,
     ) -> Result<reqwest::Response, ClientError> {
-        let mut req = self
-            .http
-            .request(method, format!("{}{}", self.base, path))
-            .header("Accept", accept)
-            .header("User-Agent", &*self.user_agent);
-        if let Some((ct, bytes)) = body {
-            req = req.header("Content-Type", ct).body(bytes);
+        use crate::throttle;
+        let body = body.map(|(ct, bytes)| (ct, bytes::Bytes::from(bytes)));
+        let url = format!("{}{}", self.base, path);
+        let (mut retries, mut connect_retries) = (0, 0);
+        loop {
+            if let Some(limiter) = &self.limiter {
+                limiter.acquire().await;
+            }
+            let mut req = self
+                .http
+                .request(method.clone(), &url)
+                .header("Accept", accept)
+                .header("User-Agent", &*self.user_agent);
+            if let Some((ct, bytes)) = &body {
+                req = req.header("Content-Type", *ct).body(bytes.clone());
+            }
+            let resp = match req.send().await {
+                Ok(resp) => resp,
+                // Nothing reached the server: trying again is safe for any verb.
+                Err(e) if e.is_connect() && connect_retries < throttle::CONNECT_RETRIES => {
+                    tokio::time::sleep(throttle::backoff(connect_retries)).await;
+                    connect_retries += 1;
+                    continue;
+                }
+                Err(e) => return Err(self.connect_error(e)),
+            };
+            if resp.status().is_success() {
+                return Ok(resp);
+            }
+            let code = resp.status().as_u16();
+            let wait = resp
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| throttle::retry_after(code, Some(v)));
+            if let Some(wait) = wait.filter(|_| retries < throttle::MAX_RETRIES) {
+                tracing::debug!(%url, code, ?wait, "the server asked to retry later");
+                tokio::time::sleep(throttle::with_jitter(wait)).await;
+                retries += 1;
+                continue;
+            }
+            let bytes = resp.bytes().await.map_err(|e| self.connect_error(e))?;
+            return Err(ClientError::Api(ApiError::from_body(code, &bytes)));
         }
-        let resp = req.send().await.map_err(|e| self.connect_error(e))?;
-        if resp.status().is_success() {
-            return Ok(resp);
-        }
-        let code = resp.status().as_u16();
-        let bytes = resp.bytes().await.map_err(|e| self.connect_error(e))?;
-        Err(ClientError::Api(ApiError::from_body(code, &bytes)))
     }
 
     /// A request whose answer is JSON.

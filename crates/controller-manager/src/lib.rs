@@ -47,6 +47,10 @@ use minik8s_client::{Client, SharedInformers};
 use std::sync::Mutex;
 use std::time::Duration;
 
+/// This component's client-side rate limit by default (`--kube-api-qps`,
+/// `--kube-api-burst`).
+pub const API_RATE_LIMIT: (f32, u32) = (100.0, 200);
+
 /// The controller manager's settings (flags of `controller-manager` and `master`),
 /// named and defaulted as in kube-controller-manager.
 #[derive(Debug, Clone, clap::Parser)]

@@ -21,7 +21,9 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     minik8s_client::init_logging();
     let args = Args::parse();
-    let client = args.client.connect()?;
+    let client = args
+        .client
+        .connect_limited(controller_manager::API_RATE_LIMIT)?;
     let metrics_address = args.metrics_address.clone();
     tokio::spawn(async move {
         if let Err(e) = controller_manager::metrics::serve(&metrics_address).await {

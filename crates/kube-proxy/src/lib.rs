@@ -53,6 +53,10 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use minik8s_client::{Client, SharedInformers};
 use std::sync::Arc;
 
+/// This component's client-side rate limit by default (`--kube-api-qps`,
+/// `--kube-api-burst`).
+pub const API_RATE_LIMIT: (f32, u32) = (20.0, 40);
+
 /// kube-proxy: the proxier and/or the cluster DNS, on one set of informers
 /// (Services and EndpointSlices are all either needs).
 pub async fn run(

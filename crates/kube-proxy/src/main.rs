@@ -60,7 +60,7 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!("kube-proxy rules removed");
         return Ok(());
     }
-    let client = args.client.connect()?;
+    let client = args.client.connect_limited(kube_proxy::API_RATE_LIMIT)?;
     let mode = kube_proxy::choose_mode(&args.proxy_mode, kube_proxy::kernel_has_ipvs())
         .map_err(anyhow::Error::msg)
         .context("--proxy-mode")?;

@@ -50,6 +50,10 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
+/// This component's client-side rate limit by default (`--kube-api-qps`,
+/// `--kube-api-burst`).
+pub const API_RATE_LIMIT: (f32, u32) = (50.0, 100);
+
 #[derive(Debug, Clone, clap::Args)]
 pub struct Config {
     /// The cluster CA (from the kubeconfig): with it the kubelet's port is

@@ -65,5 +65,10 @@ async fn main() -> anyhow::Result<()> {
         };
         return kubelet::hollow::run(client, cfg).await;
     }
+    let (qps, burst) = kubelet::API_RATE_LIMIT;
+    let client = client.with_rate_limit(
+        args.client.kube_api_qps.unwrap_or(qps),
+        args.client.kube_api_burst.unwrap_or(burst),
+    );
     kubelet::run(client, args.config).await
 }

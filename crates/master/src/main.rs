@@ -52,8 +52,12 @@ async fn main() -> anyhow::Result<()> {
     }
     let api = apiserver::start(args.apiserver).await?;
     let secure = api.secure_addr.is_some();
-    let sched = component_client(&pki, "scheduler.conf", &plain, secure)?;
-    let cm = component_client(&pki, "controller-manager.conf", &plain, secure)?;
+    let (qps, burst) = scheduler::API_RATE_LIMIT;
+    let sched =
+        component_client(&pki, "scheduler.conf", &plain, secure)?.with_rate_limit(qps, burst);
+    let (qps, burst) = controller_manager::API_RATE_LIMIT;
+    let cm = component_client(&pki, "controller-manager.conf", &plain, secure)?
+        .with_rate_limit(qps, burst);
     let sched = tokio::spawn(scheduler::run(sched, scheduler::Config::default()));
     let controllers = tokio::spawn(controller_manager::run(cm, args.controllers));
     tokio::select! {

@@ -83,13 +83,26 @@ impl Drop for InFlight {
     }
 }
 
-/// A response body that carries its request's [`InFlight`] mark.
-struct TrackedBody {
+/// A response body that holds `guard` until it is sent or dropped (a
+/// request's in-flight mark, a concurrency permit).
+struct GuardedBody<G> {
     inner: axum::body::Body,
-    _in_flight: InFlight,
+    _guard: G,
 }
 
-impl hyper::body::Body for TrackedBody {
+/// `body`, holding `guard` until it has been sent (or dropped): what keeps a
+/// watch counted as in flight for as long as it streams.
+pub fn body_with_guard<G: Send + Unpin + 'static>(
+    body: axum::body::Body,
+    guard: G,
+) -> axum::body::Body {
+    axum::body::Body::new(GuardedBody {
+        inner: body,
+        _guard: guard,
+    })
+}
+
+impl<G: Send + Unpin + 'static> hyper::body::Body for GuardedBody<G> {
     type Data = axum::body::Bytes;
     type Error = axum::Error;
 
@@ -209,12 +222,9 @@ async fn serve_one<I>(
             let router = router.clone();
             async move {
                 let resp = router.oneshot(req.map(axum::body::Body::new)).await?;
-                Ok::<_, std::convert::Infallible>(resp.map(|inner| {
-                    axum::body::Body::new(TrackedBody {
-                        inner,
-                        _in_flight: in_flight,
-                    })
-                }))
+                Ok::<_, std::convert::Infallible>(
+                    resp.map(|inner| body_with_guard(inner, in_flight)),
+                )
             }
         })
     };

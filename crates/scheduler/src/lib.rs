@@ -29,6 +29,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// This component's client-side rate limit by default (`--kube-api-qps`,
+/// `--kube-api-burst`).
+pub const API_RATE_LIMIT: (f32, u32) = (1000.0, 2000);
+
 /// Pods that name another scheduler are left alone.
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
 

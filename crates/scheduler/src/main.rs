@@ -15,7 +15,7 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     minik8s_client::init_logging();
     let args = Args::parse();
-    let client = args.client.connect()?;
+    let client = args.client.connect_limited(scheduler::API_RATE_LIMIT)?;
     scheduler::run(
         client,
         scheduler::Config {

@@ -347,7 +347,7 @@ fn validate_resources(c: &Value, path: &str, errs: &mut Errors) {
                 errs.push(FieldError::invalid(
                     format!("{path}.resources.requests[{res}]"),
                     &Value::String(shown(q)),
-                    &format!(
+                    format!(
                         "must be less than or equal to {res} limit of {}",
                         shown(limit)
                     ),
