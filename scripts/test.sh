@@ -8,9 +8,17 @@ cd "$(dirname "$0")/.."
 . scripts/lib/common.sh
 
 ensure_build_deps
-ensure_packages etcd-server docker.io docker-registry busybox-static iptables iproute2 curl util-linux openssl python3
+ensure_packages etcd-server docker.io docker-registry busybox-static iptables iproute2 curl util-linux openssl python3 sqlite3
 ensure_python_module kubernetes kubernetes==31.0.0
 [ -x /usr/bin/kubectl ] || { echo "the real kubectl (v1.32) is required at /usr/bin/kubectl" >&2; exit 1; }
+
+# A full build and test run needs about 15 GiB; say so plainly when it is not there.
+avail_kib=$(df -Pk . | awk 'NR == 2 { print $4 }')
+echo "==> disk: $((avail_kib / 1024 / 1024)) GiB free here"
+if [ "${avail_kib:-0}" -lt $((8 * 1024 * 1024)) ]; then
+  echo "only $((avail_kib / 1024)) MiB free on $(pwd): the build and the tests need at least 8 GiB" >&2
+  exit 1
+fi
 
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check

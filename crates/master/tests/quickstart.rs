@@ -112,6 +112,19 @@ fn the_quick_start_runs_again_and_after_down() {
     let _down = (!already_running).then_some(Down);
     let first = quickstart(&[]);
     check_up(&first);
+    // doc/apiserver.md: a learner looks into the embedded store with sqlite3.
+    for (query, expect) in [
+        ("SELECT id, name, created, deleted FROM kine ORDER BY id DESC LIMIT 5", "|/registry/"),
+        ("SELECT value FROM kine WHERE name = '/registry/core/namespaces/default' ORDER BY id DESC LIMIT 1", "\"kind\":\"Namespace\""),
+        ("SELECT * FROM meta", "compact_revision|"),
+    ] {
+        let out = Command::new("sqlite3")
+            .args(["/var/lib/minik8s/state.db", query])
+            .output()
+            .expect("sqlite3 (Debian's package; scripts/test.sh installs it)");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && text.contains(expect), "{query}: {text} {}", String::from_utf8_lossy(&out.stderr));
+    }
     let again = quickstart(&[]);
     assert!(again.contains("already running"), "{again}");
     check_up(&again);
