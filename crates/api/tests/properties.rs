@@ -27,9 +27,24 @@ fn config() -> ProptestConfig {
 fn key() -> impl Strategy<Value = String> {
     prop_oneof![
         prop::sample::select(vec![
-            "metadata", "spec", "containers", "name", "image", "ports", "containerPort",
-            "env", "value", "labels", "$patch", "$retainKeys", "$setElementOrder/containers",
-            "$deleteFromPrimitiveList/finalizers", "finalizers", "volumes", "args", "items",
+            "metadata",
+            "spec",
+            "containers",
+            "name",
+            "image",
+            "ports",
+            "containerPort",
+            "env",
+            "value",
+            "labels",
+            "$patch",
+            "$retainKeys",
+            "$setElementOrder/containers",
+            "$deleteFromPrimitiveList/finalizers",
+            "finalizers",
+            "volumes",
+            "args",
+            "items",
         ])
         .prop_map(str::to_string),
         "[a-z$/.~0-9]{0,6}",
@@ -43,8 +58,10 @@ fn json_value() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(|n| json!(n)),
         (-1e12f64..1e12).prop_map(|f| json!(f)),
-        prop::sample::select(vec!["delete", "replace", "merge", "c", "-1Gi", "100m", "/a/0"])
-            .prop_map(|s| json!(s)),
+        prop::sample::select(vec![
+            "delete", "replace", "merge", "c", "-1Gi", "100m", "/a/0"
+        ])
+        .prop_map(|s| json!(s)),
         "[a-z0-9/~.-]{0,8}".prop_map(Value::String),
     ];
     leaf.prop_recursive(4, 48, 6, |inner| {
@@ -60,7 +77,9 @@ fn json_value() -> impl Strategy<Value = Value> {
 fn json_patch() -> impl Strategy<Value = Value> {
     let path = "(/[a-z0-9~-]{0,4}){0,4}";
     let op = (
-        prop::sample::select(vec!["add", "remove", "replace", "move", "copy", "test", "bogus"]),
+        prop::sample::select(vec![
+            "add", "remove", "replace", "move", "copy", "test", "bogus",
+        ]),
         path,
         path,
         json_value(),

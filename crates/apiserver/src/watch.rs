@@ -129,6 +129,7 @@ impl ApiServer {
             // Unregistered since the request was routed.
             .ok_or_else(ApiError::unknown_path)?;
         let bookmarks = params.flag("allowWatchBookmarks");
+        let send_initial = streaming_list(params, bookmarks)?;
         let timeout = match params
             .get("timeoutSeconds")
             .and_then(|t| t.parse::<u64>().ok())
@@ -145,8 +146,9 @@ impl ApiServer {
         let (tx, rx) = mpsc::channel::<Bytes>(256);
         let rv = params.get("resourceVersion").unwrap_or("");
 
-        // "" and "0": start with synthetic ADDED events for the current state.
-        let (after, initial) = if rv.is_empty() || rv == "0" {
+        // "" and "0", or a streaming list: start with synthetic ADDED events
+        // for the current state.
+        let (after, initial) = if rv.is_empty() || rv == "0" || send_initial {
             let (kvs, rev) = self
                 .store
                 .list(&info.key_prefix(filter.namespace.as_deref()), None)
@@ -180,7 +182,15 @@ impl ApiServer {
             }
         };
         let mut stop = self.shutting_down.subscribe();
-        let initial_lines: Vec<Bytes> = initial.iter().map(|o| enc.encode("ADDED", o)).collect();
+        let mut initial_lines: Vec<Bytes> =
+            initial.iter().map(|o| enc.encode("ADDED", o)).collect();
+        if send_initial {
+            // The end of the initial state, at the revision it was read at.
+            let end = json!({"kind": info.kind, "apiVersion": info.api_version(),
+                "metadata": {"resourceVersion": after.to_string(),
+                             "annotations": {"k8s.io/initial-events-end": "true"}}});
+            initial_lines.push(line("BOOKMARK", &end));
+        }
         tokio::spawn(async move {
             let deadline = tokio::time::sleep(timeout);
             tokio::pin!(deadline);
@@ -228,6 +238,44 @@ impl ApiServer {
         });
         Ok(stream_response(stream))
     }
+}
+
+/// `sendInitialEvents` (the streaming list, Kubernetes' WatchList): whether
+/// the watch starts with the current state and an `initial-events-end`
+/// bookmark. Checked as Kubernetes checks ListOptions.
+fn streaming_list(params: &Params, bookmarks: bool) -> Result<bool, ApiError> {
+    let send = match params.get("sendInitialEvents") {
+        None => return Ok(false),
+        Some("true") => true,
+        Some("false") => false,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "invalid sendInitialEvents {other:?}: must be true or false"
+            )))
+        }
+    };
+    let mut errs = Vec::new();
+    if params.get("resourceVersionMatch") != Some("NotOlderThan") {
+        errs.push("resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan");
+    }
+    if send && !bookmarks {
+        errs.push("allowWatchBookmarks: Forbidden: allowWatchBookmarks must be true if sendInitialEvents = true");
+    }
+    if errs.is_empty() {
+        return Ok(send);
+    }
+    Err(ApiError::new(
+        422,
+        "Invalid",
+        format!(
+            "ListOptions.meta.k8s.io \"\" is invalid: {}",
+            if errs.len() == 1 {
+                errs[0].to_string()
+            } else {
+                format!("[{}]", errs.join(", "))
+            }
+        ),
+    ))
 }
 
 fn stream_response<S>(stream: S) -> Response

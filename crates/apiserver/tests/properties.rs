@@ -124,12 +124,16 @@ fn random_objects_and_patches_over_http_get_4xx_not_5xx() {
     let mut runner = proptest::test_runner::TestRunner::new(config(300));
     runner
         .run(
-            &(pod_like(), pod_like(), prop::sample::select(vec![
-                "application/merge-patch+json",
-                "application/strategic-merge-patch+json",
-                "application/json-patch+json",
-                "application/apply-patch+yaml",
-            ])),
+            &(
+                pod_like(),
+                pod_like(),
+                prop::sample::select(vec![
+                    "application/merge-patch+json",
+                    "application/strategic-merge-patch+json",
+                    "application/json-patch+json",
+                    "application/apply-patch+yaml",
+                ]),
+            ),
             |(pod, patch, patch_type)| {
                 let (code, body) = send(http.post(&pods).json(&pod));
                 check(code, &body)?;

@@ -15,6 +15,7 @@ both_backends!(
     requests_are_refused_as_kubernetes_refuses_them,
     lists_come_in_consistent_pages,
     unconditional_patches_never_conflict,
+    streaming_list_sends_initial_events_then_a_bookmark,
 );
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
@@ -501,4 +502,76 @@ async fn overload_answers_429_and_clients_retry() {
             .expect("the client retries until it gets through");
         assert_eq!(list["items"].as_array().unwrap().len(), 300);
     }
+}
+
+/// The streaming list (`sendInitialEvents=true`): the current objects as
+/// ADDED, a bookmark marking the end of the initial state, then changes.
+async fn streaming_list_sends_initial_events_then_a_bookmark(backend: Backend) {
+    use futures::StreamExt;
+    let s = TestServer::start(backend).await;
+    let h = Http::new(&s.url);
+    for name in ["s-1", "s-2", "s-3"] {
+        assert_eq!(
+            h.post(CMS, "application/json", &configmap(name)).await.0,
+            201
+        );
+    }
+    let got = h
+        .get(&format!(
+            "{CMS}?watch=1&sendInitialEvents=true&allowWatchBookmarks=true"
+        ))
+        .await;
+    assert_status(&got, 422, "Invalid");
+    assert_eq!(got.1["message"], "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan");
+
+    let resp = reqwest::Client::new()
+        .get(format!("{}{CMS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=10", s.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.bytes_stream();
+    let mut buf = Vec::new();
+    let mut events: Vec<Value> = Vec::new();
+    let mut next = async || -> Value {
+        loop {
+            if let Some(i) = buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=i).collect();
+                return serde_json::from_slice(&line).unwrap();
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(5), body.next())
+                .await
+                .expect("a watch event in time")
+                .expect("the stream is open")
+                .unwrap();
+            buf.extend_from_slice(&chunk);
+        }
+    };
+    for _ in 0..4 {
+        events.push(next().await);
+    }
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["ADDED", "ADDED", "ADDED", "BOOKMARK"]);
+    let bookmark = &events[3]["object"];
+    assert_eq!(
+        bookmark["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    let (_, list) = h.get(CMS).await;
+    assert_eq!(
+        bookmark["metadata"]["resourceVersion"],
+        list["metadata"]["resourceVersion"]
+    );
+    assert_eq!(
+        h.post(CMS, "application/json", &configmap("s-4")).await.0,
+        201
+    );
+    let added = next().await;
+    assert_eq!(
+        (
+            added["type"].as_str(),
+            added["object"]["metadata"]["name"].as_str()
+        ),
+        (Some("ADDED"), Some("s-4"))
+    );
 }
