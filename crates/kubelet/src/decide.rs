@@ -21,6 +21,15 @@ pub fn container_hash(c: &Container) -> String {
     format!("{:016x}", h.finish())
 }
 
+/// A runtime error saying a container could not join its sandbox's
+/// namespaces (Docker: "cannot join IPC of a non running container",
+/// "can't join IPC of container ...: container ... is not running").
+pub fn is_sandbox_join_error(error: &str) -> bool {
+    let e = error.to_ascii_lowercase();
+    (e.contains("join") && (e.contains("ipc") || e.contains("network") || e.contains("namespace")))
+        || e.contains("non running container")
+}
+
 /// What to do with one spec container.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
@@ -212,6 +221,20 @@ pub fn pod_phase(restart_policy: &str, states: &[Option<&State>]) -> &'static st
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sandbox_join_errors_are_recognised() {
+        assert!(is_sandbox_join_error(
+            "Error response from daemon: cannot join IPC of a non running container: 4f2a"
+        ));
+        assert!(is_sandbox_join_error(
+            "can't join IPC of container 4f2a: container 4f2a is not running"
+        ));
+        assert!(is_sandbox_join_error(
+            "cannot join network namespace of a non running container"
+        ));
+        assert!(!is_sandbox_join_error("No such image: busybox:9"));
+    }
 
     fn info(state: State, restarts: i32, hash: &str) -> ContainerInfo {
         ContainerInfo {

@@ -293,6 +293,14 @@ impl Kubelet {
         Ok(Some(path))
     }
 
+    /// Whether a container failed to start because of its sandbox: the
+    /// sandbox is no longer running, or the runtime could not join its namespaces.
+    async fn sandbox_is_broken(&self, sandbox: &ContainerInfo, error: &str) -> bool {
+        let running =
+            matches!(self.runtime.inspect(&sandbox.id).await, Ok(Some(s)) if s.state.is_running());
+        !running || crate::decide::is_sandbox_join_error(error)
+    }
+
     /// Starts the sandbox: the pause container owning the network namespace and hostname.
     async fn start_sandbox(&self, pod: &Pod) -> anyhow::Result<ContainerInfo> {
         let spec = pod.spec.as_ref();
@@ -484,6 +492,15 @@ impl Kubelet {
                         c.name.clone(),
                         ("CreateContainerError".into(), e.to_string()),
                     );
+                    if self.sandbox_is_broken(&sandbox, &e.to_string()).await {
+                        // A container cannot join a sandbox that died under it (its
+                        // dockerd restarted): remove the sandbox, and the next sync
+                        // starts the pod afresh in a new one instead of failing for good.
+                        tracing::warn!(pod = pod.metadata.name.as_deref().unwrap_or(""), error = %e, "the pod's sandbox is broken; recreating it");
+                        let _ = self.runtime.stop(&sandbox.id, 0).await;
+                        let _ = self.runtime.remove(&sandbox.id).await;
+                        break;
+                    }
                 }
             }
         }
