@@ -112,6 +112,16 @@ fn the_quick_start_runs_again_and_after_down() {
     let _down = (!already_running).then_some(Down);
     let first = quickstart(&[]);
     check_up(&first);
+    // doc/apiserver.md: the named health checks.
+    let out = Command::new("curl")
+        .args(["-s", "http://127.0.0.1:8080/readyz?verbose"])
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("[+]etcd ok") && text.ends_with("readyz check passed\n"),
+        "{text}"
+    );
     // doc/apiserver.md: a learner looks into the embedded store with sqlite3.
     for (query, expect) in [
         ("SELECT id, name, created, deleted FROM kine ORDER BY id DESC LIMIT 5", "|/registry/"),
