@@ -25,6 +25,8 @@ pub struct CacheEvent {
     pub prev: Option<Arc<Value>>,
     /// The object's JSON, serialized once for all watchers that want plain JSON.
     json: std::sync::OnceLock<bytes::Bytes>,
+    /// The stored bytes of the object and its previous state (what the ring's byte budget counts).
+    size: usize,
 }
 
 impl CacheEvent {
@@ -38,11 +40,21 @@ impl CacheEvent {
 struct Inner {
     ring: VecDeque<Arc<CacheEvent>>,
     capacity: usize,
+    /// Stored bytes of the events in the ring, and the most it may hold.
+    bytes: usize,
+    max_bytes: usize,
     /// Watches may start from any revision >= this one.
     oldest_servable: i64,
     /// The newest revision the cache has seen (or started at).
     latest: i64,
 }
+
+/// Events the live feed keeps for watchers that have not read them yet.
+const LIVE_FEED: usize = 1024;
+/// Stored bytes a resource's ring keeps at most (besides its event count):
+/// decoded objects take several times their JSON in memory, so a ring of
+/// large objects (pods with their status) is bounded by size, not count.
+pub const MAX_RING_BYTES: usize = 8 << 20;
 
 pub struct WatchCache {
     inner: Mutex<Inner>,
@@ -77,11 +89,15 @@ impl WatchCache {
         start_revision: i64,
         capacity: usize,
     ) -> Arc<WatchCache> {
-        let (tx, _) = broadcast::channel(capacity.max(1024));
+        // The live feed holds (Arcs to) its last LIVE_FEED events whoever reads
+        // them; a watcher further behind is closed and resumes from the ring.
+        let (tx, _) = broadcast::channel(LIVE_FEED);
         let cache = Arc::new(WatchCache {
             inner: Mutex::new(Inner {
                 ring: VecDeque::new(),
                 capacity,
+                bytes: 0,
+                max_bytes: MAX_RING_BYTES,
                 oldest_servable: start_revision,
                 latest: start_revision,
             }),
@@ -133,6 +149,7 @@ impl WatchCache {
                     let now = store.current_revision().await.unwrap_or(from);
                     let mut inner = self.lock();
                     inner.ring.clear();
+                    inner.bytes = 0;
                     inner.latest = now;
                     inner.oldest_servable = now;
                     tracing::warn!(%prefix, now, "watch cache restarted after compaction");
@@ -157,20 +174,25 @@ impl WatchCache {
             .as_ref()
             .and_then(|p| decode_object(&p.value, p.mod_revision))
             .map(Arc::new);
+        let size = ev.kv.value.len() + ev.prev.as_ref().map_or(0, |p| p.value.len());
         let ce = Arc::new(CacheEvent {
             kind: ev.kind,
             revision: ev.revision,
             object: Arc::new(object),
             prev,
             json: std::sync::OnceLock::new(),
+            size,
         });
         let mut inner = self.lock();
         inner.latest = ev.revision;
+        inner.bytes += size;
         inner.ring.push_back(ce.clone());
-        while inner.ring.len() > inner.capacity {
-            if let Some(old) = inner.ring.pop_front() {
-                inner.oldest_servable = old.revision;
-            }
+        while inner.ring.len() > inner.capacity || inner.bytes > inner.max_bytes {
+            let Some(old) = inner.ring.pop_front() else {
+                break;
+            };
+            inner.bytes -= old.size;
+            inner.oldest_servable = old.revision;
         }
         // Sent under the lock so that subscribe() sees a consistent backlog/live split.
         if let Some(tx) = self.sender().as_ref() {
@@ -201,5 +223,48 @@ impl WatchCache {
     /// The newest revision seen (for bookmarks).
     pub fn latest(&self) -> i64 {
         self.lock().latest
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::embedded::EmbeddedStore;
+
+    /// Large objects fill the ring's byte budget long before its event count:
+    /// older events leave, and resuming from them is 410 (the client relists).
+    #[tokio::test]
+    async fn the_ring_is_bounded_by_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+        let start = store.current_revision().await.unwrap();
+        let cache = WatchCache::start(store.clone(), "/big/".into(), start, 10_000);
+        let big = format!(
+            r#"{{"metadata":{{"name":"x"}},"pad":"{}"}}"#,
+            "a".repeat(1 << 20)
+        );
+        let mut last = 0;
+        for i in 0..20 {
+            last = store
+                .create(&format!("/big/{i}"), bytes::Bytes::from(big.clone()))
+                .await
+                .unwrap();
+        }
+        for _ in 0..100 {
+            if cache.latest() == last {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert_eq!(cache.latest(), last);
+        let inner = cache.lock();
+        assert!(inner.bytes <= MAX_RING_BYTES, "{} bytes kept", inner.bytes);
+        assert!(inner.ring.len() < 10, "{} events kept", inner.ring.len());
+        drop(inner);
+        assert!(
+            cache.subscribe(start).is_err(),
+            "the oldest events are gone"
+        );
+        assert!(cache.subscribe(last - 2).is_ok());
     }
 }
