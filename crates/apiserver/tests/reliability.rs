@@ -575,3 +575,40 @@ async fn streaming_list_sends_initial_events_then_a_bookmark(backend: Backend) {
         (Some("ADDED"), Some("s-4"))
     );
 }
+
+/// Two apiservers on one etcd (an HA control plane): a client given both
+/// keeps working when the one it talks to goes away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_fails_over_to_another_apiserver() {
+    let mut first = TestServer::start(Backend::Etcd).await;
+    let etcd = first.config.etcd_servers.clone().unwrap();
+    let second = TestServer::start_with(Backend::Embedded, |c| {
+        c.etcd_servers = Some(etcd);
+    })
+    .await;
+    let client = minik8s_client::Client::new(&format!("{},{}", first.url, second.url));
+    let cms = client.dynamic(
+        minik8s_api::registry::of::<k8s_openapi::api::core::v1::ConfigMap>(),
+        Some("default"),
+    );
+    cms.create(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "before"}}))
+        .await
+        .unwrap();
+    assert_eq!(client.base_url(), first.url);
+    first.stop_http().await;
+    // The next requests go to the second apiserver, which sees the same data.
+    let got = cms
+        .get("before")
+        .await
+        .expect("served by the second apiserver");
+    assert_eq!(got["metadata"]["name"], "before");
+    assert_eq!(client.base_url(), second.url);
+    cms.create(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "after"}}))
+        .await
+        .unwrap();
+    let list = cms
+        .list(&minik8s_client::ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(list["items"].as_array().unwrap().len(), 2);
+}

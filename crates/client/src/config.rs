@@ -225,13 +225,19 @@ pub fn resolve(server: Option<&str>, kubeconfig: Option<&Path>) -> Result<Target
 }
 
 /// `127.0.0.1:8080` → `http://127.0.0.1:8080`.
+/// Several comma-separated servers (an HA control plane) are each normalized.
 pub fn normalize_server(s: &str) -> String {
-    let s = s.trim_end_matches('/');
-    if s.contains("://") {
-        s.to_string()
-    } else {
-        format!("http://{s}")
-    }
+    s.split(',')
+        .map(|one| {
+            let one = one.trim().trim_end_matches('/');
+            if one.contains("://") {
+                one.to_string()
+            } else {
+                format!("http://{one}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub mod config;
 pub mod controller;
 pub mod events;
 pub mod informer;
+pub mod leader;
 pub mod rest;
 pub mod shared;
 pub mod throttle;

@@ -70,7 +70,11 @@ where
 /// A connection to one apiserver.
 #[derive(Clone)]
 pub struct Client {
-    base: String,
+    /// The apiservers this client may talk to (one, or several of an HA
+    /// control plane), and the one it talks to now; a server that cannot be
+    /// reached makes the client move on to the next.
+    servers: std::sync::Arc<[String]>,
+    current: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     http: reqwest::Client,
     /// The namespace used when none is given (from the kubeconfig context).
     pub default_namespace: String,
@@ -98,7 +102,8 @@ impl Client {
             .build()
             .expect("building the HTTP client");
         Client {
-            base: base.trim_end_matches('/').to_string(),
+            servers: split_servers(base),
+            current: Default::default(),
             http,
             default_namespace: "default".into(),
             user_agent: default_user_agent().into(),
@@ -144,7 +149,8 @@ impl Client {
             .build()
             .map_err(|e| bad(format!("building the HTTP client: {e}")))?;
         Ok(Client {
-            base: target.server.trim_end_matches('/').to_string(),
+            servers: split_servers(&target.server),
+            current: Default::default(),
             http,
             default_namespace: target.namespace.clone(),
             user_agent: default_user_agent().into(),
@@ -172,13 +178,39 @@ impl Client {
         }
     }
 
+    /// The apiserver this client talks to now.
     pub fn base_url(&self) -> &str {
-        &self.base
+        let i = self.current.load(std::sync::atomic::Ordering::Relaxed);
+        &self.servers[i % self.servers.len()]
+    }
+
+    /// Moves on to the next apiserver after `failed` could not be reached
+    /// (unless another request already did).
+    fn fail_over(&self, failed: &str) {
+        if self.servers.len() < 2 {
+            return;
+        }
+        let i = self.current.load(std::sync::atomic::Ordering::Relaxed);
+        if self.servers[i % self.servers.len()] == failed {
+            let next = (i + 1) % self.servers.len();
+            if self
+                .current
+                .compare_exchange(
+                    i,
+                    next,
+                    std::sync::atomic::Ordering::Relaxed,
+                    std::sync::atomic::Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                tracing::warn!(from = %failed, to = %self.servers[next], "apiserver unreachable; failing over");
+            }
+        }
     }
 
     fn connect_error(&self, e: reqwest::Error) -> ClientError {
         let host = self
-            .base
+            .base_url()
             .trim_start_matches("http://")
             .trim_start_matches("https://");
         if e.is_connect() {
@@ -200,9 +232,10 @@ impl Client {
     ) -> Result<reqwest::Response, ClientError> {
         use crate::throttle;
         let body = body.map(|(ct, bytes)| (ct, bytes::Bytes::from(bytes)));
-        let url = format!("{}{}", self.base, path);
         let (mut retries, mut connect_retries) = (0, 0);
         loop {
+            let base = self.base_url().to_string();
+            let url = format!("{base}{path}");
             if let Some(limiter) = &self.limiter {
                 limiter.acquire().await;
             }
@@ -217,8 +250,17 @@ impl Client {
             let resp = match req.send().await {
                 Ok(resp) => resp,
                 // Nothing reached the server: trying again is safe for any verb.
-                Err(e) if e.is_connect() && connect_retries < throttle::CONNECT_RETRIES => {
-                    tokio::time::sleep(throttle::backoff(connect_retries)).await;
+                // Every server gets its tries before the client gives up.
+                Err(e)
+                    if e.is_connect()
+                        && connect_retries
+                            < throttle::CONNECT_RETRIES * self.servers.len() as u32 =>
+                {
+                    self.fail_over(&base);
+                    tokio::time::sleep(throttle::backoff(
+                        connect_retries / self.servers.len() as u32,
+                    ))
+                    .await;
                     connect_retries += 1;
                     continue;
                 }
@@ -288,6 +330,19 @@ impl Client {
             Err(e) => Err(e),
         }
     }
+}
+
+/// `https://a:6443,https://b:6443` (several apiservers) as a list; never empty.
+fn split_servers(servers: &str) -> std::sync::Arc<[String]> {
+    let list: Vec<String> = servers
+        .split(',')
+        .map(|s| s.trim().trim_end_matches('/').to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    if list.is_empty() {
+        return vec![servers.trim_end_matches('/').to_string()].into();
+    }
+    list.into()
 }
 
 /// `<program>/<version>`, the program being this process's executable.

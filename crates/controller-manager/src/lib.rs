@@ -30,7 +30,8 @@ pub mod gc;
 pub mod history;
 pub mod hpa;
 pub mod job;
-pub mod leader;
+/// Leader election (shared with the scheduler; it lives in the client crate).
+pub use minik8s_client::leader;
 pub mod lws;
 pub mod metrics;
 pub mod namespace;

@@ -33,8 +33,7 @@ async fn main() -> anyhow::Result<()> {
     if !args.leader_elect {
         return controller_manager::run(client, args.controllers).await;
     }
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let identity = format!("{}_{}", host.trim(), std::process::id());
+    let identity = controller_manager::leader::default_identity();
     let cfg = controller_manager::leader::Config::controller_manager(&identity);
     controller_manager::leader::run_as_leader(
         client.clone(),

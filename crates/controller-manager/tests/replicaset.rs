@@ -353,7 +353,7 @@ async fn leader_election_lets_one_act() {
     let work = |flag: Arc<AtomicBool>| async move {
         flag.store(true, Ordering::SeqCst);
         std::future::pending::<()>().await;
-        Ok(())
+        Ok::<(), anyhow::Error>(())
     };
     let a = tokio::spawn(run_as_leader(
         client.clone(),

@@ -16,6 +16,11 @@ struct Args {
     apiserver: apiserver::Config,
     #[command(flatten)]
     controllers: controller_manager::Config,
+    /// Run the scheduler and the controller manager only while holding their
+    /// Leases (kube-system/kube-scheduler, kube-controller-manager), so two or
+    /// three masters on one etcd make an HA control plane.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
 }
 
 /// A client from one of the PKI's component kubeconfigs, else the loopback port.
@@ -50,6 +55,10 @@ async fn main() -> anyhow::Result<()> {
     if args.controllers.cluster_signing_dir.is_none() {
         args.controllers.cluster_signing_dir = Some(pki.clone());
     }
+    let advertised = match args.apiserver.advertise_address {
+        Some(ip) => ip.to_string(),
+        None => args.apiserver.listen.clone(),
+    };
     let api = apiserver::start(args.apiserver).await?;
     let secure = api.secure_addr.is_some();
     let (qps, burst) = scheduler::API_RATE_LIMIT;
@@ -58,8 +67,30 @@ async fn main() -> anyhow::Result<()> {
     let (qps, burst) = controller_manager::API_RATE_LIMIT;
     let cm = component_client(&pki, "controller-manager.conf", &plain, secure)?
         .with_rate_limit(qps, burst);
-    let sched = tokio::spawn(scheduler::run(sched, scheduler::Config::default()));
-    let controllers = tokio::spawn(controller_manager::run(cm, args.controllers));
+    let (sched, controllers) = if args.leader_elect {
+        use minik8s_client::leader::{run_as_leader, Config};
+        // Stable across restarts of this master (it takes its Leases back at
+        // once instead of waiting for them to expire), distinct between masters.
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let identity = format!("{}_{}", host.trim(), advertised);
+        (
+            tokio::spawn(run_as_leader(
+                sched.clone(),
+                Config::scheduler(&identity),
+                scheduler::run(sched, scheduler::Config::default()),
+            )),
+            tokio::spawn(run_as_leader(
+                cm.clone(),
+                Config::controller_manager(&identity),
+                controller_manager::run(cm, args.controllers),
+            )),
+        )
+    } else {
+        (
+            tokio::spawn(scheduler::run(sched, scheduler::Config::default())),
+            tokio::spawn(controller_manager::run(cm, args.controllers)),
+        )
+    };
     tokio::select! {
         r = api.wait() => r?,
         r = sched => r??,

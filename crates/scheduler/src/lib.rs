@@ -518,8 +518,10 @@ impl Scheduler {
 /// Runs the scheduler until the process ends.
 pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     let (sched, informers) = build(client.with_user_agent("kube-scheduler"), config);
+    // Owned by this future: dropping it (a deposed leader) stops the informers too.
+    let mut tasks = tokio::task::JoinSet::new();
     for inf in informers {
-        tokio::spawn(inf);
+        tasks.spawn(inf);
     }
     sched.pods.wait_synced().await;
     sched.nodes.wait_synced().await;

@@ -9,6 +9,10 @@ struct Args {
     /// Pods whose spec.schedulerName is this are scheduled.
     #[arg(long, default_value = scheduler::DEFAULT_SCHEDULER)]
     scheduler_name: String,
+    /// Act only while holding the kube-system/kube-scheduler Lease, so
+    /// several schedulers can run and only one binds (Kubernetes' default).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
 }
 
 #[tokio::main]
@@ -16,11 +20,14 @@ async fn main() -> anyhow::Result<()> {
     minik8s_client::init_logging();
     let args = Args::parse();
     let client = args.client.connect_limited(scheduler::API_RATE_LIMIT)?;
-    scheduler::run(
-        client,
-        scheduler::Config {
-            scheduler_name: args.scheduler_name,
-        },
-    )
-    .await
+    let config = scheduler::Config {
+        scheduler_name: args.scheduler_name,
+    };
+    if !args.leader_elect {
+        return scheduler::run(client, config).await;
+    }
+    let lease =
+        minik8s_client::leader::Config::scheduler(&minik8s_client::leader::default_identity());
+    minik8s_client::leader::run_as_leader(client.clone(), lease, scheduler::run(client, config))
+        .await
 }

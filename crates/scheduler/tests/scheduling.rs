@@ -269,3 +269,62 @@ async fn schedules_round_robin_honours_constraints_and_reports_failures() {
         "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) were unschedulable."
     );
 }
+
+/// Two schedulers with leader election: only the leader binds; when it dies
+/// the other takes its Lease over and binds the pods that came meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leading_scheduler_binds_and_another_takes_over() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use minik8s_client::leader::{run_as_leader, Config};
+    let s = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&s.url);
+    let nodes = client.dynamic(registry::of::<Node>(), None);
+    nodes
+        .create(&node("n1", json!({"kubernetes.io/hostname": "n1"})))
+        .await
+        .unwrap();
+    let lease = |id: &str| Config {
+        lease_duration: Duration::from_secs(2),
+        retry: Duration::from_millis(200),
+        ..Config::scheduler(id)
+    };
+    let a = tokio::spawn(run_as_leader(
+        client.clone(),
+        lease("a"),
+        scheduler::run(
+            client.with_user_agent("sched-a"),
+            scheduler::Config::default(),
+        ),
+    ));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let b = tokio::spawn(run_as_leader(
+        client.clone(),
+        lease("b"),
+        scheduler::run(
+            client.with_user_agent("sched-b"),
+            scheduler::Config::default(),
+        ),
+    ));
+    let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
+    let leases = client.dynamic(registry::of::<Lease>(), Some("kube-system"));
+    pods.create(&pod("first", json!({}), json!({})))
+        .await
+        .unwrap();
+    wait_for(&pods, "first", "bound", |p| !node_of(p).is_empty()).await;
+    let holder = leases.get("kube-scheduler").await.unwrap()["spec"]["holderIdentity"].clone();
+    assert_eq!(holder, "a");
+    a.abort();
+    pods.create(&pod("second", json!({}), json!({})))
+        .await
+        .unwrap();
+    // Only b is left to bind it: it took the Lease over.
+    wait_for(&pods, "second", "bound by the new leader", |p| {
+        !node_of(p).is_empty()
+    })
+    .await;
+    assert_eq!(
+        leases.get("kube-scheduler").await.unwrap()["spec"]["holderIdentity"],
+        "b"
+    );
+    b.abort();
+}

@@ -127,19 +127,20 @@ impl<R: Reconciler> Controller<R> {
 /// wired by hand (the scheduler's own informers) calls it directly.
 pub async fn run<R: Reconciler>(reconciler: Arc<R>, queue: WorkQueue<String>, workers: usize) {
     metrics::register(R::NAME, &queue);
-    let mut tasks = Vec::new();
+    // Owned by this future: dropping it (a deposed leader) stops every worker.
+    let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..workers.max(1) {
         let (queue, reconciler) = (queue.clone(), reconciler.clone());
-        tasks.push(tokio::spawn(async move {
+        tasks.spawn(async move {
             while let Some(key) = queue.get().await {
                 let result = reconciler.reconcile(&key).await;
                 metrics::reconciled(R::NAME, result.is_ok());
                 apply(&queue, &key, result);
                 queue.done(&key);
             }
-        }));
+        });
     }
-    futures::future::join_all(tasks).await;
+    while tasks.join_next().await.is_some() {}
 }
 
 /// What the runner does with a reconcile's answer.

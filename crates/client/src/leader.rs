@@ -4,9 +4,9 @@
 //! `leaseDurationSeconds`. Writes carry the Lease's resourceVersion, so two
 //! candidates cannot both win. A leader that cannot renew in time stops.
 
+use crate::Client;
 use k8s_openapi::api::coordination::v1::Lease;
 use minik8s_api::registry;
-use minik8s_client::Client;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -22,15 +22,38 @@ pub struct Config {
 }
 
 impl Config {
-    pub fn controller_manager(identity: &str) -> Config {
+    /// The Lease `kube-system/<name>` with Kubernetes' timings (15 s lease,
+    /// renewed every 2 s).
+    pub fn for_lease(name: &str, identity: &str) -> Config {
         Config {
             namespace: "kube-system".into(),
-            name: "kube-controller-manager".into(),
+            name: name.into(),
             identity: identity.into(),
             lease_duration: Duration::from_secs(15),
             retry: Duration::from_secs(2),
         }
     }
+
+    pub fn controller_manager(identity: &str) -> Config {
+        Self::for_lease("kube-controller-manager", identity)
+    }
+
+    pub fn scheduler(identity: &str) -> Config {
+        Self::for_lease("kube-scheduler", identity)
+    }
+
+    /// How long a leader goes on without renewing before it stops: two
+    /// thirds of the lease (Kubernetes: renew deadline 10 s of 15), so it has
+    /// stopped before anyone else may take the Lease.
+    pub fn renew_deadline(&self) -> Duration {
+        self.lease_duration * 2 / 3
+    }
+}
+
+/// This process's identity as a candidate: host name and pid, as client-go's.
+pub fn default_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    format!("{}_{}", host.trim(), std::process::id())
 }
 
 /// What a candidate should do with the Lease as it is now.
@@ -122,7 +145,7 @@ pub async fn try_lead(client: &Client, cfg: &Config) -> bool {
 
 /// Creates or replaces the Lease; a conflict means another candidate won the race.
 async fn write(
-    api: &minik8s_client::DynamicApi,
+    api: &crate::DynamicApi,
     cfg: &Config,
     current: Option<&Value>,
     spec: Value,
@@ -140,11 +163,17 @@ async fn write(
     }
 }
 
+/// Leadership was lost: the leader could not renew its Lease in time.
+#[derive(Debug, thiserror::Error)]
+#[error("lost the {0} lease")]
+pub struct LostLease(pub String);
+
 /// Waits until this candidate leads, then runs `work` while renewing; returns
 /// (with an error) when leadership is lost, so the process can stop as upstream does.
-pub async fn run_as_leader<F>(client: Client, cfg: Config, work: F) -> anyhow::Result<()>
+pub async fn run_as_leader<F, E>(client: Client, cfg: Config, work: F) -> Result<(), E>
 where
-    F: std::future::Future<Output = anyhow::Result<()>>,
+    F: std::future::Future<Output = Result<(), E>>,
+    E: From<LostLease>,
 {
     while !try_lead(&client, &cfg).await {
         tokio::time::sleep(cfg.retry).await;
@@ -156,14 +185,14 @@ where
             tokio::time::sleep(cfg.retry).await;
             if try_lead(&client, &cfg).await {
                 last_ok = tokio::time::Instant::now();
-            } else if last_ok.elapsed() >= cfg.lease_duration {
-                return anyhow::anyhow!("lost the {}/{} lease", cfg.namespace, cfg.name);
+            } else if last_ok.elapsed() >= cfg.renew_deadline() {
+                return LostLease(format!("{}/{}", cfg.namespace, cfg.name));
             }
         }
     };
     tokio::select! {
         r = work => r,
-        e = renew => Err(e),
+        e = renew => Err(e.into()),
     }
 }
 
