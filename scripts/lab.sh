@@ -10,6 +10,8 @@
 #   scripts/lab.sh down          stop everything and leave the host as it was
 #   scripts/lab.sh stop-node N   stop node N's kubelet, kube-proxy and dockerd (a node failure)
 #   scripts/lab.sh start-node N  start node N again (dockerd with the images, kubelet, kube-proxy)
+#   scripts/lab.sh stop-master N / start-master N, stop-etcd N / start-etcd N
+#                                HA mode: kill -9 a control-plane process (N = 1..3), start it again
 #   scripts/lab.sh kubectl ARGS  our kubectl against the lab
 #   scripts/lab.sh exec N CMD    run CMD in node N's network namespace
 #
@@ -38,7 +40,12 @@
 # vxlan (the script does what flanneld would: a flannel.1 vxlan device, routes,
 # neighbour and fdb entries, its masquerade rules and a subnet.env per node, which
 # the kubelets read as they would flannel's), LAB_STORE: embedded (default) or
-# etcd (Debian's etcd-server in the control plane's namespace, as on lab VMs).
+# etcd (Debian's etcd-server in the control plane's namespace, as on lab VMs),
+# LAB_HA=1: an HA control plane (doc/deploy.md): three control-plane
+# namespaces cp, cp2, cp3 with one etcd member each (a 3-member cluster), a
+# master (apiserver, scheduler and controller manager, the last two elected
+# leaders on Leases) in cp and in cp2; the nodes' kubelets and kube-proxies are
+# given both apiservers and fail over.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -52,7 +59,9 @@ LAB_BIN=${LAB_BIN:-$ROOT/target/release}
 LAB_MASTER_ARGS=${LAB_MASTER_ARGS:-}
 LAB_KUBELET_ARGS=${LAB_KUBELET_ARGS:-}
 LAB_POD_NETWORK=${LAB_POD_NETWORK:-host-gw}
+LAB_HA=${LAB_HA:-0}
 LAB_STORE=${LAB_STORE:-embedded}
+[ "$LAB_HA" = 1 ] && LAB_STORE=etcd
 CLUSTER_CIDR=10.244.0.0/16
 SERVICE_CIDR=10.96.0.0/12
 CLUSTER_DNS=10.96.0.10
@@ -61,6 +70,14 @@ HOST_LINK=$LAB_NAME-host
 CP_NS=$LAB_NAME-cp
 CP_IP=$LAB_NET.10
 SERVER=https://$CP_IP:6443
+# HA: the other control-plane machines (cp3 runs only an etcd member).
+CP2_NS=$LAB_NAME-cp2
+CP2_IP=$LAB_NET.8
+CP3_NS=$LAB_NAME-cp3
+CP3_IP=$LAB_NET.9
+# What the nodes are given: every apiserver.
+NODE_SERVERS=$SERVER
+[ "$LAB_HA" = 1 ] && NODE_SERVERS="$SERVER,https://$CP2_IP:6443"
 # The admin's kubeconfig (the master's, pointed at $CP_IP); nodes join with the master's token.
 KUBECONFIG_LAB=$LAB_DIR/admin.conf
 PKI=$LAB_DIR/cp/pki
@@ -68,6 +85,10 @@ PKI=$LAB_DIR/cp/pki
 log() { printf '[lab %s] %s\n' "$(date +%T.%3N)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 nodes() { seq 1 "$LAB_NODES"; }
+# The control plane's namespaces and addresses (one, or three in HA mode).
+cp_namespaces() { echo "$CP_NS"; [ "$LAB_HA" != 1 ] || echo "$CP2_NS $CP3_NS"; }
+cp_ip() { case $1 in "$CP2_NS") echo "$CP2_IP" ;; "$CP3_NS") echo "$CP3_IP" ;; *) echo "$CP_IP" ;; esac; }
+cp_dir() { case $1 in "$CP2_NS") echo "$LAB_DIR/cp2" ;; "$CP3_NS") echo "$LAB_DIR/cp3" ;; *) echo "$LAB_DIR/cp" ;; esac; }
 node_ns() { echo "$LAB_NAME-node$1"; }
 node_ip() { echo "$LAB_NET.$((10 + $1))"; }
 node_dir() { echo "$LAB_DIR/node$1"; }
@@ -137,7 +158,7 @@ underlay_up() {
   ip addr add "$LAB_NET.1/24" dev "$HOST_LINK"
   ip link set "$HOST_LINK" up
   local ns ip port
-  for ns in "$CP_NS" $(for n in $(nodes); do node_ns "$n"; done); do
+  for ns in $(cp_namespaces) $(for n in $(nodes); do node_ns "$n"; done); do
     ip netns add "$ns"
     ip -n "$ns" link set lo up
     port=${ns#"$LAB_NAME-"}
@@ -147,8 +168,10 @@ underlay_up() {
     in_ns "$ns" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 \
       net.ipv4.conf.default.rp_filter=0
   done
-  ip -n "$CP_NS" addr add "$CP_IP/24" dev eth0
-  ip -n "$CP_NS" link set eth0 up
+  for ns in $(cp_namespaces); do
+    ip -n "$ns" addr add "$(cp_ip "$ns")/24" dev eth0
+    ip -n "$ns" link set eth0 up
+  done
   for n in $(nodes); do
     ns=$(node_ns "$n") ip=$(node_ip "$n")
     ip -n "$ns" addr add "$ip/24" dev eth0
@@ -256,7 +279,7 @@ EOT
 start_node_agents() {
   local n=$1 d ns
   d=$(node_dir "$n") ns=$(node_ns "$n")
-  spawn "$d/kubelet.pid" "$d/kubelet.log" "$ns" "$LAB_BIN/kubelet" --server "$SERVER" \
+  spawn "$d/kubelet.pid" "$d/kubelet.log" "$ns" "$LAB_BIN/kubelet" --server "$NODE_SERVERS" \
     --bootstrap-token "$(cat "$PKI/join-token")" --kubeconfig "$d/kubelet.conf" \
     --kube-proxy-kubeconfig "$d/kube-proxy.conf" \
     --node-name "node$n" --node-ip "$(node_ip "$n")" --docker-socket "unix://$d/docker.sock" \
@@ -265,6 +288,66 @@ start_node_agents() {
   until_ok 60 "node$n to join (see $d/kubelet.log)" test -s "$d/kube-proxy.conf"
   spawn "$d/kube-proxy.pid" "$d/kube-proxy.log" "$ns" "$LAB_BIN/kube-proxy" --kubeconfig "$d/kube-proxy.conf" \
     --cluster-cidr "$CLUSTER_CIDR" --cluster-dns "$CLUSTER_DNS"
+}
+
+# A master (apiserver, scheduler, controller manager) in a control-plane namespace.
+start_master() {
+  local ns=$1 d
+  d=$(cp_dir "$ns")
+  mkdir -p "$d"
+  # shellcheck disable=SC2046 # the saved store flags are words
+  spawn "$d/master.pid" "$d/master.log" "$ns" "$LAB_BIN/master" \
+    --advertise-address "$(cp_ip "$ns")" --pki-dir "$d/pki" $(cat "$LAB_DIR/store-flags") \
+    --cluster-cidr "$CLUSTER_CIDR" --allocate-node-cidrs "$(cat "$LAB_DIR/ipam")" $LAB_MASTER_ARGS
+}
+
+# HA faults: a master (1: cp, 2: cp2) or an etcd member (1-3) dies as if its
+# machine lost power, and comes back.
+cp_ns_of() { case $1 in 1) echo "$CP_NS" ;; 2) echo "$CP2_NS" ;; 3) echo "$CP3_NS" ;; *) die "control-plane machine 1, 2 or 3, not $1" ;; esac; }
+cmd_stop_cp() {
+  local what=${1:?usage: lab.sh stop-master|stop-etcd N} n=${2:?N} f
+  f="$(cp_dir "$(cp_ns_of "$n")")/$what.pid"
+  alive "$f" || die "$what $n is not running"
+  log "killing $what on control-plane machine $n"
+  kill -KILL "$(cat "$f")"
+}
+cmd_start_cp() {
+  local what=$1 n=${2:?N} ns
+  ns=$(cp_ns_of "$n")
+  alive "$(cp_dir "$ns")/$what.pid" && die "$what $n is running"
+  log "starting $what on control-plane machine $n"
+  case $what in
+    master) start_master "$ns" ;;
+    etcd) start_etcd_members "$ns" ;;
+  esac
+}
+
+# etcd: one member in the control plane's namespace, or (HA) one in each of
+# cp, cp2 and cp3, forming one 3-member cluster.
+start_etcd_members() {
+  local only=${1:-} ns ip d cluster=""
+  for ns in $(cp_namespaces); do
+    ip=$(cp_ip "$ns")
+    cluster+="${cluster:+,}${ns#"$LAB_NAME-"}=http://$ip:2380"
+  done
+  for ns in ${only:-$(cp_namespaces)}; do
+    ip=$(cp_ip "$ns") d=$(cp_dir "$ns")
+    mkdir -p "$d"
+    spawn "$d/etcd.pid" "$d/etcd.log" "$ns" etcd --name "${ns#"$LAB_NAME-"}" \
+      --data-dir "$d/etcd" --listen-client-urls "http://127.0.0.1:2379,http://$ip:2379" \
+      --advertise-client-urls "http://$ip:2379" --listen-peer-urls "http://$ip:2380" \
+      --initial-advertise-peer-urls "http://$ip:2380" --initial-cluster "$cluster" \
+      --initial-cluster-state new --listen-metrics-urls http://127.0.0.1:2381
+  done
+  for ns in ${only:-$(cp_namespaces)}; do
+    until_ok 60 "etcd in $ns" in_ns "$ns" curl -fsS http://127.0.0.1:2379/health
+  done
+}
+
+etcd_endpoints() {
+  local ns out=""
+  for ns in $(cp_namespaces); do out+="${out:+,}http://$(cp_ip "$ns"):2379"; done
+  echo "$out"
 }
 
 all_nodes_ready() {
@@ -279,6 +362,7 @@ cmd_up() {
   local t0=$SECONDS n
   mkdir -p "$LAB_DIR/cp"
   echo "$LAB_NODES" >"$LAB_DIR/nodes"   # so down and status know, whatever the environment says
+  echo "$LAB_HA" >"$LAB_DIR/ha"
   log "underlay: switch $SWITCH_NS, host $HOST_LINK $LAB_NET.1/24, namespaces $CP_NS and $LAB_NODES nodes, pod network $LAB_POD_NETWORK"
   underlay_up
   local ipam=true
@@ -292,27 +376,38 @@ cmd_up() {
     embedded) ;;
     etcd)
       command -v etcd >/dev/null || ensure_packages etcd-server
-      spawn "$LAB_DIR/cp/etcd.pid" "$LAB_DIR/cp/etcd.log" "$CP_NS" etcd --name lab \
-        --data-dir "$LAB_DIR/cp/etcd" --listen-client-urls "http://127.0.0.1:2379,http://$CP_IP:2379" \
-        --advertise-client-urls "http://$CP_IP:2379" --listen-peer-urls http://127.0.0.1:2380 \
-        --initial-advertise-peer-urls http://127.0.0.1:2380 --initial-cluster lab=http://127.0.0.1:2380 \
-        --listen-metrics-urls http://127.0.0.1:2381
-      until_ok 30 "etcd" in_ns "$CP_NS" curl -fsS http://127.0.0.1:2379/health
-      store=(--etcd-servers http://127.0.0.1:2379)
+      start_etcd_members
+      store=(--etcd-servers "$(etcd_endpoints)")
       ;;
     *) die "LAB_STORE is embedded or etcd, not $LAB_STORE" ;;
   esac
-  spawn "$LAB_DIR/cp/master.pid" "$LAB_DIR/cp/master.log" "$CP_NS" "$LAB_BIN/master" \
-    --advertise-address "$CP_IP" --pki-dir "$PKI" "${store[@]}" --cluster-cidr "$CLUSTER_CIDR" \
-    --allocate-node-cidrs "$ipam" $LAB_MASTER_ARGS
+  echo "$ipam" >"$LAB_DIR/ipam"
+  echo "${store[*]}" >"$LAB_DIR/store-flags"
+  start_master "$CP_NS"
+  if [ "$LAB_HA" = 1 ]; then
+    # The second master shares the cluster's CA, signing keys and join token
+    # (as kubeadm's "upload-certs" shares them); it issues its own serving certificate.
+    until_ok 60 "the first master's PKI" test -s "$PKI/join-token"
+    mkdir -p "$LAB_DIR/cp2"
+    cp -a "$PKI" "$LAB_DIR/cp2/pki"
+    rm -f "$LAB_DIR/cp2/pki/apiserver.crt" "$LAB_DIR/cp2/pki/apiserver.key"
+    start_master "$CP2_NS"
+  fi
   start_registry
   for n in $(nodes); do start_dockerd "$n"; done
   for n in $(nodes); do until_ok 60 "node$n's dockerd" dk "$n" version; done
   load_images
   until_ok 60 "the apiserver at $SERVER" test -s "$PKI/join-token"
   until_ok 60 "the apiserver at $SERVER" curl -fsS --cacert "$PKI/ca.crt" "$SERVER/readyz"
+  [ "$LAB_HA" != 1 ] ||
+    until_ok 60 "the second apiserver" curl -fsS --cacert "$PKI/ca.crt" "https://$CP2_IP:6443/readyz"
   sed "s|server: https://127.0.0.1:[0-9]*|server: $SERVER|" "$PKI/admin.conf" >"$KUBECONFIG_LAB"
   chmod 600 "$KUBECONFIG_LAB"
+  if [ "$LAB_HA" = 1 ]; then
+    # The same admin through the second apiserver (kubectl takes one server per cluster).
+    sed "s|server: https://127.0.0.1:[0-9]*|server: https://$CP2_IP:6443|" "$PKI/admin.conf" >"$LAB_DIR/admin2.conf"
+    chmod 600 "$LAB_DIR/admin2.conf"
+  fi
   for n in $(nodes); do start_node_agents "$n"; done
   until_ok 60 "$LAB_NODES Ready nodes" all_nodes_ready
   cat >"$LAB_DIR/env" <<EOF
@@ -322,7 +417,11 @@ LAB_NAME=$LAB_NAME
 LAB_NODES=$LAB_NODES
 LAB_POD_NETWORK=$LAB_POD_NETWORK
 LAB_STORE=$LAB_STORE
+LAB_HA=$LAB_HA
 LAB_SERVER=$SERVER
+LAB_NODE_SERVERS=$NODE_SERVERS
+LAB_CP_NETNS=/run/netns/$CP_NS
+$( [ "$LAB_HA" != 1 ] || printf 'LAB_CP2_NETNS=/run/netns/%s\nLAB_CP2_IP=%s\nLAB_CP3_NETNS=/run/netns/%s\n' "$CP2_NS" "$CP2_IP" "$CP3_NS")
 LAB_KUBECONFIG=$KUBECONFIG_LAB
 LAB_REGISTRY=$CP_IP:5000
 LAB_CLUSTER_DNS=$CLUSTER_DNS
@@ -381,8 +480,8 @@ cmd_down() {
       d=$(node_dir "$n")
       stop_pids 5 "$d/kubelet.pid" "$d/kube-proxy.pid"
     done
-    stop_pids 10 "$LAB_DIR/cp/master.pid"
-    stop_pids 10 "$LAB_DIR/cp/etcd.pid"
+    stop_pids 10 "$LAB_DIR/cp/master.pid" "$LAB_DIR/cp2/master.pid"
+    stop_pids 10 "$LAB_DIR/cp/etcd.pid" "$LAB_DIR/cp2/etcd.pid" "$LAB_DIR/cp3/etcd.pid"
     stop_pids 10 "$LAB_DIR/cp/registry.pid"
     # Pods first (dockerd would stop them too, but one at a time), then the daemons in parallel.
     for n in $(nodes); do
@@ -408,7 +507,7 @@ cmd_down() {
     umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
   done
   # Deleting the switch's namespace deletes the bridge and every veth pair.
-  for ns in "$CP_NS" $(for n in $(nodes); do node_ns "$n"; done) "$SWITCH_NS"; do
+  for ns in "$CP_NS" "$CP2_NS" "$CP3_NS" $(for n in $(nodes); do node_ns "$n"; done) "$SWITCH_NS"; do
     [ -e "/run/netns/$ns" ] && ip netns del "$ns"
   done
   # (the kernel destroys a namespace's links in the background)
@@ -429,9 +528,12 @@ cmd_status() {
   local n d c
   [ -f "$LAB_DIR/env" ] && grep -E '^LAB_(NODES|POD_NETWORK|STORE|SERVER)=' "$LAB_DIR/env" && echo
   printf '%-8s %-10s %s\n' WHERE PROCESS STATE
-  for c in etcd master; do
-    [ -f "$LAB_DIR/cp/$c.pid" ] || continue
-    printf '%-8s %-10s %s\n' cp "$c" "$(alive "$LAB_DIR/cp/$c.pid" && echo running || echo stopped)"
+  local cp
+  for cp in cp cp2 cp3; do
+    for c in etcd master; do
+      [ -f "$LAB_DIR/$cp/$c.pid" ] || continue
+      printf '%-8s %-10s %s\n' "$cp" "$c" "$(alive "$LAB_DIR/$cp/$c.pid" && echo running || echo stopped)"
+    done
   done
   for n in $(nodes); do
     d=$(node_dir "$n")
@@ -445,13 +547,19 @@ cmd_status() {
 
 # A lab that is up knows its own size.
 [ "${1:-}" != up ] && [ -f "$LAB_DIR/nodes" ] && LAB_NODES=$(cat "$LAB_DIR/nodes")
+if [ "${1:-}" != up ] && [ -f "$LAB_DIR/ha" ]; then
+  LAB_HA=$(cat "$LAB_DIR/ha")
+  [ "$LAB_HA" = 1 ] && NODE_SERVERS="$SERVER,https://$CP2_IP:6443"
+fi
 case "${1:-}" in
   up) [ -z "${2:-}" ] || LAB_NODES=$2; cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
   stop-node) shift; cmd_stop_node "$@" ;;
+  stop-master | stop-etcd) cmd_stop_cp "${1#stop-}" "${2:-}" ;;
+  start-master | start-etcd) cmd_start_cp "${1#start-}" "${2:-}" ;;
   start-node) shift; cmd_start_node "$@" ;;
   kubectl) shift; kubectl_lab "$@" ;;
   exec) n=${2:?usage: lab.sh exec N CMD...}; shift 2; in_ns "$(node_ns "$n")" "$@" ;;
-  *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -10,57 +10,18 @@
 
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{bin_dir, repo_root, run, sh, try_sh, until};
 
 const LAB_NAME: &str = "mk8se2e";
 const LAB_DIR: &str = "/tmp/mk8s-e2e";
 const LAB_NET: &str = "192.168.79";
 /// The admin's kubeconfig lab.sh writes (TLS to 192.168.79.10:6443, a client certificate).
 const KUBECONFIG: &str = "/tmp/mk8s-e2e/admin.conf";
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-/// target/debug, where this test's `master` is (the other binaries are built
-/// beside it by the same `cargo test --workspace` or `cargo build --bins`).
-fn bin_dir() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_master"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn run(cmd: &mut Command) -> Output {
-    cmd.output()
-        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"))
-}
-
-/// `bash -c SCRIPT`: stdout on success, panics with stderr otherwise.
-fn sh(script: &str) -> String {
-    let out = run(Command::new("bash").arg("-c").arg(script));
-    assert!(
-        out.status.success(),
-        "`{script}` failed ({}): {}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Like [`sh`] but returns None on failure.
-fn try_sh(script: &str) -> Option<String> {
-    let out = run(Command::new("bash").arg("-c").arg(script));
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
-}
 
 fn kubectl(args: &str) -> String {
     sh(&format!(
@@ -77,12 +38,6 @@ fn apply(manifest: &str) {
     let path = format!("{LAB_DIR}-manifest.yaml");
     std::fs::write(&path, manifest).unwrap();
     kubectl(&format!("apply -f {path}"));
-}
-
-/// Polls `f` until it returns Some, or panics after `secs` with `what`.
-fn until<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let every = Duration::from_millis(250);
-    minik8s_testkit::poll_blocking(secs, every, what, || f().ok_or_else(|| "not yet".into()))
 }
 
 fn netns(node: u32) -> String {

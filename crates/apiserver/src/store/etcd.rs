@@ -27,6 +27,37 @@ fn map_err(e: etcd_client::Error) -> StoreError {
     }
 }
 
+/// Runs `op` again when it did not reach etcd (a member is down and the
+/// client's balancer still picked its endpoint: nothing was sent, so any
+/// request may be repeated) and, for reads, when the connection broke
+/// mid-request. Up to 4 tries, 50 to 200 ms apart: another member answers.
+async fn retrying<T, F, Fut>(read: bool, mut op: F) -> Result<T, etcd_client::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+{
+    let mut attempt = 0;
+    loop {
+        match op().await {
+            Err(e) if attempt < 3 && retriable(&e.to_string(), read) => {
+                attempt += 1;
+                tracing::debug!(error = %e, attempt, "etcd unreachable; trying another member");
+                tokio::time::sleep(std::time::Duration::from_millis(50 << attempt)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Whether an etcd error may be retried (see [`retrying`]).
+fn retriable(error: &str, read: bool) -> bool {
+    let unreached = error.contains("connect error") || error.contains("Connection refused");
+    let broken = error.contains("Unavailable")
+        || error.contains("h2 protocol error")
+        || error.contains("transport error");
+    unreached || (read && broken)
+}
+
 fn convert(kv: &etcd_client::KeyValue) -> KeyValue {
     KeyValue {
         key: String::from_utf8_lossy(kv.key()).into_owned(),
@@ -70,10 +101,14 @@ impl EtcdStore {
 #[async_trait]
 impl Store for EtcdStore {
     async fn create(&self, key: &str, value: Bytes) -> Result<i64, StoreError> {
-        let txn = Txn::new()
-            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(key, value.to_vec(), None)]);
-        let resp = self.client.kv_client().txn(txn).await.map_err(map_err)?;
+        let txn = || {
+            Txn::new()
+                .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+                .and_then([TxnOp::put(key, value.to_vec(), None)])
+        };
+        let resp = retrying(false, || async { self.client.kv_client().txn(txn()).await })
+            .await
+            .map_err(map_err)?;
         if !resp.succeeded() {
             return Err(StoreError::AlreadyExists(key.to_string()));
         }
@@ -81,12 +116,11 @@ impl Store for EtcdStore {
     }
 
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
-        let resp = self
-            .client
-            .kv_client()
-            .get(key, None)
-            .await
-            .map_err(map_err)?;
+        let resp = retrying(true, || async {
+            self.client.kv_client().get(key, None).await
+        })
+        .await
+        .map_err(map_err)?;
         Ok(resp.kvs().first().map(convert))
     }
 
@@ -99,18 +133,20 @@ impl Store for EtcdStore {
         if let Some(r) = revision {
             opts = opts.with_revision(r);
         }
-        let resp = self
-            .client
-            .kv_client()
-            .get(prefix, Some(opts))
-            .await
-            .map_err(|e| match map_err(e) {
-                StoreError::Gone { .. } => StoreError::Gone {
-                    requested: revision.unwrap_or(0),
-                    compacted: 0,
-                },
-                other => other,
-            })?;
+        let resp = retrying(true, || async {
+            self.client
+                .kv_client()
+                .get(prefix, Some(opts.clone()))
+                .await
+        })
+        .await
+        .map_err(|e| match map_err(e) {
+            StoreError::Gone { .. } => StoreError::Gone {
+                requested: revision.unwrap_or(0),
+                compacted: 0,
+            },
+            other => other,
+        })?;
         let rev = revision.unwrap_or_else(|| header_revision(resp.header()));
         Ok((resp.kvs().iter().map(convert).collect(), rev))
     }
@@ -125,11 +161,15 @@ impl Store for EtcdStore {
             Some(rev) => Compare::mod_revision(key, CompareOp::Equal, rev),
             None => Compare::create_revision(key, CompareOp::Greater, 0),
         };
-        let txn = Txn::new()
-            .when([cmp])
-            .and_then([TxnOp::put(key, value.to_vec(), None)])
-            .or_else([TxnOp::get(key, None)]);
-        let resp = self.client.kv_client().txn(txn).await.map_err(map_err)?;
+        let txn = || {
+            Txn::new()
+                .when([cmp.clone()])
+                .and_then([TxnOp::put(key, value.to_vec(), None)])
+                .or_else([TxnOp::get(key, None)])
+        };
+        let resp = retrying(false, || async { self.client.kv_client().txn(txn()).await })
+            .await
+            .map_err(map_err)?;
         if resp.succeeded() {
             return Ok(header_revision(resp.header()));
         }
@@ -151,14 +191,18 @@ impl Store for EtcdStore {
             Some(rev) => Compare::mod_revision(key, CompareOp::Equal, rev),
             None => Compare::create_revision(key, CompareOp::Greater, 0),
         };
-        let txn = Txn::new()
-            .when([cmp])
-            .and_then([TxnOp::delete(
-                key,
-                Some(etcd_client::DeleteOptions::new().with_prev_key()),
-            )])
-            .or_else([TxnOp::get(key, None)]);
-        let resp = self.client.kv_client().txn(txn).await.map_err(map_err)?;
+        let txn = || {
+            Txn::new()
+                .when([cmp.clone()])
+                .and_then([TxnOp::delete(
+                    key,
+                    Some(etcd_client::DeleteOptions::new().with_prev_key()),
+                )])
+                .or_else([TxnOp::get(key, None)])
+        };
+        let resp = retrying(false, || async { self.client.kv_client().txn(txn()).await })
+            .await
+            .map_err(map_err)?;
         if resp.succeeded() {
             let rev = header_revision(resp.header());
             let prev = resp.op_responses().into_iter().find_map(|r| match r {
@@ -183,12 +227,14 @@ impl Store for EtcdStore {
             .with_prefix()
             .with_prev_key()
             .with_start_revision(start_revision);
-        let (watcher, mut stream) = self
-            .client
-            .watch_client()
-            .watch(prefix, Some(opts))
-            .await
-            .map_err(map_err)?;
+        let (watcher, mut stream) = retrying(true, || async {
+            self.client
+                .watch_client()
+                .watch(prefix, Some(opts.clone()))
+                .await
+        })
+        .await
+        .map_err(map_err)?;
         // Bounded: a slow consumer holds back this task, and etcd holds back the
         // stream (etcd keeps slow watchers' events on its side).
         let (tx, rx) = mpsc::channel(super::WATCH_CHANNEL_CAPACITY);
@@ -246,15 +292,17 @@ impl Store for EtcdStore {
     }
 
     async fn current_revision(&self) -> Result<i64, StoreError> {
-        let resp = self
-            .client
-            .kv_client()
-            .get(
-                "/registry/",
-                Some(GetOptions::new().with_prefix().with_count_only()),
-            )
-            .await
-            .map_err(map_err)?;
+        let resp = retrying(true, || async {
+            self.client
+                .kv_client()
+                .get(
+                    "/registry/",
+                    Some(GetOptions::new().with_prefix().with_count_only()),
+                )
+                .await
+        })
+        .await
+        .map_err(map_err)?;
         Ok(header_revision(resp.header()))
     }
 
