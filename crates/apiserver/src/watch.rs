@@ -148,23 +148,18 @@ impl ApiServer {
 
         // "" and "0", or a streaming list: start with synthetic ADDED events
         // for the current state.
-        let (after, initial) = if rv.is_empty() || rv == "0" || send_initial {
-            let (kvs, rev) = self
-                .store
+        // Kept as stored bytes and decoded one at a time while sending: 50
+        // watchers starting at once must not each hold the whole list decoded.
+        let (initial, after) = if rv.is_empty() || rv == "0" || send_initial {
+            self.store
                 .list(&info.key_prefix(filter.namespace.as_deref()), None)
                 .await
-                .map_err(|e| ApiError::internal(e.to_string()))?;
-            let objs: Vec<Value> = kvs
-                .iter()
-                .filter_map(|kv| crate::watch_cache::decode_object(&kv.value, kv.mod_revision))
-                .filter(|o| filter.matches(o))
-                .collect();
-            (rev, objs)
+                .map_err(|e| ApiError::internal(e.to_string()))?
         } else {
             let n: i64 = rv
                 .parse()
                 .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?;
-            (n, Vec::new())
+            (Vec::new(), n)
         };
         let sub = match cache.subscribe(after) {
             Ok(s) => s,
@@ -182,20 +177,26 @@ impl ApiServer {
             }
         };
         let mut stop = self.shutting_down.subscribe();
-        let mut initial_lines: Vec<Bytes> =
-            initial.iter().map(|o| enc.encode("ADDED", o)).collect();
-        if send_initial {
-            // The end of the initial state, at the revision it was read at.
-            let end = json!({"kind": info.kind, "apiVersion": info.api_version(),
+        // The end of the initial state, at the revision it was read at.
+        let initial_end = send_initial.then(|| {
+            json!({"kind": info.kind, "apiVersion": info.api_version(),
                 "metadata": {"resourceVersion": after.to_string(),
-                             "annotations": {"k8s.io/initial-events-end": "true"}}});
-            initial_lines.push(line("BOOKMARK", &end));
-        }
+                             "annotations": {"k8s.io/initial-events-end": "true"}}})
+        });
         tokio::spawn(async move {
             let deadline = tokio::time::sleep(timeout);
             tokio::pin!(deadline);
-            for l in initial_lines {
-                if tx.send(l).await.is_err() {
+            for kv in initial {
+                let Some(obj) = crate::watch_cache::decode_object(&kv.value, kv.mod_revision)
+                else {
+                    continue;
+                };
+                if filter.matches(&obj) && tx.send(enc.encode("ADDED", &obj)).await.is_err() {
+                    return;
+                }
+            }
+            if let Some(end) = initial_end {
+                if tx.send(line("BOOKMARK", &end)).await.is_err() {
                     return;
                 }
             }

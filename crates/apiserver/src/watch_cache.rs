@@ -54,7 +54,7 @@ const LIVE_FEED: usize = 1024;
 /// Stored bytes a resource's ring keeps at most (besides its event count):
 /// decoded objects take several times their JSON in memory, so a ring of
 /// large objects (pods with their status) is bounded by size, not count.
-pub const MAX_RING_BYTES: usize = 8 << 20;
+pub const MAX_RING_BYTES: usize = 1 << 20;
 
 pub struct WatchCache {
     inner: Mutex<Inner>,

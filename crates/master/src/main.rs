@@ -4,6 +4,11 @@
 //! certificate (`system:kube-scheduler`, `system:kube-controller-manager`)
 //! from the cluster PKI the apiserver created.
 use anyhow::Context;
+
+/// mimalloc returns freed memory to the system where glibc's allocator keeps
+/// it fragmented: the master's resident memory follows what it holds.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use clap::Parser;
 
 #[derive(Parser)]
@@ -51,16 +56,18 @@ async fn main() -> anyhow::Result<()> {
         .to_string();
     let plain = format!("http://127.0.0.1:{port}");
     let pki = apiserver::secure::pki_dir(&args.apiserver);
-    // The controller manager signs the certificates of joining kubelets with the cluster CA.
-    if args.controllers.cluster_signing_dir.is_none() {
-        args.controllers.cluster_signing_dir = Some(pki.clone());
-    }
+
     let advertised = match args.apiserver.advertise_address {
         Some(ip) => ip.to_string(),
         None => args.apiserver.listen.clone(),
     };
     let api = apiserver::start(args.apiserver).await?;
     let secure = api.secure_addr.is_some();
+    // The controller manager signs the certificates of joining kubelets with
+    // the cluster CA (there is none without the secure port).
+    if secure && args.controllers.cluster_signing_dir.is_none() {
+        args.controllers.cluster_signing_dir = Some(pki.clone());
+    }
     let (qps, burst) = scheduler::API_RATE_LIMIT;
     let sched =
         component_client(&pki, "scheduler.conf", &plain, secure)?.with_rate_limit(qps, burst);
