@@ -233,6 +233,7 @@ impl Client {
         use crate::throttle;
         let body = body.map(|(ct, bytes)| (ct, bytes::Bytes::from(bytes)));
         let (mut retries, mut connect_retries) = (0, 0);
+        let idempotent = method == reqwest::Method::GET || method == reqwest::Method::HEAD;
         loop {
             let base = self.base_url().to_string();
             let url = format!("{base}{path}");
@@ -251,8 +252,12 @@ impl Client {
                 Ok(resp) => resp,
                 // Nothing reached the server: trying again is safe for any verb.
                 // Every server gets its tries before the client gives up.
+                // A read whose kept-alive connection the server closed as it
+                // was reused (an apiserver shutting down or closing idle
+                // connections) got no answer either; reads are safe to resend,
+                // as client-go resends GETs on a reset connection.
                 Err(e)
-                    if e.is_connect()
+                    if (e.is_connect() || (idempotent && e.is_request() && !e.is_timeout()))
                         && connect_retries
                             < throttle::CONNECT_RETRIES * self.servers.len() as u32 =>
                 {

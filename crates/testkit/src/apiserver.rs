@@ -35,57 +35,76 @@ impl EtcdProcess {
         {
             panic!("etcd is required for this test but `{bin}` was not found: install it (apt-get install etcd-server) or run scripts/test.sh, which does");
         }
-        let dir = std::env::temp_dir().join(format!(
-            "minik8s-etcd-{}-{}",
-            std::process::id(),
-            free_port()
-        ));
-        let (client, peer) = (free_port(), free_port());
-        let endpoint = format!("http://127.0.0.1:{client}");
-        let child = Command::new(&bin)
-            .args(["--data-dir", dir.to_str().expect("utf-8 temp dir")])
-            .args(["--name", "test"])
-            .args([
-                "--listen-client-urls",
-                &endpoint,
-                "--advertise-client-urls",
-                &endpoint,
-            ])
-            .args(["--listen-peer-urls", &format!("http://127.0.0.1:{peer}")])
-            .args([
-                "--initial-advertise-peer-urls",
-                &format!("http://127.0.0.1:{peer}"),
-            ])
-            .args([
-                "--initial-cluster",
-                &format!("test=http://127.0.0.1:{peer}"),
-            ])
-            .args(["--log-level", "error"])
-            .env("ETCD_UNSUPPORTED_ARCH", "arm64")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting etcd: {e}"));
-        let mut etcd = EtcdProcess {
-            child,
-            endpoint,
-            dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if std::net::TcpStream::connect(("127.0.0.1", client)).is_ok() {
-                break;
+        // Ports are picked free, then released for etcd to bind: another test
+        // may take one in between, so a start-up exit is retried on new ports.
+        let mut last_error = String::new();
+        for _attempt in 0..5 {
+            let (client, peer) = two_free_ports();
+            let dir =
+                std::env::temp_dir().join(format!("minik8s-etcd-{}-{client}", std::process::id()));
+            let log = dir.with_extension("log");
+            let endpoint = format!("http://127.0.0.1:{client}");
+            let stderr = std::fs::File::create(&log)
+                .unwrap_or_else(|e| panic!("creating {}: {e}", log.display()));
+            let child = Command::new(&bin)
+                .args(["--data-dir", dir.to_str().expect("utf-8 temp dir")])
+                .args(["--name", "test"])
+                .args([
+                    "--listen-client-urls",
+                    &endpoint,
+                    "--advertise-client-urls",
+                    &endpoint,
+                ])
+                .args(["--listen-peer-urls", &format!("http://127.0.0.1:{peer}")])
+                .args([
+                    "--initial-advertise-peer-urls",
+                    &format!("http://127.0.0.1:{peer}"),
+                ])
+                .args([
+                    "--initial-cluster",
+                    &format!("test=http://127.0.0.1:{peer}"),
+                ])
+                .args(["--log-level", "error"])
+                .env("ETCD_UNSUPPORTED_ARCH", "arm64")
+                .stdout(Stdio::null())
+                .stderr(stderr)
+                .spawn()
+                .unwrap_or_else(|e| panic!("starting etcd: {e}"));
+            let mut etcd = EtcdProcess {
+                child,
+                endpoint,
+                dir,
+            };
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let exited = loop {
+                if std::net::TcpStream::connect(("127.0.0.1", client)).is_ok() {
+                    break None;
+                }
+                if let Ok(Some(status)) = etcd.child.try_wait() {
+                    break Some(status);
+                }
+                if Instant::now() > deadline {
+                    panic!("etcd did not listen on {} within 20 s", etcd.endpoint);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            };
+            let output = std::fs::read_to_string(&log).unwrap_or_default();
+            let _ = std::fs::remove_file(&log);
+            match exited {
+                None => return etcd,
+                Some(status) => last_error = format!("{status}: {}", output.trim()),
             }
-            if let Ok(Some(status)) = etcd.child.try_wait() {
-                panic!("etcd exited at start-up with {status}");
-            }
-            if Instant::now() > deadline {
-                panic!("etcd did not listen on {} within 20 s", etcd.endpoint);
-            }
-            std::thread::sleep(Duration::from_millis(50));
         }
-        etcd
+        panic!("etcd exited at start-up five times; last: {last_error}");
     }
+}
+
+/// Two different free ports (both held while the second is picked).
+fn two_free_ports() -> (u16, u16) {
+    let bind = || TcpListener::bind("127.0.0.1:0").expect("no free port on 127.0.0.1");
+    let (a, b) = (bind(), bind());
+    let port = |l: &TcpListener| l.local_addr().expect("bound address").port();
+    (port(&a), port(&b))
 }
 
 impl EtcdProcess {
