@@ -224,10 +224,11 @@ impl NamespaceCache {
                 let Some(srv) = server.upgrade() else {
                     return false;
                 };
-                let name = minik8s_api::meta::name(&ev.object);
+                let object = ev.object();
+                let name = minik8s_api::meta::name(&object);
                 match ev.kind {
                     store::EventKind::Delete => srv.namespaces.remove(name),
-                    store::EventKind::Put => srv.namespaces.put(&ev.object),
+                    store::EventKind::Put => srv.namespaces.put(&object),
                 }
                 true
             };

@@ -17,6 +17,9 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
 
+/// Objects of a watch's initial state read from the store at a time.
+const INITIAL_PAGE: usize = 200;
+
 /// How often a bookmark is sent to watchers that allow them.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(10);
 
@@ -37,11 +40,25 @@ impl Filter {
 
     /// The event type this watcher sees for a change, if any.
     fn event_type(&self, ev: &CacheEvent) -> Option<&'static str> {
-        let now = self.matches(&ev.object);
-        match (ev.kind, ev.prev.as_deref()) {
+        if self
+            .namespace
+            .as_ref()
+            .is_some_and(|ns| *ns != ev.namespace)
+        {
+            return None;
+        }
+        // Without selectors every object in the namespace matches: the
+        // event's bytes are never decoded.
+        let (now, before) = if self.labels.is_empty() && self.fields.is_empty() {
+            (true, true)
+        } else {
+            let now = self.matches(&ev.object());
+            (now, ev.prev_object().is_some_and(|p| self.matches(&p)))
+        };
+        match (ev.kind, ev.is_create()) {
             (EventKind::Delete, _) => now.then_some("DELETED"),
-            (EventKind::Put, None) => now.then_some("ADDED"),
-            (EventKind::Put, Some(prev)) => match (self.matches(prev), now) {
+            (EventKind::Put, true) => now.then_some("ADDED"),
+            (EventKind::Put, false) => match (before, now) {
                 (true, true) => Some("MODIFIED"),
                 (false, true) => Some("ADDED"),
                 (true, false) => Some("DELETED"),
@@ -68,7 +85,7 @@ impl Encoder {
     /// A cache event as one line; plain JSON reuses the event's serialized object.
     fn encode_event(&mut self, event_type: &str, ev: &CacheEvent) -> Bytes {
         if self.table {
-            return self.encode(event_type, &ev.object);
+            return self.encode(event_type, &ev.object());
         }
         let obj = ev.object_json();
         let mut v = Vec::with_capacity(obj.len() + 32);
@@ -147,20 +164,26 @@ impl ApiServer {
         let rv = params.get("resourceVersion").unwrap_or("");
 
         // "" and "0", or a streaming list: start with synthetic ADDED events
-        // for the current state.
-        // Kept as stored bytes and decoded one at a time while sending: 50
-        // watchers starting at once must not each hold the whole list decoded.
-        let (initial, after) = if rv.is_empty() || rv == "0" || send_initial {
-            self.store
-                .list(&info.key_prefix(filter.namespace.as_deref()), None)
+        // for the current state, read at one revision a page at a time and
+        // decoded one object at a time while sending: 50 watchers starting
+        // at once must not each hold the whole list.
+        let prefix = info.key_prefix(filter.namespace.as_deref());
+        let (mut initial, after) = if rv.is_empty() || rv == "0" || send_initial {
+            let internal = |e: crate::store::StoreError| ApiError::internal(e.to_string());
+            let at = self.store.current_revision().await.map_err(internal)?;
+            let first = self
+                .store
+                .list_page(&prefix, &prefix, at, INITIAL_PAGE)
                 .await
-                .map_err(|e| ApiError::internal(e.to_string()))?
+                .map_err(internal)?;
+            (Some(first), at)
         } else {
             let n: i64 = rv
                 .parse()
                 .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?;
-            (Vec::new(), n)
+            (None, n)
         };
+        let store = self.store.clone();
         let sub = match cache.subscribe(after) {
             Ok(s) => s,
             Err(oldest) => {
@@ -186,13 +209,36 @@ impl ApiServer {
         tokio::spawn(async move {
             let deadline = tokio::time::sleep(timeout);
             tokio::pin!(deadline);
-            for kv in initial {
-                let Some(obj) = crate::watch_cache::decode_object(&kv.value, kv.mod_revision)
-                else {
-                    continue;
+            while let Some(page) = initial.take() {
+                let full = page.len() == INITIAL_PAGE;
+                let mut next = None;
+                for kv in page {
+                    if let Some(obj) = crate::watch_cache::decode_object(&kv.value, kv.mod_revision)
+                    {
+                        if filter.matches(&obj) && tx.send(enc.encode("ADDED", &obj)).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                    next = Some(kv.key);
+                }
+                let Some(mut start) = next.filter(|_| full) else {
+                    break;
                 };
-                if filter.matches(&obj) && tx.send(enc.encode("ADDED", &obj)).await.is_err() {
-                    return;
+                start.push('\0');
+                match store.list_page(&prefix, &start, after, INITIAL_PAGE).await {
+                    Ok(page) => initial = Some(page),
+                    Err(e) => {
+                        // Compacted (or the store failed) mid-way: the client relists.
+                        let status = match e {
+                            crate::store::StoreError::Gone { .. } => {
+                                ApiError::gone(format!("too old resource version: {after}"))
+                            }
+                            other => ApiError::internal(other.to_string()),
+                        };
+                        let _ = tx.send(line("ERROR", &status.to_status())).await;
+                        return;
+                    }
                 }
             }
             if let Some(end) = initial_end {

@@ -14,26 +14,45 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
 
-/// One decoded change, shared by all watchers.
+/// One change, shared by all watchers. Kept as bytes, not decoded: a decoded
+/// object takes several times its JSON in memory, and most watchers only
+/// copy the JSON out; the few with selectors decode what they filter on.
 #[derive(Debug, Clone)]
 pub struct CacheEvent {
     pub kind: EventKind,
     pub revision: i64,
-    /// The object after the change (for deletes: the last state, with the deletion's revision).
-    pub object: Arc<Value>,
-    /// The object before the change; `None` on a Put means the object was created.
-    pub prev: Option<Arc<Value>>,
-    /// The object's JSON, serialized once for all watchers that want plain JSON.
-    json: std::sync::OnceLock<bytes::Bytes>,
-    /// The stored bytes of the object and its previous state (what the ring's byte budget counts).
+    /// The object's namespace ("" for cluster-scoped objects).
+    pub namespace: String,
+    /// The object after the change as the API serves it, resourceVersion
+    /// stamped (for deletes: the last state, at the deletion's revision).
+    json: bytes::Bytes,
+    /// The stored object before the change and its revision; `None` on a
+    /// Put means the object was created.
+    prev: Option<(bytes::Bytes, i64)>,
+    /// The bytes this event holds (what the ring's byte budget counts).
     size: usize,
 }
 
 impl CacheEvent {
+    /// The object's JSON, serialized once for all watchers that want plain JSON.
     pub fn object_json(&self) -> &bytes::Bytes {
-        self.json.get_or_init(|| {
-            bytes::Bytes::from(serde_json::to_vec(&*self.object).unwrap_or_default())
-        })
+        &self.json
+    }
+
+    /// The object, decoded for this caller.
+    pub fn object(&self) -> Value {
+        serde_json::from_slice(&self.json).unwrap_or_default()
+    }
+
+    /// Whether the change created the object.
+    pub fn is_create(&self) -> bool {
+        self.prev.is_none()
+    }
+
+    /// The object before the change, decoded (None on a create).
+    pub fn prev_object(&self) -> Option<Value> {
+        let (value, revision) = self.prev.as_ref()?;
+        decode_object(value, *revision)
     }
 }
 
@@ -169,18 +188,19 @@ impl WatchCache {
                 .and_then(|p| decode_object(&p.value, ev.revision)),
         };
         let Some(object) = object else { return };
-        let prev = ev
-            .prev
-            .as_ref()
-            .and_then(|p| decode_object(&p.value, p.mod_revision))
-            .map(Arc::new);
-        let size = ev.kv.value.len() + ev.prev.as_ref().map_or(0, |p| p.value.len());
+        let namespace = minik8s_api::meta::namespace(&object)
+            .unwrap_or("")
+            .to_string();
+        let json = bytes::Bytes::from(serde_json::to_vec(&object).unwrap_or_default());
+        drop(object);
+        let prev = ev.prev.map(|p| (p.value, p.mod_revision));
+        let size = json.len() + prev.as_ref().map_or(0, |(v, _)| v.len());
         let ce = Arc::new(CacheEvent {
             kind: ev.kind,
             revision: ev.revision,
-            object: Arc::new(object),
+            namespace,
+            json,
             prev,
-            json: std::sync::OnceLock::new(),
             size,
         });
         let mut inner = self.lock();

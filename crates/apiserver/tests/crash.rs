@@ -195,7 +195,10 @@ async fn a_torn_last_page_recovers_to_a_consistent_revision() {
             .unwrap()
             .parse()
             .unwrap();
-        assert!(rv <= list_rv, "{name} at {rv} is above the list's {list_rv}");
+        assert!(
+            rv <= list_rv,
+            "{name} at {rv} is above the list's {list_rv}"
+        );
         if name.starts_with("torn-") {
             names.push(name.to_string());
         }
@@ -211,7 +214,9 @@ async fn a_torn_last_page_recovers_to_a_consistent_revision() {
     // The store goes on above the recovered revision.
     assert_eq!(create("after-recovery".into()).await, 201);
     let after: Value = http
-        .get(format!("{url}/api/v1/namespaces/default/configmaps/after-recovery"))
+        .get(format!(
+            "{url}/api/v1/namespaces/default/configmaps/after-recovery"
+        ))
         .send()
         .await
         .unwrap()

@@ -86,7 +86,7 @@ impl PolicyCache {
         let mut objs = self.objects.lock().unwrap_or_else(|p| p.into_inner());
         for ev in events {
             let present = matches!(ev.kind, crate::store::EventKind::Put);
-            set(&mut objs, kind, &ev.object, present);
+            set(&mut objs, kind, &ev.object(), present);
         }
     }
 

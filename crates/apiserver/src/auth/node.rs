@@ -190,12 +190,13 @@ impl NodeGraph {
     fn apply(&self, events: &[Arc<CacheEvent>]) {
         let mut g = self.inner.write().unwrap_or_else(|p| p.into_inner());
         for ev in events {
+            let object = ev.object();
             match ev.kind {
-                crate::store::EventKind::Put => g.put(&ev.object),
+                crate::store::EventKind::Put => g.put(&object),
                 crate::store::EventKind::Delete => {
                     let key = (
-                        meta::namespace(&ev.object).unwrap_or("").to_string(),
-                        meta::name(&ev.object).to_string(),
+                        meta::namespace(&object).unwrap_or("").to_string(),
+                        meta::name(&object).to_string(),
                     );
                     g.remove(&key)
                 }

@@ -151,6 +151,37 @@ impl Store for EtcdStore {
         Ok((resp.kvs().iter().map(convert).collect(), rev))
     }
 
+    async fn list_page(
+        &self,
+        prefix: &str,
+        start: &str,
+        revision: i64,
+        limit: usize,
+    ) -> Result<Vec<KeyValue>, StoreError> {
+        // etcd's range [start, end of the prefix), sorted by key.
+        let mut end = prefix.as_bytes().to_vec();
+        if let Some(last) = end.last_mut() {
+            *last += 1;
+        }
+        let opts = GetOptions::new()
+            .with_range(end)
+            .with_revision(revision)
+            .with_limit(limit.min(i64::MAX as usize) as i64);
+        let start = start.max(prefix);
+        let resp = retrying(true, || async {
+            self.client.kv_client().get(start, Some(opts.clone())).await
+        })
+        .await
+        .map_err(|e| match map_err(e) {
+            StoreError::Gone { .. } => StoreError::Gone {
+                requested: revision,
+                compacted: 0,
+            },
+            other => other,
+        })?;
+        Ok(resp.kvs().iter().map(convert).collect())
+    }
+
     async fn update(
         &self,
         key: &str,

@@ -94,6 +94,24 @@ pub trait Store: Send + Sync + 'static {
         revision: Option<i64>,
     ) -> Result<(Vec<KeyValue>, i64), StoreError>;
 
+    /// At most `limit` keys under `prefix` from `start` (a whole key,
+    /// inclusive) on, sorted, at `revision`: a large collection read a page
+    /// at a time, so that no reader holds all of it at once.
+    async fn list_page(
+        &self,
+        prefix: &str,
+        start: &str,
+        revision: i64,
+        limit: usize,
+    ) -> Result<Vec<KeyValue>, StoreError> {
+        let (kvs, _) = self.list(prefix, Some(revision)).await?;
+        Ok(kvs
+            .into_iter()
+            .filter(|kv| kv.key.as_str() >= start)
+            .take(limit)
+            .collect())
+    }
+
     /// Replaces `key` if its mod revision equals `expected` (None = unconditional).
     /// `NotFound` if it does not exist, `Conflict` if the revision differs.
     async fn update(

@@ -57,8 +57,20 @@ async fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let port = minik8s_testkit::free_port();
     let server = format!("http://127.0.0.1:{port}");
+    // SOAK_MASTER_WRAPPER runs the master under a profiler, e.g.
+    // `heaptrack -o /tmp/master` (RSS is then the profiler's, not the master's).
+    let wrapper = std::env::var("SOAK_MASTER_WRAPPER").unwrap_or_default();
+    let mut wrapped = wrapper.split_whitespace();
+    let mut command = match wrapped.next() {
+        Some(program) => {
+            let mut c = Command::new(program);
+            c.args(wrapped).arg(bin.join("master"));
+            c
+        }
+        None => Command::new(bin.join("master")),
+    };
     let master = Proc(
-        Command::new(bin.join("master"))
+        command
             .args([
                 "--listen",
                 &format!("127.0.0.1:{port}"),

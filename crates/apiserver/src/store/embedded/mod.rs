@@ -261,6 +261,50 @@ fn replayed_event(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoreEvent> {
     })
 }
 
+impl EmbeddedStore {
+    /// The live keys under `prefix` from `start` on at `revision` (None:
+    /// the latest), at most `limit`; with the revision read at.
+    async fn list_range(
+        &self,
+        prefix: &str,
+        start: String,
+        revision: Option<i64>,
+        limit: Option<usize>,
+    ) -> Result<(Vec<KeyValue>, i64), StoreError> {
+        let end = prefix_end(prefix);
+        let limit = limit.map_or(-1, |l| l.min(i64::MAX as usize) as i64);
+        self.read(move |_, conn| {
+            // One read transaction: the revision and the rows come from one snapshot.
+            let tx = conn.transaction().map_err(internal)?;
+            let (current, compacted) = current_revision(&tx)?;
+            let at = match revision {
+                Some(r) if r < compacted => {
+                    return Err(StoreError::Gone {
+                        requested: r,
+                        compacted,
+                    })
+                }
+                Some(r) => r.min(current),
+                None => current,
+            };
+            let mut st = tx.prepare_cached(sql::LIST).map_err(internal)?;
+            let items = st
+                .query_map(params![start, end, at, limit], |r| {
+                    Ok(KeyValue {
+                        key: r.get(0)?,
+                        value: Bytes::from(r.get::<_, Vec<u8>>(1)?),
+                        create_revision: r.get(2)?,
+                        mod_revision: r.get(3)?,
+                    })
+                })
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                .map_err(internal)?;
+            Ok((items, at))
+        })
+        .await
+    }
+}
+
 #[async_trait]
 impl Store for EmbeddedStore {
     async fn create(&self, key: &str, value: Bytes) -> Result<i64, StoreError> {
@@ -305,36 +349,22 @@ impl Store for EmbeddedStore {
         prefix: &str,
         revision: Option<i64>,
     ) -> Result<(Vec<KeyValue>, i64), StoreError> {
-        let (prefix, end) = (prefix.to_string(), prefix_end(prefix));
-        self.read(move |_, conn| {
-            // One read transaction: the revision and the rows come from one snapshot.
-            let tx = conn.transaction().map_err(internal)?;
-            let (current, compacted) = current_revision(&tx)?;
-            let at = match revision {
-                Some(r) if r < compacted => {
-                    return Err(StoreError::Gone {
-                        requested: r,
-                        compacted,
-                    })
-                }
-                Some(r) => r.min(current),
-                None => current,
-            };
-            let mut st = tx.prepare_cached(sql::LIST).map_err(internal)?;
-            let items = st
-                .query_map(params![prefix, end, at], |r| {
-                    Ok(KeyValue {
-                        key: r.get(0)?,
-                        value: Bytes::from(r.get::<_, Vec<u8>>(1)?),
-                        create_revision: r.get(2)?,
-                        mod_revision: r.get(3)?,
-                    })
-                })
-                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-                .map_err(internal)?;
-            Ok((items, at))
-        })
-        .await
+        self.list_range(prefix, prefix.to_string(), revision, None)
+            .await
+    }
+
+    async fn list_page(
+        &self,
+        prefix: &str,
+        start: &str,
+        revision: i64,
+        limit: usize,
+    ) -> Result<Vec<KeyValue>, StoreError> {
+        let start = start.max(prefix).to_string();
+        let (items, _) = self
+            .list_range(prefix, start, Some(revision), Some(limit))
+            .await?;
+        Ok(items)
     }
 
     async fn update(

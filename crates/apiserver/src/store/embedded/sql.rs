@@ -36,12 +36,12 @@ pub const REVISIONS: &str = "SELECT
     max(coalesce((SELECT max(id) FROM kine), 0), m.value), m.value
     FROM meta m WHERE m.name = 'compact_revision'";
 
-/// The live keys in [?1, ?2) as of revision ?3: per name, the newest row at
-/// or before ?3, unless that row is a deletion.
+/// The live keys in [?1, ?2) as of revision ?3, at most ?4 of them (-1: all):
+/// per name, the newest row at or before ?3, unless that row is a deletion.
 pub const LIST: &str = "SELECT k.name, k.value, k.create_revision, k.id FROM kine k
     JOIN (SELECT max(id) AS id FROM kine WHERE name >= ?1 AND name < ?2 AND id <= ?3 GROUP BY name) newest
     ON k.id = newest.id
-    WHERE k.deleted = 0 ORDER BY k.name";
+    WHERE k.deleted = 0 ORDER BY k.name LIMIT ?4";
 
 /// The changes to keys in [?3, ?4) with revisions in [?1, ?2], oldest first,
 /// each with the row it replaced.
