@@ -266,6 +266,15 @@ pub struct Informer<K> {
     pub watch_timeout: Duration,
 }
 
+/// Drops `metadata.managedFields` before an object is cached, as client-go's
+/// `TransformStripManagedFields` does for the scheduler and the controller
+/// manager: no controller reads them, they are often half of an object's
+/// size, and an update sent without them keeps the server's.
+fn without_managed_fields<K: k8s_openapi::Metadata<Ty = ObjectMeta>>(mut obj: K) -> K {
+    obj.metadata_mut().managed_fields = None;
+    obj
+}
+
 impl<K: Resource + k8s_openapi::Metadata<Ty = ObjectMeta>> Informer<K> {
     pub fn new(api: Api<K>, params: ListParams) -> Self {
         Informer {
@@ -300,6 +309,7 @@ impl<K: Resource + k8s_openapi::Metadata<Ty = ObjectMeta>> Informer<K> {
             self.stats.lists.fetch_add(1, Ordering::Relaxed);
             let mut rv = match self.api.list(&self.params).await {
                 Ok((items, rv)) => {
+                    let items = items.into_iter().map(without_managed_fields).collect();
                     for ev in self.cache.replace(items) {
                         self.emit(&ev);
                     }
@@ -334,7 +344,7 @@ impl<K: Resource + k8s_openapi::Metadata<Ty = ObjectMeta>> Informer<K> {
                     match item {
                         Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => {
                             rv = o.metadata().resource_version.clone().unwrap_or(rv);
-                            let new = Arc::new(o);
+                            let new = Arc::new(without_managed_fields(o));
                             let ev = match self.cache.upsert(new.clone()) {
                                 Some(old) => Event::Updated { old, new },
                                 None => Event::Added(new),
@@ -345,7 +355,9 @@ impl<K: Resource + k8s_openapi::Metadata<Ty = ObjectMeta>> Informer<K> {
                         Ok(WatchEvent::Deleted(o)) => {
                             rv = o.metadata().resource_version.clone().unwrap_or(rv);
                             let removed = self.cache.remove(&object_key(o.metadata()));
-                            self.emit(&Event::Deleted(removed.unwrap_or_else(|| Arc::new(o))));
+                            self.emit(&Event::Deleted(
+                                removed.unwrap_or_else(|| Arc::new(without_managed_fields(o))),
+                            ));
                         }
                         Ok(WatchEvent::Bookmark(b)) => {
                             if !b.is_empty() {

@@ -43,7 +43,8 @@ use writer::{Op, Request};
 pub const DEFAULT_HISTORY: usize = 10_000;
 /// The database file in the data directory.
 pub const DB_FILE: &str = "state.db";
-/// Idle read connections kept open.
+/// Read connections: at most this many reads run at once, each on a
+/// pooled connection.
 const READ_POOL: usize = 4;
 
 /// One store watch, registered with the writer.
@@ -93,6 +94,10 @@ impl Shared {
 pub struct EmbeddedStore {
     shared: Arc<Shared>,
     queue: mpsc::Sender<Request>,
+    /// Reads running at once: each holds a connection with its own page
+    /// cache, so 50 watchers starting together wait their turn instead of
+    /// opening 50 connections (and 50 page caches).
+    readers: Arc<tokio::sync::Semaphore>,
 }
 
 fn internal(e: impl std::fmt::Display) -> StoreError {
@@ -158,7 +163,11 @@ impl EmbeddedStore {
             .name("store-writer".into())
             .spawn(move || writer.run(requests))
             .map_err(|e| internal(format!("starting the writer thread: {e}")))?;
-        Ok(EmbeddedStore { shared, queue })
+        Ok(EmbeddedStore {
+            shared,
+            queue,
+            readers: Arc::new(tokio::sync::Semaphore::new(READ_POOL)),
+        })
     }
 
     async fn submit(&self, op: Op) -> Result<Option<StoreEvent>, StoreError> {
@@ -178,9 +187,18 @@ impl EmbeddedStore {
         f: impl FnOnce(&Shared, &mut Connection) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let shared = self.shared.clone();
-        tokio::task::spawn_blocking(move || shared.read(|conn| f(&shared, conn)))
+        let permit = self
+            .readers
+            .clone()
+            .acquire_owned()
             .await
-            .map_err(internal)?
+            .map_err(internal)?;
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            shared.read(|conn| f(&shared, conn))
+        })
+        .await
+        .map_err(internal)?
     }
 }
 
