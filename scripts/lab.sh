@@ -10,8 +10,10 @@
 #   scripts/lab.sh down          stop everything and leave the host as it was
 #   scripts/lab.sh stop-node N   stop node N's kubelet, kube-proxy and dockerd (a node failure)
 #   scripts/lab.sh start-node N  start node N again (dockerd with the images, kubelet, kube-proxy)
+#   scripts/lab.sh kill N A / start N A   kill -9 agent A (kubelet, kube-proxy, dockerd) of node N, start it again
 #   scripts/lab.sh stop-master N / start-master N, stop-etcd N / start-etcd N
-#                                HA mode: kill -9 a control-plane process (N = 1..3), start it again
+#                                kill -9 a control-plane process (N = 1; HA mode: 1..3), start it again
+#   scripts/lab.sh partition N / heal N   cut node N off from the control plane (iptables DROP), and back
 #   scripts/lab.sh kubectl ARGS  our kubectl against the lab
 #   scripts/lab.sh exec N CMD    run CMD in node N's network namespace
 #
@@ -277,17 +279,72 @@ EOT
 # has only the master's address and the join token, checks the CA against it
 # and gets its own certificate and kube-proxy's.
 start_node_agents() {
-  local n=$1 d ns
-  d=$(node_dir "$n") ns=$(node_ns "$n")
-  spawn "$d/kubelet.pid" "$d/kubelet.log" "$ns" "$LAB_BIN/kubelet" --server "$NODE_SERVERS" \
+  local n=$1
+  start_kubelet "$n"
+  until_ok 60 "node$n to join (see $(node_dir "$n")/kubelet.log)" test -s "$(node_dir "$n")/kube-proxy.conf"
+  start_kube_proxy "$n"
+}
+start_kubelet() {
+  local n=$1 d
+  d=$(node_dir "$n")
+  spawn "$d/kubelet.pid" "$d/kubelet.log" "$(node_ns "$n")" "$LAB_BIN/kubelet" --server "$NODE_SERVERS" \
     --bootstrap-token "$(cat "$PKI/join-token")" --kubeconfig "$d/kubelet.conf" \
     --kube-proxy-kubeconfig "$d/kube-proxy.conf" \
     --node-name "node$n" --node-ip "$(node_ip "$n")" --docker-socket "unix://$d/docker.sock" \
     --root-dir "$d/kubelet" --cluster-dns "$CLUSTER_DNS" --flannel-subnet-env "$d/subnet.env" \
     $LAB_KUBELET_ARGS
-  until_ok 60 "node$n to join (see $d/kubelet.log)" test -s "$d/kube-proxy.conf"
-  spawn "$d/kube-proxy.pid" "$d/kube-proxy.log" "$ns" "$LAB_BIN/kube-proxy" --kubeconfig "$d/kube-proxy.conf" \
+}
+start_kube_proxy() {
+  local n=$1 d
+  d=$(node_dir "$n")
+  spawn "$d/kube-proxy.pid" "$d/kube-proxy.log" "$(node_ns "$n")" "$LAB_BIN/kube-proxy" --kubeconfig "$d/kube-proxy.conf" \
     --cluster-cidr "$CLUSTER_CIDR" --cluster-dns "$CLUSTER_DNS"
+}
+
+# One agent of a node crashes (kill -9) and comes back: the kubelet, the
+# kube-proxy or the node's dockerd (its containers' shims live on).
+cmd_kill_agent() {
+  local n=${1:?usage: lab.sh kill N kubelet|kube-proxy|dockerd} what=${2:?what} f
+  case $what in kubelet | kube-proxy | dockerd) ;; *) die "kubelet, kube-proxy or dockerd, not $what" ;; esac
+  f="$(node_dir "$n")/$what.pid"
+  alive "$f" || die "$what of node$n is not running"
+  log "killing $what on node$n"
+  kill -KILL "$(cat "$f")"
+  wait_until 10 "$what to exit" not alive "$f" || die "$what of node$n did not exit"
+}
+# A node cut off from the control plane (a network partition): its
+# namespace drops every packet to and from the masters, until healed.
+cmd_partition() {
+  local n=${1:?usage: lab.sh partition|heal N} ns ip
+  ns=$(node_ns "$n")
+  log "cutting node$n off from the control plane"
+  in_ns "$ns" iptables -N LAB-PARTITION
+  for ip in "$CP_IP" $([ "$LAB_HA" = 1 ] && echo "$CP2_IP"); do
+    in_ns "$ns" iptables -A LAB-PARTITION -s "$ip" -j DROP
+    in_ns "$ns" iptables -A LAB-PARTITION -d "$ip" -j DROP
+  done
+  in_ns "$ns" iptables -I INPUT -j LAB-PARTITION
+  in_ns "$ns" iptables -I OUTPUT -j LAB-PARTITION
+}
+cmd_heal() {
+  local n=${1:?usage: lab.sh partition|heal N} ns
+  ns=$(node_ns "$n")
+  log "healing node$n's partition"
+  in_ns "$ns" iptables -D INPUT -j LAB-PARTITION
+  in_ns "$ns" iptables -D OUTPUT -j LAB-PARTITION
+  in_ns "$ns" iptables -F LAB-PARTITION
+  in_ns "$ns" iptables -X LAB-PARTITION
+}
+cmd_start_agent() {
+  local n=${1:?usage: lab.sh start N kubelet|kube-proxy|dockerd} what=${2:?what}
+  alive "$(node_dir "$n")/$what.pid" && die "$what of node$n is running"
+  log "starting $what on node$n"
+  case $what in
+    kubelet) start_kubelet "$n" ;;
+    kube-proxy) start_kube_proxy "$n" ;;
+    dockerd) start_dockerd "$n"; until_ok 60 "node$n's dockerd" dk "$n" version ;;
+    *) die "kubelet, kube-proxy or dockerd, not $what" ;;
+  esac
 }
 
 # A master (apiserver, scheduler, controller manager) in a control-plane namespace.
@@ -559,7 +616,11 @@ case "${1:-}" in
   stop-master | stop-etcd) cmd_stop_cp "${1#stop-}" "${2:-}" ;;
   start-master | start-etcd) cmd_start_cp "${1#start-}" "${2:-}" ;;
   start-node) shift; cmd_start_node "$@" ;;
+  kill) shift; cmd_kill_agent "$@" ;;
+  partition) cmd_partition "${2:-}" ;;
+  heal) cmd_heal "${2:-}" ;;
+  start) shift; cmd_start_agent "$@" ;;
   kubectl) shift; kubectl_lab "$@" ;;
   exec) n=${2:?usage: lab.sh exec N CMD...}; shift 2; in_ns "$(node_ns "$n")" "$@" ;;
-  *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -713,6 +713,7 @@ impl ApiServer {
         ns: Option<&str>,
         params: &Params,
     ) -> Result<Value, ApiError> {
+        crate::watch::validate_list(params)?;
         let (labels, fields) = Self::selectors(info, params)?;
         let page = Page::parse(
             params.get("limit"),

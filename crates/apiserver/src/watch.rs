@@ -308,10 +308,40 @@ fn streaming_list(params: &Params, bookmarks: bool) -> Result<bool, ApiError> {
     if send && !bookmarks {
         errs.push("allowWatchBookmarks: Forbidden: allowWatchBookmarks must be true if sendInitialEvents = true");
     }
-    if errs.is_empty() {
-        return Ok(send);
+    invalid_list_options(&errs).map_or(Ok(send), Err)
+}
+
+/// The options of a LIST (not a watch), checked as Kubernetes'
+/// `ValidateListOptions` checks them.
+pub(crate) fn validate_list(params: &Params) -> Result<(), ApiError> {
+    let mut errs: Vec<String> = Vec::new();
+    if let Some(matching) = params.get("resourceVersionMatch").filter(|m| !m.is_empty()) {
+        let rv = params.get("resourceVersion").unwrap_or("");
+        if rv.is_empty() {
+            errs.push("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided".into());
+        }
+        if params.get("continue").is_some_and(|c| !c.is_empty()) {
+            errs.push("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided".into());
+        }
+        match matching {
+            "Exact" if rv == "0" => errs.push("resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"".into()),
+            "Exact" | "NotOlderThan" => {}
+            other => errs.push(format!("resourceVersionMatch: Unsupported value: \"{other}\": supported values: \"Exact\", \"NotOlderThan\", \"\"")),
+        }
     }
-    Err(ApiError::new(
+    if params.get("sendInitialEvents").is_some() {
+        errs.push("sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list".into());
+    }
+    let errs: Vec<&str> = errs.iter().map(String::as_str).collect();
+    invalid_list_options(&errs).map_or(Ok(()), Err)
+}
+
+/// Kubernetes' 422 for bad ListOptions, listing every error.
+fn invalid_list_options(errs: &[&str]) -> Option<ApiError> {
+    if errs.is_empty() {
+        return None;
+    }
+    Some(ApiError::new(
         422,
         "Invalid",
         format!(

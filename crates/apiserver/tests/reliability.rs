@@ -523,6 +523,21 @@ async fn streaming_list_sends_initial_events_then_a_bookmark(backend: Backend) {
         .await;
     assert_status(&got, 422, "Invalid");
     assert_eq!(got.1["message"], "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan");
+    // On a plain LIST the option is refused, as Kubernetes refuses it.
+    let got = h.get(&format!("{CMS}?sendInitialEvents=true")).await;
+    assert_status(&got, 422, "Invalid");
+    assert_eq!(got.1["message"], "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list");
+    let got = h.get(&format!("{CMS}?resourceVersionMatch=Exact")).await;
+    assert_status(&got, 422, "Invalid");
+    assert_eq!(got.1["message"], "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided");
+    assert_eq!(
+        h.get(&format!(
+            "{CMS}?resourceVersion=0&resourceVersionMatch=NotOlderThan"
+        ))
+        .await
+        .0,
+        200
+    );
 
     let resp = reqwest::Client::new()
         .get(format!("{}{CMS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=10", s.url))
