@@ -112,6 +112,23 @@ impl Lab {
         panic!("no apiserver answered `kubectl {args}`");
     }
 
+    /// One attempt through each apiserver with the real kubectl (ours has
+    /// no `create configmap`): whether one acknowledged it.
+    fn try_kubectl(&self, args: &str) -> bool {
+        let confs: &[&str] = if self.ha {
+            &["admin.conf", "admin2.conf"]
+        } else {
+            &["admin.conf"]
+        };
+        confs.iter().any(|conf| {
+            try_sh(&format!(
+                "timeout 10 /usr/bin/kubectl --kubeconfig {}/{conf} {args} >/dev/null 2>&1",
+                self.dir
+            ))
+            .is_some()
+        })
+    }
+
     fn kubectl_json(&self, args: &str) -> Value {
         serde_json::from_str(&self.kubectl(&format!("{args} -o json"))).unwrap()
     }
@@ -383,34 +400,80 @@ fn ha_control_plane_survives_losing_masters_and_an_etcd_member() {
     }
     let steady = lab.deploy();
 
-    // 1. The leading master dies during a rollout: the other takes the Leases
-    //    over, the nodes move to its apiserver.
-    let leader = lab.leading_master();
-    lab.fault_during_rollout(
-        1,
-        &format!("kill -9 of the leading master ({leader})"),
-        || {
-            lab.lab(&format!("stop-master {leader}"));
-        },
-    );
-    assert_ne!(lab.leading_master(), leader, "the other master leads");
-    lab.lab(&format!("start-master {leader}"));
+    // A client creates ConfigMaps through whichever apiserver answers for
+    // the whole test: every create acknowledged (201) must be there at the end.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let acknowledged = std::sync::Mutex::new(Vec::new());
+    let attempts = std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let name = format!("ack-{i}");
+                if lab.try_kubectl(&format!("create configmap {name} --from-literal=i={i}")) {
+                    acknowledged.lock().unwrap().push(name);
+                }
+                i += 1;
+            }
+            i
+        });
+        // Stops the writer also when an assertion below fails (or the scope would wait for it).
+        struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let stopper = StopOnDrop(&stop);
+        // 1. The leading master dies during a rollout: the other takes the Leases
+        //    over, the nodes move to its apiserver.
+        let leader = lab.leading_master();
+        lab.fault_during_rollout(
+            1,
+            &format!("kill -9 of the leading master ({leader})"),
+            || {
+                lab.lab(&format!("stop-master {leader}"));
+            },
+        );
+        assert_ne!(lab.leading_master(), leader, "the other master leads");
+        lab.lab(&format!("start-master {leader}"));
 
-    // 2. An etcd member dies during a rollout: the other two keep a quorum.
-    lab.fault_during_rollout(2, "kill -9 of an etcd member", || {
-        lab.lab("stop-etcd 3");
+        // 2. An etcd member dies during a rollout: the other two keep a quorum.
+        lab.fault_during_rollout(2, "kill -9 of an etcd member", || {
+            lab.lab("stop-etcd 3");
+        });
+        lab.lab("start-etcd 3");
+
+        // 3. The master that leads now dies during a rollout too.
+        let leader = lab.leading_master();
+        lab.fault_during_rollout(
+            3,
+            &format!("kill -9 of the leading master ({leader}) again"),
+            || {
+                lab.lab(&format!("stop-master {leader}"));
+            },
+        );
+
+        drop(stopper);
+        writer.join().unwrap()
     });
-    lab.lab("start-etcd 3");
-
-    // 3. The master that leads now dies during a rollout too.
-    let leader = lab.leading_master();
-    lab.fault_during_rollout(
-        3,
-        &format!("kill -9 of the leading master ({leader}) again"),
-        || {
-            lab.lab(&format!("stop-master {leader}"));
-        },
+    let acknowledged = acknowledged.into_inner().unwrap();
+    let listed: BTreeSet<String> = lab.kubectl_json("get configmaps")["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    let lost: Vec<&String> = acknowledged
+        .iter()
+        .filter(|n| !listed.contains(*n))
+        .collect();
+    eprintln!(
+        "{} creates acknowledged of {attempts} attempted during the faults; lost: {}",
+        acknowledged.len(),
+        lost.len()
     );
+    assert!(acknowledged.len() > 10, "the writer got creates through");
+    assert!(lost.is_empty(), "acknowledged creates lost: {lost:?}");
 
     assert_eq!(
         lab.steady_containers(),
