@@ -69,6 +69,8 @@ async fn main() -> anyhow::Result<()> {
         }
         None => Command::new(bin.join("master")),
     };
+    // Its own process group: a profiler's wrapper and the master stop together.
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
     let master = Proc(
         command
             .args([
@@ -191,5 +193,11 @@ async fn main() -> anyhow::Result<()> {
         "\n{n} writes; RSS during the soak {min:.1}-{max:.1} MiB ({:+.1} % spread around the minimum)",
         (max - min) / min * 100.0
     );
+    // SIGTERM to the group: under a profiler the master exits and the
+    // profile is written (killing only the wrapper would leave it running).
+    let _ = Command::new("kill")
+        .args(["-TERM", "--", &format!("-{master_pid}")])
+        .status();
+    tokio::time::sleep(Duration::from_secs(2)).await;
     Ok(())
 }
