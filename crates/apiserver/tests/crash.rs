@@ -38,6 +38,10 @@ async fn wait_ready(http: &reqwest::Client, url: &str) {
     }
 }
 
+async fn get_json(http: &reqwest::Client, url: &str) -> Value {
+    http.get(url).send().await.unwrap().json().await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_killed_apiserver_loses_no_acknowledged_create() {
     let dir = tempfile::tempdir().unwrap();
@@ -94,14 +98,11 @@ async fn a_killed_apiserver_loses_no_acknowledged_create() {
 
     let mut server = start(dir.path(), port);
     wait_ready(&http, &url).await;
-    let list: Value = http
-        .get(format!("{url}/api/v1/namespaces/default/configmaps"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list = get_json(
+        &http,
+        &format!("{url}/api/v1/namespaces/default/configmaps"),
+    )
+    .await;
     let stored: BTreeSet<String> = list["items"]
         .as_array()
         .unwrap()
@@ -174,14 +175,11 @@ async fn a_torn_last_page_recovers_to_a_consistent_revision() {
 
     let mut server = start(dir.path(), port);
     wait_ready(&http, &url).await;
-    let list: Value = http
-        .get(format!("{url}/api/v1/namespaces/default/configmaps"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list = get_json(
+        &http,
+        &format!("{url}/api/v1/namespaces/default/configmaps"),
+    )
+    .await;
     let list_rv: i64 = list["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
@@ -213,16 +211,11 @@ async fn a_torn_last_page_recovers_to_a_consistent_revision() {
     );
     // The store goes on above the recovered revision.
     assert_eq!(create("after-recovery".into()).await, 201);
-    let after: Value = http
-        .get(format!(
-            "{url}/api/v1/namespaces/default/configmaps/after-recovery"
-        ))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let after = get_json(
+        &http,
+        &format!("{url}/api/v1/namespaces/default/configmaps/after-recovery"),
+    )
+    .await;
     let after_rv: i64 = after["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
