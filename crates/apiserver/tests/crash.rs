@@ -38,6 +38,15 @@ async fn wait_ready(http: &reqwest::Client, url: &str) {
     }
 }
 
+/// An object's (or a list's) resourceVersion as the revision it is.
+fn resource_version(o: &Value) -> i64 {
+    o["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 async fn get_json(http: &reqwest::Client, url: &str) -> Value {
     http.get(url).send().await.unwrap().json().await.unwrap()
 }
@@ -180,19 +189,11 @@ async fn a_torn_last_page_recovers_to_a_consistent_revision() {
         &format!("{url}/api/v1/namespaces/default/configmaps"),
     )
     .await;
-    let list_rv: i64 = list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let list_rv = resource_version(&list);
     let mut names = Vec::new();
     for item in list["items"].as_array().unwrap() {
         let name = item["metadata"]["name"].as_str().unwrap();
-        let rv: i64 = item["metadata"]["resourceVersion"]
-            .as_str()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let rv = resource_version(item);
         assert!(
             rv <= list_rv,
             "{name} at {rv} is above the list's {list_rv}"
@@ -216,11 +217,7 @@ async fn a_torn_last_page_recovers_to_a_consistent_revision() {
         &format!("{url}/api/v1/namespaces/default/configmaps/after-recovery"),
     )
     .await;
-    let after_rv: i64 = after["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let after_rv = resource_version(&after);
     assert!(after_rv > list_rv, "new revision {after_rv} > {list_rv}");
     println!(
         "kept {} of {CREATES} creates after tearing the WAL's last page; revision {list_rv}",
