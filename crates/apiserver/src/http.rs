@@ -355,20 +355,17 @@ impl Request {
                 Ok(self.srv.watch(t.info, ns, &self.params, table).await)
             }
             (&Method::GET, None, None) => {
-                let list = self.srv.list(t.info, ns, &self.params).await?;
                 if table {
-                    let items: Vec<&Value> = list["items"]
-                        .as_array()
-                        .map(|a| a.iter().collect())
-                        .unwrap_or_default();
-                    let rv = list["metadata"]["resourceVersion"].as_str().unwrap_or("");
-                    let row = strategy::of(t.info).table_row();
-                    let mut out = table::render(t.info, row, &items, rv, true);
-                    // A page of a longer list: the Table carries the way on.
-                    out["metadata"] = list["metadata"].clone();
+                    let out = self.srv.list_table(t.info, ns, &self.params).await?;
                     return Ok(json_response(StatusCode::OK, &out));
                 }
-                Ok(json_response(StatusCode::OK, &list))
+                let body = self.srv.list_json(t.info, ns, &self.params).await?;
+                Ok((
+                    StatusCode::OK,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    body,
+                )
+                    .into_response())
             }
             (&Method::POST, None, None) => {
                 let ns = self.required_ns(t.info, ns)?;

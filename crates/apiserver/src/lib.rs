@@ -19,6 +19,7 @@ pub mod health;
 pub mod http;
 pub mod inflight;
 pub mod ipalloc;
+pub mod list;
 pub mod metrics_api;
 pub mod pagination;
 pub mod params;

@@ -11,7 +11,6 @@
 //! resourceVersion).
 
 use crate::decode::{normalize, FieldValidation};
-use crate::pagination::{self, Page};
 use crate::params::Params;
 use crate::store::StoreError;
 use crate::strategy;
@@ -22,7 +21,6 @@ use k8s_openapi::api::core::v1::Namespace;
 use minik8s_api::managed;
 use minik8s_api::meta::{self, finalizers, is_deleting, metadata_mut, now_rfc3339};
 use minik8s_api::registry::{self, ResourceInfo, Subresource};
-use minik8s_api::selector::{FieldSelector, Selector};
 use minik8s_api::validation::{self, FieldError};
 use minik8s_api::ApiError;
 use serde_json::{json, Value};
@@ -105,7 +103,7 @@ impl WriteOpts {
     }
 }
 
-fn store_err(info: &ResourceInfo, name: &str, e: StoreError) -> ApiError {
+pub(crate) fn store_err(info: &ResourceInfo, name: &str, e: StoreError) -> ApiError {
     match e {
         StoreError::NotFound(_) => ApiError::not_found(info, name),
         StoreError::AlreadyExists(_) => ApiError::already_exists(info, name),
@@ -689,79 +687,6 @@ impl ApiServer {
         }
         Ok(
             json!({"kind": format!("{}List", info.kind), "apiVersion": info.api_version(), "metadata": {}, "items": items}),
-        )
-    }
-
-    fn selectors(
-        info: &ResourceInfo,
-        params: &Params,
-    ) -> Result<(Selector, FieldSelector), ApiError> {
-        let labels = Selector::parse(params.get("labelSelector").unwrap_or(""))
-            .map_err(ApiError::bad_request)?;
-        let fields = FieldSelector::parse(
-            params.get("fieldSelector").unwrap_or(""),
-            &strategy::of(info).field_selectors(),
-        )
-        .map_err(ApiError::bad_request)?;
-        Ok((labels, fields))
-    }
-
-    /// Lists objects (LIST), filtered by selectors.
-    pub async fn list(
-        &self,
-        info: &ResourceInfo,
-        ns: Option<&str>,
-        params: &Params,
-    ) -> Result<Value, ApiError> {
-        crate::watch::validate_list(params)?;
-        let (labels, fields) = Self::selectors(info, params)?;
-        let page = Page::parse(
-            params.get("limit"),
-            params.get("continue"),
-            params.get("resourceVersion"),
-        )?;
-        let prefix = info.key_prefix(ns);
-        let (kvs, rev) = match self.store.list(&prefix, page.revision).await {
-            Err(StoreError::Gone { .. }) if page.revision.is_some() => {
-                return Err(pagination::expired())
-            }
-            other => other.map_err(|e| store_err(info, "", e))?,
-        };
-        let start = page.start.map(|s| format!("{prefix}{s}"));
-        let from = start.map_or(0, |s| kvs.partition_point(|kv| kv.key < s));
-        let unfiltered = labels.is_empty() && fields.is_empty();
-        let mut items = Vec::new();
-        let mut metadata = json!({"resourceVersion": rev.to_string()});
-        for (i, kv) in kvs.iter().enumerate().skip(from) {
-            let Some(obj) = decode_object(&kv.value, kv.mod_revision) else {
-                continue;
-            };
-            if !(labels.matches_object(&obj) && fields.matches(&obj)) {
-                continue;
-            }
-            items.push(obj);
-            if page.limit.is_none_or(|l| items.len() < l) {
-                continue;
-            }
-            let rest = &kvs[i + 1..];
-            // A next page only if something on it matches (decoded lazily).
-            let more = unfiltered
-                || rest.iter().any(|kv| {
-                    decode_object(&kv.value, kv.mod_revision)
-                        .is_some_and(|o| labels.matches_object(&o) && fields.matches(&o))
-                });
-            if more && !rest.is_empty() {
-                let last = kv.key.strip_prefix(&prefix).unwrap_or(&kv.key);
-                metadata["continue"] = json!(pagination::continue_token(rev, last));
-                // Kubernetes counts what is left only when nothing is filtered out.
-                if unfiltered {
-                    metadata["remainingItemCount"] = json!(rest.len());
-                }
-            }
-            break;
-        }
-        Ok(
-            json!({"kind": format!("{}List", info.kind), "apiVersion": info.api_version(), "metadata": metadata, "items": items}),
         )
     }
 }

@@ -734,13 +734,23 @@ pub fn render(
     resource_version: &str,
     with_headers: bool,
 ) -> Value {
-    let rows: Vec<Value> = objects
-        .iter()
-        .map(|o| {
-            json!({"cells": cells(info, row, o), "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                "metadata": o.get("metadata").cloned().unwrap_or(json!({}))}})
-        })
-        .collect();
+    let rows = objects.iter().map(|o| self::row(info, row, o)).collect();
+    with_rows(info, rows, resource_version, with_headers)
+}
+
+/// One object's row: its cells and its metadata (`includeObject=Metadata`).
+pub fn row(info: &ResourceInfo, row: Row, o: &Value) -> Value {
+    json!({"cells": cells(info, row, o), "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+        "metadata": o.get("metadata").cloned().unwrap_or(json!({}))}})
+}
+
+/// A Table of rows made by [`row`].
+pub fn with_rows(
+    info: &ResourceInfo,
+    rows: Vec<Value>,
+    resource_version: &str,
+    with_headers: bool,
+) -> Value {
     let mut t = json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": resource_version}, "rows": rows});
     if with_headers {
         t["columnDefinitions"] = Value::Array(column_definitions(info));

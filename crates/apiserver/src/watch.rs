@@ -17,8 +17,15 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
 
-/// Objects of a watch's initial state read from the store at a time.
-const INITIAL_PAGE: usize = 200;
+/// Objects of a watch's initial state read from the store at a time (each
+/// watcher holds one page while it sends it: 50 watchers starting together
+/// hold 50 pages).
+const INITIAL_PAGE: usize = 64;
+
+/// Encoded events waiting for a watcher's connection: enough to keep the
+/// socket busy, few enough that 50 watchers of large objects stay small
+/// (the live feed behind it buffers what a slow watcher has not taken).
+const WATCHER_BUFFER: usize = 32;
 
 /// How often a bookmark is sent to watchers that allow them.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(10);
@@ -160,7 +167,7 @@ impl ApiServer {
             table,
             headers_sent: false,
         };
-        let (tx, rx) = mpsc::channel::<Bytes>(256);
+        let (tx, rx) = mpsc::channel::<Bytes>(WATCHER_BUFFER);
         let rv = params.get("resourceVersion").unwrap_or("");
 
         // "" and "0", or a streaming list: start with synthetic ADDED events

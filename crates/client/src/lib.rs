@@ -13,6 +13,7 @@ pub mod controller;
 pub mod events;
 pub mod informer;
 pub mod leader;
+pub mod memory;
 pub mod rest;
 pub mod shared;
 pub mod throttle;

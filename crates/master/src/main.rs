@@ -5,10 +5,6 @@
 //! from the cluster PKI the apiserver created.
 use anyhow::Context;
 
-/// mimalloc returns freed memory to the system where glibc's allocator keeps
-/// it fragmented: the master's resident memory follows what it holds.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use clap::Parser;
 
 #[derive(Parser)]
@@ -43,9 +39,21 @@ fn component_client(
     minik8s_client::Client::for_target(&target).with_context(|| format!("{}", path.display()))
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    minik8s_client::memory::limit_arenas();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run())
+}
+
+/// How often the heap's free pages go back to the kernel (see
+/// `minik8s_client::memory`).
+const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+async fn run() -> anyhow::Result<()> {
     minik8s_client::init_logging();
+    tokio::spawn(minik8s_client::memory::trim_periodically(TRIM_EVERY));
     let mut args = Args::parse();
     let port = args
         .apiserver
