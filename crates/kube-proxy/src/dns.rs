@@ -36,6 +36,16 @@ use tokio::net::{TcpListener, TcpStream, UdpSocket};
 /// Seconds a client may cache an answer (CoreDNS' kubernetes plugin uses 5).
 pub const TTL: u32 = 5;
 
+/// Queries forwarded upstream at once. Each waits up to 2 s with its own
+/// socket, so a flood of outside names with a slow upstream would otherwise
+/// pile up tasks and file descriptors; over the limit the answer is SERVFAIL
+/// at once (CoreDNS' forward plugin has `max_concurrent` for the same reason).
+/// Names in the cluster domain are answered from memory and never wait.
+const MAX_FORWARDED: usize = 512;
+
+/// A DNS-over-TCP connection with no query for this long is closed (CoreDNS' idle timeout).
+const TCP_IDLE: Duration = Duration::from_secs(10);
+
 /// What one name resolves to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
@@ -249,6 +259,8 @@ pub struct Resolver {
     zone: Arc<RwLock<Arc<Zone>>>,
     domain: String,
     upstreams: Vec<SocketAddr>,
+    /// Permits for queries forwarded upstream ([`MAX_FORWARDED`]).
+    forwarding: Arc<tokio::sync::Semaphore>,
 }
 
 impl Resolver {
@@ -269,6 +281,7 @@ impl Resolver {
             zone: Arc::default(),
             domain: cfg.domain.clone(),
             upstreams: cfg.upstreams.clone(),
+            forwarding: Arc::new(tokio::sync::Semaphore::new(MAX_FORWARDED)),
         }
     }
 
@@ -290,6 +303,10 @@ impl Resolver {
         if let Some(resp) = self.zone().answer(&msg) {
             return resp.to_vec().ok();
         }
+        let Ok(_permit) = self.forwarding.try_acquire() else {
+            tracing::debug!("too many queries forwarded upstream at once");
+            return error_response(&msg, ResponseCode::ServFail).to_vec().ok();
+        };
         for upstream in &self.upstreams {
             match forward(*upstream, request).await {
                 Ok(bytes) => return Some(bytes),
@@ -366,8 +383,10 @@ pub async fn serve(resolver: Resolver, sockets: Sockets) -> std::io::Result<()> 
 async fn serve_tcp(r: Resolver, mut stream: TcpStream) -> std::io::Result<()> {
     loop {
         let mut len = [0u8; 2];
-        if stream.read_exact(&mut len).await.is_err() {
-            return Ok(());
+        match tokio::time::timeout(TCP_IDLE, stream.read_exact(&mut len)).await {
+            Ok(Ok(_)) => {}
+            // Closed by the client, or idle too long.
+            Ok(Err(_)) | Err(_) => return Ok(()),
         }
         let mut request = vec![0u8; u16::from_be_bytes(len) as usize];
         stream.read_exact(&mut request).await?;
@@ -610,6 +629,55 @@ mod tests {
             z.answer(&other).is_none(),
             "other domains are not ours to answer"
         );
+    }
+
+    fn query(name: &str) -> Vec<u8> {
+        let mut req = Message::query();
+        req.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
+        req.to_vec().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_flood_of_outside_names_is_bounded_and_cluster_names_still_answer() {
+        // An upstream that never answers: every forwarded query waits 2 s.
+        let black_hole = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let resolver = Resolver {
+            services: Cache::new(),
+            slices: Cache::new(),
+            stale: Arc::new(AtomicBool::new(true)),
+            zone: Arc::default(),
+            domain: "cluster.local.".into(),
+            upstreams: vec![black_hole.local_addr().unwrap()],
+            forwarding: Arc::new(tokio::sync::Semaphore::new(8)),
+        };
+        let waiting: Vec<_> = (0..8)
+            .map(|i| {
+                let r = resolver.clone();
+                tokio::spawn(async move { r.resolve(&query(&format!("n{i}.example.org."))).await })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let started = std::time::Instant::now();
+        let over = resolver.resolve(&query("more.example.org.")).await.unwrap();
+        let over = Message::from_vec(&over).unwrap();
+        assert_eq!(over.metadata.response_code, ResponseCode::ServFail);
+        let local = resolver
+            .resolve(&query("nope.default.svc.cluster.local."))
+            .await
+            .unwrap();
+        let local = Message::from_vec(&local).unwrap();
+        assert_eq!(local.metadata.response_code, ResponseCode::NXDomain);
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "answered without waiting for the upstream: {:?}",
+            started.elapsed()
+        );
+        // The waiting ones fail after their 2 s and free their permits.
+        for w in waiting {
+            let resp = Message::from_vec(&w.await.unwrap().unwrap()).unwrap();
+            assert_eq!(resp.metadata.response_code, ResponseCode::ServFail);
+        }
+        assert_eq!(resolver.forwarding.available_permits(), 8);
     }
 
     #[test]

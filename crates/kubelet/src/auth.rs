@@ -61,13 +61,56 @@ type Question = (User, &'static str, &'static str);
 /// the kubelet's webhook caches do.
 #[derive(Default)]
 pub struct Decisions {
-    tokens: Mutex<HashMap<String, (Option<User>, Instant)>>,
-    allowed: Mutex<HashMap<Question, (bool, Instant)>>,
+    tokens: Mutex<Recent<String, Option<User>>>,
+    allowed: Mutex<Recent<Question, bool>>,
 }
 
 const TOKEN_TTL: Duration = Duration::from_secs(120);
 const ALLOWED_TTL: Duration = Duration::from_secs(300);
 const DENIED_TTL: Duration = Duration::from_secs(30);
+
+/// Answers each cache keeps at most: the keys come from callers (any bearer
+/// token sent to the port), so the cache is bounded by size, not only by age.
+const MAX_ANSWERS: usize = 1024;
+
+/// Answers by key with the time they were given, at most [`MAX_ANSWERS`]:
+/// when full, expired answers go first, then the oldest.
+struct Recent<K, V> {
+    answers: HashMap<K, (V, Instant)>,
+}
+
+impl<K, V> Default for Recent<K, V> {
+    fn default() -> Self {
+        Recent {
+            answers: HashMap::new(),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Clone, V: Clone> Recent<K, V> {
+    /// The answer for `key` if younger than `ttl(answer)`.
+    fn get(&self, key: &K, ttl: impl Fn(&V) -> Duration) -> Option<V> {
+        let (v, at) = self.answers.get(key)?;
+        (at.elapsed() < ttl(v)).then(|| v.clone())
+    }
+
+    fn insert(&mut self, key: K, v: V, longest_ttl: Duration) {
+        if self.answers.len() >= MAX_ANSWERS && !self.answers.contains_key(&key) {
+            self.answers.retain(|_, (_, at)| at.elapsed() < longest_ttl);
+            if self.answers.len() >= MAX_ANSWERS {
+                let oldest = self
+                    .answers
+                    .iter()
+                    .min_by_key(|(_, (_, at))| *at)
+                    .map(|(k, _)| k.clone());
+                if let Some(k) = oldest {
+                    self.answers.remove(&k);
+                }
+            }
+        }
+        self.answers.insert(key, (v, Instant::now()));
+    }
+}
 
 impl Kubelet {
     async fn review(&self, path: &str, body: Value) -> Option<Value> {
@@ -85,16 +128,14 @@ impl Kubelet {
     }
 
     async fn token_user(&self, token: &str) -> Option<User> {
-        if let Some((user, at)) = self
+        if let Some(user) = self
             .decisions
             .tokens
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(token)
+            .get(&token.to_string(), |_| TOKEN_TTL)
         {
-            if at.elapsed() < TOKEN_TTL {
-                return user.clone();
-            }
+            return user;
         }
         let answer = self
             .review(
@@ -114,22 +155,20 @@ impl Kubelet {
             .tokens
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(token.to_string(), (user.clone(), Instant::now()));
+            .insert(token.to_string(), user.clone(), TOKEN_TTL);
         user
     }
 
     async fn allowed(&self, user: &User, verb: &'static str, sub: &'static str) -> bool {
         let key = (user.clone(), verb, sub);
-        if let Some((ok, at)) = self
+        if let Some(ok) = self
             .decisions
             .allowed
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
+            .get(&key, |ok| if *ok { ALLOWED_TTL } else { DENIED_TTL })
         {
-            if at.elapsed() < if *ok { ALLOWED_TTL } else { DENIED_TTL } {
-                return *ok;
-            }
+            return ok;
         }
         let answer = self
             .review(
@@ -145,7 +184,7 @@ impl Kubelet {
             .allowed
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(key, (ok, Instant::now()));
+            .insert(key, ok, ALLOWED_TTL);
         ok
     }
 }
@@ -201,5 +240,20 @@ mod tests {
         assert_eq!(subresource("/exec/ns/p/c"), "proxy");
         assert_eq!(verb("GET"), "get");
         assert_eq!(verb("POST"), "create");
+    }
+
+    #[test]
+    fn answers_are_bounded_by_count_and_age() {
+        let mut cache = Recent::<String, bool>::default();
+        for i in 0..5 * MAX_ANSWERS {
+            cache.insert(format!("token-{i}"), true, TOKEN_TTL);
+        }
+        assert_eq!(cache.answers.len(), MAX_ANSWERS);
+        // The newest stay, the oldest went.
+        let newest = format!("token-{}", 5 * MAX_ANSWERS - 1);
+        assert_eq!(cache.get(&newest, |_| TOKEN_TTL), Some(true));
+        assert_eq!(cache.get(&"token-0".to_string(), |_| TOKEN_TTL), None);
+        // An answer older than its time to live is not served.
+        assert_eq!(cache.get(&newest, |_| Duration::ZERO), None);
     }
 }

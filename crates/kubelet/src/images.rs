@@ -52,7 +52,15 @@ impl PullBackoff {
         }
     }
 
+    /// Forgets entries untouched for `age`: keys of pods that are gone.
+    fn forget_older_than(&self, age: Duration) {
+        self.lock().retain(|_, (_, last, _)| last.elapsed() < age);
+    }
+
     pub fn failed(&self, key: &str) {
+        // An entry untouched for twice the longest back-off is not backing
+        // anything off any more (Kubernetes' Backoff.GC).
+        self.forget_older_than(2 * MAX);
         let mut all = self.lock();
         let entry = all
             .entry(key.to_string())
@@ -161,5 +169,18 @@ mod tests {
         assert!(b.report_once("p/nginx"), "a new failure, a new back-off");
         b.succeeded("p/nginx");
         assert_eq!(b.remaining("p/nginx"), None);
+    }
+
+    #[test]
+    fn back_offs_of_gone_pods_are_forgotten() {
+        let b = PullBackoff::default();
+        for i in 0..100 {
+            b.failed(&format!("deleted-{i}/nginx"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        b.failed("live/nginx");
+        b.forget_older_than(Duration::from_millis(10));
+        assert_eq!(b.lock().len(), 1, "only the live pod's back-off is left");
+        assert!(b.remaining("live/nginx").is_some());
     }
 }
