@@ -64,6 +64,171 @@ fn exec_start(unit: &str, env: &BTreeMap<String, String>) -> Vec<String> {
     words
 }
 
+/// Each unit's ExecStart, with the settings the script wrote, is accepted by
+/// the installed binary (run with `--help` appended).
+fn assert_units_accepted(root: &Path, env: &BTreeMap<String, String>, units: &[&str]) {
+    for unit in units {
+        let text = std::fs::read_to_string(root.join(format!("etc/systemd/system/{unit}.service")))
+            .unwrap();
+        let words = exec_start(&text, env);
+        let program = words[0].replace(
+            "/usr/local/bin",
+            &root.join("usr/local/bin").display().to_string(),
+        );
+        assert!(Path::new(&program).exists(), "{program} was installed");
+        let check = Command::new(&program)
+            .args(&words[1..])
+            .arg("--help")
+            .output()
+            .unwrap();
+        assert!(
+            check.status.success(),
+            "{unit}: {:?} is rejected: {}",
+            &words[1..],
+            String::from_utf8_lossy(&check.stderr)
+        );
+    }
+}
+
+fn install_ok(args: &[&str]) {
+    let out = install(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn an_ha_control_plane_on_three_vms() {
+    let cluster = "cp1=192.168.56.10,cp2=192.168.56.8,cp3=192.168.56.9";
+    let members = "http://192.168.56.10:2379,http://192.168.56.8:2379,http://192.168.56.9:2379";
+    let etcd_settings = |root: &Path| -> BTreeMap<String, String> {
+        std::fs::read_to_string(root.join("etc/default/etcd.minik8s"))
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    // The first master: an etcd member of the three, the API on all three.
+    let first = tempfile::tempdir().unwrap();
+    let first_root = first.path().display().to_string();
+    install_ok(&[
+        "master",
+        "--node-ip",
+        "192.168.56.10",
+        "--etcd-cluster",
+        cluster,
+        "--root",
+        &first_root,
+    ]);
+    let env = env_file(first.path());
+    assert_eq!(env["ETCD_SERVERS"], members);
+    let etcd = etcd_settings(first.path());
+    assert_eq!(etcd["ETCD_NAME"], "cp1");
+    assert_eq!(
+        etcd["ETCD_INITIAL_CLUSTER"],
+        "cp1=http://192.168.56.10:2380,cp2=http://192.168.56.8:2380,cp3=http://192.168.56.9:2380"
+    );
+    assert_eq!(etcd["ETCD_LISTEN_PEER_URLS"], "http://192.168.56.10:2380");
+    assert_eq!(
+        etcd["ETCD_ADVERTISE_CLIENT_URLS"],
+        "http://192.168.56.10:2379"
+    );
+    assert_units_accepted(first.path(), &env, &["minik8s-master"]);
+
+    // The second master: the first's PKI without its serving certificate.
+    let pki = tempfile::tempdir().unwrap();
+    for f in [
+        "ca.crt",
+        "ca.key",
+        "sa.key",
+        "join-token",
+        "apiserver.crt",
+        "apiserver.key",
+    ] {
+        std::fs::write(pki.path().join(f), f).unwrap();
+    }
+    let second = tempfile::tempdir().unwrap();
+    install_ok(&[
+        "master",
+        "--node-ip",
+        "192.168.56.8",
+        "--etcd-cluster",
+        cluster,
+        "--pki-from",
+        &pki.path().display().to_string(),
+        "--root",
+        &second.path().display().to_string(),
+    ]);
+    assert_eq!(etcd_settings(second.path())["ETCD_NAME"], "cp2");
+    let copied = second.path().join("var/lib/minik8s/pki");
+    assert_eq!(
+        std::fs::read_to_string(copied.join("ca.key")).unwrap(),
+        "ca.key"
+    );
+    assert!(copied.join("join-token").exists());
+    assert!(
+        !copied.join("apiserver.crt").exists() && !copied.join("apiserver.key").exists(),
+        "the second master makes its own serving certificate"
+    );
+
+    // The third machine: only an etcd member.
+    let third = tempfile::tempdir().unwrap();
+    install_ok(&[
+        "etcd",
+        "--node-ip",
+        "192.168.56.9",
+        "--etcd-cluster",
+        cluster,
+        "--root",
+        &third.path().display().to_string(),
+    ]);
+    assert_eq!(etcd_settings(third.path())["ETCD_NAME"], "cp3");
+    assert!(!third
+        .path()
+        .join("etc/systemd/system/minik8s-master.service")
+        .exists());
+
+    // A worker knows both masters.
+    let worker = tempfile::tempdir().unwrap();
+    install_ok(&[
+        "worker",
+        "--server",
+        "192.168.56.10,192.168.56.8",
+        "--token",
+        "abcdef.0123456789abcdef",
+        "--node-ip",
+        "192.168.56.11",
+        "--root",
+        &worker.path().display().to_string(),
+    ]);
+    let env = env_file(worker.path());
+    assert_eq!(
+        env["MINIK8S_SERVER"],
+        "https://192.168.56.10:6443,https://192.168.56.8:6443"
+    );
+    assert_units_accepted(
+        worker.path(),
+        &env,
+        &["minik8s-kubelet", "minik8s-kube-proxy"],
+    );
+
+    // A member list without this machine is refused.
+    let out = install(&[
+        "master",
+        "--node-ip",
+        "192.168.56.77",
+        "--etcd-cluster",
+        cluster,
+        "--root",
+        &worker.path().display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no member has"));
+}
+
 #[test]
 fn units_and_settings_for_a_master_and_a_flannel_worker() {
     let master = tempfile::tempdir().unwrap();
@@ -89,31 +254,11 @@ fn units_and_settings_for_a_master_and_a_flannel_worker() {
         env["ALLOCATE_NODE_CIDRS"], "true",
         "node IPAM without flannel"
     );
-    for unit in ["minik8s-master", "minik8s-kubelet", "minik8s-kube-proxy"] {
-        let text = std::fs::read_to_string(
-            master
-                .path()
-                .join(format!("etc/systemd/system/{unit}.service")),
-        )
-        .unwrap();
-        let words = exec_start(&text, &env);
-        let program = words[0].replace(
-            "/usr/local/bin",
-            &master.path().join("usr/local/bin").display().to_string(),
-        );
-        assert!(Path::new(&program).exists(), "{program} was installed");
-        let check = Command::new(&program)
-            .args(&words[1..])
-            .arg("--help")
-            .output()
-            .unwrap();
-        assert!(
-            check.status.success(),
-            "{unit}: {:?} is rejected: {}",
-            &words[1..],
-            String::from_utf8_lossy(&check.stderr)
-        );
-    }
+    assert_units_accepted(
+        master.path(),
+        &env,
+        &["minik8s-master", "minik8s-kubelet", "minik8s-kube-proxy"],
+    );
     assert!(!master
         .path()
         .join("etc/systemd/system/flanneld.service")
