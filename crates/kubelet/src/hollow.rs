@@ -46,6 +46,8 @@ pub const LABEL: &str = "minik8s.io/hollow";
 /// no goodbye, the heartbeats just stop).
 pub struct HollowNodes {
     pub kubelets: Vec<Arc<Kubelet>>,
+    /// Each node's runtime, for tests that inject runtime faults.
+    pub runtimes: Vec<Arc<FakeRuntime>>,
     tasks: tokio::task::JoinSet<()>,
 }
 
@@ -101,22 +103,28 @@ pub async fn start(client: &Client, cfg: &HollowConfig) -> anyhow::Result<Hollow
     });
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(informer.run());
-    let started: Vec<anyhow::Result<Arc<Kubelet>>> = futures::stream::iter(0..cfg.count)
+    type Started = anyhow::Result<(Arc<Kubelet>, Arc<FakeRuntime>)>;
+    let started: Vec<Started> = futures::stream::iter(0..cfg.count)
         .map(|i| {
             let config = node_config(cfg, i);
             let runtime = Arc::new(FakeRuntime::new(CPUS, MEMORY_BYTES));
             let (client, cache) = (client.clone(), cache.clone());
             async move {
                 let name = config.node_name.clone();
-                crate::prepare(client, config, runtime, cache)
+                let kubelet = crate::prepare(client, config, runtime.clone(), cache)
                     .await
-                    .with_context(|| format!("starting hollow node {name}"))
+                    .with_context(|| format!("starting hollow node {name}"))?;
+                Ok((kubelet, runtime))
             }
         })
         .buffer_unordered(32)
         .collect()
         .await;
-    let kubelets: Vec<Arc<Kubelet>> = started.into_iter().collect::<anyhow::Result<_>>()?;
+    let (kubelets, runtimes): (Vec<Arc<Kubelet>>, Vec<Arc<FakeRuntime>>) = started
+        .into_iter()
+        .collect::<anyhow::Result<Vec<_>>>()?
+        .into_iter()
+        .unzip();
     {
         let mut routes = by_node.write().unwrap_or_else(|e| e.into_inner());
         for k in &kubelets {
@@ -142,7 +150,11 @@ pub async fn start(client: &Client, cfg: &HollowConfig) -> anyhow::Result<Hollow
             }
         }
     }
-    Ok(HollowNodes { kubelets, tasks })
+    Ok(HollowNodes {
+        kubelets,
+        runtimes,
+        tasks,
+    })
 }
 
 impl HollowNodes {

@@ -7,6 +7,7 @@
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kubelet::hollow::{self, HollowConfig};
+use kubelet::runtime::ContainerRuntime;
 use minik8s_api::registry;
 use minik8s_client::{Client, DeleteParams};
 use minik8s_testkit::{eventually, Backend, TestServer};
@@ -157,4 +158,47 @@ async fn the_hollow_nodes_command_runs_nodes() {
     .await;
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// Issue 16's defect: after a node's dockerd was killed, a pod's sandbox can
+/// be left in a state where Docker reports it but no container can join it
+/// ("cannot join IPC of a non running container"). The kubelet must replace
+/// the sandbox and start the pod in a new one, not report CreateContainerError
+/// for good. The in-memory runtime makes the first sandbox broken that way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_whose_sandbox_cannot_be_joined_gets_a_new_sandbox() {
+    let server = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&server.url);
+    let cfg = HollowConfig {
+        prefix: "ipc".into(),
+        count: 1,
+        lease_seconds: 1,
+        sync_seconds: 1,
+    };
+    let nodes = hollow::start(&client, &cfg).await.unwrap();
+    let runtime = nodes.runtimes[0].clone();
+    runtime.break_next_sandbox();
+    let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
+    pods.create(
+        &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"nodeName": "ipc-0", "containers": [{"name": "app", "image": "busybox"}]}}),
+    )
+    .await
+    .unwrap();
+    let p = eventually(30, "the pod Running in a new sandbox", || async {
+        let p = pods.get("p").await.ok()?;
+        (p["status"]["phase"] == "Running").then_some(p)
+    })
+    .await;
+    let status = &p["status"]["containerStatuses"][0];
+    assert!(status["state"]["running"].is_object(), "{status}");
+    // The broken sandbox (the runtime's first container) is gone; the pod
+    // runs in a new sandbox with its container.
+    let live = runtime.list(None).await.unwrap();
+    assert_eq!(live.len(), 2, "one sandbox and the app: {live:?}");
+    assert!(live.iter().all(|c| c.state.is_running()), "{live:?}");
+    assert!(
+        live.iter().all(|c| c.id != "fake-000000000001"),
+        "the broken sandbox was removed: {live:?}"
+    );
 }

@@ -28,6 +28,10 @@ struct Inner {
     /// The pod network: its first address and size.
     network: Option<(u32, u32)>,
     next_host: u32,
+    /// Sandboxes still to be made broken (see [`FakeRuntime::break_next_sandbox`]).
+    to_break: usize,
+    /// Broken sandboxes by id: running, but no container can join them.
+    broken: HashSet<u64>,
 }
 
 /// The in-memory runtime of one hollow node.
@@ -57,6 +61,15 @@ impl FakeRuntime {
             machine: MachineInfo { cpus, memory_bytes },
             inner: Mutex::default(),
         }
+    }
+
+    /// The next sandbox this runtime makes is broken as a Docker sandbox is
+    /// after its dockerd was killed: it still reports running, but every
+    /// container started in it fails with Docker's "cannot join IPC of a non
+    /// running container" (the kubelet must replace the sandbox, not retry).
+    /// For controller tests of that path.
+    pub fn break_next_sandbox(&self) {
+        self.lock().to_break += 1;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -182,7 +195,13 @@ impl ContainerRuntime for FakeRuntime {
     }
 
     async fn run_sandbox(&self, _name: &str, spec: &SandboxSpec) -> Result<ContainerInfo> {
-        self.start(&spec.labels, &spec.image, true)
+        let info = self.start(&spec.labels, &spec.image, true)?;
+        let mut inner = self.lock();
+        if inner.to_break > 0 {
+            inner.to_break -= 1;
+            inner.broken.extend(parse_id(&info.id));
+        }
+        Ok(info)
     }
 
     async fn run_container(&self, _name: &str, spec: &ContainerSpec) -> Result<ContainerInfo> {
@@ -194,6 +213,12 @@ impl ContainerRuntime for FakeRuntime {
         if !sandbox_running {
             return Err(RuntimeError::Other(format!(
                 "sandbox {} is not running",
+                spec.sandbox_id
+            )));
+        }
+        if parse_id(&spec.sandbox_id).is_some_and(|k| self.lock().broken.contains(&k)) {
+            return Err(RuntimeError::Other(format!(
+                "Error response from daemon: cannot join IPC of a non running container: {}",
                 spec.sandbox_id
             )));
         }
