@@ -10,6 +10,7 @@
 //! (`--etcd-servers`) or the embedded store in `--data-dir`.
 
 pub mod answer;
+pub mod apiserver_endpoints;
 pub mod apply;
 pub mod auth;
 pub mod decode;

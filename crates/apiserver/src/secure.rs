@@ -4,8 +4,7 @@
 
 use crate::{ApiServer, Config};
 use anyhow::Context;
-use k8s_openapi::api::core::v1::{Endpoints, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::core::v1::Service;
 use minik8s_api::registry;
 use minik8s_pki::serve as tls;
 use serde_json::{json, Value};
@@ -167,11 +166,13 @@ impl ApiServer {
         ));
         let advertise = advertise_address(cfg);
         if let Err(e) = self
-            .ensure_kubernetes_service(&service_ip, advertise, local.port())
+            .ensure_kubernetes_service(&service_ip, local.port())
             .await
         {
             tracing::warn!(error = %e, "the default/kubernetes Service is not in place");
         }
+        // Its endpoints: every apiserver on this store that is alive.
+        self.spawn_endpoint_reconciler(advertise, local.port());
         let public_url = format!(
             "https://{}",
             std::net::SocketAddr::new(advertise, local.port())
@@ -183,44 +184,17 @@ impl ApiServer {
         Ok(Some((task, local)))
     }
 
-    /// The `kubernetes` Service (ClusterIP `service_ip`, port 443) and its
-    /// endpoints: this apiserver at `ip:port`.
-    async fn ensure_kubernetes_service(
-        &self,
-        service_ip: &str,
-        ip: IpAddr,
-        port: u16,
-    ) -> anyhow::Result<()> {
+    /// The `kubernetes` Service (ClusterIP `service_ip`, port 443); its
+    /// endpoints are the apiservers' (`apiserver_endpoints`).
+    async fn ensure_kubernetes_service(&self, service_ip: &str, port: u16) -> anyhow::Result<()> {
         let labels = json!({"component": "apiserver", "provider": "kubernetes"});
         let svc = json!({"metadata": {"name": "kubernetes", "namespace": "default", "labels": labels},
             "spec": {"type": "ClusterIP", "clusterIP": service_ip, "sessionAffinity": "None",
                      "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]}});
-        let endpoints = json!({"metadata": {"name": "kubernetes", "namespace": "default", "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
-            "subsets": [{"addresses": [{"ip": ip.to_string()}],
-                         "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]});
-        let family = if ip.is_ipv4() { "IPv4" } else { "IPv6" };
-        let slice = json!({"metadata": {"name": "kubernetes", "namespace": "default",
-                                        "labels": {"kubernetes.io/service-name": "kubernetes"}},
-            "addressType": family,
-            "endpoints": [{"addresses": [ip.to_string()], "conditions": {"ready": true}}],
-            "ports": [{"name": "https", "port": port, "protocol": "TCP"}]});
         self.put_object(registry::of::<Service>(), svc, |old, new| {
             // A Service's spec is kept; only its port's target follows the apiserver.
             let mut out = old.clone();
             out["spec"]["ports"] = new["spec"]["ports"].clone();
-            out
-        })
-        .await?;
-        self.put_object(registry::of::<Endpoints>(), endpoints, |old, new| {
-            let mut out = old.clone();
-            out["subsets"] = new["subsets"].clone();
-            out
-        })
-        .await?;
-        self.put_object(registry::of::<EndpointSlice>(), slice, |old, new| {
-            let mut out = old.clone();
-            out["endpoints"] = new["endpoints"].clone();
-            out["ports"] = new["ports"].clone();
             out
         })
         .await
@@ -296,7 +270,7 @@ impl ApiServer {
     }
 
     /// Creates `obj`, or updates the stored one with `merge(stored, obj)`.
-    async fn put_object(
+    pub(crate) async fn put_object(
         &self,
         info: &'static registry::ResourceInfo,
         obj: Value,

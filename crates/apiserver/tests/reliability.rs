@@ -627,3 +627,78 @@ async fn a_client_fails_over_to_another_apiserver() {
         .unwrap();
     assert_eq!(list["items"].as_array().unwrap().len(), 2);
 }
+
+/// Two apiservers on one etcd (as in the HA control plane, each at its own
+/// address on the same port): the `kubernetes` Service's Endpoints and
+/// EndpointSlice list both; one that shuts down takes itself out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kubernetes_service_lists_every_live_apiserver() {
+    let port = minik8s_testkit::free_port();
+    let pki = tempfile::tempdir().unwrap();
+    let secure_at = |ip: &'static str| {
+        let pki = pki.path().to_path_buf();
+        move |c: &mut apiserver::Config| {
+            c.secure_listen = Some(format!("{ip}:{port}"));
+            c.advertise_address = Some(ip.parse().unwrap());
+            c.pki_dir = Some(pki);
+        }
+    };
+    let mut first = TestServer::start_with(Backend::Etcd, secure_at("127.0.0.2")).await;
+    let etcd = first.config.etcd_servers.clone().unwrap();
+    let second = TestServer::start_with(Backend::Embedded, |c| {
+        secure_at("127.0.0.3")(c);
+        c.etcd_servers = Some(etcd);
+    })
+    .await;
+    let http = Http::new(&second.url);
+    async fn addresses(http: &Http) -> (Vec<String>, Vec<String>, Value) {
+        let (_, ep) = http
+            .get("/api/v1/namespaces/default/endpoints/kubernetes")
+            .await;
+        let (_, slice) = http
+            .get("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes")
+            .await;
+        let strings = |list: &Value, pick: fn(&Value) -> &Value| -> Vec<String> {
+            list.as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| pick(x).as_str())
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        (
+            strings(&ep["subsets"][0]["addresses"], |x| &x["ip"]),
+            strings(&slice["endpoints"], |x| &x["addresses"][0]),
+            ep["subsets"][0]["ports"][0]["port"].clone(),
+        )
+    }
+    let both = vec!["127.0.0.2".to_string(), "127.0.0.3".to_string()];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (ips, slice_ips, p) = addresses(&http).await;
+        if ips == both && slice_ips == both && p == json!(port) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "both apiservers in the endpoints: {ips:?} {slice_ips:?} {p}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The first one stops: it removes its Lease and its address at once.
+    first.stop_http().await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (ips, slice_ips, _) = addresses(&http).await;
+        if ips == ["127.0.0.3"] && slice_ips == ["127.0.0.3"] {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the stopped apiserver left the endpoints: {ips:?} {slice_ips:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
