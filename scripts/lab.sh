@@ -13,6 +13,8 @@
 #   scripts/lab.sh kill N A / start N A   kill -9 agent A (kubelet, kube-proxy, dockerd) of node N, start it again
 #   scripts/lab.sh stop-master N / start-master N, stop-etcd N / start-etcd N
 #                                kill -9 a control-plane process (N = 1; HA mode: 1..3), start it again
+#   scripts/lab.sh stop-apiserver|stop-scheduler|stop-controller-manager N (and start-…)
+#                                HA mode: kill -9 one process of control-plane machine N, start it again
 #   scripts/lab.sh partition N / heal N   cut node N off from the control plane (iptables DROP), and back
 #   scripts/lab.sh kubectl ARGS  our kubectl against the lab
 #   scripts/lab.sh exec N CMD    run CMD in node N's network namespace
@@ -37,17 +39,19 @@
 # socket paths must stay under 108 bytes), LAB_NODES, LAB_NAME (prefix of the
 # namespaces, links and cgroups), LAB_NET (the underlay's first three octets),
 # LAB_BIN (the binaries; default target/release, built if missing),
-# LAB_MASTER_ARGS and LAB_KUBELET_ARGS (extra flags, e.g. short node timeouts),
+# LAB_MASTER_ARGS and LAB_KUBELET_ARGS (extra flags, e.g. short node timeouts;
+# in HA mode LAB_MASTER_ARGS go to the controller managers),
 # LAB_POD_NETWORK: host-gw (default: the kubelets route between the nodes) or
 # vxlan (the script does what flanneld would: a flannel.1 vxlan device, routes,
 # neighbour and fdb entries, its masquerade rules and a subnet.env per node, which
 # the kubelets read as they would flannel's), LAB_STORE: embedded (default) or
 # etcd (Debian's etcd-server in the control plane's namespace, as on lab VMs),
 # LAB_HA=1: an HA control plane (doc/deploy.md): three control-plane
-# namespaces cp, cp2, cp3 with one etcd member each (a 3-member cluster), a
-# master (apiserver, scheduler and controller manager, the last two elected
-# leaders on Leases) in cp and in cp2; the nodes' kubelets and kube-proxies are
-# given both apiservers and fail over.
+# namespaces cp, cp2, cp3 with one etcd member each (a 3-member cluster), and
+# in cp and in cp2 an apiserver, a scheduler and a controller manager as three
+# processes (as kubeadm runs them; the last two elected leaders on Leases,
+# each talking to its machine's apiserver); the nodes' kubelets and
+# kube-proxies are given both apiservers and fail over.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -137,12 +141,12 @@ check_tools() {
   command -v dockerd >/dev/null && command -v iptables >/dev/null && [ -x /bin/busybox ] ||
     ensure_packages docker.io iptables busybox-static
   local b missing=()
-  for b in master kubelet kube-proxy kubectl; do [ -x "$LAB_BIN/$b" ] || missing+=("$b"); done
+  for b in master kubelet kube-proxy kubectl apiserver scheduler controller-manager; do [ -x "$LAB_BIN/$b" ] || missing+=("$b"); done
   if [ ${#missing[@]} -gt 0 ]; then
     [ "$LAB_BIN" = "$ROOT/target/release" ] || die "missing in LAB_BIN=$LAB_BIN: ${missing[*]}"
     ensure_build_deps
     log "building release binaries (first time: several minutes)"
-    cargo build --release --quiet -p master -p kubelet -p kube-proxy -p kubectl
+    cargo build --release --quiet -p master -p kubelet -p kube-proxy -p kubectl -p apiserver -p scheduler -p controller-manager
   fi
 }
 
@@ -347,35 +351,83 @@ cmd_start_agent() {
   esac
 }
 
-# A master (apiserver, scheduler, controller manager) in a control-plane namespace.
+# The control plane of one control-plane namespace: the `master` process
+# (apiserver, scheduler, controller manager), or in HA mode the three as
+# processes of their own.
 start_master() {
   local ns=$1 d
   d=$(cp_dir "$ns")
   mkdir -p "$d"
+  if [ "$LAB_HA" = 1 ]; then
+    local c
+    for c in $CP_PROCESSES; do alive "$d/$c.pid" || start_cp_process "$ns" "$c"; done
+    return
+  fi
   # shellcheck disable=SC2046 # the saved store flags are words
   spawn "$d/master.pid" "$d/master.log" "$ns" "$LAB_BIN/master" \
     --advertise-address "$(cp_ip "$ns")" --pki-dir "$d/pki" $(cat "$LAB_DIR/store-flags") \
     --cluster-cidr "$CLUSTER_CIDR" --allocate-node-cidrs "$(cat "$LAB_DIR/ipam")" $LAB_MASTER_ARGS
 }
 
+# HA mode's control-plane processes of one machine.
+CP_PROCESSES="apiserver scheduler controller-manager"
+start_cp_process() {
+  local ns=$1 what=$2 d
+  d=$(cp_dir "$ns")
+  case $what in
+    apiserver)
+      # shellcheck disable=SC2046 # the saved store flags are words
+      spawn "$d/apiserver.pid" "$d/apiserver.log" "$ns" "$LAB_BIN/apiserver" \
+        --advertise-address "$(cp_ip "$ns")" --pki-dir "$d/pki" $(cat "$LAB_DIR/store-flags") ;;
+    scheduler | controller-manager)
+      # Each talks to its own machine's apiserver (the kubeconfig names
+      # 127.0.0.1), which writes the kubeconfigs on the first machine.
+      until_ok 60 "$what's kubeconfig in $ns" test -s "$d/pki/$what.conf"
+      if [ "$what" = scheduler ]; then
+        spawn "$d/$what.pid" "$d/$what.log" "$ns" "$LAB_BIN/scheduler" --kubeconfig "$d/pki/$what.conf"
+      else
+        spawn "$d/$what.pid" "$d/$what.log" "$ns" "$LAB_BIN/controller-manager" \
+          --kubeconfig "$d/pki/$what.conf" --cluster-signing-dir "$d/pki" \
+          --cluster-cidr "$CLUSTER_CIDR" --allocate-node-cidrs "$(cat "$LAB_DIR/ipam")" $LAB_MASTER_ARGS
+      fi ;;
+    *) die "apiserver, scheduler or controller-manager, not $what" ;;
+  esac
+}
+
 # HA faults: a master (1: cp, 2: cp2) or an etcd member (1-3) dies as if its
 # machine lost power, and comes back.
 cp_ns_of() { case $1 in 1) echo "$CP_NS" ;; 2) echo "$CP2_NS" ;; 3) echo "$CP3_NS" ;; *) die "control-plane machine 1, 2 or 3, not $1" ;; esac; }
+# The pid files of a control-plane process kind (HA mode's "master" is its three processes).
+cp_pidfiles() {
+  local d=$1 what=$2 c
+  if [ "$what" = master ] && [ "$LAB_HA" = 1 ]; then
+    for c in $CP_PROCESSES; do echo "$d/$c.pid"; done
+  else
+    echo "$d/$what.pid"
+  fi
+}
 cmd_stop_cp() {
-  local what=${1:?usage: lab.sh stop-master|stop-etcd N} n=${2:?N} f
-  f="$(cp_dir "$(cp_ns_of "$n")")/$what.pid"
-  alive "$f" || die "$what $n is not running"
+  local what=${1:?usage: lab.sh stop-master|stop-etcd N} n=${2:?N} d f any=false
+  d=$(cp_dir "$(cp_ns_of "$n")")
+  case $what in master | etcd) ;; *) [ "$LAB_HA" = 1 ] || die "stop-$what: HA mode only (LAB_HA=1)" ;; esac
   log "killing $what on control-plane machine $n"
-  kill -KILL "$(cat "$f")"
+  for f in $(cp_pidfiles "$d" "$what"); do
+    alive "$f" && { kill -KILL "$(cat "$f")"; any=true; }
+  done
+  [ "$any" = true ] || die "$what $n is not running"
 }
 cmd_start_cp() {
-  local what=$1 n=${2:?N} ns
+  local what=$1 n=${2:?N} ns f
   ns=$(cp_ns_of "$n")
-  alive "$(cp_dir "$ns")/$what.pid" && die "$what $n is running"
+  case $what in master | etcd) ;; *) [ "$LAB_HA" = 1 ] || die "start-$what: HA mode only (LAB_HA=1)" ;; esac
+  if [ "$what" != master ]; then
+    for f in $(cp_pidfiles "$(cp_dir "$ns")" "$what"); do alive "$f" && die "$what $n is running"; done
+  fi
   log "starting $what on control-plane machine $n"
   case $what in
     master) start_master "$ns" ;;
     etcd) start_etcd_members "$ns" ;;
+    *) start_cp_process "$ns" "$what" ;;
   esac
 }
 
@@ -537,7 +589,9 @@ cmd_down() {
       d=$(node_dir "$n")
       stop_pids 5 "$d/kubelet.pid" "$d/kube-proxy.pid"
     done
-    stop_pids 10 "$LAB_DIR/cp/master.pid" "$LAB_DIR/cp2/master.pid"
+    stop_pids 10 "$LAB_DIR/cp/master.pid" "$LAB_DIR/cp2/master.pid" \
+      "$LAB_DIR"/cp/{apiserver,scheduler,controller-manager}.pid \
+      "$LAB_DIR"/cp2/{apiserver,scheduler,controller-manager}.pid
     stop_pids 10 "$LAB_DIR/cp/etcd.pid" "$LAB_DIR/cp2/etcd.pid" "$LAB_DIR/cp3/etcd.pid"
     stop_pids 10 "$LAB_DIR/cp/registry.pid"
     # Pods first (dockerd would stop them too, but one at a time), then the daemons in parallel.
@@ -584,18 +638,18 @@ cmd_status() {
   if [ ! -d "$LAB_DIR" ]; then echo "lab: down"; return 0; fi
   local n d c
   [ -f "$LAB_DIR/env" ] && grep -E '^LAB_(NODES|POD_NETWORK|STORE|SERVER)=' "$LAB_DIR/env" && echo
-  printf '%-8s %-10s %s\n' WHERE PROCESS STATE
+  printf '%-8s %-18s %s\n' WHERE PROCESS STATE
   local cp
   for cp in cp cp2 cp3; do
-    for c in etcd master; do
+    for c in etcd master $CP_PROCESSES; do
       [ -f "$LAB_DIR/$cp/$c.pid" ] || continue
-      printf '%-8s %-10s %s\n' "$cp" "$c" "$(alive "$LAB_DIR/$cp/$c.pid" && echo running || echo stopped)"
+      printf '%-8s %-18s %s\n' "$cp" "$c" "$(alive "$LAB_DIR/$cp/$c.pid" && echo running || echo stopped)"
     done
   done
   for n in $(nodes); do
     d=$(node_dir "$n")
     for c in dockerd kubelet kube-proxy; do
-      printf '%-8s %-10s %s\n' "node$n" "$c" "$(alive "$d/$c.pid" && echo running || echo stopped)"
+      printf '%-8s %-18s %s\n' "node$n" "$c" "$(alive "$d/$c.pid" && echo running || echo stopped)"
     done
   done
   echo
@@ -613,8 +667,8 @@ case "${1:-}" in
   down) cmd_down ;;
   status) cmd_status ;;
   stop-node) shift; cmd_stop_node "$@" ;;
-  stop-master | stop-etcd) cmd_stop_cp "${1#stop-}" "${2:-}" ;;
-  start-master | start-etcd) cmd_start_cp "${1#start-}" "${2:-}" ;;
+  stop-master | stop-etcd | stop-apiserver | stop-scheduler | stop-controller-manager) cmd_stop_cp "${1#stop-}" "${2:-}" ;;
+  start-master | start-etcd | start-apiserver | start-scheduler | start-controller-manager) cmd_start_cp "${1#start-}" "${2:-}" ;;
   start-node) shift; cmd_start_node "$@" ;;
   kill) shift; cmd_kill_agent "$@" ;;
   partition) cmd_partition "${2:-}" ;;
@@ -622,5 +676,5 @@ case "${1:-}" in
   start) shift; cmd_start_agent "$@" ;;
   kubectl) shift; kubectl_lab "$@" ;;
   exec) n=${2:?usage: lab.sh exec N CMD...}; shift 2; in_ns "$(node_ns "$n")" "$@" ;;
-  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -3,10 +3,12 @@
 //!
 //! - a single-master lab: the master, a kubelet, a kube-proxy and a node's
 //!   dockerd die and come back;
-//! - the HA control plane (`LAB_HA=1`): a 3-member etcd cluster, two masters
-//!   (apiserver, scheduler and controller manager each, the last two
-//!   leader-elected), two nodes whose agents know both apiservers; the
-//!   leading master, an etcd member, then the other master die.
+//! - the HA control plane (`LAB_HA=1`): a 3-member etcd cluster, two
+//!   control-plane machines (an apiserver, a scheduler and a controller
+//!   manager each, as processes of their own; the last two leader-elected),
+//!   two nodes whose agents know both apiservers; the leading scheduler, the
+//!   leading controller manager, an apiserver, an etcd member and then a
+//!   whole control-plane machine die.
 //!
 //! After each fault the cluster converges: exactly 30 Running pods of the
 //! new template, no orphan container on any node, Endpoints equal to the
@@ -139,15 +141,21 @@ impl Lab {
         self.kubectl(&format!("apply -f {path}"));
     }
 
-    /// The control-plane machine (1 or 2) whose master leads the controllers.
-    fn leading_master(&self) -> u32 {
-        let lease = self.kubectl_json("get lease kube-controller-manager -n kube-system");
+    /// The control-plane machine (1: cp, 2: cp2) whose `process`
+    /// (scheduler or controller-manager) holds its Lease: the holder's
+    /// identity ends with its process id, which the lab keeps in a pid file.
+    fn leader(&self, process: &str) -> u32 {
+        let lease = format!("kube-{}", process.trim_start_matches("kube-"));
+        let lease = self.kubectl_json(&format!("get lease {lease} -n kube-system"));
         let holder = lease["spec"]["holderIdentity"].as_str().unwrap_or("");
-        if holder.ends_with(&format!("{}.10", self.net)) {
-            1
-        } else {
-            2
+        let pid = holder.rsplit('_').next().unwrap_or("");
+        for (n, cp) in [(1, "cp"), (2, "cp2")] {
+            let file = format!("{}/{cp}/{process}.pid", self.dir);
+            if std::fs::read_to_string(&file).is_ok_and(|p| p.trim() == pid) {
+                return n;
+            }
         }
+        panic!("no {process} of the lab holds its Lease (holder {holder:?})");
     }
 
     fn pods(&self, selector: &str) -> Vec<Value> {
@@ -387,16 +395,44 @@ fn single_master_lab_survives_each_process_killed_during_a_rollout() {
 }
 
 #[test]
-fn ha_control_plane_survives_losing_masters_and_an_etcd_member() {
+fn ha_control_plane_survives_losing_each_process_and_an_etcd_member() {
     let _one = ONE_LAB.lock().unwrap_or_else(|p| p.into_inner());
     let lab = Lab::up("mk8sha", "/tmp/mk8s-ha-e2e", "192.168.80", true);
     let status = lab.lab("status");
     for line in [
-        "cp       etcd       running",
-        "cp2      master     running",
-        "cp3      etcd       running",
+        "cp       etcd               running",
+        "cp       apiserver          running",
+        "cp2      scheduler          running",
+        "cp2      controller-manager running",
+        "cp3      etcd               running",
     ] {
         assert!(status.contains(line), "{status}");
+    }
+    // Pods reach the API through the `kubernetes` Service: both apiservers.
+    let both = [format!("{}.10", lab.net), format!("{}.8", lab.net)];
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let ep = lab.kubectl_json("get endpoints kubernetes");
+        let mut ips: Vec<String> = ep["subsets"][0]["addresses"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x["ip"].as_str())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        ips.sort();
+        let mut want = both.to_vec();
+        want.sort();
+        if ips == want {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kubernetes endpoints {ips:?}, want {want:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_secs(1));
     }
     let steady = lab.deploy();
 
@@ -424,34 +460,60 @@ fn ha_control_plane_survives_losing_masters_and_an_etcd_member() {
             }
         }
         let stopper = StopOnDrop(&stop);
-        // 1. The leading master dies during a rollout: the other takes the Leases
-        //    over, the nodes move to its apiserver.
-        let leader = lab.leading_master();
+        // 1. The leading scheduler dies during a rollout: the other one takes
+        //    its Lease over and schedules the new pods.
+        let leader = lab.leader("scheduler");
         lab.fault_during_rollout(
             1,
-            &format!("kill -9 of the leading master ({leader})"),
+            &format!("kill -9 of the leading scheduler (machine {leader})"),
             || {
-                lab.lab(&format!("stop-master {leader}"));
+                lab.lab(&format!("stop-scheduler {leader}"));
             },
         );
-        assert_ne!(lab.leading_master(), leader, "the other master leads");
-        lab.lab(&format!("start-master {leader}"));
+        assert_ne!(lab.leader("scheduler"), leader, "the other scheduler leads");
+        lab.lab(&format!("start-scheduler {leader}"));
 
-        // 2. An etcd member dies during a rollout: the other two keep a quorum.
-        lab.fault_during_rollout(2, "kill -9 of an etcd member", || {
+        // 2. The leading controller manager dies during a rollout.
+        let leader = lab.leader("controller-manager");
+        lab.fault_during_rollout(
+            2,
+            &format!("kill -9 of the leading controller manager (machine {leader})"),
+            || {
+                lab.lab(&format!("stop-controller-manager {leader}"));
+            },
+        );
+        assert_ne!(
+            lab.leader("controller-manager"),
+            leader,
+            "the other controller manager leads"
+        );
+        lab.lab(&format!("start-controller-manager {leader}"));
+
+        // 3. An apiserver dies during a rollout (the first one, which the
+        //    nodes use first): they move to the other; the components that
+        //    talked to it lose their Leases to the other machine's.
+        lab.fault_during_rollout(3, "kill -9 of an apiserver", || {
+            lab.lab("stop-apiserver 1");
+        });
+        lab.lab("start-apiserver 1");
+
+        // 4. An etcd member dies during a rollout: the other two keep a quorum.
+        lab.fault_during_rollout(4, "kill -9 of an etcd member", || {
             lab.lab("stop-etcd 3");
         });
         lab.lab("start-etcd 3");
 
-        // 3. The master that leads now dies during a rollout too.
-        let leader = lab.leading_master();
+        // 5. A whole control-plane machine loses power: the one whose
+        //    scheduler leads (its apiserver, scheduler and controller manager).
+        let leader = lab.leader("scheduler");
         lab.fault_during_rollout(
-            3,
-            &format!("kill -9 of the leading master ({leader}) again"),
+            5,
+            &format!("kill -9 of control-plane machine {leader}"),
             || {
                 lab.lab(&format!("stop-master {leader}"));
             },
         );
+        lab.lab(&format!("start-master {leader}"));
 
         drop(stopper);
         writer.join().unwrap()
