@@ -125,7 +125,7 @@ impl ApiServer {
 
     /// Endpoints and EndpointSlice `default/kubernetes`: `ips` on `port`
     /// (written only when they differ from what is stored).
-    pub(crate) async fn put_kubernetes_endpoints(
+    async fn put_kubernetes_endpoints(
         &self,
         ips: &[String],
         port: u16,

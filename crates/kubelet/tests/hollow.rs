@@ -21,17 +21,24 @@ fn pod(name: &str, node: &str) -> Value {
                                 {"name": "side", "image": "busybox"}]}})
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hollow_nodes_run_the_real_kubelet_on_memory() {
+/// An apiserver and `count` hollow nodes `<prefix>-0..` that sync and
+/// heartbeat every second.
+async fn start_hollow(prefix: &str, count: usize) -> (TestServer, Client, hollow::HollowNodes) {
     let server = TestServer::start(Backend::Embedded).await;
     let client = Client::new(&server.url);
     let cfg = HollowConfig {
-        prefix: "h".into(),
-        count: 2,
+        prefix: prefix.into(),
+        count,
         lease_seconds: 1,
         sync_seconds: 1,
     };
     let nodes = hollow::start(&client, &cfg).await.unwrap();
+    (server, client, nodes)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hollow_nodes_run_the_real_kubelet_on_memory() {
+    let (_server, client, nodes) = start_hollow("h", 2).await;
     let node_api = client.dynamic(registry::of::<Node>(), None);
     let n1 = node_api.get("h-1").await.unwrap();
     assert_eq!(n1["metadata"]["labels"]["minik8s.io/hollow"], "true");
@@ -167,15 +174,7 @@ async fn the_hollow_nodes_command_runs_nodes() {
 /// for good. The in-memory runtime makes the first sandbox broken that way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_whose_sandbox_cannot_be_joined_gets_a_new_sandbox() {
-    let server = TestServer::start(Backend::Embedded).await;
-    let client = Client::new(&server.url);
-    let cfg = HollowConfig {
-        prefix: "ipc".into(),
-        count: 1,
-        lease_seconds: 1,
-        sync_seconds: 1,
-    };
-    let nodes = hollow::start(&client, &cfg).await.unwrap();
+    let (_server, client, nodes) = start_hollow("ipc", 1).await;
     let runtime = nodes.runtimes[0].clone();
     runtime.break_next_sandbox();
     let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
