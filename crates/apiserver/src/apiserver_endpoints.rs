@@ -125,11 +125,7 @@ impl ApiServer {
 
     /// Endpoints and EndpointSlice `default/kubernetes`: `ips` on `port`
     /// (written only when they differ from what is stored).
-    async fn put_kubernetes_endpoints(
-        &self,
-        ips: &[String],
-        port: u16,
-    ) -> anyhow::Result<()> {
+    async fn put_kubernetes_endpoints(&self, ips: &[String], port: u16) -> anyhow::Result<()> {
         let subsets = if ips.is_empty() {
             json!([])
         } else {
