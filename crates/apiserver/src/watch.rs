@@ -138,15 +138,11 @@ impl ApiServer {
         params: &Params,
         table: bool,
     ) -> Result<Response, ApiError> {
+        let (labels, fields) = Self::selectors(info, params)?;
         let filter = Filter {
             namespace: ns.filter(|_| info.namespaced).map(str::to_string),
-            labels: Selector::parse(params.get("labelSelector").unwrap_or(""))
-                .map_err(ApiError::bad_request)?,
-            fields: FieldSelector::parse(
-                params.get("fieldSelector").unwrap_or(""),
-                &crate::strategy::of(info).field_selectors(),
-            )
-            .map_err(ApiError::bad_request)?,
+            labels,
+            fields,
         };
         let cache = self
             .watch_cache(info)

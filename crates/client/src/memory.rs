@@ -12,14 +12,32 @@
 //! the arenas back to the kernel.
 //!
 //! ```text
-//!  main() ─▶ limit_arenas()  (before any thread exists)
-//!         └▶ runtime ─▶ spawn(trim_periodically(10 s)) ─▶ malloc_trim(0) ─▶ madvise(DONTNEED) free pages
+//!  main() ─▶ memory::run(future): limit_arenas()  (before any thread exists)
+//!                                 └▶ runtime ─▶ spawn(trim_periodically(10 s)) ─▶ malloc_trim(0) ─▶ madvise(DONTNEED) free pages
+//!                                           └▶ future
 //! ```
 
+use std::future::Future;
 use std::time::Duration;
 
 /// Arenas glibc may create: two for the whole process.
 const ARENAS: i32 = 2;
+
+/// How often the heap's free pages go back to the kernel.
+pub const TRIM_EVERY: Duration = Duration::from_secs(10);
+
+/// Runs a process's `main` future with the heap kept small: few arenas (set
+/// before the runtime's threads exist) and a trim every [`TRIM_EVERY`].
+pub fn run<T, E: From<std::io::Error>>(main: impl Future<Output = Result<T, E>>) -> Result<T, E> {
+    limit_arenas();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(async {
+            tokio::spawn(trim_periodically(TRIM_EVERY));
+            main.await
+        })
+}
 
 /// Caps glibc's arenas; call first thing in `main`, before any thread starts
 /// (an arena is created when a thread first contends, and never freed).

@@ -40,20 +40,12 @@ fn component_client(
 }
 
 fn main() -> anyhow::Result<()> {
-    minik8s_client::memory::limit_arenas();
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?
-        .block_on(run())
+    // Resident memory follows what the master holds, not its highest peak.
+    minik8s_client::memory::run(run())
 }
-
-/// How often the heap's free pages go back to the kernel (see
-/// `minik8s_client::memory`).
-const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 async fn run() -> anyhow::Result<()> {
     minik8s_client::init_logging();
-    tokio::spawn(minik8s_client::memory::trim_periodically(TRIM_EVERY));
     let mut args = Args::parse();
     let port = args
         .apiserver
