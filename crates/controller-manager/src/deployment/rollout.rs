@@ -63,6 +63,13 @@ fn total(rss: &[&RsView], f: impl Fn(&RsView) -> i32) -> i32 {
     rss.iter().map(|r| f(r)).sum()
 }
 
+/// Available pods of `rs` that it keeps: a ReplicaSet just scaled down still
+/// reports the pods it is removing until its controller catches up, and
+/// counting those would let the next step remove them twice.
+fn kept_available(rs: &RsView) -> i32 {
+    rs.available.min(rs.replicas)
+}
+
 /// The new ReplicaSet's next size in a rolling update: up to `replicas +
 /// surge` pods in all, never more than `replicas` in the new one.
 pub fn new_rs_replicas(replicas: i32, surge: i32, new: &RsView, all: &[&RsView]) -> i32 {
@@ -95,7 +102,7 @@ pub fn scale_down_old(
     all.push(new);
     let all_pods = total(&all, |r| r.replicas);
     let min_available = replicas - max_unavailable;
-    let new_unavailable = new.replicas - new.available;
+    let new_unavailable = new.replicas - kept_available(new);
     let max_scaled_down = all_pods - min_available - new_unavailable;
     if max_scaled_down <= 0 {
         return Vec::new();
@@ -107,7 +114,7 @@ pub fn scale_down_old(
         if scaled >= max_scaled_down {
             break;
         }
-        let unhealthy = sizes[i] - rs.available;
+        let unhealthy = sizes[i] - kept_available(rs);
         if sizes[i] == 0 || unhealthy <= 0 {
             continue;
         }
@@ -116,7 +123,7 @@ pub fn scale_down_old(
         scaled += down;
     }
     // Then available ones, down to the minimum availability.
-    let available = total(&all, |r| r.available);
+    let available = total(&all, kept_available);
     if available > min_available {
         let budget = available - min_available;
         let mut done = 0;

@@ -77,6 +77,16 @@ fn old_replica_sets_shrink_down_to_the_minimum_availability() {
 }
 
 #[test]
+fn pods_an_old_set_is_already_removing_are_not_counted_twice() {
+    // maxSurge 1, maxUnavailable 0, 4 replicas: the old set was scaled 4 → 3
+    // a step ago but still reports 4 available (its fourth pod is
+    // terminating). With 2 new pods available, one more old pod may go, not two.
+    let new = rs("new", 2, 2);
+    let old = rs("old", 3, 4);
+    assert_eq!(scale_down_old(4, 0, &new, &[&old]), [("old".into(), 2)]);
+}
+
+#[test]
 fn unhealthy_old_pods_go_first_and_oldest_sets_first() {
     // Two old sets; the older has 2 unavailable pods: they go before any
     // available one, then the older set shrinks before the newer.
