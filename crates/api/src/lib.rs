@@ -21,6 +21,7 @@ pub mod podsecurity;
 pub mod protobuf;
 pub mod quantity;
 pub mod registry;
+pub mod schema;
 pub mod selector;
 pub mod status;
 pub mod taints;

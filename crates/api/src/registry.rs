@@ -7,7 +7,7 @@
 //! by type ([`of`]) and everything else through discovery.
 
 mod live;
-pub use live::{Registry, RegistryError, ResourceSpec};
+pub use live::{ColumnSpec, Registry, RegistryError, ResourceSpec};
 
 /// A subresource served under `<resource>/<name>/<sub>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -662,6 +662,18 @@ pub static REGISTRY: &[ResourceInfo] = &[
         subresources: &[Status, Approval],
         categories: &[],
         columns: CSR_COLUMNS,
+    },
+    ResourceInfo {
+        group: "apiextensions.k8s.io",
+        version: "v1",
+        kind: "CustomResourceDefinition",
+        plural: "customresourcedefinitions",
+        singular: "customresourcedefinition",
+        short_names: &["crd", "crds"],
+        namespaced: false,
+        subresources: &[Status],
+        categories: &["api-extensions"],
+        columns: ROLE_COLUMNS,
     },
 ];
 

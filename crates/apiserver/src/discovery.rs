@@ -171,6 +171,10 @@ fn schema_hash(reg: &Registry) -> String {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for r in reg.all() {
         (r.group, r.version, r.kind, r.plural).hash(&mut h);
+        // A custom resource's schema changes with its CRD.
+        if let Some(schema) = strategy::of(r).openapi_schema() {
+            schema.to_string().hash(&mut h);
+        }
     }
     format!("{:016X}", h.finish())
 }
@@ -235,7 +239,11 @@ pub fn openapi_gv(reg: &Registry, path: &str) -> Option<Value> {
     if paths.is_empty() {
         return None;
     }
-    let schemas = openapi::definitions(&with_messages(&kinds), Flavor::V3);
+    let mut schemas = openapi::definitions(&with_messages(&kinds), Flavor::V3);
+    schemas.extend(openapi::custom_definitions(
+        &with_schemas(&kinds),
+        Flavor::V3,
+    ));
     Some(
         json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.0"}, "paths": paths, "components": {"schemas": schemas}}),
     )
@@ -252,11 +260,26 @@ fn with_messages<'a>(kinds: &[&'a ResourceInfo]) -> Vec<(&'a str, &'a str, &'a s
         .collect()
 }
 
+/// Kinds whose strategy has a schema (custom resources), as (group, version, kind, schema).
+fn with_schemas<'a>(kinds: &[&'a ResourceInfo]) -> Vec<(&'a str, &'a str, &'a str, Value)> {
+    kinds
+        .iter()
+        .filter_map(|r| {
+            let schema = strategy::of(r).openapi_schema()?;
+            Some((r.group, r.version, r.kind, schema))
+        })
+        .collect()
+}
+
 /// The OpenAPI v2 document (`/openapi/v2` as JSON): every served kind's
 /// definitions; no paths.
 pub fn openapi_v2(reg: &Registry) -> Value {
     let mut kinds = reg.all();
     kinds.extend(REVIEWS.iter());
-    let definitions = openapi::definitions(&with_messages(&kinds), Flavor::V2);
+    let mut definitions = openapi::definitions(&with_messages(&kinds), Flavor::V2);
+    definitions.extend(openapi::custom_definitions(
+        &with_schemas(&kinds),
+        Flavor::V2,
+    ));
     json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.32.0"}, "paths": {}, "definitions": definitions})
 }

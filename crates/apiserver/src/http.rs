@@ -397,16 +397,10 @@ impl Request {
                 let (obj, _) = self.srv.read(t.info, ns, name).await?;
                 if table {
                     let rv = meta::resource_version(&obj).to_string();
-                    return Ok(json_response(
-                        StatusCode::OK,
-                        &table::render(
-                            t.info,
-                            strategy::of(t.info).table_row(),
-                            &[&obj],
-                            &rv,
-                            true,
-                        ),
-                    ));
+                    let strategy = strategy::of(t.info);
+                    let cells = |o: &Value| strategy.cells(o);
+                    let table = table::render(t.info, &cells, &[&obj], &rv, true);
+                    return Ok(json_response(StatusCode::OK, &table));
                 }
                 Ok(json_response(StatusCode::OK, &obj))
             }
@@ -679,8 +673,16 @@ impl Request {
         let ct = content_type(&self.headers);
         let kind = PatchType::from_content_type(&ct)
             .ok_or_else(|| ApiError::unsupported_media_type(crate::decode::PATCH_MEDIA_TYPES))?;
+        if kind == PatchType::Strategic && !Registry::is_builtin(info) {
+            // Custom resources have no patch strategies, so Kubernetes refuses it.
+            return Err(ApiError::unsupported_media_type(&[
+                "application/json-patch+json",
+                "application/merge-patch+json",
+                "application/apply-patch+yaml",
+            ]));
+        }
         if kind == PatchType::Strategic && !strategy::of(info).strategic_merge() {
-            // Kubernetes refuses strategic merge patch on custom resources; we accept it as merge patch.
+            // The built-in LWS (a CRD upstream) takes it as a merge patch.
             tracing::debug!("strategic merge patch on a custom resource treated as merge patch");
         }
         let v: Value = if ct.contains("yaml") {

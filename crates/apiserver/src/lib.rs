@@ -13,6 +13,7 @@ pub mod answer;
 pub mod apiserver_endpoints;
 pub mod apply;
 pub mod auth;
+pub mod crd;
 pub mod decode;
 pub mod discovery;
 pub mod event_ttl;
@@ -170,6 +171,8 @@ pub struct ApiServer {
     pub inflight: inflight::InFlight,
     /// Where the secure port listens, once it does.
     pub secure_addr: std::sync::OnceLock<std::net::SocketAddr>,
+    /// What each CustomResourceDefinition is served as (`crd.rs`).
+    custom: crd::Served,
 }
 
 /// Namespace name → (terminating, labels), kept from the namespaces watch
@@ -343,6 +346,7 @@ impl ApiServer {
             }),
             sa_signer: Default::default(),
             kubelet_tls: Default::default(),
+            custom: Default::default(),
         });
         let namespaces = srv
             .watch_cache(registry::of::<Namespace>())
@@ -354,6 +358,7 @@ impl ApiServer {
         srv.ensure_default_policy().await?;
         auth::cache::PolicyCache::start(&srv).await?;
         auth::node::NodeGraph::start(&srv).await?;
+        srv.start_crd_controller(rev);
         Ok(srv)
     }
 
@@ -367,12 +372,25 @@ impl ApiServer {
     }
 
     /// Serves a new kind from now on: routing, discovery, OpenAPI and watch
-    /// see it at once (what a CustomResourceDefinition will do). Objects are
+    /// see it at once (what a CustomResourceDefinition does). Objects are
     /// stored under `/registry/<group>/<plural>/` like every other kind.
     pub async fn register_kind(
         &self,
         spec: &ResourceSpec,
     ) -> Result<&'static ResourceInfo, RegistryError> {
+        let infos = self.register_kinds(std::slice::from_ref(spec)).await?;
+        Ok(infos[0])
+    }
+
+    /// Serves several versions of one kind (same group and plural), which
+    /// share one storage prefix and one watch cache; all or none.
+    pub async fn register_kinds(
+        &self,
+        specs: &[ResourceSpec],
+    ) -> Result<Vec<&'static ResourceInfo>, RegistryError> {
+        let Some(first) = specs.first() else {
+            return Ok(Vec::new());
+        };
         // The cache starts before the kind is served, so no write can be missed.
         let rev = self
             .store
@@ -384,24 +402,35 @@ impl ApiServer {
             })?;
         let cache = WatchCache::start(
             self.store.clone(),
-            registry::storage_prefix(&spec.group, &spec.plural),
+            registry::storage_prefix(&first.group, &first.plural),
             rev,
             self.watch_cache_size,
         );
-        match self.registry.register(spec) {
-            Ok(info) => {
-                self.caches
-                    .write()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert((info.group, info.plural), cache);
-                tracing::info!(resource = %info.group_resource(), kind = info.kind, "kind registered");
-                Ok(info)
-            }
-            Err(e) => {
-                cache.stop();
-                Err(e)
+        let mut infos = Vec::new();
+        for spec in specs {
+            match self.registry.register(spec) {
+                Ok(info) => infos.push(info),
+                Err(e) => {
+                    for info in infos {
+                        let _ = self.registry.unregister_version(info);
+                    }
+                    cache.stop();
+                    return Err(e);
+                }
             }
         }
+        let old = self
+            .caches
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((infos[0].group, infos[0].plural), cache);
+        if let Some(old) = old {
+            old.stop();
+        }
+        for info in &infos {
+            tracing::info!(resource = %info.group_resource(), version = info.version, kind = info.kind, "kind registered");
+        }
+        Ok(infos)
     }
 
     /// Stops serving a kind registered at run time: it leaves discovery and
@@ -411,17 +440,26 @@ impl ApiServer {
         group: &str,
         plural: &str,
     ) -> Result<&'static ResourceInfo, RegistryError> {
-        let info = self.registry.unregister(group, plural)?;
+        Ok(self.unregister_kinds(group, plural)?[0])
+    }
+
+    /// Stops serving every version of a run-time kind.
+    pub fn unregister_kinds(
+        &self,
+        group: &str,
+        plural: &str,
+    ) -> Result<Vec<&'static ResourceInfo>, RegistryError> {
+        let infos = self.registry.unregister_all(group, plural)?;
         let cache = self
             .caches
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&(info.group, info.plural));
+            .remove(&(infos[0].group, infos[0].plural));
         if let Some(cache) = cache {
             cache.stop();
         }
-        tracing::info!(resource = %info.group_resource(), "kind unregistered");
-        Ok(info)
+        tracing::info!(resource = %infos[0].group_resource(), "kind unregistered");
+        Ok(infos)
     }
 
     /// Re-registers the ClusterIPs and node ports of stored Services.

@@ -93,11 +93,12 @@ impl ApiServer {
         ns: Option<&str>,
         params: &Params,
     ) -> Result<Value, ApiError> {
-        let row = strategy::of(info).table_row();
+        let strategy = strategy::of(info);
+        let cells = |o: &Value| strategy.cells(o);
         let mut rows = Vec::new();
         let metadata = self
             .list_each(info, ns, params, |obj| {
-                rows.push(table::row(info, row, &obj))
+                rows.push(table::row(info, &cells, &obj))
             })
             .await?;
         let rv = metadata["resourceVersion"].as_str().unwrap_or("");

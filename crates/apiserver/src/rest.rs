@@ -464,7 +464,12 @@ impl ApiServer {
             }
             let strategy = strategy::of(info);
             strategy.default(&mut merged);
-            if generation_relevant(&merged) != generation_relevant(&old) {
+            let relevant = |o: &Value| {
+                strategy
+                    .generation_relevant(o)
+                    .unwrap_or_else(|| generation_relevant(o))
+            };
+            if relevant(&merged) != relevant(&old) {
                 let g = old
                     .pointer("/metadata/generation")
                     .and_then(Value::as_i64)

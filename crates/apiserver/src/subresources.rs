@@ -19,13 +19,13 @@ use serde_json::{json, Value};
 
 /// The `autoscaling/v1` Scale view of a scalable object.
 pub fn to_scale(info: &ResourceInfo, obj: &Value) -> Value {
-    let selector = strategy::of(info).scale_selector(obj);
+    let (spec, status, selector) = strategy::of(info).scale_of(obj);
     let m = &obj["metadata"];
     json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
            "metadata": {"name": m["name"], "namespace": m["namespace"], "uid": m["uid"], "resourceVersion": m["resourceVersion"],
                         "creationTimestamp": m["creationTimestamp"]},
-           "spec": {"replicas": obj.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0)},
-           "status": {"replicas": obj.pointer("/status/replicas").and_then(Value::as_i64).unwrap_or(0), "selector": selector}})
+           "spec": {"replicas": spec},
+           "status": {"replicas": status, "selector": selector}})
 }
 
 impl ApiServer {
@@ -61,7 +61,12 @@ impl ApiServer {
                         )],
                     ));
                 }
-                obj["spec"]["replicas"] = replicas;
+                strategy::of(info)
+                    .set_replicas(&mut obj, replicas.as_i64().unwrap_or(0))
+                    .map_err(|why| {
+                        let e = FieldError::invalid("spec.replicas", &replicas, why);
+                        ApiError::invalid(info, meta::name(old), &[e])
+                    })?;
                 Ok(obj)
             })
             .await?;

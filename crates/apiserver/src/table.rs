@@ -102,8 +102,11 @@ pub fn pod_status(pod: &Value) -> String {
 /// A kind's table cells after NAME (all of them when the kind places Name itself).
 pub type Row = fn(&Value) -> Vec<Value>;
 
+/// What makes one object's cells after NAME: a [`Row`] or a strategy's `cells`.
+pub type Cells<'a> = &'a dyn Fn(&Value) -> Vec<Value>;
+
 /// NAME, then the kind's cells.
-fn cells(info: &ResourceInfo, row: Row, o: &Value) -> Vec<Value> {
+fn cells(info: &ResourceInfo, row: Cells, o: &Value) -> Vec<Value> {
     if places_name(info) {
         return row(o);
     }
@@ -729,7 +732,7 @@ fn column_definitions(info: &ResourceInfo) -> Vec<Value> {
 /// A Table of `objects`; `with_headers` is false for watch events after the first.
 pub fn render(
     info: &ResourceInfo,
-    row: Row,
+    row: Cells,
     objects: &[&Value],
     resource_version: &str,
     with_headers: bool,
@@ -739,7 +742,7 @@ pub fn render(
 }
 
 /// One object's row: its cells and its metadata (`includeObject=Metadata`).
-pub fn row(info: &ResourceInfo, row: Row, o: &Value) -> Value {
+pub fn row(info: &ResourceInfo, row: Cells, o: &Value) -> Value {
     json!({"cells": cells(info, row, o), "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
         "metadata": o.get("metadata").cloned().unwrap_or(json!({}))}})
 }

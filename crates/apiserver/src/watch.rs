@@ -107,8 +107,9 @@ impl Encoder {
     fn encode(&mut self, event_type: &str, obj: &Value) -> Bytes {
         if self.table {
             let rv = minik8s_api::meta::resource_version(obj).to_string();
-            let row = crate::strategy::of(self.info).table_row();
-            let t = table::render(self.info, row, &[obj], &rv, !self.headers_sent);
+            let strategy = crate::strategy::of(self.info);
+            let cells = |o: &Value| strategy.cells(o);
+            let t = table::render(self.info, &cells, &[obj], &rv, !self.headers_sent);
             self.headers_sent = true;
             line(event_type, &t)
         } else {

@@ -272,6 +272,7 @@ async fn kinds_registered_at_run_time_are_served_to_the_real_kubectl() {
         namespaced: true,
         subresources: vec![Subresource::Status],
         categories: vec![],
+        columns: vec![],
     };
     s.server.register_kind(&spec).await.unwrap();
     let listed = discovery(&k).await;

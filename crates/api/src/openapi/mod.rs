@@ -281,20 +281,7 @@ pub fn definition(message: &str, flavor: Flavor) -> Option<Value> {
 /// of everything they reference, each kind's carrying its
 /// `x-kubernetes-group-version-kind`.
 pub fn definitions(kinds: &[(&str, &str, &str, String)], flavor: Flavor) -> Map<String, Value> {
-    let mut seen = BTreeSet::new();
-    let mut stack: Vec<String> = kinds.iter().map(|k| k.3.clone()).collect();
-    while let Some(m) = stack.pop() {
-        if !seen.insert(m.clone()) || primitive(&m).is_some() {
-            continue;
-        }
-        stack.extend(references(&m));
-    }
-    let mut out = Map::new();
-    for m in &seen {
-        if let Some(def) = definition(m, flavor) {
-            out.insert(definition_name(m), def);
-        }
-    }
+    let mut out = closure(kinds.iter().map(|k| k.3.clone()).collect(), flavor);
     for (group, version, kind, message) in kinds {
         if let Some(def) = out.get_mut(&definition_name(message)) {
             // Every kind's object says what it is (TypeMeta, which no message holds).
@@ -314,6 +301,70 @@ pub fn definitions(kinds: &[(&str, &str, &str, String)], flavor: Flavor) -> Map<
                 Some(Value::Array(list)) => list.push(gvk),
                 _ => def["x-kubernetes-group-version-kind"] = json!([gvk]),
             }
+        }
+    }
+    out
+}
+
+/// The message that is every object's `metadata`.
+const OBJECT_META: &str = "apimachinery.pkg.apis.meta.v1.ObjectMeta";
+
+/// The definitions of custom resources, as Kubernetes publishes a CRD's
+/// schema: named `<reversed group>.<version>.<Kind>`, with `apiVersion`,
+/// `kind` and a `metadata` that refers to ObjectMeta (whose definitions come along).
+pub fn custom_definitions(
+    kinds: &[(&str, &str, &str, Value)],
+    flavor: Flavor,
+) -> Map<String, Value> {
+    let mut out = if kinds.is_empty() {
+        Map::new()
+    } else {
+        closure(vec![OBJECT_META.to_string()], flavor)
+    };
+    for (group, version, kind, schema) in kinds {
+        let mut def = schema.clone();
+        if !def.is_object() {
+            def = json!({"type": "object"});
+        }
+        if !def["properties"].is_object() {
+            def["properties"] = json!({});
+        }
+        let props = def["properties"].as_object_mut().expect("set above");
+        props.insert(
+            "apiVersion".into(),
+            json!({"type": "string", "description": API_VERSION_DOC}),
+        );
+        props.insert(
+            "kind".into(),
+            json!({"type": "string", "description": KIND_DOC}),
+        );
+        props.insert(
+            "metadata".into(),
+            flavor.reference(&definition_name(OBJECT_META), Some("Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata")),
+        );
+        props.sort_keys();
+        def["x-kubernetes-group-version-kind"] =
+            json!([{"group": group, "version": version, "kind": kind}]);
+        let reversed: Vec<&str> = group.split('.').rev().collect();
+        out.insert(format!("{}.{version}.{kind}", reversed.join(".")), def);
+    }
+    out
+}
+
+/// The definitions of `messages` and of every message they refer to.
+fn closure(messages: Vec<String>, flavor: Flavor) -> Map<String, Value> {
+    let mut seen = BTreeSet::new();
+    let mut stack = messages;
+    while let Some(m) = stack.pop() {
+        if !seen.insert(m.clone()) || primitive(&m).is_some() {
+            continue;
+        }
+        stack.extend(references(&m));
+    }
+    let mut out = Map::new();
+    for m in &seen {
+        if let Some(def) = definition(m, flavor) {
+            out.insert(definition_name(m), def);
         }
     }
     out

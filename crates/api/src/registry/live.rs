@@ -26,8 +26,19 @@ pub struct ResourceSpec {
     pub namespaced: bool,
     pub subresources: Vec<Subresource>,
     pub categories: Vec<String>,
-    // Table columns: NAME and AGE, as Kubernetes prints a CRD without
-    // additionalPrinterColumns (those come with the CRD API).
+    /// Table columns after NAME; empty: AGE only, as Kubernetes prints a
+    /// CRD without additionalPrinterColumns.
+    pub columns: Vec<ColumnSpec>,
+}
+
+/// A printer column described at run time (a CRD's additionalPrinterColumns).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ColumnSpec {
+    pub name: String,
+    /// `string`, `integer`, `number`, `boolean` or `date`.
+    pub kind: String,
+    pub priority: i32,
+    pub description: String,
 }
 
 /// The columns of every run-time kind after NAME.
@@ -136,6 +147,38 @@ impl ResourceSpec {
             && info.namespaced == self.namespaced
             && info.subresources == self.subresources.as_slice()
             && info.categories.iter().eq(self.categories.iter())
+            && self.leak_columns_eq(info.columns)
+    }
+
+    fn leak_columns_eq(&self, columns: &[Column]) -> bool {
+        if self.columns.is_empty() {
+            return columns == RUNTIME_COLUMNS;
+        }
+        columns.len() == self.columns.len()
+            && columns.iter().zip(&self.columns).all(|(c, s)| {
+                c.name == s.name
+                    && c.kind == s.kind
+                    && c.priority == s.priority
+                    && c.description == s.description
+            })
+    }
+
+    fn columns(&self) -> &'static [Column] {
+        if self.columns.is_empty() {
+            return RUNTIME_COLUMNS;
+        }
+        Box::leak(
+            self.columns
+                .iter()
+                .map(|c| Column {
+                    name: leak(&c.name),
+                    kind: leak(&c.kind),
+                    priority: c.priority,
+                    description: leak(&c.description),
+                })
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+        )
     }
 
     fn leak(&self) -> &'static ResourceInfo {
@@ -149,7 +192,7 @@ impl ResourceSpec {
             namespaced: self.namespaced,
             subresources: Box::leak(self.subresources.clone().into_boxed_slice()),
             categories: leak_all(&self.categories),
-            columns: RUNTIME_COLUMNS,
+            columns: self.columns(),
         }))
     }
 }
@@ -212,9 +255,18 @@ impl Registry {
     pub fn register(&self, spec: &ResourceSpec) -> Result<&'static ResourceInfo, RegistryError> {
         spec.check()?;
         let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
+        // Versions of one kind share its plural (a CRD's versions); anything
+        // else with the same plural, or the same kind in the same version, clashes.
         if let Some(taken) = entries.iter().find(|r| {
+            let same_plural = r.plural == spec.plural;
+            let same_version = r.version == spec.version;
+            let same_kind = r.kind == spec.kind;
             r.group == spec.group
-                && (r.plural == spec.plural || (r.version == spec.version && r.kind == spec.kind))
+                && if same_plural {
+                    same_version || !same_kind
+                } else {
+                    same_version && same_kind
+                }
         }) {
             return Err(RegistryError::Taken(format!(
                 "{}/{} ({})",
@@ -230,7 +282,40 @@ impl Registry {
         Ok(info)
     }
 
-    /// Stops serving a run-time resource; built-ins stay.
+    /// Stops serving every version of a run-time resource; built-ins stay.
+    /// The entries that were served are returned.
+    pub fn unregister_all(
+        &self,
+        group: &str,
+        plural: &str,
+    ) -> Result<Vec<&'static ResourceInfo>, RegistryError> {
+        let mut out = Vec::new();
+        while let Ok(info) = self.unregister(group, plural) {
+            out.push(info);
+        }
+        if out.is_empty() {
+            // Why: not served, or a built-in.
+            self.unregister(group, plural)?;
+        }
+        Ok(out)
+    }
+
+    /// Stops serving exactly `info` (a run-time entry).
+    pub fn unregister_version(&self, info: &'static ResourceInfo) -> Result<(), RegistryError> {
+        let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
+        let i = entries
+            .iter()
+            .position(|r| std::ptr::eq(*r, info) && !Self::is_builtin(r))
+            .ok_or_else(|| RegistryError::NotFound(info.group_resource()))?;
+        let info = entries.remove(i);
+        self.retired
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(info);
+        Ok(())
+    }
+
+    /// Stops serving one version of a run-time resource; built-ins stay.
     pub fn unregister(
         &self,
         group: &str,
@@ -268,6 +353,7 @@ mod tests {
             namespaced: true,
             subresources: vec![Subresource::Status],
             categories: vec!["all".into()],
+            columns: Vec::new(),
         }
     }
 
@@ -301,6 +387,37 @@ mod tests {
         assert!(!reg.group_versions().contains(&("example.minik8s.io", "v1")));
         // The same kind again reuses its entry rather than leaking another.
         assert!(std::ptr::eq(reg.register(&widget()).unwrap(), info));
+    }
+
+    #[test]
+    fn versions_of_one_kind_share_its_plural() {
+        let reg = Registry::with_builtins();
+        let v1 = reg.register(&widget()).unwrap();
+        let beta = ResourceSpec {
+            version: "v1beta1".into(),
+            ..widget()
+        };
+        let v1beta1 = reg.register(&beta).unwrap();
+        assert_eq!(v1.key_prefix(None), v1beta1.key_prefix(None));
+        assert!(matches!(reg.register(&beta), Err(RegistryError::Taken(_))));
+        reg.unregister_version(v1beta1).unwrap();
+        assert!(reg
+            .by_plural("example.minik8s.io", "v1", "widgets")
+            .is_some());
+        reg.register(&beta).unwrap();
+        assert_eq!(
+            reg.unregister_all("example.minik8s.io", "widgets")
+                .unwrap()
+                .len(),
+            2
+        );
+        assert!(reg
+            .by_plural("example.minik8s.io", "v1", "widgets")
+            .is_none());
+        assert!(matches!(
+            reg.unregister_all("apps", "replicasets"),
+            Err(RegistryError::BuiltIn(_))
+        ));
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub enum ErrorType {
     Duplicate,
     Forbidden,
     TooLong,
+    TooMany,
     NotFound,
 }
 
@@ -30,6 +31,7 @@ impl ErrorType {
             ErrorType::Duplicate => "FieldValueDuplicate",
             ErrorType::Forbidden => "FieldValueForbidden",
             ErrorType::TooLong => "FieldValueTooLong",
+            ErrorType::TooMany => "FieldValueTooMany",
             ErrorType::NotFound => "FieldValueNotFound",
         }
     }
@@ -88,6 +90,15 @@ impl FieldError {
             detail: format!("may not be more than {max} bytes"),
         }
     }
+    /// A list or map with more than `max` entries (`actual` of them).
+    pub fn too_many(field: impl Into<String>, actual: usize, max: usize) -> Self {
+        FieldError {
+            kind: ErrorType::TooMany,
+            field: field.into(),
+            value: Some(actual.to_string()),
+            detail: format!("must have at most {max} items"),
+        }
+    }
     /// A reference to something that does not exist.
     pub fn not_found(field: impl Into<String>, value: &Value) -> Self {
         FieldError {
@@ -115,6 +126,7 @@ impl FieldError {
             ErrorType::Duplicate => "Duplicate value",
             ErrorType::Forbidden => "Forbidden",
             ErrorType::TooLong => "Too long",
+            ErrorType::TooMany => "Too many",
             ErrorType::NotFound => "Not found",
         };
         let mut s = head.to_string();
@@ -150,6 +162,7 @@ mod apps;
 mod autoscaling;
 mod batch;
 mod config;
+mod crd;
 mod ephemeral;
 mod pod;
 mod policy;
@@ -162,6 +175,7 @@ use apps::{validate_deployment_spec, validate_replicated};
 use autoscaling::validate_hpa;
 use batch::{validate_cron_job, validate_job};
 use config::{validate_config_map, validate_secret};
+pub use crd::{default_crd, validate_crd};
 pub use ephemeral::validate_ephemeral_containers_update;
 use pod::validate_pod_update;
 pub use pod::{item_path_error, validate_pod_spec};

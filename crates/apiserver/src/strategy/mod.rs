@@ -15,6 +15,8 @@
 //! time get [`Schemaless`]: stored as sent, NAME and AGE columns.
 
 mod certificates;
+pub mod crd;
+pub mod custom;
 mod job;
 mod lws;
 mod namespace;
@@ -42,8 +44,9 @@ use minik8s_api::{defaults, selector, validation};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock, RwLock};
 
 /// What a write took from the server's pools: ("ip", address) or ("port", n).
 pub type Allocations = Vec<(String, String)>;
@@ -164,6 +167,46 @@ pub trait Strategy: Send + Sync {
     /// The table cells after NAME.
     fn table_row(&self) -> Row {
         rows::age_only
+    }
+
+    /// One object's table cells after NAME (a custom resource's come from
+    /// its CRD's printer columns, not from a function of the kind).
+    fn cells(&self, obj: &Value) -> Vec<Value> {
+        (self.table_row())(obj)
+    }
+
+    /// The `Scale` view: (spec replicas, status replicas, label selector).
+    /// A custom resource reads them where its CRD says.
+    fn scale_of(&self, obj: &Value) -> (i64, i64, String) {
+        let int = |p: &str| obj.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+        (
+            int("/spec/replicas"),
+            int("/status/replicas"),
+            self.scale_selector(obj),
+        )
+    }
+
+    /// Writes the `Scale`'s replicas into the object (where its CRD says, for a custom resource).
+    fn set_replicas(&self, obj: &mut Value, replicas: i64) -> Result<(), String> {
+        match obj.get_mut("spec").and_then(Value::as_object_mut) {
+            Some(spec) => {
+                spec.insert("replicas".into(), serde_json::json!(replicas));
+                Ok(())
+            }
+            None => Err("the object has no spec".into()),
+        }
+    }
+
+    /// The OpenAPI schema of a kind without a built-in message (a custom
+    /// resource's CRD schema), for `kubectl explain`.
+    fn openapi_schema(&self) -> Option<Value> {
+        None
+    }
+
+    /// Changes that bump `metadata.generation` (spec ones, for most kinds):
+    /// `None` keeps the apiserver's rule.
+    fn generation_relevant(&self, _obj: &Value) -> Option<Value> {
+        None
     }
 }
 
@@ -315,16 +358,67 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         rbac_v1::ClusterRole => role with rbac::Lifecycle;
         rbac_v1::ClusterRoleBinding => role_binding with rbac::Lifecycle;
         k8s_openapi::api::certificates::v1::CertificateSigningRequest => certificate_signing_request with certificates::Lifecycle;
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition => role with crd::Lifecycle;
     }
 });
 
-/// The strategy of a served resource: its built-in one, else [`Schemaless`].
-pub fn of(info: &ResourceInfo) -> &'static dyn Strategy {
-    BUILTIN
-        .iter()
-        .find(|(i, _)| std::ptr::eq(*i, info))
-        .map(|(_, s)| *s)
-        .unwrap_or(&Schemaless)
+/// A served resource's strategy: a built-in's, or one made at run time for a
+/// custom resource (replaced when its CRD changes).
+#[derive(Clone)]
+pub enum StrategyRef {
+    Static(&'static dyn Strategy),
+    Shared(Arc<dyn Strategy>),
+}
+
+impl std::ops::Deref for StrategyRef {
+    type Target = dyn Strategy;
+    fn deref(&self) -> &(dyn Strategy + 'static) {
+        match self {
+            StrategyRef::Static(s) => *s,
+            StrategyRef::Shared(s) => s.as_ref(),
+        }
+    }
+}
+
+/// Strategies of kinds registered at run time, by their registry entry's
+/// address (entries are never freed, so an address names one entry for good).
+static RUNTIME: LazyLock<RwLock<HashMap<usize, Arc<dyn Strategy>>>> =
+    LazyLock::new(Default::default);
+
+fn address(info: &ResourceInfo) -> usize {
+    info as *const ResourceInfo as usize
+}
+
+/// Serves `info` (a run-time entry) with `strategy` from now on.
+pub fn set_runtime(info: &'static ResourceInfo, strategy: Arc<dyn Strategy>) {
+    RUNTIME
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(address(info), strategy);
+}
+
+/// Forgets the strategy of a run-time entry no longer served.
+pub fn clear_runtime(info: &'static ResourceInfo) {
+    RUNTIME
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&address(info));
+}
+
+/// The strategy of a served resource: its built-in one, the one set for a
+/// run-time kind, else [`Schemaless`].
+pub fn of(info: &ResourceInfo) -> StrategyRef {
+    if let Some((_, s)) = BUILTIN.iter().find(|(i, _)| std::ptr::eq(*i, info)) {
+        return StrategyRef::Static(*s);
+    }
+    match RUNTIME
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&address(info))
+    {
+        Some(s) => StrategyRef::Shared(s.clone()),
+        None => StrategyRef::Static(&Schemaless),
+    }
 }
 
 #[cfg(test)]
