@@ -600,7 +600,12 @@ async fn watch_sees_changes_with_selectors_and_bookmarks(backend: Backend) {
         describe(&next_event(&mut q).await),
         ("ADDED".into(), "q".into())
     );
-    let bm = next_event(&mut q).await;
+    // Bookmarks come every 10 s from the watch's start: wait longer than that.
+    let bm = tokio::time::timeout(Duration::from_secs(15), q.next())
+        .await
+        .expect("a bookmark within 15 s")
+        .expect("stream open")
+        .expect("event");
     assert!(
         matches!(bm, WatchEvent::Bookmark(ref rv) if !rv.is_empty()),
         "{bm:?}"

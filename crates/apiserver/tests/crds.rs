@@ -31,11 +31,17 @@ spec:
             spec:
               type: object
               required: [cronSpec]
+              x-kubernetes-validations:
+                - rule: "!has(self.image) || !self.image.startsWith('bad')"
+                  message: image must not start with bad
               properties:
                 cronSpec:
                   type: string
                   pattern: '^(\d+|\*)(/\d+)?(\s+(\d+|\*)(/\d+)?){4}$'
                   description: The cron spec defining the interval a CronJob is run
+                  x-kubernetes-validations:
+                    - rule: self == oldSelf
+                      message: cronSpec is immutable
                 image:
                   type: string
                 color:
@@ -166,6 +172,29 @@ async fn crontabs(backend: Backend) {
         let (ok, _, err) = k.run(&["get", "ct", name]).await;
         assert!(!ok && err.contains("NotFound"), "{name} stored: {err}");
     }
+    let bad_image = k.write(
+        "bad.yaml",
+        &crontab("bad-image", "* * * * *", "").replace("my-awesome", "bad"),
+    );
+    let (ok, _, err) = k.run(&["create", "-f", &bad_image]).await;
+    assert!(
+        !ok && err.contains("spec: Invalid value: \"object\": image must not start with bad"),
+        "{err}"
+    );
+    let (ok, _, err) = k
+        .run(&[
+            "patch",
+            "ct",
+            "junk",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"cronSpec":"1 * * * *"}}"#,
+        ])
+        .await;
+    assert!(
+        !ok && err.contains("spec.cronSpec: Invalid value: \"string\": cronSpec is immutable"),
+        "transition rule: {err}"
+    );
     let missing = http
         .post("/apis/stable.example.com/v1/namespaces/default/crontabs", "application/json",
               r#"{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"nospec"},"spec":{}}"#)

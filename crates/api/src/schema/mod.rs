@@ -3,7 +3,7 @@
 //! schema on every write of one of its objects.
 //!
 //! ```text
-//!  body ─▶ default (defaults.rs) ─▶ validate (validate.rs, formats.rs)
+//!  body ─▶ default (defaults.rs) ─▶ validate (validate.rs, formats.rs, CEL rules in cel.rs)
 //!       ─▶ prune unknown fields (defaults.rs) ─▶ store
 //! ```
 //!
@@ -11,6 +11,7 @@
 //! every field a type, so pruning and defaulting need no guessing. Printer
 //! columns and the scale subresource read objects with [`jsonpath`].
 
+pub mod cel;
 mod defaults;
 mod formats;
 pub mod jsonpath;

@@ -11,7 +11,7 @@
 use super::Strategy;
 use crate::table::Row;
 use minik8s_api::meta::human_age;
-use minik8s_api::schema::{self, jsonpath::JsonPath, Schema};
+use minik8s_api::schema::{self, cel::RuleTree, jsonpath::JsonPath, Schema};
 use minik8s_api::validation::Errors;
 use serde_json::{json, Value};
 
@@ -30,6 +30,8 @@ struct ScalePaths {
 
 pub struct CustomResource {
     schema: Schema,
+    /// The schema's `x-kubernetes-validations`, compiled.
+    rules: Option<RuleTree>,
     /// Has the status subresource (status is written only through it, and
     /// does not bump the generation).
     status: bool,
@@ -78,8 +80,13 @@ impl CustomResource {
             .filter_map(|f| f["jsonPath"].as_str())
             .map(|p| &*Box::leak(p.trim_start_matches('.').to_string().into_boxed_str()))
             .collect();
+        let rules = RuleTree::compile(&schema, "openAPIV3Schema").map_err(|errs| {
+            let why: Vec<String> = errs.iter().map(ToString::to_string).collect();
+            why.join("; ")
+        })?;
         Ok(CustomResource {
             schema,
+            rules,
             status: version
                 .pointer("/subresources/status")
                 .is_some_and(|s| !s.is_null()),
@@ -113,8 +120,15 @@ impl Strategy for CustomResource {
         schema::apply_defaults(&self.schema, obj);
     }
 
-    fn validate(&self, obj: &Value, _old: Option<&Value>) -> Errors {
-        schema::validate(&self.schema, obj)
+    fn validate(&self, obj: &Value, old: Option<&Value>) -> Errors {
+        let mut errs = schema::validate(&self.schema, obj);
+        // Rules run on well-typed values only, as in Kubernetes.
+        if errs.is_empty() {
+            if let Some(rules) = &self.rules {
+                errs.extend(rules.check(obj, old));
+            }
+        }
+        errs
     }
 
     fn strategic_merge(&self) -> bool {
