@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod controller;
+pub mod discovery;
 pub mod events;
 pub mod informer;
 pub mod leader;

@@ -197,6 +197,23 @@ impl ResourceSpec {
     }
 }
 
+/// Entries made for kinds a client found through discovery.
+static DISCOVERED: Mutex<Vec<&'static ResourceInfo>> = Mutex::new(Vec::new());
+
+impl ResourceSpec {
+    /// A registry entry for a kind a client found through discovery (a
+    /// custom resource): made once per distinct spec for the whole process.
+    pub fn discovered(&self) -> &'static ResourceInfo {
+        let mut known = DISCOVERED.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(info) = known.iter().find(|i| self.matches(i)) {
+            return info;
+        }
+        let info = self.leak();
+        known.push(info);
+        info
+    }
+}
+
 impl Registry {
     /// The built-in kinds only.
     pub fn with_builtins() -> Registry {

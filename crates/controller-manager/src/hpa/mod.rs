@@ -27,7 +27,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Pod;
 use minik8s_api::quantity::Quantity;
-use minik8s_api::registry::{self, Subresource};
+use minik8s_api::registry::Subresource;
 use minik8s_api::selector::Selector;
 use minik8s_client::controller::{Action, Controller, Reconciler};
 use minik8s_client::rest::content;
@@ -289,8 +289,12 @@ impl Reconciler for HpaController {
             }
         };
         // The target's scale; on failure, what to say and when to look again.
-        let info =
-            registry::by_kind(&api_version, &target.kind).filter(|i| i.has(Subresource::Scale));
+        // Built-in kinds, else what discovery says (custom resources).
+        let info = self
+            .client
+            .resource_for_kind(&api_version, &target.kind)
+            .await?
+            .filter(|i| i.has(Subresource::Scale));
         let scale = match info.map(|info| self.client.dynamic(info, Some(&ns))) {
             Some(api) => match api.get_sub(&target.name, "scale").await {
                 Ok(scale) => Ok((scale, api)),
