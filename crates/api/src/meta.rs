@@ -48,15 +48,17 @@ pub fn metadata_mut(obj: &mut Value) -> &mut Map<String, Value> {
 }
 
 pub fn finalizers(obj: &Value) -> Vec<String> {
-    obj.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+    strings(obj.pointer("/metadata/finalizers").unwrap_or(&Value::Null))
+}
+
+/// The strings of a JSON list (anything else: none).
+pub fn strings(list: &Value) -> Vec<String> {
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect()
 }
 
 pub fn is_deleting(obj: &Value) -> bool {

@@ -43,15 +43,6 @@ fn crd_info() -> &'static ResourceInfo {
     registry::of::<CustomResourceDefinition>()
 }
 
-fn strs(v: &Value) -> Vec<String> {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(str::to_string)
-        .collect()
-}
-
 /// The registry entries a CRD asks for: one per served version.
 pub fn specs_of(crd: &Value) -> Vec<ResourceSpec> {
     let spec = &crd["spec"];
@@ -90,10 +81,10 @@ pub fn specs_of(crd: &Value) -> Vec<ResourceSpec> {
                 kind: text(&names["kind"]),
                 plural: text(&names["plural"]),
                 singular: text(&names["singular"]),
-                short_names: strs(&names["shortNames"]),
+                short_names: meta::strings(&names["shortNames"]),
                 namespaced: spec["scope"] == "Namespaced",
                 subresources,
-                categories: strs(&names["categories"]),
+                categories: meta::strings(&names["categories"]),
                 columns,
             }
         })
@@ -399,7 +390,7 @@ fn desired_status(crd: &Value, conflict: Option<&str>) -> Value {
         .flatten()
         .find(|v| v["storage"] == json!(true))
         .and_then(|v| v["name"].as_str());
-    let mut stored = strs(&o["status"]["storedVersions"]);
+    let mut stored = meta::strings(&o["status"]["storedVersions"]);
     if let Some(s) = storage {
         if conflict.is_none() && !stored.iter().any(|v| v == s) {
             stored.push(s.to_string());

@@ -3,6 +3,7 @@
 //! scales a custom resource's `/scale` this way.
 
 use crate::rest::{Client, ClientError};
+use minik8s_api::meta::strings;
 use minik8s_api::registry::{self, ResourceInfo, ResourceSpec, Subresource};
 use serde_json::Value;
 
@@ -41,14 +42,6 @@ fn spec_from_discovery(
         .iter()
         .find(|r| r["kind"] == kind && r["name"].as_str().is_some_and(|n| !n.contains('/')))?;
     let plural = main["name"].as_str()?.to_string();
-    let strs = |v: &Value| -> Vec<String> {
-        v.as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(str::to_string)
-            .collect()
-    };
     let subresources = [Subresource::Status, Subresource::Scale]
         .into_iter()
         .filter(|s| {
@@ -65,10 +58,10 @@ fn spec_from_discovery(
             .as_str()
             .unwrap_or_default()
             .to_string(),
-        short_names: strs(&main["shortNames"]),
+        short_names: strings(&main["shortNames"]),
         namespaced: main["namespaced"].as_bool().unwrap_or(true),
         subresources,
-        categories: strs(&main["categories"]),
+        categories: strings(&main["categories"]),
         columns: Vec::new(),
         plural,
     })

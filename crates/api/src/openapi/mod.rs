@@ -286,14 +286,7 @@ pub fn definitions(kinds: &[(&str, &str, &str, String)], flavor: Flavor) -> Map<
         if let Some(def) = out.get_mut(&definition_name(message)) {
             // Every kind's object says what it is (TypeMeta, which no message holds).
             if let Some(props) = def.get_mut("properties").and_then(Value::as_object_mut) {
-                props.insert(
-                    "apiVersion".into(),
-                    json!({"type": "string", "description": API_VERSION_DOC}),
-                );
-                props.insert(
-                    "kind".into(),
-                    json!({"type": "string", "description": KIND_DOC}),
-                );
+                add_type_meta(props);
                 props.sort_keys();
             }
             let gvk = json!({"group": group, "version": version, "kind": kind});
@@ -304,6 +297,18 @@ pub fn definitions(kinds: &[(&str, &str, &str, String)], flavor: Flavor) -> Map<
         }
     }
     out
+}
+
+/// `apiVersion` and `kind`, which every kind's object has and no message holds.
+fn add_type_meta(props: &mut Map<String, Value>) {
+    props.insert(
+        "apiVersion".into(),
+        json!({"type": "string", "description": API_VERSION_DOC}),
+    );
+    props.insert(
+        "kind".into(),
+        json!({"type": "string", "description": KIND_DOC}),
+    );
 }
 
 /// The message that is every object's `metadata`.
@@ -330,14 +335,7 @@ pub fn custom_definitions(
             def["properties"] = json!({});
         }
         let props = def["properties"].as_object_mut().expect("set above");
-        props.insert(
-            "apiVersion".into(),
-            json!({"type": "string", "description": API_VERSION_DOC}),
-        );
-        props.insert(
-            "kind".into(),
-            json!({"type": "string", "description": KIND_DOC}),
-        );
+        add_type_meta(props);
         props.insert(
             "metadata".into(),
             flavor.reference(&definition_name(OBJECT_META), Some("Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata")),
