@@ -24,12 +24,57 @@ pub struct AlternateVersion {
     /// The version the registry entry (and storage) uses.
     pub storage_version: &'static str,
     /// A body in this version → the stored version.
-    pub to_storage: fn(&Value) -> Value,
+    pub to_storage_fn: fn(&AlternateVersion, &Value) -> Value,
     /// A stored object → this version.
-    pub from_storage: fn(&Value) -> Value,
+    pub from_storage_fn: fn(&AlternateVersion, &Value) -> Value,
 }
 
+/// Versions of custom resources made at run time, kept for reuse.
+static CUSTOM: std::sync::Mutex<Vec<&'static AlternateVersion>> = std::sync::Mutex::new(Vec::new());
+
 impl AlternateVersion {
+    /// A body in this version as the stored version.
+    pub fn to_storage(&self, v: &Value) -> Value {
+        (self.to_storage_fn)(self, v)
+    }
+
+    /// A stored object in this version.
+    pub fn from_storage(&self, v: &Value) -> Value {
+        (self.from_storage_fn)(self, v)
+    }
+
+    /// Another served version of a custom resource whose CRD converts with
+    /// strategy None: objects differ only in `apiVersion` (made once per
+    /// distinct version for the whole process).
+    pub fn api_version_only(
+        group: &str,
+        version: &str,
+        plural: &str,
+        kind: &str,
+        storage_version: &str,
+    ) -> &'static AlternateVersion {
+        let mut known = CUSTOM.lock().unwrap_or_else(|p| p.into_inner());
+        let same = |a: &&&AlternateVersion| {
+            (a.group, a.version, a.plural, a.kind, a.storage_version)
+                == (group, version, plural, kind, storage_version)
+        };
+        if let Some(a) = known.iter().find(same) {
+            return a;
+        }
+        let leak = |s: &str| &*Box::leak(s.to_string().into_boxed_str());
+        let alt: &'static AlternateVersion = Box::leak(Box::new(AlternateVersion {
+            group: leak(group),
+            version: leak(version),
+            plural: leak(plural),
+            kind: leak(kind),
+            storage_version: leak(storage_version),
+            to_storage_fn: |a, v| with_api_version(v, format!("{}/{}", a.group, a.storage_version)),
+            from_storage_fn: |a, v| with_api_version(v, a.api_version()),
+        }));
+        known.push(alt);
+        alt
+    }
+
     pub fn api_version(&self) -> String {
         format!("{}/{}", self.group, self.version)
     }
@@ -38,21 +83,21 @@ impl AlternateVersion {
     pub fn answer(&self, v: &Value) -> Value {
         let kind = v["kind"].as_str().unwrap_or_default();
         if kind == self.kind {
-            return (self.from_storage)(v);
+            return self.from_storage(v);
         }
         if kind == format!("{}List", self.kind) {
             let mut list = v.clone();
             list["apiVersion"] = json!(self.api_version());
             if let Some(items) = list["items"].as_array_mut() {
                 for item in items.iter_mut() {
-                    *item = (self.from_storage)(item);
+                    *item = self.from_storage(item);
                 }
             }
             return list;
         }
         if v.get("type").is_some() && v["object"]["kind"] == self.kind {
             let mut event = v.clone();
-            event["object"] = (self.from_storage)(&v["object"]);
+            event["object"] = self.from_storage(&v["object"]);
             return event;
         }
         v.clone()
@@ -65,9 +110,18 @@ pub static ALTERNATE_VERSIONS: &[AlternateVersion] = &[AlternateVersion {
     plural: "horizontalpodautoscalers",
     kind: "HorizontalPodAutoscaler",
     storage_version: "v2",
-    to_storage: hpa_v1_to_v2,
-    from_storage: hpa_v2_to_v1,
+    to_storage_fn: |_, v| hpa_v1_to_v2(v),
+    from_storage_fn: |_, v| hpa_v2_to_v1(v),
 }];
+
+/// `v` with its `apiVersion` set (an object) or left alone (anything else).
+fn with_api_version(v: &Value, api_version: String) -> Value {
+    let mut out = v.clone();
+    if let Some(m) = out.as_object_mut() {
+        m.insert("apiVersion".into(), Value::String(api_version));
+    }
+    out
+}
 
 /// The alternate version served at `group/version/plural`, if any.
 pub fn alternate(group: &str, version: &str, plural: &str) -> Option<&'static AlternateVersion> {

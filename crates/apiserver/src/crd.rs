@@ -43,12 +43,39 @@ fn crd_info() -> &'static ResourceInfo {
     registry::of::<CustomResourceDefinition>()
 }
 
+/// Kubernetes' version priority: GA, then beta, then alpha (higher numbers
+/// first), then anything else alphabetically; the first served is preferred.
+fn version_order(v: &str) -> (u8, std::cmp::Reverse<u64>, std::cmp::Reverse<u64>, String) {
+    let parsed = v.strip_prefix('v').and_then(|rest| {
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let major: u64 = digits.parse().ok()?;
+        let tail = &rest[digits.len()..];
+        let (rank, minor) = match tail {
+            "" => (0, "0"),
+            t if t.starts_with("beta") => (1, &t[4..]),
+            t if t.starts_with("alpha") => (2, &t[5..]),
+            _ => return None,
+        };
+        Some((rank, major, minor.parse::<u64>().ok()?))
+    });
+    match parsed {
+        Some((rank, major, minor)) => (
+            rank,
+            std::cmp::Reverse(major),
+            std::cmp::Reverse(minor),
+            String::new(),
+        ),
+        None => (3, std::cmp::Reverse(0), std::cmp::Reverse(0), v.to_string()),
+    }
+}
+
 /// The registry entries a CRD asks for: one per served version.
 pub fn specs_of(crd: &Value) -> Vec<ResourceSpec> {
     let spec = &crd["spec"];
     let names = &spec["names"];
     let text = |v: &Value| v.as_str().unwrap_or("").to_string();
-    let versions = spec["versions"].as_array().cloned().unwrap_or_default();
+    let mut versions = spec["versions"].as_array().cloned().unwrap_or_default();
+    versions.sort_by_key(|v| version_order(v["name"].as_str().unwrap_or_default()));
     versions
         .iter()
         .filter(|v| v["served"] == json!(true))
@@ -248,7 +275,7 @@ impl ApiServer {
                 continue;
             };
             let version = versions.iter().find(|v| v["name"] == spec.version.as_str());
-            match version.map(CustomResource::from_version) {
+            match version.map(|v| CustomResource::from_version(crd, v)) {
                 Some(Ok(s)) => strategy::set_runtime(info, Arc::new(s)),
                 Some(Err(e)) => return Err(format!("version {}: {e}", spec.version)),
                 None => {}
@@ -445,6 +472,18 @@ mod tests {
         assert!(specs
             .iter()
             .all(|s| s.namespaced && s.short_names == ["ct"]));
+    }
+
+    #[test]
+    fn versions_are_served_in_kubernetes_priority() {
+        let mut names = vec![
+            "v1alpha1", "foo", "v2beta1", "v1", "v1beta2", "v2", "v1beta1", "bar",
+        ];
+        names.sort_by_key(|v| version_order(v));
+        assert_eq!(
+            names,
+            ["v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "bar", "foo"]
+        );
     }
 
     #[test]

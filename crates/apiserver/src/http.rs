@@ -56,7 +56,14 @@ fn lookup(
     plural: &str,
 ) -> Option<(&'static ResourceInfo, Option<&'static AlternateVersion>)> {
     if let Some(info) = reg.by_plural(group, version, plural) {
-        return Some((info, None));
+        // A custom resource's other served version works on the stored one.
+        return match strategy::of(info).stored_in() {
+            Some(alt) => Some((
+                reg.by_plural(group, alt.storage_version, plural)?,
+                Some(alt),
+            )),
+            None => Some((info, None)),
+        };
     }
     let alt = minik8s_api::versions::alternate(group, version, plural)?;
     Some((
@@ -438,9 +445,9 @@ impl Request {
                             // The patch is written against the version in the URL.
                             Some(alt) => {
                                 let patched =
-                                    apply_patch(&(alt.from_storage)(old), &patch, kind, strategic)
+                                    apply_patch(&alt.from_storage(old), &patch, kind, strategic)
                                         .map_err(ApiError::bad_request)?;
-                                Ok((alt.to_storage)(&patched))
+                                Ok(alt.to_storage(&patched))
                             }
                             None => apply_patch(old, &patch, kind, strategic)
                                 .map_err(ApiError::bad_request),
@@ -579,7 +586,7 @@ impl Request {
                         .get("apiVersion")
                         .is_none_or(|v| *v == alt.api_version()) =>
             {
-                (alt.to_storage)(&obj)
+                alt.to_storage(&obj)
             }
             _ => obj,
         })
@@ -640,7 +647,7 @@ impl Request {
         let (manager, force) = crate::apply::apply_params(&self.params)?;
         // A configuration in the URL's version is applied in the stored one.
         let applied = match self.served {
-            Some(alt) if patch.is_object() => (alt.to_storage)(&patch),
+            Some(alt) if patch.is_object() => alt.to_storage(&patch),
             _ => patch,
         };
         let req = ApplyRequest {

@@ -518,4 +518,73 @@ async fn names_scope_and_restart(backend: Backend) {
     assert_eq!((code, thing["anything"]["goes"].as_i64()), (200, Some(1)));
 }
 
-both_backends!(crontabs, names_scope_and_restart);
+/// Several served versions with conversion None: one storage version, and
+/// each client sees the version it asked for.
+async fn served_versions(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let http = Http::new(&s.url);
+    let version = |name: &str, storage: bool| {
+        json!({"name": name, "served": true, "storage": storage,
+            "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}})
+    };
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gizmos.example.minik8s.io"},
+        "spec": {"group": "example.minik8s.io", "scope": "Namespaced", "names": {"plural": "gizmos", "kind": "Gizmo"},
+            "versions": [version("v1beta1", false), version("v1", true)]}});
+    let created = http
+        .post(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            "application/json",
+            &crd.to_string(),
+        )
+        .await;
+    assert_eq!(created.0, 201, "{:?}", created.1);
+    let beta = "/apis/example.minik8s.io/v1beta1/namespaces/default/gizmos";
+    let made = minik8s_testkit::eventually(10, "v1beta1 served", || async {
+        let r = http.post(beta, "application/json", r#"{"apiVersion":"example.minik8s.io/v1beta1","kind":"Gizmo","metadata":{"name":"g"},"spec":{"size":1}}"#).await;
+        (r.0 == 201).then_some(r.1)
+    })
+    .await;
+    assert_eq!(made["apiVersion"], "example.minik8s.io/v1beta1");
+    let stored = s
+        .server
+        .store
+        .get("/registry/example.minik8s.io/gizmos/default/g")
+        .await
+        .unwrap()
+        .unwrap();
+    let stored: Value = serde_json::from_slice(&stored.value).unwrap();
+    assert_eq!(
+        stored["apiVersion"], "example.minik8s.io/v1",
+        "stored in the storage version"
+    );
+    let (_, v1) = http
+        .get("/apis/example.minik8s.io/v1/namespaces/default/gizmos/g")
+        .await;
+    assert_eq!(v1["apiVersion"], "example.minik8s.io/v1");
+    let (_, list) = http.get(beta).await;
+    assert_eq!(list["items"][0]["apiVersion"], "example.minik8s.io/v1beta1");
+    let (code, patched) = http
+        .call(
+            reqwest::Method::PATCH,
+            &format!("{beta}/g"),
+            "application/merge-patch+json",
+            r#"{"spec":{"size":2}}"#,
+        )
+        .await;
+    assert_eq!(
+        (
+            code,
+            patched["apiVersion"].as_str(),
+            patched["spec"]["size"].as_i64()
+        ),
+        (200, Some("example.minik8s.io/v1beta1"), Some(2))
+    );
+    let discovery = http.get("/apis/example.minik8s.io").await.1;
+    assert_eq!(
+        discovery["preferredVersion"]["version"], "v1",
+        "{discovery}"
+    );
+}
+
+both_backends!(crontabs, names_scope_and_restart, served_versions);

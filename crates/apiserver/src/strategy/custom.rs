@@ -13,6 +13,7 @@ use crate::table::Row;
 use minik8s_api::meta::human_age;
 use minik8s_api::schema::{self, cel::RuleTree, jsonpath::JsonPath, Schema};
 use minik8s_api::validation::Errors;
+use minik8s_api::versions::AlternateVersion;
 use serde_json::{json, Value};
 
 /// One printer column: where its value is and how it is shown.
@@ -38,11 +39,31 @@ pub struct CustomResource {
     columns: Option<Vec<PrinterColumn>>,
     scale: Option<ScalePaths>,
     selectable: Vec<&'static str>,
+    /// Set for a version other than the CRD's storage version.
+    stored_in: Option<&'static AlternateVersion>,
 }
 
 impl CustomResource {
     /// The strategy of `version` (one entry of the CRD's `spec.versions`).
-    pub fn from_version(version: &Value) -> Result<CustomResource, String> {
+    pub fn from_version(crd: &Value, version: &Value) -> Result<CustomResource, String> {
+        let spec = &crd["spec"];
+        let storage = spec["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|v| v["storage"] == json!(true))
+            .and_then(|v| v["name"].as_str())
+            .unwrap_or_default();
+        let name = version["name"].as_str().unwrap_or_default();
+        let stored_in = (name != storage && !storage.is_empty()).then(|| {
+            AlternateVersion::api_version_only(
+                spec["group"].as_str().unwrap_or_default(),
+                name,
+                spec["names"]["plural"].as_str().unwrap_or_default(),
+                spec["names"]["kind"].as_str().unwrap_or_default(),
+                storage,
+            )
+        });
         let schema: Schema = serde_json::from_value(
             version
                 .pointer("/schema/openAPIV3Schema")
@@ -93,6 +114,7 @@ impl CustomResource {
             columns,
             scale,
             selectable,
+            stored_in,
         })
     }
 }
@@ -199,6 +221,10 @@ impl Strategy for CustomResource {
         Ok(())
     }
 
+    fn stored_in(&self) -> Option<&'static AlternateVersion> {
+        self.stored_in
+    }
+
     fn openapi_schema(&self) -> Option<Value> {
         serde_json::to_value(&self.schema).ok()
     }
@@ -235,7 +261,9 @@ mod tests {
 
     #[test]
     fn printer_columns_scale_and_generation_follow_the_crd() {
-        let cr = CustomResource::from_version(&crontab_version()).unwrap();
+        let crd = json!({"spec": {"group": "stable.example.com", "names": {"plural": "crontabs", "kind": "CronTab"}, "versions": [crontab_version()]}});
+        let cr = CustomResource::from_version(&crd, &crontab_version()).unwrap();
+        assert!(cr.stored_in().is_none(), "the storage version");
         let mut obj = json!({"apiVersion": "stable.example.com/v1", "kind": "CronTab", "metadata": {"name": "a"},
             "spec": {"cronSpec": "* * * * */5", "junk": true}, "status": {"replicas": 2, "selector": "app=a"}});
         cr.default(&mut obj);

@@ -197,6 +197,12 @@ pub trait Strategy: Send + Sync {
         }
     }
 
+    /// For a version served besides the stored one (a CRD's other
+    /// versions): how its objects convert; requests go to the stored version.
+    fn stored_in(&self) -> Option<&'static minik8s_api::versions::AlternateVersion> {
+        None
+    }
+
     /// The OpenAPI schema of a kind without a built-in message (a custom
     /// resource's CRD schema), for `kubectl explain`.
     fn openapi_schema(&self) -> Option<Value> {
