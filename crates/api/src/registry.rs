@@ -320,6 +320,10 @@ const ROLE_BINDING_COLUMNS: &[Column] = &[
     col("Groups", 1),
     col("ServiceAccounts", 1),
 ];
+const WEBHOOK_COLUMNS: &[Column] = &[col("Webhooks", 0), col("Age", 0)];
+const POLICY_COLUMNS: &[Column] = &[col("Validations", 0), col("ParamKind", 0), col("Age", 0)];
+const POLICY_BINDING_COLUMNS: &[Column] =
+    &[col("PolicyName", 0), col("ParamRef", 0), col("Age", 0)];
 /// The upstream CRD's additionalPrinterColumns.
 const LWS_COLUMNS: &[Column] = &[
     col("Ready", 0),
@@ -674,6 +678,54 @@ pub static REGISTRY: &[ResourceInfo] = &[
         subresources: &[Status],
         categories: &["api-extensions"],
         columns: ROLE_COLUMNS,
+    },
+    ResourceInfo {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        kind: "MutatingWebhookConfiguration",
+        plural: "mutatingwebhookconfigurations",
+        singular: "mutatingwebhookconfiguration",
+        short_names: &[],
+        namespaced: false,
+        subresources: &[],
+        categories: &["api-extensions"],
+        columns: WEBHOOK_COLUMNS,
+    },
+    ResourceInfo {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        kind: "ValidatingWebhookConfiguration",
+        plural: "validatingwebhookconfigurations",
+        singular: "validatingwebhookconfiguration",
+        short_names: &[],
+        namespaced: false,
+        subresources: &[],
+        categories: &["api-extensions"],
+        columns: WEBHOOK_COLUMNS,
+    },
+    ResourceInfo {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        kind: "ValidatingAdmissionPolicy",
+        plural: "validatingadmissionpolicies",
+        singular: "validatingadmissionpolicy",
+        short_names: &[],
+        namespaced: false,
+        subresources: &[Status],
+        categories: &["api-extensions"],
+        columns: POLICY_COLUMNS,
+    },
+    ResourceInfo {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        kind: "ValidatingAdmissionPolicyBinding",
+        plural: "validatingadmissionpolicybindings",
+        singular: "validatingadmissionpolicybinding",
+        short_names: &[],
+        namespaced: false,
+        subresources: &[],
+        categories: &["api-extensions"],
+        columns: POLICY_BINDING_COLUMNS,
     },
 ];
 

@@ -611,6 +611,7 @@ impl Request {
             subresource,
             admission: self.srv.escalation_check(info, &self.user),
             warnings: self.warnings.clone(),
+            user: Some(self.user.clone()),
         })
     }
 
@@ -752,6 +753,7 @@ impl Request {
                 .pointer("/preconditions/resourceVersion")
                 .and_then(Value::as_str)
                 .map(str::to_string),
+            user: Some(self.user.clone()),
         })
     }
 }

@@ -9,6 +9,7 @@
 //! [`run`] serves the Kubernetes REST API on `--listen` with either etcd
 //! (`--etcd-servers`) or the embedded store in `--data-dir`.
 
+pub mod admission;
 pub mod answer;
 pub mod apiserver_endpoints;
 pub mod apply;
@@ -173,6 +174,9 @@ pub struct ApiServer {
     pub secure_addr: std::sync::OnceLock<std::net::SocketAddr>,
     /// What each CustomResourceDefinition is served as (`crd.rs`).
     custom: crd::Served,
+    /// Webhook configurations and admission policies (`admission/`).
+    admission: admission::Configs,
+    webhook_clients: admission::WebhookClients,
 }
 
 /// Namespace name → (terminating, labels), kept from the namespaces watch
@@ -347,6 +351,8 @@ impl ApiServer {
             sa_signer: Default::default(),
             kubelet_tls: Default::default(),
             custom: Default::default(),
+            admission: Default::default(),
+            webhook_clients: Default::default(),
         });
         let namespaces = srv
             .watch_cache(registry::of::<Namespace>())
@@ -359,6 +365,7 @@ impl ApiServer {
         auth::cache::PolicyCache::start(&srv).await?;
         auth::node::NodeGraph::start(&srv).await?;
         srv.start_crd_controller(rev);
+        srv.follow_admission_configs(rev);
         Ok(srv)
     }
 

@@ -10,6 +10,7 @@
 //! precondition (a conflict re-reads and re-applies unless the client named a
 //! resourceVersion).
 
+use crate::admission::{Attributes, Operation};
 use crate::decode::{normalize, FieldValidation};
 use crate::params::Params;
 use crate::store::StoreError;
@@ -50,6 +51,8 @@ pub struct DeleteOptions {
     pub grace_period: Option<i64>,
     pub uid: Option<String>,
     pub resource_version: Option<String>,
+    /// Who asks (None for the server's own deletions): admission sees it.
+    pub user: Option<crate::auth::UserInfo>,
 }
 
 /// How a create or update is carried out.
@@ -72,6 +75,9 @@ pub struct WriteOpts {
     pub admission: Option<crate::auth::Admission>,
     /// Where admission leaves warnings for the answer's `Warning` headers.
     pub warnings: Warnings,
+    /// Who writes (None for the server's own writes, which dynamic admission
+    /// does not see).
+    pub user: Option<crate::auth::UserInfo>,
 }
 
 /// Warnings for the client (`Warning: 299 - "..."`), collected during a write.
@@ -88,6 +94,29 @@ impl Warnings {
 }
 
 impl WriteOpts {
+    /// The admission attributes of this write, when a user makes it.
+    fn attributes<'a>(
+        &'a self,
+        info: &'static ResourceInfo,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        operation: Operation,
+        object: Option<&'a Value>,
+        old: Option<&'a Value>,
+    ) -> Option<Attributes<'a>> {
+        Some(Attributes {
+            info,
+            subresource: self.subresource,
+            namespace,
+            name,
+            operation,
+            object,
+            old,
+            user: self.user.as_ref()?,
+            dry_run: self.dry_run,
+        })
+    }
+
     /// Records the write in `obj`'s `managedFields` (`old` None for a create).
     fn track(&self, old: Option<&Value>, obj: &mut Value) {
         if let Some(manager) = &self.manager {
@@ -291,6 +320,11 @@ impl ApiServer {
         strategy
             .prepare_for_create(self, &mut obj)
             .map_err(|e| ApiError::invalid(info, &name, &[e]))?;
+        let attrs = |object| opts.attributes(info, ns, &name, Operation::Create, object, None);
+        if let Some(a) = attrs(None) {
+            obj = self.admit_mutating(&a, obj).await?;
+            strategy.default(&mut obj);
+        }
         let mut errs = validation::validate_metadata(&obj, strategy.name_rule(), info.namespaced);
         errs.extend(strategy.validate(&obj, None));
         if !errs.is_empty() {
@@ -298,6 +332,9 @@ impl ApiServer {
         }
         if let Some(admit) = &opts.admission {
             (admit.0)(&obj, None)?;
+        }
+        if let Some(a) = attrs(Some(&obj)) {
+            self.admit_validating(&a, &opts.warnings).await?;
         }
         self.pod_security(info, ns, &obj, None, &opts.warnings)
             .await?;
@@ -464,6 +501,12 @@ impl ApiServer {
             }
             let strategy = strategy::of(info);
             strategy.default(&mut merged);
+            let attrs =
+                |object| opts.attributes(info, ns, name, Operation::Update, object, Some(&old));
+            if let Some(a) = attrs(None) {
+                merged = self.admit_mutating(&a, merged).await?;
+                strategy.default(&mut merged);
+            }
             let relevant = |o: &Value| {
                 strategy
                     .generation_relevant(o)
@@ -498,6 +541,9 @@ impl ApiServer {
             }
             if let Some(admit) = &opts.admission {
                 (admit.0)(&merged, Some(&old))?;
+            }
+            if let Some(a) = attrs(Some(&merged)) {
+                self.admit_validating(&a, &opts.warnings).await?;
             }
             self.pod_security(info, ns, &merged, Some(&old), &opts.warnings)
                 .await?;
@@ -573,6 +619,20 @@ impl ApiServer {
         }
         for _ in 0..RETRIES {
             let (obj, rev) = self.read(info, ns, name).await?;
+            if let Some(user) = &opts.user {
+                let a = Attributes {
+                    info,
+                    subresource: "",
+                    namespace: ns,
+                    name,
+                    operation: Operation::Delete,
+                    object: None,
+                    old: Some(&obj),
+                    user,
+                    dry_run: opts.dry_run,
+                };
+                self.admit_validating(&a, &Warnings::default()).await?;
+            }
             if opts.uid.as_deref().is_some_and(|u| u != meta::uid(&obj)) {
                 return Err(ApiError::conflict(
                     info,

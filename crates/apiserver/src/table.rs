@@ -641,6 +641,34 @@ pub mod rows {
         ]
     }
 
+    /// Mutating- and ValidatingWebhookConfiguration.
+    pub fn webhook_configuration(o: &Value) -> Vec<Value> {
+        vec![json!(arr(o, "/webhooks").len()), json!(age(o))]
+    }
+
+    /// ValidatingAdmissionPolicy: its validations and its param kind.
+    pub fn admission_policy(o: &Value) -> Vec<Value> {
+        let param = o
+            .pointer("/spec/paramKind")
+            .map(|p| format!("{}/{}", s(p.get("apiVersion")), s(p.get("kind"))));
+        let validations = arr(o, "/spec/validations").len();
+        vec![
+            json!(validations),
+            json!(param.unwrap_or_else(|| "<unset>".into())),
+            json!(age(o)),
+        ]
+    }
+
+    /// ValidatingAdmissionPolicyBinding: its policy and param.
+    pub fn admission_policy_binding(o: &Value) -> Vec<Value> {
+        let param = o.pointer("/spec/paramRef/name").and_then(Value::as_str);
+        vec![
+            json!(s(o.pointer("/spec/policyName"))),
+            json!(param.map_or("<unset>".to_string(), |p| format!("*/{p}"))),
+            json!(age(o)),
+        ]
+    }
+
     /// Any kind without columns of its own: AGE.
     pub fn age_only(o: &Value) -> Vec<Value> {
         vec![json!(age(o))]

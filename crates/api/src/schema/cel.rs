@@ -296,6 +296,60 @@ impl RuleTree {
     }
 }
 
+/// Runs a compiled expression with `vars` bound (admission policies and
+/// match conditions: `object`, `oldObject`, `request`...).
+pub fn eval(program: &Program, vars: &[(&str, &Value)]) -> Result<Cel, String> {
+    let mut ctx = Context::with_env(ENV.clone());
+    for (name, v) in vars {
+        ctx.add_variable_from_value(*name, to_cel(v));
+    }
+    program.execute(&ctx).map_err(|e| e.to_string())
+}
+
+/// [`eval`] of an expression that must give a bool.
+pub fn eval_bool(program: &Program, vars: &[(&str, &Value)]) -> Result<bool, String> {
+    match eval(program, vars)? {
+        Cel::Bool(b) => Ok(b),
+        other => Err(format!("expected a bool, got {other:?}")),
+    }
+}
+
+/// [`eval`] of an expression that must give a string (messageExpression).
+pub fn eval_string(program: &Program, vars: &[(&str, &Value)]) -> Result<String, String> {
+    match eval(program, vars)? {
+        Cel::String(s) => Ok(s.to_string()),
+        other => Err(format!("expected a string, got {other:?}")),
+    }
+}
+
+/// A CEL value back as JSON (a policy's variables, bound for later expressions).
+pub fn to_json(v: &Cel) -> Value {
+    match v {
+        Cel::Null => Value::Null,
+        Cel::Bool(b) => Value::Bool(*b),
+        Cel::Int(i) => Value::from(*i),
+        Cel::UInt(u) => Value::from(*u),
+        Cel::Float(f) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
+        Cel::String(s) => Value::String(s.to_string()),
+        Cel::List(l) => Value::Array(l.iter().map(to_json).collect()),
+        Cel::Map(m) => Value::Object(
+            m.map
+                .iter()
+                .map(|(k, v)| {
+                    let key = match k {
+                        Key::String(s) => s.to_string(),
+                        Key::Int(i) => i.to_string(),
+                        Key::Uint(u) => u.to_string(),
+                        Key::Bool(b) => b.to_string(),
+                    };
+                    (key, to_json(v))
+                })
+                .collect(),
+        ),
+        other => Value::String(format!("{other:?}")),
+    }
+}
+
 fn rule_message(rule: &Rule, ctx: &Context) -> String {
     if let Some(expr) = &rule.message_expression {
         if let Ok(Cel::String(s)) = expr.execute(ctx) {

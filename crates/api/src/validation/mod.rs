@@ -158,6 +158,7 @@ fn render(v: &Value) -> String {
 
 pub type Errors = Vec<FieldError>;
 
+mod admission;
 mod apps;
 mod autoscaling;
 mod batch;
@@ -170,6 +171,10 @@ mod rbac;
 mod service;
 
 pub use crate::names::*;
+pub use admission::{
+    default_policy, default_webhooks, validate_binding, validate_policy,
+    validate_webhook_configuration,
+};
 pub use apps::int_or_percent_error;
 use apps::{validate_deployment_spec, validate_replicated};
 use autoscaling::validate_hpa;

@@ -14,6 +14,7 @@
 //! `service.rs`, `namespace.rs`, `node.rs`, `lws.rs`). Kinds registered at run
 //! time get [`Schemaless`]: stored as sent, NAME and AGE columns.
 
+mod admission;
 mod certificates;
 pub mod crd;
 pub mod custom;
@@ -33,9 +34,9 @@ use crate::ipalloc::Allocators;
 use crate::table::{rows, Row};
 use crate::ApiServer;
 use k8s_openapi::api::{
-    apps::v1 as apps, autoscaling::v2 as autoscaling, batch::v1 as batch,
-    coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery,
-    policy::v1 as policy, rbac::v1 as rbac_v1,
+    admissionregistration::v1 as admissionregistration, apps::v1 as apps,
+    autoscaling::v2 as autoscaling, batch::v1 as batch, coordination::v1 as coordination,
+    core::v1 as core, discovery::v1 as discovery, policy::v1 as policy, rbac::v1 as rbac_v1,
 };
 use minik8s_api::registry::{self, ResourceInfo};
 use minik8s_api::selector::Selector;
@@ -365,6 +366,10 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         rbac_v1::ClusterRoleBinding => role_binding with rbac::Lifecycle;
         k8s_openapi::api::certificates::v1::CertificateSigningRequest => certificate_signing_request with certificates::Lifecycle;
         k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition => role with crd::Lifecycle;
+        admissionregistration::MutatingWebhookConfiguration => webhook_configuration with admission::Mutating;
+        admissionregistration::ValidatingWebhookConfiguration => webhook_configuration with admission::Validating;
+        admissionregistration::ValidatingAdmissionPolicy => admission_policy with admission::Policy;
+        admissionregistration::ValidatingAdmissionPolicyBinding => admission_policy_binding with admission::Binding;
     }
 });
 
