@@ -320,6 +320,7 @@ const ROLE_BINDING_COLUMNS: &[Column] = &[
     col("Groups", 1),
     col("ServiceAccounts", 1),
 ];
+const APISERVICE_COLUMNS: &[Column] = &[col("Service", 0), col("Available", 0), col("Age", 0)];
 const WEBHOOK_COLUMNS: &[Column] = &[col("Webhooks", 0), col("Age", 0)];
 const POLICY_COLUMNS: &[Column] = &[col("Validations", 0), col("ParamKind", 0), col("Age", 0)];
 const POLICY_BINDING_COLUMNS: &[Column] =
@@ -726,6 +727,18 @@ pub static REGISTRY: &[ResourceInfo] = &[
         subresources: &[],
         categories: &["api-extensions"],
         columns: POLICY_BINDING_COLUMNS,
+    },
+    ResourceInfo {
+        group: "apiregistration.k8s.io",
+        version: "v1",
+        kind: "APIService",
+        plural: "apiservices",
+        singular: "apiservice",
+        short_names: &[],
+        namespaced: false,
+        subresources: &[Status],
+        categories: &["api-extensions"],
+        columns: APISERVICE_COLUMNS,
     },
 ];
 

@@ -30,9 +30,9 @@ fn group_entry(group: &str, versions: &[&str]) -> Value {
     json!({"name": group, "versions": gvs, "preferredVersion": gvs[0].clone()})
 }
 
-/// Every named group and its versions: the registry's, then the versions
+/// Every named group served here and its versions: the registry's, then the versions
 /// served besides the stored ones (autoscaling/v1), then metrics.k8s.io.
-fn groups(reg: &Registry) -> Vec<(&'static str, Vec<&'static str>)> {
+pub fn served_groups(reg: &Registry) -> Vec<(&'static str, Vec<&'static str>)> {
     let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
     let alternates = minik8s_api::versions::ALTERNATE_VERSIONS
         .iter()
@@ -55,7 +55,7 @@ fn groups(reg: &Registry) -> Vec<(&'static str, Vec<&'static str>)> {
 }
 
 pub fn api_group_list(reg: &Registry) -> Value {
-    let groups: Vec<Value> = groups(reg)
+    let groups: Vec<Value> = served_groups(reg)
         .iter()
         .map(|(g, versions)| group_entry(g, versions))
         .collect();
@@ -63,7 +63,7 @@ pub fn api_group_list(reg: &Registry) -> Value {
 }
 
 pub fn api_group(reg: &Registry, group: &str) -> Option<Value> {
-    groups(reg)
+    served_groups(reg)
         .into_iter()
         .find(|(g, _)| *g == group)
         .map(|(g, versions)| {

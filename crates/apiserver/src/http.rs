@@ -257,6 +257,15 @@ async fn handle_admitted(
             Err(e) => error_response(&e),
         };
     }
+    // A group/version registered by an extension apiserver is proxied to it.
+    let remote =
+        crate::aggregator::group_version(uri.path()).and_then(|(g, v)| srv.remote_apiservice(g, v));
+    if let Some(apiservice) = remote {
+        let pq = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
+        return srv
+            .proxy_to_extension(&apiservice, &user, method, pq, &headers, body)
+            .await;
+    }
     match route(&srv.registry, uri.path()) {
         None => error_response(&ApiError::unknown_path()),
         Some(r) if method != Method::GET && !matches!(r, Route::Resource(_)) => {
@@ -268,9 +277,12 @@ async fn handle_admitted(
         }
         Some(Route::Api) => json_response(StatusCode::OK, &discovery::api_versions()),
         Some(Route::Apis) => {
-            json_response(StatusCode::OK, &discovery::api_group_list(&srv.registry))
+            let list = discovery::api_group_list(&srv.registry);
+            json_response(StatusCode::OK, &srv.with_remote_groups(list))
         }
-        Some(Route::Group(g)) => found(discovery::api_group(&srv.registry, &g)),
+        Some(Route::Group(g)) => {
+            found(discovery::api_group(&srv.registry, &g).or_else(|| srv.remote_group(&g)))
+        }
         Some(Route::ResourceList(g, v)) => found(discovery::resource_list(&srv.registry, &g, &v)),
         Some(Route::OpenApiRoot) => {
             json_response(StatusCode::OK, &discovery::openapi_root(&srv.registry))

@@ -10,6 +10,7 @@
 //! (`--etcd-servers`) or the embedded store in `--data-dir`.
 
 pub mod admission;
+pub mod aggregator;
 pub mod answer;
 pub mod apiserver_endpoints;
 pub mod apply;
@@ -18,6 +19,7 @@ pub mod crd;
 pub mod decode;
 pub mod discovery;
 pub mod event_ttl;
+pub mod followed;
 pub mod health;
 pub mod http;
 pub mod inflight;
@@ -177,6 +179,8 @@ pub struct ApiServer {
     /// Webhook configurations and admission policies (`admission/`).
     admission: admission::Configs,
     webhook_clients: admission::WebhookClients,
+    /// APIServices, for the aggregation layer (`aggregator.rs`).
+    apiservices: followed::Followed,
 }
 
 /// Namespace name → (terminating, labels), kept from the namespaces watch
@@ -353,6 +357,7 @@ impl ApiServer {
             custom: Default::default(),
             admission: Default::default(),
             webhook_clients: Default::default(),
+            apiservices: Default::default(),
         });
         let namespaces = srv
             .watch_cache(registry::of::<Namespace>())
@@ -366,6 +371,15 @@ impl ApiServer {
         auth::node::NodeGraph::start(&srv).await?;
         srv.start_crd_controller(rev);
         srv.follow_admission_configs(rev);
+        followed::follow(
+            &srv,
+            registry::of::<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>(
+            ),
+            rev,
+            |s| &s.apiservices,
+        );
+        srv.ensure_local_apiservices().await?;
+        srv.spawn_apiservice_availability();
         Ok(srv)
     }
 

@@ -16,14 +16,13 @@ mod policy;
 mod webhook;
 
 use crate::auth::UserInfo;
-use crate::watch_cache::WatchCache;
+use crate::followed::Followed;
 use crate::ApiServer;
 use k8s_openapi::api::admissionregistration::v1 as admissionregistration;
 use minik8s_api::registry::{self, ResourceInfo};
 use minik8s_api::ApiError;
 use serde_json::Value;
-use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::Arc;
 
 pub use webhook::WebhookClients;
 
@@ -60,33 +59,6 @@ pub struct Attributes<'a> {
     pub dry_run: bool,
 }
 
-/// Objects of one kind, kept from its watch cache: name → (revision, object).
-#[derive(Default)]
-pub struct Followed(RwLock<BTreeMap<String, (i64, Arc<Value>)>>);
-
-impl Followed {
-    /// Every object now, in name order.
-    pub fn all(&self) -> Vec<Arc<Value>> {
-        let map = self.0.read().unwrap_or_else(|p| p.into_inner());
-        map.values().map(|(_, v)| v.clone()).collect()
-    }
-
-    fn put(&self, name: String, revision: i64, obj: Option<Value>) {
-        let mut map = self.0.write().unwrap_or_else(|p| p.into_inner());
-        if map.get(&name).is_some_and(|(r, _)| *r >= revision) {
-            return;
-        }
-        match obj {
-            Some(o) => {
-                map.insert(name, (revision, Arc::new(o)));
-            }
-            None => {
-                map.remove(&name);
-            }
-        }
-    }
-}
-
 /// Which of the [`Configs`] a followed kind fills.
 type Pick = fn(&Configs) -> &Followed;
 
@@ -121,9 +93,7 @@ impl ApiServer {
             ),
         ];
         for (info, pick) in kinds {
-            if let Some(cache) = self.watch_cache(info) {
-                follow(Arc::downgrade(self), info, cache, after, pick);
-            }
+            crate::followed::follow(self, info, after, move |srv| pick(&srv.admission));
         }
     }
 
@@ -157,47 +127,4 @@ impl ApiServer {
         }
         Ok(())
     }
-}
-
-fn follow(
-    server: Weak<ApiServer>,
-    info: &'static ResourceInfo,
-    cache: Arc<WatchCache>,
-    after: i64,
-    pick: Pick,
-) {
-    let Ok(sub) = cache.subscribe(after) else {
-        return;
-    };
-    tokio::spawn(async move {
-        let mut live = sub.live;
-        let load = |server: &Weak<ApiServer>| {
-            let server = server.clone();
-            async move {
-                let Some(srv) = server.upgrade() else { return };
-                let prefix = info.key_prefix(None);
-                if let Ok((kvs, _)) = srv.store.list(&prefix, None).await {
-                    for kv in kvs {
-                        let obj = serde_json::from_slice::<Value>(&kv.value).ok();
-                        let name = kv.key.trim_start_matches(&prefix).to_string();
-                        pick(&srv.admission).put(name, kv.mod_revision, obj);
-                    }
-                }
-            }
-        };
-        load(&server).await;
-        loop {
-            match live.recv().await {
-                Ok(ev) => {
-                    let Some(srv) = server.upgrade() else { return };
-                    let obj = ev.object();
-                    let name = minik8s_api::meta::name(&obj).to_string();
-                    let obj = (ev.kind == crate::store::EventKind::Put).then_some(obj);
-                    pick(&srv.admission).put(name, ev.revision, obj);
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => load(&server).await,
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-            }
-        }
-    });
 }

@@ -370,6 +370,7 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         admissionregistration::ValidatingWebhookConfiguration => webhook_configuration with admission::Validating;
         admissionregistration::ValidatingAdmissionPolicy => admission_policy with admission::Policy;
         admissionregistration::ValidatingAdmissionPolicyBinding => admission_policy_binding with admission::Binding;
+        k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService => api_service;
     }
 });
 

@@ -1,6 +1,8 @@
 //! Server-side printing: `meta.k8s.io/v1` Table responses with the columns
 //! kubectl users know (the registry lists the columns, this file the cells).
 
+mod extensions;
+
 use minik8s_api::meta::{human_age, human_duration, is_deleting};
 use minik8s_api::registry::ResourceInfo;
 use minik8s_api::selector::Selector;
@@ -128,6 +130,7 @@ fn places_name(info: &ResourceInfo) -> bool {
 /// The cells after NAME of one object, per kind (kubectl's printers): each
 /// kind's strategy names its function.
 pub mod rows {
+    pub use super::extensions::*;
     use super::*;
 
     /// Pod.
@@ -637,34 +640,6 @@ pub mod rows {
             json!(int(o, "/status/readyReplicas")),
             json!(int(o, "/spec/replicas")),
             json!(int(o, "/status/updatedReplicas")),
-            json!(age(o)),
-        ]
-    }
-
-    /// Mutating- and ValidatingWebhookConfiguration.
-    pub fn webhook_configuration(o: &Value) -> Vec<Value> {
-        vec![json!(arr(o, "/webhooks").len()), json!(age(o))]
-    }
-
-    /// ValidatingAdmissionPolicy: its validations and its param kind.
-    pub fn admission_policy(o: &Value) -> Vec<Value> {
-        let param = o
-            .pointer("/spec/paramKind")
-            .map(|p| format!("{}/{}", s(p.get("apiVersion")), s(p.get("kind"))));
-        let validations = arr(o, "/spec/validations").len();
-        vec![
-            json!(validations),
-            json!(param.unwrap_or_else(|| "<unset>".into())),
-            json!(age(o)),
-        ]
-    }
-
-    /// ValidatingAdmissionPolicyBinding: its policy and param.
-    pub fn admission_policy_binding(o: &Value) -> Vec<Value> {
-        let param = o.pointer("/spec/paramRef/name").and_then(Value::as_str);
-        vec![
-            json!(s(o.pointer("/spec/policyName"))),
-            json!(param.map_or("<unset>".to_string(), |p| format!("*/{p}"))),
             json!(age(o)),
         ]
     }
