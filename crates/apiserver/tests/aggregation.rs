@@ -19,8 +19,17 @@ use std::sync::Arc;
 /// An extension apiserver for `demo.example.com/v1`; returns its port and CA bundle.
 async fn extension_server() -> (u16, String) {
     let ca = Ca::generate("extension-ca").unwrap();
-    let cert = ca.issue("demo", &[], &["demo-api.default.svc".into()], Usage::Server, 1).unwrap();
-    let config = minik8s_pki::serve::server_config(&cert.cert_pem, &cert.key_pem, &ca.cert_pem).unwrap();
+    let cert = ca
+        .issue(
+            "demo",
+            &[],
+            &["demo-api.default.svc".into()],
+            Usage::Server,
+            1,
+        )
+        .unwrap();
+    let config =
+        minik8s_pki::serve::server_config(&cert.cert_pem, &cert.key_pem, &ca.cert_pem).unwrap();
     let router = axum::Router::new()
         .route("/apis/demo.example.com/v1", get(|| async {
             Json(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "demo.example.com/v1",
@@ -33,8 +42,16 @@ async fn extension_server() -> (u16, String) {
         }));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    tokio::spawn(minik8s_pki::serve::serve(listener, Arc::new(config), router, std::future::pending()));
-    (port, base64::engine::general_purpose::STANDARD.encode(&ca.cert_pem))
+    tokio::spawn(minik8s_pki::serve::serve(
+        listener,
+        Arc::new(config),
+        router,
+        std::future::pending(),
+    ));
+    (
+        port,
+        base64::engine::general_purpose::STANDARD.encode(&ca.cert_pem),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -45,27 +62,70 @@ async fn apiservices_local_and_aggregated() {
     let apiservices = "/apis/apiregistration.k8s.io/v1/apiservices";
 
     // Every served group/version has its Local APIService, the metrics API included.
-    let (_, metrics) = http.get(&format!("{apiservices}/v1beta1.metrics.k8s.io")).await;
-    assert_eq!(metrics["status"]["conditions"][0]["status"], "True", "{metrics}");
+    let (_, metrics) = http
+        .get(&format!("{apiservices}/v1beta1.metrics.k8s.io"))
+        .await;
+    assert_eq!(
+        metrics["status"]["conditions"][0]["status"], "True",
+        "{metrics}"
+    );
     assert_eq!(metrics["status"]["conditions"][0]["reason"], "Local");
-    let table = k.ok(&["get", "apiservice", "v1beta1.metrics.k8s.io", "v1.apps"]).await;
-    assert!(table.lines().next().unwrap().split_whitespace().eq(["NAME", "SERVICE", "AVAILABLE", "AGE"]), "{table}");
-    assert!(table.contains("v1beta1.metrics.k8s.io   Local     True"), "{table}");
+    let table = k
+        .ok(&["get", "apiservice", "v1beta1.metrics.k8s.io", "v1.apps"])
+        .await;
+    assert!(
+        table.lines().next().unwrap().split_whitespace().eq([
+            "NAME",
+            "SERVICE",
+            "AVAILABLE",
+            "AGE"
+        ]),
+        "{table}"
+    );
+    assert!(
+        table.contains("v1beta1.metrics.k8s.io   Local     True"),
+        "{table}"
+    );
 
     // An extension apiserver behind a Service.
     let (port, ca) = extension_server().await;
     let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "demo-api"},
         "spec": {"ports": [{"port": 443, "targetPort": port}]}});
-    assert_eq!(http.post("/api/v1/namespaces/default/services", "application/json", &svc.to_string()).await.0, 201);
+    assert_eq!(
+        http.post(
+            "/api/v1/namespaces/default/services",
+            "application/json",
+            &svc.to_string()
+        )
+        .await
+        .0,
+        201
+    );
     let ep = json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "demo-api"},
         "subsets": [{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"port": port}]}]});
-    assert_eq!(http.post("/api/v1/namespaces/default/endpoints", "application/json", &ep.to_string()).await.0, 201);
+    assert_eq!(
+        http.post(
+            "/api/v1/namespaces/default/endpoints",
+            "application/json",
+            &ep.to_string()
+        )
+        .await
+        .0,
+        201
+    );
     let apiservice = json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": "v1.demo.example.com"},
         "spec": {"group": "demo.example.com", "version": "v1", "groupPriorityMinimum": 1000, "versionPriority": 15,
             "service": {"namespace": "default", "name": "demo-api", "port": 443}, "caBundle": ca}});
-    assert_eq!(http.post(apiservices, "application/json", &apiservice.to_string()).await.0, 201);
+    assert_eq!(
+        http.post(apiservices, "application/json", &apiservice.to_string())
+            .await
+            .0,
+        201
+    );
     eventually(20, "the extension APIService is Available", || async {
-        let (_, a) = http.get(&format!("{apiservices}/v1.demo.example.com")).await;
+        let (_, a) = http
+            .get(&format!("{apiservices}/v1.demo.example.com"))
+            .await;
         (a["status"]["conditions"][0]["status"] == "True").then_some(())
     })
     .await;
@@ -74,22 +134,54 @@ async fn apiservices_local_and_aggregated() {
 
     // Discovery lists the group; requests are proxied with who asked.
     let (_, apis) = http.get("/apis").await;
-    assert!(apis["groups"].as_array().unwrap().iter().any(|g| g["name"] == "demo.example.com"), "{apis}");
-    let resources = k.ok(&["api-resources", "--api-group=demo.example.com"]).await;
-    assert!(resources.contains("widgets") && resources.contains("Widget"), "{resources}");
-    let raw = k.ok(&["get", "--raw", "/apis/demo.example.com/v1/namespaces/default/widgets"]).await;
+    assert!(
+        apis["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["name"] == "demo.example.com"),
+        "{apis}"
+    );
+    let resources = k
+        .ok(&["api-resources", "--api-group=demo.example.com"])
+        .await;
+    assert!(
+        resources.contains("widgets") && resources.contains("Widget"),
+        "{resources}"
+    );
+    let raw = k
+        .ok(&[
+            "get",
+            "--raw",
+            "/apis/demo.example.com/v1/namespaces/default/widgets",
+        ])
+        .await;
     let list: Value = serde_json::from_str(&raw).unwrap();
     assert_eq!(list["items"][0]["requestedBy"], "system:unsecured");
 
     // The extension apiserver's Service loses its endpoints: no longer available.
-    let (code, _) = http.call(reqwest::Method::DELETE, "/api/v1/namespaces/default/endpoints/demo-api", "", "").await;
+    let (code, _) = http
+        .call(
+            reqwest::Method::DELETE,
+            "/api/v1/namespaces/default/endpoints/demo-api",
+            "",
+            "",
+        )
+        .await;
     assert_eq!(code, 200);
     let down = eventually(20, "the APIService is no longer Available", || async {
-        let (_, a) = http.get(&format!("{apiservices}/v1.demo.example.com")).await;
+        let (_, a) = http
+            .get(&format!("{apiservices}/v1.demo.example.com"))
+            .await;
         (a["status"]["conditions"][0]["status"] == "False").then_some(a)
     })
     .await;
-    assert_eq!(down["status"]["conditions"][0]["reason"], "MissingEndpoints", "{down}");
-    let (code, body) = http.get("/apis/demo.example.com/v1/namespaces/default/widgets").await;
+    assert_eq!(
+        down["status"]["conditions"][0]["reason"], "MissingEndpoints",
+        "{down}"
+    );
+    let (code, body) = http
+        .get("/apis/demo.example.com/v1/namespaces/default/widgets")
+        .await;
     assert_eq!(code, 503, "{body}");
 }
