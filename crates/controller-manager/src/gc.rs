@@ -135,7 +135,13 @@ impl GarbageCollector {
         dependent: &Obj,
         owner: &OwnerReference,
     ) -> Result<bool, ClientError> {
-        let Some(info) = registry::by_kind(&owner.api_version, &owner.kind) else {
+        // Built-in kinds, else what discovery says (a custom resource owner);
+        // an owner whose kind is not served cannot be judged gone.
+        let Some(info) = self
+            .client
+            .resource_for_kind(&owner.api_version, &owner.kind)
+            .await?
+        else {
             return Ok(false);
         };
         let ns = if info.namespaced {

@@ -5,7 +5,6 @@
 //!
 //! Usage: `crd-bench [--quick]`.
 
-use bytes::Bytes;
 use minik8s_testkit::{Backend, TestServer};
 use serde_json::{json, Map, Value};
 use std::time::Duration;
@@ -155,7 +154,7 @@ async fn run(backend: Backend, quick: bool) -> Vec<(usize, f64, f64, f64, usize)
             c,
             total,
             format!("/bench/raw/{c}"),
-            Bytes::from(stored.clone()),
+            stored.clone(),
         )
         .await;
         let cr = post_all(&s, benches, c, total, bench_body, "b").await;
