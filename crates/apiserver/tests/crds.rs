@@ -469,11 +469,35 @@ async fn names_scope_and_restart(backend: Backend) {
         conflict["message"],
         "\"leaderworkersets\" is already in use"
     );
-    // The built-in keeps being served as before.
+    // The built-in keeps being served as before, and deleting the CRD that
+    // never served anything deletes no LeaderWorkerSet.
+    let lws = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/default/leaderworkersets";
+    let made = http
+        .post(lws, "application/json", r#"{"apiVersion":"leaderworkerset.x-k8s.io/v1","kind":"LeaderWorkerSet","metadata":{"name":"keep"},
+            "spec":{"replicas":1,"leaderWorkerTemplate":{"size":1,"workerTemplate":{"spec":{"containers":[{"name":"w","image":"i"}]}}}}}"#)
+        .await;
+    assert_eq!(made.0, 201, "{:?}", made.1);
     let (code, _) = http
-        .get("/apis/leaderworkerset.x-k8s.io/v1/namespaces/default/leaderworkersets")
+        .call(
+            reqwest::Method::DELETE,
+            &format!("{crds}/leaderworkersets.leaderworkerset.x-k8s.io"),
+            "",
+            "",
+        )
         .await;
     assert_eq!(code, 200);
+    minik8s_testkit::eventually(10, "the clashing CRD is gone", || async {
+        let (code, _) = http
+            .get(&format!("{crds}/leaderworkersets.leaderworkerset.x-k8s.io"))
+            .await;
+        (code == 404).then_some(())
+    })
+    .await;
+    assert_eq!(
+        http.get(&format!("{lws}/keep")).await.0,
+        200,
+        "the built-in LWS object is kept"
+    );
 
     let created = http
         .post(
