@@ -103,6 +103,113 @@ impl Drop for Down {
     }
 }
 
+/// Stops the operator when the check ends, however it ends.
+struct Operator(std::process::Child);
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// doc/operators.md: the kube-rs example operator against the quick start's
+/// cluster, with the admin's kubeconfig; the Website it makes answers through
+/// its Service, from the pod hello.
+fn a_kube_rs_operator_serves_a_site() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let bin = root.join("target/debug/website-operator");
+    if !bin.exists() {
+        let built = Command::new("cargo")
+            .args(["build", "-p", "website-operator"])
+            .current_dir(&root)
+            .status()
+            .expect("cargo build -p website-operator");
+        assert!(built.success(), "building examples/operator");
+    }
+    let crd = Command::new(&bin)
+        .arg("crd")
+        .output()
+        .expect("website-operator crd");
+    let dir = tempfile::tempdir().unwrap();
+    let crd_file = dir.path().join("crd.yaml");
+    std::fs::write(&crd_file, &crd.stdout).unwrap();
+    kubectl(&["apply", "-f", crd_file.to_str().unwrap()]);
+    kubectl(&[
+        "wait",
+        "--for",
+        "condition=Established",
+        "--timeout=30s",
+        "crd/websites.minik8s.io",
+    ]);
+    let _operator = Operator(
+        Command::new(&bin)
+            .env("KUBECONFIG", ADMIN)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("starting website-operator"),
+    );
+    let site = dir.path().join("site.yaml");
+    std::fs::write(&site, "apiVersion: minik8s.io/v1\nkind: Website\nmetadata:\n  name: site\nspec:\n  replicas: 2\n  message: hello from a kube-rs operator\n").unwrap();
+    kubectl(&["apply", "-f", site.to_str().unwrap()]);
+    let hello = Command::new("docker")
+        .args([
+            "ps",
+            "-q",
+            "--filter",
+            "label=io.minik8s.pod.name=hello",
+            "--filter",
+            "label=io.minik8s.container.name=hello",
+        ])
+        .output()
+        .expect("docker ps");
+    let hello = String::from_utf8_lossy(&hello.stdout)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut last = String::new();
+    while std::time::Instant::now() < deadline {
+        let out = Command::new("docker")
+            .args([
+                "exec",
+                &hello,
+                "sh",
+                "-c",
+                "timeout 3 wget -qO- http://site/",
+            ])
+            .output()
+            .expect("docker exec");
+        last = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if last.contains("hello from a kube-rs operator") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    }
+    assert!(
+        last.contains("hello from a kube-rs operator"),
+        "the site through its Service: {last}"
+    );
+    let table = kubectl(&["get", "ws", "site"]);
+    assert!(
+        table
+            .lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .eq(["NAME", "REPLICAS", "READY", "AGE"]),
+        "{table}"
+    );
+    kubectl(&["delete", "website", "site"]);
+    kubectl(&["delete", "crd", "websites.minik8s.io"]);
+}
+
 #[test]
 fn the_quick_start_runs_again_and_after_down() {
     let already_running = Command::new("curl")
@@ -142,6 +249,7 @@ fn the_quick_start_runs_again_and_after_down() {
     kubectl(&["create", "deployment", "qs-nginx", "--image=nginx:1.25"]);
     kubectl(&["rollout", "status", "deploy/qs-nginx", "--timeout=90s"]);
     kubectl(&["delete", "deploy", "qs-nginx"]);
+    a_kube_rs_operator_serves_a_site();
     if already_running {
         return;
     }

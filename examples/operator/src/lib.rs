@@ -101,7 +101,7 @@ pub fn desired_deployment(site: &Website) -> serde_json::Value {
         "metadata": {"name": name, "ownerReferences": [owner], "labels": {"app.kubernetes.io/managed-by": MANAGER}},
         "spec": {"replicas": site.spec.replicas, "selector": {"matchLabels": {"website": name}},
             "template": {"metadata": {"labels": {"website": name}},
-                "spec": {"containers": [{"name": "web", "image": site.spec.image,
+                "spec": {"containers": [{"name": "web", "image": site.spec.image, "imagePullPolicy": "IfNotPresent",
                     "env": [{"name": "MESSAGE", "value": site.spec.message}],
                     "command": ["sh", "-c", "mkdir -p /www && echo \"$MESSAGE\" > /www/index.html && exec httpd -f -p 80 -h /www"],
                     "ports": [{"containerPort": 80}]}]}}}})
