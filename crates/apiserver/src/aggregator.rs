@@ -17,12 +17,10 @@ use axum::body::Bytes;
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
-use k8s_openapi::api::core::v1::{Endpoints, Service};
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use minik8s_api::meta::now_rfc3339;
 use minik8s_api::{registry, ApiError};
 use serde_json::{json, Value};
-use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -166,48 +164,11 @@ impl ApiServer {
         apiservice: &Value,
     ) -> Result<(reqwest::Client, String), String> {
         let spec = &apiservice["spec"];
-        let svc = &spec["service"];
-        let (ns, name) = (
-            svc["namespace"].as_str().unwrap_or(""),
-            svc["name"].as_str().unwrap_or(""),
-        );
-        let port = svc["port"].as_i64().unwrap_or(443);
-        let (service, _) = self
-            .read(registry::of::<Service>(), Some(ns), name)
-            .await
-            .map_err(|_| format!("service/{name} in \"{ns}\" is not present"))?;
-        let svc_port = service["spec"]["ports"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|p| p["port"] == port)
-            .cloned()
-            .ok_or_else(|| format!("service/{name} in \"{ns}\" is not listening on port {port}"))?;
-        let (eps, _) = self
-            .read(registry::of::<Endpoints>(), Some(ns), name)
-            .await
-            .map_err(|_| format!("endpoints for service/{name} in \"{ns}\" have no addresses"))?;
-        let subset = eps["subsets"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|s| s["addresses"].as_array().is_some_and(|a| !a.is_empty()))
-            .ok_or_else(|| format!("endpoints for service/{name} in \"{ns}\" have no addresses"))?;
-        let ep_port = subset["ports"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|p| svc_port.get("name").is_none_or(|n| p["name"] == *n))
-            .and_then(|p| p["port"].as_u64())
-            .ok_or_else(|| format!("endpoints for service/{name} in \"{ns}\" have no port"))?;
-        let ip: IpAddr = subset["addresses"][0]["ip"]
-            .as_str()
-            .and_then(|i| i.parse().ok())
-            .ok_or_else(|| format!("endpoints for service/{name} in \"{ns}\" have no address"))?;
-        let host = format!("{name}.{ns}.svc");
+        let port = spec["service"]["port"].as_i64().unwrap_or(443);
+        let (host, addr) = self.service_endpoint(&spec["service"]).await?;
         let mut b = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
-            .resolve(&host, SocketAddr::new(ip, ep_port as u16));
+            .resolve(&host, addr);
         if spec["insecureSkipTLSVerify"] == true {
             b = b.danger_accept_invalid_certs(true);
         } else if let Some(ca) = spec["caBundle"].as_str() {

@@ -11,6 +11,9 @@
 //!          apiserver ◀──101──  kubelet
 //!  kubectl ◀──101── apiserver, then bytes ⇄ bytes until either side closes
 //! ```
+//!
+//! Also here: [`ApiServer::service_endpoint`], how the apiserver reaches a
+//! Service it is told to call (admission webhooks, extension apiservers).
 
 use crate::ApiServer;
 use axum::body::Body;
@@ -350,5 +353,60 @@ mod tests {
             "{}",
             e.message
         );
+    }
+}
+
+impl ApiServer {
+    /// Where a Service reference (`{namespace, name, port}`, as webhooks and
+    /// APIServices name one) leads: the service's DNS name, and the first
+    /// ready endpoint of that port. The apiserver dials endpoints itself, so
+    /// it needs no kube-proxy on its machine.
+    pub(crate) async fn service_endpoint(
+        &self,
+        svc: &Value,
+    ) -> Result<(String, std::net::SocketAddr), String> {
+        use k8s_openapi::api::core::v1::{Endpoints, Service};
+        let (ns, name) = (
+            svc["namespace"].as_str().unwrap_or(""),
+            svc["name"].as_str().unwrap_or(""),
+        );
+        let port = svc["port"].as_i64().unwrap_or(443);
+        let no_addresses = || format!("endpoints for service/{name} in \"{ns}\" have no addresses");
+        let (service, _) = self
+            .read(registry::of::<Service>(), Some(ns), name)
+            .await
+            .map_err(|_| format!("service/{name} in \"{ns}\" is not present"))?;
+        let svc_port = service["spec"]["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["port"] == port)
+            .cloned()
+            .ok_or_else(|| format!("service/{name} in \"{ns}\" is not listening on port {port}"))?;
+        let (eps, _) = self
+            .read(registry::of::<Endpoints>(), Some(ns), name)
+            .await
+            .map_err(|_| no_addresses())?;
+        let subset = eps["subsets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| s["addresses"].as_array().is_some_and(|a| !a.is_empty()))
+            .ok_or_else(no_addresses)?;
+        let ep_port = subset["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| svc_port.get("name").is_none_or(|n| p["name"] == *n))
+            .and_then(|p| p["port"].as_u64())
+            .ok_or_else(no_addresses)?;
+        let ip: std::net::IpAddr = subset["addresses"][0]["ip"]
+            .as_str()
+            .and_then(|i| i.parse().ok())
+            .ok_or_else(no_addresses)?;
+        Ok((
+            format!("{name}.{ns}.svc"),
+            std::net::SocketAddr::new(ip, ep_port as u16),
+        ))
     }
 }

@@ -10,10 +10,8 @@ use axum::routing::post;
 use axum::Json;
 use base64::Engine;
 use common::{assert_status, Http, Kubectl};
-use minik8s_pki::{Ca, Usage};
 use minik8s_testkit::{eventually, free_port, Backend, TestServer};
 use serde_json::{json, Value};
-use std::sync::Arc;
 
 /// The webhook server's answer to one AdmissionReview.
 fn answer(review: &Value, allowed: bool, patch: Option<Value>, message: &str) -> Json<Value> {
@@ -32,18 +30,6 @@ fn answer(review: &Value, allowed: bool, patch: Option<Value>, message: &str) ->
 
 /// Starts the webhook server; returns its port and the CA bundle (base64 PEM).
 async fn webhook_server() -> (u16, String) {
-    let ca = Ca::generate("webhook-ca").unwrap();
-    let cert = ca
-        .issue(
-            "hook",
-            &[],
-            &["127.0.0.1".into(), "hook.default.svc".into()],
-            Usage::Server,
-            1,
-        )
-        .unwrap();
-    let config =
-        minik8s_pki::serve::server_config(&cert.cert_pem, &cert.key_pem, &ca.cert_pem).unwrap();
     let router = axum::Router::new()
         .route(
             "/mutate",
@@ -64,18 +50,7 @@ async fn webhook_server() -> (u16, String) {
                 answer(&review, !deny, None, "pods annotated deny=yes are refused")
             }),
         );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(minik8s_pki::serve::serve(
-        listener,
-        Arc::new(config),
-        router,
-        std::future::pending(),
-    ));
-    (
-        port,
-        base64::engine::general_purpose::STANDARD.encode(&ca.cert_pem),
-    )
+    common::tls_server(router, &["127.0.0.1", "hook.default.svc"]).await
 }
 
 fn hook(name: &str, client: Value, ca: &str, policy: &str) -> Value {

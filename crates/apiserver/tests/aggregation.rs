@@ -9,27 +9,12 @@ mod common;
 use axum::http::HeaderMap;
 use axum::routing::get;
 use axum::Json;
-use base64::Engine;
 use common::{Http, Kubectl};
-use minik8s_pki::{Ca, Usage};
 use minik8s_testkit::{eventually, Backend, TestServer};
 use serde_json::{json, Value};
-use std::sync::Arc;
 
 /// An extension apiserver for `demo.example.com/v1`; returns its port and CA bundle.
 async fn extension_server() -> (u16, String) {
-    let ca = Ca::generate("extension-ca").unwrap();
-    let cert = ca
-        .issue(
-            "demo",
-            &[],
-            &["demo-api.default.svc".into()],
-            Usage::Server,
-            1,
-        )
-        .unwrap();
-    let config =
-        minik8s_pki::serve::server_config(&cert.cert_pem, &cert.key_pem, &ca.cert_pem).unwrap();
     let router = axum::Router::new()
         .route("/apis/demo.example.com/v1", get(|| async {
             Json(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "demo.example.com/v1",
@@ -40,18 +25,7 @@ async fn extension_server() -> (u16, String) {
             Json(json!({"kind": "WidgetList", "apiVersion": "demo.example.com/v1", "metadata": {},
                 "items": [{"kind": "Widget", "apiVersion": "demo.example.com/v1", "metadata": {"name": "w1"}, "requestedBy": user}]}))
         }));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(minik8s_pki::serve::serve(
-        listener,
-        Arc::new(config),
-        router,
-        std::future::pending(),
-    ));
-    (
-        port,
-        base64::engine::general_purpose::STANDARD.encode(&ca.cert_pem),
-    )
+    common::tls_server(router, &["demo-api.default.svc"]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,13 +14,11 @@ use super::matching::conditions_hold;
 use super::Attributes;
 use crate::ApiServer;
 use base64::Engine;
-use k8s_openapi::api::core::v1::{Endpoints, Service};
 use minik8s_api::patch::{apply_patch, PatchType};
-use minik8s_api::registry;
 use minik8s_api::ApiError;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -100,49 +98,12 @@ impl ApiServer {
             });
         }
         let svc = &cc["service"];
-        let (ns, name) = (
-            svc["namespace"].as_str().unwrap_or(""),
-            svc["name"].as_str().unwrap_or(""),
-        );
         let port = svc["port"].as_i64().unwrap_or(443);
         let path = svc["path"].as_str().unwrap_or("/");
-        let (service, _) = self
-            .read(registry::of::<Service>(), Some(ns), name)
-            .await
-            .map_err(|_| format!("service \"{name}\" not found"))?;
-        let svc_port = service["spec"]["ports"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|p| p["port"] == port)
-            .cloned()
-            .ok_or_else(|| format!("service \"{name}\" has no port {port}"))?;
-        let (endpoints, _) = self
-            .read(registry::of::<Endpoints>(), Some(ns), name)
-            .await
-            .map_err(|_| format!("no endpoints for service \"{name}\""))?;
-        let subset = endpoints["subsets"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|s| s["addresses"].as_array().is_some_and(|a| !a.is_empty()));
-        let subset =
-            subset.ok_or_else(|| format!("no endpoints available for service \"{name}\""))?;
-        let ep_port = subset["ports"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|p| svc_port.get("name").is_none_or(|n| p["name"] == *n))
-            .and_then(|p| p["port"].as_u64())
-            .ok_or_else(|| format!("no endpoint port for service \"{name}\""))?;
-        let ip: IpAddr = subset["addresses"][0]["ip"]
-            .as_str()
-            .and_then(|ip| ip.parse().ok())
-            .ok_or_else(|| format!("no endpoint address for service \"{name}\""))?;
-        let host = format!("{name}.{ns}.svc");
+        let (host, addr) = self.service_endpoint(svc).await?;
         Ok(Target {
             url: format!("https://{host}:{port}{path}"),
-            resolve: Some((host, SocketAddr::new(ip, ep_port as u16))),
+            resolve: Some((host, addr)),
             ca_bundle,
         })
     }

@@ -153,3 +153,29 @@ pub fn assert_status(got: &(u16, Value), code: u16, reason: &str) {
     assert_eq!(got.1["reason"], reason, "{:?}", got.1);
     assert_eq!(got.1["code"], code);
 }
+
+/// Serves `router` over HTTPS on a loopback port with a certificate for
+/// `sans` from a CA of its own (a webhook, an extension apiserver); returns
+/// the port and the CA as a base64 `caBundle`.
+pub async fn tls_server(router: axum::Router, sans: &[&str]) -> (u16, String) {
+    use base64::Engine;
+    let ca = minik8s_pki::Ca::generate("test-server-ca").unwrap();
+    let sans: Vec<String> = sans.iter().map(|s| s.to_string()).collect();
+    let cert = ca
+        .issue("server", &[], &sans, minik8s_pki::Usage::Server, 1)
+        .unwrap();
+    let config =
+        minik8s_pki::serve::server_config(&cert.cert_pem, &cert.key_pem, &ca.cert_pem).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(minik8s_pki::serve::serve(
+        listener,
+        std::sync::Arc::new(config),
+        router,
+        std::future::pending(),
+    ));
+    (
+        port,
+        base64::engine::general_purpose::STANDARD.encode(&ca.cert_pem),
+    )
+}
