@@ -309,53 +309,6 @@ async fn read_head(
     Ok((status, headers, rest))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn pod(phase: &str, running: bool) -> Value {
-        let state = if running {
-            json!({"running": {}})
-        } else {
-            json!({"waiting": {"reason": "ContainerCreating"}})
-        };
-        json!({"spec": {"nodeName": "n1", "containers": [{"name": "a"}, {"name": "b"}]},
-               "status": {"phase": phase, "containerStatuses": [{"name": "a", "state": state}, {"name": "b", "state": state}]}})
-    }
-
-    #[test]
-    fn the_container_is_named_running_and_in_a_live_pod() {
-        let p = pod("Running", true);
-        assert_eq!(
-            exec_container(&p, "web", Some("b"), Stream::Exec).unwrap(),
-            "b"
-        );
-        let e = exec_container(&p, "web", None, Stream::Exec).unwrap_err();
-        assert_eq!(
-            e.message,
-            "a container name must be specified for pod web, choose one of: [a b]"
-        );
-        let e = exec_container(&p, "web", Some("zz"), Stream::Exec).unwrap_err();
-        assert_eq!(
-            (e.code, e.message.as_str()),
-            (400, "container zz is not valid for pod web")
-        );
-        let e =
-            exec_container(&pod("Succeeded", false), "web", Some("a"), Stream::Attach).unwrap_err();
-        assert_eq!(
-            e.message,
-            "cannot attach to a container in a completed pod; current phase is Succeeded"
-        );
-        let e = exec_container(&pod("Pending", false), "web", Some("a"), Stream::Exec).unwrap_err();
-        assert!(
-            e.message.contains("container not found (\"a\")"),
-            "{}",
-            e.message
-        );
-    }
-}
-
 impl ApiServer {
     /// Where a Service reference (`{namespace, name, port}`, as webhooks and
     /// APIServices name one) leads: the service's DNS name, and the first
@@ -408,5 +361,52 @@ impl ApiServer {
             format!("{name}.{ns}.svc"),
             std::net::SocketAddr::new(ip, ep_port as u16),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(phase: &str, running: bool) -> Value {
+        let state = if running {
+            json!({"running": {}})
+        } else {
+            json!({"waiting": {"reason": "ContainerCreating"}})
+        };
+        json!({"spec": {"nodeName": "n1", "containers": [{"name": "a"}, {"name": "b"}]},
+               "status": {"phase": phase, "containerStatuses": [{"name": "a", "state": state}, {"name": "b", "state": state}]}})
+    }
+
+    #[test]
+    fn the_container_is_named_running_and_in_a_live_pod() {
+        let p = pod("Running", true);
+        assert_eq!(
+            exec_container(&p, "web", Some("b"), Stream::Exec).unwrap(),
+            "b"
+        );
+        let e = exec_container(&p, "web", None, Stream::Exec).unwrap_err();
+        assert_eq!(
+            e.message,
+            "a container name must be specified for pod web, choose one of: [a b]"
+        );
+        let e = exec_container(&p, "web", Some("zz"), Stream::Exec).unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (400, "container zz is not valid for pod web")
+        );
+        let e =
+            exec_container(&pod("Succeeded", false), "web", Some("a"), Stream::Attach).unwrap_err();
+        assert_eq!(
+            e.message,
+            "cannot attach to a container in a completed pod; current phase is Succeeded"
+        );
+        let e = exec_container(&pod("Pending", false), "web", Some("a"), Stream::Exec).unwrap_err();
+        assert!(
+            e.message.contains("container not found (\"a\")"),
+            "{}",
+            e.message
+        );
     }
 }
