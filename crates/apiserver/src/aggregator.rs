@@ -56,28 +56,31 @@ fn available(status: &str, reason: &str, message: &str) -> Value {
 }
 
 impl ApiServer {
-    /// Creates the Local APIService of every group/version served here.
+    /// Creates the Local APIService of every group/version served here, all
+    /// at once (the store commits them together; a restart writes nothing).
     pub(crate) async fn ensure_local_apiservices(&self) -> anyhow::Result<()> {
+        let mut wanted = Vec::new();
         for (group, versions) in crate::discovery::served_groups(&self.registry) {
             for (i, version) in versions.iter().enumerate() {
-                let name = name_of(group, version);
-                let obj = json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-                    "metadata": {"name": name, "labels": {"kube-aggregator.kubernetes.io/automanaged": "onstart"}},
-                    "spec": {"group": group, "version": version, "groupPriorityMinimum": 18000,
-                             "versionPriority": 15 - i.min(14) as i64}});
-                match self.create(info(), None, obj, Default::default()).await {
-                    Ok(_) => {}
-                    Err(e) if e.is_already_exists() => {}
-                    Err(e) => anyhow::bail!("creating APIService {name}: {e}"),
-                }
-                self.set_apiservice_status(
-                    &name,
-                    available("True", "Local", "Local APIServices are always available"),
-                )
-                .await;
+                wanted.push((group, *version, 15 - i.min(14) as i64));
             }
         }
-        Ok(())
+        let results = futures::future::join_all(wanted.into_iter().map(|(group, version, priority)| async move {
+            let name = name_of(group, version);
+            let obj = json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                "metadata": {"name": name, "labels": {"kube-aggregator.kubernetes.io/automanaged": "onstart"}},
+                "spec": {"group": group, "version": version, "groupPriorityMinimum": 18000,
+                         "versionPriority": priority}});
+            match self.create(info(), None, obj, Default::default()).await {
+                Ok(_) => {}
+                Err(e) if e.is_already_exists() => {}
+                Err(e) => anyhow::bail!("creating APIService {name}: {e}"),
+            }
+            self.set_apiservice_status(&name, available("True", "Local", "Local APIServices are always available")).await;
+            Ok(())
+        }))
+        .await;
+        results.into_iter().collect()
     }
 
     async fn set_apiservice_status(&self, name: &str, status: Value) {
