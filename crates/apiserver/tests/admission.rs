@@ -184,30 +184,7 @@ async fn webhooks(backend: Backend) {
     .await;
 
     // A webhook reached through a Service: its Endpoints lead to the server.
-    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "hook"},
-        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}});
-    assert_eq!(
-        http.post(
-            "/api/v1/namespaces/default/services",
-            "application/json",
-            &svc.to_string()
-        )
-        .await
-        .0,
-        201
-    );
-    let ep = json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "hook"},
-        "subsets": [{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"name": "https", "port": port}]}]});
-    assert_eq!(
-        http.post(
-            "/api/v1/namespaces/default/endpoints",
-            "application/json",
-            &ep.to_string()
-        )
-        .await
-        .0,
-        201
-    );
+    common::loopback_service(&http, "hook", port).await;
     let mut via_service = hook(
         "svc.example.com",
         json!({"service": {"namespace": "default", "name": "hook", "path": "/validate"}}),

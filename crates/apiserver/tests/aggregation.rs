@@ -63,30 +63,7 @@ async fn apiservices_local_and_aggregated() {
 
     // An extension apiserver behind a Service.
     let (port, ca) = extension_server().await;
-    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "demo-api"},
-        "spec": {"ports": [{"port": 443, "targetPort": port}]}});
-    assert_eq!(
-        http.post(
-            "/api/v1/namespaces/default/services",
-            "application/json",
-            &svc.to_string()
-        )
-        .await
-        .0,
-        201
-    );
-    let ep = json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "demo-api"},
-        "subsets": [{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"port": port}]}]});
-    assert_eq!(
-        http.post(
-            "/api/v1/namespaces/default/endpoints",
-            "application/json",
-            &ep.to_string()
-        )
-        .await
-        .0,
-        201
-    );
+    common::loopback_service(&http, "demo-api", port).await;
     let apiservice = json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": "v1.demo.example.com"},
         "spec": {"group": "demo.example.com", "version": "v1", "groupPriorityMinimum": 1000, "versionPriority": 15,
             "service": {"namespace": "default", "name": "demo-api", "port": 443}, "caBundle": ca}});

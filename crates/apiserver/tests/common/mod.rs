@@ -179,3 +179,28 @@ pub async fn tls_server(router: axum::Router, sans: &[&str]) -> (u16, String) {
         base64::engine::general_purpose::STANDARD.encode(&ca.cert_pem),
     )
 }
+
+/// A Service `name` in `default` whose port 443 leads, through Endpoints
+/// written by hand, to `port` on loopback (where a test's server listens).
+pub async fn loopback_service(http: &Http, name: &str, port: u16) {
+    let svc = serde_json::json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+        "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}});
+    let (code, body) = http
+        .post(
+            "/api/v1/namespaces/default/services",
+            "application/json",
+            &svc.to_string(),
+        )
+        .await;
+    assert_eq!(code, 201, "{body}");
+    let ep = serde_json::json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": name},
+        "subsets": [{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"name": "https", "port": port}]}]});
+    let (code, body) = http
+        .post(
+            "/api/v1/namespaces/default/endpoints",
+            "application/json",
+            &ep.to_string(),
+        )
+        .await;
+    assert_eq!(code, 201, "{body}");
+}
