@@ -89,9 +89,34 @@ pub fn apply(kind: &str, obj: &mut Value) {
                 "persistentVolumeClaimRetentionPolicy",
                 json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
             );
+            // Each claim template is defaulted as a claim (Kubernetes shows
+            // them with volumeMode and a Pending status).
+            if let Some(templates) = spec
+                .get_mut("volumeClaimTemplates")
+                .and_then(Value::as_array_mut)
+            {
+                for t in templates.iter_mut().filter(|t| t.is_object()) {
+                    set_default(obj_mut(t, "spec"), "volumeMode", json!("Filesystem"));
+                    set_default(obj_mut(t, "status"), "phase", json!("Pending"));
+                }
+            }
             default_template(spec);
         }
         "HorizontalPodAutoscaler" => default_hpa(obj_mut(obj, "spec")),
+        "PersistentVolume" => {
+            let spec = obj_mut(obj, "spec");
+            set_default(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
+            set_default(spec, "volumeMode", json!("Filesystem"));
+        }
+        "PersistentVolumeClaim" => {
+            set_default(obj_mut(obj, "spec"), "volumeMode", json!("Filesystem"));
+        }
+        "StorageClass" => {
+            if let Some(m) = obj.as_object_mut() {
+                set_default(m, "reclaimPolicy", json!("Delete"));
+                set_default(m, "volumeBindingMode", json!("Immediate"));
+            }
+        }
         "Namespace" => {
             let name = obj
                 .pointer("/metadata/name")

@@ -213,6 +213,36 @@ const SERVICE_COLUMNS: &[Column] = &[
 const ENDPOINTS_COLUMNS: &[Column] = &[col("Endpoints", 0), col("Age", 0)];
 const CONFIGMAP_COLUMNS: &[Column] = &[col("Data", 0), col("Age", 0)];
 const SECRET_COLUMNS: &[Column] = &[col("Type", 0), col("Data", 0), col("Age", 0)];
+const PV_COLUMNS: &[Column] = &[
+    col("Capacity", 0),
+    col("Access Modes", 0),
+    col("Reclaim Policy", 0),
+    col("Status", 0),
+    col("Claim", 0),
+    col("StorageClass", 0),
+    col("VolumeAttributesClass", 0),
+    col("Reason", 0),
+    col("Age", 0),
+    col("VolumeMode", 1),
+];
+const PVC_COLUMNS: &[Column] = &[
+    col("Status", 0),
+    col("Volume", 0),
+    col("Capacity", 0),
+    col("Access Modes", 0),
+    col("StorageClass", 0),
+    col("VolumeAttributesClass", 0),
+    col("Age", 0),
+    col("VolumeMode", 1),
+];
+const STORAGECLASS_COLUMNS: &[Column] = &[
+    col("Name", 0),
+    col("Provisioner", 0),
+    col("ReclaimPolicy", 0),
+    col("VolumeBindingMode", 0),
+    col("AllowVolumeExpansion", 0),
+    col("Age", 0),
+];
 const SERVICEACCOUNT_COLUMNS: &[Column] = &[col("Secrets", 0), col("Age", 0)];
 const ENDPOINTSLICE_COLUMNS: &[Column] = &[
     col("AddressType", 0),
@@ -427,6 +457,42 @@ pub static REGISTRY: &[ResourceInfo] = &[
         subresources: &[],
         categories: &[],
         columns: SECRET_COLUMNS,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "PersistentVolume",
+        plural: "persistentvolumes",
+        singular: "persistentvolume",
+        short_names: &["pv"],
+        namespaced: false,
+        subresources: &[Status],
+        categories: &[],
+        columns: PV_COLUMNS,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "PersistentVolumeClaim",
+        plural: "persistentvolumeclaims",
+        singular: "persistentvolumeclaim",
+        short_names: &["pvc"],
+        namespaced: true,
+        subresources: &[Status],
+        categories: &[],
+        columns: PVC_COLUMNS,
+    },
+    ResourceInfo {
+        group: "storage.k8s.io",
+        version: "v1",
+        kind: "StorageClass",
+        plural: "storageclasses",
+        singular: "storageclass",
+        short_names: &["sc"],
+        namespaced: false,
+        subresources: &[],
+        categories: &[],
+        columns: STORAGECLASS_COLUMNS,
     },
     ResourceInfo {
         group: "",

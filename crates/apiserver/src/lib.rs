@@ -181,6 +181,8 @@ pub struct ApiServer {
     webhook_clients: admission::WebhookClients,
     /// APIServices, for the aggregation layer (`aggregator.rs`).
     apiservices: followed::Followed,
+    /// StorageClasses, for the claims' admission (default class, resize).
+    storage_classes: followed::Followed,
 }
 
 /// Namespace name → (terminating, labels), kept from the namespaces watch
@@ -358,6 +360,7 @@ impl ApiServer {
             admission: Default::default(),
             webhook_clients: Default::default(),
             apiservices: Default::default(),
+            storage_classes: Default::default(),
         });
         let namespaces = srv
             .watch_cache(registry::of::<Namespace>())
@@ -377,6 +380,12 @@ impl ApiServer {
             ),
             rev,
             |s| &s.apiservices,
+        );
+        followed::follow(
+            &srv,
+            registry::of::<k8s_openapi::api::storage::v1::StorageClass>(),
+            rev,
+            |s| &s.storage_classes,
         );
         srv.ensure_local_apiservices().await?;
         srv.spawn_apiservice_availability();

@@ -330,6 +330,9 @@ impl ApiServer {
         if !errs.is_empty() {
             return Err(ApiError::invalid(info, &name, &errs));
         }
+        strategy
+            .admit(self, &obj, None)
+            .map_err(|why| ApiError::forbidden(info, &name, &why))?;
         if let Some(admit) = &opts.admission {
             (admit.0)(&obj, None)?;
         }
@@ -539,6 +542,9 @@ impl ApiServer {
             if !errs.is_empty() {
                 return Err(ApiError::invalid(info, name, &errs));
             }
+            strategy
+                .admit(self, &merged, Some(&old))
+                .map_err(|why| ApiError::forbidden(info, name, &why))?;
             if let Some(admit) = &opts.admission {
                 (admit.0)(&merged, Some(&old))?;
             }

@@ -96,6 +96,30 @@ pub(super) fn validate_replicated(obj: &Value, old: Option<&Value>, kind: &str, 
                 ));
             }
         }
+        for (i, t) in spec
+            .get("volumeClaimTemplates")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            super::storage::validate_claim_spec(
+                t.get("spec").unwrap_or(&Value::Null),
+                &format!("spec.volumeClaimTemplates[{i}].spec"),
+                errs,
+            );
+        }
+        if let Some(p) = spec.get("persistentVolumeClaimRetentionPolicy") {
+            for f in ["whenDeleted", "whenScaled"] {
+                check_enum(
+                    errs,
+                    p,
+                    f,
+                    "spec.persistentVolumeClaimRetentionPolicy",
+                    &["Retain", "Delete"],
+                );
+            }
+        }
         if let Some(name) = non_empty_str(&spec, "serviceName") {
             if let Some(e) = dns1123_label_error(name) {
                 errs.push(FieldError::invalid(

@@ -169,6 +169,7 @@ mod pod;
 mod policy;
 mod rbac;
 mod service;
+pub mod storage;
 
 pub use crate::names::*;
 pub use admission::{
@@ -416,6 +417,9 @@ pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
         "ConfigMap" => validate_config_map(obj, old, &mut errs),
         "Job" => validate_job(obj, old, &mut errs),
         "PodDisruptionBudget" => policy::validate_pdb(obj, &mut errs),
+        "PersistentVolume" => storage::validate_pv(obj, old, &mut errs),
+        "PersistentVolumeClaim" => storage::validate_pvc(obj, old, &mut errs),
+        "StorageClass" => storage::validate_storage_class(obj, old, &mut errs),
         "Role" | "ClusterRole" => rbac::validate_role(obj, kind == "Role", &mut errs),
         "RoleBinding" | "ClusterRoleBinding" => {
             rbac::validate_binding(obj, old, kind == "RoleBinding", &mut errs)

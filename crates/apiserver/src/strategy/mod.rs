@@ -27,6 +27,7 @@ mod rbac;
 mod replication_controller;
 mod secret;
 mod service;
+pub mod storage;
 
 pub use service::{release, service_allocations};
 
@@ -84,6 +85,12 @@ pub trait Strategy: Send + Sync {
     /// Server-set fields on create, after defaulting (PrepareForCreate and
     /// the built-in mutating admission).
     fn prepare_for_create(&self, _srv: &ApiServer, _obj: &mut Value) -> Result<(), FieldError> {
+        Ok(())
+    }
+
+    /// The kind's built-in validating admission, which may read other
+    /// objects (a claim's resize reads its StorageClass): `Err(why)` is 403.
+    fn admit(&self, _srv: &ApiServer, _obj: &Value, _old: Option<&Value>) -> Result<(), String> {
         Ok(())
     }
 
@@ -279,6 +286,9 @@ where
     fn prepare_for_create(&self, srv: &ApiServer, obj: &mut Value) -> Result<(), FieldError> {
         self.lifecycle.prepare_for_create(srv, obj)
     }
+    fn admit(&self, srv: &ApiServer, obj: &Value, old: Option<&Value>) -> Result<(), String> {
+        self.lifecycle.admit(srv, obj, old)
+    }
     fn allocate(
         &self,
         alloc: &Allocators,
@@ -346,6 +356,9 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         core::ConfigMap => config_map;
         core::Secret => secret with secret::Lifecycle;
         core::ServiceAccount => service_account;
+        core::PersistentVolume => persistent_volume with storage::Volume;
+        core::PersistentVolumeClaim => persistent_volume_claim with storage::Claim;
+        k8s_openapi::api::storage::v1::StorageClass => storage_class;
         core::Endpoints => endpoints;
         core::Event => event;
         discovery::EndpointSlice => endpoint_slice;

@@ -2,6 +2,7 @@
 //! kubectl users know (the registry lists the columns, this file the cells).
 
 mod extensions;
+pub mod storage;
 
 use minik8s_api::meta::{human_age, human_duration, is_deleting};
 use minik8s_api::registry::ResourceInfo;
@@ -131,6 +132,7 @@ fn places_name(info: &ResourceInfo) -> bool {
 /// kind's strategy names its function.
 pub mod rows {
     pub use super::extensions::*;
+    pub use super::storage::{persistent_volume, persistent_volume_claim, storage_class};
     use super::*;
 
     /// Pod.
