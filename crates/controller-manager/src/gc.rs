@@ -283,6 +283,13 @@ impl Runner {
             "leaderworkerset.x-k8s.io/v1",
             "LeaderWorkerSet",
         )?;
+        watch::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(
+            informers,
+            &wake,
+            &mut sources,
+            "v1",
+            "PersistentVolumeClaim",
+        )?;
         watch::<k8s_openapi::api::core::v1::Service>(
             informers,
             &wake,

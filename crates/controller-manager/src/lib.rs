@@ -43,6 +43,7 @@ pub mod rootcacert;
 pub mod serviceaccount;
 pub mod statefulset;
 pub mod ttlafterfinished;
+pub mod volume;
 
 use minik8s_client::{Client, SharedInformers};
 use std::sync::Mutex;
@@ -99,6 +100,14 @@ pub struct Config {
     /// ready for a whole metric window.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub horizontal_pod_autoscaler_cpu_initialization_period: Duration,
+    /// Where the built-in local-path provisioner puts volumes on each node
+    /// (a class's `parameters.nodePath` overrides it).
+    #[arg(long, default_value = volume::local_path::DEFAULT_ROOT)]
+    pub local_path_root: String,
+    /// Make the `local-path` StorageClass at start, as the default class, if
+    /// no class of that name exists.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub default_storage_class: bool,
     /// How long after start a pod that is not ready is treated as never ready.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub horizontal_pod_autoscaler_initial_readiness_delay: Duration,
@@ -164,6 +173,21 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     let ttl = ttlafterfinished::TtlAfterFinishedController::new(client.clone(), &informers)?;
     let disruption = disruption::DisruptionController::new(client.clone(), &informers)?;
     let csr_approver = certificates::approver::CsrApprover::new(client.clone(), &informers)?;
+    let claim_binder = volume::binder::ClaimBinder::new(
+        client.clone(),
+        &informers,
+        volume::local_path::LocalPath {
+            client: client.clone(),
+            nodes: informers.cache(),
+            root: config.local_path_root.clone(),
+        },
+    )?;
+    let volumes = volume::reclaim::VolumeController::new(client.clone(), &informers)?;
+    let claim_protection = volume::protection::ClaimProtection::new(client.clone(), &informers)?;
+    let volume_protection = volume::protection::VolumeProtection::new(client.clone(), &informers)?;
+    if config.default_storage_class {
+        volume::local_path::ensure_default_class(&client).await;
+    }
     let root_ca = config.root_ca_file.clone().or_else(|| {
         config
             .cluster_signing_dir
@@ -225,6 +249,10 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
         ttl.run(workers),
         disruption.run(workers),
         csr_approver.run(workers),
+        claim_binder.run(workers),
+        volumes.run(workers),
+        claim_protection.run(workers),
+        volume_protection.run(workers),
         async {
             if let Some(publisher) = root_ca_publisher {
                 publisher.run(workers).await
