@@ -24,6 +24,7 @@ pub mod registry;
 pub mod schema;
 pub mod selector;
 pub mod status;
+pub mod storage;
 pub mod taints;
 pub mod validation;
 pub mod versions;

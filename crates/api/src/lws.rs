@@ -446,6 +446,33 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
             }
             _ => {}
         }
+        // Upstream accepts the change and then fails to update its leader
+        // StatefulSet for good (StatefulSets' claim templates are
+        // immutable); minik8s refuses it up front.
+        let claims = |o: &Value| {
+            o.pointer("/spec/leaderWorkerTemplate/volumeClaimTemplates")
+                .filter(|v| !v.is_null())
+                .cloned()
+        };
+        if claims(obj) != claims(old) {
+            errs.push(FieldError::forbidden(
+                "spec.leaderWorkerTemplate.volumeClaimTemplates",
+                "field is immutable",
+            ));
+        }
+    }
+    for (i, t) in obj
+        .pointer("/spec/leaderWorkerTemplate/volumeClaimTemplates")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        crate::validation::storage::validate_claim_spec(
+            t.get("spec").unwrap_or(&Value::Null),
+            &format!("spec.leaderWorkerTemplate.volumeClaimTemplates[{i}].spec"),
+            &mut errs,
+        );
     }
     errs
 }

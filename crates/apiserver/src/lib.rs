@@ -183,6 +183,9 @@ pub struct ApiServer {
     apiservices: followed::Followed,
     /// StorageClasses, for the claims' admission (default class, resize).
     storage_classes: followed::Followed,
+    /// PersistentVolumes, for the Node authorizer (a kubelet reads the
+    /// volumes of its pods' claims).
+    persistent_volumes: followed::Followed,
 }
 
 /// Namespace name → (terminating, labels), kept from the namespaces watch
@@ -361,6 +364,7 @@ impl ApiServer {
             webhook_clients: Default::default(),
             apiservices: Default::default(),
             storage_classes: Default::default(),
+            persistent_volumes: Default::default(),
         });
         let namespaces = srv
             .watch_cache(registry::of::<Namespace>())
@@ -386,6 +390,12 @@ impl ApiServer {
             registry::of::<k8s_openapi::api::storage::v1::StorageClass>(),
             rev,
             |s| &s.storage_classes,
+        );
+        followed::follow(
+            &srv,
+            registry::of::<k8s_openapi::api::core::v1::PersistentVolume>(),
+            rev,
+            |s| &s.persistent_volumes,
         );
         srv.ensure_local_apiservices().await?;
         srv.spawn_apiservice_availability();

@@ -48,6 +48,8 @@ pub struct PodConfig {
     pub tokens: BTreeMap<(String, i64), String>,
     /// The pod's own fields a downwardAPI item may name (`metadata.namespace`…).
     pub downward: BTreeMap<String, String>,
+    /// Where each PersistentVolumeClaim volume's data is, by volume name.
+    pub claims: BTreeMap<String, crate::claims::ClaimMount>,
 }
 
 /// Whether the kubelet writes the volume's content (configMap, secret,

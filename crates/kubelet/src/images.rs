@@ -74,7 +74,7 @@ impl PullBackoff {
 }
 
 impl Kubelet {
-    async fn pull_event(&self, pod: &Pod, type_: &str, reason: &str, message: &str) {
+    pub(crate) async fn pull_event(&self, pod: &Pod, type_: &str, reason: &str, message: &str) {
         let about = Involved {
             api_version: "v1",
             kind: "Pod",

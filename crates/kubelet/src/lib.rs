@@ -18,6 +18,7 @@
 pub mod actions;
 pub mod auth;
 pub mod bootstrap;
+pub mod claims;
 pub mod config_data;
 pub mod decide;
 pub mod dns;

@@ -112,7 +112,22 @@ impl Kubelet {
             .flatten()
         {
             let dir = self.pod_dir(pod).join("volumes").join(&v.name);
-            let entry = if let Some(hp) = &v.host_path {
+            let entry = if v.persistent_volume_claim.is_some() {
+                let Some(m) = cfg.claims.get(&v.name) else {
+                    return Err(SetUpFailed(format!(
+                        "volume \"{}\" has not been resolved",
+                        v.name
+                    ))
+                    .into());
+                };
+                crate::claims::set_up(m, pod).map_err(|e| {
+                    SetUpFailed(format!(
+                        "MountVolume.SetUp failed for volume \"{}\" : {e}",
+                        v.name
+                    ))
+                })?;
+                (m.path.clone(), m.read_only)
+            } else if let Some(hp) = &v.host_path {
                 if matches!(hp.type_.as_deref(), Some("DirectoryOrCreate")) {
                     std::fs::create_dir_all(&hp.path)?;
                 }
@@ -150,6 +165,9 @@ impl Kubelet {
             ..Default::default()
         };
         cfg.downward = config_data::downward_fields(pod);
+        cfg.claims = crate::claims::resolve(&self.client, pod)
+            .await?
+            .map_err(SetUpFailed)?;
         for (audience, expiration) in config_data::token_sources(pod) {
             let token = self
                 .tokens
@@ -420,24 +438,39 @@ impl Kubelet {
         let pod_ip = sandbox.ip.clone().unwrap_or_default();
         let mut waiting = plan.waiting;
         let has_config_volumes = spec.volumes.iter().flatten().any(config_data::is_published);
+        let has_claims = spec
+            .volumes
+            .iter()
+            .flatten()
+            .any(|v| v.persistent_volume_claim.is_some());
         // Read only when something starts or mounted content may have changed.
         let needed = !plan.to_start.is_empty() || has_config_volumes;
-        let cfg = if needed && (has_config_volumes || !config_data::references(pod).is_empty()) {
-            self.fetch_config(pod).await?
-        } else {
-            PodConfig::default()
-        };
-        // Mounted ConfigMaps and Secrets are refreshed on every sync.
-        let mounts = if plan.to_start.is_empty() && !has_config_volumes {
-            Ok(Vec::new())
-        } else {
-            self.pod_mounts(pod, &cfg)
-        };
-        let mounts = match mounts {
+        let prepared = async {
+            let cfg = if needed
+                && (has_config_volumes
+                    || (has_claims && !plan.to_start.is_empty())
+                    || !config_data::references(pod).is_empty())
+            {
+                self.fetch_config(pod).await?
+            } else {
+                PodConfig::default()
+            };
+            // Mounted ConfigMaps and Secrets are refreshed on every sync.
+            let mounts = if plan.to_start.is_empty() && !has_config_volumes {
+                Vec::new()
+            } else {
+                self.pod_mounts(pod, &cfg)?
+            };
+            Ok::<_, anyhow::Error>((cfg, mounts))
+        }
+        .await;
+        let (cfg, mounts) = match prepared {
             Ok(m) => m,
             Err(e) => match e.downcast::<SetUpFailed>() {
                 Ok(SetUpFailed(message)) => {
                     tracing::info!(pod = ?pod.metadata.name, %message, "volume set-up failed");
+                    self.pull_event(pod, "Warning", "FailedMount", &message)
+                        .await;
                     for start in &plan.to_start {
                         if let Some((c, _)) = start_target(&spec, start) {
                             waiting.insert(c.name, ("ContainerCreating".into(), message.clone()));

@@ -23,6 +23,8 @@ pub enum Unfit {
     PodAffinity,
     PodAntiAffinity,
     ExistingAntiAffinity,
+    VolumeNodeAffinity,
+    VolumeBinding,
 }
 
 impl Unfit {
@@ -40,6 +42,10 @@ impl Unfit {
             Unfit::PodAntiAffinity => "node(s) didn't match pod anti-affinity rules".into(),
             Unfit::ExistingAntiAffinity => {
                 "node(s) didn't satisfy existing pods anti-affinity rules".into()
+            }
+            Unfit::VolumeNodeAffinity => "node(s) had volume node affinity conflict".into(),
+            Unfit::VolumeBinding => {
+                "node(s) didn't find available persistent volumes to bind".into()
             }
         }
     }
@@ -168,7 +174,7 @@ fn requirement_matches(r: &NodeSelectorRequirement, labels: &BTreeMap<String, St
     }
 }
 
-fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
+pub(crate) fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
     let labels = labels(&node.metadata);
     let exprs_ok = term
         .match_expressions
@@ -267,6 +273,8 @@ pub struct Snapshot<'a> {
     pub placed: &'a [(Arc<Pod>, String)],
     /// Parsed allocatable resources per node, when the caller keeps them (else parsed on use).
     pub allocatable: Option<&'a HashMap<String, Allocatable>>,
+    /// The pod's claims, when it has any (volume binding).
+    pub volumes: Option<&'a crate::volumes::PodVolumes>,
     /// Nodes by name, built on first use (only pod affinity needs it).
     by_name: std::cell::OnceCell<HashMap<&'a str, &'a Node>>,
     /// The last pod's requests, so checking it against every node parses them once.
@@ -284,6 +292,7 @@ impl<'a> Snapshot<'a> {
             usage,
             placed,
             allocatable: None,
+            volumes: None,
             by_name: std::cell::OnceCell::new(),
             requests: std::cell::Cell::new(None),
         }
@@ -291,6 +300,11 @@ impl<'a> Snapshot<'a> {
 
     pub fn with_allocatable(mut self, allocatable: &'a HashMap<String, Allocatable>) -> Self {
         self.allocatable = Some(allocatable);
+        self
+    }
+
+    pub fn with_volumes(mut self, volumes: Option<&'a crate::volumes::PodVolumes>) -> Self {
+        self.volumes = volumes;
         self
     }
 
@@ -491,6 +505,9 @@ pub fn check(pod: &Pod, node: &Node, snap: &Snapshot) -> Result<(), Unfit> {
             t.key,
             t.value.unwrap_or_default()
         )));
+    }
+    if let Some(v) = snap.volumes {
+        crate::volumes::node_fit(v, node)?;
     }
     check_resources(pod, node, snap)?;
     check_pod_affinity(pod, node, snap)

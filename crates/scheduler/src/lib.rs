@@ -15,9 +15,11 @@
 //! node until the watch reports it.
 
 pub mod filters;
+pub mod volumes;
 
 use filters::{RoundRobin, Snapshot, Usage};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use minik8s_api::meta::now_rfc3339;
 use minik8s_api::registry;
 use minik8s_client::controller::{self, Action, Reconciler};
@@ -66,6 +68,9 @@ pub struct Scheduler {
     config: Config,
     pods: Cache<Pod>,
     nodes: Cache<Node>,
+    claims: Cache<PersistentVolumeClaim>,
+    volumes: Cache<PersistentVolume>,
+    classes: Cache<StorageClass>,
     queue: WorkQueue<String>,
     round_robin: Mutex<RoundRobin>,
     /// Placed pods and per-node usage, kept from pod events and our own bindings.
@@ -263,13 +268,22 @@ impl Scheduler {
             names,
             allocatable,
         } = self.node_list();
+        let pod_volumes = match self.pod_volumes(&pod) {
+            Ok(v) => v,
+            Err(why) => {
+                let message = format!("0/{} nodes are available: {why}.", nodes.len());
+                return self.unschedulable(key, &pod, message).await;
+            }
+        };
         let decision = {
             let ledger = lock(&self.ledger);
             // Other pods matter only for pod (anti-)affinity.
             let placed = ledger.placed(filters::has_pod_affinity(&pod));
             filters::feasible(
                 &pod,
-                &Snapshot::new(&nodes, &ledger.usage, &placed).with_allocatable(&allocatable),
+                &Snapshot::new(&nodes, &ledger.usage, &placed)
+                    .with_allocatable(&allocatable)
+                    .with_volumes(pod_volumes.as_ref()),
             )
         };
         match decision {
@@ -279,23 +293,104 @@ impl Scheduler {
                     rr.sync(&names);
                     rr.pick(&feasible).expect("feasible nodes are in the queue")
                 };
-                self.assume_and_bind(key, pod, &node).await;
+                let plan = self.volume_plan(pod_volumes.as_ref(), &nodes, &node);
+                self.assume_and_bind(key, pod, &node, plan).await;
                 Ok(Outcome::Bound(node))
             }
             Err(reasons) => {
                 let message = filters::unschedulable_message(nodes.len(), &reasons);
-                self.mark_unschedulable(&pod, &message).await?;
-                self.event(&pod, "Warning", "FailedScheduling", &message)
-                    .await;
-                lock(&self.unschedulable).insert(key.to_string());
-                Ok(Outcome::Unschedulable(message))
+                self.unschedulable(key, &pod, message).await
             }
         }
     }
 
+    /// The pod's claims for volume binding (None: it has none); Err(why) when
+    /// no node can take it until a claim changes.
+    fn pod_volumes(&self, pod: &Pod) -> Result<Option<volumes::PodVolumes>, String> {
+        volumes::claims_of(
+            pod,
+            |k| self.claims.get(k),
+            |v| self.volumes.get(v),
+            |c| self.classes.get(c),
+            || self.volumes.list(),
+        )
+    }
+
+    /// What to write for the pod's claims once `node` is chosen.
+    fn volume_plan(
+        &self,
+        v: Option<&volumes::PodVolumes>,
+        nodes: &[Arc<Node>],
+        node: &str,
+    ) -> volumes::Plan {
+        let chosen = nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(node));
+        match (v, chosen) {
+            (Some(v), Some(n)) => volumes::node_fit(v, n).unwrap_or_default(),
+            _ => volumes::Plan::default(),
+        }
+    }
+
+    /// Records why the pod cannot be placed (condition, event) and keeps it for a retry.
+    async fn unschedulable(
+        &self,
+        key: &str,
+        pod: &Pod,
+        message: String,
+    ) -> Result<Outcome, ClientError> {
+        self.mark_unschedulable(pod, &message).await?;
+        self.event(pod, "Warning", "FailedScheduling", &message)
+            .await;
+        lock(&self.unschedulable).insert(key.to_string());
+        Ok(Outcome::Unschedulable(message))
+    }
+
+    /// Writes the volume plan before the pod is bound (Kubernetes' PreBind):
+    /// static volumes pre-bound to their claims (the volume's resourceVersion
+    /// guards against another pod taking it), claims to be provisioned
+    /// annotated with the node. The claim binder completes each binding; the
+    /// kubelet waits for it before mounting.
+    async fn write_volume_plan(&self, plan: &volumes::Plan, node: &str) -> Result<(), ClientError> {
+        use minik8s_api::storage::{BOUND_BY_CONTROLLER, SELECTED_NODE};
+        let pvs = self
+            .client
+            .dynamic(registry::of::<PersistentVolume>(), None);
+        for (claim_key, volume) in &plan.bind {
+            let (Some(claim), Some(pv)) = (self.claims.get(claim_key), self.volumes.get(volume))
+            else {
+                return Err(ClientError::Decode(format!(
+                    "{claim_key} or {volume} is gone"
+                )));
+            };
+            let patch = json!({"metadata": {"resourceVersion": pv.metadata.resource_version,
+                                            "annotations": {BOUND_BY_CONTROLLER: "yes"}},
+                               "spec": {"claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1",
+                                        "namespace": claim.metadata.namespace, "name": claim.metadata.name,
+                                        "uid": claim.metadata.uid, "resourceVersion": claim.metadata.resource_version}}});
+            pvs.patch(volume, None, content::MERGE_PATCH, &patch)
+                .await?;
+        }
+        for claim_key in &plan.provision {
+            let (ns, name) = claim_key.split_once('/').unwrap_or(("default", claim_key));
+            let patch = json!({"metadata": {"annotations": {SELECTED_NODE: node}}});
+            self.client
+                .dynamic(registry::of::<PersistentVolumeClaim>(), Some(ns))
+                .patch(name, None, content::MERGE_PATCH, &patch)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Assumes the pod is on `node` (the next decisions count it) until the watch
     /// says so, and binds it in the background.
-    async fn assume_and_bind(self: &Arc<Self>, key: &str, pod: Arc<Pod>, node: &str) {
+    async fn assume_and_bind(
+        self: &Arc<Self>,
+        key: &str,
+        pod: Arc<Pod>,
+        node: &str,
+        plan: volumes::Plan,
+    ) {
         let mut placed = (*pod).clone();
         placed.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
         lock(&self.ledger).place(key, Arc::new(placed), node);
@@ -310,7 +405,7 @@ impl Scheduler {
             .expect("semaphore open");
         tokio::spawn(async move {
             let _permit = permit;
-            me.binding_cycle(&key, &pod, &chosen).await;
+            me.binding_cycle(&key, &pod, &chosen, &plan).await;
         });
     }
 
@@ -370,11 +465,23 @@ impl Scheduler {
                 let mut plan = Vec::new();
                 let mut failure = None;
                 for p in &pending {
-                    let snap =
-                        Snapshot::new(&nodes, &usage, &placed).with_allocatable(&allocatable);
+                    let pod_volumes = match self.pod_volumes(p) {
+                        Ok(v) => v,
+                        Err(why) => {
+                            failure = Some(format!(
+                                "gang {group}: {}: {why}",
+                                p.metadata.name.as_deref().unwrap_or("")
+                            ));
+                            break;
+                        }
+                    };
+                    let snap = Snapshot::new(&nodes, &usage, &placed)
+                        .with_allocatable(&allocatable)
+                        .with_volumes(pod_volumes.as_ref());
                     match filters::feasible(p, &snap) {
                         Ok(feasible) => {
                             let node = rr.pick(&feasible).expect("feasible nodes are in the queue");
+                            let volume_plan = self.volume_plan(pod_volumes.as_ref(), &nodes, &node);
                             usage
                                 .entry(node.clone())
                                 .or_default()
@@ -383,7 +490,7 @@ impl Scheduler {
                             sim.spec.get_or_insert_with(Default::default).node_name =
                                 Some(node.clone());
                             placed.push((Arc::new(sim), node.clone()));
-                            plan.push((p.clone(), node));
+                            plan.push((p.clone(), node, volume_plan));
                         }
                         Err(reasons) => {
                             let why = filters::unschedulable_message(nodes.len(), &reasons);
@@ -407,10 +514,11 @@ impl Scheduler {
             Ok(plan) => {
                 let node = plan
                     .iter()
-                    .find(|(p, _)| p.metadata.uid == pod.metadata.uid)
-                    .map(|(_, n)| n.clone());
-                for (p, n) in plan {
-                    self.assume_and_bind(&object_key(&p.metadata), p, &n).await;
+                    .find(|(p, _, _)| p.metadata.uid == pod.metadata.uid)
+                    .map(|(_, n, _)| n.clone());
+                for (p, n, volume_plan) in plan {
+                    self.assume_and_bind(&object_key(&p.metadata), p, &n, volume_plan)
+                        .await;
                 }
                 Ok(node.map(Outcome::Bound).unwrap_or(Outcome::Skipped))
             }
@@ -434,7 +542,18 @@ impl Scheduler {
 
     /// Binds an assumed pod; on failure the assumption is dropped (and retried unless
     /// someone else already placed or deleted the pod).
-    async fn binding_cycle(&self, key: &str, pod: &Pod, node: &str) {
+    async fn binding_cycle(&self, key: &str, pod: &Pod, node: &str, plan: &volumes::Plan) {
+        let written = match plan.is_empty() {
+            true => Ok(()),
+            false => self.write_volume_plan(plan, node).await,
+        };
+        if let Err(e) = written {
+            tracing::info!(pod = %key, %node, error = %e, "volume binding failed; retrying");
+            lock(&self.ledger).remove(key);
+            lock(&self.assumed).remove(key);
+            self.queue.add_rate_limited(key.to_string());
+            return;
+        }
         match self.bind(pod, node).await {
             Ok(()) => {
                 let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
@@ -536,11 +655,22 @@ type InformerTask = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Sen
 pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTask>) {
     let mut pod_informer = Informer::new(Api::<Pod>::all(&client), ListParams::default());
     let mut node_informer = Informer::new(Api::<Node>::all(&client), ListParams::default());
+    let mut claim_informer = Informer::new(
+        Api::<PersistentVolumeClaim>::all(&client),
+        ListParams::default(),
+    );
+    let mut volume_informer =
+        Informer::new(Api::<PersistentVolume>::all(&client), ListParams::default());
+    let mut class_informer =
+        Informer::new(Api::<StorageClass>::all(&client), ListParams::default());
     let sched = Arc::new(Scheduler {
         client,
         config,
         pods: pod_informer.cache(),
         nodes: node_informer.cache(),
+        claims: claim_informer.cache(),
+        volumes: volume_informer.cache(),
+        classes: class_informer.cache(),
         queue: WorkQueue::new(),
         round_robin: Mutex::new(RoundRobin::default()),
         ledger: Mutex::default(),
@@ -562,9 +692,31 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
             s.retry_unschedulable();
         }
     });
+    // A claim, volume or class that changes may make a waiting pod placeable.
+    let retry = |s: &std::sync::Weak<Scheduler>| {
+        let s = s.clone();
+        move || {
+            if let Some(s) = s.upgrade() {
+                s.retry_unschedulable();
+            }
+        }
+    };
+    let weak = Arc::downgrade(&sched);
+    let r = retry(&weak);
+    claim_informer.on_event(move |_| r());
+    let r = retry(&weak);
+    volume_informer.on_event(move |_| r());
+    let r = retry(&weak);
+    class_informer.on_event(move |_| r());
     (
         sched,
-        vec![Box::pin(pod_informer.run()), Box::pin(node_informer.run())],
+        vec![
+            Box::pin(pod_informer.run()),
+            Box::pin(node_informer.run()),
+            Box::pin(claim_informer.run()),
+            Box::pin(volume_informer.run()),
+            Box::pin(class_informer.run()),
+        ],
     )
 }
 

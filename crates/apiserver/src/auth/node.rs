@@ -5,6 +5,7 @@
 //!
 //! ```text
 //!  secrets, configmaps, persistentvolumeclaims  get, if a pod bound to the node uses them
+//!  persistentvolumes                            get, if bound to a claim such a pod uses
 //!  serviceaccounts/token                        create, for a pod bound to the node
 //!  nodes, nodes/status                          writes to its own Node only
 //!  leases (kube-node-lease)                     its own Lease only
@@ -295,6 +296,36 @@ impl ApiServer {
                     Err(format!(
                         "no relationship found between node '{node}' and this object"
                     ))
+                }
+            }
+            // A volume is reachable through the claim it is bound to.
+            ("", "persistentvolumes", "") => {
+                if a.verb != "get" || a.name.is_empty() {
+                    return denied("can only get individual resources of this type".into());
+                }
+                let claim = self.persistent_volumes.all().into_iter().find_map(|pv| {
+                    (meta::name(&pv) == a.name).then(|| {
+                        let r = pv.pointer("/spec/claimRef");
+                        let field = |k: &str| {
+                            r.and_then(|r| r.get(k))
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .to_string()
+                        };
+                        (field("namespace"), field("name"))
+                    })
+                });
+                match claim {
+                    Some((ns, name))
+                        if self
+                            .nodes
+                            .node_uses(node, "persistentvolumeclaims", &ns, &name) =>
+                    {
+                        Ok(String::new())
+                    }
+                    _ => Err(format!(
+                        "no relationship found between node '{node}' and this object"
+                    )),
                 }
             }
             ("", "serviceaccounts", "token") => {

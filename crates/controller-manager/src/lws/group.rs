@@ -162,11 +162,13 @@ pub fn worker_statefulset(
     } else {
         name.clone()
     };
-    json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+    let mut sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": {"name": leader_name, "namespace": ns_of(&lws.metadata), "labels": labels, "annotations": annotations,
             "ownerReferences": [controller_ref("v1", "Pod", &leader.metadata)]},
         "spec": {"replicas": size_of(lwt) - 1, "ordinals": {"start": 1}, "podManagementPolicy": "Parallel",
-            "serviceName": service, "selector": {"matchLabels": selector}, "template": template}})
+            "serviceName": service, "selector": {"matchLabels": selector}, "template": template}});
+    super::rollout::add_claim_templates(&mut sts, lwt);
+    sts
 }
 
 fn label<'a>(p: &'a Pod, k: &str) -> Option<&'a str> {

@@ -378,14 +378,49 @@ pub fn leader_statefulset(
     tmeta.labels = Some(tlabels);
     tmeta.annotations = Some(tann);
     template.metadata = Some(tmeta);
-    json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+    let mut sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": {"name": name, "namespace": ns_of(&lws.metadata), "labels": labels, "annotations": annotations,
             "ownerReferences": [owner_ref(lws)]},
         "spec": {"replicas": replicas, "serviceName": name, "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": {NAME: name, WORKER_INDEX: "0"}},
             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": partition,
                 "maxUnavailable": (r.max_unavailable + r.max_surge).max(1)}},
-            "template": template}})
+            "template": template}});
+    add_claim_templates(&mut sts, lwt);
+    sts
+}
+
+/// KEP-622: both StatefulSets get the template's claims, reduced to the
+/// parts upstream keeps (name, accessModes, storageClassName, volumeMode,
+/// resources requests and limits), and its retention policy when set.
+pub fn add_claim_templates(sts: &mut Value, lwt: &minik8s_api::lws::LeaderWorkerTemplate) {
+    if let Some(templates) = lwt
+        .volume_claim_templates
+        .as_ref()
+        .filter(|t| !t.is_empty())
+    {
+        let reduced: Vec<Value> = templates
+            .iter()
+            .map(|t| {
+                let mut spec = json!({});
+                for k in ["accessModes", "storageClassName", "volumeMode"] {
+                    if let Some(v) = t.pointer(&format!("/spec/{k}")) {
+                        spec[k] = v.clone();
+                    }
+                }
+                for k in ["requests", "limits"] {
+                    if let Some(v) = t.pointer(&format!("/spec/resources/{k}")) {
+                        spec["resources"][k] = v.clone();
+                    }
+                }
+                json!({"metadata": {"name": t.pointer("/metadata/name")}, "spec": spec})
+            })
+            .collect();
+        sts["spec"]["volumeClaimTemplates"] = json!(reduced);
+    }
+    if let Some(policy) = &lwt.persistent_volume_claim_retention_policy {
+        sts["spec"]["persistentVolumeClaimRetentionPolicy"] = policy.clone();
+    }
 }
 
 pub fn owner_ref(lws: &LeaderWorkerSet) -> Value {

@@ -432,3 +432,27 @@ fn event_notes() {
         Some("deleting surge replicas from d-4 to d-5")
     );
 }
+
+#[test]
+fn both_sets_get_the_reduced_claim_templates_and_retention() {
+    let lws: LeaderWorkerSet = serde_json::from_value(json!({"metadata": {"name": "d", "namespace": "ns", "uid": "u"},
+        "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 2,
+            "workerTemplate": {"spec": {"containers": []}},
+            "volumeClaimTemplates": [{"metadata": {"name": "pvc1", "labels": {"dropped": "yes"}},
+                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "standard",
+                         "selector": {"matchLabels": {"dropped": "yes"}},
+                         "resources": {"requests": {"storage": "1Gi"}, "limits": {"storage": "2Gi"}}}}],
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Delete"}}}}))
+    .unwrap();
+    let expected = json!([{"metadata": {"name": "pvc1"}, "spec": {"accessModes": ["ReadWriteOnce"],
+        "storageClassName": "standard", "resources": {"requests": {"storage": "1Gi"}, "limits": {"storage": "2Gi"}}}}]);
+    let leader = leader_statefulset(&lws, "k1", 0, 2);
+    assert_eq!(leader["spec"]["volumeClaimTemplates"], expected);
+    assert_eq!(
+        leader["spec"]["persistentVolumeClaimRetentionPolicy"],
+        json!({"whenDeleted": "Retain", "whenScaled": "Delete"})
+    );
+    let mut worker = json!({"spec": {}});
+    crate::lws::rollout::add_claim_templates(&mut worker, &lws.spec.leader_worker_template);
+    assert_eq!(worker["spec"]["volumeClaimTemplates"], expected);
+}

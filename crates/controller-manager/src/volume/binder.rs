@@ -16,7 +16,6 @@ use super::local_path::{self, LocalPath};
 use super::*;
 use k8s_openapi::api::storage::v1::StorageClass;
 use minik8s_api::registry;
-use minik8s_api::selector::Selector;
 use minik8s_client::controller::{Action, Controller, Reconciler};
 use minik8s_client::informer::object_key;
 use minik8s_client::rest::content;
@@ -55,49 +54,6 @@ pub enum ClaimStep {
     },
     /// The bound volume is gone or bound elsewhere (reason, message).
     Lost(&'static str, &'static str),
-}
-
-fn access_modes(modes: Option<&Vec<String>>) -> &[String] {
-    modes.map(Vec::as_slice).unwrap_or(&[])
-}
-
-fn volume_mode(mode: Option<&String>) -> &str {
-    mode.map(String::as_str).unwrap_or("Filesystem")
-}
-
-/// Does the volume's claimRef name this claim (by uid when it has one)?
-pub fn claim_ref_names(pv: &PersistentVolume, claim: &PersistentVolumeClaim) -> bool {
-    let Some(r) = pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref()) else {
-        return false;
-    };
-    r.name == claim.metadata.name
-        && r.namespace == claim.metadata.namespace
-        && (r.uid.is_none() || r.uid == claim.metadata.uid)
-}
-
-/// Can this volume serve this claim (class, mode, access modes, size, selector)?
-pub fn fits(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> bool {
-    let (Some(cs), Some(vs)) = (claim.spec.as_ref(), pv.spec.as_ref()) else {
-        return false;
-    };
-    if pv.metadata.deletion_timestamp.is_some() || volume_phase(pv) == "Failed" {
-        return false;
-    }
-    if vs.claim_ref.is_some() && !claim_ref_names(pv, claim) {
-        return false;
-    }
-    let selected = cs.selector.as_ref().map_or(true, |sel| {
-        Selector::from_label_selector(sel)
-            .is_ok_and(|s| s.matches(pv.metadata.labels.as_ref().unwrap_or(&Default::default())))
-    });
-    let modes = access_modes(vs.access_modes.as_ref());
-    volume_class(pv) == claim_class(claim)
-        && volume_mode(vs.volume_mode.as_ref()) == volume_mode(cs.volume_mode.as_ref())
-        && access_modes(cs.access_modes.as_ref())
-            .iter()
-            .all(|m| modes.contains(m))
-        && capacity(pv) >= requested(claim)
-        && selected
 }
 
 /// The volume for an unbound claim: one pre-bound to it, else the smallest

@@ -16,11 +16,13 @@
 //! controller builds its groups out of StatefulSets, so the semantics it relies
 //! on (Parallel, `ordinals.start`, partition, maxUnavailable) are exact here.
 
+pub mod claims;
+
 use crate::history;
 use crate::ns_of;
 use crate::ownership::{controller_of, controller_ref, is_ready};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
-use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
 use minik8s_api::lws::scaled_value;
 use minik8s_api::registry;
 use minik8s_client::controller::{Action, Controller, Reconciler};
@@ -278,11 +280,13 @@ pub fn new_pod(
     {
         spec["subdomain"] = json!(svc);
     }
-    json!({"apiVersion": "v1", "kind": "Pod",
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": pod_name, "namespace": ns_of(&set.metadata), "labels": labels,
                      "annotations": meta.annotations,
                      "ownerReferences": [controller_ref("apps/v1", "StatefulSet", &set.metadata)]},
-        "spec": spec})
+        "spec": spec});
+    claims::with_claim_volumes(&mut pod, set, ordinal);
+    pod
 }
 
 // ---------------------------------------------------------------------------
@@ -293,6 +297,7 @@ pub struct StatefulSetController {
     sets: Cache<StatefulSet>,
     pods: Cache<Pod>,
     revisions: Cache<ControllerRevision>,
+    claims: Cache<PersistentVolumeClaim>,
 }
 
 fn template_value(set: &StatefulSet) -> Value {
@@ -314,6 +319,7 @@ impl StatefulSetController {
             sets: informers.cache(),
             pods: informers.cache(),
             revisions: informers.cache(),
+            claims: informers.cache(),
         });
         Controller::new(ctl, WorkQueue::new())
             .for_own::<StatefulSet>(informers)?
@@ -410,8 +416,16 @@ impl Reconciler for StatefulSetController {
             .collect();
         let pod_api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
         let mut first_error = None;
+        if let Err(e) = self.sync_claim_owners(&set, &view, &owned).await {
+            first_error.get_or_insert(e);
+        }
+        let mut blocked = false;
         for step in plan(&view, &pods, &update_revision) {
             let result = match &step {
+                Step::Create { ordinal, .. } if !self.ensure_claims(&set, *ordinal).await? => {
+                    blocked = true;
+                    Ok(())
+                }
                 Step::Create { ordinal, revision } => {
                     let (rev, template) = match revision {
                         Revision::Current => (
@@ -506,8 +520,84 @@ impl Reconciler for StatefulSetController {
         history::prune(&self.client, &ns, &revisions, &keep, limit).await;
         match first_error {
             Some(e) => Err(e),
+            // A claim being deleted holds its pod back until it is gone.
+            None if blocked => Ok(Action::RequeueAfter(std::time::Duration::from_secs(2))),
             None => Ok(Action::Done),
         }
+    }
+}
+
+impl StatefulSetController {
+    /// Creates the missing claims of `ordinal`; false while one of them is
+    /// still being deleted (the pod must wait for a fresh one).
+    async fn ensure_claims(&self, set: &StatefulSet, ordinal: i32) -> Result<bool, ClientError> {
+        let ns = ns_of(&set.metadata);
+        let set_name = set.metadata.name.as_deref().unwrap_or("");
+        let api = self
+            .client
+            .dynamic(registry::of::<PersistentVolumeClaim>(), Some(&ns));
+        for claim in claims::claims_for(set, ordinal) {
+            let name = claim["metadata"]["name"].as_str().unwrap_or("").to_string();
+            match self.claims.get(&format!("{ns}/{name}")) {
+                Some(c) if c.metadata.deletion_timestamp.is_some() => {
+                    let msg = format!("create Pod {set_name}-{ordinal} in StatefulSet {set_name} failed error: pvc {name} is being deleted");
+                    self.event(set, "Warning", "FailedCreate", &msg).await;
+                    return Ok(false);
+                }
+                Some(_) => continue,
+                None => {}
+            }
+            match api.create(&claim).await {
+                Ok(_) => {
+                    let msg = format!("create Claim {name} Pod {set_name}-{ordinal} in StatefulSet {set_name} success");
+                    self.event(set, "Normal", "SuccessfulCreate", &msg).await;
+                }
+                Err(e) if e.is_conflict() => {}
+                Err(e) => {
+                    let msg = format!("create Claim {name} for Pod {set_name}-{ordinal} in StatefulSet {set_name} failed error: {e}");
+                    self.event(set, "Warning", "FailedCreate", &msg).await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Keeps each pod's claims owned as the retention policy says (before a
+    /// condemned pod goes, so its claims go with it under `whenScaled: Delete`).
+    async fn sync_claim_owners(
+        &self,
+        set: &StatefulSet,
+        view: &SetView,
+        pods: &[Arc<Pod>],
+    ) -> Result<(), ClientError> {
+        let ns = ns_of(&set.metadata);
+        let api = self
+            .client
+            .dynamic(registry::of::<PersistentVolumeClaim>(), Some(&ns));
+        for pod in pods {
+            let Some(ordinal) = ordinal_of(&view.name, pod.metadata.name.as_deref().unwrap_or(""))
+            else {
+                continue;
+            };
+            let condemned = ordinal < view.start || ordinal >= view.start + view.replicas;
+            for wanted in claims::claims_for(set, ordinal) {
+                let name = wanted["metadata"]["name"].as_str().unwrap_or("");
+                let Some(claim) = self.claims.get(&format!("{ns}/{name}")) else {
+                    continue;
+                };
+                let owners = claims::desired_owners(&claim, set, Some(&pod.metadata), condemned);
+                if owners.as_slice() == claim.metadata.owner_references.as_deref().unwrap_or(&[]) {
+                    continue;
+                }
+                let patch = json!({"metadata": {"ownerReferences": owners, "resourceVersion": claim.metadata.resource_version}});
+                match api.patch(name, None, content::MERGE_PATCH, &patch).await {
+                    Err(e) if !(e.is_not_found() || e.is_conflict()) => return Err(e),
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
     }
 }
 
