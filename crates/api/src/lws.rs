@@ -246,6 +246,7 @@ fn check_enum(errs: &mut Errors, v: Option<&Value>, path: &str, allowed: &[&str]
 /// Rules V2-V15 on create and update, U1-U3 on update (§2.2-2.3). V1 (the name is a
 /// DNS-1035 label) is checked by metadata validation.
 pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
+    use crate::validation::storage::with_template_volumes;
     let mut errs = Vec::new();
     let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
     let replicas = spec.get("replicas").and_then(Value::as_i64).unwrap_or(1);
@@ -288,14 +289,20 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
             "",
         )),
         Some(wt) => crate::validation::validate_pod_spec(
-            wt.get("spec").unwrap_or(&Value::Null),
+            &with_template_volumes(
+                wt.get("spec").unwrap_or(&Value::Null),
+                tmpl.get("volumeClaimTemplates"),
+            ),
             "spec.leaderWorkerTemplate.workerTemplate.spec",
             &mut errs,
         ),
     }
     if let Some(lt) = tmpl.get("leaderTemplate").filter(|v| !v.is_null()) {
         crate::validation::validate_pod_spec(
-            lt.get("spec").unwrap_or(&Value::Null),
+            &with_template_volumes(
+                lt.get("spec").unwrap_or(&Value::Null),
+                tmpl.get("volumeClaimTemplates"),
+            ),
             "spec.leaderWorkerTemplate.leaderTemplate.spec",
             &mut errs,
         );

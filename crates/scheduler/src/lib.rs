@@ -15,6 +15,7 @@
 //! node until the watch reports it.
 
 pub mod filters;
+mod prebind;
 pub mod volumes;
 
 use filters::{RoundRobin, Snapshot, Usage};
@@ -346,42 +347,6 @@ impl Scheduler {
         Ok(Outcome::Unschedulable(message))
     }
 
-    /// Writes the volume plan before the pod is bound (Kubernetes' PreBind):
-    /// static volumes pre-bound to their claims (the volume's resourceVersion
-    /// guards against another pod taking it), claims to be provisioned
-    /// annotated with the node. The claim binder completes each binding; the
-    /// kubelet waits for it before mounting.
-    async fn write_volume_plan(&self, plan: &volumes::Plan, node: &str) -> Result<(), ClientError> {
-        use minik8s_api::storage::{BOUND_BY_CONTROLLER, SELECTED_NODE};
-        let pvs = self
-            .client
-            .dynamic(registry::of::<PersistentVolume>(), None);
-        for (claim_key, volume) in &plan.bind {
-            let (Some(claim), Some(pv)) = (self.claims.get(claim_key), self.volumes.get(volume))
-            else {
-                return Err(ClientError::Decode(format!(
-                    "{claim_key} or {volume} is gone"
-                )));
-            };
-            let patch = json!({"metadata": {"resourceVersion": pv.metadata.resource_version,
-                                            "annotations": {BOUND_BY_CONTROLLER: "yes"}},
-                               "spec": {"claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1",
-                                        "namespace": claim.metadata.namespace, "name": claim.metadata.name,
-                                        "uid": claim.metadata.uid, "resourceVersion": claim.metadata.resource_version}}});
-            pvs.patch(volume, None, content::MERGE_PATCH, &patch)
-                .await?;
-        }
-        for claim_key in &plan.provision {
-            let (ns, name) = claim_key.split_once('/').unwrap_or(("default", claim_key));
-            let patch = json!({"metadata": {"annotations": {SELECTED_NODE: node}}});
-            self.client
-                .dynamic(registry::of::<PersistentVolumeClaim>(), Some(ns))
-                .patch(name, None, content::MERGE_PATCH, &patch)
-                .await?;
-        }
-        Ok(())
-    }
-
     /// Assumes the pod is on `node` (the next decisions count it) until the watch
     /// says so, and binds it in the background.
     async fn assume_and_bind(
@@ -543,16 +508,25 @@ impl Scheduler {
     /// Binds an assumed pod; on failure the assumption is dropped (and retried unless
     /// someone else already placed or deleted the pod).
     async fn binding_cycle(&self, key: &str, pod: &Pod, node: &str, plan: &volumes::Plan) {
-        let written = match plan.is_empty() {
-            true => Ok(()),
-            false => self.write_volume_plan(plan, node).await,
-        };
-        if let Err(e) = written {
-            tracing::info!(pod = %key, %node, error = %e, "volume binding failed; retrying");
-            lock(&self.ledger).remove(key);
-            lock(&self.assumed).remove(key);
-            self.queue.add_rate_limited(key.to_string());
-            return;
+        if !plan.is_empty() {
+            let bound = match self.write_volume_plan(plan, node).await {
+                Ok(()) => self.wait_claims_bound(plan).await,
+                Err(e) => Err(e.to_string()),
+            };
+            if let Err(e) = bound {
+                tracing::info!(pod = %key, %node, error = %e, "volume binding failed; retrying");
+                self.event(
+                    pod,
+                    "Warning",
+                    "FailedScheduling",
+                    &format!("running PreBind plugin \"VolumeBinding\": binding volumes: {e}"),
+                )
+                .await;
+                lock(&self.ledger).remove(key);
+                lock(&self.assumed).remove(key);
+                self.queue.add_rate_limited(key.to_string());
+                return;
+            }
         }
         match self.bind(pod, node).await {
             Ok(()) => {

@@ -79,6 +79,8 @@ fn storage_size(value: Option<&Value>, path: &str, errs: &mut Errors) {
         .as_str()
         .map(str::to_string)
         .unwrap_or_else(|| v.to_string());
+    // Quantities are shown as strings (a YAML 0 is the quantity "0").
+    let v = &Value::from(text.as_str());
     match Quantity::parse(&text) {
         Err(e) => errs.push(FieldError::invalid(path, v, e.to_string())),
         Ok(q) if q.0 < 0.0 => errs.push(FieldError::invalid(
@@ -138,6 +140,34 @@ fn absolute_path(v: &Value, field: &str, path: &str, errs: &mut Errors) {
         )),
         Some(_) => {}
     }
+}
+
+/// A pod template's spec as its pods will have it: each claim template of
+/// `templates` (a StatefulSet's or LWS's `volumeClaimTemplates`) becomes a
+/// volume of its name, so mounts of it are valid.
+pub fn with_template_volumes(pod_spec: &Value, templates: Option<&Value>) -> Value {
+    let mut spec = pod_spec.clone();
+    let names: Vec<Value> = templates
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.pointer("/metadata/name").cloned())
+        .collect();
+    if names.is_empty() || !spec.is_object() {
+        return spec;
+    }
+    if !spec["volumes"].is_array() {
+        spec["volumes"] = Value::Array(Vec::new());
+    }
+    if let Some(volumes) = spec["volumes"].as_array_mut() {
+        volumes.retain(|v| !names.contains(&v["name"]));
+        for name in names {
+            volumes.push(
+                serde_json::json!({"name": name, "persistentVolumeClaim": {"claimName": name}}),
+            );
+        }
+    }
+    spec
 }
 
 /// ValidatePersistentVolume (and its update rules when `old` is given).
