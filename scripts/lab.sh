@@ -366,7 +366,8 @@ start_master() {
   # shellcheck disable=SC2046 # the saved store flags are words
   spawn "$d/master.pid" "$d/master.log" "$ns" "$LAB_BIN/master" \
     --advertise-address "$(cp_ip "$ns")" --pki-dir "$d/pki" $(cat "$LAB_DIR/store-flags") \
-    --cluster-cidr "$CLUSTER_CIDR" --allocate-node-cidrs "$(cat "$LAB_DIR/ipam")" $LAB_MASTER_ARGS
+    --cluster-cidr "$CLUSTER_CIDR" --allocate-node-cidrs "$(cat "$LAB_DIR/ipam")" \
+    --local-path-root "$LAB_DIR/storage" $LAB_MASTER_ARGS
 }
 
 # HA mode's control-plane processes of one machine.
@@ -388,7 +389,8 @@ start_cp_process() {
       else
         spawn "$d/$what.pid" "$d/$what.log" "$ns" "$LAB_BIN/controller-manager" \
           --kubeconfig "$d/pki/$what.conf" --cluster-signing-dir "$d/pki" \
-          --cluster-cidr "$CLUSTER_CIDR" --allocate-node-cidrs "$(cat "$LAB_DIR/ipam")" $LAB_MASTER_ARGS
+          --cluster-cidr "$CLUSTER_CIDR" --allocate-node-cidrs "$(cat "$LAB_DIR/ipam")" \
+          --local-path-root "$LAB_DIR/storage" $LAB_MASTER_ARGS
       fi ;;
     *) die "apiserver, scheduler or controller-manager, not $what" ;;
   esac

@@ -71,7 +71,14 @@ fn generate(pb: &Path, openapi: &Path) -> String {
     }
     for (name, fields) in &messages {
         out.push_str(&format!("M {name}\n"));
-        let names = json_names.get(&normalize(name));
+        // A message Go inlines into its parent (`json:",inline"`) has no
+        // k8s-openapi struct of its own: its fields are the parent's.
+        let names = json_names.get(&normalize(name)).or_else(|| {
+            INLINED
+                .iter()
+                .find(|(m, _)| m == name)
+                .and_then(|(_, parent)| json_names.get(&normalize(parent)))
+        });
         let mut fields: Vec<&Field> = fields.iter().collect();
         fields.sort_by_key(|f| f.tag);
         for f in fields {
@@ -228,6 +235,19 @@ fn normalize(rust: &str) -> String {
         .replace('_', "")
         .to_lowercase()
 }
+
+/// Messages inlined in their parent's JSON: (message, parent).
+const INLINED: &[(&str, &str)] = &[
+    ("api.core.v1.VolumeSource", "api.core.v1.Volume"),
+    (
+        "api.core.v1.PersistentVolumeSource",
+        "api.core.v1.PersistentVolumeSpec",
+    ),
+    (
+        "api.core.v1.EphemeralContainerCommon",
+        "api.core.v1.EphemeralContainer",
+    ),
+];
 
 fn lower_camel(rust: &str) -> String {
     let mut out = String::new();

@@ -114,7 +114,11 @@ async fn wait_log(c: &Cluster, pod: &str, needle: &str) -> String {
             if log.contains(needle) {
                 Ok(log)
             } else {
-                Err(format!("log: {log}\n{}", tail(&c.kubelet_log(), 20)))
+                let described = c.real_kubectl(&["describe", "pod", pod]);
+                Err(format!(
+                    "log: {log}\n{}",
+                    tail(&String::from_utf8_lossy(&described.stdout), 25)
+                ))
             }
         },
     )
@@ -168,6 +172,7 @@ async fn persistent_volumes_on_real_docker() {
     bad_claims(&c).await;
     stateful_set_claims(&c).await;
     lws_claims(&c).await;
+    storage_example(&c).await;
 }
 
 /// A claim of the default class: Pending until its first pod, then bound on
@@ -555,36 +560,14 @@ async fn stateful_set_claims(c: &Cluster) {
     assert!(claims(c).get("data-web-0").await.is_ok());
 }
 
-/// An LWS with volumeClaimTemplates: every leader and worker has its own
-/// claim, named as upstream names them.
+fn example(name: &str) -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/").to_string() + name
+}
+
+/// examples/lws-volume-claim-templates.yaml: every leader and worker has
+/// its own claim, named as upstream names them.
 async fn lws_claims(c: &Cluster) {
-    ok(apply(
-        c,
-        "lws",
-        r#"apiVersion: leaderworkerset.x-k8s.io/v1
-kind: LeaderWorkerSet
-metadata: {name: lws}
-spec:
-  replicas: 2
-  leaderWorkerTemplate:
-    size: 2
-    workerTemplate:
-      spec:
-        terminationGracePeriodSeconds: 1
-        containers:
-        - name: app
-          image: minik8s/busybox:latest
-          imagePullPolicy: Never
-          command: [sh, -c, 'hostname > /mnt/volume/owner; echo stored; sleep 3600']
-          volumeMounts: [{name: persistent-storage, mountPath: /mnt/volume}]
-    volumeClaimTemplates:
-    - metadata: {name: persistent-storage}
-      spec:
-        accessModes: [ReadWriteOnce]
-        resources: {requests: {storage: 10Mi}}
-    persistentVolumeClaimRetentionPolicy: {whenDeleted: Delete, whenScaled: Delete}
-"#,
-    ));
+    ok(c.real_kubectl(&["apply", "-f", &example("lws-volume-claim-templates.yaml")]));
     for (pod, claim) in [
         ("lws-0", "persistent-storage-lws-0"),
         ("lws-1", "persistent-storage-lws-1"),
@@ -600,4 +583,37 @@ spec:
         let owner = std::fs::read_to_string(host_path(&pv).join("owner")).unwrap();
         assert_eq!(owner.trim(), pod, "each pod writes its own volume");
     }
+}
+
+/// examples/storage.yaml and doc/storage.md's commands: each counter pod
+/// continues its own count after it is deleted.
+async fn storage_example(c: &Cluster) {
+    ok(c.real_kubectl(&["apply", "-f", &example("storage.yaml")]));
+    wait_set_ready(c, "counter", 2).await;
+    wait_log(c, "counter-0", "counter-0 start 1").await;
+    let out = ok(c.real_kubectl(&["get", "pv,pvc,sc"]));
+    assert!(
+        out.lines().any(
+            |l| l.starts_with("persistentvolumeclaim/data-counter-1 ") && l.contains(" Bound ")
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("storageclass.storage.k8s.io/local-path (default)"),
+        "{out}"
+    );
+    let uid = c.pods().get("counter-0").await.unwrap()["metadata"]["uid"].clone();
+    ok(c.real_kubectl(&["delete", "pod", "counter-0", "--wait=false"]));
+    c.wait_pod("counter-0", "recreated", 60, |p| {
+        p["metadata"]["uid"] != uid && all_ready(p)
+    })
+    .await;
+    let log = ok(c.real_kubectl(&["logs", "counter-0"]));
+    assert!(log.contains("counter-0 start 2"), "{log}");
+    let out = ok(c.real_kubectl(&["describe", "pvc", "data-counter-0"]));
+    assert!(out.contains("Status:") && out.contains("Bound"), "{out}");
+    assert!(
+        out.contains("Used By:") && out.contains("counter-0"),
+        "{out}"
+    );
 }

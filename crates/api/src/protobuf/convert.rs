@@ -111,6 +111,22 @@ const ZERO_IS_A_VALUE: &[&str] = &[
     "ListMeta.remainingItemCount",
 ];
 
+/// Fields whose message Go inlines in its parent's JSON (`json:",inline"`):
+/// a Volume's source, a PersistentVolume's source, an ephemeral
+/// container's common part. Their fields sit in the parent object.
+const INLINE: &[&str] = &[
+    "Volume.volumeSource",
+    "PersistentVolumeSpec.persistentVolumeSource",
+    "EphemeralContainer.ephemeralContainerCommon",
+];
+
+fn inline(message: &str, field: &str) -> bool {
+    let short = message.rsplit('.').next().unwrap_or(message);
+    INLINE
+        .iter()
+        .any(|e| e.split_once('.') == Some((short, field)))
+}
+
 fn zero_is_a_value(message: &str, field: &str) -> bool {
     let short = message.rsplit('.').next().unwrap_or(message);
     // Case-insensitive: k8s-pb spells `HPAScalingRules` as `HpaScalingRules`.
@@ -160,6 +176,11 @@ pub fn to_json(
             continue;
         };
         match field.card {
+            Cardinality::One if inline(name, field.json) => {
+                if let Value::Object(fields) = value_to_json(schema, name, field, wire, depth)? {
+                    obj.extend(fields);
+                }
+            }
             Cardinality::One => {
                 let v = value_to_json(schema, name, field, wire, depth)?;
                 if !is_zero(&v) || (!v.is_null() && zero_is_a_value(name, field.json)) {
@@ -430,6 +451,11 @@ pub fn from_json(
         )));
     };
     for field in &msg.fields {
+        if field.card == Cardinality::One && inline(name, field.json) {
+            // The inlined message's fields are this object's own.
+            scalar_from_json(schema, name, field, v, out, depth)?;
+            continue;
+        }
         let Some(value) = obj.get(field.json).filter(|v| !v.is_null()) else {
             continue;
         };

@@ -273,3 +273,51 @@ fn protobuf_is_preferred_only_when_asked_first() {
     ));
     assert!(!preferred(""));
 }
+
+#[test]
+fn volume_sources_are_inline_in_json_and_nested_in_protobuf() {
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {}}],
+                 "volumes": [
+                     {"name": "data", "persistentVolumeClaim": {"claimName": "data-web-0"}},
+                     {"name": "scratch", "emptyDir": {}},
+                     {"name": "info", "downwardAPI": {"items": [{"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}}
+                 ]},
+    });
+    let body = encode_object(&pod).unwrap().expect("Pod has a message");
+    let p: core::Pod = unwrap(&body);
+    let volumes = &p.spec.as_ref().unwrap().volumes;
+    let source = |i: usize| volumes[i].volume_source.as_ref().unwrap();
+    assert_eq!(
+        source(0)
+            .persistent_volume_claim
+            .as_ref()
+            .unwrap()
+            .claim_name
+            .as_deref(),
+        Some("data-web-0")
+    );
+    assert!(source(1).empty_dir.is_some());
+    assert!(source(2).downward_api.is_some());
+    assert_eq!(decode_object(&body).unwrap(), pod);
+    let pv = json!({
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "hostPath": {"path": "/srv/pv", "type": "DirectoryOrCreate"}},
+    });
+    let body = encode_object(&pv)
+        .unwrap()
+        .expect("PersistentVolume has a message");
+    let v: core::PersistentVolume = unwrap(&body);
+    let spec = v.spec.as_ref().unwrap();
+    let host = spec
+        .persistent_volume_source
+        .as_ref()
+        .unwrap()
+        .host_path
+        .as_ref()
+        .unwrap();
+    assert_eq!(host.path.as_deref(), Some("/srv/pv"));
+    assert_eq!(decode_object(&body).unwrap(), pv);
+}

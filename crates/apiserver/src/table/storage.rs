@@ -1,7 +1,7 @@
 //! Table cells of the storage kinds: PersistentVolume, PersistentVolumeClaim
 //! and StorageClass, as kubectl's printers lay them out.
 
-use super::{age, arr, s};
+use super::{age, arr};
 use minik8s_api::meta::is_deleting;
 use serde_json::{json, Value};
 
@@ -19,6 +19,11 @@ fn access_modes(o: &Value, pointer: &str) -> String {
     .map(|(_, short)| *short)
     .collect::<Vec<_>>()
     .join(",")
+}
+
+/// A string field as kubectl's storage printers show it: empty when unset.
+fn s(v: Option<&Value>) -> String {
+    v.and_then(Value::as_str).unwrap_or("").to_string()
 }
 
 fn phase(o: &Value) -> String {
