@@ -97,6 +97,16 @@ impl LocalCluster {
         network: &str,
         pod_cidr: &str,
     ) -> anyhow::Result<LocalCluster> {
+        Self::start_with(socket, network, pod_cidr, |_| Vec::new()).await
+    }
+
+    /// As [`LocalCluster::start`], with more `master` flags (given the cluster's directory).
+    pub async fn start_with(
+        socket: &str,
+        network: &str,
+        pod_cidr: &str,
+        master_args: impl FnOnce(&std::path::Path) -> Vec<String>,
+    ) -> anyhow::Result<LocalCluster> {
         use std::process::{Command, Stdio};
         use std::time::Duration;
         let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -116,6 +126,7 @@ impl LocalCluster {
             Command::new(bin.join("master"))
                 .args(["--listen", &format!("127.0.0.1:{port}")])
                 .args(["--data-dir", &dir.path().join("data").display().to_string()])
+                .args(master_args(dir.path()))
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()

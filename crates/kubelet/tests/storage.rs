@@ -602,8 +602,10 @@ async fn storage_example(c: &Cluster) {
         out.contains("storageclass.storage.k8s.io/local-path (default)"),
         "{out}"
     );
+    let log = ok(c.real_kubectl(&["logs", "counter-0"]));
+    assert!(log.contains("counter-0 start 1"), "{log}");
     let uid = c.pods().get("counter-0").await.unwrap()["metadata"]["uid"].clone();
-    ok(c.real_kubectl(&["delete", "pod", "counter-0", "--wait=false"]));
+    ok(c.real_kubectl(&["delete", "pod", "counter-0"]));
     c.wait_pod("counter-0", "recreated", 60, |p| {
         p["metadata"]["uid"] != uid && all_ready(p)
     })
