@@ -375,6 +375,7 @@ fn local_volumes_follow_their_node() {
     );
     let seen = std::fs::read_to_string(format!("{LAB_DIR}/disks/{node}/seen")).unwrap();
     assert_eq!(seen.lines().count(), 4, "{seen}");
+    eprintln!("local volumes: the claim bound to disk-{node}; its four pods all ran on {node}");
     // local-path: the volume is made on the node its pod landed on.
     apply(&pod("scratcher", "scratch", "scratch-user"));
     let p = until(60, "the scratch user running", || {
