@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib/common.sh
 
 ensure_build_deps
-ensure_packages etcd-server docker.io docker-registry busybox-static iptables iproute2 curl util-linux openssl python3 sqlite3
+ensure_packages etcd-server docker.io docker-registry busybox-static iptables iproute2 curl util-linux openssl python3 sqlite3 nfs-ganesha nfs-ganesha-vfs rpcbind
 ensure_python_module kubernetes kubernetes==31.0.0
 [ -x /usr/bin/kubectl ] || { echo "the real kubectl (v1.32) is required at /usr/bin/kubectl" >&2; exit 1; }
 

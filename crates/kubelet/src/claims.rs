@@ -9,6 +9,7 @@
 //!                                                 │ Bound
 //!                                                 ▼
 //!              GET volume ─▶ hostPath / local path ─▶ create (DirectoryOrCreate, provisioned), fsGroup ─▶ bind mount
+//!                         └▶ nfs server:/path ─▶ nfs_mounts.rs: nfs-fuse at <root>/nfs/… (once per node) ─▶ bind mount
 //! ```
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
@@ -29,6 +30,8 @@ pub struct ClaimMount {
     pub read_only: bool,
     /// fsGroup applies (local and provisioned volumes; Kubernetes leaves hostPath alone).
     pub owned: bool,
+    /// An NFS volume's `server:/path`: mounted by `nfs_mounts.rs`, `path` unused.
+    pub nfs: Option<String>,
 }
 
 /// Why a claim volume cannot be set up yet (the containers' waiting message).
@@ -53,6 +56,7 @@ pub fn mount_of(pv: &PersistentVolume, read_only: bool) -> Result<ClaimMount, St
             open_mode: provisioned,
             read_only,
             owned: provisioned,
+            nfs: None,
         });
     }
     if let Some(local) = &spec.local {
@@ -62,14 +66,17 @@ pub fn mount_of(pv: &PersistentVolume, read_only: bool) -> Result<ClaimMount, St
             open_mode: false,
             read_only,
             owned: true,
+            nfs: None,
         });
     }
-    if spec.nfs.is_some() {
-        return Err(
-            "nfs volumes are not mounted by this kubelet (no NFS client on the node)".into(),
-        );
+    if let Some(nfs) = &spec.nfs {
+        return Ok(ClaimMount {
+            read_only: read_only || nfs.read_only == Some(true),
+            nfs: Some(format!("{}:{}", nfs.server, nfs.path)),
+            ..Default::default()
+        });
     }
-    Err("the volume's type is not supported by minik8s (hostPath and local are)".into())
+    Err("the volume's type is not supported by minik8s (hostPath, local and nfs are)".into())
 }
 
 /// The pod's claim volumes by volume name, looked up through the API;
@@ -212,9 +219,11 @@ mod tests {
         let m = mount_of(&by_hand, true).unwrap();
         assert!(!m.create && !m.owned && m.read_only);
         let nfs: PersistentVolume = serde_json::from_value(json!({"metadata": {"name": "pv"},
-            "spec": {"nfs": {"server": "10.0.0.1", "path": "/exports"}}}))
+            "spec": {"nfs": {"server": "10.0.0.1", "path": "/exports", "readOnly": true}}}))
         .unwrap();
-        assert!(mount_of(&nfs, false).is_err());
+        let m = mount_of(&nfs, false).unwrap();
+        assert_eq!(m.nfs.as_deref(), Some("10.0.0.1:/exports"));
+        assert!(m.read_only && !m.owned);
     }
 
     #[test]
@@ -226,7 +235,7 @@ mod tests {
             create: true,
             open_mode: true,
             owned: true,
-            read_only: false,
+            ..Default::default()
         };
         let pod: Pod =
             serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"containers": [],

@@ -28,6 +28,7 @@ mod exec_spdy;
 pub mod hollow;
 mod images;
 pub mod network;
+pub mod nfs_mounts;
 pub mod node;
 pub mod pod;
 pub mod portforward;
@@ -158,6 +159,8 @@ pub struct Kubelet {
     pub tokens: tokens::TokenManager,
     /// The apiserver's recent answers about who may use this port.
     pub decisions: auth::Decisions,
+    /// NFS exports mounted for the pods.
+    pub nfs: nfs_mounts::NfsMounts,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -248,6 +251,18 @@ impl Kubelet {
         for uid in orphans.iter().map(|c| &c.pod_uid).collect::<HashSet<_>>() {
             let _ = std::fs::remove_dir_all(self.config.root_dir.join("pods").join(uid));
         }
+        // NFS exports whose pods are all gone.
+        let live: HashSet<String> = self
+            .pods
+            .list()
+            .iter()
+            .filter(|p| {
+                p.spec.as_ref().and_then(|s| s.node_name.as_deref())
+                    == Some(self.config.node_name.as_str())
+            })
+            .filter_map(|p| p.metadata.uid.clone())
+            .collect();
+        self.nfs.release(&live);
         Ok(())
     }
 
@@ -377,6 +392,7 @@ pub async fn prepare(
         pull_backoff: images::PullBackoff::default(),
         tokens: Default::default(),
         decisions: Default::default(),
+        nfs: Default::default(),
     }))
 }
 

@@ -120,13 +120,26 @@ impl Kubelet {
                     ))
                     .into());
                 };
-                crate::claims::set_up(m, pod).map_err(|e| {
+                let failed = |e: std::io::Error| {
                     SetUpFailed(format!(
                         "MountVolume.SetUp failed for volume \"{}\" : {e}",
                         v.name
                     ))
-                })?;
-                (m.path.clone(), m.read_only)
+                };
+                match &m.nfs {
+                    Some(source) => {
+                        let uid = pod.metadata.uid.as_deref().unwrap_or("");
+                        let at = self
+                            .nfs
+                            .ensure(&self.config.root_dir, source, uid)
+                            .map_err(failed)?;
+                        (at.display().to_string(), m.read_only)
+                    }
+                    None => {
+                        crate::claims::set_up(m, pod).map_err(failed)?;
+                        (m.path.clone(), m.read_only)
+                    }
+                }
             } else if let Some(hp) = &v.host_path {
                 if matches!(hp.type_.as_deref(), Some("DirectoryOrCreate")) {
                     std::fs::create_dir_all(&hp.path)?;

@@ -79,8 +79,22 @@ pub struct Nfs {
 }
 
 impl Nfs {
-    /// Mounts `path` of `server` (an IP address), as root (AUTH_UNIX uid 0).
+    /// Mounts `path` of `server` (an address or a host name), as root (AUTH_UNIX uid 0).
     pub async fn connect(server: &str, path: &str) -> Result<Nfs> {
+        let address = match server.parse::<std::net::IpAddr>() {
+            Ok(ip) => ip,
+            Err(_) => tokio::net::lookup_host((server, 111))
+                .await
+                .ok()
+                .and_then(|mut a| a.next())
+                .map(|a| a.ip())
+                .ok_or_else(|| NfsError {
+                    errno: libc::EHOSTUNREACH,
+                    message: format!("{server}: no such host"),
+                })?,
+        };
+        let server = address.to_string();
+        let server = server.as_str();
         let credential = opaque_auth::auth_unix(&auth_unix {
             stamp: std::process::id(),
             machinename: Opaque::owned(b"minik8s".to_vec()),
@@ -129,7 +143,10 @@ impl Nfs {
     }
 
     /// Every entry of a directory: (name, handle, attributes).
-    pub async fn list(&mut self, dir: &nfs_fh3) -> Result<Vec<(Vec<u8>, Option<nfs_fh3>, Option<fattr3>)>> {
+    pub async fn list(
+        &mut self,
+        dir: &nfs_fh3,
+    ) -> Result<Vec<(Vec<u8>, Option<nfs_fh3>, Option<fattr3>)>> {
         let mut out = Vec::new();
         let (mut cookie, mut verf) = (0, cookieverf3::default());
         loop {
@@ -195,7 +212,13 @@ impl Nfs {
     }
 
     /// The handle and attributes a create or mkdir answered (looked up when it did not say).
-    async fn made(&mut self, dir: &nfs_fh3, n: &[u8], fh: post_op_fh3, attrs: post_op_attr) -> Result<(nfs_fh3, fattr3)> {
+    async fn made(
+        &mut self,
+        dir: &nfs_fh3,
+        n: &[u8],
+        fh: post_op_fh3,
+        attrs: post_op_attr,
+    ) -> Result<(nfs_fh3, fattr3)> {
         match (fh, attrs) {
             (Nfs3Option::Some(fh), Nfs3Option::Some(a)) => Ok((fh, a)),
             (Nfs3Option::Some(fh), Nfs3Option::None) => {
@@ -206,7 +229,12 @@ impl Nfs {
         }
     }
 
-    pub async fn create(&mut self, dir: &nfs_fh3, n: &[u8], mode: u32) -> Result<(nfs_fh3, fattr3)> {
+    pub async fn create(
+        &mut self,
+        dir: &nfs_fh3,
+        n: &[u8],
+        mode: u32,
+    ) -> Result<(nfs_fh3, fattr3)> {
         let attributes = sattr3 {
             mode: Nfs3Option::Some(mode & 0o7777),
             ..Default::default()
@@ -273,7 +301,13 @@ impl Nfs {
         check("RMDIR", r).map(|_| ())
     }
 
-    pub async fn rename(&mut self, from: &nfs_fh3, n: &[u8], to: &nfs_fh3, new: &[u8]) -> Result<()> {
+    pub async fn rename(
+        &mut self,
+        from: &nfs_fh3,
+        n: &[u8],
+        to: &nfs_fh3,
+        new: &[u8],
+    ) -> Result<()> {
         let r = self
             .conn
             .rename(&RENAME3args {
@@ -324,7 +358,9 @@ impl Nfs {
         for part in dir.split('/').filter(|p| !p.is_empty()) {
             fh = match self.lookup(&fh, part.as_bytes()).await {
                 Ok((found, _)) => found,
-                Err(e) if e.errno == libc::ENOENT => self.mkdir(&fh, part.as_bytes(), mode).await?.0,
+                Err(e) if e.errno == libc::ENOENT => {
+                    self.mkdir(&fh, part.as_bytes(), mode).await?.0
+                }
                 Err(e) => return Err(e),
             };
         }

@@ -6,8 +6,8 @@
 
 use crate::client::{Nfs, NfsError};
 use fuser::{
-    FileAttr, FileType, Filesystem, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
+    FileAttr, FileType, Filesystem, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
 };
 use nfs3_client::nfs3_types::nfs3::{
     fattr3, ftype3, nfs_fh3, nfstime3, sattr3, set_atime, set_mtime, Nfs3Option,
@@ -170,7 +170,14 @@ impl Filesystem for NfsFs {
         }
     }
 
-    fn readdir(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, offset: i64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        mut reply: ReplyDirectory,
+    ) {
         let dir = match self.fh(ino) {
             Ok(d) => d,
             Err(e) => return reply.error(e),
@@ -217,7 +224,10 @@ impl Filesystem for NfsFs {
         let mut out = Vec::with_capacity(size as usize);
         while out.len() < size as usize {
             let at = offset as u64 + out.len() as u64;
-            match self.rt.block_on(self.nfs.read(&fh, at, size - out.len() as u32)) {
+            match self
+                .rt
+                .block_on(self.nfs.read(&fh, at, size - out.len() as u32))
+            {
                 Ok((data, eof)) => {
                     let done = data.is_empty() || eof;
                     out.extend(data);
@@ -250,7 +260,10 @@ impl Filesystem for NfsFs {
         let mut written = 0usize;
         while written < data.len() {
             let chunk = &data[written..data.len().min(written + 64 * 1024)];
-            match self.rt.block_on(self.nfs.write(&fh, offset as u64 + written as u64, chunk)) {
+            match self
+                .rt
+                .block_on(self.nfs.write(&fh, offset as u64 + written as u64, chunk))
+            {
                 Ok(0) => break,
                 Ok(n) => written += n as usize,
                 Err(e) => return reply.error(e.errno),
@@ -264,7 +277,14 @@ impl Filesystem for NfsFs {
         reply.ok()
     }
 
-    fn fsync(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        _fh: u64,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         reply.ok()
     }
 
@@ -282,7 +302,10 @@ impl Filesystem for NfsFs {
             Ok(d) => d,
             Err(e) => return reply.error(e),
         };
-        match self.rt.block_on(self.nfs.create(&dir, name.as_bytes(), mode & !umask)) {
+        match self
+            .rt
+            .block_on(self.nfs.create(&dir, name.as_bytes(), mode & !umask))
+        {
             Ok((fh, a)) => {
                 let at = self.learn(fh, &a);
                 reply.created(&TTL, &at, 0, 0, 0)
@@ -291,12 +314,23 @@ impl Filesystem for NfsFs {
         }
     }
 
-    fn mkdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+    fn mkdir(
+        &mut self,
+        _req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
         let dir = match self.fh(parent) {
             Ok(d) => d,
             Err(e) => return reply.error(e),
         };
-        match self.rt.block_on(self.nfs.mkdir(&dir, name.as_bytes(), mode & !umask)) {
+        match self
+            .rt
+            .block_on(self.nfs.mkdir(&dir, name.as_bytes(), mode & !umask))
+        {
             Ok((fh, a)) => {
                 let at = self.learn(fh, &a);
                 reply.entry(&TTL, &at, 0)
@@ -339,10 +373,10 @@ impl Filesystem for NfsFs {
             (Ok(f), Ok(t)) => (f, t),
             (Err(e), _) | (_, Err(e)) => return reply.error(e),
         };
-        match self
-            .rt
-            .block_on(self.nfs.rename(&from, name.as_bytes(), &to, newname.as_bytes()))
-        {
+        match self.rt.block_on(
+            self.nfs
+                .rename(&from, name.as_bytes(), &to, newname.as_bytes()),
+        ) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e.errno),
         }
@@ -350,9 +384,16 @@ impl Filesystem for NfsFs {
 
     fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
         match self.rt.block_on(self.nfs.fsstat()) {
-            Ok((total, free, avail, files, ffree)) => {
-                reply.statfs(total / 4096, free / 4096, avail / 4096, files, ffree, 4096, 255, 4096)
-            }
+            Ok((total, free, avail, files, ffree)) => reply.statfs(
+                total / 4096,
+                free / 4096,
+                avail / 4096,
+                files,
+                ffree,
+                4096,
+                255,
+                4096,
+            ),
             Err(e) => reply.error(e.errno),
         }
     }

@@ -6,6 +6,7 @@
 
 pub mod apiserver;
 pub mod docker;
+pub mod nfs;
 pub mod registry;
 
 pub use crate::apiserver::{free_port, Backend, EtcdProcess, TestServer};

@@ -9,10 +9,12 @@
 //!                               ├─ class missing           ─▶ ProvisioningFailed (stays Pending)
 //!                               ├─ WaitForFirstConsumer    ─▶ wait for the scheduler's selected node
 //!                               ├─ minik8s.io/local-path   ─▶ provision (local_path.rs)
+//!                               ├─ minik8s.io/nfs          ─▶ provision (nfs.rs: a directory of the export)
 //!                               └─ other provisioner       ─▶ ExternalProvisioning (someone else's job)
 //! ```
 
 use super::local_path::{self, LocalPath};
+use super::nfs;
 use super::*;
 use k8s_openapi::api::storage::v1::StorageClass;
 use minik8s_api::registry;
@@ -166,6 +168,7 @@ pub fn decide(
                 None => ClaimStep::Provision(selected),
             }
         }
+        Class::Found(c) if c.provisioner == nfs::PROVISIONER => ClaimStep::Provision(selected),
         Class::Found(c) if c.provisioner == "kubernetes.io/no-provisioner" => ClaimStep::Wait(
             "Normal",
             "FailedBinding",
@@ -389,11 +392,18 @@ impl Reconciler for ClaimBinder {
                     return Ok(Action::Done);
                 }
                 let class = class_obj.expect("provisioning has a class");
-                match self.provisioner.provision(&claim, &class, node).await {
+                let made = match class.provisioner.as_str() {
+                    nfs::PROVISIONER => match nfs::provision(&claim, &class).await {
+                        Ok(pv) => self.provisioner.create(pv, &class).await,
+                        Err(why) => Err(why),
+                    },
+                    _ => self.provisioner.provision(&claim, &class, node).await,
+                };
+                match made {
                     Ok(pv) => {
                         let msg = format!(
                             "Successfully provisioned volume {pv} using {}",
-                            local_path::PROVISIONER
+                            class.provisioner
                         );
                         self.event(&claim, "Normal", "ProvisioningSucceeded", &msg)
                             .await;

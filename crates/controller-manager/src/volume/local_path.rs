@@ -174,15 +174,18 @@ impl LocalPath {
                 .ok_or_else(|| "no Ready node to place a local-path volume on".to_string())?,
         };
         let pv = volume_for(claim, class, &node, &self.root);
+        tracing::info!(%node, claim = ?claim.metadata.name, "provisioning a local-path volume");
+        self.create(pv, class).await
+    }
+
+    /// Creates a provisioned volume (any provisioner's); Ok(its name).
+    pub async fn create(&self, pv: Value, class: &StorageClass) -> Result<String, String> {
         let name = pv["metadata"]["name"].as_str().unwrap_or("").to_string();
         let api = self
             .client
             .dynamic(registry::of::<PersistentVolume>(), None);
         match api.create(&pv).await {
-            Ok(_) => {
-                tracing::info!(volume = %name, %node, claim = ?claim.metadata.name, "provisioned a local-path volume");
-                Ok(name)
-            }
+            Ok(_) => Ok(name),
             Err(e) if e.is_conflict() => Ok(name),
             Err(e) => Err(format!(
                 "failed to provision volume with StorageClass \"{}\": {e}",

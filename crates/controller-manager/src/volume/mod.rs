@@ -10,14 +10,16 @@
 //!            class provisioner = minik8s.io/local-path?
 //!              WaitForFirstConsumer: wait for the scheduler's selected-node annotation
 //!              then local_path.rs: a hostPath volume on that node, pre-bound to the claim
-//!  claim deleted ──▶ reclaim.rs: volume Released ─▶ Retain: kept │ Delete: helper pod removes the
-//!                                                              directory on its node, volume deleted
+//!            provisioner = minik8s.io/nfs? nfs.rs: a directory of the class's export, an nfs volume
+//!  claim deleted ──▶ reclaim.rs: volume Released ─▶ Retain: kept │ Delete: the directory goes (a helper
+//!                                                              pod on its node; over NFS), then the volume
 //!  protection.rs: kubernetes.io/pvc-protection leaves once no pod uses the claim,
 //!                 kubernetes.io/pv-protection once the volume is not Bound
 //! ```
 
 pub mod binder;
 pub mod local_path;
+pub mod nfs;
 pub mod protection;
 pub mod reclaim;
 

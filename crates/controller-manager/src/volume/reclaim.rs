@@ -96,11 +96,15 @@ fn phase_step(pv: &PersistentVolume, claim: Option<&PersistentVolumeClaim>) -> V
 
 /// Made by the built-in provisioner (so it knows how to remove the data).
 pub fn provisioned_here(pv: &PersistentVolume) -> bool {
+    provisioner(pv).is_some_and(|p| p == local_path::PROVISIONER || p == super::nfs::PROVISIONER)
+}
+
+fn provisioner(pv: &PersistentVolume) -> Option<&str> {
     pv.metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(PROVISIONED_BY))
-        .is_some_and(|p| p == local_path::PROVISIONER)
+        .map(String::as_str)
 }
 
 pub struct VolumeController {
@@ -177,6 +181,26 @@ impl VolumeController {
     /// node, then the volume. Done when the volume is gone.
     async fn delete_volume(&self, pv: &PersistentVolume) -> Result<Action, ClientError> {
         let name = pv.metadata.name.clone().unwrap_or_default();
+        if provisioner(pv) == Some(super::nfs::PROVISIONER) {
+            // The controller manager reaches the export itself.
+            if let Err(why) = super::nfs::remove(pv).await {
+                self.event(pv, "Warning", "VolumeFailedDelete", &why).await;
+                return Ok(Action::RequeueAfter(Duration::from_secs(10)));
+            }
+            let dp = DeleteParams {
+                precondition_uid: pv.metadata.uid.clone(),
+                ..Default::default()
+            };
+            return match self
+                .client
+                .dynamic(registry::of::<PersistentVolume>(), None)
+                .delete(&name, &dp)
+                .await
+            {
+                Err(e) if !(e.is_not_found() || e.is_conflict()) => Err(e),
+                _ => Ok(Action::Done),
+            };
+        }
         let pods = self
             .client
             .dynamic(registry::of::<Pod>(), Some(HELPER_NAMESPACE));
