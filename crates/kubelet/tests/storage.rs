@@ -173,6 +173,7 @@ async fn persistent_volumes_on_real_docker() {
     stateful_set_claims(&c).await;
     lws_claims(&c).await;
     storage_example(&c).await;
+    nfs_volumes(&c).await;
 }
 
 /// A claim of the default class: Pending until its first pod, then bound on
@@ -618,4 +619,123 @@ async fn storage_example(c: &Cluster) {
         out.contains("Used By:") && out.contains("counter-0"),
         "{out}"
     );
+}
+
+fn nfs_mounts(c: &Cluster) -> Vec<String> {
+    let under = c.root.path().display().to_string();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|m| m.starts_with(&under) && m.contains("/nfs/"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// NFS (ganesha on this machine; the kubelet mounts with nfs-fuse): a
+/// static ReadWriteMany volume shared by two pods, and the minik8s.io/nfs
+/// class making a directory per claim and removing it on Delete; the node
+/// unmounts an export once its pods are gone.
+async fn nfs_volumes(c: &Cluster) {
+    let server = minik8s_testkit::nfs::NfsServer::start();
+    let export = server.export();
+    ok(apply(c, "nfs-static", &format!(
+        "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: shared-nfs}}\nspec:\n  capacity: {{storage: 1Gi}}\n  accessModes: [ReadWriteMany]\n  nfs: {{server: 127.0.0.1, path: {}}}\n---\n{}  storageClassName: \"\"\n",
+        export.display(),
+        claim_yaml("shared", None, "1Gi", "ReadWriteMany")
+    )));
+    wait_claim(c, "shared", "Bound to the NFS volume", |v| {
+        v["spec"]["volumeName"] == "shared-nfs" && v["status"]["phase"] == "Bound"
+    })
+    .await;
+    ok(apply(
+        c,
+        "nfs-writer",
+        &pod_with_claim(
+            "nfs-writer",
+            "shared",
+            "hostname > /data/from-writer; echo wrote; sleep 3600",
+        ),
+    ));
+    ok(apply(c, "nfs-reader", &pod_with_claim("nfs-reader", "shared", "until [ -f /data/from-writer ]; do sleep 0.2; done; echo \"saw $(cat /data/from-writer)\"; sleep 3600")));
+    wait_log(c, "nfs-writer", "wrote").await;
+    wait_log(c, "nfs-reader", "saw nfs-writer").await;
+    assert_eq!(
+        std::fs::read_to_string(export.join("from-writer")).unwrap(),
+        "nfs-writer\n"
+    );
+    assert_eq!(
+        nfs_mounts(c).len(),
+        1,
+        "one mount per export per node: {:?}",
+        nfs_mounts(c)
+    );
+
+    // A class of the built-in NFS provisioner: a directory per claim.
+    ok(apply(c, "nfs-class", &format!(
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: nfs}}\nprovisioner: minik8s.io/nfs\nparameters: {{server: 127.0.0.1, path: {}}}\n",
+        export.display()
+    )));
+    ok(apply(
+        c,
+        "team",
+        &claim_yaml("team", Some("nfs"), "100Mi", "ReadWriteMany"),
+    ));
+    let claim = wait_claim(c, "team", "Bound", |v| v["status"]["phase"] == "Bound").await;
+    let uid = claim["metadata"]["uid"].as_str().unwrap().to_string();
+    let dir = export.join(format!("default-team-pvc-{uid}"));
+    assert!(dir.is_dir(), "{dir:?} made over NFS");
+    ok(apply(
+        c,
+        "nfs-team",
+        &pod_with_claim(
+            "nfs-team",
+            "team",
+            "echo notes > /data/notes; echo stored; sleep 3600",
+        ),
+    ));
+    wait_log(c, "nfs-team", "stored").await;
+    assert_eq!(
+        std::fs::read_to_string(dir.join("notes")).unwrap(),
+        "notes\n"
+    );
+    assert_eq!(nfs_mounts(c).len(), 2, "{:?}", nfs_mounts(c));
+
+    for pod in ["nfs-writer", "nfs-reader", "nfs-team"] {
+        delete_pod(c, pod).await;
+    }
+    ok(c.real_kubectl(&["delete", "pvc", "team", "shared"]));
+    let pvs = volumes(c);
+    let pv_name = claim["spec"]["volumeName"].as_str().unwrap().to_string();
+    minik8s_testkit::poll(
+        60,
+        Duration::from_millis(200),
+        "the NFS volume reclaimed",
+        || async {
+            match pvs.get(&pv_name).await {
+                Err(e) if e.is_not_found() && !dir.exists() => Ok(()),
+                other => Err(format!("{other:?}, directory there: {}", dir.exists())),
+            }
+        },
+    )
+    .await;
+    assert!(
+        export.join("from-writer").exists(),
+        "the static volume (Retain) keeps its data"
+    );
+    minik8s_testkit::poll(
+        60,
+        Duration::from_millis(200),
+        "the exports unmounted",
+        || async {
+            let left = nfs_mounts(c);
+            if left.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{left:?}"))
+            }
+        },
+    )
+    .await;
+    drop(server);
 }
