@@ -64,7 +64,7 @@ if [ "$role" = uninstall ]; then
   done
   systemctl daemon-reload 2>/dev/null || true
   [ -x /usr/local/bin/kube-proxy ] && /usr/local/bin/kube-proxy --cleanup --cluster-dns 10.96.0.10 || true
-  rm -f /usr/local/bin/{master,kubelet,kube-proxy,kubectl,minik8s-add-user}
+  rm -f /usr/local/bin/{master,kubelet,kube-proxy,kubectl,minik8s-add-user,nfs-fuse}
   echo "minik8s removed (/etc/minik8s and /var/lib/minik8s are kept)"
   exit 0
 fi
@@ -111,7 +111,7 @@ if [ -z "$root" ]; then
   [ "$role" = etcd ] && pkgs=(etcd-server)
   ensure_packages "${pkgs[@]}"
 fi
-bins=(master kubelet kube-proxy kubectl minik8s-add-user)
+bins=(master kubelet kube-proxy kubectl minik8s-add-user nfs-fuse)
 [ "$role" = etcd ] && bins=()
 missing=false
 for b in "${bins[@]}"; do [ -x "$bin_dir/$b" ] || missing=true; done
@@ -119,7 +119,7 @@ if [ "$missing" = true ]; then
   [ "$bin_dir" = target/release ] || { echo "missing binaries in $bin_dir" >&2; exit 1; }
   ensure_build_deps
   echo "==> building release binaries (first time: several minutes)"
-  cargo build --release --quiet -p master -p kubelet -p kube-proxy -p kubectl
+  cargo build --release --quiet -p master -p kubelet -p kube-proxy -p kubectl -p minik8s-nfs
 fi
 
 mkdir -p "$root/usr/local/bin" "$root/etc/minik8s" "$root/etc/systemd/system" "$root/usr/local/share/doc/minik8s"

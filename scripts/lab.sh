@@ -81,6 +81,10 @@ CP2_NS=$LAB_NAME-cp2
 CP2_IP=$LAB_NET.8
 CP3_NS=$LAB_NAME-cp3
 CP3_IP=$LAB_NET.9
+# The NFS server's machine (Debian's nfs-ganesha and rpcbind; LAB_NFS=0 leaves it out).
+LAB_NFS=${LAB_NFS:-1}
+NFS_NS=$LAB_NAME-nfs
+NFS_IP=$LAB_NET.7
 # What the nodes are given: every apiserver.
 NODE_SERVERS=$SERVER
 [ "$LAB_HA" = 1 ] && NODE_SERVERS="$SERVER,https://$CP2_IP:6443"
@@ -93,6 +97,8 @@ die() { log "error: $*"; exit 1; }
 nodes() { seq 1 "$LAB_NODES"; }
 # The control plane's namespaces and addresses (one, or three in HA mode).
 cp_namespaces() { echo "$CP_NS"; [ "$LAB_HA" != 1 ] || echo "$CP2_NS $CP3_NS"; }
+# Every namespace but the nodes' and the switch's.
+host_namespaces() { cp_namespaces; [ "$LAB_NFS" != 1 ] || echo "$NFS_NS"; }
 cp_ip() { case $1 in "$CP2_NS") echo "$CP2_IP" ;; "$CP3_NS") echo "$CP3_IP" ;; *) echo "$CP_IP" ;; esac; }
 cp_dir() { case $1 in "$CP2_NS") echo "$LAB_DIR/cp2" ;; "$CP3_NS") echo "$LAB_DIR/cp3" ;; *) echo "$LAB_DIR/cp" ;; esac; }
 node_ns() { echo "$LAB_NAME-node$1"; }
@@ -141,12 +147,14 @@ check_tools() {
   command -v dockerd >/dev/null && command -v iptables >/dev/null && [ -x /bin/busybox ] ||
     ensure_packages docker.io iptables busybox-static
   local b missing=()
-  for b in master kubelet kube-proxy kubectl apiserver scheduler controller-manager; do [ -x "$LAB_BIN/$b" ] || missing+=("$b"); done
+  [ "$LAB_NFS" != 1 ] || { [ -x /usr/bin/ganesha.nfsd ] && [ -x /usr/sbin/rpcbind ]; } ||
+    ensure_packages nfs-ganesha nfs-ganesha-vfs rpcbind
+  for b in master kubelet kube-proxy kubectl apiserver scheduler controller-manager nfs-fuse; do [ -x "$LAB_BIN/$b" ] || missing+=("$b"); done
   if [ ${#missing[@]} -gt 0 ]; then
     [ "$LAB_BIN" = "$ROOT/target/release" ] || die "missing in LAB_BIN=$LAB_BIN: ${missing[*]}"
     ensure_build_deps
     log "building release binaries (first time: several minutes)"
-    cargo build --release --quiet -p master -p kubelet -p kube-proxy -p kubectl -p apiserver -p scheduler -p controller-manager
+    cargo build --release --quiet -p master -p kubelet -p kube-proxy -p kubectl -p apiserver -p scheduler -p controller-manager -p minik8s-nfs
   fi
 }
 
@@ -164,7 +172,7 @@ underlay_up() {
   ip addr add "$LAB_NET.1/24" dev "$HOST_LINK"
   ip link set "$HOST_LINK" up
   local ns ip port
-  for ns in $(cp_namespaces) $(for n in $(nodes); do node_ns "$n"; done); do
+  for ns in $(host_namespaces) $(for n in $(nodes); do node_ns "$n"; done); do
     ip netns add "$ns"
     ip -n "$ns" link set lo up
     port=${ns#"$LAB_NAME-"}
@@ -178,6 +186,10 @@ underlay_up() {
     ip -n "$ns" addr add "$(cp_ip "$ns")/24" dev eth0
     ip -n "$ns" link set eth0 up
   done
+  if [ "$LAB_NFS" = 1 ]; then
+    ip -n "$NFS_NS" addr add "$NFS_IP/24" dev eth0
+    ip -n "$NFS_NS" link set eth0 up
+  fi
   for n in $(nodes); do
     ns=$(node_ns "$n") ip=$(node_ip "$n")
     ip -n "$ns" addr add "$ip/24" dev eth0
@@ -186,6 +198,27 @@ underlay_up() {
     # for node-originated traffic, since routing happens before OUTPUT's DNAT.
     ip -n "$ns" route add "$SERVICE_CIDR" dev eth0
   done
+}
+
+# The lab's NFS server on $NFS_IP: rpcbind and nfs-ganesha (user space:
+# kernels without nfsd work) exporting $LAB_DIR/nfs/export, read-write, no
+# root squash. The nodes' kubelets mount it with nfs-fuse.
+start_nfs() {
+  local d=$LAB_DIR/nfs
+  mkdir -p "$d/export"
+  chmod 0777 "$d/export"
+  cat >"$d/ganesha.conf" <<EOF
+NFS_CORE_PARAM { Protocols = 3; NFS_Port = 2049; MNT_Port = 20048; Bind_addr = $NFS_IP; }
+NFSV4 { Graceless = true; }
+EXPORT { Export_Id = 1; Path = $d/export; Pseudo = /export; Access_Type = RW; Squash = No_Root_Squash;
+         Protocols = 3; Transports = TCP; SecType = sys; FSAL { Name = VFS; } }
+LOG { Default_Log_Level = WARN; }
+EOF
+  spawn "$d/rpcbind.pid" "$d/rpcbind.log" "$NFS_NS" rpcbind -f -w
+  until_ok 10 "rpcbind on $NFS_IP" in_ns "$NFS_NS" bash -c "echo >/dev/tcp/$NFS_IP/111"
+  spawn "$d/ganesha.pid" "$d/ganesha.out" "$NFS_NS" ganesha.nfsd -F -f "$d/ganesha.conf" \
+    -L "$d/ganesha.log" -p "$d/ganesha.pidfile"
+  until_ok 30 "the NFS server on $NFS_IP" in_ns "$NFS_NS" bash -c "echo >/dev/tcp/$NFS_IP/2049 && echo >/dev/tcp/$NFS_IP/20048"
 }
 
 start_dockerd() {
@@ -505,6 +538,7 @@ cmd_up() {
     start_master "$CP2_NS"
   fi
   start_registry
+  [ "$LAB_NFS" != 1 ] || start_nfs
   for n in $(nodes); do start_dockerd "$n"; done
   for n in $(nodes); do until_ok 60 "node$n's dockerd" dk "$n" version; done
   load_images
@@ -535,6 +569,7 @@ LAB_CP_NETNS=/run/netns/$CP_NS
 $( [ "$LAB_HA" != 1 ] || printf 'LAB_CP2_NETNS=/run/netns/%s\nLAB_CP2_IP=%s\nLAB_CP3_NETNS=/run/netns/%s\n' "$CP2_NS" "$CP2_IP" "$CP3_NS")
 LAB_KUBECONFIG=$KUBECONFIG_LAB
 LAB_REGISTRY=$CP_IP:5000
+$( [ "$LAB_NFS" != 1 ] || printf 'LAB_NFS_SERVER=%s\nLAB_NFS_EXPORT=%s\n' "$NFS_IP" "$LAB_DIR/nfs/export")
 LAB_CLUSTER_DNS=$CLUSTER_DNS
 $(for n in $(nodes); do echo "LAB_NODE${n}_NETNS=/run/netns/$(node_ns "$n")"; echo "LAB_NODE${n}_IP=$(node_ip "$n")"; echo "LAB_NODE${n}_DOCKER_HOST=unix://$(node_dir "$n")/docker.sock"; done)
 EOF
@@ -595,7 +630,7 @@ cmd_down() {
       "$LAB_DIR"/cp/{apiserver,scheduler,controller-manager}.pid \
       "$LAB_DIR"/cp2/{apiserver,scheduler,controller-manager}.pid
     stop_pids 10 "$LAB_DIR/cp/etcd.pid" "$LAB_DIR/cp2/etcd.pid" "$LAB_DIR/cp3/etcd.pid"
-    stop_pids 10 "$LAB_DIR/cp/registry.pid"
+    stop_pids 10 "$LAB_DIR/cp/registry.pid" "$LAB_DIR/nfs/ganesha.pid" "$LAB_DIR/nfs/rpcbind.pid"
     # Pods first (dockerd would stop them too, but one at a time), then the daemons in parallel.
     for n in $(nodes); do
       if [ -S "$(node_dir "$n")/docker.sock" ] && alive "$(node_dir "$n")/dockerd.pid"; then
@@ -620,7 +655,7 @@ cmd_down() {
     umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
   done
   # Deleting the switch's namespace deletes the bridge and every veth pair.
-  for ns in "$CP_NS" "$CP2_NS" "$CP3_NS" $(for n in $(nodes); do node_ns "$n"; done) "$SWITCH_NS"; do
+  for ns in "$CP_NS" "$CP2_NS" "$CP3_NS" "$NFS_NS" $(for n in $(nodes); do node_ns "$n"; done) "$SWITCH_NS"; do
     [ -e "/run/netns/$ns" ] && ip netns del "$ns"
   done
   # (the kernel destroys a namespace's links in the background)

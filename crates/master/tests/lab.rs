@@ -401,6 +401,58 @@ fn local_volumes_follow_their_node() {
     kubectl("delete pvc disk scratch");
 }
 
+/// The lab's NFS server (nfs-ganesha in its own namespace): a ReadWriteMany
+/// claim of the minik8s.io/nfs class, mounted by pods on node1 and node2,
+/// is one directory: each pod sees the other's file.
+fn nfs_is_shared_across_nodes() {
+    let env = std::fs::read_to_string(format!("{LAB_DIR}/env")).unwrap();
+    let value = |k: &str| {
+        env.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("{k} in the lab's env"))
+            .to_string()
+    };
+    let (server, export) = (value("LAB_NFS_SERVER"), value("LAB_NFS_EXPORT"));
+    apply(&format!("apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: lab-nfs}}\nprovisioner: minik8s.io/nfs\nparameters: {{server: \"{server}\", path: {export}}}\n---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: shared}}\nspec: {{accessModes: [ReadWriteMany], storageClassName: lab-nfs, resources: {{requests: {{storage: 1Gi}}}}}}\n"));
+    let pod = |me: &str, other: &str, node: u32| {
+        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {me}, labels: {{app: nfs-user}}}}\nspec:\n  terminationGracePeriodSeconds: 1\n  nodeSelector: {{kubernetes.io/hostname: node{node}}}\n  containers: [{{name: c, image: minik8s/busybox:latest, imagePullPolicy: IfNotPresent, command: [sh, -c, 'hostname > /data/{me}; until [ -f /data/{other} ]; do sleep 0.2; done; echo \"{me} saw $(cat /data/{other})\"; sleep 3600'], volumeMounts: [{{name: d, mountPath: /data}}]}}]\n  volumes: [{{name: d, persistentVolumeClaim: {{claimName: shared}}}}]\n")
+    };
+    apply(&pod("left", "right", 1));
+    apply(&pod("right", "left", 2));
+    until(90, "both NFS users running", || {
+        (running_pods("app=nfs-user").len() == 2).then_some(())
+    });
+    for (me, other) in [("left", "right"), ("right", "left")] {
+        let seen = until(30, "each pod sees the other's file", || {
+            let log = try_sh(&format!(
+                "{}/kubectl --kubeconfig {KUBECONFIG} logs {me}",
+                bin_dir().display()
+            ))?;
+            log.contains(&format!("{me} saw {other}")).then_some(log)
+        });
+        eprintln!("nfs: {}", seen.trim());
+    }
+    let claim = kubectl_json("get pvc shared");
+    let dir = format!(
+        "{export}/default-shared-pvc-{}",
+        claim["metadata"]["uid"].as_str().unwrap()
+    );
+    assert!(
+        Path::new(&format!("{dir}/left")).exists() && Path::new(&format!("{dir}/right")).exists()
+    );
+    kubectl("delete pod left right --wait=false");
+    until(60, "NFS users gone", || {
+        kubectl("get pods -l app=nfs-user --no-headers")
+            .trim()
+            .is_empty()
+            .then_some(())
+    });
+    kubectl("delete pvc shared");
+    until(60, "the claim's directory removed (Delete)", || {
+        (!Path::new(&dir).exists()).then_some(())
+    });
+}
+
 static ONE_LAB: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The kubelets route between the nodes themselves (host-gw); the
@@ -752,6 +804,7 @@ fn three_node_lab(setup: Setup) {
         kubectl("delete svc roller");
         if pod_network == "host-gw" {
             local_volumes_follow_their_node();
+            nfs_is_shared_across_nodes();
         }
 
         // Node failure: node3 stops (kubelet, kube-proxy, dockerd); it goes
