@@ -171,6 +171,37 @@ def main(url):
     assert v2.spec.metrics[0].resource.target.average_utilization == 60, v2.spec
     hpa_v1.delete_namespaced_horizontal_pod_autoscaler("pyhpa", "default")
 
+    # storage: classes, volumes and claims (no controllers here: the claim stays Pending)
+    storage = client.StorageV1Api(api_client)
+    storage.create_storage_class(client.V1StorageClass(
+        metadata=client.V1ObjectMeta(name="pyclass", annotations={"storageclass.kubernetes.io/is-default-class": "true"}),
+        provisioner="minik8s.io/local-path", volume_binding_mode="WaitForFirstConsumer"))
+    assert storage.read_storage_class("pyclass").reclaim_policy == "Delete"
+    core.create_persistent_volume(client.V1PersistentVolume(
+        metadata=client.V1ObjectMeta(name="pypv"),
+        spec=client.V1PersistentVolumeSpec(capacity={"storage": "1Gi"}, access_modes=["ReadWriteOnce"],
+                                           host_path=client.V1HostPathVolumeSource(path="/srv/pypv"))))
+    pv = core.read_persistent_volume("pypv")
+    assert pv.status.phase == "Pending" and pv.spec.persistent_volume_reclaim_policy == "Retain", pv
+    assert "kubernetes.io/pv-protection" in pv.metadata.finalizers
+    pvc = core.create_namespaced_persistent_volume_claim("default", client.V1PersistentVolumeClaim(
+        metadata=client.V1ObjectMeta(name="pyclaim"),
+        spec=client.V1PersistentVolumeClaimSpec(access_modes=["ReadWriteOnce"],
+                                                resources=client.V1VolumeResourceRequirements(requests={"storage": "1Gi"}))))
+    assert pvc.spec.storage_class_name == "pyclass", "the default class"
+    assert pvc.status.phase == "Pending"
+    try:
+        core.create_namespaced_persistent_volume_claim("default", client.V1PersistentVolumeClaim(
+            metadata=client.V1ObjectMeta(name="pybad"),
+            spec=client.V1PersistentVolumeClaimSpec(access_modes=[],
+                                                    resources=client.V1VolumeResourceRequirements(requests={"storage": "1Gi"}))))
+        raise AssertionError("a claim without access modes must be refused")
+    except ApiException as e:
+        assert e.status == 422 and "spec.accessModes" in str(e.body), e.body
+    core.delete_namespaced_persistent_volume_claim("pyclaim", "default")
+    core.delete_persistent_volume("pypv")
+    storage.delete_storage_class("pyclass")
+
     # create_from_yaml on one multi-document file mixing the workload kinds
     docs = """
 apiVersion: v1
