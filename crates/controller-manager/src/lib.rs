@@ -186,7 +186,8 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     let claim_protection = volume::protection::ClaimProtection::new(client.clone(), &informers)?;
     let volume_protection = volume::protection::VolumeProtection::new(client.clone(), &informers)?;
     if config.default_storage_class {
-        volume::local_path::ensure_default_class(&client).await;
+        let client = client.clone();
+        tokio::spawn(async move { volume::local_path::ensure_default_class(&client).await });
     }
     let root_ca = config.root_ca_file.clone().or_else(|| {
         config

@@ -292,16 +292,18 @@ async fn retain_keeps_the_directory(c: &Cluster) {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize"), "{err}");
-    ok(apply(
-        c,
+    // fsGroup: the provisioned volume is the group's (setgid), for a non-root user too.
+    let keeper = pod_with_claim(
         "keeper",
-        &pod_with_claim(
-            "keeper",
-            "kept",
-            "echo keep > /data/file; echo kept; sleep 3600",
-        ),
-    ));
-    wait_log(c, "keeper", "kept").await;
+        "kept",
+        "echo keep > /data/file; echo \"kept gid=$(stat -c %g /data) file gid=$(stat -c %g /data/file)\"; sleep 3600",
+    )
+    .replace(
+        "  terminationGracePeriodSeconds: 1\n",
+        "  terminationGracePeriodSeconds: 1\n  securityContext: {runAsUser: 1000, fsGroup: 2000}\n",
+    );
+    ok(apply(c, "keeper", &keeper));
+    wait_log(c, "keeper", "kept gid=2000 file gid=2000").await;
     let pv_name = claim["spec"]["volumeName"].as_str().unwrap().to_string();
     let dir = host_path(&volumes(c).get(&pv_name).await.unwrap());
     delete_pod(c, "keeper").await;

@@ -195,13 +195,23 @@ impl LocalPath {
     }
 }
 
-/// Creates the default StorageClass unless one of its name exists (best
-/// effort: the controllers work without it).
+/// Creates the default StorageClass unless one of its name exists, retrying
+/// for a minute while the apiserver cannot be reached (the controllers work
+/// without it).
 pub async fn ensure_default_class(client: &Client) {
     let api = client.dynamic(registry::of::<StorageClass>(), None);
-    match api.create(&default_class()).await {
-        Ok(_) => tracing::info!(class = CLASS_NAME, "default StorageClass created"),
-        Err(e) if e.is_conflict() => {}
-        Err(e) => tracing::warn!(error = %e, "could not create the default StorageClass"),
+    for attempt in 1..=30 {
+        match api.create(&default_class()).await {
+            Ok(_) => {
+                tracing::info!(class = CLASS_NAME, "default StorageClass created");
+                return;
+            }
+            Err(e) if e.is_conflict() => return,
+            Err(e) if attempt == 30 || e.api().is_some() => {
+                tracing::warn!(error = %e, "could not create the default StorageClass");
+                return;
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_secs(2)).await,
+        }
     }
 }
