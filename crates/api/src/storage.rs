@@ -142,3 +142,11 @@ pub fn fits(claim: &PersistentVolumeClaim, pv: &PersistentVolume) -> bool {
         && capacity(pv) >= requested(claim)
         && selected
 }
+
+/// A PersistentVolume's `claimRef` to `claim` (with its uid: bound to this
+/// claim, not to a later one of the same name).
+pub fn claim_ref(claim: &PersistentVolumeClaim) -> serde_json::Value {
+    serde_json::json!({"kind": "PersistentVolumeClaim", "apiVersion": "v1",
+        "namespace": claim.metadata.namespace, "name": claim.metadata.name,
+        "uid": claim.metadata.uid, "resourceVersion": claim.metadata.resource_version})
+}

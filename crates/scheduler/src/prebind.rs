@@ -40,9 +40,7 @@ impl Scheduler {
             };
             let patch = json!({"metadata": {"resourceVersion": pv.metadata.resource_version,
                                             "annotations": {BOUND_BY_CONTROLLER: "yes"}},
-                               "spec": {"claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1",
-                                        "namespace": claim.metadata.namespace, "name": claim.metadata.name,
-                                        "uid": claim.metadata.uid, "resourceVersion": claim.metadata.resource_version}}});
+                               "spec": {"claimRef": minik8s_api::storage::claim_ref(&claim)}});
             pvs.patch(volume, None, content::MERGE_PATCH, &patch)
                 .await?;
         }

@@ -285,10 +285,7 @@ impl ClaimBinder {
             if claim_ref.is_none() {
                 meta["annotations"] = json!({BOUND_BY_CONTROLLER: "yes"});
             }
-            let patch = json!({"metadata": meta, "spec": {"claimRef": {
-                "kind": "PersistentVolumeClaim", "apiVersion": "v1",
-                "namespace": claim.metadata.namespace, "name": claim.metadata.name,
-                "uid": claim.metadata.uid, "resourceVersion": claim.metadata.resource_version}}});
+            let patch = json!({"metadata": meta, "spec": {"claimRef": super::claim_ref(claim)}});
             self.volume_api()
                 .patch(&pv_name, None, content::MERGE_PATCH, &patch)
                 .await?;

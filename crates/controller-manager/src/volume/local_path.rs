@@ -50,10 +50,8 @@ pub fn volume_for(
     node: &str,
     root: &str,
 ) -> Value {
-    let uid = claim.metadata.uid.as_deref().unwrap_or("");
-    let name = format!("pvc-{uid}");
-    let ns = claim.metadata.namespace.as_deref().unwrap_or("default");
-    let claim_name = claim.metadata.name.as_deref().unwrap_or("");
+    let mut pv = provisioned_volume(claim, class, PROVISIONER);
+    let name = pv["metadata"]["name"].as_str().unwrap_or("").to_string();
     let root = class
         .parameters
         .as_ref()
@@ -61,30 +59,14 @@ pub fn volume_for(
         .map(String::as_str)
         .unwrap_or(root)
         .trim_end_matches('/');
-    let spec = claim.spec.clone().unwrap_or_default();
-    let size = spec
-        .resources
-        .as_ref()
-        .and_then(|r| r.requests.as_ref())
-        .and_then(|r| r.get("storage"))
-        .map(|q| q.0.clone())
-        .unwrap_or_else(|| "0".into());
-    json!({
-        "apiVersion": "v1", "kind": "PersistentVolume",
-        "metadata": {"name": name, "annotations": {PROVISIONED_BY: PROVISIONER, "local.path.provisioner/selected-node": node}},
-        "spec": {
-            "capacity": {"storage": size},
-            "accessModes": spec.access_modes,
-            "persistentVolumeReclaimPolicy": class.reclaim_policy.as_deref().unwrap_or("Delete"),
-            "storageClassName": class.metadata.name,
-            "volumeMode": "Filesystem",
-            "hostPath": {"path": format!("{root}/{name}_{ns}_{claim_name}"), "type": "DirectoryOrCreate"},
-            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}},
-            "claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": ns,
-                         "name": claim_name, "uid": uid, "resourceVersion": claim.metadata.resource_version},
-        }
-    })
+    let ns = claim.metadata.namespace.as_deref().unwrap_or("default");
+    let claim_name = claim.metadata.name.as_deref().unwrap_or("");
+    pv["metadata"]["annotations"]["local.path.provisioner/selected-node"] = json!(node);
+    pv["spec"]["hostPath"] =
+        json!({"path": format!("{root}/{name}_{ns}_{claim_name}"), "type": "DirectoryOrCreate"});
+    pv["spec"]["nodeAffinity"] = json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}});
+    pv
 }
 
 /// The pod that removes a released volume's directory on its node.

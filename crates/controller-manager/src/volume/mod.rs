@@ -25,3 +25,35 @@ pub mod reclaim;
 
 pub use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 pub use minik8s_api::storage::*;
+
+/// What every provisioned volume has: the name `pvc-<claim uid>`, the
+/// claim's size and access modes, the class's name and reclaim policy, the
+/// provisioner's annotation, and a claimRef pre-binding it to the claim.
+/// The provisioner adds the volume source (and node affinity).
+pub fn provisioned_volume(
+    claim: &PersistentVolumeClaim,
+    class: &k8s_openapi::api::storage::v1::StorageClass,
+    provisioner: &str,
+) -> serde_json::Value {
+    let spec = claim.spec.clone().unwrap_or_default();
+    let size = spec
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("storage"))
+        .map(|q| q.0.clone())
+        .unwrap_or_else(|| "0".into());
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": format!("pvc-{}", claim.metadata.uid.as_deref().unwrap_or("")),
+                     "annotations": {PROVISIONED_BY: provisioner}},
+        "spec": {
+            "capacity": {"storage": size},
+            "accessModes": spec.access_modes,
+            "persistentVolumeReclaimPolicy": class.reclaim_policy.as_deref().unwrap_or("Delete"),
+            "storageClassName": class.metadata.name,
+            "volumeMode": "Filesystem",
+            "claimRef": claim_ref(claim),
+        }
+    })
+}

@@ -45,31 +45,10 @@ pub fn volume_for(
     server: &str,
     export: &str,
 ) -> Value {
-    let uid = claim.metadata.uid.as_deref().unwrap_or("");
-    let spec = claim.spec.clone().unwrap_or_default();
-    let size = spec
-        .resources
-        .as_ref()
-        .and_then(|r| r.requests.as_ref())
-        .and_then(|r| r.get("storage"))
-        .map(|q| q.0.clone())
-        .unwrap_or_else(|| "0".into());
-    json!({
-        "apiVersion": "v1", "kind": "PersistentVolume",
-        "metadata": {"name": format!("pvc-{uid}"), "annotations": {PROVISIONED_BY: PROVISIONER}},
-        "spec": {
-            "capacity": {"storage": size},
-            "accessModes": spec.access_modes,
-            "persistentVolumeReclaimPolicy": class.reclaim_policy.as_deref().unwrap_or("Delete"),
-            "storageClassName": class.metadata.name,
-            "volumeMode": "Filesystem",
-            "mountOptions": class.mount_options,
-            "nfs": {"server": server, "path": format!("{export}/{}", directory(claim))},
-            "claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1",
-                         "namespace": claim.metadata.namespace, "name": claim.metadata.name,
-                         "uid": uid, "resourceVersion": claim.metadata.resource_version},
-        }
-    })
+    let mut pv = provisioned_volume(claim, class, PROVISIONER);
+    pv["spec"]["mountOptions"] = json!(class.mount_options);
+    pv["spec"]["nfs"] = json!({"server": server, "path": format!("{export}/{}", directory(claim))});
+    pv
 }
 
 /// Makes the claim's directory (mode 0777: pods run as any user) and returns its volume.

@@ -177,6 +177,27 @@ impl VolumeController {
         .await;
     }
 
+    /// Deletes the volume object (this one: guarded by its uid), its data gone.
+    async fn remove_volume(&self, pv: &PersistentVolume) -> Result<(), ClientError> {
+        let dp = DeleteParams {
+            precondition_uid: pv.metadata.uid.clone(),
+            ..Default::default()
+        };
+        let name = pv.metadata.name.as_deref().unwrap_or("");
+        match self
+            .client
+            .dynamic(registry::of::<PersistentVolume>(), None)
+            .delete(name, &dp)
+            .await
+        {
+            Err(e) if !(e.is_not_found() || e.is_conflict()) => Err(e),
+            _ => {
+                tracing::info!(volume = %name, "released volume deleted");
+                Ok(())
+            }
+        }
+    }
+
     /// Removes a released local-path volume's data with a helper pod on its
     /// node, then the volume. Done when the volume is gone.
     async fn delete_volume(&self, pv: &PersistentVolume) -> Result<Action, ClientError> {
@@ -187,19 +208,8 @@ impl VolumeController {
                 self.event(pv, "Warning", "VolumeFailedDelete", &why).await;
                 return Ok(Action::RequeueAfter(Duration::from_secs(10)));
             }
-            let dp = DeleteParams {
-                precondition_uid: pv.metadata.uid.clone(),
-                ..Default::default()
-            };
-            return match self
-                .client
-                .dynamic(registry::of::<PersistentVolume>(), None)
-                .delete(&name, &dp)
-                .await
-            {
-                Err(e) if !(e.is_not_found() || e.is_conflict()) => Err(e),
-                _ => Ok(Action::Done),
-            };
+            self.remove_volume(pv).await?;
+            return Ok(Action::Done);
         }
         let pods = self
             .client
@@ -214,19 +224,7 @@ impl VolumeController {
         match (node_gone, phase.as_deref()) {
             // The data went with its node.
             (true, _) | (false, Some("Succeeded")) => {
-                let dp = DeleteParams {
-                    precondition_uid: pv.metadata.uid.clone(),
-                    ..Default::default()
-                };
-                match self
-                    .client
-                    .dynamic(registry::of::<PersistentVolume>(), None)
-                    .delete(&name, &dp)
-                    .await
-                {
-                    Err(e) if !(e.is_not_found() || e.is_conflict()) => return Err(e),
-                    _ => tracing::info!(volume = %name, "released volume deleted"),
-                }
+                self.remove_volume(pv).await?;
                 if helper.is_some() {
                     let _ = pods.delete(&helper_name, &DeleteParams::default()).await;
                 }
