@@ -36,15 +36,21 @@ pub fn volume_class(pv: &PersistentVolume) -> &str {
         .unwrap_or("")
 }
 
-/// The storage a claim requests, in bytes.
-pub fn requested(claim: &PersistentVolumeClaim) -> f64 {
+/// The storage a claim requests, as written (`1Gi`).
+pub fn requested_quantity(claim: &PersistentVolumeClaim) -> Option<&str> {
     claim
         .spec
         .as_ref()
         .and_then(|s| s.resources.as_ref())
         .and_then(|r| r.requests.as_ref())
         .and_then(|r| r.get("storage"))
-        .and_then(|q| Quantity::parse(&q.0).ok())
+        .map(|q| q.0.as_str())
+}
+
+/// The storage a claim requests, in bytes.
+pub fn requested(claim: &PersistentVolumeClaim) -> f64 {
+    requested_quantity(claim)
+        .and_then(|q| Quantity::parse(q).ok())
         .map_or(0.0, |q| q.0)
 }
 

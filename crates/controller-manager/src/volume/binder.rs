@@ -126,15 +126,7 @@ pub fn decide(
         }
         let expandable = matches!(class, Class::Found(c) if c.allow_volume_expansion == Some(true));
         let grow_to = (expandable && requested(claim) > capacity(pv))
-            .then(|| {
-                claim
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.resources.as_ref())
-                    .and_then(|r| r.requests.as_ref())
-                    .and_then(|r| r.get("storage"))
-                    .map(|q| q.0.clone())
-            })
+            .then(|| requested_quantity(claim).map(str::to_string))
             .flatten();
         return ClaimStep::Bound {
             volume: name,
@@ -242,15 +234,10 @@ impl ClaimBinder {
     }
 
     async fn event(&self, claim: &PersistentVolumeClaim, type_: &str, reason: &str, message: &str) {
-        let about = minik8s_client::events::Involved {
-            api_version: "v1",
-            kind: "PersistentVolumeClaim",
-            meta: &claim.metadata,
-        };
-        minik8s_client::events::record(
+        super::record(
             &self.client,
-            "persistentvolume-controller",
-            about,
+            "PersistentVolumeClaim",
+            &claim.metadata,
             type_,
             reason,
             message,

@@ -26,6 +26,32 @@ pub mod reclaim;
 pub use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 pub use minik8s_api::storage::*;
 
+/// Records an event about a claim or volume, as Kubernetes' PersistentVolume
+/// controller does (component `persistentvolume-controller`).
+pub async fn record(
+    client: &minik8s_client::Client,
+    kind: &str,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    type_: &str,
+    reason: &str,
+    message: &str,
+) {
+    let about = minik8s_client::events::Involved {
+        api_version: "v1",
+        kind,
+        meta,
+    };
+    minik8s_client::events::record(
+        client,
+        "persistentvolume-controller",
+        about,
+        type_,
+        reason,
+        message,
+    )
+    .await;
+}
+
 /// What every provisioned volume has: the name `pvc-<claim uid>`, the
 /// claim's size and access modes, the class's name and reclaim policy, the
 /// provisioner's annotation, and a claimRef pre-binding it to the claim.
@@ -36,13 +62,7 @@ pub fn provisioned_volume(
     provisioner: &str,
 ) -> serde_json::Value {
     let spec = claim.spec.clone().unwrap_or_default();
-    let size = spec
-        .resources
-        .as_ref()
-        .and_then(|r| r.requests.as_ref())
-        .and_then(|r| r.get("storage"))
-        .map(|q| q.0.clone())
-        .unwrap_or_else(|| "0".into());
+    let size = requested_quantity(claim).unwrap_or("0");
     serde_json::json!({
         "apiVersion": "v1", "kind": "PersistentVolume",
         "metadata": {"name": format!("pvc-{}", claim.metadata.uid.as_deref().unwrap_or("")),

@@ -161,15 +161,10 @@ impl VolumeController {
     }
 
     async fn event(&self, pv: &PersistentVolume, type_: &str, reason: &str, message: &str) {
-        let about = minik8s_client::events::Involved {
-            api_version: "v1",
-            kind: "PersistentVolume",
-            meta: &pv.metadata,
-        };
-        minik8s_client::events::record(
+        super::record(
             &self.client,
-            "persistentvolume-controller",
-            about,
+            "PersistentVolume",
+            &pv.metadata,
             type_,
             reason,
             message,
