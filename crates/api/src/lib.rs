@@ -8,6 +8,7 @@
 
 pub mod cron;
 pub mod defaults;
+pub mod disaggregatedset;
 pub mod hash;
 pub mod lws;
 pub mod lws_pod;

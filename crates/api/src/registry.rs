@@ -356,6 +356,11 @@ const POLICY_COLUMNS: &[Column] = &[col("Validations", 0), col("ParamKind", 0), 
 const POLICY_BINDING_COLUMNS: &[Column] =
     &[col("PolicyName", 0), col("ParamRef", 0), col("Age", 0)];
 /// The upstream CRD's additionalPrinterColumns.
+/// A DisaggregatedSet has no printer columns upstream (NAME, AGE).
+const DS_COLUMNS: &[Column] = &[col("Age", 0)];
+
+const ROLE_SCALER_COLUMNS: &[Column] = &[col("Desired", 0), col("Current", 0), col("Age", 0)];
+
 const LWS_COLUMNS: &[Column] = &[
     col("Ready", 0),
     col("Desired", 0),
@@ -675,6 +680,30 @@ pub static REGISTRY: &[ResourceInfo] = &[
         columns: LWS_COLUMNS,
     },
     ResourceInfo {
+        group: "disaggregatedset.x-k8s.io",
+        version: "v1",
+        kind: "DisaggregatedSet",
+        plural: "disaggregatedsets",
+        singular: "disaggregatedset",
+        short_names: &[],
+        namespaced: true,
+        subresources: &[Status],
+        categories: &[],
+        columns: DS_COLUMNS,
+    },
+    ResourceInfo {
+        group: "disaggregatedset.x-k8s.io",
+        version: "v1",
+        kind: "DisaggregatedSetRoleScaler",
+        plural: "disaggregatedsetrolescalers",
+        singular: "disaggregatedsetrolescaler",
+        short_names: &["dsrs"],
+        namespaced: true,
+        subresources: &[Status, Scale],
+        categories: &[],
+        columns: ROLE_SCALER_COLUMNS,
+    },
+    ResourceInfo {
         group: "rbac.authorization.k8s.io",
         version: "v1",
         kind: "Role",
@@ -871,6 +900,8 @@ mod tests {
             ("sts", "StatefulSet"),
             ("hpa", "HorizontalPodAutoscaler"),
             ("lws", "LeaderWorkerSet"),
+            ("dsrs", "DisaggregatedSetRoleScaler"),
+            ("disaggregatedsets", "DisaggregatedSet"),
             ("replicasets.apps", "ReplicaSet"),
         ] {
             assert_eq!(by_alias(alias).map(|r| r.kind), Some(kind), "{alias}");

@@ -333,6 +333,9 @@ impl ApiServer {
         strategy
             .admit(self, &obj, None)
             .map_err(|why| ApiError::forbidden(info, &name, &why))?;
+        for w in strategy.warnings(&obj) {
+            opts.warnings.push(w);
+        }
         if let Some(admit) = &opts.admission {
             (admit.0)(&obj, None)?;
         }
@@ -545,6 +548,9 @@ impl ApiServer {
             strategy
                 .admit(self, &merged, Some(&old))
                 .map_err(|why| ApiError::forbidden(info, name, &why))?;
+            for w in strategy.warnings(&merged) {
+                opts.warnings.push(w);
+            }
             if let Some(admit) = &opts.admission {
                 (admit.0)(&merged, Some(&old))?;
             }

@@ -23,6 +23,7 @@ pub mod certificates;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
+pub mod disaggregatedset;
 pub mod disruption;
 pub mod endpoints;
 pub mod expectations;

@@ -1,11 +1,12 @@
-//! The schema of LeaderWorkerSet (leaderworkerset.x-k8s.io/v1), which has no
+//! The schemas of LeaderWorkerSet (leaderworkerset.x-k8s.io/v1) and
+//! DisaggregatedSet (disaggregatedset.x-k8s.io/v1), which have no
 //! protobuf message to derive it from: its definitions written out here, as
 //! upstream's CRD declares them (types, required fields, defaults in the
 //! descriptions), referring to core definitions by message name.
 
 /// A field: JSON name, type, required, description. A type is `string`,
 /// `int32`, `int64`, `msg:<message>`, `[]msg:<message>` or a definition of
-/// this file (`lws:<Name>`).
+/// this file (`lws:<Name>`, `ds:<Name>`).
 type Field = (&'static str, &'static str, bool, &'static str);
 
 /// (definition name, description, fields)
@@ -58,5 +59,58 @@ pub(super) const DEFINITIONS: &[Definition] = &[
         ("replicas", "int32", false, "The number of leader pods (groups) that exist."),
         ("hpaPodSelector", "string", false, "The label selector of the leader pods, for the HorizontalPodAutoscaler."),
         ("observedGeneration", "int64", false, "The generation of the LWS last reconciled."),
+    ]),
+];
+
+pub(super) const DS_PREFIX: &str = "io.x-k8s.disaggregatedset.v1.";
+
+pub(super) const DS_DEFINITIONS: &[Definition] = &[
+    ("DisaggregatedSet", "DisaggregatedSet deploys several LeaderWorkerSet roles (e.g. prefill and decode servers) together: one LWS per role, slice and revision, rolled across roles in lockstep.", &[
+        ("metadata", "msg:apimachinery.pkg.apis.meta.v1.ObjectMeta", false, "Standard object's metadata."),
+        ("spec", "ds:DisaggregatedSetSpec", false, "DisaggregatedSetSpec defines the desired state of DisaggregatedSet."),
+        ("status", "ds:DisaggregatedSetStatus", false, "DisaggregatedSetStatus defines the observed state of DisaggregatedSet."),
+    ]),
+    ("DisaggregatedSetSpec", "The roles, how many copies (slices) of the whole topology run, and where slices are placed.", &[
+        ("roles", "[]ds:DisaggregatedRoleSpec", true, "Roles of the set, 2 to 10, unique by name. The names and leaderWorkerTemplates make the revision."),
+        ("slices", "int32", false, "Number of copies of the whole topology, 1 to 100. Defaults to 1."),
+        ("placementPolicy", "ds:PlacementPolicy", false, "PlacementPolicy places each slice within one topology domain."),
+    ]),
+    ("DisaggregatedRoleSpec", "One role: an embedded LeaderWorkerSet spec.", &[
+        ("name", "string", true, "Name of the role, a DNS label of at most 63 characters."),
+        ("scaling", "ds:RoleScaling", false, "Scaling says who sets the role's replicas."),
+        ("metadata", "msg:apimachinery.pkg.apis.meta.v1.ObjectMeta", false, "Labels and annotations copied onto the role's LeaderWorkerSets."),
+        ("spec", "lws:LeaderWorkerSetSpec", false, "Spec of the role's LeaderWorkerSets; replicas are groups per slice (ignored for External roles)."),
+    ]),
+    ("RoleScaling", "Who sets a role's replicas.", &[
+        ("mode", "string", false, "Static (the default): spec.replicas; External: the role's DisaggregatedSetRoleScaler <set>-<role>."),
+    ]),
+    ("PlacementPolicy", "Where slices go.", &[
+        ("type", "string", false, "None (the default), ExclusiveSlice (one slice per topology domain) or ExclusiveTopology (no other set's slice in the domain either)."),
+        ("topology", "string", false, "The node label key of the topology domain; required unless type is None."),
+    ]),
+    ("DisaggregatedSetStatus", "The observed state of the roles.", &[
+        ("observedGeneration", "int64", false, "The generation last reconciled."),
+        ("roleStatuses", "[]ds:RoleStatus", false, "Per role, summed over its LeaderWorkerSets of every slice and revision."),
+        ("conditions", "[]msg:apimachinery.pkg.apis.meta.v1.Condition", false, "Available or Progressing."),
+    ]),
+    ("RoleStatus", "Replica counts of one role.", &[
+        ("name", "string", true, "The role."),
+        ("replicas", "int32", false, "Groups that exist."),
+        ("readyReplicas", "int32", false, "Groups that are ready."),
+        ("updatedReplicas", "int32", false, "Groups of the current revision."),
+    ]),
+    ("DisaggregatedSetRoleScaler", "The scale target of one External role of a DisaggregatedSet, for an autoscaler.", &[
+        ("metadata", "msg:apimachinery.pkg.apis.meta.v1.ObjectMeta", false, "Standard object's metadata."),
+        ("spec", "ds:DisaggregatedSetRoleScalerSpec", false, "The replicas wanted."),
+        ("status", "ds:DisaggregatedSetRoleScalerStatus", false, "The replicas there are."),
+    ]),
+    ("DisaggregatedSetRoleScalerSpec", "The replicas wanted for the role.", &[
+        ("replicas", "int32", true, "Groups per slice of the role. Defaults to 0."),
+    ]),
+    ("DisaggregatedSetRoleScalerStatus", "The replicas of the role.", &[
+        ("replicas", "int32", false, "Groups (leader pods) of the role over every slice and revision."),
+        ("selector", "string", false, "The label selector of the role's leader pods."),
+        ("observedGeneration", "int64", false, "The generation last observed."),
+        ("conditions", "[]msg:apimachinery.pkg.apis.meta.v1.Condition", false, "Ready when bound to a live role."),
     ]),
 ];

@@ -141,15 +141,33 @@ fn scalar(ty: Type) -> Value {
 
 /// The message (or written-out definition) that describes a kind.
 pub fn message_for(api_version: &str, kind: &str) -> Option<String> {
-    if api_version == "leaderworkerset.x-k8s.io/v1" && kind == "LeaderWorkerSet" {
-        return Some(format!("{}{kind}", lws::PREFIX));
+    match (api_version, kind) {
+        ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet") => {
+            return Some(format!("{}{kind}", lws::PREFIX));
+        }
+        ("disaggregatedset.x-k8s.io/v1", "DisaggregatedSet" | "DisaggregatedSetRoleScaler") => {
+            return Some(format!("{}{kind}", lws::DS_PREFIX));
+        }
+        _ => {}
     }
     Schema::get().message_for(api_version, kind)
 }
 
 fn written_out(name: &str) -> Option<&'static lws::Definition> {
-    let short = name.strip_prefix(lws::PREFIX)?;
-    lws::DEFINITIONS.iter().find(|d| d.0 == short)
+    if let Some(short) = name.strip_prefix(lws::PREFIX) {
+        return lws::DEFINITIONS.iter().find(|d| d.0 == short);
+    }
+    let short = name.strip_prefix(lws::DS_PREFIX)?;
+    lws::DS_DEFINITIONS.iter().find(|d| d.0 == short)
+}
+
+/// A written-out definition a field type names (`lws:<Name>`, `ds:<Name>`).
+fn written_out_ref(ty: &str) -> Option<String> {
+    if let Some(n) = ty.strip_prefix("lws:") {
+        return Some(format!("{}{n}", lws::PREFIX));
+    }
+    ty.strip_prefix("ds:")
+        .map(|n| format!("{}{n}", lws::DS_PREFIX))
 }
 
 /// The messages a definition refers to.
@@ -159,10 +177,9 @@ pub fn references(message: &str) -> Vec<String> {
             .iter()
             .filter_map(|(_, ty, _, _)| {
                 let ty = ty.trim_start_matches("[]");
-                ty.strip_prefix("msg:").map(str::to_string).or_else(|| {
-                    ty.strip_prefix("lws:")
-                        .map(|n| format!("{}{n}", lws::PREFIX))
-                })
+                ty.strip_prefix("msg:")
+                    .map(str::to_string)
+                    .or_else(|| written_out_ref(ty))
             })
             .collect();
     }
@@ -191,10 +208,10 @@ fn written_out_definition(def: &lws::Definition, flavor: Flavor) -> Value {
             Some(t) => (true, t),
             None => (false, *ty),
         };
-        let target = ty.strip_prefix("msg:").map(definition_name).or_else(|| {
-            ty.strip_prefix("lws:")
-                .map(|n| format!("{}{n}", lws::PREFIX))
-        });
+        let target = ty
+            .strip_prefix("msg:")
+            .map(definition_name)
+            .or_else(|| written_out_ref(ty));
         let mut prop = match (target, list) {
             (Some(t), false) => flavor.reference(&t, Some(doc)),
             (Some(t), true) => {
@@ -213,6 +230,10 @@ fn written_out_definition(def: &lws::Definition, flavor: Flavor) -> Value {
         if *json == "conditions" {
             prop["x-kubernetes-list-type"] = json!("map");
             prop["x-kubernetes-list-map-keys"] = json!(["type"]);
+        }
+        if *json == "roles" || *json == "roleStatuses" {
+            prop["x-kubernetes-list-type"] = json!("map");
+            prop["x-kubernetes-list-map-keys"] = json!(["name"]);
         }
         properties.insert(json.to_string(), prop);
     }

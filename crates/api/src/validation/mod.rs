@@ -164,6 +164,7 @@ mod autoscaling;
 mod batch;
 mod config;
 mod crd;
+pub mod disaggregatedset;
 mod ephemeral;
 mod pod;
 mod policy;

@@ -20,6 +20,7 @@ pub mod crd;
 pub mod custom;
 mod job;
 mod lws;
+mod disaggregatedset;
 mod namespace;
 mod node;
 mod pod;
@@ -92,6 +93,11 @@ pub trait Strategy: Send + Sync {
     /// objects (a claim's resize reads its StorageClass): `Err(why)` is 403.
     fn admit(&self, _srv: &ApiServer, _obj: &Value, _old: Option<&Value>) -> Result<(), String> {
         Ok(())
+    }
+
+    /// Admission warnings for a valid object (`Warning: 299` headers).
+    fn warnings(&self, _obj: &Value) -> Vec<String> {
+        Vec::new()
     }
 
     /// Takes what the object needs from the server's pools (ClusterIPs, node
@@ -289,6 +295,9 @@ where
     fn admit(&self, srv: &ApiServer, obj: &Value, old: Option<&Value>) -> Result<(), String> {
         self.lifecycle.admit(srv, obj, old)
     }
+    fn warnings(&self, obj: &Value) -> Vec<String> {
+        self.lifecycle.warnings(obj)
+    }
     fn allocate(
         &self,
         alloc: &Allocators,
@@ -373,6 +382,8 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         batch::CronJob => cron_job;
         policy::PodDisruptionBudget => pod_disruption_budget;
         minik8s_api::lws::LeaderWorkerSet => leader_worker_set with lws::Lifecycle;
+        minik8s_api::disaggregatedset::DisaggregatedSet => age_only with disaggregatedset::Set;
+        minik8s_api::disaggregatedset::DisaggregatedSetRoleScaler => role_scaler with disaggregatedset::RoleScaler;
         rbac_v1::Role => role with rbac::Lifecycle;
         rbac_v1::RoleBinding => role_binding with rbac::Lifecycle;
         rbac_v1::ClusterRole => role with rbac::Lifecycle;

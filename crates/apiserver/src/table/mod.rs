@@ -646,6 +646,15 @@ pub mod rows {
         ]
     }
 
+    /// DisaggregatedSetRoleScaler: DESIRED, CURRENT, AGE.
+    pub fn role_scaler(o: &Value) -> Vec<Value> {
+        vec![
+            json!(int(o, "/spec/replicas")),
+            json!(int(o, "/status/replicas")),
+            json!(age(o)),
+        ]
+    }
+
     /// Any kind without columns of its own: AGE.
     pub fn age_only(o: &Value) -> Vec<Value> {
         vec![json!(age(o))]
