@@ -238,7 +238,9 @@ pub struct Runner {
 
 impl Runner {
     /// Watches Pods, ReplicaSets, StatefulSets, ControllerRevisions,
-    /// LeaderWorkerSets and Services (LWS owns StatefulSets and Services).
+    /// LeaderWorkerSets, DisaggregatedSets and their role scalers, claims and
+    /// Services (LWS owns StatefulSets and Services; a DisaggregatedSet owns
+    /// LWS, Services and scalers).
     pub fn new(
         client: Client,
         informers: &SharedInformers,
@@ -282,6 +284,20 @@ impl Runner {
             &mut sources,
             "leaderworkerset.x-k8s.io/v1",
             "LeaderWorkerSet",
+        )?;
+        watch::<minik8s_api::disaggregatedset::DisaggregatedSet>(
+            informers,
+            &wake,
+            &mut sources,
+            minik8s_api::disaggregatedset::API_VERSION,
+            "DisaggregatedSet",
+        )?;
+        watch::<minik8s_api::disaggregatedset::DisaggregatedSetRoleScaler>(
+            informers,
+            &wake,
+            &mut sources,
+            minik8s_api::disaggregatedset::API_VERSION,
+            "DisaggregatedSetRoleScaler",
         )?;
         watch::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(
             informers,

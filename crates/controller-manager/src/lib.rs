@@ -14,6 +14,7 @@
 //!
 //! Controllers: ReplicaSet (`replicaset.rs`), StatefulSet (`statefulset.rs`),
 //! LeaderWorkerSet (`lws/`: `mod.rs` for the set, `group.rs` for each group),
+//! DisaggregatedSet (`disaggregatedset/`: LWS roles rolled together),
 //! the garbage collector (`gc.rs`),
 //! Endpoints/EndpointSlices (`endpoints.rs`), node lifecycle with NoExecute
 //! eviction (`nodelifecycle.rs`), node IPAM (`nodeipam.rs`), the
@@ -143,6 +144,8 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     let statefulsets = statefulset::StatefulSetController::new(client.clone(), &informers)?;
     let leaderworkersets = lws::LwsController::new(client.clone(), &informers)?;
     let lws_groups = lws::group::GroupController::new(client.clone(), &informers)?;
+    let disaggregated_sets =
+        disaggregatedset::DisaggregatedSetController::new(client.clone(), &informers)?;
     let gc = gc::Runner::new(client.clone(), &informers)?;
     let nodes = nodelifecycle::NodeLifecycleController::new(
         client.clone(),
@@ -240,6 +243,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
         statefulsets.run(workers),
         leaderworkersets.run(workers),
         lws_groups.run(workers),
+        disaggregated_sets.run(workers),
         endpoints.run(workers),
         gc.run(),
         nodes.run(workers),
