@@ -263,8 +263,8 @@ pub fn default_lws_spec_schema(spec: &mut Map<String, Value>) {
             set_default(sg, "subGroupPolicyType", json!("LeaderWorker"));
         }
     }
-    if let Some(ru) = object(spec, "rolloutStrategy")
-        .and_then(|rs| object(rs, "rollingUpdateConfiguration"))
+    if let Some(ru) =
+        object(spec, "rolloutStrategy").and_then(|rs| object(rs, "rollingUpdateConfiguration"))
     {
         set_default(ru, "partition", json!(0));
         set_default(ru, "maxUnavailable", json!(1));
@@ -341,7 +341,9 @@ mod tests {
         };
         let r = revision(&ds(&["p", "d"], 1, 1));
         assert_eq!(r.len(), 8);
-        assert!(r.chars().all(|c| c.is_ascii_hexdigit() && !c.is_uppercase()));
+        assert!(r
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_uppercase()));
         assert_eq!(r, revision(&ds(&["p", "d"], 1, 5)), "replicas roll nothing");
         assert_ne!(r, revision(&ds(&["p", "d"], 2, 1)), "size rolls");
         assert_ne!(r, revision(&ds(&["d", "p"], 1, 1)), "order rolls");

@@ -16,10 +16,7 @@ const PLACEMENT_TYPES: &[&str] = &["None", "ExclusiveSlice", "ExclusiveTopology"
 fn is_role_name(s: &str) -> bool {
     let b = s.as_bytes();
     let edge = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    !b.is_empty()
-        && edge(&b[0])
-        && edge(&b[b.len() - 1])
-        && b.iter().all(|c| edge(c) || *c == b'-')
+    !b.is_empty() && edge(&b[0]) && edge(&b[b.len() - 1]) && b.iter().all(|c| edge(c) || *c == b'-')
 }
 
 fn digits(n: i64) -> usize {
@@ -52,7 +49,10 @@ pub fn validate(obj: &Value, _old: Option<&Value>) -> Errors {
         }
     }
     let empty = Vec::new();
-    let roles = spec.get("roles").and_then(Value::as_array).unwrap_or(&empty);
+    let roles = spec
+        .get("roles")
+        .and_then(Value::as_array)
+        .unwrap_or(&empty);
     if spec.get("roles").is_none_or(Value::is_null) {
         errs.push(FieldError::required("spec.roles", ""));
     } else if roles.len() < 2 {

@@ -36,7 +36,11 @@ fn has(o: &Value, want: &str) {
 
 #[test]
 fn a_plain_set_is_valid() {
-    assert!(errors(&two(json!({}))).is_empty(), "{:?}", errors(&two(json!({}))));
+    assert!(
+        errors(&two(json!({}))).is_empty(),
+        "{:?}",
+        errors(&two(json!({})))
+    );
 }
 
 #[test]
@@ -51,7 +55,11 @@ fn schema_rules() {
         "spec.roles: Too many: 11: must have at most 10 items",
     );
     has(
-        &ds("ds", vec![role("a", json!({})), role("a", json!({}))], json!({})),
+        &ds(
+            "ds",
+            vec![role("a", json!({})), role("a", json!({}))],
+            json!({}),
+        ),
         "spec.roles[1]: Duplicate value: {\"name\":\"a\"}",
     );
     has(
@@ -59,15 +67,27 @@ fn schema_rules() {
         "spec.roles[0].name: Invalid value: \"A_b\": spec.roles[0].name in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'",
     );
     has(
-        &ds("ds", vec![role("", json!({})), role("b", json!({}))], json!({})),
+        &ds(
+            "ds",
+            vec![role("", json!({})), role("b", json!({}))],
+            json!({}),
+        ),
         "spec.roles[0].name: Required value",
     );
     has(
-        &ds("ds", vec![role("a", json!({})), role("b", json!({}))], json!({"slices": 0})),
+        &ds(
+            "ds",
+            vec![role("a", json!({})), role("b", json!({}))],
+            json!({"slices": 0}),
+        ),
         "spec.slices: Invalid value: 0: spec.slices in body should be greater than or equal to 1",
     );
     has(
-        &ds("ds", vec![role("a", json!({})), role("b", json!({}))], json!({"slices": 101})),
+        &ds(
+            "ds",
+            vec![role("a", json!({})), role("b", json!({}))],
+            json!({"slices": 101}),
+        ),
         "spec.slices: Invalid value: 101: spec.slices in body should be less than or equal to 100",
     );
     has(
@@ -93,7 +113,10 @@ fn schema_rules() {
     );
     assert!(errors(&all_zero).is_empty(), "{:?}", errors(&all_zero));
     let external_zero = two(json!({"scaling": {"mode": "External"}, "spec": {"replicas": 0}}));
-    assert!(errors(&external_zero).is_empty(), "External roles do not count");
+    assert!(
+        errors(&external_zero).is_empty(),
+        "External roles do not count"
+    );
 }
 
 #[test]
@@ -127,7 +150,10 @@ fn webhook_rules() {
     let idle = ds(
         "ds",
         vec![
-            role("a", json!({"spec": {"replicas": 0, "rolloutStrategy": {"rollingUpdateConfiguration": {"maxUnavailable": 0, "maxSurge": 0}}}})),
+            role(
+                "a",
+                json!({"spec": {"replicas": 0, "rolloutStrategy": {"rollingUpdateConfiguration": {"maxUnavailable": 0, "maxSurge": 0}}}}),
+            ),
             role("b", json!({"spec": {"replicas": 0}})),
         ],
         json!({}),
@@ -173,7 +199,10 @@ fn generated_names_fit_in_63() {
         &named(40, 8, 1),
         "spec.roles[0].name: Invalid value: \"rrrrrrrr\": the generated service name (64 chars) would exceed the DNS-1035 limit of 63 characters; reduce the DisaggregatedSet name and/or role name (combined limit: 47 characters)",
     );
-    assert!(errors(&named(40, 6, 11)).is_empty(), "slices >= 11: 2 digits");
+    assert!(
+        errors(&named(40, 6, 11)).is_empty(),
+        "slices >= 11: 2 digits"
+    );
     has(
         &named(40, 7, 11),
         "spec.roles[0].name: Invalid value: \"rrrrrrr\": the generated service name (64 chars) would exceed the DNS-1035 limit of 63 characters; reduce the DisaggregatedSet name and/or role name (combined limit: 46 characters)",
@@ -221,7 +250,10 @@ fn embedded_lws_specs_obey_the_lws_rules() {
     );
     let no_template = ds(
         "ds",
-        vec![json!({"name": "a", "spec": {"replicas": 1}}), role("b", json!({}))],
+        vec![
+            json!({"name": "a", "spec": {"replicas": 1}}),
+            role("b", json!({})),
+        ],
         json!({}),
     );
     has(

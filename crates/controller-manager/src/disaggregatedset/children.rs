@@ -96,7 +96,10 @@ pub fn add_placement(template: &mut Value, ds: &str, slice: i32, policy: &Placem
         ));
     }
     let affinity = term(
-        vec![expr(NAME_LABEL, "In", &[ds]), expr(SLICE_LABEL, "In", &[&s])],
+        vec![
+            expr(NAME_LABEL, "In", &[ds]),
+            expr(SLICE_LABEL, "In", &[&s]),
+        ],
         topology,
     );
     let spec = &mut template["spec"];
@@ -265,8 +268,8 @@ pub fn set_conditions(
         (PROGRESSING, AVAILABLE, "RolloutInProgress", "Not all roles have reached their desired replica count, ready and updated to the current revision")
     };
     let mut out = existing.to_vec();
-    let mut put = |type_: &str, status: &str, add: bool| {
-        match out.iter_mut().find(|c| c.type_ == type_) {
+    let mut put =
+        |type_: &str, status: &str, add: bool| match out.iter_mut().find(|c| c.type_ == type_) {
             Some(c) => {
                 if c.status != status {
                     c.status = status.into();
@@ -285,8 +288,7 @@ pub fn set_conditions(
                 observed_generation: Some(generation),
             }),
             None => {}
-        }
-    };
+        };
     put(t, "True", true);
     put(partner, "False", false);
     out

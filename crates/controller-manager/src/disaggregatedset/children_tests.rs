@@ -55,7 +55,9 @@ fn an_lws_has_upstreams_name_labels_owner_and_templates() {
 
 #[test]
 fn placement_goes_on_both_templates() {
-    let ds = set(json!({"spec": {"placementPolicy": {"type": "ExclusiveTopology", "topology": "zone"}}}));
+    let ds = set(
+        json!({"spec": {"placementPolicy": {"type": "ExclusiveTopology", "topology": "zone"}}}),
+    );
     let l = child_lws(&ds, &ds.spec.roles[0], 0, "r", 1);
     for t in ["leaderTemplate", "workerTemplate"] {
         let a = &l["spec"]["leaderWorkerTemplate"][t]["spec"]["affinity"];
@@ -87,7 +89,8 @@ fn placement_goes_on_both_templates() {
         );
     }
     // ExclusiveSlice: one anti-affinity term; slice 1 has no Exists.
-    let ds = set(json!({"spec": {"placementPolicy": {"type": "ExclusiveSlice", "topology": "zone"}}}));
+    let ds =
+        set(json!({"spec": {"placementPolicy": {"type": "ExclusiveSlice", "topology": "zone"}}}));
     let l = child_lws(&ds, &ds.spec.roles[1], 1, "r", 1);
     let anti = &l["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["affinity"]
         ["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
@@ -124,8 +127,11 @@ fn service_and_scaler_shapes() {
     let ds = set(json!({}));
     let s = child_service(&ds, 0, "r1", "decode");
     assert_eq!(s["metadata"]["name"], "ds-0-r1-decode-prv");
-    assert_eq!(s["spec"], json!({"clusterIP": "None", "selector": {
-        NAME_LABEL: "ds", ROLE_LABEL: "decode", REVISION_LABEL: "r1", SLICE_LABEL: "0"}}));
+    assert_eq!(
+        s["spec"],
+        json!({"clusterIP": "None", "selector": {
+        NAME_LABEL: "ds", ROLE_LABEL: "decode", REVISION_LABEL: "r1", SLICE_LABEL: "0"}})
+    );
     assert_eq!(s["metadata"]["labels"], s["spec"]["selector"]);
     let sc = child_scaler(&ds, "decode", 4);
     assert_eq!(sc["metadata"]["name"], "ds-decode");
@@ -134,7 +140,10 @@ fn service_and_scaler_shapes() {
         sc["metadata"]["labels"],
         json!({NAME_LABEL: "ds", ROLE_LABEL: "decode"})
     );
-    assert_eq!(sc["metadata"]["ownerReferences"][0]["blockOwnerDeletion"], true);
+    assert_eq!(
+        sc["metadata"]["ownerReferences"][0]["blockOwnerDeletion"],
+        true
+    );
 }
 
 fn child(role: &str, revision: &str, slice: i32, replicas: i64, ready: i64) -> Child {
@@ -164,7 +173,10 @@ fn targets_and_seeds() {
     assert_eq!(target(&ds.spec.roles[0], Some(0), 3), 0);
     assert_eq!(target(&ds.spec.roles[0], None, 3), 3, "no scaler: keep");
     assert_eq!(scaler_seed(&[], "prefill"), 1);
-    let kids = [child("prefill", "a", 0, 2, 2), child("prefill", "b", 0, 3, 3)];
+    let kids = [
+        child("prefill", "a", 0, 2, 2),
+        child("prefill", "b", 0, 3, 3),
+    ];
     assert_eq!(scaler_seed(&kids, "prefill"), 5);
 }
 
@@ -209,7 +221,12 @@ fn status_sums_every_slice_and_revision() {
     assert!(available(&ds, &st, &targets, &BTreeMap::new()));
     // All zero is Available once drained.
     let zero = BTreeMap::from([("prefill".into(), 0), ("decode".into(), 0)]);
-    assert!(available(&ds, &role_statuses(&ds, &[], "new"), &zero, &BTreeMap::new()));
+    assert!(available(
+        &ds,
+        &role_statuses(&ds, &[], "new"),
+        &zero,
+        &BTreeMap::new()
+    ));
     // An External role without its scaler is never Available.
     let mut ext = ds.clone();
     ext.spec.roles[0].scaling = Some(RoleScaling {
@@ -245,7 +262,11 @@ fn conditions_flip_and_keep_their_times() {
     assert_eq!(get(&up, AVAILABLE).reason, "AllRolesReady");
     let p = get(&up, PROGRESSING);
     assert_eq!(
-        (p.status.as_str(), p.reason.as_str(), &p.last_transition_time),
+        (
+            p.status.as_str(),
+            p.reason.as_str(),
+            &p.last_transition_time
+        ),
         ("False", "AllRolesReady", &t1)
     );
     // Other condition types are untouched.

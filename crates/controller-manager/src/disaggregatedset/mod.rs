@@ -327,7 +327,10 @@ impl DisaggregatedSetController {
                 continue;
             }
             let name = scaler_name(&set_name, &role.name);
-            if all.iter().any(|s| s.metadata.name.as_deref() == Some(&name)) {
+            if all
+                .iter()
+                .any(|s| s.metadata.name.as_deref() == Some(&name))
+            {
                 let note = format!(
                     "Scaler {name} exists but is not controlled by this DisaggregatedSet; not adopting"
                 );

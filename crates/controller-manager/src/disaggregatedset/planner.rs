@@ -34,7 +34,11 @@ impl Default for RoleConfig {
 impl RoleConfig {
     /// §5.3: the role's configuration scaled against its target; a pair
     /// that scales to 0/0 keeps the default.
-    pub fn scaled(max_unavailable: Option<&serde_json::Value>, max_surge: Option<&serde_json::Value>, target: i64) -> RoleConfig {
+    pub fn scaled(
+        max_unavailable: Option<&serde_json::Value>,
+        max_surge: Option<&serde_json::Value>,
+        target: i64,
+    ) -> RoleConfig {
         use minik8s_api::lws::scaled_value;
         let u = max_unavailable
             .and_then(|v| scaled_value(v, target, false))
@@ -237,12 +241,7 @@ mod tests {
             target: target.to_vec(),
             config: vec![cfg; n],
         };
-        let show = |v: &[i64]| {
-            v.iter()
-                .map(i64::to_string)
-                .collect::<Vec<_>>()
-                .join(",")
-        };
+        let show = |v: &[i64]| v.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
         let mut out = Vec::new();
         while let Some(step) = next_step(&input) {
             assert!(out.len() < 50, "no end: {out:?}");
@@ -277,7 +276,15 @@ mod tests {
         );
         assert_eq!(
             trace(&[10, 10], &[10, 10], cfg(3, 0)),
-            ["10,10|3,3", "8,8|3,3", "8,8|5,5", "5,5|8,8", "3,3|8,8", "3,3|10,10", "0,0|10,10"]
+            [
+                "10,10|3,3",
+                "8,8|3,3",
+                "8,8|5,5",
+                "5,5|8,8",
+                "3,3|8,8",
+                "3,3|10,10",
+                "0,0|10,10"
+            ]
         );
         assert_eq!(
             trace(&[4, 4], &[6, 6], S1),

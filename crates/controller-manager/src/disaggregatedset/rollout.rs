@@ -29,7 +29,10 @@ pub const ROLLOUT_POLL: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
     /// The role's LWS at the target revision.
-    Create { role: String, replicas: i64 },
+    Create {
+        role: String,
+        replicas: i64,
+    },
     /// Patch an LWS's replicas, recording `event` (reason, note) if any.
     Scale {
         name: String,
@@ -37,10 +40,19 @@ pub enum Op {
         event: Option<(&'static str, String)>,
     },
     /// Note an old LWS's replicas when the rollout began.
-    SetInitial { name: String, replicas: i64 },
+    SetInitial {
+        name: String,
+        replicas: i64,
+    },
     /// Delete an LWS (event `LWSDeleted` with `note`).
-    Delete { name: String, note: String },
-    Event { reason: &'static str, note: String },
+    Delete {
+        name: String,
+        note: String,
+    },
+    Event {
+        reason: &'static str,
+        note: String,
+    },
 }
 
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -158,11 +170,9 @@ pub fn plan_slice(revision: &str, roles: &[RoleView], children: &[Child]) -> Pla
     };
     for name in &names {
         let mine = old.iter().filter(|c| &c.role == name);
-        input.initial_old.push(
-            mine.clone()
-                .map(|c| c.initial.unwrap_or(c.replicas))
-                .sum(),
-        );
+        input
+            .initial_old
+            .push(mine.clone().map(|c| c.initial.unwrap_or(c.replicas)).sum());
         input.current_old.push(mine.map(|c| c.replicas).sum());
         let now_new = current_new(name);
         input.current_new.push(now_new);
@@ -216,7 +226,8 @@ pub fn plan_slice(revision: &str, roles: &[RoleView], children: &[Child]) -> Pla
             });
         }
     }
-    plan.ops.extend(scale_down(&names, &input.current_old, &step.past, &old));
+    plan.ops
+        .extend(scale_down(&names, &input.current_old, &step.past, &old));
     plan
 }
 
@@ -229,7 +240,7 @@ fn scale_down(names: &[String], current_old: &[i64], past: &[i64], old: &[&Child
         revisions.entry(&c.revision).or_default().push(c);
     }
     let mut order: Vec<(&str, Vec<&Child>)> = revisions.into_iter().collect();
-    let newest = |l: &Vec<&Child>| l.iter().map(|c| c.created.clone()).max();
+    let newest = |l: &Vec<&Child>| l.iter().map(|c| c.created).max();
     order.sort_by(|a, b| newest(&b.1).cmp(&newest(&a.1)).then(b.0.cmp(a.0)));
     let mut ops = Vec::new();
     for (_, members) in order {
