@@ -124,6 +124,30 @@ pub struct LeaderWorkerSetStatus {
     pub hpa_pod_selector: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// minik8s (KEP-820 and beyond): each group's state, restarts and backoff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_statuses: Option<Vec<GroupStatus>>,
+}
+
+/// One group in `status.groupStatuses` (minik8s; upstream has none).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupStatus {
+    pub index: i32,
+    /// `Ready`, `NotReady`, `Restarting` (backing off before a recreation) or `Failed`.
+    pub state: String,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub restarts: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_restart_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_restart_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
 }
 
 impl k8s_openapi::Resource for LeaderWorkerSet {

@@ -59,6 +59,15 @@ pub(super) const DEFINITIONS: &[Definition] = &[
         ("replicas", "int32", false, "The number of leader pods (groups) that exist."),
         ("hpaPodSelector", "string", false, "The label selector of the leader pods, for the HorizontalPodAutoscaler."),
         ("observedGeneration", "int64", false, "The generation of the LWS last reconciled."),
+        ("groupStatuses", "[]lws:GroupStatus", false, "minik8s: each group's state (Ready, NotReady, Restarting, Failed), restarts and backoff."),
+    ]),
+    ("GroupStatus", "The state of one group (minik8s).", &[
+        ("index", "int32", true, "The group index."),
+        ("state", "string", true, "Ready, NotReady, Restarting (backing off before the group is recreated) or Failed (minik8s.io/max-group-restarts exhausted)."),
+        ("restarts", "int32", false, "How many times the group was recreated."),
+        ("lastRestartTime", "msg:apimachinery.pkg.apis.meta.v1.Time", false, "When the group was last recreated."),
+        ("nextRestartTime", "msg:apimachinery.pkg.apis.meta.v1.Time", false, "When a Restarting group is recreated."),
+        ("message", "string", false, "A human-readable explanation of the state."),
     ]),
 ];
 

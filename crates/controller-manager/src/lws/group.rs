@@ -18,6 +18,7 @@
 //! The restart history lives in the LWS annotation `minik8s.io/group-restarts`,
 //! so a restarted controller keeps it.
 
+use super::restarts::*;
 use crate::lws::{
     from_revision, headless_service, size_of, template_annotations, unique_per_replica,
     GROUP_RESTARTS,
@@ -39,14 +40,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub const RESTART_BACKOFF: &str = "minik8s.io/group-restart-backoff";
-pub const MAX_RESTARTS: &str = "minik8s.io/max-group-restarts";
 const EXPERIMENTAL_AFTER_START: &str =
     "leaderworkerset.sigs.k8s.io/experimental-recreate-group-after-start";
-const DEFAULT_BACKOFF: Duration = Duration::from_secs(10);
-const MAX_BACKOFF: Duration = Duration::from_secs(300);
-/// A group that has not been restarted for this long starts its backoff afresh.
-const BACKOFF_RESET: Duration = Duration::from_secs(600);
 
 /// Upstream's trigger (§5.9): the pod is being deleted, or it runs (or waits)
 /// with a container that has restarted.
@@ -63,57 +58,6 @@ pub fn restart_triggered(pod: &Pod) -> bool {
         .flatten()
         .chain(st.init_container_statuses.iter().flatten())
         .any(|c| c.restart_count > 0)
-}
-
-/// The restart history of one group.
-#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
-pub struct History {
-    /// Group restarts in all.
-    pub count: u32,
-    /// Consecutive restarts (each within BACKOFF_RESET of the previous one).
-    pub streak: u32,
-    /// Unix seconds of the last restart.
-    pub last: i64,
-    /// The limit was reported with an event.
-    #[serde(default)]
-    pub limited: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Decision {
-    RestartNow,
-    /// Still backing off: try again after this long.
-    Wait(Duration),
-    LimitReached,
-}
-
-/// Whether a group may be recreated now, given its history.
-pub fn decide(history: History, now: i64, base: Duration, limit: Option<u32>) -> Decision {
-    if limit.is_some_and(|l| history.count >= l) {
-        return Decision::LimitReached;
-    }
-    let since = Duration::from_secs((now - history.last).max(0) as u64);
-    if history.streak == 0 || since >= BACKOFF_RESET || base.is_zero() {
-        return Decision::RestartNow;
-    }
-    let delay = base
-        .saturating_mul(1u32 << (history.streak - 1).min(16))
-        .min(MAX_BACKOFF);
-    match delay.checked_sub(since) {
-        Some(left) if !left.is_zero() => Decision::Wait(left),
-        _ => Decision::RestartNow,
-    }
-}
-
-/// The history after a restart at `now`.
-pub fn record(history: History, now: i64) -> History {
-    let quiet = now - history.last >= BACKOFF_RESET.as_secs() as i64;
-    History {
-        count: history.count + 1,
-        streak: if quiet { 1 } else { history.streak + 1 },
-        last: now,
-        limited: false,
-    }
 }
 
 /// §5.7: the worker StatefulSet of `leader`, from the revision it was created from.
@@ -173,6 +117,72 @@ pub fn worker_statefulset(
 
 fn label<'a>(p: &'a Pod, k: &str) -> Option<&'a str> {
     p.metadata.labels.as_ref()?.get(k).map(String::as_str)
+}
+
+fn pod_annotation<'a>(p: &'a Pod, k: &str) -> Option<&'a str> {
+    p.metadata.annotations.as_ref()?.get(k).map(String::as_str)
+}
+
+/// Annotation on a Failed group's leader (lws#877): recreate the group with
+/// a fresh restart budget.
+pub const RECOVER: &str = "leaderworkerset.sigs.k8s.io/recover";
+
+/// The restart history kept in the LWS annotation, by group index.
+pub fn history_of(lws: &LeaderWorkerSet) -> BTreeMap<String, History> {
+    lws.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(GROUP_RESTARTS))
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or_default()
+}
+
+/// Forgets the groups' restarts and recreates them (foreground deletion of
+/// their leaders): how a Failed group comes back, by `recover=true` on its
+/// leader or by a scale-down that keeps its index. One event per group.
+/// `forget` names more groups whose history goes (groups scaled away).
+pub async fn recreate_with_fresh_budget(
+    client: &Client,
+    lws: &LeaderWorkerSet,
+    leaders: &[(Arc<Pod>, String)],
+    forget: &[String],
+    reason: &str,
+) -> Result<(), ClientError> {
+    let mut all = history_of(lws);
+    for (leader, _) in leaders {
+        all.remove(label(leader, GROUP_INDEX).unwrap_or_default());
+    }
+    for idx in forget {
+        all.remove(idx);
+    }
+    let ns = ns_of(&lws.metadata);
+    let patch = json!({"metadata": {"annotations": {GROUP_RESTARTS: serde_json::to_string(&all).unwrap_or_default()}}});
+    client
+        .dynamic(registry::of::<LeaderWorkerSet>(), Some(&ns))
+        .patch(
+            lws.metadata.name.as_deref().unwrap_or(""),
+            None,
+            content::MERGE_PATCH,
+            &patch,
+        )
+        .await?;
+    for (leader, note) in leaders {
+        let dp = DeleteParams {
+            propagation_policy: Some("Foreground".into()),
+            precondition_uid: leader.metadata.uid.clone(),
+            ..Default::default()
+        };
+        match client
+            .dynamic(registry::of::<Pod>(), Some(&ns))
+            .delete(leader.metadata.name.as_deref().unwrap_or(""), &dp)
+            .await
+        {
+            Err(e) if !(e.is_not_found() || e.is_conflict()) => return Err(e),
+            _ => {}
+        }
+        crate::lws::record_event(client, lws, "Normal", reason, note).await;
+    }
+    Ok(())
 }
 
 fn is_leader(p: &Pod) -> bool {
@@ -323,10 +333,7 @@ impl GroupController {
             return Ok(Restart::NotNeeded);
         }
         // minik8s: backoff and limit.
-        let mut all: BTreeMap<String, History> = ann
-            .get(GROUP_RESTARTS)
-            .and_then(|s| serde_json::from_str(s).ok())
-            .unwrap_or_default();
+        let mut all = history_of(lws);
         let history = all.get(&group_index).copied().unwrap_or_default();
         let base = ann
             .get(RESTART_BACKOFF)
@@ -340,24 +347,33 @@ impl GroupController {
                 if gone {
                     lock(&self.deleted).insert(pod_key.clone(), pod.clone());
                 }
+                // The status shows the group Restarting until then.
+                let due = now + left.as_secs() as i64;
+                if history.waiting_until != due {
+                    all.insert(
+                        group_index.clone(),
+                        History {
+                            waiting_until: due,
+                            ..history
+                        },
+                    );
+                    self.save_history(lws, &all).await?;
+                }
                 return Ok(Restart::Backoff(left + Duration::from_millis(100)));
             }
             Decision::LimitReached => {
+                // The group is Failed (the LWS controller reports it); its
+                // pods stay for debugging.
                 if !history.limited {
                     all.insert(
                         group_index.clone(),
                         History {
                             limited: true,
+                            waiting_until: 0,
                             ..history
                         },
                     );
                     self.save_history(lws, &all).await?;
-                    let note = format!(
-                        "Group {group_index} reached {} restarts; it is no longer recreated ({MAX_RESTARTS})",
-                        history.count
-                    );
-                    self.event(lws, "Warning", "GroupRestartLimitReached", &note)
-                        .await;
                 }
                 return Ok(Restart::NotNeeded);
             }
@@ -432,6 +448,23 @@ impl Reconciler for GroupController {
         let Some(lws) = self.sets.get(&format!("{ns}/{lws_name}")) else {
             return Ok(Action::Done);
         };
+        if !gone && is_leader(&pod) && pod_annotation(&pod, RECOVER) == Some("true") {
+            let idx = label(&pod, GROUP_INDEX).unwrap_or_default().to_string();
+            if history_of(&lws).get(&idx).is_some_and(|h| h.limited) {
+                let note = format!(
+                    "Group {idx} recovered ({RECOVER}): recreated with a fresh restart budget"
+                );
+                recreate_with_fresh_budget(
+                    &self.client,
+                    &lws,
+                    &[(pod, note)],
+                    &[],
+                    "GroupRecovered",
+                )
+                .await?;
+                return Ok(Action::Done);
+            }
+        }
         let backoff = match self.restart_policy(&lws, &pod, gone).await? {
             Restart::Recreated => return Ok(Action::Done),
             Restart::NotNeeded => None,
@@ -598,39 +631,6 @@ mod tests {
             "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 3}]}}),
         );
         assert!(!restart_triggered(&failed));
-    }
-
-    #[test]
-    fn backoff_doubles_resets_after_quiet_and_stops_at_the_limit() {
-        let base = Duration::from_secs(10);
-        let h0 = History::default();
-        assert_eq!(decide(h0, 1000, base, None), Decision::RestartNow);
-        let h1 = record(h0, 1000);
-        assert_eq!((h1.count, h1.streak), (1, 1));
-        assert_eq!(
-            decide(h1, 1004, base, None),
-            Decision::Wait(Duration::from_secs(6))
-        );
-        assert_eq!(decide(h1, 1010, base, None), Decision::RestartNow);
-        let h2 = record(h1, 1010);
-        assert_eq!(
-            decide(h2, 1015, base, None),
-            Decision::Wait(Duration::from_secs(15))
-        );
-        let mut h = h2;
-        for _ in 0..10 {
-            h = record(h, h.last + 1);
-        }
-        assert_eq!(decide(h, h.last, base, None), Decision::Wait(MAX_BACKOFF));
-        assert_eq!(decide(h, h.last + 600, base, None), Decision::RestartNow);
-        assert_eq!(record(h, h.last + 600).streak, 1);
-        assert_eq!(
-            decide(h1, 1001, Duration::ZERO, None),
-            Decision::RestartNow,
-            "0s is upstream's behaviour"
-        );
-        assert_eq!(decide(h2, 5000, base, Some(2)), Decision::LimitReached);
-        assert_eq!(decide(h1, 5000, base, Some(2)), Decision::RestartNow);
     }
 
     #[test]

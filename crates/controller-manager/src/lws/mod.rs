@@ -19,6 +19,7 @@
 //! [`leader_statefulset`]. `reconcile` is the shell.
 
 pub mod group;
+pub mod restarts;
 mod rollout;
 #[cfg(test)]
 mod tests;
@@ -221,6 +222,44 @@ impl LwsController {
         }
     }
 
+    /// Recreates, with a fresh restart budget, the Failed groups below
+    /// `replicas`, and forgets the history of the groups scaled away.
+    async fn replace_failed_groups(
+        &self,
+        lws: &LeaderWorkerSet,
+        replicas: i32,
+    ) -> Result<(), ClientError> {
+        let ns = ns_of(&lws.metadata);
+        let name = lws.metadata.name.clone().unwrap_or_default();
+        let mut leaders = Vec::new();
+        let mut scaled_away = Vec::new();
+        for (idx, h) in group::history_of(lws) {
+            let Ok(i) = idx.parse::<i32>() else { continue };
+            if i >= replicas {
+                scaled_away.push(idx);
+                continue;
+            }
+            if !h.limited {
+                continue;
+            }
+            if let Some(leader) = self.pods.get(&format!("{ns}/{name}-{i}")) {
+                let note = format!("Scale-down: failed group {i} recreated with a fresh restart budget; groups from {replicas} up are removed");
+                leaders.push((leader, note));
+            }
+        }
+        if leaders.is_empty() && scaled_away.is_empty() {
+            return Ok(());
+        }
+        group::recreate_with_fresh_budget(
+            &self.client,
+            lws,
+            &leaders,
+            &scaled_away,
+            "GroupReplaced",
+        )
+        .await
+    }
+
     async fn create_service(&self, lws: &LeaderWorkerSet, svc: &Value) -> Result<(), ClientError> {
         let api = self
             .client
@@ -367,6 +406,16 @@ impl Reconciler for LwsController {
                     .and_then(|v| v.parse().ok()),
             }
         });
+        // A scale-down takes failed groups out first: those whose index
+        // survives are recreated with a fresh budget (StatefulSet ordinals
+        // cannot leave a hole where a failed group was).
+        if current
+            .as_ref()
+            .and_then(|c| c.applied_replicas)
+            .is_some_and(|before| before > rollout.replicas)
+        {
+            self.replace_failed_groups(&lws, rollout.replicas).await?;
+        }
         let (partition, replicas) =
             partition_and_replicas(&rollout, current.as_ref(), new_revision, group);
         let desired = leader_statefulset(&lws, &rev_key, partition, replicas);
@@ -441,12 +490,35 @@ impl Reconciler for LwsController {
                 })
             })
             .collect();
+        // Per-group states; a Failed group never counts as ready.
+        let history = group::history_of(&lws);
+        let readiness: Vec<(i32, bool)> = groups.iter().map(|g| (g.index, g.ready)).collect();
+        let states = restarts::group_states(&readiness, &history, chrono::Utc::now().timestamp());
+        let groups: Vec<GroupStatus> = groups
+            .into_iter()
+            .map(|mut g| {
+                if states
+                    .iter()
+                    .any(|s| s.index == g.index && s.state == restarts::FAILED)
+                {
+                    g.ready = false;
+                }
+                g
+            })
+            .collect();
         let (ready, updated, assert) = status_of(&groups, &rollout);
         let old_status = lws.status.clone().unwrap_or_default();
         let generation = lws.metadata.generation.unwrap_or(0);
         let now = Time(chrono::Utc::now());
         let old_conditions = old_status.conditions.clone().unwrap_or_default();
-        let (conditions, first_new) = set_conditions(&old_conditions, assert, generation, &now);
+        let (mut conditions, first_new) = set_conditions(&old_conditions, assert, generation, &now);
+        let old_failed = old_conditions.iter().find(|c| c.type_ == restarts::FAILED);
+        let failed = restarts::failed_condition(&states, old_failed, generation, &now);
+        if let Some(f) = &failed {
+            conditions.retain(|c| c.type_ != restarts::FAILED);
+            conditions.push(f.clone());
+        }
+        let old_groups = old_status.group_statuses.clone().unwrap_or_default();
         let sts_replicas = sts
             .as_ref()
             .and_then(|s| s.status.as_ref())
@@ -459,6 +531,9 @@ impl Reconciler for LwsController {
             || old_status.hpa_pod_selector.as_deref() != Some(selector.as_str())
             || old_status.observed_generation != Some(generation)
             || first_new.is_some()
+            || old_groups != states
+            || failed.as_ref().map(|f| (&f.status, &f.message))
+                != old_failed.map(|f| (&f.status, &f.message))
             || conditions.len() != old_conditions.len()
             || conditions
                 .iter()
@@ -467,7 +542,7 @@ impl Reconciler for LwsController {
         if changed {
             let status = json!({"status": {"readyReplicas": ready, "updatedReplicas": updated,
                 "replicas": sts_replicas, "hpaPodSelector": selector, "observedGeneration": generation,
-                "conditions": conditions}});
+                "conditions": conditions, "groupStatuses": states}});
             let api = self
                 .client
                 .dynamic(registry::of::<LeaderWorkerSet>(), Some(&ns));
@@ -478,6 +553,9 @@ impl Reconciler for LwsController {
                 Ok(_) => {}
                 Err(e) if e.is_not_found() => return Ok(Action::Done),
                 Err(e) => return Err(e),
+            }
+            for (type_, reason, note) in restarts::transitions(&old_groups, &states) {
+                self.event(&lws, type_, reason, &note).await;
             }
             if let Some(t) = first_new {
                 let (reason, message) = condition_text(t);
