@@ -52,6 +52,10 @@ pub struct LeaderWorkerSetSpec {
     pub startup_policy: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_config: Option<NetworkConfig>,
+    /// Workload-aware gang scheduling (KEP-666, proposed upstream), see
+    /// `crate::lws_scheduling`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling: Option<Value>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -492,6 +496,7 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
             ));
         }
     }
+    crate::lws_scheduling::validate(obj, old, &mut errs);
     for (i, t) in obj
         .pointer("/spec/leaderWorkerTemplate/volumeClaimTemplates")
         .and_then(Value::as_array)

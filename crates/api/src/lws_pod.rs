@@ -10,6 +10,7 @@
 //! ```
 
 use crate::hash::sha1_hex;
+use crate::lws_scheduling::GangScope;
 use crate::validation::FieldError;
 use serde_json::{json, Map, Value};
 
@@ -402,15 +403,38 @@ pub fn admit_pod(pod: &mut Value) -> Result<(), FieldError> {
                 add_exclusive_affinity(&mut pod["spec"], &topology, SUBGROUP_KEY, &sk, &lws);
             }
         }
+        // A gang's workers are placed with their leader in one go, so they
+        // carry the group's exclusive affinity themselves (outside a gang
+        // they get a nodeSelector for the leader's domain instead).
+        let in_gang = ann(GANG_MIN_MEMBER).is_some()
+            || str_at(pod, "/spec/schedulerName") == Some(crate::podgroup::VOLCANO_SCHEDULER);
+        if let (Some(topology), true) = (ann(EXCLUSIVE_TOPOLOGY), in_gang) {
+            let key = str_at(
+                pod,
+                "/metadata/labels/leaderworkerset.sigs.k8s.io~1group-key",
+            )
+            .unwrap_or_default()
+            .to_string();
+            add_exclusive_affinity(&mut pod["spec"], &topology, GROUP_KEY, &key, &lws);
+        }
     }
     let labels = pod["metadata"]["labels"].clone();
     let group_index = labels[GROUP_INDEX].as_str().unwrap_or_default().to_string();
-    if ann(GANG_MIN_MEMBER).is_some() {
-        let revision = labels[REVISION_KEY].as_str().unwrap_or_default();
-        map_at(&mut pod["metadata"], "annotations").insert(
-            GANG_GROUP_NAME.into(),
-            json!(format!("{lws}-{group_index}-{revision}")),
-        );
+    // The gang a pod joins: by spec.scheduling's scope, else one per group
+    // for the minik8s annotation and for Volcano (whose webhook names it so).
+    let revision = labels[REVISION_KEY].as_str().unwrap_or_default();
+    let volcano = str_at(pod, "/spec/schedulerName") == Some(crate::podgroup::VOLCANO_SCHEDULER);
+    let gang = match ann(crate::lws_scheduling::GANG_SCOPE).as_deref() {
+        Some("lws") => GangScope::Lws.group_name(&lws, &group_index, revision, is_leader),
+        Some("worker") => GangScope::Worker.group_name(&lws, &group_index, revision, is_leader),
+        Some(_) => GangScope::Group.group_name(&lws, &group_index, revision, is_leader),
+        None if volcano || ann(GANG_MIN_MEMBER).is_some() => {
+            GangScope::Group.group_name(&lws, &group_index, revision, is_leader)
+        }
+        None => None,
+    };
+    if let Some(g) = gang {
+        map_at(&mut pod["metadata"], "annotations").insert(GANG_GROUP_NAME.into(), json!(g));
     }
     if pod_requests_tpus(&pod["spec"]) {
         add_tpu_env(pod, size_n);

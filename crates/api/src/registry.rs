@@ -356,6 +356,15 @@ const POLICY_COLUMNS: &[Column] = &[col("Validations", 0), col("ParamKind", 0), 
 const POLICY_BINDING_COLUMNS: &[Column] =
     &[col("PolicyName", 0), col("ParamRef", 0), col("Age", 0)];
 /// The upstream CRD's additionalPrinterColumns.
+/// Volcano's PodGroup printer columns.
+const PODGROUP_COLUMNS: &[Column] = &[
+    col("Status", 0),
+    col("MinMember", 0),
+    col("Runnings", 0),
+    col("Age", 0),
+    col("Queue", 1),
+];
+
 /// A DisaggregatedSet has no printer columns upstream (NAME, AGE).
 const DS_COLUMNS: &[Column] = &[col("Age", 0)];
 
@@ -704,6 +713,18 @@ pub static REGISTRY: &[ResourceInfo] = &[
         columns: ROLE_SCALER_COLUMNS,
     },
     ResourceInfo {
+        group: "scheduling.volcano.sh",
+        version: "v1beta1",
+        kind: "PodGroup",
+        plural: "podgroups",
+        singular: "podgroup",
+        short_names: &["pg", "podgroup-v1beta1"],
+        namespaced: true,
+        subresources: &[Status],
+        categories: &[],
+        columns: PODGROUP_COLUMNS,
+    },
+    ResourceInfo {
         group: "rbac.authorization.k8s.io",
         version: "v1",
         kind: "Role",
@@ -901,6 +922,7 @@ mod tests {
             ("hpa", "HorizontalPodAutoscaler"),
             ("lws", "LeaderWorkerSet"),
             ("dsrs", "DisaggregatedSetRoleScaler"),
+            ("pg", "PodGroup"),
             ("disaggregatedsets", "DisaggregatedSet"),
             ("replicasets.apps", "ReplicaSet"),
         ] {

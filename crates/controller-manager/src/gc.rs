@@ -299,6 +299,13 @@ impl Runner {
             minik8s_api::disaggregatedset::API_VERSION,
             "DisaggregatedSetRoleScaler",
         )?;
+        watch::<minik8s_api::podgroup::PodGroup>(
+            informers,
+            &wake,
+            &mut sources,
+            minik8s_api::podgroup::API_VERSION,
+            "PodGroup",
+        )?;
         watch::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(
             informers,
             &wake,

@@ -15,6 +15,7 @@
 //! node until the watch reports it.
 
 pub mod filters;
+mod gang;
 mod prebind;
 pub mod volumes;
 
@@ -45,12 +46,16 @@ const UNSCHEDULABLE_RETRY: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone)]
 pub struct Config {
     pub scheduler_name: String,
+    /// Also schedule pods asking for Volcano (`schedulerName: volcano`),
+    /// gang-scheduling them by their PodGroups, as minik8s runs no Volcano.
+    pub serve_volcano: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             scheduler_name: DEFAULT_SCHEDULER.into(),
+            serve_volcano: true,
         }
     }
 }
@@ -72,6 +77,7 @@ pub struct Scheduler {
     claims: Cache<PersistentVolumeClaim>,
     volumes: Cache<PersistentVolume>,
     classes: Cache<StorageClass>,
+    pod_groups: Cache<minik8s_api::podgroup::PodGroup>,
     queue: WorkQueue<String>,
     round_robin: Mutex<RoundRobin>,
     /// Placed pods and per-node usage, kept from pod events and our own bindings.
@@ -157,15 +163,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The gang a pod belongs to and how many of its pods must fit together
-/// (annotations the LWS pod admission writes).
-fn gang_of(pod: &Pod) -> Option<(String, usize)> {
-    let a = pod.metadata.annotations.as_ref()?;
-    let group = a.get(minik8s_api::lws_pod::GANG_GROUP_NAME)?.clone();
-    let min = a.get(minik8s_api::lws_pod::GANG_MIN_MEMBER)?.parse().ok()?;
-    Some((group, min))
-}
-
 fn bound_node(pod: &Pod) -> Option<&str> {
     pod.spec
         .as_ref()
@@ -184,7 +181,8 @@ impl Scheduler {
         bound_node(pod).is_none()
             && pod.metadata.deletion_timestamp.is_none()
             && filters::is_active(pod)
-            && name == self.config.scheduler_name
+            && (name == self.config.scheduler_name
+                || (self.config.serve_volcano && name == minik8s_api::podgroup::VOLCANO_SCHEDULER))
     }
 
     /// Every unschedulable pod gets another try (the cluster changed).
@@ -261,8 +259,8 @@ impl Scheduler {
         if !self.wants(&pod) || lock(&self.assumed).contains(key) {
             return Ok(Outcome::Skipped);
         }
-        if gang_of(&pod).is_some_and(|(_, min)| min > 1) {
-            return self.schedule_gang(&pod).await;
+        if let Some(gang) = self.gang_of(&pod) {
+            return self.schedule_gang(&pod, gang).await;
         }
         let NodeList {
             nodes,
@@ -372,137 +370,6 @@ impl Scheduler {
             let _permit = permit;
             me.binding_cycle(&key, &pod, &chosen, &plan).await;
         });
-    }
-
-    /// Gang scheduling (minik8s, for LeaderWorkerSets that opt in): the pods of
-    /// a group are placed together on a simulated copy of the cluster; only if
-    /// every one fits are they all bound. Otherwise none is, so a partial group
-    /// never holds capacity, and each says why.
-    async fn schedule_gang(self: &Arc<Self>, pod: &Arc<Pod>) -> Result<Outcome, ClientError> {
-        let (group, min) = gang_of(pod).expect("a gang pod");
-        let ns = pod.metadata.namespace.clone().unwrap_or_default();
-        let members: Vec<Arc<Pod>> = self
-            .pods
-            .list()
-            .into_iter()
-            .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()))
-            .filter(|p| gang_of(p).is_some_and(|(g, _)| g == group))
-            .filter(|p| filters::is_active(p) && p.metadata.deletion_timestamp.is_none())
-            .collect();
-        let bound = members
-            .iter()
-            .filter(|p| {
-                bound_node(p).is_some() || lock(&self.assumed).contains(&object_key(&p.metadata))
-            })
-            .count();
-        let mut pending: Vec<Arc<Pod>> = members
-            .iter()
-            .filter(|p| self.wants(p) && !lock(&self.assumed).contains(&object_key(&p.metadata)))
-            .cloned()
-            .collect();
-        pending.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        if pending.is_empty() {
-            return Ok(Outcome::Skipped);
-        }
-        let message = if bound + pending.len() < min {
-            Some(format!(
-                "gang {group}: waiting for its pods ({} of {min} exist)",
-                bound + pending.len()
-            ))
-        } else {
-            None
-        };
-        let NodeList {
-            nodes,
-            names,
-            allocatable,
-        } = self.node_list();
-        let plan = match message {
-            Some(m) => Err(m),
-            None => {
-                let ledger = lock(&self.ledger);
-                let mut usage = ledger.usage.clone();
-                let mut placed =
-                    ledger.placed(pending.iter().any(|p| filters::has_pod_affinity(p)));
-                drop(ledger);
-                let mut rr = lock(&self.round_robin);
-                rr.sync(&names);
-                let mut plan = Vec::new();
-                let mut failure = None;
-                for p in &pending {
-                    let pod_volumes = match self.pod_volumes(p) {
-                        Ok(v) => v,
-                        Err(why) => {
-                            failure = Some(format!(
-                                "gang {group}: {}: {why}",
-                                p.metadata.name.as_deref().unwrap_or("")
-                            ));
-                            break;
-                        }
-                    };
-                    let snap = Snapshot::new(&nodes, &usage, &placed)
-                        .with_allocatable(&allocatable)
-                        .with_volumes(pod_volumes.as_ref());
-                    match filters::feasible(p, &snap) {
-                        Ok(feasible) => {
-                            let node = rr.pick(&feasible).expect("feasible nodes are in the queue");
-                            let volume_plan = self.volume_plan(pod_volumes.as_ref(), &nodes, &node);
-                            usage
-                                .entry(node.clone())
-                                .or_default()
-                                .add(filters::pod_requests(p), 1);
-                            let mut sim = (**p).clone();
-                            sim.spec.get_or_insert_with(Default::default).node_name =
-                                Some(node.clone());
-                            placed.push((Arc::new(sim), node.clone()));
-                            plan.push((p.clone(), node, volume_plan));
-                        }
-                        Err(reasons) => {
-                            let why = filters::unschedulable_message(nodes.len(), &reasons);
-                            failure = Some(format!(
-                                "gang {group}: {} of {} pods fit; {}: {why}",
-                                plan.len(),
-                                pending.len(),
-                                p.metadata.name.as_deref().unwrap_or("")
-                            ));
-                            break;
-                        }
-                    }
-                }
-                match failure {
-                    Some(m) => Err(m),
-                    None => Ok(plan),
-                }
-            }
-        };
-        match plan {
-            Ok(plan) => {
-                let node = plan
-                    .iter()
-                    .find(|(p, _, _)| p.metadata.uid == pod.metadata.uid)
-                    .map(|(_, n, _)| n.clone());
-                for (p, n, volume_plan) in plan {
-                    self.assume_and_bind(&object_key(&p.metadata), p, &n, volume_plan)
-                        .await;
-                }
-                Ok(node.map(Outcome::Bound).unwrap_or(Outcome::Skipped))
-            }
-            Err(message) => {
-                for p in &pending {
-                    let key = object_key(&p.metadata);
-                    self.mark_unschedulable(p, &message).await?;
-                    lock(&self.unschedulable).insert(key.clone());
-                    // The pod being scheduled comes back by its Action; its
-                    // gang members are triggered here.
-                    if p.metadata.uid != pod.metadata.uid {
-                        self.queue.add_after(key, UNSCHEDULABLE_RETRY);
-                    }
-                }
-                self.event(pod, "Warning", "FailedScheduling", &message)
-                    .await;
-                Ok(Outcome::Unschedulable(message))
-            }
-        }
     }
 
     /// Binds an assumed pod; on failure the assumption is dropped (and retried unless
@@ -637,6 +504,10 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
         Informer::new(Api::<PersistentVolume>::all(&client), ListParams::default());
     let mut class_informer =
         Informer::new(Api::<StorageClass>::all(&client), ListParams::default());
+    let mut group_informer = Informer::new(
+        Api::<minik8s_api::podgroup::PodGroup>::all(&client),
+        ListParams::default(),
+    );
     let sched = Arc::new(Scheduler {
         client,
         config,
@@ -645,6 +516,7 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
         claims: claim_informer.cache(),
         volumes: volume_informer.cache(),
         classes: class_informer.cache(),
+        pod_groups: group_informer.cache(),
         queue: WorkQueue::new(),
         round_robin: Mutex::new(RoundRobin::default()),
         ledger: Mutex::default(),
@@ -682,6 +554,9 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
     volume_informer.on_event(move |_| r());
     let r = retry(&weak);
     class_informer.on_event(move |_| r());
+    // A PodGroup made or resized lets its waiting gang try again.
+    let r = retry(&weak);
+    group_informer.on_event(move |_| r());
     (
         sched,
         vec![
@@ -690,6 +565,7 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
             Box::pin(claim_informer.run()),
             Box::pin(volume_informer.run()),
             Box::pin(class_informer.run()),
+            Box::pin(group_informer.run()),
         ],
     )
 }

@@ -13,6 +13,10 @@ struct Args {
     /// several schedulers can run and only one binds (Kubernetes' default).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     leader_elect: bool,
+    /// Also schedule pods asking for Volcano (schedulerName: volcano),
+    /// gang-scheduled by their PodGroups; turn off when Volcano runs.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    serve_volcano: bool,
 }
 
 #[tokio::main]
@@ -22,6 +26,7 @@ async fn main() -> anyhow::Result<()> {
     let client = args.client.connect_limited(scheduler::API_RATE_LIMIT)?;
     let config = scheduler::Config {
         scheduler_name: args.scheduler_name,
+        serve_volcano: args.serve_volcano,
     };
     if !args.leader_elect {
         return scheduler::run(client, config).await;

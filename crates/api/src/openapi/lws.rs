@@ -5,7 +5,7 @@
 //! descriptions), referring to core definitions by message name.
 
 /// A field: JSON name, type, required, description. A type is `string`,
-/// `int32`, `int64`, `msg:<message>`, `[]msg:<message>` or a definition of
+/// `int32`, `int64`, `msg:<message>`, `[]msg:<message>`, `map:msg:<message>` or a definition of
 /// this file (`lws:<Name>`, `ds:<Name>`).
 type Field = (&'static str, &'static str, bool, &'static str);
 
@@ -26,6 +26,40 @@ pub(super) const DEFINITIONS: &[Definition] = &[
         ("rolloutStrategy", "lws:RolloutStrategy", false, "RolloutStrategy defines the strategy that will be applied to update replicas when a revision is made to the leaderWorkerTemplate."),
         ("startupPolicy", "string", false, "StartupPolicy determines the startup policy for the worker statefulset: LeaderCreated (the default) creates the workers with the leader; LeaderReady waits until the leader pod is ready."),
         ("networkConfig", "lws:NetworkConfig", false, "NetworkConfig defines the network configuration of the group."),
+        ("scheduling", "lws:Scheduling", false, "Workload-aware gang scheduling (KEP-666, proposed upstream): one level of LWS, replica or replica.leader/replica.worker. Immutable."),
+    ]),
+    ("Scheduling", "Gang scheduling of the LWS as a whole, or of each replica (group), or of each group's leader or workers.", &[
+        ("schedulingPolicy", "lws:SchedulingPolicy", false, "One gang of every pod of the LWS (gang) or none (basic)."),
+        ("schedulingConstraints", "lws:SchedulingConstraints", false, "Placement constraints of the gang (accepted, not enforced by minik8s)."),
+        ("disruptionMode", "lws:DisruptionMode", false, "Whether the gang is disrupted pod by pod (single) or as a whole (all)."),
+        ("replica", "lws:ReplicaScheduling", false, "Gang scheduling of each group; {} means one gang per group of size pods."),
+    ]),
+    ("ReplicaScheduling", "Gang scheduling of each group, or of its leader or workers.", &[
+        ("schedulingPolicy", "lws:SchedulingPolicy", false, "One gang per group (gang) or none (basic)."),
+        ("schedulingConstraints", "lws:SchedulingConstraints", false, "Placement constraints of the gang (accepted, not enforced by minik8s)."),
+        ("disruptionMode", "lws:DisruptionMode", false, "Whether the gang is disrupted pod by pod (single) or as a whole (all)."),
+        ("leader", "lws:RoleScheduling", false, "The leader's own policy (a gang of 1)."),
+        ("worker", "lws:RoleScheduling", false, "A gang of each group's size-1 workers."),
+    ]),
+    ("RoleScheduling", "Gang scheduling of a group's leader or workers.", &[
+        ("schedulingPolicy", "lws:SchedulingPolicy", false, "gang or basic."),
+        ("schedulingConstraints", "lws:SchedulingConstraints", false, "Placement constraints (accepted, not enforced by minik8s)."),
+        ("disruptionMode", "lws:DisruptionMode", false, "single or all."),
+        ("resourceClaims", "[]msg:api.core.v1.PodResourceClaim", false, "At most 4 resource claims of the gang (accepted, not enforced by minik8s)."),
+    ]),
+    ("SchedulingPolicy", "Exactly one of basic and gang.", &[
+        ("basic", "lws:BasicSchedulingPolicy", false, "Pods schedule one by one."),
+        ("gang", "lws:GangSchedulingPolicy", false, "Pods schedule all or nothing."),
+    ]),
+    ("BasicSchedulingPolicy", "Pods schedule one by one.", &[]),
+    ("GangSchedulingPolicy", "Pods schedule all or nothing.", &[
+        ("minCount", "int32", false, "The gang's size; when set it must equal the number of its pods."),
+        ("minGroupCount", "int32", false, "Not supported (gangs of groups)."),
+    ]),
+    ("SchedulingConstraints", "Placement constraints of a gang.", &[]),
+    ("DisruptionMode", "Exactly one of single and all.", &[
+        ("single", "lws:BasicSchedulingPolicy", false, "Pods are disrupted one by one."),
+        ("all", "lws:BasicSchedulingPolicy", false, "The gang is disrupted as a whole."),
     ]),
     ("LeaderWorkerTemplate", "Templates of a group's leader and workers.", &[
         ("leaderTemplate", "msg:api.core.v1.PodTemplateSpec", false, "LeaderTemplate defines the pod template for leader pods. If absent, the worker template is used for the leader."),
@@ -121,5 +155,22 @@ pub(super) const DS_DEFINITIONS: &[Definition] = &[
         ("selector", "string", false, "The label selector of the role's leader pods."),
         ("observedGeneration", "int64", false, "The generation last observed."),
         ("conditions", "[]msg:apimachinery.pkg.apis.meta.v1.Condition", false, "Ready when bound to a live role."),
+    ]),
+    ("PodGroup", "A Volcano PodGroup (scheduling.volcano.sh/v1beta1): pods annotated scheduling.k8s.io/group-name: <name> are bound only when minMember of them fit together.", &[
+        ("metadata", "msg:apimachinery.pkg.apis.meta.v1.ObjectMeta", false, "Standard object's metadata."),
+        ("spec", "ds:PodGroupSpec", false, "The gang's size and resources."),
+        ("status", "ds:PodGroupStatus", false, "The gang's phase."),
+    ]),
+    ("PodGroupSpec", "What the gang needs.", &[
+        ("minMember", "int32", false, "How many of the group's pods must fit before any is bound."),
+        ("minResources", "map:msg:apimachinery.pkg.api.resource.Quantity", false, "The resources the whole gang needs (informational in minik8s: every member is fitted)."),
+        ("queue", "string", false, "The Volcano queue (informational in minik8s)."),
+        ("priorityClassName", "string", false, "The gang's priority class."),
+    ]),
+    ("PodGroupStatus", "The gang's state.", &[
+        ("phase", "string", false, "Pending, Running or Unknown."),
+        ("running", "int32", false, "Members bound and running."),
+        ("succeeded", "int32", false, "Members succeeded."),
+        ("failed", "int32", false, "Members failed."),
     ]),
 ];

@@ -145,7 +145,8 @@ pub fn message_for(api_version: &str, kind: &str) -> Option<String> {
         ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet") => {
             return Some(format!("{}{kind}", lws::PREFIX));
         }
-        ("disaggregatedset.x-k8s.io/v1", "DisaggregatedSet" | "DisaggregatedSetRoleScaler") => {
+        ("disaggregatedset.x-k8s.io/v1", "DisaggregatedSet" | "DisaggregatedSetRoleScaler")
+        | ("scheduling.volcano.sh/v1beta1", "PodGroup") => {
             return Some(format!("{}{kind}", lws::DS_PREFIX));
         }
         _ => {}
@@ -176,7 +177,7 @@ pub fn references(message: &str) -> Vec<String> {
         return fields
             .iter()
             .filter_map(|(_, ty, _, _)| {
-                let ty = ty.trim_start_matches("[]");
+                let ty = ty.trim_start_matches("[]").trim_start_matches("map:");
                 ty.strip_prefix("msg:")
                     .map(str::to_string)
                     .or_else(|| written_out_ref(ty))
@@ -208,11 +209,18 @@ fn written_out_definition(def: &lws::Definition, flavor: Flavor) -> Value {
             Some(t) => (true, t),
             None => (false, *ty),
         };
+        let (map, ty) = match ty.strip_prefix("map:") {
+            Some(t) => (true, t),
+            None => (false, ty),
+        };
         let target = ty
             .strip_prefix("msg:")
             .map(definition_name)
             .or_else(|| written_out_ref(ty));
         let mut prop = match (target, list) {
+            (Some(t), false) if map => {
+                json!({"type": "object", "additionalProperties": flavor.reference(&t, None), "description": doc})
+            }
             (Some(t), false) => flavor.reference(&t, Some(doc)),
             (Some(t), true) => {
                 json!({"type": "array", "items": flavor.reference(&t, None), "description": doc})

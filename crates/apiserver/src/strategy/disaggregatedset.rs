@@ -1,7 +1,8 @@
 //! DisaggregatedSet and DisaggregatedSetRoleScaler: upstream's CRD defaults
 //! and webhook validation (`minik8s_api::disaggregatedset`,
 //! `minik8s_api::validation::disaggregatedset`), served as the upstream CRDs
-//! are (no strategic merge patch; object names are DNS subdomains).
+//! are (no strategic merge patch; object names are DNS subdomains); and
+//! Volcano's PodGroup (`minik8s_api::podgroup`), built in for gang scheduling.
 
 use minik8s_api::disaggregatedset as ds;
 use minik8s_api::validation::disaggregatedset as rules;
@@ -49,5 +50,18 @@ impl super::Strategy for RoleScaler {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string()
+    }
+}
+
+/// Volcano's PodGroup, served as its CRD is.
+pub struct PodGroup;
+
+impl super::Strategy for PodGroup {
+    fn validate(&self, obj: &Value, _old: Option<&Value>) -> Errors {
+        minik8s_api::podgroup::validate(obj)
+    }
+
+    fn served_as_custom_resource(&self) -> bool {
+        true
     }
 }

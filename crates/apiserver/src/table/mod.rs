@@ -655,6 +655,23 @@ pub mod rows {
         ]
     }
 
+    /// Volcano's PodGroup: STATUS, MINMEMBER, RUNNINGS, AGE, QUEUE (wide).
+    pub fn pod_group(o: &Value) -> Vec<Value> {
+        let text = |p: &str| {
+            o.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        vec![
+            json!(text("/status/phase")),
+            json!(int(o, "/spec/minMember")),
+            json!(int(o, "/status/running")),
+            json!(age(o)),
+            json!(text("/spec/queue")),
+        ]
+    }
+
     /// Any kind without columns of its own: AGE.
     pub fn age_only(o: &Value) -> Vec<Value> {
         vec![json!(age(o))]

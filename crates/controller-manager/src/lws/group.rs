@@ -29,6 +29,7 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use minik8s_api::lws::{LeaderWorkerSet, LeaderWorkerTemplate, NetworkConfig};
 use minik8s_api::lws_pod::*;
+use minik8s_api::podgroup::PodGroup;
 use minik8s_api::registry;
 use minik8s_client::controller::{controller_key, Action, Controller, Reconciler};
 use minik8s_client::informer::{object_key, Event};
@@ -200,6 +201,7 @@ pub struct GroupController {
     services: Cache<Service>,
     revisions: Cache<ControllerRevision>,
     nodes: Cache<Node>,
+    pod_groups: Cache<PodGroup>,
     /// Pods whose deletion was seen but not yet handled: a worker that its
     /// StatefulSet recreates at once must still restart the group (lws#998).
     deleted: Mutex<HashMap<String, Arc<Pod>>>,
@@ -222,6 +224,7 @@ impl GroupController {
             services: informers.cache(),
             revisions: informers.cache(),
             nodes: informers.cache(),
+            pod_groups: informers.cache(),
             deleted: Mutex::default(),
         });
         Controller::new(ctl, WorkQueue::new())
@@ -507,6 +510,22 @@ impl GroupController {
         if pod.metadata.deletion_timestamp.is_some() {
             return Ok(Action::Done);
         }
+        // The group's gang first: its pods wait for it.
+        if let Some(pg) = super::podgroup::group_pod_group(lws, pod) {
+            let name = pg["metadata"]["name"].as_str().unwrap_or_default();
+            if self.pod_groups.get(&format!("{ns}/{name}")).is_none() {
+                let api = self.client.dynamic(registry::of::<PodGroup>(), Some(&ns));
+                match api.create(&pg).await {
+                    Err(e) if e.api().is_some_and(|a| a.code == 409) => {}
+                    Err(e) => {
+                        let note = format!("Failed to create pod group {name}: {e}");
+                        self.event(lws, "Warning", "FailedCreate", &note).await;
+                        return Err(e);
+                    }
+                    Ok(_) => {}
+                }
+            }
+        }
         let leader_name = pod.metadata.name.clone().unwrap_or_default();
         // The revision this leader was created from decides its group.
         let hash = label(pod, REVISION_KEY).unwrap_or_default();
@@ -558,11 +577,22 @@ impl GroupController {
             }
             return Ok(Action::Done);
         }
+        // A gang is placed in one domain as a whole by the scheduler (its
+        // workers carry the exclusive affinity): the workers must exist
+        // before the leader is placed, so no nodeSelector waits for it.
+        let gang = lws
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(super::GANG_SCHEDULING))
+            .is_some_and(|v| v == "true")
+            || super::podgroup::wants_volcano(lws);
         let node_selector = match lws
             .metadata
             .annotations
             .as_ref()
             .and_then(|a| a.get(EXCLUSIVE_TOPOLOGY))
+            .filter(|_| !gang)
         {
             None => None,
             Some(topology) => {

@@ -19,6 +19,7 @@
 //! [`leader_statefulset`]. `reconcile` is the shell.
 
 pub mod group;
+pub mod podgroup;
 pub mod restarts;
 mod rollout;
 #[cfg(test)]
@@ -34,6 +35,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use minik8s_api::hash::revision_hash;
 use minik8s_api::lws::LeaderWorkerSet;
 use minik8s_api::lws_pod::*;
+use minik8s_api::podgroup::PodGroup;
 use minik8s_api::registry;
 use minik8s_client::controller::{Action, Controller, Reconciler};
 use minik8s_client::events::{self, Involved};
@@ -67,6 +69,7 @@ pub struct LwsController {
     pods: Cache<Pod>,
     services: Cache<Service>,
     revisions: Cache<ControllerRevision>,
+    pod_groups: Cache<PodGroup>,
 }
 
 /// Whether group `idx` of `lws` is ready and updated (§5.10), from the caches.
@@ -130,6 +133,7 @@ impl LwsController {
             pods: informers.cache(),
             services: informers.cache(),
             revisions: informers.cache(),
+            pod_groups: informers.cache(),
         });
         Controller::new(ctl, WorkQueue::new())
             .for_own::<LeaderWorkerSet>(informers)?
@@ -219,6 +223,33 @@ impl LwsController {
             // the reconcile looks again once the watch has caught up.
             Err(e) if e.is_conflict() => Ok(Applied::Stale),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Creates the LWS's own PodGroup, or sets its minMember when the LWS was scaled.
+    async fn sync_lws_pod_group(
+        &self,
+        lws: &LeaderWorkerSet,
+        pg: &Value,
+    ) -> Result<(), ClientError> {
+        let ns = ns_of(&lws.metadata);
+        let name = pg["metadata"]["name"].as_str().unwrap_or_default();
+        let api = self.client.dynamic(registry::of::<PodGroup>(), Some(&ns));
+        match self.pod_groups.get(&format!("{ns}/{name}")) {
+            None => match api.create(pg).await {
+                Err(e) if e.api().is_none_or(|a| a.code != 409) => Err(e),
+                _ => Ok(()),
+            },
+            Some(existing)
+                if existing.spec.min_member
+                    != pg["spec"]["minMember"].as_i64().map(|m| m as i32) =>
+            {
+                let patch = json!({"spec": {"minMember": pg["spec"]["minMember"]}});
+                api.patch(name, None, content::MERGE_PATCH, &patch)
+                    .await
+                    .map(|_| ())
+            }
+            Some(_) => Ok(()),
         }
     }
 
@@ -454,6 +485,11 @@ impl Reconciler for LwsController {
                     }
                 }
             }
+        }
+
+        // The gang of the whole LWS (spec.scheduling's LWS level).
+        if let Some(pg) = podgroup::lws_pod_group(&lws) {
+            self.sync_lws_pod_group(&lws, &pg).await?;
         }
 
         // The shared headless Service (§3).

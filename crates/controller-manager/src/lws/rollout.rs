@@ -334,7 +334,14 @@ pub fn template_annotations(
             );
         }
     }
-    if ann.get(GANG_SCHEDULING).map(String::as_str) == Some("true") {
+    let scope = minik8s_api::lws_scheduling::scope(lws.spec.scheduling.as_ref());
+    if scope != minik8s_api::lws_scheduling::GangScope::Off {
+        // spec.scheduling: admission names each pod's gang by this scope.
+        out.insert(
+            minik8s_api::lws_scheduling::GANG_SCOPE.into(),
+            scope.as_str().into(),
+        );
+    } else if ann.get(GANG_SCHEDULING).map(String::as_str) == Some("true") {
         // Under LeaderReady the workers only exist once the leader runs, so the
         // gang is the leader alone (upstream's Volcano provider does the same).
         let min = match lws.spec.startup_policy.as_deref() {

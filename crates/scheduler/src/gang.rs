@@ -1,0 +1,244 @@
+//! Gang scheduling: the pods of a group are placed together on a simulated
+//! copy of the cluster; only if enough fit are they all bound, so a partial
+//! group never holds capacity another could use. A pod's gang is named by
+//! its `scheduling.k8s.io/group-name` annotation (Volcano's, which upstream
+//! LWS stamps); its size comes from `minik8s.io/gang-min-member` or from the
+//! PodGroup of that name (`scheduling.volcano.sh/v1beta1`), so manifests
+//! written for Volcano are gang-scheduled with no Volcano.
+//!
+//! ```text
+//!   pod of gang G ──▶ members of G (bound + pending) ≥ minMember? ── no ──▶ all wait
+//!        │ yes
+//!        ▼
+//!   place every pending member on a copy of the cluster (first member on
+//!   each node in turn when members have pod affinity: a topology domain
+//!   that fits the whole gang is searched for)
+//!        ├─ all placed ──▶ bind them all; PodGroup phase Running
+//!        └─ one fails  ──▶ bind none; each PodScheduled=False with the reason
+//! ```
+
+use super::*;
+use minik8s_api::lws_pod::{GANG_GROUP_NAME, GANG_MIN_MEMBER};
+use minik8s_api::lws_scheduling::GANG_SCOPE;
+use minik8s_api::podgroup::{PodGroup, VOLCANO_SCHEDULER};
+
+/// A pod's gang: its name and how many members must fit together
+/// (`Err`: why the size is not known yet).
+pub(crate) struct Gang {
+    pub name: String,
+    pub min: Result<usize, String>,
+}
+
+/// A member placed in a simulation: the pod, its node, its volume plan.
+type Placed = (Arc<Pod>, String, volumes::Plan);
+
+impl Scheduler {
+    /// The gang of `pod`, if it is in one of more than one pod.
+    pub(crate) fn gang_of(&self, pod: &Pod) -> Option<Gang> {
+        let a = pod.metadata.annotations.as_ref()?;
+        let name = a.get(GANG_GROUP_NAME)?.clone();
+        if let Some(min) = a.get(GANG_MIN_MEMBER).and_then(|m| m.parse::<usize>().ok()) {
+            return (min > 1).then_some(Gang { name, min: Ok(min) });
+        }
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        match self.pod_groups.get(&format!("{ns}/{name}")) {
+            Some(g) => (g.min_member() > 1).then(|| Gang {
+                name,
+                min: Ok(g.min_member()),
+            }),
+            // Volcano holds a pod whose PodGroup does not exist yet; so do
+            // we for an LWS gang (`spec.scheduling`) whose group is being made.
+            None if pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref())
+                == Some(VOLCANO_SCHEDULER)
+                || a.contains_key(GANG_SCOPE) =>
+            {
+                let why = format!("pod group {name} not found");
+                Some(Gang {
+                    name,
+                    min: Err(why),
+                })
+            }
+            None => None,
+        }
+    }
+
+    pub(crate) async fn schedule_gang(
+        self: &Arc<Self>,
+        pod: &Arc<Pod>,
+        gang: Gang,
+    ) -> Result<Outcome, ClientError> {
+        let group = gang.name.clone();
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let members: Vec<Arc<Pod>> = self
+            .pods
+            .list()
+            .into_iter()
+            .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()))
+            .filter(|p| {
+                p.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(GANG_GROUP_NAME))
+                    == Some(&group)
+            })
+            .filter(|p| filters::is_active(p) && p.metadata.deletion_timestamp.is_none())
+            .collect();
+        let bound = members
+            .iter()
+            .filter(|p| {
+                bound_node(p).is_some() || lock(&self.assumed).contains(&object_key(&p.metadata))
+            })
+            .count();
+        let mut pending: Vec<Arc<Pod>> = members
+            .iter()
+            .filter(|p| self.wants(p) && !lock(&self.assumed).contains(&object_key(&p.metadata)))
+            .cloned()
+            .collect();
+        pending.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        if pending.is_empty() {
+            return Ok(Outcome::Skipped);
+        }
+        let plan = match gang.min {
+            Err(why) => Err(format!("gang {group}: {why}")),
+            Ok(min) if bound + pending.len() < min => Err(format!(
+                "gang {group}: waiting for its pods ({} of {min} exist)",
+                bound + pending.len()
+            )),
+            Ok(_) => self.place_gang(&group, &pending),
+        };
+        match plan {
+            Ok(plan) => {
+                let node = plan
+                    .iter()
+                    .find(|(p, _, _)| p.metadata.uid == pod.metadata.uid)
+                    .map(|(_, n, _)| n.clone());
+                let count = bound + plan.len();
+                for (p, n, volume_plan) in plan {
+                    self.assume_and_bind(&object_key(&p.metadata), p, &n, volume_plan)
+                        .await;
+                }
+                self.pod_group_status(&ns, &group, Ok(count)).await;
+                Ok(node.map(Outcome::Bound).unwrap_or(Outcome::Skipped))
+            }
+            Err(message) => {
+                for p in &pending {
+                    let key = object_key(&p.metadata);
+                    self.mark_unschedulable(p, &message).await?;
+                    lock(&self.unschedulable).insert(key.clone());
+                    // The pod being scheduled comes back by its Action; its
+                    // gang members are triggered here.
+                    if p.metadata.uid != pod.metadata.uid {
+                        self.queue.add_after(key, UNSCHEDULABLE_RETRY);
+                    }
+                }
+                self.pod_group_status(&ns, &group, Err(&message)).await;
+                self.event(pod, "Warning", "FailedScheduling", &message)
+                    .await;
+                Ok(Outcome::Unschedulable(message))
+            }
+        }
+    }
+
+    /// Places every pending member on a copy of the cluster. With pod
+    /// affinity among the members (a group kept in one topology domain) a
+    /// greedy placement may pick a domain too small: then the first member
+    /// is tried on every node in turn until the whole gang fits.
+    fn place_gang(&self, group: &str, pending: &[Arc<Pod>]) -> Result<Vec<Placed>, String> {
+        let list = self.node_list();
+        let first = self.simulate(group, pending, &list, None);
+        if first.is_ok() || !pending.iter().any(|p| filters::has_pod_affinity(p)) {
+            return first;
+        }
+        for node in list.names.iter() {
+            if let Ok(plan) = self.simulate(group, pending, &list, Some(node)) {
+                return Ok(plan);
+            }
+        }
+        first
+    }
+
+    /// One simulated placement of `pending`, the first member on `first` if given.
+    fn simulate(
+        &self,
+        group: &str,
+        pending: &[Arc<Pod>],
+        list: &NodeList,
+        first: Option<&String>,
+    ) -> Result<Vec<Placed>, String> {
+        let NodeList {
+            nodes,
+            names,
+            allocatable,
+        } = list;
+        let ledger = lock(&self.ledger);
+        let mut usage = ledger.usage.clone();
+        let mut placed = ledger.placed(pending.iter().any(|p| filters::has_pod_affinity(p)));
+        drop(ledger);
+        let mut rr = lock(&self.round_robin);
+        rr.sync(names);
+        let mut plan = Vec::new();
+        for (i, p) in pending.iter().enumerate() {
+            let pod_name = p.metadata.name.as_deref().unwrap_or("");
+            let pod_volumes = self
+                .pod_volumes(p)
+                .map_err(|why| format!("gang {group}: {pod_name}: {why}"))?;
+            let snap = Snapshot::new(nodes, &usage, &placed)
+                .with_allocatable(allocatable)
+                .with_volumes(pod_volumes.as_ref());
+            let feasible = filters::feasible(p, &snap).map_err(|reasons| {
+                let why = filters::unschedulable_message(nodes.len(), &reasons);
+                format!(
+                    "gang {group}: {} of {} pods fit; {pod_name}: {why}",
+                    plan.len(),
+                    pending.len()
+                )
+            })?;
+            let node = match first.filter(|_| i == 0) {
+                Some(n) if feasible.contains(n) => n.clone(),
+                Some(n) => return Err(format!("gang {group}: {pod_name} does not fit on {n}")),
+                None => rr.pick(&feasible).expect("feasible nodes are in the queue"),
+            };
+            let volume_plan = self.volume_plan(pod_volumes.as_ref(), nodes, &node);
+            usage
+                .entry(node.clone())
+                .or_default()
+                .add(filters::pod_requests(p), 1);
+            let mut sim = (**p).clone();
+            sim.spec.get_or_insert_with(Default::default).node_name = Some(node.clone());
+            placed.push((Arc::new(sim), node.clone()));
+            plan.push((p.clone(), node, volume_plan));
+        }
+        Ok(plan)
+    }
+
+    /// Mirrors the gang's state on its PodGroup, if one exists (as Volcano does).
+    async fn pod_group_status(&self, ns: &str, group: &str, outcome: Result<usize, &str>) {
+        let Some(pg) = self.pod_groups.get(&format!("{ns}/{group}")) else {
+            return;
+        };
+        let old = pg.status.clone().unwrap_or_default();
+        let patch = match outcome {
+            Ok(running) => {
+                if old.phase.as_deref() == Some("Running") && old.running == Some(running as i32) {
+                    return;
+                }
+                json!({"status": {"phase": "Running", "running": running, "conditions": null}})
+            }
+            Err(message) => {
+                if old.phase.as_deref() == Some("Pending") {
+                    return;
+                }
+                json!({"status": {"phase": "Pending", "conditions": [{"type": "Unschedulable",
+                    "status": "True", "reason": "NotEnoughResources", "message": message,
+                    "lastTransitionTime": now_rfc3339()}]}})
+            }
+        };
+        let api = self.client.dynamic(registry::of::<PodGroup>(), Some(ns));
+        if let Err(e) = api
+            .patch(group, Some("status"), content::MERGE_PATCH, &patch)
+            .await
+        {
+            tracing::debug!(group, error = %e, "pod group status");
+        }
+    }
+}
