@@ -46,6 +46,7 @@ pub mod serviceaccount;
 pub mod statefulset;
 pub mod ttlafterfinished;
 pub mod volume;
+pub mod workload_metrics;
 
 use minik8s_client::{Client, SharedInformers};
 use std::sync::Mutex;

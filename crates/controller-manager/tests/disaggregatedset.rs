@@ -296,6 +296,18 @@ async fn the_sample_comes_up_rolls_in_lockstep_changes_slices_and_goes() {
             has("LWSDeleted", format!("Deleted drained LWS {old}"));
         }
     }
+    // /metrics: the roles, no rollout running, the rollout's steps, reconcile times.
+    let metrics = controller_manager::metrics::render();
+    for line in [
+        format!("disaggregatedset_role_groups{{namespace=\"default\",disaggregatedset=\"{set}\",role=\"prefill\",kind=\"ready\"}} 4"),
+        format!("disaggregatedset_rolling_update{{namespace=\"default\",disaggregatedset=\"{set}\"}} 0"),
+        // Per slice and role: up 0→1, 1→2 and down 2→1, 1→0, each once.
+        format!("disaggregatedset_rollout_steps_total{{namespace=\"default\",disaggregatedset=\"{set}\",direction=\"up\"}} 8"),
+        format!("disaggregatedset_rollout_steps_total{{namespace=\"default\",disaggregatedset=\"{set}\",direction=\"down\"}} 8"),
+        "workload_reconcile_duration_seconds_count{controller=\"disaggregatedset\"}".to_string(),
+    ] {
+        assert!(metrics.contains(&line), "{line} in\n{metrics}");
+    }
     until("old -prv Services gone, new ones made", 30, || async {
         let s = live(&services, &selector).await;
         if s.len() == 4 && s.keys().all(|n| n.contains(&new_rev)) {

@@ -191,6 +191,14 @@ async fn failing_groups_are_marked_failed_recovered_and_scaled_away_first() {
             .any(|(r, m)| r == "GroupFailed" && m.starts_with("Group 1 failed after 1 restarts")),
         "{ev:?}"
     );
+    let metrics = controller_manager::metrics::render();
+    for line in [
+        "lws_groups{namespace=\"default\",leaderworkerset=\"fail\",state=\"Failed\"} 1",
+        "lws_groups{namespace=\"default\",leaderworkerset=\"fail\",state=\"Ready\"} 2",
+        "lws_group_restarts_total{namespace=\"default\",leaderworkerset=\"fail\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
     let (ok, out) = kubectl(&server.url, &["describe", "lws", "fail"]);
     assert!(ok, "{out}");
     for want in [

@@ -91,12 +91,28 @@ impl Child {
     }
 }
 
+/// What a write to an LWS will look like once the informer shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    Replicas(i64),
+    Exists,
+    Gone,
+}
+
+/// How long an unobserved write holds a set back.
+const EXPECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How soon a set waiting for its writes to show looks again.
+const EXPECT_RECHECK: Duration = Duration::from_millis(200);
+
 pub struct DisaggregatedSetController {
     client: Client,
     sets: Cache<DisaggregatedSet>,
     lws: Cache<LeaderWorkerSet>,
     scalers: Cache<DisaggregatedSetRoleScaler>,
     services: Cache<Service>,
+    /// Per set: LWS writes not yet seen in the cache. Until they are, the
+    /// set is not planned again, so a stale cache never repeats a step.
+    expected: std::sync::Mutex<BTreeMap<String, Vec<(String, Expect, std::time::Instant)>>>,
 }
 
 impl DisaggregatedSetController {
@@ -112,6 +128,7 @@ impl DisaggregatedSetController {
             lws: informers.cache(),
             scalers: informers.cache(),
             services: informers.cache(),
+            expected: Default::default(),
         });
         Controller::new(ctl, WorkQueue::new())
             .for_own::<DisaggregatedSet>(informers)?
@@ -134,6 +151,44 @@ impl DisaggregatedSetController {
             note,
         )
         .await;
+    }
+
+    fn expect(&self, ds: &DisaggregatedSet, lws: &str, what: Expect) {
+        let key = format!(
+            "{}/{}",
+            ns_of(&ds.metadata),
+            ds.metadata.name.as_deref().unwrap_or("")
+        );
+        crate::lock(&self.expected).entry(key).or_default().push((
+            lws.to_string(),
+            what,
+            std::time::Instant::now(),
+        ));
+    }
+
+    /// Whether every write made for the set `key` shows in the cache (or expired).
+    fn settled(&self, key: &str) -> bool {
+        let ns = key.split_once('/').map_or("default", |(ns, _)| ns);
+        let mut all = crate::lock(&self.expected);
+        let Some(list) = all.get_mut(key) else {
+            return true;
+        };
+        list.retain(|(name, what, at)| {
+            let seen = self.lws.get(&format!("{ns}/{name}"));
+            let shows = match what {
+                Expect::Exists => seen.is_some(),
+                Expect::Gone => seen.is_none_or(|l| l.metadata.deletion_timestamp.is_some()),
+                Expect::Replicas(n) => {
+                    seen.is_none_or(|l| l.spec.replicas.map_or(1, i64::from) == *n)
+                }
+            };
+            !shows && at.elapsed() < EXPECT_TIMEOUT
+        });
+        let settled = list.is_empty();
+        if settled {
+            all.remove(key);
+        }
+        settled
     }
 
     fn api<K: k8s_openapi::Resource>(&self, ds: &DisaggregatedSet) -> minik8s_client::DynamicApi {
@@ -196,13 +251,16 @@ impl DisaggregatedSetController {
                             self.event(ds, "Warning", "FailedCreate", &note).await;
                             return Err(e);
                         }
-                        Ok(_) => {}
+                        Ok(_) => self.expect(ds, &name, Expect::Exists),
                     }
                 }
                 Op::Scale { name, to, event } => {
                     let patch = json!({"spec": {"replicas": to}});
                     api.patch(&name, None, content::MERGE_PATCH, &patch).await?;
+                    self.expect(ds, &name, Expect::Replicas(to));
                     if let Some((reason, note)) = event {
+                        let ns = ns_of(&ds.metadata);
+                        crate::workload_metrics::ds_step(&ns, &set_name, reason == "ScalingUp");
                         self.event(ds, "Normal", reason, &note).await;
                     }
                 }
@@ -212,6 +270,7 @@ impl DisaggregatedSetController {
                 }
                 Op::Delete { name, note } => {
                     self.delete(&api, &name).await?;
+                    self.expect(ds, &name, Expect::Gone);
                     self.event(ds, "Normal", "LWSDeleted", &note).await;
                 }
                 Op::Event { reason, note } => self.event(ds, "Normal", reason, &note).await,
@@ -428,6 +487,21 @@ impl DisaggregatedSetController {
             })
             .collect();
         let available = children::available(ds, &statuses, &targets, scalers);
+        let slices = i64::from(ds.slices());
+        let per_role: Vec<(String, [i64; 4])> = statuses
+            .iter()
+            .map(|s| {
+                let target = targets.get(&s.name).copied().unwrap_or(0) * slices;
+                let v = [s.replicas, s.ready_replicas, s.updated_replicas].map(i64::from);
+                (s.name.clone(), [v[0], v[1], v[2], target])
+            })
+            .collect();
+        let rolling = children.iter().any(|c| c.revision != revision);
+        let (ns, name) = (
+            ns_of(&ds.metadata),
+            ds.metadata.name.clone().unwrap_or_default(),
+        );
+        crate::workload_metrics::ds_status(&ns, &name, &per_role, rolling);
         let old = ds.status.clone().unwrap_or_default();
         let generation = ds.metadata.generation.unwrap_or(0);
         let now = Time(chrono::Utc::now());
@@ -472,11 +546,20 @@ impl Reconciler for DisaggregatedSetController {
     const NAME: &'static str = "disaggregatedset";
 
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
+        crate::workload_metrics::timed(Self::NAME, self.sync(key)).await
+    }
+}
+
+impl DisaggregatedSetController {
+    async fn sync(&self, key: &str) -> Result<Action, ClientError> {
         let Some(ds) = self.sets.get(key) else {
             return Ok(Action::Done);
         };
         if ds.metadata.deletion_timestamp.is_some() {
             return Ok(Action::Done);
+        }
+        if !self.settled(key) {
+            return Ok(Action::RequeueAfter(EXPECT_RECHECK));
         }
         let revision = revision(&ds.spec);
         let slices = ds.slices();

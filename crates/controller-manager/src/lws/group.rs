@@ -397,6 +397,7 @@ impl GroupController {
         }
         let note = format!("Worker pod {pod_name} failed, deleted leader pod {leader_name} to recreate group {group_index}");
         self.event(lws, "Normal", "RecreateGroup", &note).await;
+        crate::workload_metrics::lws_group_restarted(&ns, &lws_name);
         Ok(Restart::Recreated)
     }
 
@@ -434,6 +435,12 @@ impl Reconciler for GroupController {
     const NAME: &'static str = "lws-group";
 
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
+        crate::workload_metrics::timed(Self::NAME, self.sync(key)).await
+    }
+}
+
+impl GroupController {
+    async fn sync(&self, key: &str) -> Result<Action, ClientError> {
         let (pod, gone) = match self.pods.get(key) {
             Some(p) => {
                 lock(&self.deleted).remove(key);

@@ -348,7 +348,16 @@ impl Reconciler for LwsController {
 
     /// Converges one LeaderWorkerSet (§5.2).
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
+        crate::workload_metrics::timed(Self::NAME, self.sync(key)).await
+    }
+}
+
+impl LwsController {
+    async fn sync(&self, key: &str) -> Result<Action, ClientError> {
         let Some(lws) = self.sets.get(key) else {
+            if let Some((ns, name)) = key.split_once('/') {
+                crate::workload_metrics::lws_gone(ns, name);
+            }
             return Ok(Action::Done);
         };
         let mut again = Action::Done;
@@ -555,6 +564,8 @@ impl Reconciler for LwsController {
             conditions.push(f.clone());
         }
         let old_groups = old_status.group_statuses.clone().unwrap_or_default();
+        let names: Vec<&str> = states.iter().map(|g| g.state.as_str()).collect();
+        crate::workload_metrics::lws_status(&ns, &name, &names, rollout.replicas, updated, ready);
         let sts_replicas = sts
             .as_ref()
             .and_then(|s| s.status.as_ref())

@@ -88,6 +88,8 @@ pub const READY: &str = "Ready";
 pub const NOT_READY: &str = "NotReady";
 pub const RESTARTING: &str = "Restarting";
 pub const FAILED: &str = "Failed";
+/// Every group state, for metrics.
+pub const STATES: [&str; 4] = [READY, NOT_READY, RESTARTING, FAILED];
 
 fn time(unix: i64) -> Option<Time> {
     chrono::DateTime::from_timestamp(unix, 0).map(Time)
