@@ -99,6 +99,9 @@ enum Expect {
     Gone,
 }
 
+/// An LWS write not yet seen: the LWS, what it will show, when it was made.
+type Expected = (String, Expect, std::time::Instant);
+
 /// How long an unobserved write holds a set back.
 const EXPECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How soon a set waiting for its writes to show looks again.
@@ -112,7 +115,7 @@ pub struct DisaggregatedSetController {
     services: Cache<Service>,
     /// Per set: LWS writes not yet seen in the cache. Until they are, the
     /// set is not planned again, so a stale cache never repeats a step.
-    expected: std::sync::Mutex<BTreeMap<String, Vec<(String, Expect, std::time::Instant)>>>,
+    expected: std::sync::Mutex<BTreeMap<String, Vec<Expected>>>,
 }
 
 impl DisaggregatedSetController {
