@@ -1,9 +1,11 @@
 //! LeaderWorkerSets on a real kubelet and real Docker, driven by the real
 //! kubectl where a user would use it: `examples/lws.yaml` reaches its expected
 //! pods with upstream's env read from inside the containers; a killed worker
-//! container recreates its whole group (new pod UIDs) and the backoff spaces a
-//! second recreation; `kubectl scale lws` (ours, then the real one) adds and
-//! removes groups; under
+//! container recreates its whole group (new pod UIDs), the backoff spaces a
+//! second recreation, and past `minik8s.io/max-group-restarts` the group is
+//! Failed (condition naming it, pods kept); `kubectl scale lws` (ours, then
+//! the real one) adds and removes groups, failed ones first; `size` 3 → 4
+//! rolls group by group; under
 //! `restartPolicy: None` only the container restarts; under LeaderReady no
 //! worker exists before the leader is Ready.
 
@@ -202,6 +204,40 @@ async fn example_lws_runs_recreates_groups_and_scales() {
         "the second recreation came {spacing} s after the first"
     );
 
+    // With a limit of 2 recreations the next crash marks group 0 Failed: it
+    // is left as it is (the container restarts in place) and the LWS says so.
+    kubectl_ok(c.real_kubectl(&["annotate", "lws", "demo", "minik8s.io/max-group-restarts=2"]));
+    let now = wait_pods(&c, "demo", "group 0 back after its second recreation", 90, all_running(&names)).await;
+    let failed_leader = uid(&now["demo-0"]);
+    c.dockerd
+        .docker(&["kill", &container(&c, &now["demo-0-1"], "worker")]);
+    let failed = minik8s_testkit::poll(60, Duration::from_millis(300), "group 0 Failed", || async {
+        let l = lwss.get("demo").await.map_err(|e| e.to_string())?;
+        let cond = l["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Failed"))
+            .cloned()
+            .unwrap_or_default();
+        if cond["status"] == "True" && l["status"]["groupStatuses"][0]["state"] == "Failed" {
+            Ok(cond)
+        } else {
+            Err(format!("{}", l["status"]))
+        }
+    })
+    .await;
+    assert_eq!(failed["reason"], "MaxGroupRestartsExceeded");
+    assert_eq!(
+        failed["message"],
+        "Group 0 exceeded minik8s.io/max-group-restarts and no longer recreated"
+    );
+    let kept = wait_pods(&c, "demo", "the failed group's worker restarted in place", 60, |p| {
+        p.get("demo-0-1").is_some_and(|w| restarts(w, "worker") >= 1 && all_ready(w))
+    })
+    .await;
+    assert_eq!(uid(&kept["demo-0"]), failed_leader, "a failed group is not recreated");
+    let described = kubectl_ok(c.real_kubectl(&["describe", "lws", "demo"]));
+    assert!(described.contains("MaxGroupRestartsExceeded"), "{described}");
+
     // kubectl scale lws: 2 → 3 → 1.
     kubectl_ok(c.our_kubectl(&["scale", "lws", "demo", "--replicas=3"]));
     let three = [
@@ -226,6 +262,17 @@ async fn example_lws_runs_recreates_groups_and_scales() {
         "jsonpath={.status.readyReplicas}/{.status.replicas}",
     ]));
     assert_eq!(ready, "1/1");
+    // The scale-down took the failed group out first: group 0 is a new one.
+    let p = group_pods(&c.pods(), "demo").await;
+    assert_ne!(uid(&p["demo-0"]), failed_leader);
+    let failed = kubectl_ok(c.real_kubectl(&[
+        "get",
+        "lws",
+        "demo",
+        "-o",
+        "jsonpath={.status.conditions[?(@.type==\"Failed\")].status}",
+    ]));
+    assert_eq!(failed, "False");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
