@@ -192,6 +192,14 @@ async fn the_sample_comes_up_rolls_in_lockstep_changes_slices_and_goes() {
     assert!(ok, "{out}");
     assert_eq!(table_line(&out, 0), ["NAME", "AGE"]);
     assert_eq!(table_line(&out, 1)[0], set);
+    // doc/lws.md §10: the set's LWS by its label.
+    let (ok, out) = kubectl(&server.url, &["get", "lws", "-l", &selector]);
+    assert!(ok, "{out}");
+    assert_eq!(
+        table_line(&out, 0),
+        ["NAME", "READY", "DESIRED", "UP-TO-DATE", "AGE"]
+    );
+    assert_eq!(out.lines().count(), 5, "{out}");
 
     // An image change rolls both roles of each slice in lockstep; at no time
     // does a role of a slice have fewer than 2 ready groups (maxUnavailable 0).

@@ -207,36 +207,58 @@ async fn example_lws_runs_recreates_groups_and_scales() {
     // With a limit of 2 recreations the next crash marks group 0 Failed: it
     // is left as it is (the container restarts in place) and the LWS says so.
     kubectl_ok(c.real_kubectl(&["annotate", "lws", "demo", "minik8s.io/max-group-restarts=2"]));
-    let now = wait_pods(&c, "demo", "group 0 back after its second recreation", 90, all_running(&names)).await;
+    let now = wait_pods(
+        &c,
+        "demo",
+        "group 0 back after its second recreation",
+        90,
+        all_running(&names),
+    )
+    .await;
     let failed_leader = uid(&now["demo-0"]);
     c.dockerd
         .docker(&["kill", &container(&c, &now["demo-0-1"], "worker")]);
-    let failed = minik8s_testkit::poll(60, Duration::from_millis(300), "group 0 Failed", || async {
-        let l = lwss.get("demo").await.map_err(|e| e.to_string())?;
-        let cond = l["status"]["conditions"]
-            .as_array()
-            .and_then(|cs| cs.iter().find(|c| c["type"] == "Failed"))
-            .cloned()
-            .unwrap_or_default();
-        if cond["status"] == "True" && l["status"]["groupStatuses"][0]["state"] == "Failed" {
-            Ok(cond)
-        } else {
-            Err(format!("{}", l["status"]))
-        }
-    })
-    .await;
+    let failed =
+        minik8s_testkit::poll(60, Duration::from_millis(300), "group 0 Failed", || async {
+            let l = lwss.get("demo").await.map_err(|e| e.to_string())?;
+            let cond = l["status"]["conditions"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "Failed"))
+                .cloned()
+                .unwrap_or_default();
+            if cond["status"] == "True" && l["status"]["groupStatuses"][0]["state"] == "Failed" {
+                Ok(cond)
+            } else {
+                Err(format!("{}", l["status"]))
+            }
+        })
+        .await;
     assert_eq!(failed["reason"], "MaxGroupRestartsExceeded");
     assert_eq!(
         failed["message"],
         "Group 0 exceeded minik8s.io/max-group-restarts and no longer recreated"
     );
-    let kept = wait_pods(&c, "demo", "the failed group's worker restarted in place", 60, |p| {
-        p.get("demo-0-1").is_some_and(|w| restarts(w, "worker") >= 1 && all_ready(w))
-    })
+    let kept = wait_pods(
+        &c,
+        "demo",
+        "the failed group's worker restarted in place",
+        60,
+        |p| {
+            p.get("demo-0-1")
+                .is_some_and(|w| restarts(w, "worker") >= 1 && all_ready(w))
+        },
+    )
     .await;
-    assert_eq!(uid(&kept["demo-0"]), failed_leader, "a failed group is not recreated");
+    assert_eq!(
+        uid(&kept["demo-0"]),
+        failed_leader,
+        "a failed group is not recreated"
+    );
     let described = kubectl_ok(c.real_kubectl(&["describe", "lws", "demo"]));
-    assert!(described.contains("MaxGroupRestartsExceeded"), "{described}");
+    assert!(
+        described.contains("MaxGroupRestartsExceeded"),
+        "{described}"
+    );
 
     // kubectl scale lws: 2 → 3 → 1.
     kubectl_ok(c.our_kubectl(&["scale", "lws", "demo", "--replicas=3"]));

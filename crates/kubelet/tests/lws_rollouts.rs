@@ -60,7 +60,10 @@ fn env_inside(c: &Cluster, pod: &Value) -> BTreeMap<String, String> {
         "ps",
         "-q",
         "--filter",
-        &format!("label=io.minik8s.pod.uid={}", pod["metadata"]["uid"].as_str().unwrap()),
+        &format!(
+            "label=io.minik8s.pod.uid={}",
+            pod["metadata"]["uid"].as_str().unwrap()
+        ),
         "--filter",
         "label=io.minik8s.container.name=c",
     ]);
@@ -74,7 +77,10 @@ fn env_inside(c: &Cluster, pod: &Value) -> BTreeMap<String, String> {
 }
 
 fn revision(p: &Value, key: &str) -> String {
-    p["metadata"]["labels"][key].as_str().unwrap_or("").to_string()
+    p["metadata"]["labels"][key]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
 }
 
 async fn event_messages(c: &Cluster, name: &str) -> Vec<String> {
@@ -87,7 +93,13 @@ async fn event_messages(c: &Cluster, name: &str) -> Vec<String> {
         .cloned()
         .unwrap_or_default()
         .iter()
-        .map(|e| format!("{}: {}", e["reason"].as_str().unwrap_or(""), e["message"].as_str().unwrap_or("")))
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e["reason"].as_str().unwrap_or(""),
+                e["message"].as_str().unwrap_or("")
+            )
+        })
         .collect()
 }
 
@@ -101,7 +113,7 @@ async fn lws_resize_and_disaggregated_rollout() {
         r#"
 apiVersion: leaderworkerset.x-k8s.io/v1
 kind: LeaderWorkerSet
-metadata: {name: grow}
+metadata: {name: demo}
 spec:
   replicas: 2
   leaderWorkerTemplate:
@@ -115,20 +127,30 @@ spec:
     )
     .unwrap();
     kubectl_ok(c.real_kubectl(&["apply", "-f", manifest.to_str().unwrap()]));
-    let selector = "leaderworkerset.sigs.k8s.io/name=grow";
-    let three = ["grow-0", "grow-0-1", "grow-0-2", "grow-1", "grow-1-1", "grow-1-2"];
+    let selector = "leaderworkerset.sigs.k8s.io/name=demo";
+    let three = [
+        "demo-0", "demo-0-1", "demo-0-2", "demo-1", "demo-1-1", "demo-1-2",
+    ];
     let before = wait_for(&c, selector, "2 groups of 3", |p| {
         p.keys().map(String::as_str).eq(three) && p.values().all(all_ready)
     })
     .await;
-    let old = revision(&before["grow-0"], "leaderworkerset.sigs.k8s.io/template-revision-hash");
+    let old = revision(
+        &before["demo-0"],
+        "leaderworkerset.sigs.k8s.io/template-revision-hash",
+    );
 
     // size 3 → 4: a new revision, rolled one group at a time (maxUnavailable 1).
     kubectl_ok(c.real_kubectl(&[
-        "patch", "lws", "grow", "--type=merge", "-p", r#"{"spec":{"leaderWorkerTemplate":{"size":4}}}"#,
+        "patch",
+        "lws",
+        "demo",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"leaderWorkerTemplate":{"size":4}}}"#,
     ]));
     let four = [
-        "grow-0", "grow-0-1", "grow-0-2", "grow-0-3", "grow-1", "grow-1-1", "grow-1-2", "grow-1-3",
+        "demo-0", "demo-0-1", "demo-0-2", "demo-0-3", "demo-1", "demo-1-1", "demo-1-2", "demo-1-3",
     ];
     let after = wait_for(&c, selector, "2 groups of 4 at the new revision", |p| {
         p.keys().map(String::as_str).eq(four)
@@ -138,13 +160,19 @@ spec:
             })
     })
     .await;
-    let env = env_inside(&c, &after["grow-1-3"]);
+    let env = env_inside(&c, &after["demo-1-3"]);
     assert_eq!(env["LWS_GROUP_SIZE"], "4");
     assert_eq!(env["LWS_WORKER_INDEX"], "3");
-    assert_eq!(env["LWS_LEADER_ADDRESS"], "grow-1.grow.default");
-    assert_eq!(after["grow-0"]["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/size"], "4");
-    let ev = event_messages(&c, "grow").await;
-    for want in ["GroupsUpdating: Updating replica 1", "GroupsUpdating: Updating replica 0"] {
+    assert_eq!(env["LWS_LEADER_ADDRESS"], "demo-1.demo.default");
+    assert_eq!(
+        after["demo-0"]["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/size"],
+        "4"
+    );
+    let ev = event_messages(&c, "demo").await;
+    for want in [
+        "GroupsUpdating: Updating replica 1",
+        "GroupsUpdating: Updating replica 0",
+    ] {
         assert!(ev.iter().any(|e| e == want), "{want} in {ev:?}");
     }
 
@@ -190,9 +218,12 @@ spec:
     kubectl_ok(c.real_kubectl(&["apply", "-f", ds.to_str().unwrap()]));
     let ds_selector = "disaggregatedset.x-k8s.io/name=llm";
     let rev_key = "disaggregatedset.x-k8s.io/revision";
-    let first = wait_for(&c, ds_selector, "prefill (2 pods) and decode running", |p| {
-        p.len() == 3 && p.values().all(all_ready)
-    })
+    let first = wait_for(
+        &c,
+        ds_selector,
+        "prefill (2 pods) and decode running",
+        |p| p.len() == 3 && p.values().all(all_ready),
+    )
     .await;
     let r1 = revision(first.values().next().unwrap(), rev_key);
     let names: Vec<&String> = first.keys().collect();
@@ -204,7 +235,10 @@ spec:
             &format!("llm-0-{r1}-prefill-0-1"),
         ]
     );
-    assert!(c.pod_log(&format!("llm-0-{r1}-prefill-0-1/log")).await.contains("v1 prefill 1"));
+    assert!(c
+        .pod_log(&format!("llm-0-{r1}-prefill-0-1/log"))
+        .await
+        .contains("v1 prefill 1"));
     let lws = kubectl_ok(c.real_kubectl(&["get", "lws", "-l", ds_selector, "-o", "name"]));
     assert_eq!(
         lws.lines().collect::<Vec<_>>(),
@@ -218,12 +252,20 @@ spec:
     write_ds("v2");
     kubectl_ok(c.real_kubectl(&["apply", "-f", ds.to_str().unwrap()]));
     let second = wait_for(&c, ds_selector, "both roles at the new revision", |p| {
-        p.len() == 3 && p.values().all(|x| all_ready(x) && revision(x, rev_key) != r1)
+        p.len() == 3
+            && p.values()
+                .all(|x| all_ready(x) && revision(x, rev_key) != r1)
     })
     .await;
     let r2 = revision(second.values().next().unwrap(), rev_key);
-    assert!(c.pod_log(&format!("llm-0-{r2}-prefill-0-1/log")).await.contains("v2 prefill 1"));
-    assert!(c.pod_log(&format!("llm-0-{r2}-decode-0/log")).await.contains("v2 decode"));
+    assert!(c
+        .pod_log(&format!("llm-0-{r2}-prefill-0-1/log"))
+        .await
+        .contains("v2 prefill 1"));
+    assert!(c
+        .pod_log(&format!("llm-0-{r2}-decode-0/log"))
+        .await
+        .contains("v2 decode"));
     // The reference's order for (1,1) roles with one surge group each:
     // new 0→1 for both roles, then old 1→0 for both, then the old LWS go.
     let ev = event_messages(&c, "llm").await;

@@ -1,0 +1,218 @@
+//! Lab scenarios of the host-gw lab (`lab.rs` runs them on its cluster):
+//! local and NFS volumes across nodes, and exclusive-topology gangs across
+//! the lab's zones.
+
+use super::*;
+
+/// Local volumes on three nodes: a WaitForFirstConsumer claim binds to the
+/// volume on the node its first pod was scheduled to, and every later pod
+/// of that claim is scheduled to that node only; a local-path claim's volume
+/// is made on its pod's node.
+pub fn local_volumes_follow_their_node() {
+    let mut manifest = String::from("apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: local-disks}\nprovisioner: kubernetes.io/no-provisioner\nvolumeBindingMode: WaitForFirstConsumer\n");
+    for node in 1..=3 {
+        let dir = format!("{LAB_DIR}/disks/node{node}");
+        std::fs::create_dir_all(&dir).unwrap();
+        manifest.push_str(&format!("---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: disk-node{node}}}\nspec:\n  capacity: {{storage: 1Gi}}\n  accessModes: [ReadWriteOnce]\n  storageClassName: local-disks\n  local: {{path: {dir}}}\n  nodeAffinity: {{required: {{nodeSelectorTerms: [{{matchExpressions: [{{key: kubernetes.io/hostname, operator: In, values: [node{node}]}}]}}]}}}}\n"));
+    }
+    manifest.push_str("---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: disk}\nspec: {accessModes: [ReadWriteOnce], storageClassName: local-disks, resources: {requests: {storage: 1Gi}}}\n");
+    manifest.push_str("---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: scratch}\nspec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n");
+    apply(&manifest);
+    let pending = kubectl_json("get pvc disk");
+    assert_eq!(
+        pending["status"]["phase"], "Pending",
+        "WaitForFirstConsumer"
+    );
+    let pod = |name: &str, claim: &str, app: &str| {
+        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{app: {app}}}}}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers: [{{name: c, image: minik8s/busybox:latest, imagePullPolicy: IfNotPresent, command: [sh, -c, 'hostname >> /data/seen; sleep 3600'], volumeMounts: [{{name: d, mountPath: /data}}]}}]\n  volumes: [{{name: d, persistentVolumeClaim: {{claimName: {claim}}}}}]\n")
+    };
+    apply(&pod("first", "disk", "disk-user"));
+    let first = until(60, "the first disk user running", || {
+        running_pods("app=disk-user").pop()
+    });
+    let node = first["spec"]["nodeName"].as_str().unwrap().to_string();
+    let claim = kubectl_json("get pvc disk");
+    assert_eq!(claim["status"]["phase"], "Bound");
+    assert_eq!(
+        claim["spec"]["volumeName"],
+        format!("disk-{node}"),
+        "bound to the volume on the pod's node"
+    );
+    // Every later user of the claim goes to that node, whatever round robin says.
+    for i in 0..3 {
+        apply(&pod(&format!("later{i}"), "disk", "disk-user"));
+    }
+    let users = until(60, "four disk users running", || {
+        let pods = running_pods("app=disk-user");
+        (pods.len() == 4).then_some(pods)
+    });
+    assert!(
+        users.iter().all(|p| p["spec"]["nodeName"] == node.as_str()),
+        "all on {node}"
+    );
+    let seen = std::fs::read_to_string(format!("{LAB_DIR}/disks/{node}/seen")).unwrap();
+    assert_eq!(seen.lines().count(), 4, "{seen}");
+    eprintln!("local volumes: the claim bound to disk-{node}; its four pods all ran on {node}");
+    // local-path: the volume is made on the node its pod landed on.
+    apply(&pod("scratcher", "scratch", "scratch-user"));
+    let p = until(60, "the scratch user running", || {
+        running_pods("app=scratch-user").pop()
+    });
+    let claim = kubectl_json("get pvc scratch");
+    let pv = kubectl_json(&format!(
+        "get pv {}",
+        claim["spec"]["volumeName"].as_str().unwrap()
+    ));
+    assert_eq!(
+        pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]
+            ["values"][0],
+        p["spec"]["nodeName"]
+    );
+    kubectl("delete pod first later0 later1 later2 scratcher --wait=false");
+    until(60, "disk users gone", || {
+        (kubectl("get pods -l 'app in (disk-user,scratch-user)' --no-headers")
+            .trim()
+            .is_empty())
+        .then_some(())
+    });
+    kubectl("delete pvc disk scratch");
+}
+
+/// The lab's NFS server (nfs-ganesha in its own namespace): a ReadWriteMany
+/// claim of the minik8s.io/nfs class, mounted by pods on node1 and node2,
+/// is one directory: each pod sees the other's file.
+pub fn nfs_is_shared_across_nodes() {
+    let env = std::fs::read_to_string(format!("{LAB_DIR}/env")).unwrap();
+    let value = |k: &str| {
+        env.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("{k} in the lab's env"))
+            .to_string()
+    };
+    let (server, export) = (value("LAB_NFS_SERVER"), value("LAB_NFS_EXPORT"));
+    apply(&format!("apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: lab-nfs}}\nprovisioner: minik8s.io/nfs\nparameters: {{server: \"{server}\", path: {export}}}\n---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: shared}}\nspec: {{accessModes: [ReadWriteMany], storageClassName: lab-nfs, resources: {{requests: {{storage: 1Gi}}}}}}\n"));
+    let pod = |me: &str, other: &str, node: u32| {
+        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {me}, labels: {{app: nfs-user}}}}\nspec:\n  terminationGracePeriodSeconds: 1\n  nodeSelector: {{kubernetes.io/hostname: node{node}}}\n  containers: [{{name: c, image: minik8s/busybox:latest, imagePullPolicy: IfNotPresent, command: [sh, -c, 'hostname > /data/{me}; until [ -f /data/{other} ]; do sleep 0.2; done; echo \"{me} saw $(cat /data/{other})\"; sleep 3600'], volumeMounts: [{{name: d, mountPath: /data}}]}}]\n  volumes: [{{name: d, persistentVolumeClaim: {{claimName: shared}}}}]\n")
+    };
+    apply(&pod("left", "right", 1));
+    apply(&pod("right", "left", 2));
+    until(90, "both NFS users running", || {
+        (running_pods("app=nfs-user").len() == 2).then_some(())
+    });
+    for (me, other) in [("left", "right"), ("right", "left")] {
+        let seen = until(30, "each pod sees the other's file", || {
+            let log = try_sh(&format!(
+                "{}/kubectl --kubeconfig {KUBECONFIG} logs {me}",
+                bin_dir().display()
+            ))?;
+            log.contains(&format!("{me} saw {other}")).then_some(log)
+        });
+        eprintln!("nfs: {}", seen.trim());
+    }
+    let claim = kubectl_json("get pvc shared");
+    let dir = format!(
+        "{export}/default-shared-pvc-{}",
+        claim["metadata"]["uid"].as_str().unwrap()
+    );
+    assert!(
+        Path::new(&format!("{dir}/left")).exists() && Path::new(&format!("{dir}/right")).exists()
+    );
+    kubectl("delete pod left right --wait=false");
+    until(60, "NFS users gone", || {
+        kubectl("get pods -l app=nfs-user --no-headers")
+            .trim()
+            .is_empty()
+            .then_some(())
+    });
+    kubectl("delete pvc shared");
+    until(60, "the claim's directory removed (Delete)", || {
+        (!Path::new(&dir).exists()).then_some(())
+    });
+}
+
+/// Gang scheduling with exclusive topology across two zones of the lab
+/// (node1 in zone-a, node2 and node3 in zone-b): each group of an LWS lands
+/// whole in a zone of its own; a third group finds no free zone and waits
+/// with none of its pods bound.
+pub fn gangs_take_a_zone_each() {
+    let zone = |n: u32| if n == 1 { "zone-a" } else { "zone-b" };
+    // The real kubectl (ours has no `label`).
+    let real = |args: String| {
+        sh(&format!(
+            "/usr/bin/kubectl --kubeconfig {KUBECONFIG} {args}"
+        ))
+    };
+    for n in 1..=3 {
+        real(format!(
+            "label node node{n} topology.kubernetes.io/zone={} --overwrite",
+            zone(n)
+        ));
+    }
+    apply(
+        r#"
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata:
+  name: zonal
+  annotations:
+    minik8s.io/gang-scheduling: "true"
+    leaderworkerset.sigs.k8s.io/exclusive-topology: topology.kubernetes.io/zone
+spec:
+  replicas: 2
+  leaderWorkerTemplate:
+    size: 2
+    workerTemplate:
+      spec:
+        terminationGracePeriodSeconds: 1
+        containers:
+        - name: c
+          image: minik8s/busybox:latest
+          imagePullPolicy: Never
+          command: ["sleep", "3600"]
+          resources: {requests: {cpu: 100m}}
+"#,
+    );
+    let pods = until(90, "both zonal groups running", || {
+        let p = running_pods("leaderworkerset.sigs.k8s.io/name=zonal");
+        (p.len() == 4).then_some(p)
+    });
+    let mut zones: std::collections::BTreeMap<String, BTreeSet<&str>> = Default::default();
+    for p in &pods {
+        let node: u32 = p["spec"]["nodeName"].as_str().unwrap()["node".len()..]
+            .parse()
+            .unwrap();
+        let group = p["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        zones.entry(group).or_default().insert(zone(node));
+    }
+    assert_eq!(zones.len(), 2, "{zones:?}");
+    assert!(
+        zones.values().all(|z| z.len() == 1),
+        "each group in one zone: {zones:?}"
+    );
+    assert_ne!(zones["0"], zones["1"], "the groups in different zones");
+    // A third group has no zone left: it waits whole.
+    kubectl("scale lws zonal --replicas=3");
+    until(60, "group 2 waiting as a gang", || {
+        let p = kubectl_json(
+            "get pods -l leaderworkerset.sigs.k8s.io/name=zonal,leaderworkerset.sigs.k8s.io/group-index=2",
+        );
+        let items = p["items"].as_array().cloned().unwrap_or_default();
+        let waiting = items.iter().filter(|x| {
+            x["spec"]["nodeName"].is_null()
+                && x["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c["type"] == "PodScheduled"
+                            && c["message"].as_str().unwrap_or("").starts_with("gang ")
+                    })
+                })
+        });
+        (items.len() == 2 && waiting.count() == 2).then_some(())
+    });
+    kubectl("delete lws zonal");
+    for n in 1..=3 {
+        real(format!("label node node{n} topology.kubernetes.io/zone-"));
+    }
+}
