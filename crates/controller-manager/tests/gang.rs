@@ -210,6 +210,23 @@ async fn volcano_manifests_are_gang_scheduled_without_volcano() {
         pg["metadata"]["ownerReferences"][0]["name"],
         format!("vc-{bound}")
     );
+    // Deleting the LWS takes its PodGroups along (they go with their leaders).
+    sets.delete("vc", &minik8s_client::DeleteParams::default())
+        .await
+        .unwrap();
+    until("the LWS's PodGroups collected", 30, || async {
+        let l = groups
+            .list(&ListParams::default().labels("leaderworkerset.sigs.k8s.io/name=vc"))
+            .await
+            .unwrap();
+        let n = l["items"].as_array().map_or(0, Vec::len);
+        if n == 0 {
+            Ok(())
+        } else {
+            Err(format!("{n} left"))
+        }
+    })
+    .await;
 
     // A user's own PodGroup and pods, Volcano-style: nothing binds below minMember.
     groups

@@ -2,8 +2,8 @@
 //! real Docker, with the real kubectl: resizing an LWS from 3 to 4 pods per
 //! group rolls group by group and the new worker sees `LWS_GROUP_SIZE=4`; a
 //! DisaggregatedSet of prefill and decode roles comes up with upstream's
-//! names and rolls a template change across both roles in lockstep, the
-//! new containers running the new command.
+//! names and rolls an image change across both roles in lockstep, the new
+//! containers running the new image and command.
 
 mod common;
 
@@ -178,7 +178,7 @@ spec:
 
     // A DisaggregatedSet of prefill (groups of 2) and decode roles.
     let ds = c.root.path().join("ds.yaml");
-    let write_ds = |word: &str| {
+    let write_ds = |word: &str, image: &str| {
         std::fs::write(
             &ds,
             format!(
@@ -197,7 +197,7 @@ spec:
           spec:
             terminationGracePeriodSeconds: 1
             containers:
-            - {{name: c, image: minik8s/busybox:latest, imagePullPolicy: Never,
+            - {{name: c, image: {image}, imagePullPolicy: Never,
                 command: ["sh", "-c", "echo {word} prefill $LWS_WORKER_INDEX; exec sleep 3600"]}}
   - name: decode
     spec:
@@ -207,14 +207,14 @@ spec:
           spec:
             terminationGracePeriodSeconds: 1
             containers:
-            - {{name: c, image: minik8s/busybox:latest, imagePullPolicy: Never,
+            - {{name: c, image: {image}, imagePullPolicy: Never,
                 command: ["sh", "-c", "echo {word} decode; exec sleep 3600"]}}
 "#
             ),
         )
         .unwrap()
     };
-    write_ds("v1");
+    write_ds("v1", "minik8s/busybox:latest");
     kubectl_ok(c.real_kubectl(&["apply", "-f", ds.to_str().unwrap()]));
     let ds_selector = "disaggregatedset.x-k8s.io/name=llm";
     let rev_key = "disaggregatedset.x-k8s.io/revision";
@@ -248,8 +248,11 @@ spec:
         ]
     );
 
-    // A template change: both roles move to the new revision together.
-    write_ds("v2");
+    // An image change (a second tag of the local image): both roles move to
+    // the new revision together.
+    c.dockerd
+        .docker(&["tag", "minik8s/busybox:latest", "minik8s/busybox:v2"]);
+    write_ds("v2", "minik8s/busybox:v2");
     kubectl_ok(c.real_kubectl(&["apply", "-f", ds.to_str().unwrap()]));
     let second = wait_for(&c, ds_selector, "both roles at the new revision", |p| {
         p.len() == 3
@@ -258,6 +261,9 @@ spec:
     })
     .await;
     let r2 = revision(second.values().next().unwrap(), rev_key);
+    assert!(second
+        .values()
+        .all(|p| p["spec"]["containers"][0]["image"] == "minik8s/busybox:v2"));
     assert!(c
         .pod_log(&format!("llm-0-{r2}-prefill-0-1/log"))
         .await

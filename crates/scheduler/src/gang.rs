@@ -102,9 +102,9 @@ impl Scheduler {
             Err(why) => Err(format!("gang {group}: {why}")),
             // The same words for every member until all exist: each pod's
             // condition is written once, not once per arriving sibling.
-            Ok(min) if bound + pending.len() < min => Err(format!(
-                "gang {group}: waiting for its {min} pods to exist"
-            )),
+            Ok(min) if bound + pending.len() < min => {
+                Err(format!("gang {group}: waiting for its {min} pods to exist"))
+            }
             Ok(_) => self.place_gang(&group, &pending),
         };
         match plan {
