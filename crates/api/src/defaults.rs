@@ -25,6 +25,15 @@ pub fn apply(kind: &str, obj: &mut Value) {
     }
     match kind {
         "Pod" => default_pod_spec(obj_mut(obj, "spec")),
+        "IngressClass" => {
+            // SetDefaults_IngressClass: parameters are cluster-scoped unless said.
+            if let Some(p) = obj
+                .pointer_mut("/spec/parameters")
+                .and_then(Value::as_object_mut)
+            {
+                set_default(p, "scope", json!("Cluster"));
+            }
+        }
         "Service" => default_service(obj_mut(obj, "spec")),
         "ReplicaSet" => {
             let spec = obj_mut(obj, "spec");

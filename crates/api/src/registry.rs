@@ -6,7 +6,9 @@
 //! this table plus kinds registered while it runs. Clients know the built-ins
 //! by type ([`of`]) and everything else through discovery.
 
+mod columns;
 mod live;
+use columns::*;
 pub use live::{ColumnSpec, Registry, RegistryError, ResourceSpec};
 
 /// A subresource served under `<resource>/<name>/<sub>`.
@@ -179,203 +181,6 @@ impl ResourceInfo {
 }
 
 use Subresource::*;
-
-const POD_COLUMNS: &[Column] = &[
-    col("Ready", 0),
-    col("Status", 0),
-    col("Restarts", 0),
-    col("Age", 0),
-    col("IP", 1),
-    col("Node", 1),
-    col("Nominated Node", 1),
-    col("Readiness Gates", 1),
-];
-const NODE_COLUMNS: &[Column] = &[
-    col("Status", 0),
-    col("Roles", 0),
-    col("Age", 0),
-    col("Version", 0),
-    col("Internal-IP", 1),
-    col("External-IP", 1),
-    col("OS-Image", 1),
-    col("Kernel-Version", 1),
-    col("Container-Runtime", 1),
-];
-const NAMESPACE_COLUMNS: &[Column] = &[col("Status", 0), col("Age", 0)];
-const SERVICE_COLUMNS: &[Column] = &[
-    col("Type", 0),
-    col("Cluster-IP", 0),
-    col("External-IP", 0),
-    col("Port(s)", 0),
-    col("Age", 0),
-    col("Selector", 1),
-];
-const ENDPOINTS_COLUMNS: &[Column] = &[col("Endpoints", 0), col("Age", 0)];
-const CONFIGMAP_COLUMNS: &[Column] = &[col("Data", 0), col("Age", 0)];
-const SECRET_COLUMNS: &[Column] = &[col("Type", 0), col("Data", 0), col("Age", 0)];
-const PV_COLUMNS: &[Column] = &[
-    col("Capacity", 0),
-    col("Access Modes", 0),
-    col("Reclaim Policy", 0),
-    col("Status", 0),
-    col("Claim", 0),
-    col("StorageClass", 0),
-    col("VolumeAttributesClass", 0),
-    col("Reason", 0),
-    col("Age", 0),
-    col("VolumeMode", 1),
-];
-const PVC_COLUMNS: &[Column] = &[
-    col("Status", 0),
-    col("Volume", 0),
-    col("Capacity", 0),
-    col("Access Modes", 0),
-    col("StorageClass", 0),
-    col("VolumeAttributesClass", 0),
-    col("Age", 0),
-    col("VolumeMode", 1),
-];
-const STORAGECLASS_COLUMNS: &[Column] = &[
-    col("Name", 0),
-    col("Provisioner", 0),
-    col("ReclaimPolicy", 0),
-    col("VolumeBindingMode", 0),
-    col("AllowVolumeExpansion", 0),
-    col("Age", 0),
-];
-const SERVICEACCOUNT_COLUMNS: &[Column] = &[col("Secrets", 0), col("Age", 0)];
-const ENDPOINTSLICE_COLUMNS: &[Column] = &[
-    col("AddressType", 0),
-    col("Ports", 0),
-    col("Endpoints", 0),
-    col("Age", 0),
-];
-const LEASE_COLUMNS: &[Column] = &[col("Holder", 0), col("Age", 0)];
-/// Kubernetes' event table: NAME comes last and only with `-o wide`.
-const EVENT_COLUMNS: &[Column] = &[
-    col("Last Seen", 0),
-    col("Type", 0),
-    col("Reason", 0),
-    col("Object", 0),
-    col("Subobject", 1),
-    col("Source", 1),
-    col("Message", 0),
-    col("First Seen", 1),
-    col("Count", 1),
-    col("Name", 1),
-];
-const REPLICASET_COLUMNS: &[Column] = &[
-    col("Desired", 0),
-    col("Current", 0),
-    col("Ready", 0),
-    col("Age", 0),
-    col("Containers", 1),
-    col("Images", 1),
-    col("Selector", 1),
-];
-const DEPLOYMENT_COLUMNS: &[Column] = &[
-    col("Ready", 0),
-    col("Up-to-date", 0),
-    col("Available", 0),
-    col("Age", 0),
-    col("Containers", 1),
-    col("Images", 1),
-    col("Selector", 1),
-];
-const JOB_COLUMNS: &[Column] = &[
-    col("Status", 0),
-    col("Completions", 0),
-    col("Duration", 0),
-    col("Age", 0),
-    col("Containers", 1),
-    col("Images", 1),
-    col("Selector", 1),
-];
-const CRONJOB_COLUMNS: &[Column] = &[
-    col("Schedule", 0),
-    col("Timezone", 0),
-    col("Suspend", 0),
-    col("Active", 0),
-    col("Last Schedule", 0),
-    col("Age", 0),
-    col("Containers", 1),
-    col("Images", 1),
-    col("Selector", 1),
-];
-const DAEMONSET_COLUMNS: &[Column] = &[
-    col("Desired", 0),
-    col("Current", 0),
-    col("Ready", 0),
-    col("Up-to-date", 0),
-    col("Available", 0),
-    col("Node Selector", 0),
-    col("Age", 0),
-    col("Containers", 1),
-    col("Images", 1),
-    col("Selector", 1),
-];
-const PDB_COLUMNS: &[Column] = &[
-    col("Min Available", 0),
-    col("Max Unavailable", 0),
-    col("Allowed Disruptions", 0),
-    col("Age", 0),
-];
-const STATEFULSET_COLUMNS: &[Column] = &[
-    col("Ready", 0),
-    col("Age", 0),
-    col("Containers", 1),
-    col("Images", 1),
-];
-const REVISION_COLUMNS: &[Column] = &[col("Controller", 0), col("Revision", 0), col("Age", 0)];
-const HPA_COLUMNS: &[Column] = &[
-    col("Reference", 0),
-    col("Targets", 0),
-    col("MinPods", 0),
-    col("MaxPods", 0),
-    col("Replicas", 0),
-    col("Age", 0),
-];
-const ROLE_COLUMNS: &[Column] = &[col("Created At", 0)];
-const CSR_COLUMNS: &[Column] = &[
-    col("Age", 0),
-    col("SignerName", 0),
-    col("Requestor", 0),
-    col("RequestedDuration", 0),
-    col("Condition", 0),
-];
-const ROLE_BINDING_COLUMNS: &[Column] = &[
-    col("Role", 0),
-    col("Age", 0),
-    col("Users", 1),
-    col("Groups", 1),
-    col("ServiceAccounts", 1),
-];
-const APISERVICE_COLUMNS: &[Column] = &[col("Service", 0), col("Available", 0), col("Age", 0)];
-const WEBHOOK_COLUMNS: &[Column] = &[col("Webhooks", 0), col("Age", 0)];
-const POLICY_COLUMNS: &[Column] = &[col("Validations", 0), col("ParamKind", 0), col("Age", 0)];
-const POLICY_BINDING_COLUMNS: &[Column] =
-    &[col("PolicyName", 0), col("ParamRef", 0), col("Age", 0)];
-/// The upstream CRD's additionalPrinterColumns.
-/// Volcano's PodGroup printer columns.
-const PODGROUP_COLUMNS: &[Column] = &[
-    col("Status", 0),
-    col("MinMember", 0),
-    col("Runnings", 0),
-    col("Age", 0),
-    col("Queue", 1),
-];
-
-/// A DisaggregatedSet has no printer columns upstream (NAME, AGE).
-const DS_COLUMNS: &[Column] = &[col("Age", 0)];
-
-const ROLE_SCALER_COLUMNS: &[Column] = &[col("Desired", 0), col("Current", 0), col("Age", 0)];
-
-const LWS_COLUMNS: &[Column] = &[
-    col("Ready", 0),
-    col("Desired", 0),
-    col("Up-to-date", 0),
-    col("Age", 0),
-];
 
 /// Every resource served, in discovery order.
 pub static REGISTRY: &[ResourceInfo] = &[
@@ -677,6 +482,30 @@ pub static REGISTRY: &[ResourceInfo] = &[
         columns: PDB_COLUMNS,
     },
     ResourceInfo {
+        group: "networking.k8s.io",
+        version: "v1",
+        kind: "Ingress",
+        plural: "ingresses",
+        singular: "ingress",
+        short_names: &["ing"],
+        namespaced: true,
+        subresources: &[Status],
+        categories: &[],
+        columns: INGRESS_COLUMNS,
+    },
+    ResourceInfo {
+        group: "networking.k8s.io",
+        version: "v1",
+        kind: "IngressClass",
+        plural: "ingressclasses",
+        singular: "ingressclass",
+        short_names: &[],
+        namespaced: false,
+        subresources: &[],
+        categories: &[],
+        columns: INGRESS_CLASS_COLUMNS,
+    },
+    ResourceInfo {
         group: "leaderworkerset.x-k8s.io",
         version: "v1",
         kind: "LeaderWorkerSet",
@@ -923,6 +752,8 @@ mod tests {
             ("lws", "LeaderWorkerSet"),
             ("dsrs", "DisaggregatedSetRoleScaler"),
             ("pg", "PodGroup"),
+            ("ing", "Ingress"),
+            ("ingressclasses", "IngressClass"),
             ("disaggregatedsets", "DisaggregatedSet"),
             ("replicasets.apps", "ReplicaSet"),
         ] {

@@ -183,6 +183,7 @@ pub struct ApiServer {
     apiservices: followed::Followed,
     /// StorageClasses, for the claims' admission (default class, resize).
     storage_classes: followed::Followed,
+    ingress_classes: followed::Followed,
     /// PersistentVolumes, for the Node authorizer (a kubelet reads the
     /// volumes of its pods' claims).
     persistent_volumes: followed::Followed,
@@ -364,6 +365,7 @@ impl ApiServer {
             webhook_clients: Default::default(),
             apiservices: Default::default(),
             storage_classes: Default::default(),
+            ingress_classes: Default::default(),
             persistent_volumes: Default::default(),
         });
         let namespaces = srv
@@ -390,6 +392,12 @@ impl ApiServer {
             registry::of::<k8s_openapi::api::storage::v1::StorageClass>(),
             rev,
             |s| &s.storage_classes,
+        );
+        followed::follow(
+            &srv,
+            registry::of::<k8s_openapi::api::networking::v1::IngressClass>(),
+            rev,
+            |s| &s.ingress_classes,
         );
         followed::follow(
             &srv,

@@ -16,6 +16,7 @@
 //! node serves to its pods (doc/networking.md).
 
 pub mod dns;
+pub mod ingress;
 pub mod iptables;
 pub mod ipvs;
 pub mod proxier;

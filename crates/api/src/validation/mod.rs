@@ -166,6 +166,7 @@ mod config;
 mod crd;
 pub mod disaggregatedset;
 mod ephemeral;
+pub mod networking;
 mod pod;
 mod policy;
 mod rbac;
@@ -418,6 +419,8 @@ pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
         "ConfigMap" => validate_config_map(obj, old, &mut errs),
         "Job" => validate_job(obj, old, &mut errs),
         "PodDisruptionBudget" => policy::validate_pdb(obj, &mut errs),
+        "Ingress" => networking::validate_ingress(obj, old, &mut errs),
+        "IngressClass" => networking::validate_ingress_class(obj, old, &mut errs),
         "PersistentVolume" => storage::validate_pv(obj, old, &mut errs),
         "PersistentVolumeClaim" => storage::validate_pvc(obj, old, &mut errs),
         "StorageClass" => storage::validate_storage_class(obj, old, &mut errs),

@@ -22,6 +22,7 @@ mod disaggregatedset;
 mod job;
 mod lws;
 mod namespace;
+mod networking;
 mod node;
 mod pod;
 mod rbac;
@@ -381,6 +382,8 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         batch::Job => job with job::Lifecycle;
         batch::CronJob => cron_job;
         policy::PodDisruptionBudget => pod_disruption_budget;
+        k8s_openapi::api::networking::v1::Ingress => ingress with networking::Ingress;
+        k8s_openapi::api::networking::v1::IngressClass => ingress_class;
         minik8s_api::lws::LeaderWorkerSet => leader_worker_set with lws::Lifecycle;
         minik8s_api::disaggregatedset::DisaggregatedSet => age_only with disaggregatedset::Set;
         minik8s_api::disaggregatedset::DisaggregatedSetRoleScaler => role_scaler with disaggregatedset::RoleScaler;

@@ -2,7 +2,9 @@
 //! kubectl users know (the registry lists the columns, this file the cells).
 
 mod extensions;
+mod networking;
 pub mod storage;
+mod workloads;
 
 use minik8s_api::meta::{human_age, human_duration, is_deleting};
 use minik8s_api::registry::ResourceInfo;
@@ -132,7 +134,9 @@ fn places_name(info: &ResourceInfo) -> bool {
 /// kind's strategy names its function.
 pub mod rows {
     pub use super::extensions::*;
+    pub use super::networking::{ingress, ingress_class};
     pub use super::storage::{persistent_volume, persistent_volume_claim, storage_class};
+    pub use super::workloads::{pod_group, role_scaler};
     use super::*;
 
     /// Pod.
@@ -643,32 +647,6 @@ pub mod rows {
             json!(int(o, "/spec/replicas")),
             json!(int(o, "/status/updatedReplicas")),
             json!(age(o)),
-        ]
-    }
-
-    /// DisaggregatedSetRoleScaler: DESIRED, CURRENT, AGE.
-    pub fn role_scaler(o: &Value) -> Vec<Value> {
-        vec![
-            json!(int(o, "/spec/replicas")),
-            json!(int(o, "/status/replicas")),
-            json!(age(o)),
-        ]
-    }
-
-    /// Volcano's PodGroup: STATUS, MINMEMBER, RUNNINGS, AGE, QUEUE (wide).
-    pub fn pod_group(o: &Value) -> Vec<Value> {
-        let text = |p: &str| {
-            o.pointer(p)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        vec![
-            json!(text("/status/phase")),
-            json!(int(o, "/spec/minMember")),
-            json!(int(o, "/status/running")),
-            json!(age(o)),
-            json!(text("/spec/queue")),
         ]
     }
 
