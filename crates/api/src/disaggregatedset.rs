@@ -162,33 +162,19 @@ pub struct RoleScalerStatus {
     pub conditions: Vec<Condition>,
 }
 
-macro_rules! resource {
-    ($ty:ty, $kind:expr, $plural:expr) => {
-        impl k8s_openapi::Resource for $ty {
-            const API_VERSION: &'static str = API_VERSION;
-            const GROUP: &'static str = GROUP;
-            const KIND: &'static str = $kind;
-            const VERSION: &'static str = "v1";
-            const URL_PATH_SEGMENT: &'static str = $plural;
-            type Scope = k8s_openapi::NamespaceResourceScope;
-        }
-        impl k8s_openapi::ListableResource for $ty {
-            const LIST_KIND: &'static str = concat!($kind, "List");
-        }
-        impl k8s_openapi::Metadata for $ty {
-            type Ty = ObjectMeta;
-            fn metadata(&self) -> &ObjectMeta {
-                &self.metadata
-            }
-            fn metadata_mut(&mut self) -> &mut ObjectMeta {
-                &mut self.metadata
-            }
-        }
-    };
-}
-resource!(DisaggregatedSet, "DisaggregatedSet", "disaggregatedsets");
-resource!(
+namespaced_resource!(
+    DisaggregatedSet,
+    API_VERSION,
+    GROUP,
+    "v1",
+    "DisaggregatedSet",
+    "disaggregatedsets"
+);
+namespaced_resource!(
     DisaggregatedSetRoleScaler,
+    API_VERSION,
+    GROUP,
+    "v1",
     "DisaggregatedSetRoleScaler",
     "disaggregatedsetrolescalers"
 );

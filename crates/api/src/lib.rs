@@ -6,6 +6,35 @@
 //! field selectors, PATCH semantics, quantities and the `Status` error shape.
 //! Core kinds are the `k8s-openapi` types (re-exported as [`k8s`]).
 
+/// The k8s-openapi traits (Resource, ListableResource, Metadata) of a
+/// namespaced kind whose type is written here rather than taken from
+/// k8s-openapi: LeaderWorkerSet, DisaggregatedSet and its role scaler,
+/// Volcano's PodGroup.
+macro_rules! namespaced_resource {
+    ($ty:ty, $api_version:expr, $group:expr, $version:literal, $kind:literal, $plural:literal) => {
+        impl k8s_openapi::Resource for $ty {
+            const API_VERSION: &'static str = $api_version;
+            const GROUP: &'static str = $group;
+            const KIND: &'static str = $kind;
+            const VERSION: &'static str = $version;
+            const URL_PATH_SEGMENT: &'static str = $plural;
+            type Scope = k8s_openapi::NamespaceResourceScope;
+        }
+        impl k8s_openapi::ListableResource for $ty {
+            const LIST_KIND: &'static str = concat!($kind, "List");
+        }
+        impl k8s_openapi::Metadata for $ty {
+            type Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+            fn metadata(&self) -> &Self::Ty {
+                &self.metadata
+            }
+            fn metadata_mut(&mut self) -> &mut Self::Ty {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
 pub mod cron;
 pub mod defaults;
 pub mod disaggregatedset;

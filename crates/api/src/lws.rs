@@ -154,28 +154,14 @@ fn is_zero(n: &i32) -> bool {
     *n == 0
 }
 
-impl k8s_openapi::Resource for LeaderWorkerSet {
-    const API_VERSION: &'static str = API_VERSION;
-    const GROUP: &'static str = GROUP;
-    const KIND: &'static str = KIND;
-    const VERSION: &'static str = "v1";
-    const URL_PATH_SEGMENT: &'static str = "leaderworkersets";
-    type Scope = k8s_openapi::NamespaceResourceScope;
-}
-
-impl k8s_openapi::ListableResource for LeaderWorkerSet {
-    const LIST_KIND: &'static str = "LeaderWorkerSetList";
-}
-
-impl k8s_openapi::Metadata for LeaderWorkerSet {
-    type Ty = ObjectMeta;
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+namespaced_resource!(
+    LeaderWorkerSet,
+    API_VERSION,
+    GROUP,
+    "v1",
+    "LeaderWorkerSet",
+    "leaderworkersets"
+);
 
 // ---------------------------------------------------------------- defaulting
 

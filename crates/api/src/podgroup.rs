@@ -76,28 +76,14 @@ pub struct PodGroupStatus {
     pub failed: Option<i32>,
 }
 
-impl k8s_openapi::Resource for PodGroup {
-    const API_VERSION: &'static str = API_VERSION;
-    const GROUP: &'static str = GROUP;
-    const KIND: &'static str = KIND;
-    const VERSION: &'static str = "v1beta1";
-    const URL_PATH_SEGMENT: &'static str = "podgroups";
-    type Scope = k8s_openapi::NamespaceResourceScope;
-}
-
-impl k8s_openapi::ListableResource for PodGroup {
-    const LIST_KIND: &'static str = "PodGroupList";
-}
-
-impl k8s_openapi::Metadata for PodGroup {
-    type Ty = ObjectMeta;
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+namespaced_resource!(
+    PodGroup,
+    API_VERSION,
+    GROUP,
+    "v1beta1",
+    "PodGroup",
+    "podgroups"
+);
 
 impl PodGroup {
     /// How many of the group's pods must fit before any is bound (at least 1).
