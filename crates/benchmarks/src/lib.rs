@@ -16,6 +16,36 @@ pub fn rss_mib(pid: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// Seconds until `done` holds for the object `name`, polled every `every`;
+/// an error after `deadline`.
+pub async fn until_object(
+    api: &minik8s_client::DynamicApi,
+    name: &str,
+    every: std::time::Duration,
+    deadline: std::time::Duration,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> anyhow::Result<f64> {
+    let t = std::time::Instant::now();
+    loop {
+        if let Ok(obj) = api.get(name).await {
+            if done(&obj) {
+                return Ok(t.elapsed().as_secs_f64());
+            }
+        }
+        if t.elapsed() > deadline {
+            anyhow::bail!("{name}: not done after {} s", deadline.as_secs());
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// An integer field of a JSON object (0 when absent).
+pub fn int(obj: &serde_json::Value, pointer: &str) -> i64 {
+    obj.pointer(pointer)
+        .and_then(serde_json::Value::as_i64)
+        .unwrap_or(0)
+}
+
 /// A child process killed (and reaped) when dropped.
 pub struct Proc(pub std::process::Child);
 

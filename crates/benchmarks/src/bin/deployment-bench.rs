@@ -10,7 +10,7 @@ use minik8s_api::registry;
 use minik8s_client::{Client, DynamicApi};
 use minik8s_testkit::{Backend, TestServer};
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn template(app: &str, version: &str) -> Value {
     json!({"metadata": {"labels": {"app": app}},
@@ -19,24 +19,18 @@ fn template(app: &str, version: &str) -> Value {
                                     "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}})
 }
 
+use benchmarks::int;
+
 /// Seconds until `done` holds for the object `name` (polled every 20 ms).
 async fn until(api: &DynamicApi, name: &str, done: impl Fn(&Value) -> bool) -> anyhow::Result<f64> {
-    let t = Instant::now();
-    loop {
-        if let Ok(obj) = api.get(name).await {
-            if done(&obj) {
-                return Ok(t.elapsed().as_secs_f64());
-            }
-        }
-        if t.elapsed() > Duration::from_secs(300) {
-            anyhow::bail!("{name}: not done after 300 s");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-fn int(obj: &Value, pointer: &str) -> i64 {
-    obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+    benchmarks::until_object(
+        api,
+        name,
+        Duration::from_millis(20),
+        Duration::from_secs(300),
+        done,
+    )
+    .await
 }
 
 #[tokio::main]

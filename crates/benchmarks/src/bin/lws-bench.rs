@@ -21,24 +21,18 @@ fn template(app: &str, version: &str) -> Value {
                                     "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}})
 }
 
+use benchmarks::int;
+
 /// Seconds until `done` holds for the object `name` (polled every 50 ms).
 async fn until(api: &DynamicApi, name: &str, done: impl Fn(&Value) -> bool) -> anyhow::Result<f64> {
-    let t = Instant::now();
-    loop {
-        if let Ok(obj) = api.get(name).await {
-            if done(&obj) {
-                return Ok(t.elapsed().as_secs_f64());
-            }
-        }
-        if t.elapsed() > Duration::from_secs(600) {
-            anyhow::bail!("{name}: not done after 600 s");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn int(obj: &Value, pointer: &str) -> i64 {
-    obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+    benchmarks::until_object(
+        api,
+        name,
+        Duration::from_millis(50),
+        Duration::from_secs(600),
+        done,
+    )
+    .await
 }
 
 /// Waits until no pod with `selector` is left (between runs).
