@@ -112,6 +112,37 @@ impl EtcdProcess {
     /// as a hung or partitioned etcd does.
     pub fn pause(&self) {
         self.signal("-STOP");
+        // kill(2) returns once the signal is queued; each of etcd's threads
+        // stops when it next runs, so a request sent right away could still
+        // be answered. Wait until every thread shows state T.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !self.all_threads_stopped() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "etcd's threads did not all stop within 5 s of SIGSTOP"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// Whether every thread of etcd is stopped (`T` in /proc/PID/task/*/stat).
+    fn all_threads_stopped(&self) -> bool {
+        let tasks = format!("/proc/{}/task", self.child.id());
+        let Ok(entries) = std::fs::read_dir(&tasks) else {
+            return false;
+        };
+        entries.flatten().all(|task| {
+            std::fs::read_to_string(task.path().join("stat"))
+                .ok()
+                .and_then(|stat| {
+                    // "pid (comm) S ...": the state follows the last ')'.
+                    let rest = &stat[stat.rfind(')')? + 1..];
+                    rest.split_whitespace()
+                        .next()
+                        .map(|st| st == "T" || st == "t")
+                })
+                .unwrap_or(true)
+        })
     }
 
     /// Lets a paused etcd run again (SIGCONT).
