@@ -9,6 +9,7 @@
 //!                         <host>.<svc>.<ns>.svc.cluster.local     → that endpoint's IP
 //!                         <a-b-c-d>.<ns>.pod.cluster.local        → a.b.c.d
 //!                         ExternalName services                   → CNAME
+//!                         Ingress hosts (exact, *.wildcard)       → the Ingress' status IPs
 //!                         anything else ──▶ forwarded upstream (if configured)
 //! ```
 //!
@@ -23,6 +24,7 @@ use hickory_proto::rr::rdata::{A, CNAME, SOA};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::Ingress;
 use minik8s_client::informer::Cache;
 use minik8s_client::SharedInformers;
 use std::collections::HashMap;
@@ -58,6 +60,8 @@ pub enum Target {
 pub struct Zone {
     pub domain: String,
     pub names: HashMap<String, Target>,
+    /// Ingress hosts, outside the cluster domain (ingress/hosts.rs).
+    pub hosts: crate::ingress::hosts::Hosts,
 }
 
 /// The outcome of a lookup inside the cluster domain.
@@ -131,17 +135,24 @@ impl Zone {
             all.dedup();
             names.insert(fqdn, Target::A(all));
         }
-        Zone { domain, names }
+        Zone {
+            domain,
+            names,
+            hosts: Default::default(),
+        }
     }
 
     /// Resolves `name` (any case, with or without the trailing dot).
     pub fn lookup(&self, name: &str, qtype: RecordType) -> Lookup {
         let name = name.trim_end_matches('.').to_lowercase();
         let Some(inner) = name.strip_suffix(&format!(".{}", self.domain)) else {
-            return if name == self.domain {
-                Lookup::NoData
-            } else {
-                Lookup::NotOurs
+            return match self.hosts.lookup(&name) {
+                _ if name == self.domain => Lookup::NoData,
+                Some(ips) if matches!(qtype, RecordType::A | RecordType::ANY) => {
+                    Lookup::Found(Target::A(ips))
+                }
+                Some(_) => Lookup::NoData,
+                None => Lookup::NotOurs,
             };
         };
         let found = match self.names.get(&name) {
@@ -255,6 +266,7 @@ pub struct Config {
 pub struct Resolver {
     services: Cache<Service>,
     slices: Cache<EndpointSlice>,
+    ingresses: Cache<Ingress>,
     stale: Arc<AtomicBool>,
     zone: Arc<RwLock<Arc<Zone>>>,
     domain: String,
@@ -267,16 +279,20 @@ impl Resolver {
     /// Registers on `informers` (before they start).
     pub fn new(informers: &SharedInformers, cfg: &Config) -> Resolver {
         let stale = Arc::new(AtomicBool::new(true));
-        let (s1, s2) = (stale.clone(), stale.clone());
+        let (s1, s2, s3) = (stale.clone(), stale.clone(), stale.clone());
         informers
             .on_event::<Service>(move |_| s1.store(true, Ordering::Release))
             .expect("registered before start");
         informers
             .on_event::<EndpointSlice>(move |_| s2.store(true, Ordering::Release))
             .expect("registered before start");
+        informers
+            .on_event::<Ingress>(move |_| s3.store(true, Ordering::Release))
+            .expect("registered before start");
         Resolver {
             services: informers.cache(),
             slices: informers.cache(),
+            ingresses: informers.cache(),
             stale,
             zone: Arc::default(),
             domain: cfg.domain.clone(),
@@ -287,11 +303,9 @@ impl Resolver {
 
     fn zone(&self) -> Arc<Zone> {
         if self.stale.swap(false, Ordering::AcqRel) {
-            let z = Arc::new(Zone::build(
-                &self.domain,
-                &self.services.list(),
-                &self.slices.list(),
-            ));
+            let mut z = Zone::build(&self.domain, &self.services.list(), &self.slices.list());
+            z.hosts = crate::ingress::hosts::Hosts::build(&self.ingresses.list());
+            let z = Arc::new(z);
             *self.zone.write().unwrap_or_else(|p| p.into_inner()) = z;
         }
         self.zone.read().unwrap_or_else(|p| p.into_inner()).clone()
@@ -589,6 +603,26 @@ mod tests {
     }
 
     #[test]
+    fn ingress_hosts_answer_with_their_addresses_and_others_are_forwarded() {
+        let mut z = zone();
+        let ing = serde_json::from_value(json!({"metadata": {"name": "hello"},
+            "spec": {"rules": [{"host": "hello.world.minik8s"}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "192.168.1.11"}]}}}))
+        .unwrap();
+        z.hosts = crate::ingress::hosts::Hosts::build(&[Arc::new(ing)]);
+        let ip = "192.168.1.11".parse().unwrap();
+        assert_eq!(
+            z.lookup("hello.world.minik8s.", RecordType::A),
+            Lookup::Found(Target::A(vec![ip]))
+        );
+        assert_eq!(
+            z.lookup("hello.world.minik8s", RecordType::AAAA),
+            Lookup::NoData
+        );
+        assert_eq!(z.lookup("other.minik8s", RecordType::A), Lookup::NotOurs);
+    }
+
+    #[test]
     fn answers_are_authoritative_messages_with_the_query_echoed() {
         let z = zone();
         let mut req = Message::query();
@@ -644,6 +678,7 @@ mod tests {
         let resolver = Resolver {
             services: Cache::new(),
             slices: Cache::new(),
+            ingresses: Cache::new(),
             stale: Arc::new(AtomicBool::new(true)),
             zone: Arc::default(),
             domain: "cluster.local.".into(),

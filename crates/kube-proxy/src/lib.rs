@@ -58,13 +58,25 @@ use std::sync::Arc;
 /// `--kube-api-burst`).
 pub const API_RATE_LIMIT: (f32, u32) = (20.0, 40);
 
-/// kube-proxy: the proxier and/or the cluster DNS, on one set of informers
-/// (Services and EndpointSlices are all either needs).
-pub async fn run(
-    client: Client,
-    proxy: Option<proxier::Config>,
-    dns: Option<dns::Config>,
-) -> anyhow::Result<()> {
+/// What one kube-proxy serves; each part is optional.
+#[derive(Debug, Clone, Default)]
+pub struct Parts {
+    /// Service VIPs and NodePorts.
+    pub proxy: Option<proxier::Config>,
+    /// The cluster DNS.
+    pub dns: Option<dns::Config>,
+    /// The ingress proxy.
+    pub ingress: Option<ingress::Options>,
+}
+
+/// kube-proxy: the proxier, the cluster DNS and the ingress proxy, on one set
+/// of informers (Services and EndpointSlices are what all of them need).
+pub async fn run(client: Client, parts: Parts) -> anyhow::Result<()> {
+    let Parts {
+        proxy,
+        dns,
+        ingress,
+    } = parts;
     let client = client.with_user_agent("kube-proxy");
     let informers = SharedInformers::new(&client);
     let wake = Arc::new(tokio::sync::Notify::new());
@@ -91,8 +103,15 @@ pub async fn run(
         ),
         None => None,
     };
+    let ingress = match &ingress {
+        Some(opts) => Some(ingress::Ingress::bind(&client, &informers, opts).await?),
+        None => None,
+    };
     informers.start();
     informers.wait_synced().await;
+    if let Some(i) = ingress {
+        i.spawn();
+    }
     if let (Some(r), Some(s)) = (resolver, sockets) {
         tokio::spawn(async move {
             if let Err(e) = dns::serve(r, s).await {

@@ -40,6 +40,22 @@ struct Args {
     /// default: every global IPv4 address of the node.
     #[arg(long, value_delimiter = ',')]
     nodeport_addresses: Vec<std::net::Ipv4Addr>,
+    /// The ingress proxy's plain HTTP port on every address of the node
+    /// (HTTP/1.1 and h2c); 0: no ingress proxy.
+    #[arg(long, default_value_t = 80)]
+    ingress_http_port: u16,
+    /// The ingress proxy's TLS port (certificates from the Ingresses'
+    /// kubernetes.io/tls Secrets, chosen by SNI); 0: no TLS.
+    #[arg(long, default_value_t = 443)]
+    ingress_https_port: u16,
+    /// The IngressClass served (created as the cluster's default if no class is).
+    #[arg(long, default_value = "minik8s")]
+    ingress_class: String,
+    /// The address published in status.loadBalancer of the Ingresses (and so
+    /// answered by the cluster DNS for their hosts); default: the source
+    /// address of this node's default route.
+    #[arg(long)]
+    ingress_address: Option<std::net::Ipv4Addr>,
     /// Remove kube-proxy's rules (and the --cluster-dns address on lo), then exit.
     #[arg(long)]
     cleanup: bool,
@@ -100,5 +116,22 @@ async fn main() -> anyhow::Result<()> {
             upstreams,
         })
     };
-    kube_proxy::run(client, Some(cfg), dns).await
+    let ingress = (args.ingress_http_port != 0).then(|| {
+        let any = std::net::Ipv4Addr::UNSPECIFIED;
+        kube_proxy::ingress::Options {
+            class: args.ingress_class,
+            address: args
+                .ingress_address
+                .or_else(kube_proxy::ingress::default_route_source)
+                .map(|ip| ip.to_string()),
+            http: (any, args.ingress_http_port).into(),
+            https: (args.ingress_https_port != 0).then(|| (any, args.ingress_https_port).into()),
+        }
+    });
+    let parts = kube_proxy::Parts {
+        proxy: Some(cfg),
+        dns,
+        ingress,
+    };
+    kube_proxy::run(client, parts).await
 }

@@ -229,7 +229,13 @@ async fn services_balance_follow_endpoints_and_clean_up() {
         },
         ..Default::default()
     };
-    let proxy = tokio::spawn(kube_proxy::run(client.clone(), Some(cfg), None));
+    let proxy = tokio::spawn(kube_proxy::run(
+        client.clone(),
+        kube_proxy::Parts {
+            proxy: Some(cfg),
+            ..Default::default()
+        },
+    ));
 
     // Round robin: the nth rules alternate exactly, connection by connection.
     let url = format!("http://{vip}/");
@@ -378,7 +384,13 @@ async fn start_upstream(
             domain: "example.org".into(),
             upstreams: Vec::new(),
         };
-        let task = tokio::spawn(kube_proxy::run(client.clone(), None, Some(cfg)));
+        let task = tokio::spawn(kube_proxy::run(
+            client.clone(),
+            kube_proxy::Parts {
+                dns: Some(cfg),
+                ..Default::default()
+            },
+        ));
         let probe = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let mut req = hickory_proto::op::Message::query();
         req.add_query(hickory_proto::op::Query::query(
@@ -495,7 +507,14 @@ async fn cluster_dns_names_services_and_pods() {
         domain: "cluster.local".into(),
         upstreams: vec![upstream],
     };
-    tokio::spawn(kube_proxy::run(client.clone(), Some(iptables()), Some(dns)));
+    tokio::spawn(kube_proxy::run(
+        client.clone(),
+        kube_proxy::Parts {
+            proxy: Some(iptables()),
+            dns: Some(dns),
+            ingress: None,
+        },
+    ));
 
     // The server binds at once and answers once the caches are synced.
     let (code, ips) = ask(listen, "web.default.svc.cluster.local.").await;

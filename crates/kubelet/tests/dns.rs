@@ -46,7 +46,13 @@ async fn pods_resolve_services_and_peers_through_the_cluster_dns() {
         domain: "cluster.local".into(),
         upstreams: Vec::new(),
     };
-    tokio::spawn(kube_proxy::run(c.client.clone(), None, Some(dns)));
+    tokio::spawn(kube_proxy::run(
+        c.client.clone(),
+        kube_proxy::Parts {
+            dns: Some(dns),
+            ..Default::default()
+        },
+    ));
 
     let svcs = c
         .client

@@ -113,11 +113,13 @@ const ZERO_IS_A_VALUE: &[&str] = &[
 
 /// Fields whose message Go inlines in its parent's JSON (`json:",inline"`):
 /// a Volume's source, a PersistentVolume's source, an ephemeral
-/// container's common part. Their fields sit in the parent object.
+/// container's common part, an Ingress rule's `http`. Their fields sit in
+/// the parent object.
 const INLINE: &[&str] = &[
     "Volume.volumeSource",
     "PersistentVolumeSpec.persistentVolumeSource",
     "EphemeralContainer.ephemeralContainerCommon",
+    "IngressRule.ingressRuleValue",
 ];
 
 fn inline(message: &str, field: &str) -> bool {

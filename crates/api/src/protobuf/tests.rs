@@ -321,3 +321,16 @@ fn volume_sources_are_inline_in_json_and_nested_in_protobuf() {
     assert_eq!(host.path.as_deref(), Some("/srv/pv"));
     assert_eq!(decode_object(&body).unwrap(), pv);
 }
+
+/// `kubectl create ingress` sends protobuf, where a rule's `http` sits in
+/// a nested IngressRuleValue message; in JSON it is the rule's own field.
+#[test]
+fn an_ingress_rules_http_is_inline_in_json() {
+    let ingress = json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "apps"},
+        "spec": {"rules": [{"host": "*.apps.minik8s", "http": {"paths": [{"path": "/", "pathType": "Prefix",
+            "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]},
+    });
+    let body = encode_object(&ingress).unwrap().expect("Ingress has a message");
+    assert_eq!(decode_object(&body).unwrap(), ingress);
+}

@@ -185,7 +185,13 @@ async fn dns_qps(services: usize) -> anyhow::Result<()> {
         domain: "cluster.local".into(),
         upstreams: vec![],
     };
-    tokio::spawn(kube_proxy::run(client.clone(), None, Some(cfg)));
+    tokio::spawn(kube_proxy::run(
+        client.clone(),
+        kube_proxy::Parts {
+            dns: Some(cfg),
+            ..Default::default()
+        },
+    ));
 
     let total = 20_000usize;
     let report = tokio::task::spawn_blocking(move || {

@@ -14,6 +14,93 @@
 //! `routes.rs` (matching) and `endpoints.rs` (resolution) are pure.
 
 pub mod endpoints;
+pub mod hosts;
 pub mod proxy;
 pub mod routes;
 pub mod sync;
+
+use anyhow::Context;
+use minik8s_client::{Client, SharedInformers};
+use std::net::SocketAddr;
+use tokio::net::TcpListener;
+
+/// How kube-proxy serves Ingresses on this node (`--ingress-*` flags).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The IngressClass served (`minik8s`; created, as the default, if missing).
+    pub class: String,
+    /// The address published in the Ingresses' `status.loadBalancer` (the node's IP).
+    pub address: Option<String>,
+    /// Plain HTTP (HTTP/1.1 and h2c), normally port 80 on every address.
+    pub http: SocketAddr,
+    /// TLS, normally port 443; None: no TLS listener.
+    pub https: Option<SocketAddr>,
+}
+
+/// The ingress proxy, registered and bound, not yet serving.
+pub struct Ingress {
+    client: Client,
+    class: String,
+    sync: sync::Sync,
+    http: TcpListener,
+    https: Option<TcpListener>,
+}
+
+impl Ingress {
+    /// Registers on `informers` (before they start) and binds the ports, so a
+    /// taken port is an error at start rather than a silent lack of Ingress.
+    pub async fn bind(
+        client: &Client,
+        informers: &SharedInformers,
+        opts: &Options,
+    ) -> anyhow::Result<Ingress> {
+        let http = TcpListener::bind(opts.http)
+            .await
+            .with_context(|| format!("binding the ingress proxy to {}", opts.http))?;
+        let https = match opts.https {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("binding the ingress proxy's TLS to {addr}"))?,
+            ),
+            None => None,
+        };
+        let settings = sync::Settings {
+            class: opts.class.clone(),
+            address: opts.address.clone(),
+        };
+        Ok(Ingress {
+            client: client.clone(),
+            class: opts.class.clone(),
+            sync: sync::Sync::new(client.clone(), informers, settings),
+            http,
+            https,
+        })
+    }
+
+    /// Serves until the process ends (call after the informers synced).
+    pub fn spawn(self) {
+        let proxy = self.sync.proxy.clone();
+        tokio::spawn(proxy.clone().serve_http(self.http));
+        if let Some(l) = self.https {
+            tokio::spawn(proxy.serve_https(l));
+        }
+        let (client, class, sync) = (self.client, self.class, self.sync);
+        tokio::spawn(async move {
+            sync::ensure_class(&client, &class).await;
+            sync.run().await
+        });
+    }
+}
+
+/// This node's address toward the rest of the network: the source the kernel
+/// picks for the default route (a UDP "connect" sends nothing). None when the
+/// node has no default route.
+pub fn default_route_source() -> Option<std::net::Ipv4Addr> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    socket.connect("192.0.2.1:9").ok()?;
+    match socket.local_addr().ok()?.ip() {
+        std::net::IpAddr::V4(ip) if !ip.is_unspecified() => Some(ip),
+        _ => None,
+    }
+}
