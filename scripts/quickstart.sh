@@ -7,7 +7,8 @@
 #                                cluster DNS on 10.96.0.10), an image registry on :5000 (the
 #                                mirror for Docker Hub names), build the local images (busybox,
 #                                nginx, python) and push them under the names tutorials use, run
-#                                examples/hello-pod.yaml and examples/web.yaml (a ReplicaSet)
+#                                examples/hello-pod.yaml, examples/web.yaml (a ReplicaSet) and
+#                                examples/ingress.yaml (host and paths on kube-proxy's port 80)
 #   scripts/quickstart.sh down   stop everything it started, remove the pods' containers and
 #                                kube-proxy's rules (the store in /var/lib/minik8s is kept)
 #
@@ -125,8 +126,8 @@ if $KUBECTL get pod hello -o json 2>/dev/null | grep -Eq '"phase": "(Succeeded|F
   gone() { ! $KUBECTL get pod hello >/dev/null 2>&1; }
   wait_until 60 "the finished pod hello to go" gone
 fi
-echo "==> applying examples/hello-pod.yaml and examples/web.yaml"
-$KUBECTL apply -f examples/hello-pod.yaml -f examples/web.yaml
+echo "==> applying examples/hello-pod.yaml, examples/web.yaml and examples/ingress.yaml"
+$KUBECTL apply -f examples/hello-pod.yaml -f examples/web.yaml -f examples/ingress.yaml
 # A second run finds the pods in the store with the status of the first one,
 # so the containers themselves are waited for too.
 containers() { docker ps -q --filter "label=io.minik8s.container.name=$1" | wc -l; }
@@ -149,6 +150,20 @@ hello_container=$(docker ps -q --filter label=io.minik8s.pod.name=hello --filter
 web_by_name() { docker exec "$hello_container" sh -c 'timeout 3 wget -qO- http://web/'; }
 wait_until 60 "the web Service to answer by name from pod hello (see $LOG_DIR/kube-proxy.log)" web_by_name
 web_by_name
+echo
+# The Ingress: its host name is answered by the cluster DNS with the address
+# kube-proxy published in its status; kube-proxy's ingress proxy listens on
+# port 80 and picks the Service by host and path.
+echo "==> from the pod hello, the Ingress hello-world by its host: wget http://hello.world.minik8s/world"
+pages_ready() { [ "$($KUBECTL get deploy hello-page world-page -o jsonpath='{.items[*].status.readyReplicas}')" = "2 2" ]; }
+wait_until 120 "the Deployments hello-page and world-page to be ready" pages_ready
+world_by_host() { docker exec "$hello_container" sh -c 'timeout 3 wget -qO- http://hello.world.minik8s/world'; }
+wait_until 60 "the Ingress host to answer from pod hello (see $LOG_DIR/kube-proxy.log)" world_by_host
+world_by_host
+echo "==> from this machine, as if hello.world.minik8s were in /etc/hosts: curl --resolve hello.world.minik8s:80:127.0.0.1 http://hello.world.minik8s/"
+curl -sS --max-time 5 --resolve hello.world.minik8s:80:127.0.0.1 http://hello.world.minik8s/
+echo
+$KUBECTL get ingress
 echo
 echo "minik8s is up. Try: kubectl get pods   (the real kubectl, or target/release/kubectl; the admin kubeconfig is $PKI/admin.conf)"
 echo "Stop it with: scripts/quickstart.sh down"

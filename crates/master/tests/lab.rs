@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::{bin_dir, repo_root, run, sh, try_sh, until};
+/// Ingress on every node of the host-gw lab.
+#[path = "lab/ingress.rs"]
+mod ingress;
 /// Scenarios run on the host-gw lab (storage, gangs).
 #[path = "lab/scenarios.rs"]
 mod scenarios;
@@ -683,6 +686,7 @@ fn three_node_lab(setup: Setup) {
             scenarios::local_volumes_follow_their_node();
             scenarios::nfs_is_shared_across_nodes();
             scenarios::gangs_take_a_zone_each();
+            ingress::ingress_on_every_node(&client);
         }
 
         // Node failure: node3 stops (kubelet, kube-proxy, dockerd); it goes

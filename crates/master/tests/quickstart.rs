@@ -62,6 +62,16 @@ fn check_up(out: &str) {
         out.contains("<h1>hello from minik8s</h1>"),
         "the web Service by name from a pod: {out}"
     );
+    // examples/ingress.yaml: by host and path from a pod (the cluster DNS
+    // answers the host) and from this machine on port 80.
+    assert!(
+        out.contains("world from world-page-"),
+        "the Ingress host from a pod: {out}"
+    );
+    assert!(
+        out.contains("hello from hello-page-"),
+        "the Ingress from this machine: {out}"
+    );
     let pods = kubectl(&["get", "pods", "-l", "app=web", "--no-headers"]);
     assert_eq!(
         pods.lines().filter(|l| l.contains("Running")).count(),

@@ -331,6 +331,8 @@ fn an_ingress_rules_http_is_inline_in_json() {
         "spec": {"rules": [{"host": "*.apps.minik8s", "http": {"paths": [{"path": "/", "pathType": "Prefix",
             "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]},
     });
-    let body = encode_object(&ingress).unwrap().expect("Ingress has a message");
+    let body = encode_object(&ingress)
+        .unwrap()
+        .expect("Ingress has a message");
     assert_eq!(decode_object(&body).unwrap(), ingress);
 }
