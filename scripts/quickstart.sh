@@ -155,7 +155,7 @@ echo
 # kube-proxy published in its status; kube-proxy's ingress proxy listens on
 # port 80 and picks the Service by host and path.
 echo "==> from the pod hello, the Ingress hello-world by its host: wget http://hello.world.minik8s/world"
-pages_ready() { [ "$($KUBECTL get deploy hello-page world-page -o jsonpath='{.items[*].status.readyReplicas}')" = "2 2" ]; }
+pages_ready() { for d in hello-page world-page; do $KUBECTL get deploy $d -o json | grep -q '"readyReplicas": 2' || return 1; done; }
 wait_until 120 "the Deployments hello-page and world-page to be ready" pages_ready
 world_by_host() { docker exec "$hello_container" sh -c 'timeout 3 wget -qO- http://hello.world.minik8s/world'; }
 wait_until 60 "the Ingress host to answer from pod hello (see $LOG_DIR/kube-proxy.log)" world_by_host

@@ -149,7 +149,8 @@ async fn ingress_routes_reports_and_follows_changes() {
             "spec": {"rules": [{"host": "hello.world.minik8s", "http": {"paths": [
                 {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "hello", "port": {"number": 80}}}},
                 {"path": "/world", "pathType": "Prefix", "backend": {"service": {"name": "world", "port": {"name": "http"}}}},
-                {"path": "/missing", "pathType": "Prefix", "backend": {"service": {"name": "nowhere", "port": {"number": 80}}}}]}}]}}))
+                {"path": "/missing", "pathType": "Prefix", "backend": {"service": {"name": "nowhere", "port": {"number": 80}}}},
+                {"path": "/noport", "pathType": "Exact", "backend": {"service": {"name": "hello", "port": {"name": "grpc"}}}}]}}]}}))
         .await
         .unwrap();
     assert_eq!(
@@ -174,6 +175,9 @@ async fn ingress_routes_reports_and_follows_changes() {
         503,
         "that path only"
     );
+    assert_eq!(get(&http, &format!("{base}/noport")).await.0, 503);
+    // Exact: only /noport itself; below it the `/` Prefix rule serves.
+    assert_eq!(get(&http, &format!("{base}/noport/x")).await.0, 200);
     // The status has the address; the event names the missing Service.
     until("status.loadBalancer", 10, || async {
         let i = ingresses.get("hello").await.unwrap();
@@ -189,11 +193,16 @@ async fn ingress_routes_reports_and_follows_changes() {
             .list(&ListParams::default().fields("involvedObject.name=hello"))
             .await
             .unwrap();
-        let found = ev["items"].as_array().unwrap().iter().any(|e| {
+        let items = ev["items"].as_array().unwrap();
+        let found = items.iter().any(|e| {
             e["reason"] == "ServiceNotFound"
                 && e["message"] == "service \"default/nowhere\" not found"
         });
-        if found {
+        let port = items.iter().any(|e| {
+            e["reason"] == "ServicePortNotFound"
+                && e["message"] == "service \"default/hello\" has no port grpc"
+        });
+        if found && port {
             Ok(())
         } else {
             Err(ev.to_string())

@@ -80,6 +80,12 @@ impl Ingress {
 
     /// Serves until the process ends (call after the informers synced).
     pub fn spawn(self) {
+        tracing::info!(
+            http = %self.http.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            https = ?self.https.as_ref().and_then(|l| l.local_addr().ok()),
+            class = %self.class,
+            "ingress proxy listening"
+        );
         let proxy = self.sync.proxy.clone();
         tokio::spawn(proxy.clone().serve_http(self.http));
         if let Some(l) = self.https {
