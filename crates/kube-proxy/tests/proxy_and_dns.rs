@@ -367,12 +367,17 @@ async fn services_balance_follow_endpoints_and_clean_up() {
     assert!(!save.contains("KUBE-"), "cleanup left rules behind: {save}");
 }
 
-/// Asks `server` for the A records of `name` over UDP: (rcode, addresses).
-/// A DNS server of ours for `example.org`, on a port it really got: a port
+/// kube-proxy with `parts` and a DNS server for `domain` on a port it really
+/// got, once it answers (any answer, even SERVFAIL: it is serving). A port
 /// chosen free can be taken (by another test's UDP socket) before the server
-/// binds it, and then the server's task ends at once; choose again then.
-async fn start_upstream(
+/// binds it, and then kube-proxy ends at once with the bind error: choose
+/// again then. The first answer waits for the informers' first lists, which
+/// took over 10 s once on a loaded 2-core CI machine: allow 60.
+async fn serve_dns(
     client: &Client,
+    domain: &str,
+    upstreams: Vec<std::net::SocketAddr>,
+    proxy: Option<proxier::Config>,
 ) -> (
     std::net::SocketAddr,
     tokio::task::JoinHandle<anyhow::Result<()>>,
@@ -381,25 +386,23 @@ async fn start_upstream(
         let listen: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let cfg = kube_proxy::dns::Config {
             listen,
-            domain: "example.org".into(),
-            upstreams: Vec::new(),
+            domain: domain.into(),
+            upstreams: upstreams.clone(),
         };
-        let task = tokio::spawn(kube_proxy::run(
-            client.clone(),
-            kube_proxy::Parts {
-                dns: Some(cfg),
-                ..Default::default()
-            },
-        ));
+        let parts = kube_proxy::Parts {
+            proxy: proxy.clone(),
+            dns: Some(cfg),
+            ingress: None,
+        };
+        let task = tokio::spawn(kube_proxy::run(client.clone(), parts));
         let probe = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let mut req = hickory_proto::op::Message::query();
         req.add_query(hickory_proto::op::Query::query(
-            hickory_proto::rr::Name::from_ascii("probe.example.org.").unwrap(),
+            hickory_proto::rr::Name::from_ascii(&format!("probe.{domain}.")).unwrap(),
             hickory_proto::rr::RecordType::A,
         ));
         let mut buf = vec![0u8; 512];
-        // Any answer, even SERVFAIL before its caches synced, means it is serving.
-        for _ in 0..50 {
+        for _ in 0..300 {
             if task.is_finished() {
                 break;
             }
@@ -409,16 +412,16 @@ async fn start_upstream(
                 return (listen, task);
             }
         }
-        match task.is_finished() {
-            true => {
-                eprintln!("the upstream DNS could not serve on {listen}: choosing another port")
-            }
-            false => panic!("the upstream DNS on {listen} does not answer"),
+        if !task.is_finished() {
+            panic!("the DNS for {domain} on {listen} does not answer within 60 s");
         }
+        let ended = task.await.unwrap();
+        eprintln!("kube-proxy with a DNS on {listen} ended ({ended:?}): choosing another port");
     }
-    panic!("no port for the upstream DNS after 5 tries");
+    panic!("no port for the DNS for {domain} after 5 tries");
 }
 
+/// Asks `server` for the A records of `name` over UDP: (rcode, addresses).
 async fn ask(server: std::net::SocketAddr, name: &str) -> (String, Vec<String>) {
     use hickory_proto::op::{Message, Query};
     use hickory_proto::rr::{Name, RData, RecordType};
@@ -428,10 +431,7 @@ async fn ask(server: std::net::SocketAddr, name: &str) -> (String, Vec<String>) 
     req.add_query(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
     let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let mut buf = vec![0u8; 4096];
-    // UDP: a query sent before the server bound is lost, so ask again (as
-    // resolvers do). The first answer waits for the informers' first lists,
-    // which on a loaded 2-core CI machine (the lab suites run beside this
-    // one) took over 10 s once: allow 30.
+    // UDP: a lost query is asked again, as resolvers do.
     let mut n = None;
     for _ in 0..60 {
         sock.send_to(&req.to_vec().unwrap(), server).await.unwrap();
@@ -499,22 +499,11 @@ async fn cluster_dns_names_services_and_pods() {
         },
         ..Default::default()
     };
-    let (upstream, _upstream_task) = start_upstream(&outside_client).await;
+    let (upstream, _upstream_task) =
+        serve_dns(&outside_client, "example.org", Vec::new(), None).await;
 
-    let listen: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let dns = kube_proxy::dns::Config {
-        listen,
-        domain: "cluster.local".into(),
-        upstreams: vec![upstream],
-    };
-    tokio::spawn(kube_proxy::run(
-        client.clone(),
-        kube_proxy::Parts {
-            proxy: Some(iptables()),
-            dns: Some(dns),
-            ingress: None,
-        },
-    ));
+    let (listen, _dns_task) =
+        serve_dns(&client, "cluster.local", vec![upstream], Some(iptables())).await;
 
     // The server binds at once and answers once the caches are synced.
     let (code, ips) = ask(listen, "web.default.svc.cluster.local.").await;
