@@ -6,20 +6,24 @@
 # With --all (the quick start and the lab) also:
 #   minik8s/nginx:latest    Debian's nginx and the libraries it loads, serving /usr/share/nginx/html on :80
 #   minik8s/python:latest   Debian's python3 with its standard library
+#   minik8s/function-runtime:latest  that python3 and images/function-runtime/server.py,
+#                           the runtime of serverless Functions (also built by --functions)
 # and tags them with the Docker Hub names tutorials use (busybox, busybox:1.28,
 # nginx:1.14.2, python:3.11 ...). With MINIK8S_REGISTRY=HOST:PORT they are also
 # pushed there (as HOST:PORT/library/NAME:TAG), the registry every node's
 # dockerd uses as its mirror for Docker Hub names.
 # Uses $DOCKER_HOST when set. Skips images that already exist.
 set -euo pipefail
-ALL=false
+ALL=false FUNCTIONS=false
 [ "${1:-}" = "--all" ] && ALL=true
+[ "${1:-}" = "--functions" ] && FUNCTIONS=true
 BUSYBOX=${BUSYBOX:-/bin/busybox}
 [ -x "$BUSYBOX" ] || { echo "busybox-static is required at $BUSYBOX (apt-get install busybox-static)" >&2; exit 1; }
 file -L "$BUSYBOX" 2>/dev/null | grep -q dynamically && { echo "$BUSYBOX is dynamically linked; install busybox-static" >&2; exit 1; }
 
 have() { docker image inspect "$1" >/dev/null 2>&1; }
-if have minik8s/busybox:latest && have minik8s/pause:latest && ! $ALL; then exit 0; fi
+if have minik8s/busybox:latest && have minik8s/pause:latest && ! $ALL \
+  && { ! $FUNCTIONS || have minik8s/function-runtime:latest; }; then exit 0; fi
 
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
@@ -37,7 +41,7 @@ have minik8s/busybox:latest || tar -C "$root" -c . | docker import -c 'ENV PATH=
 have minik8s/pause:latest || tar -C "$root" -c . | docker import -c 'ENV PATH=/bin' \
   -c 'CMD ["/bin/sh", "-c", "trap \"exit 0\" TERM INT; while :; do sleep 3600 & wait $!; done"]' - minik8s/pause:latest >/dev/null
 echo "images: minik8s/busybox:latest minik8s/pause:latest"
-$ALL || exit 0
+$ALL || $FUNCTIONS || exit 0
 
 # copy_with_libs ROOT FILE...: the files and the shared libraries they load.
 copy_with_libs() {
@@ -51,7 +55,7 @@ copy_with_libs() {
   done
 }
 
-if ! have minik8s/nginx:latest; then
+if ! $FUNCTIONS && ! have minik8s/nginx:latest; then
   # Unpacked, not installed: installing would start an nginx on the host.
   debs=$(mktemp -d)
   download() { (cd "$debs" && apt-get download -q -o APT::Sandbox::User=root nginx nginx-common >/dev/null); }
@@ -115,6 +119,16 @@ if ! have minik8s/python:latest; then
     - minik8s/python:latest >/dev/null
   rm -rf "$proot"
 fi
+
+# The serverless runtime: the python image plus the server, one layer more.
+if ! have minik8s/function-runtime:latest; then
+  cid=$(docker create minik8s/python:latest)
+  docker cp "$(dirname "$0")/../images/function-runtime/server.py" "$cid:/function-runtime.py"
+  docker commit -c 'ENV PYTHONUNBUFFERED=1' -c 'EXPOSE 8080' -c 'CMD ["python3", "/function-runtime.py"]' \
+    "$cid" minik8s/function-runtime:latest >/dev/null
+  docker rm "$cid" >/dev/null
+fi
+$FUNCTIONS && { echo "images: minik8s/python:latest minik8s/function-runtime:latest"; exit 0; }
 
 # The Docker Hub names tutorials use.
 names() {

@@ -9,7 +9,7 @@
 /// The k8s-openapi traits (Resource, ListableResource, Metadata) of a
 /// namespaced kind whose type is written here rather than taken from
 /// k8s-openapi: LeaderWorkerSet, DisaggregatedSet and its role scaler,
-/// Volcano's PodGroup.
+/// Volcano's PodGroup, serverless Functions.
 macro_rules! namespaced_resource {
     ($ty:ty, $api_version:expr, $group:expr, $version:literal, $kind:literal, $plural:literal) => {
         impl k8s_openapi::Resource for $ty {
@@ -55,6 +55,7 @@ pub mod quantity;
 pub mod registry;
 pub mod schema;
 pub mod selector;
+pub mod serverless;
 pub mod status;
 pub mod storage;
 pub mod taints;

@@ -1,7 +1,20 @@
 //! IPv4 CIDRs, as the apiserver (Service ClusterIPs) and node IPAM (pod CIDRs)
-//! read them.
+//! read them; and the address a node or master is reached at by default.
 
 use std::net::Ipv4Addr;
+
+/// This machine's address toward the rest of the network: the source the
+/// kernel picks for the default route (a UDP "connect" sends nothing). None
+/// when there is no default route. The ingress proxy publishes it, and the
+/// serverless gateway is reached at it.
+pub fn default_route_source() -> Option<Ipv4Addr> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    socket.connect("192.0.2.1:9").ok()?;
+    match socket.local_addr().ok()?.ip() {
+        std::net::IpAddr::V4(ip) if !ip.is_unspecified() => Some(ip),
+        _ => None,
+    }
+}
 
 /// Parses `10.96.0.0/12` into (network, prefix length).
 pub fn parse_cidr(cidr: &str) -> Result<(Ipv4Addr, u8), String> {

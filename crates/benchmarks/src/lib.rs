@@ -155,6 +155,7 @@ impl LocalCluster {
         let master = Proc(
             Command::new(bin.join("master"))
                 .args(["--listen", &format!("127.0.0.1:{port}")])
+                .args(["--serverless-port", "0"])
                 .args(["--data-dir", &dir.path().join("data").display().to_string()])
                 .args(master_args(dir.path()))
                 .stdout(Stdio::null())

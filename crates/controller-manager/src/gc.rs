@@ -238,9 +238,10 @@ pub struct Runner {
 
 impl Runner {
     /// Watches Pods, ReplicaSets, StatefulSets, ControllerRevisions,
-    /// LeaderWorkerSets, DisaggregatedSets and their role scalers, claims and
-    /// Services (LWS owns StatefulSets and Services; a DisaggregatedSet owns
-    /// LWS, Services and scalers).
+    /// LeaderWorkerSets, DisaggregatedSets and their role scalers, Functions,
+    /// ConfigMaps, claims and Services (LWS owns StatefulSets and Services; a
+    /// DisaggregatedSet owns LWS, Services and scalers; a Function owns a
+    /// Deployment, a Service and a ConfigMap).
     pub fn new(
         client: Client,
         informers: &SharedInformers,
@@ -305,6 +306,20 @@ impl Runner {
             &mut sources,
             minik8s_api::podgroup::API_VERSION,
             "PodGroup",
+        )?;
+        watch::<minik8s_api::serverless::Function>(
+            informers,
+            &wake,
+            &mut sources,
+            minik8s_api::serverless::API_VERSION,
+            "Function",
+        )?;
+        watch::<k8s_openapi::api::core::v1::ConfigMap>(
+            informers,
+            &wake,
+            &mut sources,
+            "v1",
+            "ConfigMap",
         )?;
         watch::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(
             informers,

@@ -28,6 +28,7 @@ pub mod disaggregatedset;
 pub mod disruption;
 pub mod endpoints;
 pub mod expectations;
+pub mod function;
 pub mod gc;
 pub mod history;
 pub mod hpa;
@@ -114,6 +115,13 @@ pub struct Config {
     /// How long after start a pod that is not ready is treated as never ready.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub horizontal_pod_autoscaler_initial_readiness_delay: Duration,
+    /// Where the serverless gateway serves functions (each Function's
+    /// status.url is this + /function/NAMESPACE/NAME).
+    #[arg(
+        long,
+        default_value = "http://serverless-gateway.kube-system.svc.cluster.local"
+    )]
+    pub serverless_gateway_url: String,
 }
 
 impl Default for Config {
@@ -147,6 +155,11 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     let lws_groups = lws::group::GroupController::new(client.clone(), &informers)?;
     let disaggregated_sets =
         disaggregatedset::DisaggregatedSetController::new(client.clone(), &informers)?;
+    let functions = function::FunctionController::new(
+        client.clone(),
+        &informers,
+        config.serverless_gateway_url.clone(),
+    )?;
     let gc = gc::Runner::new(client.clone(), &informers)?;
     let nodes = nodelifecycle::NodeLifecycleController::new(
         client.clone(),
@@ -245,6 +258,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
         leaderworkersets.run(workers),
         lws_groups.run(workers),
         disaggregated_sets.run(workers),
+        functions.run(workers),
         endpoints.run(workers),
         gc.run(),
         nodes.run(workers),

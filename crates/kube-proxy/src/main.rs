@@ -122,7 +122,7 @@ async fn main() -> anyhow::Result<()> {
             class: args.ingress_class,
             address: args
                 .ingress_address
-                .or_else(kube_proxy::ingress::default_route_source)
+                .or_else(minik8s_api::net::default_route_source)
                 .map(|ip| ip.to_string()),
             http: (any, args.ingress_http_port).into(),
             https: (args.ingress_https_port != 0).then(|| (any, args.ingress_https_port).into()),

@@ -398,7 +398,7 @@ async fn serve_dns(
         let probe = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let mut req = hickory_proto::op::Message::query();
         req.add_query(hickory_proto::op::Query::query(
-            hickory_proto::rr::Name::from_ascii(&format!("probe.{domain}.")).unwrap(),
+            hickory_proto::rr::Name::from_ascii(format!("probe.{domain}.")).unwrap(),
             hickory_proto::rr::RecordType::A,
         ));
         let mut buf = vec![0u8; 512];

@@ -2,7 +2,8 @@
 //! the apiserver, then the scheduler and the controller manager talking to it
 //! like any client — over TLS on the secure port, each with its own client
 //! certificate (`system:kube-scheduler`, `system:kube-controller-manager`)
-//! from the cluster PKI the apiserver created.
+//! from the cluster PKI the apiserver created; and the serverless gateway
+//! (`minik8s-serverless`) on its own port.
 use anyhow::Context;
 
 use clap::Parser;
@@ -22,6 +23,12 @@ struct Args {
     /// three masters on one etcd make an HA control plane.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     leader_elect: bool,
+    /// The serverless gateway's port (functions are called at
+    /// http://MASTER:PORT/function/NAMESPACE/NAME); 0: no gateway.
+    #[arg(long, default_value_t = 8090)]
+    serverless_port: u16,
+    #[arg(skip)]
+    apiserver_advertise: Option<std::net::Ipv4Addr>,
 }
 
 /// A client from one of the PKI's component kubeconfigs, else the loopback port.
@@ -57,6 +64,10 @@ async fn run() -> anyhow::Result<()> {
     let plain = format!("http://127.0.0.1:{port}");
     let pki = apiserver::secure::pki_dir(&args.apiserver);
 
+    args.apiserver_advertise = match args.apiserver.advertise_address {
+        Some(std::net::IpAddr::V4(ip)) => Some(ip),
+        _ => None,
+    };
     let advertised = match args.apiserver.advertise_address {
         Some(ip) => ip.to_string(),
         None => args.apiserver.listen.clone(),
@@ -74,6 +85,23 @@ async fn run() -> anyhow::Result<()> {
     let (qps, burst) = controller_manager::API_RATE_LIMIT;
     let cm = component_client(&pki, "controller-manager.conf", &plain, secure)?
         .with_rate_limit(qps, burst);
+    if args.serverless_port != 0 {
+        // Every master serves calls; pods reach it at --advertise-address (or
+        // this machine's default-route address) through the gateway Service.
+        let advertise = args
+            .apiserver_advertise
+            .or_else(minik8s_api::net::default_route_source);
+        let config = minik8s_serverless::Config {
+            listen: (std::net::Ipv4Addr::UNSPECIFIED, args.serverless_port).into(),
+            advertise,
+            ..Default::default()
+        };
+        // The control plane runs without it rather than not at all (another
+        // master on this machine may hold the port).
+        if let Err(e) = minik8s_serverless::start(cm.clone(), config).await {
+            tracing::error!(error = format!("{e:#}"), "no serverless gateway");
+        }
+    }
     let (sched, controllers) = if args.leader_elect {
         use minik8s_client::leader::{run_as_leader, Config};
         // Stable across restarts of this master (it takes its Leases back at

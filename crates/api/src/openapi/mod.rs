@@ -11,6 +11,7 @@
 
 mod lws;
 mod patch_meta;
+mod serverless;
 
 use crate::protobuf::schema::{Cardinality, Schema, Type};
 use serde_json::{json, Map, Value};
@@ -149,6 +150,9 @@ pub fn message_for(api_version: &str, kind: &str) -> Option<String> {
         | ("scheduling.volcano.sh/v1beta1", "PodGroup") => {
             return Some(format!("{}{kind}", lws::DS_PREFIX));
         }
+        ("serverless.minik8s.io/v1alpha1", "Function") => {
+            return Some(format!("{}{kind}", serverless::PREFIX));
+        }
         _ => {}
     }
     Schema::get().message_for(api_version, kind)
@@ -158,14 +162,20 @@ fn written_out(name: &str) -> Option<&'static lws::Definition> {
     if let Some(short) = name.strip_prefix(lws::PREFIX) {
         return lws::DEFINITIONS.iter().find(|d| d.0 == short);
     }
+    if let Some(short) = name.strip_prefix(serverless::PREFIX) {
+        return serverless::DEFINITIONS.iter().find(|d| d.0 == short);
+    }
     let short = name.strip_prefix(lws::DS_PREFIX)?;
     lws::DS_DEFINITIONS.iter().find(|d| d.0 == short)
 }
 
-/// A written-out definition a field type names (`lws:<Name>`, `ds:<Name>`).
+/// A written-out definition a field type names (`lws:<Name>`, `ds:<Name>`, `fn:<Name>`).
 fn written_out_ref(ty: &str) -> Option<String> {
     if let Some(n) = ty.strip_prefix("lws:") {
         return Some(format!("{}{n}", lws::PREFIX));
+    }
+    if let Some(n) = ty.strip_prefix("fn:") {
+        return Some(format!("{}{n}", serverless::PREFIX));
     }
     ty.strip_prefix("ds:")
         .map(|n| format!("{}{n}", lws::DS_PREFIX))

@@ -202,6 +202,16 @@ pub(super) const PODGROUP_COLUMNS: &[Column] = &[
     col("Queue", 1),
 ];
 
+/// A serverless Function: its runtime, instances ready of those wanted, Ready, where it is called.
+pub(super) const FUNCTION_COLUMNS: &[Column] = &[
+    col("Runtime", 0),
+    col("Instances", 0),
+    col("Ready", 0),
+    col("URL", 0),
+    col("Age", 0),
+    col("Reason", 1),
+];
+
 /// A DisaggregatedSet has no printer columns upstream (NAME, AGE).
 pub(super) const DS_COLUMNS: &[Column] = &[col("Age", 0)];
 

@@ -388,6 +388,7 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         minik8s_api::disaggregatedset::DisaggregatedSet => age_only with disaggregatedset::Set;
         minik8s_api::disaggregatedset::DisaggregatedSetRoleScaler => role_scaler with disaggregatedset::RoleScaler;
         minik8s_api::podgroup::PodGroup => pod_group with disaggregatedset::PodGroup;
+        minik8s_api::serverless::Function => function with disaggregatedset::Function;
         rbac_v1::Role => role with rbac::Lifecycle;
         rbac_v1::RoleBinding => role_binding with rbac::Lifecycle;
         rbac_v1::ClusterRole => role with rbac::Lifecycle;

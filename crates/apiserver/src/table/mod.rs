@@ -136,7 +136,7 @@ pub mod rows {
     pub use super::extensions::*;
     pub use super::networking::{ingress, ingress_class};
     pub use super::storage::{persistent_volume, persistent_volume_claim, storage_class};
-    pub use super::workloads::{pod_group, role_scaler};
+    pub use super::workloads::{function, pod_group, role_scaler};
     use super::*;
 
     /// Pod.

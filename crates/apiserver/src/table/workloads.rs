@@ -1,5 +1,5 @@
 //! Table cells of the LWS-family kinds with columns of their own:
-//! DisaggregatedSetRoleScaler and Volcano's PodGroup.
+//! DisaggregatedSetRoleScaler and Volcano's PodGroup; and serverless Functions.
 
 use super::{age, int};
 use serde_json::{json, Value};
@@ -27,5 +27,42 @@ pub fn pod_group(o: &Value) -> Vec<Value> {
         json!(int(o, "/status/running")),
         json!(age(o)),
         json!(text("/spec/queue")),
+    ]
+}
+
+/// Function: RUNTIME, INSTANCES (ready/desired), READY, URL, AGE, REASON (wide).
+pub fn function(o: &Value) -> Vec<Value> {
+    let ready = o
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
+    let field = |k: &str| {
+        ready
+            .and_then(|c| c[k].as_str())
+            .unwrap_or(if k == "status" { "Unknown" } else { "" })
+            .to_string()
+    };
+    let reason = if field("status") == "True" {
+        String::new()
+    } else {
+        field("reason")
+    };
+    vec![
+        json!(o
+            .pointer("/spec/runtime")
+            .and_then(Value::as_str)
+            .unwrap_or("python")),
+        json!(format!(
+            "{}/{}",
+            int(o, "/status/readyInstances"),
+            int(o, "/status/desiredInstances")
+        )),
+        json!(field("status")),
+        json!(o
+            .pointer("/status/url")
+            .and_then(Value::as_str)
+            .unwrap_or("")),
+        json!(age(o)),
+        json!(reason),
     ]
 }

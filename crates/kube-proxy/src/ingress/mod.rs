@@ -98,15 +98,3 @@ impl Ingress {
         });
     }
 }
-
-/// This node's address toward the rest of the network: the source the kernel
-/// picks for the default route (a UDP "connect" sends nothing). None when the
-/// node has no default route.
-pub fn default_route_source() -> Option<std::net::Ipv4Addr> {
-    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
-    socket.connect("192.0.2.1:9").ok()?;
-    match socket.local_addr().ok()?.ip() {
-        std::net::IpAddr::V4(ip) if !ip.is_unspecified() => Some(ip),
-        _ => None,
-    }
-}

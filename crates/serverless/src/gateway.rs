@@ -1,0 +1,325 @@
+//! The serverless gateway: every call of a function passes here, so it knows
+//! each function's calls in flight (the autoscaler's metric), holds calls
+//! while an instance starts (scale from zero, as Knative's activator does),
+//! and retries a call once when its instance dies.
+//!
+//! ```text
+//!  POST /function/NS/NAME [?async=true]     GET /calls/ID
+//!      │ Function (cache) ─ missing: 404; source broken: 503 with the reason
+//!      │ in flight +1 ─────────────────────────────▶ autoscaler samples (scaler.rs)
+//!      ▼ no ready instance? scale to ≥ 1 now, wait for one (≤ cold start timeout) ─▶ 504
+//!   ready endpoint with the fewest calls ─▶ POST http://POD:8080/ ─ transport error ─▶ once more elsewhere ─▶ 502
+//!      ▼
+//!   the function's answer (status and JSON), or 202 {"id"} at once for async
+//! ```
+
+use crate::calls::Calls;
+use crate::scaler::Scaler;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use axum::{Json, Router};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use minik8s_api::serverless::Function;
+use minik8s_client::Cache;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub struct Gateway {
+    pub(crate) functions: Cache<Function>,
+    slices: Cache<EndpointSlice>,
+    /// Woken on every EndpointSlice change (a held call looks again).
+    pub(crate) endpoints_changed: Arc<tokio::sync::Notify>,
+    http: reqwest::Client,
+    calls: Calls,
+    pub(crate) scaler: Scaler,
+    /// Calls in flight per instance, to send each call to the least busy one.
+    load: Mutex<HashMap<SocketAddr, usize>>,
+    /// How long a call waits for a first instance.
+    cold_start_timeout: Duration,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn error(code: StatusCode, message: String) -> (StatusCode, Value) {
+    (code, json!({"error": message}))
+}
+
+/// Counts a call in flight on one instance while it lives.
+struct OnInstance<'a>(&'a Gateway, SocketAddr);
+
+impl Drop for OnInstance<'_> {
+    fn drop(&mut self) {
+        if let Some(n) = lock(&self.0.load).get_mut(&self.1) {
+            *n = n.saturating_sub(1);
+        }
+    }
+}
+
+impl Gateway {
+    pub fn new(
+        functions: Cache<Function>,
+        slices: Cache<EndpointSlice>,
+        scaler: Scaler,
+        cold_start_timeout: Duration,
+    ) -> Gateway {
+        Gateway {
+            functions,
+            slices,
+            endpoints_changed: Arc::new(tokio::sync::Notify::new()),
+            http: reqwest::Client::builder()
+                .pool_max_idle_per_host(64)
+                .build()
+                .expect("an HTTP client"),
+            calls: Calls::default(),
+            scaler,
+            load: Mutex::default(),
+            cold_start_timeout,
+        }
+    }
+
+    pub fn router(self: Arc<Self>) -> Router {
+        Router::new()
+            .route("/healthz", get(|| async { "ok" }))
+            .route("/function/{ns}/{name}", any(invoke))
+            .route("/function/{name}", any(invoke_default))
+            .route("/calls/{id}", get(call_status))
+            .with_state(self)
+    }
+
+    /// The ready instances of `ns/name` (its Service's ready endpoints).
+    pub fn instances(&self, ns: &str, name: &str) -> Vec<SocketAddr> {
+        let service = Function::child_name(name);
+        let mut out = Vec::new();
+        for s in self.slices.list() {
+            let mine = s.metadata.namespace.as_deref() == Some(ns)
+                && s.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("kubernetes.io/service-name"))
+                    == Some(&service);
+            if !mine {
+                continue;
+            }
+            let ports = s.ports.iter().flatten();
+            let Some(port) = ports
+                .clone()
+                .find(|p| p.name.as_deref() == Some("http"))
+                .or_else(|| ports.clone().next())
+                .and_then(|p| p.port)
+            else {
+                continue;
+            };
+            for e in &s.endpoints {
+                let ready = e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
+                let terminating = e
+                    .conditions
+                    .as_ref()
+                    .and_then(|c| c.terminating)
+                    .unwrap_or(false);
+                if !ready || terminating {
+                    continue;
+                }
+                if let Some(ip) = e.addresses.first().and_then(|a| a.parse().ok()) {
+                    out.push(SocketAddr::new(ip, port as u16));
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// The least busy ready instance not in `failed`, waiting (with the
+    /// function woken from zero) until one is ready or the deadline passes.
+    async fn pick(
+        &self,
+        f: &Function,
+        failed: &[SocketAddr],
+    ) -> Result<SocketAddr, (StatusCode, Value)> {
+        let ns = f.metadata.namespace.clone().unwrap_or_default();
+        let name = f.metadata.name.clone().unwrap_or_default();
+        let deadline = Instant::now() + self.cold_start_timeout;
+        let mut woken = false;
+        loop {
+            let changed = self.endpoints_changed.notified();
+            let all = self.instances(&ns, &name);
+            let fresh: Vec<SocketAddr> = all
+                .iter()
+                .filter(|a| !failed.contains(a))
+                .copied()
+                .collect();
+            let choice = if fresh.is_empty() { all } else { fresh };
+            if !choice.is_empty() {
+                let mut load = lock(&self.load);
+                let best = *choice
+                    .iter()
+                    .min_by_key(|a| load.get(a).copied().unwrap_or(0))
+                    .expect("not empty");
+                *load.entry(best).or_default() += 1;
+                return Ok(best);
+            }
+            if !woken {
+                self.scaler.wake(f).await;
+                woken = true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(error(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    format!(
+                        "no instance of function {ns}/{name} became ready within {}s",
+                        self.cold_start_timeout.as_secs()
+                    ),
+                ));
+            }
+            let _ = tokio::time::timeout(left.min(Duration::from_millis(200)), changed).await;
+        }
+    }
+
+    /// One call, synchronously: the function's status and JSON answer.
+    pub async fn call(&self, ns: &str, name: &str, body: Bytes) -> (StatusCode, Value) {
+        let Some(f) = self.functions.get(&format!("{ns}/{name}")) else {
+            return error(
+                StatusCode::NOT_FOUND,
+                format!("function \"{ns}/{name}\" not found"),
+            );
+        };
+        let broken = f
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| {
+                c.iter()
+                    .find(|c| c.type_ == "SourceReady" && c.status == "False")
+            });
+        if let Some(c) = broken {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "function {ns}/{name} cannot serve: {}: {}",
+                    c.reason, c.message
+                ),
+            );
+        }
+        let _in_flight = self.scaler.begin(ns, name);
+        let mut failed = Vec::new();
+        let mut last_error = String::new();
+        // A call whose instance dies is tried once more, on another if there is one.
+        for _attempt in 0..2 {
+            let addr = match self.pick(&f, &failed).await {
+                Ok(a) => a,
+                Err(e) => return e,
+            };
+            let _on = OnInstance(self, addr);
+            let sent = self
+                .http
+                .post(format!("http://{addr}/"))
+                .header("content-type", "application/json")
+                .timeout(f.timeout())
+                .body(body.clone())
+                .send()
+                .await;
+            match sent {
+                Ok(resp) => {
+                    let code = StatusCode::from_u16(resp.status().as_u16())
+                        .unwrap_or(StatusCode::BAD_GATEWAY);
+                    return match resp.bytes().await {
+                        Ok(b) => (
+                            code,
+                            serde_json::from_slice(&b)
+                                .unwrap_or_else(|_| json!(String::from_utf8_lossy(&b))),
+                        ),
+                        Err(e) => error(
+                            StatusCode::BAD_GATEWAY,
+                            format!("reading the answer of {addr}: {e}"),
+                        ),
+                    };
+                }
+                Err(e) if e.is_timeout() => {
+                    return error(
+                        StatusCode::GATEWAY_TIMEOUT,
+                        format!(
+                            "function {ns}/{name} did not answer within {}s",
+                            f.timeout().as_secs()
+                        ),
+                    )
+                }
+                Err(e) => {
+                    tracing::debug!(function = %format!("{ns}/{name}"), %addr, error = %e, "instance failed; retrying once");
+                    last_error = format!("{e}");
+                    failed.push(addr);
+                }
+            }
+        }
+        error(
+            StatusCode::BAD_GATEWAY,
+            format!("the instance running the call of {ns}/{name} failed, and so did the retry: {last_error}"),
+        )
+    }
+}
+
+async fn invoke(
+    State(gw): State<Arc<Gateway>>,
+    Path((ns, name)): Path<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let asynchronous = q.get("async").is_some_and(|v| v != "false")
+        || headers
+            .get("prefer")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("respond-async"));
+    if !asynchronous {
+        let (code, value) = gw.call(&ns, &name, body).await;
+        return (code, Json(value)).into_response();
+    }
+    if gw.functions.get(&format!("{ns}/{name}")).is_none() {
+        let (code, value) = error(
+            StatusCode::NOT_FOUND,
+            format!("function \"{ns}/{name}\" not found"),
+        );
+        return (code, Json(value)).into_response();
+    }
+    let id = gw.calls.start(&format!("{ns}/{name}"));
+    let (gw2, id2) = (gw.clone(), id.clone());
+    tokio::spawn(async move {
+        let (code, value) = gw2.call(&ns, &name, body).await;
+        gw2.calls.finish(&id2, code.as_u16(), value);
+    });
+    (
+        StatusCode::ACCEPTED,
+        Json(json!({"id": id, "status": "Running", "url": format!("/calls/{id}")})),
+    )
+        .into_response()
+}
+
+/// `/function/NAME`: the `default` namespace, as the course project's gateway has it.
+async fn invoke_default(
+    state: State<Arc<Gateway>>,
+    Path(name): Path<String>,
+    q: Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    invoke(state, Path(("default".into(), name)), q, headers, body).await
+}
+
+async fn call_status(State(gw): State<Arc<Gateway>>, Path(id): Path<String>) -> Response {
+    match gw.calls.get(&id) {
+        Some(v) => (StatusCode::OK, Json(v)).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            Json(json!({"error": format!("no call {id} (calls are kept for an hour)")})),
+        )
+            .into_response(),
+    }
+}
