@@ -8,7 +8,9 @@
 #                                mirror for Docker Hub names), build the local images (busybox,
 #                                nginx, python) and push them under the names tutorials use, run
 #                                examples/hello-pod.yaml, examples/web.yaml (a ReplicaSet) and
-#                                examples/ingress.yaml (host and paths on kube-proxy's port 80)
+#                                examples/ingress.yaml (host and paths on kube-proxy's port 80), and
+#                                calls the Function of examples/function.yaml through the
+#                                serverless gateway on :8090 (scaled from zero for the call)
 #   scripts/quickstart.sh down   stop everything it started, remove the pods' containers and
 #                                kube-proxy's rules (the store in /var/lib/minik8s is kept)
 #
@@ -126,8 +128,8 @@ if $KUBECTL get pod hello -o json 2>/dev/null | grep -Eq '"phase": "(Succeeded|F
   gone() { ! $KUBECTL get pod hello >/dev/null 2>&1; }
   wait_until 60 "the finished pod hello to go" gone
 fi
-echo "==> applying examples/hello-pod.yaml, examples/web.yaml and examples/ingress.yaml"
-$KUBECTL apply -f examples/hello-pod.yaml -f examples/web.yaml -f examples/ingress.yaml
+echo "==> applying examples/hello-pod.yaml, examples/web.yaml, examples/ingress.yaml and examples/function.yaml"
+$KUBECTL apply -f examples/hello-pod.yaml -f examples/web.yaml -f examples/ingress.yaml -f examples/function.yaml
 # A second run finds the pods in the store with the status of the first one,
 # so the containers themselves are waited for too.
 containers() { docker ps -q --filter "label=io.minik8s.container.name=$1" | wc -l; }
@@ -164,6 +166,14 @@ echo "==> from this machine, as if hello.world.minik8s were in /etc/hosts: curl 
 curl -sS --max-time 5 --resolve hello.world.minik8s:80:127.0.0.1 http://hello.world.minik8s/
 echo
 $KUBECTL get ingress
+echo
+# A Function at zero instances: the gateway holds the call while one starts.
+echo "==> the Function hello (examples/function.yaml) through the serverless gateway: curl -s -d '{\"name\": \"minik8s\"}' http://127.0.0.1:8090/function/default/hello"
+call_function() { curl -sf --max-time 70 -d '{"name": "minik8s"}' http://127.0.0.1:8090/function/default/hello; }
+wait_until 90 "the Function hello to answer (see $LOG_DIR/master.log)" call_function
+call_function
+echo
+$KUBECTL get functions
 echo
 echo "minik8s is up. Try: kubectl get pods   (the real kubectl, or target/release/kubectl; the admin kubeconfig is $PKI/admin.conf)"
 echo "Stop it with: scripts/quickstart.sh down"

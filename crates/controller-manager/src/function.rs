@@ -535,7 +535,12 @@ mod tests {
             .unwrap_err();
         assert!(err.starts_with("line 1: "), "{err}");
         assert_eq!(check_source("shell", "echo hi").await, Ok(()));
-        let err = check_source("shell", "echo ok\nif then fi").await.unwrap_err();
-        assert!(err.starts_with("line 2: ") && err.to_lowercase().contains("syntax error"), "{err}");
+        let err = check_source("shell", "echo ok\nif then fi")
+            .await
+            .unwrap_err();
+        assert!(
+            err.starts_with("line 2: ") && err.to_lowercase().contains("syntax error"),
+            "{err}"
+        );
     }
 }

@@ -72,6 +72,11 @@ fn check_up(out: &str) {
         out.contains("hello from hello-page-"),
         "the Ingress from this machine: {out}"
     );
+    // examples/function.yaml through the serverless gateway.
+    assert!(
+        out.contains(r#"{"hello":"minik8s"}"#),
+        "the Function through the gateway: {out}"
+    );
     let pods = kubectl(&["get", "pods", "-l", "app=web", "--no-headers"]);
     assert_eq!(
         pods.lines().filter(|l| l.contains("Running")).count(),
