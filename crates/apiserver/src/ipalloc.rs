@@ -28,15 +28,15 @@ struct Ranged {
     used: HashSet<u32>,
     next: u32,
     /// Never handed out automatically, only when asked for by address (the
-    /// `kubernetes` Service's IP).
-    kept: Option<u32>,
+    /// `kubernetes` Service's IP, and the cluster DNS's conventional .10).
+    kept: Vec<u32>,
 }
 
 impl Ranged {
     fn allocate_next(&mut self) -> Option<u32> {
         for i in 0..self.size {
             let candidate = self.first + (self.next + i) % self.size;
-            if Some(candidate) != self.kept && self.used.insert(candidate) {
+            if !self.kept.contains(&candidate) && self.used.insert(candidate) {
                 self.next = (self.next + i + 1) % self.size;
                 return Some(candidate);
             }
@@ -58,21 +58,25 @@ impl Allocators {
     pub fn new(service_cidr: &str) -> Result<Self, String> {
         let (net, bits) = parse_cidr(service_cidr)?;
         let size = (1u64 << (32 - bits)) as u32;
-        // Skip the network address and the first usable one (the `kubernetes` service's IP
-        // in Kubernetes) and the broadcast address.
+        // Skip the network address and the broadcast address. The first usable
+        // one (the `kubernetes` Service's IP) and the tenth (the cluster DNS's,
+        // which kube-proxy reserves for kube-dns when it starts, perhaps after
+        // other Services were made) are given only when asked for: Kubernetes
+        // keeps dynamic allocations out of the low "static" band for the same
+        // reason (KEP-3070).
         let ips = Ranged {
             first: u32::from(net) + 1,
             size: size - 2,
             used: HashSet::new(),
-            next: 9,
-            kept: Some(u32::from(net) + 1),
+            next: 10,
+            kept: vec![u32::from(net) + 1, u32::from(net) + 10],
         };
         let ports = Ranged {
             first: 30000,
             size: 2768,
             used: HashSet::new(),
             next: 0,
-            kept: None,
+            kept: Vec::new(),
         };
         Ok(Allocators {
             cidr: service_cidr.to_string(),
@@ -155,12 +159,23 @@ mod tests {
     fn allocates_unique_ips_in_range_and_detects_conflicts() {
         let a = Allocators::new("10.96.0.0/28").unwrap();
         let mut seen = HashSet::new();
-        for _ in 0..13 {
+        // 14 usable addresses, .1 and .10 kept for those who ask for them.
+        for _ in 0..12 {
             let ip = a.allocate_ip().unwrap();
             assert!(seen.insert(ip));
             assert!(ip.octets()[3] >= 2 && ip.octets()[3] <= 14, "{ip}");
+            assert_ne!(
+                ip.octets()[3],
+                10,
+                "the cluster DNS's address is never dynamic"
+            );
         }
         assert_eq!(a.allocate_ip(), Err(AllocError::Full));
+        assert_eq!(
+            a.reserve_ip("10.96.0.10"),
+            Ok(()),
+            "but kube-dns may ask for it"
+        );
         a.release_ip("10.96.0.5");
         assert_eq!(a.reserve_ip("10.96.0.5"), Ok(()));
         assert_eq!(a.reserve_ip("10.96.0.5"), Err(AllocError::IpTaken));
