@@ -9,7 +9,7 @@
 /// The k8s-openapi traits (Resource, ListableResource, Metadata) of a
 /// namespaced kind whose type is written here rather than taken from
 /// k8s-openapi: LeaderWorkerSet, DisaggregatedSet and its role scaler,
-/// Volcano's PodGroup, serverless Functions.
+/// Volcano's PodGroup, serverless Functions, Workflows and WorkflowRuns.
 macro_rules! namespaced_resource {
     ($ty:ty, $api_version:expr, $group:expr, $version:literal, $kind:literal, $plural:literal) => {
         impl k8s_openapi::Resource for $ty {
@@ -61,6 +61,7 @@ pub mod storage;
 pub mod taints;
 pub mod validation;
 pub mod versions;
+pub mod workflow;
 
 pub use k8s_openapi as k8s;
 pub use registry::{ResourceInfo, REGISTRY};

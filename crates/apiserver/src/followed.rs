@@ -8,7 +8,8 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock, Weak};
 
-/// Objects of one kind, kept from its watch cache: name → (revision, object).
+/// Objects of one kind, kept from its watch cache: name (`namespace/name`
+/// for a namespaced kind) → (revision, object).
 #[derive(Default)]
 pub struct Followed(RwLock<BTreeMap<String, (i64, Arc<Value>)>>);
 
@@ -17,6 +18,12 @@ impl Followed {
     pub fn all(&self) -> Vec<Arc<Value>> {
         let map = self.0.read().unwrap_or_else(|p| p.into_inner());
         map.values().map(|(_, v)| v.clone()).collect()
+    }
+
+    /// One object by key: `name`, or `namespace/name` for a namespaced kind.
+    pub fn get(&self, key: &str) -> Option<Arc<Value>> {
+        let map = self.0.read().unwrap_or_else(|p| p.into_inner());
+        map.get(key).map(|(_, v)| v.clone())
     }
 
     pub(crate) fn put(&self, name: String, revision: i64, obj: Option<Value>) {
@@ -73,7 +80,13 @@ pub fn follow(
                 Ok(ev) => {
                     let Some(srv) = server.upgrade() else { return };
                     let obj = ev.object();
-                    let name = minik8s_api::meta::name(&obj).to_string();
+                    // Keyed as in the store: `namespace/name` for a namespaced kind.
+                    let name = match obj.pointer("/metadata/namespace").and_then(Value::as_str) {
+                        Some(ns) if info.namespaced => {
+                            format!("{ns}/{}", minik8s_api::meta::name(&obj))
+                        }
+                        _ => minik8s_api::meta::name(&obj).to_string(),
+                    };
                     let obj = (ev.kind == crate::store::EventKind::Put).then_some(obj);
                     into(&srv).put(name, ev.revision, obj);
                 }

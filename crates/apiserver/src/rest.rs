@@ -327,6 +327,7 @@ impl ApiServer {
         }
         let mut errs = validation::validate_metadata(&obj, strategy.name_rule(), info.namespaced);
         errs.extend(strategy.validate(&obj, None));
+        errs.extend(strategy.validate_references(self, &obj, None));
         if !errs.is_empty() {
             return Err(ApiError::invalid(info, &name, &errs));
         }
@@ -542,6 +543,7 @@ impl ApiServer {
             } else {
                 errs.extend(strategy.validate(&merged, Some(&old)));
             }
+            errs.extend(strategy.validate_references(self, &merged, Some(&old)));
             if !errs.is_empty() {
                 return Err(ApiError::invalid(info, name, &errs));
             }

@@ -1,10 +1,11 @@
 //! `kubectl` for minik8s: create/apply/replace/get/describe/delete/scale/logs,
-//! top and api-resources against any apiserver that speaks the Kubernetes API.
+//! top, api-resources and invoke (serverless functions) against any apiserver that speaks the Kubernetes API.
 //! Resource names come from the server's discovery; tables from its Table
 //! responses, so columns are the server's.
 
 mod apply;
 mod discovery;
+mod invoke;
 mod manifest;
 mod ops;
 mod printer;
@@ -140,6 +141,22 @@ enum Command {
     Top(TopCommand),
     /// Print the supported API resources on the server.
     ApiResources,
+    /// Call a serverless Function through the gateway and print its answer.
+    Invoke {
+        function: String,
+        /// The event: JSON or text, @FILE, or @- for stdin (default {}).
+        #[arg(short = 'd', long)]
+        data: Option<String>,
+        /// Return at once with the call's id (fetch the result with --call ID).
+        #[arg(long = "async")]
+        asynchronous: bool,
+        /// Print an asynchronous call's status and result.
+        #[arg(long, conflicts_with_all = ["data", "asynchronous"])]
+        call: Option<String>,
+        /// The serverless gateway (default: the apiserver's host, port 8090).
+        #[arg(long)]
+        gateway: Option<String>,
+    },
     /// Print the client and server version.
     Version,
 }
@@ -209,6 +226,8 @@ fn render_error(e: &anyhow::Error) -> String {
 
 struct Ctx {
     client: Client,
+    /// The apiserver's URL (the serverless gateway is on its host).
+    server: String,
     namespace: String,
     explicit_namespace: bool,
     discovery: Option<Discovery>,
@@ -265,6 +284,7 @@ async fn run(cli: Cli) -> Result<i32> {
     let explicit_namespace = cli.namespace.is_some();
     let mut ctx = Ctx {
         client,
+        server: target.server.clone(),
         namespace: cli.namespace.unwrap_or(target.namespace),
         explicit_namespace,
         discovery: None,
@@ -383,6 +403,21 @@ async fn run(cli: Cli) -> Result<i32> {
             }
             print!("{}", printer::columns(&rows));
             Ok(0)
+        }
+        Command::Invoke {
+            function,
+            data,
+            asynchronous,
+            call,
+            gateway,
+        } => {
+            let o = invoke::InvokeOptions {
+                data,
+                asynchronous,
+                call,
+                gateway,
+            };
+            invoke::invoke(&mut ctx, &function, &o).await
         }
         Command::Version => {
             println!("Client Version: v1.32.0-minik8s");

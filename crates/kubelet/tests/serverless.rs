@@ -3,9 +3,12 @@
 //! instance) and warm; 40 concurrent callers scale it past one instance with
 //! every call answered; an asynchronous call's result fetched by id; back to
 //! zero pods after the idle window; a syntax error reported in status and
-//! by the gateway; invalid fields refused with 422.
+//! by the gateway; invalid fields refused with 422. Then workflows on the
+//! same cluster (`serverless/workflows.rs`).
 
 mod common;
+#[path = "serverless/workflows.rs"]
+mod workflows;
 
 use common::Cluster;
 use serde_json::{json, Value};
@@ -236,6 +239,44 @@ async fn a_function_scales_from_zero_under_load_and_back() {
     .await;
     assert_eq!(result["result"], json!({"hello": "later"}));
 
+    // Our kubectl: invoke, synchronously and by id.
+    let gw = format!("http://{gateway}");
+    let out = kubectl_ok(c.our_kubectl(&[
+        "invoke",
+        "hello",
+        "--data",
+        r#"{"name": "cli"}"#,
+        "--gateway",
+        &gw,
+    ]));
+    assert_eq!(out.trim(), r#"{"hello":"cli"}"#);
+    let accepted: Value = serde_json::from_str(&kubectl_ok(c.our_kubectl(&[
+        "invoke",
+        "hello",
+        "--async",
+        "--gateway",
+        &gw,
+    ])))
+    .unwrap();
+    let id = accepted["id"].as_str().unwrap().to_string();
+    minik8s_testkit::until(20, "kubectl invoke --call shows the result", || async {
+        let out = kubectl_ok(c.our_kubectl(&["invoke", "hello", "--call", &id, "--gateway", &gw]));
+        let v: Value = serde_json::from_str(&out).map_err(|e| e.to_string())?;
+        (v["result"] == json!({"hello": "world"}))
+            .then_some(())
+            .ok_or(out)
+    })
+    .await;
+    let missing = c.our_kubectl(&["invoke", "nope", "--gateway", &gw]);
+    assert!(!missing.status.success());
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        err.contains(
+            "Error from server (NotFound): functions.serverless.minik8s.io \"nope\" not found"
+        ),
+        "{err}"
+    );
+
     // Idle for the idle window: back to zero pods.
     let quiet = Instant::now();
     minik8s_testkit::until(60, "zero pods after the idle window", || async {
@@ -318,4 +359,6 @@ async fn a_function_scales_from_zero_under_load_and_back() {
     assert!(!bad.status.success());
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(err.contains("spec.scale.maxScale"), "{err}");
+
+    workflows::check(&c).await;
 }

@@ -10,12 +10,14 @@
 //!                ▼
 //!             scaler.rs (sample 10/s, decide 1/s: autoscaler.rs) ─▶ Deployment NAME-fn /scale
 //!   kube-system/serverless-gateway: Service + EndpointSlice (this address) + Ingress functions.minik8s
+//!   WorkflowRun ─▶ workflow/ (executor: each step a call through the gateway) ─▶ run status
 //! ```
 
 pub mod autoscaler;
 pub mod calls;
 pub mod gateway;
 pub mod scaler;
+pub mod workflow;
 
 use anyhow::Context;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -72,6 +74,16 @@ pub async fn start(client: Client, config: Config) -> anyhow::Result<SocketAddr>
     let wake = gateway.endpoints_changed.clone();
     informers
         .on_event::<EndpointSlice>(move |_| wake.notify_waiters())
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let executor = workflow::Executor::new(
+        client.clone(),
+        gateway.clone(),
+        informers.cache::<minik8s_api::workflow::WorkflowRun>(),
+        informers.cache::<minik8s_api::workflow::Workflow>(),
+    );
+    let runs = executor.clone();
+    informers
+        .on_event::<minik8s_api::workflow::WorkflowRun>(move |ev| runs.observe(ev.object()))
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
     informers.start();
     informers.wait_synced().await;

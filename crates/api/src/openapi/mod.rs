@@ -150,7 +150,7 @@ pub fn message_for(api_version: &str, kind: &str) -> Option<String> {
         | ("scheduling.volcano.sh/v1beta1", "PodGroup") => {
             return Some(format!("{}{kind}", lws::DS_PREFIX));
         }
-        ("serverless.minik8s.io/v1alpha1", "Function") => {
+        ("serverless.minik8s.io/v1alpha1", "Function" | "Workflow" | "WorkflowRun") => {
             return Some(format!("{}{kind}", serverless::PREFIX));
         }
         _ => {}
@@ -235,12 +235,19 @@ fn written_out_definition(def: &lws::Definition, flavor: Flavor) -> Value {
             (Some(t), true) => {
                 json!({"type": "array", "items": flavor.reference(&t, None), "description": doc})
             }
-            (None, _) => {
-                let mut s = scalar(match ty {
+            (None, list) => {
+                let item = scalar(match ty {
                     "int32" => Type::Int32,
                     "int64" => Type::Int64,
+                    "boolean" => Type::Bool,
+                    "double" => Type::Double,
                     _ => Type::String,
                 });
+                let mut s = if list {
+                    json!({"type": "array", "items": item})
+                } else {
+                    item
+                };
                 s["description"] = json!(doc);
                 s
             }

@@ -212,6 +212,19 @@ pub(super) const FUNCTION_COLUMNS: &[Column] = &[
     col("Reason", 1),
 ];
 
+/// A Workflow: the step it starts with and how many it has.
+pub(super) const WORKFLOW_COLUMNS: &[Column] = &[col("Start", 0), col("Steps", 0), col("Age", 0)];
+
+/// A WorkflowRun, as kubectl shows a Job: phase, steps finished of begun, how long.
+pub(super) const WORKFLOW_RUN_COLUMNS: &[Column] = &[
+    col("Workflow", 0),
+    col("Phase", 0),
+    col("Steps", 0),
+    col("Duration", 0),
+    col("Age", 0),
+    col("Message", 1),
+];
+
 /// A DisaggregatedSet has no printer columns upstream (NAME, AGE).
 pub(super) const DS_COLUMNS: &[Column] = &[col("Age", 0)];
 

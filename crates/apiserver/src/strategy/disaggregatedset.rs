@@ -2,9 +2,7 @@
 //! and webhook validation (`minik8s_api::disaggregatedset`,
 //! `minik8s_api::validation::disaggregatedset`), served as the upstream CRDs
 //! are (no strategic merge patch; object names are DNS subdomains); and
-//! Volcano's PodGroup (`minik8s_api::podgroup`), built in for gang scheduling;
-//! and minik8s' serverless Function (`minik8s_api::serverless`), served the
-//! same way (a built-in kind shaped as a custom resource).
+//! Volcano's PodGroup (`minik8s_api::podgroup`), built in for gang scheduling.
 
 use minik8s_api::disaggregatedset as ds;
 use minik8s_api::validation::disaggregatedset as rules;
@@ -61,23 +59,6 @@ pub struct PodGroup;
 impl super::Strategy for PodGroup {
     fn validate(&self, obj: &Value, _old: Option<&Value>) -> Errors {
         minik8s_api::podgroup::validate(obj)
-    }
-
-    fn served_as_custom_resource(&self) -> bool {
-        true
-    }
-}
-
-/// A serverless Function (`serverless.minik8s.io`): defaults and rules.
-pub struct Function;
-
-impl super::Strategy for Function {
-    fn default(&self, obj: &mut Value) {
-        minik8s_api::serverless::default(obj);
-    }
-
-    fn validate(&self, obj: &Value, _old: Option<&Value>) -> Errors {
-        minik8s_api::serverless::validate(obj)
     }
 
     fn served_as_custom_resource(&self) -> bool {

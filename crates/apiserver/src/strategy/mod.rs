@@ -28,6 +28,7 @@ mod pod;
 mod rbac;
 mod replication_controller;
 mod secret;
+mod serverless;
 mod service;
 pub mod storage;
 
@@ -88,6 +89,12 @@ pub trait Strategy: Send + Sync {
     /// the built-in mutating admission).
     fn prepare_for_create(&self, _srv: &ApiServer, _obj: &mut Value) -> Result<(), FieldError> {
         Ok(())
+    }
+
+    /// Rules that read objects the apiserver follows (a Workflow's
+    /// functions): errors join `validate`'s in one 422.
+    fn validate_references(&self, _srv: &ApiServer, _obj: &Value, _old: Option<&Value>) -> Errors {
+        Vec::new()
     }
 
     /// The kind's built-in validating admission, which may read other
@@ -296,6 +303,9 @@ where
     fn admit(&self, srv: &ApiServer, obj: &Value, old: Option<&Value>) -> Result<(), String> {
         self.lifecycle.admit(srv, obj, old)
     }
+    fn validate_references(&self, srv: &ApiServer, obj: &Value, old: Option<&Value>) -> Errors {
+        self.lifecycle.validate_references(srv, obj, old)
+    }
     fn warnings(&self, obj: &Value) -> Vec<String> {
         self.lifecycle.warnings(obj)
     }
@@ -388,7 +398,9 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         minik8s_api::disaggregatedset::DisaggregatedSet => age_only with disaggregatedset::Set;
         minik8s_api::disaggregatedset::DisaggregatedSetRoleScaler => role_scaler with disaggregatedset::RoleScaler;
         minik8s_api::podgroup::PodGroup => pod_group with disaggregatedset::PodGroup;
-        minik8s_api::serverless::Function => function with disaggregatedset::Function;
+        minik8s_api::serverless::Function => function with serverless::Function;
+        minik8s_api::workflow::Workflow => workflow with serverless::Workflow;
+        minik8s_api::workflow::WorkflowRun => workflow_run with serverless::WorkflowRun;
         rbac_v1::Role => role with rbac::Lifecycle;
         rbac_v1::RoleBinding => role_binding with rbac::Lifecycle;
         rbac_v1::ClusterRole => role with rbac::Lifecycle;

@@ -44,6 +44,22 @@ fn age(obj: &Value) -> String {
         .unwrap_or_else(|| "<unknown>".into())
 }
 
+/// How long something ran: status.startTime to completionTime, or to now (Job's DURATION).
+fn duration(o: &Value) -> String {
+    let time = |p: &str| {
+        o.pointer(p)
+            .and_then(Value::as_str)
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+    };
+    match (time("/status/startTime"), time("/status/completionTime")) {
+        (None, _) => String::new(),
+        (Some(start), None) => {
+            human_duration((chrono::Utc::now() - start.with_timezone(&chrono::Utc)).num_seconds())
+        }
+        (Some(start), Some(end)) => human_duration((end - start).num_seconds()),
+    }
+}
+
 fn join_field(items: &[Value], field: &str) -> String {
     let v: Vec<&str> = items
         .iter()
@@ -136,7 +152,7 @@ pub mod rows {
     pub use super::extensions::*;
     pub use super::networking::{ingress, ingress_class};
     pub use super::storage::{persistent_volume, persistent_volume_claim, storage_class};
-    pub use super::workloads::{function, pod_group, role_scaler};
+    pub use super::workloads::{function, pod_group, role_scaler, workflow, workflow_run};
     use super::*;
 
     /// Pod.
@@ -385,18 +401,7 @@ pub mod rows {
                 _ => format!("{succeeded}/1"),
             },
         };
-        let time = |p: &str| {
-            o.pointer(p)
-                .and_then(Value::as_str)
-                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-        };
-        let duration = match (time("/status/startTime"), time("/status/completionTime")) {
-            (None, _) => String::new(),
-            (Some(start), None) => human_duration(
-                (chrono::Utc::now() - start.with_timezone(&chrono::Utc)).num_seconds(),
-            ),
-            (Some(start), Some(end)) => human_duration((end - start).num_seconds()),
-        };
+        let duration = duration(o);
         let containers = arr(o, "/spec/template/spec/containers");
         vec![
             json!(status),

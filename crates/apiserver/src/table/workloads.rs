@@ -1,7 +1,8 @@
 //! Table cells of the LWS-family kinds with columns of their own:
-//! DisaggregatedSetRoleScaler and Volcano's PodGroup; and serverless Functions.
+//! DisaggregatedSetRoleScaler and Volcano's PodGroup; and serverless
+//! Functions, Workflows and WorkflowRuns.
 
-use super::{age, int};
+use super::{age, arr, duration, int};
 use serde_json::{json, Value};
 
 /// DisaggregatedSetRoleScaler: DESIRED, CURRENT, AGE.
@@ -64,5 +65,44 @@ pub fn function(o: &Value) -> Vec<Value> {
             .unwrap_or("")),
         json!(age(o)),
         json!(reason),
+    ]
+}
+
+/// Workflow: START, STEPS (how many), AGE.
+pub fn workflow(o: &Value) -> Vec<Value> {
+    vec![
+        json!(o
+            .pointer("/spec/start")
+            .and_then(Value::as_str)
+            .unwrap_or("")),
+        json!(arr(o, "/spec/steps").len()),
+        json!(age(o)),
+    ]
+}
+
+/// WorkflowRun: WORKFLOW, PHASE, STEPS (finished/begun), DURATION, AGE, MESSAGE (wide).
+pub fn workflow_run(o: &Value) -> Vec<Value> {
+    let text = |p: &str| {
+        o.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let steps = arr(o, "/status/steps");
+    let done = steps
+        .iter()
+        .filter(|s| s["phase"] == "Succeeded" || s["phase"] == "Failed")
+        .count();
+    let phase = match text("/status/phase") {
+        p if p.is_empty() => "Pending".to_string(),
+        p => p,
+    };
+    vec![
+        json!(text("/spec/workflow")),
+        json!(phase),
+        json!(format!("{done}/{}", steps.len())),
+        json!(duration(o)),
+        json!(age(o)),
+        json!(text("/status/message")),
     ]
 }

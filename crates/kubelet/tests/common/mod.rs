@@ -317,6 +317,11 @@ impl Cluster {
 
     /// Runs our kubectl (built next to the test binaries by `cargo test --workspace`).
     pub fn our_kubectl(&self, args: &[&str]) -> std::process::Output {
+        self.our_kubectl_command().args(args).output().unwrap()
+    }
+
+    /// Our kubectl, pointed at this cluster, to be given arguments and run.
+    pub fn our_kubectl_command(&self) -> Command {
         let ours = std::env::current_exe()
             .unwrap()
             .parent()
@@ -325,11 +330,9 @@ impl Cluster {
             .unwrap()
             .join("kubectl");
         assert!(ours.exists(), "our kubectl is not built at {}: run `cargo build -p kubectl` (cargo test --workspace builds it)", ours.display());
-        Command::new(&ours)
-            .args(["--server", &self.server.url])
-            .args(args)
-            .output()
-            .unwrap()
+        let mut cmd = Command::new(&ours);
+        cmd.args(["--server", &self.server.url]);
+        cmd
     }
 
     pub async fn wait_gone(&self, name: &str, secs: u64) {
