@@ -10,6 +10,8 @@
 //!   caller ─▶ gateway /function/<ns>/hello ─▶ a ready pod (held while 0 → 1)
 //! ```
 
+pub mod triggers;
+
 use crate::validation::{Errors, FieldError};
 use k8s_openapi::api::core::v1::{EnvVar, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
@@ -75,6 +77,9 @@ pub struct FunctionSpec {
     /// How long one call may run (default 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<i64>,
+    /// Calls made without an HTTP caller: a schedule, changes of API objects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub triggers: Option<Vec<triggers::Trigger>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -263,6 +268,9 @@ pub fn validate(obj: &Value) -> Errors {
                 "must be between 1 and 3600, inclusive",
             ));
         }
+    }
+    if let Some(t) = spec.get("triggers") {
+        errs.extend(triggers::validate(t));
     }
     let scale = spec.get("scale").cloned().unwrap_or(json!({}));
     let int = |f: &str| scale.get(f).map(|v| (v, v.as_i64()));

@@ -3,10 +3,12 @@
 //! instance) and warm; 40 concurrent callers scale it past one instance with
 //! every call answered; an asynchronous call's result fetched by id; back to
 //! zero pods after the idle window; a syntax error reported in status and
-//! by the gateway; invalid fields refused with 422. Then workflows on the
-//! same cluster (`serverless/workflows.rs`).
+//! by the gateway; invalid fields refused with 422. Then workflows and
+//! triggers on the same cluster (`serverless/workflows.rs`, `triggers.rs`).
 
 mod common;
+#[path = "serverless/triggers.rs"]
+mod triggers;
 #[path = "serverless/workflows.rs"]
 mod workflows;
 
@@ -114,6 +116,7 @@ async fn a_function_scales_from_zero_under_load_and_back() {
     let url = format!("http://{gateway}/function/default/hello");
 
     kubectl_ok(apply(&c, HELLO));
+    triggers::start(&c);
     let f = minik8s_testkit::until(30, "the Function Ready at zero instances", || async {
         let f: Value = serde_json::from_slice(
             &c.real_kubectl(&["get", "function", "hello", "-o", "json"])
@@ -361,4 +364,5 @@ async fn a_function_scales_from_zero_under_load_and_back() {
     assert!(err.contains("spec.scale.maxScale"), "{err}");
 
     workflows::check(&c).await;
+    triggers::check(&c).await;
 }

@@ -11,12 +11,14 @@
 //!             scaler.rs (sample 10/s, decide 1/s: autoscaler.rs) ─▶ Deployment NAME-fn /scale
 //!   kube-system/serverless-gateway: Service + EndpointSlice (this address) + Ingress functions.minik8s
 //!   WorkflowRun ─▶ workflow/ (executor: each step a call through the gateway) ─▶ run status
+//!   schedules, API object changes ─▶ triggers.rs ─▶ a call through the gateway ─▶ Event on the Function
 //! ```
 
 pub mod autoscaler;
 pub mod calls;
 pub mod gateway;
 pub mod scaler;
+pub mod triggers;
 pub mod workflow;
 
 use anyhow::Context;
@@ -88,6 +90,7 @@ pub async fn start(client: Client, config: Config) -> anyhow::Result<SocketAddr>
     informers.start();
     informers.wait_synced().await;
     tokio::spawn(scaler.run(gateway.functions.clone()));
+    tokio::spawn(triggers::Triggers::new(client.clone(), gateway.clone()).run());
     if let Some(ip) = config.advertise {
         let client = client.clone();
         tokio::spawn(async move { publish(&client, ip, addr.port()).await });

@@ -23,6 +23,19 @@ pub(super) const DEFINITIONS: &[Definition] = &[
         ("resources", "msg:api.core.v1.ResourceRequirements", false, "Resources of each instance."),
         ("scale", "fn:Scale", false, "Scaling bounds and the autoscaler's targets."),
         ("timeoutSeconds", "int64", false, "How long one call may run, 1 to 3600. Defaults to 30."),
+        ("triggers", "[]fn:FunctionTrigger", false, "Calls made without an HTTP caller: on a schedule or when API objects change."),
+    ]),
+    ("FunctionTrigger", "What calls the function besides HTTP: exactly one of schedule and event.", &[
+        ("schedule", "string", false, "A cron line (five fields, or a macro such as @hourly), as a CronJob's."),
+        ("timeZone", "string", false, "The schedule's time zone (IANA name). Defaults to UTC."),
+        ("data", "msg:apimachinery.pkg.runtime.RawExtension", false, "The event a scheduled call sends. Defaults to {}."),
+        ("event", "fn:FunctionEventTrigger", false, "API objects whose changes call the function with {type, object}."),
+    ]),
+    ("FunctionEventTrigger", "API objects whose changes call the function.", &[
+        ("apiVersion", "string", true, "The objects' API version (v1, apps/v1, ...)."),
+        ("kind", "string", true, "The objects' kind."),
+        ("labelSelector", "string", false, "Only objects with these labels."),
+        ("types", "[]string", false, "ADDED, MODIFIED, DELETED. Defaults to all."),
     ]),
     ("SourceFrom", "Where the code is, when not inline.", &[
         ("configMapKeyRef", "fn:ConfigMapKey", true, "A key of a ConfigMap in the Function's namespace."),
