@@ -10,7 +10,8 @@
 #                                examples/hello-pod.yaml, examples/web.yaml (a ReplicaSet) and
 #                                examples/ingress.yaml (host and paths on kube-proxy's port 80), and
 #                                calls the Function of examples/function.yaml through the
-#                                serverless gateway on :8090 (scaled from zero for the call)
+#                                serverless gateway on :8090 (scaled from zero for the call),
+#                                with our kubectl's invoke, and runs examples/workflow.yaml
 #   scripts/quickstart.sh down   stop everything it started, remove the pods' containers and
 #                                kube-proxy's rules (the store in /var/lib/minik8s is kept)
 #
@@ -174,6 +175,19 @@ wait_until 90 "the Function hello to answer (see $LOG_DIR/master.log)" call_func
 call_function
 echo
 $KUBECTL get functions
+echo
+echo "==> our kubectl calls it too: kubectl invoke hello --data '{\"name\": \"kubectl\"}'"
+$KUBECTL invoke hello --data '{"name": "kubectl"}'
+echo
+# A Workflow: each step calls a function through the gateway, the run's status follows it.
+echo "==> examples/workflow.yaml: the Workflow grade and its run grade-90 (score 90 takes the left branch)"
+$KUBECTL apply -f examples/workflow.yaml
+run_phase() { $KUBECTL get workflowrun grade-90 -o json | python3 -c 'import json, sys; print(json.load(sys.stdin).get("status", {}).get("phase", ""))'; }
+run_done() { case "$(run_phase)" in Succeeded|Failed) return 0 ;; *) return 1 ;; esac; }
+wait_until 120 "the WorkflowRun grade-90 to end (see $LOG_DIR/master.log)" run_done
+$KUBECTL get workflowruns
+echo -n "output: "
+$KUBECTL get workflowrun grade-90 -o json | python3 -c 'import json, sys; print(json.dumps(json.load(sys.stdin)["status"]["output"]))'
 echo
 echo "minik8s is up. Try: kubectl get pods   (the real kubectl, or target/release/kubectl; the admin kubeconfig is $PKI/admin.conf)"
 echo "Stop it with: scripts/quickstart.sh down"

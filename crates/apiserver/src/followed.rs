@@ -20,12 +20,6 @@ impl Followed {
         map.values().map(|(_, v)| v.clone()).collect()
     }
 
-    /// One object by key: `name`, or `namespace/name` for a namespaced kind.
-    pub fn get(&self, key: &str) -> Option<Arc<Value>> {
-        let map = self.0.read().unwrap_or_else(|p| p.into_inner());
-        map.get(key).map(|(_, v)| v.clone())
-    }
-
     pub(crate) fn put(&self, name: String, revision: i64, obj: Option<Value>) {
         let mut map = self.0.write().unwrap_or_else(|p| p.into_inner());
         if map.get(&name).is_some_and(|(r, _)| *r >= revision) {

@@ -187,9 +187,6 @@ pub struct ApiServer {
     /// PersistentVolumes, for the Node authorizer (a kubelet reads the
     /// volumes of its pods' claims).
     persistent_volumes: followed::Followed,
-    /// Functions and Workflows, for a Workflow's and a run's references.
-    functions: followed::Followed,
-    workflows: followed::Followed,
 }
 
 /// Namespace name → (terminating, labels), kept from the namespaces watch
@@ -370,8 +367,6 @@ impl ApiServer {
             storage_classes: Default::default(),
             ingress_classes: Default::default(),
             persistent_volumes: Default::default(),
-            functions: Default::default(),
-            workflows: Default::default(),
         });
         let namespaces = srv
             .watch_cache(registry::of::<Namespace>())
@@ -409,18 +404,6 @@ impl ApiServer {
             registry::of::<k8s_openapi::api::core::v1::PersistentVolume>(),
             rev,
             |s| &s.persistent_volumes,
-        );
-        followed::follow(
-            &srv,
-            registry::of::<minik8s_api::serverless::Function>(),
-            rev,
-            |s| &s.functions,
-        );
-        followed::follow(
-            &srv,
-            registry::of::<minik8s_api::workflow::Workflow>(),
-            rev,
-            |s| &s.workflows,
         );
         srv.ensure_local_apiservices().await?;
         srv.spawn_apiservice_availability();

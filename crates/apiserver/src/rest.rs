@@ -327,7 +327,7 @@ impl ApiServer {
         }
         let mut errs = validation::validate_metadata(&obj, strategy.name_rule(), info.namespaced);
         errs.extend(strategy.validate(&obj, None));
-        errs.extend(strategy.validate_references(self, &obj, None));
+        errs.extend(strategy::missing(self, strategy.references(&obj, None), ns).await);
         if !errs.is_empty() {
             return Err(ApiError::invalid(info, &name, &errs));
         }
@@ -543,7 +543,9 @@ impl ApiServer {
             } else {
                 errs.extend(strategy.validate(&merged, Some(&old)));
             }
-            errs.extend(strategy.validate_references(self, &merged, Some(&old)));
+            errs.extend(
+                strategy::missing(self, strategy.references(&merged, Some(&old)), ns).await,
+            );
             if !errs.is_empty() {
                 return Err(ApiError::invalid(info, name, &errs));
             }

@@ -77,6 +77,21 @@ fn check_up(out: &str) {
         out.contains(r#"{"hello":"minik8s"}"#),
         "the Function through the gateway: {out}"
     );
+    assert!(
+        out.contains(r#"{"hello":"kubectl"}"#),
+        "kubectl invoke: {out}"
+    );
+    // examples/workflow.yaml: the left branch for a score of 90.
+    assert!(
+        out.contains(r#"output: {"message": "90: well done"}"#),
+        "the WorkflowRun grade-90: {out}"
+    );
+    assert!(
+        out.lines().any(|l| l.starts_with("grade-90 ")
+            && l.contains(" Succeeded ")
+            && l.contains(" 2/2 ")),
+        "kubectl get workflowruns: {out}"
+    );
     let pods = kubectl(&["get", "pods", "-l", "app=web", "--no-headers"]);
     assert_eq!(
         pods.lines().filter(|l| l.contains("Running")).count(),

@@ -56,6 +56,26 @@ use std::sync::{Arc, LazyLock, RwLock};
 /// What a write took from the server's pools: ("ip", address) or ("port", n).
 pub type Allocations = Vec<(String, String)>;
 
+/// An object another one names (`field`), which must exist when it is written.
+pub struct Reference {
+    pub field: String,
+    pub info: &'static minik8s_api::registry::ResourceInfo,
+    pub name: String,
+}
+
+/// The references in `ns` that name nothing, as NotFound field errors.
+pub(crate) async fn missing(srv: &ApiServer, refs: Vec<Reference>, ns: Option<&str>) -> Errors {
+    let mut errs = Vec::new();
+    for r in refs {
+        let key = r.info.key(ns, &r.name);
+        // A store error is not the user's: the write itself reports it.
+        if let Ok(None) = srv.store.get(&key).await {
+            errs.push(FieldError::not_found(r.field, &Value::String(r.name)));
+        }
+    }
+    errs
+}
+
 /// Everything kind-specific. Every method has the behaviour of a kind that
 /// needs nothing special, so a strategy names only what differs.
 pub trait Strategy: Send + Sync {
@@ -91,9 +111,11 @@ pub trait Strategy: Send + Sync {
         Ok(())
     }
 
-    /// Rules that read objects the apiserver follows (a Workflow's
-    /// functions): errors join `validate`'s in one 422.
-    fn validate_references(&self, _srv: &ApiServer, _obj: &Value, _old: Option<&Value>) -> Errors {
+    /// Objects this one names that must exist (a Workflow's functions, a
+    /// run's Workflow), in its namespace: a missing one is a NotFound in the
+    /// same 422 as `validate`'s errors. Read from the store at write time, so
+    /// one file may make a function and the workflow that calls it.
+    fn references(&self, _obj: &Value, _old: Option<&Value>) -> Vec<Reference> {
         Vec::new()
     }
 
@@ -303,8 +325,8 @@ where
     fn admit(&self, srv: &ApiServer, obj: &Value, old: Option<&Value>) -> Result<(), String> {
         self.lifecycle.admit(srv, obj, old)
     }
-    fn validate_references(&self, srv: &ApiServer, obj: &Value, old: Option<&Value>) -> Errors {
-        self.lifecycle.validate_references(srv, obj, old)
+    fn references(&self, obj: &Value, old: Option<&Value>) -> Vec<Reference> {
+        self.lifecycle.references(obj, old)
     }
     fn warnings(&self, obj: &Value) -> Vec<String> {
         self.lifecycle.warnings(obj)

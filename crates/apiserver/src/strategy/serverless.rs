@@ -1,11 +1,12 @@
 //! minik8s' serverless kinds (`serverless.minik8s.io/v1alpha1`): Function,
 //! Workflow and WorkflowRun, built in but served as custom resources are (no
 //! strategic merge patch). A Workflow's functions and a run's Workflow must
-//! exist when they are written: the apiserver follows both kinds, so the
-//! check reads memory (422 `NotFound` with the field path otherwise).
+//! exist when they are written (422 `NotFound` with the field path).
 
-use crate::ApiServer;
-use minik8s_api::validation::{Errors, FieldError};
+use super::Reference;
+use minik8s_api::registry;
+use minik8s_api::serverless;
+use minik8s_api::validation::Errors;
 use minik8s_api::workflow;
 use serde_json::{json, Value};
 
@@ -33,16 +34,18 @@ impl super::Strategy for Workflow {
     }
 
     /// Every step's function exists (checked when the steps change).
-    fn validate_references(&self, srv: &ApiServer, obj: &Value, old: Option<&Value>) -> Errors {
+    fn references(&self, obj: &Value, old: Option<&Value>) -> Vec<Reference> {
         if old.is_some_and(|old| old.get("spec") == obj.get("spec")) {
             return Vec::new();
         }
-        let ns = minik8s_api::meta::namespace(obj).unwrap_or("default");
         let spec = obj.get("spec").cloned().unwrap_or(json!({}));
         workflow::functions(&spec)
             .into_iter()
-            .filter(|(_, f)| srv.functions.get(&format!("{ns}/{f}")).is_none())
-            .map(|(i, f)| FieldError::not_found(format!("spec.steps[{i}].function"), &json!(f)))
+            .map(|(i, f)| Reference {
+                field: format!("spec.steps[{i}].function"),
+                info: registry::of::<serverless::Function>(),
+                name: f,
+            })
             .collect()
     }
 
@@ -59,15 +62,13 @@ impl super::Strategy for WorkflowRun {
     }
 
     /// The Workflow exists when the run is made (it may go later: the run then fails).
-    fn validate_references(&self, srv: &ApiServer, obj: &Value, old: Option<&Value>) -> Errors {
-        let ns = minik8s_api::meta::namespace(obj).unwrap_or("default");
+    fn references(&self, obj: &Value, old: Option<&Value>) -> Vec<Reference> {
         match obj.pointer("/spec/workflow").and_then(Value::as_str) {
-            Some(w) if old.is_none() && !w.is_empty() => {
-                if srv.workflows.get(&format!("{ns}/{w}")).is_none() {
-                    return vec![FieldError::not_found("spec.workflow", &json!(w))];
-                }
-                Vec::new()
-            }
+            Some(w) if old.is_none() && !w.is_empty() => vec![Reference {
+                field: "spec.workflow".into(),
+                info: registry::of::<workflow::Workflow>(),
+                name: w.to_string(),
+            }],
             _ => Vec::new(),
         }
     }
