@@ -3,10 +3,13 @@
 //! instance) and warm; 40 concurrent callers scale it past one instance with
 //! every call answered; an asynchronous call's result fetched by id; back to
 //! zero pods after the idle window; a syntax error reported in status and
-//! by the gateway; invalid fields refused with 422. Then workflows and
-//! triggers on the same cluster (`serverless/workflows.rs`, `triggers.rs`).
+//! by the gateway; invalid fields refused with 422. Then workflows, failures
+//! and triggers on the same cluster (`serverless/workflows.rs`,
+//! `failures.rs`, `triggers.rs`).
 
 mod common;
+#[path = "serverless/failures.rs"]
+mod failures;
 #[path = "serverless/triggers.rs"]
 mod triggers;
 #[path = "serverless/workflows.rs"]
@@ -364,5 +367,6 @@ async fn a_function_scales_from_zero_under_load_and_back() {
     assert!(err.contains("spec.scale.maxScale"), "{err}");
 
     workflows::check(&c).await;
+    failures::check(&c, gateway).await;
     triggers::check(&c).await;
 }

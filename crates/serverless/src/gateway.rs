@@ -8,7 +8,9 @@
 //!      │ Function (cache) ─ missing: 404; source broken: 503 with the reason
 //!      │ in flight +1 ─────────────────────────────▶ autoscaler samples (scaler.rs)
 //!      ▼ no ready instance? scale to ≥ 1 now, wait for one (≤ cold start timeout) ─▶ 504
-//!   ready endpoint with the fewest calls ─▶ POST http://POD:8080/ ─ transport error ─▶ once more elsewhere ─▶ 502
+//!        (its pods crash-looping or unable to pull their image: 503 at once, with why)
+//!   ready endpoint with the fewest calls ─▶ POST http://POD:8080/ ─ transport error ─▶ once more,
+//!                                            elsewhere if possible, on a new connection ─▶ 502
 //!      ▼
 //!   the function's answer (status and JSON), or 202 {"id"} at once for async
 //! ```
@@ -21,6 +23,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::{Json, Router};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use minik8s_api::serverless::Function;
 use minik8s_client::Cache;
@@ -33,9 +36,15 @@ use std::time::{Duration, Instant};
 pub struct Gateway {
     pub(crate) functions: Cache<Function>,
     slices: Cache<EndpointSlice>,
+    /// The functions' pods (labelled with the function), to see one that cannot start.
+    pods: Cache<Pod>,
     /// Woken on every EndpointSlice change (a held call looks again).
     pub(crate) endpoints_changed: Arc<tokio::sync::Notify>,
     http: reqwest::Client,
+    /// For the retry: a new connection, never a pooled one. A pooled
+    /// connection may lead to a pod that is gone, whose address another pod
+    /// now has (its RST is the first attempt's error).
+    fresh_http: reqwest::Client,
     calls: Calls,
     pub(crate) scaler: Scaler,
     /// Calls in flight per instance, to send each call to the least busy one.
@@ -67,15 +76,21 @@ impl Gateway {
     pub fn new(
         functions: Cache<Function>,
         slices: Cache<EndpointSlice>,
+        pods: Cache<Pod>,
         scaler: Scaler,
         cold_start_timeout: Duration,
     ) -> Gateway {
         Gateway {
             functions,
             slices,
+            pods,
             endpoints_changed: Arc::new(tokio::sync::Notify::new()),
             http: reqwest::Client::builder()
                 .pool_max_idle_per_host(64)
+                .build()
+                .expect("an HTTP client"),
+            fresh_http: reqwest::Client::builder()
+                .pool_max_idle_per_host(0)
                 .build()
                 .expect("an HTTP client"),
             calls: Calls::default(),
@@ -170,6 +185,25 @@ impl Gateway {
                 self.scaler.wake(f).await;
                 woken = true;
             }
+            let pods: Vec<Arc<Pod>> = self
+                .pods
+                .list()
+                .into_iter()
+                .filter(|p| {
+                    p.metadata.namespace.as_deref() == Some(ns.as_str())
+                        && p.metadata
+                            .labels
+                            .as_ref()
+                            .and_then(|l| l.get(minik8s_api::serverless::FUNCTION_LABEL))
+                            == Some(&name)
+                })
+                .collect();
+            if let Some(why) = cannot_start(&pods) {
+                return Err(error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("function {ns}/{name} cannot start an instance: {why}"),
+                ));
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(error(
@@ -213,14 +247,18 @@ impl Gateway {
         let mut failed = Vec::new();
         let mut last_error = String::new();
         // A call whose instance dies is tried once more, on another if there is one.
-        for _attempt in 0..2 {
+        for attempt in 0..2 {
             let addr = match self.pick(&f, &failed).await {
                 Ok(a) => a,
                 Err(e) => return e,
             };
             let _on = OnInstance(self, addr);
-            let sent = self
-                .http
+            let http = if attempt == 0 {
+                &self.http
+            } else {
+                &self.fresh_http
+            };
+            let sent = http
                 .post(format!("http://{addr}/"))
                 .header("content-type", "application/json")
                 .timeout(f.timeout())
@@ -264,6 +302,69 @@ impl Gateway {
             format!("the instance running the call of {ns}/{name} failed, and so did the retry: {last_error}"),
         )
     }
+}
+
+/// Waiting reasons after which a container does not start by itself.
+const STUCK: &[&str] = &[
+    "CrashLoopBackOff",
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "ErrImageNeverPull",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+];
+
+/// Why none of a function's pods will become ready without a change (every
+/// live pod has a container stuck), or None while one may still start.
+pub fn cannot_start(pods: &[Arc<Pod>]) -> Option<String> {
+    let live: Vec<&Arc<Pod>> = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect();
+    let mut why = None;
+    for p in &live {
+        let statuses = p
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref());
+        let stuck = statuses.into_iter().flatten().find_map(|c| {
+            let waiting = c.state.as_ref()?.waiting.as_ref()?;
+            let reason = waiting.reason.as_deref()?;
+            if !STUCK.contains(&reason) {
+                return None;
+            }
+            let last = c
+                .last_state
+                .as_ref()
+                .and_then(|s| s.terminated.as_ref())
+                .map(|t| {
+                    let msg = t.message.as_deref().unwrap_or("").trim();
+                    let msg = msg.lines().last().unwrap_or("");
+                    format!(
+                        " (last exit code {}{}{msg})",
+                        t.exit_code,
+                        if msg.is_empty() { "" } else { ": " }
+                    )
+                })
+                .unwrap_or_default();
+            Some(format!(
+                "pod {}: {reason}{}{last}",
+                p.metadata.name.as_deref().unwrap_or(""),
+                waiting
+                    .message
+                    .as_deref()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
+            ))
+        });
+        match stuck {
+            Some(w) => why = why.or(Some(w)),
+            None => return None,
+        }
+    }
+    why
 }
 
 async fn invoke(
@@ -321,5 +422,51 @@ async fn call_status(State(gw): State<Arc<Gateway>>, Path(id): Path<String>) -> 
             Json(json!({"error": format!("no call {id} (calls are kept for an hour)")})),
         )
             .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, waiting: Option<&str>, deleting: bool) -> Arc<Pod> {
+        let mut p: Pod = serde_json::from_value(json!({"metadata": {"name": name},
+            "status": {"containerStatuses": [{"name": "function", "image": "x", "imageID": "",
+                "ready": false, "restartCount": 3,
+                "state": match waiting {
+                    Some(r) => json!({"waiting": {"reason": r, "message": "back-off 40s restarting failed container"}}),
+                    None => json!({"running": {}}),
+                },
+                "lastState": {"terminated": {"exitCode": 1, "message": "Traceback...\nImportError: no module named x"}}}]}}))
+        .unwrap();
+        if deleting {
+            p.metadata.deletion_timestamp = Some(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(chrono::Utc::now()),
+            );
+        }
+        Arc::new(p)
+    }
+
+    #[test]
+    fn a_function_whose_every_pod_is_stuck_cannot_start() {
+        assert_eq!(cannot_start(&[]), None);
+        let why = cannot_start(&[pod("a", Some("CrashLoopBackOff"), false)]).unwrap();
+        assert_eq!(
+            why,
+            "pod a: CrashLoopBackOff: back-off 40s restarting failed container (last exit code 1: ImportError: no module named x)"
+        );
+        // One pod that may still start is enough to wait for it.
+        assert_eq!(
+            cannot_start(&[
+                pod("a", Some("CrashLoopBackOff"), false),
+                pod("b", Some("ContainerCreating"), false)
+            ]),
+            None
+        );
+        assert_eq!(cannot_start(&[pod("a", None, false)]), None);
+        // A pod going away does not count either way.
+        assert!(
+            cannot_start(&[pod("a", Some("ErrImagePull"), false), pod("b", None, true)]).is_some()
+        );
     }
 }

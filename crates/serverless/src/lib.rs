@@ -23,6 +23,7 @@ pub mod workflow;
 
 use anyhow::Context;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use minik8s_api::registry;
 use minik8s_api::serverless::Function;
@@ -67,9 +68,15 @@ pub async fn start(client: Client, config: Config) -> anyhow::Result<SocketAddr>
     let addr = listener.local_addr()?;
     let informers = SharedInformers::new(&client);
     let scaler = scaler::Scaler::new(client.clone(), informers.cache::<Deployment>());
+    // Only the functions' pods, not every pod of the cluster.
+    let mut pods = minik8s_client::Informer::new(
+        minik8s_client::Api::<Pod>::all(&client),
+        minik8s_client::ListParams::default().labels(minik8s_api::serverless::FUNCTION_LABEL),
+    );
     let gateway = Arc::new(gateway::Gateway::new(
         informers.cache::<Function>(),
         informers.cache::<EndpointSlice>(),
+        pods.cache(),
         scaler.clone(),
         config.cold_start_timeout,
     ));
@@ -77,6 +84,9 @@ pub async fn start(client: Client, config: Config) -> anyhow::Result<SocketAddr>
     informers
         .on_event::<EndpointSlice>(move |_| wake.notify_waiters())
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let wake = gateway.endpoints_changed.clone();
+    pods.on_event(move |_| wake.notify_waiters());
+    tokio::spawn(pods.run());
     let executor = workflow::Executor::new(
         client.clone(),
         gateway.clone(),
