@@ -22,8 +22,14 @@ BUSYBOX=${BUSYBOX:-/bin/busybox}
 file -L "$BUSYBOX" 2>/dev/null | grep -q dynamically && { echo "$BUSYBOX is dynamically linked; install busybox-static" >&2; exit 1; }
 
 have() { docker image inspect "$1" >/dev/null 2>&1; }
+# The runtime image carries the hash of its server: an edited server.py is rebuilt.
+RUNTIME_SOURCE="$(dirname "$0")/../images/function-runtime/server.py"
+RUNTIME_HASH=$(sha256sum "$RUNTIME_SOURCE" | cut -c1-16)
+have_runtime() {
+  [ "$(docker image inspect -f '{{index .Config.Labels "io.minik8s.runtime-source"}}' minik8s/function-runtime:latest 2>/dev/null)" = "$RUNTIME_HASH" ]
+}
 if have minik8s/busybox:latest && have minik8s/pause:latest && ! $ALL \
-  && { ! $FUNCTIONS || have minik8s/function-runtime:latest; }; then exit 0; fi
+  && { ! $FUNCTIONS || have_runtime; }; then exit 0; fi
 
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
@@ -121,10 +127,11 @@ if ! have minik8s/python:latest; then
 fi
 
 # The serverless runtime: the python image plus the server, one layer more.
-if ! have minik8s/function-runtime:latest; then
+if ! have_runtime; then
   cid=$(docker create minik8s/python:latest)
-  docker cp "$(dirname "$0")/../images/function-runtime/server.py" "$cid:/function-runtime.py"
+  docker cp "$RUNTIME_SOURCE" "$cid:/function-runtime.py"
   docker commit -c 'ENV PYTHONUNBUFFERED=1' -c 'EXPOSE 8080' -c 'CMD ["python3", "/function-runtime.py"]' \
+    -c "LABEL io.minik8s.runtime-source=$RUNTIME_HASH" \
     "$cid" minik8s/function-runtime:latest >/dev/null
   docker rm "$cid" >/dev/null
 fi

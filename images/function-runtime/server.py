@@ -78,6 +78,9 @@ def event_of(body):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # The headers and the body are two writes: with Nagle's algorithm the
+    # body waits for the caller's delayed ACK of the headers (40 ms a call).
+    disable_nagle_algorithm = True
 
     def log_message(self, fmt, *args):
         pass
@@ -122,6 +125,12 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(500, {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()})
 
 
+class Server(ThreadingHTTPServer):
+    # socketserver's listen backlog is 5: a burst of new connections (40
+    # callers, or the gateway opening its pool) would be refused.
+    request_queue_size = 128
+
+
 def main():
     global FUNCTION
     if RUNTIME == "python":
@@ -138,7 +147,7 @@ def main():
             except OSError:
                 pass
             sys.exit(1)
-    server = ThreadingHTTPServer(("", PORT), Handler)
+    server = Server(("", PORT), Handler)
     # Connection threads are daemons: an idle keep-alive connection (the
     # gateway pools them) must not hold the exit.
     server.daemon_threads = True

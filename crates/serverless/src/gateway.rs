@@ -8,7 +8,8 @@
 //!      │ Function (cache) ─ missing: 404; source broken: 503 with the reason
 //!      │ in flight +1 ─────────────────────────────▶ autoscaler samples (scaler.rs)
 //!      ▼ no ready instance? scale to ≥ 1 now, wait for one (≤ cold start timeout) ─▶ 504
-//!        (its pods crash-looping or unable to pull their image: 503 at once, with why)
+//!        (a started pod answering /healthz is used before its endpoint is ready;
+//!         its pods crash-looping or unable to pull their image: 503 at once, with why)
 //!   ready endpoint with the fewest calls ─▶ POST http://POD:8080/ ─ transport error ─▶ once more,
 //!                                            elsewhere if possible, on a new connection ─▶ 502
 //!      ▼
@@ -25,7 +26,7 @@ use axum::routing::{any, get};
 use axum::{Json, Router};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use minik8s_api::serverless::Function;
+use minik8s_api::serverless::{Function, RUNTIME_PORT};
 use minik8s_client::Cache;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -204,6 +205,37 @@ impl Gateway {
                     format!("function {ns}/{name} cannot start an instance: {why}"),
                 ));
             }
+            // Not ready by its endpoints yet: ask the started pods directly (as
+            // Knative's activator does) rather than wait for the readiness
+            // probe's period, the kubelet's status write and the EndpointSlice.
+            let started: Vec<SocketAddr> = pods
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .filter_map(|p| {
+                    let status = p.status.as_ref()?;
+                    let running = status
+                        .container_statuses
+                        .iter()
+                        .flatten()
+                        .any(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()));
+                    let ip = status.pod_ip.as_deref()?.parse().ok()?;
+                    running.then_some(SocketAddr::new(ip, RUNTIME_PORT as u16))
+                })
+                .filter(|a| !failed.contains(a))
+                .collect();
+            for addr in &started {
+                let healthy = self
+                    .http
+                    .get(format!("http://{addr}/healthz"))
+                    .timeout(Duration::from_millis(300))
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success());
+                if healthy {
+                    *lock(&self.load).entry(*addr).or_default() += 1;
+                    return Ok(*addr);
+                }
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(error(
@@ -214,7 +246,8 @@ impl Gateway {
                     ),
                 ));
             }
-            let _ = tokio::time::timeout(left.min(Duration::from_millis(200)), changed).await;
+            let poll = if started.is_empty() { 200 } else { 25 };
+            let _ = tokio::time::timeout(left.min(Duration::from_millis(poll)), changed).await;
         }
     }
 
