@@ -176,6 +176,17 @@ call_function
 echo
 $KUBECTL get functions
 echo
+# Inside the cluster the gateway is a Service (and the Ingress host functions.minik8s).
+echo "==> from pod hello: wget -qO- --post-data '{\"name\": \"a pod\"}' http://serverless-gateway.kube-system.svc.cluster.local/function/default/hello"
+fn_by_service() { docker exec "$hello_container" sh -c 'timeout 5 wget -qO- --post-data "{\"name\": \"a pod\"}" http://serverless-gateway.kube-system.svc.cluster.local/function/default/hello'; }
+wait_until 60 "the gateway's Service to answer from pod hello" fn_by_service
+fn_by_service
+echo
+echo "==> from pod hello by the Ingress host: wget -qO- http://functions.minik8s/function/default/hello"
+fn_by_host() { docker exec "$hello_container" sh -c 'timeout 5 wget -qO- http://functions.minik8s/function/default/hello'; }
+wait_until 60 "the Ingress host functions.minik8s to answer from pod hello" fn_by_host
+fn_by_host
+echo
 echo "==> our kubectl calls it too: kubectl invoke hello --data '{\"name\": \"kubectl\"}'"
 $KUBECTL invoke hello --data '{"name": "kubectl"}'
 echo

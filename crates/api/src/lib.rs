@@ -38,6 +38,7 @@ macro_rules! namespaced_resource {
 pub mod cron;
 pub mod defaults;
 pub mod disaggregatedset;
+pub mod endpoints;
 pub mod hash;
 pub mod lws;
 pub mod lws_pod;

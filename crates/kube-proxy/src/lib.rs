@@ -221,30 +221,7 @@ pub fn service_ports(svc: &Service, slices: &[&EndpointSlice]) -> Vec<ServicePor
         let protocol = p.protocol.clone().unwrap_or_else(|| "TCP".into());
         let mut endpoints = Vec::new();
         for slice in slices {
-            // The slice's port with the Service port's name carries the resolved target port.
-            let Some(target) = slice
-                .ports
-                .iter()
-                .flatten()
-                .find(|sp| sp.name.clone().unwrap_or_default() == port_name)
-                .and_then(|sp| sp.port)
-            else {
-                continue;
-            };
-            for e in &slice.endpoints {
-                let ready = e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
-                let terminating = e
-                    .conditions
-                    .as_ref()
-                    .and_then(|c| c.terminating)
-                    .unwrap_or(false);
-                if !ready || terminating {
-                    continue;
-                }
-                for ip in &e.addresses {
-                    endpoints.push((ip.clone(), target as u16));
-                }
-            }
+            endpoints.extend(minik8s_api::endpoints::ready(slice, &port_name));
         }
         endpoints.sort();
         endpoints.dedup();

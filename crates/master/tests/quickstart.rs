@@ -81,6 +81,15 @@ fn check_up(out: &str) {
         out.contains(r#"{"hello":"kubectl"}"#),
         "kubectl invoke: {out}"
     );
+    // The gateway from a pod: its Service VIP by name, and the Ingress host functions.minik8s.
+    assert!(
+        out.contains(r#"{"hello":"a pod"}"#),
+        "the gateway's Service from a pod: {out}"
+    );
+    assert!(
+        out.contains(r#"{"hello":"world"}"#),
+        "the Ingress host functions.minik8s from a pod: {out}"
+    );
     // examples/workflow.yaml: the left branch for a score of 90.
     assert!(
         out.contains(r#"output: {"message": "90: well done"}"#),

@@ -115,36 +115,12 @@ impl Gateway {
         let service = Function::child_name(name);
         let mut out = Vec::new();
         for s in self.slices.list() {
-            let mine = s.metadata.namespace.as_deref() == Some(ns)
-                && s.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get("kubernetes.io/service-name"))
-                    == Some(&service);
-            if !mine {
+            if !minik8s_api::endpoints::of_service(&s, ns, &service) {
                 continue;
             }
-            let ports = s.ports.iter().flatten();
-            let Some(port) = ports
-                .clone()
-                .find(|p| p.name.as_deref() == Some("http"))
-                .or_else(|| ports.clone().next())
-                .and_then(|p| p.port)
-            else {
-                continue;
-            };
-            for e in &s.endpoints {
-                let ready = e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
-                let terminating = e
-                    .conditions
-                    .as_ref()
-                    .and_then(|c| c.terminating)
-                    .unwrap_or(false);
-                if !ready || terminating {
-                    continue;
-                }
-                if let Some(ip) = e.addresses.first().and_then(|a| a.parse().ok()) {
-                    out.push(SocketAddr::new(ip, port as u16));
+            for (ip, port) in minik8s_api::endpoints::ready(&s, "http") {
+                if let Ok(ip) = ip.parse() {
+                    out.push(SocketAddr::new(ip, port));
                 }
             }
         }

@@ -125,7 +125,7 @@ async fn publish(client: &Client, ip: Ipv4Addr, port: u16) {
     let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
         "metadata": {"name": SERVICE, "namespace": NAMESPACE, "labels": {
             "kubernetes.io/service-name": SERVICE,
-            "endpointslice.kubernetes.io/managed-by": "serverless.minik8s.io/gateway"}},
+            "endpointslice.kubernetes.io/managed-by": "serverless-gateway.minik8s.io"}},
         "addressType": "IPv4", "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
         "endpoints": [{"addresses": [ip.to_string()], "conditions": {"ready": true}}]});
     let ingress = json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
@@ -133,9 +133,17 @@ async fn publish(client: &Client, ip: Ipv4Addr, port: u16) {
         "spec": {"rules": [{"host": HOST, "http": {"paths": [{"path": "/", "pathType": "Prefix",
             "backend": {"service": {"name": SERVICE, "port": {"number": 80}}}}]}}]}});
     for obj in [svc, slice, ingress] {
-        for attempt in 0..30 {
+        for attempt in 1..=30 {
             match put(client, &obj).await {
                 Ok(()) => break,
+                // Refused for what it is: trying again changes nothing.
+                Err(e) if e.api().is_some_and(|a| a.code == 422) => {
+                    tracing::error!(error = %e, kind = %obj["kind"], "the gateway's object was refused");
+                    break;
+                }
+                Err(e) if attempt == 30 => {
+                    tracing::error!(error = %e, kind = %obj["kind"], "could not publish the gateway");
+                }
                 Err(e) => {
                     tracing::debug!(attempt, error = %e, kind = %obj["kind"], "publishing the gateway");
                     tokio::time::sleep(Duration::from_secs(1)).await;

@@ -63,35 +63,13 @@ pub fn resolve(
         .ok_or(Unservable::PortNotFound)?;
     let port_name = port.name.clone().unwrap_or_default();
     let mut out = Vec::new();
-    for slice in slices.iter().filter(|s| {
-        s.metadata.namespace.as_deref().unwrap_or("default") == b.namespace
-            && s.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("kubernetes.io/service-name"))
-                .is_some_and(|n| *n == b.service)
-    }) {
-        // The slice's port of the Service port's name carries the target port.
-        let Some(target) = slice
-            .ports
-            .iter()
-            .flatten()
-            .find(|p| p.name.clone().unwrap_or_default() == port_name)
-            .and_then(|p| p.port)
-        else {
-            continue;
-        };
-        for e in &slice.endpoints {
-            let c = e.conditions.as_ref();
-            let ready = c.and_then(|c| c.ready).unwrap_or(true);
-            let terminating = c.and_then(|c| c.terminating).unwrap_or(false);
-            if !ready || terminating {
-                continue;
-            }
-            for ip in &e.addresses {
-                if let Ok(ip) = ip.parse::<std::net::IpAddr>() {
-                    out.push(SocketAddr::new(ip, target as u16));
-                }
+    for slice in slices
+        .iter()
+        .filter(|s| minik8s_api::endpoints::of_service(s, &b.namespace, &b.service))
+    {
+        for (ip, port) in minik8s_api::endpoints::ready(slice, &port_name) {
+            if let Ok(ip) = ip.parse::<std::net::IpAddr>() {
+                out.push(SocketAddr::new(ip, port));
             }
         }
     }
