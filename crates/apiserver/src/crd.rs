@@ -251,34 +251,46 @@ impl ApiServer {
         None
     }
 
-    /// Serves the CRD's versions with strategies from their schemas.
+    /// Serves the CRD's versions with strategies from their schemas (each
+    /// set before its version can be reached, so no request is served
+    /// without its schema and storage version).
     async fn serve(&self, name: &str, crd: &Value, specs: &[ResourceSpec]) -> Result<(), String> {
-        let current = self.custom.lock().get(name).cloned().unwrap_or_default();
-        if current != specs {
-            self.stop_serving(name);
-            if !specs.is_empty() {
-                self.register_kinds(specs)
-                    .await
-                    .map_err(|e| e.to_string())?;
-            }
-            self.custom.lock().insert(name.to_string(), specs.to_vec());
-        }
         let versions = crd["spec"]["versions"]
             .as_array()
             .cloned()
             .unwrap_or_default();
+        let mut strategies: HashMap<String, Arc<CustomResource>> = HashMap::new();
         for spec in specs {
-            let Some(info) = self
-                .registry
-                .by_plural(&spec.group, &spec.version, &spec.plural)
-            else {
-                continue;
-            };
             let version = versions.iter().find(|v| v["name"] == spec.version.as_str());
-            match version.map(|v| CustomResource::from_version(crd, v)) {
-                Some(Ok(s)) => strategy::set_runtime(info, Arc::new(s)),
-                Some(Err(e)) => return Err(format!("version {}: {e}", spec.version)),
-                None => {}
+            if let Some(v) = version {
+                let s = CustomResource::from_version(crd, v)
+                    .map_err(|e| format!("version {}: {e}", spec.version))?;
+                strategies.insert(spec.version.clone(), Arc::new(s));
+            }
+        }
+        let install = |info: &'static ResourceInfo| {
+            if let Some(s) = strategies.get(info.version) {
+                strategy::set_runtime(info, s.clone());
+            }
+        };
+        let current = self.custom.lock().get(name).cloned().unwrap_or_default();
+        if current != specs {
+            self.stop_serving(name);
+            if !specs.is_empty() {
+                self.register_kinds_with(specs, install)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            self.custom.lock().insert(name.to_string(), specs.to_vec());
+        } else {
+            // The same versions: a schema or column change only.
+            for spec in specs {
+                if let Some(info) =
+                    self.registry
+                        .by_plural(&spec.group, &spec.version, &spec.plural)
+                {
+                    install(info);
+                }
             }
         }
         Ok(())

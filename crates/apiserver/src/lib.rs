@@ -436,6 +436,16 @@ impl ApiServer {
         &self,
         specs: &[ResourceSpec],
     ) -> Result<Vec<&'static ResourceInfo>, RegistryError> {
+        self.register_kinds_with(specs, |_| {}).await
+    }
+
+    /// As [`ApiServer::register_kinds`], with `before_served` called on each
+    /// entry before a request can reach it (where a CRD's strategy is set).
+    pub async fn register_kinds_with(
+        &self,
+        specs: &[ResourceSpec],
+        before_served: impl Fn(&'static ResourceInfo),
+    ) -> Result<Vec<&'static ResourceInfo>, RegistryError> {
         let Some(first) = specs.first() else {
             return Ok(Vec::new());
         };
@@ -456,7 +466,7 @@ impl ApiServer {
         );
         let mut infos = Vec::new();
         for spec in specs {
-            match self.registry.register(spec) {
+            match self.registry.register_with(spec, &before_served) {
                 Ok(info) => infos.push(info),
                 Err(e) => {
                     for info in infos {

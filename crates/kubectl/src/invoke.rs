@@ -29,12 +29,8 @@ pub fn gateway_url(server: &str, flag: Option<&str>) -> Result<String> {
         return Ok(g.trim_end_matches('/').to_string());
     }
     let url = reqwest::Url::parse(server).with_context(|| format!("the server URL {server}"))?;
+    // An IPv6 host comes bracketed, as a URL needs it.
     let host = url.host_str().context("the server URL has no host")?;
-    let host = if host.contains(':') {
-        format!("[{host}]")
-    } else {
-        host.to_string()
-    };
     Ok(format!("http://{host}:8090"))
 }
 

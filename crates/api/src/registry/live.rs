@@ -270,6 +270,17 @@ impl Registry {
     /// Serves a new resource from now on. Refused when the spec is invalid or
     /// its group/plural or group/version/kind is already served.
     pub fn register(&self, spec: &ResourceSpec) -> Result<&'static ResourceInfo, RegistryError> {
+        self.register_with(spec, |_| {})
+    }
+
+    /// As [`Registry::register`], with `before_served` called on the entry
+    /// before any lookup can find it (a custom resource's strategy is set
+    /// there, so no request is served without it).
+    pub fn register_with(
+        &self,
+        spec: &ResourceSpec,
+        before_served: impl FnOnce(&'static ResourceInfo),
+    ) -> Result<&'static ResourceInfo, RegistryError> {
         spec.check()?;
         let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
         // Versions of one kind share its plural (a CRD's versions); anything
@@ -295,6 +306,7 @@ impl Registry {
             Some(i) => retired.swap_remove(i),
             None => spec.leak(),
         };
+        before_served(info);
         entries.push(info);
         Ok(info)
     }
