@@ -2,6 +2,8 @@
 //! is compared with (raw etcd, bare Docker); `doc/benchmarks.md` records them.
 //! Their own crate, so the production binaries link none of it.
 
+pub mod burst;
+
 /// Resident memory of a process in MiB (`/proc/<pid>/status`, VmRSS; `self` for this one).
 pub fn rss_mib(pid: &str) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -137,7 +139,26 @@ impl LocalCluster {
         pod_cidr: &str,
         master_args: impl FnOnce(&std::path::Path) -> Vec<String>,
     ) -> anyhow::Result<LocalCluster> {
+        Self::start_full(socket, network, pod_cidr, master_args, Vec::new()).await
+    }
+
+    /// As [`LocalCluster::start_with`], with more `kubelet` flags. With
+    /// `BENCH_LOG_DIR` set, the master's and the kubelet's logs (`RUST_LOG`
+    /// applies) go to `master.log` and `kubelet.log` there.
+    pub async fn start_full(
+        socket: &str,
+        network: &str,
+        pod_cidr: &str,
+        master_args: impl FnOnce(&std::path::Path) -> Vec<String>,
+        kubelet_args: Vec<String>,
+    ) -> anyhow::Result<LocalCluster> {
         use std::process::{Command, Stdio};
+        let log = |name: &str| -> anyhow::Result<Stdio> {
+            Ok(match std::env::var_os("BENCH_LOG_DIR") {
+                Some(dir) => std::fs::File::create(std::path::Path::new(&dir).join(name))?.into(),
+                None => Stdio::null(),
+            })
+        };
         use std::time::Duration;
         let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let status = Command::new("bash")
@@ -159,7 +180,7 @@ impl LocalCluster {
                 .args(["--data-dir", &dir.path().join("data").display().to_string()])
                 .args(master_args(dir.path()))
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stderr(log("master.log")?)
                 .spawn()
                 .map_err(|e| {
                     anyhow::anyhow!(
@@ -198,8 +219,9 @@ impl LocalCluster {
                     "--root-dir",
                     &dir.path().join("kubelet").display().to_string(),
                 ])
+                .args(kubelet_args)
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stderr(log("kubelet.log")?)
                 .spawn()?,
         );
         let nodes = client.dynamic(

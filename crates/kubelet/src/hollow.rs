@@ -77,6 +77,7 @@ pub fn node_config(cfg: &HollowConfig, i: usize) -> Config {
         flannel_subnet_env: "/nonexistent/subnet.env".into(),
         pod_network_routes: "none".into(),
         node_status_update_frequency: Duration::from_secs(cfg.lease_seconds.max(1)),
+        max_parallel_starts: crate::DEFAULT_PARALLEL_STARTS,
     }
 }
 

@@ -44,17 +44,23 @@ pub mod tokens;
 use anyhow::Context;
 use k8s_openapi::api::core::v1::Pod;
 use minik8s_client::informer::{object_key, Event};
-use minik8s_client::{Api, Cache, Client, Informer, ListParams};
+use minik8s_client::{Api, Cache, Client, Informer, ListParams, TRACE_POD_START};
 use runtime::{ContainerRuntime, DockerRuntime};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 /// This component's client-side rate limit by default (`--kube-api-qps`,
 /// `--kube-api-burst`).
 pub const API_RATE_LIMIT: (f32, u32) = (50.0, 100);
+
+/// How many pods may be creating containers at once by default
+/// (`--max-parallel-starts`): what this machine's dockerd does fastest (see
+/// `pod-startup-bench --burst`, doc/benchmarks.md).
+pub const DEFAULT_PARALLEL_STARTS: usize = 4;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct Config {
@@ -120,6 +126,12 @@ pub struct Config {
     /// well under the controller manager's --node-monitor-grace-period).
     #[arg(long, default_value = "10s", value_parser = minik8s_api::meta::parse_duration)]
     pub node_status_update_frequency: Duration,
+    /// How many pods may be creating their containers at once: a burst of
+    /// pods starts in parallel up to this bound, the rest wait their turn
+    /// (dockerd serialises much of a container's creation, so asking it for
+    /// more at once only makes each one slower).
+    #[arg(long, default_value_t = DEFAULT_PARALLEL_STARTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256))]
+    pub max_parallel_starts: usize,
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {
@@ -161,6 +173,9 @@ pub struct Kubelet {
     pub decisions: auth::Decisions,
     /// NFS exports mounted for the pods.
     pub nfs: nfs_mounts::NfsMounts,
+    /// One permit per pod creating containers (`--max-parallel-starts`);
+    /// fair, so the pods of a burst start in the order they came.
+    pub(crate) start_slots: Arc<tokio::sync::Semaphore>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -207,7 +222,11 @@ impl Kubelet {
                 None => true,
                 // Boxed: a sleeping worker then holds a pointer, not the whole
                 // sync's state machine (tens of KiB, times every pod).
-                Some(pod) => match Box::pin(me.sync_pod(&pod)).await {
+                Some(pod) => match Box::pin(me.sync_pod(&pod).instrument(
+                    tracing::debug_span!(target: TRACE_POD_START, "sync_pod", pod = %key),
+                ))
+                .await
+                {
                     Ok(done) => done,
                     Err(e) => {
                         tracing::warn!(pod = %key, error = %e, "sync_pod failed");
@@ -270,7 +289,9 @@ impl Kubelet {
     pub fn handle(self: &Arc<Self>, ev: &Event<Pod>) {
         match ev {
             Event::Added(p) | Event::Updated { new: p, .. } => {
-                self.trigger(&object_key(&p.metadata))
+                let key = object_key(&p.metadata);
+                tracing::debug!(target: TRACE_POD_START, pod = %key, "pod event");
+                self.trigger(&key)
             }
             // Gone from the API: the orphan sweep removes its containers.
             Event::Deleted(_) => {
@@ -381,6 +402,7 @@ pub async fn prepare(
         });
     }
     tracing::info!(node = %config.node_name, runtime = %format!("{}://{version}", runtime.scheme()), "kubelet registered");
+    let max_parallel_starts = config.max_parallel_starts.max(1);
     Ok(Arc::new(Kubelet {
         config,
         client,
@@ -393,6 +415,7 @@ pub async fn prepare(
         tokens: Default::default(),
         decisions: Default::default(),
         nfs: Default::default(),
+        start_slots: Arc::new(tokio::sync::Semaphore::new(max_parallel_starts)),
     }))
 }
 

@@ -20,7 +20,15 @@ use crate::Kubelet;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec, Secret};
 use minik8s_api::quantity::Quantity;
 use minik8s_api::registry;
-use minik8s_client::DeleteParams;
+use minik8s_client::{DeleteParams, TRACE_POD_START};
+use tracing::Instrument;
+
+/// A span of the pod start pipeline (see `minik8s_client::init_logging`).
+macro_rules! step {
+    ($name:literal) => {
+        tracing::debug_span!(target: TRACE_POD_START, $name)
+    };
+}
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 fn short(uid: &str) -> &str {
@@ -385,7 +393,11 @@ impl Kubelet {
     /// Returns true when the pod needs no more syncing (it is gone).
     pub async fn sync_pod(&self, pod: &Pod) -> anyhow::Result<bool> {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
-        let observed = self.runtime.list(Some(&uid)).await?;
+        let observed = self
+            .runtime
+            .list(Some(&uid))
+            .instrument(step!("list"))
+            .await?;
         match actions::pod_actions(pod, &observed, chrono::Utc::now()) {
             PodPlan::Terminate { grace_secs } => {
                 self.kill_containers(&observed, grace_secs).await?;
@@ -431,6 +443,24 @@ impl Kubelet {
         mut observed: Vec<ContainerInfo>,
     ) -> anyhow::Result<()> {
         let spec = pod.spec.clone().unwrap_or_default();
+        let creates = plan.create_sandbox || !plan.to_start.is_empty();
+        // Docker does a burst's creations fastest a few at a time: the pod
+        // waits for a slot, and says it is creating containers meanwhile.
+        let slot = match creates.then(|| self.start_slots.clone().try_acquire_owned()) {
+            Some(Err(_)) => {
+                let wait = self.start_slots.clone().acquire_owned();
+                let ip = sandbox_ip(&plan, &observed);
+                let none_unready = HashSet::new();
+                let report = self.report_status(pod, &observed, &ip, &plan.waiting, &none_unready);
+                let (slot, reported) = tokio::join!(wait.instrument(step!("wait_slot")), report);
+                if let Err(e) = reported {
+                    tracing::debug!(pod = ?pod.metadata.name, error = %e, "reporting ContainerCreating");
+                }
+                Some(slot.expect("the start slots are never closed"))
+            }
+            Some(Ok(slot)) => Some(slot),
+            None => None,
+        };
         for id in &plan.to_remove {
             self.runtime.stop(id, 0).await?;
             self.runtime.remove(id).await?;
@@ -443,7 +473,7 @@ impl Kubelet {
                 .cloned()
                 .ok_or_else(|| anyhow::anyhow!("sandbox {id} left the observed list"))?,
             _ => {
-                let s = self.start_sandbox(pod).await?;
+                let s = self.start_sandbox(pod).instrument(step!("sandbox")).await?;
                 observed.push(s.clone());
                 s
             }
@@ -476,6 +506,7 @@ impl Kubelet {
             };
             Ok::<_, anyhow::Error>((cfg, mounts))
         }
+        .instrument(step!("volumes"))
         .await;
         let (cfg, mounts) = match prepared {
             Ok(m) => m,
@@ -504,7 +535,11 @@ impl Kubelet {
             let c = &c;
             let image = c.image.clone().unwrap_or_default();
             let pull = c.image_pull_policy.as_deref().unwrap_or("IfNotPresent");
-            if let Err((reason, message)) = self.ensure_image(pod, &image, pull).await {
+            if let Err((reason, message)) = self
+                .ensure_image(pod, &image, pull)
+                .instrument(step!("image"))
+                .await
+            {
                 waiting.insert(c.name.clone(), (reason, message));
                 continue;
             }
@@ -531,7 +566,12 @@ impl Kubelet {
                 }
             };
             let name = docker_name(pod, &c.name, start.restart_count);
-            match self.runtime.run_container(&name, &container).await {
+            match self
+                .runtime
+                .run_container(&name, &container)
+                .instrument(step!("container"))
+                .await
+            {
                 Ok(info) => observed.push(info),
                 Err(e) => {
                     waiting.insert(
@@ -550,6 +590,7 @@ impl Kubelet {
                 }
             }
         }
+        drop(slot);
         // Probes: readiness feeds the status; a failed liveness probe stops the
         // container, and the next sync restarts it under the restart policy.
         let mut unready = HashSet::new();
@@ -576,8 +617,19 @@ impl Kubelet {
             }
         }
         self.report_status(pod, &observed, &pod_ip, &waiting, &unready)
+            .instrument(step!("status"))
             .await
     }
+}
+
+/// The IP of the pod's sandbox when it is kept (empty when a new one is to be made).
+fn sandbox_ip(plan: &PodActions, observed: &[ContainerInfo]) -> String {
+    plan.sandbox_id
+        .as_deref()
+        .filter(|_| !plan.create_sandbox)
+        .and_then(|id| observed.iter().find(|c| c.id == id))
+        .and_then(|c| c.ip.clone())
+        .unwrap_or_default()
 }
 
 /// The container a start is for, and for an ephemeral container the name of

@@ -201,3 +201,76 @@ async fn a_pod_whose_sandbox_cannot_be_joined_gets_a_new_sandbox() {
         "the broken sandbox was removed: {live:?}"
     );
 }
+
+/// A burst of pods on one node starts `--max-parallel-starts` at a time
+/// (the runtime never has more starts under way), the pods waiting their
+/// turn say ContainerCreating meanwhile, and every pod ends Running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_pods_starts_a_bounded_number_at_a_time() {
+    use kubelet::runtime::FakeRuntime;
+    use minik8s_client::{Api, Informer, ListParams};
+    let server = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&server.url);
+    let cfg = HollowConfig {
+        prefix: "burst".into(),
+        count: 1,
+        lease_seconds: 1,
+        sync_seconds: 30,
+    };
+    let mut config = hollow::node_config(&cfg, 0);
+    config.max_parallel_starts = 2;
+    let runtime = std::sync::Arc::new(FakeRuntime::new(hollow::CPUS, hollow::MEMORY_BYTES));
+    runtime.set_start_latency(std::time::Duration::from_millis(150));
+    let lp = ListParams::default().fields("spec.nodeName=burst-0");
+    let mut informer = Informer::new(Api::<Pod>::all(&client), lp);
+    let k = kubelet::prepare(client.clone(), config, runtime.clone(), informer.cache())
+        .await
+        .unwrap();
+    let weak = std::sync::Arc::downgrade(&k);
+    informer.on_event(move |ev| {
+        if let Some(k) = weak.upgrade() {
+            k.handle(ev)
+        }
+    });
+    let informer = tokio::spawn(informer.run());
+    k.clone().begin().await.unwrap();
+
+    let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
+    let names: Vec<String> = (0..8).map(|i| format!("p{i}")).collect();
+    for name in &names {
+        let p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"nodeName": "burst-0", "containers": [{"name": "app", "image": "busybox"}]}});
+        pods.create(&p).await.unwrap();
+    }
+    let mut seen_creating = false;
+    for _ in 0..200 {
+        let list = pods.list(&Default::default()).await.unwrap();
+        let items = list["items"].as_array().unwrap().clone();
+        seen_creating |= items.iter().any(|p| {
+            p["status"]["phase"] == "Pending"
+                && p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"]
+                    == "ContainerCreating"
+        });
+        if items.len() == names.len() && items.iter().all(|p| p["status"]["phase"] == "Running") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    for name in &names {
+        assert_eq!(
+            pods.get(name).await.unwrap()["status"]["phase"],
+            "Running",
+            "{name}"
+        );
+    }
+    assert!(
+        seen_creating,
+        "a pod waiting for its turn said ContainerCreating"
+    );
+    assert_eq!(
+        runtime.peak_concurrent_starts(),
+        2,
+        "two pods at a time were starting containers, never more"
+    );
+    informer.abort();
+}

@@ -27,11 +27,14 @@ use minik8s_api::registry;
 use minik8s_client::controller::{self, Action, Reconciler};
 use minik8s_client::informer::{object_key, Event};
 use minik8s_client::rest::content;
-use minik8s_client::{Api, Cache, Client, ClientError, Informer, ListParams, WorkQueue};
+use minik8s_client::{
+    Api, Cache, Client, ClientError, Informer, ListParams, WorkQueue, TRACE_POD_START,
+};
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tracing::Instrument;
 
 /// This component's client-side rate limit by default (`--kube-api-qps`,
 /// `--kube-api-burst`).
@@ -395,7 +398,8 @@ impl Scheduler {
                 return;
             }
         }
-        match self.bind(pod, node).await {
+        let span = tracing::debug_span!(target: TRACE_POD_START, "bind", pod = %key, %node);
+        match self.bind(pod, node).instrument(span).await {
             Ok(()) => {
                 let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
                 let name = pod.metadata.name.as_deref().unwrap_or("");
@@ -578,7 +582,8 @@ impl Reconciler for Scheduling {
     const NAME: &'static str = "scheduler";
 
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
-        let outcome = self.0.schedule_one(key).await?;
+        let span = tracing::debug_span!(target: TRACE_POD_START, "schedule_one", pod = %key);
+        let outcome = self.0.schedule_one(key).instrument(span).await?;
         tracing::debug!(pod = %key, ?outcome, "scheduled");
         Ok(match outcome {
             Outcome::Unschedulable(_) => Action::RequeueAfter(UNSCHEDULABLE_RETRY),

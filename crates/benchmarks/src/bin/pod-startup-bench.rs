@@ -7,6 +7,12 @@
 //!
 //! Prints p50/p99 of both and their ratio, and the memory (RSS) of master and
 //! of the kubelet with the pods running. Usage: `pod-startup-bench [PODS]`.
+//!
+//! `pod-startup-bench --burst N [--rounds R] [--concurrency C]`: a ReplicaSet
+//! of N such pods, create → every pod Running and ready (first and last), against
+//! N pause+app pairs created and started through the Docker API by C workers
+//! (default: the kubelet's `--max-parallel-starts`), R rounds each (default 3).
+//!
 //! Needs a dockerd (`scripts/quickstart.sh` starts one); not a test.
 
 use bollard::container::Config;
@@ -23,10 +29,11 @@ use benchmarks as bench_util;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let pods: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(50);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--burst") {
+        return bench_util::burst::run(&args[1..]).await;
+    }
+    let pods: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(50);
     let socket =
         std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into());
     let network = "mk-bench";

@@ -32,6 +32,11 @@ struct Inner {
     to_break: usize,
     /// Broken sandboxes by id: running, but no container can join them.
     broken: HashSet<u64>,
+    /// How long each start takes (see [`FakeRuntime::set_start_latency`]).
+    start_latency: std::time::Duration,
+    /// Starts under way now, and the most there ever were at once.
+    starting: usize,
+    peak_starting: usize,
 }
 
 /// The in-memory runtime of one hollow node.
@@ -70,6 +75,31 @@ impl FakeRuntime {
     /// For controller tests of that path.
     pub fn break_next_sandbox(&self) {
         self.lock().to_break += 1;
+    }
+
+    /// Each sandbox and container start from now on takes `latency` (as a
+    /// real runtime's do), for tests of how many starts the kubelet asks for at once.
+    pub fn set_start_latency(&self, latency: std::time::Duration) {
+        self.lock().start_latency = latency;
+    }
+
+    /// The most sandbox and container starts that were under way at once.
+    pub fn peak_concurrent_starts(&self) -> usize {
+        self.lock().peak_starting
+    }
+
+    /// Counts one start while it takes the start latency.
+    async fn starting(&self) {
+        let latency = {
+            let mut inner = self.lock();
+            inner.starting += 1;
+            inner.peak_starting = inner.peak_starting.max(inner.starting);
+            inner.start_latency
+        };
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        self.lock().starting -= 1;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -195,6 +225,7 @@ impl ContainerRuntime for FakeRuntime {
     }
 
     async fn run_sandbox(&self, _name: &str, spec: &SandboxSpec) -> Result<ContainerInfo> {
+        self.starting().await;
         let info = self.start(&spec.labels, &spec.image, true)?;
         let mut inner = self.lock();
         if inner.to_break > 0 {
@@ -205,6 +236,7 @@ impl ContainerRuntime for FakeRuntime {
     }
 
     async fn run_container(&self, _name: &str, spec: &ContainerSpec) -> Result<ContainerInfo> {
+        self.starting().await;
         let sandbox_running = self
             .lock()
             .containers
