@@ -108,6 +108,17 @@ impl WatchCache {
         start_revision: i64,
         capacity: usize,
     ) -> Arc<WatchCache> {
+        Self::start_bounded(store, prefix, start_revision, capacity, MAX_RING_BYTES)
+    }
+
+    /// As [`WatchCache::start`], keeping at most `max_bytes` of events.
+    pub fn start_bounded(
+        store: Arc<dyn Store>,
+        prefix: String,
+        start_revision: i64,
+        capacity: usize,
+        max_bytes: usize,
+    ) -> Arc<WatchCache> {
         // The live feed holds (Arcs to) its last LIVE_FEED events whoever reads
         // them; a watcher further behind is closed and resumes from the ring.
         let (tx, _) = broadcast::channel(LIVE_FEED);
@@ -116,7 +127,7 @@ impl WatchCache {
                 ring: VecDeque::new(),
                 capacity,
                 bytes: 0,
-                max_bytes: MAX_RING_BYTES,
+                max_bytes,
                 oldest_servable: start_revision,
                 latest: start_revision,
             }),

@@ -98,6 +98,11 @@ impl NfsMounts {
         Ok(at)
     }
 
+    /// Whether no export is mounted (nothing to release).
+    pub fn is_empty(&self) -> bool {
+        lock(&self.0).is_empty()
+    }
+
     /// Unmounts the exports mounted here that no live pod (by uid) uses.
     pub fn release(&self, live: &HashSet<String>) {
         let mut mounts = lock(&self.0);

@@ -167,26 +167,70 @@ pub async fn renew_lease(client: &Client, node: &str) -> anyhow::Result<()> {
     }
 }
 
-/// Renews the node Lease and posts node status every
-/// `--node-status-update-frequency` (default [`HEARTBEAT`]).
+/// How often the node's status is posted when nothing in it changed (the real
+/// kubelet's nodeStatusReportFrequency): the Lease is the heartbeat, so an
+/// unchanged status is not rewritten every 10 s (each write would wake every
+/// Node watcher: the scheduler, the controllers, kube-proxy).
+pub const STATUS_REPORT_FREQUENCY: Duration = Duration::from_secs(300);
+
+/// Renews the node Lease every `--node-status-update-frequency` (default
+/// [`HEARTBEAT`]) and posts the node status when it changed, or every
+/// [`STATUS_REPORT_FREQUENCY`].
 pub async fn heartbeat(kubelet: Arc<Kubelet>) -> anyhow::Result<()> {
     let version = kubelet.runtime.version().await.unwrap_or_default();
+    let mut last_post = None;
     loop {
-        if let Err(e) = beat(&kubelet, &version).await {
+        if let Err(e) = beat(&kubelet, &version, &mut last_post).await {
             tracing::warn!(error = %e, "node heartbeat failed");
         }
         tokio::time::sleep(kubelet.config.node_status_update_frequency).await;
     }
 }
 
-/// One heartbeat: lease renewal and node status.
-pub async fn beat(kubelet: &Kubelet, version: &str) -> anyhow::Result<()> {
+/// A status without the times that change on every report, for "did it change".
+fn without_times(status: &Value) -> Value {
+    let mut s = status.clone();
+    for c in s
+        .get_mut("conditions")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(c) = c.as_object_mut() {
+            c.remove("lastHeartbeatTime");
+            c.remove("lastTransitionTime");
+        }
+    }
+    s
+}
+
+/// Whether `current` (the Node's status now) already says all of `ours`.
+fn reports_same(current: &Value, ours: &Value) -> bool {
+    let (current, ours) = (without_times(current), without_times(ours));
+    ours.as_object()
+        .is_some_and(|o| o.iter().all(|(k, v)| current.get(k) == Some(v)))
+}
+
+/// One heartbeat: the lease renewal, and the node status unless the Node
+/// already says it and it was posted less than [`STATUS_REPORT_FREQUENCY`]
+/// ago (`last_post`). The Node is read each time, so a status someone else
+/// changed (the node lifecycle controller's Unknown) is put right at once.
+pub async fn beat(
+    kubelet: &Kubelet,
+    version: &str,
+    last_post: &mut Option<std::time::Instant>,
+) -> anyhow::Result<()> {
     let cfg = &kubelet.config;
     renew_lease(&kubelet.client, &cfg.node_name).await?;
     let nodes = kubelet.client.dynamic(registry::of::<Node>(), None);
     let mut status = node_status(cfg, kubelet.runtime.as_ref(), version);
+    let recent = last_post.is_some_and(|t| t.elapsed() < STATUS_REPORT_FREQUENCY);
     // Keep the Ready condition's transition time while it stays True.
     if let Ok(node) = nodes.get(&cfg.node_name).await {
+        let current = node.get("status").cloned().unwrap_or(Value::Null);
+        if recent && reports_same(&current, &status) {
+            return Ok(());
+        }
         let prev = node
             .pointer("/status/conditions")
             .and_then(Value::as_array)
@@ -204,5 +248,27 @@ pub async fn beat(kubelet: &Kubelet, version: &str) -> anyhow::Result<()> {
             &json!({"status": status}),
         )
         .await?;
+    *last_post = Some(std::time::Instant::now());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unchanged_status_is_the_same_report_whatever_its_times() {
+        let ours = json!({"capacity": {"cpu": "4"}, "conditions": [
+            {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastHeartbeatTime": "2026-11-27T10:00:10Z", "lastTransitionTime": "2026-11-27T10:00:10Z"}]});
+        let current = json!({"capacity": {"cpu": "4"}, "images": [], "conditions": [
+            {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastHeartbeatTime": "2026-11-27T10:00:00Z", "lastTransitionTime": "2026-11-27T09:00:00Z"}]});
+        assert!(reports_same(&current, &ours));
+        // The node lifecycle controller marked it Unknown: the kubelet must post.
+        let mut unknown = current.clone();
+        unknown["conditions"][0]["status"] = json!("Unknown");
+        assert!(!reports_same(&unknown, &ours));
+        let mut resized = current;
+        resized["capacity"]["cpu"] = json!("2");
+        assert!(!reports_same(&resized, &ours));
+    }
 }

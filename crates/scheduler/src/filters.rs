@@ -530,11 +530,35 @@ pub fn feasible(pod: &Pod, snap: &Snapshot) -> Result<Vec<String>, Vec<Unfit>> {
     }
 }
 
+/// Whether a node's change can change a scheduling decision: its name,
+/// labels, spec (unschedulable, taints), allocatable, or the status of a
+/// condition. A heartbeat's new times alone cannot, and on thousands of nodes
+/// they would otherwise make the scheduler rebuild its node list all the time.
+pub fn node_changed_for_scheduling(old: &Node, new: &Node) -> bool {
+    let conditions = |n: &Node| -> Vec<(String, String)> {
+        n.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|c| (c.type_.clone(), c.status.clone()))
+            .collect()
+    };
+    let allocatable = |n: &Node| n.status.as_ref().and_then(|s| s.allocatable.clone());
+    old.metadata.name != new.metadata.name
+        || old.metadata.labels != new.metadata.labels
+        || old.spec != new.spec
+        || allocatable(old) != allocatable(new)
+        || conditions(old) != conditions(new)
+}
+
 /// Round-robin over nodes, as the seed Minik8s does: the first feasible node in
 /// queue order is chosen and moves to the back.
 #[derive(Debug, Default)]
 pub struct RoundRobin {
     order: VecDeque<String>,
+    /// The node names the queue was last brought in line with.
+    synced: Option<std::sync::Arc<Vec<String>>>,
 }
 
 impl RoundRobin {
@@ -550,9 +574,30 @@ impl RoundRobin {
         }
     }
 
+    /// As [`RoundRobin::sync`], skipped when `nodes` is the list it last synced with.
+    pub fn sync_shared(&mut self, nodes: &std::sync::Arc<Vec<String>>) {
+        if self
+            .synced
+            .as_ref()
+            .is_some_and(|s| std::sync::Arc::ptr_eq(s, nodes))
+        {
+            return;
+        }
+        self.sync(nodes);
+        self.synced = Some(nodes.clone());
+    }
+
     pub fn pick(&mut self, feasible: &[String]) -> Option<String> {
-        let feasible: HashSet<&String> = feasible.iter().collect();
-        let pos = self.order.iter().position(|n| feasible.contains(n))?;
+        let feasible: HashSet<&str> = feasible.iter().map(String::as_str).collect();
+        self.pick_first(|n| feasible.contains(n))
+    }
+
+    /// The first node in queue order that `fits` (asked in that order, and no
+    /// further than the first that fits), moved to the back: the same choice as
+    /// [`RoundRobin::pick`] over all feasible nodes, at the cost of one check
+    /// when the next node fits, as it usually does.
+    pub fn pick_first(&mut self, mut fits: impl FnMut(&str) -> bool) -> Option<String> {
+        let pos = self.order.iter().position(|n| fits(n))?;
         let chosen = self.order.remove(pos)?;
         self.order.push_back(chosen.clone());
         Some(chosen)

@@ -170,13 +170,14 @@ impl Scheduler {
             nodes,
             names,
             allocatable,
+            ..
         } = list;
         let ledger = lock(&self.ledger);
         let mut usage = ledger.usage.clone();
         let mut placed = ledger.placed(pending.iter().any(|p| filters::has_pod_affinity(p)));
         drop(ledger);
         let mut rr = lock(&self.round_robin);
-        rr.sync(names);
+        rr.sync_shared(names);
         let mut plan = Vec::new();
         for (i, p) in pending.iter().enumerate() {
             let pod_name = p.metadata.name.as_deref().unwrap_or("");

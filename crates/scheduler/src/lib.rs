@@ -103,6 +103,8 @@ struct NodeList {
     nodes: Arc<Vec<Arc<Node>>>,
     names: Arc<Vec<String>>,
     allocatable: Arc<HashMap<String, filters::Allocatable>>,
+    /// Position of each node in `nodes`, by name.
+    index: Arc<HashMap<String, usize>>,
 }
 
 /// One pod on one node, with its requests (cpu millicores, memory bytes).
@@ -244,10 +246,16 @@ impl Scheduler {
             .iter()
             .filter_map(|n| Some((n.metadata.name.clone()?, filters::Allocatable::of(n))))
             .collect();
+        let index = nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| Some((n.metadata.name.clone()?, i)))
+            .collect();
         let built = NodeList {
             nodes: Arc::new(nodes),
             names: Arc::new(names),
             allocatable: Arc::new(allocatable),
+            index: Arc::new(index),
         };
         *cached = Some(built.clone());
         built
@@ -269,6 +277,7 @@ impl Scheduler {
             nodes,
             names,
             allocatable,
+            index,
         } = self.node_list();
         let pod_volumes = match self.pod_volumes(&pod) {
             Ok(v) => v,
@@ -281,20 +290,26 @@ impl Scheduler {
             let ledger = lock(&self.ledger);
             // Other pods matter only for pod (anti-)affinity.
             let placed = ledger.placed(filters::has_pod_affinity(&pod));
-            filters::feasible(
-                &pod,
-                &Snapshot::new(&nodes, &ledger.usage, &placed)
-                    .with_allocatable(&allocatable)
-                    .with_volumes(pod_volumes.as_ref()),
-            )
+            let snap = Snapshot::new(&nodes, &ledger.usage, &placed)
+                .with_allocatable(&allocatable)
+                .with_volumes(pod_volumes.as_ref());
+            let mut rr = lock(&self.round_robin);
+            rr.sync_shared(&names);
+            // Nodes are checked in round-robin order up to the first that
+            // fits: one check per pod when nodes are free, not one per node.
+            let fits = |name: &str| {
+                index
+                    .get(name)
+                    .is_some_and(|&i| filters::check(&pod, &nodes[i], &snap).is_ok())
+            };
+            match rr.pick_first(fits) {
+                Some(node) => Ok(node),
+                // None fits: every node's reason, for the event and condition.
+                None => Err(filters::feasible(&pod, &snap).err().unwrap_or_default()),
+            }
         };
         match decision {
-            Ok(feasible) => {
-                let node = {
-                    let mut rr = lock(&self.round_robin);
-                    rr.sync(&names);
-                    rr.pick(&feasible).expect("feasible nodes are in the queue")
-                };
+            Ok(node) => {
                 let plan = self.volume_plan(pod_volumes.as_ref(), &nodes, &node);
                 self.assume_and_bind(key, pod, &node, plan).await;
                 Ok(Outcome::Bound(node))
@@ -536,7 +551,12 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
         }
     });
     let s = Arc::downgrade(&sched);
-    node_informer.on_event(move |_| {
+    node_informer.on_event(move |ev| {
+        if let Event::Updated { old, new } = ev {
+            if !filters::node_changed_for_scheduling(old, new) {
+                return;
+            }
+        }
         if let Some(s) = s.upgrade() {
             *lock(&s.node_list) = None;
             s.retry_unschedulable();

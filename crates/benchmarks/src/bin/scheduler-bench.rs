@@ -69,17 +69,28 @@ async fn main() -> anyhow::Result<()> {
     }
     tokio::spawn(scheduler::worker(sched));
     let mut bound = std::collections::HashSet::new();
+    let mut last_rv = rv;
     while bound.len() < pods {
         let ev = tokio::time::timeout(Duration::from_secs(60), events.next())
             .await
             .map_err(|_| anyhow::anyhow!("no progress for 60 s; {} bound", bound.len()))?;
-        if let Some(Ok(minik8s_client::WatchEvent::Modified(p))) = ev {
-            if p["spec"]["nodeName"]
-                .as_str()
-                .is_some_and(|n| !n.is_empty())
-            {
-                bound.insert(p["metadata"]["name"].as_str().unwrap_or("").to_string());
+        match ev {
+            Some(Ok(minik8s_client::WatchEvent::Modified(p))) => {
+                if let Some(rv) = p["metadata"]["resourceVersion"].as_str() {
+                    last_rv = rv.to_string();
+                }
+                if p["spec"]["nodeName"]
+                    .as_str()
+                    .is_some_and(|n| !n.is_empty())
+                {
+                    bound.insert(p["metadata"]["name"].as_str().unwrap_or("").to_string());
+                }
             }
+            // The server ended the watch (a slow reader is cut off): resume.
+            None | Some(Err(_)) => {
+                events = api.watch(&ListParams::default(), &last_rv, false).await?;
+            }
+            Some(Ok(_)) => {}
         }
     }
     let bind_secs = t.elapsed().as_secs_f64();
