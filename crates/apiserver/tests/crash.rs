@@ -25,6 +25,16 @@ fn start(dir: &std::path::Path, port: u16) -> Child {
         .expect("starting the apiserver binary")
 }
 
+/// A client whose requests give up after a while: a request that never gets
+/// an answer (seen once under a loaded CI machine, with no socket left open)
+/// must fail the step, not stall the whole suite.
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap()
+}
+
 async fn wait_ready(http: &reqwest::Client, url: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -56,7 +66,7 @@ async fn a_killed_apiserver_loses_no_acknowledged_create() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
-    let http = reqwest::Client::new();
+    let http = client();
     let mut server = start(dir.path(), port);
     wait_ready(&http, &url).await;
 
@@ -144,7 +154,7 @@ async fn a_torn_last_page_recovers_to_a_consistent_revision() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
-    let http = reqwest::Client::new();
+    let http = client();
     let mut server = start(dir.path(), port);
     wait_ready(&http, &url).await;
     let create = |name: String| {
@@ -152,12 +162,21 @@ async fn a_torn_last_page_recovers_to_a_consistent_revision() {
         async move {
             let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": name}, "data": {"k": "v"}});
-            http.post(format!("{url}/api/v1/namespaces/default/configmaps"))
-                .json(&body)
-                .send()
-                .await
-                .unwrap()
-                .status()
+            // A request lost on the way (a timeout) is sent again; if the
+            // first one was stored after all, the second finds it there.
+            for attempt in 0..3 {
+                match http
+                    .post(format!("{url}/api/v1/namespaces/default/configmaps"))
+                    .json(&body)
+                    .send()
+                    .await
+                {
+                    Ok(r) if attempt > 0 && r.status() == 409 => return 201,
+                    Ok(r) => return r.status().as_u16(),
+                    Err(e) => eprintln!("create {name}, attempt {attempt}: {e}"),
+                }
+            }
+            panic!("create {name}: no answer in three attempts")
         }
     };
     // Few enough writes that SQLite does not checkpoint (1,000 pages): they
