@@ -250,7 +250,12 @@ impl ApiServer {
                     return;
                 }
             }
+            // The newest revision this watcher has been sent everything up
+            // to: a bookmark must never claim more, or a client resuming from
+            // it would skip the events still queued for it.
+            let mut progress = after;
             for ev in sub.backlog {
+                progress = progress.max(ev.revision);
                 if let Some(t) = filter.event_type(&ev) {
                     if tx.send(enc.encode_event(t, &ev)).await.is_err() {
                         return;
@@ -266,12 +271,20 @@ impl ApiServer {
                     _ = tx.closed() => return,
                     _ = async { stop.wait_for(|down| *down).await.is_ok() } => return,
                     _ = tick.tick(), if bookmarks => {
-                        let bm = json!({"kind": info.kind, "apiVersion": info.api_version(), "metadata": {"resourceVersion": cache.latest().to_string()}});
+                        // The cache publishes `latest` and sends its event under
+                        // one lock: read first, an empty feed then means every
+                        // event up to it has been received.
+                        let latest = cache.latest();
+                        if live.is_empty() {
+                            progress = progress.max(latest);
+                        }
+                        let bm = json!({"kind": info.kind, "apiVersion": info.api_version(), "metadata": {"resourceVersion": progress.to_string()}});
                         if tx.send(line("BOOKMARK", &bm)).await.is_err() { return; }
                     }
                     ev = live.recv() => match ev {
                         Ok(ev) => {
                             if ev.revision <= after { continue; }
+                            progress = progress.max(ev.revision);
                             if let Some(t) = filter.event_type(&ev) {
                                 if tx.send(enc.encode_event(t, &ev)).await.is_err() { return; }
                             }

@@ -197,3 +197,68 @@ async fn watchers_relist_after_compaction_and_lose_nothing(backend: Backend) {
     assert!(relists > 0, "watchers hit 410 and relisted");
     eprintln!("{} objects, {relists} relists after 410", truth.len());
 }
+
+/// A bookmark tells a client "you have everything up to here": a client
+/// that resumes from it must not skip an event. A watcher that reads slowly
+/// has events queued for it when the bookmark timer fires (every 10 s); the
+/// bookmark must not name a revision above the events still queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bookmark_never_runs_ahead_of_a_slow_watcher() {
+    const CMS: &str = "/api/v1/namespaces/default/configmaps";
+    let s = TestServer::start(Backend::Embedded).await;
+    let http = reqwest::Client::new();
+    let resp = http
+        .get(format!(
+            "{}{CMS}?watch=1&resourceVersion=1&allowWatchBookmarks=true&timeoutSeconds=40",
+            s.url
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    // 8 MiB of events: far more than the socket buffers hold, so the
+    // server's side of the watch waits on this (not yet reading) client.
+    let filler = "x".repeat(10_000);
+    let creates = futures::stream::iter(0..800)
+        .map(|i| {
+            let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("bm-{i}")}, "data": {"d": filler}});
+            let (http, url) = (http.clone(), format!("{}{CMS}", s.url));
+            async move { http.post(url).json(&body).send().await.unwrap().status() }
+        })
+        .buffer_unordered(8)
+        .collect::<Vec<_>>()
+        .await;
+    assert!(creates.iter().all(|c| *c == 201), "{creates:?}");
+    // Two bookmark periods with the events still queued.
+    tokio::time::sleep(Duration::from_secs(21)).await;
+
+    let mut body = resp.bytes_stream();
+    let (mut buf, mut newest_event, mut bookmarks, mut events) = (Vec::new(), 0, 0, 0);
+    while events < 800 {
+        let chunk = tokio::time::timeout(Duration::from_secs(20), body.next())
+            .await
+            .expect("the watch goes on")
+            .expect("the stream is open")
+            .unwrap();
+        buf.extend_from_slice(&chunk);
+        while let Some(i) = buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=i).collect();
+            let ev: Value = serde_json::from_slice(&line).unwrap();
+            let rv = rv_of(&ev["object"]);
+            if ev["type"] == "BOOKMARK" {
+                bookmarks += 1;
+                assert!(
+                    rv <= newest_event,
+                    "a bookmark at {rv} after only the events up to {newest_event} ({events} of 800)"
+                );
+            } else {
+                assert_eq!(ev["type"], "ADDED");
+                newest_event = rv;
+                events += 1;
+            }
+        }
+    }
+    assert!(bookmarks > 0, "bookmarks came while the events were queued");
+    println!("{events} events, {bookmarks} bookmarks among them");
+}
