@@ -4,7 +4,8 @@
 //! last resourceVersion; when that version is gone (410, as the start of a
 //! watch or as an ERROR event) they relist, as informers do. Each watcher
 //! must never see an event twice or out of order, and its state rebuilt from
-//! lists and events must end equal to the store's.
+//! lists and events must end equal to the store's. A bookmark never names a
+//! revision above the events still queued for a slow watcher.
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
