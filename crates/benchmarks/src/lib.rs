@@ -4,6 +4,11 @@
 
 pub mod burst;
 
+/// The benchmarks allocate as the production binaries do (mimalloc): hollow
+/// nodes and the in-process scheduler must not be measured on a slower heap.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Resident memory of a process in MiB (`/proc/<pid>/status`, VmRSS; `self` for this one).
 pub fn rss_mib(pid: &str) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))

@@ -80,6 +80,10 @@ struct Correlator {
     buckets: HashMap<String, Bucket>,
     seen: HashMap<String, Seen>,
     order: VecDeque<String>,
+    /// The bucket count at which quiet buckets are next swept: twice what a
+    /// sweep left, so a burst of many busy objects costs a sweep per
+    /// doubling, not one per event.
+    sweep_at: usize,
 }
 
 impl Correlator {
@@ -104,11 +108,11 @@ impl Correlator {
                 count: seen.count,
             };
         }
-        self.remember(key, fresh_name.clone(), 1);
+        self.remember(key, fresh_name.clone(), 1, now);
         Decision::Create { name: fresh_name }
     }
 
-    fn remember(&mut self, key: String, name: String, count: i64) {
+    fn remember(&mut self, key: String, name: String, count: i64, now: Instant) {
         if self
             .seen
             .insert(key.clone(), Seen { name, count })
@@ -122,11 +126,11 @@ impl Correlator {
             }
         }
         // Buckets of objects long quiet are full again: forgetting them changes nothing.
-        if self.buckets.len() > CACHE_SIZE {
-            let now = Instant::now();
+        if self.buckets.len() > self.sweep_at.max(CACHE_SIZE) {
             self.buckets.retain(|_, b| {
                 now.duration_since(b.updated).as_secs_f64() < SPAM_REFILL.as_secs_f64() * SPAM_BURST
             });
+            self.sweep_at = self.buckets.len() * 2;
         }
     }
 }
@@ -203,7 +207,7 @@ pub async fn record(
                 // It expired or was deleted: start over with a new Event.
                 Err(e) if e.is_not_found() => {
                     let fresh = format!("{name}.{nanos:x}");
-                    correlator().remember(key, fresh.clone(), 1);
+                    correlator().remember(key, fresh.clone(), 1, Instant::now());
                     api.create(&create(fresh)).await.map(|_| ())
                 }
                 Err(e) => Err(e),
@@ -266,5 +270,32 @@ mod tests {
             c.decide("s".into(), "s|msg".into(), "x".into(), later),
             Decision::Bump { count: 25, .. }
         ));
+    }
+
+    /// Many busy objects at once (a burst of 10,000 pods): every bucket is
+    /// kept while it may still refuse, and the sweep runs once per doubling,
+    /// not on every event; quiet buckets are forgotten at the next sweep.
+    #[test]
+    fn buckets_of_busy_objects_are_kept_and_quiet_ones_swept() {
+        let mut c = Correlator::default();
+        let now = Instant::now();
+        let n = CACHE_SIZE * 2 + 10;
+        for i in 0..n {
+            let d = c.decide(format!("o{i}"), format!("o{i}|m"), format!("e{i}"), now);
+            assert!(matches!(d, Decision::Create { .. }));
+        }
+        assert_eq!(c.buckets.len(), n, "busy buckets are all kept");
+        assert!(c.sweep_at > CACHE_SIZE, "the next sweep waits for growth");
+        // Long after, the busy objects are quiet: the next sweep forgets them.
+        let later = now + SPAM_REFILL * (SPAM_BURST as u32 + 1);
+        let more = c.sweep_at - c.buckets.len() + 1;
+        for i in 0..more {
+            c.decide(format!("p{i}"), format!("p{i}|m"), format!("f{i}"), later);
+        }
+        assert_eq!(
+            c.buckets.len(),
+            more,
+            "only the new objects' buckets are left"
+        );
     }
 }

@@ -1,6 +1,12 @@
 //! `controller-manager`: runs the controllers against an apiserver.
 use clap::Parser;
 
+/// mimalloc instead of glibc's malloc: the controller manager allocates and frees many small
+/// JSON values, and glibc's allocator was a quarter of the CPU at 1,000
+/// hollow nodes (see doc/benchmarks.md, "Scale").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "controller-manager", about = "minik8s controller manager")]
 struct Args {

@@ -8,6 +8,12 @@ use anyhow::Context;
 
 use clap::Parser;
 
+/// mimalloc instead of glibc's malloc: the master allocates and frees many small
+/// JSON values, and glibc's allocator was a quarter of the CPU at 1,000
+/// hollow nodes (see doc/benchmarks.md, "Scale").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "master",
