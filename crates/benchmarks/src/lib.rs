@@ -63,6 +63,40 @@ impl Drop for Proc {
     }
 }
 
+/// Starts one of the workspace's binaries from the directory this benchmark
+/// runs from (`target/release`), quiet, killed when the [`Proc`] is dropped.
+pub fn spawn_release_bin(name: &str, args: &[&str]) -> anyhow::Result<Proc> {
+    let bin = std::env::current_exe()?
+        .parent()
+        .expect("target dir")
+        .join(name);
+    std::process::Command::new(&bin)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map(Proc)
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "starting {} (cargo build --release -p {name} first): {e}",
+                bin.display()
+            )
+        })
+}
+
+/// Whether `server` answers /readyz within 30 s.
+pub async fn ready(http: &reqwest::Client, server: &str) -> bool {
+    for _ in 0..300 {
+        if let Ok(r) = http.get(format!("{server}/readyz")).send().await {
+            if r.status().is_success() {
+                return true;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    false
+}
+
 /// Runs `total` operations over `concurrency` workers (each takes the next
 /// index until all are taken); returns operations per second.
 pub async fn ops_per_second<F, Fut>(concurrency: usize, total: usize, op: F) -> f64

@@ -202,6 +202,8 @@ impl Kubelet {
     /// One pod's loop: sync on every change and every few seconds, until the
     /// pod is gone or the kubelet is (hollow nodes stop by being dropped).
     async fn pod_worker(me: Weak<Self>, key: String, mut rx: mpsc::UnboundedReceiver<()>) {
+        // The uid of the pod last synced, to forget its tokens when it is gone.
+        let mut uid = None;
         loop {
             let Some(every) = me.upgrade().map(|k| k.config.sync_seconds.max(1)) else {
                 return;
@@ -218,6 +220,9 @@ impl Kubelet {
                 p.spec.as_ref().and_then(|s| s.node_name.as_deref())
                     == Some(me.config.node_name.as_str())
             });
+            if let Some(p) = &mine {
+                uid.clone_from(&p.metadata.uid);
+            }
             let finished = match mine {
                 None => true,
                 // Boxed: a sleeping worker then holds a pointer, not the whole
@@ -239,6 +244,10 @@ impl Kubelet {
                 // A trigger that arrived meanwhile keeps the worker alive.
                 if rx.is_empty() {
                     workers.remove(&key);
+                    drop(workers);
+                    if let Some(uid) = &uid {
+                        me.tokens.forget_pod(uid);
+                    }
                     return;
                 }
             }

@@ -31,6 +31,25 @@ pub struct TokenManager {
 }
 
 impl TokenManager {
+    /// Forgets the tokens of a pod that is gone (the pod worker ends): a
+    /// node that runs thousands of short pods must not keep each one's
+    /// token until it expires.
+    pub fn forget_pod(&self, pod_uid: &str) {
+        self.tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(uid, ..), _| uid != pod_uid);
+    }
+
+    /// Whether a token of this pod is kept.
+    pub fn holds_for(&self, pod_uid: &str) -> bool {
+        self.tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .any(|(uid, ..)| uid == pod_uid)
+    }
+
     /// The token for `pod`'s service account and `audience` ("" = the
     /// apiserver's), asking for a new one when due.
     pub async fn get(

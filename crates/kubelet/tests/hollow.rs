@@ -1,11 +1,12 @@
 //! Hollow nodes are the real kubelet on the in-memory runtime: registration
 //! with the hollow capacity and label, pods bound to them go Running and
 //! Ready with an address from the node's own pod CIDR and `fake://`
-//! container IDs, a graceful deletion is confirmed by the node, a killed
-//! node stops heartbeating and its pods' containers go with it.
+//! container IDs, a graceful deletion is confirmed by the node (which then
+//! forgets the pod's token), a killed node stops heartbeating and its pods'
+//! containers go with it.
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, ServiceAccount};
 use kubelet::hollow::{self, HollowConfig};
 use kubelet::runtime::ContainerRuntime;
 use minik8s_api::registry;
@@ -21,11 +22,34 @@ fn pod(name: &str, node: &str) -> Value {
                                 {"name": "side", "image": "busybox"}]}})
 }
 
-/// An apiserver and `count` hollow nodes `<prefix>-0..` that sync and
+/// An apiserver (with its secure port, for pods' tokens) and `count` hollow nodes `<prefix>-0..` that sync and
 /// heartbeat every second.
 async fn start_hollow(prefix: &str, count: usize) -> (TestServer, Client, hollow::HollowNodes) {
-    let server = TestServer::start(Backend::Embedded).await;
+    // The secure port on: its PKI holds the key that signs pods' tokens.
+    let server = TestServer::start_with(Backend::Embedded, |c| {
+        c.secure_listen = Some(format!("127.0.0.1:{}", minik8s_testkit::free_port()));
+    })
+    .await;
     let client = Client::new(&server.url);
+    // What the controller manager makes in a cluster: the namespace's
+    // ServiceAccount and the CA bundle its token volume mounts.
+    let ca = std::fs::read_to_string(server.config.data_dir.join("pki/ca.crt")).unwrap();
+    for (info, object) in [
+        (
+            registry::of::<ServiceAccount>(),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
+        ),
+        (
+            registry::of::<ConfigMap>(),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-root-ca.crt"}, "data": {"ca.crt": ca}}),
+        ),
+    ] {
+        client
+            .dynamic(info, Some("default"))
+            .create(&object)
+            .await
+            .unwrap();
+    }
     let cfg = HollowConfig {
         prefix: prefix.into(),
         count,
@@ -63,6 +87,7 @@ async fn hollow_nodes_run_the_real_kubelet_on_memory() {
         (p["status"]["phase"] == "Running" && ready).then_some(p)
     })
     .await;
+    let a_uid = a["metadata"]["uid"].as_str().unwrap().to_string();
     let ip = a["status"]["podIP"].as_str().unwrap();
     assert!(ip.starts_with("10.0.1."), "{ip} is in h-1's pod CIDR");
     assert_eq!(a["status"]["hostIP"], "10.255.0.1");
@@ -86,7 +111,19 @@ async fn hollow_nodes_run_the_real_kubelet_on_memory() {
         "distinct pod IPs"
     );
 
-    // A graceful deletion is finished by the node (the object goes away).
+    let h1 = nodes
+        .kubelets
+        .iter()
+        .find(|k| k.config.node_name == "h-1")
+        .unwrap()
+        .clone();
+    assert!(
+        h1.tokens.holds_for(&a_uid),
+        "a's token is kept while it runs"
+    );
+
+    // A graceful deletion is finished by the node (the object goes away),
+    // and the node forgets the pod's token.
     pods.delete("a", &DeleteParams::default()).await.unwrap();
     eventually(20, "pod a deleted by its node", || async {
         match pods.get("a").await {
@@ -95,12 +132,10 @@ async fn hollow_nodes_run_the_real_kubelet_on_memory() {
         }
     })
     .await;
-    let h1 = nodes
-        .kubelets
-        .iter()
-        .find(|k| k.config.node_name == "h-1")
-        .unwrap()
-        .clone();
+    eventually(20, "a's token forgotten", || async {
+        (!h1.tokens.holds_for(&a_uid)).then_some(())
+    })
+    .await;
     let live = h1.runtime.list(None).await.unwrap();
     assert_eq!(live.len(), 3, "b's sandbox and two containers: {live:?}");
     assert!(live.iter().all(|c| c.pod_name == "b"));

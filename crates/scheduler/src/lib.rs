@@ -385,14 +385,23 @@ impl Scheduler {
             .await
             .expect("semaphore open");
         tokio::spawn(async move {
-            let _permit = permit;
-            me.binding_cycle(&key, &pod, &chosen, &plan).await;
+            let bound = me.binding_cycle(&key, &pod, &chosen, &plan).await;
+            // The slot bounds bindings, not events: the Scheduled event is
+            // written after it is given back (events are best effort and
+            // would otherwise halve the bindings in flight).
+            drop(permit);
+            if bound {
+                let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+                let name = pod.metadata.name.as_deref().unwrap_or("");
+                let message = format!("Successfully assigned {ns}/{name} to {chosen}");
+                me.event(&pod, "Normal", "Scheduled", &message).await;
+            }
         });
     }
 
-    /// Binds an assumed pod; on failure the assumption is dropped (and retried unless
-    /// someone else already placed or deleted the pod).
-    async fn binding_cycle(&self, key: &str, pod: &Pod, node: &str, plan: &volumes::Plan) {
+    /// Binds an assumed pod (true when bound); on failure the assumption is
+    /// dropped (and retried unless someone else already placed or deleted the pod).
+    async fn binding_cycle(&self, key: &str, pod: &Pod, node: &str, plan: &volumes::Plan) -> bool {
         if !plan.is_empty() {
             let bound = match self.write_volume_plan(plan, node).await {
                 Ok(()) => self.wait_claims_bound(plan).await,
@@ -410,22 +419,12 @@ impl Scheduler {
                 lock(&self.ledger).remove(key);
                 lock(&self.assumed).remove(key);
                 self.queue.add_rate_limited(key.to_string());
-                return;
+                return false;
             }
         }
         let span = tracing::debug_span!(target: TRACE_POD_START, "bind", pod = %key, %node);
         match self.bind(pod, node).instrument(span).await {
-            Ok(()) => {
-                let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-                let name = pod.metadata.name.as_deref().unwrap_or("");
-                self.event(
-                    pod,
-                    "Normal",
-                    "Scheduled",
-                    &format!("Successfully assigned {ns}/{name} to {node}"),
-                )
-                .await;
-            }
+            Ok(()) => true,
             Err(e) => {
                 lock(&self.ledger).remove(key);
                 lock(&self.assumed).remove(key);
@@ -433,6 +432,7 @@ impl Scheduler {
                     tracing::warn!(pod = %key, %node, error = %e, "binding failed; retrying");
                     self.queue.add_rate_limited(key.to_string());
                 }
+                false
             }
         }
     }

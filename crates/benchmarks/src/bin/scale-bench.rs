@@ -18,7 +18,7 @@
 //! Usage: `scale-bench [NODES] [PODS] [KWOK]` (default 5000 50000 10000).
 //! Needs `cargo build --release -p apiserver -p benchmarks`; not a test.
 
-use benchmarks::{percentile, rss_mib, Proc};
+use benchmarks::{percentile, rss_mib};
 use futures::StreamExt;
 use minik8s_api::k8s::api::core::v1::{Namespace, Pod};
 use minik8s_api::registry;
@@ -181,42 +181,35 @@ async fn main() -> anyhow::Result<()> {
     println!("| step | result |");
     println!("|---|---|");
 
-    let bin = std::env::current_exe()?
-        .parent()
-        .expect("target dir")
-        .to_path_buf();
     let dir = tempfile::tempdir()?;
     let port = minik8s_testkit::free_port();
     let server = format!("http://127.0.0.1:{port}");
-    let apiserver = Proc(
-        std::process::Command::new(bin.join("apiserver"))
-            .args([
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--secure-listen",
-                "",
-            ])
-            .args(["--data-dir", &dir.path().display().to_string()])
-            .args(["--watch-cache-size", "200000"])
-            .args(["--watch-cache-max-bytes", &(256usize << 20).to_string()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "starting {}/apiserver (cargo build --release -p apiserver first): {e}",
-                    bin.display()
-                )
-            })?,
+    let (listen, data) = (
+        format!("127.0.0.1:{port}"),
+        dir.path().display().to_string(),
     );
+    let ring_bytes = (256usize << 20).to_string();
+    let apiserver = benchmarks::spawn_release_bin(
+        "apiserver",
+        &[
+            "--listen",
+            &listen,
+            "--secure-listen",
+            "",
+            "--data-dir",
+            &data,
+            "--watch-cache-size",
+            "200000",
+            "--watch-cache-max-bytes",
+            &ring_bytes,
+        ],
+    )?;
     let pid = apiserver.0.id();
     let client = Client::new(&server);
-    for _ in 0..100 {
-        if client.get_json("/readyz").await.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    anyhow::ensure!(
+        benchmarks::ready(&reqwest::Client::new(), &server).await,
+        "the apiserver did not get ready"
+    );
 
     // Nodes, then the heartbeats alone.
     let t = Instant::now();

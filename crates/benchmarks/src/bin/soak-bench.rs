@@ -18,18 +18,6 @@ const NODES: usize = 12;
 const WATCHERS: usize = 50;
 const WRITES_PER_SECOND: u64 = 20;
 
-async fn ready(http: &reqwest::Client, server: &str) -> bool {
-    for _ in 0..300 {
-        if let Ok(r) = http.get(format!("{server}/readyz")).send().await {
-            if r.status().is_success() {
-                return true;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    false
-}
-
 async fn running_pods(http: &reqwest::Client, server: &str) -> usize {
     let Ok(r) = http
         .get(format!(
@@ -87,7 +75,10 @@ async fn main() -> anyhow::Result<()> {
     );
     let master_pid = master.0.id().to_string();
     let http = reqwest::Client::new();
-    anyhow::ensure!(ready(&http, &server).await, "the master did not get ready");
+    anyhow::ensure!(
+        benchmarks::ready(&http, &server).await,
+        "the master did not get ready"
+    );
     let _nodes = Proc(
         Command::new(bin.join("kubelet"))
             .args(["--server", &server, "--node-name", "hollow"])
