@@ -80,10 +80,6 @@ struct Correlator {
     buckets: HashMap<String, Bucket>,
     seen: HashMap<String, Seen>,
     order: VecDeque<String>,
-    /// The bucket count at which quiet buckets are next swept: twice what a
-    /// sweep left, so a burst of many busy objects costs a sweep per
-    /// doubling, not one per event.
-    sweep_at: usize,
 }
 
 impl Correlator {
@@ -108,11 +104,11 @@ impl Correlator {
                 count: seen.count,
             };
         }
-        self.remember(key, fresh_name.clone(), 1, now);
+        self.remember(key, fresh_name.clone(), 1);
         Decision::Create { name: fresh_name }
     }
 
-    fn remember(&mut self, key: String, name: String, count: i64, now: Instant) {
+    fn remember(&mut self, key: String, name: String, count: i64) {
         if self
             .seen
             .insert(key.clone(), Seen { name, count })
@@ -125,12 +121,21 @@ impl Correlator {
                 self.seen.remove(&old);
             }
         }
-        // Buckets of objects long quiet are full again: forgetting them changes nothing.
-        if self.buckets.len() > self.sweep_at.max(CACHE_SIZE) {
-            self.buckets.retain(|_, b| {
-                now.duration_since(b.updated).as_secs_f64() < SPAM_REFILL.as_secs_f64() * SPAM_BURST
-            });
-            self.sweep_at = self.buckets.len() * 2;
+        // At most CACHE_SIZE buckets, as client-go's LRU of spam filters:
+        // when over, the least recently used go down to half (a forgotten
+        // bucket is only a full one again), so a sweep comes once every
+        // CACHE_SIZE / 2 new objects, not on every event of a busy burst.
+        if self.buckets.len() > CACHE_SIZE {
+            let mut by_use: Vec<(Instant, String)> = self
+                .buckets
+                .iter()
+                .map(|(k, b)| (b.updated, k.clone()))
+                .collect();
+            by_use.sort_unstable();
+            let excess = self.buckets.len() - CACHE_SIZE / 2;
+            for (_, key) in by_use.into_iter().take(excess) {
+                self.buckets.remove(&key);
+            }
         }
     }
 }
@@ -207,7 +212,7 @@ pub async fn record(
                 // It expired or was deleted: start over with a new Event.
                 Err(e) if e.is_not_found() => {
                     let fresh = format!("{name}.{nanos:x}");
-                    correlator().remember(key, fresh.clone(), 1, Instant::now());
+                    correlator().remember(key, fresh.clone(), 1);
                     api.create(&create(fresh)).await.map(|_| ())
                 }
                 Err(e) => Err(e),
@@ -272,30 +277,21 @@ mod tests {
         ));
     }
 
-    /// Many busy objects at once (a burst of 10,000 pods): every bucket is
-    /// kept while it may still refuse, and the sweep runs once per doubling,
-    /// not on every event; quiet buckets are forgotten at the next sweep.
+    /// Many objects at once (a burst of 10,000 pods, or a ReplicaSet scaled
+    /// up and down for hours): the buckets stay bounded, and the most
+    /// recently used ones are the ones kept.
     #[test]
-    fn buckets_of_busy_objects_are_kept_and_quiet_ones_swept() {
+    fn buckets_stay_bounded_and_keep_the_recent_ones() {
         let mut c = Correlator::default();
-        let now = Instant::now();
-        let n = CACHE_SIZE * 2 + 10;
-        for i in 0..n {
+        let t0 = Instant::now();
+        for i in 0..CACHE_SIZE * 5 {
+            let now = t0 + Duration::from_millis(i as u64);
             let d = c.decide(format!("o{i}"), format!("o{i}|m"), format!("e{i}"), now);
             assert!(matches!(d, Decision::Create { .. }));
+            assert!(c.buckets.len() <= CACHE_SIZE, "bounded at {i}");
         }
-        assert_eq!(c.buckets.len(), n, "busy buckets are all kept");
-        assert!(c.sweep_at > CACHE_SIZE, "the next sweep waits for growth");
-        // Long after, the busy objects are quiet: the next sweep forgets them.
-        let later = now + SPAM_REFILL * (SPAM_BURST as u32 + 1);
-        let more = c.sweep_at - c.buckets.len() + 1;
-        for i in 0..more {
-            c.decide(format!("p{i}"), format!("p{i}|m"), format!("f{i}"), later);
-        }
-        assert_eq!(
-            c.buckets.len(),
-            more,
-            "only the new objects' buckets are left"
-        );
+        let newest = format!("o{}", CACHE_SIZE * 5 - 1);
+        assert!(c.buckets.contains_key(&newest), "the newest is kept");
+        assert!(!c.buckets.contains_key("o0"), "the oldest is forgotten");
     }
 }
