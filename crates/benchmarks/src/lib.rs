@@ -63,6 +63,36 @@ impl Drop for Proc {
     }
 }
 
+/// The benchmark's positional numbers (NODES, PODS, ...) in order; words
+/// (flags) are left to the benchmark.
+pub fn numeric_args<T: std::str::FromStr>() -> Vec<T> {
+    std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect()
+}
+
+/// Registers `count` hollow nodes `hollow-0..` (the real kubelet on the fake
+/// runtime, [`kubelet::hollow`]) and runs them in the background until the
+/// process ends; returns the seconds the registration took.
+pub async fn run_hollow_nodes(
+    client: &minik8s_client::Client,
+    count: usize,
+    lease_seconds: u64,
+    sync_seconds: u64,
+) -> anyhow::Result<f64> {
+    let t = std::time::Instant::now();
+    let config = kubelet::hollow::HollowConfig {
+        prefix: "hollow".into(),
+        count,
+        lease_seconds,
+        sync_seconds,
+    };
+    let nodes = kubelet::hollow::start(client, &config).await?;
+    tokio::spawn(nodes.run_forever());
+    Ok(t.elapsed().as_secs_f64())
+}
+
 /// Starts one of the workspace's binaries from the directory this benchmark
 /// runs from (`target/release`), quiet, killed when the [`Proc`] is dropped.
 pub fn spawn_release_bin(name: &str, args: &[&str]) -> anyhow::Result<Proc> {

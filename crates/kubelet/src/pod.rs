@@ -21,6 +21,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec, Secret};
 use minik8s_api::quantity::Quantity;
 use minik8s_api::registry;
 use minik8s_client::{DeleteParams, TRACE_POD_START};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use tracing::Instrument;
 
 /// A span of the pod start pipeline (see `minik8s_client::init_logging`).
@@ -29,7 +30,6 @@ macro_rules! step {
         tracing::debug_span!(target: TRACE_POD_START, $name)
     };
 }
-use std::collections::{BTreeMap, HashMap, HashSet};
 
 fn short(uid: &str) -> &str {
     &uid[..uid.len().min(8)]

@@ -61,10 +61,7 @@ where
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
+    let args: Vec<usize> = benchmarks::numeric_args();
     let nodes = args.first().copied().unwrap_or(100);
     let replicas = args.get(1).copied().unwrap_or(1_000);
     let rounds = args.get(2).copied().unwrap_or(10);

@@ -35,25 +35,12 @@ async fn until(api: &DynamicApi, name: &str, done: impl Fn(&Value) -> bool) -> a
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args: Vec<i64> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
+    let args: Vec<i64> = benchmarks::numeric_args();
     let replicas = args.first().copied().unwrap_or(100);
     let nodes = args.get(1).copied().unwrap_or(10) as usize;
     let server = TestServer::start(Backend::Embedded).await;
     let client = Client::new(&server.url);
-    let hollow = kubelet::hollow::HollowConfig {
-        prefix: "hollow".into(),
-        count: nodes,
-        lease_seconds: 60,
-        sync_seconds: 10,
-    };
-    tokio::spawn(
-        kubelet::hollow::start(&client, &hollow)
-            .await?
-            .run_forever(),
-    );
+    benchmarks::run_hollow_nodes(&client, nodes, 60, 10).await?;
     tokio::spawn(scheduler::run(client.clone(), scheduler::Config::default()));
     tokio::spawn(controller_manager::run(
         client.clone(),

@@ -244,10 +244,7 @@ async fn minik8s_ingress(backend: u16) -> anyhow::Result<(TestServer, u16)> {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
+    let args: Vec<usize> = benchmarks::numeric_args();
     let total = args.first().copied().unwrap_or(20_000);
     let connections = args.get(1).copied().unwrap_or(16);
     let bin = nginx_binary()?;

@@ -90,27 +90,14 @@ async fn lws_run(
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args: Vec<i64> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
+    let args: Vec<i64> = benchmarks::numeric_args();
     let groups = args.first().copied().unwrap_or(100);
     let size = args.get(1).copied().unwrap_or(8);
     let nodes = args.get(2).copied().unwrap_or(20) as usize;
     let pods_total = groups * size;
     let server = TestServer::start_with(Backend::Embedded, |c| c.watch_cache_size = 50_000).await;
     let client = Client::new(&server.url);
-    let hollow = kubelet::hollow::HollowConfig {
-        prefix: "hollow".into(),
-        count: nodes,
-        lease_seconds: 60,
-        sync_seconds: 10,
-    };
-    tokio::spawn(
-        kubelet::hollow::start(&client, &hollow)
-            .await?
-            .run_forever(),
-    );
+    benchmarks::run_hollow_nodes(&client, nodes, 60, 10).await?;
     tokio::spawn(scheduler::run(client.clone(), scheduler::Config::default()));
     tokio::spawn(controller_manager::run(
         client.clone(),

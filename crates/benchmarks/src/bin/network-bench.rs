@@ -248,10 +248,7 @@ async fn dns_qps(services: usize) -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
+    let args: Vec<usize> = benchmarks::numeric_args();
     let services = args.first().copied().unwrap_or(1000).max(1);
     let endpoints = args.get(1).copied().unwrap_or(10).max(1);
     rule_sync(services, endpoints);

@@ -160,10 +160,7 @@ async fn time_gets(url: &str, n: usize) -> anyhow::Result<(Vec<f64>, usize)> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
+    let args: Vec<usize> = benchmarks::numeric_args();
     let nodes = args.first().copied().unwrap_or(5_000);
     let pods = args.get(1).copied().unwrap_or(50_000);
     let kwok = args.get(2).copied().unwrap_or(10_000);
@@ -212,16 +209,7 @@ async fn main() -> anyhow::Result<()> {
     );
 
     // Nodes, then the heartbeats alone.
-    let t = Instant::now();
-    let hollow = kubelet::hollow::HollowConfig {
-        prefix: "hollow".into(),
-        count: nodes,
-        lease_seconds: 10,
-        sync_seconds: 60,
-    };
-    let hollow_nodes = kubelet::hollow::start(&client, &hollow).await?;
-    tokio::spawn(hollow_nodes.run_forever());
-    let register_secs = t.elapsed().as_secs_f64();
+    let register_secs = benchmarks::run_hollow_nodes(&client, nodes, 10, 60).await?;
     println!(
         "| register {nodes} nodes | {register_secs:.1} s ({:.0} nodes/s) |",
         nodes as f64 / register_secs

@@ -16,26 +16,14 @@ use benchmarks as bench_util;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
+    let args: Vec<usize> = benchmarks::numeric_args();
     let (nodes, pods) = (
         args.first().copied().unwrap_or(1000),
         args.get(1).copied().unwrap_or(10_000),
     );
     let server = TestServer::start_with(Backend::Embedded, |c| c.watch_cache_size = 50_000).await;
     let client = Client::new(&server.url);
-    let t = Instant::now();
-    let hollow = kubelet::hollow::HollowConfig {
-        prefix: "hollow".into(),
-        count: nodes,
-        lease_seconds: 60,
-        sync_seconds: 10,
-    };
-    let hollow_nodes = kubelet::hollow::start(&client, &hollow).await?;
-    tokio::spawn(hollow_nodes.run_forever());
-    let register_secs = t.elapsed().as_secs_f64();
+    let register_secs = benchmarks::run_hollow_nodes(&client, nodes, 60, 10).await?;
 
     let api = client.dynamic(registry::of::<Pod>(), Some("default"));
     let t = Instant::now();
