@@ -187,28 +187,18 @@ pub async fn heartbeat(kubelet: Arc<Kubelet>) -> anyhow::Result<()> {
     }
 }
 
-/// A status without the times that change on every report, for "did it change".
-fn without_times(status: &Value) -> Value {
-    let mut s = status.clone();
-    for c in s
-        .get_mut("conditions")
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten()
-    {
-        if let Some(c) = c.as_object_mut() {
-            c.remove("lastHeartbeatTime");
-            c.remove("lastTransitionTime");
-        }
-    }
-    s
-}
-
-/// Whether `current` (the Node's status now) already says all of `ours`.
+/// Whether `current` (the Node's status now) already says all of `ours`,
+/// whatever the conditions' times (they change on every report).
 fn reports_same(current: &Value, ours: &Value) -> bool {
-    let (current, ours) = (without_times(current), without_times(ours));
-    ours.as_object()
-        .is_some_and(|o| o.iter().all(|(k, v)| current.get(k) == Some(v)))
+    ours.as_object().is_some_and(|o| {
+        o.iter().all(|(k, v)| match current.get(k) {
+            Some(w) if k == "conditions" => {
+                crate::status::same_conditions(v, w, &["lastHeartbeatTime", "lastTransitionTime"])
+            }
+            Some(w) => v == w,
+            None => false,
+        })
+    })
 }
 
 /// One heartbeat: the lease renewal, and the node status unless the Node
