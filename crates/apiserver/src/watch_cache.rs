@@ -99,6 +99,26 @@ pub fn decode_object(value: &[u8], revision: i64) -> Option<Value> {
     Some(obj)
 }
 
+/// `metadata.namespace` of an object's JSON ("" when it has none), read
+/// without building the object.
+fn namespace_of(json: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    struct Object<'a> {
+        #[serde(borrow)]
+        metadata: Option<Metadata<'a>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Metadata<'a> {
+        #[serde(borrow)]
+        namespace: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_slice::<Object>(json)
+        .ok()
+        .and_then(|o| o.metadata?.namespace)
+        .map(|ns| ns.into_owned())
+        .unwrap_or_default()
+}
+
 impl WatchCache {
     /// Starts caching `prefix` from `start_revision` (exclusive) and keeps the
     /// store watch running for the life of the process.
@@ -191,19 +211,24 @@ impl WatchCache {
     }
 
     fn push(&self, ev: StoreEvent) {
-        let object = match ev.kind {
-            EventKind::Put => decode_object(&ev.kv.value, ev.revision),
-            EventKind::Delete => ev
-                .prev
-                .as_ref()
-                .and_then(|p| decode_object(&p.value, ev.revision)),
+        let value = match ev.kind {
+            EventKind::Put => &ev.kv.value,
+            EventKind::Delete => match &ev.prev {
+                Some(p) => &p.value,
+                None => return,
+            },
         };
-        let Some(object) = object else { return };
-        let namespace = minik8s_api::meta::namespace(&object)
-            .unwrap_or("")
-            .to_string();
-        let json = bytes::Bytes::from(serde_json::to_vec(&object).unwrap_or_default());
-        drop(object);
+        // The object as served: resourceVersion stamped without decoding
+        // the whole object (every write of the cluster passes here).
+        let mut json = Vec::with_capacity(value.len() + 32);
+        if !crate::list::write_stamped(&mut json, value, ev.revision) {
+            let Some(object) = decode_object(value, ev.revision) else {
+                return;
+            };
+            json = serde_json::to_vec(&object).unwrap_or_default();
+        }
+        let namespace = namespace_of(&json);
+        let json = bytes::Bytes::from(json);
         let prev = ev.prev.map(|p| (p.value, p.mod_revision));
         let size = json.len() + prev.as_ref().map_or(0, |(v, _)| v.len());
         let ce = Arc::new(CacheEvent {
@@ -263,6 +288,18 @@ impl WatchCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_namespace_is_read_without_decoding_the_object() {
+        let pod = br#"{"kind":"Pod","metadata":{"name":"a","namespace":"team\u0041"},"spec":{"x":[1,{"namespace":"no"}]}}"#;
+        assert_eq!(namespace_of(pod), "teamA");
+        assert_eq!(
+            namespace_of(br#"{"kind":"Node","metadata":{"name":"n"}}"#),
+            ""
+        );
+        assert_eq!(namespace_of(br#"{"metadata":{"namespace":null}}"#), "");
+        assert_eq!(namespace_of(b"not json"), "");
+    }
     use crate::store::embedded::EmbeddedStore;
 
     /// Large objects fill the ring's byte budget long before its event count:

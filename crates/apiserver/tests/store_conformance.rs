@@ -350,6 +350,56 @@ async fn embedded_store_concurrent_writers() {
     }
 }
 
+/// Writes to one key that land in one commit group see each other: of
+/// many updates expecting the same revision exactly one wins, a create after
+/// a delete in the same group succeeds, and what reads answer (from memory)
+/// is what the database holds once reopened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn embedded_writes_to_one_key_in_one_group_see_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+    let mut rounds = Vec::new();
+    for k in 0..20 {
+        let key = format!("/g/{k}");
+        let rev = s.create(&key, b("v0")).await.unwrap();
+        let tasks: Vec<_> = (0..16)
+            .map(|i| {
+                let (s, key) = (s.clone(), key.clone());
+                tokio::spawn(async move { s.update(&key, b(&format!("v{i}")), Some(rev)).await })
+            })
+            .collect();
+        let mut won = 0;
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(_) => won += 1,
+                Err(StoreError::Conflict { current, .. }) => assert!(current > rev),
+                Err(e) => panic!("unexpected {e}"),
+            }
+        }
+        assert_eq!(won, 1, "{key}: exactly one update expecting {rev} wins");
+        let (delete, create) = tokio::join!(s.delete(&key, None), async {
+            tokio::task::yield_now().await;
+            s.create(&key, b("again")).await
+        });
+        rounds.push((key, delete.is_ok(), create.is_ok()));
+    }
+    let (listed, at) = s.list("/g/", None).await.unwrap();
+    for (key, deleted, created) in &rounds {
+        let got = s.get(key).await.unwrap();
+        // The create ran after the delete (it then succeeds) or before it (409).
+        if *created {
+            assert!(deleted, "{key}");
+            assert_eq!(got.unwrap().value, b("again"));
+        } else {
+            assert!(got.is_none(), "{key} was deleted");
+        }
+    }
+    drop(s);
+    let reopened = EmbeddedStore::open(dir.path()).unwrap();
+    let (again, at_again) = reopened.list("/g/", None).await.unwrap();
+    assert_eq!((listed, at), (again, at_again));
+}
+
 /// A watcher that stops reading is cut off instead of being buffered for
 /// without limit; resuming from its last revision loses nothing.
 #[tokio::test]

@@ -9,7 +9,8 @@
 //!
 //! - A write appends a row; the newest row of a name is the key's value (or
 //!   its deletion). A list at revision R takes, per name, the newest row with
-//!   id <= R. Nothing but the revision counters lives in memory.
+//!   id <= R. The newest value of each live key is also kept in memory
+//!   ([`current`]): reads at the latest revision never touch the database.
 //! - Writes go through one writer thread ([`writer`]) that commits them in
 //!   groups; the database is in WAL mode with `synchronous=FULL`, so every
 //!   acknowledged write is on disk (fsync'd) before its caller hears back.
@@ -23,6 +24,7 @@
 //! A data directory of the older log-based store (`wal.log`,
 //! `snapshot.json`) is migrated on first open ([`legacy`]).
 
+mod current;
 mod legacy;
 mod sql;
 mod writer;
@@ -31,10 +33,10 @@ use super::{KeyValue, Store, StoreError, StoreEvent, WatchItem, WatchReceiver};
 use crate::store::{EventKind, WATCH_CHANNEL_CAPACITY};
 use async_trait::async_trait;
 use bytes::Bytes;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tokio::sync::{mpsc, oneshot};
 use writer::{Op, Request};
 
@@ -60,6 +62,8 @@ pub(crate) struct Shared {
     path: PathBuf,
     /// The newest committed revision.
     revision: AtomicI64,
+    /// The live keys' newest values, at the newest committed revision.
+    current: RwLock<current::Current>,
     /// Lists and watches before this revision answer `Gone`.
     compacted: AtomicI64,
     watchers: Mutex<Vec<Watcher>>,
@@ -67,6 +71,14 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    fn read_current(&self) -> RwLockReadGuard<'_, current::Current> {
+        self.current.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write_current(&self) -> RwLockWriteGuard<'_, current::Current> {
+        self.current.write().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn lock_watchers(&self) -> MutexGuard<'_, Vec<Watcher>> {
         self.watchers.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -154,9 +166,11 @@ impl EmbeddedStore {
         conn.execute_batch(sql::SCHEMA).map_err(internal)?;
         migrate_legacy(&mut conn, dir)?;
         let (revision, compacted) = current_revision(&conn)?;
+        let live = list_rows(&conn, String::new(), prefix_end(""), revision, -1)?;
         let shared = Arc::new(Shared {
             path,
             revision: AtomicI64::new(revision),
+            current: RwLock::new(current::Current::load(live, revision)),
             compacted: AtomicI64::new(compacted),
             watchers: Mutex::new(Vec::new()),
             readers: Mutex::new(Vec::new()),
@@ -294,6 +308,13 @@ impl EmbeddedStore {
         limit: Option<usize>,
     ) -> Result<(Vec<KeyValue>, i64), StoreError> {
         let end = prefix_end(prefix);
+        {
+            // At the newest revision (or past it, as SQL would clamp): from memory.
+            let current = self.shared.read_current();
+            if revision.is_none_or(|r| r >= current.revision) {
+                return Ok((current.range(&start, &end, limit), current.revision));
+            }
+        }
         let limit = limit.map_or(-1, |l| l.min(i64::MAX as usize) as i64);
         self.read(move |_, conn| {
             // One read transaction: the revision and the rows come from one snapshot.
@@ -309,22 +330,31 @@ impl EmbeddedStore {
                 Some(r) => r.min(current),
                 None => current,
             };
-            let mut st = tx.prepare_cached(sql::LIST).map_err(internal)?;
-            let items = st
-                .query_map(params![start, end, at, limit], |r| {
-                    Ok(KeyValue {
-                        key: r.get(0)?,
-                        value: Bytes::from(r.get::<_, Vec<u8>>(1)?),
-                        create_revision: r.get(2)?,
-                        mod_revision: r.get(3)?,
-                    })
-                })
-                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-                .map_err(internal)?;
-            Ok((items, at))
+            Ok((list_rows(&tx, start, end, at, limit)?, at))
         })
         .await
     }
+}
+
+/// The live keys in [`start`, `end`) at revision `at`, at most `limit` (-1: all).
+fn list_rows(
+    conn: &Connection,
+    start: String,
+    end: String,
+    at: i64,
+    limit: i64,
+) -> Result<Vec<KeyValue>, StoreError> {
+    let mut st = conn.prepare_cached(sql::LIST).map_err(internal)?;
+    st.query_map(params![start, end, at, limit], |r| {
+        Ok(KeyValue {
+            key: r.get(0)?,
+            value: Bytes::from(r.get::<_, Vec<u8>>(1)?),
+            create_revision: r.get(2)?,
+            mod_revision: r.get(3)?,
+        })
+    })
+    .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+    .map_err(internal)
 }
 
 #[async_trait]
@@ -338,32 +368,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
-        let key = key.to_string();
-        self.read(move |_, conn| {
-            let row = conn
-                .prepare_cached(sql::LATEST_ROW)
-                .and_then(|mut st| {
-                    st.query_row(params![key], |r| {
-                        Ok((
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, i64>(1)?,
-                            r.get::<_, bool>(2)?,
-                            r.get::<_, Vec<u8>>(3)?,
-                        ))
-                    })
-                    .optional()
-                })
-                .map_err(internal)?;
-            Ok(row.and_then(|(m, c, deleted, v)| {
-                (!deleted).then(|| KeyValue {
-                    key,
-                    value: Bytes::from(v),
-                    create_revision: c,
-                    mod_revision: m,
-                })
-            }))
-        })
-        .await
+        Ok(self.shared.read_current().get(key).cloned())
     }
 
     async fn list(

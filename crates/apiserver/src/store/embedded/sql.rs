@@ -22,10 +22,6 @@ CREATE TABLE IF NOT EXISTS meta (
 INSERT OR IGNORE INTO meta (name, value) VALUES ('compact_revision', 1);
 ";
 
-/// The newest row of a key: id, create_revision, deleted, value.
-pub const LATEST_ROW: &str =
-    "SELECT id, create_revision, deleted, value FROM kine WHERE name = ?1 ORDER BY id DESC LIMIT 1";
-
 pub const INSERT_ROW: &str = "INSERT INTO kine
     (id, name, created, deleted, create_revision, prev_revision, value)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";

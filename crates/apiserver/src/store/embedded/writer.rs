@@ -3,9 +3,9 @@
 //!
 //! ```text
 //!  create/update/delete ──▶ queue ──▶ writer thread: BEGIN IMMEDIATE
-//!  (any task)                          check + INSERT row, per request
+//!  (any task)                          check against `current` + INSERT row, per request
 //!                                      COMMIT (one fsync for the group)
-//!                                      revision += n, dispatch to watchers
+//!                                      current + revision updated, dispatch to watchers
 //!                                      reply to each request
 //! ```
 //!
@@ -17,7 +17,8 @@ use super::sql;
 use super::{Shared, Watcher};
 use crate::store::{EventKind, KeyValue, StoreError, StoreEvent};
 use bytes::Bytes;
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, TransactionBehavior};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
@@ -42,6 +43,16 @@ pub enum Op {
     Compact {
         revision: i64,
     },
+}
+
+impl Op {
+    /// The key a write is for (None for a compaction).
+    fn key(&self) -> Option<&str> {
+        match self {
+            Op::Create { key, .. } | Op::Update { key, .. } | Op::Delete { key, .. } => Some(key),
+            Op::Compact { .. } => None,
+        }
+    }
 }
 
 pub struct Request {
@@ -100,13 +111,30 @@ impl Writer {
     fn commit_group(&mut self, group: Vec<Request>) {
         let base = self.shared.revision.load(Ordering::Acquire);
         let mut revision = base;
+        // Keys this group has written, as they will be once it commits: a
+        // later request of the group checks against them, not `current`.
+        let mut pending: HashMap<&str, Option<KeyValue>> = HashMap::new();
+        let shared = &self.shared;
         let outcome = (|| -> rusqlite::Result<Vec<Result<Option<StoreEvent>, StoreError>>> {
             let tx = self
                 .conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)?;
             let mut results = Vec::with_capacity(group.len());
             for req in &group {
-                results.push(apply(&tx, &mut revision, &req.op)?);
+                let Some(key) = req.op.key() else {
+                    results.push(Ok(None));
+                    continue;
+                };
+                let prev = match pending.get(key) {
+                    Some(p) => p.clone(),
+                    None => shared.read_current().get(key).cloned(),
+                };
+                let result = apply(&tx, &mut revision, &req.op, prev)?;
+                if let Ok(Some(ev)) = &result {
+                    let now = (ev.kind == EventKind::Put).then(|| ev.kv.clone());
+                    pending.insert(key, now);
+                }
+                results.push(result);
             }
             tx.commit()?;
             Ok(results)
@@ -123,11 +151,14 @@ impl Writer {
             }
         };
         // Publish under the watchers' lock: a watch registering now either
-        // replays these rows from the database or receives them here, never both.
+        // replays these rows from the database or receives them here, never
+        // both. The current values change with the revision, under one lock.
         {
             let mut watchers = self.shared.lock_watchers();
+            let events = || results.iter().filter_map(|r| r.as_ref().ok()?.as_ref());
+            self.shared.write_current().apply(events(), revision);
             self.shared.revision.store(revision, Ordering::Release);
-            for ev in results.iter().filter_map(|r| r.as_ref().ok()?.as_ref()) {
+            for ev in events() {
                 dispatch(&mut watchers, ev);
             }
         }
@@ -170,29 +201,15 @@ impl Writer {
     }
 }
 
-/// The newest row of `key`: (revision, create revision, deleted, value).
-fn latest_row(conn: &Connection, key: &str) -> rusqlite::Result<Option<KeyValue>> {
-    conn.prepare_cached(sql::LATEST_ROW)?
-        .query_row(params![key], |row| {
-            let deleted: bool = row.get(2)?;
-            Ok((!deleted).then(|| KeyValue {
-                key: key.to_string(),
-                mod_revision: row.get(0).unwrap_or_default(),
-                create_revision: row.get(1).unwrap_or_default(),
-                value: Bytes::from(row.get::<_, Vec<u8>>(3).unwrap_or_default()),
-            }))
-        })
-        .optional()
-        .map(Option::flatten)
-}
-
-/// Checks one request against the rows and inserts its row. The outer error
-/// is a database failure (the group rolls back); the inner one is the
-/// request's own answer (AlreadyExists, NotFound, Conflict).
+/// Checks one request against the key's current value `prev` and inserts
+/// its row. The outer error is a database failure (the group rolls back);
+/// the inner one is the request's own answer (AlreadyExists, NotFound,
+/// Conflict).
 fn apply(
     conn: &Connection,
     revision: &mut i64,
     op: &Op,
+    prev: Option<KeyValue>,
 ) -> rusqlite::Result<Result<Option<StoreEvent>, StoreError>> {
     let (key, value, expected) = match op {
         Op::Create { key, value } => (key, Some(value), None),
@@ -205,7 +222,6 @@ fn apply(
         // Compactions run on their own (see `run`).
         Op::Compact { .. } => return Ok(Ok(None)),
     };
-    let prev = latest_row(conn, key)?;
     match (op, &prev) {
         (Op::Create { .. }, Some(_)) => return Ok(Err(StoreError::AlreadyExists(key.clone()))),
         (Op::Update { .. } | Op::Delete { .. }, None) => {
