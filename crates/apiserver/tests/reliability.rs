@@ -14,6 +14,7 @@ use common::{assert_status, store_snapshot, Http, Kubectl};
 both_backends!(
     requests_are_refused_as_kubernetes_refuses_them,
     lists_come_in_consistent_pages,
+    a_large_list_arrives_whole,
     unconditional_patches_never_conflict,
     streaming_list_sends_initial_events_then_a_bookmark,
 );
@@ -190,6 +191,49 @@ async fn lists_come_in_consistent_pages(backend: Backend) {
         12,
         "{out}"
     );
+}
+
+/// A LIST of more than a MiB is streamed in chunks as it is written; it
+/// arrives as one document with every item, each at its resourceVersion,
+/// and the same items page by page.
+async fn a_large_list_arrives_whole(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let h = Http::new(&s.url);
+    let big = "x".repeat(8 << 10);
+    for i in 0..300 {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("big-{i:03}")}, "data": {"pad": big}});
+        assert_eq!(
+            h.post(CMS, "application/json", &cm.to_string()).await.0,
+            201
+        );
+    }
+    let (names, meta) = list_page(&h, "").await;
+    assert_eq!(names.len(), 300);
+    assert!(meta.get("continue").is_none(), "{meta}");
+    let (code, all) = h.get(CMS).await;
+    assert_eq!(code, 200);
+    assert_eq!(all["kind"], "ConfigMapList");
+    for item in all["items"].as_array().unwrap().iter().step_by(50) {
+        let name = item["metadata"]["name"].as_str().unwrap();
+        let (_, one) = h.get(&format!("{CMS}/{name}")).await;
+        assert_eq!(
+            item["metadata"]["resourceVersion"],
+            one["metadata"]["resourceVersion"]
+        );
+        assert_eq!(item["data"], one["data"]);
+    }
+    let mut paged = Vec::new();
+    let mut query = "limit=120".to_string();
+    loop {
+        let (names, meta) = list_page(&h, &query).await;
+        paged.extend(names);
+        let Some(token) = meta["continue"].as_str() else {
+            break;
+        };
+        query = format!("limit=120&continue={token}");
+    }
+    assert_eq!(paged, names);
 }
 
 async fn unconditional_patches_never_conflict(backend: Backend) {
