@@ -413,15 +413,21 @@ impl Request {
                 Some(name),
                 None | Some("status" | "ephemeralcontainers" | "approval"),
             ) => {
-                let (obj, _) = self.srv.read(t.info, ns, name).await?;
                 if table {
+                    let (obj, _) = self.srv.read(t.info, ns, name).await?;
                     let rv = meta::resource_version(&obj).to_string();
                     let strategy = strategy::of(t.info);
                     let cells = |o: &Value| strategy.cells(o);
                     let table = table::render(t.info, &cells, &[&obj], &rv, true);
                     return Ok(json_response(StatusCode::OK, &table));
                 }
-                Ok(json_response(StatusCode::OK, &obj))
+                let body = self.srv.read_json(t.info, ns, name).await?;
+                Ok((
+                    StatusCode::OK,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    body,
+                )
+                    .into_response())
             }
             (
                 &Method::PUT,

@@ -222,6 +222,30 @@ impl ApiServer {
         Ok((obj, kv.mod_revision))
     }
 
+    /// One object as the API serves it in JSON, copied from the store with
+    /// its resourceVersion stamped and nothing else parsed (a GET needs no
+    /// decoded object: a node's heartbeat GETs its Node every 10 s).
+    pub async fn read_json(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<Vec<u8>, ApiError> {
+        let kv = self
+            .store
+            .get(&info.key(ns, name))
+            .await
+            .map_err(|e| store_err(info, name, e))?
+            .ok_or_else(|| ApiError::not_found(info, name))?;
+        let mut out = Vec::with_capacity(kv.value.len() + 32);
+        if crate::list::write_stamped(&mut out, &kv.value, kv.mod_revision) {
+            return Ok(out);
+        }
+        decode_object(&kv.value, kv.mod_revision)
+            .and_then(|obj| serde_json::to_vec(&obj).ok())
+            .ok_or_else(|| ApiError::internal(format!("stored object {} is not JSON", kv.key)))
+    }
+
     async fn check_namespace(
         &self,
         info: &ResourceInfo,
@@ -468,7 +492,7 @@ impl ApiServer {
                 }
             };
             {
-                let om = old["metadata"].clone();
+                let om = &old["metadata"];
                 let m = metadata_mut(&mut merged);
                 m.insert("name".into(), json!(name));
                 if info.namespaced {
@@ -565,9 +589,15 @@ impl ApiServer {
                 .await?;
             let mut merged = normalize(info, merged, opts.field_validation, &opts.warnings)?;
             managed::carry_over(Some(&old), &mut merged);
-            let mut old_cmp = old.clone();
-            metadata_mut(&mut old_cmp).remove("resourceVersion");
-            if merged == old_cmp {
+            // Compared with the old object's resourceVersion lent for the
+            // moment (cloning `old` for this cost a copy per write).
+            let rv = old["metadata"].get("resourceVersion").cloned();
+            if let Some(rv) = rv {
+                metadata_mut(&mut merged).insert("resourceVersion".into(), rv);
+            }
+            let unchanged = merged == old;
+            metadata_mut(&mut merged).remove("resourceVersion");
+            if unchanged {
                 // No change: no write, same resourceVersion, no watch event (as Kubernetes).
                 return Ok(old);
             }

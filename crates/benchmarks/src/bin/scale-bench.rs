@@ -8,7 +8,9 @@
 //!                Lease every 10 s), the scheduler, the benchmark's client
 //! ```
 //!
-//! Steps, each timed: register the nodes; the apiserver's CPU with only the
+//! Steps, each timed: the scheduler alone on NODES bare Node objects (no
+//! kubelets, as Kubernetes' scheduler_perf; an apiserver of its own); then
+//! on a fresh apiserver: register the hollow nodes; the apiserver's CPU with only the
 //! heartbeats; create PODS pending pods in namespaces of 3,000; start the
 //! scheduler, until every pod is bound (pods/s) and Running (status written by
 //! the hollow kubelets); LIST of all pods and of one namespace of 3,000
@@ -20,7 +22,7 @@
 
 use benchmarks::{percentile, rss_mib};
 use futures::StreamExt;
-use minik8s_api::k8s::api::core::v1::{Namespace, Pod};
+use minik8s_api::k8s::api::core::v1::{Namespace, Node, Pod};
 use minik8s_api::registry;
 use minik8s_client::{Client, DynamicApi, ListParams, WatchEvent};
 use serde_json::json;
@@ -158,26 +160,9 @@ async fn time_gets(url: &str, n: usize) -> anyhow::Result<(Vec<f64>, usize)> {
     Ok((ms, size))
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let args: Vec<usize> = benchmarks::numeric_args();
-    let nodes = args.first().copied().unwrap_or(5_000);
-    let pods = args.get(1).copied().unwrap_or(50_000);
-    let kwok = args.get(2).copied().unwrap_or(10_000);
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    // Each figure is printed as soon as it is measured: a run that fails late still reports.
-    println!("# scale benchmark\n");
-    println!(
-        "date: {}  \nmachine: {}  \n{nodes} hollow nodes (the real kubelet on the fake runtime, Lease every 10 s, \
-         status on change), {pods} pods in namespaces of {PER_NAMESPACE}; apiserver in its own process (embedded store)\n",
-        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
-        benchmarks::machine()
-    );
-    println!("| step | result |");
-    println!("|---|---|");
-
+/// Starts the release apiserver on a fresh data directory (its watch cache
+/// sized for every pod event of the run); returns it, its URL and the directory.
+async fn start_apiserver() -> anyhow::Result<(benchmarks::Proc, String, tempfile::TempDir)> {
     let dir = tempfile::tempdir()?;
     let port = minik8s_testkit::free_port();
     let server = format!("http://127.0.0.1:{port}");
@@ -201,12 +186,95 @@ async fn main() -> anyhow::Result<()> {
             &ring_bytes,
         ],
     )?;
-    let pid = apiserver.0.id();
-    let client = Client::new(&server);
     anyhow::ensure!(
         benchmarks::ready(&reqwest::Client::new(), &server).await,
         "the apiserver did not get ready"
     );
+    Ok((apiserver, server, dir))
+}
+
+/// The scheduler alone, as Kubernetes' scheduler_perf measures it: `nodes`
+/// Ready Node objects with no kubelet behind them, `pods` pending pods, then
+/// the scheduler started; pods bound per second until a watch saw them all.
+async fn scheduler_alone(client: &Client, nodes: usize, pods: usize) -> anyhow::Result<f64> {
+    let node_api = client.dynamic(registry::of::<Node>(), None);
+    let created: Vec<anyhow::Result<()>> = futures::stream::iter(0..nodes)
+        .map(|i| {
+            let api = node_api.clone();
+            let resources = json!({"cpu": "4", "memory": "32Gi", "pods": "110"});
+            let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("bare-{i}")},
+                "status": {"capacity": resources, "allocatable": resources,
+                           "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}});
+            async move { api.create(&node).await.map(|_| ()).map_err(Into::into) }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    created.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+    let ns_api = client.dynamic(registry::of::<Namespace>(), None);
+    for n in 0..pods.div_ceil(PER_NAMESPACE).max(1) {
+        ns_api
+            .create(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("sched-{n}")}}))
+            .await?;
+    }
+    create_pods(
+        client,
+        pods,
+        "s",
+        |i| format!("sched-{}", i / PER_NAMESPACE),
+        |_| None,
+    )
+    .await?;
+    let all = client.dynamic(registry::of::<Pod>(), None);
+    let mut rv = current_rv(&all).await?;
+    let t = Instant::now();
+    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
+    let mut tasks: Vec<_> = informers.into_iter().map(tokio::spawn).collect();
+    tasks.push(tokio::spawn(scheduler::worker(sched)));
+    let mut seen = Seen::default();
+    follow(&all, &mut rv, t, &mut seen, |s| s.bound.len() >= pods).await?;
+    let rate = pods as f64 / t.elapsed().as_secs_f64();
+    for task in tasks {
+        task.abort();
+    }
+    Ok(rate)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<usize> = benchmarks::numeric_args();
+    let nodes = args.first().copied().unwrap_or(5_000);
+    let pods = args.get(1).copied().unwrap_or(50_000);
+    let kwok = args.get(2).copied().unwrap_or(10_000);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    // Each figure is printed as soon as it is measured: a run that fails late still reports.
+    println!("# scale benchmark\n");
+    println!(
+        "date: {}  \nmachine: {}  \n{nodes} hollow nodes (the real kubelet on the fake runtime, Lease every 10 s, \
+         status on change), {pods} pods in namespaces of {PER_NAMESPACE}; apiserver in its own process (embedded store)\n",
+        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
+        benchmarks::machine()
+    );
+    println!("| step | result |");
+    println!("|---|---|");
+
+    // The scheduler alone first, on an apiserver of its own.
+    {
+        let (apiserver, server, _dir) = start_apiserver().await?;
+        let bare = scheduler_alone(&Client::new(&server), nodes, pods).await?;
+        println!(
+            "| scheduler alone (scheduler_perf's way: {nodes} Node objects without kubelets), {pods} pods → all bound | {:.1} s: **{:.0} pods/s** |",
+            pods as f64 / bare,
+            bare
+        );
+        drop(apiserver);
+    }
+
+    let (apiserver, server, _dir) = start_apiserver().await?;
+    let pid = apiserver.0.id();
+    let client = Client::new(&server);
 
     // Nodes, then the heartbeats alone.
     let register_secs = benchmarks::run_hollow_nodes(&client, nodes, 10, 60).await?;
