@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use minik8s_api::registry;
 use minik8s_api::selector::Selector;
 use minik8s_client::controller::{Action, Controller, Reconciler};
+use minik8s_client::events::{self, Involved};
 use minik8s_client::informer::{object_key, Event};
 use minik8s_client::rest::content;
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
@@ -324,7 +325,21 @@ impl ReplicaSetController {
         for batch in slow_start(n) {
             let results = futures::future::join_all((0..batch).map(|_| api.create(&pod))).await;
             left -= batch;
-            let failed: Vec<ClientError> = results.into_iter().filter_map(Result::err).collect();
+            let mut failed = Vec::new();
+            let mut said = Vec::new();
+            for r in results {
+                match r {
+                    Ok(created) => {
+                        let name = created["metadata"]["name"].as_str().unwrap_or_default();
+                        said.push(("Normal", "SuccessfulCreate", format!("Created pod: {name}")));
+                    }
+                    Err(e) => {
+                        said.push(("Warning", "FailedCreate", format!("Error creating: {e}")));
+                        failed.push(e);
+                    }
+                }
+            }
+            self.events(rs, said);
             if !failed.is_empty() {
                 // Creates that failed (and the batches skipped) will never be observed.
                 self.observed(key, (failed.len() + left) as i64, 0);
@@ -333,6 +348,32 @@ impl ReplicaSetController {
         }
         Ok(())
     }
+    /// Events on the set (SuccessfulCreate, SuccessfulDelete and their
+    /// failures), recorded in order in the background as client-go's
+    /// broadcaster does: a scale-up of 1,000 does not wait for 1,000 events.
+    fn events(&self, rs: &ReplicaSet, said: Vec<(&'static str, &'static str, String)>) {
+        if said.is_empty() {
+            return;
+        }
+        let (api_version, kind) = self.sets.kind();
+        let component = match self.sets {
+            Owners::ReplicaSets(_) => "replicaset-controller",
+            Owners::ReplicationControllers(_) => "replication-controller",
+        };
+        let client = self.client.clone();
+        let meta = rs.metadata.clone();
+        tokio::spawn(async move {
+            for (type_, reason, message) in said {
+                let about = Involved {
+                    api_version,
+                    kind,
+                    meta: &meta,
+                };
+                events::record(&client, component, about, type_, reason, &message).await;
+            }
+        });
+    }
+
     /// Builds the controller on the shared informers (ReplicaSets and Pods).
     pub fn new(
         client: Client,
@@ -435,19 +476,33 @@ impl ReplicaSetController {
                 let victims: Vec<Arc<Pod>> =
                     active.iter().take((-diff) as usize).cloned().collect();
                 self.expectations.expect(key, 0, victims.len() as i64);
+                let mut said = Vec::new();
+                let mut failure = None;
                 for v in victims {
-                    if let Err(e) = pod_api
-                        .delete(
-                            v.metadata.name.as_deref().unwrap_or(""),
-                            &DeleteParams::default(),
-                        )
-                        .await
-                    {
-                        self.observed(key, 0, 1);
-                        if !e.is_not_found() {
-                            return Err(e);
+                    let victim = v.metadata.name.as_deref().unwrap_or("");
+                    match pod_api.delete(victim, &DeleteParams::default()).await {
+                        Ok(_) => said.push((
+                            "Normal",
+                            "SuccessfulDelete",
+                            format!("Deleted pod: {victim}"),
+                        )),
+                        Err(e) => {
+                            self.observed(key, 0, 1);
+                            if !e.is_not_found() {
+                                said.push((
+                                    "Warning",
+                                    "FailedDelete",
+                                    format!("Error deleting: {e}"),
+                                ));
+                                failure = Some(e);
+                                break;
+                            }
                         }
                     }
+                }
+                self.events(&rs, said);
+                if let Some(e) = failure {
+                    return Err(e);
                 }
             }
         }

@@ -8,6 +8,7 @@ use common::cluster;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Endpoints;
+use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -161,6 +162,74 @@ async fn replicaset_keeps_its_pods() {
     .await
     .unwrap();
     eventually(&pods, "scale down to 1", |p| owned_by(p, &uid).len() == 1).await;
+
+    // What `kubectl describe` shows: the set's own events name each pod it
+    // created and deleted; a pod's tell its start, from scheduling to
+    // Started, and its end.
+    let events = client.dynamic(registry::of::<Event>(), Some("default"));
+    let about = |kind: &str, name: &str| {
+        let events = events.clone();
+        let selector = format!("involvedObject.kind={kind},involvedObject.name={name}");
+        async move {
+            events
+                .list(&ListParams::default().fields(&selector))
+                .await
+                .unwrap()["items"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .map(|e| {
+                    (
+                        e["reason"].as_str().unwrap_or("").to_string(),
+                        e["message"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    minik8s_testkit::until(15, "the set's events", || async {
+        let said = about("ReplicaSet", "web").await;
+        let created = said
+            .iter()
+            .filter(|(r, m)| r == "SuccessfulCreate" && m.starts_with("Created pod: web-"))
+            .count();
+        let deleted = said
+            .iter()
+            .filter(|(r, m)| r == "SuccessfulDelete" && m.starts_with("Deleted pod: "))
+            .count();
+        let names_first = said
+            .iter()
+            .any(|(_, m)| m == &format!("Created pod: {victim}"));
+        if created >= 5 && deleted >= 3 && names_first {
+            return Ok(());
+        }
+        Err(format!("{said:?}"))
+    })
+    .await;
+    minik8s_testkit::until(15, "a pod's events", || async {
+        let said = about("Pod", &victim).await;
+        let reasons: Vec<&str> = said.iter().map(|(r, _)| r.as_str()).collect();
+        let whole = [
+            "Scheduled",
+            "Pulling",
+            "Pulled",
+            "Created",
+            "Started",
+            "Killing",
+        ]
+        .iter()
+        .all(|r| reasons.contains(r));
+        if whole
+            && said.contains(&("Created".into(), "Created container: c".into()))
+            && said.contains(&("Started".into(), "Started container c".into()))
+            && said.contains(&("Killing".into(), "Stopping container c".into()))
+        {
+            return Ok(());
+        }
+        Err(format!("{said:?}"))
+    })
+    .await;
 }
 
 /// Deleting a ReplicaSet: background removes its pods, orphan keeps them (without

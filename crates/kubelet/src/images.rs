@@ -83,6 +83,27 @@ impl Kubelet {
         events::record(&self.client, "kubelet", about, type_, reason, message).await;
     }
 
+    /// Normal events about a pod's containers (Created, Started, Killing),
+    /// sent in order in the background: the pod's start and status report
+    /// do not wait for them.
+    pub(crate) fn container_events(&self, pod: &Pod, events: Vec<(&'static str, String)>) {
+        if events.is_empty() {
+            return;
+        }
+        let client = self.client.clone();
+        let meta = pod.metadata.clone();
+        tokio::spawn(async move {
+            for (reason, message) in events {
+                let about = Involved {
+                    api_version: "v1",
+                    kind: "Pod",
+                    meta: &meta,
+                };
+                events::record(&client, "kubelet", about, "Normal", reason, &message).await;
+            }
+        });
+    }
+
     /// Makes sure `image` is there according to `policy`; Err is the
     /// container's waiting (reason, message).
     pub(crate) async fn ensure_image(
@@ -104,8 +125,11 @@ impl Kubelet {
                     .await;
                 return Err(("ErrImageNeverPull".into(), message));
             }
-            "Never" => return Ok(()),
-            "IfNotPresent" if present => return Ok(()),
+            "Never" | "IfNotPresent" if present => {
+                let message = format!("Container image \"{image}\" already present on machine");
+                self.pull_event(pod, "Normal", "Pulled", &message).await;
+                return Ok(());
+            }
             _ => {}
         }
         let key = format!("{}/{image}", pod.metadata.uid.as_deref().unwrap_or(""));

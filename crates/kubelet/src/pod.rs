@@ -400,6 +400,12 @@ impl Kubelet {
             .await?;
         match actions::pod_actions(pod, &observed, chrono::Utc::now()) {
             PodPlan::Terminate { grace_secs } => {
+                let stopping = observed
+                    .iter()
+                    .filter(|c| c.name != SANDBOX && c.state.is_running())
+                    .map(|c| ("Killing", format!("Stopping container {}", c.name)))
+                    .collect();
+                self.container_events(pod, stopping);
                 self.kill_containers(&observed, grace_secs).await?;
                 let _ = std::fs::remove_dir_all(self.pod_dir(pod));
                 self.confirm_deletion(pod).await?;
@@ -572,7 +578,16 @@ impl Kubelet {
                 .instrument(step!("container"))
                 .await
             {
-                Ok(info) => observed.push(info),
+                Ok(info) => {
+                    observed.push(info);
+                    self.container_events(
+                        pod,
+                        vec![
+                            ("Created", format!("Created container: {}", c.name)),
+                            ("Started", format!("Started container {}", c.name)),
+                        ],
+                    );
+                }
                 Err(e) => {
                     waiting.insert(
                         c.name.clone(),
@@ -608,6 +623,11 @@ impl Kubelet {
             }
             if !alive {
                 tracing::info!(pod = ?pod.metadata.name, container = %c.name, "liveness probe failed; restarting the container");
+                let why = format!(
+                    "Container {} failed liveness probe, will be restarted",
+                    c.name
+                );
+                self.container_events(pod, vec![("Killing", why)]);
                 let grace = spec.termination_grace_period_seconds.unwrap_or(30);
                 self.runtime.stop(&cur.id, grace).await?;
                 if let Some(now) = self.runtime.inspect(&cur.id).await? {
