@@ -222,30 +222,6 @@ impl ApiServer {
         Ok((obj, kv.mod_revision))
     }
 
-    /// One object as the API serves it in JSON, copied from the store with
-    /// its resourceVersion stamped and nothing else parsed (a GET needs no
-    /// decoded object: a node's heartbeat GETs its Node every 10 s).
-    pub async fn read_json(
-        &self,
-        info: &ResourceInfo,
-        ns: Option<&str>,
-        name: &str,
-    ) -> Result<Vec<u8>, ApiError> {
-        let kv = self
-            .store
-            .get(&info.key(ns, name))
-            .await
-            .map_err(|e| store_err(info, name, e))?
-            .ok_or_else(|| ApiError::not_found(info, name))?;
-        let mut out = Vec::with_capacity(kv.value.len() + 32);
-        if crate::list::write_stamped(&mut out, &kv.value, kv.mod_revision) {
-            return Ok(out);
-        }
-        decode_object(&kv.value, kv.mod_revision)
-            .and_then(|obj| serde_json::to_vec(&obj).ok())
-            .ok_or_else(|| ApiError::internal(format!("stored object {} is not JSON", kv.key)))
-    }
-
     async fn check_namespace(
         &self,
         info: &ResourceInfo,
