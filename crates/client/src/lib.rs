@@ -11,6 +11,7 @@
 pub mod config;
 pub mod controller;
 pub mod discovery;
+mod error;
 pub mod events;
 pub mod informer;
 pub mod leader;
