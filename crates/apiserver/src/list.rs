@@ -49,12 +49,7 @@ impl ApiServer {
         ns: Option<&str>,
         name: &str,
     ) -> Result<Vec<u8>, ApiError> {
-        let kv = self
-            .store
-            .get(&info.key(ns, name))
-            .await
-            .map_err(|e| store_err(info, name, e))?
-            .ok_or_else(|| ApiError::not_found(info, name))?;
+        let kv = self.stored(info, ns, name).await?;
         let mut out = Vec::with_capacity(kv.value.len() + 32);
         if write_stamped(&mut out, &kv.value, kv.mod_revision) {
             return Ok(out);

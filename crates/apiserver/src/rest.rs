@@ -211,15 +211,24 @@ impl ApiServer {
         ns: Option<&str>,
         name: &str,
     ) -> Result<(Value, i64), ApiError> {
-        let kv = self
-            .store
-            .get(&info.key(ns, name))
-            .await
-            .map_err(|e| store_err(info, name, e))?
-            .ok_or_else(|| ApiError::not_found(info, name))?;
+        let kv = self.stored(info, ns, name).await?;
         let obj = decode_object(&kv.value, kv.mod_revision)
             .ok_or_else(|| ApiError::internal(format!("stored object {} is not JSON", kv.key)))?;
         Ok((obj, kv.mod_revision))
+    }
+
+    /// One object as stored (404 when there is none).
+    pub(crate) async fn stored(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<crate::store::KeyValue, ApiError> {
+        self.store
+            .get(&info.key(ns, name))
+            .await
+            .map_err(|e| store_err(info, name, e))?
+            .ok_or_else(|| ApiError::not_found(info, name))
     }
 
     async fn check_namespace(

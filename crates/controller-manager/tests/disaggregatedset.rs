@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{cluster, kubectl, table_line, until};
+use common::{cluster, events_about, kubectl, table_line, until};
 use minik8s_api::registry;
 use minik8s_client::{Client, DeleteParams, DynamicApi, ListParams};
 use serde_json::{json, Value};
@@ -93,24 +93,6 @@ async fn available(sets: &DynamicApi, name: &str, want: &[(&str, i64)]) -> Value
         }
     })
     .await
-}
-
-async fn events(client: &Client, name: &str) -> Vec<(String, String)> {
-    api(client, "v1", "Event")
-        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
-        .await
-        .unwrap()["items"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .map(|e| {
-            (
-                e["reason"].as_str().unwrap_or("").to_string(),
-                e["message"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -296,7 +278,7 @@ async fn the_sample_comes_up_rolls_in_lockstep_changes_slices_and_goes() {
     )
     .to_string();
     // The planner's (2,2) trace per slice and role, in its events.
-    let ev = events(&client, set).await;
+    let ev = events_about(&client, "default", &format!("involvedObject.name={set}")).await;
     let has = |reason: &str, msg: String| {
         assert!(
             ev.iter().any(|(r, m)| r == reason && *m == msg),
@@ -413,7 +395,7 @@ async fn the_sample_comes_up_rolls_in_lockstep_changes_slices_and_goes() {
 
 async fn has_event(client: &Client, name: &str, reason: &str, msg: &str) {
     until(&format!("event {reason} {msg}"), 20, || async {
-        let ev = events(client, name).await;
+        let ev = events_about(client, "default", &format!("involvedObject.name={name}")).await;
         if ev.iter().any(|(r, m)| r == reason && m == msg) {
             Ok(())
         } else {

@@ -8,9 +8,9 @@
 
 mod common;
 
-use common::{cluster, kubectl, until};
+use common::{cluster, events_about, kubectl, until};
 use minik8s_api::registry;
-use minik8s_client::{Client, DeleteParams, DynamicApi, ListParams};
+use minik8s_client::{Client, DeleteParams, DynamicApi};
 use serde_json::{json, Value};
 
 const LWS: &str = "leaderworkerset.x-k8s.io/v1";
@@ -114,22 +114,9 @@ async fn fail_group(pods: &DynamicApi, lws: &str, i: i64, recreated: bool) {
     .await;
 }
 
+/// The events about the object named `name` in `default`.
 async fn reasons(client: &Client, name: &str) -> Vec<(String, String)> {
-    api(client, "v1", "Event")
-        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
-        .await
-        .unwrap()["items"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .map(|e| {
-            (
-                e["reason"].as_str().unwrap_or("").to_string(),
-                e["message"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect()
+    events_about(client, "default", &format!("involvedObject.name={name}")).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

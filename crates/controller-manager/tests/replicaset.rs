@@ -8,7 +8,6 @@ use common::cluster;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Endpoints;
-use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -166,27 +165,10 @@ async fn replicaset_keeps_its_pods() {
     // What `kubectl describe` shows: the set's own events name each pod it
     // created and deleted; a pod's tell its start, from scheduling to
     // Started, and its end.
-    let events = client.dynamic(registry::of::<Event>(), Some("default"));
     let about = |kind: &str, name: &str| {
-        let events = events.clone();
         let selector = format!("involvedObject.kind={kind},involvedObject.name={name}");
-        async move {
-            events
-                .list(&ListParams::default().fields(&selector))
-                .await
-                .unwrap()["items"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-                .iter()
-                .map(|e| {
-                    (
-                        e["reason"].as_str().unwrap_or("").to_string(),
-                        e["message"].as_str().unwrap_or("").to_string(),
-                    )
-                })
-                .collect::<Vec<_>>()
-        }
+        let client = client.clone();
+        async move { common::events_about(&client, "default", &selector).await }
     };
     minik8s_testkit::until(15, "the set's events", || async {
         let said = about("ReplicaSet", "web").await;

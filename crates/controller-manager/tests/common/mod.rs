@@ -64,3 +64,31 @@ pub fn table_line(out: &str, n: usize) -> Vec<&str> {
         .split_whitespace()
         .collect()
 }
+
+/// The (reason, message) of each Event in `namespace` whose fields match
+/// `selector` (e.g. `involvedObject.name=web`): what `kubectl describe` lists.
+pub async fn events_about(
+    client: &Client,
+    namespace: &str,
+    selector: &str,
+) -> Vec<(String, String)> {
+    let events = client.dynamic(
+        minik8s_api::registry::of::<k8s_openapi::api::core::v1::Event>(),
+        Some(namespace),
+    );
+    events
+        .list(&minik8s_client::ListParams::default().fields(selector))
+        .await
+        .unwrap()["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|e| {
+            (
+                e["reason"].as_str().unwrap_or("").to_string(),
+                e["message"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
