@@ -301,7 +301,7 @@ impl<'de> serde::Deserialize<'de> for TopLevel<'de> {
 /// offsets. The object is read only up to it: the fields after it (spec and
 /// status, most of a pod) are not even scanned. None when the value is not
 /// an object or has no `metadata`.
-fn metadata_span(value: &[u8]) -> Option<(usize, usize)> {
+pub(crate) fn metadata_span(value: &[u8]) -> Option<(usize, usize)> {
     use std::cell::Cell;
     struct UpToMetadata<'a, 'de>(&'a Cell<Option<&'de serde_json::value::RawValue>>);
     impl<'de> serde::de::Visitor<'de> for UpToMetadata<'_, 'de> {

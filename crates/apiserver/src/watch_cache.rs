@@ -100,21 +100,19 @@ pub fn decode_object(value: &[u8], revision: i64) -> Option<Value> {
 }
 
 /// `metadata.namespace` of an object's JSON ("" when it has none), read
-/// without building the object.
+/// from `metadata` alone: the rest of the object is not even scanned.
 fn namespace_of(json: &[u8]) -> String {
-    #[derive(serde::Deserialize)]
-    struct Object<'a> {
-        #[serde(borrow)]
-        metadata: Option<Metadata<'a>>,
-    }
     #[derive(serde::Deserialize)]
     struct Metadata<'a> {
         #[serde(borrow)]
         namespace: Option<std::borrow::Cow<'a, str>>,
     }
-    serde_json::from_slice::<Object>(json)
+    let Some((start, end)) = crate::list::metadata_span(json) else {
+        return String::new();
+    };
+    serde_json::from_slice::<Metadata>(&json[start..end])
         .ok()
-        .and_then(|o| o.metadata?.namespace)
+        .and_then(|m| m.namespace)
         .map(|ns| ns.into_owned())
         .unwrap_or_default()
 }
@@ -288,6 +286,7 @@ impl WatchCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::embedded::EmbeddedStore;
 
     #[test]
     fn the_namespace_is_read_without_decoding_the_object() {
@@ -300,7 +299,6 @@ mod tests {
         assert_eq!(namespace_of(br#"{"metadata":{"namespace":null}}"#), "");
         assert_eq!(namespace_of(b"not json"), "");
     }
-    use crate::store::embedded::EmbeddedStore;
 
     /// Large objects fill the ring's byte budget long before its event count:
     /// older events leave, and resuming from them is 410 (the client relists).
