@@ -301,12 +301,21 @@ impl Resolver {
         }
     }
 
+    ///
+    /// The rebuild holds the zone's write lock throughout: a query arriving
+    /// meanwhile (a resolver sends A and AAAA at once) waits for the new zone
+    /// instead of answering from the old one, and two rebuilds never race to
+    /// store theirs (the older landing last would stay until the next event).
     fn zone(&self) -> Arc<Zone> {
-        if self.stale.swap(false, Ordering::AcqRel) {
-            let mut z = Zone::build(&self.domain, &self.services.list(), &self.slices.list());
-            z.hosts = crate::ingress::hosts::Hosts::build(&self.ingresses.list());
-            let z = Arc::new(z);
-            *self.zone.write().unwrap_or_else(|p| p.into_inner()) = z;
+        if self.stale.load(Ordering::Acquire) {
+            let mut current = self.zone.write().unwrap_or_else(|p| p.into_inner());
+            // Another query may have rebuilt it while this one waited for the lock.
+            if self.stale.swap(false, Ordering::AcqRel) {
+                let mut z = Zone::build(&self.domain, &self.services.list(), &self.slices.list());
+                z.hosts = crate::ingress::hosts::Hosts::build(&self.ingresses.list());
+                *current = Arc::new(z);
+            }
+            return current.clone();
         }
         self.zone.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -713,6 +722,49 @@ mod tests {
             assert_eq!(resp.metadata.response_code, ResponseCode::ServFail);
         }
         assert_eq!(resolver.forwarding.available_permits(), 8);
+    }
+
+    /// A resolver asks A and AAAA at once: the query that does not rebuild
+    /// the zone must still answer from the new one (before, it could read the
+    /// empty zone and send a cluster name upstream: `nslookup` failed).
+    #[test]
+    fn queries_during_a_rebuild_answer_from_the_new_zone() {
+        let services = Cache::new();
+        // Enough Services that a rebuild takes a while.
+        for i in 0..20_000 {
+            let svc: Service = serde_json::from_value(
+                json!({"metadata": {"name": format!("s{i}"), "namespace": "default"},
+                "spec": {"clusterIP": format!("10.96.{}.{}", i / 250, i % 250 + 1)}}),
+            )
+            .unwrap();
+            services.upsert(Arc::new(svc));
+        }
+        let resolver = Resolver {
+            services,
+            slices: Cache::new(),
+            ingresses: Cache::new(),
+            stale: Arc::new(AtomicBool::new(true)),
+            zone: Arc::default(),
+            domain: "cluster.local.".into(),
+            upstreams: vec![],
+            forwarding: Arc::new(tokio::sync::Semaphore::new(8)),
+        };
+        let lookups: Vec<_> = (0..4)
+            .map(|_| {
+                let r = resolver.clone();
+                std::thread::spawn(move || {
+                    r.zone()
+                        .lookup("s7.default.svc.cluster.local.", RecordType::A)
+                })
+            })
+            .collect();
+        for l in lookups {
+            let found = l.join().unwrap();
+            assert_eq!(
+                found,
+                Lookup::Found(Target::A(vec!["10.96.0.8".parse().unwrap()]))
+            );
+        }
     }
 
     #[test]

@@ -437,7 +437,12 @@ impl Kubelet {
     /// sweeps every 10 s (the task ends with the kubelet).
     pub async fn begin(self: Arc<Self>) -> anyhow::Result<()> {
         self.pods.wait_synced().await;
-        self.remove_orphans().await?;
+        // Not fatal: a container Docker will not remove now (still being
+        // removed, its daemon restarting) is tried again by the sweep below;
+        // a kubelet that exits for it leaves its node NotReady.
+        if let Err(e) = self.remove_orphans().await {
+            tracing::warn!(error = %e, "removing orphans at start");
+        }
         let weak = Arc::downgrade(&self);
         tokio::spawn(async move {
             loop {

@@ -382,11 +382,20 @@ impl Kubelet {
         for r in futures::future::join_all(stops).await {
             r?;
         }
+        // Each container is tried even when one before it failed: one Docker
+        // refuses now is no reason to keep the others.
+        let mut first_error = None;
         for c in containers {
-            self.runtime.stop(&c.id, 0).await?;
-            self.runtime.remove(&c.id).await?;
+            let removed = match self.runtime.stop(&c.id, 0).await {
+                Ok(()) => self.runtime.remove(&c.id).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = removed {
+                tracing::warn!(container = %c.id, error = %e, "removing a container");
+                first_error.get_or_insert(e);
+            }
         }
-        Ok(())
+        first_error.map_or(Ok(()), |e| Err(e.into()))
     }
 
     /// Brings one pod's containers in line with its spec and reports its status.

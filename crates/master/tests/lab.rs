@@ -61,6 +61,12 @@ fn on_node(node: u32, cmd: &str) -> Option<String> {
 
 /// `docker exec` into the first container of a pod, on its node's dockerd.
 fn in_pod(pod: &Value, cmd: &str) -> Option<String> {
+    in_pod_or_why(pod, cmd).ok()
+}
+
+/// [`in_pod`], or what went wrong: no such container, or the command's exit
+/// status with its output (what a failed step's message should show).
+fn in_pod_or_why(pod: &Value, cmd: &str) -> Result<String, String> {
     let name = pod["metadata"]["name"].as_str().unwrap();
     let node: u32 = pod["spec"]["nodeName"].as_str().unwrap()["node".len()..]
         .parse()
@@ -70,8 +76,43 @@ fn in_pod(pod: &Value, cmd: &str) -> Option<String> {
     let id = sh(&format!(
         "{docker} ps -q --filter label=io.minik8s.pod.name={name} --filter label=io.minik8s.container.name={container}"
     ));
-    let id = id.lines().next()?;
-    try_sh(&format!("{docker} exec {id} sh -c '{cmd}'"))
+    let id = id
+        .lines()
+        .next()
+        .ok_or_else(|| format!("no running container {container} of pod {name} on node{node}"))?;
+    let out = run(Command::new("bash")
+        .arg("-c")
+        .arg(format!("{docker} exec {id} sh -c '{cmd}'")));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(stdout)
+    } else {
+        Err(format!(
+            "`{cmd}` in {name} failed ({}): {stdout}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// `nslookup NAME` in `pod` until the answer holds `expected` (a pod's first
+/// lookup may race its node's DNS learning the Service). Panics with the last
+/// failure, the pod's resolv.conf and its node's kube-proxy log otherwise.
+fn cluster_dns_answers(pod: &Value, name: &str, expected: &str) -> String {
+    let mut last = String::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        match in_pod_or_why(pod, &format!("nslookup {name}")) {
+            Ok(out) if out.contains(expected) => return out,
+            Ok(out) => last = format!("no {expected} in: {out}"),
+            Err(why) => last = why,
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let node = pod["spec"]["nodeName"].as_str().unwrap_or("?");
+    let resolv = in_pod_or_why(pod, "cat /etc/resolv.conf").unwrap_or_else(|e| e);
+    let log = try_sh(&format!("tail -n 20 {LAB_DIR}/{node}/kube-proxy.log")).unwrap_or_default();
+    panic!("{name} did not resolve to {expected} in 20 s: {last}\nresolv.conf:\n{resolv}\nkube-proxy on {node}:\n{log}");
 }
 
 /// Fetches `url` `n` times with busybox wget and returns the answers.
@@ -538,7 +579,7 @@ fn three_node_lab(setup: Setup) {
         }
 
         // Cluster DNS from inside a pod: the Service name, short and full.
-        let lookup = in_pod(&client, "nslookup who.default.svc.cluster.local").unwrap();
+        let lookup = cluster_dns_answers(&client, "who.default.svc.cluster.local", &vip);
         assert!(lookup.contains(&vip), "{lookup}");
         let out = in_pod(&client, "timeout 3 wget -qO- http://who/").unwrap();
         assert!(who_names.contains(out.trim()), "{out}");
@@ -745,7 +786,7 @@ fn three_node_lab(setup: Setup) {
             }
             if Instant::now() > deadline {
                 let state = try_sh(&format!(
-                    "{}/kubectl --kubeconfig {KUBECONFIG} get pods,ds,nodes -o wide; tail -n 40 {LAB_DIR}/node3/kubelet.log",
+                    "{}/kubectl --kubeconfig {KUBECONFIG} get pods,ds,nodes -o wide; grep -v -E '^ +([0-9]+: |at )' {LAB_DIR}/node3/kubelet.log | tail -n 40",
                     bin_dir().display()
                 ))
                 .unwrap_or_default();

@@ -100,13 +100,25 @@ pub fn nfs_is_shared_across_nodes() {
         (running_pods("app=nfs-user").len() == 2).then_some(())
     });
     for (me, other) in [("left", "right"), ("right", "left")] {
-        let seen = until(30, "each pod sees the other's file", || {
-            let log = try_sh(&format!(
-                "{}/kubectl --kubeconfig {KUBECONFIG} logs {me}",
-                bin_dir().display()
-            ))?;
-            log.contains(&format!("{me} saw {other}")).then_some(log)
-        });
+        let every = Duration::from_millis(250);
+        let seen =
+            minik8s_testkit::poll_blocking(30, every, "each pod sees the other's file", || {
+                let out = run(Command::new(bin_dir().join("kubectl")).args([
+                    "--kubeconfig",
+                    KUBECONFIG,
+                    "logs",
+                    me,
+                ]));
+                let log = String::from_utf8_lossy(&out.stdout).into_owned();
+                if log.contains(&format!("{me} saw {other}")) {
+                    return Ok(log);
+                }
+                let listing = try_sh(&format!("ls -la {export}/*/")).unwrap_or_default();
+                Err(format!(
+                    "logs {me}: {log}{}; the export holds: {listing}",
+                    String::from_utf8_lossy(&out.stderr)
+                ))
+            });
         eprintln!("nfs: {}", seen.trim());
     }
     let claim = kubectl_json("get pvc shared");
