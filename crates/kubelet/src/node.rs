@@ -149,22 +149,45 @@ pub async fn wait_for_pod_cidr(client: &Client, node: &str) -> anyhow::Result<St
 }
 
 /// Renews (or creates) the node's Lease in `kube-node-lease`: the heartbeat the
-/// node lifecycle controller watches.
-pub async fn renew_lease(client: &Client, node: &str) -> anyhow::Result<()> {
+/// node lifecycle controller watches. As the real kubelet's lease controller:
+/// an update (PUT) of the Lease it last wrote (`latest`) with a new
+/// renewTime, so a renewal is one write with nothing to read or merge first;
+/// the Lease is read (or created) only when there is none yet, or when the
+/// update finds it changed (409) or gone (404).
+pub async fn renew_lease(
+    client: &Client,
+    node: &str,
+    latest: &mut Option<Value>,
+) -> anyhow::Result<()> {
     let leases = client.dynamic(registry::of::<Lease>(), Some("kube-node-lease"));
-    let renew = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
-    let spec = json!({"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": renew});
-    match leases
-        .patch(node, None, content::MERGE_PATCH, &json!({"spec": spec}))
-        .await
-    {
-        Err(e) if e.is_not_found() => {
-            let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": node, "namespace": "kube-node-lease"}, "spec": spec});
-            leases.create(&lease).await?;
-            Ok(())
+    let renew = || chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let spec = |renew: String| json!({"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": renew});
+    for _ in 0..3 {
+        let mut lease = match latest.take() {
+            Some(lease) => lease,
+            None => match leases.get(node).await {
+                Ok(lease) => lease,
+                Err(e) if e.is_not_found() => {
+                    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                        "metadata": {"name": node, "namespace": "kube-node-lease"}, "spec": spec(renew())});
+                    *latest = Some(leases.create(&lease).await?);
+                    return Ok(());
+                }
+                Err(e) => return Err(e.into()),
+            },
+        };
+        lease["spec"] = spec(renew());
+        match leases.replace(node, &lease).await {
+            Ok(written) => {
+                *latest = Some(written);
+                return Ok(());
+            }
+            // Read again next time round: someone else wrote it, or deleted it.
+            Err(e) if e.is_conflict() || e.is_not_found() => continue,
+            Err(e) => return Err(e.into()),
         }
-        other => other.map(|_| ()).map_err(Into::into),
     }
+    bail!("the Lease of {node} changed under each of 3 renewals")
 }
 
 /// How often the node's status is posted when nothing in it changed (the real
@@ -179,8 +202,9 @@ pub const STATUS_REPORT_FREQUENCY: Duration = Duration::from_secs(300);
 pub async fn heartbeat(kubelet: Arc<Kubelet>) -> anyhow::Result<()> {
     let version = kubelet.runtime.version().await.unwrap_or_default();
     let mut last_post = None;
+    let mut lease = None;
     loop {
-        if let Err(e) = beat(&kubelet, &version, &mut last_post).await {
+        if let Err(e) = beat(&kubelet, &version, &mut lease, &mut last_post).await {
             tracing::warn!(error = %e, "node heartbeat failed");
         }
         tokio::time::sleep(kubelet.config.node_status_update_frequency).await;
@@ -201,17 +225,19 @@ fn reports_same(current: &Value, ours: &Value) -> bool {
     })
 }
 
-/// One heartbeat: the lease renewal, and the node status unless the Node
-/// already says it and it was posted less than [`STATUS_REPORT_FREQUENCY`]
-/// ago (`last_post`). The Node is read each time, so a status someone else
-/// changed (the node lifecycle controller's Unknown) is put right at once.
+/// One heartbeat: the lease renewal (`lease`: the Lease last written), and
+/// the node status unless the Node already says it and it was posted less
+/// than [`STATUS_REPORT_FREQUENCY`] ago (`last_post`). The Node is read each
+/// time, so a status someone else changed (the node lifecycle controller's
+/// Unknown) is put right at once.
 pub async fn beat(
     kubelet: &Kubelet,
     version: &str,
+    lease: &mut Option<Value>,
     last_post: &mut Option<std::time::Instant>,
 ) -> anyhow::Result<()> {
     let cfg = &kubelet.config;
-    renew_lease(&kubelet.client, &cfg.node_name).await?;
+    renew_lease(&kubelet.client, &cfg.node_name, lease).await?;
     let nodes = kubelet.client.dynamic(registry::of::<Node>(), None);
     let mut status = node_status(cfg, kubelet.runtime.as_ref(), version);
     let recent = last_post.is_some_and(|t| t.elapsed() < STATUS_REPORT_FREQUENCY);
