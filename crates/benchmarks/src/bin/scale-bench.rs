@@ -160,6 +160,46 @@ async fn time_gets(url: &str, n: usize) -> anyhow::Result<(Vec<f64>, usize)> {
     Ok((ms, size))
 }
 
+/// [`time_gets`] by `curl` in a process of its own, reading to /dev/null: the
+/// apiserver's time to serve the LIST (close to Kubernetes' latency SLI,
+/// which the apiserver measures), without this process, busy with thousands
+/// of hollow kubelets, buffering 150 MiB between the samples.
+async fn time_gets_by_curl(url: &str, n: usize) -> anyhow::Result<Vec<f64>> {
+    let url = url.to_string();
+    tokio::task::spawn_blocking(move || {
+        let mut ms = Vec::new();
+        for _ in 0..n {
+            let out = std::process::Command::new("curl")
+                .args([
+                    "-sS",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code} %{time_total}",
+                    &url,
+                ])
+                .output()
+                .map_err(|e| anyhow::anyhow!("running curl: {e}"))?;
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let (code, secs) = text.split_once(' ').unwrap_or_default();
+            anyhow::ensure!(
+                code == "200",
+                "curl {url}: {text} {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            ms.push(
+                secs.trim()
+                    .parse::<f64>()
+                    .map_err(|e| anyhow::anyhow!("curl's time_total {secs:?}: {e}"))?
+                    * 1000.0,
+            );
+        }
+        ms.sort_by(f64::total_cmp);
+        Ok(ms)
+    })
+    .await?
+}
+
 /// Starts the release apiserver on a fresh data directory (its watch cache
 /// sized for every pod event of the run); returns it, its URL and the directory.
 async fn start_apiserver() -> anyhow::Result<(benchmarks::Proc, String, tempfile::TempDir)> {
@@ -359,6 +399,9 @@ async fn main() -> anyhow::Result<()> {
     let (all_ms, all_bytes) = time_gets(&format!("{server}/api/v1/pods"), 10).await?;
     let (ns_ms, ns_bytes) =
         time_gets(&format!("{server}/api/v1/namespaces/scale-0/pods"), 20).await?;
+    let all_curl = time_gets_by_curl(&format!("{server}/api/v1/pods"), 20).await?;
+    let ns_curl =
+        time_gets_by_curl(&format!("{server}/api/v1/namespaces/scale-0/pods"), 20).await?;
     let rss = rss_mib(&pid.to_string());
     println!(
         "| LIST all {pods} pods ({:.0} MiB JSON), {} times | p50 {:.0} ms, p99 {:.0} ms (each, sorted: {}) |",
@@ -373,6 +416,14 @@ async fn main() -> anyhow::Result<()> {
         ns_bytes as f64 / 1048576.0,
         percentile(&ns_ms, 0.5),
         percentile(&ns_ms, 0.99)
+    );
+    println!(
+        "| the same LISTs by curl in a process of its own (the apiserver's serving time), 20 times each | all: p50 {:.0} ms, p99 {:.0} ms (each: {}); one namespace: p50 {:.0} ms, p99 {:.0} ms |",
+        percentile(&all_curl, 0.5),
+        percentile(&all_curl, 0.99),
+        all_curl.iter().map(|ms| format!("{ms:.0}")).collect::<Vec<_>>().join(" "),
+        percentile(&ns_curl, 0.5),
+        percentile(&ns_curl, 0.99)
     );
     println!(
         "| apiserver RSS with {pods} pods | {rss:.0} MiB ({:.1}× the pods' JSON) |",
