@@ -786,7 +786,7 @@ fn three_node_lab(setup: Setup) {
             }
             if Instant::now() > deadline {
                 let state = try_sh(&format!(
-                    "{}/kubectl --kubeconfig {KUBECONFIG} get pods,ds,nodes -o wide; grep -v -E '^ +([0-9]+: |at )' {LAB_DIR}/node3/kubelet.log | tail -n 40",
+                    "{}/kubectl --kubeconfig {KUBECONFIG} get pods,ds,nodes -o wide; {0}/kubectl --kubeconfig {KUBECONFIG} get events | grep -i agent; grep -v -E '^ +([0-9]+: |at )' {LAB_DIR}/node3/kubelet.log | tail -n 40",
                     bin_dir().display()
                 ))
                 .unwrap_or_default();
