@@ -176,7 +176,10 @@ pub async fn renew_lease(
                 Err(e) => return Err(e.into()),
             },
         };
-        lease["spec"] = spec(renew());
+        // Only the holder's fields: the rest of the Lease stays as it was.
+        for (field, value) in spec(renew()).as_object().into_iter().flatten() {
+            lease["spec"][field] = value.clone();
+        }
         match leases.replace(node, &lease).await {
             Ok(written) => {
                 *latest = Some(written);
