@@ -26,6 +26,7 @@
 
 mod current;
 mod legacy;
+mod replies;
 mod sql;
 mod writer;
 
@@ -43,6 +44,8 @@ use writer::{Op, Request};
 /// Revisions of history kept for watches and lists at older revisions; the
 /// writer compacts once twice as many have accumulated.
 pub const DEFAULT_HISTORY: usize = 10_000;
+/// WAL pages (4 KiB each) between automatic checkpoints.
+const WAL_CHECKPOINT_PAGES: i64 = 10_000;
 /// The database file in the data directory.
 pub const DB_FILE: &str = "state.db";
 /// Read connections: at most this many reads run at once, each on a
@@ -124,6 +127,13 @@ fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     conn.pragma_update(None, "journal_mode", "WAL")
         .map_err(internal)?;
     conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(internal)?;
+    // Checkpoint (copy the WAL into the database) every ~40 MB of WAL, not
+    // SQLite's default 4 MB: a page written many times in between (the
+    // table's last page, an index page of busy keys) is copied once. At
+    // 5,000 nodes' heartbeats this took the checkpoints from 2 % of the
+    // apiserver's CPU to a few tenths.
+    conn.pragma_update(None, "wal_autocheckpoint", WAL_CHECKPOINT_PAGES)
         .map_err(internal)?;
     conn.busy_timeout(std::time::Duration::from_secs(10))
         .map_err(internal)?;

@@ -11,8 +11,10 @@
 //!
 //! While one group waits for its fsync, the next requests queue up and go
 //! into the next group: concurrent writers share an fsync (group commit),
-//! a lone writer pays one per write.
+//! a lone writer pays one per write. The answers go back through the
+//! runtime's I/O driver ([`super::replies`]).
 
+use super::replies::Replies;
 use super::sql;
 use super::{Shared, Watcher};
 use crate::store::{EventKind, KeyValue, StoreError, StoreEvent};
@@ -55,9 +57,12 @@ impl Op {
     }
 }
 
+/// What a write request hears back.
+pub type Outcome = Result<Option<StoreEvent>, StoreError>;
+
 pub struct Request {
     pub op: Op,
-    pub reply: oneshot::Sender<Result<Option<StoreEvent>, StoreError>>,
+    pub reply: oneshot::Sender<Outcome>,
 }
 
 pub struct Writer {
@@ -65,6 +70,7 @@ pub struct Writer {
     shared: Arc<Shared>,
     /// Revisions kept before the writer compacts on its own (None: only on request).
     history_limit: Option<i64>,
+    replies: Replies<(oneshot::Sender<Outcome>, Outcome)>,
 }
 
 fn internal(e: impl std::fmt::Display) -> StoreError {
@@ -72,11 +78,13 @@ fn internal(e: impl std::fmt::Display) -> StoreError {
 }
 
 impl Writer {
+    /// Call within the runtime whose tasks make the requests (see [`Replies::new`]).
     pub fn new(conn: Connection, shared: Arc<Shared>, history_limit: Option<i64>) -> Self {
         Writer {
             conn,
             shared,
             history_limit,
+            replies: Replies::new(),
         }
     }
 
@@ -100,9 +108,8 @@ impl Writer {
                 let Op::Compact { revision } = req.op else {
                     continue;
                 };
-                let _ = req
-                    .reply
-                    .send(self.compact(revision).map(|_| None).map_err(internal));
+                let done = self.compact(revision).map(|_| None).map_err(internal);
+                self.replies.send([(req.reply, done)]);
             }
             self.compact_if_over_limit();
         }
@@ -115,7 +122,7 @@ impl Writer {
         // later request of the group checks against them, not `current`.
         let mut pending: HashMap<&str, Option<KeyValue>> = HashMap::new();
         let shared = &self.shared;
-        let outcome = (|| -> rusqlite::Result<Vec<Result<Option<StoreEvent>, StoreError>>> {
+        let outcome = (|| -> rusqlite::Result<Vec<Outcome>> {
             let tx = self
                 .conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -144,9 +151,8 @@ impl Writer {
             Err(e) => {
                 // Nothing of the group was stored (the transaction rolled back).
                 tracing::error!(error = %e, "embedded store commit failed");
-                for req in group {
-                    let _ = req.reply.send(Err(internal(&e)));
-                }
+                self.replies
+                    .send(group.into_iter().map(|req| (req.reply, Err(internal(&e)))));
                 return;
             }
         };
@@ -162,9 +168,12 @@ impl Writer {
                 dispatch(&mut watchers, ev);
             }
         }
-        for (req, result) in group.into_iter().zip(results) {
-            let _ = req.reply.send(result);
-        }
+        self.replies.send(
+            group
+                .into_iter()
+                .zip(results)
+                .map(|(req, result)| (req.reply, result)),
+        );
     }
 
     fn compact_if_over_limit(&mut self) {
@@ -210,7 +219,7 @@ fn apply(
     revision: &mut i64,
     op: &Op,
     prev: Option<KeyValue>,
-) -> rusqlite::Result<Result<Option<StoreEvent>, StoreError>> {
+) -> rusqlite::Result<Outcome> {
     let (key, value, expected) = match op {
         Op::Create { key, value } => (key, Some(value), None),
         Op::Update {
