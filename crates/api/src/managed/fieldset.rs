@@ -307,12 +307,15 @@ fn diff_map(
     removed: &mut FieldSet,
 ) {
     for (k, nv) in new {
-        if ignored(path, k) {
+        let ov = old.get(k);
+        // Unchanged: nothing to record (checked first, so that an unchanged
+        // key costs no path or set entries, which a write mostly has).
+        if ov == Some(nv) || ignored(path, k) {
             continue;
         }
         let el = format!("f:{k}");
         path.push(k.clone());
-        match old.get(k) {
+        match ov {
             Some(ov) => diff_value(ov, nv, path, changed.child(el.clone()), removed.child(el)),
             None => value_fields(nv, path, changed.child(el), true),
         }
