@@ -12,7 +12,8 @@
 //! "remotely": a parked worker is woken for it, and because that worker wakes
 //! up searching for work and finds some, it wakes a second one, which finds
 //! nothing and parks again. At 5,000 nodes' heartbeats (~200 commits a
-//! second) those wake-ups were a sixth of the apiserver's CPU. A byte on a
+//! second) delivering this way took the apiserver from 12.0 to 10.7 % of a
+//! core (doc/benchmarks.md, 2026-11-28). A byte on a
 //! socket the runtime polls wakes only the worker that waits on epoll, and
 //! the answers then go out from inside the runtime.
 //!
