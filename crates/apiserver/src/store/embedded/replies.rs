@@ -24,63 +24,57 @@ use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
 
-/// Something to hand to a waiting request: an answer and where it goes.
-pub trait Answer: Send + 'static {
-    fn deliver(self);
-}
+/// An answer and the request waiting for it.
+type Answer<T> = (oneshot::Sender<T>, T);
 
-impl<T: Send + 'static> Answer for (tokio::sync::oneshot::Sender<T>, T) {
-    fn deliver(self) {
-        let _ = self.0.send(self.1);
+fn deliver_all<T>(answers: impl IntoIterator<Item = Answer<T>>) {
+    for (request, answer) in answers {
+        let _ = request.send(answer);
     }
 }
 
 /// The writer's side: answers pass through [`Replies::send`].
-pub struct Replies<A: Answer> {
-    pending: Arc<Mutex<Vec<A>>>,
+pub struct Replies<T> {
+    pending: Arc<Mutex<Vec<Answer<T>>>>,
     /// The writer's end of the socket pair; None: answer directly.
     signal: Option<UnixStream>,
     /// Set once the delivery task is gone: from then on, answer directly.
     direct: AtomicBool,
 }
 
-impl<A: Answer> Replies<A> {
+impl<T: Send + 'static> Replies<T> {
     /// Delivery through the current runtime when there is one.
     pub fn new() -> Self {
-        let direct = Replies {
-            pending: Arc::new(Mutex::new(Vec::new())),
-            signal: None,
-            direct: AtomicBool::new(true),
-        };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return direct;
-        };
-        let Ok((ours, theirs)) = UnixStream::pair() else {
-            return direct;
-        };
-        if ours.set_nonblocking(true).is_err() || theirs.set_nonblocking(true).is_err() {
-            return direct;
-        }
-        // Registering with the I/O driver needs the runtime's context.
-        let _entered = runtime.enter();
-        let Ok(theirs) = tokio::net::UnixStream::from_std(theirs) else {
-            return direct;
-        };
-        let pending = direct.pending.clone();
-        runtime.spawn(deliver(theirs, pending.clone()));
+        let pending = Arc::new(Mutex::new(Vec::new()));
+        let signal = Self::start_delivery(&pending);
         Replies {
+            direct: AtomicBool::new(signal.is_none()),
             pending,
-            signal: Some(ours),
-            direct: AtomicBool::new(false),
+            signal,
         }
     }
 
+    /// Spawns the delivery task on the current runtime; the writer's end of
+    /// its socket, or None (no runtime, no socket).
+    fn start_delivery(pending: &Arc<Mutex<Vec<Answer<T>>>>) -> Option<UnixStream> {
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let (ours, theirs) = UnixStream::pair().ok()?;
+        ours.set_nonblocking(true).ok()?;
+        theirs.set_nonblocking(true).ok()?;
+        // Registering with the I/O driver needs the runtime's context.
+        let _entered = runtime.enter();
+        let theirs = tokio::net::UnixStream::from_std(theirs).ok()?;
+        runtime.spawn(deliver(theirs, pending.clone()));
+        Some(ours)
+    }
+
     /// Hands `answers` to their requests.
-    pub fn send(&self, answers: impl IntoIterator<Item = A>) {
+    pub fn send(&self, answers: impl IntoIterator<Item = Answer<T>>) {
         let signal = match &self.signal {
             Some(s) if !self.direct.load(Ordering::Acquire) => s,
-            _ => return answers.into_iter().for_each(Answer::deliver),
+            _ => return deliver_all(answers),
         };
         let was_empty = {
             let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
@@ -101,7 +95,7 @@ impl<A: Answer> Replies<A> {
                 self.direct.store(true, Ordering::Release);
                 let left =
                     std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
-                left.into_iter().for_each(Answer::deliver);
+                deliver_all(left);
             }
         }
     }
@@ -110,7 +104,7 @@ impl<A: Answer> Replies<A> {
 /// The delivery task: on each byte, every pending answer to its request.
 /// The bytes are read before the list is taken, so an answer added after the
 /// take has its byte still to be read.
-async fn deliver<A: Answer>(socket: tokio::net::UnixStream, pending: Arc<Mutex<Vec<A>>>) {
+async fn deliver<T>(socket: tokio::net::UnixStream, pending: Arc<Mutex<Vec<Answer<T>>>>) {
     let mut buf = [0u8; 64];
     loop {
         if socket.readable().await.is_err() {
@@ -123,15 +117,15 @@ async fn deliver<A: Answer>(socket: tokio::net::UnixStream, pending: Arc<Mutex<V
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
             Err(_) => return,
         }
-        let answers = std::mem::take(&mut *pending.lock().unwrap_or_else(|p| p.into_inner()));
-        answers.into_iter().for_each(Answer::deliver);
+        deliver_all(std::mem::take(
+            &mut *pending.lock().unwrap_or_else(|p| p.into_inner()),
+        ));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::sync::oneshot;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn answers_from_another_thread_reach_their_requests() {

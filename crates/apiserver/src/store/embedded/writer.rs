@@ -70,7 +70,7 @@ pub struct Writer {
     shared: Arc<Shared>,
     /// Revisions kept before the writer compacts on its own (None: only on request).
     history_limit: Option<i64>,
-    replies: Replies<(oneshot::Sender<Outcome>, Outcome)>,
+    replies: Replies<Outcome>,
 }
 
 fn internal(e: impl std::fmt::Display) -> StoreError {
