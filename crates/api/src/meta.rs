@@ -8,26 +8,28 @@ pub fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// A member of `metadata` (borrowed lookups: `Value::pointer` allocates
+/// two strings per segment, and these run several times per request).
+pub fn field<'a>(obj: &'a Value, name: &str) -> Option<&'a Value> {
+    obj.get("metadata")?.get(name)
+}
+
 pub fn name(obj: &Value) -> &str {
-    obj.pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
+    field(obj, "name").and_then(Value::as_str).unwrap_or("")
 }
 
 pub fn namespace(obj: &Value) -> Option<&str> {
-    obj.pointer("/metadata/namespace")
+    field(obj, "namespace")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
 }
 
 pub fn uid(obj: &Value) -> &str {
-    obj.pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .unwrap_or("")
+    field(obj, "uid").and_then(Value::as_str).unwrap_or("")
 }
 
 pub fn resource_version(obj: &Value) -> &str {
-    obj.pointer("/metadata/resourceVersion")
+    field(obj, "resourceVersion")
         .and_then(Value::as_str)
         .unwrap_or("")
 }
@@ -48,7 +50,7 @@ pub fn metadata_mut(obj: &mut Value) -> &mut Map<String, Value> {
 }
 
 pub fn finalizers(obj: &Value) -> Vec<String> {
-    strings(obj.pointer("/metadata/finalizers").unwrap_or(&Value::Null))
+    strings(field(obj, "finalizers").unwrap_or(&Value::Null))
 }
 
 /// The strings of a JSON list (anything else: none).
@@ -62,8 +64,7 @@ pub fn strings(list: &Value) -> Vec<String> {
 }
 
 pub fn is_deleting(obj: &Value) -> bool {
-    obj.pointer("/metadata/deletionTimestamp")
-        .is_some_and(|v| !v.is_null())
+    field(obj, "deletionTimestamp").is_some_and(|v| !v.is_null())
 }
 
 /// The human age kubectl prints (`5s`, `3m2s`, `4h`, `2d`), as apimachinery's `HumanDuration`.

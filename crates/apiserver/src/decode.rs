@@ -115,16 +115,19 @@ pub fn normalize(
     validation: FieldValidation,
     warnings: &Warnings,
 ) -> Result<Value, ApiError> {
-    // The input is kept only when unknown fields must be reported.
-    let input = (validation != FieldValidation::Ignore).then(|| obj.clone());
-    let out = strategy::of(info)
-        .canonicalize(obj)
-        .map_err(|e| ApiError::bad_request(format!("{} in body: {e}", info.kind)))?;
-    let Some(input) = input else {
-        return Ok(out);
+    let strategy = strategy::of(info);
+    let bad = |e: String| ApiError::bad_request(format!("{} in body: {e}", info.kind));
+    if validation == FieldValidation::Ignore {
+        return strategy.canonicalize(obj).map_err(bad);
+    }
+    // The input is kept to find the unknown fields: decoded from where it
+    // lies when the strategy can, else from a copy.
+    let (input, out) = match strategy.canonicalize_borrowed(&obj) {
+        Some(out) => (obj, out.map_err(bad)?),
+        None => (obj.clone(), strategy.canonicalize(obj).map_err(bad)?),
     };
     let mut unknown = Vec::new();
-    find_unknown(&input, &out, "", &mut unknown);
+    find_unknown(&input, &out, &mut Vec::new(), &mut unknown);
     let unknown: Vec<String> = unknown
         .iter()
         .map(|f| format!("unknown field \"{f}\""))
@@ -147,35 +150,76 @@ pub fn normalize(
     )))
 }
 
-/// Fields present in `input` that the typed decode dropped.
-fn find_unknown(input: &Value, output: &Value, path: &str, out: &mut Vec<String>) {
+/// Fields present in `input` that the typed decode dropped. The path of the
+/// walk is a stack of segments, joined only for a field that is reported:
+/// every write passes here, and nearly all have nothing to report.
+fn find_unknown(input: &Value, output: &Value, path: &mut Vec<String>, out: &mut Vec<String>) {
     match (input, output) {
         (Value::Object(i), Value::Object(o)) => {
             for (k, v) in i {
-                let p = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
                 match o.get(k) {
-                    None if !v.is_null() => out.push(p),
-                    Some(ov) => find_unknown(v, ov, &p, out),
-                    None => {}
+                    None if !v.is_null() => out.push(join_path(path, Some(k))),
+                    Some(ov) if ov.is_object() || ov.is_array() => {
+                        path.push(k.clone());
+                        find_unknown(v, ov, path, out);
+                        path.pop();
+                    }
+                    _ => {}
                 }
             }
         }
         (Value::Array(i), Value::Array(o)) => {
             for (idx, (iv, ov)) in i.iter().zip(o).enumerate() {
-                find_unknown(iv, ov, &format!("{path}[{idx}]"), out);
+                if ov.is_object() || ov.is_array() {
+                    path.push(format!("[{idx}]"));
+                    find_unknown(iv, ov, path, out);
+                    path.pop();
+                }
             }
         }
         _ => {}
     }
 }
 
+/// `spec.containers[0].bogus` from its segments (index segments are `[n]`).
+fn join_path(path: &[String], last: Option<&str>) -> String {
+    let mut joined = String::new();
+    for seg in path.iter().map(String::as_str).chain(last) {
+        if !joined.is_empty() && !seg.starts_with('[') {
+            joined.push('.');
+        }
+        joined.push_str(seg);
+    }
+    joined
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unknown_fields_are_named_by_their_path_inside_lists() {
+        let pods = minik8s_api::registry::of::<minik8s_api::k8s::api::core::v1::Pod>();
+        let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod", "bogus": 1,
+            "metadata": {"name": "p", "labels": {"a": "b"}},
+            "spec": {"containers": [{"name": "c", "image": "i"},
+                {"name": "d", "image": "i", "ports": [{"containerPort": 80, "porty": 1}]}]}});
+        let err = normalize(
+            pods,
+            pod.clone(),
+            FieldValidation::Strict,
+            &Warnings::default(),
+        )
+        .unwrap_err();
+        assert_eq!(err.code, 400);
+        assert!(err.message.ends_with(
+            "strict decoding error: unknown field \"bogus\", unknown field \"spec.containers[1].ports[0].porty\""
+        ), "{}", err.message);
+        let warnings = Warnings::default();
+        let out = normalize(pods, pod, FieldValidation::Warn, &warnings).unwrap();
+        assert!(out.get("bogus").is_none());
+        assert_eq!(warnings.take().len(), 2);
+    }
 
     fn headers(ct: Option<&str>) -> HeaderMap {
         let mut h = HeaderMap::new();

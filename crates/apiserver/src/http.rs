@@ -229,12 +229,7 @@ async fn handle_admitted(
         Some(v) => json_response(StatusCode::OK, &v),
         None => error_response(&ApiError::unknown_path()),
     };
-    let metrics_prefix = format!(
-        "/apis/{}/{}/",
-        crate::metrics_api::GROUP,
-        crate::metrics_api::VERSION
-    );
-    if let Some(rest) = uri.path().strip_prefix(&metrics_prefix) {
+    if let Some(rest) = uri.path().strip_prefix(crate::metrics_api::PATH_PREFIX) {
         let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
         if method != Method::GET {
             return error_response(&not_allowed(&method));

@@ -23,6 +23,8 @@ use std::time::{Duration, Instant};
 
 pub const GROUP: &str = "metrics.k8s.io";
 pub const VERSION: &str = "v1beta1";
+/// The paths this API serves start so (`/apis/{GROUP}/{VERSION}/`).
+pub const PATH_PREFIX: &str = "/apis/metrics.k8s.io/v1beta1/";
 const FRESH_FOR: Duration = Duration::from_secs(10);
 const WINDOW: &str = "10s";
 
@@ -217,6 +219,12 @@ impl ApiServer {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_path_prefix_names_the_group_and_version() {
+        assert_eq!(PATH_PREFIX, format!("/apis/{GROUP}/{VERSION}/"));
+    }
+
     use super::*;
 
     #[test]

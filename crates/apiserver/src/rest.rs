@@ -164,6 +164,26 @@ fn with_rv(mut obj: Value, rev: i64) -> Value {
     obj
 }
 
+/// Whether the parts of `a` and `b` whose changes bump `metadata.generation`
+/// differ: their `spec`, or for kinds without one everything but metadata
+/// and status. Compared in place (each update asks; copying both parts out
+/// cost two copies of the spec per write).
+fn generation_relevant_differs(a: &Value, b: &Value) -> bool {
+    let relevant = |k: &&String| *k != "metadata" && *k != "status";
+    match (a.get("spec"), b.get("spec")) {
+        (Some(x), Some(y)) => x != y,
+        (None, None) => match (a.as_object(), b.as_object()) {
+            (Some(x), Some(y)) => {
+                x.keys().filter(relevant).count() != y.keys().filter(relevant).count()
+                    || x.iter().any(|(k, v)| relevant(&k) && y.get(k) != Some(v))
+            }
+            _ => a != b,
+        },
+        // One has a spec and the other not: rare, compared as before.
+        _ => generation_relevant(a) != generation_relevant(b),
+    }
+}
+
 /// The part of an object whose changes bump `metadata.generation`.
 fn generation_relevant(obj: &Value) -> Value {
     match obj.get("spec") {
@@ -523,12 +543,11 @@ impl ApiServer {
                 merged = self.admit_mutating(&a, merged).await?;
                 strategy.default(&mut merged);
             }
-            let relevant = |o: &Value| {
-                strategy
-                    .generation_relevant(o)
-                    .unwrap_or_else(|| generation_relevant(o))
+            let relevant_changed = match strategy.generation_relevant(&merged) {
+                Some(now) => strategy.generation_relevant(&old) != Some(now),
+                None => generation_relevant_differs(&merged, &old),
             };
-            if relevant(&merged) != relevant(&old) {
+            if relevant_changed {
                 let g = old
                     .pointer("/metadata/generation")
                     .and_then(Value::as_i64)

@@ -97,7 +97,7 @@ pub struct Writer<'a> {
 
 /// The entries of an object's `metadata.managedFields`.
 pub fn entries(obj: &Value) -> Vec<Entry> {
-    obj.pointer("/metadata/managedFields")
+    crate::meta::field(obj, "managedFields")
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(Entry::from_json).collect())
         .unwrap_or_default()
@@ -244,9 +244,8 @@ pub fn apply(
 /// tracked: none or `[]` in the body keeps `old`'s, `[{}]` clears them,
 /// anything else is what the client asked for (as Kubernetes does).
 pub fn carry_over(old: Option<&Value>, new: &mut Value) {
-    let old_list = old
-        .and_then(|o| o.pointer("/metadata/managedFields"))
-        .cloned();
+    // Borrowed: most writes send the list back, and old's is then not needed.
+    let old_list = old.and_then(|o| crate::meta::field(o, "managedFields"));
     let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
@@ -257,7 +256,7 @@ pub fn carry_over(old: Option<&Value>, new: &mut Value) {
         Some(Value::Array(a)) if !a.is_empty() => {}
         _ => match old_list {
             Some(l) => {
-                meta.insert("managedFields".into(), l);
+                meta.insert("managedFields".into(), l.clone());
             }
             None => {
                 meta.remove("managedFields");

@@ -283,10 +283,10 @@ const PROTOCOLS: &[&str] = &["SCTP", "TCP", "UDP"];
 /// Validates `metadata` common to every kind.
 pub fn validate_metadata(obj: &Value, names: NameRule, namespaced: bool) -> Errors {
     let mut errs = Vec::new();
-    let meta = obj.get("metadata").cloned().unwrap_or(Value::Null);
-    match non_empty_str(&meta, "name") {
+    let meta = obj.get("metadata").unwrap_or(&Value::Null);
+    match non_empty_str(meta, "name") {
         None => {
-            if non_empty_str(&meta, "generateName").is_none() {
+            if non_empty_str(meta, "generateName").is_none() {
                 errs.push(FieldError::required(
                     "metadata.name",
                     "name or generateName is required",
@@ -304,7 +304,7 @@ pub fn validate_metadata(obj: &Value, names: NameRule, namespaced: bool) -> Erro
         }
     }
     if namespaced {
-        if let Some(ns) = non_empty_str(&meta, "namespace") {
+        if let Some(ns) = non_empty_str(meta, "namespace") {
             if let Some(e) = dns1123_label_error(ns) {
                 errs.push(FieldError::invalid(
                     "metadata.namespace",
@@ -313,13 +313,13 @@ pub fn validate_metadata(obj: &Value, names: NameRule, namespaced: bool) -> Erro
                 ));
             }
         }
-    } else if non_empty_str(&meta, "namespace").is_some() {
+    } else if non_empty_str(meta, "namespace").is_some() {
         errs.push(FieldError::forbidden(
             "metadata.namespace",
             "not allowed on this type",
         ));
     }
-    validate_labels(&meta, "metadata.labels", &mut errs);
+    validate_labels(meta, "metadata.labels", &mut errs);
     if let Some(ann) = meta.get("annotations").and_then(Value::as_object) {
         let mut total = 0;
         for (k, v) in ann {
@@ -340,7 +340,7 @@ pub fn validate_metadata(obj: &Value, names: NameRule, namespaced: bool) -> Erro
             ));
         }
     }
-    for (i, owner) in arr(&meta, "ownerReferences").iter().enumerate() {
+    for (i, owner) in arr(meta, "ownerReferences").iter().enumerate() {
         for f in ["apiVersion", "kind", "name", "uid"] {
             if non_empty_str(owner, f).is_none() {
                 errs.push(FieldError::required(
@@ -350,7 +350,7 @@ pub fn validate_metadata(obj: &Value, names: NameRule, namespaced: bool) -> Erro
             }
         }
     }
-    if arr(&meta, "ownerReferences")
+    if arr(meta, "ownerReferences")
         .iter()
         .filter(|o| o.get("controller") == Some(&Value::Bool(true)))
         .count()
@@ -387,10 +387,7 @@ fn validate_labels(meta: &Value, path: &str, errs: &mut Errors) {
 pub fn validate_metadata_update(new: &Value, old: &Value) -> Errors {
     let mut errs = Vec::new();
     for f in ["name", "namespace", "uid", "creationTimestamp"] {
-        let (n, o) = (
-            new.pointer(&format!("/metadata/{f}")),
-            old.pointer(&format!("/metadata/{f}")),
-        );
+        let (n, o) = (new["metadata"].get(f), old["metadata"].get(f));
         if n.is_some() && n != o {
             errs.push(FieldError::invalid(
                 format!("metadata.{f}"),

@@ -86,6 +86,13 @@ pub trait Strategy: Send + Sync {
         Ok(obj)
     }
 
+    /// [`Strategy::canonicalize`] leaving the input as it was, for a caller
+    /// that still needs it (to report unknown fields); None when the
+    /// strategy can only canonicalize by taking the object.
+    fn canonicalize_borrowed(&self, _obj: &Value) -> Option<Result<Value, String>> {
+        None
+    }
+
     /// The kind's defaults (on create and on every update).
     fn default(&self, _obj: &mut Value) {}
 
@@ -293,6 +300,10 @@ where
 {
     fn canonicalize(&self, obj: Value) -> Result<Value, String> {
         round_trip::<K>(obj)
+    }
+    fn canonicalize_borrowed(&self, obj: &Value) -> Option<Result<Value, String>> {
+        let typed = K::deserialize(obj).map_err(|e| e.to_string());
+        Some(typed.and_then(|t| serde_json::to_value(t).map_err(|e| e.to_string())))
     }
     fn default(&self, obj: &mut Value) {
         defaults::apply(K::KIND, obj);
@@ -559,5 +570,19 @@ mod tests {
         // A run-time kind is kept as sent.
         let raw = serde_json::json!({"spec": {"anything": [1, "two"]}});
         assert_eq!(Schemaless.canonicalize(raw.clone()).unwrap(), raw);
+        assert!(Schemaless.canonicalize_borrowed(&raw).is_none());
+    }
+
+    #[test]
+    fn canonicalizing_in_place_or_from_a_borrow_gives_the_same_answer() {
+        let pods = of(registry::of::<core::Pod>());
+        for obj in [
+            serde_json::json!({"spec": {"containers": "nope"}}),
+            serde_json::json!({"metadata": {"name": "p", "labels": {"a": "b"}}, "bogus": 1,
+                "spec": {"containers": [{"name": "c", "image": "i", "ports": [{"containerPort": 80}]}]}}),
+        ] {
+            let borrowed = pods.canonicalize_borrowed(&obj).expect("a typed kind");
+            assert_eq!(borrowed, pods.canonicalize(obj));
+        }
     }
 }

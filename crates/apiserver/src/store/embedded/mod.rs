@@ -25,8 +25,8 @@
 //! `snapshot.json`) is migrated on first open ([`legacy`]).
 
 mod current;
+mod handoff;
 mod legacy;
-mod replies;
 mod sql;
 mod writer;
 

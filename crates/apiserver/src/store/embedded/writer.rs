@@ -5,16 +5,16 @@
 //!  create/update/delete ──▶ queue ──▶ writer thread: BEGIN IMMEDIATE
 //!  (any task)                          check against `current` + INSERT row, per request
 //!                                      COMMIT (one fsync for the group)
-//!                                      current + revision updated, dispatch to watchers
-//!                                      reply to each request
+//!                                      current + revision updated
+//!                                      hand over: events to watchers, answers to requests
 //! ```
 //!
 //! While one group waits for its fsync, the next requests queue up and go
 //! into the next group: concurrent writers share an fsync (group commit),
-//! a lone writer pays one per write. The answers go back through the
-//! runtime's I/O driver ([`super::replies`]).
+//! a lone writer pays one per write. The events and answers go back
+//! through the runtime's I/O driver ([`super::handoff`]).
 
-use super::replies::Replies;
+use super::handoff::Handoff;
 use super::sql;
 use super::{Shared, Watcher};
 use crate::store::{EventKind, KeyValue, StoreError, StoreEvent};
@@ -70,7 +70,7 @@ pub struct Writer {
     shared: Arc<Shared>,
     /// Revisions kept before the writer compacts on its own (None: only on request).
     history_limit: Option<i64>,
-    replies: Replies<Outcome>,
+    handoff: Handoff,
 }
 
 fn internal(e: impl std::fmt::Display) -> StoreError {
@@ -78,13 +78,13 @@ fn internal(e: impl std::fmt::Display) -> StoreError {
 }
 
 impl Writer {
-    /// Call within the runtime whose tasks make the requests (see [`Replies::new`]).
+    /// Call within the runtime whose tasks make the requests (see [`Handoff::new`]).
     pub fn new(conn: Connection, shared: Arc<Shared>, history_limit: Option<i64>) -> Self {
         Writer {
             conn,
             shared,
             history_limit,
-            replies: Replies::new(),
+            handoff: Handoff::new(),
         }
     }
 
@@ -109,7 +109,9 @@ impl Writer {
                     continue;
                 };
                 let done = self.compact(revision).map(|_| None).map_err(internal);
-                self.replies.send([(req.reply, done)]);
+                self.handoff.run(move || {
+                    let _ = req.reply.send(done);
+                });
             }
             self.compact_if_over_limit();
         }
@@ -151,29 +153,39 @@ impl Writer {
             Err(e) => {
                 // Nothing of the group was stored (the transaction rolled back).
                 tracing::error!(error = %e, "embedded store commit failed");
-                self.replies
-                    .send(group.into_iter().map(|req| (req.reply, Err(internal(&e)))));
+                let e = internal(&e);
+                self.handoff.run(move || {
+                    for req in group {
+                        let _ = req.reply.send(Err(e.clone()));
+                    }
+                });
                 return;
             }
         };
         // Publish under the watchers' lock: a watch registering now either
-        // replays these rows from the database or receives them here, never
+        // replays these rows from the database or receives them from the
+        // handoff (which skips revisions below a watcher's `next`), never
         // both. The current values change with the revision, under one lock.
         {
-            let mut watchers = self.shared.lock_watchers();
-            let events = || results.iter().filter_map(|r| r.as_ref().ok()?.as_ref());
-            self.shared.write_current().apply(events(), revision);
+            let _watchers = self.shared.lock_watchers();
+            let events = results.iter().filter_map(|r| r.as_ref().ok()?.as_ref());
+            self.shared.write_current().apply(events, revision);
             self.shared.revision.store(revision, Ordering::Release);
-            for ev in events() {
-                dispatch(&mut watchers, ev);
-            }
         }
-        self.replies.send(
-            group
-                .into_iter()
-                .zip(results)
-                .map(|(req, result)| (req.reply, result)),
-        );
+        // Events before answers: a client that hears its write succeeded
+        // and then watches finds the event already with the watchers.
+        let shared = self.shared.clone();
+        self.handoff.run(move || {
+            {
+                let mut watchers = shared.lock_watchers();
+                for ev in results.iter().filter_map(|r| r.as_ref().ok()?.as_ref()) {
+                    dispatch(&mut watchers, ev);
+                }
+            }
+            for (req, result) in group.into_iter().zip(results) {
+                let _ = req.reply.send(result);
+            }
+        });
     }
 
     fn compact_if_over_limit(&mut self) {
