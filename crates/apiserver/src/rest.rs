@@ -164,41 +164,6 @@ fn with_rv(mut obj: Value, rev: i64) -> Value {
     obj
 }
 
-/// Whether the parts of `a` and `b` whose changes bump `metadata.generation`
-/// differ: their `spec`, or for kinds without one everything but metadata
-/// and status. Compared in place (each update asks; copying both parts out
-/// cost two copies of the spec per write).
-fn generation_relevant_differs(a: &Value, b: &Value) -> bool {
-    let relevant = |k: &&String| *k != "metadata" && *k != "status";
-    match (a.get("spec"), b.get("spec")) {
-        (Some(x), Some(y)) => x != y,
-        (None, None) => match (a.as_object(), b.as_object()) {
-            (Some(x), Some(y)) => {
-                x.keys().filter(relevant).count() != y.keys().filter(relevant).count()
-                    || x.iter().any(|(k, v)| relevant(&k) && y.get(k) != Some(v))
-            }
-            _ => a != b,
-        },
-        // One has a spec and the other not: rare, compared as before.
-        _ => generation_relevant(a) != generation_relevant(b),
-    }
-}
-
-/// The part of an object whose changes bump `metadata.generation`.
-fn generation_relevant(obj: &Value) -> Value {
-    match obj.get("spec") {
-        Some(spec) => spec.clone(),
-        None => {
-            let mut o = obj.clone();
-            if let Some(m) = o.as_object_mut() {
-                m.remove("metadata");
-                m.remove("status");
-            }
-            o
-        }
-    }
-}
-
 fn random_suffix() -> String {
     use rand::Rng;
     const CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -545,7 +510,7 @@ impl ApiServer {
             }
             let relevant_changed = match strategy.generation_relevant(&merged) {
                 Some(now) => strategy.generation_relevant(&old) != Some(now),
-                None => generation_relevant_differs(&merged, &old),
+                None => strategy::generation_relevant_differs(&merged, &old),
             };
             if relevant_changed {
                 let g = old

@@ -288,6 +288,41 @@ const fn typed<K, L>(row: Row, lifecycle: L) -> Typed<K, L> {
 }
 
 /// The typed round trip behind [`Strategy::canonicalize`].
+/// Whether the parts of `a` and `b` whose changes bump `metadata.generation`
+/// differ: their `spec`, or for kinds without one everything but metadata
+/// and status. Compared in place (each update asks; copying both parts out
+/// cost two copies of the spec per write).
+pub(crate) fn generation_relevant_differs(a: &Value, b: &Value) -> bool {
+    let relevant = |k: &&String| *k != "metadata" && *k != "status";
+    match (a.get("spec"), b.get("spec")) {
+        (Some(x), Some(y)) => x != y,
+        (None, None) => match (a.as_object(), b.as_object()) {
+            (Some(x), Some(y)) => {
+                x.keys().filter(relevant).count() != y.keys().filter(relevant).count()
+                    || x.iter().any(|(k, v)| relevant(&k) && y.get(k) != Some(v))
+            }
+            _ => a != b,
+        },
+        // One has a spec and the other not: rare, compared as before.
+        _ => generation_relevant(a) != generation_relevant(b),
+    }
+}
+
+/// The part of an object whose changes bump `metadata.generation`.
+fn generation_relevant(obj: &Value) -> Value {
+    match obj.get("spec") {
+        Some(spec) => spec.clone(),
+        None => {
+            let mut o = obj.clone();
+            if let Some(m) = o.as_object_mut() {
+                m.remove("metadata");
+                m.remove("status");
+            }
+            o
+        }
+    }
+}
+
 fn round_trip<K: Serialize + DeserializeOwned>(obj: Value) -> Result<Value, String> {
     let typed: K = serde_json::from_value(obj).map_err(|e| e.to_string())?;
     serde_json::to_value(typed).map_err(|e| e.to_string())
@@ -571,6 +606,38 @@ mod tests {
         let raw = serde_json::json!({"spec": {"anything": [1, "two"]}});
         assert_eq!(Schemaless.canonicalize(raw.clone()).unwrap(), raw);
         assert!(Schemaless.canonicalize_borrowed(&raw).is_none());
+    }
+
+    #[test]
+    fn the_generation_follows_the_spec_or_everything_but_metadata_and_status() {
+        use serde_json::json;
+        let pod =
+            json!({"metadata": {"name": "p"}, "spec": {"a": 1}, "status": {"phase": "Pending"}});
+        let mut relabelled = pod.clone();
+        relabelled["metadata"]["labels"] = json!({"x": "y"});
+        relabelled["status"]["phase"] = json!("Running");
+        assert!(!generation_relevant_differs(&pod, &relabelled));
+        let mut respec = pod.clone();
+        respec["spec"]["a"] = json!(2);
+        assert!(generation_relevant_differs(&pod, &respec));
+        // Kinds without a spec: every other member counts, in any order.
+        let cm = json!({"metadata": {"name": "c"}, "data": {"k": "v"}, "binaryData": {}});
+        let reordered =
+            json!({"binaryData": {}, "data": {"k": "v"}, "metadata": {"name": "c", "uid": "u"}});
+        assert!(!generation_relevant_differs(&cm, &reordered));
+        assert!(generation_relevant_differs(
+            &cm,
+            &json!({"metadata": {"name": "c"}, "data": {"k": "w"}, "binaryData": {}})
+        ));
+        assert!(generation_relevant_differs(
+            &cm,
+            &json!({"metadata": {"name": "c"}, "data": {"k": "v"}})
+        ));
+        // A spec on one side only.
+        assert!(generation_relevant_differs(
+            &cm,
+            &json!({"metadata": {}, "spec": {}})
+        ));
     }
 
     #[test]

@@ -15,11 +15,12 @@
 //! because that worker wakes up searching for work and finds some, it wakes
 //! a second one, which finds nothing and parks again. At 5,000 nodes'
 //! heartbeats (~200 commits a second) answering this way took the apiserver
-//! from 12.0 to 10.7 % of a core (doc/benchmarks.md, 2026-11-28); the watch
+//! from 12.0 to 10.7 % of a core (doc/benchmarks.md, 2026-11-28). The watch
 //! events (every resource's watch cache follows the store) went the same way
-//! until they joined the answers. A byte on a socket the runtime polls wakes
-//! only the worker that waits on epoll, and the wakes then happen inside the
-//! runtime.
+//! until they joined the answers here (a gain within the measurement's noise,
+//! but one way out of the writer's thread instead of two). A byte on a
+//! socket the runtime polls wakes only the worker that waits on epoll, and
+//! the wakes then happen inside the runtime.
 //!
 //! Outside a runtime, or once the handoff task is gone (its runtime shut
 //! down), jobs run on the caller's thread.
