@@ -287,7 +287,6 @@ const fn typed<K, L>(row: Row, lifecycle: L) -> Typed<K, L> {
     }
 }
 
-/// The typed round trip behind [`Strategy::canonicalize`].
 /// Whether the parts of `a` and `b` whose changes bump `metadata.generation`
 /// differ: their `spec`, or for kinds without one everything but metadata
 /// and status. Compared in place (each update asks; copying both parts out
@@ -323,9 +322,12 @@ fn generation_relevant(obj: &Value) -> Value {
     }
 }
 
-fn round_trip<K: Serialize + DeserializeOwned>(obj: Value) -> Result<Value, String> {
-    let typed: K = serde_json::from_value(obj).map_err(|e| e.to_string())?;
-    serde_json::to_value(typed).map_err(|e| e.to_string())
+/// The typed round trip behind [`Strategy::canonicalize`]: the object as
+/// decoded into its typed struct (or why it could not be), encoded back.
+fn round_trip<K: Serialize>(typed: Result<K, serde_json::Error>) -> Result<Value, String> {
+    typed
+        .and_then(serde_json::to_value)
+        .map_err(|e| e.to_string())
 }
 
 impl<K, L> Strategy for Typed<K, L>
@@ -334,11 +336,10 @@ where
     L: Strategy,
 {
     fn canonicalize(&self, obj: Value) -> Result<Value, String> {
-        round_trip::<K>(obj)
+        round_trip(serde_json::from_value::<K>(obj))
     }
     fn canonicalize_borrowed(&self, obj: &Value) -> Option<Result<Value, String>> {
-        let typed = K::deserialize(obj).map_err(|e| e.to_string());
-        Some(typed.and_then(|t| serde_json::to_value(t).map_err(|e| e.to_string())))
+        Some(round_trip(K::deserialize(obj)))
     }
     fn default(&self, obj: &mut Value) {
         defaults::apply(K::KIND, obj);

@@ -168,8 +168,9 @@ impl Writer {
         // both. The current values change with the revision, under one lock.
         {
             let _watchers = self.shared.lock_watchers();
-            let events = results.iter().filter_map(|r| r.as_ref().ok()?.as_ref());
-            self.shared.write_current().apply(events, revision);
+            self.shared
+                .write_current()
+                .apply(events_of(&results), revision);
             self.shared.revision.store(revision, Ordering::Release);
         }
         // Events before answers: a client that hears its write succeeded
@@ -178,7 +179,7 @@ impl Writer {
         self.handoff.run(move || {
             {
                 let mut watchers = shared.lock_watchers();
-                for ev in results.iter().filter_map(|r| r.as_ref().ok()?.as_ref()) {
+                for ev in events_of(&results) {
                     dispatch(&mut watchers, ev);
                 }
             }
@@ -220,6 +221,11 @@ impl Writer {
         self.shared.compacted.store(to, Ordering::Release);
         Ok(())
     }
+}
+
+/// The changes a group's outcomes made (its successful writes' events).
+fn events_of(results: &[Outcome]) -> impl Iterator<Item = &StoreEvent> {
+    results.iter().filter_map(|r| r.as_ref().ok()?.as_ref())
 }
 
 /// Checks one request against the key's current value `prev` and inserts
