@@ -9,8 +9,13 @@ cd "$(dirname "$0")/.."
 
 ensure_build_deps
 ensure_packages etcd-server docker.io docker-registry busybox-static iptables iproute2 curl util-linux openssl python3 sqlite3 nfs-ganesha nfs-ganesha-vfs rpcbind
-ensure_python_module kubernetes kubernetes==31.0.0
-[ -x /usr/bin/kubectl ] || { echo "the real kubectl (v1.32) is required at /usr/bin/kubectl" >&2; exit 1; }
+ensure_python_package kubernetes 37.0.2
+# The real kubectl of the release minik8s speaks (1.37), and the one before it
+# (1.36) for the version-skew checks; tests find them under $MINIK8S_TOOLS.
+ensure_kubectl 1.37.1
+ensure_kubectl 1.36.4
+export MINIK8S_TOOLS
+[ -x /usr/bin/kubectl ] || { echo "the machine's kubectl dispatcher (1.27-1.33) is required at /usr/bin/kubectl" >&2; exit 1; }
 
 # A full build and test run needs about 15 GiB; say so plainly when it is not there.
 avail_kib=$(df -Pk . | awk 'NR == 2 { print $4 }')

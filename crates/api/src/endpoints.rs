@@ -33,7 +33,7 @@ pub fn ready(slice: &EndpointSlice, port_name: &str) -> Vec<(String, u16)> {
         return Vec::new();
     };
     let mut out = Vec::new();
-    for e in &slice.endpoints {
+    for e in slice.endpoints.iter().flatten() {
         let c = e.conditions.as_ref();
         // Unset means ready (the API's rule for consumers).
         let ready = c.and_then(|c| c.ready).unwrap_or(true);

@@ -6,6 +6,20 @@
 //! field selectors, PATCH semantics, quantities and the `Status` error shape.
 //! Core kinds are the `k8s-openapi` types (re-exported as [`k8s`]).
 
+/// The Kubernetes release minik8s speaks (its types, its behaviour) and
+/// reports: `/version`, the kubelet's `nodeInfo`, our kubectl's client
+/// version, the probes' User-Agent. The `+minik8s` build suffix (as k3s
+/// writes `+k3s1`) keeps it a release, not a pre-release, for the version
+/// constraints of Helm charts (`kubeVersion: ">=1.25.0"`).
+pub mod release {
+    pub const MAJOR: &str = "1";
+    pub const MINOR: &str = "37";
+    /// The patch level of the types (k8s-openapi's `v1_37`).
+    pub const GIT_VERSION: &str = "v1.37.0+minik8s";
+    /// `major.minor`, as in `kube-probe/1.37`.
+    pub const MAJOR_MINOR: &str = "1.37";
+}
+
 /// The k8s-openapi traits (Resource, ListableResource, Metadata) of a
 /// namespaced kind whose type is written here rather than taken from
 /// k8s-openapi: LeaderWorkerSet, DisaggregatedSet and its role scaler,

@@ -8,6 +8,29 @@ pub fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// A Kubernetes `Time` (k8s-openapi keeps a `jiff::Timestamp`) as the
+/// `chrono` time the controllers compute with.
+pub fn utc_of(
+    t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp(t.0.as_second(), t.0.subsec_nanosecond().max(0) as u32)
+        .unwrap_or_default()
+}
+
+/// A `chrono` time as a Kubernetes `Time`.
+pub fn time_of(
+    t: chrono::DateTime<chrono::Utc>,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    let stamp = k8s_openapi::jiff::Timestamp::new(t.timestamp(), t.timestamp_subsec_nanos() as i32)
+        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(stamp)
+}
+
+/// The current time as a Kubernetes `Time`.
+pub fn time_now() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    time_of(chrono::Utc::now())
+}
+
 /// A member of `metadata` (borrowed lookups: `Value::pointer` allocates
 /// two strings per segment, and these run several times per request).
 pub fn field<'a>(obj: &'a Value, name: &str) -> Option<&'a Value> {

@@ -1,6 +1,7 @@
 //! PATCH bodies: JSON merge patch (RFC 7386), JSON patch (RFC 6902) and
 //! Kubernetes' strategic merge patch for the list merge keys of the kinds we serve.
 
+use crate::ApiError;
 use serde_json::{Map, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,18 +29,26 @@ impl PatchType {
     }
 }
 
+/// The most operations one JSON patch may carry (Kubernetes' limit; more is 413).
+pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+
 /// Applies `patch` of type `kind` to `original`. `strategic_ok` is false for kinds
 /// without strategic-merge metadata (custom resources), which fall back to merge patch.
+///
+/// Errors are Kubernetes' answers: a patch that is not one is 400; a JSON
+/// patch that does not apply (a failed `test`, a path that is not there) is
+/// 422, as the apiserver's patcher answers it (clients such as kopf rely on
+/// the code to tell a lost race from a broken request).
 pub fn apply_patch(
     original: &Value,
     patch: &Value,
     kind: PatchType,
     strategic_ok: bool,
-) -> Result<Value, String> {
+) -> Result<Value, ApiError> {
     match kind {
         PatchType::Merge | PatchType::Apply => {
             if !patch.is_object() {
-                return Err("merge patch must be a JSON object".into());
+                return Err(ApiError::bad_request("merge patch must be a JSON object"));
             }
             let mut out = original.clone();
             json_patch::merge(&mut out, patch);
@@ -47,10 +56,25 @@ pub fn apply_patch(
         }
         PatchType::Json => {
             let ops: json_patch::Patch = serde_json::from_value(patch.clone())
-                .map_err(|e| format!("invalid JSON patch: {e}"))?;
+                .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
+            if ops.0.len() > MAX_JSON_PATCH_OPERATIONS {
+                return Err(ApiError::new(
+                    413,
+                    "RequestEntityTooLarge",
+                    format!(
+                        "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {}",
+                        ops.0.len()
+                    ),
+                ));
+            }
             let mut out = original.clone();
-            json_patch::patch(&mut out, &ops).map_err(|e| {
-                format!("the server rejected our request due to an error in our request: {e}")
+            // Kubernetes' answer names no operation: the generic 422 message.
+            json_patch::patch(&mut out, &ops).map_err(|_| {
+                ApiError::new(
+                    422,
+                    "Invalid",
+                    "the server rejected our request due to an error in our request",
+                )
             })?;
             Ok(out)
         }
@@ -58,11 +82,11 @@ pub fn apply_patch(
             apply_patch(original, patch, PatchType::Merge, false)
         }
         PatchType::Strategic => {
-            let patch = patch
-                .as_object()
-                .ok_or("strategic merge patch must be a JSON object")?;
+            let patch = patch.as_object().ok_or_else(|| {
+                ApiError::bad_request("strategic merge patch must be a JSON object")
+            })?;
             let original = original.as_object().cloned().unwrap_or_default();
-            match merge_map(original, patch, &mut Vec::new())? {
+            match merge_map(original, patch, &mut Vec::new()).map_err(ApiError::bad_request)? {
                 Some(m) => Ok(Value::Object(m)),
                 None => Ok(Value::Object(Map::new())),
             }
@@ -408,6 +432,43 @@ mod tests {
             json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}}),
         );
         assert_eq!(out["metadata"]["finalizers"], json!(["b"]));
+    }
+
+    #[test]
+    fn json_patch_answers_kubernetes_codes() {
+        let orig = json!({"metadata": {"finalizers": ["a"]}});
+        // A failed `test` (kopf's guard on finalizers) is 422, as is a missing path.
+        for ops in [
+            json!([{"op": "test", "path": "/metadata/finalizers/0", "value": "b"}]),
+            json!([{"op": "remove", "path": "/metadata/labels/x"}]),
+        ] {
+            let e = apply_patch(&orig, &ops, PatchType::Json, true).unwrap_err();
+            assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"), "{ops}");
+            assert_eq!(
+                e.message,
+                "the server rejected our request due to an error in our request"
+            );
+        }
+        // Not a JSON patch at all: 400.
+        let e = apply_patch(&orig, &json!({"op": "add"}), PatchType::Json, true).unwrap_err();
+        assert_eq!(e.code, 400);
+        // Too many operations: 413.
+        let many = Value::Array(vec![
+            json!({"op": "test", "path": "/metadata", "value": {}});
+            MAX_JSON_PATCH_OPERATIONS + 1
+        ]);
+        assert_eq!(
+            apply_patch(&orig, &many, PatchType::Json, true)
+                .unwrap_err()
+                .code,
+            413
+        );
+        let ok = json!([{"op": "test", "path": "/metadata/finalizers/0", "value": "a"},
+                        {"op": "remove", "path": "/metadata/finalizers/0"}]);
+        assert_eq!(
+            apply_patch(&orig, &ok, PatchType::Json, true).unwrap(),
+            json!({"metadata": {"finalizers": []}})
+        );
     }
 
     #[test]

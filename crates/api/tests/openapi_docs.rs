@@ -15,7 +15,7 @@ use std::path::Path;
 
 #[test]
 fn checked_in_docs_are_derived_from_k8s_openapi() {
-    let openapi = package_src("k8s-openapi").join("v1_32");
+    let openapi = package_src("k8s-openapi").join("v1_37");
     let generated = generate(&openapi);
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/openapi/docs.txt");
     if std::env::var_os("UPDATE_OPENAPI_DOCS").is_some() {

@@ -14,7 +14,7 @@ use std::path::Path;
 #[test]
 fn checked_in_schema_is_derived_from_k8s_pb() {
     let pb = package_src("k8s-pb");
-    let openapi = package_src("k8s-openapi").join("v1_32");
+    let openapi = package_src("k8s-openapi").join("v1_37");
     let generated = generate(&pb, &openapi);
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/protobuf/schema.txt");
     if std::env::var_os("UPDATE_PROTOBUF_SCHEMA").is_some() {
@@ -64,21 +64,15 @@ fn generate(pb: &Path, openapi: &Path) -> String {
     let mut out = String::from(
         "# Derived from k8s-pb (tags, wire types) and k8s-openapi (JSON names) by\n\
          # crates/api/tests/protobuf_schema.rs; do not edit.\n\
-         # V <apiVersion> <module> | M <message> | F <tag> <jsonName> <one|list|map> <type> [<message>]\n",
+         # V <apiVersion> <module> | M <message> | F <tag> <jsonName> <one|inline|list|map> <type> [<message>]\n",
     );
+    let inlined = inline_fields(&messages, &mut json_names);
     for (api_version, module) in &versions {
         out.push_str(&format!("V {api_version} {module}\n"));
     }
     for (name, fields) in &messages {
         out.push_str(&format!("M {name}\n"));
-        // A message Go inlines into its parent (`json:",inline"`) has no
-        // k8s-openapi struct of its own: its fields are the parent's.
-        let names = json_names.get(&normalize(name)).or_else(|| {
-            INLINED
-                .iter()
-                .find(|(m, _)| m == name)
-                .and_then(|(_, parent)| json_names.get(&normalize(parent)))
-        });
+        let names = json_names.get(&normalize(name));
         let mut fields: Vec<&Field> = fields.iter().collect();
         fields.sort_by_key(|f| f.tag);
         for f in fields {
@@ -86,15 +80,17 @@ fn generate(pb: &Path, openapi: &Path) -> String {
                 .and_then(|n| n.get(&normalize(&f.rust)))
                 .cloned()
                 .unwrap_or_else(|| lower_camel(&f.rust));
+            let card = if inlined.contains(&(name.clone(), f.tag)) {
+                "inline"
+            } else {
+                f.card
+            };
             let message = f
                 .message
                 .as_deref()
                 .map(|m| format!(" {m}"))
                 .unwrap_or_default();
-            out.push_str(&format!(
-                "F {} {json} {} {}{message}\n",
-                f.tag, f.card, f.ty
-            ));
+            out.push_str(&format!("F {} {json} {card} {}{message}\n", f.tag, f.ty));
         }
     }
     out
@@ -223,7 +219,10 @@ fn parse_openapi_file(
         let t = line.trim();
         if let Some((json, key)) = t.split_once("\" => Field::Key_") {
             if let Some(json) = json.strip_prefix('"') {
-                names.insert(normalize(key.trim_end_matches(',')), json.to_string());
+                let key = normalize(key.trim_end_matches(','));
+                // k8s-openapi renames JSONSchemaProps' `$ref` to `ref_path`.
+                let key = if key == "refpath" { "ref".into() } else { key };
+                names.insert(key, json.to_string());
             }
         }
     }
@@ -236,18 +235,69 @@ fn normalize(rust: &str) -> String {
         .to_lowercase()
 }
 
-/// Messages inlined in their parent's JSON: (message, parent).
-const INLINED: &[(&str, &str)] = &[
-    ("api.core.v1.VolumeSource", "api.core.v1.Volume"),
-    (
-        "api.core.v1.PersistentVolumeSource",
-        "api.core.v1.PersistentVolumeSpec",
-    ),
-    (
-        "api.core.v1.EphemeralContainerCommon",
-        "api.core.v1.EphemeralContainer",
-    ),
-];
+/// The fields Go embeds in their parent (`json:",inline"`), as (message,
+/// tag). k8s-openapi writes such a parent with the embedded struct's fields
+/// as its own, so an embedded field is one the parent's JSON does not name
+/// while every field of its message is a JSON field of the parent: a
+/// Volume's `volumeSource`, the `localObjectReference` of a ConfigMap
+/// reference, a Probe's `handler`. A message only ever embedded (a
+/// VolumeSource) has no k8s-openapi struct: it takes its JSON names from
+/// the parent, which may in turn make its own embedded fields visible, so
+/// this runs until nothing changes.
+fn inline_fields(
+    messages: &BTreeMap<String, Vec<Field>>,
+    json_names: &mut BTreeMap<String, BTreeMap<String, String>>,
+) -> std::collections::BTreeSet<(String, u32)> {
+    let mut inlined = std::collections::BTreeSet::new();
+    loop {
+        let mut found = Vec::new();
+        for (parent, fields) in messages {
+            let Some(names) = json_names.get(&normalize(parent)) else {
+                continue;
+            };
+            for f in fields {
+                let Some(inner) = f.message.as_ref().filter(|_| f.card == "one") else {
+                    continue;
+                };
+                let inner_names = flat_names(messages, &inlined, inner);
+                if !inlined.contains(&(parent.clone(), f.tag))
+                    && !names.contains_key(&normalize(&f.rust))
+                    && !inner_names.is_empty()
+                    && inner_names.iter().all(|n| names.contains_key(n))
+                {
+                    found.push((parent.clone(), f.tag, inner.clone()));
+                }
+            }
+        }
+        if found.is_empty() {
+            return inlined;
+        }
+        for (parent, tag, inner) in found {
+            let parent_names = json_names[&normalize(&parent)].clone();
+            json_names.entry(normalize(&inner)).or_insert(parent_names);
+            inlined.insert((parent, tag));
+        }
+    }
+}
+
+/// The normalized JSON field names of `message` as Go writes it: its own
+/// fields, with those of the messages it embeds in their place.
+fn flat_names(
+    messages: &BTreeMap<String, Vec<Field>>,
+    inlined: &std::collections::BTreeSet<(String, u32)>,
+    message: &str,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for f in messages.get(message).into_iter().flatten() {
+        match &f.message {
+            Some(inner) if inlined.contains(&(message.to_string(), f.tag)) => {
+                out.extend(flat_names(messages, inlined, inner));
+            }
+            _ => out.push(normalize(&f.rust)),
+        }
+    }
+    out
+}
 
 fn lower_camel(rust: &str) -> String {
     let mut out = String::new();

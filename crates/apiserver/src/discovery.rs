@@ -11,8 +11,12 @@ use minik8s_api::registry::{self, Registry, ResourceInfo};
 use serde_json::{json, Value};
 
 pub fn version() -> Value {
-    json!({"major": "1", "minor": "32", "gitVersion": "v1.32.0-minik8s", "gitCommit": "0000000000000000000000000000000000000000",
-           "gitTreeState": "clean", "buildDate": "2026-11-22T00:00:00Z", "goVersion": "go1.23.4", "compiler": "gc",
+    use minik8s_api::release;
+    json!({"major": release::MAJOR, "minor": release::MINOR, "emulationMajor": release::MAJOR,
+           "emulationMinor": release::MINOR, "minCompatibilityMajor": release::MAJOR,
+           "minCompatibilityMinor": "36", "gitVersion": release::GIT_VERSION,
+           "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
+           "buildDate": "2026-11-28T00:00:00Z", "goVersion": "go1.25.4", "compiler": "gc",
            "platform": "linux/amd64"})
 }
 
@@ -245,7 +249,7 @@ pub fn openapi_gv(reg: &Registry, path: &str) -> Option<Value> {
         Flavor::V3,
     ));
     Some(
-        json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.0"}, "paths": paths, "components": {"schemas": schemas}}),
+        json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": minik8s_api::release::GIT_VERSION}, "paths": paths, "components": {"schemas": schemas}}),
     )
 }
 
@@ -281,5 +285,5 @@ pub fn openapi_v2(reg: &Registry) -> Value {
         &with_schemas(&kinds),
         Flavor::V2,
     ));
-    json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.32.0"}, "paths": {}, "definitions": definitions})
+    json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": minik8s_api::release::GIT_VERSION}, "paths": {}, "definitions": definitions})
 }

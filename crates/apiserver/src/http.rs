@@ -458,12 +458,10 @@ impl Request {
                             // The patch is written against the version in the URL.
                             Some(alt) => {
                                 let patched =
-                                    apply_patch(&alt.from_storage(old), &patch, kind, strategic)
-                                        .map_err(ApiError::bad_request)?;
+                                    apply_patch(&alt.from_storage(old), &patch, kind, strategic)?;
                                 Ok(alt.to_storage(&patched))
                             }
-                            None => apply_patch(old, &patch, kind, strategic)
-                                .map_err(ApiError::bad_request),
+                            None => apply_patch(old, &patch, kind, strategic),
                         }
                     })
                     .await?;
@@ -502,9 +500,7 @@ impl Request {
                 };
                 let change = |scale: &Value| -> Result<Value, ApiError> {
                     match (&patch, &body) {
-                        (Some((kind, p)), _) => {
-                            apply_patch(scale, p, *kind, true).map_err(ApiError::bad_request)
-                        }
+                        (Some((kind, p)), _) => apply_patch(scale, p, *kind, true),
                         (None, Some(b)) => Ok(b.clone()),
                         (None, None) => Err(ApiError::bad_request("the request body is empty")),
                     }

@@ -176,7 +176,7 @@ impl CronJobController {
         scheduled: DateTime<Utc>,
         tz: Tz,
     ) -> Result<Option<Value>, ClientError> {
-        let spec = cj.spec.clone().unwrap_or_default();
+        let spec = cj.spec.clone();
         let template = spec.job_template;
         let meta = template.metadata.unwrap_or_default();
         let name = job_name(cj.metadata.name.as_deref().unwrap_or(""), scheduled);
@@ -226,7 +226,7 @@ impl Reconciler for CronJobController {
             return Ok(Action::Done);
         };
         let now = self.clock.now();
-        let spec = cj.spec.clone().unwrap_or_default();
+        let spec = cj.spec.clone();
         let status = cj.status.clone().unwrap_or_default();
         let uid = cj.metadata.uid.clone().unwrap_or_default();
         let mut jobs: Vec<Arc<Job>> = self
@@ -244,7 +244,10 @@ impl Reconciler for CronJobController {
             .flatten()
             .filter_map(|r| r.name.clone())
             .collect();
-        let mut last_success = status.last_successful_time.as_ref().map(|t| t.0);
+        let mut last_success = status
+            .last_successful_time
+            .as_ref()
+            .map(minik8s_api::meta::utc_of);
         for job in jobs.iter().filter(|j| finished(j).is_some()) {
             let name = job.metadata.name.clone().unwrap_or_default();
             let how = finished(job).unwrap_or_default();
@@ -257,7 +260,7 @@ impl Reconciler for CronJobController {
                     .status
                     .as_ref()
                     .and_then(|s| s.completion_time.as_ref())
-                    .map(|t| t.0);
+                    .map(minik8s_api::meta::utc_of);
                 last_success = last_success.max(done);
             }
         }
@@ -277,7 +280,10 @@ impl Reconciler for CronJobController {
             .filter_map(|j| serde_json::to_value(&**j).ok())
             .map(|v| job_ref(&v))
             .collect();
-        let mut last_schedule = status.last_schedule_time.as_ref().map(|t| t.0);
+        let mut last_schedule = status
+            .last_schedule_time
+            .as_ref()
+            .map(minik8s_api::meta::utc_of);
         let mut again = Action::Done;
 
         let tz = cron::time_zone(spec.time_zone.as_deref()).unwrap_or(Tz::UTC);
@@ -288,7 +294,7 @@ impl Reconciler for CronJobController {
                 .metadata
                 .creation_timestamp
                 .as_ref()
-                .map(|t| t.0)
+                .map(minik8s_api::meta::utc_of)
                 .unwrap_or(now);
             let mut earliest = last_schedule.unwrap_or(created);
             if let Some(deadline) = spec.starting_deadline_seconds {
@@ -347,8 +353,8 @@ impl Reconciler for CronJobController {
             "lastSuccessfulTime": last_success.map(time_s),
         }});
         let before = json!({"active": status.active.as_ref().map(|a| serde_json::to_value(a).unwrap_or_default()),
-            "lastScheduleTime": status.last_schedule_time.as_ref().map(|t| time_s(t.0)),
-            "lastSuccessfulTime": status.last_successful_time.as_ref().map(|t| time_s(t.0))});
+            "lastScheduleTime": status.last_schedule_time.as_ref().map(|t| time_s(minik8s_api::meta::utc_of(t))),
+            "lastSuccessfulTime": status.last_successful_time.as_ref().map(|t| time_s(minik8s_api::meta::utc_of(t)))});
         let names = |v: &Value| -> Vec<Value> {
             v["active"]
                 .as_array()

@@ -67,11 +67,7 @@ pub fn daemon_tolerations(spec: &PodSpec) -> Vec<Toleration> {
 /// The pod the DaemonSet would put on `node`: its template with the daemon
 /// tolerations and a node affinity naming that node.
 pub fn daemon_pod(ds: &DaemonSet, node: &str, hash: &str) -> Pod {
-    let template = ds
-        .spec
-        .as_ref()
-        .map(|s| s.template.clone())
-        .unwrap_or_default();
+    let template = ds.spec.template.clone();
     let mut spec = template.spec.unwrap_or_default();
     spec.tolerations = Some(daemon_tolerations(&spec));
     let mut pod = Pod {
@@ -100,8 +96,9 @@ pub fn should_run(ds: &DaemonSet, node: &Node) -> bool {
     if let Some(s) = pod.spec.as_mut() {
         s.affinity = ds
             .spec
+            .template
+            .spec
             .as_ref()
-            .and_then(|d| d.template.spec.as_ref())
             .and_then(|t| t.affinity.clone());
     }
     scheduler::filters::matches_node_selector(&pod, node)
@@ -219,11 +216,7 @@ impl DaemonSetController {
         let uid = ds.metadata.uid.clone().unwrap_or_default();
         let ns = ns_of(&ds.metadata);
         let name = ds.metadata.name.clone().unwrap_or_default();
-        let template = ds
-            .spec
-            .as_ref()
-            .map(|s| serde_json::to_value(&s.template).unwrap_or(Value::Null))
-            .unwrap_or(Value::Null);
+        let template = serde_json::to_value(&ds.spec.template).unwrap_or(Value::Null);
         let current = history::revision_name(&name, &template);
         let revisions: Vec<Arc<ControllerRevision>> = self
             .revisions
@@ -246,7 +239,7 @@ impl DaemonSetController {
             .collect();
         let mut keep: Vec<&str> = in_use.iter().map(String::as_str).collect();
         keep.push(&current);
-        let limit = history::history_limit(ds.spec.as_ref().and_then(|s| s.revision_history_limit));
+        let limit = history::history_limit(ds.spec.revision_history_limit);
         history::prune(&self.client, &ns, &revisions, &keep, limit).await;
         Ok(())
     }
@@ -260,7 +253,7 @@ impl Reconciler for DaemonSetController {
             self.expectations.forget(key);
             return Ok(Action::Done);
         };
-        let spec = ds.spec.clone().unwrap_or_default();
+        let spec = ds.spec.clone();
         let hash = revision_hash(&serde_json::to_value(&spec.template).unwrap_or(Value::Null));
         let uid = ds.metadata.uid.clone().unwrap_or_default();
         let mut by_node: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
@@ -346,7 +339,12 @@ impl Reconciler for DaemonSetController {
             for (node, run) in wanted.iter().filter(|(_, run)| **run) {
                 let _ = run;
                 let mut pods = by_node.get(node).cloned().unwrap_or_default();
-                pods.sort_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0));
+                pods.sort_by_key(|p| {
+                    p.metadata
+                        .creation_timestamp
+                        .as_ref()
+                        .map(minik8s_api::meta::utc_of)
+                });
                 let failed: Vec<Arc<Pod>> = pods
                     .iter()
                     .filter(|p| {

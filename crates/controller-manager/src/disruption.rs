@@ -75,10 +75,10 @@ pub fn compute(
             .iter()
             .find(|p| p.metadata.name.as_deref() == Some(&name))
             .is_some_and(|p| p.metadata.deletion_timestamp.is_none());
-        if live && now - at.0 < DISRUPTED_POD_TIMEOUT {
+        if live && now - minik8s_api::meta::utc_of(&at) < DISRUPTED_POD_TIMEOUT {
             disrupted.insert(
                 name,
-                at.0.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                minik8s_api::meta::utc_of(&at).to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             );
         }
     }
@@ -296,7 +296,7 @@ fn transition_time(pdb: &PodDisruptionBudget, allowed: bool) -> String {
             c.iter()
                 .find(|c| c.type_ == "DisruptionAllowed" && c.status == want)
         })
-        .map(|c| c.last_transition_time.0)
+        .map(|c| minik8s_api::meta::utc_of(&c.last_transition_time))
         .unwrap_or_else(Utc::now)
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }

@@ -185,9 +185,7 @@ pub fn status(
     deployment: Option<&Deployment>,
     source: &Result<(), (String, String)>,
 ) -> Value {
-    let desired = deployment
-        .and_then(|d| d.spec.as_ref()?.replicas)
-        .unwrap_or(0);
+    let desired = deployment.and_then(|d| d.spec.replicas).unwrap_or(0);
     let ready = deployment
         .and_then(|d| d.status.as_ref()?.ready_replicas)
         .unwrap_or(0);
@@ -353,7 +351,7 @@ impl Reconciler for FunctionController {
             }
             // Replicas are the gateway's; only bring them within the bounds.
             let s = f.scaling();
-            let current = deployment.as_ref().and_then(|d| d.spec.as_ref()?.replicas);
+            let current = deployment.as_ref().and_then(|d| d.spec.replicas);
             let replicas = current.map(|r| (r as u32).clamp(s.min, s.max));
             let mut patch = json!({"spec": {"template": want["spec"]["template"], "strategy": want["spec"]["strategy"]}});
             if let Some(r) = replicas.filter(|r| Some(*r as i32) != current) {

@@ -67,12 +67,16 @@ pub async fn ensure_revision(
         .clone()
         .unwrap_or_else(|| "default".into());
     let api = client.dynamic(registry::of::<ControllerRevision>(), Some(&ns));
-    let newest = existing.iter().map(|r| r.revision).max().unwrap_or(0);
+    let newest = existing
+        .iter()
+        .filter_map(|r| r.revision)
+        .max()
+        .unwrap_or(0);
     if let Some(found) = existing
         .iter()
         .find(|r| r.metadata.name.as_deref() == Some(name))
     {
-        if found.revision < newest {
+        if found.revision.unwrap_or(0) < newest {
             let patch = json!({"revision": newest + 1});
             api.patch(
                 name,
@@ -115,7 +119,7 @@ pub async fn prune(
 ) {
     let all: Vec<(String, i64)> = revisions
         .iter()
-        .filter_map(|r| Some((r.metadata.name.clone()?, r.revision)))
+        .filter_map(|r| Some((r.metadata.name.clone()?, r.revision.unwrap_or(0))))
         .collect();
     let api = client.dynamic(registry::of::<ControllerRevision>(), Some(ns));
     for name in prunable(&all, keep, limit) {

@@ -58,7 +58,7 @@ pub fn heartbeat_token(node: &Node, lease: Option<&Lease>) -> String {
     let renew = lease
         .and_then(|l| l.spec.as_ref())
         .and_then(|s| s.renew_time.as_ref())
-        .map(|t| t.0.to_rfc3339())
+        .map(|t| t.0.to_string())
         .unwrap_or_default();
     let beat = node
         .status
@@ -66,7 +66,7 @@ pub fn heartbeat_token(node: &Node, lease: Option<&Lease>) -> String {
         .and_then(|s| s.conditions.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
         .and_then(|c| c.last_heartbeat_time.as_ref())
-        .map(|t| t.0.to_rfc3339())
+        .map(|t| minik8s_api::meta::utc_of(t).to_rfc3339())
         .unwrap_or_default();
     format!("{renew}|{beat}")
 }
@@ -89,7 +89,7 @@ pub fn unknown_conditions(node: &Node, now: DateTime<Utc>) -> Option<Vec<NodeCon
     if conds.iter().all(|c| c.status == "Unknown") {
         return None;
     }
-    let t = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now);
+    let t = minik8s_api::meta::time_of(now);
     for c in &mut conds {
         if c.status != "Unknown" {
             c.status = "Unknown".into();
@@ -134,8 +134,7 @@ pub fn desired_taints(node: &Node, now: DateTime<Utc>) -> Vec<Taint> {
                     key: key.into(),
                     value: None,
                     effect: effect.into(),
-                    time_added: (effect == NO_EXECUTE)
-                        .then_some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now)),
+                    time_added: (effect == NO_EXECUTE).then_some(minik8s_api::meta::time_of(now)),
                 });
             }
         }
@@ -174,7 +173,11 @@ pub fn eviction(pod: &Pod, taints: &[Taint], now: DateTime<Utc>) -> Eviction {
         let Some(secs) = matching.iter().filter_map(|t| t.toleration_seconds).min() else {
             continue;
         };
-        let added = taint.time_added.as_ref().map(|t| t.0).unwrap_or(now);
+        let added = taint
+            .time_added
+            .as_ref()
+            .map(minik8s_api::meta::utc_of)
+            .unwrap_or(now);
         let at = added + chrono::Duration::seconds(secs.max(0));
         earliest = Some(earliest.map_or(at, |e| e.min(at)));
     }
@@ -334,9 +337,7 @@ impl NodeLifecycleController {
             };
             ready.status = "False".into();
             ready.reason = Some("NodeNotReady".into());
-            ready.last_transition_time = Some(
-                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Utc::now()),
-            );
+            ready.last_transition_time = Some(minik8s_api::meta::time_now());
             let patch = json!({"status": {"conditions": conds}});
             self.client
                 .patch_status::<Pod>(&pod.metadata, content::MERGE_PATCH, &patch)
@@ -479,7 +480,10 @@ mod tests {
                 (UNREACHABLE, "NoExecute")
             ]
         );
-        assert_eq!(unknown[2].time_added.as_ref().unwrap().0, at(0));
+        assert_eq!(
+            minik8s_api::meta::utc_of(unknown[2].time_added.as_ref().unwrap()),
+            at(0)
+        );
         // Already tainted: the timeAdded stays.
         let tainted = node(Some("Unknown"), serde_json::to_value(&unknown).unwrap());
         assert_eq!(desired_taints(&tainted, at(30)), unknown);

@@ -104,7 +104,10 @@ pub fn available_in(
     if min_ready_seconds <= 0 {
         return Some(std::time::Duration::ZERO);
     }
-    let since = ready.last_transition_time.as_ref().map_or(now, |t| t.0);
+    let since = ready
+        .last_transition_time
+        .as_ref()
+        .map_or(now, minik8s_api::meta::utc_of);
     let at = since + chrono::Duration::seconds(min_ready_seconds.into());
     Some((at - now).to_std().unwrap_or_default())
 }

@@ -102,7 +102,12 @@ pub fn deletion_order(a: &Pod, b: &Pod) -> Ordering {
             .map(|cs| cs.iter().map(|c| c.restart_count).sum())
             .unwrap_or(0)
     };
-    let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let created = |p: &Pod| {
+        p.metadata
+            .creation_timestamp
+            .as_ref()
+            .map(minik8s_api::meta::utc_of)
+    };
     scheduled(a)
         .cmp(&scheduled(b))
         .then(phase_rank(a).cmp(&phase_rank(b)))
@@ -121,8 +126,8 @@ pub fn status(
     let active: Vec<&Arc<Pod>> = owned.iter().filter(|p| is_active(p)).collect();
     let template_labels = rs
         .spec
+        .template
         .as_ref()
-        .and_then(|s| s.template.as_ref())
         .and_then(|t| t.metadata.as_ref())
         .and_then(|m| m.labels.clone())
         .unwrap_or_default();
@@ -135,11 +140,7 @@ pub fn status(
         })
         .count();
     let ready = active.iter().filter(|p| is_ready(p)).count();
-    let min_ready = rs
-        .spec
-        .as_ref()
-        .and_then(|s| s.min_ready_seconds)
-        .unwrap_or(0);
+    let min_ready = rs.spec.min_ready_seconds.unwrap_or(0);
     let waits: Vec<std::time::Duration> = active
         .iter()
         .filter_map(|p| ownership::available_in(p, min_ready, now))
@@ -186,7 +187,7 @@ pub fn as_replica_set(rc: &ReplicationController) -> ReplicaSet {
     });
     ReplicaSet {
         metadata: rc.metadata.clone(),
-        spec: Some(ReplicaSetSpec {
+        spec: ReplicaSetSpec {
             replicas: spec.replicas,
             min_ready_seconds: spec.min_ready_seconds,
             selector: LabelSelector {
@@ -194,7 +195,7 @@ pub fn as_replica_set(rc: &ReplicationController) -> ReplicaSet {
                 ..Default::default()
             },
             template: Some(template),
-        }),
+        },
         status,
     }
 }
@@ -259,10 +260,7 @@ impl ReplicaSetController {
             .in_namespace(&ns)
             .into_iter()
             .filter(|rs| {
-                let sel = rs
-                    .spec
-                    .as_ref()
-                    .and_then(|s| Selector::from_label_selector(&s.selector).ok());
+                let sel = Selector::from_label_selector(&rs.spec.selector).ok();
                 sel.is_some_and(|s| !s.is_empty() && s.matches(&labels))
             })
             .map(|rs| object_key(&rs.metadata))
@@ -309,11 +307,7 @@ impl ReplicaSetController {
     async fn create_pods(&self, key: &str, rs: &ReplicaSet, n: usize) -> Result<(), ClientError> {
         let ns = ns_of(&rs.metadata);
         let name = rs.metadata.name.clone().unwrap_or_default();
-        let template = rs
-            .spec
-            .as_ref()
-            .and_then(|s| s.template.clone())
-            .unwrap_or_default();
+        let template = rs.spec.template.clone().unwrap_or_default();
         let tmeta = template.metadata.clone().unwrap_or_default();
         let pod = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"generateName": format!("{name}-"), "namespace": ns, "labels": tmeta.labels, "annotations": tmeta.annotations,
@@ -446,7 +440,7 @@ impl ReplicaSetController {
         };
         let ns = ns_of(&rs.metadata);
         let name = rs.metadata.name.clone().unwrap_or_default();
-        let spec = rs.spec.clone().unwrap_or_default();
+        let spec = rs.spec.clone();
         let Ok(selector) = Selector::from_label_selector(&spec.selector) else {
             return Ok(Action::Done);
         };
@@ -690,7 +684,7 @@ mod tests {
         let just_ready = json!({"status": {"phase": "Running", "conditions": [
             {"type": "Ready", "status": "True", "lastTransitionTime": since}]}});
         let mut slow = rs();
-        slow.spec.as_mut().unwrap().min_ready_seconds = Some(10);
+        slow.spec.min_ready_seconds = Some(10);
         let owned = vec![pod(
             "a",
             json!({"app": "web", "tier": "fe"}),

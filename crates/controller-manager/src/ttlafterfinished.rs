@@ -19,14 +19,22 @@ pub struct TtlAfterFinishedController {
 /// When the Job finished: its completion time, or when it was marked Complete or Failed.
 pub fn finished_at(job: &Job) -> Option<DateTime<Utc>> {
     let status = job.status.as_ref()?;
-    status.completion_time.as_ref().map(|t| t.0).or_else(|| {
-        status
-            .conditions
-            .iter()
-            .flatten()
-            .find(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
-            .and_then(|c| c.last_transition_time.as_ref().map(|t| t.0))
-    })
+    status
+        .completion_time
+        .as_ref()
+        .map(minik8s_api::meta::utc_of)
+        .or_else(|| {
+            status
+                .conditions
+                .iter()
+                .flatten()
+                .find(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+                .and_then(|c| {
+                    c.last_transition_time
+                        .as_ref()
+                        .map(minik8s_api::meta::utc_of)
+                })
+        })
 }
 
 /// How long until the Job expires; Some(ZERO) when it has, None when it never does.

@@ -337,7 +337,7 @@ async fn imperative_create_commands_work_over_protobuf() {
     assert!(ok && out.contains("Scheduled"), "kubectl events: {out}");
 
     // kubectl proxy: a local port that forwards to the API.
-    let mut proxy = std::process::Command::new("/usr/bin/kubectl")
+    let mut proxy = std::process::Command::new(minik8s_testkit::real_kubectl())
         .args(["--server", url, "proxy", "--port=0"])
         .stdout(std::process::Stdio::piped())
         .spawn()

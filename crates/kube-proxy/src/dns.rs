@@ -119,7 +119,7 @@ impl Zone {
                 .into_iter()
                 .flatten()
             {
-                for e in &slice.endpoints {
+                for e in slice.endpoints.iter().flatten() {
                     if !e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true) {
                         continue;
                     }

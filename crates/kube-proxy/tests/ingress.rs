@@ -279,10 +279,10 @@ async fn ingress_routes_reports_and_follows_changes() {
     );
 
     // kubectl's columns.
-    let out = std::process::Command::new("/usr/bin/kubectl")
+    let out = std::process::Command::new(minik8s_testkit::real_kubectl())
         .args(["--server", &server.url, "get", "ingress"])
         .output()
-        .expect("running /usr/bin/kubectl");
+        .expect("running the real kubectl (1.37)");
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let header: Vec<&str> = text
         .lines()

@@ -420,7 +420,7 @@ async fn run(cli: Cli) -> Result<i32> {
             invoke::invoke(&mut ctx, &function, &o).await
         }
         Command::Version => {
-            println!("Client Version: v1.32.0-minik8s");
+            println!("Client Version: {}", minik8s_api::release::GIT_VERSION);
             let v = ctx.client.get_json("/version").await?;
             println!(
                 "Server Version: {}",

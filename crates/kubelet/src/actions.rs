@@ -80,7 +80,7 @@ pub fn pod_actions(
     if let Some(ts) = &pod.metadata.deletion_timestamp {
         // The grace period runs from the deletion request: after a kubelet restart, only what is left of it.
         return PodPlan::Terminate {
-            grace_secs: (ts.0 - now).num_seconds().max(0),
+            grace_secs: (minik8s_api::meta::utc_of(ts) - now).num_seconds().max(0),
         };
     }
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());

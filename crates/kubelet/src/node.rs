@@ -18,7 +18,7 @@ use std::time::Duration;
 pub const HEARTBEAT: Duration = Duration::from_secs(10);
 /// Records which kubelet registered a node, so another one cannot take it over.
 pub const CONFIG_ANNOTATION: &str = "minik8s.io/kubelet-endpoint";
-pub const KUBELET_VERSION: &str = "v1.32.0-minik8s";
+pub const KUBELET_VERSION: &str = minik8s_api::release::GIT_VERSION;
 
 fn read_trimmed(path: &str) -> String {
     std::fs::read_to_string(path)

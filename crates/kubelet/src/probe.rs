@@ -196,9 +196,10 @@ impl crate::Kubelet {
                 "{scheme}://{host}:{port}{}",
                 h.path.clone().unwrap_or_else(|| "/".into())
             );
-            let mut req = reqwest::Client::new()
-                .get(&url)
-                .header("User-Agent", "kube-probe/1.32");
+            let mut req = reqwest::Client::new().get(&url).header(
+                "User-Agent",
+                format!("kube-probe/{}", minik8s_api::release::MAJOR_MINOR),
+            );
             for hh in h.http_headers.iter().flatten() {
                 req = req.header(&hh.name, &hh.value);
             }

@@ -1,5 +1,5 @@
 //! The metrics pipeline and the HPA on real Docker: a CPU-burning busybox
-//! ReplicaSet shows up in `kubectl top` (ours and /usr/bin/kubectl), the HPA
+//! ReplicaSet shows up in `kubectl top` (ours and the real kubectl 1.37), the HPA
 //! scales it up to its maximum, and back down to its minimum after the
 //! (shortened) stabilization window once the load stops.
 

@@ -89,7 +89,7 @@ async fn exec_through_the_apiserver_to_docker() {
     assert!(stderr.contains("err"), "{stderr}");
 
     // Piped stdin (-i): kubectl closes it at EOF (v5) and cat ends.
-    let mut child = Command::new("/usr/bin/kubectl")
+    let mut child = Command::new(minik8s_testkit::real_kubectl())
         .args([
             "--server",
             &c.server.url,
@@ -122,8 +122,9 @@ async fn exec_through_the_apiserver_to_docker() {
     let kubeconfig = c.root.path().join("kubeconfig");
     let _ = c.real_kubectl(&["version", "--client"]); // writes the kubeconfig
     let script = format!(
-        "/usr/bin/kubectl --kubeconfig {} exec -it shell -c main -- sh -c 'tty; stty size'",
-        kubeconfig.display()
+        "{kubectl} --kubeconfig {} exec -it shell -c main -- sh -c 'tty; stty size'",
+        kubeconfig.display(),
+        kubectl = minik8s_testkit::real_kubectl().display()
     );
     let out = Command::new("script")
         .args(["-qec", &script, "/dev/null"])
@@ -136,7 +137,7 @@ async fn exec_through_the_apiserver_to_docker() {
 
     // The same over SPDY/3.1, kubectl's fallback (forced here as kubectl allows).
     let spdy = |args: &[&str], input: &[u8]| {
-        let mut child = Command::new("/usr/bin/kubectl")
+        let mut child = Command::new(minik8s_testkit::real_kubectl())
             .args(["--server", &c.server.url])
             .args(args)
             .env("KUBECTL_REMOTE_COMMAND_WEBSOCKETS", "false")
@@ -186,8 +187,9 @@ async fn exec_through_the_apiserver_to_docker() {
     );
     assert_eq!(text(&out).0, "OVER SPDY\n", "{:?}", text(&out));
     let script = format!(
-        "KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false /usr/bin/kubectl --kubeconfig {} exec -it shell -c main -- sh -c 'tty; stty size'",
-        kubeconfig.display()
+        "KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false {kubectl} --kubeconfig {} exec -it shell -c main -- sh -c 'tty; stty size'",
+        kubeconfig.display(),
+        kubectl = minik8s_testkit::real_kubectl().display()
     );
     let out = Command::new("script")
         .args(["-qec", &script, "/dev/null"])
@@ -216,7 +218,7 @@ async fn exec_through_the_apiserver_to_docker() {
 
     // kubectl run -i --rm: create, wait for Running, attach with stdin, delete.
     c.spawn_scheduler();
-    let mut child = Command::new("/usr/bin/kubectl")
+    let mut child = Command::new(minik8s_testkit::real_kubectl())
         .args([
             "--server",
             &c.server.url,
@@ -270,7 +272,7 @@ async fn exec_through_the_apiserver_to_docker() {
     let ps = poll_kubectl(&c, &["logs", "shell", "-c", "dbg"], "main started").await;
     assert!(!ps.contains("side started"), "{ps}");
     // -i: kubectl waits for the container, then attaches to its stdin.
-    let mut child = Command::new("/usr/bin/kubectl")
+    let mut child = Command::new(minik8s_testkit::real_kubectl())
         .args([
             "--server",
             &c.server.url,
@@ -332,7 +334,7 @@ async fn exec_through_the_apiserver_to_docker() {
         .unwrap();
     for target in ["pod/shell", "svc/web"] {
         let remote = if target == "svc/web" { ":80" } else { ":8080" };
-        let mut pf = Command::new("/usr/bin/kubectl")
+        let mut pf = Command::new(minik8s_testkit::real_kubectl())
             .args(["--server", &c.server.url, "port-forward", target, remote])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -404,7 +406,7 @@ async fn exec_through_the_apiserver_to_docker() {
     let since_time = format!("--since-time={now}");
     let recent = logs(&["shell", "-c", "main", &since_time]);
     assert!(!recent.contains("main started"), "{since_time}: {recent}");
-    let mut follow = Command::new("/usr/bin/kubectl")
+    let mut follow = Command::new(minik8s_testkit::real_kubectl())
         .args([
             "--server",
             &c.server.url,
@@ -441,7 +443,7 @@ async fn exec_through_the_apiserver_to_docker() {
         .await;
     c.wait_pod("lives", "Running", 60, |p| phase(p) == "Running")
         .await;
-    let mut follow = Command::new("/usr/bin/kubectl")
+    let mut follow = Command::new(minik8s_testkit::real_kubectl())
         .args(["--server", &c.server.url, "logs", "-f", "lives"])
         .stdout(Stdio::piped())
         .spawn()
@@ -474,7 +476,7 @@ async fn exec_through_the_apiserver_to_docker() {
         .await;
     c.wait_pod("talker", "Running", 60, |p| phase(p) == "Running")
         .await;
-    let mut child = Command::new("/usr/bin/kubectl")
+    let mut child = Command::new(minik8s_testkit::real_kubectl())
         .args(["--server", &c.server.url, "attach", "-i", "talker"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

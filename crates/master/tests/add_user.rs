@@ -9,12 +9,12 @@ use std::path::Path;
 use std::process::Command;
 
 fn kubectl(config: &Path, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new("/usr/bin/kubectl")
+    let out = Command::new(minik8s_testkit::real_kubectl())
         .arg("--kubeconfig")
         .arg(config)
         .args(args)
         .output()
-        .expect("running /usr/bin/kubectl");
+        .expect("running the real kubectl (1.37)");
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

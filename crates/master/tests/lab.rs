@@ -429,11 +429,12 @@ fn three_node_lab(setup: Setup) {
         for n in 1..=3 {
             let conf = format!("{LAB_DIR}/node{n}/kubelet.conf");
             let who = sh(&format!(
-                "/usr/bin/kubectl --kubeconfig {conf} auth whoami -o jsonpath='{{.status.userInfo.username}}'"
+                "{kubectl} --kubeconfig {conf} auth whoami -o jsonpath='{{.status.userInfo.username}}'",
+                kubectl = minik8s_testkit::real_kubectl().display()
             ));
             assert_eq!(who, format!("system:node:node{n}"));
         }
-        let denied = run(Command::new("/usr/bin/kubectl").args([
+        let denied = run(Command::new(minik8s_testkit::real_kubectl()).args([
             "--kubeconfig",
             &format!("{LAB_DIR}/node1/kubelet.conf"),
             "get",
@@ -626,10 +627,8 @@ fn three_node_lab(setup: Setup) {
         // One log through our kubectl, the other through the real one (v1.32):
         // both go apiserver → the worker's kubelet on its node.
         let ours = format!("{}/kubectl", bin_dir().display());
-        for (worker, kubectl) in [
-            ("spread-0-1", ours.as_str()),
-            ("spread-0-2", "/usr/bin/kubectl"),
-        ] {
+        let real = minik8s_testkit::real_kubectl().display().to_string();
+        for (worker, kubectl) in [("spread-0-1", ours.as_str()), ("spread-0-2", real.as_str())] {
             let log = until(60, "the worker to log its leader's answer", || {
                 let log = try_sh(&format!(
                     "{kubectl} --kubeconfig {KUBECONFIG} logs {worker}"
@@ -670,7 +669,8 @@ fn three_node_lab(setup: Setup) {
         });
         // The real kubectl (ours has no `set`).
         sh(&format!(
-            "/usr/bin/kubectl --kubeconfig {KUBECONFIG} set env deploy/roller VERSION=v2"
+            "{kubectl} --kubeconfig {KUBECONFIG} set env deploy/roller VERSION=v2",
+            kubectl = minik8s_testkit::real_kubectl().display()
         ));
         let mut fewest_ready = usize::MAX;
         let mut failed = Vec::new();
@@ -702,11 +702,13 @@ fn three_node_lab(setup: Setup) {
             (hashes().len() == 1).then_some(())
         });
         sh(&format!(
-            "/usr/bin/kubectl --kubeconfig {KUBECONFIG} patch deploy roller -p \
-             '{{\"spec\":{{\"strategy\":{{\"type\":\"Recreate\",\"rollingUpdate\":null}}}}}}'"
+            "{kubectl} --kubeconfig {KUBECONFIG} patch deploy roller -p \
+             '{{\"spec\":{{\"strategy\":{{\"type\":\"Recreate\",\"rollingUpdate\":null}}}}}}'",
+            kubectl = minik8s_testkit::real_kubectl().display()
         ));
         sh(&format!(
-            "/usr/bin/kubectl --kubeconfig {KUBECONFIG} set env deploy/roller VERSION=v3"
+            "{kubectl} --kubeconfig {KUBECONFIG} set env deploy/roller VERSION=v3",
+            kubectl = minik8s_testkit::real_kubectl().display()
         ));
         let mut overlap = None;
         until(120, "the Recreate rollout", || {

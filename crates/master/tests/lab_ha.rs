@@ -124,8 +124,9 @@ impl Lab {
         };
         confs.iter().any(|conf| {
             try_sh(&format!(
-                "timeout 10 /usr/bin/kubectl --kubeconfig {}/{conf} {args} >/dev/null 2>&1",
-                self.dir
+                "timeout 10 {kubectl} --kubeconfig {}/{conf} {args} >/dev/null 2>&1",
+                self.dir,
+                kubectl = minik8s_testkit::real_kubectl().display()
             ))
             .is_some()
         })

@@ -37,11 +37,11 @@ fn quickstart(args: &[&str]) -> String {
 }
 
 fn kubectl(args: &[&str]) -> String {
-    let out = Command::new("/usr/bin/kubectl")
+    let out = Command::new(minik8s_testkit::real_kubectl())
         .args(["--kubeconfig", ADMIN])
         .args(args)
         .output()
-        .expect("running /usr/bin/kubectl");
+        .expect("running the real kubectl (1.37)");
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         out.status.success(),
@@ -119,7 +119,7 @@ fn check_up(out: &str) {
     let home = std::env::var("HOME").unwrap_or_default();
     let config = std::fs::read_to_string(format!("{home}/.kube/config")).unwrap_or_default();
     if config.contains("kubernetes-admin@minik8s") {
-        let out = Command::new("/usr/bin/kubectl")
+        let out = Command::new(minik8s_testkit::real_kubectl())
             .args(["get", "pods"])
             .output()
             .unwrap();

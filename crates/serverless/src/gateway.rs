@@ -449,9 +449,7 @@ mod tests {
                 "lastState": {"terminated": {"exitCode": 1, "message": "Traceback...\nImportError: no module named x"}}}]}}))
         .unwrap();
         if deleting {
-            p.metadata.deletion_timestamp = Some(
-                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(chrono::Utc::now()),
-            );
+            p.metadata.deletion_timestamp = Some(minik8s_api::meta::time_now());
         }
         Arc::new(p)
     }

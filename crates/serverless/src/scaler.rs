@@ -93,7 +93,7 @@ impl Scaler {
         let d = self
             .deployments
             .get(&format!("{ns}/{}", Function::child_name(name)))?;
-        let spec = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        let spec = d.spec.replicas.unwrap_or(1);
         let ready = d
             .status
             .as_ref()

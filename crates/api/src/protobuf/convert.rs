@@ -13,6 +13,13 @@ const TIME: &str = "apimachinery.pkg.apis.meta.v1.Time";
 const MICRO_TIME: &str = "apimachinery.pkg.apis.meta.v1.MicroTime";
 const FIELDS_V1: &str = "apimachinery.pkg.apis.meta.v1.FieldsV1";
 const VERBS: &str = "apimachinery.pkg.apis.meta.v1.Verbs";
+
+/// Go's named string slices (`type Verbs []string`, `type ExtraValue
+/// []string`): a message of one repeated string in protobuf, a plain array
+/// in JSON.
+fn is_string_list(name: &str) -> bool {
+    name == VERBS || name.ends_with(".ExtraValue")
+}
 const INT_OR_STRING: &str = "apimachinery.pkg.util.intstr.IntOrString";
 const QUANTITY: &str = "apimachinery.pkg.api.resource.Quantity";
 const RAW_EXTENSION: &str = "apimachinery.pkg.runtime.RawExtension";
@@ -111,24 +118,6 @@ const ZERO_IS_A_VALUE: &[&str] = &[
     "ListMeta.remainingItemCount",
 ];
 
-/// Fields whose message Go inlines in its parent's JSON (`json:",inline"`):
-/// a Volume's source, a PersistentVolume's source, an ephemeral
-/// container's common part, an Ingress rule's `http`. Their fields sit in
-/// the parent object.
-const INLINE: &[&str] = &[
-    "Volume.volumeSource",
-    "PersistentVolumeSpec.persistentVolumeSource",
-    "EphemeralContainer.ephemeralContainerCommon",
-    "IngressRule.ingressRuleValue",
-];
-
-fn inline(message: &str, field: &str) -> bool {
-    let short = message.rsplit('.').next().unwrap_or(message);
-    INLINE
-        .iter()
-        .any(|e| e.split_once('.') == Some((short, field)))
-}
-
 fn zero_is_a_value(message: &str, field: &str) -> bool {
     let short = message.rsplit('.').next().unwrap_or(message);
     // Case-insensitive: k8s-pb spells `HPAScalingRules` as `HpaScalingRules`.
@@ -178,7 +167,7 @@ pub fn to_json(
             continue;
         };
         match field.card {
-            Cardinality::One if inline(name, field.json) => {
+            Cardinality::One if field.inline => {
                 if let Value::Object(fields) = value_to_json(schema, name, field, wire, depth)? {
                     obj.extend(fields);
                 }
@@ -374,7 +363,7 @@ fn special_to_json(
         },
         QUANTITY => Value::String(text(bytes_of(1)?.unwrap_or_default())?),
         RAW_EXTENSION | FIELDS_V1 => raw_json(bytes_of(1)?)?,
-        VERBS => Value::Array(
+        n if is_string_list(n) => Value::Array(
             fields()?
                 .into_iter()
                 .filter_map(|(t, w)| match w {
@@ -453,7 +442,7 @@ pub fn from_json(
         )));
     };
     for field in &msg.fields {
-        if field.card == Cardinality::One && inline(name, field.json) {
+        if field.inline {
             // The inlined message's fields are this object's own.
             scalar_from_json(schema, name, field, v, out, depth)?;
             continue;
@@ -569,7 +558,7 @@ fn special_from_json(
             _ => return Err(wrong()),
         },
         RAW_EXTENSION | FIELDS_V1 => put_bytes(out, 1, v.to_string().as_bytes()),
-        VERBS => {
+        n if is_string_list(n) => {
             for verb in v.as_array().ok_or_else(wrong)? {
                 put_bytes(out, 1, verb.as_str().ok_or_else(wrong)?.as_bytes());
             }

@@ -36,6 +36,11 @@ pub struct Field {
     pub ty: Type,
     /// The message type's full name when `ty` is `Message`.
     pub message: &'static str,
+    /// Go embeds this message in its parent (`json:",inline"`): in JSON its
+    /// fields are the parent's own (a Volume's source, the
+    /// `LocalObjectReference` of a ConfigMap reference, a Probe's handler).
+    /// Always `One` and a `Message`.
+    pub inline: bool,
 }
 
 #[derive(Debug, Default)]
@@ -113,7 +118,7 @@ impl Schema {
                         tag: tag.parse().expect("numeric tag"),
                         json,
                         card: match *card {
-                            "one" => Cardinality::One,
+                            "one" | "inline" => Cardinality::One,
                             "list" => Cardinality::List,
                             "map" => Cardinality::Map,
                             other => panic!("cardinality {other}"),
@@ -130,6 +135,7 @@ impl Schema {
                             other => panic!("type {other}"),
                         },
                         message: rest.first().copied().unwrap_or(""),
+                        inline: *card == "inline",
                     };
                     msg.by_tag.insert(field.tag, msg.fields.len());
                     msg.fields.push(field);

@@ -172,6 +172,7 @@ mod policy;
 mod rbac;
 mod service;
 pub mod storage;
+mod unsupported;
 
 pub use crate::names::*;
 pub use admission::{
@@ -404,6 +405,7 @@ pub fn validate_metadata_update(new: &Value, old: &Value) -> Errors {
 /// Validates a kind's object; `old` is the stored object on update.
 pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
     let mut errs = Vec::new();
+    unsupported::validate_unsupported(kind, obj, &mut errs);
     match kind {
         "Pod" => {
             validate_pod_spec(obj.get("spec").unwrap_or(&Value::Null), "spec", &mut errs);

@@ -268,8 +268,9 @@ async fn apply_answer(
                     "failed calling webhook \"{name}\": the patch is not base64 JSON"
                 ))
             })?;
-        *obj = apply_patch(obj, &patch, PatchType::Json, false)
-            .map_err(|e| ApiError::internal(format!("failed calling webhook \"{name}\": {e}")))?;
+        *obj = apply_patch(obj, &patch, PatchType::Json, false).map_err(|e| {
+            ApiError::internal(format!("failed calling webhook \"{name}\": {}", e.message))
+        })?;
     }
     Ok(true)
 }

@@ -1,4 +1,4 @@
-//! The real kubectl v1.32 as the apiserver's tests run it.
+//! The real kubectl (1.37) as the apiserver's tests run it.
 #![allow(dead_code)] // each test file uses a part of it
 
 use minik8s_testkit::TestServer;
@@ -7,14 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 fn kubectl_bin() -> PathBuf {
-    let bin =
-        PathBuf::from(std::env::var("REAL_KUBECTL").unwrap_or_else(|_| "/usr/bin/kubectl".into()));
-    assert!(
-        bin.exists(),
-        "the real kubectl is required at {} (set REAL_KUBECTL to another path)",
-        bin.display()
-    );
-    bin
+    minik8s_testkit::real_kubectl()
 }
 
 /// A kubectl with its own HOME (discovery cache) and kubeconfig.

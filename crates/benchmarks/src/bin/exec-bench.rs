@@ -97,14 +97,16 @@ async fn main() -> anyhow::Result<()> {
 
     let (mut through, mut bare) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
-        through.push(timed(Command::new("/usr/bin/kubectl").args([
-            "--server",
-            &cluster.server,
-            "exec",
-            "exec-bench",
-            "--",
-            "true",
-        ]))?);
+        through.push(timed(Command::new(minik8s_testkit::real_kubectl()).args(
+            [
+                "--server",
+                &cluster.server,
+                "exec",
+                "exec-bench",
+                "--",
+                "true",
+            ],
+        ))?);
         bare.push(timed(
             Command::new("docker")
                 .env("DOCKER_HOST", &socket)
@@ -115,7 +117,7 @@ async fn main() -> anyhow::Result<()> {
     bare.sort_by(f64::total_cmp);
 
     let mut pf = bench_util::Proc(
-        Command::new("/usr/bin/kubectl")
+        Command::new(minik8s_testkit::real_kubectl())
             .args([
                 "--server",
                 &cluster.server,

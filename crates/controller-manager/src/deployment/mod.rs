@@ -77,7 +77,7 @@ fn view(rs: &ReplicaSet) -> RsView {
     let status = rs.status.clone().unwrap_or_default();
     RsView {
         name: rs.metadata.name.clone().unwrap_or_default(),
-        replicas: rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0),
+        replicas: rs.spec.replicas.unwrap_or(0),
         status_replicas: status.replicas,
         ready: status.ready_replicas.unwrap_or(0),
         available: status.available_replicas.unwrap_or(0),
@@ -113,7 +113,7 @@ pub fn template_hash(template: &Value, collision_count: i32) -> String {
 
 /// The deployment's strategy numbers: (is rolling, max surge, max unavailable).
 fn strategy_numbers(d: &Deployment) -> (bool, i32, i32) {
-    let spec = d.spec.clone().unwrap_or_default();
+    let spec = d.spec.clone();
     let replicas = spec.replicas.unwrap_or(1);
     let strategy = spec.strategy.unwrap_or_default();
     if strategy.type_.as_deref() == Some("Recreate") {
@@ -221,8 +221,8 @@ impl DeploymentController {
         to: i32,
         surge: i32,
     ) -> Result<ReplicaSet, ClientError> {
-        let from = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
-        let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        let from = rs.spec.replicas.unwrap_or(0);
+        let replicas = d.spec.replicas.unwrap_or(1);
         let (desired, max) = (replicas.to_string(), (replicas + surge).to_string());
         if from == to
             && annotation(&rs.metadata, DESIRED_REPLICAS).as_deref() == Some(desired.as_str())
@@ -262,11 +262,11 @@ impl DeploymentController {
             .as_ref()
             .and_then(|s| s.collision_count)
             .unwrap_or(0);
-        let template = template_without_hash(d.spec.as_ref().map(|s| &s.template));
+        let template = template_without_hash(Some(&d.spec.template));
         let hash = &template_hash(&template, count);
         let ns = ns_of(&d.metadata);
         let name = format!("{}-{hash}", d.metadata.name.as_deref().unwrap_or(""));
-        let spec = d.spec.clone().unwrap_or_default();
+        let spec = d.spec.clone();
         let mut template = serde_json::to_value(&spec.template).unwrap_or(json!({}));
         template["metadata"]["labels"][TEMPLATE_HASH] = json!(hash);
         let mut selector = serde_json::to_value(&spec.selector).unwrap_or(json!({}));
@@ -333,7 +333,7 @@ impl DeploymentController {
 
     /// Old ReplicaSets beyond `revisionHistoryLimit` that are empty go, oldest first.
     async fn clean_up(&self, d: &Deployment, old: &[Arc<ReplicaSet>]) -> Result<(), ClientError> {
-        let Some(limit) = d.spec.as_ref().and_then(|s| s.revision_history_limit) else {
+        let Some(limit) = d.spec.revision_history_limit else {
             return Ok(());
         };
         let mut empty: Vec<&Arc<ReplicaSet>> = old

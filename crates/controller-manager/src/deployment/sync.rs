@@ -14,7 +14,12 @@ enum Phase {
 }
 
 fn creation_order(a: &Arc<ReplicaSet>, b: &Arc<ReplicaSet>) -> std::cmp::Ordering {
-    let t = |rs: &Arc<ReplicaSet>| rs.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let t = |rs: &Arc<ReplicaSet>| {
+        rs.metadata
+            .creation_timestamp
+            .as_ref()
+            .map(minik8s_api::meta::utc_of)
+    };
     t(a).cmp(&t(b))
         .then_with(|| a.metadata.name.cmp(&b.metadata.name))
 }
@@ -30,7 +35,7 @@ impl Reconciler for DeploymentController {
         let Some(d) = self.deployments.get(key) else {
             return Ok(Action::Done);
         };
-        let spec = d.spec.clone().unwrap_or_default();
+        let spec = d.spec.clone();
         let selector = match Selector::from_label_selector(&spec.selector) {
             Ok(s) if !s.is_empty() => s,
             _ => {
@@ -43,9 +48,7 @@ impl Reconciler for DeploymentController {
         let mut sets = self.claim_sets(&d, &selector).await?;
         sets.sort_by(creation_order);
         let template = template_without_hash(Some(&spec.template));
-        let is_new = |rs: &ReplicaSet| {
-            template_without_hash(rs.spec.as_ref().and_then(|s| s.template.as_ref())) == template
-        };
+        let is_new = |rs: &ReplicaSet| template_without_hash(rs.spec.template.as_ref()) == template;
         let mut new = sets.iter().find(|rs| is_new(rs)).cloned();
         let old: Vec<Arc<ReplicaSet>> = sets.iter().filter(|rs| !is_new(rs)).cloned().collect();
         let (rolling, surge, _) = strategy_numbers(&d);
@@ -130,12 +133,7 @@ impl DeploymentController {
     /// Replicas changed since the active ReplicaSets were sized (their
     /// desired-replicas annotation says otherwise).
     fn is_scaling_event(&self, d: &Deployment, sets: &[Arc<ReplicaSet>]) -> bool {
-        let replicas = d
-            .spec
-            .as_ref()
-            .and_then(|s| s.replicas)
-            .unwrap_or(1)
-            .to_string();
+        let replicas = d.spec.replicas.unwrap_or(1).to_string();
         sets.iter().filter(|rs| active(rs)).any(|rs| {
             annotation(&rs.metadata, DESIRED_REPLICAS).is_some_and(|want| want != replicas)
         })
@@ -152,7 +150,7 @@ impl DeploymentController {
         rolling: bool,
         surge: i32,
     ) -> Result<(), ClientError> {
-        let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        let replicas = d.spec.replicas.unwrap_or(1);
         let mut actives: Vec<&ReplicaSet> =
             old.iter().map(|rs| &**rs).filter(|rs| active(rs)).collect();
         if let Some(n) = new.filter(|n| active(n)) {
@@ -271,7 +269,7 @@ impl DeploymentController {
                 .write_status(d, new.as_deref(), &self.fresh(&all), Phase::Rollout, None)
                 .await;
         }
-        let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        let replicas = d.spec.replicas.unwrap_or(1);
         let mut note = None;
         let new = match new {
             Some(rs) => {
@@ -307,7 +305,7 @@ impl DeploymentController {
         all: &[Arc<ReplicaSet>],
         note: Option<Note>,
     ) -> Result<Action, ClientError> {
-        let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        let replicas = d.spec.replicas.unwrap_or(1);
         let (_, surge, max_unavailable) = strategy_numbers(d);
         let views: Vec<RsView> = all.iter().map(|rs| view(rs)).collect();
         let refs: Vec<&RsView> = views.iter().collect();
@@ -350,7 +348,7 @@ impl DeploymentController {
         phase: Phase,
         note: Option<Note>,
     ) -> Result<Action, ClientError> {
-        let spec = d.spec.clone().unwrap_or_default();
+        let spec = d.spec.clone();
         let replicas = spec.replicas.unwrap_or(1);
         let (_, _, max_unavailable) = strategy_numbers(d);
         let old_status = d.status.clone().unwrap_or_default();
@@ -450,7 +448,7 @@ fn counts_of(new: Option<&ReplicaSet>, all: &[Arc<ReplicaSet>]) -> Counts {
 #[allow(clippy::too_many_arguments)]
 fn progress_condition(
     conditions: &mut Vec<Value>,
-    spec: &Option<k8s_openapi::api::apps::v1::DeploymentSpec>,
+    spec: &k8s_openapi::api::apps::v1::DeploymentSpec,
     old: &k8s_openapi::api::apps::v1::DeploymentStatus,
     c: &Counts,
     phase: Phase,
@@ -458,7 +456,6 @@ fn progress_condition(
     new_name: &str,
     now: &str,
 ) {
-    let spec = spec.clone().unwrap_or_default();
     let replicas = spec.replicas.unwrap_or(1);
     let current = conditions
         .iter()

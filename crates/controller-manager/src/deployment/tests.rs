@@ -47,7 +47,6 @@ fn strategy_numbers_follow_the_defaults_and_recreate() {
     .unwrap();
     assert_eq!(strategy_numbers(&d), (true, 3, 2));
     let mut r = d.clone();
-    r.spec.as_mut().unwrap().strategy =
-        serde_json::from_value(json!({"type": "Recreate"})).unwrap();
+    r.spec.strategy = serde_json::from_value(json!({"type": "Recreate"})).unwrap();
     assert_eq!(strategy_numbers(&r), (false, 0, 0));
 }

@@ -243,8 +243,8 @@ fn status_sums_every_slice_and_revision() {
 
 #[test]
 fn conditions_flip_and_keep_their_times() {
-    let t0 = Time(chrono::DateTime::from_timestamp(1000, 0).unwrap());
-    let t1 = Time(chrono::DateTime::from_timestamp(2000, 0).unwrap());
+    let t0 = minik8s_api::meta::time_of(chrono::DateTime::from_timestamp(1000, 0).unwrap());
+    let t1 = minik8s_api::meta::time_of(chrono::DateTime::from_timestamp(2000, 0).unwrap());
     let fresh = set_conditions(&[], false, 1, &t0);
     assert_eq!(fresh.len(), 1, "a fresh set: Progressing only");
     assert_eq!(

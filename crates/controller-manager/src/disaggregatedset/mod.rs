@@ -29,7 +29,6 @@ use crate::ns_of;
 use crate::ownership::controller_of;
 use children::{child_lws, child_scaler, child_service};
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use minik8s_api::disaggregatedset::*;
 use minik8s_api::lws::LeaderWorkerSet;
 use minik8s_api::registry;
@@ -86,7 +85,7 @@ impl Child {
                 .metadata
                 .creation_timestamp
                 .as_ref()
-                .map_or(0, |t| t.0.timestamp()),
+                .map_or(0, |t| t.0.as_second()),
         }
     }
 }
@@ -446,7 +445,7 @@ impl DisaggregatedSetController {
             {
                 continue;
             }
-            let now = Time(chrono::Utc::now());
+            let now = minik8s_api::meta::time_now();
             let patch = json!({"status": {"replicas": replicas, "selector": selector,
                 "observedGeneration": s.metadata.generation,
                 "conditions": [{"type": "Ready", "status": "True", "reason": "Bound",
@@ -507,7 +506,7 @@ impl DisaggregatedSetController {
         crate::workload_metrics::ds_status(&ns, &name, &per_role, rolling);
         let old = ds.status.clone().unwrap_or_default();
         let generation = ds.metadata.generation.unwrap_or(0);
-        let now = Time(chrono::Utc::now());
+        let now = minik8s_api::meta::time_now();
         let conditions = children::set_conditions(&old.conditions, available, generation, &now);
         let status = DisaggregatedSetStatus {
             observed_generation: Some(generation),

@@ -52,7 +52,7 @@ pub struct HpaController {
 /// One metric of the spec: (resource name, target, the name events use).
 fn metric_specs(hpa: &HorizontalPodAutoscaler) -> Result<Vec<(String, Target, String)>, String> {
     let mut out = Vec::new();
-    for m in hpa.spec.iter().flat_map(|s| s.metrics.iter().flatten()) {
+    for m in hpa.spec.metrics.iter().flatten() {
         let Some(r) = m.resource.as_ref().filter(|_| m.type_ == "Resource") else {
             return Err(format!(
                 "metric type {:?} is not supported (only Resource)",
@@ -110,10 +110,10 @@ fn pod_sample(pod: &Pod, resource: &str, usage: Option<(i64, DateTime<Utc>)>) ->
                     c.status.clone(),
                     c.last_transition_time
                         .as_ref()
-                        .map_or(DateTime::<Utc>::MIN_UTC, |t| t.0),
+                        .map_or(DateTime::<Utc>::MIN_UTC, minik8s_api::meta::utc_of),
                 )
             }),
-        start_time: status.start_time.map(|t| t.0),
+        start_time: status.start_time.as_ref().map(minik8s_api::meta::utc_of),
         request,
         usage,
     }
@@ -271,7 +271,7 @@ impl Reconciler for HpaController {
             .namespace
             .clone()
             .unwrap_or_else(|| "default".into());
-        let spec = hpa.spec.clone().unwrap_or_default();
+        let spec = hpa.spec.clone();
         let target = &spec.scale_target_ref;
         let api_version = target.api_version.clone().unwrap_or_default();
         let now = Utc::now();

@@ -460,7 +460,7 @@ pub fn decide(
     now: DateTime<Utc>,
     downscale_window: Duration,
 ) -> Decision {
-    let spec = hpa.spec.clone().unwrap_or_default();
+    let spec = hpa.spec.clone();
     let (min, max) = (spec.min_replicas.unwrap_or(1), spec.max_replicas);
     if current == 0 && min != 0 {
         return Decision {

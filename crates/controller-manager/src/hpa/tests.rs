@@ -134,6 +134,7 @@ fn rules(window: i32, select: &str, policies: &[(&str, i32, i32)]) -> HPAScaling
     HPAScalingRules {
         stabilization_window_seconds: Some(window),
         select_policy: Some(select.into()),
+        tolerance: None,
         policies: Some(
             policies
                 .iter()

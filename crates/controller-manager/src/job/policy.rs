@@ -80,11 +80,11 @@ fn rule_match(rule: &PodFailurePolicyRule, pod: &Pod) -> Option<String> {
         }
     }
     for pattern in rule.on_pod_conditions.iter().flatten() {
-        let wanted = if pattern.status.is_empty() {
-            "True"
-        } else {
-            &pattern.status
-        };
+        let wanted = pattern
+            .status
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .unwrap_or("True");
         let has = status
             .conditions
             .iter()
@@ -145,7 +145,7 @@ pub fn index_failures(
                 .into_iter()
                 .flatten()
                 .filter_map(|c| c.state.as_ref()?.terminated.as_ref()?.finished_at.as_ref())
-                .map(|t| t.0)
+                .map(minik8s_api::meta::utc_of)
                 .max();
             entry.last = entry.last.max(finished);
         }

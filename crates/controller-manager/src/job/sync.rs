@@ -71,7 +71,7 @@ fn condition_true(conditions: &[Value], type_: &str) -> Option<Value> {
 fn time(
     v: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 ) -> Option<chrono::DateTime<chrono::Utc>> {
-    v.as_ref().map(|t| t.0)
+    v.as_ref().map(minik8s_api::meta::utc_of)
 }
 
 impl Reconciler for JobController {
@@ -438,7 +438,11 @@ impl Reconciler for JobController {
                 // Not-ready pods go first, then the newest.
                 let mut extra = active.clone();
                 extra.sort_by_key(|p| {
-                    let created = p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+                    let created = p
+                        .metadata
+                        .creation_timestamp
+                        .as_ref()
+                        .map(minik8s_api::meta::utc_of);
                     (is_ready(p), std::cmp::Reverse(created))
                 });
                 extra.truncate((have - want) as usize);

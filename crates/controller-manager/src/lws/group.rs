@@ -547,7 +547,7 @@ impl GroupController {
                 controller_of(&r.metadata).map(|o| o.0) == lws.metadata.uid
                     && l.get(REVISION_KEY).map(String::as_str) == Some(hash)
             });
-        let Some((lwt, nc)) = revision.and_then(|r| from_revision(&r.data.as_ref()?.0)) else {
+        let Some((lwt, nc)) = revision.and_then(|r| from_revision(&r.data.0)) else {
             tracing::debug!(%key, %hash, "waiting for the leader's revision");
             return Ok(Action::RequeueAfter(Duration::from_secs(1)));
         };

@@ -31,7 +31,6 @@ use crate::ns_of;
 use crate::ownership::{controller_of, is_ready};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use minik8s_api::hash::revision_hash;
 use minik8s_api::lws::LeaderWorkerSet;
 use minik8s_api::lws_pod::*;
@@ -106,7 +105,7 @@ pub fn group_state(
     let Some(workers) = workers else {
         return Group::default();
     };
-    let spec_replicas = workers.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let spec_replicas = workers.spec.replicas.unwrap_or(1);
     let st = workers.status.clone().unwrap_or_default();
     let workers_ready = st.observed_generation.is_some()
         && spec_replicas == st.available_replicas.unwrap_or(0)
@@ -173,7 +172,12 @@ impl LwsController {
         payload: &Value,
     ) -> Result<(), ClientError> {
         let name = lws.metadata.name.clone().unwrap_or_default();
-        let number = existing.iter().map(|r| r.revision).max().unwrap_or(0) + 1;
+        let number = existing
+            .iter()
+            .filter_map(|r| r.revision)
+            .max()
+            .unwrap_or(0)
+            + 1;
         let prefix: String = name.chars().take(220).collect();
         let rev = json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
             "metadata": {"name": format!("{prefix}-{key}-{number}"), "namespace": ns_of(&lws.metadata),
@@ -430,7 +434,7 @@ impl LwsController {
             )
         };
         let current = sts.as_ref().map(|s| {
-            let spec = s.spec.clone().unwrap_or_default();
+            let spec = s.spec.clone();
             LeaderSts {
                 replicas: spec.replicas.unwrap_or(1),
                 partition: spec
@@ -554,7 +558,7 @@ impl LwsController {
         let (ready, updated, assert) = status_of(&groups, &rollout);
         let old_status = lws.status.clone().unwrap_or_default();
         let generation = lws.metadata.generation.unwrap_or(0);
-        let now = Time(chrono::Utc::now());
+        let now = minik8s_api::meta::time_now();
         let old_conditions = old_status.conditions.clone().unwrap_or_default();
         let (mut conditions, first_new) = set_conditions(&old_conditions, assert, generation, &now);
         let old_failed = old_conditions.iter().find(|c| c.type_ == restarts::FAILED);

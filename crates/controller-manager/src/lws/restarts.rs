@@ -92,7 +92,7 @@ pub const FAILED: &str = "Failed";
 pub const STATES: [&str; 4] = [READY, NOT_READY, RESTARTING, FAILED];
 
 fn time(unix: i64) -> Option<Time> {
-    chrono::DateTime::from_timestamp(unix, 0).map(Time)
+    chrono::DateTime::from_timestamp(unix, 0).map(minik8s_api::meta::time_of)
 }
 
 /// Each group's state for `status.groupStatuses`, from whether it is ready
@@ -110,7 +110,7 @@ pub fn group_states(
                 (FAILED, None, Some(format!("exceeded {MAX_RESTARTS}: no longer recreated; its pods are kept for debugging")))
             } else if h.waiting_until > now {
                 let at = time(h.waiting_until);
-                let when = at.as_ref().map(|t| t.0.to_rfc3339()).unwrap_or_default();
+                let when = at.as_ref().map(|t| minik8s_api::meta::utc_of(t).to_rfc3339()).unwrap_or_default();
                 (RESTARTING, at, Some(format!("backing off: recreated at {when}")))
             } else if ready {
                 (READY, None, None)
@@ -305,7 +305,7 @@ mod tests {
             NOT_READY
         );
 
-        let now = Time(chrono::DateTime::from_timestamp(1000, 0).unwrap());
+        let now = minik8s_api::meta::time_of(chrono::DateTime::from_timestamp(1000, 0).unwrap());
         let c = failed_condition(&states, None, 4, &now).unwrap();
         assert_eq!(
             (c.status.as_str(), c.reason.as_str()),

@@ -327,7 +327,7 @@ fn status_branches() {
 
 #[test]
 fn conditions_flip_their_partners_but_keep_their_text() {
-    let t0 = Time(chrono::Utc::now());
+    let t0 = minik8s_api::meta::time_now();
     let (c, first) = set_conditions(&[], Assert::Progressing, 1, &t0);
     assert_eq!(first, Some(PROGRESSING));
     assert_eq!(c.len(), 1);

@@ -17,21 +17,14 @@ pub fn claim_name(template: &str, set: &str, ordinal: i32) -> String {
 }
 
 fn templates(set: &StatefulSet) -> &[PersistentVolumeClaim] {
-    set.spec
-        .as_ref()
-        .and_then(|s| s.volume_claim_templates.as_deref())
-        .unwrap_or(&[])
+    set.spec.volume_claim_templates.as_deref().unwrap_or(&[])
 }
 
 /// The claims of ordinal `ordinal`: each template with its name, the set's
 /// namespace and the template's labels plus the set's selector labels.
 pub fn claims_for(set: &StatefulSet, ordinal: i32) -> Vec<Value> {
     let set_name = set.metadata.name.as_deref().unwrap_or("");
-    let selector = set
-        .spec
-        .as_ref()
-        .and_then(|s| s.selector.match_labels.clone())
-        .unwrap_or_default();
+    let selector = set.spec.selector.match_labels.clone().unwrap_or_default();
     templates(set)
         .iter()
         .map(|t| {
@@ -89,10 +82,7 @@ pub fn desired_owners(
     pod: Option<&ObjectMeta>,
     condemned: bool,
 ) -> Vec<OwnerReference> {
-    let policy = set
-        .spec
-        .as_ref()
-        .and_then(|s| s.persistent_volume_claim_retention_policy.as_ref());
+    let policy = set.spec.persistent_volume_claim_retention_policy.as_ref();
     let when =
         |f: fn(
             &k8s_openapi::api::apps::v1::StatefulSetPersistentVolumeClaimRetentionPolicy,
@@ -146,8 +136,7 @@ mod tests {
             claims[0]["metadata"]["labels"],
             json!({"app": "web", "tier": "db"})
         );
-        let mut pod =
-            json!({"spec": serde_json::to_value(&s.spec.as_ref().unwrap().template.spec).unwrap()});
+        let mut pod = json!({"spec": serde_json::to_value(&s.spec.template.spec).unwrap()});
         with_claim_volumes(&mut pod, &s, 2);
         assert_eq!(
             pod["spec"]["volumes"],

@@ -53,7 +53,7 @@ pub struct SetView {
 
 impl SetView {
     pub fn from(set: &StatefulSet) -> SetView {
-        let spec = set.spec.clone().unwrap_or_default();
+        let spec = set.spec.clone();
         let replicas = spec.replicas.unwrap_or(1).max(0);
         let strategy = spec.update_strategy.unwrap_or_default();
         let rolling = match strategy.type_.as_deref() {
@@ -272,12 +272,7 @@ pub fn new_pod(
         spec = json!({});
     }
     spec["hostname"] = json!(pod_name);
-    if let Some(svc) = set
-        .spec
-        .as_ref()
-        .map(|s| s.service_name.as_str())
-        .filter(|s| !s.is_empty())
-    {
+    if let Some(svc) = set.spec.service_name.as_deref().filter(|s| !s.is_empty()) {
         spec["subdomain"] = json!(svc);
     }
     let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
@@ -301,10 +296,7 @@ pub struct StatefulSetController {
 }
 
 fn template_value(set: &StatefulSet) -> Value {
-    set.spec
-        .as_ref()
-        .map(|s| serde_json::to_value(&s.template).unwrap_or(Value::Null))
-        .unwrap_or(Value::Null)
+    serde_json::to_value(&set.spec.template).unwrap_or(Value::Null)
 }
 
 impl StatefulSetController {
@@ -380,7 +372,7 @@ impl StatefulSetController {
     /// The template a revision recorded (`data.spec.template`).
     fn revision_template(&self, ns: &str, name: &str) -> Option<PodTemplateSpec> {
         let rev = self.revisions.get(&format!("{ns}/{name}"))?;
-        let mut t = rev.data.as_ref()?.0.pointer("/spec/template")?.clone();
+        let mut t = rev.data.0.pointer("/spec/template")?.clone();
         t.as_object_mut()?.remove("$patch");
         serde_json::from_value(t).ok()
     }
@@ -435,7 +427,7 @@ impl Reconciler for StatefulSetController {
                         Revision::Update => (update_revision.clone(), None),
                     };
                     let template = template
-                        .or_else(|| set.spec.as_ref().map(|s| s.template.clone()))
+                        .or_else(|| Some(set.spec.template.clone()))
                         .unwrap_or_default();
                     let pod = new_pod(&set, &template, *ordinal, &rev);
                     let pod_name = format!("{}-{ordinal}", view.name);
@@ -509,8 +501,7 @@ impl Reconciler for StatefulSetController {
             }
         }
         // Keep revisionHistoryLimit old revisions besides the ones in use.
-        let limit =
-            history::history_limit(set.spec.as_ref().and_then(|s| s.revision_history_limit));
+        let limit = history::history_limit(set.spec.revision_history_limit);
         let live = status["currentRevision"]
             .as_str()
             .unwrap_or_default()

@@ -43,11 +43,11 @@ where
 
 /// Runs the real kubectl (v1.32) against `server`: (succeeded, stdout + stderr).
 pub fn kubectl(server: &str, args: &[&str]) -> (bool, String) {
-    let out = std::process::Command::new("/usr/bin/kubectl")
+    let out = std::process::Command::new(minik8s_testkit::real_kubectl())
         .args(["--server", server])
         .args(args)
         .output()
-        .expect("running /usr/bin/kubectl (the real kubectl v1.32)");
+        .expect("running the real kubectl (1.37)");
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

@@ -300,19 +300,19 @@ impl Cluster {
             .unwrap()
     }
 
-    /// Runs the real kubectl (/usr/bin/kubectl) against this cluster.
+    /// Runs the real kubectl (1.37, `minik8s_testkit::real_kubectl`) against this cluster.
     pub fn real_kubectl(&self, args: &[&str]) -> std::process::Output {
         let kc = self.root.path().join("kubeconfig");
         if !kc.exists() {
             std::fs::write(&kc, format!("apiVersion: v1\nkind: Config\nclusters: [{{name: m, cluster: {{server: \"{}\"}}}}]\ncontexts: [{{name: m, context: {{cluster: m}}}}]\ncurrent-context: m\n", self.server.url)).unwrap();
         }
-        Command::new("/usr/bin/kubectl")
+        Command::new(minik8s_testkit::real_kubectl())
             .arg("--kubeconfig")
             .arg(&kc)
             .args(args)
             .env("HOME", self.root.path())
             .output()
-            .expect("running /usr/bin/kubectl")
+            .expect("running the real kubectl (1.37)")
     }
 
     /// Runs our kubectl (built next to the test binaries by `cargo test --workspace`).

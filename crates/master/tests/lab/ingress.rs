@@ -22,7 +22,8 @@ fn curl_via(from: u32, to: u32, host: &str, port: u16, url: &str, extra: &str) -
 /// The real kubectl (ours has no `create ingress`, `create secret tls` or `patch`).
 fn real(args: &str) -> String {
     sh(&format!(
-        "/usr/bin/kubectl --kubeconfig {KUBECONFIG} {args}"
+        "{kubectl} --kubeconfig {KUBECONFIG} {args}",
+        kubectl = minik8s_testkit::real_kubectl().display()
     ))
 }
 

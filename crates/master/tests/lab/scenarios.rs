@@ -151,7 +151,8 @@ pub fn gangs_take_a_zone_each() {
     // The real kubectl (ours has no `label`).
     let real = |args: String| {
         sh(&format!(
-            "/usr/bin/kubectl --kubeconfig {KUBECONFIG} {args}"
+            "{kubectl} --kubeconfig {KUBECONFIG} {args}",
+            kubectl = minik8s_testkit::real_kubectl().display()
         ))
     };
     for n in 1..=3 {

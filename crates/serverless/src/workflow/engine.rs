@@ -62,7 +62,7 @@ pub fn finish(spec: &WorkflowSpec, status: &mut RunStatus, i: usize, outcome: Ou
     let started = status.steps[i].start_time.clone().unwrap_or(now.clone());
     let rec = &mut status.steps[i];
     rec.completion_time = Some(now.clone());
-    rec.duration_millis = Some((now.0 - started.0).num_milliseconds().max(0));
+    rec.duration_millis = Some((now.0.as_millisecond() - started.0.as_millisecond()).max(0));
     let output = match outcome {
         Outcome::Failed(error) => {
             rec.phase = phase::FAILED.to_string();
@@ -209,7 +209,9 @@ mod tests {
     use super::*;
 
     fn at(ms: i64) -> Time {
-        Time(chrono::DateTime::from_timestamp_millis(1_800_000_000_000 + ms).unwrap())
+        minik8s_api::meta::time_of(
+            chrono::DateTime::from_timestamp_millis(1_800_000_000_000 + ms).unwrap(),
+        )
     }
 
     fn spec(v: Value) -> WorkflowSpec {

@@ -47,7 +47,7 @@ enum Report {
 }
 
 fn now() -> Time {
-    Time(chrono::Utc::now())
+    minik8s_api::meta::time_now()
 }
 
 fn ended(run: &WorkflowRun) -> bool {
