@@ -271,6 +271,15 @@ impl ApiServer {
         let (client, base) = match self.extension_client(a).await {
             Ok(c) => c,
             Err(e) => {
+                let key = format!(
+                    "{}/{}",
+                    a["spec"]["group"].as_str().unwrap_or(""),
+                    a["spec"]["version"].as_str().unwrap_or("")
+                );
+                self.remote_discovery
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&key);
                 let reason = if e.contains("endpoints") {
                     "MissingEndpoints"
                 } else {
@@ -284,10 +293,39 @@ impl ApiServer {
             a["spec"]["group"].as_str().unwrap_or(""),
             a["spec"]["version"].as_str().unwrap_or("")
         );
-        match client.get(format!("{base}{path}")).timeout(Duration::from_secs(5)).send().await {
-            Ok(r) if r.status().is_success() => available("True", "Passed", "all checks passed"),
-            Ok(r) => available("False", "FailedDiscoveryCheck", &format!("failing or missing response from {base}{path}: bad status from {base}{path}: {}", r.status().as_u16())),
-            Err(e) => available("False", "FailedDiscoveryCheck", &format!("failing or missing response from {base}{path}: {e}")),
+        let key = path.trim_start_matches("/apis/").to_string();
+        let answer = client
+            .get(format!("{base}{path}"))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await;
+        let remote = |list: Option<Value>| {
+            let mut cache = self
+                .remote_discovery
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            match list {
+                Some(l) => cache.insert(key.clone(), l),
+                None => cache.remove(&key),
+            };
+        };
+        match answer {
+            Ok(r) if r.status().is_success() => {
+                remote(r.json::<Value>().await.ok());
+                available("True", "Passed", "all checks passed")
+            }
+            Ok(r) => {
+                remote(None);
+                available("False", "FailedDiscoveryCheck", &format!("failing or missing response from {base}{path}: bad status from {base}{path}: {}", r.status().as_u16()))
+            }
+            Err(e) => {
+                remote(None);
+                available(
+                    "False",
+                    "FailedDiscoveryCheck",
+                    &format!("failing or missing response from {base}{path}: {e}"),
+                )
+            }
         }
     }
 }

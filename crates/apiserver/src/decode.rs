@@ -117,13 +117,27 @@ pub fn normalize(
 ) -> Result<Value, ApiError> {
     let strategy = strategy::of(info);
     let bad = |e: String| ApiError::bad_request(format!("{} in body: {e}", info.kind));
+    // Base64 wrapped over lines decodes in Go: retried without the breaks
+    // (only when the object does not decode, so the common path pays nothing).
+    let retry = |mut obj: Value, e: String| {
+        if minik8s_api::protobuf::unwrap_base64(&mut obj) {
+            strategy.canonicalize(obj).map_err(bad)
+        } else {
+            Err(bad(e))
+        }
+    };
     if validation == FieldValidation::Ignore {
-        return strategy.canonicalize(obj).map_err(bad);
+        return match strategy.canonicalize_borrowed(&obj) {
+            Some(Ok(out)) => Ok(out),
+            Some(Err(e)) => retry(obj, e),
+            None => strategy.canonicalize(obj).map_err(bad),
+        };
     }
     // The input is kept to find the unknown fields: decoded from where it
     // lies when the strategy can, else from a copy.
     let (input, out) = match strategy.canonicalize_borrowed(&obj) {
-        Some(out) => (obj, out.map_err(bad)?),
+        Some(Ok(out)) => (obj, out),
+        Some(Err(e)) => (obj.clone(), retry(obj, e)?),
         None => (obj.clone(), strategy.canonicalize(obj).map_err(bad)?),
     };
     let mut unknown = Vec::new();
@@ -251,6 +265,29 @@ mod tests {
         }
         assert_eq!(decode_body(&headers(None), b"  ").unwrap_err().code, 400);
         assert_eq!(decode_body(&headers(None), b"[1]").unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn base64_wrapped_over_lines_decodes_as_in_go() {
+        let secrets = minik8s_api::registry::of::<minik8s_api::k8s::api::core::v1::Secret>();
+        let secret = serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "tls"}, "type": "kubernetes.io/tls",
+            "data": {"tls.crt": "aGVsbG8g\nd29ybGQ=\n", "tls.key": "a2V5\r\n"}});
+        for validation in [FieldValidation::Ignore, FieldValidation::Strict] {
+            let out = normalize(secrets, secret.clone(), validation, &Warnings::default()).unwrap();
+            assert_eq!(out["data"]["tls.crt"], "aGVsbG8gd29ybGQ=");
+            assert_eq!(out["data"]["tls.key"], "a2V5");
+        }
+        let broken = serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "s"}, "data": {"k": "not base64!\n"}});
+        let e = normalize(
+            secrets,
+            broken,
+            FieldValidation::Strict,
+            &Warnings::default(),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, 400, "{}", e.message);
     }
 
     #[test]

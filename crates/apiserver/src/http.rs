@@ -11,6 +11,7 @@ use crate::apply::ApplyRequest;
 use crate::auth;
 use crate::decode::{content_type, decode_body, FieldValidation};
 use crate::discovery;
+use crate::discovery_aggregated;
 pub use crate::params::{error_response, json_response, Params};
 use crate::proxy::Stream;
 use crate::rest::{DeleteOptions, Mode, WriteOpts};
@@ -269,6 +270,10 @@ async fn handle_admitted(
         Some(Route::Version) => json_response(StatusCode::OK, &discovery::version()),
         Some(Route::Health) => {
             crate::health::answer(&srv, uri.path(), uri.query().unwrap_or("")).await
+        }
+        Some(r @ (Route::Api | Route::Apis)) if discovery_aggregated::wants_aggregated(&accept) => {
+            let doc = srv.aggregated_discovery(matches!(r, Route::Api));
+            aggregated_response(&headers, &doc)
         }
         Some(Route::Api) => json_response(StatusCode::OK, &discovery::api_versions()),
         Some(Route::Apis) => {
@@ -765,4 +770,27 @@ impl Request {
             user: Some(self.user.clone()),
         })
     }
+}
+
+/// An aggregated discovery document with its ETag, or 304 when the client
+/// already holds it (`If-None-Match`).
+fn aggregated_response(headers: &HeaderMap, doc: &Value) -> Response {
+    let body = serde_json::to_vec(doc).unwrap_or_default();
+    let etag = discovery_aggregated::etag(&body);
+    let cached = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag));
+    let ct = (
+        header::CONTENT_TYPE,
+        discovery_aggregated::AGGREGATED_MEDIA_TYPE,
+    );
+    if cached {
+        return (
+            StatusCode::NOT_MODIFIED,
+            [ct, (header::ETAG, etag.as_str())],
+        )
+            .into_response();
+    }
+    (StatusCode::OK, [ct, (header::ETAG, etag.as_str())], body).into_response()
 }

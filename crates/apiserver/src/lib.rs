@@ -18,6 +18,7 @@ pub mod auth;
 pub mod crd;
 pub mod decode;
 pub mod discovery;
+pub mod discovery_aggregated;
 pub mod event_ttl;
 pub mod followed;
 pub mod health;
@@ -194,6 +195,9 @@ pub struct ApiServer {
     /// PersistentVolumes, for the Node authorizer (a kubelet reads the
     /// volumes of its pods' claims).
     persistent_volumes: followed::Followed,
+    /// `group/version` → the APIResourceList an extension apiserver last
+    /// answered its discovery check with (aggregated discovery serves it).
+    remote_discovery: std::sync::Mutex<HashMap<String, Value>>,
 }
 
 /// Namespace name → (terminating, labels), kept from the namespaces watch
@@ -373,6 +377,7 @@ impl ApiServer {
             admission: Default::default(),
             webhook_clients: Default::default(),
             apiservices: Default::default(),
+            remote_discovery: Default::default(),
             storage_classes: Default::default(),
             ingress_classes: Default::default(),
             persistent_volumes: Default::default(),

