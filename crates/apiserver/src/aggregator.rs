@@ -178,11 +178,9 @@ impl ApiServer {
             let pem = base64::engine::general_purpose::STANDARD
                 .decode(ca)
                 .map_err(|e| format!("caBundle: {e}"))?;
-            for cert in
-                reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| format!("caBundle: {e}"))?
-            {
-                b = b.add_root_certificate(cert);
-            }
+            let tls = minik8s_pki::trust::client_config(&String::from_utf8_lossy(&pem))
+                .map_err(|e| format!("caBundle: {e}"))?;
+            b = b.use_preconfigured_tls(tls);
         }
         Ok((
             b.build().map_err(|e| e.to_string())?,
@@ -235,7 +233,10 @@ impl ApiServer {
             Err(e) => crate::params::error_response(&ApiError::new(
                 503,
                 "ServiceUnavailable",
-                format!("error trying to reach service: {e}"),
+                format!(
+                    "error trying to reach service: {}",
+                    crate::proxy::error_chain(&e)
+                ),
             )),
         }
     }
@@ -320,6 +321,7 @@ impl ApiServer {
             }
             Err(e) => {
                 remote(None);
+                let e = crate::proxy::error_chain(&e);
                 available(
                     "False",
                     "FailedDiscoveryCheck",

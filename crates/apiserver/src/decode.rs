@@ -164,6 +164,90 @@ pub fn normalize(
     )))
 }
 
+/// The fields a JSON body sets twice (`metadata.name`, `spec.containers[0].image`),
+/// which Go's decoder reports as strict decoding errors (the last value wins
+/// otherwise). Empty for a body that is not JSON.
+pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
+    use serde::de::DeserializeSeed;
+    let mut out = Vec::new();
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let _ = Duplicates {
+        path: String::new(),
+        out: &mut out,
+    }
+    .deserialize(&mut de);
+    out
+}
+
+/// A walk of a JSON document that records the keys each object repeats.
+struct Duplicates<'a> {
+    path: String,
+    out: &'a mut Vec<String>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Duplicates<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Duplicates<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let path = if self.path.is_empty() {
+                key.clone()
+            } else {
+                format!("{}.{key}", self.path)
+            };
+            if !seen.insert(key) {
+                self.out.push(path.clone());
+            }
+            map.next_value_seed(Duplicates {
+                path,
+                out: &mut *self.out,
+            })?;
+        }
+        Ok(())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut i = 0;
+        while seq
+            .next_element_seed(Duplicates {
+                path: format!("{}[{i}]", self.path),
+                out: &mut *self.out,
+            })?
+            .is_some()
+        {
+            i += 1;
+        }
+        Ok(())
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
 /// Fields present in `input` that the typed decode dropped. The path of the
 /// walk is a stack of segments, joined only for a field that is reported:
 /// every write passes here, and nearly all have nothing to report.
@@ -288,6 +372,18 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.code, 400, "{}", e.message);
+    }
+
+    #[test]
+    fn duplicate_fields_are_named_by_their_path() {
+        let body = br#"{"metadata": {"name": "a", "name": "b"},
+            "spec": {"containers": [{"name": "c", "image": "x", "image": "y"}]}, "spec": {}}"#;
+        assert_eq!(
+            duplicate_fields(body),
+            ["metadata.name", "spec.containers[0].image", "spec"]
+        );
+        assert!(duplicate_fields(br#"{"a": {"b": 1}, "c": {"b": 2}}"#).is_empty());
+        assert!(duplicate_fields(b"kind: ConfigMap").is_empty());
     }
 
     #[test]

@@ -154,6 +154,43 @@ fn route(reg: &Registry, path: &str) -> Option<Route> {
 /// above the 1 MiB object limits, so those get their 422.
 pub const MAX_REQUEST_BODY: usize = 3 * 1024 * 1024;
 
+/// How much of a too-large body is read and dropped so that the client,
+/// still sending, receives the 413 instead of a reset connection.
+const DRAIN_LIMIT: usize = 64 * 1024 * 1024;
+
+/// The request body, or `Err(drained)` when it is over [`MAX_REQUEST_BODY`]:
+/// the rest is read and dropped (up to [`DRAIN_LIMIT`], for at most 30 s)
+/// before the answer, as Go's server reads what is left of a body; `drained`
+/// says whether it all was.
+async fn read_body(body: axum::body::Body) -> Result<Bytes, bool> {
+    use futures::StreamExt;
+    let mut stream = body.into_data_stream();
+    let mut kept = bytes::BytesMut::new();
+    let mut total = 0usize;
+    let read = async {
+        while let Some(chunk) = stream.next().await {
+            let Ok(chunk) = chunk else {
+                return false;
+            };
+            total += chunk.len();
+            if total <= MAX_REQUEST_BODY {
+                kept.extend_from_slice(&chunk);
+            } else if total > DRAIN_LIMIT {
+                return false;
+            }
+        }
+        true
+    };
+    let complete = tokio::time::timeout(std::time::Duration::from_secs(30), read)
+        .await
+        .unwrap_or(false);
+    if total > MAX_REQUEST_BODY {
+        return Err(complete);
+    }
+    // A body the client cut off short: what arrived fails to decode (400).
+    Ok(kept.freeze())
+}
+
 /// The single entry point for every request.
 pub async fn handle(
     srv: Arc<ApiServer>,
@@ -206,18 +243,20 @@ async fn handle_admitted(
     params: Params,
     user: auth::UserInfo,
 ) -> Response {
-    let body: Bytes = match axum::body::to_bytes(body, MAX_REQUEST_BODY).await {
+    let body: Bytes = match read_body(body).await {
         Ok(b) => b,
-        Err(_) => {
+        Err(drained) => {
             let message = format!("Request entity too large: limit is {MAX_REQUEST_BODY}");
             let mut resp = error_response(&ApiError::new(413, "RequestEntityTooLarge", message));
-            // The rest of the body was never read, so this connection cannot
-            // carry another request: say so, or the client's pool reuses it
-            // and its next request fails.
-            resp.headers_mut().insert(
-                header::CONNECTION,
-                header::HeaderValue::from_static("close"),
-            );
+            if !drained {
+                // The rest of the body was never read, so this connection
+                // cannot carry another request: say so, or the client's pool
+                // reuses it and its next request fails.
+                resp.headers_mut().insert(
+                    header::CONNECTION,
+                    header::HeaderValue::from_static("close"),
+                );
+            }
             return resp;
         }
     };
@@ -243,6 +282,11 @@ async fn handle_admitted(
     if let Some((review, ns)) = auth::reviews::route(uri.path()) {
         if method != Method::POST {
             return error_response(&not_allowed(&method));
+        }
+        // Reviews have no Table form: a client that accepts only one gets
+        // Kubernetes' 406 (conformance: "API metadata HTTP return").
+        if let Some(e) = not_acceptable_without_table(&accept) {
+            return error_response(&e);
         }
         let answer = match decode_body(&headers, &body) {
             Ok(obj) => srv.review(review.kind, ns.as_deref(), obj, &user).await,
@@ -569,7 +613,16 @@ impl Request {
                 Ok(json_response(StatusCode::CREATED, &status))
             }
             (&Method::GET, Some(name), Some("log")) => {
-                self.srv.pod_log(ns, name, &self.params).await
+                let websocket = self
+                    .headers
+                    .get(header::UPGRADE)
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
+                let ws = match (websocket, self.upgrade) {
+                    (true, Some(up)) => Some((self.headers.clone(), up)),
+                    _ => None,
+                };
+                self.srv.pod_log(ns, name, &self.params, ws).await
             }
             _ => Err(not_allowed(&method)),
         }
@@ -611,11 +664,11 @@ impl Request {
         info: &'static ResourceInfo,
         subresource: &'static str,
     ) -> Result<WriteOpts, ApiError> {
+        let field_validation =
+            FieldValidation::parse(self.params.get("fieldValidation"), self.options_kind)?;
+        self.check_duplicate_fields(info, field_validation)?;
         Ok(WriteOpts {
-            field_validation: FieldValidation::parse(
-                self.params.get("fieldValidation"),
-                self.options_kind,
-            )?,
+            field_validation,
             dry_run: self.dry_run()?,
             manager: Some(self.field_manager()?),
             api_version: match self.served {
@@ -627,6 +680,39 @@ impl Request {
             warnings: self.warnings.clone(),
             user: Some(self.user.clone()),
         })
+    }
+
+    /// A JSON create or update body that sets a field twice: refused
+    /// (Strict) or warned about (Warn), as Kubernetes' strict decoder does.
+    fn check_duplicate_fields(
+        &self,
+        info: &ResourceInfo,
+        validation: FieldValidation,
+    ) -> Result<(), ApiError> {
+        let json = content_type(&self.headers).starts_with("application/json");
+        if validation == FieldValidation::Ignore || self.options_kind == "PatchOptions" || !json {
+            return Ok(());
+        }
+        let duplicates: Vec<String> = crate::decode::duplicate_fields(&self.body)
+            .into_iter()
+            .map(|f| format!("duplicate field \"{f}\""))
+            .collect();
+        if duplicates.is_empty() {
+            return Ok(());
+        }
+        if validation == FieldValidation::Warn {
+            for d in duplicates {
+                self.warnings.push(d);
+            }
+            return Ok(());
+        }
+        Err(ApiError::bad_request(format!(
+            "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
+            info.kind,
+            info.version,
+            info.kind,
+            duplicates.join(", ")
+        )))
     }
 
     /// A write to the object or its status subresource.
@@ -793,4 +879,55 @@ fn aggregated_response(headers: &HeaderMap, doc: &Value) -> Response {
             .into_response();
     }
     (StatusCode::OK, [ct, (header::ETAG, etag.as_str())], body).into_response()
+}
+
+/// The 406 of an endpoint that has no Table or metadata-only form, when
+/// `accept` asks only for such forms; None when a plain media type it
+/// serves (JSON, YAML, protobuf, a wildcard) is acceptable too.
+fn not_acceptable_without_table(accept: &str) -> Option<ApiError> {
+    if accept.trim().is_empty() {
+        return None;
+    }
+    let plain = accept.split(',').any(|range| {
+        let mut parts = range.split(';').map(str::trim);
+        let media = parts.next().unwrap_or_default();
+        let converted = parts.any(|p| p.starts_with("as="));
+        !converted
+            && matches!(
+                media,
+                "application/json"
+                    | "application/yaml"
+                    | "application/vnd.kubernetes.protobuf"
+                    | "application/*"
+                    | "*/*"
+            )
+    });
+    (!plain).then(|| {
+        ApiError::new(
+            406,
+            "NotAcceptable",
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+        )
+    })
+}
+
+#[cfg(test)]
+mod negotiation_tests {
+    use super::not_acceptable_without_table;
+
+    #[test]
+    fn only_a_table_request_is_refused_where_no_table_exists() {
+        let e =
+            not_acceptable_without_table("application/json;as=Table;v=v1;g=meta.k8s.io").unwrap();
+        assert_eq!((e.code, e.reason.as_str()), (406, "NotAcceptable"));
+        for ok in [
+            "",
+            "application/json",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+            "*/*",
+            "application/vnd.kubernetes.protobuf, application/json",
+        ] {
+            assert!(not_acceptable_without_table(ok).is_none(), "{ok}");
+        }
+    }
 }

@@ -42,6 +42,23 @@ const MAX_HEAD: usize = 16 * 1024;
 
 /// The pod's container a request names (`?container=`), or its only one;
 /// errors as Kubernetes words them. Logs, exec and attach all choose so.
+/// An error with the errors that caused it, outermost first (`error sending
+/// request: client error (Connect): invalid peer certificate: UnknownIssuer`):
+/// reqwest's own message hides the TLS reason a user needs.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
 pub fn pick_container(pod: &Value, name: &str, asked: Option<&str>) -> Result<String, ApiError> {
     let containers: Vec<&str> = pod
         .pointer("/spec/containers")

@@ -458,6 +458,21 @@ impl ApiServer {
                     if let Some(mf) = new.pointer("/metadata/managedFields") {
                         metadata_mut(&mut m).insert("managedFields".into(), mf.clone());
                     }
+                    // As Kubernetes' status strategies: only the spec is the
+                    // old one's; labels and annotations sent with the status
+                    // are kept (kubectl label --subresource=status), unless
+                    // the kind resets them.
+                    for field in ["labels", "annotations"] {
+                        match new.pointer(&format!("/metadata/{field}")) {
+                            Some(v) if !v.is_null() => {
+                                metadata_mut(&mut m).insert(field.into(), v.clone());
+                            }
+                            _ => {
+                                metadata_mut(&mut m).remove(field);
+                            }
+                        }
+                    }
+                    strategy::of(info).prepare_for_status_update(&mut m, &old);
                     m
                 }
             };

@@ -8,8 +8,9 @@ use crate::rest::{Mode, WriteOpts};
 use crate::strategy;
 use crate::ApiServer;
 use axum::body::Body;
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use hyper::upgrade::OnUpgrade;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use minik8s_api::meta::{self, is_deleting, metadata_mut, now_rfc3339};
 use minik8s_api::registry::{self, ResourceInfo};
@@ -118,6 +119,7 @@ impl ApiServer {
         ns: Option<&str>,
         name: &str,
         params: &Params,
+        websocket: Option<(HeaderMap, OnUpgrade)>,
     ) -> Result<Response, ApiError> {
         let info = registry::of::<Pod>();
         let (pod, _) = self.read(info, ns, name).await?;
@@ -164,6 +166,9 @@ impl ApiServer {
         if !status.is_success() {
             let text = resp.text().await.unwrap_or_default();
             return Err(ApiError::new(status.as_u16(), "BadRequest", text));
+        }
+        if let Some((headers, upgrade)) = websocket {
+            return log_over_websocket(headers, upgrade, resp).await;
         }
         Ok((
             status,
@@ -362,6 +367,58 @@ impl ApiServer {
             json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
         )
     }
+}
+
+/// The protocols a log WebSocket may speak: raw bytes in binary messages,
+/// or base64 in text messages; no protocol at all means binary.
+const LOG_PROTOCOLS: [&str; 2] = ["binary.k8s.io", "base64.binary.k8s.io"];
+
+/// `pods/log` over a WebSocket (a browser, the conformance test): the log
+/// from the kubelet, chunk by chunk, one message each, then a close.
+async fn log_over_websocket(
+    headers: HeaderMap,
+    upgrade: OnUpgrade,
+    log: reqwest::Response,
+) -> Result<Response, ApiError> {
+    use axum::extract::ws::{Message, WebSocketUpgrade};
+    use axum::extract::FromRequestParts;
+    use futures::{SinkExt, StreamExt};
+    let mut req = axum::http::Request::builder()
+        .method(axum::http::Method::GET)
+        .body(())
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    *req.headers_mut() = headers;
+    req.extensions_mut().insert(upgrade);
+    let (mut parts, ()) = req.into_parts();
+    let ws = WebSocketUpgrade::from_request_parts(&mut parts, &())
+        .await
+        .map_err(|e| ApiError::bad_request(format!("websocket upgrade: {}", e.body_text())))?;
+    Ok(ws
+        .protocols(LOG_PROTOCOLS)
+        .on_upgrade(move |socket| async move {
+            let base64 = socket
+                .protocol()
+                .is_some_and(|p| p.as_bytes() == LOG_PROTOCOLS[1].as_bytes());
+            let (mut tx, _rx) = socket.split();
+            let mut chunks = log.bytes_stream();
+            while let Some(Ok(chunk)) = chunks.next().await {
+                let message = if base64 {
+                    use base64::Engine;
+                    Message::Text(
+                        base64::engine::general_purpose::STANDARD
+                            .encode(&chunk)
+                            .into(),
+                    )
+                } else {
+                    Message::Binary(chunk)
+                };
+                if tx.send(message).await.is_err() {
+                    return;
+                }
+            }
+            let _ = tx.send(Message::Close(None)).await;
+        })
+        .into_response())
 }
 
 #[cfg(test)]

@@ -376,3 +376,258 @@ async fn webhooks_mutate_deny_and_fail_as_configured() {
 async fn validating_admission_policies_deny_and_warn() {
     policies(Backend::Embedded).await
 }
+
+/// A webhook whose serving certificate is self-signed with `CA:TRUE` (what
+/// kopf and many development setups make) and is itself the caBundle is
+/// trusted, as Go's TLS trusts it; a caBundle that does not match still
+/// fails, with the TLS reason in the message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_self_signed_ca_serving_certificate_in_the_bundle_is_trusted() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let http = Http::new(&s.url);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::default();
+    params.subject_alt_names = vec![rcgen::SanType::IpAddress("127.0.0.1".parse().unwrap())];
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let cert = params.self_signed(&key).unwrap();
+    let config =
+        minik8s_pki::serve::server_config(&cert.pem(), &key.serialize_pem(), &cert.pem()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let router = axum::Router::new().route(
+        "/validate",
+        post(|Json(review): Json<Value>| async move {
+            let deny = review["request"]["object"]["metadata"]["annotations"]["deny"] == "yes";
+            answer(&review, !deny, None, "refused by the self-signed webhook")
+        }),
+    );
+    tokio::spawn(minik8s_pki::serve::serve(
+        listener,
+        std::sync::Arc::new(config),
+        router,
+        std::future::pending(),
+    ));
+    let bundle = base64::engine::general_purpose::STANDARD.encode(cert.pem());
+    let url = json!({"url": format!("https://127.0.0.1:{port}/validate")});
+    let v = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "self-signed"}, "webhooks": [hook("self.example.com", url.clone(), &bundle, "Fail")]});
+    assert_eq!(
+        http.post(VALIDATING, "application/json", &v.to_string())
+            .await
+            .0,
+        201
+    );
+    // Denied by the webhook: it was reached over TLS.
+    let denied = eventually(10, "the webhook is followed and answers", || {
+        let http = &http;
+        async move {
+            let got = http
+                .post(PODS, "application/json", &pod("d", json!({"deny": "yes"})))
+                .await;
+            (got.0 == 403).then_some(got)
+        }
+    })
+    .await;
+    assert!(
+        denied.1["message"]
+            .as_str()
+            .unwrap()
+            .contains("refused by the self-signed webhook"),
+        "{}",
+        denied.1
+    );
+    let (code, body) = http
+        .post(PODS, "application/json", &pod("allowed", json!({})))
+        .await;
+    assert_eq!(code, 201, "{body}");
+
+    // Another certificate in the bundle: refused, saying why.
+    let other = minik8s_pki::Ca::generate("other").unwrap();
+    let wrong = json!({"webhooks": [hook("self.example.com", url,
+            &base64::engine::general_purpose::STANDARD.encode(&other.cert_pem), "Fail")]});
+    let (code, body) = http
+        .call(
+            reqwest::Method::PATCH,
+            &format!("{VALIDATING}/self-signed"),
+            "application/merge-patch+json",
+            &wrong.to_string(),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    let failed = eventually(10, "the new bundle is used", || {
+        let http = &http;
+        async move {
+            let got = http
+                .post(PODS, "application/json", &pod("x", json!({})))
+                .await;
+            (got.0 == 500).then_some(got)
+        }
+    })
+    .await;
+    let message = failed.1["message"].as_str().unwrap();
+    assert!(
+        message.contains("failed calling webhook \"self.example.com\"")
+            && message.contains("certificate"),
+        "{message}"
+    );
+}
+
+const LABEL_POLICY: &str = r#"apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata:
+  name: team-label
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["configmaps"]
+  matchConditions:
+  - name: not-opted-out
+    expression: "!has(object.metadata.labels) || !('skip' in object.metadata.labels)"
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: >
+        Object{metadata: Object.metadata{labels: {"team": "platform"}}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata:
+  name: team-label
+spec:
+  policyName: team-label
+"#;
+
+const PARAM_POLICY: &str = r#"apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata:
+  name: owner-annotation
+spec:
+  paramKind:
+    apiVersion: v1
+    kind: ConfigMap
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["secrets"]
+  mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: >
+        [JSONPatch{op: "add", path: "/metadata/annotations",
+                   value: {"example.com/owner": params.data.owner}}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata:
+  name: owner-annotation
+spec:
+  policyName: owner-annotation
+  paramRef:
+    name: owners
+    namespace: default
+    parameterNotFoundAction: Deny
+"#;
+
+/// MutatingAdmissionPolicies through the real kubectl: one that labels
+/// ConfigMaps (an apply configuration), one that annotates Secrets from a
+/// param resource (a JSON patch), and what happens when its param is missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutating_admission_policies_through_kubectl() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let k = Kubectl::new(&s.url);
+    k.ok(&["apply", "-f", &k.write("label.yaml", LABEL_POLICY)])
+        .await;
+    let listed = k.ok(&["get", "mutatingadmissionpolicies"]).await;
+    assert!(
+        listed.contains("MUTATIONS") && listed.contains("team-label"),
+        "{listed}"
+    );
+    let mut n = 0;
+    eventually(10, "the policy labels new ConfigMaps", || {
+        n += 1;
+        let name = format!("cm{n}");
+        let k = &k;
+        async move {
+            k.ok(&["create", "configmap", &name, "--from-literal=a=b"])
+                .await;
+            let team = k
+                .ok(&[
+                    "get",
+                    "configmap",
+                    &name,
+                    "-o",
+                    "jsonpath={.metadata.labels.team}",
+                ])
+                .await;
+            (team == "platform").then_some(())
+        }
+    })
+    .await;
+    // Its match condition leaves opted-out objects alone.
+    let opted_out = k.write(
+        "skip.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: skipped, labels: {skip: \"yes\"}}\n",
+    );
+    k.ok(&["create", "-f", &opted_out]).await;
+    let labels = k
+        .ok(&[
+            "get",
+            "configmap",
+            "skipped",
+            "-o",
+            "jsonpath={.metadata.labels}",
+        ])
+        .await;
+    assert_eq!(labels, r#"{"skip":"yes"}"#);
+
+    // With a param: the param's data lands in the mutation.
+    k.ok(&["apply", "-f", &k.write("param.yaml", PARAM_POLICY)])
+        .await;
+    let mut n = 0;
+    let refused = eventually(10, "the param policy is followed", || {
+        n += 1;
+        let name = format!("s{n}");
+        let k = &k;
+        async move {
+            let (ok, _, err) = k
+                .run(&["create", "secret", "generic", &name, "--from-literal=k=v"])
+                .await;
+            (!ok).then_some(err)
+        }
+    })
+    .await;
+    assert!(
+        refused.contains("MutatingAdmissionPolicy 'owner-annotation' with binding 'owner-annotation' denied request"),
+        "{refused}"
+    );
+    k.ok(&[
+        "create",
+        "configmap",
+        "owners",
+        "--from-literal=owner=alice",
+    ])
+    .await;
+    k.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "annotated",
+        "--from-literal=k=v",
+    ])
+    .await;
+    let owner = k
+        .ok(&[
+            "get",
+            "secret",
+            "annotated",
+            "-o",
+            "jsonpath={.metadata.annotations.example\\.com/owner}",
+        ])
+        .await;
+    assert_eq!(owner, "alice");
+}

@@ -479,3 +479,170 @@ async fn kubectl_discovers_through_aggregated_discovery() {
         .unwrap();
     assert_eq!(legacy["kind"], "APIGroupList");
 }
+
+/// The wire defects real clients found, each through the client that found
+/// it: the kubernetes.io TLS Secret (base64 wrapped over lines) with plain
+/// `kubectl create -f`; a JSON patch whose `test` fails is 422 (kopf tells a
+/// lost race by it); a body over the limit is a 413 Status, not a broken
+/// connection; labels sent with a status write are kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wire_defects_found_by_real_clients() {
+    use base64::Engine;
+    let s = TestServer::start(Backend::Embedded).await;
+    let k = Kubectl::new(&s.url);
+
+    // The documentation's TLS Secret: data wrapped at 76 columns.
+    let ca = minik8s_pki::Ca::generate("docs-example").unwrap();
+    let wrap = |pem: &str| {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(pem);
+        let lines: Vec<String> = b64
+            .as_bytes()
+            .chunks(76)
+            .map(|c| format!("    {}", String::from_utf8_lossy(c)))
+            .collect();
+        (b64.clone(), lines.join("\n"))
+    };
+    let (crt, crt_wrapped) = wrap(&ca.cert_pem);
+    let (key, key_wrapped) = wrap("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n");
+    let secret = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: secret-tls\ntype: kubernetes.io/tls\ndata:\n  \
+         # values are base64 encoded, which obscures them but does NOT provide\n  \
+         # any useful level of confidentiality\n  tls.crt: |\n{crt_wrapped}\n  tls.key: |\n{key_wrapped}\n"
+    );
+    let f = k.write("secret-tls.yaml", &secret);
+    k.ok(&["create", "-f", &f]).await;
+    let stored = k
+        .ok(&[
+            "get",
+            "secret",
+            "secret-tls",
+            "-o",
+            "jsonpath={.data.tls\\.crt} {.data.tls\\.key}",
+        ])
+        .await;
+    assert_eq!(stored, format!("{crt} {key}"));
+
+    // A JSON patch whose test fails: 422 Invalid, kubectl says so.
+    k.ok(&["create", "configmap", "guarded", "--from-literal=owner=a"])
+        .await;
+    let (ok, _, err) = k
+        .run(&[
+            "patch",
+            "configmap",
+            "guarded",
+            "--type=json",
+            "-p",
+            r#"[{"op":"test","path":"/data/owner","value":"b"},{"op":"replace","path":"/data/owner","value":"c"}]"#,
+        ])
+        .await;
+    assert!(!ok, "the failed test must refuse the patch");
+    assert!(
+        err.contains("the server rejected our request due to an error in our request"),
+        "{err}"
+    );
+    let raw = reqwest::Client::new()
+        .patch(format!(
+            "{}/api/v1/namespaces/default/configmaps/guarded",
+            s.url
+        ))
+        .header("Content-Type", "application/json-patch+json")
+        .body(r#"[{"op":"test","path":"/data/owner","value":"b"}]"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(raw.status(), 422);
+    let owner = k
+        .ok(&[
+            "get",
+            "configmap",
+            "guarded",
+            "-o",
+            "jsonpath={.data.owner}",
+        ])
+        .await;
+    assert_eq!(owner, "a");
+
+    // A review has no Table form: asked only for one, 406 (conformance).
+    let sar = r#"{"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"nonResourceAttributes": {"path": "/", "verb": "get"}}}"#;
+    let refused = reqwest::Client::new()
+        .post(format!(
+            "{}/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            s.url
+        ))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .body(sar)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 406);
+
+    // Over the 3 MiB request limit: kubectl reads the 413 Status.
+    let big = k.write("big.bin", &"x".repeat(4 * 1024 * 1024));
+    let (ok, _, err) = k
+        .run(&["create", "configmap", "big", &format!("--from-file={big}")])
+        .await;
+    assert!(!ok);
+    assert!(
+        err.contains("Request entity too large: limit is 3145728"),
+        "{err}"
+    );
+
+    // Labels sent with a status write are kept (the spec is not).
+    k.ok(&["apply", "-f", &k.write("pod.yaml", POD)]).await;
+    k.ok(&[
+        "patch",
+        "pod",
+        "p1",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"labels":{"checked":"yes"}},"spec":{"activeDeadlineSeconds":5},"status":{"message":"seen"}}"#,
+    ])
+    .await;
+    let got = k
+        .ok(&[
+            "get",
+            "pod",
+            "p1",
+            "-o",
+            "jsonpath={.metadata.labels.checked} {.status.message} {.spec.activeDeadlineSeconds}",
+        ])
+        .await;
+    assert_eq!(got.trim(), "yes seen");
+}
+
+/// The kubectl of the release before (1.36, within the supported skew)
+/// works without a warning; the machine's kubectl dispatcher, which falls
+/// back to 1.32 for a 1.37 server, still works (with kubectl's skew warning).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_within_and_beyond_the_supported_skew() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let k = Kubectl::new(&s.url);
+    for (bin, warns) in [
+        (minik8s_testkit::real_kubectl_version("1.36.4"), false),
+        (PathBuf::from("/usr/bin/kubectl"), true),
+    ] {
+        let out = k.command_with(&bin, &["version"]).output().await.unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{}: {err}", bin.display());
+        assert_eq!(
+            err.contains("version difference"),
+            warns,
+            "{}: {err}",
+            bin.display()
+        );
+        let out = k
+            .command_with(&bin, &["get", "namespaces"])
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("default"),
+            "{}: {}",
+            bin.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -105,6 +105,46 @@ async fn requests_are_refused_as_kubernetes_refuses_them(backend: Backend) {
         .as_str()
         .unwrap()
         .contains("strict decoding error: unknown field \"bogus\""));
+
+    // Duplicate fields, as Go's strict decoder reports them: an error under
+    // Strict, a warning by default (the last value wins).
+    let duplicated = r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dup", "name": "dup"},
+        "data": {"a": "1", "a": "2"}}"#;
+    let got = h
+        .post(
+            &format!("{CMS}?fieldValidation=Strict"),
+            "application/json",
+            duplicated,
+        )
+        .await;
+    assert_status(&got, 400, "BadRequest");
+    assert_eq!(
+        got.1["message"],
+        "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: duplicate field \"metadata.name\", duplicate field \"data.a\""
+    );
+    let resp = reqwest::Client::new()
+        .post(format!("{}{CMS}", s.url))
+        .header("Content-Type", "application/json")
+        .body(duplicated)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let warnings: Vec<&str> = resp
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|w| w.to_str().unwrap())
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            "299 - \"duplicate field \\\"metadata.name\\\"\"",
+            "299 - \"duplicate field \\\"data.a\\\"\""
+        ]
+    );
+    let created: Value = resp.json().await.unwrap();
+    assert_eq!(created["data"]["a"], "2");
 }
 
 async fn list_page(h: &Http, query: &str) -> (Vec<String>, Value) {

@@ -12,75 +12,179 @@ pub(crate) fn leak(s: &str) -> &'static str {
     Box::leak(s.to_string().into_boxed_str())
 }
 
+/// What kubectl 1.37 asks discovery for: the aggregated form, else plain JSON.
+const AGGREGATED_ACCEPT: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+
+/// One resource as discovery lists it.
+struct Listed<'a> {
+    group: &'a str,
+    version: &'a str,
+    kind: &'a str,
+    plural: &'a str,
+    singular: &'a str,
+    namespaced: bool,
+    short_names: &'a Value,
+    categories: &'a Value,
+}
+
+fn strings_of(v: &Value) -> Vec<&'static str> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(leak)
+        .collect()
+}
+
+impl Listed<'_> {
+    fn info(&self) -> &'static ResourceInfo {
+        Box::leak(Box::new(ResourceInfo {
+            group: leak(self.group),
+            version: leak(self.version),
+            kind: leak(self.kind),
+            plural: leak(self.plural),
+            singular: leak(self.singular),
+            short_names: Box::leak(strings_of(self.short_names).into_boxed_slice()),
+            namespaced: self.namespaced,
+            subresources: &[],
+            categories: Box::leak(strings_of(self.categories).into_boxed_slice()),
+            columns: &[] as &[Column],
+        }))
+    }
+}
+
+/// A group/version that could not be discovered: said once, as kubectl
+/// warns, and the rest of the server is still used.
+fn unavailable(gv: &str, why: &str) {
+    eprintln!("Warning: couldn't get resource list for {gv}: {why}");
+}
+
 impl Discovery {
-    /// Reads `/api/v1` and every `/apis/<group>/<version>`.
+    /// Reads `/api` and `/apis`, in the aggregated form when the server
+    /// answers with it (two requests), else `/api/v1` and every
+    /// `/apis/<group>/<version>` too. A group/version that cannot be
+    /// discovered (an extension apiserver that is down) is warned about and
+    /// left out, as the real kubectl does.
     pub(crate) async fn load(client: &Client) -> Result<Discovery, ClientError> {
-        let mut gvs: Vec<(String, String)> = vec![(String::new(), "v1".into())];
-        let groups = client.get_json("/apis").await?;
-        for g in groups
-            .get("groups")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(pv) = g
-                .pointer("/preferredVersion/version")
-                .and_then(Value::as_str)
-            {
-                gvs.push((g["name"].as_str().unwrap_or("").to_string(), pv.to_string()));
+        let mut resources = Vec::new();
+        for root in ["/api", "/apis"] {
+            let resp = client
+                .send(reqwest::Method::GET, root, None, AGGREGATED_ACCEPT)
+                .await?;
+            let aggregated = resp
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|ct| ct.contains("as=APIGroupDiscoveryList"));
+            let doc: Value = resp
+                .json()
+                .await
+                .map_err(|e| ClientError::Decode(e.to_string()))?;
+            if aggregated {
+                Self::from_aggregated(&doc, &mut resources);
+            } else {
+                Self::from_legacy(client, root, &doc, &mut resources).await?;
             }
         }
-        let mut resources = Vec::new();
-        for (group, version) in gvs {
-            let path = if group.is_empty() {
-                format!("/api/{version}")
-            } else {
-                format!("/apis/{group}/{version}")
+        Ok(Discovery { resources })
+    }
+
+    /// The preferred (first) version of every group of an `APIGroupDiscoveryList`.
+    fn from_aggregated(doc: &Value, out: &mut Vec<&'static ResourceInfo>) {
+        for g in doc["items"].as_array().into_iter().flatten() {
+            let group = g["metadata"]["name"].as_str().unwrap_or("");
+            let Some(v) = g["versions"].as_array().and_then(|v| v.first()) else {
+                continue;
             };
-            let list = client.get_json(&path).await?;
-            for r in list
-                .get("resources")
-                .and_then(Value::as_array)
+            let version = v["version"].as_str().unwrap_or("");
+            if v["freshness"] == "Stale" {
+                let gv = if group.is_empty() {
+                    version.to_string()
+                } else {
+                    format!("{group}/{version}")
+                };
+                unavailable(&gv, "stale GroupVersion discovery");
+                continue;
+            }
+            for r in v["resources"].as_array().into_iter().flatten() {
+                out.push(
+                    Listed {
+                        group,
+                        version,
+                        kind: r["responseKind"]["kind"].as_str().unwrap_or(""),
+                        plural: r["resource"].as_str().unwrap_or(""),
+                        singular: r["singularResource"].as_str().unwrap_or(""),
+                        namespaced: r["scope"] == "Namespaced",
+                        short_names: &r["shortNames"],
+                        categories: &r["categories"],
+                    }
+                    .info(),
+                );
+            }
+        }
+    }
+
+    /// The legacy documents: `/api`'s versions or `/apis`' preferred ones,
+    /// each read from its own `APIResourceList`.
+    async fn from_legacy(
+        client: &Client,
+        root: &str,
+        doc: &Value,
+        out: &mut Vec<&'static ResourceInfo>,
+    ) -> Result<(), ClientError> {
+        let gvs: Vec<(String, String)> = if root == "/api" {
+            vec![(String::new(), "v1".into())]
+        } else {
+            doc["groups"]
+                .as_array()
                 .into_iter()
                 .flatten()
-            {
+                .filter_map(|g| {
+                    let pv = g.pointer("/preferredVersion/version")?.as_str()?;
+                    Some((g["name"].as_str().unwrap_or("").to_string(), pv.to_string()))
+                })
+                .collect()
+        };
+        for (group, version) in gvs {
+            let (path, gv) = if group.is_empty() {
+                (format!("/api/{version}"), version.clone())
+            } else {
+                (
+                    format!("/apis/{group}/{version}"),
+                    format!("{group}/{version}"),
+                )
+            };
+            let list = match client.get_json(&path).await {
+                Ok(list) => list,
+                // The core group is the server itself: it must answer.
+                Err(e) if group.is_empty() => return Err(e),
+                Err(e) => {
+                    unavailable(&gv, &e.to_string());
+                    continue;
+                }
+            };
+            for r in list["resources"].as_array().into_iter().flatten() {
                 let name = r["name"].as_str().unwrap_or("");
                 if name.contains('/') {
                     continue;
                 }
-                let shorts: Vec<&'static str> = r
-                    .get("shortNames")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .map(leak)
-                    .collect();
-                let info = ResourceInfo {
-                    group: leak(&group),
-                    version: leak(&version),
-                    kind: leak(r["kind"].as_str().unwrap_or("")),
-                    plural: leak(name),
-                    singular: leak(r["singularName"].as_str().unwrap_or("")),
-                    short_names: Box::leak(shorts.into_boxed_slice()),
-                    namespaced: r["namespaced"].as_bool().unwrap_or(true),
-                    subresources: &[],
-                    categories: Box::leak(
-                        r.get("categories")
-                            .and_then(Value::as_array)
-                            .into_iter()
-                            .flatten()
-                            .filter_map(Value::as_str)
-                            .map(leak)
-                            .collect::<Vec<_>>()
-                            .into_boxed_slice(),
-                    ),
-                    columns: &[] as &[Column],
-                };
-                resources.push(&*Box::leak(Box::new(info)));
+                out.push(
+                    Listed {
+                        group: &group,
+                        version: &version,
+                        kind: r["kind"].as_str().unwrap_or(""),
+                        plural: name,
+                        singular: r["singularName"].as_str().unwrap_or(""),
+                        namespaced: r["namespaced"].as_bool().unwrap_or(true),
+                        short_names: &r["shortNames"],
+                        categories: &r["categories"],
+                    }
+                    .info(),
+                );
             }
         }
-        Ok(Discovery { resources })
+        Ok(())
     }
 
     /// The resource a user means by `name` (plural, singular, short name, kind, `plural.group`).

@@ -234,3 +234,36 @@ async fn every_example_applies() {
     .await
     .unwrap();
 }
+
+/// An extension apiserver that is down (its Service is missing) leaves one
+/// group undiscoverable: our kubectl warns about it and goes on, as the
+/// real kubectl does, instead of failing every command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unavailable_apiservice_is_warned_about_not_fatal() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let url = s.url.clone();
+    tokio::task::spawn_blocking(move || {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let k = |args: &[&str]| kubectl(&url, d, args);
+        std::fs::write(
+            d.join("apiservice.yaml"),
+            "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata: {name: v1alpha1.wardle.example.com}\n\
+             spec:\n  group: wardle.example.com\n  version: v1alpha1\n  groupPriorityMinimum: 1000\n  versionPriority: 15\n\
+             \x20 insecureSkipTLSVerify: true\n  service: {name: api, namespace: wardle}\n",
+        )
+        .unwrap();
+        let created = k(&["apply", "-f", "apiservice.yaml"]);
+        assert!(created.ok, "{}", created.err);
+        let got = k(&["get", "namespaces"]);
+        assert!(got.ok, "{}", got.err);
+        assert!(got.out.contains("default"), "{}", got.out);
+        assert!(
+            got.err.contains("wardle.example.com/v1alpha1"),
+            "the unavailable group is named: {}",
+            got.err
+        );
+    })
+    .await
+    .unwrap();
+}

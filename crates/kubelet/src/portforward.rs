@@ -94,15 +94,18 @@ pub async fn port_forward(
     if !spdy {
         // kubectl first offers SPDY tunnelled in a WebSocket
         // (`SPDY/3.1+portforward.k8s.io`); refusing it makes kubectl fall
-        // back to a plain SPDY upgrade.
+        // back to a plain SPDY upgrade. A WebSocket that offers no protocol
+        // at all gets the binary channel framing, as the kubelet's default
+        // (the unnamed protocol) gives it (kr8s' port-forward).
         let offered = parts
             .headers
             .get(header::SEC_WEBSOCKET_PROTOCOL)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
-        let ours = offered
-            .split(',')
-            .any(|p| crate::exec::PROTOCOLS.contains(&p.trim()));
+        let ours = offered.trim().is_empty()
+            || offered
+                .split(',')
+                .any(|p| crate::exec::PROTOCOLS.contains(&p.trim()));
         if !ours {
             let message = format!("none of the offered protocols ({offered}) is supported");
             return (StatusCode::BAD_REQUEST, message).into_response();

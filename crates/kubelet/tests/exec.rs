@@ -573,7 +573,44 @@ for attempt in range(2):
     sock.close()
     assert b"200 OK" in data and b"hello from web" in data, data
     assert pf.error(8080) is None, pf.error(8080)
-print("python port-forward ok")
+print("python port-forward ok", flush=True)
+# A WebSocket that offers no subprotocol (kr8s' port-forward) gets the
+# binary channel framing: each channel's first message is its port.
+import websocket
+url = sys.argv[1].replace("http", "ws", 1) + "/api/v1/namespaces/default/pods/shell/portforward?ports=8080"
+ws = websocket.create_connection(url, timeout=10)
+assert not ws.getsubprotocol(), ws.getsubprotocol()
+ws.send_binary(b"\x00GET /index.html HTTP/1.0\r\n\r\n")
+seen, data = set(), b""
+while b"hello from web" not in data:
+    frame = ws.recv()
+    frame = frame.encode() if isinstance(frame, str) else frame
+    if not frame:
+        break
+    if frame[0] not in seen:
+        seen.add(frame[0])
+        assert frame[1:] == (8080).to_bytes(2, "little"), frame
+        continue
+    if frame[0] == 0:
+        data += frame[1:]
+ws.close()
+assert b"200 OK" in data and b"hello from web" in data, data
+print("websocket without subprotocol ok", flush=True)
+# pods/log over a WebSocket (the conformance test's binary.k8s.io), then a close.
+url = sys.argv[1].replace("http", "ws", 1) + "/api/v1/namespaces/default/pods/shell/log?container=main&tailLines=3"
+ws = websocket.create_connection(url, subprotocols=["binary.k8s.io"], timeout=10)
+assert ws.getsubprotocol() == "binary.k8s.io", ws.getsubprotocol()
+logs = b""
+while True:
+    try:
+        frame = ws.recv()
+    except websocket.WebSocketConnectionClosedException:
+        break
+    if not frame:
+        break
+    logs += frame.encode() if isinstance(frame, str) else frame
+assert logs.count(b"main tick") == 3, logs
+print("logs over websocket ok")
 "#;
     let out = Command::new("timeout")
         .args(["60", "python3", "-c", py, &c.server.url])
@@ -583,6 +620,14 @@ print("python port-forward ok")
     assert!(stdout.contains("python exec ok"), "{stdout} {stderr}");
     assert!(
         stdout.contains("python port-forward ok"),
+        "{stdout} {stderr}"
+    );
+    assert!(
+        stdout.contains("websocket without subprotocol ok"),
+        "{stdout} {stderr}"
+    );
+    assert!(
+        stdout.contains("logs over websocket ok"),
         "{stdout} {stderr}"
     );
 }

@@ -19,6 +19,8 @@
 pub mod connections;
 #[cfg(feature = "serve")]
 pub mod serve;
+#[cfg(feature = "serve")]
+pub mod trust;
 
 use rcgen::{
     BasicConstraints, CertificateParams, CertificateSigningRequestParams, DistinguishedName,

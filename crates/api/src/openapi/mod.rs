@@ -155,7 +155,16 @@ pub fn message_for(api_version: &str, kind: &str) -> Option<String> {
         }
         _ => {}
     }
-    Schema::get().message_for(api_version, kind)
+    let schema = Schema::get();
+    schema.message_for(api_version, kind).or_else(|| {
+        // A kind GA in a release newer than k8s-pb's messages (the v1
+        // MutatingAdmissionPolicy): its newest pre-release version has the
+        // same fields. Only its schema is read so; protobuf stays off for it.
+        let (group, _) = api_version.split_once('/')?;
+        ["v1beta2", "v1beta1", "v1alpha1"]
+            .iter()
+            .find_map(|v| schema.message_for(&format!("{group}/{v}"), kind))
+    })
 }
 
 fn written_out(name: &str) -> Option<&'static lws::Definition> {

@@ -179,6 +179,8 @@ pub(super) const APISERVICE_COLUMNS: &[Column] =
 pub(super) const WEBHOOK_COLUMNS: &[Column] = &[col("Webhooks", 0), col("Age", 0)];
 pub(super) const POLICY_COLUMNS: &[Column] =
     &[col("Validations", 0), col("ParamKind", 0), col("Age", 0)];
+pub(super) const MUTATING_POLICY_COLUMNS: &[Column] =
+    &[col("Mutations", 0), col("ParamKind", 0), col("Age", 0)];
 pub(super) const POLICY_BINDING_COLUMNS: &[Column] =
     &[col("PolicyName", 0), col("ParamRef", 0), col("Age", 0)];
 /// The upstream CRD's additionalPrinterColumns.

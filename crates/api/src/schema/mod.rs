@@ -12,6 +12,7 @@
 //! columns and the scale subresource read objects with [`jsonpath`].
 
 pub mod cel;
+pub mod cel_mutation;
 mod defaults;
 mod formats;
 pub mod jsonpath;

@@ -45,7 +45,7 @@ pub fn default_webhooks(obj: &mut Value, mutating: bool) {
     }
 }
 
-fn one_of(errs: &mut Errors, v: &Value, key: &str, path: &str, allowed: &[&str]) {
+pub(super) fn one_of(errs: &mut Errors, v: &Value, key: &str, path: &str, allowed: &[&str]) {
     match v.get(key).and_then(Value::as_str) {
         Some(s) if allowed.contains(&s) => {}
         Some(s) => errs.push(FieldError::not_supported(
@@ -57,7 +57,7 @@ fn one_of(errs: &mut Errors, v: &Value, key: &str, path: &str, allowed: &[&str])
     }
 }
 
-fn rules_errors(errs: &mut Errors, rules: &[Value], path: &str) {
+pub(super) fn rules_errors(errs: &mut Errors, rules: &[Value], path: &str) {
     for (i, r) in rules.iter().enumerate() {
         let rp = format!("{path}[{i}]");
         for field in ["operations", "apiGroups", "apiVersions", "resources"] {
@@ -177,7 +177,7 @@ pub fn validate_webhook_configuration(obj: &Value, mutating: bool) -> Errors {
     errs
 }
 
-fn expression_errors(errs: &mut Errors, v: &Value, path: &str) {
+pub(super) fn expression_errors(errs: &mut Errors, v: &Value, path: &str) {
     match v.get("expression").and_then(Value::as_str) {
         None | Some("") => errs.push(FieldError::required(format!("{path}.expression"), "")),
         Some(e) => {

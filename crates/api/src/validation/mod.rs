@@ -166,6 +166,7 @@ mod config;
 mod crd;
 pub mod disaggregatedset;
 mod ephemeral;
+mod mutating_policy;
 pub mod networking;
 mod pod;
 mod policy;
@@ -186,6 +187,9 @@ use batch::{validate_cron_job, validate_job};
 use config::{validate_config_map, validate_secret};
 pub use crd::{default_crd, validate_crd};
 pub use ephemeral::validate_ephemeral_containers_update;
+pub use mutating_policy::{
+    default_mutating_policy, validate_mutating_binding, validate_mutating_policy,
+};
 use pod::validate_pod_update;
 pub use pod::{item_path_error, validate_pod_spec};
 use service::validate_service;

@@ -1,9 +1,10 @@
 //! Dynamic admission: what the cluster's own objects add to the write path,
-//! as Kubernetes' MutatingAdmissionWebhook, ValidatingAdmissionPolicy and
-//! ValidatingAdmissionWebhook plugins do.
+//! as Kubernetes' MutatingAdmissionPolicy, MutatingAdmissionWebhook,
+//! ValidatingAdmissionPolicy and ValidatingAdmissionWebhook plugins do.
 //!
 //! ```text
-//!  write ─▶ defaults ─▶ mutate(): mutating webhooks (JSONPatch, reinvoked once if IfNeeded)
+//!  write ─▶ defaults ─▶ mutate(): MutatingAdmissionPolicies (CEL) ─▶ mutating webhooks
+//!                      (JSONPatch; each kind reinvoked once if IfNeeded and the other changed it)
 //!        ─▶ validation ─▶ validate(): ValidatingAdmissionPolicies (CEL) ─▶ validating webhooks ─▶ store
 //! ```
 //!
@@ -12,6 +13,7 @@
 //! webhook: `webhook.rs`; policies: `policy.rs`.
 
 mod matching;
+mod mutating_policy;
 mod policy;
 mod webhook;
 
@@ -69,12 +71,14 @@ pub struct Configs {
     pub validating: Followed,
     pub policies: Followed,
     pub bindings: Followed,
+    pub mutating_policies: Followed,
+    pub mutating_bindings: Followed,
 }
 
 impl ApiServer {
-    /// Starts following the four admission kinds (from `after`, the caches' start).
+    /// Starts following the six admission kinds (from `after`, the caches' start).
     pub(crate) fn follow_admission_configs(self: &Arc<Self>, after: i64) {
-        let kinds: [(&'static ResourceInfo, Pick); 4] = [
+        let kinds: [(&'static ResourceInfo, Pick); 6] = [
             (
                 registry::of::<admissionregistration::MutatingWebhookConfiguration>(),
                 |c| &c.mutating,
@@ -91,24 +95,50 @@ impl ApiServer {
                 registry::of::<admissionregistration::ValidatingAdmissionPolicyBinding>(),
                 |c| &c.bindings,
             ),
+            (
+                registry::of::<admissionregistration::MutatingAdmissionPolicy>(),
+                |c| &c.mutating_policies,
+            ),
+            (
+                registry::of::<admissionregistration::MutatingAdmissionPolicyBinding>(),
+                |c| &c.mutating_bindings,
+            ),
         ];
         for (info, pick) in kinds {
             crate::followed::follow(self, info, after, move |srv| pick(&srv.admission));
         }
     }
 
-    /// Mutating admission: every matching mutating webhook, in name order,
-    /// may patch the object; returns the object to validate and store.
+    /// Mutating admission: the MutatingAdmissionPolicies bound, then every
+    /// matching mutating webhook, in name order, may change the object; a
+    /// policy that asked for it (`reinvocationPolicy: IfNeeded`) runs again
+    /// when a webhook changed the object after it. Returns the object to
+    /// validate and store.
     pub(crate) async fn admit_mutating(
         &self,
         a: &Attributes<'_>,
         obj: Value,
     ) -> Result<Value, ApiError> {
+        use mutating_policy::Pass;
+        let bindings = self.admission.mutating_bindings.all();
+        let policies = self.admission.mutating_policies.all();
+        let (mut obj, reinvoke) = if bindings.is_empty() {
+            (obj, false)
+        } else {
+            mutating_policy::mutate(self, a, &policies, &bindings, obj, Pass::First).await?
+        };
         let configs = self.admission.mutating.all();
         if configs.is_empty() {
             return Ok(obj);
         }
-        webhook::mutate(self, a, &configs, obj).await
+        let before = reinvoke.then(|| obj.clone());
+        obj = webhook::mutate(self, a, &configs, obj).await?;
+        if before.is_some_and(|b| b != obj) {
+            (obj, _) =
+                mutating_policy::mutate(self, a, &policies, &bindings, obj, Pass::Reinvocation)
+                    .await?;
+        }
+        Ok(obj)
     }
 
     /// Validating admission: policies, then validating webhooks.

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 
 /// The `request` variable: the admission attributes as CEL sees them.
-fn request(a: &Attributes) -> Value {
+pub(super) fn request(a: &Attributes) -> Value {
     let info = a.info;
     json!({"kind": {"group": info.group, "version": info.version, "kind": info.kind},
         "resource": {"group": info.group, "version": info.version, "resource": info.plural},
@@ -28,7 +28,7 @@ fn request(a: &Attributes) -> Value {
 }
 
 /// The error a denial gives, by the validation's reason (Invalid by default).
-fn denied(a: &Attributes, reason: &str, message: &str) -> ApiError {
+pub(super) fn denied(a: &Attributes, reason: &str, message: &str) -> ApiError {
     match reason {
         "Forbidden" => ApiError::forbidden(a.info, a.name, message),
         "Unauthorized" => ApiError::new(401, "Unauthorized", message),
@@ -125,6 +125,24 @@ pub async fn validate(
     Ok(())
 }
 
+/// A policy's `variables`, each bound in order (a later one may use an
+/// earlier one), as the `variables` object its expressions see.
+pub(super) fn variables(spec: &Value, base: &[(&str, &Value)]) -> Result<Value, String> {
+    let mut variables = serde_json::Map::new();
+    for v in spec["variables"].as_array().into_iter().flatten() {
+        let vars_value = Value::Object(variables.clone());
+        let mut vars = base.to_vec();
+        vars.push(("variables", &vars_value));
+        let expr = v["expression"].as_str().unwrap_or("null");
+        let name = v["name"].as_str().unwrap_or("");
+        let value = cel::compile(expr)
+            .and_then(|p| cel::eval(&p, &vars))
+            .map_err(|e| format!("variable '{name}' resulted in error: {e}"))?;
+        variables.insert(name.to_string(), cel::to_json(&value));
+    }
+    Ok(Value::Object(variables))
+}
+
 /// The failed validations of one policy: Ok((reason, message)) for a false
 /// expression, Err for one that could not be evaluated.
 fn run_policy(
@@ -135,7 +153,6 @@ fn run_policy(
     let spec = &policy["spec"];
     let null = Value::Null;
     let req = request(a);
-    let mut variables = serde_json::Map::new();
     let base: Vec<(&str, &Value)> = vec![
         ("object", a.object.unwrap_or(&null)),
         ("oldObject", a.old.unwrap_or(&null)),
@@ -147,28 +164,10 @@ fn run_policy(
         Ok(false) => return Vec::new(),
         Err(e) => return vec![Err(e)],
     }
-    for v in spec["variables"].as_array().into_iter().flatten() {
-        let vars_value = Value::Object(variables.clone());
-        let mut vars = base.clone();
-        vars.push(("variables", &vars_value));
-        let expr = v["expression"].as_str().unwrap_or("null");
-        let value = cel::compile(expr).and_then(|p| cel::eval(&p, &vars));
-        match value {
-            Ok(x) => {
-                variables.insert(
-                    v["name"].as_str().unwrap_or("").to_string(),
-                    cel::to_json(&x),
-                );
-            }
-            Err(e) => {
-                return vec![Err(format!(
-                    "variable '{}' resulted in error: {e}",
-                    v["name"].as_str().unwrap_or("")
-                ))]
-            }
-        }
-    }
-    let vars_value = Value::Object(variables);
+    let vars_value = match variables(spec, &base) {
+        Ok(v) => v,
+        Err(e) => return vec![Err(e)],
+    };
     let mut vars = base;
     vars.push(("variables", &vars_value));
     let mut out = Vec::new();
@@ -202,7 +201,7 @@ fn run_policy(
 impl ApiServer {
     /// The `params` of a binding: the object its paramRef names, of the
     /// policy's paramKind (null without a paramKind).
-    async fn policy_params(
+    pub(super) async fn policy_params(
         &self,
         policy: &Value,
         binding: &Value,

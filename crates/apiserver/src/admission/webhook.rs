@@ -120,11 +120,11 @@ impl ApiServer {
         }
         let mut b = reqwest::Client::builder().connect_timeout(Duration::from_secs(5));
         if !t.ca_bundle.is_empty() {
-            for cert in reqwest::Certificate::from_pem_bundle(t.ca_bundle.as_bytes())
-                .map_err(|e| format!("caBundle: {e}"))?
-            {
-                b = b.add_root_certificate(cert);
-            }
+            // Trusted as Go trusts it (a self-signed CA:TRUE serving
+            // certificate in the bundle is accepted).
+            let tls = minik8s_pki::trust::client_config(&t.ca_bundle)
+                .map_err(|e| format!("caBundle: {e}"))?;
+            b = b.use_preconfigured_tls(tls);
         }
         if let Some((host, addr)) = &t.resolve {
             b = b.resolve(host, *addr);
@@ -147,7 +147,12 @@ impl ApiServer {
             .json(body)
             .send()
             .await
-            .map_err(|e| format!("failed to call webhook: Post \"{url}\": {e}"))?;
+            .map_err(|e| {
+                format!(
+                    "failed to call webhook: Post \"{url}\": {}",
+                    crate::proxy::error_chain(&e)
+                )
+            })?;
         let status = resp.status();
         let answer: Value = resp
             .json()

@@ -1,5 +1,5 @@
-//! admissionregistration.k8s.io/v1 kinds: webhook configurations and
-//! ValidatingAdmissionPolicies with their bindings (defaults and rules from
+//! admissionregistration.k8s.io/v1 kinds: webhook configurations,
+//! Validating- and MutatingAdmissionPolicies with their bindings (defaults and rules from
 //! `minik8s_api::validation::admission`; what they do is in `admission/`).
 
 use minik8s_api::validation::{self, Errors};
@@ -13,6 +13,25 @@ pub struct Validating;
 pub struct Policy;
 /// ValidatingAdmissionPolicyBinding.
 pub struct Binding;
+/// MutatingAdmissionPolicy.
+pub struct MutatingPolicy;
+/// MutatingAdmissionPolicyBinding.
+pub struct MutatingBinding;
+
+impl super::Strategy for MutatingPolicy {
+    fn default(&self, obj: &mut Value) {
+        validation::default_mutating_policy(obj);
+    }
+    fn validate(&self, obj: &Value, _old: Option<&Value>) -> Errors {
+        validation::validate_mutating_policy(obj)
+    }
+}
+
+impl super::Strategy for MutatingBinding {
+    fn validate(&self, obj: &Value, _old: Option<&Value>) -> Errors {
+        validation::validate_mutating_binding(obj)
+    }
+}
 
 impl super::Strategy for Mutating {
     fn default(&self, obj: &mut Value) {

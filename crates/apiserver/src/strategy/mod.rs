@@ -18,6 +18,7 @@ mod admission;
 mod certificates;
 pub mod crd;
 pub mod custom;
+mod deployment;
 mod disaggregatedset;
 mod job;
 mod lws;
@@ -117,6 +118,12 @@ pub trait Strategy: Send + Sync {
     fn prepare_for_create(&self, _srv: &ApiServer, _obj: &mut Value) -> Result<(), FieldError> {
         Ok(())
     }
+
+    /// What a write to the status subresource may not change beyond the
+    /// spec, put back from `old` (Kubernetes' status strategies'
+    /// PrepareForUpdate: a Deployment's labels). The status and the
+    /// labels and annotations sent with it are kept otherwise.
+    fn prepare_for_status_update(&self, _new: &mut Value, _old: &Value) {}
 
     /// Objects this one names that must exist (a Workflow's functions, a
     /// run's Workflow), in its namespace: a missing one is a NotFound in the
@@ -401,6 +408,9 @@ where
     fn prepare_for_create(&self, srv: &ApiServer, obj: &mut Value) -> Result<(), FieldError> {
         self.lifecycle.prepare_for_create(srv, obj)
     }
+    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
+        self.lifecycle.prepare_for_status_update(new, old)
+    }
     fn admit(&self, srv: &ApiServer, obj: &Value, old: Option<&Value>) -> Result<(), String> {
         self.lifecycle.admit(srv, obj, old)
     }
@@ -484,7 +494,7 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         core::Event => event;
         discovery::EndpointSlice => endpoint_slice;
         coordination::Lease => lease;
-        apps::Deployment => deployment;
+        apps::Deployment => deployment with deployment::Lifecycle;
         apps::DaemonSet => daemon_set;
         apps::ReplicaSet => replica_set;
         apps::StatefulSet => stateful_set;
@@ -512,6 +522,8 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         admissionregistration::ValidatingWebhookConfiguration => webhook_configuration with admission::Validating;
         admissionregistration::ValidatingAdmissionPolicy => admission_policy with admission::Policy;
         admissionregistration::ValidatingAdmissionPolicyBinding => admission_policy_binding with admission::Binding;
+        admissionregistration::MutatingAdmissionPolicy => mutating_admission_policy with admission::MutatingPolicy;
+        admissionregistration::MutatingAdmissionPolicyBinding => admission_policy_binding with admission::MutatingBinding;
         k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService => api_service;
     }
 });

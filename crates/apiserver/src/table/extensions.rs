@@ -22,7 +22,19 @@ pub fn admission_policy(o: &Value) -> Vec<Value> {
     ]
 }
 
-/// ValidatingAdmissionPolicyBinding: its policy and param.
+/// MutatingAdmissionPolicy: its mutations and its param kind.
+pub fn mutating_admission_policy(o: &Value) -> Vec<Value> {
+    let param = o
+        .pointer("/spec/paramKind")
+        .map(|p| format!("{}/{}", s(p.get("apiVersion")), s(p.get("kind"))));
+    vec![
+        json!(arr(o, "/spec/mutations").len()),
+        json!(param.unwrap_or_else(|| "<unset>".into())),
+        json!(age(o)),
+    ]
+}
+
+/// Validating- and MutatingAdmissionPolicyBinding: its policy and param.
 pub fn admission_policy_binding(o: &Value) -> Vec<Value> {
     let param = o.pointer("/spec/paramRef/name").and_then(Value::as_str);
     vec![

@@ -43,7 +43,12 @@ impl Kubectl {
     }
 
     pub fn command(&self, args: &[&str]) -> tokio::process::Command {
-        let mut c = tokio::process::Command::new(&self.bin);
+        self.command_with(&self.bin, args)
+    }
+
+    /// [`Kubectl::command`] with another kubectl binary (an older release).
+    pub fn command_with(&self, bin: &std::path::Path, args: &[&str]) -> tokio::process::Command {
+        let mut c = tokio::process::Command::new(bin);
         c.args(args)
             .env("HOME", self.home.path())
             .env("KUBECONFIG", self.home.path().join(".kube/config"))
