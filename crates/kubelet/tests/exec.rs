@@ -216,6 +216,62 @@ async fn exec_through_the_apiserver_to_docker() {
     assert!(out.status.success(), "cp out: {:?}", text(&out));
     assert_eq!(std::fs::read_to_string(&back).unwrap(), "side\n");
 
+    // kubectl debug --copy-to reads and creates the pod in protobuf: the
+    // copy keeps its projected ConfigMap volume's name (Go's embedded
+    // LocalObjectReference) and runs.
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"greeting": "from the config"}});
+    let f = c.root.path().join("cfg.json");
+    std::fs::write(&f, cm.to_string()).unwrap();
+    let out = c.real_kubectl(&["create", "-f", f.to_str().unwrap()]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    c.create_pod(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "projected"},
+        "spec": {"terminationGracePeriodSeconds": 0,
+            "volumes": [{"name": "cfg", "projected": {"sources": [{"configMap": {"name": "cfg"}}]}}],
+            "containers": [{"name": "main", "image": "minik8s/busybox:latest", "imagePullPolicy": "Never",
+                "command": ["sh", "-c", "cat /cfg/greeting; echo; sleep 3600"],
+                "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}]}]}}))
+        .await;
+    c.wait_pod("projected", "Running", 60, |p| phase(p) == "Running")
+        .await;
+    let out = c.real_kubectl(&[
+        "debug",
+        "projected",
+        "--copy-to=projected-copy",
+        "--same-node",
+        "--container=main",
+        "--",
+        "sh",
+        "-c",
+        "echo copy; cat /cfg/greeting; echo; sleep 3600",
+    ]);
+    assert!(
+        out.status.success(),
+        "kubectl debug --copy-to: {:?}",
+        text(&out)
+    );
+    let copy = c
+        .wait_pod("projected-copy", "Running", 60, |p| phase(p) == "Running")
+        .await;
+    assert_eq!(
+        copy["spec"]["volumes"][0]["projected"]["sources"][0]["configMap"]["name"],
+        "cfg"
+    );
+    let log = minik8s_testkit::poll(
+        30,
+        std::time::Duration::from_millis(200),
+        "the copy's log",
+        || async {
+            let log = c.pod_log("projected-copy/log").await;
+            if log.contains("from the config") {
+                Ok(log)
+            } else {
+                Err(log)
+            }
+        },
+    )
+    .await;
+    assert!(log.starts_with("copy\n"), "{log}");
+
     // kubectl run -i --rm: create, wait for Running, attach with stdin, delete.
     c.spawn_scheduler();
     let mut child = Command::new(minik8s_testkit::real_kubectl())

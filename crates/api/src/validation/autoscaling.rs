@@ -106,6 +106,22 @@ pub(super) fn validate_hpa(obj: &Value, errs: &mut Errors) {
                     ));
                 }
             }
+            if let Some(t) = rules.get("tolerance").filter(|t| !t.is_null()) {
+                let negative = match t {
+                    Value::String(q) => {
+                        crate::quantity::Quantity::parse(q).map_or(true, |q| q.millis() < 0)
+                    }
+                    Value::Number(n) => n.as_f64().is_none_or(|n| n < 0.0),
+                    _ => true,
+                };
+                if negative {
+                    errs.push(FieldError::invalid(
+                        format!("{rp}.tolerance"),
+                        t,
+                        "must be greater than or equal to 0",
+                    ));
+                }
+            }
             for (i, p) in arr(rules, "policies").iter().enumerate() {
                 let pp = format!("{rp}.policies[{i}]");
                 check_enum(errs, p, "type", &pp, &["Percent", "Pods"]);

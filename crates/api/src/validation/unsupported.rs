@@ -76,16 +76,6 @@ const UNSUPPORTED: &[Unsupported] = &[
         what: "workload scheduling of Jobs",
     },
     Unsupported {
-        path: &["scaleUp", "tolerance"],
-        kinds: &["HorizontalPodAutoscaler"],
-        what: "per-direction scaling tolerances",
-    },
-    Unsupported {
-        path: &["scaleDown", "tolerance"],
-        kinds: &["HorizontalPodAutoscaler"],
-        what: "per-direction scaling tolerances",
-    },
-    Unsupported {
         path: &["conditions", "observedGeneration"],
         kinds: &["HorizontalPodAutoscaler"],
         what: "observed generations on autoscaler conditions",

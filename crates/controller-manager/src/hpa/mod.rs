@@ -4,7 +4,8 @@
 //!  every --horizontal-pod-autoscaler-sync-period (15 s), per HPA:
 //!   GET <target>/scale ──▶ current replicas, pod selector
 //!   metrics.k8s.io pods + the pods ──▶ per metric: ratio = usage / target
-//!        |1 - ratio| <= tolerance (0.1) → keep;  else ceil(ratio × ready pods)
+//!        1 - scaleDown tolerance <= ratio <= 1 + scaleUp tolerance (0.1 each) → keep;
+//!        else ceil(ratio × ready pods)
 //!        (missing pods count as 100 % when scaling down, 0 when scaling up;
 //!         unready pods as 0 when scaling up)
 //!   max over metrics ──▶ stabilization window ──▶ rate policies ──▶ [min, max]
@@ -220,7 +221,8 @@ impl HpaController {
                 cpu_initialization_period: self.settings.cpu_initialization_period,
                 initial_readiness_delay: self.settings.initial_readiness_delay,
             };
-            let p = replicas_for_metric(&samples, current, target, self.settings.tolerance, g)
+            let tolerance = Tolerance::of(hpa, self.settings.tolerance);
+            let p = replicas_for_metric(&samples, current, target, tolerance, g)
                 .map_err(|e| format!("failed to get {resource} utilization: {e}"))?;
             let average = if resource == "cpu" {
                 format!("{}m", p.average)

@@ -18,6 +18,43 @@ pub struct Settings {
     pub initial_readiness_delay: Duration,
 }
 
+/// How far the usage ratio may stray from 1 before the replicas change:
+/// below it by `down`, above it by `up`. An HPA's
+/// `behavior.scaleDown.tolerance` and `behavior.scaleUp.tolerance` (beta,
+/// HPAConfigurableTolerance) set them; otherwise both are the controller's
+/// `--horizontal-pod-autoscaler-tolerance`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tolerance {
+    pub down: f64,
+    pub up: f64,
+}
+
+impl Tolerance {
+    pub fn uniform(t: f64) -> Tolerance {
+        Tolerance { down: t, up: t }
+    }
+
+    /// The HPA's own tolerances, each direction defaulting to `default`.
+    pub fn of(hpa: &HorizontalPodAutoscaler, default: f64) -> Tolerance {
+        let behavior = hpa.spec.behavior.as_ref();
+        let read = |rules: Option<&HPAScalingRules>| {
+            rules
+                .and_then(|r| r.tolerance.as_ref())
+                .and_then(|q| minik8s_api::quantity::Quantity::parse(&q.0).ok())
+                .map_or(default, |q| q.millis() as f64 / 1000.0)
+        };
+        Tolerance {
+            down: read(behavior.and_then(|b| b.scale_down.as_ref())),
+            up: read(behavior.and_then(|b| b.scale_up.as_ref())),
+        }
+    }
+
+    /// Whether `ratio` is close enough to 1 to keep the replicas.
+    pub fn within(self, ratio: f64) -> bool {
+        1.0 - self.down <= ratio && ratio <= 1.0 + self.up
+    }
+}
+
 /// What a metric targets.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Target {
@@ -71,7 +108,7 @@ pub fn replicas_for_metric(
     pods: &[PodSample],
     current: i32,
     target: Target,
-    tolerance: f64,
+    tolerance: Tolerance,
     g: Grouping,
 ) -> Result<Proposal, String> {
     if pods.is_empty() {
@@ -159,7 +196,7 @@ pub fn replicas_for_metric(
     };
     let scale_up_with_unready = !unready.is_empty() && ratio > 1.0;
     if !scale_up_with_unready && missing.is_empty() {
-        if (1.0 - ratio).abs() <= tolerance {
+        if tolerance.within(ratio) {
             return Ok(proposal(current));
         }
         return Ok(proposal((ratio * ready_count as f64).ceil() as i32));
@@ -184,7 +221,7 @@ pub fn replicas_for_metric(
         }
     }
     let (new_ratio, _, _) = ratio_of(&metrics)?;
-    if (1.0 - new_ratio).abs() <= tolerance
+    if tolerance.within(new_ratio)
         || (ratio < 1.0 && new_ratio > 1.0)
         || (ratio > 1.0 && new_ratio < 1.0)
     {

@@ -34,9 +34,15 @@ fn grouping(cpu: bool) -> Grouping {
 }
 
 fn replicas(pods: &[PodSample], current: i32, target: Target) -> i32 {
-    replicas_for_metric(pods, current, target, 0.1, grouping(true))
-        .unwrap()
-        .replicas
+    replicas_for_metric(
+        pods,
+        current,
+        target,
+        Tolerance::uniform(0.1),
+        grouping(true),
+    )
+    .unwrap()
+    .replicas
 }
 
 #[test]
@@ -46,7 +52,14 @@ fn desired_replicas_math() {
         .map(|i| pod(&format!("p{i}"), Some(90), 100))
         .collect();
     assert_eq!(replicas(&p, 3, Target::Utilization(50)), 6);
-    let r = replicas_for_metric(&p, 3, Target::Utilization(50), 0.1, grouping(true)).unwrap();
+    let r = replicas_for_metric(
+        &p,
+        3,
+        Target::Utilization(50),
+        Tolerance::uniform(0.1),
+        grouping(true),
+    )
+    .unwrap();
     assert_eq!((r.utilization, r.average), (Some(90), 90));
     // Within the tolerance (ratio 1.08): no change.
     let p: Vec<_> = (0..3)
@@ -100,11 +113,18 @@ fn missing_and_unready_pods_are_pessimistic() {
         &[no_request],
         1,
         Target::Utilization(50),
-        0.1,
+        Tolerance::uniform(0.1),
         grouping(true)
     )
     .is_err());
-    assert!(replicas_for_metric(&[], 1, Target::Utilization(50), 0.1, grouping(true)).is_err());
+    assert!(replicas_for_metric(
+        &[],
+        1,
+        Target::Utilization(50),
+        Tolerance::uniform(0.1),
+        grouping(true)
+    )
+    .is_err());
 }
 
 #[test]
@@ -117,15 +137,21 @@ fn cpu_samples_right_after_readiness_are_distrusted() {
         &[fresh.clone()],
         1,
         Target::Utilization(50),
-        0.1,
+        Tolerance::uniform(0.1),
         grouping(true)
     )
     .is_err());
     // Memory does not care.
     assert_eq!(
-        replicas_for_metric(&[fresh], 1, Target::Utilization(50), 0.1, grouping(false))
-            .unwrap()
-            .replicas,
+        replicas_for_metric(
+            &[fresh],
+            1,
+            Target::Utilization(50),
+            Tolerance::uniform(0.1),
+            grouping(false)
+        )
+        .unwrap()
+        .replicas,
         10
     );
 }
@@ -319,5 +345,56 @@ fn decide_handles_bounds_and_disabled_targets() {
     assert_eq!(
         d.reason,
         "cpu resource utilization (percentage of request) above target"
+    );
+}
+
+#[test]
+fn tolerances_apply_per_direction() {
+    // Usage ratio 1.08: kept with the default 10 %, scaled up with a 5 % scale-up tolerance.
+    let p = vec![pod("a", Some(54), 100), pod("b", Some(54), 100)];
+    let up_5 = Tolerance {
+        down: 0.1,
+        up: 0.05,
+    };
+    let r = replicas_for_metric(&p, 2, Target::Utilization(50), up_5, grouping(true)).unwrap();
+    assert_eq!(r.replicas, 3);
+    // Ratio 0.92 over 20 pods: a 5 % scale-down tolerance scales down to
+    // ceil(18.4) = 19, the default 10 % keeps 20.
+    let p: Vec<_> = (0..20)
+        .map(|i| pod(&format!("p{i}"), Some(46), 100))
+        .collect();
+    let down_5 = Tolerance {
+        down: 0.05,
+        up: 0.1,
+    };
+    let scaled = replicas_for_metric(&p, 20, Target::Utilization(50), down_5, grouping(true));
+    assert_eq!(scaled.unwrap().replicas, 19);
+    let kept = replicas_for_metric(
+        &p,
+        20,
+        Target::Utilization(50),
+        Tolerance::uniform(0.1),
+        grouping(true),
+    );
+    assert_eq!(kept.unwrap().replicas, 20);
+    // Read from the HPA's behavior (a Quantity), each direction on its own.
+    let mut hpa = HorizontalPodAutoscaler::default();
+    hpa.spec.behavior = Some(
+        k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerBehavior {
+            scale_up: Some(HPAScalingRules {
+                tolerance: Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity(
+                    "0.05".into(),
+                )),
+                ..Default::default()
+            }),
+            scale_down: None,
+        },
+    );
+    assert_eq!(
+        Tolerance::of(&hpa, 0.1),
+        Tolerance {
+            down: 0.1,
+            up: 0.05
+        }
     );
 }
