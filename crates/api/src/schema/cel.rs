@@ -27,7 +27,11 @@ pub const PER_REQUEST_BUDGET: u64 = 10_000_000;
 
 /// The CEL environment of CRD rules: the standard library with the strings,
 /// lists and math extensions Kubernetes also offers.
-static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| {
+static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| Arc::new(kubernetes_env()));
+
+/// The standard library with the strings, lists and math extensions (what
+/// [`ENV`] holds; admission mutations add their object types to one).
+pub(super) fn kubernetes_env() -> Env {
     let mut env = Env::stdlib();
     for ext in [
         cel::extensions::strings as fn(&mut Env) -> _,
@@ -37,8 +41,8 @@ static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| {
         // Fails only on a name declared twice: the rules then lack that extension's extras.
         env.add_extension(ext).ok();
     }
-    Arc::new(env)
-});
+    env
+}
 
 /// One compiled rule.
 struct Rule {

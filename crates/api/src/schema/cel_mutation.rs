@@ -15,7 +15,7 @@
 //!     ─▶ run with object, oldObject, request, params, variables ─▶ JSON
 //! ```
 
-use super::cel::{compile, to_cel, to_json};
+use super::cel::{compile, kubernetes_env, to_cel, to_json};
 use cel::common::types::{CelStruct, Type};
 use cel::common::value::{CowVal, Val};
 use cel::{Context, Env, ExecutionError, Program, StructType, Value as Cel};
@@ -84,14 +84,7 @@ impl Mutation {
     pub fn compile(source: &str) -> Result<Mutation, String> {
         let renamed = source.replace("jsonpatch.escapeKey(", &format!("{ESCAPE_KEY}("));
         let program = compile(&renamed)?;
-        let mut env = Env::stdlib();
-        for ext in [
-            cel::extensions::strings as fn(&mut Env) -> _,
-            cel::extensions::lists,
-            cel::extensions::math,
-        ] {
-            env.add_extension(ext).ok();
-        }
+        let mut env = kubernetes_env();
         for name in constructed_types(&renamed) {
             env.add_type(FreeStruct(Type::new_struct(name)))
                 .map_err(|e| format!("compilation failed: {e:?}"))?;

@@ -57,7 +57,7 @@ pub(super) fn one_of(errs: &mut Errors, v: &Value, key: &str, path: &str, allowe
     }
 }
 
-pub(super) fn rules_errors(errs: &mut Errors, rules: &[Value], path: &str) {
+fn rules_errors(errs: &mut Errors, rules: &[Value], path: &str) {
     for (i, r) in rules.iter().enumerate() {
         let rp = format!("{path}[{i}]");
         for field in ["operations", "apiGroups", "apiVersions", "resources"] {
@@ -177,7 +177,7 @@ pub fn validate_webhook_configuration(obj: &Value, mutating: bool) -> Errors {
     errs
 }
 
-pub(super) fn expression_errors(errs: &mut Errors, v: &Value, path: &str) {
+fn expression_errors(errs: &mut Errors, v: &Value, path: &str) {
     match v.get("expression").and_then(Value::as_str) {
         None | Some("") => errs.push(FieldError::required(format!("{path}.expression"), "")),
         Some(e) => {
@@ -228,19 +228,21 @@ pub fn validate_policy(obj: &Value) -> Errors {
             }
         }
     }
+    common_policy_errors(&mut errs, spec);
+    errs
+}
+
+/// What Validating- and MutatingAdmissionPolicies share: their variables'
+/// and match conditions' expressions compile, a known failure policy, and
+/// resource rules to match.
+pub(super) fn common_policy_errors(errs: &mut Errors, spec: &Value) {
     for (i, v) in arr(spec, "variables").iter().enumerate() {
-        expression_errors(&mut errs, v, &format!("spec.variables[{i}]"));
+        expression_errors(errs, v, &format!("spec.variables[{i}]"));
     }
     for (i, c) in arr(spec, "matchConditions").iter().enumerate() {
-        expression_errors(&mut errs, c, &format!("spec.matchConditions[{i}]"));
+        expression_errors(errs, c, &format!("spec.matchConditions[{i}]"));
     }
-    one_of(
-        &mut errs,
-        spec,
-        "failurePolicy",
-        "spec",
-        &["Fail", "Ignore"],
-    );
+    one_of(errs, spec, "failurePolicy", "spec", &["Fail", "Ignore"]);
     let rules = arr(&spec["matchConstraints"], "resourceRules");
     if rules.is_empty() {
         errs.push(FieldError::required(
@@ -248,14 +250,11 @@ pub fn validate_policy(obj: &Value) -> Errors {
             "",
         ));
     }
-    rules_errors(&mut errs, rules, "spec.matchConstraints.resourceRules");
-    errs
+    rules_errors(errs, rules, "spec.matchConstraints.resourceRules");
 }
 
-/// The rules of a ValidatingAdmissionPolicyBinding.
-pub fn validate_binding(obj: &Value) -> Errors {
-    let mut errs = Vec::new();
-    let spec = obj.get("spec").unwrap_or(&Value::Null);
+/// A policy binding names its policy.
+pub(super) fn policy_name_errors(errs: &mut Errors, spec: &Value) {
     if spec
         .get("policyName")
         .and_then(Value::as_str)
@@ -263,6 +262,13 @@ pub fn validate_binding(obj: &Value) -> Errors {
     {
         errs.push(FieldError::required("spec.policyName", ""));
     }
+}
+
+/// The rules of a ValidatingAdmissionPolicyBinding.
+pub fn validate_binding(obj: &Value) -> Errors {
+    let mut errs = Vec::new();
+    let spec = obj.get("spec").unwrap_or(&Value::Null);
+    policy_name_errors(&mut errs, spec);
     let actions = arr(spec, "validationActions");
     if actions.is_empty() {
         errs.push(FieldError::required("spec.validationActions", ""));

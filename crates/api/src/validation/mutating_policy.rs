@@ -2,22 +2,17 @@
 //! Kubernetes 1.36) and its bindings: Kubernetes' defaults and the rules a
 //! policy must meet, its expressions compiled as they will run.
 
-use super::admission::{expression_errors, one_of, rules_errors};
+use super::admission::{common_policy_errors, one_of, policy_name_errors};
 use super::{arr, Errors, FieldError};
 use crate::schema::cel_mutation::Mutation;
 use serde_json::{json, Value};
 
-/// Fills in a MutatingAdmissionPolicy's defaults.
+/// Fills in a MutatingAdmissionPolicy's defaults: a ValidatingAdmissionPolicy's,
+/// and no reinvocation.
 pub fn default_mutating_policy(obj: &mut Value) {
+    super::admission::default_policy(obj);
     if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
-        spec.entry("failurePolicy").or_insert(json!("Fail"));
         spec.entry("reinvocationPolicy").or_insert(json!("Never"));
-        let constraints = spec.entry("matchConstraints").or_insert(json!({}));
-        if let Some(c) = constraints.as_object_mut() {
-            c.entry("matchPolicy").or_insert(json!("Equivalent"));
-            c.entry("namespaceSelector").or_insert(json!({}));
-            c.entry("objectSelector").or_insert(json!({}));
-        }
     }
 }
 
@@ -76,19 +71,7 @@ pub fn validate_mutating_policy(obj: &Value) -> Errors {
             }
         }
     }
-    for (i, v) in arr(spec, "variables").iter().enumerate() {
-        expression_errors(&mut errs, v, &format!("spec.variables[{i}]"));
-    }
-    for (i, c) in arr(spec, "matchConditions").iter().enumerate() {
-        expression_errors(&mut errs, c, &format!("spec.matchConditions[{i}]"));
-    }
-    one_of(
-        &mut errs,
-        spec,
-        "failurePolicy",
-        "spec",
-        &["Fail", "Ignore"],
-    );
+    common_policy_errors(&mut errs, spec);
     one_of(
         &mut errs,
         spec,
@@ -96,28 +79,13 @@ pub fn validate_mutating_policy(obj: &Value) -> Errors {
         "spec",
         &["Never", "IfNeeded"],
     );
-    let rules = arr(&spec["matchConstraints"], "resourceRules");
-    if rules.is_empty() {
-        errs.push(FieldError::required(
-            "spec.matchConstraints.resourceRules",
-            "",
-        ));
-    }
-    rules_errors(&mut errs, rules, "spec.matchConstraints.resourceRules");
     errs
 }
 
 /// The rules of a MutatingAdmissionPolicyBinding.
 pub fn validate_mutating_binding(obj: &Value) -> Errors {
     let mut errs = Vec::new();
-    let spec = obj.get("spec").unwrap_or(&Value::Null);
-    if spec
-        .get("policyName")
-        .and_then(Value::as_str)
-        .is_none_or(str::is_empty)
-    {
-        errs.push(FieldError::required("spec.policyName", ""));
-    }
+    policy_name_errors(&mut errs, obj.get("spec").unwrap_or(&Value::Null));
     errs
 }
 

@@ -45,37 +45,15 @@ pub async fn mutate(
     bindings.sort_by(|x, y| meta::name(x).cmp(meta::name(y)));
     let mut reinvocable = false;
     for binding in bindings {
-        let spec = &binding["spec"];
-        let Some(policy) = policies
-            .iter()
-            .find(|p| meta::name(p) == spec["policyName"].as_str().unwrap_or(""))
-        else {
-            continue;
-        };
-        let if_needed = policy["spec"]["reinvocationPolicy"] == "IfNeeded";
-        if pass == Pass::Reinvocation && !if_needed {
-            continue;
-        }
         let current = Attributes {
             object: Some(&obj),
             ..*a
         };
-        if !srv
-            .covers(
-                &policy["spec"]["matchConstraints"],
-                "resourceRules",
-                &current,
-            )
-            .await
-        {
+        let Some(policy) = srv.bound_policy(policies, binding, &current).await else {
             continue;
-        }
-        let narrowed = &spec["matchResources"];
-        if narrowed["resourceRules"]
-            .as_array()
-            .is_some_and(|r| !r.is_empty())
-            && !srv.covers(narrowed, "resourceRules", &current).await
-        {
+        };
+        let if_needed = policy["spec"]["reinvocationPolicy"] == "IfNeeded";
+        if pass == Pass::Reinvocation && !if_needed {
             continue;
         }
         let (p, b) = (meta::name(policy), meta::name(binding));

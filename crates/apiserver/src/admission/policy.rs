@@ -62,26 +62,9 @@ pub async fn validate(
 ) -> Result<(), ApiError> {
     for binding in bindings {
         let spec = &binding["spec"];
-        let Some(policy) = policies
-            .iter()
-            .find(|p| meta::name(p) == spec["policyName"].as_str().unwrap_or(""))
-        else {
+        let Some(policy) = srv.bound_policy(policies, binding, a).await else {
             continue;
         };
-        if !srv
-            .covers(&policy["spec"]["matchConstraints"], "resourceRules", a)
-            .await
-        {
-            continue;
-        }
-        let narrowed = &spec["matchResources"];
-        if narrowed["resourceRules"]
-            .as_array()
-            .is_some_and(|r| !r.is_empty())
-            && !srv.covers(narrowed, "resourceRules", a).await
-        {
-            continue;
-        }
         let (p, b) = (meta::name(policy), meta::name(binding));
         let fail = |why: String| {
             denied(
@@ -199,6 +182,34 @@ fn run_policy(
 }
 
 impl ApiServer {
+    /// The policy `binding` applies, if it covers the request: its
+    /// `matchConstraints`, narrowed by the binding's `matchResources`.
+    pub(super) async fn bound_policy<'p>(
+        &self,
+        policies: &'p [Arc<Value>],
+        binding: &Value,
+        a: &Attributes<'_>,
+    ) -> Option<&'p Arc<Value>> {
+        let spec = &binding["spec"];
+        let policy = policies
+            .iter()
+            .find(|p| meta::name(p) == spec["policyName"].as_str().unwrap_or(""))?;
+        if !self
+            .covers(&policy["spec"]["matchConstraints"], "resourceRules", a)
+            .await
+        {
+            return None;
+        }
+        let narrowed = &spec["matchResources"];
+        let narrows = narrowed["resourceRules"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty());
+        if narrows && !self.covers(narrowed, "resourceRules", a).await {
+            return None;
+        }
+        Some(policy)
+    }
+
     /// The `params` of a binding: the object its paramRef names, of the
     /// policy's paramKind (null without a paramKind).
     pub(super) async fn policy_params(
