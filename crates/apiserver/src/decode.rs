@@ -49,10 +49,22 @@ fn media_type(headers: &HeaderMap) -> String {
 
 /// Decodes a JSON, YAML or protobuf request body into an object.
 pub fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+    decode_body_noting_duplicates(headers, body).map(|(v, _)| v)
+}
+
+/// [`decode_body`], and whether a JSON body sets some field twice (found
+/// while parsing, so the common body without duplicates is parsed once;
+/// [`duplicate_fields`] names them when there are).
+pub fn decode_body_noting_duplicates(
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(Value, bool), ApiError> {
     let media = media_type(headers);
+    let duplicates = std::cell::Cell::new(false);
     let v: Value = match media.as_str() {
         minik8s_api::protobuf::MEDIA_TYPE => {
             return minik8s_api::protobuf::decode_object(body)
+                .map(|v| (v, false))
                 .map_err(|e| ApiError::bad_request(format!("error decoding protobuf body: {e}")))
         }
         _ if body.iter().all(u8::is_ascii_whitespace)
@@ -62,9 +74,19 @@ pub fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> 
         }
         "application/yaml" => serde_yaml::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
-        "application/json" => serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
-        })?,
+        "application/json" => {
+            use serde::de::DeserializeSeed;
+            let mut de = serde_json::Deserializer::from_slice(body);
+            let v = JsonNotingDuplicates(&duplicates)
+                .deserialize(&mut de)
+                .and_then(|v| de.end().map(|()| v))
+                .map_err(|e| {
+                    ApiError::bad_request(format!(
+                        "couldn't get version/kind; json parse error: {e}"
+                    ))
+                })?;
+            v
+        }
         _ => return Err(ApiError::unsupported_media_type(BODY_MEDIA_TYPES)),
     };
     if !v.is_object() {
@@ -72,7 +94,66 @@ pub fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> 
             "the request body must be a JSON object",
         ));
     }
-    Ok(v)
+    Ok((v, duplicates.get()))
+}
+
+/// Builds a JSON value as serde_json does (the last of duplicate keys wins,
+/// in the first one's place), setting the flag when an object repeats a key.
+struct JsonNotingDuplicates<'a>(&'a std::cell::Cell<bool>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for JsonNotingDuplicates<'_> {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for JsonNotingDuplicates<'_> {
+    type Value = Value;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
+        Ok(Value::Bool(b))
+    }
+    fn visit_i64<E>(self, n: i64) -> Result<Value, E> {
+        Ok(Value::from(n))
+    }
+    fn visit_u64<E>(self, n: u64) -> Result<Value, E> {
+        Ok(Value::from(n))
+    }
+    fn visit_f64<E>(self, n: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(n).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+        Ok(Value::String(s.to_string()))
+    }
+    fn visit_string<E>(self, s: String) -> Result<Value, E> {
+        Ok(Value::String(s))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(item) = seq.next_element_seed(JsonNotingDuplicates(self.0))? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value = map.next_value_seed(JsonNotingDuplicates(self.0))?;
+            if out.insert(key, value).is_some() {
+                self.0.set(true);
+            }
+        }
+        Ok(Value::Object(out))
+    }
 }
 
 /// `?fieldValidation=`: what a field the kind does not know does to a write.
@@ -372,6 +453,26 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.code, 400, "{}", e.message);
+    }
+
+    #[test]
+    fn json_bodies_decode_as_serde_json_does_and_note_duplicates() {
+        let h = headers(Some("application/json"));
+        let body = br#"{"kind": "ConfigMap", "n": [1, -2, 3.5, 18446744073709551615, null, true],
+            "data": {"a": "1", "b": "2", "a": "3"}}"#;
+        let (v, dup) = decode_body_noting_duplicates(&h, body).unwrap();
+        let native: Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(v, native);
+        assert_eq!(
+            serde_json::to_string(&v).unwrap(),
+            serde_json::to_string(&native).unwrap(),
+            "same key order"
+        );
+        assert!(dup);
+        let (_, dup) =
+            decode_body_noting_duplicates(&h, br#"{"a": {"b": 1}, "c": {"b": 2}}"#).unwrap();
+        assert!(!dup);
+        assert_eq!(decode_body(&h, b"{} x").unwrap_err().code, 400);
     }
 
     #[test]

@@ -366,6 +366,7 @@ async fn handle_admitted(
                 served,
                 user,
                 warnings: Default::default(),
+                body_duplicates: Default::default(),
                 options_kind: match method {
                     Method::PUT => "UpdateOptions",
                     Method::PATCH => "PatchOptions",
@@ -406,6 +407,8 @@ struct Request {
     warnings: crate::rest::Warnings,
     /// The options kind of this verb, for errors in its parameters.
     options_kind: &'static str,
+    /// Whether the JSON body, once decoded, set a field twice.
+    body_duplicates: std::sync::OnceLock<bool>,
 }
 
 impl Request {
@@ -644,7 +647,9 @@ impl Request {
 
     /// The request body as an object of the stored version.
     fn body_object(&self) -> Result<Value, ApiError> {
-        let obj = decode_body(&self.headers, &self.body)?;
+        let (obj, duplicates) =
+            crate::decode::decode_body_noting_duplicates(&self.headers, &self.body)?;
+        let _ = self.body_duplicates.set(duplicates);
         Ok(match self.served {
             // A body without kind or apiVersion is of the URL's version, as in Kubernetes.
             Some(alt)
@@ -690,7 +695,13 @@ impl Request {
         validation: FieldValidation,
     ) -> Result<(), ApiError> {
         let json = content_type(&self.headers).starts_with("application/json");
-        if validation == FieldValidation::Ignore || self.options_kind == "PatchOptions" || !json {
+        // Most bodies were decoded already and found to have none.
+        let none_seen = self.body_duplicates.get() == Some(&false);
+        if validation == FieldValidation::Ignore
+            || self.options_kind == "PatchOptions"
+            || !json
+            || none_seen
+        {
             return Ok(());
         }
         let duplicates: Vec<String> = crate::decode::duplicate_fields(&self.body)
