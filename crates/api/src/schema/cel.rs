@@ -350,6 +350,18 @@ pub fn to_json(v: &Cel) -> Value {
                 })
                 .collect(),
         ),
+        // A struct an expression built (`Object{...}` in a mutation).
+        Cel::Struct(s) => Value::Object(
+            s.field_values()
+                .into_iter()
+                .map(|(k, v)| {
+                    (
+                        k,
+                        Cel::try_from(v.as_ref()).map_or(Value::Null, |c| to_json(&c)),
+                    )
+                })
+                .collect(),
+        ),
         other => Value::String(format!("{other:?}")),
     }
 }

@@ -18,7 +18,7 @@
 use super::cel::{compile, kubernetes_env, to_cel, to_json};
 use cel::common::types::{CelStruct, Type};
 use cel::common::value::{CowVal, Val};
-use cel::{Context, Env, ExecutionError, Program, StructType, Value as Cel};
+use cel::{Context, Env, ExecutionError, Program, StructType};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -106,38 +106,7 @@ impl Mutation {
         })
         .map_err(|e| format!("{e:?}"))?;
         let value = self.program.execute(&ctx).map_err(|e| e.to_string())?;
-        Ok(struct_json(&value))
-    }
-}
-
-/// [`to_json`] that also reads the structs the expression built.
-fn struct_json(v: &Cel) -> Value {
-    match v {
-        Cel::Struct(s) => Value::Object(
-            s.field_values()
-                .into_iter()
-                .map(|(k, v)| {
-                    let value = Cel::try_from(v.as_ref()).map_or(Value::Null, |c| struct_json(&c));
-                    (k, value)
-                })
-                .collect(),
-        ),
-        Cel::List(l) => Value::Array(l.iter().map(struct_json).collect()),
-        Cel::Map(m) => Value::Object(
-            m.map
-                .iter()
-                .map(|(k, v)| {
-                    let key = match k {
-                        cel::objects::Key::String(s) => s.to_string(),
-                        cel::objects::Key::Int(i) => i.to_string(),
-                        cel::objects::Key::Uint(u) => u.to_string(),
-                        cel::objects::Key::Bool(b) => b.to_string(),
-                    };
-                    (key, struct_json(v))
-                })
-                .collect(),
-        ),
-        other => to_json(other),
+        Ok(to_json(&value))
     }
 }
 
