@@ -44,6 +44,7 @@ pub async fn mutate(
     let mut bindings: Vec<&Arc<Value>> = bindings.iter().collect();
     bindings.sort_by(|x, y| meta::name(x).cmp(meta::name(y)));
     let mut reinvocable = false;
+    let mut namespace: Option<Value> = None;
     for binding in bindings {
         let current = Attributes {
             object: Some(&obj),
@@ -70,12 +71,16 @@ pub async fn mutate(
             Err(_) if ignore => continue,
             Err(why) => return Err(fail(why)),
         };
-        let namespace = match a.namespace.filter(|_| a.info.namespaced) {
-            Some(ns) => srv.namespace_object(ns).await,
-            None => Value::Null,
-        };
+        // Read once per request, and only when a policy applies.
+        if namespace.is_none() {
+            namespace = Some(match a.namespace.filter(|_| a.info.namespaced) {
+                Some(ns) => srv.namespace_object(ns).await,
+                None => Value::Null,
+            });
+        }
+        let namespace = namespace.as_ref().unwrap_or(&Value::Null);
         let strategic = crate::strategy::of(a.info).strategic_merge();
-        match run_policy(policy, &current, &params, &namespace, strategic) {
+        match run_policy(policy, &current, &params, namespace, strategic) {
             Ok(Some(mutated)) => {
                 obj = mutated;
                 reinvocable |= if_needed;
