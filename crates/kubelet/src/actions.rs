@@ -5,13 +5,24 @@
 //! ```text
 //!  pod + containers (one runtime list) ──pod_actions──▶ Terminate { grace }
 //!                                                  ├──▶ Finished (keep exited containers for logs)
-//!                                                  └──▶ Sync(PodActions: sandbox, removals, starts, waits, probes)
+//!                                                  └──▶ Sync(PodActions: sandbox, removals, starts, waits, probes, kill)
+//! ```
+//!
+//! A live pod moves through three stages, each decided from what the
+//! runtime lists (so a restarted kubelet picks up where it was):
+//!
+//! ```text
+//!  init[0] ─exit 0─▶ init[1] ─exit 0─▶ ... ─▶ apps (all at once)
+//!     │ sidecar (restartPolicy: Always): counts as done once started
+//!     │ (its startupProbe passed), and is kept running beside the apps
+//!     └ exit ≠ 0: restarted with back-off (Always, OnFailure); the pod fails (Never)
+//!  apps all exited for good (Never, OnFailure) ─▶ kill the pod: sidecars stop
 //! ```
 
 use crate::decide::{self, Action};
-use crate::runtime::{ContainerInfo, SANDBOX};
-use k8s_openapi::api::core::v1::Pod;
-use std::collections::BTreeMap;
+use crate::runtime::{ContainerInfo, State, SANDBOX};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use std::collections::{BTreeMap, HashSet};
 
 /// What a sync does with a pod.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,13 +37,21 @@ pub enum PodPlan {
     Sync(PodActions),
 }
 
+/// Which list of the pod spec a container is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Which {
+    Init,
+    App,
+    /// `kubectl debug`: started once, never restarted.
+    Ephemeral,
+}
+
 /// One spec container to start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerStart {
-    /// Index in `spec.containers` (or `spec.ephemeralContainers`).
+    pub which: Which,
+    /// Index in its list (`spec.initContainers`, `spec.containers` or `spec.ephemeralContainers`).
     pub index: usize,
-    /// An ephemeral container (`kubectl debug`): started once, never restarted.
-    pub ephemeral: bool,
     pub hash: String,
     pub restart_count: i32,
     /// Containers to remove once the image is known to be there: the one this
@@ -51,12 +70,37 @@ pub struct PodActions {
     pub sandbox_id: Option<String>,
     /// Containers to stop and remove before anything starts.
     pub to_remove: Vec<String>,
+    /// In start order: init containers (in spec order), then apps, then
+    /// ephemeral containers.
     pub to_start: Vec<ContainerStart>,
     /// Containers that wait, by name: (reason, message) for their status.
     pub waiting: BTreeMap<String, (String, String)>,
-    /// Spec containers with readiness or liveness probes: probed after the
-    /// starts when running.
-    pub to_probe: Vec<usize>,
+    /// Containers with probes (apps and sidecars): probed after the starts
+    /// when running.
+    pub to_probe: Vec<(Which, usize)>,
+    /// Nothing of the pod will run again (its apps are done for good, or an
+    /// init container failed under `restartPolicy: Never`): stop what still
+    /// runs (sidecars, after the apps), so the pod reaches its final phase.
+    pub kill_pod: bool,
+}
+
+/// An init container with `restartPolicy: Always`: a sidecar, kept running
+/// beside the apps.
+pub fn is_sidecar(c: &Container) -> bool {
+    c.restart_policy.as_deref() == Some("Always")
+}
+
+/// The spec container a (list, index) names; an ephemeral container has the
+/// fields of a container (and a few more), so it is read as one.
+pub fn container_at(spec: &PodSpec, which: Which, index: usize) -> Option<Container> {
+    match which {
+        Which::App => spec.containers.get(index).cloned(),
+        Which::Init => spec.init_containers.as_ref()?.get(index).cloned(),
+        Which::Ephemeral => {
+            let e = spec.ephemeral_containers.as_ref()?.get(index)?;
+            serde_json::from_value(serde_json::to_value(e).ok()?).ok()
+        }
+    }
 }
 
 /// The `back`-th most recent container (by restart count) of a spec container: 0 = current, 1 = previous.
@@ -70,13 +114,18 @@ pub fn latest_of<'a>(
     mine.get(back).copied()
 }
 
-/// Decides what the sync of `pod` does, given its containers as the runtime
-/// lists them, at `now`.
-pub fn pod_actions(
-    pod: &Pod,
-    containers: &[ContainerInfo],
-    now: chrono::DateTime<chrono::Utc>,
-) -> PodPlan {
+/// What the sync sees: the pod's containers as the runtime lists them, and
+/// which of them have passed their startup probe.
+pub struct Observed<'a> {
+    pub containers: &'a [ContainerInfo],
+    /// Ids of running containers whose startup probe succeeded.
+    pub started: &'a HashSet<String>,
+    pub now: chrono::DateTime<chrono::Utc>,
+}
+
+/// Decides what the sync of `pod` does.
+pub fn pod_actions(pod: &Pod, seen: &Observed) -> PodPlan {
+    let now = seen.now;
     if let Some(ts) = &pod.metadata.deletion_timestamp {
         // The grace period runs from the deletion request: after a kubelet restart, only what is left of it.
         return PodPlan::Terminate {
@@ -91,65 +140,243 @@ pub fn pod_actions(
         return PodPlan::Finished;
     };
     let policy = spec.restart_policy.as_deref().unwrap_or("Always");
+    let inits = spec.init_containers.as_deref().unwrap_or_default();
     let mut actions = PodActions::default();
-    let sandbox = containers
+    for (index, c) in inits.iter().enumerate() {
+        if is_sidecar(c) && has_probe(c) {
+            actions.to_probe.push((Which::Init, index));
+        }
+    }
+    for (index, c) in spec.containers.iter().enumerate() {
+        if has_probe(c) {
+            actions.to_probe.push((Which::App, index));
+        }
+    }
+    let sandbox = seen
+        .containers
         .iter()
         .find(|c| c.name == SANDBOX && c.state.is_running());
-    // Without a sandbox, the old containers are as good as gone.
     let live: &[ContainerInfo] = match sandbox {
         Some(s) => {
             actions.sandbox_id = Some(s.id.clone());
-            containers
+            seen.containers
         }
         None => {
+            // Without a sandbox, the old containers are as good as gone: all
+            // go, and a new sandbox starts. A pod whose apps ran before is
+            // initialised already: its sidecars and apps start at once, its
+            // init containers do not run again (Kubernetes' rule).
             actions.create_sandbox = true;
-            actions.to_remove = containers.iter().map(|c| c.id.clone()).collect();
-            &[]
+            actions.to_remove = seen.containers.iter().map(|c| c.id.clone()).collect();
+            let ran = spec
+                .containers
+                .iter()
+                .any(|c| latest_of(seen.containers, &c.name, 0).is_some());
+            if !ran && !inits.is_empty() {
+                start_or_back_off(pod, Which::Init, 0, &inits[0], None, &[], now, &mut actions);
+                return PodPlan::Sync(actions);
+            }
+            for (index, c) in inits.iter().enumerate().filter(|(_, c)| is_sidecar(c)) {
+                start_or_back_off(pod, Which::Init, index, c, None, &[], now, &mut actions);
+            }
+            for (index, c) in spec.containers.iter().enumerate() {
+                start_or_back_off(pod, Which::App, index, c, None, &[], now, &mut actions);
+            }
+            return PodPlan::Sync(actions);
         }
     };
+    let initialized = init_actions(pod, spec, live, seen, &mut actions);
+    if actions.kill_pod || !initialized {
+        return PodPlan::Sync(actions);
+    }
+    let mut keep_running = 0;
+    let mut apps_to_start = 0;
     for (index, c) in spec.containers.iter().enumerate() {
-        if c.readiness_probe.is_some() || c.liveness_probe.is_some() {
-            actions.to_probe.push(index);
-        }
         let hash = decide::container_hash(c);
         let latest = latest_of(live, &c.name, 0);
         match decide::container_action(&hash, latest, policy, now) {
-            Action::Keep => {}
-            Action::BackOff { .. } => {
-                let secs = decide::backoff_secs(latest.map_or(0, |l| l.restart_count));
-                let m = &pod.metadata;
-                let message = format!(
-                    "back-off {secs}s restarting failed container={} pod={}_{}({})",
-                    c.name,
-                    m.name.as_deref().unwrap_or(""),
-                    m.namespace.as_deref().unwrap_or("default"),
-                    m.uid.as_deref().unwrap_or("")
-                );
-                actions
-                    .waiting
-                    .insert(c.name.clone(), ("CrashLoopBackOff".into(), message));
+            Action::Keep => {
+                if latest.is_some_and(|l| l.state.is_running()) {
+                    keep_running += 1;
+                }
             }
-            Action::Start {
-                restart_count,
-                replace,
-            } => {
-                let older = live
-                    .iter()
-                    .filter(|x| x.name == c.name && x.restart_count < restart_count - 1)
-                    .map(|x| x.id.clone());
-                let remove_first = replace.into_iter().chain(older).collect();
-                actions.to_start.push(ContainerStart {
-                    index,
-                    ephemeral: false,
-                    hash,
-                    restart_count,
-                    remove_first,
-                });
+            Action::BackOff { .. } | Action::Start { .. } => {
+                apps_to_start += 1;
+                start_or_back_off(pod, Which::App, index, c, latest, live, now, &mut actions);
             }
         }
     }
-    // Ephemeral containers run once: started when nothing of them exists and
-    // they never ran (their status says so even after a sandbox was replaced).
+    if keep_running == 0 && apps_to_start == 0 {
+        // The apps are done for good: sidecars must not keep the pod alive.
+        actions.kill_pod = true;
+        actions.to_start.retain(|s| s.which != Which::Init);
+        actions.waiting.clear();
+        return PodPlan::Sync(actions);
+    }
+    ephemeral_actions(pod, spec, live, &mut actions);
+    PodPlan::Sync(actions)
+}
+
+fn has_probe(c: &Container) -> bool {
+    c.readiness_probe.is_some() || c.liveness_probe.is_some() || c.startup_probe.is_some()
+}
+
+/// A container's start, or its crash-loop back-off: a first start, the
+/// restart of an exited one (after its back-off), or the replacement of one
+/// that never started or whose spec changed.
+#[allow(clippy::too_many_arguments)]
+fn start_or_back_off(
+    pod: &Pod,
+    which: Which,
+    index: usize,
+    c: &Container,
+    latest: Option<&ContainerInfo>,
+    live: &[ContainerInfo],
+    now: chrono::DateTime<chrono::Utc>,
+    actions: &mut PodActions,
+) {
+    let hash = decide::container_hash(c);
+    // The caller decided it (re)starts: under Always, an exited one restarts.
+    match decide::container_action(&hash, latest, "Always", now) {
+        Action::Keep => {}
+        Action::BackOff { .. } => {
+            let secs = decide::backoff_secs(latest.map_or(0, |l| l.restart_count));
+            let m = &pod.metadata;
+            let message = format!(
+                "back-off {secs}s restarting failed container={} pod={}_{}({})",
+                c.name,
+                m.name.as_deref().unwrap_or(""),
+                m.namespace.as_deref().unwrap_or("default"),
+                m.uid.as_deref().unwrap_or("")
+            );
+            actions
+                .waiting
+                .insert(c.name.clone(), ("CrashLoopBackOff".into(), message));
+        }
+        Action::Start {
+            restart_count,
+            replace,
+        } => {
+            let older = live
+                .iter()
+                .filter(|x| x.name == c.name && x.restart_count < restart_count - 1)
+                .map(|x| x.id.clone());
+            let remove_first = replace.into_iter().chain(older).collect();
+            actions.to_start.push(ContainerStart {
+                which,
+                index,
+                hash,
+                restart_count,
+                remove_first,
+            });
+        }
+    }
+}
+
+/// The init containers' steps (Kubernetes' `computeInitContainerActions`):
+/// at most one regular init container runs at a time, each to success
+/// before the next; sidecars start in order and stay. Returns whether the
+/// pod is initialised (its apps may run).
+///
+/// Walked from the last init container back, as the real kubelet does: the
+/// latest one that ran says where the pod is, even if earlier ones were
+/// removed since.
+fn init_actions(
+    pod: &Pod,
+    spec: &PodSpec,
+    live: &[ContainerInfo],
+    seen: &Observed,
+    actions: &mut PodActions,
+) -> bool {
+    let inits = spec.init_containers.as_deref().unwrap_or_default();
+    if inits.is_empty() {
+        return true;
+    }
+    // An app that is running (or created) means initialisation ran before,
+    // even if its init containers are gone now: they do not run again.
+    let mut initialized = spec.containers.iter().any(|c| {
+        matches!(
+            latest_of(live, &c.name, 0).map(|x| &x.state),
+            Some(State::Running { .. } | State::Created)
+        )
+    });
+    let policy = spec.restart_policy.as_deref().unwrap_or("Always");
+    let last = inits.len() - 1;
+    let mut previously = initialized;
+    // (index, latest) of the init containers to (re)start, last first.
+    let mut starts: Vec<(usize, Option<&ContainerInfo>)> = Vec::new();
+    for (i, c) in inits.iter().enumerate().rev() {
+        let sidecar = is_sidecar(c);
+        let Some(cur) = latest_of(live, &c.name, 0) else {
+            // A sidecar gone after initialisation: started again.
+            if previously && sidecar {
+                starts.push((i, None));
+            }
+            continue;
+        };
+        if previously && !sidecar {
+            // After initialisation only sidecars are kept running.
+            continue;
+        }
+        match &cur.state {
+            // Created but never started (a crash between the two): again.
+            State::Created => starts.push((i, Some(cur))),
+            State::Running { .. } if sidecar => {
+                let waits_for_startup =
+                    c.startup_probe.is_some() && !seen.started.contains(&cur.id);
+                if !waits_for_startup {
+                    if i == last {
+                        initialized = true;
+                    } else if !previously {
+                        // Started for the first time: the next one may start.
+                        starts.push((i + 1, None));
+                    }
+                }
+                if cur.hash != decide::container_hash(c) {
+                    starts.push((i, Some(cur)));
+                }
+            }
+            // A regular init container running: wait for it to finish.
+            State::Running { .. } => {}
+            State::Exited { .. } if sidecar => starts.push((i, Some(cur))),
+            State::Exited { exit_code, .. } => {
+                if *exit_code != 0 {
+                    if policy == "Never" {
+                        actions.kill_pod = true;
+                        return false;
+                    }
+                    starts.push((i, Some(cur)));
+                } else if i == last {
+                    initialized = true;
+                } else {
+                    starts.push((i + 1, None));
+                }
+            }
+        }
+        previously = true;
+    }
+    if !previously {
+        starts.push((0, None));
+    }
+    starts.reverse();
+    for (i, latest) in starts {
+        start_or_back_off(
+            pod,
+            Which::Init,
+            i,
+            &inits[i],
+            latest,
+            live,
+            seen.now,
+            actions,
+        );
+    }
+    initialized
+}
+
+/// Ephemeral containers run once: started when nothing of them exists and
+/// they never ran (their status says so even after a sandbox was replaced).
+fn ephemeral_actions(pod: &Pod, spec: &PodSpec, live: &[ContainerInfo], actions: &mut PodActions) {
     let ran_before = |name: &str| {
         pod.status
             .as_ref()
@@ -166,21 +393,19 @@ pub fn pod_actions(
     for (index, c) in spec.ephemeral_containers.iter().flatten().enumerate() {
         if latest_of(live, &c.name, 0).is_none() && !ran_before(&c.name) {
             actions.to_start.push(ContainerStart {
+                which: Which::Ephemeral,
                 index,
-                ephemeral: true,
                 hash: String::new(),
                 restart_count: 0,
                 remove_first: Vec::new(),
             });
         }
     }
-    PodPlan::Sync(actions)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::State;
     use serde_json::json;
 
     fn pod(extra: serde_json::Value) -> Pod {
@@ -235,6 +460,19 @@ mod tests {
         }
     }
 
+    /// `pod_actions` with no startup probe passed yet.
+    fn plan(p: &Pod, cs: &[ContainerInfo], now: chrono::DateTime<chrono::Utc>) -> PodPlan {
+        let started = HashSet::new();
+        pod_actions(
+            p,
+            &Observed {
+                containers: cs,
+                started: &started,
+                now,
+            },
+        )
+    }
+
     fn hashes(p: &Pod) -> Vec<String> {
         let spec = p.spec.as_ref().unwrap();
         spec.containers.iter().map(decide::container_hash).collect()
@@ -249,7 +487,7 @@ mod tests {
 
     #[test]
     fn a_new_pod_gets_a_sandbox_and_all_its_containers() {
-        let a = sync(pod_actions(&pod(json!({})), &[], chrono::Utc::now()));
+        let a = sync(plan(&pod(json!({})), &[], chrono::Utc::now()));
         assert!(a.create_sandbox);
         assert_eq!(a.sandbox_id, None);
         let starts: Vec<(usize, i32)> = a
@@ -258,7 +496,11 @@ mod tests {
             .map(|s| (s.index, s.restart_count))
             .collect();
         assert_eq!(starts, [(0, 0), (1, 0)]);
-        assert_eq!(a.to_probe, [1], "only the container with a probe");
+        assert_eq!(
+            a.to_probe,
+            [(Which::App, 1)],
+            "only the container with a probe"
+        );
     }
 
     #[test]
@@ -270,7 +512,7 @@ mod tests {
             container("s", SANDBOX, "", 0, exited_at(now)),
             container("a", "app", &h[0], 3, running()),
         ];
-        let a = sync(pod_actions(&p, &cs, now));
+        let a = sync(plan(&p, &cs, now));
         assert!(a.create_sandbox);
         assert_eq!(a.to_remove, ["s", "a"]);
         assert_eq!(a.to_start.len(), 2);
@@ -299,7 +541,7 @@ mod tests {
             ),
             container("x", "side", "an older spec", 0, running()),
         ];
-        let a = sync(pod_actions(&p, &cs, now));
+        let a = sync(plan(&p, &cs, now));
         assert!(!a.create_sandbox);
         assert_eq!(a.sandbox_id.as_deref(), Some("s"));
         assert!(a.to_remove.is_empty());
@@ -314,8 +556,8 @@ mod tests {
         assert_eq!(
             a.to_start,
             [ContainerStart {
+                which: Which::App,
                 index: 1,
-                ephemeral: false,
                 hash: h[1].clone(),
                 restart_count: 1,
                 remove_first: vec!["x".into()]
@@ -335,7 +577,7 @@ mod tests {
             container("a2", "app", &h[0], 2, exited_at(long_ago)),
             container("b", "side", &h[1], 0, running()),
         ];
-        let a = sync(pod_actions(&p, &cs, now));
+        let a = sync(plan(&p, &cs, now));
         assert_eq!(a.to_start.len(), 1);
         assert_eq!(a.to_start[0].restart_count, 3);
         assert_eq!(
@@ -356,20 +598,20 @@ mod tests {
             container("a", "app", &h[0], 0, running()),
             container("b", "side", &h[1], 0, running()),
         ];
-        let a = sync(pod_actions(&p, &base, now));
+        let a = sync(plan(&p, &base, now));
         assert_eq!(a.to_start.len(), 1);
-        assert!(a.to_start[0].ephemeral && a.to_start[0].index == 0);
+        assert!(a.to_start[0].which == Which::Ephemeral && a.to_start[0].index == 0);
 
         // Exited: it stays exited.
         let mut exited = base.to_vec();
         exited.push(container("d", "debugger", "", 0, exited_at(now)));
-        assert!(sync(pod_actions(&p, &exited, now)).to_start.is_empty());
+        assert!(sync(plan(&p, &exited, now)).to_start.is_empty());
         // Its container gone with an old sandbox: its status still says it ran.
         let mut ran = debug;
         ran["status"] = json!({"ephemeralContainerStatuses": [{"name": "debugger", "image": "busybox", "imageID": "", "ready": false, "restartCount": 0,
                                                               "state": {"terminated": {"exitCode": 0}}}]});
         let p = pod(ran);
-        assert!(sync(pod_actions(&p, &base, now)).to_start.is_empty());
+        assert!(sync(plan(&p, &base, now)).to_start.is_empty());
     }
 
     #[test]
@@ -378,16 +620,198 @@ mod tests {
         let deadline = (now + chrono::Duration::seconds(30)).to_rfc3339();
         let deleting = pod(json!({"metadata": {"deletionTimestamp": deadline}}));
         assert_eq!(
-            pod_actions(&deleting, &[], now),
+            plan(&deleting, &[], now),
             PodPlan::Terminate { grace_secs: 30 }
         );
         let late = (now - chrono::Duration::seconds(5)).to_rfc3339();
         let overdue = pod(json!({"metadata": {"deletionTimestamp": late}}));
         assert_eq!(
-            pod_actions(&overdue, &[], now),
+            plan(&overdue, &[], now),
             PodPlan::Terminate { grace_secs: 0 }
         );
         let done = pod(json!({"status": {"phase": "Succeeded"}}));
-        assert_eq!(pod_actions(&done, &[], now), PodPlan::Finished);
+        assert_eq!(plan(&done, &[], now), PodPlan::Finished);
+    }
+
+    /// A pod with init containers `init` (each `[name, restartPolicy]`) and
+    /// one app, under `policy`.
+    fn init_pod(policy: &str, init: &[(&str, Option<&str>)], startup_probe: bool) -> Pod {
+        let inits: Vec<serde_json::Value> = init
+            .iter()
+            .map(|(name, restart)| {
+                let mut c = json!({"name": name, "image": "busybox"});
+                if let Some(r) = restart {
+                    c["restartPolicy"] = json!(r);
+                    if startup_probe {
+                        c["startupProbe"] = json!({"exec": {"command": ["true"]}});
+                    }
+                }
+                c
+            })
+            .collect();
+        serde_json::from_value(
+            json!({"metadata": {"name": "web", "namespace": "ns", "uid": "u1"},
+            "spec": {"restartPolicy": policy, "initContainers": inits,
+                     "containers": [{"name": "app", "image": "busybox"}]}}),
+        )
+        .unwrap()
+    }
+
+    fn hash_of(p: &Pod, name: &str) -> String {
+        let spec = p.spec.as_ref().unwrap();
+        let c = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(&spec.containers)
+            .find(|c| c.name == name)
+            .unwrap();
+        decide::container_hash(c)
+    }
+
+    fn exited_with(code: i64, ago: i64, now: chrono::DateTime<chrono::Utc>) -> State {
+        let finished = now - chrono::Duration::seconds(ago);
+        State::Exited {
+            exit_code: code,
+            started_at: (finished - chrono::Duration::seconds(1)).to_rfc3339(),
+            finished_at: finished.to_rfc3339(),
+            oom_killed: false,
+        }
+    }
+
+    /// The (list, index, restart count) of each start, in order.
+    fn starts(a: &PodActions) -> Vec<(Which, usize, i32)> {
+        a.to_start
+            .iter()
+            .map(|s| (s.which, s.index, s.restart_count))
+            .collect()
+    }
+
+    #[test]
+    fn init_containers_run_one_at_a_time_before_the_apps() {
+        let now = chrono::Utc::now();
+        let p = init_pod("Always", &[("init1", None), ("init2", None)], false);
+        let (h1, h2) = (hash_of(&p, "init1"), hash_of(&p, "init2"));
+        // A new pod: its sandbox and the first init container, nothing else.
+        let a = sync(plan(&p, &[], now));
+        assert!(a.create_sandbox);
+        assert_eq!(starts(&a), [(Which::Init, 0, 0)]);
+        let sandbox = container("s", SANDBOX, "", 0, running());
+        // init1 runs: nothing starts.
+        let cs = [sandbox.clone(), container("i1", "init1", &h1, 0, running())];
+        assert_eq!(starts(&sync(plan(&p, &cs, now))), []);
+        // init1 succeeded: init2 starts.
+        let cs = [
+            sandbox.clone(),
+            container("i1", "init1", &h1, 0, exited_with(0, 1, now)),
+        ];
+        assert_eq!(starts(&sync(plan(&p, &cs, now))), [(Which::Init, 1, 0)]);
+        // Both succeeded: the app starts, and no init container runs again.
+        let mut cs = vec![
+            sandbox.clone(),
+            container("i1", "init1", &h1, 0, exited_with(0, 9, now)),
+            container("i2", "init2", &h2, 0, exited_with(0, 1, now)),
+        ];
+        assert_eq!(starts(&sync(plan(&p, &cs, now))), [(Which::App, 0, 0)]);
+        // The app runs; the init containers are removed (or never seen by a
+        // restarted kubelet): still nothing reruns.
+        cs.push(container("a", "app", &hash_of(&p, "app"), 0, running()));
+        cs.retain(|c| !c.name.starts_with("init"));
+        let a = sync(plan(&p, &cs, now));
+        assert!(a.to_start.is_empty() && !a.kill_pod);
+    }
+
+    #[test]
+    fn a_failing_init_container_follows_the_restart_policy() {
+        let now = chrono::Utc::now();
+        for policy in ["Always", "OnFailure", "Never"] {
+            let p = init_pod(policy, &[("init1", None), ("init2", None)], false);
+            let h1 = hash_of(&p, "init1");
+            let sandbox = container("s", SANDBOX, "", 0, running());
+            let first = [
+                sandbox.clone(),
+                container("i1", "init1", &h1, 0, exited_with(1, 0, now)),
+            ];
+            let a = sync(plan(&p, &first, now));
+            if policy == "Never" {
+                // The pod fails: nothing starts, what runs is stopped.
+                assert!(a.kill_pod && a.to_start.is_empty(), "{policy}");
+                continue;
+            }
+            assert_eq!(starts(&a), [(Which::Init, 0, 1)], "{policy}");
+            assert!(!a.kill_pod);
+            // Failed again 3 s ago after one restart: back-off, the apps wait.
+            let again = [
+                sandbox.clone(),
+                container("i1", "init1", &h1, 1, exited_with(1, 3, now)),
+            ];
+            let a = sync(plan(&p, &again, now));
+            assert!(a.to_start.is_empty(), "{policy}");
+            assert_eq!(a.waiting["init1"].0, "CrashLoopBackOff");
+        }
+    }
+
+    #[test]
+    fn sidecars_start_in_order_and_stay() {
+        let now = chrono::Utc::now();
+        let side = ("side", Some("Always"));
+        let p = init_pod("Never", &[side, ("init2", None)], false);
+        let (hs, h2, ha) = (
+            hash_of(&p, "side"),
+            hash_of(&p, "init2"),
+            hash_of(&p, "app"),
+        );
+        let sandbox = container("s", SANDBOX, "", 0, running());
+        // The sidecar started: the next init container may start.
+        let cs = [sandbox.clone(), container("sc", "side", &hs, 0, running())];
+        assert_eq!(starts(&sync(plan(&p, &cs, now))), [(Which::Init, 1, 0)]);
+        // With a startup probe, only once it passed.
+        let probed = init_pod("Never", &[side, ("init2", None)], true);
+        let hp = hash_of(&probed, "side");
+        let cs = [sandbox.clone(), container("sc", "side", &hp, 0, running())];
+        assert_eq!(starts(&sync(plan(&probed, &cs, now))), []);
+        let started = HashSet::from(["sc".to_string()]);
+        let seen = Observed {
+            containers: &cs,
+            started: &started,
+            now,
+        };
+        assert_eq!(
+            starts(&sync(pod_actions(&probed, &seen))),
+            [(Which::Init, 1, 0)]
+        );
+        // Initialised and the app running: an exited sidecar restarts even
+        // under restartPolicy Never; the done init container does not.
+        let cs = [
+            sandbox.clone(),
+            container("sc", "side", &hs, 0, exited_with(1, 0, now)),
+            container("i2", "init2", &h2, 0, exited_with(0, 5, now)),
+            container("a", "app", &ha, 0, running()),
+        ];
+        assert_eq!(starts(&sync(plan(&p, &cs, now))), [(Which::Init, 0, 1)]);
+        // The app is done for good: the pod is killed, the sidecar is not restarted.
+        let cs = [
+            sandbox.clone(),
+            container("sc", "side", &hs, 0, running()),
+            container("i2", "init2", &h2, 0, exited_with(0, 5, now)),
+            container("a", "app", &ha, 0, exited_with(0, 0, now)),
+        ];
+        let a = sync(plan(&p, &cs, now));
+        assert!(a.kill_pod && a.to_start.is_empty());
+        // A new sandbox for a pod that ran: sidecar and app, no init container.
+        let cs = [
+            container("s", SANDBOX, "", 0, exited_with(0, 0, now)),
+            container("a", "app", &ha, 0, exited_with(137, 0, now)),
+        ];
+        let a = sync(plan(&p, &cs, now));
+        assert!(a.create_sandbox);
+        assert_eq!(starts(&a), [(Which::Init, 0, 0), (Which::App, 0, 0)]);
+    }
+
+    #[test]
+    fn sidecars_with_probes_are_probed() {
+        let p = init_pod("Always", &[("side", Some("Always"))], true);
+        let a = sync(plan(&p, &[], chrono::Utc::now()));
+        assert_eq!(a.to_probe, [(Which::Init, 0)]);
     }
 }

@@ -3,8 +3,9 @@
 //! changes), and the pod status that results. No I/O: unit-tested below.
 
 use crate::runtime::{ContainerInfo, State};
-use k8s_openapi::api::core::v1::Container;
+use k8s_openapi::api::core::v1::{Container, PodSpec};
 use serde_json::{json, Value};
+use std::collections::HashMap;
 
 /// Kubernetes' crash-loop backoff: 10 s doubling to 300 s.
 pub const BACKOFF_INITIAL_SECS: i64 = 10;
@@ -124,36 +125,54 @@ pub fn container_action(
     }
 }
 
-/// The state of one container as `containerStatuses[]` shows it. `probes_ready` is
-/// the readiness probe's verdict (true without a readiness probe).
+/// What the kubelet knows of a container besides the runtime's view: its
+/// probes' verdicts and its termination messages.
+#[derive(Debug, Clone, Copy)]
+pub struct Known<'a> {
+    /// The readiness probe's verdict (true without a readiness probe).
+    pub ready: bool,
+    /// The startup probe's verdict (true without a startup probe).
+    pub started: bool,
+    /// Termination messages by container id (`terminationMessagePath`).
+    pub messages: &'a HashMap<String, String>,
+    /// The waiting reason of a container not created yet: `ContainerCreating`,
+    /// or `PodInitializing` in a pod with init containers.
+    pub not_created: &'a str,
+}
+
+/// The state of one container as `containerStatuses[]` (or
+/// `initContainerStatuses[]`) shows it.
 pub fn container_status(
     scheme: &str,
     spec: &Container,
     current: Option<&ContainerInfo>,
     previous: Option<&ContainerInfo>,
     waiting: Option<(&str, &str)>,
-    probes_ready: bool,
+    known: Known,
 ) -> Value {
+    let message_of = |c: &ContainerInfo| known.messages.get(&c.id).map(String::as_str);
     let state = match (current.map(|c| &c.state), waiting) {
         (_, Some((reason, message))) => json!({"waiting": {"reason": reason, "message": message}}),
         (Some(State::Running { started_at }), _) => {
             json!({"running": {"startedAt": trim_time(started_at)}})
         }
         (Some(s @ State::Exited { .. }), _) => {
-            terminated(s, scheme, current.map(|c| c.id.as_str()).unwrap_or(""))
+            let c = current.expect("an exited state is a current container's");
+            terminated(s, scheme, &c.id, message_of(c))
         }
-        _ => json!({"waiting": {"reason": "ContainerCreating"}}),
+        _ => json!({"waiting": {"reason": known.not_created}}),
     };
     let running = current.is_some_and(|c| c.state.is_running());
+    let started = running && known.started;
     let mut st = json!({
         "name": spec.name,
         "image": spec.image.clone().unwrap_or_default(),
         "imageID": current.map(|c| c.image_id.clone()).unwrap_or_default(),
-        "ready": running && waiting.is_none() && probes_ready,
-        "started": running,
+        "ready": started && waiting.is_none() && known.ready,
+        "started": started,
         "restartCount": current.map(|c| c.restart_count).unwrap_or(0),
         "state": state,
-        "lastState": previous.map(|p| terminated(&p.state, scheme, &p.id)).unwrap_or(json!({})),
+        "lastState": previous.map(|p| terminated(&p.state, scheme, &p.id, message_of(p))).unwrap_or(json!({})),
     });
     if let Some(c) = current {
         st["containerID"] = json!(format!("{scheme}://{}", c.id));
@@ -167,7 +186,7 @@ fn trim_time(t: &str) -> String {
         .unwrap_or_default()
 }
 
-fn terminated(state: &State, scheme: &str, id: &str) -> Value {
+fn terminated(state: &State, scheme: &str, id: &str, message: Option<&str>) -> Value {
     match state {
         State::Exited {
             exit_code,
@@ -182,40 +201,110 @@ fn terminated(state: &State, scheme: &str, id: &str) -> Value {
             } else {
                 "Error"
             };
-            json!({"terminated": {"exitCode": exit_code, "reason": reason, "startedAt": trim_time(started_at),
-                                  "finishedAt": trim_time(finished_at), "containerID": format!("{scheme}://{id}")}})
+            let mut t = json!({"exitCode": exit_code, "reason": reason, "startedAt": trim_time(started_at),
+                               "finishedAt": trim_time(finished_at), "containerID": format!("{scheme}://{id}")});
+            if let Some(m) = message.filter(|m| !m.is_empty()) {
+                t["message"] = json!(m);
+            }
+            json!({ "terminated": t })
         }
         _ => json!({}),
     }
 }
 
-/// The pod phase from its containers' states and the restart policy.
-pub fn pod_phase(restart_policy: &str, states: &[Option<&State>]) -> &'static str {
-    let running = states
-        .iter()
-        .filter(|s| matches!(s, Some(State::Running { .. })))
-        .count();
-    let exited: Vec<i64> = states
-        .iter()
-        .filter_map(|s| match s {
-            Some(State::Exited { exit_code, .. }) => Some(*exit_code),
-            _ => None,
-        })
-        .collect();
-    let all_exited = !states.is_empty() && exited.len() == states.len();
-    if all_exited {
-        let failed = exited.iter().any(|c| *c != 0);
-        match (restart_policy, failed) {
-            ("Never", true) => return "Failed",
-            ("Never", false) | ("OnFailure", false) => return "Succeeded",
-            _ => {}
+/// The pod phase from its container statuses, as the real kubelet's
+/// `getPhase` computes it. `terminal`: the pod is being stopped for good
+/// (deleted, or killed once its apps were done), so nothing restarts.
+pub fn pod_phase(
+    spec: &PodSpec,
+    init_statuses: &[Value],
+    statuses: &[Value],
+    terminal: bool,
+) -> &'static str {
+    let find = |list: &'_ [Value], name: &str| list.iter().find(|s| s["name"] == name).cloned();
+    let has = |s: &Value, state: &str| s["state"].get(state).is_some();
+    let last_failed = |s: &Value| s.pointer("/lastState/terminated").is_some();
+    let exit_code = |s: &Value, at: &str| s.pointer(at).and_then(Value::as_i64).unwrap_or(0);
+    let inits = spec.init_containers.as_deref().unwrap_or_default();
+    let (mut pending_init, mut pending_sidecars, mut failed_init) = (0, 0, 0);
+    for c in inits.iter().filter(|c| !crate::actions::is_sidecar(c)) {
+        match find(init_statuses, &c.name) {
+            Some(s) if has(&s, "terminated") => {
+                if exit_code(&s, "/state/terminated/exitCode") != 0 {
+                    failed_init += 1;
+                }
+            }
+            Some(s) if has(&s, "waiting") && last_failed(&s) => {
+                if exit_code(&s, "/lastState/terminated/exitCode") != 0 {
+                    failed_init += 1;
+                }
+            }
+            _ => pending_init += 1,
         }
     }
-    if running > 0 || !exited.is_empty() {
-        "Running"
-    } else {
-        "Pending"
+    let (mut unknown, mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0, 0);
+    for c in inits.iter().filter(|c| crate::actions::is_sidecar(c)) {
+        match find(init_statuses, &c.name) {
+            None => unknown += 1,
+            Some(s) if has(&s, "running") => {
+                if s["started"] != true {
+                    pending_sidecars += 1;
+                }
+                running += 1;
+            }
+            // A stopped sidecar counts for nothing.
+            Some(s) if has(&s, "terminated") || last_failed(&s) => {}
+            Some(s) if has(&s, "waiting") => {
+                pending_sidecars += 1;
+                waiting += 1;
+            }
+            Some(_) => {
+                pending_sidecars += 1;
+                unknown += 1;
+            }
+        }
     }
+    for c in &spec.containers {
+        match find(statuses, &c.name) {
+            None => unknown += 1,
+            Some(s) if has(&s, "running") => running += 1,
+            Some(s) if has(&s, "terminated") => {
+                stopped += 1;
+                if exit_code(&s, "/state/terminated/exitCode") == 0 {
+                    succeeded += 1;
+                }
+            }
+            Some(s) if has(&s, "waiting") && last_failed(&s) => stopped += 1,
+            Some(s) if has(&s, "waiting") => waiting += 1,
+            Some(_) => unknown += 1,
+        }
+    }
+    let policy = spec.restart_policy.as_deref().unwrap_or("Always");
+    if failed_init > 0 && policy == "Never" {
+        return "Failed";
+    }
+    if pending_init > 0 || (pending_sidecars > 0 && stopped == 0) || waiting > 0 {
+        return "Pending";
+    }
+    if running > 0 && unknown == 0 {
+        return "Running";
+    }
+    if running == 0 && stopped > 0 && unknown == 0 {
+        if terminal {
+            return if stopped == succeeded {
+                "Succeeded"
+            } else {
+                "Failed"
+            };
+        }
+        return match (policy, stopped == succeeded) {
+            ("Always", _) => "Running",
+            (_, true) => "Succeeded",
+            ("Never", false) => "Failed",
+            _ => "Running",
+        };
+    }
+    "Pending"
 }
 
 #[cfg(test)]
@@ -378,20 +467,123 @@ mod tests {
         );
     }
 
+    fn status(name: &str, state: serde_json::Value, last: serde_json::Value) -> Value {
+        json!({"name": name, "state": state, "lastState": last, "started": state.get("running").is_some()})
+    }
+
+    fn pod_spec(v: serde_json::Value) -> PodSpec {
+        serde_json::from_value(v).unwrap()
+    }
+
     #[test]
     fn phases() {
-        let run = State::Running {
-            started_at: String::new(),
+        let run = json!({"running": {}});
+        let ok = json!({"terminated": {"exitCode": 0}});
+        let bad = json!({"terminated": {"exitCode": 1}});
+        let creating = json!({"waiting": {"reason": "ContainerCreating"}});
+        let backoff = json!({"waiting": {"reason": "CrashLoopBackOff"}});
+        let none = json!({});
+        let two = |policy: &str| {
+            pod_spec(json!({"restartPolicy": policy, "containers": [{"name": "a"}, {"name": "b"}]}))
         };
-        let ok = exited(0, 1, 1);
-        let bad = exited(1, 1, 1);
-        assert_eq!(pod_phase("Always", &[None]), "Pending");
-        assert_eq!(pod_phase("Always", &[Some(&run), None]), "Running");
-        assert_eq!(pod_phase("Never", &[Some(&ok), Some(&bad)]), "Failed");
-        assert_eq!(pod_phase("Never", &[Some(&ok)]), "Succeeded");
-        assert_eq!(pod_phase("OnFailure", &[Some(&ok), Some(&ok)]), "Succeeded");
-        assert_eq!(pod_phase("OnFailure", &[Some(&bad)]), "Running");
-        assert_eq!(pod_phase("Always", &[Some(&ok)]), "Running");
+        let apps = |a: &Value, b: &Value| {
+            vec![
+                status("a", a.clone(), none.clone()),
+                status("b", b.clone(), none.clone()),
+            ]
+        };
+        assert_eq!(pod_phase(&two("Always"), &[], &[], false), "Pending");
+        assert_eq!(
+            pod_phase(&two("Always"), &[], &apps(&run, &creating), false),
+            "Pending"
+        );
+        assert_eq!(
+            pod_phase(&two("Always"), &[], &apps(&run, &run), false),
+            "Running"
+        );
+        assert_eq!(
+            pod_phase(&two("Never"), &[], &apps(&ok, &bad), false),
+            "Failed"
+        );
+        assert_eq!(
+            pod_phase(&two("Never"), &[], &apps(&ok, &ok), false),
+            "Succeeded"
+        );
+        assert_eq!(
+            pod_phase(&two("OnFailure"), &[], &apps(&ok, &bad), false),
+            "Running"
+        );
+        assert_eq!(
+            pod_phase(&two("Always"), &[], &apps(&ok, &ok), false),
+            "Running"
+        );
+        // Stopped for good (deleted): the exit codes decide, whatever the policy.
+        assert_eq!(
+            pod_phase(&two("Always"), &[], &apps(&ok, &ok), true),
+            "Succeeded"
+        );
+        assert_eq!(
+            pod_phase(&two("Always"), &[], &apps(&ok, &bad), true),
+            "Failed"
+        );
+        // Backing off after a crash: it ran, so the pod is Running.
+        let crashed = vec![
+            status("a", backoff.clone(), bad.clone()),
+            status("b", run.clone(), none.clone()),
+        ];
+        assert_eq!(pod_phase(&two("Always"), &[], &crashed, false), "Running");
+
+        // Init containers: pending until all succeeded; a failure under
+        // Never fails the pod; a sidecar running beside done apps is ignored.
+        let spec = |policy: &str| {
+            pod_spec(
+                json!({"restartPolicy": policy, "initContainers": [{"name": "i"}, {"name": "s", "restartPolicy": "Always"}],
+                            "containers": [{"name": "a"}]}),
+            )
+        };
+        let init = |i: &Value, s: &Value| {
+            vec![
+                status("i", i.clone(), none.clone()),
+                status("s", s.clone(), none.clone()),
+            ]
+        };
+        let app = |a: &Value| vec![status("a", a.clone(), none.clone())];
+        let waiting = json!({"waiting": {"reason": "PodInitializing"}});
+        assert_eq!(
+            pod_phase(
+                &spec("Always"),
+                &init(&run, &waiting),
+                &app(&waiting),
+                false
+            ),
+            "Pending"
+        );
+        assert_eq!(
+            pod_phase(&spec("Never"), &init(&bad, &waiting), &app(&waiting), false),
+            "Failed"
+        );
+        let init_backoff = vec![
+            status("i", backoff, bad.clone()),
+            status("s", waiting.clone(), none.clone()),
+        ];
+        assert_eq!(
+            pod_phase(&spec("OnFailure"), &init_backoff, &app(&waiting), false),
+            "Pending"
+        );
+        assert_eq!(
+            pod_phase(&spec("Never"), &init(&ok, &run), &app(&run), false),
+            "Running"
+        );
+        assert_eq!(
+            pod_phase(&spec("Never"), &init(&ok, &run), &app(&ok), false),
+            "Running",
+            "the sidecar still runs"
+        );
+        assert_eq!(
+            pod_phase(&spec("Never"), &init(&ok, &bad), &app(&ok), true),
+            "Succeeded",
+            "a killed sidecar does not count"
+        );
     }
 
     #[test]
@@ -405,12 +597,23 @@ mod tests {
             "h",
         );
         let prev = info(exited(137, 5, 30), 1, "h");
-        let st = container_status("docker", &s, Some(&cur), Some(&prev), None, true);
+        let messages = HashMap::from([("id1".to_string(), "bye".to_string())]);
+        let known = |ready: bool| Known {
+            ready,
+            started: true,
+            messages: &messages,
+            not_created: "ContainerCreating",
+        };
+        let st = container_status("docker", &s, Some(&cur), Some(&prev), None, known(true));
         assert_eq!(st["ready"], true);
         assert_eq!(st["restartCount"], 2);
         assert_eq!(st["state"]["running"]["startedAt"], "2026-01-01T00:00:00Z");
         assert_eq!(st["lastState"]["terminated"]["exitCode"], 137);
         assert_eq!(st["lastState"]["terminated"]["reason"], "Error");
+        assert_eq!(
+            st["lastState"]["terminated"]["message"], "bye",
+            "the termination message"
+        );
         let waiting = container_status(
             "docker",
             &s,
@@ -420,12 +623,12 @@ mod tests {
                 "CrashLoopBackOff",
                 "back-off 10s restarting failed container",
             )),
-            true,
+            known(true),
         );
         assert_eq!(waiting["state"]["waiting"]["reason"], "CrashLoopBackOff");
         assert_eq!(waiting["ready"], false);
-        let none = container_status("docker", &s, None, None, None, true);
-        let unready = container_status("docker", &s, Some(&cur), None, None, false);
+        let none = container_status("docker", &s, None, None, None, known(true));
+        let unready = container_status("docker", &s, Some(&cur), None, None, known(false));
         assert_eq!(
             unready["ready"], false,
             "a failing readiness probe keeps a running container unready"

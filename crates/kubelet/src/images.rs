@@ -83,6 +83,21 @@ impl Kubelet {
         events::record(&self.client, "kubelet", about, type_, reason, message).await;
     }
 
+    /// A Warning event about a pod (Unhealthy, FailedPostStartHook ...),
+    /// sent in the background.
+    pub(crate) fn warning_event(&self, pod: &Pod, reason: &'static str, message: String) {
+        let client = self.client.clone();
+        let meta = pod.metadata.clone();
+        tokio::spawn(async move {
+            let about = Involved {
+                api_version: "v1",
+                kind: "Pod",
+                meta: &meta,
+            };
+            events::record(&client, "kubelet", about, "Warning", reason, &message).await;
+        });
+    }
+
     /// Normal events about a pod's containers (Created, Started, Killing),
     /// sent in order in the background: the pod's start and status report
     /// do not wait for them.

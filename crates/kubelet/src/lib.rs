@@ -27,6 +27,7 @@ pub mod exec;
 mod exec_spdy;
 pub mod hollow;
 mod images;
+pub mod lifecycle;
 pub mod network;
 pub mod nfs_mounts;
 pub mod node;
@@ -165,6 +166,8 @@ pub struct Kubelet {
     pub pod_cidr: Mutex<String>,
     /// Probe results per container.
     pub probes: probe::Probes,
+    /// Termination messages of exited containers.
+    pub messages: lifecycle::Messages,
     /// Failed image pulls, for the pull back-off.
     pub pull_backoff: images::PullBackoff,
     /// The pods' ServiceAccount tokens, renewed before they expire.
@@ -223,8 +226,8 @@ impl Kubelet {
             if let Some(p) = &mine {
                 uid.clone_from(&p.metadata.uid);
             }
-            let finished = match mine {
-                None => true,
+            let next = match mine {
+                None => pod::Next::Gone,
                 // Boxed: a sleeping worker then holds a pointer, not the whole
                 // sync's state machine (tens of KiB, times every pod).
                 Some(pod) => match Box::pin(me.sync_pod(&pod).instrument(
@@ -232,13 +235,17 @@ impl Kubelet {
                 ))
                 .await
                 {
-                    Ok(done) => done,
+                    Ok(next) => next,
                     Err(e) => {
                         tracing::warn!(pod = %key, error = %e, "sync_pod failed");
-                        false
+                        pod::Next::Wait
                     }
                 },
             };
+            if next == pod::Next::Now {
+                me.trigger(&key);
+            }
+            let finished = next == pod::Next::Gone;
             if finished {
                 let mut workers = lock(&me.workers);
                 // A trigger that arrived meanwhile keeps the worker alive.
@@ -261,8 +268,9 @@ impl Kubelet {
             return Ok(());
         }
         let containers = self.runtime.list(None).await?;
-        self.probes
-            .retain(&containers.iter().map(|c| c.id.clone()).collect());
+        let ids = containers.iter().map(|c| c.id.clone()).collect();
+        self.probes.retain(&ids);
+        self.messages.retain(&ids);
         // One cache lookup per container: the cache may hold every pod of the
         // cluster (hollow nodes share one).
         let live = |c: &runtime::ContainerInfo| {
@@ -359,7 +367,31 @@ pub async fn start(client: Client, config: Config) -> anyhow::Result<Arc<Kubelet
     });
     tokio::spawn(informer.run());
     kubelet.clone().begin().await?;
+    tokio::spawn(watch_exits(Arc::downgrade(&kubelet)));
     Ok(kubelet)
+}
+
+/// Syncs a pod as soon as one of its containers exits (an init container
+/// done, a crash), instead of at its next periodic sync; reconnects to the
+/// runtime when its stream ends. Ends with the kubelet.
+async fn watch_exits(kubelet: Weak<Kubelet>) {
+    use futures::StreamExt;
+    loop {
+        let Some(mut exits) = kubelet.upgrade().map(|k| k.runtime.exits()) else {
+            return;
+        };
+        while let Some(item) = exits.next().await {
+            let Some(k) = kubelet.upgrade() else { return };
+            match item {
+                Ok((namespace, name)) => k.trigger(&format!("{namespace}/{name}")),
+                Err(e) => {
+                    tracing::warn!(error = %e, "watching container exits; reconnecting");
+                    break;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// Everything before pods: the runtime answers, the node is registered, the
@@ -424,6 +456,7 @@ pub async fn prepare(
         workers: Mutex::default(),
         pod_cidr: Mutex::new(pod_cidr),
         probes: probe::Probes::default(),
+        messages: lifecycle::Messages::default(),
         pull_backoff: images::PullBackoff::default(),
         tokens: Default::default(),
         decisions: Default::default(),

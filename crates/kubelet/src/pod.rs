@@ -1,21 +1,25 @@
 //! `sync_pod`: make the runtime match one pod, then report the pod's status.
 //!
 //! ```text
-//!  runtime.list(pod) ──▶ actions::pod_actions (pure) ──▶ Terminate: SIGTERM apps, wait grace, SIGKILL, remove, confirm delete
+//!  runtime.list(pod) ──▶ actions::pod_actions (pure) ──▶ Terminate: preStop, stop apps, then sidecars; final status; remove; confirm delete
 //!     (once per sync)                               ├──▶ Finished: nothing
-//!                                                   └──▶ Sync: remove ▶ sandbox ▶ image + start ▶ probes ▶ status
+//!                                                   └──▶ Sync: remove ▶ sandbox ▶ (image, start, postStart) per container
+//!                                                              ▶ kill the pod (apps done) or probe ▶ status
 //! ```
 //!
 //! The containers are listed once; every action's result (a started
 //! container, a stopped one) updates that list, and the status is computed
 //! from it.
 
-use crate::actions::{self, latest_of, ContainerStart, PodActions, PodPlan};
+use crate::actions::{
+    self, container_at, is_sidecar, latest_of, ContainerStart, Observed, PodActions, PodPlan, Which,
+};
 use crate::config_data::{self, Kind, PodConfig};
 use crate::runtime::{
     ContainerInfo, ContainerSpec, Mount, SandboxSpec, LABEL_CONTAINER, LABEL_HASH, LABEL_NODE,
     LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_RESTARTS, SANDBOX,
 };
+use crate::status::Report;
 use crate::Kubelet;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec, Secret};
 use minik8s_api::quantity::Quantity;
@@ -95,7 +99,7 @@ impl std::fmt::Display for SetUpFailed {
 impl std::error::Error for SetUpFailed {}
 
 impl Kubelet {
-    fn pod_dir(&self, pod: &Pod) -> std::path::PathBuf {
+    pub(crate) fn pod_dir(&self, pod: &Pod) -> std::path::PathBuf {
         self.config
             .root_dir
             .join("pods")
@@ -248,6 +252,19 @@ impl Kubelet {
                 })
             })
             .collect();
+        // The termination message file, one per container instance.
+        let log = self
+            .termination_log(pod, &c.name, start.restart_count)
+            .map_err(|e| format!("creating the termination message file: {e}"))?;
+        own_mounts.push(Mount {
+            host_path: log.display().to_string(),
+            container_path: c
+                .termination_message_path
+                .clone()
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| crate::lifecycle::DEFAULT_MESSAGE_PATH.into()),
+            read_only: false,
+        });
         // The pod-wide files (resolv.conf) come under the empty name.
         own_mounts.extend(
             mounts
@@ -272,6 +289,7 @@ impl Kubelet {
             memory_limit_bytes: resource(limits, "memory").map(|v| v.units()),
             cpu_shares: resource(requests, "cpu").map(|v| (v.millis() * 1024 / 1000).max(2)),
             security: crate::security::container_security(pod, c)?,
+            stop_signal: c.lifecycle.as_ref().and_then(|l| l.stop_signal.clone()),
         })
     }
 
@@ -398,34 +416,54 @@ impl Kubelet {
         first_error.map_or(Ok(()), |e| Err(e.into()))
     }
 
+    /// Ids of the pod's running containers whose startup probe passed.
+    fn startup_passed(&self, observed: &[ContainerInfo]) -> HashSet<String> {
+        observed
+            .iter()
+            .filter(|c| c.state.is_running())
+            .filter(|c| self.probes.get(&c.id, crate::probe::Kind::Startup).result == Some(true))
+            .map(|c| c.id.clone())
+            .collect()
+    }
+
     /// Brings one pod's containers in line with its spec and reports its status.
-    /// Returns true when the pod needs no more syncing (it is gone).
-    pub async fn sync_pod(&self, pod: &Pod) -> anyhow::Result<bool> {
+    pub async fn sync_pod(&self, pod: &Pod) -> anyhow::Result<Next> {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let observed = self
             .runtime
             .list(Some(&uid))
             .instrument(step!("list"))
             .await?;
-        match actions::pod_actions(pod, &observed, chrono::Utc::now()) {
+        let started = self.startup_passed(&observed);
+        let seen = Observed {
+            containers: &observed,
+            started: &started,
+            now: chrono::Utc::now(),
+        };
+        match actions::pod_actions(pod, &seen) {
             PodPlan::Terminate { grace_secs } => {
-                let stopping = observed
-                    .iter()
-                    .filter(|c| c.name != SANDBOX && c.state.is_running())
-                    .map(|c| ("Killing", format!("Stopping container {}", c.name)))
-                    .collect();
-                self.container_events(pod, stopping);
-                self.kill_containers(&observed, grace_secs).await?;
+                self.stop_pod(pod, &observed, grace_secs).await;
+                // Watchers see the pod terminate (Ready=False, its containers'
+                // final states) before it goes.
+                let after = self.runtime.list(Some(&uid)).await?;
+                let waiting = BTreeMap::new();
+                let report = Report {
+                    containers: &after,
+                    pod_ip: &sandbox_ip_of(&after),
+                    waiting: &waiting,
+                    terminal: true,
+                };
+                if let Err(e) = self.report_status(pod, report).await {
+                    tracing::debug!(pod = ?pod.metadata.name, error = %e, "reporting the final status");
+                }
+                self.kill_containers(&after, 0).await?;
                 let _ = std::fs::remove_dir_all(self.pod_dir(pod));
                 self.confirm_deletion(pod).await?;
-                Ok(true)
+                Ok(Next::Gone)
             }
             // Finished pods keep their exited containers (for logs) until deleted.
-            PodPlan::Finished => Ok(false),
-            PodPlan::Sync(plan) => {
-                self.carry_out(pod, plan, observed).await?;
-                Ok(false)
-            }
+            PodPlan::Finished => Ok(Next::Wait),
+            PodPlan::Sync(plan) => self.carry_out(pod, plan, observed).await,
         }
     }
 
@@ -456,7 +494,7 @@ impl Kubelet {
         pod: &Pod,
         plan: PodActions,
         mut observed: Vec<ContainerInfo>,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<Next> {
         let spec = pod.spec.clone().unwrap_or_default();
         let creates = plan.create_sandbox || !plan.to_start.is_empty();
         // Docker does a burst's creations fastest a few at a time: the pod
@@ -465,8 +503,15 @@ impl Kubelet {
             Some(Err(_)) => {
                 let wait = self.start_slots.clone().acquire_owned();
                 let ip = sandbox_ip(&plan, &observed);
-                let none_unready = HashSet::new();
-                let report = self.report_status(pod, &observed, &ip, &plan.waiting, &none_unready);
+                let report = self.report_status(
+                    pod,
+                    Report {
+                        containers: &observed,
+                        pod_ip: &ip,
+                        waiting: &plan.waiting,
+                        terminal: false,
+                    },
+                );
                 let (slot, reported) = tokio::join!(wait.instrument(step!("wait_slot")), report);
                 if let Err(e) = reported {
                     tracing::debug!(pod = ?pod.metadata.name, error = %e, "reporting ContainerCreating");
@@ -531,124 +576,265 @@ impl Kubelet {
                     self.pull_event(pod, "Warning", "FailedMount", &message)
                         .await;
                     for start in &plan.to_start {
-                        if let Some((c, _)) = start_target(&spec, start) {
+                        if let Some(c) = container_at(&spec, start.which, start.index) {
                             waiting.insert(c.name, ("ContainerCreating".into(), message.clone()));
                         }
                     }
-                    return self
-                        .report_status(pod, &observed, &pod_ip, &waiting, &HashSet::new())
-                        .await;
+                    let report = Report {
+                        containers: &observed,
+                        pod_ip: &pod_ip,
+                        waiting: &waiting,
+                        terminal: false,
+                    };
+                    self.report_status(pod, report).await?;
+                    return Ok(Next::Wait);
                 }
                 Err(other) => return Err(other),
             },
         };
+        let mut next = Next::Wait;
         for start in &plan.to_start {
-            let (c, target) = match start_target(&spec, start) {
-                Some(found) => found,
-                None => continue,
-            };
-            let c = &c;
-            let image = c.image.clone().unwrap_or_default();
-            let pull = c.image_pull_policy.as_deref().unwrap_or("IfNotPresent");
-            if let Err((reason, message)) = self
-                .ensure_image(pod, &image, pull)
-                .instrument(step!("image"))
-                .await
-            {
-                waiting.insert(c.name.clone(), (reason, message));
+            let Some(c) = container_at(&spec, start.which, start.index) else {
                 continue;
-            }
-            for id in &start.remove_first {
-                self.runtime.stop(id, 0).await?;
-                self.runtime.remove(id).await?;
-                observed.retain(|x| &x.id != id);
-            }
-            let container = match self.container_spec(pod, c, &sandbox, &mounts, start, &cfg) {
-                Ok(mut spec) => {
-                    // An ephemeral container sees its target's processes.
-                    spec.pid_of = target
-                        .and_then(|t| latest_of(&observed, &t, 0))
-                        .filter(|t| t.state.is_running())
-                        .map(|t| t.id.clone());
-                    spec
-                }
-                Err(message) => {
-                    waiting.insert(
-                        c.name.clone(),
-                        ("CreateContainerConfigError".into(), message),
-                    );
-                    continue;
-                }
             };
-            let name = docker_name(pod, &c.name, start.restart_count);
-            match self
-                .runtime
-                .run_container(&name, &container)
-                .instrument(step!("container"))
-                .await
-            {
-                Ok(info) => {
-                    observed.push(info);
-                    self.container_events(
-                        pod,
-                        vec![
-                            ("Created", format!("Created container: {}", c.name)),
-                            ("Started", format!("Started container {}", c.name)),
-                        ],
-                    );
-                }
-                Err(e) => {
-                    waiting.insert(
-                        c.name.clone(),
-                        ("CreateContainerError".into(), e.to_string()),
-                    );
-                    if self.sandbox_is_broken(&sandbox, &e.to_string()).await {
-                        // A container cannot join a sandbox that died under it (its
-                        // dockerd restarted): remove the sandbox, and the next sync
-                        // starts the pod afresh in a new one instead of failing for good.
-                        tracing::warn!(pod = pod.metadata.name.as_deref().unwrap_or(""), error = %e, "the pod's sandbox is broken; recreating it");
-                        let _ = self.runtime.stop(&sandbox.id, 0).await;
-                        let _ = self.runtime.remove(&sandbox.id).await;
-                        break;
+            let started = self
+                .start_container(
+                    pod,
+                    &c,
+                    start,
+                    &sandbox,
+                    &mounts,
+                    &cfg,
+                    &mut observed,
+                    &mut waiting,
+                )
+                .await?;
+            match started {
+                Started::Yes if start.which == Which::Init && is_sidecar(&c) => {
+                    // A sidecar without a startup probe lets the next init
+                    // container start: sync again at once, not in 2 s.
+                    if c.startup_probe.is_none() {
+                        next = Next::Now;
                     }
                 }
+                Started::Yes => {}
+                // A regular init container that did not start holds back the rest.
+                Started::No if start.which == Which::Init && !is_sidecar(&c) => break,
+                Started::No => {}
+                Started::SandboxBroken => break,
             }
         }
         drop(slot);
-        // Probes: readiness feeds the status; a failed liveness probe stops the
-        // container, and the next sync restarts it under the restart policy.
-        let mut unready = HashSet::new();
-        for &index in &plan.to_probe {
-            let c = &spec.containers[index];
-            let Some(cur) = latest_of(&observed, &c.name, 0)
+        if plan.kill_pod {
+            // Nothing runs again: stop what still runs (sidecars after
+            // the apps), and report the pod's final phase.
+            self.stop_pod(pod, &observed, crate::lifecycle::pod_grace(pod))
+                .await;
+            let after = self.runtime.list(pod.metadata.uid.as_deref()).await?;
+            let report = Report {
+                containers: &after,
+                pod_ip: &pod_ip,
+                waiting: &waiting,
+                terminal: true,
+            };
+            self.report_status(pod, report).await?;
+            return Ok(Next::Wait);
+        }
+        if self
+            .probe_all(pod, &spec, &plan.to_probe, &mut observed, &pod_ip)
+            .await?
+        {
+            next = Next::Now;
+        }
+        let report = Report {
+            containers: &observed,
+            pod_ip: &pod_ip,
+            waiting: &waiting,
+            terminal: false,
+        };
+        self.report_status(pod, report)
+            .instrument(step!("status"))
+            .await?;
+        Ok(next)
+    }
+
+    /// Probes the running containers with probes: a failed startup or
+    /// liveness probe stops the container (the next sync restarts it under
+    /// the restart policy). Returns whether a sidecar's startup probe
+    /// passed just now (the next init container may start).
+    async fn probe_all(
+        &self,
+        pod: &Pod,
+        spec: &PodSpec,
+        to_probe: &[(Which, usize)],
+        observed: &mut Vec<ContainerInfo>,
+        pod_ip: &str,
+    ) -> anyhow::Result<bool> {
+        let mut sidecar_started = false;
+        for &(which, index) in to_probe {
+            let Some(c) = container_at(spec, which, index) else {
+                continue;
+            };
+            let Some(cur) = latest_of(observed, &c.name, 0)
                 .filter(|x| x.state.is_running())
                 .cloned()
             else {
                 continue;
             };
-            let (ready, alive) = self.probe_container(c, &cur, &pod_ip).await;
-            if !ready {
-                unready.insert(c.name.clone());
+            let startup = crate::probe::Kind::Startup;
+            let before = self.probes.get(&cur.id, startup).result;
+            let kill = self.probe_container(pod, &c, &cur, pod_ip).await;
+            if which == Which::Init
+                && before != Some(true)
+                && self.probes.get(&cur.id, startup).result == Some(true)
+            {
+                sidecar_started = true;
             }
-            if !alive {
-                tracing::info!(pod = ?pod.metadata.name, container = %c.name, "liveness probe failed; restarting the container");
-                let why = format!(
-                    "Container {} failed liveness probe, will be restarted",
-                    c.name
-                );
-                self.container_events(pod, vec![("Killing", why)]);
-                let grace = spec.termination_grace_period_seconds.unwrap_or(30);
-                self.runtime.stop(&cur.id, grace).await?;
-                if let Some(now) = self.runtime.inspect(&cur.id).await? {
-                    observed.retain(|x| x.id != cur.id);
-                    observed.push(now);
-                }
+            let Some(kill) = kill else { continue };
+            tracing::info!(pod = ?pod.metadata.name, container = %c.name, why = %kill.message, "probe failed; stopping the container");
+            self.container_events(pod, vec![("Killing", kill.message)]);
+            let grace = kill
+                .grace
+                .unwrap_or_else(|| crate::lifecycle::pod_grace(pod));
+            self.stop_container(pod, Some(&c), &cur, grace, pod_ip)
+                .await;
+            if let Some(now) = self.runtime.inspect(&cur.id).await? {
+                observed.retain(|x| x.id != cur.id);
+                observed.push(now);
             }
         }
-        self.report_status(pod, &observed, &pod_ip, &waiting, &unready)
-            .instrument(step!("status"))
-            .await
+        Ok(sidecar_started)
     }
+
+    /// Starts one container: its image, its spec, the runtime's start, its
+    /// postStart hook. What went wrong goes into `waiting` (the container's
+    /// status), and `observed` gets the new container.
+    #[allow(clippy::too_many_arguments)]
+    async fn start_container(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        start: &ContainerStart,
+        sandbox: &ContainerInfo,
+        mounts: &[(String, Mount)],
+        cfg: &PodConfig,
+        observed: &mut Vec<ContainerInfo>,
+        waiting: &mut BTreeMap<String, (String, String)>,
+    ) -> anyhow::Result<Started> {
+        let image = c.image.clone().unwrap_or_default();
+        let pull = c.image_pull_policy.as_deref().unwrap_or("IfNotPresent");
+        if let Err((reason, message)) = self
+            .ensure_image(pod, &image, pull)
+            .instrument(step!("image"))
+            .await
+        {
+            waiting.insert(c.name.clone(), (reason, message));
+            return Ok(Started::No);
+        }
+        for id in &start.remove_first {
+            self.runtime.stop(id, 0).await?;
+            self.runtime.remove(id).await?;
+            observed.retain(|x| &x.id != id);
+        }
+        let spec = pod.spec.clone().unwrap_or_default();
+        let container = match self.container_spec(pod, c, sandbox, mounts, start, cfg) {
+            Ok(mut container) => {
+                // An ephemeral container sees its target's processes.
+                let target = (start.which == Which::Ephemeral)
+                    .then(|| {
+                        spec.ephemeral_containers
+                            .as_ref()?
+                            .get(start.index)?
+                            .target_container_name
+                            .clone()
+                    })
+                    .flatten();
+                container.pid_of = target
+                    .and_then(|t| latest_of(observed, &t, 0))
+                    .filter(|t| t.state.is_running())
+                    .map(|t| t.id.clone());
+                container
+            }
+            Err(message) => {
+                waiting.insert(
+                    c.name.clone(),
+                    ("CreateContainerConfigError".into(), message),
+                );
+                return Ok(Started::No);
+            }
+        };
+        let name = docker_name(pod, &c.name, start.restart_count);
+        match self
+            .runtime
+            .run_container(&name, &container)
+            .instrument(step!("container"))
+            .await
+        {
+            Ok(info) => {
+                observed.push(info.clone());
+                self.container_events(
+                    pod,
+                    vec![
+                        ("Created", format!("Created container: {}", c.name)),
+                        ("Started", format!("Started container {}", c.name)),
+                    ],
+                );
+                let pod_ip = sandbox.ip.as_deref().unwrap_or("");
+                if !self.post_start(pod, c, &info, pod_ip).await {
+                    if let Some(now) = self.runtime.inspect(&info.id).await? {
+                        observed.retain(|x| x.id != info.id);
+                        observed.push(now);
+                    }
+                    return Ok(Started::No);
+                }
+                Ok(Started::Yes)
+            }
+            Err(e) => {
+                waiting.insert(
+                    c.name.clone(),
+                    ("CreateContainerError".into(), e.to_string()),
+                );
+                if self.sandbox_is_broken(sandbox, &e.to_string()).await {
+                    // A container cannot join a sandbox that died under it (its
+                    // dockerd restarted): remove the sandbox, and the next sync
+                    // starts the pod afresh in a new one instead of failing for good.
+                    tracing::warn!(pod = pod.metadata.name.as_deref().unwrap_or(""), error = %e, "the pod's sandbox is broken; recreating it");
+                    let _ = self.runtime.stop(&sandbox.id, 0).await;
+                    let _ = self.runtime.remove(&sandbox.id).await;
+                    return Ok(Started::SandboxBroken);
+                }
+                Ok(Started::No)
+            }
+        }
+    }
+}
+
+/// What a sync asks of the pod's worker next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// The pod is gone: the worker ends.
+    Gone,
+    /// Sync again on the next change or the periodic resync.
+    Wait,
+    /// Sync again at once (a sidecar started: the next init container may).
+    Now,
+}
+
+/// How one container's start went.
+enum Started {
+    Yes,
+    No,
+    /// The sandbox died under it: nothing more starts in this sync.
+    SandboxBroken,
+}
+
+/// The IP of a running sandbox among `containers` (empty without one).
+fn sandbox_ip_of(containers: &[ContainerInfo]) -> String {
+    containers
+        .iter()
+        .find(|c| c.name == SANDBOX && c.state.is_running())
+        .and_then(|c| c.ip.clone())
+        .unwrap_or_default()
 }
 
 /// The IP of the pod's sandbox when it is kept (empty when a new one is to be made).
@@ -659,18 +845,4 @@ fn sandbox_ip(plan: &PodActions, observed: &[ContainerInfo]) -> String {
         .and_then(|id| observed.iter().find(|c| c.id == id))
         .and_then(|c| c.ip.clone())
         .unwrap_or_default()
-}
-
-/// The container a start is for, and for an ephemeral container the name of
-/// the container whose processes it joins. An ephemeral container has the
-/// fields of a container (and a few more), so it is read as one.
-fn start_target(spec: &PodSpec, start: &ContainerStart) -> Option<(Container, Option<String>)> {
-    if !start.ephemeral {
-        return spec.containers.get(start.index).cloned().map(|c| (c, None));
-    }
-    let ephemeral = spec.ephemeral_containers.as_ref()?.get(start.index)?;
-    let container: Container = serde_json::to_value(ephemeral)
-        .ok()
-        .and_then(|v| serde_json::from_value(v).ok())?;
-    Some((container, ephemeral.target_container_name.clone()))
 }

@@ -1,75 +1,224 @@
-//! The pod status a sync reports: phase, conditions, podIP and
-//! containerStatuses from the containers as last observed, written with
-//! a merge patch of `pods/{name}/status` only when something changed.
+//! The pod status a sync reports: phase, conditions, podIP, init, app and
+//! ephemeral container statuses from the containers as last observed,
+//! written with a merge patch of `pods/{name}/status` only when something
+//! changed.
 
-use crate::actions::latest_of;
-use crate::decide;
-use crate::runtime::{ContainerInfo, State};
+use crate::actions::{is_sidecar, latest_of};
+use crate::decide::{self, Known};
+use crate::probe::Kind;
+use crate::runtime::ContainerInfo;
 use crate::Kubelet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use minik8s_api::meta::now_rfc3339;
 use minik8s_client::rest::content;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
+
+/// The conditions the kubelet owns; others (readiness gates', the
+/// disruption controller's) are kept as they are.
+const KUBELET_CONDITIONS: [&str; 5] = [
+    "PodReadyToStartContainers",
+    "Initialized",
+    "Ready",
+    "ContainersReady",
+    "PodScheduled",
+];
+
+/// One condition as the kubelet computes it: (type, status, reason, message).
+pub type Condition = (&'static str, bool, Option<&'static str>, Option<String>);
+
+/// The kubelet's pod conditions from the container statuses, as the real
+/// kubelet's `GeneratePodInitializedCondition`, `GenerateContainersReadyCondition`
+/// and `GeneratePodReadyCondition` compute them. `conditions`: the pod's
+/// current ones (readiness gates are read from them).
+pub fn pod_conditions(
+    spec: &PodSpec,
+    phase: &str,
+    init_statuses: &[Value],
+    statuses: &[Value],
+    conditions: &[Value],
+) -> Vec<Condition> {
+    let find = |list: &[Value], name: &str| list.iter().find(|s| s["name"] == name).cloned();
+    let inits = spec.init_containers.as_deref().unwrap_or_default();
+    // Initialized: every init container done (a sidecar: started), or an app ran already.
+    let incomplete: Vec<&str> = inits
+        .iter()
+        .filter(|c| {
+            let s = find(init_statuses, &c.name);
+            !s.is_some_and(|s| {
+                if is_sidecar(c) {
+                    s["started"] == true
+                } else {
+                    s.pointer("/state/terminated/exitCode") == Some(&json!(0))
+                }
+            })
+        })
+        .map(|c| c.name.as_str())
+        .collect();
+    let app_ran = statuses.iter().any(|s| {
+        s.pointer("/state/running").is_some()
+            || s.pointer("/state/terminated").is_some()
+            || s.pointer("/lastState/terminated").is_some()
+    });
+    let initialized: Condition = if incomplete.is_empty() {
+        let reason = (phase == "Succeeded" && !inits.is_empty()).then_some("PodCompleted");
+        ("Initialized", true, reason, None)
+    } else if app_ran {
+        ("Initialized", true, None, None)
+    } else {
+        let message = format!(
+            "containers with incomplete status: [{}]",
+            incomplete.join(" ")
+        );
+        (
+            "Initialized",
+            false,
+            Some("ContainersNotInitialized"),
+            Some(message),
+        )
+    };
+    // ContainersReady: the apps and the sidecars.
+    let unready: Vec<&str> = inits
+        .iter()
+        .filter(|c| is_sidecar(c))
+        .chain(&spec.containers)
+        .filter(|c| {
+            !find(
+                if is_sidecar(c) {
+                    init_statuses
+                } else {
+                    statuses
+                },
+                &c.name,
+            )
+            .is_some_and(|s| s["ready"] == true)
+        })
+        .map(|c| c.name.as_str())
+        .collect();
+    let containers_ready: Condition = if phase == "Succeeded" {
+        ("ContainersReady", false, Some("PodCompleted"), None)
+    } else if unready.is_empty() {
+        ("ContainersReady", true, None, None)
+    } else {
+        let message = format!("containers with unready status: [{}]", unready.join(" "));
+        (
+            "ContainersReady",
+            false,
+            Some("ContainersNotReady"),
+            Some(message),
+        )
+    };
+    // Ready: ContainersReady and every readiness gate's condition True.
+    let mut ready: Condition = (
+        "Ready",
+        containers_ready.1,
+        containers_ready.2,
+        containers_ready.3.clone(),
+    );
+    if ready.1 {
+        let mut gates_unready = Vec::new();
+        for gate in spec.readiness_gates.iter().flatten() {
+            let ty = &gate.condition_type;
+            match conditions.iter().find(|c| c["type"] == *ty) {
+                None => gates_unready.push(format!(
+                    "corresponding condition of pod readiness gate \"{ty}\" does not exist."
+                )),
+                Some(c) if c["status"] != "True" => gates_unready.push(format!(
+                    "the status of pod readiness gate \"{ty}\" is not \"True\", but {}",
+                    c["status"].as_str().unwrap_or("")
+                )),
+                Some(_) => {}
+            }
+        }
+        if !gates_unready.is_empty() {
+            ready = (
+                "Ready",
+                false,
+                Some("ReadinessGatesNotReady"),
+                Some(gates_unready.join(", ")),
+            );
+        }
+    }
+    vec![
+        ("PodReadyToStartContainers", true, None, None),
+        initialized,
+        ready,
+        containers_ready,
+        ("PodScheduled", true, None, None),
+    ]
+}
+
+/// What a sync reports about a pod besides its containers.
+pub struct Report<'a> {
+    pub containers: &'a [ContainerInfo],
+    pub pod_ip: &'a str,
+    pub waiting: &'a BTreeMap<String, (String, String)>,
+    /// The pod's containers were stopped for good (deleted, or killed once
+    /// its apps were done): its phase is final.
+    pub terminal: bool,
+}
 
 impl Kubelet {
-    pub(crate) async fn report_status(
-        &self,
-        pod: &Pod,
-        containers: &[ContainerInfo],
-        pod_ip: &str,
-        waiting: &BTreeMap<String, (String, String)>,
-        unready: &HashSet<String>,
-    ) -> anyhow::Result<()> {
+    /// What the kubelet knows of one running container beyond the runtime:
+    /// its readiness and startup probes' verdicts so far.
+    fn probe_verdicts(&self, c: &Container, current: Option<&ContainerInfo>) -> (bool, bool) {
+        let Some(cur) = current else {
+            return (false, false);
+        };
+        let verdict =
+            |probe: bool, kind| !probe || self.probes.get(&cur.id, kind).result == Some(true);
+        let started = verdict(c.startup_probe.is_some(), Kind::Startup);
+        let ready = verdict(c.readiness_probe.is_some(), Kind::Readiness);
+        (ready, started)
+    }
+
+    pub(crate) async fn report_status(&self, pod: &Pod, report: Report<'_>) -> anyhow::Result<()> {
+        let Report {
+            containers,
+            pod_ip,
+            waiting,
+            terminal,
+        } = report;
         let spec = pod.spec.clone().unwrap_or_default();
-        let policy = spec
-            .restart_policy
-            .clone()
-            .unwrap_or_else(|| "Always".into());
-        let mut statuses = Vec::new();
-        let mut states: Vec<Option<&State>> = Vec::new();
-        for c in &spec.containers {
+        let messages = self.termination_messages(pod, containers).await;
+        let has_init = spec.init_containers.as_ref().is_some_and(|l| !l.is_empty());
+        let not_created = if has_init {
+            "PodInitializing"
+        } else {
+            "ContainerCreating"
+        };
+        let status_of = |c: &Container, init: bool| {
             let current = latest_of(containers, &c.name, 0);
             let previous = latest_of(containers, &c.name, 1);
             let w = waiting.get(&c.name).map(|(r, m)| (r.as_str(), m.as_str()));
-            statuses.push(decide::container_status(
-                self.runtime.scheme(),
-                c,
-                current,
-                previous,
-                w,
-                !unready.contains(&c.name),
-            ));
-            // The phase follows what really ran: a container backing off still counts as started.
-            states.push(current.map(|c| &c.state));
-        }
-        // Ephemeral containers report apart and count for neither phase nor readiness.
-        let ephemeral_statuses: Vec<Value> = spec
-            .ephemeral_containers
+            let (ready, started) = self.probe_verdicts(c, current);
+            let known = Known {
+                ready,
+                started,
+                messages: &messages,
+                not_created,
+            };
+            let mut s =
+                decide::container_status(self.runtime.scheme(), c, current, previous, w, known);
+            // A regular init container is ready once it succeeded.
+            if init && !is_sidecar(c) {
+                s["ready"] = json!(s.pointer("/state/terminated/exitCode") == Some(&json!(0)));
+            }
+            s
+        };
+        let init_statuses: Vec<Value> = spec
+            .init_containers
             .iter()
             .flatten()
-            .filter_map(|ec| {
-                let c: k8s_openapi::api::core::v1::Container =
-                    serde_json::from_value(serde_json::to_value(ec).ok()?).ok()?;
-                let current = latest_of(containers, &c.name, 0);
-                if current.is_none() {
-                    // Its container went with an old sandbox: what it reported stays.
-                    let before = pod.status.as_ref()?.ephemeral_container_statuses.as_ref();
-                    if let Some(old) = before.and_then(|l| l.iter().find(|s| s.name == c.name)) {
-                        return serde_json::to_value(old).ok();
-                    }
-                }
-                let w = waiting.get(&c.name).map(|(r, m)| (r.as_str(), m.as_str()));
-                let mut s =
-                    decide::container_status(self.runtime.scheme(), &c, current, None, w, false);
-                if let Some(m) = s.as_object_mut() {
-                    m.remove("started");
-                }
-                Some(s)
-            })
+            .map(|c| status_of(c, true))
             .collect();
-        let phase = decide::pod_phase(&policy, &states);
-        let all_ready = !statuses.is_empty() && statuses.iter().all(|s| s["ready"] == true);
+        let statuses: Vec<Value> = spec
+            .containers
+            .iter()
+            .map(|c| status_of(c, false))
+            .collect();
+        let ephemeral_statuses = self.ephemeral_statuses(pod, &spec, containers, waiting);
+        let phase = decide::pod_phase(&spec, &init_statuses, &statuses, terminal);
         let old = serde_json::to_value(&pod.status).unwrap_or(Value::Null);
         let old_conditions: Vec<Value> = old
             .get("conditions")
@@ -77,41 +226,37 @@ impl Kubelet {
             .cloned()
             .unwrap_or_default();
         let now = now_rfc3339();
-        let condition = |ty: &str, ok: bool| {
-            let status = if ok { "True" } else { "False" };
-            let prev = old_conditions.iter().find(|c| c["type"] == ty);
-            let since = prev
-                .filter(|p| p["status"] == status)
-                .and_then(|p| p.get("lastTransitionTime").cloned())
-                .unwrap_or(json!(now));
-            let mut c = json!({"type": ty, "status": status, "lastProbeTime": null, "lastTransitionTime": since});
-            if !ok && (ty == "Ready" || ty == "ContainersReady") {
-                let not_ready: Vec<&str> = statuses
-                    .iter()
-                    .filter(|s| s["ready"] != true)
-                    .filter_map(|s| s["name"].as_str())
-                    .collect();
-                c["reason"] = json!("ContainersNotReady");
-                c["message"] = json!(format!(
-                    "containers with unready status: [{}]",
-                    not_ready.join(" ")
-                ));
-            }
-            if ok && ty == "Ready" && phase == "Succeeded" {
-                c["status"] = json!("False");
-                c["reason"] = json!("PodCompleted");
-            }
-            c
-        };
-        let done = phase == "Succeeded" || phase == "Failed";
-        let ready = all_ready && !done;
-        let conditions = vec![
-            condition("PodReadyToStartContainers", true),
-            condition("Initialized", true),
-            condition("Ready", ready),
-            condition("ContainersReady", ready),
-            condition("PodScheduled", true),
-        ];
+        let mut conditions: Vec<Value> =
+            pod_conditions(&spec, phase, &init_statuses, &statuses, &old_conditions)
+                .into_iter()
+                .map(|(ty, ok, reason, message)| {
+                    let status = if ok { "True" } else { "False" };
+                    let prev = old_conditions.iter().find(|c| c["type"] == ty);
+                    let since = prev
+                        .filter(|p| p["status"] == status)
+                        .and_then(|p| p.get("lastTransitionTime").cloned())
+                        .unwrap_or(json!(now));
+                    let mut c = json!({"type": ty, "status": status, "lastProbeTime": null, "lastTransitionTime": since});
+                    if let Some(r) = reason {
+                        c["reason"] = json!(r);
+                    }
+                    if let Some(m) = message {
+                        c["message"] = json!(m);
+                    }
+                    c
+                })
+                .collect();
+        // Conditions others own (readiness gates', DisruptionTarget) stay.
+        conditions.extend(
+            old_conditions
+                .iter()
+                .filter(|c| {
+                    !c["type"]
+                        .as_str()
+                        .is_some_and(|t| KUBELET_CONDITIONS.contains(&t))
+                })
+                .cloned(),
+        );
         let start_time = old.get("startTime").cloned().unwrap_or(json!(now));
         let mut status = json!({
             "phase": phase,
@@ -122,6 +267,9 @@ impl Kubelet {
             "containerStatuses": statuses,
             "qosClass": old.get("qosClass").cloned().unwrap_or(json!("BestEffort")),
         });
+        if !init_statuses.is_empty() {
+            status["initContainerStatuses"] = json!(init_statuses);
+        }
         if !ephemeral_statuses.is_empty() {
             status["ephemeralContainerStatuses"] = json!(ephemeral_statuses);
         }
@@ -150,6 +298,45 @@ impl Kubelet {
             Err(e) if e.is_conflict() => Ok(()),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Ephemeral containers report apart and count for neither phase nor readiness.
+    fn ephemeral_statuses(
+        &self,
+        pod: &Pod,
+        spec: &PodSpec,
+        containers: &[ContainerInfo],
+        waiting: &BTreeMap<String, (String, String)>,
+    ) -> Vec<Value> {
+        let no_messages = HashMap::new();
+        spec.ephemeral_containers
+            .iter()
+            .flatten()
+            .filter_map(|ec| {
+                let c: Container = serde_json::from_value(serde_json::to_value(ec).ok()?).ok()?;
+                let current = latest_of(containers, &c.name, 0);
+                if current.is_none() {
+                    // Its container went with an old sandbox: what it reported stays.
+                    let before = pod.status.as_ref()?.ephemeral_container_statuses.as_ref();
+                    if let Some(old) = before.and_then(|l| l.iter().find(|s| s.name == c.name)) {
+                        return serde_json::to_value(old).ok();
+                    }
+                }
+                let w = waiting.get(&c.name).map(|(r, m)| (r.as_str(), m.as_str()));
+                let known = Known {
+                    ready: false,
+                    started: true,
+                    messages: &no_messages,
+                    not_created: "ContainerCreating",
+                };
+                let mut s =
+                    decide::container_status(self.runtime.scheme(), &c, current, None, w, known);
+                if let Some(m) = s.as_object_mut() {
+                    m.remove("started");
+                }
+                Some(s)
+            })
+            .collect()
     }
 }
 
@@ -197,6 +384,65 @@ fn same_status(a: &Value, b: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn conditions_follow_init_containers_sidecars_and_readiness_gates() {
+        let spec: PodSpec = serde_json::from_value(json!({
+            "initContainers": [{"name": "init"}, {"name": "side", "restartPolicy": "Always"}],
+            "containers": [{"name": "app"}],
+            "readinessGates": [{"conditionType": "example.com/gate"}]}))
+        .unwrap();
+        let of = |conditions: &[Condition], ty: &str| {
+            let c = conditions.iter().find(|c| c.0 == ty).unwrap().clone();
+            (c.1, c.2, c.3)
+        };
+        let init_running = [
+            json!({"name": "init", "state": {"running": {}}}),
+            json!({"name": "side", "state": {"waiting": {"reason": "PodInitializing"}}}),
+        ];
+        let app_waiting = [
+            json!({"name": "app", "state": {"waiting": {"reason": "PodInitializing"}}, "ready": false}),
+        ];
+        let c = pod_conditions(&spec, "Pending", &init_running, &app_waiting, &[]);
+        assert_eq!(
+            of(&c, "Initialized"),
+            (
+                false,
+                Some("ContainersNotInitialized"),
+                Some("containers with incomplete status: [init side]".into())
+            )
+        );
+        assert_eq!(
+            of(&c, "ContainersReady"),
+            (
+                false,
+                Some("ContainersNotReady"),
+                Some("containers with unready status: [side app]".into())
+            )
+        );
+        // All ready, but the gate's condition is missing, then False, then True.
+        let inits = [
+            json!({"name": "init", "state": {"terminated": {"exitCode": 0}}, "ready": true}),
+            json!({"name": "side", "state": {"running": {}}, "started": true, "ready": true}),
+        ];
+        let apps = [json!({"name": "app", "state": {"running": {}}, "ready": true})];
+        let c = pod_conditions(&spec, "Running", &inits, &apps, &[]);
+        assert!(of(&c, "Initialized").0);
+        assert!(of(&c, "ContainersReady").0);
+        assert_eq!(
+            of(&c, "Ready"),
+            (false, Some("ReadinessGatesNotReady"),
+             Some("corresponding condition of pod readiness gate \"example.com/gate\" does not exist.".into()))
+        );
+        let gate = |status: &str| [json!({"type": "example.com/gate", "status": status})];
+        let c = pod_conditions(&spec, "Running", &inits, &apps, &gate("False"));
+        assert_eq!(
+            of(&c, "Ready").2.unwrap(),
+            "the status of pod readiness gate \"example.com/gate\" is not \"True\", but False"
+        );
+        let c = pod_conditions(&spec, "Running", &inits, &apps, &gate("True"));
+        assert_eq!(of(&c, "Ready"), (true, None, None));
+    }
 
     #[test]
     fn statuses_differing_only_in_probe_times_are_the_same() {

@@ -6,7 +6,7 @@
 use super::{
     ContainerInfo, ContainerRuntime, ContainerSpec, ContainerStats, ExecSession, ExecSpec,
     LogOptions, MachineInfo, OutputStream, Result, RuntimeError, SandboxSpec, State, LABEL_NODE,
-    LABEL_POD_UID,
+    LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID,
 };
 use bollard::container::{
     Config, CreateContainerOptions, InspectContainerOptions, ListContainersOptions, LogOutput,
@@ -69,6 +69,9 @@ pub fn working_set(s: &Stats) -> u64 {
     usage.saturating_sub(inactive)
 }
 
+/// How much of a probe's or hook's output is kept (Kubernetes keeps 10 KiB).
+const EXEC_OUTPUT_LIMIT: usize = 10 * 1024;
+
 /// The bollard configuration of an app container.
 fn container_config(spec: &ContainerSpec) -> Config<String> {
     let binds = spec
@@ -90,6 +93,7 @@ fn container_config(spec: &ContainerSpec) -> Config<String> {
         open_stdin: Some(spec.stdin),
         stdin_once: Some(spec.stdin_once),
         labels: Some(spec.labels.clone()),
+        stop_signal: spec.stop_signal.clone(),
         user: spec.security.user.clone(),
         host_config: Some(HostConfig {
             network_mode: Some(mode.clone()),
@@ -392,7 +396,7 @@ impl ContainerRuntime for DockerRuntime {
         }
     }
 
-    async fn exec(&self, id: &str, cmd: Vec<String>) -> Result<i64> {
+    async fn exec(&self, id: &str, cmd: Vec<String>) -> Result<(i64, String)> {
         let exec = self
             .docker
             .create_exec(
@@ -405,19 +409,24 @@ impl ContainerRuntime for DockerRuntime {
                 },
             )
             .await?;
+        let mut text = Vec::new();
         if let bollard::exec::StartExecResults::Attached { mut output, .. } =
             self.docker.start_exec(&exec.id, None).await?
         {
             while let Some(item) = output.next().await {
-                item?;
+                let bytes = item?.into_bytes();
+                // Bounded: a probe's output is for its event, not for memory.
+                let room = EXEC_OUTPUT_LIMIT.saturating_sub(text.len());
+                text.extend_from_slice(&bytes[..bytes.len().min(room)]);
             }
         }
-        Ok(self
+        let code = self
             .docker
             .inspect_exec(&exec.id)
             .await?
             .exit_code
-            .unwrap_or(-1))
+            .unwrap_or(-1);
+        Ok((code, String::from_utf8_lossy(&text).into_owned()))
     }
 
     async fn exec_attached(&self, id: &str, spec: &ExecSpec) -> Result<ExecSession> {
@@ -535,6 +544,33 @@ impl ContainerRuntime for DockerRuntime {
                 | Ok(LogOutput::Console { message }) => Ok(message),
                 Ok(LogOutput::StdIn { .. }) => Ok(bytes::Bytes::new()),
                 Err(e) => Err(RuntimeError::Docker(e)),
+            })
+            .boxed()
+    }
+
+    fn exits(&self) -> BoxStream<'static, Result<(String, String)>> {
+        let filters = HashMap::from([
+            ("type".to_string(), vec!["container".to_string()]),
+            ("event".to_string(), vec!["die".to_string()]),
+            ("label".to_string(), vec![format!("{LABEL_NODE}={}", self.node)]),
+        ]);
+        let opts = bollard::system::EventsOptions::<String> {
+            filters,
+            ..Default::default()
+        };
+        self.docker
+            .events(Some(opts))
+            .filter_map(|item| async move {
+                match item {
+                    Err(e) => Some(Err(RuntimeError::Docker(e))),
+                    Ok(event) => {
+                        // A container's labels come with its events.
+                        let attributes = event.actor?.attributes?;
+                        let namespace = attributes.get(LABEL_POD_NAMESPACE)?.clone();
+                        let name = attributes.get(LABEL_POD_NAME)?.clone();
+                        Some(Ok((namespace, name)))
+                    }
+                }
             })
             .boxed()
     }

@@ -309,9 +309,9 @@ impl ContainerRuntime for FakeRuntime {
         Ok(None)
     }
 
-    async fn exec(&self, id: &str, _cmd: Vec<String>) -> Result<i64> {
+    async fn exec(&self, id: &str, _cmd: Vec<String>) -> Result<(i64, String)> {
         match self.inspect(id).await? {
-            Some(c) if c.state.is_running() => Ok(0),
+            Some(c) if c.state.is_running() => Ok((0, String::new())),
             _ => Err(RuntimeError::Other(format!(
                 "container {id} is not running"
             ))),

@@ -147,6 +147,9 @@ pub struct ContainerSpec {
     pub cpu_shares: Option<i64>,
     /// The securityContext's user, groups, privileges and capabilities.
     pub security: crate::security::Security,
+    /// The signal that stops the container (`lifecycle.stopSignal`; the
+    /// image's, else SIGTERM, when unset).
+    pub stop_signal: Option<String>,
 }
 
 /// How much of a log to read.
@@ -225,8 +228,9 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     async fn stop(&self, id: &str, grace_seconds: i64) -> Result<()>;
     /// Removes a container (and its anonymous volumes); a gone one is fine.
     async fn remove(&self, id: &str) -> Result<()>;
-    /// Runs `cmd` inside a running container; returns its exit code.
-    async fn exec(&self, id: &str, cmd: Vec<String>) -> Result<i64>;
+    /// Runs `cmd` inside a running container; returns its exit code and
+    /// (the start of) its output, stdout and stderr together.
+    async fn exec(&self, id: &str, cmd: Vec<String>) -> Result<(i64, String)>;
     /// Starts `spec.cmd` in a running container with its streams attached.
     async fn exec_attached(&self, id: &str, spec: &ExecSpec) -> Result<ExecSession>;
     /// Resizes an exec's terminal (tty sessions).
@@ -246,4 +250,12 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     fn logs(&self, id: &str, opts: LogOptions) -> BoxStream<'static, Result<bytes::Bytes>>;
     /// One stats reading; None when the container is not running.
     async fn stats(&self, id: &str) -> Result<Option<ContainerStats>>;
+    /// The pods (namespace, name) of this node's containers as they exit,
+    /// so their pods are synced at once (the real kubelet's PLEG events).
+    /// Ends on a runtime error; the caller reconnects. None by default: the
+    /// periodic sync still notices exits.
+    fn exits(&self) -> BoxStream<'static, Result<(String, String)>> {
+        use futures::StreamExt;
+        futures::stream::pending().boxed()
+    }
 }
