@@ -594,8 +594,18 @@ impl ApiServer {
                 .map_err(|e| ApiError::invalid(info, name, &[e]))?;
             // What this attempt took goes back if its write does not land.
             let give_back = || strategy::release(&self.alloc, &allocated);
-            // The last finalizer removed from a deleting object completes the deletion.
+            // The last finalizer removed from a deleting object completes the
+            // deletion, once its grace period is over (Kubernetes'
+            // shouldDeleteDuringUpdate): any other write to a deleting object
+            // (a terminating pod's status) leaves it in place.
+            let had_finalizers = !finalizers(&old).is_empty() || strategy.finalizers_pending(&old);
+            let grace_over = merged
+                .pointer("/metadata/deletionGracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .is_none_or(|g| g == 0);
             if is_deleting(&merged)
+                && had_finalizers
+                && grace_over
                 && finalizers(&merged).is_empty()
                 && !strategy.finalizers_pending(&merged)
             {

@@ -442,6 +442,7 @@ impl Kubelet {
         };
         match actions::pod_actions(pod, &seen) {
             PodPlan::Terminate { grace_secs } => {
+                tracing::info!(pod = ?pod.metadata.name, grace_secs, containers = observed.len(), "terminating the pod");
                 self.stop_pod(pod, &observed, grace_secs).await;
                 // Watchers see the pod terminate (Ready=False, its containers'
                 // final states) before it goes.
@@ -459,6 +460,7 @@ impl Kubelet {
                 self.kill_containers(&after, 0).await?;
                 let _ = std::fs::remove_dir_all(self.pod_dir(pod));
                 self.confirm_deletion(pod).await?;
+                tracing::info!(pod = ?pod.metadata.name, removed = after.len(), "pod terminated; deletion confirmed");
                 Ok(Next::Gone)
             }
             // Finished pods keep their exited containers (for logs) until deleted.

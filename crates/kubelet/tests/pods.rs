@@ -159,7 +159,9 @@ async fn two_containers_share_volume_and_localhost_with_env_and_limits() {
     c.wait_gone("duo", 60).await;
     assert!(
         c.dockerd.pod_containers(&uid).is_empty(),
-        "containers left behind"
+        "containers left behind: {}\n{}",
+        c.dockerd.docker(&["ps", "-a"]),
+        tail(&c.kubelet_log(), 40)
     );
 }
 
@@ -343,7 +345,12 @@ async fn crashes_kubelet_restarts_and_graceful_deletion() {
             .trim(),
         "got TERM"
     );
-    assert!(c.dockerd.pod_containers(&uid).is_empty());
+    assert!(
+        c.dockerd.pod_containers(&uid).is_empty(),
+        "containers left behind: {}\n{}",
+        c.dockerd.docker(&["ps", "-a"]),
+        tail(&c.kubelet_log(), 40)
+    );
 
     // A second kubelet claiming the same node from another address is refused.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubelet"))

@@ -166,6 +166,7 @@ mod config;
 mod crd;
 pub mod disaggregatedset;
 mod ephemeral;
+mod lifecycle;
 mod mutating_policy;
 pub mod networking;
 mod pod;

@@ -1,5 +1,6 @@
 //! PodSpec (also inside templates), containers, volumes and pod updates.
 
+use super::lifecycle::{validate_container_lifecycle, ContainerKind};
 use super::*;
 
 /// Validates a PodSpec at `path` (`spec` or `spec.template.spec`).
@@ -85,6 +86,12 @@ pub fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Errors) {
         for (i, c) in list.iter().enumerate() {
             let cp = format!("{path}.{key}[{i}]");
             validate_container(c, &cp, &volumes, errs);
+            let kind = if key == "initContainers" {
+                ContainerKind::Init
+            } else {
+                ContainerKind::App
+            };
+            validate_container_lifecycle(c, &cp, kind, spec, errs);
             if let Some(n) = non_empty_str(c, "name") {
                 if !names.insert(n.to_string()) {
                     errs.push(FieldError::duplicate(
@@ -273,20 +280,6 @@ pub(super) fn validate_container(c: &Value, path: &str, volumes: &[&str], errs: 
         }
     }
     validate_resources(c, path, errs);
-    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
-        if let Some(p) = c.get(probe) {
-            let handlers = ["exec", "httpGet", "tcpSocket", "grpc"]
-                .iter()
-                .filter(|h| p.get(**h).is_some())
-                .count();
-            if handlers != 1 {
-                errs.push(FieldError::required(
-                    format!("{path}.{probe}"),
-                    "must specify a handler type",
-                ));
-            }
-        }
-    }
 }
 
 /// Kubernetes' message for an environment variable name it refuses.

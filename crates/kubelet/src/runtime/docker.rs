@@ -552,7 +552,10 @@ impl ContainerRuntime for DockerRuntime {
         let filters = HashMap::from([
             ("type".to_string(), vec!["container".to_string()]),
             ("event".to_string(), vec!["die".to_string()]),
-            ("label".to_string(), vec![format!("{LABEL_NODE}={}", self.node)]),
+            (
+                "label".to_string(),
+                vec![format!("{LABEL_NODE}={}", self.node)],
+            ),
         ]);
         let opts = bollard::system::EventsOptions::<String> {
             filters,
