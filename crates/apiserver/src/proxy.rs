@@ -60,27 +60,39 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 pub fn pick_container(pod: &Value, name: &str, asked: Option<&str>) -> Result<String, ApiError> {
-    let containers: Vec<&str> = pod
-        .pointer("/spec/containers")
-        .and_then(Value::as_array)
-        .map(|cs| cs.iter().filter_map(|c| c["name"].as_str()).collect())
-        .unwrap_or_default();
+    let names = |list: &str| -> Vec<&str> {
+        pod.pointer(&format!("/spec/{list}"))
+            .and_then(Value::as_array)
+            .map(|cs| cs.iter().filter_map(|c| c["name"].as_str()).collect())
+            .unwrap_or_default()
+    };
+    let (containers, inits, ephemeral) = (
+        names("containers"),
+        names("initContainers"),
+        names("ephemeralContainers"),
+    );
     let container = match asked.filter(|c| !c.is_empty()) {
         Some(c) => c,
         None if containers.len() == 1 => containers[0],
         None => {
-            return Err(ApiError::bad_request(format!(
+            let mut message = format!(
                 "a container name must be specified for pod {name}, choose one of: [{}]",
                 containers.join(" ")
-            )))
+            );
+            if !inits.is_empty() {
+                message.push_str(&format!(
+                    " or one of the init containers: [{}]",
+                    inits.join(" ")
+                ));
+            }
+            return Err(ApiError::bad_request(message));
         }
     };
-    // An ephemeral container (kubectl debug) is named explicitly.
-    let ephemeral = pod
-        .pointer("/spec/ephemeralContainers")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| cs.iter().any(|c| c["name"] == container));
-    if !containers.contains(&container) && !ephemeral {
+    // Init and ephemeral (kubectl debug) containers are named explicitly.
+    let known = [&containers, &inits, &ephemeral]
+        .iter()
+        .any(|list| list.contains(&container));
+    if !known {
         return Err(ApiError::bad_request(format!(
             "container {container} is not valid for pod {name}"
         )));
@@ -88,13 +100,17 @@ pub fn pick_container(pod: &Value, name: &str, asked: Option<&str>) -> Result<St
     Ok(container.to_string())
 }
 
-/// The status of a pod's container, ephemeral ones included.
+/// The status of a pod's container, init and ephemeral ones included.
 pub fn container_status<'a>(pod: &'a Value, container: &str) -> Option<&'a Value> {
-    ["containerStatuses", "ephemeralContainerStatuses"]
-        .iter()
-        .filter_map(|list| pod["status"].get(*list).and_then(Value::as_array))
-        .flatten()
-        .find(|c| c["name"] == container)
+    [
+        "containerStatuses",
+        "initContainerStatuses",
+        "ephemeralContainerStatuses",
+    ]
+    .iter()
+    .filter_map(|list| pod["status"].get(*list).and_then(Value::as_array))
+    .flatten()
+    .find(|c| c["name"] == container)
 }
 
 /// The container an exec or attach goes to: chosen as [`pick_container`]

@@ -120,6 +120,9 @@ pub struct Observed<'a> {
     pub containers: &'a [ContainerInfo],
     /// Ids of running containers whose startup probe succeeded.
     pub started: &'a HashSet<String>,
+    /// This kubelet reported the pod Succeeded or Failed already (the pod
+    /// it was given may not show it yet).
+    pub finished: bool,
     pub now: chrono::DateTime<chrono::Utc>,
 }
 
@@ -133,7 +136,7 @@ pub fn pod_actions(pod: &Pod, seen: &Observed) -> PodPlan {
         };
     }
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    if matches!(phase, Some("Succeeded" | "Failed")) {
+    if seen.finished || matches!(phase, Some("Succeeded" | "Failed")) {
         return PodPlan::Finished;
     }
     let Some(spec) = pod.spec.as_ref() else {
@@ -468,6 +471,7 @@ mod tests {
             &Observed {
                 containers: cs,
                 started: &started,
+                finished: false,
                 now,
             },
         )
@@ -774,6 +778,7 @@ mod tests {
         let seen = Observed {
             containers: &cs,
             started: &started,
+            finished: false,
             now,
         };
         assert_eq!(

@@ -168,6 +168,10 @@ pub struct Kubelet {
     pub probes: probe::Probes,
     /// Termination messages of exited containers.
     pub messages: lifecycle::Messages,
+    /// Uids of pods this kubelet reported Succeeded or Failed: nothing of
+    /// them runs again, even before the pod cache shows their final phase
+    /// (the real kubelet's pod workers remember it the same way).
+    pub(crate) finished: Mutex<HashSet<String>>,
     /// Failed image pulls, for the pull back-off.
     pub pull_backoff: images::PullBackoff,
     /// The pods' ServiceAccount tokens, renewed before they expire.
@@ -254,6 +258,7 @@ impl Kubelet {
                     drop(workers);
                     if let Some(uid) = &uid {
                         me.tokens.forget_pod(uid);
+                        lock(&me.finished).remove(uid);
                     }
                     return;
                 }
@@ -457,6 +462,7 @@ pub async fn prepare(
         pod_cidr: Mutex::new(pod_cidr),
         probes: probe::Probes::default(),
         messages: lifecycle::Messages::default(),
+        finished: Mutex::default(),
         pull_backoff: images::PullBackoff::default(),
         tokens: Default::default(),
         decisions: Default::default(),

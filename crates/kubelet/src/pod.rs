@@ -435,9 +435,11 @@ impl Kubelet {
             .instrument(step!("list"))
             .await?;
         let started = self.startup_passed(&observed);
+        let finished = crate::lock(&self.finished).contains(&uid);
         let seen = Observed {
             containers: &observed,
             started: &started,
+            finished,
             now: chrono::Utc::now(),
         };
         match actions::pod_actions(pod, &seen) {

@@ -219,6 +219,11 @@ impl Kubelet {
             .collect();
         let ephemeral_statuses = self.ephemeral_statuses(pod, &spec, containers, waiting);
         let phase = decide::pod_phase(&spec, &init_statuses, &statuses, terminal);
+        if matches!(phase, "Succeeded" | "Failed") {
+            if let Some(uid) = &pod.metadata.uid {
+                crate::lock(&self.finished).insert(uid.clone());
+            }
+        }
         let old = serde_json::to_value(&pod.status).unwrap_or(Value::Null);
         let old_conditions: Vec<Value> = old
             .get("conditions")

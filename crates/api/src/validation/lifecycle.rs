@@ -208,7 +208,7 @@ fn validate_probe(p: &Value, path: &str, which: &str, errs: &mut Errors) {
                 g,
                 "must not be set for readinessProbes",
             ));
-        } else if !g.as_i64().is_some_and(|n| n > 0) {
+        } else if g.as_i64().is_none_or(|n| n <= 0) {
             errs.push(FieldError::invalid(
                 format!("{path}.terminationGracePeriodSeconds"),
                 g,

@@ -3,10 +3,11 @@
 
 mod extensions;
 mod networking;
+mod pod;
 pub mod storage;
 mod workloads;
 
-use minik8s_api::meta::{human_age, human_duration, is_deleting};
+use minik8s_api::meta::{human_age, human_duration};
 use minik8s_api::registry::ResourceInfo;
 use minik8s_api::selector::Selector;
 use serde_json::{json, Value};
@@ -90,35 +91,7 @@ fn selector_string(sel: Option<&Value>) -> String {
     .unwrap_or_else(|| "<none>".into())
 }
 
-/// The STATUS column of a pod, as kubectl's printer computes it.
-pub fn pod_status(pod: &Value) -> String {
-    let mut reason = pod
-        .pointer("/status/reason")
-        .and_then(Value::as_str)
-        .or_else(|| pod.pointer("/status/phase").and_then(Value::as_str))
-        .unwrap_or("Pending")
-        .to_string();
-    for cs in arr(pod, "/status/containerStatuses").iter().rev() {
-        if let Some(r) = cs.pointer("/state/waiting/reason").and_then(Value::as_str) {
-            reason = r.to_string();
-        } else if let Some(t) = cs.pointer("/state/terminated") {
-            reason = t
-                .get("reason")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .unwrap_or_else(|| {
-                    format!(
-                        "ExitCode:{}",
-                        t.get("exitCode").and_then(Value::as_i64).unwrap_or(0)
-                    )
-                });
-        }
-    }
-    if is_deleting(pod) {
-        reason = "Terminating".into();
-    }
-    reason
-}
+pub use pod::pod_cells;
 
 /// A kind's table cells after NAME (all of them when the kind places Name itself).
 pub type Row = fn(&Value) -> Vec<Value>;
@@ -157,26 +130,35 @@ pub mod rows {
 
     /// Pod.
     pub fn pod(o: &Value) -> Vec<Value> {
-        let statuses = arr(o, "/status/containerStatuses");
-        let ready = statuses
-            .iter()
-            .filter(|c| c.get("ready") == Some(&json!(true)))
-            .count();
-        let total = arr(o, "/spec/containers").len();
-        let restarts: i64 = statuses
-            .iter()
-            .map(|c| c.get("restartCount").and_then(Value::as_i64).unwrap_or(0))
-            .sum();
+        let (ready, status, restarts) = pod_cells(o);
         vec![
-            json!(format!("{ready}/{total}")),
-            json!(pod_status(o)),
-            json!(restarts.to_string()),
+            json!(ready),
+            json!(status),
+            json!(restarts),
             json!(age(o)),
             json!(s(o.pointer("/status/podIP"))),
             json!(s(o.pointer("/spec/nodeName"))),
             json!(s(o.pointer("/status/nominatedNodeName"))),
-            json!("<none>"),
+            json!(readiness_gates(o)),
         ]
+    }
+
+    /// READINESS GATES: how many of the pod's gates are True, of how many.
+    fn readiness_gates(o: &Value) -> String {
+        let gates = arr(o, "/spec/readinessGates");
+        if gates.is_empty() {
+            return "<none>".into();
+        }
+        let conditions = arr(o, "/status/conditions");
+        let met = gates
+            .iter()
+            .filter(|g| {
+                conditions
+                    .iter()
+                    .any(|c| c["type"] == g["conditionType"] && c["status"] == "True")
+            })
+            .count();
+        format!("{met}/{}", gates.len())
     }
 
     /// Node.
