@@ -63,6 +63,7 @@ pub mod names;
 pub mod net;
 pub mod openapi;
 pub mod patch;
+pub mod pod_fields;
 pub mod podgroup;
 pub mod podsecurity;
 pub mod protobuf;

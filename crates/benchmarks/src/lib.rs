@@ -3,6 +3,7 @@
 //! Their own crate, so the production binaries link none of it.
 
 pub mod burst;
+pub mod lifecycle;
 
 /// The benchmarks allocate as the production binaries do (mimalloc): hollow
 /// nodes and the in-process scheduler must not be measured on a slower heap.

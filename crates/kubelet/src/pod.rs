@@ -537,6 +537,13 @@ impl Kubelet {
                 .cloned()
                 .ok_or_else(|| anyhow::anyhow!("sandbox {id} left the observed list"))?,
             _ => {
+                // A new pod (or a new sandbox): what it asks that this
+                // kubelet does not do is said once, as a Warning event.
+                let spec_value = serde_json::to_value(&spec).unwrap_or_default();
+                let ignored = minik8s_api::pod_fields::not_honoured(&spec_value, "spec");
+                if !ignored.is_empty() {
+                    self.warning_event(pod, "FieldsNotHonoured", ignored.join("; "));
+                }
                 let s = self.start_sandbox(pod).instrument(step!("sandbox")).await?;
                 observed.push(s.clone());
                 s

@@ -22,6 +22,11 @@ impl super::Strategy for Lifecycle {
         Ok(())
     }
 
+    /// Fields the kubelet does not honour yet: said, not silently ignored.
+    fn warnings(&self, pod: &Value) -> Vec<String> {
+        minik8s_api::pod_fields::not_honoured(pod.get("spec").unwrap_or(&Value::Null), "spec")
+    }
+
     /// None when the pod is deleted at once: unbound, finished, or a grace
     /// period of 0.
     fn grace_period(&self, pod: &Value, requested: Option<i64>) -> Option<i64> {

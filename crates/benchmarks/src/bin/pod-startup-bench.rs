@@ -13,6 +13,10 @@
 //! N pause+app pairs created and started through the Docker API by C workers
 //! (default: the kubelet's `--max-parallel-starts`), R rounds each (default 3).
 //!
+//! `pod-startup-bench --lifecycle N`: N pods with an init container and a
+//! sidecar, one at a time, against the same containers started in sequence
+//! on bare Docker (`lifecycle.rs`).
+//!
 //! Needs a dockerd (`scripts/quickstart.sh` starts one); not a test.
 
 use bollard::container::Config;
@@ -32,6 +36,9 @@ async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--burst") {
         return bench_util::burst::run(&args[1..]).await;
+    }
+    if args.first().map(String::as_str) == Some("--lifecycle") {
+        return bench_util::lifecycle::run(&args[1..]).await;
     }
     let pods: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(50);
     let socket =

@@ -215,6 +215,39 @@ fn resources_fit_allocatable_minus_requests() {
 }
 
 #[test]
+fn sidecars_add_up_and_each_init_container_runs_beside_the_sidecars_before_it() {
+    let c = |name: &str, cpu: &str, sidecar: bool| {
+        let mut c = json!({"name": name, "image": "i", "resources": {"requests": {"cpu": cpu, "memory": "1Mi"}}});
+        if sidecar {
+            c["restartPolicy"] = json!("Always");
+        }
+        c
+    };
+    // Kubernetes' documented example: init 1 (100m) alone; sidecar (200m);
+    // init 2 (500m) beside it = 700m; apps 100m + the sidecar = 300m.
+    let p = pod(
+        "s",
+        json!({}),
+        json!({"initContainers": [c("i1", "100m", false), c("side", "200m", true), c("i2", "500m", false)],
+               "containers": [c("app", "100m", false)]}),
+    );
+    assert_eq!(pod_requests(&p).0, 700);
+    assert_eq!(
+        pod_requests(&p).1,
+        2 * 1024 * 1024,
+        "memory: app + sidecar (the init containers need 2 Mi at most)"
+    );
+    // Pod-level requests replace the sum; overhead comes on top.
+    let p = pod(
+        "l",
+        json!({}),
+        json!({"containers": [c("app", "100m", false)], "resources": {"requests": {"cpu": "1"}},
+               "overhead": {"cpu": "50m"}}),
+    );
+    assert_eq!(pod_requests(&p).0, 1050);
+}
+
+#[test]
 fn pod_affinity_and_anti_affinity_by_topology() {
     let nodes = [
         node(
