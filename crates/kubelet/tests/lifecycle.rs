@@ -553,6 +553,79 @@ async fn graceful_delete_is_observable(c: &Cluster) {
     c.wait_gone("graceful", 40).await;
 }
 
+/// Bad probes and hooks are refused with a 422 naming the field; a field
+/// the kubelet does not honour yet is accepted with a warning, never silently.
+async fn refused_and_warned_fields(c: &Cluster) {
+    let dir = tempfile::tempdir().unwrap();
+    let apply = |name: &str, spec: Value| {
+        let path = dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, pod(name, spec).to_string()).unwrap();
+        let out = kubectl(c, &["create", "-f", path.to_str().unwrap()]);
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let mut two = busybox("c", "sleep 3600");
+    two["livenessProbe"] =
+        json!({"exec": {"command": ["true"]}, "tcpSocket": {"port": 80}, "periodSeconds": -1});
+    let (ok, err) = apply("two-handlers", json!({"containers": [two]}));
+    assert!(!ok);
+    assert!(err.contains("spec.containers[0].livenessProbe.tcpSocket: Forbidden: may not specify more than 1 handler type"), "{err}");
+    assert!(err.contains("spec.containers[0].livenessProbe.periodSeconds: Invalid value: -1: must be greater than or equal to 0"), "{err}");
+    let mut hooked_init = busybox("i", "true");
+    hooked_init["lifecycle"] = json!({"postStart": {}});
+    let mut empty_hook = busybox("c", "sleep 3600");
+    empty_hook["lifecycle"] = json!({"preStop": {}});
+    let (ok, err) = apply(
+        "bad-hooks",
+        json!({"initContainers": [hooked_init], "containers": [empty_hook]}),
+    );
+    assert!(!ok);
+    assert!(err.contains("spec.initContainers[0].lifecycle: Forbidden: may not be set for init containers without restartPolicy=Always"), "{err}");
+    assert!(
+        err.contains(
+            "spec.containers[0].lifecycle.preStop: Required value: must specify a handler type"
+        ),
+        "{err}"
+    );
+
+    let (ok, err) = apply(
+        "host-network",
+        json!({"hostNetwork": true, "terminationGracePeriodSeconds": 1, "nodeName": c.node,
+               "containers": [busybox("c", "sleep 3600")]}),
+    );
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("Warning: spec.hostNetwork: not honoured by minik8s yet"),
+        "{err}"
+    );
+    minik8s_testkit::poll(
+        60,
+        Duration::from_millis(500),
+        "a FieldsNotHonoured event",
+        || async {
+            let out = kubectl(
+                c,
+                &[
+                    "get",
+                    "events",
+                    "--field-selector",
+                    "involvedObject.name=host-network",
+                    "-o",
+                    "json",
+                ],
+            );
+            if !String::from_utf8_lossy(&out.stdout).contains("\"FieldsNotHonoured\"") {
+                Err("none yet".to_string())
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_pod_lifecycle_as_kubernetes_runs_it() {
     let c = std::sync::Arc::new(Cluster::start().await);
@@ -575,6 +648,7 @@ async fn the_pod_lifecycle_as_kubernetes_runs_it() {
         spawn!(termination_messages),
         spawn!(grpc_probe),
         spawn!(graceful_delete_is_observable),
+        spawn!(refused_and_warned_fields),
     ];
     for outcome in futures::future::join_all(scenarios).await {
         if let Err(e) = outcome {
