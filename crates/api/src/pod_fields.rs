@@ -50,15 +50,6 @@ pub fn not_honoured(spec: &Value, path: &str) -> Vec<String> {
             note(format!("{path}.{field}"), what);
         }
     }
-    if spec
-        .get("activeDeadlineSeconds")
-        .is_some_and(|v| !v.is_null())
-    {
-        note(
-            format!("{path}.activeDeadlineSeconds"),
-            "the kubelet does not end the pod at the deadline",
-        );
-    }
     if non_empty(spec.get("resources")) {
         note(
             format!("{path}.resources"),

@@ -82,6 +82,20 @@ pub struct PodActions {
     /// init container failed under `restartPolicy: Never`): stop what still
     /// runs (sidecars, after the apps), so the pod reaches its final phase.
     pub kill_pod: bool,
+    /// The pod ran longer than its `activeDeadlineSeconds`: killed, and
+    /// Failed with the reason `DeadlineExceeded`.
+    pub deadline_exceeded: bool,
+}
+
+/// Whether the pod has been active longer than its `activeDeadlineSeconds`
+/// (counted from its `status.startTime`, as the kubelet's deadline handler does).
+pub fn deadline_exceeded(pod: &Pod, now: chrono::DateTime<chrono::Utc>) -> bool {
+    let deadline = pod.spec.as_ref().and_then(|s| s.active_deadline_seconds);
+    let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref());
+    match (deadline, started) {
+        (Some(secs), Some(t)) => (now - minik8s_api::meta::utc_of(t)).num_seconds() >= secs,
+        _ => false,
+    }
 }
 
 /// An init container with `restartPolicy: Always`: a sidecar, kept running
@@ -145,6 +159,16 @@ pub fn pod_actions(pod: &Pod, seen: &Observed) -> PodPlan {
     let policy = spec.restart_policy.as_deref().unwrap_or("Always");
     let inits = spec.init_containers.as_deref().unwrap_or_default();
     let mut actions = PodActions::default();
+    if deadline_exceeded(pod, now) {
+        actions.kill_pod = true;
+        actions.deadline_exceeded = true;
+        actions.sandbox_id = seen
+            .containers
+            .iter()
+            .find(|c| c.name == SANDBOX && c.state.is_running())
+            .map(|c| c.id.clone());
+        return PodPlan::Sync(actions);
+    }
     for (index, c) in inits.iter().enumerate() {
         if is_sidecar(c) && has_probe(c) {
             actions.to_probe.push((Which::Init, index));
@@ -811,6 +835,21 @@ mod tests {
         let a = sync(plan(&p, &cs, now));
         assert!(a.create_sandbox);
         assert_eq!(starts(&a), [(Which::Init, 0, 0), (Which::App, 0, 0)]);
+    }
+
+    #[test]
+    fn a_pod_past_its_active_deadline_is_killed() {
+        let now = chrono::Utc::now();
+        let started = (now - chrono::Duration::seconds(30)).to_rfc3339();
+        let p =
+            pod(json!({"spec": {"activeDeadlineSeconds": 20}, "status": {"startTime": started}}));
+        let cs = [container("s", SANDBOX, "", 0, running())];
+        let a = sync(plan(&p, &cs, now));
+        assert!(a.kill_pod && a.deadline_exceeded && a.to_start.is_empty());
+        assert!(!a.create_sandbox, "nothing is made for a pod that is over");
+        let p =
+            pod(json!({"spec": {"activeDeadlineSeconds": 60}, "status": {"startTime": started}}));
+        assert!(!sync(plan(&p, &cs, now)).deadline_exceeded);
     }
 
     #[test]

@@ -50,6 +50,8 @@ pub struct PodConfig {
     pub downward: BTreeMap<String, String>,
     /// Where each PersistentVolumeClaim volume's data is, by volume name.
     pub claims: BTreeMap<String, crate::claims::ClaimMount>,
+    /// The Service variables (`service_env.rs`), before the container's own.
+    pub service_env: Vec<(String, String)>,
 }
 
 /// Whether the kubelet writes the volume's content (configMap, secret,

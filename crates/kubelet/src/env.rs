@@ -67,7 +67,7 @@ pub fn environment(
     host_ip: &str,
     cfg: &PodConfig,
 ) -> Result<Vec<String>, String> {
-    let mut resolved: Vec<(String, String)> = Vec::new();
+    let mut resolved: Vec<(String, String)> = cfg.service_env.clone();
     for from in c.env_from.iter().flatten() {
         let prefix = from.prefix.clone().unwrap_or_default();
         let source = match (&from.config_map_ref, &from.secret_ref) {
@@ -116,6 +116,18 @@ pub fn environment(
         .into_iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect())
+}
+
+/// A container's `command` or `args` with `$(VAR)` expanded against its
+/// environment (`NAME=value` pairs), as Kubernetes expands them.
+pub fn expand_list(list: &Option<Vec<String>>, env: &[String]) -> Option<Vec<String>> {
+    let vars: Vec<(String, String)> = env
+        .iter()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    list.as_ref()
+        .map(|l| l.iter().map(|s| expand(s, &vars)).collect())
 }
 
 /// Kubernetes' `$(VAR)` expansion against variables defined earlier (`$$` escapes).

@@ -37,6 +37,7 @@ pub mod probe;
 pub mod runtime;
 pub mod security;
 pub mod server;
+pub mod service_env;
 pub mod spdy;
 pub mod stats;
 pub mod status;
@@ -172,6 +173,9 @@ pub struct Kubelet {
     /// them runs again, even before the pod cache shows their final phase
     /// (the real kubelet's pod workers remember it the same way).
     pub(crate) finished: Mutex<HashSet<String>>,
+    /// Every Service, for the containers' Service variables (set by
+    /// [`start`]; hollow nodes have none).
+    pub services: std::sync::OnceLock<Cache<k8s_openapi::api::core::v1::Service>>,
     /// Failed image pulls, for the pull back-off.
     pub pull_backoff: images::PullBackoff,
     /// The pods' ServiceAccount tokens, renewed before they expire.
@@ -371,6 +375,12 @@ pub async fn start(client: Client, config: Config) -> anyhow::Result<Arc<Kubelet
         }
     });
     tokio::spawn(informer.run());
+    let services = Informer::new(
+        Api::<k8s_openapi::api::core::v1::Service>::all(&kubelet.client),
+        ListParams::default(),
+    );
+    let _ = kubelet.services.set(services.cache());
+    tokio::spawn(services.run());
     kubelet.clone().begin().await?;
     tokio::spawn(watch_exits(Arc::downgrade(&kubelet)));
     Ok(kubelet)
@@ -463,6 +473,7 @@ pub async fn prepare(
         probes: probe::Probes::default(),
         messages: lifecycle::Messages::default(),
         finished: Mutex::default(),
+        services: std::sync::OnceLock::new(),
         pull_backoff: images::PullBackoff::default(),
         tokens: Default::default(),
         decisions: Default::default(),

@@ -21,7 +21,7 @@ use crate::runtime::{
 };
 use crate::status::Report;
 use crate::Kubelet;
-use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec, Secret, Service};
 use minik8s_api::quantity::Quantity;
 use minik8s_api::registry;
 use minik8s_client::{DeleteParams, TRACE_POD_START};
@@ -272,11 +272,12 @@ impl Kubelet {
                 .filter(|(name, _)| name.is_empty())
                 .map(|(_, m)| m.clone()),
         );
+        let env = crate::env::environment(pod, c, pod_ip, &self.config.node_ip, cfg)?;
         Ok(ContainerSpec {
             image: c.image.clone().unwrap_or_default(),
-            command: c.command.clone(),
-            args: c.args.clone(),
-            env: crate::env::environment(pod, c, pod_ip, &self.config.node_ip, cfg)?,
+            command: crate::env::expand_list(&c.command, &env),
+            args: crate::env::expand_list(&c.args, &env),
+            env,
             working_dir: c.working_dir.clone(),
             tty: c.tty.unwrap_or(false),
             stdin: c.stdin.unwrap_or(false),
@@ -416,6 +417,25 @@ impl Kubelet {
         first_error.map_or(Ok(()), |e| Err(e.into()))
     }
 
+    /// The Service variables of the pod's containers, from the Service
+    /// cache (none on hollow nodes, which have no cache).
+    async fn service_env(&self, pod: &Pod) -> Vec<(String, String)> {
+        let Some(services) = self.services.get() else {
+            return Vec::new();
+        };
+        // As the real kubelet, no container starts before the Services were
+        // read once: its variables would be missing for good.
+        services.wait_synced().await;
+        let links = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.enable_service_links)
+            .unwrap_or(true);
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let all: Vec<Service> = services.list().iter().map(|s| (**s).clone()).collect();
+        crate::service_env::service_env(&all, namespace, links)
+    }
+
     /// Ids of the pod's running containers whose startup probe passed.
     fn startup_passed(&self, observed: &[ContainerInfo]) -> HashSet<String> {
         observed
@@ -455,6 +475,7 @@ impl Kubelet {
                     pod_ip: &sandbox_ip_of(&after),
                     waiting: &waiting,
                     terminal: true,
+                    failed: None,
                 };
                 if let Err(e) = self.report_status(pod, report).await {
                     tracing::debug!(pod = ?pod.metadata.name, error = %e, "reporting the final status");
@@ -514,6 +535,7 @@ impl Kubelet {
                         pod_ip: &ip,
                         waiting: &plan.waiting,
                         terminal: false,
+                        failed: None,
                     },
                 );
                 let (slot, reported) = tokio::join!(wait.instrument(step!("wait_slot")), report);
@@ -579,7 +601,7 @@ impl Kubelet {
         }
         .instrument(step!("volumes"))
         .await;
-        let (cfg, mounts) = match prepared {
+        let (mut cfg, mounts) = match prepared {
             Ok(m) => m,
             Err(e) => match e.downcast::<SetUpFailed>() {
                 Ok(SetUpFailed(message)) => {
@@ -596,6 +618,7 @@ impl Kubelet {
                         pod_ip: &pod_ip,
                         waiting: &waiting,
                         terminal: false,
+                        failed: None,
                     };
                     self.report_status(pod, report).await?;
                     return Ok(Next::Wait);
@@ -603,6 +626,9 @@ impl Kubelet {
                 Err(other) => return Err(other),
             },
         };
+        if !plan.to_start.is_empty() {
+            cfg.service_env = self.service_env(pod).await;
+        }
         let mut next = Next::Wait;
         for start in &plan.to_start {
             let Some(c) = container_at(&spec, start.which, start.index) else {
@@ -639,6 +665,9 @@ impl Kubelet {
         if plan.kill_pod {
             // Nothing runs again: stop what still runs (sidecars after
             // the apps), and report the pod's final phase.
+            if plan.deadline_exceeded {
+                self.warning_event(pod, "DeadlineExceeded", DEADLINE_MESSAGE.to_string());
+            }
             self.stop_pod(pod, &observed, crate::lifecycle::pod_grace(pod))
                 .await;
             let after = self.runtime.list(pod.metadata.uid.as_deref()).await?;
@@ -647,6 +676,9 @@ impl Kubelet {
                 pod_ip: &pod_ip,
                 waiting: &waiting,
                 terminal: true,
+                failed: plan
+                    .deadline_exceeded
+                    .then_some(("DeadlineExceeded", DEADLINE_MESSAGE)),
             };
             self.report_status(pod, report).await?;
             return Ok(Next::Wait);
@@ -657,11 +689,16 @@ impl Kubelet {
         {
             next = Next::Now;
         }
+        // The sync that follows at once reports what this one did.
+        if next == Next::Now {
+            return Ok(next);
+        }
         let report = Report {
             containers: &observed,
             pod_ip: &pod_ip,
             waiting: &waiting,
             terminal: false,
+            failed: None,
         };
         self.report_status(pod, report)
             .instrument(step!("status"))
@@ -819,6 +856,9 @@ impl Kubelet {
         }
     }
 }
+
+/// The kubelet's words for a pod past its `activeDeadlineSeconds`.
+const DEADLINE_MESSAGE: &str = "Pod was active on the node longer than the specified deadline";
 
 /// What a sync asks of the pod's worker next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -156,6 +156,8 @@ pub struct Report<'a> {
     /// The pod's containers were stopped for good (deleted, or killed once
     /// its apps were done): its phase is final.
     pub terminal: bool,
+    /// Failed for a reason of the pod's own (`DeadlineExceeded`): (reason, message).
+    pub failed: Option<(&'static str, &'static str)>,
 }
 
 impl Kubelet {
@@ -178,6 +180,7 @@ impl Kubelet {
             pod_ip,
             waiting,
             terminal,
+            failed,
         } = report;
         let spec = pod.spec.clone().unwrap_or_default();
         let messages = self.termination_messages(pod, containers).await;
@@ -218,7 +221,10 @@ impl Kubelet {
             .map(|c| status_of(c, false))
             .collect();
         let ephemeral_statuses = self.ephemeral_statuses(pod, &spec, containers, waiting);
-        let phase = decide::pod_phase(&spec, &init_statuses, &statuses, terminal);
+        let phase = match failed {
+            Some(_) => "Failed",
+            None => decide::pod_phase(&spec, &init_statuses, &statuses, terminal),
+        };
         if matches!(phase, "Succeeded" | "Failed") {
             if let Some(uid) = &pod.metadata.uid {
                 crate::lock(&self.finished).insert(uid.clone());
@@ -274,6 +280,10 @@ impl Kubelet {
         });
         if !init_statuses.is_empty() {
             status["initContainerStatuses"] = json!(init_statuses);
+        }
+        if let Some((reason, message)) = failed {
+            status["reason"] = json!(reason);
+            status["message"] = json!(message);
         }
         if !ephemeral_statuses.is_empty() {
             status["ephemeralContainerStatuses"] = json!(ephemeral_statuses);

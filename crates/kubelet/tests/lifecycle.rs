@@ -553,6 +553,80 @@ async fn graceful_delete_is_observable(c: &Cluster) {
     c.wait_gone("graceful", 40).await;
 }
 
+/// Every container gets the Service variables (client libraries find the
+/// API through KUBERNETES_SERVICE_HOST), and `$(VAR)` in its command and
+/// args is expanded (`$$` escapes).
+async fn service_variables_and_expansion(c: &Cluster) {
+    let services = c.client.dynamic(
+        minik8s_api::registry::of::<k8s_openapi::api::core::v1::Service>(),
+        Some("default"),
+    );
+    for (name, port) in [("kubernetes", 443), ("redis-master", 6379)] {
+        let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+                         "spec": {"ports": [{"name": "main", "port": port}]}});
+        // The apiserver may have made `kubernetes` itself.
+        let _ = services.create(&svc).await;
+    }
+    let redis_ip = services.get("redis-master").await.unwrap()["spec"]["clusterIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut printer = busybox("env", "");
+    printer["command"] = json!(["sh", "-c", "env | sort; echo \"$1 $2\"", "sh"]);
+    printer["args"] = json!(["$(GREETING)", "$$(GREETING)"]);
+    printer["env"] = json!([{"name": "GREETING", "value": "hello"}]);
+    c.create_pod(pod(
+        "env-vars",
+        json!({"restartPolicy": "Never", "containers": [printer]}),
+    ))
+    .await;
+    c.wait_pod("env-vars", "Succeeded", 60, |p| phase(p) == "Succeeded")
+        .await;
+    let log = c.pod_log("env-vars/log").await;
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("KUBERNETES_SERVICE_HOST=")),
+        "{log}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l == "KUBERNETES_SERVICE_PORT_MAIN=443" || l == "KUBERNETES_SERVICE_PORT=443"),
+        "{log}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l == format!("REDIS_MASTER_SERVICE_HOST={redis_ip}")),
+        "{log}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l == format!("REDIS_MASTER_PORT_6379_TCP=tcp://{redis_ip}:6379")),
+        "{log}"
+    );
+    assert!(log.lines().any(|l| l == "hello $(GREETING)"), "{log}");
+}
+
+/// `activeDeadlineSeconds`: the kubelet ends the pod at its deadline.
+async fn active_deadline(c: &Cluster) {
+    c.create_pod(pod(
+        "deadline",
+        json!({"activeDeadlineSeconds": 4, "terminationGracePeriodSeconds": 1,
+               "containers": [busybox("c", "sleep 3600")]}),
+    ))
+    .await;
+    let p = c
+        .wait_pod("deadline", "Failed at its deadline", 60, |p| {
+            phase(p) == "Failed"
+        })
+        .await;
+    assert_eq!(p["status"]["reason"], "DeadlineExceeded");
+    assert_eq!(
+        p["status"]["message"],
+        "Pod was active on the node longer than the specified deadline"
+    );
+    assert!(container_status(&p, "c").unwrap()["state"]["terminated"].is_object());
+}
+
 /// Bad probes and hooks are refused with a 422 naming the field; a field
 /// the kubelet does not honour yet is accepted with a warning, never silently.
 async fn refused_and_warned_fields(c: &Cluster) {
@@ -649,6 +723,8 @@ async fn the_pod_lifecycle_as_kubernetes_runs_it() {
         spawn!(grpc_probe),
         spawn!(graceful_delete_is_observable),
         spawn!(refused_and_warned_fields),
+        spawn!(service_variables_and_expansion),
+        spawn!(active_deadline),
     ];
     for outcome in futures::future::join_all(scenarios).await {
         if let Err(e) = outcome {

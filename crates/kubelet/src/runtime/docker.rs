@@ -298,10 +298,14 @@ impl ContainerRuntime for DockerRuntime {
                 ..Default::default()
             }))
             .await?;
+        // Inspected together: a pod's sync waits for the slowest, not the sum.
+        let inspections = summaries
+            .iter()
+            .filter_map(|s| s.id.as_deref())
+            .map(|id| self.inspect(id));
         let mut out = Vec::new();
-        for s in summaries {
-            let Some(id) = s.id else { continue };
-            if let Some(c) = self.inspect(&id).await? {
+        for c in futures::future::join_all(inspections).await {
+            if let Some(c) = c? {
                 out.push(c);
             }
         }
