@@ -723,7 +723,14 @@ impl ApiServer {
                 }
             } else if !fin.is_empty() || strategy.two_phase_delete() {
                 let m = metadata_mut(&mut updated);
-                if !m.contains_key("deletionTimestamp") {
+                // A delete of grace 0 (the kubelet's last word on its pod)
+                // shortens a graceful deletion already under way: once the
+                // finalizers are gone, the object goes.
+                let graceful_before = m
+                    .get("deletionGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+                    .is_some_and(|g| g > 0);
+                if !m.contains_key("deletionTimestamp") || graceful_before {
                     m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
                     m.insert("deletionGracePeriodSeconds".into(), json!(0));
                 }

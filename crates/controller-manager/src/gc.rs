@@ -52,8 +52,10 @@ impl Obj {
 pub enum Action {
     /// Delete a dependent whose owners seem gone (the shell confirms first).
     DeleteOrphaned(Obj),
-    /// Delete a dependent of an owner in foreground deletion.
-    DeleteDependent(Obj),
+    /// Delete a dependent of an owner in foreground deletion: itself in the
+    /// foreground when it has dependents of its own (a Deployment's
+    /// ReplicaSet waits for its pods), as Kubernetes' collector does.
+    DeleteDependent { dependent: Obj, foreground: bool },
     /// Remove the ownerReference to `owner_uid` from `dependent`.
     Unlink { dependent: Obj, owner_uid: String },
     /// Remove a finalizer from an owner whose dependents are handled.
@@ -92,7 +94,11 @@ pub fn plan(objs: &[Obj]) -> Vec<Action> {
             }
         } else if owner.finalizers.iter().any(|f| f == FOREGROUND) {
             for d in dependents.iter().filter(|d| !d.deleting) {
-                out.push(Action::DeleteDependent((*d).clone()));
+                let foreground = objs.iter().any(|x| x.owners.iter().any(|r| r.uid == d.uid));
+                out.push(Action::DeleteDependent {
+                    dependent: (*d).clone(),
+                    foreground,
+                });
             }
             if dependents.is_empty() {
                 out.push(Action::RemoveFinalizer {
@@ -176,7 +182,17 @@ impl GarbageCollector {
                         Ok(())
                     }
                 }
-                Action::DeleteDependent(d) => self.delete(d).await,
+                Action::DeleteDependent {
+                    dependent,
+                    foreground,
+                } => {
+                    let policy = if *foreground {
+                        "Foreground"
+                    } else {
+                        "Background"
+                    };
+                    self.delete_with(dependent, policy).await
+                }
                 Action::Unlink {
                     dependent,
                     owner_uid,
@@ -208,8 +224,12 @@ impl GarbageCollector {
     }
 
     async fn delete(&self, o: &Obj) -> Result<(), ClientError> {
+        self.delete_with(o, "Background").await
+    }
+
+    async fn delete_with(&self, o: &Obj, policy: &str) -> Result<(), ClientError> {
         let dp = DeleteParams {
-            propagation_policy: Some("Background".into()),
+            propagation_policy: Some(policy.into()),
             precondition_uid: Some(o.uid.clone()),
             ..Default::default()
         };
@@ -439,7 +459,27 @@ mod tests {
             obj("po", "a", "p1", &["r1"], &[], false),
             obj("po", "b", "p2", &["r1"], &[], true),
         ];
-        assert_eq!(plan(&objs), vec![Action::DeleteDependent(objs[1].clone())]);
+        assert_eq!(
+            plan(&objs),
+            vec![Action::DeleteDependent {
+                dependent: objs[1].clone(),
+                foreground: false
+            }]
+        );
+        // A dependent with dependents of its own goes in the foreground too:
+        // the Deployment waits for its ReplicaSet, which waits for its pods.
+        let chain = vec![
+            obj("deploy", "d", "d1", &[], &[FOREGROUND], true),
+            obj("rs", "rs", "r1", &["d1"], &[], false),
+            obj("po", "a", "p1", &["r1"], &[], false),
+        ];
+        assert_eq!(
+            plan(&chain),
+            vec![Action::DeleteDependent {
+                dependent: chain[1].clone(),
+                foreground: true
+            }]
+        );
         let done = vec![obj("rs", "rs", "r1", &[], &[FOREGROUND], true)];
         assert_eq!(
             plan(&done),

@@ -188,4 +188,38 @@ async fn replicaset_on_docker_with_kubectl() {
         ps.len() == 3 && ps.iter().all(|p| p["metadata"]["labels"]["app"] == "web")
     })
     .await;
+
+    // Foreground: a Deployment goes after its ReplicaSet, which goes after
+    // its pods, so `kubectl delete --cascade=foreground` (which waits for the
+    // Deployment to be gone) returns with no pod of it left, not even one
+    // still terminating.
+    let mut deployment = replicaset("fg", 2);
+    deployment["kind"] = json!("Deployment");
+    c.client
+        .dynamic(
+            registry::of::<k8s_openapi::api::apps::v1::Deployment>(),
+            Some("default"),
+        )
+        .create(&deployment)
+        .await
+        .unwrap();
+    pods_until(&c, &pods, "2 running fg pods", |ps| {
+        ps.iter()
+            .filter(|p| p["metadata"]["labels"]["app"] == "fg" && running(p))
+            .count()
+            == 2
+    })
+    .await;
+    kubectl_ok(c.real_kubectl(&["delete", "deployment", "fg", "--cascade=foreground"]));
+    let left: Vec<String> = pods.list(&ListParams::default()).await.unwrap()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["metadata"]["labels"]["app"] == "fg")
+        .map(name)
+        .collect();
+    assert!(
+        left.is_empty(),
+        "pods left after a foreground delete returned: {left:?}"
+    );
 }
