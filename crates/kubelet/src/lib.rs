@@ -32,6 +32,7 @@ pub mod network;
 pub mod nfs_mounts;
 pub mod node;
 pub mod pod;
+mod pod_setup;
 pub mod portforward;
 pub mod probe;
 pub mod runtime;
