@@ -11,8 +11,6 @@
 //! was bound, to show where the time goes.
 
 use crate::{percentile, LocalCluster};
-use bollard::container::Config;
-use bollard::models::HostConfig;
 use futures::StreamExt;
 use kubelet::runtime::{ContainerRuntime, DockerRuntime};
 use minik8s_api::k8s::api::apps::v1::ReplicaSet;
@@ -221,28 +219,13 @@ async fn bare_docker(
                 let pause = runtime
                     .create_and_start(
                         &format!("burst-bare-{round}-pause-{i}"),
-                        Config {
-                            image: Some("minik8s/pause:latest".to_string()),
-                            host_config: Some(HostConfig {
-                                network_mode: Some(network.clone()),
-                                ..Default::default()
-                            }),
-                            ..Default::default()
-                        },
+                        crate::bare_pause(&network),
                     )
                     .await?;
                 let app = runtime
                     .create_and_start(
                         &format!("burst-bare-{round}-app-{i}"),
-                        Config {
-                            image: Some("minik8s/busybox:latest".to_string()),
-                            cmd: Some(vec!["sleep".into(), "3600".into()]),
-                            host_config: Some(HostConfig {
-                                network_mode: Some(format!("container:{pause}")),
-                                ..Default::default()
-                            }),
-                            ..Default::default()
-                        },
+                        crate::bare_busybox(&pause, &["sleep", "3600"]),
                     )
                     .await?;
                 done.push((t.elapsed().as_secs_f64() * 1000.0, [app, pause]));

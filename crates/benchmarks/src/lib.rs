@@ -177,6 +177,32 @@ pub async fn raw_writes(
 }
 
 /// The `p` quantile (0..=1) of sorted samples.
+/// The floor's sandbox: a pause container on `network`, as the kubelet makes one.
+pub fn bare_pause(network: &str) -> bollard::container::Config<String> {
+    bollard::container::Config {
+        image: Some("minik8s/pause:latest".to_string()),
+        host_config: Some(bollard::models::HostConfig {
+            network_mode: Some(network.into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The floor's app: busybox running `cmd` in the network namespace of the
+/// container `pause`.
+pub fn bare_busybox(pause: &str, cmd: &[&str]) -> bollard::container::Config<String> {
+    bollard::container::Config {
+        image: Some("minik8s/busybox:latest".to_string()),
+        cmd: Some(cmd.iter().map(|s| s.to_string()).collect()),
+        host_config: Some(bollard::models::HostConfig {
+            network_mode: Some(format!("container:{pause}")),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 * p).ceil() as usize)
         .saturating_sub(1)

@@ -8,8 +8,7 @@
 //! ```
 
 use crate::{percentile, LocalCluster};
-use bollard::container::{Config, WaitContainerOptions};
-use bollard::models::HostConfig;
+use bollard::container::WaitContainerOptions;
 use futures::StreamExt;
 use kubelet::runtime::{ContainerRuntime, DockerRuntime};
 use minik8s_api::k8s::api::core::v1::Pod;
@@ -74,27 +73,9 @@ async fn on_bare_docker(
 ) -> anyhow::Result<(f64, Vec<String>)> {
     let t = Instant::now();
     let pause = runtime
-        .create_and_start(
-            &format!("bench-lc-pause-{i}"),
-            Config {
-                image: Some("minik8s/pause:latest".to_string()),
-                host_config: Some(HostConfig {
-                    network_mode: Some(network.into()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-        )
+        .create_and_start(&format!("bench-lc-pause-{i}"), crate::bare_pause(network))
         .await?;
-    let joined = |cmd: &[&str]| Config {
-        image: Some("minik8s/busybox:latest".to_string()),
-        cmd: Some(cmd.iter().map(|s| s.to_string()).collect()),
-        host_config: Some(HostConfig {
-            network_mode: Some(format!("container:{pause}")),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
+    let joined = |cmd: &[&str]| crate::bare_busybox(&pause, cmd);
     let init = runtime
         .create_and_start(&format!("bench-lc-init-{i}"), joined(&["true"]))
         .await?;

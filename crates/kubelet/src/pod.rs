@@ -155,16 +155,7 @@ impl Kubelet {
             Some(Err(_)) => {
                 let wait = self.start_slots.clone().acquire_owned();
                 let ip = sandbox_ip(&plan, &observed);
-                let report = self.report_status(
-                    pod,
-                    Report {
-                        containers: &observed,
-                        pod_ip: &ip,
-                        waiting: &plan.waiting,
-                        terminal: false,
-                        failed: None,
-                    },
-                );
+                let report = self.report_status(pod, Report::live(&observed, &ip, &plan.waiting));
                 let (slot, reported) = tokio::join!(wait.instrument(step!("wait_slot")), report);
                 if let Err(e) = reported {
                     tracing::debug!(pod = ?pod.metadata.name, error = %e, "reporting ContainerCreating");
@@ -216,13 +207,7 @@ impl Kubelet {
                             waiting.insert(c.name, ("ContainerCreating".into(), message.clone()));
                         }
                     }
-                    let report = Report {
-                        containers: &observed,
-                        pod_ip: &pod_ip,
-                        waiting: &waiting,
-                        terminal: false,
-                        failed: None,
-                    };
+                    let report = Report::live(&observed, &pod_ip, &waiting);
                     self.report_status(pod, report).await?;
                     return Ok(Next::Wait);
                 }
@@ -296,13 +281,7 @@ impl Kubelet {
         if next == Next::Now {
             return Ok(next);
         }
-        let report = Report {
-            containers: &observed,
-            pod_ip: &pod_ip,
-            waiting: &waiting,
-            terminal: false,
-            failed: None,
-        };
+        let report = Report::live(&observed, &pod_ip, &waiting);
         self.report_status(pod, report)
             .instrument(step!("status"))
             .await?;

@@ -160,6 +160,23 @@ pub struct Report<'a> {
     pub failed: Option<(&'static str, &'static str)>,
 }
 
+impl<'a> Report<'a> {
+    /// The report of a live pod's sync: nothing final about it.
+    pub fn live(
+        containers: &'a [ContainerInfo],
+        pod_ip: &'a str,
+        waiting: &'a BTreeMap<String, (String, String)>,
+    ) -> Report<'a> {
+        Report {
+            containers,
+            pod_ip,
+            waiting,
+            terminal: false,
+            failed: None,
+        }
+    }
+}
+
 impl Kubelet {
     /// What the kubelet knows of one running container beyond the runtime:
     /// its readiness and startup probes' verdicts so far.

@@ -40,6 +40,22 @@ fn kubectl(c: &Cluster, args: &[&str]) -> std::process::Output {
     tokio::task::block_in_place(|| c.real_kubectl(args))
 }
 
+/// One field (`reason`, `message`) of every event about a pod, as the real kubectl lists them.
+fn event_fields(c: &Cluster, pod: &str, field: &str) -> Vec<String> {
+    let selector = format!("involvedObject.name={pod}");
+    let out = kubectl(
+        c,
+        &["get", "events", "--field-selector", &selector, "-o", "json"],
+    );
+    let events: Value = serde_json::from_slice(&out.stdout).unwrap();
+    events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e[field].as_str().map(str::to_string))
+        .collect()
+}
+
 /// What the real kubectl shows in the STATUS column for a pod.
 fn kubectl_status(c: &Cluster, name: &str) -> String {
     let out = kubectl(c, &["get", "pod", name, "--no-headers"]);
@@ -314,25 +330,11 @@ async fn hooks_reach_a_handler_pod(c: &Cluster) {
         restarts(p, "failing") >= 1
     })
     .await;
-    let out = kubectl(
-        c,
-        &[
-            "get",
-            "events",
-            "--field-selector",
-            "involvedObject.name=failed-hook",
-            "-o",
-            "json",
-        ],
+    let reasons = event_fields(c, "failed-hook", "reason");
+    assert!(
+        reasons.iter().any(|r| r == "FailedPostStartHook"),
+        "{reasons:?}"
     );
-    let events: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let reasons: Vec<&str> = events["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|e| e["reason"].as_str())
-        .collect();
-    assert!(reasons.contains(&"FailedPostStartHook"), "{reasons:?}");
 }
 
 /// container_probe.go: a startup probe delays liveness (no restart), and a
@@ -370,26 +372,11 @@ async fn startup_probes(c: &Cluster) {
         })
         .await;
     assert_eq!(container_status(&p, "never").unwrap()["started"], false);
-    let out = kubectl(
-        c,
-        &[
-            "get",
-            "events",
-            "--field-selector",
-            "involvedObject.name=startup-never",
-            "-o",
-            "json",
-        ],
-    );
-    let events: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let messages: Vec<&str> = events["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|e| e["message"].as_str())
-        .collect();
+    let messages = event_fields(c, "startup-never", "message");
     assert!(
-        messages.contains(&"Container never failed startup probe, will be restarted"),
+        messages
+            .iter()
+            .any(|m| m == "Container never failed startup probe, will be restarted"),
         "{messages:?}"
     );
     assert!(

@@ -19,8 +19,6 @@
 //!
 //! Needs a dockerd (`scripts/quickstart.sh` starts one); not a test.
 
-use bollard::container::Config;
-use bollard::models::HostConfig;
 use futures::StreamExt;
 use kubelet::runtime::ContainerRuntime;
 use minik8s_api::k8s::api::core::v1::Pod;
@@ -105,28 +103,13 @@ async fn main() -> anyhow::Result<()> {
         let pause = runtime
             .create_and_start(
                 &format!("bench-bare-pause-{i}"),
-                Config {
-                    image: Some("minik8s/pause:latest".to_string()),
-                    host_config: Some(HostConfig {
-                        network_mode: Some(network.into()),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                },
+                bench_util::bare_pause(network),
             )
             .await?;
         let app = runtime
             .create_and_start(
                 &format!("bench-bare-app-{i}"),
-                Config {
-                    image: Some("minik8s/busybox:latest".to_string()),
-                    cmd: Some(vec!["sleep".into(), "3600".into()]),
-                    host_config: Some(HostConfig {
-                        network_mode: Some(format!("container:{pause}")),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                },
+                bench_util::bare_busybox(&pause, &["sleep", "3600"]),
             )
             .await?;
         bare.push(t.elapsed().as_secs_f64() * 1000.0);
