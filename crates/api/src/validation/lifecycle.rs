@@ -334,6 +334,37 @@ mod tests {
     }
 
     #[test]
+    fn sysctl_names_follow_kubernetes_rule() {
+        use super::super::pod::{is_sysctl_name, validate_pod_spec};
+        assert!(is_sysctl_name("net.ipv4.ip_forward"));
+        assert!(is_sysctl_name("kernel.shm_rmid_forced"));
+        assert!(is_sysctl_name("net/ipv4/conf/eth0.100/forwarding"));
+        for bad in [
+            "",
+            "net..core",
+            "Net.core",
+            "net.core-",
+            "-net",
+            &"a".repeat(254),
+        ] {
+            assert!(!is_sysctl_name(bad), "{bad:?}");
+        }
+        let spec = json!({"containers": [{"name": "c", "image": "i"}],
+                          "securityContext": {"sysctls": [{"name": "net.core.somaxconn", "value": "1024"},
+                                                          {"name": "Bad_Name", "value": "1"},
+                                                          {"name": "net.core.somaxconn", "value": "2"}]}});
+        let mut errs = Vec::new();
+        validate_pod_spec(&spec, "spec", &mut errs);
+        let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+        assert_eq!(text.len(), 2, "{text:?}");
+        assert!(text[0].starts_with("spec.securityContext.sysctls[1].name: Invalid value: \"Bad_Name\": must have at most 253 characters"), "{text:?}");
+        assert_eq!(
+            text[1],
+            "spec.securityContext.sysctls[2].name: Duplicate value: \"net.core.somaxconn\""
+        );
+    }
+
+    #[test]
     fn only_sidecars_among_init_containers_have_probes_and_hooks() {
         let probe = json!({"exec": {"command": ["true"]}});
         let e = errors(json!({"readinessProbe": probe}), ContainerKind::Init);

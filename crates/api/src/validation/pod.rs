@@ -117,6 +117,7 @@ pub fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Errors) {
         &["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"],
     );
     check_non_negative(errs, spec, "terminationGracePeriodSeconds", path);
+    validate_sysctls(spec, path, errs);
     if let Some(ads) = spec.get("activeDeadlineSeconds") {
         if ads.as_i64().is_none_or(|n| n <= 0) {
             errs.push(FieldError::invalid(
@@ -174,6 +175,41 @@ pub fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Errors) {
                 t.get("effect").unwrap_or(&Value::Null),
                 "effect must be 'NoExecute' when `tolerationSeconds` is set",
             ));
+        }
+    }
+}
+
+/// Kubernetes' sysctl name rule: segments of `[a-z0-9]([-_a-z0-9]*[a-z0-9])?`
+/// joined by `.` or `/`, at most 253 characters.
+pub fn is_sysctl_name(name: &str) -> bool {
+    let segment = |s: &str| {
+        let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+        s.chars().next().is_some_and(ok)
+            && s.chars().last().is_some_and(ok)
+            && s.chars().all(|c| ok(c) || c == '-' || c == '_')
+    };
+    name.len() <= 253 && name.split(['.', '/']).all(segment)
+}
+
+/// `securityContext.sysctls`: named, valid names, no name twice.
+fn validate_sysctls(spec: &Value, path: &str, errs: &mut Errors) {
+    let sysctls = spec
+        .pointer("/securityContext/sysctls")
+        .and_then(Value::as_array);
+    let mut seen = std::collections::HashSet::new();
+    for (i, s) in sysctls.into_iter().flatten().enumerate() {
+        let at = format!("{path}.securityContext.sysctls[{i}].name");
+        match non_empty_str(s, "name") {
+            None => errs.push(FieldError::required(at, "")),
+            Some(n) if !is_sysctl_name(n) => errs.push(FieldError::invalid(
+                at,
+                &Value::String(n.into()),
+                "must have at most 253 characters and match regex ^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$",
+            )),
+            Some(n) if !seen.insert(n) => {
+                errs.push(FieldError::duplicate(at, &Value::String(n.into())))
+            }
+            Some(_) => {}
         }
     }
 }
