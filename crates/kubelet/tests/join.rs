@@ -199,6 +199,18 @@ async fn a_node_joins_with_a_token_and_is_kept_to_its_own() {
         .await
         .unwrap_err();
     assert_eq!(err.api().unwrap().code, 403);
+    let delete = |name: &'static str| {
+        let pods = k0.dynamic(registry::of::<Pod>(), Some("default"));
+        async move { pods.delete(name, &Default::default()).await.unwrap_err() }
+    };
+    assert_eq!(
+        delete("p1").await.api().unwrap().code,
+        403,
+        "another node's pod"
+    );
+    // A pod already gone (its namespace deleted it): the kubelet's last
+    // delete finds nothing, as with the real NodeRestriction, not a refusal.
+    assert_eq!(delete("never-was").await.api().unwrap().code, 404);
     // The apiserver's own endpoints for the `kubernetes` Service outlive the
     // controllers (they manage only the slices they made).
     let slice = admin

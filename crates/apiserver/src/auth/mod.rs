@@ -352,11 +352,30 @@ impl ApiServer {
         })
     }
 
-    /// Authorizes `a` for `user`, as a 403 when denied.
+    /// Authorizes `a` for `user`, as a 403 when denied. A kubelet deleting a
+    /// pod no node has (already gone) gets the 404 it would get with the
+    /// real NodeRestriction, not a 403: its last delete of a pod removed
+    /// meanwhile (a namespace being deleted) is then done, not refused.
     pub fn check(&self, user: &UserInfo, a: &Attributes) -> Result<(), ApiError> {
-        self.authorize(user, a)
-            .map(|_| ())
-            .map_err(|reason| forbidden(user, a, &reason))
+        self.authorize(user, a).map(|_| ()).map_err(|reason| {
+            let unknown_pod = node::node_name(user).is_some()
+                && a.resource_request
+                && a.verb == "delete"
+                && (
+                    a.api_group.as_str(),
+                    a.resource.as_str(),
+                    a.subresource.as_str(),
+                ) == ("", "pods", "")
+                && self.nodes.pod_node(&a.namespace, &a.name).is_none();
+            if unknown_pod {
+                ApiError::not_found(
+                    minik8s_api::registry::of::<k8s_openapi::api::core::v1::Pod>(),
+                    &a.name,
+                )
+            } else {
+                forbidden(user, a, &reason)
+            }
+        })
     }
 
     /// Applies the `Impersonate-*` headers: `user` acts as someone else if it

@@ -164,7 +164,7 @@ impl Graph {
 }
 
 impl NodeGraph {
-    fn pod_node(&self, ns: &str, name: &str) -> Option<String> {
+    pub(super) fn pod_node(&self, ns: &str, name: &str) -> Option<String> {
         let g = self.inner.read().unwrap_or_else(|p| p.into_inner());
         g.pods
             .get(&(ns.to_string(), name.to_string()))
