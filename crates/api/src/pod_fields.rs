@@ -87,12 +87,6 @@ pub fn not_honoured(spec: &Value, path: &str) -> Vec<String> {
         .flatten()
         .enumerate()
     {
-        if v.pointer("/emptyDir/medium").and_then(Value::as_str) == Some("Memory") {
-            note(
-                format!("{path}.volumes[{i}].emptyDir.medium"),
-                "the volume is on the node's disk",
-            );
-        }
         let items = v.pointer("/downwardAPI/items").and_then(Value::as_array);
         if items
             .into_iter()
@@ -165,7 +159,8 @@ mod tests {
     fn each_field_the_kubelet_ignores_is_named() {
         let spec = json!({
             "hostNetwork": true, "hostPID": false, "imagePullSecrets": [{"name": "regcred"}],
-            "volumes": [{"name": "m", "emptyDir": {"medium": "Memory"}}, {"name": "d", "emptyDir": {}}],
+            "volumes": [{"name": "m", "emptyDir": {"medium": "Memory"}}, {"name": "d", "emptyDir": {}},
+                        {"name": "e", "downwardAPI": {"items": [{"path": "cpu", "resourceFieldRef": {"resource": "limits.cpu"}}]}}],
             "containers": [{"name": "c", "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                             "resources": {"limits": {"ephemeral-storage": "1Gi"}}}]});
         let notes = not_honoured(&spec, "spec");
@@ -175,7 +170,7 @@ mod tests {
             [
                 "spec.hostNetwork",
                 "spec.imagePullSecrets",
-                "spec.volumes[0].emptyDir.medium",
+                "spec.volumes[2].downwardAPI",
                 "spec.containers[0].resources.limits[ephemeral-storage]",
             ]
         );

@@ -42,6 +42,7 @@ pub mod service_env;
 pub mod spdy;
 pub mod stats;
 pub mod status;
+pub mod tmpfs;
 pub mod tokens;
 
 use anyhow::Context;
@@ -295,7 +296,7 @@ impl Kubelet {
         }
         self.kill_containers(&orphans, 0).await?;
         for uid in orphans.iter().map(|c| &c.pod_uid).collect::<HashSet<_>>() {
-            let _ = std::fs::remove_dir_all(self.config.root_dir.join("pods").join(uid));
+            crate::tmpfs::remove_pod_dir(&self.config.root_dir.join("pods").join(uid));
         }
         // NFS exports whose pods are all gone. (Without any, the pass over the
         // cache is skipped: hollow nodes share one holding every pod.)

@@ -108,7 +108,7 @@ impl Kubelet {
                     tracing::debug!(pod = ?pod.metadata.name, error = %e, "reporting the final status");
                 }
                 self.kill_containers(&after, 0).await?;
-                let _ = std::fs::remove_dir_all(self.pod_dir(pod));
+                crate::tmpfs::remove_pod_dir(&self.pod_dir(pod));
                 self.confirm_deletion(pod).await?;
                 tracing::info!(pod = ?pod.metadata.name, removed = after.len(), "pod terminated; deletion confirmed");
                 Ok(Next::Gone)

@@ -140,7 +140,23 @@ impl Kubelet {
                 }
                 (hp.path.clone(), false)
             } else if !config_data::is_published(v) {
-                std::fs::create_dir_all(&dir)?;
+                let medium = v.empty_dir.as_ref().and_then(|e| e.medium.as_deref());
+                if medium == Some("Memory") {
+                    let size = v
+                        .empty_dir
+                        .as_ref()
+                        .and_then(|e| e.size_limit.as_ref())
+                        .and_then(|q| Quantity::parse(&q.0).ok())
+                        .map(|q| q.units());
+                    crate::tmpfs::ensure_tmpfs(&dir, size).map_err(|e| {
+                        SetUpFailed(format!(
+                            "MountVolume.SetUp failed for volume \"{}\" : mounting a tmpfs: {e}",
+                            v.name
+                        ))
+                    })?;
+                } else {
+                    std::fs::create_dir_all(&dir)?;
+                }
                 crate::security::empty_dir_ownership(&dir, pod)?;
                 (dir.display().to_string(), false)
             } else {

@@ -593,6 +593,51 @@ async fn service_variables_and_expansion(c: &Cluster) {
     assert!(log.lines().any(|l| l == "hello $(GREETING)"), "{log}");
 }
 
+/// `emptyDir: {medium: Memory}` is a tmpfs of the volume's `sizeLimit`,
+/// unmounted when the pod goes.
+async fn memory_empty_dir(c: &Cluster) {
+    let mut reader = busybox("c", "grep ' /cache ' /proc/mounts");
+    reader["volumeMounts"] = json!([{"name": "cache", "mountPath": "/cache"}]);
+    let created = c
+        .create_pod(pod(
+            "memory-dir",
+            json!({"restartPolicy": "Never", "containers": [reader],
+                   "volumes": [{"name": "cache", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}}]}),
+        ))
+        .await;
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
+    c.wait_pod("memory-dir", "Succeeded", 60, |p| phase(p) == "Succeeded")
+        .await;
+    let line = c.pod_log("memory-dir/log").await;
+    assert!(line.starts_with("tmpfs /cache tmpfs"), "{line}");
+    assert!(line.contains("size=16384k"), "{line}");
+    let host_dir = c.volume_dir(&uid, "cache");
+    let mounted = || {
+        std::fs::read_to_string("/proc/self/mounts")
+            .unwrap()
+            .contains(&host_dir.display().to_string())
+    };
+    assert!(mounted(), "the node side is a tmpfs");
+    c.pods()
+        .delete("memory-dir", &Default::default())
+        .await
+        .unwrap();
+    c.wait_gone("memory-dir", 30).await;
+    minik8s_testkit::poll(
+        30,
+        Duration::from_millis(300),
+        "the tmpfs unmounted",
+        || async {
+            if mounted() {
+                Err("still mounted".to_string())
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
+}
+
 /// `activeDeadlineSeconds`: the kubelet ends the pod at its deadline.
 async fn active_deadline(c: &Cluster) {
     c.create_pod(pod(
@@ -712,6 +757,7 @@ async fn the_pod_lifecycle_as_kubernetes_runs_it() {
         spawn!(refused_and_warned_fields),
         spawn!(service_variables_and_expansion),
         spawn!(active_deadline),
+        spawn!(memory_empty_dir),
     ];
     for outcome in futures::future::join_all(scenarios).await {
         if let Err(e) = outcome {
