@@ -24,6 +24,46 @@ pub fn rss_mib(pid: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// Creates `obj` and waits on a watch until `done` holds for it; the elapsed ms.
+pub async fn create_until(
+    api: &minik8s_client::DynamicApi,
+    obj: serde_json::Value,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> anyhow::Result<f64> {
+    let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
+    let rv = api
+        .list(&minik8s_client::ListParams::default().fields("metadata.name=none"))
+        .await?["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let mut watch = api
+        .watch(
+            &minik8s_client::ListParams::default().fields(&format!("metadata.name={name}")),
+            &rv,
+            false,
+        )
+        .await?;
+    let t = std::time::Instant::now();
+    api.create(&obj).await?;
+    loop {
+        let ev = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            futures::StreamExt::next(&mut watch),
+        )
+        .await
+        .map_err(|_| anyhow::anyhow!("{name} not done after 60 s"))?;
+        if let Some(Ok(
+            minik8s_client::WatchEvent::Added(o) | minik8s_client::WatchEvent::Modified(o),
+        )) = ev
+        {
+            if done(&o) {
+                return Ok(t.elapsed().as_secs_f64() * 1000.0);
+            }
+        }
+    }
+}
+
 /// Seconds until `done` holds for the object `name`, polled every `every`;
 /// an error after `deadline`.
 pub async fn until_object(

@@ -13,7 +13,7 @@ use futures::StreamExt;
 use kubelet::runtime::{ContainerRuntime, DockerRuntime};
 use minik8s_api::k8s::api::core::v1::Pod;
 use minik8s_api::registry;
-use minik8s_client::{DeleteParams, ListParams, WatchEvent};
+use minik8s_client::DeleteParams;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -23,45 +23,23 @@ fn busybox(name: &str, command: &[&str]) -> serde_json::Value {
 
 /// One pod through minik8s: create → Running with every container ready, in ms.
 async fn through_minik8s(api: &minik8s_client::DynamicApi, name: &str) -> anyhow::Result<f64> {
-    let rv = api
-        .list(&ListParams::default().fields("metadata.name=none"))
-        .await?["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap_or("")
-        .to_string();
-    let mut watch = api
-        .watch(
-            &ListParams::default().fields(&format!("metadata.name={name}")),
-            &rv,
-            false,
-        )
-        .await?;
     let mut sidecar = busybox("sidecar", &["sleep", "3600"]);
     sidecar["restartPolicy"] = json!("Always");
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
         "spec": {"terminationGracePeriodSeconds": 0,
                  "initContainers": [busybox("init", &["true"]), sidecar],
                  "containers": [busybox("app", &["sleep", "3600"])]}});
-    let t = Instant::now();
-    api.create(&pod).await?;
-    loop {
-        let ev = tokio::time::timeout(Duration::from_secs(60), watch.next())
-            .await
-            .map_err(|_| anyhow::anyhow!("pod {name} not running after 60 s"))?;
-        if let Some(Ok(WatchEvent::Modified(p))) = ev {
-            let all_ready = |list: &str| {
-                p["status"][list]
-                    .as_array()
-                    .is_some_and(|c| c.iter().all(|s| s["ready"] == true))
-            };
-            if p["status"]["phase"] == "Running"
-                && all_ready("containerStatuses")
-                && all_ready("initContainerStatuses")
-            {
-                return Ok(t.elapsed().as_secs_f64() * 1000.0);
-            }
-        }
-    }
+    crate::create_until(api, pod, |p| {
+        let all_ready = |list: &str| {
+            p["status"][list]
+                .as_array()
+                .is_some_and(|c| c.iter().all(|s| s["ready"] == true))
+        };
+        p["status"]["phase"] == "Running"
+            && all_ready("containerStatuses")
+            && all_ready("initContainerStatuses")
+    })
+    .await
 }
 
 /// The same containers on bare Docker, in the order the kubelet starts them;

@@ -12,7 +12,7 @@ use crate::runtime::{
     LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_RESTARTS, SANDBOX,
 };
 use crate::Kubelet;
-use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret};
 use minik8s_api::quantity::Quantity;
 use minik8s_api::registry;
 use std::collections::{BTreeMap, HashMap};
@@ -438,7 +438,6 @@ impl Kubelet {
             .and_then(|s| s.enable_service_links)
             .unwrap_or(true);
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let all: Vec<Service> = services.list().iter().map(|s| (**s).clone()).collect();
-        crate::service_env::service_env(&all, namespace, links)
+        crate::service_env::service_env(&services.list(), namespace, links)
     }
 }

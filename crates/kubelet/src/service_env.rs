@@ -14,6 +14,7 @@
 //! The container's own `env` and `envFrom` come after, and win.
 
 use k8s_openapi::api::core::v1::Service;
+use std::borrow::Borrow;
 
 /// The variable prefix of a Service name: upper case, `-` as `_`.
 fn prefix(name: &str) -> String {
@@ -62,9 +63,14 @@ fn variables(s: &Service, out: &mut Vec<(String, String)>) {
 
 /// The variables for a pod in `namespace`: its namespace's Services (when
 /// `links`), and the API's own `kubernetes` Service in `default` always.
-pub fn service_env(services: &[Service], namespace: &str, links: bool) -> Vec<(String, String)> {
+pub fn service_env<S: Borrow<Service>>(
+    services: &[S],
+    namespace: &str,
+    links: bool,
+) -> Vec<(String, String)> {
     let mut chosen: Vec<&Service> = services
         .iter()
+        .map(Borrow::borrow)
         .filter(|s| links && s.metadata.namespace.as_deref() == Some(namespace))
         .filter(|s| has_cluster_ip(s))
         .collect();
@@ -76,7 +82,8 @@ pub fn service_env(services: &[Service], namespace: &str, links: bool) -> Vec<(S
         .iter()
         .any(|s| s.metadata.name.as_deref() == Some("kubernetes"))
     {
-        if let Some(api) = services.iter().find(|s| is_api(s) && has_cluster_ip(s)) {
+        let all = services.iter().map(Borrow::borrow);
+        if let Some(api) = all.clone().find(|s| is_api(s) && has_cluster_ip(s)) {
             chosen.push(api);
         }
     }

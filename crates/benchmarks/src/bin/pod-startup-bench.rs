@@ -19,11 +19,9 @@
 //!
 //! Needs a dockerd (`scripts/quickstart.sh` starts one); not a test.
 
-use futures::StreamExt;
 use kubelet::runtime::ContainerRuntime;
 use minik8s_api::k8s::api::core::v1::Pod;
 use minik8s_api::registry;
-use minik8s_client::{ListParams, WatchEvent};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -57,37 +55,16 @@ async fn main() -> anyhow::Result<()> {
     let mut through_minik8s = Vec::new();
     for i in 0..pods {
         let name = format!("bench-{i}");
-        let rv = api
-            .list(&ListParams::default().fields("metadata.name=none"))
-            .await?["metadata"]["resourceVersion"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
-        let mut watch = api
-            .watch(
-                &ListParams::default().fields(&format!("metadata.name={name}")),
-                &rv,
-                false,
-            )
-            .await?;
         let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
                          "spec": {"containers": [{"name": "app", "image": "minik8s/busybox:latest", "imagePullPolicy": "Never", "command": ["sleep", "3600"]}]}});
-        let t = Instant::now();
-        api.create(&pod).await?;
-        loop {
-            let ev = tokio::time::timeout(Duration::from_secs(60), watch.next())
-                .await
-                .map_err(|_| anyhow::anyhow!("pod {name} not running after 60 s"))?;
-            if let Some(Ok(WatchEvent::Modified(p))) = ev {
-                let ready = p["status"]["containerStatuses"]
+        let ms = bench_util::create_until(&api, pod, |p| {
+            p["status"]["phase"] == "Running"
+                && p["status"]["containerStatuses"]
                     .as_array()
-                    .is_some_and(|c| c.iter().all(|s| s["ready"] == true));
-                if p["status"]["phase"] == "Running" && ready {
-                    break;
-                }
-            }
-        }
-        through_minik8s.push(t.elapsed().as_secs_f64() * 1000.0);
+                    .is_some_and(|c| c.iter().all(|s| s["ready"] == true))
+        })
+        .await?;
+        through_minik8s.push(ms);
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (master_mib, kubelet_mib) = (

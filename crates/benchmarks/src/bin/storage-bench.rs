@@ -16,50 +16,14 @@
 
 use bollard::container::Config;
 use bollard::models::HostConfig;
-use futures::StreamExt;
 use kubelet::runtime::ContainerRuntime;
 use minik8s_api::k8s::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
 use minik8s_api::registry;
 use minik8s_client::rest::content;
-use minik8s_client::{DynamicApi, ListParams, WatchEvent};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 use benchmarks as bench_util;
-
-/// Creates `obj` and waits on a watch until `done` holds for it; the elapsed ms.
-async fn create_until(
-    api: &DynamicApi,
-    obj: Value,
-    done: impl Fn(&Value) -> bool,
-) -> anyhow::Result<f64> {
-    let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
-    let rv = api
-        .list(&ListParams::default().fields("metadata.name=none"))
-        .await?["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap_or("")
-        .to_string();
-    let mut watch = api
-        .watch(
-            &ListParams::default().fields(&format!("metadata.name={name}")),
-            &rv,
-            false,
-        )
-        .await?;
-    let t = Instant::now();
-    api.create(&obj).await?;
-    loop {
-        let ev = tokio::time::timeout(Duration::from_secs(60), watch.next())
-            .await
-            .map_err(|_| anyhow::anyhow!("{name} not done after 60 s"))?;
-        if let Some(Ok(WatchEvent::Added(o) | WatchEvent::Modified(o))) = ev {
-            if done(&o) {
-                return Ok(t.elapsed().as_secs_f64() * 1000.0);
-            }
-        }
-    }
-}
 
 fn running(p: &Value) -> bool {
     p["status"]["phase"] == "Running"
@@ -147,7 +111,7 @@ async fn main() -> anyhow::Result<()> {
     for i in 0..rounds {
         let name = format!("bound-{i}");
         bound.push(
-            create_until(&claims, claim(&name, "bench-immediate"), |c| {
+            benchmarks::create_until(&claims, claim(&name, "bench-immediate"), |c| {
                 c["status"]["phase"] == "Bound"
             })
             .await?,
@@ -174,11 +138,15 @@ async fn main() -> anyhow::Result<()> {
     let mut plain = Vec::new();
     let mut with_claim = Vec::new();
     for i in 0..rounds {
-        plain.push(create_until(&pods, pod(&format!("plain-{i}"), None), running).await?);
+        plain.push(
+            benchmarks::create_until(&pods, pod(&format!("plain-{i}"), None), running).await?,
+        );
         let name = format!("data-{i}");
         claims.create(&claim(&name, "local-path")).await?;
-        with_claim
-            .push(create_until(&pods, pod(&format!("claimed-{i}"), Some(&name)), running).await?);
+        with_claim.push(
+            benchmarks::create_until(&pods, pod(&format!("claimed-{i}"), Some(&name)), running)
+                .await?,
+        );
     }
 
     // Bare Docker: the pause and app containers, created and started directly.
