@@ -69,6 +69,7 @@ pub mod podsecurity;
 pub mod protobuf;
 pub mod quantity;
 pub mod registry;
+pub mod resources;
 pub mod schema;
 pub mod selector;
 pub mod serverless;

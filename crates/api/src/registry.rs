@@ -33,6 +33,8 @@ pub enum Subresource {
     Eviction,
     /// `ephemeralcontainers`: debugging containers added to a running pod (`kubectl debug`).
     EphemeralContainers,
+    /// `resize`: a running pod's container CPU and memory, changed in place.
+    Resize,
     /// `approval`: a CertificateSigningRequest's Approved/Denied conditions.
     Approval,
     /// `token`: a ServiceAccount's TokenRequest.
@@ -51,6 +53,7 @@ impl Subresource {
             Subresource::PortForward => "portforward",
             Subresource::Eviction => "eviction",
             Subresource::EphemeralContainers => "ephemeralcontainers",
+            Subresource::Resize => "resize",
             Subresource::Approval => "approval",
             Subresource::Token => "token",
         }
@@ -62,6 +65,7 @@ impl Subresource {
             Subresource::Status
             | Subresource::Scale
             | Subresource::EphemeralContainers
+            | Subresource::Resize
             | Subresource::Approval => &["get", "patch", "update"],
             Subresource::Log => &["get"],
             Subresource::Binding | Subresource::Eviction | Subresource::Token => &["create"],
@@ -213,6 +217,7 @@ pub static REGISTRY: &[ResourceInfo] = &[
             PortForward,
             Eviction,
             EphemeralContainers,
+            Resize,
         ],
         categories: &["all"],
         columns: POD_COLUMNS,

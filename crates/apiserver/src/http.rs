@@ -458,7 +458,7 @@ impl Request {
             (
                 &Method::GET,
                 Some(name),
-                None | Some("status" | "ephemeralcontainers" | "approval"),
+                None | Some("status" | "ephemeralcontainers" | "resize" | "approval"),
             ) => {
                 if table {
                     let (obj, _) = self.srv.read(t.info, ns, name).await?;
@@ -479,7 +479,7 @@ impl Request {
             (
                 &Method::PUT,
                 Some(name),
-                sub @ (None | Some("status" | "ephemeralcontainers" | "approval")),
+                sub @ (None | Some("status" | "ephemeralcontainers" | "resize" | "approval")),
             ) => {
                 let body = self.body_object()?;
                 let (mode, write) = self.mode_and_opts(t.info, sub)?;
@@ -492,7 +492,7 @@ impl Request {
             (
                 &Method::PATCH,
                 Some(name),
-                sub @ (None | Some("status" | "ephemeralcontainers" | "approval")),
+                sub @ (None | Some("status" | "ephemeralcontainers" | "resize" | "approval")),
             ) => {
                 let (kind, patch) = self.patch_body(t.info)?;
                 let (mode, write) = self.mode_and_opts(t.info, sub)?;
@@ -737,6 +737,7 @@ impl Request {
                 Mode::EphemeralContainers,
                 self.write_opts(info, "ephemeralcontainers")?,
             ),
+            Some("resize") => (Mode::Resize, self.write_opts(info, "resize")?),
             Some(_) => (Mode::Status, self.write_opts(info, "status")?),
             None => (Mode::Main, self.write_opts(info, "")?),
         })

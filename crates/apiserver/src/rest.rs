@@ -41,6 +41,8 @@ pub enum Mode {
     Whole,
     /// `pods/ephemeralcontainers`: only `spec.ephemeralContainers` changes.
     EphemeralContainers,
+    /// `pods/resize`: only the containers' `resources` and `resizePolicy` change.
+    Resize,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -164,6 +166,44 @@ fn with_rv(mut obj: Value, rev: i64) -> Value {
     obj
 }
 
+/// `base` with the containers' `resources` and `resizePolicy` of `from`
+/// (matched by name), as Kubernetes' resize strategy keeps only those of a
+/// `pods/resize` write: anything else the request changed is dropped.
+fn with_resize_fields(base: &Value, from: &Value) -> Value {
+    let mut out = base.clone();
+    for list in ["initContainers", "containers"] {
+        let Some(target) = out
+            .pointer_mut(&format!("/spec/{list}"))
+            .and_then(Value::as_array_mut)
+        else {
+            continue;
+        };
+        let source = from
+            .pointer(&format!("/spec/{list}"))
+            .and_then(Value::as_array);
+        for c in target.iter_mut().filter_map(Value::as_object_mut) {
+            let name = c.get("name").cloned();
+            let Some(new) = source
+                .into_iter()
+                .flatten()
+                .find(|n| n.get("name") == name.as_ref())
+            else {
+                continue;
+            };
+            for field in ["resources", "resizePolicy"] {
+                match new.get(field) {
+                    Some(v) => {
+                        c.insert(field.into(), v.clone());
+                    }
+                    None => {
+                        c.remove(field);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
 fn random_suffix() -> String {
     use rand::Rng;
     const CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -444,6 +484,7 @@ impl ApiServer {
                     }
                     m
                 }
+                Mode::Resize => with_resize_fields(&old, &new),
                 Mode::Status => {
                     let mut m = old.clone();
                     match new.get("status") {
@@ -548,6 +589,11 @@ impl ApiServer {
                 before["spec"]["ephemeralContainers"] =
                     merged["spec"]["ephemeralContainers"].clone();
                 errs.extend(strategy.validate(&merged, Some(&before)));
+            } else if mode == Mode::Resize {
+                // Checked as Kubernetes' ValidatePodResize; the usual
+                // pod-update rules then see the resources as unchanged.
+                errs.extend(validation::validate_pod_resize(&merged, &old));
+                errs.extend(strategy.validate(&merged, Some(&with_resize_fields(&old, &merged))));
             } else {
                 errs.extend(strategy.validate(&merged, Some(&old)));
             }

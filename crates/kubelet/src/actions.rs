@@ -137,6 +137,9 @@ pub struct Observed<'a> {
     /// This kubelet reported the pod Succeeded or Failed already (the pod
     /// it was given may not show it yet).
     pub finished: bool,
+    /// Ids of running containers to restart for a resize (their
+    /// `resizePolicy` says RestartContainer).
+    pub resize_restarts: &'a HashSet<String>,
     pub now: chrono::DateTime<chrono::Utc>,
 }
 
@@ -221,6 +224,11 @@ pub fn pod_actions(pod: &Pod, seen: &Observed) -> PodPlan {
     for (index, c) in spec.containers.iter().enumerate() {
         let hash = decide::container_hash(c);
         let latest = latest_of(live, &c.name, 0);
+        if let Some(cur) = latest.filter(|l| seen.resize_restarts.contains(&l.id)) {
+            keep_running += 1;
+            restart_for_resize(Which::App, index, hash, cur, live, &mut actions);
+            continue;
+        }
         match decide::container_action(&hash, latest, policy, now) {
             Action::Keep => {
                 if latest.is_some_and(|l| l.state.is_running()) {
@@ -300,6 +308,30 @@ fn start_or_back_off(
     }
 }
 
+/// A running container restarted with its new resources (its `resizePolicy`
+/// says RestartContainer): replaced at once, whatever the restart policy,
+/// its restart count one up.
+fn restart_for_resize(
+    which: Which,
+    index: usize,
+    hash: String,
+    cur: &ContainerInfo,
+    live: &[ContainerInfo],
+    actions: &mut PodActions,
+) {
+    let older = live
+        .iter()
+        .filter(|x| x.name == cur.name && x.restart_count < cur.restart_count)
+        .map(|x| x.id.clone());
+    actions.to_start.push(ContainerStart {
+        which,
+        index,
+        hash,
+        restart_count: cur.restart_count + 1,
+        remove_first: std::iter::once(cur.id.clone()).chain(older).collect(),
+    });
+}
+
 /// The init containers' steps (Kubernetes' `computeInitContainerActions`):
 /// at most one regular init container runs at a time, each to success
 /// before the next; sidecars start in order and stay. Returns whether the
@@ -359,7 +391,10 @@ fn init_actions(
                         starts.push((i + 1, None));
                     }
                 }
-                if cur.hash != decide::container_hash(c) {
+                if seen.resize_restarts.contains(&cur.id) {
+                    let hash = decide::container_hash(c);
+                    restart_for_resize(Which::Init, i, hash, cur, live, actions);
+                } else if cur.hash != decide::container_hash(c) {
                     starts.push((i, Some(cur)));
                 }
             }
@@ -496,6 +531,7 @@ mod tests {
                 containers: cs,
                 started: &started,
                 finished: false,
+                resize_restarts: &HashSet::new(),
                 now,
             },
         )
@@ -529,6 +565,32 @@ mod tests {
             [(Which::App, 1)],
             "only the container with a probe"
         );
+    }
+
+    #[test]
+    fn a_resize_that_needs_a_restart_replaces_the_container_even_under_never() {
+        let p = pod(json!({"restartPolicy": "Never"}));
+        let h = hashes(&p);
+        let now = chrono::Utc::now();
+        let cs = [
+            container("s", SANDBOX, "", 0, running()),
+            container("a0", "app", &h[0], 2, running()),
+            container("a1", "side", &h[1], 0, running()),
+        ];
+        let restarts = HashSet::from(["a0".to_string()]);
+        let seen = Observed {
+            containers: &cs,
+            started: &HashSet::new(),
+            finished: false,
+            resize_restarts: &restarts,
+            now,
+        };
+        let a = sync(pod_actions(&p, &seen));
+        assert_eq!(a.to_start.len(), 1, "only the resized one: {a:?}");
+        let restarted = &a.to_start[0];
+        assert_eq!((restarted.index, restarted.restart_count), (0, 3));
+        assert_eq!(restarted.remove_first, ["a0"]);
+        assert!(!a.kill_pod);
     }
 
     #[test]
@@ -803,6 +865,7 @@ mod tests {
             containers: &cs,
             started: &started,
             finished: false,
+            resize_restarts: &HashSet::new(),
             now,
         };
         assert_eq!(

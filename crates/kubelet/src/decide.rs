@@ -13,10 +13,14 @@ pub const BACKOFF_MAX_SECS: i64 = 300;
 /// A container that ran this long before exiting starts its backoff afresh.
 pub const BACKOFF_RESET_SECS: i64 = 600;
 
-/// A stable hash of a container's spec: a change means the container is replaced.
+/// A stable hash of a container's spec: a change means the container is
+/// replaced. Its resources are left out, as Kubernetes leaves them out: they
+/// change in place (see [`crate::resize`]).
 pub fn container_hash(c: &Container) -> String {
     use std::hash::{Hash, Hasher};
-    let text = serde_json::to_string(c).unwrap_or_default();
+    let mut c = c.clone();
+    c.resources = None;
+    let text = serde_json::to_string(&c).unwrap_or_default();
     let mut h = std::collections::hash_map::DefaultHasher::new();
     text.hash(&mut h);
     format!("{:016x}", h.finish())

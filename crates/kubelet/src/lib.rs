@@ -35,6 +35,7 @@ pub mod pod;
 mod pod_setup;
 pub mod portforward;
 pub mod probe;
+pub mod resize;
 pub mod runtime;
 pub mod security;
 pub mod server;
@@ -189,6 +190,8 @@ pub struct Kubelet {
     /// One permit per pod creating containers (`--max-parallel-starts`);
     /// fair, so the pods of a burst start in the order they came.
     pub(crate) start_slots: Arc<tokio::sync::Semaphore>,
+    /// The CPU and memory each pod was allocated (in-place resize).
+    pub allocations: resize::Allocations,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -264,6 +267,7 @@ impl Kubelet {
                     drop(workers);
                     if let Some(uid) = &uid {
                         me.tokens.forget_pod(uid);
+                        me.allocations.forget(uid);
                         lock(&me.finished).remove(uid);
                     }
                     return;
@@ -481,6 +485,7 @@ pub async fn prepare(
         decisions: Default::default(),
         nfs: Default::default(),
         start_slots: Arc::new(tokio::sync::Semaphore::new(max_parallel_starts)),
+        allocations: resize::Allocations::default(),
     }))
 }
 

@@ -16,6 +16,7 @@ use crate::actions::{
 };
 use crate::config_data::PodConfig;
 use crate::pod_setup::{docker_name, SetUpFailed};
+use crate::resize::ResizeSteps;
 use crate::runtime::{ContainerInfo, Mount, SANDBOX};
 use crate::status::Report;
 use crate::Kubelet;
@@ -83,10 +84,25 @@ impl Kubelet {
             .await?;
         let started = self.startup_passed(&observed);
         let finished = crate::lock(&self.finished).contains(&uid);
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        let live = pod.metadata.deletion_timestamp.is_none()
+            && !finished
+            && !matches!(phase, Some("Succeeded" | "Failed"));
+        // A live pod's resize is admitted (or not) before its actions are
+        // decided: a container whose resize needs a restart is replaced.
+        let resize = if live {
+            let machine = self.runtime.machine();
+            let allocatable = (machine.cpus as i64 * 1000, machine.memory_bytes as i64);
+            self.allocations.plan(pod, &observed, allocatable)
+        } else {
+            self.allocations.forget(&uid);
+            ResizeSteps::default()
+        };
         let seen = Observed {
             containers: &observed,
             started: &started,
             finished,
+            resize_restarts: &resize.restart,
             now: chrono::Utc::now(),
         };
         match actions::pod_actions(pod, &seen) {
@@ -115,7 +131,7 @@ impl Kubelet {
             }
             // Finished pods keep their exited containers (for logs) until deleted.
             PodPlan::Finished => Ok(Next::Wait),
-            PodPlan::Sync(plan) => self.carry_out(pod, plan, observed).await,
+            PodPlan::Sync(plan) => self.carry_out(pod, plan, resize, observed).await,
         }
     }
 
@@ -145,6 +161,7 @@ impl Kubelet {
         &self,
         pod: &Pod,
         plan: PodActions,
+        resize: ResizeSteps,
         mut observed: Vec<ContainerInfo>,
     ) -> anyhow::Result<Next> {
         let spec = pod.spec.clone().unwrap_or_default();
@@ -217,6 +234,19 @@ impl Kubelet {
         if !plan.to_start.is_empty() {
             cfg.service_env = self.service_env(pod).await;
         }
+        // Containers restarted for a resize stop as a deletion stops them
+        // (preStop, then the grace period); the starts below replace them.
+        for id in &resize.restart {
+            let Some(cur) = observed.iter().find(|c| &c.id == id).cloned() else {
+                continue;
+            };
+            let c = crate::resize::spec_container(&spec, &cur.name);
+            let message = format!("Container {} resize requires restart", cur.name);
+            self.container_events(pod, vec![("Killing", message)]);
+            let grace = crate::lifecycle::pod_grace(pod);
+            self.stop_container(pod, c.as_ref(), &cur, grace, &pod_ip)
+                .await;
+        }
         let mut next = Next::Wait;
         for start in &plan.to_start {
             let Some(c) = container_at(&spec, start.which, start.index) else {
@@ -271,6 +301,7 @@ impl Kubelet {
             self.report_status(pod, report).await?;
             return Ok(Next::Wait);
         }
+        self.resize_in_place(pod, &resize.update).await;
         if self
             .probe_all(pod, &spec, &plan.to_probe, &mut observed, &pod_ip)
             .await?
@@ -402,6 +433,9 @@ impl Kubelet {
         {
             Ok(info) => {
                 observed.push(info.clone());
+                let uid = pod.metadata.uid.as_deref().unwrap_or("");
+                let resources = self.allocations.for_start(uid, c);
+                self.allocations.actuated(uid, &info.id, resources);
                 self.container_events(
                     pod,
                     vec![

@@ -15,7 +15,7 @@ use crate::Kubelet;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret};
 use minik8s_api::quantity::Quantity;
 use minik8s_api::registry;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 fn short(uid: &str) -> &str {
     &uid[..uid.len().min(8)]
@@ -56,15 +56,6 @@ fn labels(pod: &Pod, container: &str, hash: &str, restarts: i32) -> HashMap<Stri
         (LABEL_HASH.to_string(), hash.to_string()),
         (LABEL_RESTARTS.to_string(), restarts.to_string()),
     ])
-}
-
-/// CPU and memory of a container's resources, for the runtime's cgroup settings.
-fn resource(
-    list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
-    name: &str,
-) -> Option<Quantity> {
-    list.and_then(|m| m.get(name))
-        .and_then(|q| Quantity::parse(&q.0).ok())
 }
 
 /// A volume could not be set up (a required ConfigMap, Secret or key is
@@ -227,9 +218,10 @@ impl Kubelet {
         start: &ContainerStart,
         cfg: &PodConfig,
     ) -> Result<ContainerSpec, String> {
-        let resources = c.resources.as_ref();
-        let limits = resources.and_then(|r| r.limits.as_ref());
-        let requests = resources.and_then(|r| r.requests.as_ref());
+        // The container's allocation: its spec's, or an accepted resize's.
+        let uid = pod.metadata.uid.as_deref().unwrap_or("");
+        let allocated = self.allocations.for_start(uid, c);
+        let (nano_cpus, memory_limit_bytes, cpu_shares) = crate::resize::runtime_limits(&allocated);
         let pod_ip = sandbox.ip.as_deref().unwrap_or("");
         let mut own_mounts: Vec<Mount> = c
             .volume_mounts
@@ -284,9 +276,9 @@ impl Kubelet {
             sandbox_id: sandbox.id.clone(),
             pid_of: None,
             mounts: own_mounts,
-            nano_cpus: resource(limits, "cpu").map(|v| v.millis() * 1_000_000),
-            memory_limit_bytes: resource(limits, "memory").map(|v| v.units()),
-            cpu_shares: resource(requests, "cpu").map(|v| (v.millis() * 1024 / 1000).max(2)),
+            nano_cpus,
+            memory_limit_bytes,
+            cpu_shares,
             security: crate::security::container_security(pod, c)?,
             stop_signal: c.lifecycle.as_ref().and_then(|l| l.stop_signal.clone()),
         })

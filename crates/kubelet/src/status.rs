@@ -16,8 +16,10 @@ use std::collections::{BTreeMap, HashMap};
 
 /// The conditions the kubelet owns; others (readiness gates', the
 /// disruption controller's) are kept as they are.
-const KUBELET_CONDITIONS: [&str; 5] = [
+const KUBELET_CONDITIONS: [&str; 7] = [
     "PodReadyToStartContainers",
+    "PodResizePending",
+    "PodResizeInProgress",
     "Initialized",
     "Ready",
     "ContainersReady",
@@ -201,6 +203,12 @@ impl Kubelet {
         } = report;
         let spec = pod.spec.clone().unwrap_or_default();
         let messages = self.termination_messages(pod, containers).await;
+        let allocation = (!terminal)
+            .then(|| {
+                self.allocations
+                    .get(pod.metadata.uid.as_deref().unwrap_or(""))
+            })
+            .flatten();
         let has_init = spec.init_containers.as_ref().is_some_and(|l| !l.is_empty());
         let not_created = if has_init {
             "PodInitializing"
@@ -223,6 +231,9 @@ impl Kubelet {
             // A regular init container is ready once it succeeded.
             if init && !is_sidecar(c) {
                 s["ready"] = json!(s.pointer("/state/terminated/exitCode") == Some(&json!(0)));
+            }
+            if let Some(a) = &allocation {
+                crate::resize::container_resources(&mut s, a, &c.name, current);
             }
             s
         };
@@ -274,6 +285,22 @@ impl Kubelet {
                     c
                 })
                 .collect();
+        if let Some(a) = &allocation {
+            for (ty, reason, message) in crate::resize::conditions(a, &spec, containers) {
+                let prev = old_conditions.iter().find(|c| c["type"] == ty);
+                let since = prev
+                    .and_then(|p| p.get("lastTransitionTime").cloned())
+                    .unwrap_or(json!(now));
+                let mut c = json!({"type": ty, "status": "True", "lastProbeTime": null, "lastTransitionTime": since});
+                if !reason.is_empty() {
+                    c["reason"] = json!(reason);
+                }
+                if !message.is_empty() {
+                    c["message"] = json!(message);
+                }
+                conditions.push(c);
+            }
+        }
         // Conditions others own (readiness gates', DisruptionTarget) stay.
         conditions.extend(
             old_conditions

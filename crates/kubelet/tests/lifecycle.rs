@@ -3,10 +3,15 @@
 //! lifecycle_hook.go, container_probe.go, runtime.go and the sidecar tests):
 //! init containers under each restart policy, sidecars that outlive a Job's
 //! main container, postStart/preStop hooks seen by a second pod, startup and
-//! gRPC probes, termination messages, and what the real kubectl shows.
+//! gRPC probes, termination messages, in-place resize, and what the real
+//! kubectl shows.
 //! One cluster; the scenarios run side by side.
 
 mod common;
+#[path = "lifecycle/resize.rs"]
+mod resize;
+
+use resize::in_place_resize;
 
 use common::*;
 use serde_json::{json, Value};
@@ -758,6 +763,7 @@ async fn the_pod_lifecycle_as_kubernetes_runs_it() {
         spawn!(service_variables_and_expansion),
         spawn!(active_deadline),
         spawn!(memory_empty_dir),
+        spawn!(in_place_resize),
     ];
     for outcome in futures::future::join_all(scenarios).await {
         if let Err(e) = outcome {

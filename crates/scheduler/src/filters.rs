@@ -89,57 +89,7 @@ pub fn node_ready(node: &Node) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-/// Requested resources of a pod: (cpu millicores, memory bytes), as
-/// Kubernetes' `PodRequests` computes them: the app containers and the
-/// sidecars (init containers with `restartPolicy: Always`, which keep
-/// running) added up; each regular init container runs alone beside the
-/// sidecars started before it, so the pod needs at least the largest of
-/// those; pod-level `spec.resources` requests, when set, replace the sum;
-/// the runtime's `overhead` comes on top.
-pub fn pod_requests(pod: &Pod) -> (i64, i64) {
-    let Some(spec) = &pod.spec else { return (0, 0) };
-    let amount = |list: Option<
-        &std::collections::BTreeMap<
-            String,
-            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
-        >,
-    >,
-                  r: &str| {
-        list.and_then(|m| m.get(r))
-            .and_then(|q| Quantity::parse(&q.0).ok())
-            .map(|q| if r == "cpu" { q.millis() } else { q.units() })
-    };
-    let req = |c: &k8s_openapi::api::core::v1::Container, r: &str| -> i64 {
-        amount(
-            c.resources.as_ref().and_then(|res| res.requests.as_ref()),
-            r,
-        )
-        .unwrap_or(0)
-    };
-    let effective = |r: &str| {
-        let mut total: i64 = spec.containers.iter().map(|c| req(c, r)).sum();
-        let (mut sidecars, mut largest_init) = (0, 0);
-        for c in spec.init_containers.iter().flatten() {
-            let alone = if c.restart_policy.as_deref() == Some("Always") {
-                total += req(c, r);
-                sidecars += req(c, r);
-                sidecars
-            } else {
-                req(c, r) + sidecars
-            };
-            largest_init = largest_init.max(alone);
-        }
-        let pod_level = amount(
-            spec.resources
-                .as_ref()
-                .and_then(|res| res.requests.as_ref()),
-            r,
-        );
-        let overhead = amount(spec.overhead.as_ref(), r).unwrap_or(0);
-        pod_level.unwrap_or(total.max(largest_init)) + overhead
-    };
-    (effective("cpu"), effective("memory"))
-}
+pub use minik8s_api::resources::pod_requests;
 
 fn allocatable(node: &Node, r: &str) -> Option<i64> {
     let q = node.status.as_ref()?.allocatable.as_ref()?.get(r)?;

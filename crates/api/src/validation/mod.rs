@@ -172,6 +172,7 @@ pub mod networking;
 mod pod;
 mod policy;
 mod rbac;
+mod resize;
 mod service;
 pub mod storage;
 mod unsupported;
@@ -193,6 +194,7 @@ pub use mutating_policy::{
 };
 use pod::validate_pod_update;
 pub use pod::{item_path_error, validate_pod_spec};
+pub use resize::validate_pod_resize;
 use service::validate_service;
 
 /// Which naming rule a kind's `metadata.name` follows (its strategy says

@@ -18,7 +18,7 @@ impl super::Strategy for Lifecycle {
         }
         // Built-in admission of LeaderWorkerSet pods (upstream's pod webhook).
         minik8s_api::lws_pod::admit_pod(pod)?;
-        pod["status"] = json!({"phase": "Pending", "qosClass": pod_qos(pod)});
+        pod["status"] = json!({"phase": "Pending", "qosClass": minik8s_api::resources::qos_class(&pod["spec"])});
         Ok(())
     }
 
@@ -48,36 +48,6 @@ impl super::Strategy for Lifecycle {
             })
             .unwrap_or(30);
         (grace > 0).then_some(grace)
-    }
-}
-
-fn pod_qos(pod: &Value) -> &'static str {
-    let containers = pod
-        .pointer("/spec/containers")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let mut any = false;
-    let mut guaranteed = true;
-    for c in &containers {
-        let req = c.pointer("/resources/requests").and_then(Value::as_object);
-        let lim = c.pointer("/resources/limits").and_then(Value::as_object);
-        if req.is_some_and(|r| !r.is_empty()) || lim.is_some_and(|l| !l.is_empty()) {
-            any = true;
-        }
-        for r in ["cpu", "memory"] {
-            let l = lim.and_then(|l| l.get(r));
-            if l.is_none() || req.and_then(|q| q.get(r)) != l {
-                guaranteed = false;
-            }
-        }
-    }
-    if !any {
-        "BestEffort"
-    } else if guaranteed {
-        "Guaranteed"
-    } else {
-        "Burstable"
     }
 }
 

@@ -5,8 +5,8 @@
 
 use super::{
     ContainerInfo, ContainerRuntime, ContainerSpec, ContainerStats, ExecSession, ExecSpec,
-    LogOptions, MachineInfo, OutputStream, Result, RuntimeError, SandboxSpec, State, LABEL_NODE,
-    LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID,
+    LogOptions, MachineInfo, OutputStream, ResourceLimits, Result, RuntimeError, SandboxSpec,
+    State, LABEL_NODE, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID,
 };
 use bollard::container::{
     Config, CreateContainerOptions, InspectContainerOptions, ListContainersOptions, LogOutput,
@@ -370,6 +370,20 @@ impl ContainerRuntime for DockerRuntime {
 
     async fn run_container(&self, name: &str, spec: &ContainerSpec) -> Result<ContainerInfo> {
         self.run_config(name, container_config(spec)).await
+    }
+
+    async fn update_resources(&self, id: &str, limits: ResourceLimits) -> Result<()> {
+        // The swap limit moves with the memory limit (Kubernetes runs
+        // without swap): Docker refuses a memory limit above the swap limit.
+        let options = bollard::container::UpdateContainerOptions::<String> {
+            nano_cpus: limits.nano_cpus,
+            memory: limits.memory_limit_bytes,
+            memory_swap: limits.memory_limit_bytes,
+            cpu_shares: limits.cpu_shares.map(|s| s as isize),
+            ..Default::default()
+        };
+        self.docker.update_container(id, options).await?;
+        Ok(())
     }
 
     async fn stop(&self, id: &str, grace_seconds: i64) -> Result<()> {

@@ -5,7 +5,8 @@
 
 use super::{
     ContainerInfo, ContainerRuntime, ContainerSpec, ContainerStats, ExecSession, ExecSpec,
-    LogOptions, MachineInfo, Result, RuntimeError, SandboxSpec, State, LABEL_POD_UID,
+    LogOptions, MachineInfo, ResourceLimits, Result, RuntimeError, SandboxSpec, State,
+    LABEL_POD_UID,
 };
 use futures::stream::BoxStream;
 use futures::StreamExt;
@@ -255,6 +256,21 @@ impl ContainerRuntime for FakeRuntime {
             )));
         }
         self.start(&spec.labels, &spec.image, false)
+    }
+
+    async fn update_resources(&self, id: &str, _limits: ResourceLimits) -> Result<()> {
+        let running = parse_id(id).and_then(|k| {
+            self.lock()
+                .containers
+                .get(&k)
+                .map(|e| e.info.state.is_running())
+        });
+        match running {
+            Some(true) => Ok(()),
+            _ => Err(RuntimeError::Other(format!(
+                "container {id} is not running"
+            ))),
+        }
     }
 
     async fn stop(&self, id: &str, grace_seconds: i64) -> Result<()> {

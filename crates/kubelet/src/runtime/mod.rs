@@ -152,6 +152,16 @@ pub struct ContainerSpec {
     pub stop_signal: Option<String>,
 }
 
+/// A container's cgroup limits as the runtime sets them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResourceLimits {
+    /// CPU limit in billionths of a core (the CFS quota over a 100 ms period).
+    pub nano_cpus: Option<i64>,
+    pub memory_limit_bytes: Option<i64>,
+    /// CPU request as cgroup shares (1024 per core).
+    pub cpu_shares: Option<i64>,
+}
+
 /// How much of a log to read.
 #[derive(Debug, Clone, Default)]
 pub struct LogOptions {
@@ -224,6 +234,10 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     async fn run_sandbox(&self, name: &str, spec: &SandboxSpec) -> Result<ContainerInfo>;
     /// Creates and starts an app container in its sandbox.
     async fn run_container(&self, name: &str, spec: &ContainerSpec) -> Result<ContainerInfo>;
+    /// Changes a running container's CPU and memory in place (in-place
+    /// resize): the CPU limit in billionths of a core, the memory limit in
+    /// bytes, the CPU shares; None leaves one as it is.
+    async fn update_resources(&self, id: &str, limits: ResourceLimits) -> Result<()>;
     /// SIGTERM, then SIGKILL after `grace_seconds`; a gone or stopped container is fine.
     async fn stop(&self, id: &str, grace_seconds: i64) -> Result<()>;
     /// Removes a container (and its anonymous volumes); a gone one is fine.
