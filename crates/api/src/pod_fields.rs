@@ -50,12 +50,6 @@ pub fn not_honoured(spec: &Value, path: &str) -> Vec<String> {
             note(format!("{path}.{field}"), what);
         }
     }
-    if non_empty(spec.get("resources")) {
-        note(
-            format!("{path}.resources"),
-            "pod-level resources count for scheduling but do not limit the pod's cgroup",
-        );
-    }
     if non_empty(spec.pointer("/securityContext/sysctls")) {
         note(
             format!("{path}.securityContext.sysctls"),

@@ -32,6 +32,7 @@ pub mod network;
 pub mod nfs_mounts;
 pub mod node;
 pub mod pod;
+pub mod pod_cgroup;
 mod pod_setup;
 pub mod portforward;
 pub mod probe;
@@ -301,6 +302,7 @@ impl Kubelet {
         self.kill_containers(&orphans, 0).await?;
         for uid in orphans.iter().map(|c| &c.pod_uid).collect::<HashSet<_>>() {
             crate::tmpfs::remove_pod_dir(&self.config.root_dir.join("pods").join(uid));
+            self.runtime.remove_pod_cgroup(uid).await;
         }
         // NFS exports whose pods are all gone. (Without any, the pass over the
         // cache is skipped: hollow nodes share one holding every pod.)

@@ -124,6 +124,7 @@ impl Kubelet {
                     tracing::debug!(pod = ?pod.metadata.name, error = %e, "reporting the final status");
                 }
                 self.kill_containers(&after, 0).await?;
+                self.runtime.remove_pod_cgroup(&uid).await;
                 crate::tmpfs::remove_pod_dir(&self.pod_dir(pod));
                 self.confirm_deletion(pod).await?;
                 tracing::info!(pod = ?pod.metadata.name, removed = after.len(), "pod terminated; deletion confirmed");

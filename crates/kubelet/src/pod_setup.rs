@@ -281,6 +281,11 @@ impl Kubelet {
             cpu_shares,
             security: crate::security::container_security(pod, c)?,
             stop_signal: c.lifecycle.as_ref().and_then(|l| l.stop_signal.clone()),
+            cgroup_parent: pod
+                .spec
+                .as_ref()
+                .and_then(crate::pod_cgroup::pod_limits)
+                .map(|_| crate::pod_cgroup::parent(uid)),
         })
     }
 
@@ -403,11 +408,18 @@ impl Kubelet {
             }
             _ => None,
         };
+        // Pod-level resources: the pod's own cgroup, limits written first.
+        let uid = pod.metadata.uid.as_deref().unwrap_or("");
+        let cgroup_parent = match spec.and_then(crate::pod_cgroup::pod_limits) {
+            Some(limits) => Some(self.runtime.pod_cgroup(uid, &limits).await?),
+            None => None,
+        };
         let sandbox = SandboxSpec {
             image: self.config.pause_image.clone(),
             hostname: hostname.chars().take(63).collect(),
             domainname,
             labels: labels(pod, SANDBOX, "", 0),
+            cgroup_parent,
         };
         Ok(self
             .runtime

@@ -8,10 +8,10 @@
 //! One cluster; the scenarios run side by side.
 
 mod common;
-#[path = "lifecycle/resize.rs"]
-mod resize;
+#[path = "lifecycle/resources.rs"]
+mod resources;
 
-use resize::in_place_resize;
+use resources::{in_place_resize, pod_level_resources};
 
 use common::*;
 use serde_json::{json, Value};
@@ -764,6 +764,7 @@ async fn the_pod_lifecycle_as_kubernetes_runs_it() {
         spawn!(active_deadline),
         spawn!(memory_empty_dir),
         spawn!(in_place_resize),
+        spawn!(pod_level_resources),
     ];
     for outcome in futures::future::join_all(scenarios).await {
         if let Err(e) = outcome {

@@ -545,6 +545,22 @@ mod tests {
     }
 
     #[test]
+    fn pod_level_resources_bound_the_containers() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {
+            "resources": {"requests": {"cpu": "100m", "ephemeral-storage": "1Gi"}, "limits": {"cpu": "200m"}},
+            "containers": [{"name": "a", "image": "busybox", "resources": {"requests": {"cpu": "150m"}}},
+                           {"name": "b", "image": "busybox", "resources": {"limits": {"cpu": "300m"}}}]}});
+        assert_eq!(
+            fields(&validate("Pod", &pod, None)),
+            vec![
+                "spec.resources.requests: Unsupported value: \"ephemeral-storage\": supported values: \"cpu\", \"hugepages-1Gi\", \"hugepages-2Mi\", \"memory\"",
+                "spec.containers[1].resources.limits[cpu]: Invalid value: \"300m\": must be less than or equal to pod limits",
+                "spec.resources.requests[cpu]: Invalid value: \"100m\": must be greater than or equal to aggregate container requests of 150m",
+            ]
+        );
+    }
+
+    #[test]
     fn pod_resources_and_env_names() {
         let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{
             "name": "c", "image": "busybox",

@@ -9,6 +9,7 @@ pub fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Errors) {
     if containers.is_empty() {
         errs.push(FieldError::required(format!("{path}.containers"), ""));
     }
+    validate_pod_level_resources(spec, path, errs);
     let volumes: Vec<&str> = arr(spec, "volumes")
         .iter()
         .filter_map(|v| str_at(v, "name"))
@@ -379,6 +380,86 @@ fn validate_resources(c: &Value, path: &str, errs: &mut Errors) {
                     format!(
                         "must be less than or equal to {res} limit of {}",
                         shown(limit)
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// A sum of quantities as Kubernetes prints it: `250m` or `2` for CPU, bytes for memory.
+fn shown_quantity(res: &str, v: f64) -> String {
+    let q = crate::quantity::Quantity(v);
+    match res {
+        "cpu" if q.millis() % 1000 == 0 => (q.millis() / 1000).to_string(),
+        "cpu" => format!("{}m", q.millis()),
+        _ => q.units().to_string(),
+    }
+}
+
+/// Pod-level resources (`spec.resources`), as Kubernetes'
+/// `validatePodResourceRequirements` and `validatePodResourceConsistency`:
+/// CPU, memory and huge pages only; no container above the pod's limit;
+/// the pod's requests at least the containers' together.
+fn validate_pod_level_resources(spec: &Value, path: &str, errs: &mut Errors) {
+    let Some(r) = spec.get("resources").filter(|r| r.is_object()) else {
+        return;
+    };
+    validate_resources(spec, path, errs);
+    for list in ["requests", "limits"] {
+        for name in r
+            .get(list)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k)
+        {
+            if name != "cpu" && name != "memory" && !name.starts_with("hugepages-") {
+                errs.push(FieldError::not_supported(
+                    format!("{path}.resources.{list}"),
+                    &Value::String(name.clone()),
+                    &["cpu", "hugepages-1Gi", "hugepages-2Mi", "memory"],
+                ));
+            }
+        }
+    }
+    let amount = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .and_then(|q| crate::quantity::Quantity::parse(q).ok())
+    };
+    for res in ["cpu", "memory"] {
+        if let Some(pod_limit) = amount(r.pointer(&format!("/limits/{res}"))) {
+            for list in ["initContainers", "containers"] {
+                for (i, c) in arr(spec, list).iter().enumerate() {
+                    let limit = c.pointer(&format!("/resources/limits/{res}"));
+                    if amount(limit).is_some_and(|l| l.0 > pod_limit.0) {
+                        errs.push(FieldError::invalid(
+                            format!("{path}.{list}[{i}].resources.limits[{res}]"),
+                            limit.unwrap_or(&Value::Null),
+                            "must be less than or equal to pod limits",
+                        ));
+                    }
+                }
+            }
+        }
+        let pod_request = r.pointer(&format!("/requests/{res}"));
+        if let Some(q) = amount(pod_request) {
+            let total: f64 =
+                arr(spec, "containers")
+                    .iter()
+                    .chain(arr(spec, "initContainers").iter().filter(|c| {
+                        c.get("restartPolicy").and_then(Value::as_str) == Some("Always")
+                    }))
+                    .filter_map(|c| amount(c.pointer(&format!("/resources/requests/{res}"))))
+                    .map(|a| a.0)
+                    .sum();
+            if q.0 + 1e-9 < total {
+                errs.push(FieldError::invalid(
+                    format!("{path}.resources.requests[{res}]"),
+                    pod_request.unwrap_or(&Value::Null),
+                    format!(
+                        "must be greater than or equal to aggregate container requests of {}",
+                        shown_quantity(res, total)
                     ),
                 ));
             }

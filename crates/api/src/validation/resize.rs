@@ -256,7 +256,8 @@ mod tests {
             json!([{"name": "i", "image": "i", "resources": {"requests": r, "limits": r}}]);
         let mut init_resized = with_init.clone();
         let r = json!({"cpu": "2", "memory": "1Gi"});
-        init_resized["spec"]["initContainers"][0]["resources"] = json!({"requests": r, "limits": r});
+        init_resized["spec"]["initContainers"][0]["resources"] =
+            json!({"requests": r, "limits": r});
         assert_eq!(
             messages(&validate_pod_resize(&init_resized, &with_init)),
             ["spec: resources for non-sidecar init containers are immutable"]

@@ -99,6 +99,7 @@ fn container_config(spec: &ContainerSpec) -> Config<String> {
             network_mode: Some(mode.clone()),
             ipc_mode: Some(mode),
             pid_mode: spec.pid_of.as_ref().map(|id| format!("container:{id}")),
+            cgroup_parent: spec.cgroup_parent.clone(),
             binds: Some(binds),
             nano_cpus: spec.nano_cpus,
             memory: spec.memory_limit_bytes,
@@ -361,6 +362,7 @@ impl ContainerRuntime for DockerRuntime {
             host_config: Some(HostConfig {
                 network_mode: Some(self.network.clone()),
                 ipc_mode: Some("shareable".into()),
+                cgroup_parent: spec.cgroup_parent.clone(),
                 ..Default::default()
             }),
             ..Default::default()
@@ -384,6 +386,35 @@ impl ContainerRuntime for DockerRuntime {
         };
         self.docker.update_container(id, options).await?;
         Ok(())
+    }
+
+    async fn pod_cgroup(&self, pod_uid: &str, limits: &ResourceLimits) -> Result<String> {
+        // Docker places a container under a parent cgroup it is given only
+        // with its cgroupfs driver; the limits are written on cgroup v1.
+        let info = self.docker.info().await?;
+        let driver = info
+            .cgroup_driver
+            .map(|d| d.to_string())
+            .unwrap_or_default();
+        let version = info
+            .cgroup_version
+            .map(|v| v.to_string())
+            .unwrap_or_default();
+        if driver != "cgroupfs" || version != "1" {
+            return Err(RuntimeError::Other(format!(
+                "pod-level resources need Docker's cgroupfs driver on cgroup v1 (this node: driver {driver:?}, cgroup v{version})"
+            )));
+        }
+        let root = std::path::Path::new(crate::pod_cgroup::CGROUP_ROOT);
+        crate::pod_cgroup::create(root, pod_uid, limits)
+            .map_err(|e| RuntimeError::Other(format!("creating the pod's cgroup: {e}")))
+    }
+
+    async fn remove_pod_cgroup(&self, pod_uid: &str) {
+        crate::pod_cgroup::remove(
+            std::path::Path::new(crate::pod_cgroup::CGROUP_ROOT),
+            pod_uid,
+        );
     }
 
     async fn stop(&self, id: &str, grace_seconds: i64) -> Result<()> {

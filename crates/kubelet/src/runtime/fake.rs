@@ -273,6 +273,12 @@ impl ContainerRuntime for FakeRuntime {
         }
     }
 
+    async fn pod_cgroup(&self, pod_uid: &str, _limits: &ResourceLimits) -> Result<String> {
+        Ok(crate::pod_cgroup::parent(pod_uid))
+    }
+
+    async fn remove_pod_cgroup(&self, _pod_uid: &str) {}
+
     async fn stop(&self, id: &str, grace_seconds: i64) -> Result<()> {
         let mut inner = self.lock();
         if let Some(e) = parse_id(id).and_then(|k| inner.containers.get_mut(&k)) {

@@ -108,6 +108,8 @@ pub struct SandboxSpec {
     pub hostname: String,
     pub domainname: Option<String>,
     pub labels: HashMap<String, String>,
+    /// The pod's own cgroup (pod-level resources), see [`crate::pod_cgroup`].
+    pub cgroup_parent: Option<String>,
 }
 
 /// A host path mounted into a container.
@@ -150,6 +152,8 @@ pub struct ContainerSpec {
     /// The signal that stops the container (`lifecycle.stopSignal`; the
     /// image's, else SIGTERM, when unset).
     pub stop_signal: Option<String>,
+    /// The pod's own cgroup (pod-level resources), see [`crate::pod_cgroup`].
+    pub cgroup_parent: Option<String>,
 }
 
 /// A container's cgroup limits as the runtime sets them.
@@ -238,6 +242,11 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// resize): the CPU limit in billionths of a core, the memory limit in
     /// bytes, the CPU shares; None leaves one as it is.
     async fn update_resources(&self, id: &str, limits: ResourceLimits) -> Result<()>;
+    /// Creates the pod's own cgroup with its pod-level limits; returns the
+    /// parent its sandbox and containers are created under.
+    async fn pod_cgroup(&self, pod_uid: &str, limits: &ResourceLimits) -> Result<String>;
+    /// Removes a pod's cgroup once its containers are gone.
+    async fn remove_pod_cgroup(&self, pod_uid: &str);
     /// SIGTERM, then SIGKILL after `grace_seconds`; a gone or stopped container is fine.
     async fn stop(&self, id: &str, grace_seconds: i64) -> Result<()>;
     /// Removes a container (and its anonymous volumes); a gone one is fine.

@@ -1,7 +1,8 @@
-//! In-place resize (`pods/resize`, pod_resize.go's cases): CPU up without a
-//! restart (the container's cgroup quota changes), memory with
-//! `resizePolicy: RestartContainer` (one restart), a resize the node can
-//! never hold (PodResizePending Infeasible), and resizes the API refuses.
+//! A pod's CPU and memory. In-place resize (`pods/resize`, pod_resize.go's
+//! cases): CPU up without a restart (the container's cgroup quota changes),
+//! memory with `resizePolicy: RestartContainer` (one restart), a resize the
+//! node can never hold (PodResizePending Infeasible), and resizes the API
+//! refuses. Pod-level resources: the pod's own cgroup holds its containers.
 
 use super::*;
 
@@ -150,5 +151,51 @@ pub(super) async fn in_place_resize(c: &Cluster) {
     assert!(
         err.contains("pod updates may not change fields other than"),
         "{err}"
+    );
+}
+
+/// Pod-level resources (`spec.resources`): the pod's containers run in one
+/// cgroup limited to the pod's CPU and memory, removed with the pod.
+pub(super) async fn pod_level_resources(c: &Cluster) {
+    let created = c
+        .create_pod(pod(
+            "pod-level",
+            json!({"terminationGracePeriodSeconds": 1,
+                   "resources": {"limits": {"cpu": "200m", "memory": "64Mi"}},
+                   "containers": [busybox("c", "sleep 3600")]}),
+        ))
+        .await;
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
+    assert_eq!(created["status"]["qosClass"], "Guaranteed");
+    c.wait_pod("pod-level", "ready", 60, all_ready).await;
+    let out = kubectl(c, &["exec", "pod-level", "--", "cat", "/proc/self/cgroup"]);
+    let cgroups = String::from_utf8_lossy(&out.stdout).to_string();
+    let parent = format!("/minik8s/pod{uid}/");
+    assert!(
+        cgroups.lines().any(|l| l
+            .split(':')
+            .nth(1)
+            .is_some_and(|h| h.split(',').any(|x| x == "cpu"))
+            && l.contains(&parent)),
+        "{cgroups}"
+    );
+    let host = |file: &str| {
+        let hierarchy = file.split('.').next().unwrap();
+        let path = format!("/sys/fs/cgroup/{hierarchy}/minik8s/pod{uid}/{file}");
+        std::fs::read_to_string(&path).map(|s| s.trim().to_string())
+    };
+    assert_eq!(host("cpu.cfs_quota_us").unwrap(), "20000");
+    assert_eq!(
+        host("memory.limit_in_bytes").unwrap(),
+        (64 << 20).to_string()
+    );
+    c.pods()
+        .delete("pod-level", &Default::default())
+        .await
+        .unwrap();
+    c.wait_gone("pod-level", 30).await;
+    assert!(
+        host("cpu.cfs_quota_us").is_err(),
+        "the pod's cgroup is removed"
     );
 }
