@@ -41,10 +41,7 @@ pub fn not_honoured(spec: &Value, path: &str) -> Vec<String> {
             note(format!("{path}.{field}"), what);
         }
     }
-    let lists = [
-        ("hostAliases", "/etc/hosts is Docker's"),
-        ("imagePullSecrets", "images are pulled without credentials"),
-    ];
+    let lists = [("hostAliases", "/etc/hosts is Docker's")];
     for (field, what) in lists {
         if non_empty(spec.get(field)) {
             note(format!("{path}.{field}"), what);
@@ -152,7 +149,7 @@ mod tests {
     #[test]
     fn each_field_the_kubelet_ignores_is_named() {
         let spec = json!({
-            "hostNetwork": true, "hostPID": false, "imagePullSecrets": [{"name": "regcred"}],
+            "hostNetwork": true, "hostPID": false,
             "volumes": [{"name": "m", "emptyDir": {"medium": "Memory"}}, {"name": "d", "emptyDir": {}},
                         {"name": "e", "downwardAPI": {"items": [{"path": "cpu", "resourceFieldRef": {"resource": "limits.cpu"}}]}}],
             "containers": [{"name": "c", "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
@@ -163,7 +160,6 @@ mod tests {
             fields,
             [
                 "spec.hostNetwork",
-                "spec.imagePullSecrets",
                 "spec.volumes[2].downwardAPI",
                 "spec.containers[0].resources.limits[ephemeral-storage]",
             ]

@@ -4,8 +4,9 @@
 //! waits as `ImagePullBackOff` without pulling again. The events are the
 //! kubelet's: Pulling, Pulled, Failed, BackOff.
 
+use crate::credentials::{self, Credential};
 use crate::Kubelet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use minik8s_client::events::{self, Involved};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -163,7 +164,8 @@ impl Kubelet {
         )
         .await;
         let started = Instant::now();
-        match self.runtime.pull(image).await {
+        let logins = self.pull_credentials(pod, image).await;
+        match self.pull_with(image, &logins).await {
             Ok(()) => {
                 self.pull_backoff.succeeded(&key);
                 let message = format!(
@@ -183,6 +185,71 @@ impl Kubelet {
                 Err(("ErrImagePull".into(), message))
             }
         }
+    }
+}
+
+impl Kubelet {
+    /// The logins the pod's `imagePullSecrets` hold for `image`'s registry.
+    /// A secret that cannot be read is said in a Warning event, and the pull
+    /// goes on without it (as the real kubelet does).
+    async fn pull_credentials(&self, pod: &Pod, image: &str) -> Vec<Credential> {
+        let names: Vec<&str> = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.image_pull_secrets.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|r| r.name.as_str())
+            .filter(|n| !n.is_empty())
+            .collect();
+        if names.is_empty() {
+            return Vec::new();
+        }
+        let secrets = self.client.dynamic(
+            minik8s_api::registry::of::<Secret>(),
+            pod.metadata.namespace.as_deref(),
+        );
+        let (mut configs, mut missing) = (Vec::new(), Vec::new());
+        for name in names {
+            let config = match secrets.get(name).await {
+                Ok(v) => serde_json::from_value::<Secret>(v)
+                    .ok()
+                    .and_then(|s| credentials::config_of(&crate::config_data::secret_data(&s))),
+                Err(e) => {
+                    tracing::debug!(secret = name, error = %e, "reading an image pull secret");
+                    None
+                }
+            };
+            match config {
+                Some(c) => configs.push(c),
+                None => missing.push(name),
+            }
+        }
+        if !missing.is_empty() {
+            let message = format!(
+                "Unable to retrieve some image pull secrets ({}); attempting to pull the image may not succeed.",
+                missing.join(", ")
+            );
+            self.pull_event(pod, "Warning", "FailedToRetrieveImagePullSecret", &message)
+                .await;
+        }
+        credentials::for_image(image, &configs)
+    }
+
+    /// Pulls with each login in turn (anonymously without any); the last
+    /// refusal is the error.
+    async fn pull_with(&self, image: &str, logins: &[Credential]) -> crate::runtime::Result<()> {
+        if logins.is_empty() {
+            return self.runtime.pull(image, None).await;
+        }
+        let mut last = None;
+        for login in logins {
+            match self.runtime.pull(image, Some(login)).await {
+                Ok(()) => return Ok(()),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.expect("at least one login was tried"))
     }
 }
 

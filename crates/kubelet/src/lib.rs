@@ -20,6 +20,7 @@ pub mod auth;
 pub mod bootstrap;
 pub mod claims;
 pub mod config_data;
+pub mod credentials;
 pub mod decide;
 pub mod dns;
 pub mod env;

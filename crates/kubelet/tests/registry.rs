@@ -4,7 +4,8 @@
 //! IfNotPresent and Always alike), and a name the registry lacks fails with
 //! ErrImagePull as Kubernetes reports it; `scripts/images.sh --all` builds
 //! nginx and python from Debian's packages and pushes them under the names
-//! tutorials use.
+//! tutorials use. A registry that asks for a login serves pods through
+//! their (or their ServiceAccount's) `imagePullSecrets`.
 
 mod common;
 
@@ -46,6 +47,7 @@ async fn pods_pull_docker_hub_names_from_the_local_registry() {
         );
         assert_eq!(c.pod_log(&format!("{name}/log")).await, "pulled and ran\n");
     }
+    pulls_with_image_pull_secrets(&c).await;
     let p = c
         .wait_pod("unknown", "ErrImagePull", 90, |p| {
             container_status(p, "main").is_some_and(|s| {
@@ -92,6 +94,133 @@ async fn pods_pull_docker_hub_names_from_the_local_registry() {
     c.wait_pod("py", "Succeeded", 90, |p| phase(p) == "Succeeded")
         .await;
     assert_eq!(c.pod_log("py/log").await, "{\"ok\": true}\n");
+}
+
+/// A registry that asks for a login: a pod pulls with its `imagePullSecrets`
+/// (made by `kubectl create secret docker-registry`) or its ServiceAccount's;
+/// with a wrong password or none the pull fails with the registry's reason.
+async fn pulls_with_image_pull_secrets(c: &Cluster) {
+    let private = tokio::task::spawn_blocking(|| Registry::start_with_login("student", "s3cret"))
+        .await
+        .unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let docker = |args: &[&str]| {
+        std::process::Command::new("docker")
+            .arg("-H")
+            .arg(&c.dockerd.socket)
+            .args(args)
+            .env("DOCKER_CONFIG", config.path())
+            .output()
+            .unwrap()
+    };
+    let login = docker(&["login", "-u", "student", "-p", "s3cret", &private.address]);
+    assert!(
+        login.status.success(),
+        "{}",
+        String::from_utf8_lossy(&login.stderr)
+    );
+    let image = |tag: &str| format!("{}/team/app:{tag}", private.address);
+    for tag in ["own", "account", "wrong", "none"] {
+        docker(&["tag", "minik8s/busybox:latest", &image(tag)]);
+        let pushed = docker(&["push", &image(tag)]);
+        assert!(
+            pushed.status.success(),
+            "{}",
+            String::from_utf8_lossy(&pushed.stderr)
+        );
+        docker(&["rmi", &image(tag)]);
+    }
+    let kubectl = |args: &[&str]| {
+        let out = c.real_kubectl(args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let server = format!("--docker-server={}", private.address);
+    kubectl(&[
+        "create",
+        "secret",
+        "docker-registry",
+        "regcred",
+        &server,
+        "--docker-username=student",
+        "--docker-password=s3cret",
+    ]);
+    kubectl(&[
+        "create",
+        "secret",
+        "docker-registry",
+        "wrongcred",
+        &server,
+        "--docker-username=student",
+        "--docker-password=not-it",
+    ]);
+    kubectl(&["create", "serviceaccount", "puller"]);
+    kubectl(&[
+        "patch",
+        "serviceaccount",
+        "puller",
+        "-p",
+        r#"{"imagePullSecrets": [{"name": "regcred"}]}"#,
+    ]);
+
+    let pod = |name: &str, tag: &str, extra: serde_json::Value| {
+        let mut p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": image(tag),
+                "command": ["sh", "-c", "echo private"]}]}});
+        for (k, v) in extra.as_object().unwrap() {
+            p["spec"][k] = v.clone();
+        }
+        p
+    };
+    c.create_pod(pod(
+        "private-own",
+        "own",
+        json!({"imagePullSecrets": [{"name": "regcred"}]}),
+    ))
+    .await;
+    let from_account = c
+        .create_pod(pod(
+            "private-account",
+            "account",
+            json!({"serviceAccountName": "puller"}),
+        ))
+        .await;
+    assert_eq!(
+        from_account["spec"]["imagePullSecrets"],
+        json!([{"name": "regcred"}]),
+        "the ServiceAccount admission copies the account's pull secrets"
+    );
+    c.create_pod(pod(
+        "private-wrong",
+        "wrong",
+        json!({"imagePullSecrets": [{"name": "wrongcred"}]}),
+    ))
+    .await;
+    c.create_pod(pod("private-none", "none", json!({}))).await;
+    for name in ["private-own", "private-account"] {
+        c.wait_pod(name, "Succeeded", 90, |p| phase(p) == "Succeeded")
+            .await;
+        assert_eq!(c.pod_log(&format!("{name}/log")).await, "private\n");
+    }
+    for name in ["private-wrong", "private-none"] {
+        let p = c
+            .wait_pod(name, "ErrImagePull", 90, |p| {
+                container_status(p, "main")
+                    .is_some_and(|s| s["state"]["waiting"]["reason"] == "ErrImagePull")
+            })
+            .await;
+        let message = container_status(&p, "main").unwrap()["state"]["waiting"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            message.contains("unauthorized") || message.contains("no basic auth credentials"),
+            "the registry's reason: {message}"
+        );
+    }
 }
 
 /// The real kubectl's output once it succeeds (nginx may need a moment to listen).

@@ -16,6 +16,33 @@ pub struct Registry {
 impl Registry {
     /// Starts the registry. Panics with a clear message when it is missing.
     pub fn start() -> Registry {
+        Self::start_with_auth(None)
+    }
+
+    /// A registry that asks for a login (htpasswd, bcrypt): pulls and
+    /// pushes without `user`/`password` get 401.
+    pub fn start_with_login(user: &str, password: &str) -> Registry {
+        // The registry reads bcrypt only; Python's crypt (libxcrypt) makes it.
+        let out = Command::new("python3")
+            .args([
+                "-W",
+                "ignore",
+                "-c",
+                "import crypt, sys; print(crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH)))",
+                password,
+            ])
+            .output()
+            .expect("python3 is required to make the registry's htpasswd");
+        let hash = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(
+            out.status.success() && hash.starts_with("$2"),
+            "making a bcrypt hash with python3's crypt: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self::start_with_auth(Some(format!("{user}:{hash}\n")))
+    }
+
+    fn start_with_auth(htpasswd: Option<String>) -> Registry {
         let bin = "/usr/bin/docker-registry";
         assert!(
             std::path::Path::new(bin).exists(),
@@ -27,14 +54,19 @@ impl Registry {
             .unwrap();
         let address = format!("127.0.0.1:{}", free_port());
         let config = dir.path().join("config.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {address}\n",
-                dir.path().join("data").display()
-            ),
-        )
-        .unwrap();
+        let mut text = format!(
+            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {address}\n",
+            dir.path().join("data").display()
+        );
+        if let Some(lines) = htpasswd {
+            let file = dir.path().join("htpasswd");
+            std::fs::write(&file, lines).unwrap();
+            text.push_str(&format!(
+                "auth:\n  htpasswd:\n    realm: minik8s-test\n    path: {}\n",
+                file.display()
+            ));
+        }
+        std::fs::write(&config, text).unwrap();
         let log = std::fs::File::create(dir.path().join("registry.log")).unwrap();
         let child = Command::new(bin)
             .arg("serve")

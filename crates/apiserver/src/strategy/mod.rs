@@ -119,6 +119,17 @@ pub trait Strategy: Send + Sync {
         Ok(())
     }
 
+    /// Built-in mutating admission on create that reads other objects from
+    /// the store (the ServiceAccount admission gives a pod its account's
+    /// `imagePullSecrets`); runs after [`Strategy::prepare_for_create`].
+    fn admit_create<'a>(
+        &'a self,
+        _srv: &'a ApiServer,
+        _obj: &'a mut Value,
+    ) -> futures::future::BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+
     /// What a write to the status subresource may not change beyond the
     /// spec, put back from `old` (Kubernetes' status strategies'
     /// PrepareForUpdate: a Deployment's labels). The status and the
@@ -407,6 +418,13 @@ where
     }
     fn prepare_for_create(&self, srv: &ApiServer, obj: &mut Value) -> Result<(), FieldError> {
         self.lifecycle.prepare_for_create(srv, obj)
+    }
+    fn admit_create<'a>(
+        &'a self,
+        srv: &'a ApiServer,
+        obj: &'a mut Value,
+    ) -> futures::future::BoxFuture<'a, ()> {
+        self.lifecycle.admit_create(srv, obj)
     }
     fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
         self.lifecycle.prepare_for_status_update(new, old)

@@ -22,6 +22,42 @@ impl super::Strategy for Lifecycle {
         Ok(())
     }
 
+    /// The ServiceAccount admission: a pod without `imagePullSecrets` gets
+    /// its account's, so the kubelet pulls with them.
+    fn admit_create<'a>(
+        &'a self,
+        srv: &'a ApiServer,
+        pod: &'a mut Value,
+    ) -> futures::future::BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let has_own = pod
+                .pointer("/spec/imagePullSecrets")
+                .and_then(Value::as_array)
+                .is_some_and(|l| !l.is_empty());
+            let account = pod
+                .pointer("/spec/serviceAccountName")
+                .and_then(Value::as_str);
+            let (Some(account), Some(ns), false) =
+                (account, minik8s_api::meta::namespace(pod), has_own)
+            else {
+                return;
+            };
+            let info = minik8s_api::registry::of::<k8s_openapi::api::core::v1::ServiceAccount>();
+            let key = info.key(Some(ns), account);
+            // A store error is not the pod's: it is created as sent.
+            let Ok(Some(sa)) = srv.store.get(&key).await else {
+                return;
+            };
+            let secrets = serde_json::from_slice::<Value>(&sa.value)
+                .ok()
+                .and_then(|sa| sa.get("imagePullSecrets").cloned())
+                .filter(|l| l.as_array().is_some_and(|l| !l.is_empty()));
+            if let Some(secrets) = secrets {
+                pod["spec"]["imagePullSecrets"] = secrets;
+            }
+        })
+    }
+
     /// Fields the kubelet does not honour yet: said, not silently ignored.
     fn warnings(&self, pod: &Value) -> Vec<String> {
         minik8s_api::pod_fields::not_honoured(pod.get("spec").unwrap_or(&Value::Null), "spec")

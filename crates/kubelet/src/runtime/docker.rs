@@ -270,12 +270,22 @@ impl ContainerRuntime for DockerRuntime {
         }
     }
 
-    async fn pull(&self, image: &str) -> Result<()> {
+    async fn pull(
+        &self,
+        image: &str,
+        credential: Option<&crate::credentials::Credential>,
+    ) -> Result<()> {
         let opts = bollard::image::CreateImageOptions {
             from_image: image.to_string(),
             ..Default::default()
         };
-        let mut s = self.docker.create_image(Some(opts), None, None);
+        let login = credential.map(|c| bollard::auth::DockerCredentials {
+            username: Some(c.username.clone()),
+            password: Some(c.password.clone()),
+            serveraddress: Some(c.server.clone()),
+            ..Default::default()
+        });
+        let mut s = self.docker.create_image(Some(opts), None, login);
         while let Some(item) = s.next().await {
             item?;
         }

@@ -202,7 +202,11 @@ impl ContainerRuntime for FakeRuntime {
         Ok(true)
     }
 
-    async fn pull(&self, _image: &str) -> Result<()> {
+    async fn pull(
+        &self,
+        _image: &str,
+        _credential: Option<&crate::credentials::Credential>,
+    ) -> Result<()> {
         Ok(())
     }
 

@@ -229,8 +229,13 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// `masquerade` false when flannel masquerades pod traffic itself).
     async fn ensure_network(&self, cidr: &str, mtu: Option<u32>, masquerade: bool) -> Result<()>;
     async fn image_present(&self, image: &str) -> Result<bool>;
-    /// Pulls an image (only works with a registry in reach).
-    async fn pull(&self, image: &str) -> Result<()>;
+    /// Pulls an image (only works with a registry in reach), logged in
+    /// with `credential` when given.
+    async fn pull(
+        &self,
+        image: &str,
+        credential: Option<&crate::credentials::Credential>,
+    ) -> Result<()>;
     /// All containers of this node's pods, or those of one pod.
     async fn list(&self, pod_uid: Option<&str>) -> Result<Vec<ContainerInfo>>;
     async fn inspect(&self, id: &str) -> Result<Option<ContainerInfo>>;
