@@ -6,19 +6,6 @@
 
 use serde_json::Value;
 
-fn truthy(v: Option<&Value>) -> bool {
-    v.and_then(Value::as_bool) == Some(true)
-}
-
-fn non_empty(v: Option<&Value>) -> bool {
-    match v {
-        Some(Value::Array(a)) => !a.is_empty(),
-        Some(Value::Object(o)) => !o.is_empty(),
-        Some(Value::Null) | None => false,
-        Some(_) => true,
-    }
-}
-
 /// `<path>: <what happens instead>` for each field of a pod spec (at
 /// `path`, `spec` for a pod) the kubelet does not honour.
 pub fn not_honoured(spec: &Value, path: &str) -> Vec<String> {
@@ -26,33 +13,6 @@ pub fn not_honoured(spec: &Value, path: &str) -> Vec<String> {
     let mut note = |field: String, what: &str| {
         out.push(format!("{field}: not honoured by minik8s yet ({what})"))
     };
-    let flags = [
-        ("hostNetwork", "the pod gets its own network namespace"),
-        ("hostPID", "the pod gets its own process namespace"),
-        ("hostIPC", "the pod gets its own IPC namespace"),
-        (
-            "shareProcessNamespace",
-            "each container has its own process namespace",
-        ),
-        ("setHostnameAsFQDN", "the hostname stays the short name"),
-    ];
-    for (field, what) in flags {
-        if truthy(spec.get(field)) {
-            note(format!("{path}.{field}"), what);
-        }
-    }
-    let lists = [("hostAliases", "/etc/hosts is Docker's")];
-    for (field, what) in lists {
-        if non_empty(spec.get(field)) {
-            note(format!("{path}.{field}"), what);
-        }
-    }
-    if non_empty(spec.pointer("/securityContext/sysctls")) {
-        note(
-            format!("{path}.securityContext.sysctls"),
-            "the node's values apply",
-        );
-    }
     let profiles = |sc: Option<&Value>, at: &str, note: &mut dyn FnMut(String, &str)| {
         for profile in ["seccompProfile", "appArmorProfile"] {
             let ty = sc
@@ -71,25 +31,6 @@ pub fn not_honoured(spec: &Value, path: &str) -> Vec<String> {
         &format!("{path}.securityContext"),
         &mut note,
     );
-    for (i, v) in spec
-        .get("volumes")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        let items = v.pointer("/downwardAPI/items").and_then(Value::as_array);
-        if items
-            .into_iter()
-            .flatten()
-            .any(|item| item.get("resourceFieldRef").is_some())
-        {
-            note(
-                format!("{path}.volumes[{i}].downwardAPI"),
-                "resourceFieldRef items are not written",
-            );
-        }
-    }
     for list in ["initContainers", "containers"] {
         for (i, c) in spec
             .get(list)
@@ -104,28 +45,6 @@ pub fn not_honoured(spec: &Value, path: &str) -> Vec<String> {
                 &format!("{at}.securityContext"),
                 &mut note,
             );
-            let mounts = c.get("volumeMounts").and_then(Value::as_array);
-            if mounts
-                .into_iter()
-                .flatten()
-                .any(|m| m.get("subPathExpr").is_some())
-            {
-                note(
-                    format!("{at}.volumeMounts"),
-                    "subPathExpr mounts the whole volume",
-                );
-            }
-            let env = c.get("env").and_then(Value::as_array);
-            if env
-                .into_iter()
-                .flatten()
-                .any(|e| e.pointer("/valueFrom/resourceFieldRef").is_some())
-            {
-                note(
-                    format!("{at}.env"),
-                    "resourceFieldRef variables are left unset",
-                );
-            }
             for kind in ["requests", "limits"] {
                 if c.pointer(&format!("/resources/{kind}/ephemeral-storage"))
                     .is_some()
@@ -152,6 +71,8 @@ mod tests {
             "hostNetwork": true, "hostPID": false,
             "volumes": [{"name": "m", "emptyDir": {"medium": "Memory"}}, {"name": "d", "emptyDir": {}},
                         {"name": "e", "downwardAPI": {"items": [{"path": "cpu", "resourceFieldRef": {"resource": "limits.cpu"}}]}}],
+            "securityContext": {"seccompProfile": {"type": "Unconfined"},
+                                "sysctls": [{"name": "net.core.somaxconn", "value": "1024"}]},
             "containers": [{"name": "c", "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                             "resources": {"limits": {"ephemeral-storage": "1Gi"}}}]});
         let notes = not_honoured(&spec, "spec");
@@ -159,8 +80,7 @@ mod tests {
         assert_eq!(
             fields,
             [
-                "spec.hostNetwork",
-                "spec.volumes[2].downwardAPI",
+                "spec.securityContext.seccompProfile",
                 "spec.containers[0].resources.limits[ephemeral-storage]",
             ]
         );

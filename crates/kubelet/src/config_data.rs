@@ -52,6 +52,8 @@ pub struct PodConfig {
     pub claims: BTreeMap<String, crate::claims::ClaimMount>,
     /// The Service variables (`service_env.rs`), before the container's own.
     pub service_env: Vec<(String, String)>,
+    /// What `resourceFieldRef` reads (set for every sync that starts or mounts).
+    pub resources: crate::resource_fields::ResourceView,
 }
 
 /// Whether the kubelet writes the volume's content (configMap, secret,
@@ -272,15 +274,21 @@ pub fn volume_files(
                 .flat_map(|s| s.downward_api.iter().flat_map(|d| d.items.iter().flatten())),
         );
     for item in downward_items {
-        let Some(field) = &item.field_ref else {
-            continue;
+        let value = match (&item.field_ref, &item.resource_field_ref) {
+            (Some(field), _) => cfg
+                .downward
+                .get(&field.field_path)
+                .cloned()
+                .ok_or_else(|| format!("unsupported fieldPath {:?}", field.field_path))?,
+            (None, Some(r)) => cfg.resources.value(
+                r.container_name.as_deref().unwrap_or(""),
+                &r.resource,
+                r.divisor.as_ref(),
+            )?,
+            (None, None) => continue,
         };
-        let value = cfg
-            .downward
-            .get(&field.field_path)
-            .ok_or_else(|| format!("unsupported fieldPath {:?}", field.field_path))?;
         let m = item.mode.map(|m| m as u32).unwrap_or(mode);
-        files.insert(item.path.clone(), (value.clone().into_bytes(), m));
+        files.insert(item.path.clone(), (value.into_bytes(), m));
     }
     for src in v.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
         if let Some(t) = &src.service_account_token {
@@ -364,9 +372,24 @@ fn published(dir: &Path) -> BTreeMap<String, (Vec<u8>, u32)> {
     out
 }
 
-/// Publishes `files` in `dir` atomically (see the module doc); does nothing
-/// when they are already there. Returns whether it wrote.
-pub fn publish(dir: &Path, files: &BTreeMap<String, (Vec<u8>, u32)>) -> std::io::Result<bool> {
+/// The pod's `fsGroup` on its published volumes, as Kubernetes' volume
+/// ownership: every file readable by the group (`| 0440`) and owned by it.
+pub fn with_fs_group(files: &mut BTreeMap<String, (Vec<u8>, u32)>, fs_group: Option<u32>) {
+    if fs_group.is_some() {
+        for (_, mode) in files.values_mut() {
+            *mode |= 0o440;
+        }
+    }
+}
+
+/// Publishes `files` in `dir` atomically (see the module doc), owned by
+/// `group` when given; does nothing when they are already there. Returns
+/// whether it wrote.
+pub fn publish(
+    dir: &Path,
+    files: &BTreeMap<String, (Vec<u8>, u32)>,
+    group: Option<u32>,
+) -> std::io::Result<bool> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(dir)?;
     if dir.join("..data").exists() && published(dir) == *files {
@@ -384,6 +407,12 @@ pub fn publish(dir: &Path, files: &BTreeMap<String, (Vec<u8>, u32)>) -> std::io:
         }
         std::fs::write(&path, bytes)?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(*mode))?;
+        if let Some(gid) = group {
+            std::os::unix::fs::chown(&path, None, Some(gid))?;
+        }
+    }
+    if let Some(gid) = group {
+        std::os::unix::fs::chown(&fresh, None, Some(gid))?;
     }
     let old = std::fs::read_link(dir.join("..data")).ok();
     let tmp = dir.join("..data_tmp");

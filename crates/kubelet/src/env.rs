@@ -92,6 +92,13 @@ pub fn environment(
             expand(v, &resolved)
         } else if let Some(fr) = from.and_then(|f| f.field_ref.as_ref()) {
             field_value(pod, &fr.field_path, pod_ip, host_ip)
+        } else if let Some(r) = from.and_then(|f| f.resource_field_ref.as_ref()) {
+            let container = r.container_name.as_deref().filter(|n| !n.is_empty());
+            cfg.resources.value(
+                container.unwrap_or(&c.name),
+                &r.resource,
+                r.divisor.as_ref(),
+            )?
         } else if let Some(r) = from.and_then(|f| f.config_map_key_ref.as_ref()) {
             match cfg.key(
                 Kind::ConfigMap,
@@ -128,6 +135,17 @@ pub fn expand_list(list: &Option<Vec<String>>, env: &[String]) -> Option<Vec<Str
         .collect();
     list.as_ref()
         .map(|l| l.iter().map(|s| expand(s, &vars)).collect())
+}
+
+/// One string (`subPathExpr`) with `$(VAR)` expanded against the
+/// container's environment (`NAME=value` pairs).
+pub fn expand_with(s: &str, env: &[String]) -> String {
+    let vars: Vec<(String, String)> = env
+        .iter()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    expand(s, &vars)
 }
 
 /// Kubernetes' `$(VAR)` expansion against variables defined earlier (`$$` escapes).

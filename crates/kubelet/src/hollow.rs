@@ -78,6 +78,7 @@ pub fn node_config(cfg: &HollowConfig, i: usize) -> Config {
         pod_network_routes: "none".into(),
         node_status_update_frequency: Duration::from_secs(cfg.lease_seconds.max(1)),
         max_parallel_starts: crate::DEFAULT_PARALLEL_STARTS,
+        allowed_unsafe_sysctls: Vec::new(),
     }
 }
 

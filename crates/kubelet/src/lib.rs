@@ -34,10 +34,12 @@ pub mod nfs_mounts;
 pub mod node;
 pub mod pod;
 pub mod pod_cgroup;
+pub mod pod_host;
 mod pod_setup;
 pub mod portforward;
 pub mod probe;
 pub mod resize;
+pub mod resource_fields;
 pub mod runtime;
 pub mod security;
 pub mod server;
@@ -139,6 +141,11 @@ pub struct Config {
     /// more at once only makes each one slower).
     #[arg(long, default_value_t = DEFAULT_PARALLEL_STARTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256))]
     pub max_parallel_starts: usize,
+    /// Sysctls beyond Kubernetes' safe set that pods may set here: names,
+    /// or prefixes ending in `*` (`kernel.msg*`). A pod asking for any other
+    /// is refused (Failed, reason SysctlForbidden).
+    #[arg(long, value_delimiter = ',')]
+    pub allowed_unsafe_sysctls: Vec<String>,
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {

@@ -88,6 +88,16 @@ impl Kubelet {
         let live = pod.metadata.deletion_timestamp.is_none()
             && !finished
             && !matches!(phase, Some("Succeeded" | "Failed"));
+        // The kubelet's admission of a new pod: sysctls this node does not allow.
+        if live && observed.is_empty() {
+            let spec = pod.spec.as_ref();
+            if let Some(why) =
+                crate::pod_host::forbidden_sysctl(spec, &self.config.allowed_unsafe_sysctls)
+            {
+                self.reject(pod, "SysctlForbidden", &why).await?;
+                return Ok(Next::Wait);
+            }
+        }
         // A live pod's resize is admitted (or not) before its actions are
         // decided: a container whose resize needs a restart is replaced.
         let resize = if live {
@@ -134,6 +144,23 @@ impl Kubelet {
             PodPlan::Finished => Ok(Next::Wait),
             PodPlan::Sync(plan) => self.carry_out(pod, plan, resize, observed).await,
         }
+    }
+
+    /// Refuses a pod the node will not run (Kubernetes' `rejectPod`): a
+    /// Warning event, and the pod Failed with the reason.
+    async fn reject(&self, pod: &Pod, reason: &'static str, why: &str) -> anyhow::Result<()> {
+        tracing::info!(pod = ?pod.metadata.name, reason, why, "pod rejected");
+        self.warning_event(pod, reason, why.to_string());
+        let message = format!("Pod was rejected: {why}");
+        let waiting = BTreeMap::new();
+        let report = Report {
+            containers: &[],
+            pod_ip: "",
+            waiting: &waiting,
+            terminal: true,
+            failed: Some((reason, &message)),
+        };
+        self.report_status(pod, report).await
     }
 
     /// Deletes the pod object for good (grace 0) once its containers are gone.

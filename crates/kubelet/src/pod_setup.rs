@@ -8,8 +8,8 @@
 use crate::actions::ContainerStart;
 use crate::config_data::{self, Kind, PodConfig};
 use crate::runtime::{
-    ContainerInfo, ContainerSpec, Mount, SandboxSpec, LABEL_CONTAINER, LABEL_HASH, LABEL_NODE,
-    LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_RESTARTS, SANDBOX,
+    ContainerInfo, ContainerSpec, Mount, SandboxSpec, LABEL_CONTAINER, LABEL_HASH, LABEL_HOST_IP,
+    LABEL_NODE, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_RESTARTS, SANDBOX,
 };
 use crate::Kubelet;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret};
@@ -151,13 +151,20 @@ impl Kubelet {
                 crate::security::empty_dir_ownership(&dir, pod)?;
                 (dir.display().to_string(), false)
             } else {
-                let files = config_data::volume_files(v, cfg).map_err(|message| {
+                let mut files = config_data::volume_files(v, cfg).map_err(|message| {
                     SetUpFailed(format!(
                         "MountVolume.SetUp failed for volume \"{}\" : {message}",
                         v.name
                     ))
                 })?;
-                if config_data::publish(&dir, &files)? {
+                let fs_group = pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.security_context.as_ref())
+                    .and_then(|s| s.fs_group)
+                    .and_then(|g| u32::try_from(g).ok());
+                config_data::with_fs_group(&mut files, fs_group);
+                if config_data::publish(&dir, &files, fs_group)? {
                     tracing::debug!(pod = ?pod.metadata.name, volume = %v.name, "volume content published");
                 }
                 (dir.display().to_string(), true)
@@ -223,25 +230,39 @@ impl Kubelet {
         let allocated = self.allocations.for_start(uid, c);
         let (nano_cpus, memory_limit_bytes, cpu_shares) = crate::resize::runtime_limits(&allocated);
         let pod_ip = sandbox.ip.as_deref().unwrap_or("");
-        let mut own_mounts: Vec<Mount> = c
-            .volume_mounts
-            .iter()
-            .flatten()
-            .filter_map(|m| {
-                let (_, volume) = mounts.iter().find(|(name, _)| *name == m.name)?;
-                // subPath: one entry of the volume (resolved once: no updates,
-                // as in Kubernetes).
-                let host_path = match m.sub_path.as_deref().filter(|p| !p.is_empty()) {
-                    Some(sub) => format!("{}/{}", volume.host_path, sub.trim_start_matches('/')),
-                    None => volume.host_path.clone(),
-                };
-                Some(Mount {
-                    host_path,
-                    container_path: m.mount_path.clone(),
-                    read_only: m.read_only == Some(true) || volume.read_only,
-                })
-            })
-            .collect();
+        let env = crate::env::environment(pod, c, pod_ip, &self.config.node_ip, cfg)?;
+        let mut own_mounts = Vec::new();
+        for m in c.volume_mounts.iter().flatten() {
+            let Some((_, volume)) = mounts.iter().find(|(name, _)| *name == m.name) else {
+                continue;
+            };
+            // subPath: one entry of the volume (resolved once: no updates,
+            // as in Kubernetes); subPathExpr: one named by the container's
+            // variables (`$(POD_NAME)`).
+            let sub = match (&m.sub_path, &m.sub_path_expr) {
+                (Some(p), _) if !p.is_empty() => Some(p.clone()),
+                (_, Some(e)) if !e.is_empty() => {
+                    let expanded = crate::env::expand_with(e, &env);
+                    if expanded.starts_with('/') || expanded.split('/').any(|p| p == "..") {
+                        return Err(format!(
+                            "failed to prepare subPath for volumeMount {:?} of container {:?}",
+                            m.name, c.name
+                        ));
+                    }
+                    Some(expanded)
+                }
+                _ => None,
+            };
+            let host_path = match sub {
+                Some(sub) => format!("{}/{}", volume.host_path, sub.trim_start_matches('/')),
+                None => volume.host_path.clone(),
+            };
+            own_mounts.push(Mount {
+                host_path,
+                container_path: m.mount_path.clone(),
+                read_only: m.read_only == Some(true) || volume.read_only,
+            });
+        }
         // The termination message file, one per container instance.
         let log = self
             .termination_log(pod, &c.name, start.restart_count)
@@ -255,6 +276,17 @@ impl Kubelet {
                 .unwrap_or_else(|| crate::lifecycle::DEFAULT_MESSAGE_PATH.into()),
             read_only: false,
         });
+        // The kubelet's /etc/hosts, unless the container mounts its own.
+        if !own_mounts.iter().any(|m| m.container_path == "/etc/hosts") {
+            let hosts = self
+                .write_hosts_file(pod, pod_ip)
+                .map_err(|e| format!("writing the pod's /etc/hosts: {e}"))?;
+            own_mounts.push(Mount {
+                host_path: hosts.display().to_string(),
+                container_path: "/etc/hosts".into(),
+                read_only: false,
+            });
+        }
         // The pod-wide files (resolv.conf) come under the empty name.
         own_mounts.extend(
             mounts
@@ -262,7 +294,6 @@ impl Kubelet {
                 .filter(|(name, _)| name.is_empty())
                 .map(|(_, m)| m.clone()),
         );
-        let env = crate::env::environment(pod, c, pod_ip, &self.config.node_ip, cfg)?;
         Ok(ContainerSpec {
             image: c.image.clone().unwrap_or_default(),
             command: crate::env::expand_list(&c.command, &env),
@@ -274,6 +305,7 @@ impl Kubelet {
             stdin_once: c.stdin_once.unwrap_or(false),
             labels: labels(pod, &c.name, &start.hash, start.restart_count),
             sandbox_id: sandbox.id.clone(),
+            namespaces: crate::pod_host::namespaces(pod.spec.as_ref()),
             pid_of: None,
             mounts: own_mounts,
             nano_cpus,
@@ -314,6 +346,10 @@ impl Kubelet {
         } else {
             PodConfig::default()
         };
+        let machine = self.runtime.machine();
+        let allocatable = (machine.cpus as i64 * 1000, machine.memory_bytes as i64);
+        let mut cfg = cfg;
+        cfg.resources = crate::resource_fields::ResourceView::of(pod, allocatable);
         // Mounted ConfigMaps and Secrets are refreshed on every sync.
         let mounts = if !starting && !has_config_volumes {
             Vec::new()
@@ -384,6 +420,20 @@ impl Kubelet {
         Ok(Some(path))
     }
 
+    /// Writes the pod's /etc/hosts under its directory (see [`crate::pod_host`]).
+    fn write_hosts_file(&self, pod: &Pod, pod_ip: &str) -> std::io::Result<std::path::PathBuf> {
+        let node_hosts = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+        let text =
+            crate::pod_host::hosts_file(pod, pod_ip, &self.config.cluster_domain, &node_hosts);
+        let dir = self.pod_dir(pod);
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join("etc-hosts");
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+            std::fs::write(&path, text)?;
+        }
+        Ok(path)
+    }
+
     /// Whether a container failed to start because of its sandbox: the
     /// sandbox is no longer running, or the runtime could not join its namespaces.
     pub(crate) async fn sandbox_is_broken(&self, sandbox: &ContainerInfo, error: &str) -> bool {
@@ -395,19 +445,14 @@ impl Kubelet {
     /// Starts the sandbox: the pause container owning the network namespace and hostname.
     pub(crate) async fn start_sandbox(&self, pod: &Pod) -> anyhow::Result<ContainerInfo> {
         let spec = pod.spec.as_ref();
-        let hostname = spec
-            .and_then(|s| s.hostname.clone())
-            .or_else(|| pod.metadata.name.clone())
-            .unwrap_or_default();
-        let domainname = match (
-            spec.and_then(|s| s.subdomain.as_deref()),
-            pod.metadata.namespace.as_deref(),
-        ) {
-            (Some(sub), Some(ns)) if !sub.is_empty() => {
-                Some(format!("{sub}.{ns}.svc.{}", self.config.cluster_domain))
-            }
-            _ => None,
-        };
+        let (hostname, domainname) =
+            crate::pod_host::sandbox_hostname(pod, &self.config.cluster_domain)
+                .map_err(anyhow::Error::msg)?;
+        let namespaces = crate::pod_host::namespaces(spec);
+        let mut labels = labels(pod, SANDBOX, "", 0);
+        if namespaces.host_network {
+            labels.insert(LABEL_HOST_IP.to_string(), self.config.node_ip.clone());
+        }
         // Pod-level resources: the pod's own cgroup, limits written first.
         let uid = pod.metadata.uid.as_deref().unwrap_or("");
         let cgroup_parent = match spec.and_then(crate::pod_cgroup::pod_limits) {
@@ -416,9 +461,11 @@ impl Kubelet {
         };
         let sandbox = SandboxSpec {
             image: self.config.pause_image.clone(),
-            hostname: hostname.chars().take(63).collect(),
+            hostname,
             domainname,
-            labels: labels(pod, SANDBOX, "", 0),
+            namespaces,
+            sysctls: crate::pod_host::sysctls(spec),
+            labels,
             cgroup_parent,
         };
         Ok(self

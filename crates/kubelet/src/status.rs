@@ -158,8 +158,9 @@ pub struct Report<'a> {
     /// The pod's containers were stopped for good (deleted, or killed once
     /// its apps were done): its phase is final.
     pub terminal: bool,
-    /// Failed for a reason of the pod's own (`DeadlineExceeded`): (reason, message).
-    pub failed: Option<(&'static str, &'static str)>,
+    /// Failed for a reason of the pod's own (`DeadlineExceeded`,
+    /// `SysctlForbidden`): (reason, message).
+    pub failed: Option<(&'a str, &'a str)>,
 }
 
 impl<'a> Report<'a> {

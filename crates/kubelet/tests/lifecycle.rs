@@ -8,9 +8,12 @@
 //! One cluster; the scenarios run side by side.
 
 mod common;
+#[path = "lifecycle/pod_host.rs"]
+mod pod_host;
 #[path = "lifecycle/resources.rs"]
 mod resources;
 
+use pod_host::{host_namespaces_and_shared_pid, hosts_sysctls_and_downward_resources};
 use resources::{in_place_resize, pod_level_resources};
 
 use common::*;
@@ -701,14 +704,15 @@ async fn refused_and_warned_fields(c: &Cluster) {
         "{err}"
     );
 
+    let mut storage = busybox("c", "sleep 3600");
+    storage["resources"] = json!({"limits": {"ephemeral-storage": "1Gi"}});
     let (ok, err) = apply(
-        "host-network",
-        json!({"hostNetwork": true, "terminationGracePeriodSeconds": 1, "nodeName": c.node,
-               "containers": [busybox("c", "sleep 3600")]}),
+        "local-storage",
+        json!({"terminationGracePeriodSeconds": 1, "nodeName": c.node, "containers": [storage]}),
     );
     assert!(ok, "{err}");
     assert!(
-        err.contains("Warning: spec.hostNetwork: not honoured by minik8s yet"),
+        err.contains("Warning: spec.containers[0].resources.limits[ephemeral-storage]: not honoured by minik8s yet"),
         "{err}"
     );
     minik8s_testkit::poll(
@@ -722,7 +726,7 @@ async fn refused_and_warned_fields(c: &Cluster) {
                     "get",
                     "events",
                     "--field-selector",
-                    "involvedObject.name=host-network",
+                    "involvedObject.name=local-storage",
                     "-o",
                     "json",
                 ],
@@ -765,6 +769,8 @@ async fn the_pod_lifecycle_as_kubernetes_runs_it() {
         spawn!(memory_empty_dir),
         spawn!(in_place_resize),
         spawn!(pod_level_resources),
+        spawn!(host_namespaces_and_shared_pid),
+        spawn!(hosts_sysctls_and_downward_resources),
     ];
     for outcome in futures::future::join_all(scenarios).await {
         if let Err(e) = outcome {

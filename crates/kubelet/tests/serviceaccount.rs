@@ -257,4 +257,46 @@ time.sleep(3600)
         &format!("{SA_DIR}/token"),
     ]);
     assert_ne!(seen, first);
+
+    // An account that says `automountServiceAccountToken: false`: its pods
+    // get no token volume, unless the pod asks for one.
+    let quiet = json!({"apiVersion": "v1", "kind": "ServiceAccount", "automountServiceAccountToken": false,
+                       "metadata": {"name": "quiet", "namespace": "apps"}});
+    admin
+        .dynamic(
+            minik8s_api::registry::of::<k8s_openapi::api::core::v1::ServiceAccount>(),
+            Some("apps"),
+        )
+        .create(&quiet)
+        .await
+        .unwrap();
+    let pods = admin.dynamic(
+        minik8s_api::registry::of::<k8s_openapi::api::core::v1::Pod>(),
+        Some("apps"),
+    );
+    let token_volumes = |p: &serde_json::Value| {
+        p["spec"]["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|v| {
+                v["name"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with("kube-api-access-")
+            })
+            .count()
+    };
+    let pod = |name: &str, automount: Option<bool>| {
+        let mut p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "apps"},
+            "spec": {"serviceAccountName": "quiet", "containers": [{"name": "c", "image": "minik8s/busybox:latest"}]}});
+        if let Some(a) = automount {
+            p["spec"]["automountServiceAccountToken"] = json!(a);
+        }
+        p
+    };
+    let quiet_pod = pods.create(&pod("quiet-pod", None)).await.unwrap();
+    assert_eq!(token_volumes(&quiet_pod), 0);
+    let asking = pods.create(&pod("asking-pod", Some(true))).await.unwrap();
+    assert_eq!(token_volumes(&asking), 1);
 }

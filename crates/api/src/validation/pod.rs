@@ -210,7 +210,29 @@ fn validate_sysctls(spec: &Value, path: &str, errs: &mut Errors) {
             Some(n) if !seen.insert(n) => {
                 errs.push(FieldError::duplicate(at, &Value::String(n.into())))
             }
-            Some(_) => {}
+            Some(n) => {
+                // A sysctl of a namespace the pod shares with its node would
+                // change the node's.
+                let n = n.replace('/', ".");
+                let ipc = n.starts_with("kernel.shm")
+                    || n.starts_with("kernel.msg")
+                    || n == "kernel.sem"
+                    || n.starts_with("fs.mqueue.");
+                let shared = if n.starts_with("net.") {
+                    Some("hostNetwork")
+                } else if ipc {
+                    Some("hostIPC")
+                } else {
+                    None
+                };
+                if let Some(flag) = shared.filter(|f| spec.get(*f) == Some(&Value::Bool(true))) {
+                    errs.push(FieldError::invalid(
+                        at,
+                        &s["name"],
+                        format!("may not be specified when '{flag}' is true"),
+                    ));
+                }
+            }
         }
     }
 }

@@ -186,9 +186,15 @@ impl ApiServer {
 
 /// ServiceAccount admission: the pod gets a projected volume with a token,
 /// the cluster CA and its namespace, mounted in every container, unless it
-/// says `automountServiceAccountToken: false` or mounts that path itself.
-pub fn add_token_volume(pod: &mut Value) {
-    if pod.pointer("/spec/automountServiceAccountToken") == Some(&json!(false)) {
+/// says `automountServiceAccountToken: false` (or, when it says nothing, its
+/// account does: `account_automount`) or mounts that path itself.
+pub fn add_token_volume(pod: &mut Value, account_automount: Option<bool>) {
+    let automount = pod
+        .pointer("/spec/automountServiceAccountToken")
+        .and_then(Value::as_bool)
+        .or(account_automount)
+        .unwrap_or(true);
+    if !automount {
         return;
     }
     let containers = ["containers", "initContainers"];
@@ -232,7 +238,7 @@ mod tests {
     #[test]
     fn pods_get_the_token_volume_unless_they_opt_out() {
         let mut pod = json!({"spec": {"containers": [{"name": "a"}, {"name": "b", "volumeMounts": [{"name": "x", "mountPath": "/x"}]}]}});
-        add_token_volume(&mut pod);
+        add_token_volume(&mut pod, None);
         let v = &pod["spec"]["volumes"][0];
         assert!(v["name"].as_str().unwrap().starts_with("kube-api-access-"));
         assert_eq!(
@@ -246,7 +252,15 @@ mod tests {
         }
         let mut opted_out =
             json!({"spec": {"automountServiceAccountToken": false, "containers": [{"name": "a"}]}});
-        add_token_volume(&mut opted_out);
+        add_token_volume(&mut opted_out, Some(true));
         assert!(opted_out["spec"].get("volumes").is_none());
+        // The account's choice holds when the pod says nothing; the pod's wins.
+        let mut quiet = json!({"spec": {"containers": [{"name": "a"}]}});
+        add_token_volume(&mut quiet, Some(false));
+        assert!(quiet["spec"].get("volumes").is_none());
+        let mut insists =
+            json!({"spec": {"automountServiceAccountToken": true, "containers": [{"name": "a"}]}});
+        add_token_volume(&mut insists, Some(false));
+        assert!(insists["spec"]["volumes"].is_array());
     }
 }

@@ -12,48 +12,55 @@ impl super::Strategy for Lifecycle {
     fn prepare_for_create(&self, srv: &ApiServer, pod: &mut Value) -> Result<(), FieldError> {
         add_default_tolerations(pod, srv.default_toleration_seconds);
         default_service_account(pod);
-        // With a token signer (the secure port on), pods get their token volume.
-        if srv.sa_signer.get().is_some() {
-            crate::auth::serviceaccount::add_token_volume(pod);
-        }
         // Built-in admission of LeaderWorkerSet pods (upstream's pod webhook).
         minik8s_api::lws_pod::admit_pod(pod)?;
         pod["status"] = json!({"phase": "Pending", "qosClass": minik8s_api::resources::qos_class(&pod["spec"])});
         Ok(())
     }
 
-    /// The ServiceAccount admission: a pod without `imagePullSecrets` gets
-    /// its account's, so the kubelet pulls with them.
+    /// The ServiceAccount admission, which reads the pod's account: a pod
+    /// without `imagePullSecrets` gets the account's, and (with a token
+    /// signer, the secure port on) its token volume unless the pod or,
+    /// when the pod does not say, the account sets
+    /// `automountServiceAccountToken: false`.
     fn admit_create<'a>(
         &'a self,
         srv: &'a ApiServer,
         pod: &'a mut Value,
     ) -> futures::future::BoxFuture<'a, ()> {
         Box::pin(async move {
+            let account = pod
+                .pointer("/spec/serviceAccountName")
+                .and_then(Value::as_str);
+            let sa = match (account, minik8s_api::meta::namespace(pod)) {
+                (Some(account), Some(ns)) => {
+                    let info =
+                        minik8s_api::registry::of::<k8s_openapi::api::core::v1::ServiceAccount>();
+                    // A store error is not the pod's: it is admitted as if
+                    // the account said nothing.
+                    match srv.store.get(&info.key(Some(ns), account)).await {
+                        Ok(Some(kv)) => serde_json::from_slice::<Value>(&kv.value).ok(),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            let sa = sa.unwrap_or(Value::Null);
             let has_own = pod
                 .pointer("/spec/imagePullSecrets")
                 .and_then(Value::as_array)
                 .is_some_and(|l| !l.is_empty());
-            let account = pod
-                .pointer("/spec/serviceAccountName")
-                .and_then(Value::as_str);
-            let (Some(account), Some(ns), false) =
-                (account, minik8s_api::meta::namespace(pod), has_own)
-            else {
-                return;
-            };
-            let info = minik8s_api::registry::of::<k8s_openapi::api::core::v1::ServiceAccount>();
-            let key = info.key(Some(ns), account);
-            // A store error is not the pod's: it is created as sent.
-            let Ok(Some(sa)) = srv.store.get(&key).await else {
-                return;
-            };
-            let secrets = serde_json::from_slice::<Value>(&sa.value)
-                .ok()
-                .and_then(|sa| sa.get("imagePullSecrets").cloned())
+            let secrets = sa
+                .get("imagePullSecrets")
                 .filter(|l| l.as_array().is_some_and(|l| !l.is_empty()));
-            if let Some(secrets) = secrets {
-                pod["spec"]["imagePullSecrets"] = secrets;
+            if let (false, Some(secrets)) = (has_own, secrets) {
+                pod["spec"]["imagePullSecrets"] = secrets.clone();
+            }
+            if srv.sa_signer.get().is_some() {
+                let automount = sa
+                    .get("automountServiceAccountToken")
+                    .and_then(Value::as_bool);
+                crate::auth::serviceaccount::add_token_volume(pod, automount);
             }
         })
     }

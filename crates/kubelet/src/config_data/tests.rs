@@ -111,7 +111,7 @@ fn publishing_swaps_the_whole_content_at_once() {
             .map(|(k, v)| (k.to_string(), (v.as_bytes().to_vec(), 0o644)))
             .collect()
     };
-    assert!(publish(dir.path(), &files(&[("a", "1"), ("sub/b", "2")])).unwrap());
+    assert!(publish(dir.path(), &files(&[("a", "1"), ("sub/b", "2")]), None).unwrap());
     assert_eq!(std::fs::read_to_string(dir.path().join("a")).unwrap(), "1");
     assert_eq!(
         std::fs::read_to_string(dir.path().join("sub/b")).unwrap(),
@@ -123,10 +123,10 @@ fn publishing_swaps_the_whole_content_at_once() {
     );
     let first = std::fs::read_link(dir.path().join("..data")).unwrap();
     assert!(
-        !publish(dir.path(), &files(&[("a", "1"), ("sub/b", "2")])).unwrap(),
+        !publish(dir.path(), &files(&[("a", "1"), ("sub/b", "2")]), None).unwrap(),
         "unchanged: no write"
     );
-    assert!(publish(dir.path(), &files(&[("a", "3")])).unwrap());
+    assert!(publish(dir.path(), &files(&[("a", "3")]), None).unwrap());
     assert_eq!(std::fs::read_to_string(dir.path().join("a")).unwrap(), "3");
     assert!(!dir.path().join("sub").exists(), "a key that went is gone");
     assert!(

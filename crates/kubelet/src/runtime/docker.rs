@@ -83,6 +83,20 @@ fn container_config(spec: &ContainerSpec) -> Config<String> {
         })
         .collect();
     let mode = format!("container:{}", spec.sandbox_id);
+    let ns = spec.namespaces;
+    let ipc_mode = if ns.host_ipc {
+        "host".to_string()
+    } else {
+        mode.clone()
+    };
+    // An ephemeral container's target, else the node's or the sandbox's
+    // process namespace when the pod shares one.
+    let pid_mode = match &spec.pid_of {
+        Some(id) => Some(format!("container:{id}")),
+        None if ns.host_pid => Some("host".to_string()),
+        None if ns.share_process => Some(mode.clone()),
+        None => None,
+    };
     Config {
         image: Some(spec.image.clone()),
         entrypoint: spec.command.clone().filter(|v| !v.is_empty()),
@@ -96,9 +110,9 @@ fn container_config(spec: &ContainerSpec) -> Config<String> {
         stop_signal: spec.stop_signal.clone(),
         user: spec.security.user.clone(),
         host_config: Some(HostConfig {
-            network_mode: Some(mode.clone()),
-            ipc_mode: Some(mode),
-            pid_mode: spec.pid_of.as_ref().map(|id| format!("container:{id}")),
+            network_mode: Some(mode),
+            ipc_mode: Some(ipc_mode),
+            pid_mode,
             cgroup_parent: spec.cgroup_parent.clone(),
             binds: Some(binds),
             nano_cpus: spec.nano_cpus,
@@ -356,7 +370,8 @@ impl ContainerRuntime for DockerRuntime {
             .and_then(|n| n.networks.as_ref())
             .and_then(|nets| nets.get(&self.network))
             .and_then(|n| n.ip_address.clone())
-            .filter(|ip| !ip.is_empty());
+            .filter(|ip| !ip.is_empty())
+            .or(info.ip);
         info.image = c.config.and_then(|cfg| cfg.image).unwrap_or_default();
         // The image reference as pod status shows it (dockershim's form).
         info.image_id = format!("docker-pullable://{}", c.image.unwrap_or_default());
@@ -364,14 +379,22 @@ impl ContainerRuntime for DockerRuntime {
     }
 
     async fn run_sandbox(&self, name: &str, spec: &SandboxSpec) -> Result<ContainerInfo> {
+        let ns = spec.namespaces;
+        let sysctls: HashMap<String, String> = spec.sysctls.iter().cloned().collect();
         let config = Config {
             image: Some(spec.image.clone()),
-            hostname: Some(spec.hostname.clone()),
+            hostname: spec.hostname.clone(),
             domainname: spec.domainname.clone(),
             labels: Some(spec.labels.clone()),
             host_config: Some(HostConfig {
-                network_mode: Some(self.network.clone()),
-                ipc_mode: Some("shareable".into()),
+                network_mode: Some(if ns.host_network {
+                    "host".to_string()
+                } else {
+                    self.network.clone()
+                }),
+                ipc_mode: Some(if ns.host_ipc { "host" } else { "shareable" }.into()),
+                pid_mode: ns.host_pid.then(|| "host".to_string()),
+                sysctls: (!sysctls.is_empty()).then_some(sysctls),
                 cgroup_parent: spec.cgroup_parent.clone(),
                 ..Default::default()
             }),

@@ -29,6 +29,9 @@ pub const LABEL_HASH: &str = "io.minik8s.container.hash";
 pub const LABEL_RESTARTS: &str = "io.minik8s.container.restart-count";
 /// The node whose kubelet made the container: a kubelet only ever sees its own.
 pub const LABEL_NODE: &str = "io.minik8s.node";
+/// On a host-network sandbox: the node's IP, which is the pod's (Docker
+/// reports no address for a container on the host's network).
+pub const LABEL_HOST_IP: &str = "io.minik8s.pod.host-network-ip";
 /// The container name of a pod's sandbox (pause) container.
 pub const SANDBOX: &str = "POD";
 
@@ -96,17 +99,34 @@ impl ContainerInfo {
             image: String::new(),
             image_id: String::new(),
             state,
-            ip: None,
+            ip: labels.get(LABEL_HOST_IP).cloned(),
         }
     }
+}
+
+/// The namespaces a pod shares with its node, or among its containers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PodNamespaces {
+    /// `hostNetwork`: the sandbox (and so every container) on the node's network.
+    pub host_network: bool,
+    /// `hostPID`: the node's process namespace.
+    pub host_pid: bool,
+    /// `hostIPC`: the node's IPC namespace.
+    pub host_ipc: bool,
+    /// `shareProcessNamespace`: one process namespace, the sandbox's, for all containers.
+    pub share_process: bool,
 }
 
 /// A pod's sandbox: the container that owns its network namespace and hostname.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SandboxSpec {
     pub image: String,
-    pub hostname: String,
+    /// None on the host's network (the node's hostname).
+    pub hostname: Option<String>,
     pub domainname: Option<String>,
+    pub namespaces: PodNamespaces,
+    /// Namespaced kernel parameters (`securityContext.sysctls`).
+    pub sysctls: Vec<(String, String)>,
     pub labels: HashMap<String, String>,
     /// The pod's own cgroup (pod-level resources), see [`crate::pod_cgroup`].
     pub cgroup_parent: Option<String>,
@@ -138,6 +158,8 @@ pub struct ContainerSpec {
     pub labels: HashMap<String, String>,
     /// The sandbox whose namespaces (network, IPC) the container joins.
     pub sandbox_id: String,
+    /// Which of the node's (or the sandbox's) namespaces it shares.
+    pub namespaces: PodNamespaces,
     /// A container whose process namespace this one joins (an ephemeral
     /// container's `targetContainerName`: `ps` there shows the target's processes).
     pub pid_of: Option<String>,
