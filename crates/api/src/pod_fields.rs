@@ -13,24 +13,6 @@ pub fn not_honoured(spec: &Value, path: &str) -> Vec<String> {
     let mut note = |field: String, what: &str| {
         out.push(format!("{field}: not honoured by minik8s yet ({what})"))
     };
-    let profiles = |sc: Option<&Value>, at: &str, note: &mut dyn FnMut(String, &str)| {
-        for profile in ["seccompProfile", "appArmorProfile"] {
-            let ty = sc
-                .and_then(|s| s.pointer(&format!("/{profile}/type")))
-                .and_then(Value::as_str);
-            if matches!(ty, Some("Unconfined" | "Localhost")) {
-                note(
-                    format!("{at}.{profile}"),
-                    "the runtime's default profile applies",
-                );
-            }
-        }
-    };
-    profiles(
-        spec.get("securityContext"),
-        &format!("{path}.securityContext"),
-        &mut note,
-    );
     for list in ["initContainers", "containers"] {
         for (i, c) in spec
             .get(list)
@@ -40,11 +22,6 @@ pub fn not_honoured(spec: &Value, path: &str) -> Vec<String> {
             .enumerate()
         {
             let at = format!("{path}.{list}[{i}]");
-            profiles(
-                c.get("securityContext"),
-                &format!("{at}.securityContext"),
-                &mut note,
-            );
             for kind in ["requests", "limits"] {
                 if c.pointer(&format!("/resources/{kind}/ephemeral-storage"))
                     .is_some()
@@ -79,10 +56,7 @@ mod tests {
         let fields: Vec<&str> = notes.iter().map(|n| n.split(':').next().unwrap()).collect();
         assert_eq!(
             fields,
-            [
-                "spec.securityContext.seccompProfile",
-                "spec.containers[0].resources.limits[ephemeral-storage]",
-            ]
+            ["spec.containers[0].resources.limits[ephemeral-storage]",]
         );
         assert!(not_honoured(&json!({"containers": [{"name": "c"}]}), "spec").is_empty());
     }

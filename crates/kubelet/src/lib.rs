@@ -38,6 +38,7 @@ pub mod pod_host;
 mod pod_setup;
 pub mod portforward;
 pub mod probe;
+pub mod profiles;
 pub mod resize;
 pub mod resource_fields;
 pub mod runtime;

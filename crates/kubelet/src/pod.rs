@@ -88,13 +88,19 @@ impl Kubelet {
         let live = pod.metadata.deletion_timestamp.is_none()
             && !finished
             && !matches!(phase, Some("Succeeded" | "Failed"));
-        // The kubelet's admission of a new pod: sysctls this node does not allow.
+        // The kubelet's admission of a new pod: sysctls this node does not
+        // allow, an AppArmor profile on a node without AppArmor.
         if live && observed.is_empty() {
             let spec = pod.spec.as_ref();
-            if let Some(why) =
+            let refusal =
                 crate::pod_host::forbidden_sysctl(spec, &self.config.allowed_unsafe_sysctls)
-            {
-                self.reject(pod, "SysctlForbidden", &why).await?;
+                    .map(|why| ("SysctlForbidden", why))
+                    .or_else(|| {
+                        let enabled = crate::profiles::apparmor_enabled();
+                        crate::profiles::apparmor_refusal(pod, enabled).map(|why| ("AppArmor", why))
+                    });
+            if let Some((reason, why)) = refusal {
+                self.reject(pod, reason, &why).await?;
                 return Ok(Next::Wait);
             }
         }

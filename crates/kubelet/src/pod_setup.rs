@@ -311,7 +311,11 @@ impl Kubelet {
             nano_cpus,
             memory_limit_bytes,
             cpu_shares,
-            security: crate::security::container_security(pod, c)?,
+            security: crate::security::container_security(
+                pod,
+                c,
+                &self.config.root_dir.join("seccomp"),
+            )?,
             stop_signal: c.lifecycle.as_ref().and_then(|l| l.stop_signal.clone()),
             cgroup_parent: pod
                 .spec

@@ -1,6 +1,7 @@
 //! A container's securityContext, as the runtime applies it: the user and
 //! groups it runs as, privileged or not, a read-only root filesystem, no new
-//! privileges, capabilities added and dropped. The container's own settings
+//! privileges, capabilities added and dropped, seccomp and AppArmor profiles
+//! (`profiles.rs`). The container's own settings
 //! win over the pod's, as in Kubernetes. `runAsNonRoot` is checked here: a
 //! container that would run as root is not started (CreateContainerConfigError).
 
@@ -19,11 +20,19 @@ pub struct Security {
     pub no_new_privileges: bool,
     pub cap_add: Vec<String>,
     pub cap_drop: Vec<String>,
+    /// Seccomp and AppArmor profiles as the runtime's security options
+    /// (see [`crate::profiles`]).
+    pub profiles: Vec<String>,
 }
 
 /// The effective security settings of `c` in `pod`; Err is Kubernetes'
-/// message when `runAsNonRoot` cannot hold.
-pub fn container_security(pod: &Pod, c: &Container) -> Result<Security, String> {
+/// message when `runAsNonRoot` cannot hold or a Localhost seccomp profile
+/// (under `seccomp_root`) cannot be read.
+pub fn container_security(
+    pod: &Pod,
+    c: &Container,
+    seccomp_root: &std::path::Path,
+) -> Result<Security, String> {
     let psc = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
     let csc = c.security_context.as_ref();
     let uid = csc
@@ -85,6 +94,12 @@ pub fn container_security(pod: &Pod, c: &Container) -> Result<Security, String> 
         no_new_privileges: csc.and_then(|s| s.allow_privilege_escalation) == Some(false),
         cap_add: caps.and_then(|c| c.add.clone()).unwrap_or_default(),
         cap_drop: caps.and_then(|c| c.drop.clone()).unwrap_or_default(),
+        profiles: crate::profiles::security_opts(
+            pod,
+            c,
+            seccomp_root,
+            crate::profiles::apparmor_enabled(),
+        )?,
     })
 }
 
@@ -126,7 +141,7 @@ mod tests {
                 "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}}]}),
         );
         let c = &p.spec.as_ref().unwrap().containers[0];
-        let s = container_security(&p, c).unwrap();
+        let s = container_security(&p, c, std::path::Path::new("/")).unwrap();
         assert_eq!(s.user.as_deref(), Some("1001:3000"));
         assert_eq!(s.group_add, vec!["4000", "2000"]);
         assert!(s.readonly_rootfs && s.no_new_privileges && !s.privileged);
@@ -143,19 +158,31 @@ mod tests {
     fn run_as_non_root_needs_a_non_root_user() {
         let p =
             pod(json!({"securityContext": {"runAsNonRoot": true}, "containers": [{"name": "c"}]}));
-        let err = container_security(&p, &p.spec.as_ref().unwrap().containers[0]).unwrap_err();
+        let err = container_security(
+            &p,
+            &p.spec.as_ref().unwrap().containers[0],
+            std::path::Path::new("/"),
+        )
+        .unwrap_err();
         assert_eq!(err, "container has runAsNonRoot and image will run as root (pod: \"web_ns(u1)\", container: c)");
         let p = pod(
             json!({"securityContext": {"runAsNonRoot": true, "runAsUser": 0}, "containers": [{"name": "c"}]}),
         );
-        assert!(
-            container_security(&p, &p.spec.as_ref().unwrap().containers[0])
-                .unwrap_err()
-                .contains("breaks non-root policy")
-        );
+        assert!(container_security(
+            &p,
+            &p.spec.as_ref().unwrap().containers[0],
+            std::path::Path::new("/")
+        )
+        .unwrap_err()
+        .contains("breaks non-root policy"));
         let p = pod(
             json!({"securityContext": {"runAsNonRoot": true, "runAsUser": 1000}, "containers": [{"name": "c"}]}),
         );
-        assert!(container_security(&p, &p.spec.as_ref().unwrap().containers[0]).is_ok());
+        assert!(container_security(
+            &p,
+            &p.spec.as_ref().unwrap().containers[0],
+            std::path::Path::new("/")
+        )
+        .is_ok());
     }
 }

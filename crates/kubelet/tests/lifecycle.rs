@@ -13,7 +13,9 @@ mod pod_host;
 #[path = "lifecycle/resources.rs"]
 mod resources;
 
-use pod_host::{host_namespaces_and_shared_pid, hosts_sysctls_and_downward_resources};
+use pod_host::{
+    host_namespaces_and_shared_pid, hosts_sysctls_and_downward_resources, seccomp_and_apparmor,
+};
 use resources::{in_place_resize, pod_level_resources};
 
 use common::*;
@@ -771,6 +773,7 @@ async fn the_pod_lifecycle_as_kubernetes_runs_it() {
         spawn!(pod_level_resources),
         spawn!(host_namespaces_and_shared_pid),
         spawn!(hosts_sysctls_and_downward_resources),
+        spawn!(seccomp_and_apparmor),
     ];
     for outcome in futures::future::join_all(scenarios).await {
         if let Err(e) = outcome {

@@ -123,10 +123,13 @@ fn container_config(spec: &ContainerSpec) -> Config<String> {
             cap_add: Some(spec.security.cap_add.clone()).filter(|c| !c.is_empty()),
             cap_drop: Some(spec.security.cap_drop.clone()).filter(|c| !c.is_empty()),
             group_add: Some(spec.security.group_add.clone()).filter(|g| !g.is_empty()),
-            security_opt: spec
-                .security
-                .no_new_privileges
-                .then(|| vec!["no-new-privileges".to_string()]),
+            security_opt: {
+                let mut opts = spec.security.profiles.clone();
+                if spec.security.no_new_privileges {
+                    opts.push("no-new-privileges".to_string());
+                }
+                (!opts.is_empty()).then_some(opts)
+            },
             ..Default::default()
         }),
         ..Default::default()

@@ -148,3 +148,55 @@ pub(super) async fn hosts_sysctls_and_downward_resources(c: &Cluster) {
         "Pod was rejected: forbidden sysctl: \"kernel.msgmax\" not allowlisted"
     );
 }
+
+/// Seccomp profiles (seccomp.go): Unconfined turns the filter off, a
+/// Localhost profile from the kubelet's `<root-dir>/seccomp` is enforced;
+/// an AppArmor profile on a node without AppArmor is refused.
+pub(super) async fn seccomp_and_apparmor(c: &Cluster) {
+    let dir = c.root.path().join(format!("kubelet-{}/seccomp", c.node));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("deny-mkdir.json"),
+        r#"{"defaultAction": "SCMP_ACT_ALLOW",
+            "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO"}]}"#,
+    )
+    .unwrap();
+    let mut open = busybox("open", "grep '^Seccomp:' /proc/self/status");
+    open["securityContext"] = json!({"seccompProfile": {"type": "Unconfined"}});
+    let mut closed = busybox("closed", "mkdir /tmp/x 2>&1 && echo made || echo refused");
+    closed["securityContext"] =
+        json!({"seccompProfile": {"type": "Localhost", "localhostProfile": "deny-mkdir.json"}});
+    let default = busybox("default", "grep '^Seccomp:' /proc/self/status");
+    c.create_pod(pod(
+        "seccomp",
+        json!({"restartPolicy": "Never", "containers": [open, closed, default]}),
+    ))
+    .await;
+    let mut confined = busybox("c", "sleep 3600");
+    confined["securityContext"] =
+        json!({"appArmorProfile": {"type": "Localhost", "localhostProfile": "k8s-deny-write"}});
+    c.create_pod(pod("apparmor", json!({"containers": [confined]})))
+        .await;
+
+    c.wait_pod("seccomp", "Succeeded", 60, |p| phase(p) == "Succeeded")
+        .await;
+    let open = c.pod_log("seccomp/log?container=open").await;
+    let default = c.pod_log("seccomp/log?container=default").await;
+    let closed = c.pod_log("seccomp/log?container=closed").await;
+    assert_eq!(open.split_whitespace().last(), Some("0"), "{open}");
+    assert_eq!(default.split_whitespace().last(), Some("2"), "{default}");
+    assert!(
+        closed.contains("Operation not permitted") && closed.trim_end().ends_with("refused"),
+        "{closed}"
+    );
+    if std::fs::read_to_string("/sys/module/apparmor/parameters/enabled").is_err() {
+        let p = c
+            .wait_pod("apparmor", "Failed", 60, |p| phase(p) == "Failed")
+            .await;
+        assert_eq!(p["status"]["reason"], "AppArmor");
+        assert_eq!(
+            p["status"]["message"],
+            "Pod was rejected: Cannot enforce AppArmor: AppArmor is not enabled on the host"
+        );
+    }
+}

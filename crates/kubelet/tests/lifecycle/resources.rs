@@ -17,6 +17,7 @@ fn resize_patch(cpu: &str, memory: &str) -> String {
 }
 
 /// The real kubectl's `patch --subresource resize`: (succeeded, stderr).
+/// (`resize_patch("300m", "64Mi")` is the command doc/kubelet.md shows.)
 fn kubectl_resize(c: &Cluster, patch: &str) -> (bool, String) {
     let out = kubectl(
         c,
