@@ -13,6 +13,47 @@ pub fn not_honoured(spec: &Value, path: &str) -> Vec<String> {
     let mut note = |field: String, what: &str| {
         out.push(format!("{field}: not honoured by minik8s yet ({what})"))
     };
+    let set = |field: &str| match spec.get(field) {
+        Some(Value::Array(a)) => !a.is_empty(),
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Null) | None => false,
+        Some(_) => true,
+    };
+    let pod_fields = [
+        (
+            "topologySpreadConstraints",
+            "the scheduler does not spread pods",
+        ),
+        (
+            "schedulingGates",
+            "the pod is scheduled without waiting for its gates",
+        ),
+        (
+            "priorityClassName",
+            "pods have no priority and preempt nothing",
+        ),
+        (
+            "runtimeClassName",
+            "the node's default runtime runs the pod",
+        ),
+    ];
+    for (field, what) in pod_fields {
+        if set(field) {
+            note(format!("{path}.{field}"), what);
+        }
+    }
+    if spec.get("hostUsers") == Some(&Value::Bool(false)) {
+        note(
+            format!("{path}.hostUsers"),
+            "the pod runs in the node's user namespace",
+        );
+    }
+    if spec.pointer("/securityContext/supplementalGroupsPolicy") == Some(&Value::from("Strict")) {
+        note(
+            format!("{path}.securityContext.supplementalGroupsPolicy"),
+            "the image's groups of the user are added too (Merge)",
+        );
+    }
     for list in ["initContainers", "containers"] {
         for (i, c) in spec
             .get(list)
@@ -22,15 +63,11 @@ pub fn not_honoured(spec: &Value, path: &str) -> Vec<String> {
             .enumerate()
         {
             let at = format!("{path}.{list}[{i}]");
-            for kind in ["requests", "limits"] {
-                if c.pointer(&format!("/resources/{kind}/ephemeral-storage"))
-                    .is_some()
-                {
-                    note(
-                        format!("{at}.resources.{kind}[ephemeral-storage]"),
-                        "local storage is not limited",
-                    );
-                }
+            if c.pointer("/securityContext/procMount") == Some(&Value::from("Unmasked")) {
+                note(
+                    format!("{at}.securityContext.procMount"),
+                    "/proc stays masked as Docker masks it",
+                );
             }
         }
     }
@@ -45,18 +82,23 @@ mod tests {
     #[test]
     fn each_field_the_kubelet_ignores_is_named() {
         let spec = json!({
-            "hostNetwork": true, "hostPID": false,
+            "hostNetwork": true, "hostPID": false, "hostUsers": false, "schedulingGates": [],
+            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}],
             "volumes": [{"name": "m", "emptyDir": {"medium": "Memory"}}, {"name": "d", "emptyDir": {}},
                         {"name": "e", "downwardAPI": {"items": [{"path": "cpu", "resourceFieldRef": {"resource": "limits.cpu"}}]}}],
             "securityContext": {"seccompProfile": {"type": "Unconfined"},
                                 "sysctls": [{"name": "net.core.somaxconn", "value": "1024"}]},
-            "containers": [{"name": "c", "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{"name": "c", "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, "procMount": "Unmasked"},
                             "resources": {"limits": {"ephemeral-storage": "1Gi"}}}]});
         let notes = not_honoured(&spec, "spec");
         let fields: Vec<&str> = notes.iter().map(|n| n.split(':').next().unwrap()).collect();
         assert_eq!(
             fields,
-            ["spec.containers[0].resources.limits[ephemeral-storage]",]
+            [
+                "spec.topologySpreadConstraints",
+                "spec.hostUsers",
+                "spec.containers[0].securityContext.procMount",
+            ]
         );
         assert!(not_honoured(&json!({"containers": [{"name": "c"}]}), "spec").is_empty());
     }

@@ -23,15 +23,29 @@ fn request(c: &Container, r: &str) -> i64 {
     .unwrap_or(0)
 }
 
-/// Requested resources of a pod: (cpu millicores, memory bytes), as
+/// What a pod requests of its node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PodRequests {
+    /// Millicores.
+    pub cpu: i64,
+    /// Bytes.
+    pub memory: i64,
+    /// Bytes of the node's local storage (writable layers, logs, emptyDirs).
+    pub ephemeral_storage: i64,
+}
+
+/// Requested resources of a pod (cpu millicores, memory and
+/// ephemeral-storage bytes), as
 /// Kubernetes' `PodRequests` computes them: the app containers and the
 /// sidecars (init containers with `restartPolicy: Always`, which keep
 /// running) added up; each regular init container runs alone beside the
 /// sidecars started before it, so the pod needs at least the largest of
 /// those; pod-level `spec.resources` requests, when set, replace the sum;
 /// the runtime's `overhead` comes on top.
-pub fn pod_requests(pod: &Pod) -> (i64, i64) {
-    let Some(spec) = &pod.spec else { return (0, 0) };
+pub fn pod_requests(pod: &Pod) -> PodRequests {
+    let Some(spec) = &pod.spec else {
+        return PodRequests::default();
+    };
     let effective = |r: &str| {
         let mut total: i64 = spec.containers.iter().map(|c| request(c, r)).sum();
         let (mut sidecars, mut largest_init) = (0, 0);
@@ -54,7 +68,11 @@ pub fn pod_requests(pod: &Pod) -> (i64, i64) {
         let overhead = amount(spec.overhead.as_ref(), r).unwrap_or(0);
         pod_level.unwrap_or(total.max(largest_init)) + overhead
     };
-    (effective("cpu"), effective("memory"))
+    PodRequests {
+        cpu: effective("cpu"),
+        memory: effective("memory"),
+        ephemeral_storage: effective("ephemeral-storage"),
+    }
 }
 
 /// A quantity in a JSON resource list, as a number of milli-units (so CPU

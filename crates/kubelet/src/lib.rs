@@ -24,6 +24,7 @@ pub mod credentials;
 pub mod decide;
 pub mod dns;
 pub mod env;
+pub mod eviction;
 pub mod exec;
 mod exec_spdy;
 pub mod hollow;
@@ -202,6 +203,8 @@ pub struct Kubelet {
     pub(crate) start_slots: Arc<tokio::sync::Semaphore>,
     /// The CPU and memory each pod was allocated (in-place resize).
     pub allocations: resize::Allocations,
+    /// When each pod's local storage was last measured (eviction).
+    pub measured: eviction::Measured,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -278,6 +281,7 @@ impl Kubelet {
                     if let Some(uid) = &uid {
                         me.tokens.forget_pod(uid);
                         me.allocations.forget(uid);
+                        me.measured.forget(uid);
                         lock(&me.finished).remove(uid);
                     }
                     return;
@@ -497,6 +501,7 @@ pub async fn prepare(
         nfs: Default::default(),
         start_slots: Arc::new(tokio::sync::Semaphore::new(max_parallel_starts)),
         allocations: resize::Allocations::default(),
+        measured: eviction::Measured::default(),
     }))
 }
 

@@ -30,7 +30,11 @@ fn read_trimmed(path: &str) -> String {
 pub fn node_status(config: &Config, runtime: &dyn ContainerRuntime, version: &str) -> Value {
     let machine = runtime.machine();
     let memory_ki = machine.memory_bytes / 1024;
-    let resources = json!({"cpu": machine.cpus.to_string(), "memory": format!("{memory_ki}Ki"), "pods": config.max_pods.to_string()});
+    let mut resources = json!({"cpu": machine.cpus.to_string(), "memory": format!("{memory_ki}Ki"), "pods": config.max_pods.to_string()});
+    // The disk the pods' writable layers, logs and emptyDirs live on.
+    if let Some(bytes) = filesystem_size(&config.root_dir) {
+        resources["ephemeral-storage"] = json!(format!("{}Ki", bytes / 1024));
+    }
     let now = now_rfc3339();
     json!({
         "capacity": resources,
@@ -54,6 +58,16 @@ pub fn node_status(config: &Config, runtime: &dyn ContainerRuntime, version: &st
             "architecture": std::env::consts::ARCH.replace("x86_64", "amd64").replace("aarch64", "arm64"),
         },
     })
+}
+
+/// The size of the filesystem holding `path` (or its nearest existing parent).
+fn filesystem_size(path: &std::path::Path) -> Option<u64> {
+    let existing = path.ancestors().find(|p| p.exists())?;
+    let c = std::ffi::CString::new(existing.as_os_str().as_encoded_bytes()).ok()?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path and `st` a properly sized out-parameter.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    (rc == 0).then(|| st.f_blocks as u64 * st.f_frsize as u64)
 }
 
 fn endpoint(config: &Config) -> String {

@@ -104,6 +104,14 @@ impl Kubelet {
                 return Ok(Next::Wait);
             }
         }
+        // A pod over its local storage limits goes (the eviction manager's
+        // local-storage eviction).
+        if live && !observed.is_empty() {
+            if let Some(message) = self.storage_eviction(pod, &observed).await {
+                self.evict(pod, &observed, &message).await?;
+                return Ok(Next::Wait);
+            }
+        }
         // A live pod's resize is admitted (or not) before its actions are
         // decided: a container whose resize needs a restart is replaced.
         let resize = if live {
@@ -165,6 +173,24 @@ impl Kubelet {
             waiting: &waiting,
             terminal: true,
             failed: Some((reason, &message)),
+        };
+        self.report_status(pod, report).await
+    }
+
+    /// Evicts a pod (local storage): its containers are killed at once and
+    /// it ends Failed, reason `Evicted`, as the real kubelet's eviction manager does.
+    async fn evict(&self, pod: &Pod, observed: &[ContainerInfo], why: &str) -> anyhow::Result<()> {
+        tracing::info!(pod = ?pod.metadata.name, why, "evicting the pod");
+        self.warning_event(pod, "Evicted", why.to_string());
+        self.stop_pod(pod, observed, 0).await;
+        let after = self.runtime.list(pod.metadata.uid.as_deref()).await?;
+        let waiting = BTreeMap::new();
+        let report = Report {
+            containers: &after,
+            pod_ip: &sandbox_ip_of(&after),
+            waiting: &waiting,
+            terminal: true,
+            failed: Some(("Evicted", why)),
         };
         self.report_status(pod, report).await
     }

@@ -253,7 +253,8 @@ impl Allocations {
             .or_insert_with(|| first_allocation(pod));
         let want = desired(spec);
         if want != a.allocated {
-            let requests = pod_requests(&with_resources(pod, &want));
+            let r = pod_requests(&with_resources(pod, &want));
+            let requests = (r.cpu, r.memory);
             match admit(requests, allocatable, others) {
                 Admit::Accept => {
                     tracing::info!(pod = ?pod.metadata.name, "resize accepted");
@@ -411,10 +412,10 @@ fn first_allocation(pod: &Pod) -> PodAllocation {
             *slot = cpu_memory(Some(r));
         }
     }
-    let requests = pod_requests(&with_resources(pod, &allocated));
+    let r = pod_requests(&with_resources(pod, &allocated));
     PodAllocation {
+        requests: (r.cpu, r.memory),
         allocated,
-        requests,
         ..Default::default()
     }
 }

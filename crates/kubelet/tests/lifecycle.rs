@@ -16,7 +16,7 @@ mod resources;
 use pod_host::{
     host_namespaces_and_shared_pid, hosts_sysctls_and_downward_resources, seccomp_and_apparmor,
 };
-use resources::{in_place_resize, pod_level_resources};
+use resources::{in_place_resize, local_storage_eviction, pod_level_resources};
 
 use common::*;
 use serde_json::{json, Value};
@@ -706,15 +706,16 @@ async fn refused_and_warned_fields(c: &Cluster) {
         "{err}"
     );
 
-    let mut storage = busybox("c", "sleep 3600");
-    storage["resources"] = json!({"limits": {"ephemeral-storage": "1Gi"}});
     let (ok, err) = apply(
-        "local-storage",
-        json!({"terminationGracePeriodSeconds": 1, "nodeName": c.node, "containers": [storage]}),
+        "spread",
+        json!({"terminationGracePeriodSeconds": 1, "nodeName": c.node,
+               "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                                               "labelSelector": {"matchLabels": {"app": "x"}}}],
+               "containers": [busybox("c", "sleep 3600")]}),
     );
     assert!(ok, "{err}");
     assert!(
-        err.contains("Warning: spec.containers[0].resources.limits[ephemeral-storage]: not honoured by minik8s yet"),
+        err.contains("Warning: spec.topologySpreadConstraints: not honoured by minik8s yet"),
         "{err}"
     );
     minik8s_testkit::poll(
@@ -728,7 +729,7 @@ async fn refused_and_warned_fields(c: &Cluster) {
                     "get",
                     "events",
                     "--field-selector",
-                    "involvedObject.name=local-storage",
+                    "involvedObject.name=spread",
                     "-o",
                     "json",
                 ],
@@ -774,6 +775,7 @@ async fn the_pod_lifecycle_as_kubernetes_runs_it() {
         spawn!(host_namespaces_and_shared_pid),
         spawn!(hosts_sysctls_and_downward_resources),
         spawn!(seccomp_and_apparmor),
+        spawn!(local_storage_eviction),
     ];
     for outcome in futures::future::join_all(scenarios).await {
         if let Err(e) = outcome {

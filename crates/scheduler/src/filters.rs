@@ -89,7 +89,7 @@ pub fn node_ready(node: &Node) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-pub use minik8s_api::resources::pod_requests;
+pub use minik8s_api::resources::{pod_requests, PodRequests};
 
 fn allocatable(node: &Node, r: &str) -> Option<i64> {
     let q = node.status.as_ref()?.allocatable.as_ref()?.get(r)?;
@@ -102,6 +102,7 @@ fn allocatable(node: &Node, r: &str) -> Option<i64> {
 pub struct Allocatable {
     pub cpu: Option<i64>,
     pub memory: Option<i64>,
+    pub ephemeral_storage: Option<i64>,
     pub pods: Option<i64>,
 }
 
@@ -110,6 +111,7 @@ impl Allocatable {
         Allocatable {
             cpu: allocatable(node, "cpu"),
             memory: allocatable(node, "memory"),
+            ephemeral_storage: allocatable(node, "ephemeral-storage"),
             pods: allocatable(node, "pods"),
         }
     }
@@ -217,13 +219,15 @@ pub fn untolerated_taint(pod: &Pod, node: &Node) -> Option<Taint> {
 pub struct Usage {
     pub cpu: i64,
     pub memory: i64,
+    pub ephemeral_storage: i64,
     pub pods: i64,
 }
 
 impl Usage {
-    pub fn add(&mut self, (cpu, memory): (i64, i64), sign: i64) {
-        self.cpu += sign * cpu;
-        self.memory += sign * memory;
+    pub fn add(&mut self, r: PodRequests, sign: i64) {
+        self.cpu += sign * r.cpu;
+        self.memory += sign * r.memory;
+        self.ephemeral_storage += sign * r.ephemeral_storage;
         self.pods += sign;
     }
 
@@ -252,7 +256,7 @@ pub struct Snapshot<'a> {
     /// Nodes by name, built on first use (only pod affinity needs it).
     by_name: std::cell::OnceCell<HashMap<&'a str, &'a Node>>,
     /// The last pod's requests, so checking it against every node parses them once.
-    requests: std::cell::Cell<Option<(*const Pod, (i64, i64))>>,
+    requests: std::cell::Cell<Option<(*const Pod, PodRequests)>>,
 }
 
 impl<'a> Snapshot<'a> {
@@ -282,7 +286,7 @@ impl<'a> Snapshot<'a> {
         self
     }
 
-    fn requests_of(&self, pod: &Pod) -> (i64, i64) {
+    fn requests_of(&self, pod: &Pod) -> PodRequests {
         if let Some((p, r)) = self.requests.get() {
             if std::ptr::eq(p, pod) {
                 return r;
@@ -424,18 +428,28 @@ pub fn check_resources(pod: &Pod, node: &Node, snap: &Snapshot) -> Result<(), Un
         .allocatable
         .and_then(|m| m.get(name).copied())
         .unwrap_or_else(|| Allocatable::of(node));
-    let (cpu, mem) = snap.requests_of(pod);
+    let want = snap.requests_of(pod);
     if alloc.pods.is_some_and(|pods| used.pods + 1 > pods) {
         return Err(Unfit::Insufficient("pods"));
     }
-    if alloc.cpu.is_some_and(|a| cpu > 0 && used.cpu + cpu > a) {
+    if alloc
+        .cpu
+        .is_some_and(|a| want.cpu > 0 && used.cpu + want.cpu > a)
+    {
         return Err(Unfit::Insufficient("cpu"));
     }
     if alloc
         .memory
-        .is_some_and(|a| mem > 0 && used.memory + mem > a)
+        .is_some_and(|a| want.memory > 0 && used.memory + want.memory > a)
     {
         return Err(Unfit::Insufficient("memory"));
+    }
+    let storage = want.ephemeral_storage;
+    if alloc
+        .ephemeral_storage
+        .is_some_and(|a| storage > 0 && used.ephemeral_storage + storage > a)
+    {
+        return Err(Unfit::Insufficient("ephemeral-storage"));
     }
     Ok(())
 }

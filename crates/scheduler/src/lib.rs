@@ -110,7 +110,7 @@ struct NodeList {
 /// One pod on one node, with its requests (cpu millicores, memory bytes).
 struct Placement {
     node: String,
-    requests: (i64, i64),
+    requests: filters::PodRequests,
     pod: Arc<Pod>,
 }
 

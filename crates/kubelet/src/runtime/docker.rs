@@ -663,6 +663,22 @@ impl ContainerRuntime for DockerRuntime {
             .boxed()
     }
 
+    async fn disk_usage(&self, id: &str) -> Result<Option<u64>> {
+        let opts = InspectContainerOptions { size: true };
+        let c = match self.docker.inspect_container(id, Some(opts)).await {
+            Ok(c) => c,
+            Err(e) if not_found(&e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let layer = c.size_rw.unwrap_or(0).max(0) as u64;
+        let log = c
+            .log_path
+            .filter(|p| !p.is_empty())
+            .and_then(|p| std::fs::metadata(p).ok())
+            .map_or(0, |m| m.len());
+        Ok(Some(layer + log))
+    }
+
     async fn stats(&self, id: &str) -> Result<Option<ContainerStats>> {
         let opts = StatsOptions {
             stream: false,

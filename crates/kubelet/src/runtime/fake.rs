@@ -348,6 +348,11 @@ impl ContainerRuntime for FakeRuntime {
         futures::stream::empty().boxed()
     }
 
+    async fn disk_usage(&self, id: &str) -> Result<Option<u64>> {
+        let known = parse_id(id).is_some_and(|k| self.lock().containers.contains_key(&k));
+        Ok(known.then_some(0))
+    }
+
     async fn stats(&self, id: &str) -> Result<Option<ContainerStats>> {
         Ok(self
             .inspect(id)

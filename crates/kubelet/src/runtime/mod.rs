@@ -300,6 +300,9 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     fn logs(&self, id: &str, opts: LogOptions) -> BoxStream<'static, Result<bytes::Bytes>>;
     /// One stats reading; None when the container is not running.
     async fn stats(&self, id: &str) -> Result<Option<ContainerStats>>;
+    /// The local storage a container uses: its writable layer and its log,
+    /// in bytes (None when it is gone).
+    async fn disk_usage(&self, id: &str) -> Result<Option<u64>>;
     /// The pods (namespace, name) of this node's containers as they exit,
     /// so their pods are synced at once (the real kubelet's PLEG events).
     /// Ends on a runtime error; the caller reconnects. None by default: the

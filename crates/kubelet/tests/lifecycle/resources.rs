@@ -200,3 +200,46 @@ pub(super) async fn pod_level_resources(c: &Cluster) {
         "the pod's cgroup is removed"
     );
 }
+
+/// Local ephemeral storage (eviction_test.go's LocalStorageEviction): a
+/// container writing past its `ephemeral-storage` limit, and an emptyDir
+/// filled past its `sizeLimit`, get their pods evicted with Kubernetes' words.
+pub(super) async fn local_storage_eviction(c: &Cluster) {
+    let mut writer = busybox(
+        "c",
+        "dd if=/dev/zero of=/tmp/fill bs=1M count=12; sleep 3600",
+    );
+    writer["resources"] = json!({"limits": {"ephemeral-storage": "4Mi"}});
+    c.create_pod(pod(
+        "storage-hog",
+        json!({"terminationGracePeriodSeconds": 1, "containers": [writer]}),
+    ))
+    .await;
+    let mut filler = busybox(
+        "c",
+        "dd if=/dev/zero of=/scratch/fill bs=1M count=6; sleep 3600",
+    );
+    filler["volumeMounts"] = json!([{"name": "scratch", "mountPath": "/scratch"}]);
+    c.create_pod(pod(
+        "dir-hog",
+        json!({"terminationGracePeriodSeconds": 1, "containers": [filler],
+               "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "2Mi"}}]}),
+    ))
+    .await;
+    for (name, message) in [
+        (
+            "storage-hog",
+            "Pod ephemeral local storage usage exceeds the total limit of containers 4Mi. ",
+        ),
+        (
+            "dir-hog",
+            "Usage of EmptyDir volume \"scratch\" exceeds the limit \"2Mi\". ",
+        ),
+    ] {
+        let p = c
+            .wait_pod(name, "evicted", 60, |p| phase(p) == "Failed")
+            .await;
+        assert_eq!(p["status"]["reason"], "Evicted");
+        assert_eq!(p["status"]["message"], message);
+    }
+}

@@ -211,7 +211,10 @@ fn resources_fit_allocatable_minus_requests() {
         json!({}),
         json!({"initContainers": [{"name": "x", "image": "i", "resources": {"requests": {"cpu": "2"}}}]}),
     );
-    assert_eq!(pod_requests(&init), (2000, 0));
+    assert_eq!(
+        (pod_requests(&init).cpu, pod_requests(&init).memory),
+        (2000, 0)
+    );
 }
 
 #[test]
@@ -231,9 +234,9 @@ fn sidecars_add_up_and_each_init_container_runs_beside_the_sidecars_before_it() 
         json!({"initContainers": [c("i1", "100m", false), c("side", "200m", true), c("i2", "500m", false)],
                "containers": [c("app", "100m", false)]}),
     );
-    assert_eq!(pod_requests(&p).0, 700);
+    assert_eq!(pod_requests(&p).cpu, 700);
     assert_eq!(
-        pod_requests(&p).1,
+        pod_requests(&p).memory,
         2 * 1024 * 1024,
         "memory: app + sidecar (the init containers need 2 Mi at most)"
     );
@@ -244,7 +247,7 @@ fn sidecars_add_up_and_each_init_container_runs_beside_the_sidecars_before_it() 
         json!({"containers": [c("app", "100m", false)], "resources": {"requests": {"cpu": "1"}},
                "overhead": {"cpu": "50m"}}),
     );
-    assert_eq!(pod_requests(&p).0, 1050);
+    assert_eq!(pod_requests(&p).cpu, 1050);
 }
 
 #[test]
