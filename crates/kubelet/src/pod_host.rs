@@ -212,7 +212,7 @@ mod tests {
             pod(json!({"hostname": "h".repeat(40), "subdomain": "web", "setHostnameAsFQDN": true}));
         let err = sandbox_hostname(&long, "cluster.local").unwrap_err();
         assert!(
-            err.contains("is too long (64 characters is the max, 70 characters requested)"),
+            err.contains("is too long (64 characters is the max, 65 characters requested)"),
             "{err}"
         );
         assert_eq!(

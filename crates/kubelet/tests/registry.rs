@@ -206,19 +206,30 @@ async fn pulls_with_image_pull_secrets(c: &Cluster) {
         assert_eq!(c.pod_log(&format!("{name}/log")).await, "private\n");
     }
     for name in ["private-wrong", "private-none"] {
-        let p = c
-            .wait_pod(name, "ErrImagePull", 90, |p| {
-                container_status(p, "main")
-                    .is_some_and(|s| s["state"]["waiting"]["reason"] == "ErrImagePull")
+        c.wait_pod(name, "ErrImagePull", 90, |p| {
+            container_status(p, "main").is_some_and(|s| {
+                let reason = &s["state"]["waiting"]["reason"];
+                reason == "ErrImagePull" || reason == "ImagePullBackOff"
             })
-            .await;
-        let message = container_status(&p, "main").unwrap()["state"]["waiting"]["message"]
-            .as_str()
+        })
+        .await;
+        // The registry's reason is in the kubelet's Failed event (the status
+        // moves on to ImagePullBackOff after the first sync).
+        let selector = format!("involvedObject.name={name},reason=Failed");
+        let out = c.real_kubectl(&["get", "events", "--field-selector", &selector, "-o", "json"]);
+        let events: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let messages: Vec<&str> = events["items"]
+            .as_array()
             .unwrap()
-            .to_string();
+            .iter()
+            .filter_map(|e| e["message"].as_str())
+            .collect();
         assert!(
-            message.contains("unauthorized") || message.contains("no basic auth credentials"),
-            "the registry's reason: {message}"
+            messages
+                .iter()
+                .any(|m| m.starts_with("Failed to pull image")
+                    && (m.contains("unauthorized") || m.contains("no basic auth credentials"))),
+            "the registry's reason: {messages:?}"
         );
     }
 }
