@@ -183,7 +183,14 @@ impl Scheduler {
             .as_ref()
             .and_then(|s| s.scheduler_name.as_deref())
             .unwrap_or(DEFAULT_SCHEDULER);
+        // A gated pod waits until whoever added its gates removes them.
+        let gated = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduling_gates.as_ref())
+            .is_some_and(|g| !g.is_empty());
         bound_node(pod).is_none()
+            && !gated
             && pod.metadata.deletion_timestamp.is_none()
             && filters::is_active(pod)
             && (name == self.config.scheduler_name

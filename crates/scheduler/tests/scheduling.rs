@@ -268,6 +268,68 @@ async fn schedules_round_robin_honours_constraints_and_reports_failures() {
         p["status"]["conditions"][0]["message"],
         "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) were unschedulable."
     );
+
+    // Scheduling gates: a gated pod says so and waits; a gate cannot be
+    // added later; once the last is removed, the pod is scheduled.
+    let gated = pods
+        .create(&pod(
+            "gated",
+            json!({}),
+            json!({"schedulingGates": [{"name": "example.com/quota"}, {"name": "example.com/data"}]}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        gated["status"]["conditions"][0]["reason"],
+        "SchedulingGated"
+    );
+    assert_eq!(
+        gated["status"]["conditions"][0]["message"],
+        "Scheduling is blocked due to non-empty scheduling gates"
+    );
+    let one_left = json!({"spec": {"schedulingGates": [{"name": "example.com/data"}]}});
+    pods.patch(
+        "gated",
+        None,
+        minik8s_client::rest::content::MERGE_PATCH,
+        &one_left,
+    )
+    .await
+    .unwrap();
+    let added = json!({"spec": {"schedulingGates": [{"name": "example.com/data"}, {"name": "example.com/new"}]}});
+    let err = pods
+        .patch(
+            "gated",
+            None,
+            minik8s_client::rest::content::MERGE_PATCH,
+            &added,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("only deletion is allowed, but found new scheduling gate 'example.com/new'"),
+        "{err}"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        node_of(&pods.get("gated").await.unwrap()),
+        "",
+        "still gated"
+    );
+    let none_left = json!({"spec": {"schedulingGates": null}});
+    pods.patch(
+        "gated",
+        None,
+        minik8s_client::rest::content::MERGE_PATCH,
+        &none_left,
+    )
+    .await
+    .unwrap();
+    wait_for(&pods, "gated", "bound once ungated", |p| {
+        !node_of(p).is_empty()
+    })
+    .await;
 }
 
 /// Two schedulers with leader election: only the leader binds; when it dies

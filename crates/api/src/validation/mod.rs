@@ -418,7 +418,10 @@ pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
             validate_pod_spec(obj.get("spec").unwrap_or(&Value::Null), "spec", &mut errs);
             match old {
                 Some(old) => validate_pod_update(obj, old, &mut errs),
-                None => ephemeral::validate_pod_create(obj, &mut errs),
+                None => {
+                    ephemeral::validate_pod_create(obj, &mut errs);
+                    pod::validate_gated_create(obj, &mut errs);
+                }
             }
         }
         "Service" => validate_service(obj, old, &mut errs),
@@ -542,6 +545,43 @@ mod tests {
         assert!(label_value_error("-x").is_some());
         assert!(port_name_error("http").is_none());
         assert!(port_name_error("8080").is_some());
+    }
+
+    #[test]
+    fn scheduling_gates_are_named_once_and_only_removed() {
+        let gated = |gates: Value, node: Option<&str>| {
+            let mut p = json!({"metadata": {"name": "p"}, "spec": {"schedulingGates": gates,
+                "containers": [{"name": "c", "image": "busybox"}]}});
+            if let Some(n) = node {
+                p["spec"]["nodeName"] = json!(n);
+            }
+            p
+        };
+        let two = gated(
+            json!([{"name": "example.com/a"}, {"name": "example.com/b"}]),
+            None,
+        );
+        assert!(validate("Pod", &two, None).is_empty());
+        assert_eq!(
+            fields(&validate("Pod", &gated(json!([{"name": "a"}, {"name": "a"}, {"name": "-x"}]), None), None)),
+            vec![
+                "spec.schedulingGates[1].name: Duplicate value: \"a\"",
+                "spec.schedulingGates[2].name: Invalid value: \"-x\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+            ]
+        );
+        assert_eq!(
+            fields(&validate("Pod", &gated(json!([{"name": "a"}]), Some("n1")), None)),
+            vec!["spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared"]
+        );
+        let one = gated(json!([{"name": "example.com/a"}]), None);
+        assert!(
+            validate("Pod", &one, Some(&two)).is_empty(),
+            "removing a gate"
+        );
+        assert_eq!(
+            fields(&validate("Pod", &two, Some(&one))),
+            vec!["spec.schedulingGates: Forbidden: only deletion is allowed, but found new scheduling gate 'example.com/b'"]
+        );
     }
 
     #[test]

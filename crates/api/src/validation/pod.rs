@@ -10,6 +10,7 @@ pub fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Errors) {
         errs.push(FieldError::required(format!("{path}.containers"), ""));
     }
     validate_pod_level_resources(spec, path, errs);
+    validate_scheduling_gates(spec, path, errs);
     let volumes: Vec<&str> = arr(spec, "volumes")
         .iter()
         .filter_map(|v| str_at(v, "name"))
@@ -489,8 +490,60 @@ fn validate_pod_level_resources(spec: &Value, path: &str, errs: &mut Errors) {
     }
 }
 
+fn gate_names(spec: &Value) -> Vec<&str> {
+    arr(spec, "schedulingGates")
+        .iter()
+        .filter_map(|g| str_at(g, "name"))
+        .collect()
+}
+
+/// `schedulingGates`: qualified names, each once.
+fn validate_scheduling_gates(spec: &Value, path: &str, errs: &mut Errors) {
+    let mut seen = std::collections::HashSet::new();
+    for (i, g) in arr(spec, "schedulingGates").iter().enumerate() {
+        let at = format!("{path}.schedulingGates[{i}].name");
+        match non_empty_str(g, "name") {
+            None => errs.push(FieldError::required(at, "")),
+            Some(n) => {
+                if let Some(e) = qualified_name_error(n) {
+                    errs.push(FieldError::invalid(at.clone(), &Value::String(n.into()), e));
+                }
+                if !seen.insert(n) {
+                    errs.push(FieldError::duplicate(at, &Value::String(n.into())));
+                }
+            }
+        }
+    }
+}
+
+/// A gated pod is created unbound: the scheduler binds it once its gates are gone.
+pub(super) fn validate_gated_create(pod: &Value, errs: &mut Errors) {
+    let spec = pod.get("spec").unwrap_or(&Value::Null);
+    let bound = non_empty_str(spec, "nodeName").is_some();
+    if bound && !gate_names(spec).is_empty() {
+        errs.push(FieldError::forbidden(
+            "spec.nodeName",
+            "cannot be set until all schedulingGates have been cleared",
+        ));
+    }
+}
+
+/// Scheduling gates are only ever removed (whoever added one removes it).
+fn validate_gates_update(new: &Value, old: &Value, errs: &mut Errors) {
+    let before = gate_names(old.get("spec").unwrap_or(&Value::Null));
+    for name in gate_names(new.get("spec").unwrap_or(&Value::Null)) {
+        if !before.contains(&name) {
+            errs.push(FieldError::forbidden(
+                "spec.schedulingGates",
+                format!("only deletion is allowed, but found new scheduling gate '{name}'"),
+            ));
+        }
+    }
+}
+
 /// Pod updates may change only images, activeDeadlineSeconds, tolerations and grace period.
 pub(super) fn validate_pod_update(new: &Value, old: &Value, errs: &mut Errors) {
+    validate_gates_update(new, old, errs);
     fn mask(spec: &Value) -> Value {
         let mut s = spec.clone();
         for list in ["containers", "initContainers"] {
@@ -507,6 +560,7 @@ pub(super) fn validate_pod_update(new: &Value, old: &Value, errs: &mut Errors) {
                 "activeDeadlineSeconds",
                 "tolerations",
                 "terminationGracePeriodSeconds",
+                "schedulingGates",
             ] {
                 m.remove(f);
             }

@@ -15,6 +15,16 @@ impl super::Strategy for Lifecycle {
         // Built-in admission of LeaderWorkerSet pods (upstream's pod webhook).
         minik8s_api::lws_pod::admit_pod(pod)?;
         pod["status"] = json!({"phase": "Pending", "qosClass": minik8s_api::resources::qos_class(&pod["spec"])});
+        // A gated pod says why it waits (Kubernetes' applySchedulingGatedCondition).
+        let gated = pod
+            .pointer("/spec/schedulingGates")
+            .and_then(Value::as_array)
+            .is_some_and(|g| !g.is_empty());
+        if gated {
+            pod["status"]["conditions"] = json!([{"type": "PodScheduled", "status": "False",
+                "reason": "SchedulingGated", "message": "Scheduling is blocked due to non-empty scheduling gates",
+                "lastProbeTime": null, "lastTransitionTime": minik8s_api::meta::now_rfc3339()}]);
+        }
         Ok(())
     }
 
