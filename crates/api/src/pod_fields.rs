@@ -21,14 +21,6 @@ pub fn not_honoured(spec: &Value, path: &str) -> Vec<String> {
     };
     let pod_fields = [
         (
-            "topologySpreadConstraints",
-            "the scheduler does not spread pods",
-        ),
-        (
-            "schedulingGates",
-            "the pod is scheduled without waiting for its gates",
-        ),
-        (
             "priorityClassName",
             "pods have no priority and preempt nothing",
         ),
@@ -95,7 +87,6 @@ mod tests {
         assert_eq!(
             fields,
             [
-                "spec.topologySpreadConstraints",
                 "spec.hostUsers",
                 "spec.containers[0].securityContext.procMount",
             ]

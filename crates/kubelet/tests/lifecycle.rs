@@ -707,15 +707,13 @@ async fn refused_and_warned_fields(c: &Cluster) {
     );
 
     let (ok, err) = apply(
-        "spread",
-        json!({"terminationGracePeriodSeconds": 1, "nodeName": c.node,
-               "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
-                                               "labelSelector": {"matchLabels": {"app": "x"}}}],
+        "user-namespace",
+        json!({"terminationGracePeriodSeconds": 1, "nodeName": c.node, "hostUsers": false,
                "containers": [busybox("c", "sleep 3600")]}),
     );
     assert!(ok, "{err}");
     assert!(
-        err.contains("Warning: spec.topologySpreadConstraints: not honoured by minik8s yet"),
+        err.contains("Warning: spec.hostUsers: not honoured by minik8s yet"),
         "{err}"
     );
     minik8s_testkit::poll(
@@ -729,7 +727,7 @@ async fn refused_and_warned_fields(c: &Cluster) {
                     "get",
                     "events",
                     "--field-selector",
-                    "involvedObject.name=spread",
+                    "involvedObject.name=user-namespace",
                     "-o",
                     "json",
                 ],

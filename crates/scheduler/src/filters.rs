@@ -25,6 +25,10 @@ pub enum Unfit {
     ExistingAntiAffinity,
     VolumeNodeAffinity,
     VolumeBinding,
+    /// A `DoNotSchedule` topology spread constraint would be broken.
+    Spread,
+    /// The node lacks a spread constraint's `topologyKey`.
+    SpreadLabel,
 }
 
 impl Unfit {
@@ -46,6 +50,11 @@ impl Unfit {
             Unfit::VolumeNodeAffinity => "node(s) had volume node affinity conflict".into(),
             Unfit::VolumeBinding => {
                 "node(s) didn't find available persistent volumes to bind".into()
+            }
+            Unfit::Spread => "node(s) didn't match pod topology spread constraints".into(),
+            Unfit::SpreadLabel => {
+                "node(s) didn't match pod topology spread constraints (missing required label)"
+                    .into()
             }
         }
     }
@@ -498,6 +507,7 @@ pub fn check(pod: &Pod, node: &Node, snap: &Snapshot) -> Result<(), Unfit> {
         crate::volumes::node_fit(v, node)?;
     }
     check_resources(pod, node, snap)?;
+    crate::spread::check_spread(pod, node, snap)?;
     check_pod_affinity(pod, node, snap)
 }
 

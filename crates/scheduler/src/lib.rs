@@ -17,6 +17,7 @@
 pub mod filters;
 mod gang;
 mod prebind;
+pub mod spread;
 pub mod volumes;
 
 use filters::{RoundRobin, Snapshot, Usage};
@@ -295,8 +296,8 @@ impl Scheduler {
         };
         let decision = {
             let ledger = lock(&self.ledger);
-            // Other pods matter only for pod (anti-)affinity.
-            let placed = ledger.placed(filters::has_pod_affinity(&pod));
+            // Other pods matter only for pod (anti-)affinity and spreading.
+            let placed = ledger.placed(filters::has_pod_affinity(&pod) || spread::has_spread(&pod));
             let snap = Snapshot::new(&nodes, &ledger.usage, &placed)
                 .with_allocatable(&allocatable)
                 .with_volumes(pod_volumes.as_ref());
@@ -309,10 +310,34 @@ impl Scheduler {
                     .get(name)
                     .is_some_and(|&i| filters::check(&pod, &nodes[i], &snap).is_ok())
             };
-            match rr.pick_first(fits) {
-                Some(node) => Ok(node),
-                // None fits: every node's reason, for the event and condition.
-                None => Err(filters::feasible(&pod, &snap).err().unwrap_or_default()),
+            if spread::has_soft(&pod) {
+                // ScheduleAnyway: among the nodes that fit, the least skewed,
+                // round robin between equals.
+                match filters::feasible(&pod, &snap) {
+                    Ok(feasible) => {
+                        let penalty = |name: &String| {
+                            index
+                                .get(name)
+                                .map_or(i64::MAX, |&i| spread::penalty(&pod, &nodes[i], &snap))
+                        };
+                        let best = feasible.iter().map(penalty).min().unwrap_or(0);
+                        let least: Vec<String> = feasible
+                            .iter()
+                            .filter(|n| penalty(n) == best)
+                            .cloned()
+                            .collect();
+                        Ok(rr
+                            .pick(&least)
+                            .expect("the least skewed nodes are feasible"))
+                    }
+                    Err(reasons) => Err(reasons),
+                }
+            } else {
+                match rr.pick_first(fits) {
+                    Some(node) => Ok(node),
+                    // None fits: every node's reason, for the event and condition.
+                    None => Err(filters::feasible(&pod, &snap).err().unwrap_or_default()),
+                }
             }
         };
         match decision {

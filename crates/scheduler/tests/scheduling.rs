@@ -332,6 +332,86 @@ async fn schedules_round_robin_honours_constraints_and_reports_failures() {
     .await;
 }
 
+/// topologySpreadConstraints: two zones of unequal size still get the
+/// pods evenly (DoNotSchedule), a pod that would break the skew everywhere
+/// says so, and ScheduleAnyway prefers the emptier zone without refusing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spreads_pods_across_zones() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&s.url);
+    let nodes = client.dynamic(registry::of::<Node>(), None);
+    for (name, zone) in [("a1", "a"), ("a2", "a"), ("a3", "a"), ("b1", "b")] {
+        let labels = json!({"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone});
+        nodes.create(&node(name, labels)).await.unwrap();
+    }
+    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
+    for inf in informers {
+        tokio::spawn(inf);
+    }
+    tokio::spawn(scheduler::worker(sched));
+    let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
+    let spread = |when: &str| {
+        json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": when, "labelSelector": {"matchLabels": {"app": "web"}}}]})
+    };
+    let zone_of = |node: &str| if node.starts_with('a') { "a" } else { "b" };
+    let mut zones = Vec::new();
+    for i in 0..4 {
+        let name = format!("web{i}");
+        pods.create(&pod(&name, json!({"app": "web"}), spread("DoNotSchedule")))
+            .await
+            .unwrap();
+        let p = wait_for(&pods, &name, "bound", |p| !node_of(p).is_empty()).await;
+        zones.push(zone_of(&node_of(&p)));
+    }
+    zones.sort();
+    assert_eq!(
+        zones,
+        ["a", "a", "b", "b"],
+        "three nodes in a, one in b: still 2 and 2"
+    );
+
+    // With b1 cordoned (its zone still counts, as in Kubernetes), zone a
+    // may take one more (3 against 2) and then none (4 against 2).
+    nodes
+        .patch(
+            "b1",
+            None,
+            minik8s_client::rest::content::MERGE_PATCH,
+            &json!({"spec": {"unschedulable": true}}),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    pods.create(&pod("web4", json!({"app": "web"}), spread("DoNotSchedule")))
+        .await
+        .unwrap();
+    let p = wait_for(&pods, "web4", "bound", |p| !node_of(p).is_empty()).await;
+    assert_eq!(zone_of(&node_of(&p)), "a");
+    pods.create(&pod("web5", json!({"app": "web"}), spread("DoNotSchedule")))
+        .await
+        .unwrap();
+    let p = wait_for(&pods, "web5", "refused", |p| {
+        p.pointer("/status/conditions/0/status") == Some(&json!("False"))
+    })
+    .await;
+    assert_eq!(
+        p["status"]["conditions"][0]["message"],
+        "0/4 nodes are available: 1 node(s) were unschedulable, 3 node(s) didn't match pod topology spread constraints."
+    );
+
+    // ScheduleAnyway is only a preference: placed although it stretches the skew.
+    pods.create(&pod(
+        "soft",
+        json!({"app": "web"}),
+        spread("ScheduleAnyway"),
+    ))
+    .await
+    .unwrap();
+    let p = wait_for(&pods, "soft", "bound", |p| !node_of(p).is_empty()).await;
+    assert_eq!(zone_of(&node_of(&p)), "a");
+}
+
 /// Two schedulers with leader election: only the leader binds; when it dies
 /// the other takes its Lease over and binds the pods that came meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
