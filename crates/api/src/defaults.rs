@@ -60,6 +60,11 @@ pub fn apply(kind: &str, obj: &mut Value) {
             default_template(spec);
         }
         "ReplicationController" => default_replication_controller(obj),
+        "PodTemplate" => {
+            if let Some(m) = obj.as_object_mut() {
+                default_template(m);
+            }
+        }
         "Job" => default_job(obj_mut(obj, "spec")),
         "CronJob" => {
             let spec = obj_mut(obj, "spec");

@@ -261,6 +261,18 @@ pub static REGISTRY: &[ResourceInfo] = &[
     ResourceInfo {
         group: "",
         version: "v1",
+        kind: "PodTemplate",
+        plural: "podtemplates",
+        singular: "podtemplate",
+        short_names: &[],
+        namespaced: true,
+        subresources: &[],
+        categories: &[],
+        columns: PODTEMPLATE_COLUMNS,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
         kind: "ConfigMap",
         plural: "configmaps",
         singular: "configmap",

@@ -173,6 +173,36 @@ async fn real_kubectl_workflow(backend: Backend) {
     );
     assert!(k.ok(&["api-resources"]).await.contains("leaderworkersets"));
 
+    // PodTemplate (v1): served, defaulted as a pod's spec, printed as kubectl prints it.
+    let template = k.write(
+        "template.yaml",
+        "apiVersion: v1\nkind: PodTemplate\nmetadata: {name: tmpl}\ntemplate:\n  metadata: {labels: {app: web}}\n  spec:\n    containers: [{name: web, image: nginx:1.25}]\n",
+    );
+    assert_eq!(
+        k.ok(&["create", "-f", &template]).await.trim(),
+        "podtemplate/tmpl created"
+    );
+    let table = k.ok(&["get", "podtemplates"]).await;
+    let row: Vec<&str> = table
+        .lines()
+        .nth(1)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(row, ["tmpl", "web", "nginx:1.25", "app=web"], "{table}");
+    let stored: Value =
+        serde_json::from_str(&k.ok(&["get", "podtemplate", "tmpl", "-o", "json"]).await).unwrap();
+    assert_eq!(stored["template"]["spec"]["restartPolicy"], "Always");
+    let bad = k.write(
+        "bad-template.yaml",
+        "apiVersion: v1\nkind: PodTemplate\nmetadata: {name: bad}\ntemplate:\n  spec:\n    containers: [{name: web}]\n",
+    );
+    let (ok, _, err) = k.run(&["create", "-f", &bad]).await;
+    assert!(
+        !ok && err.contains("template.spec.containers[0].image: Required value"),
+        "{err}"
+    );
+
     // delete, which waits until the object is gone
     assert_eq!(
         k.ok(&["delete", "pod", "p1"]).await.trim(),

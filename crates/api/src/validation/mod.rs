@@ -425,6 +425,11 @@ pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
             }
         }
         "Service" => validate_service(obj, old, &mut errs),
+        "PodTemplate" => validate_pod_spec(
+            obj.pointer("/template/spec").unwrap_or(&Value::Null),
+            "template.spec",
+            &mut errs,
+        ),
         "ConfigMap" => validate_config_map(obj, old, &mut errs),
         "Job" => validate_job(obj, old, &mut errs),
         "PodDisruptionBudget" => policy::validate_pdb(obj, &mut errs),

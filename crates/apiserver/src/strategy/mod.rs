@@ -502,6 +502,7 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         core::Node => node with node::Lifecycle;
         core::Service => service with service::Lifecycle;
         core::ReplicationController => replica_set with replication_controller::Lifecycle;
+        core::PodTemplate => pod_template;
         core::ConfigMap => config_map;
         core::Secret => secret with secret::Lifecycle;
         core::ServiceAccount => service_account;

@@ -353,6 +353,26 @@ pub mod rows {
         ]
     }
 
+    /// PodTemplate: its containers, their images and the pods' labels.
+    pub fn pod_template(o: &Value) -> Vec<Value> {
+        let labels = o
+            .pointer("/template/metadata/labels")
+            .and_then(Value::as_object)
+            .map(|l| {
+                l.iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .filter(|l| !l.is_empty())
+            .unwrap_or_else(|| "<none>".into());
+        vec![
+            json!(join_field(arr(o, "/template/spec/containers"), "name")),
+            json!(join_field(arr(o, "/template/spec/containers"), "image")),
+            json!(labels),
+        ]
+    }
+
     /// Job: its state, completions and how long it ran (kubectl's columns).
     pub fn job(o: &Value) -> Vec<Value> {
         let has = |t: &str| {
