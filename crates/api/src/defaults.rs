@@ -60,6 +60,11 @@ pub fn apply(kind: &str, obj: &mut Value) {
             default_template(spec);
         }
         "ReplicationController" => default_replication_controller(obj),
+        "PriorityClass" => {
+            if let Some(m) = obj.as_object_mut() {
+                set_default(m, "preemptionPolicy", json!("PreemptLowerPriority"));
+            }
+        }
         "PodTemplate" => {
             if let Some(m) = obj.as_object_mut() {
                 default_template(m);

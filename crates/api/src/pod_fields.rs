@@ -22,7 +22,7 @@ pub fn not_honoured(spec: &Value, path: &str) -> Vec<String> {
     let pod_fields = [
         (
             "priorityClassName",
-            "pods have no priority and preempt nothing",
+            "the priority is set, but the scheduler neither orders nor preempts by it",
         ),
         (
             "runtimeClassName",

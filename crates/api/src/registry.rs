@@ -259,6 +259,18 @@ pub static REGISTRY: &[ResourceInfo] = &[
         columns: REPLICASET_COLUMNS,
     },
     ResourceInfo {
+        group: "scheduling.k8s.io",
+        version: "v1",
+        kind: "PriorityClass",
+        plural: "priorityclasses",
+        singular: "priorityclass",
+        short_names: &["pc"],
+        namespaced: false,
+        subresources: &[],
+        categories: &[],
+        columns: PRIORITYCLASS_COLUMNS,
+    },
+    ResourceInfo {
         group: "",
         version: "v1",
         kind: "PodTemplate",

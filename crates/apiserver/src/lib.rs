@@ -191,6 +191,8 @@ pub struct ApiServer {
     apiservices: followed::Followed,
     /// StorageClasses, for the claims' admission (default class, resize).
     storage_classes: followed::Followed,
+    /// PriorityClasses, for the Priority admission of every pod.
+    pub(crate) priority_classes: followed::Followed,
     ingress_classes: followed::Followed,
     /// PersistentVolumes, for the Node authorizer (a kubelet reads the
     /// volumes of its pods' claims).
@@ -379,6 +381,7 @@ impl ApiServer {
             apiservices: Default::default(),
             remote_discovery: Default::default(),
             storage_classes: Default::default(),
+            priority_classes: Default::default(),
             ingress_classes: Default::default(),
             persistent_volumes: Default::default(),
         });
@@ -388,6 +391,7 @@ impl ApiServer {
         NamespaceCache::follow(Arc::downgrade(&srv), namespaces, rev);
         srv.restore_allocations().await?;
         srv.ensure_system_namespaces().await?;
+        srv.ensure_system_priority_classes().await?;
         // The defaults first, so the authorizer's first list holds them.
         srv.ensure_default_policy().await?;
         auth::cache::PolicyCache::start(&srv).await?;
@@ -406,6 +410,12 @@ impl ApiServer {
             registry::of::<k8s_openapi::api::storage::v1::StorageClass>(),
             rev,
             |s| &s.storage_classes,
+        );
+        followed::follow(
+            &srv,
+            registry::of::<k8s_openapi::api::scheduling::v1::PriorityClass>(),
+            rev,
+            |s| &s.priority_classes,
         );
         followed::follow(
             &srv,
@@ -572,6 +582,24 @@ impl ApiServer {
                 Ok(_) => tracing::info!(namespace = ns, "created system namespace"),
                 Err(e) if e.is_already_exists() => {}
                 Err(e) => anyhow::bail!("creating namespace {ns}: {e}"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates the built-in PriorityClasses (`system-node-critical`,
+    /// `system-cluster-critical`).
+    async fn ensure_system_priority_classes(&self) -> anyhow::Result<()> {
+        let info = registry::of::<k8s_openapi::api::scheduling::v1::PriorityClass>();
+        for class in strategy::priority::system_classes() {
+            let name = minik8s_api::meta::name(&class).to_string();
+            match self
+                .create(info, None, class, crate::rest::WriteOpts::default())
+                .await
+            {
+                Ok(_) => tracing::info!(class = %name, "created system priority class"),
+                Err(e) if e.is_already_exists() => {}
+                Err(e) => anyhow::bail!("creating priority class {name}: {e}"),
             }
         }
         Ok(())

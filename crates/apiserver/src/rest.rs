@@ -354,7 +354,10 @@ impl ApiServer {
         strategy
             .prepare_for_create(self, &mut obj)
             .map_err(|e| ApiError::invalid(info, &name, &[e]))?;
-        strategy.admit_create(self, &mut obj).await;
+        strategy
+            .admit_create(self, &mut obj)
+            .await
+            .map_err(|why| ApiError::forbidden(info, &name, &why))?;
         let attrs = |object| opts.attributes(info, ns, &name, Operation::Create, object, None);
         if let Some(a) = attrs(None) {
             obj = self.admit_mutating(&a, obj).await?;

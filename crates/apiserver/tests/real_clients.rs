@@ -173,6 +173,96 @@ async fn real_kubectl_workflow(backend: Backend) {
     );
     assert!(k.ok(&["api-resources"]).await.contains("leaderworkersets"));
 
+    // PriorityClass: the built-in classes, a user's, and pods given their priority.
+    assert_eq!(
+        k.ok(&[
+            "create",
+            "priorityclass",
+            "high",
+            "--value=1000",
+            "--description=exams"
+        ])
+        .await
+        .trim(),
+        "priorityclass.scheduling.k8s.io/high created"
+    );
+    let table = k.ok(&["get", "pc"]).await;
+    for name in ["high", "system-cluster-critical", "system-node-critical"] {
+        assert!(table.lines().any(|l| l.starts_with(name)), "{table}");
+    }
+    let (ok, _, err) = k
+        .run(&["create", "priorityclass", "huge", "--value=2000000000"])
+        .await;
+    assert!(
+        !ok && err.contains(
+            "value: Forbidden: maximum allowed value of a user defined priority is 1000000000"
+        ),
+        "{err}"
+    );
+    k.ok(&[
+        "create",
+        "priorityclass",
+        "usual",
+        "--value=10",
+        "--global-default",
+    ])
+    .await;
+    let (ok, _, err) = k
+        .run(&[
+            "create",
+            "priorityclass",
+            "usual2",
+            "--value=20",
+            "--global-default",
+        ])
+        .await;
+    assert!(
+        !ok && err.contains(
+            "PriorityClass usual is already marked as default. Only one default can exist"
+        ),
+        "{err}"
+    );
+    let (ok, _, err) = k.run(&["delete", "pc", "system-node-critical"]).await;
+    assert!(
+        !ok && err.contains("the priority class system-node-critical is a system priority class and cannot be deleted"),
+        "{err}"
+    );
+    let prio = |name: &str, class: Option<&str>| {
+        let class = class.map_or(String::new(), |c| format!("  priorityClassName: {c}\n"));
+        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n{class}  containers: [{{name: c, image: busybox}}]\n")
+    };
+    let f = k.write("prio-high.yaml", &prio("prio-high", Some("high")));
+    k.ok(&["create", "-f", &f]).await;
+    let f = k.write("prio-default.yaml", &prio("prio-default", None));
+    k.ok(&["create", "-f", &f]).await;
+    let f = k.write("prio-gone.yaml", &prio("prio-gone", Some("nope")));
+    let (ok, _, err) = k.run(&["create", "-f", &f]).await;
+    assert!(
+        !ok && err
+            .contains("pods \"prio-gone\" is forbidden: no PriorityClass with name nope was found"),
+        "{err}"
+    );
+    let spec_of =
+        |out: String| -> Value { serde_json::from_str::<Value>(&out).unwrap()["spec"].clone() };
+    let high = spec_of(k.ok(&["get", "pod", "prio-high", "-o", "json"]).await);
+    assert_eq!(
+        (high["priority"].clone(), high["preemptionPolicy"].clone()),
+        (
+            serde_json::json!(1000),
+            serde_json::json!("PreemptLowerPriority")
+        )
+    );
+    let default = spec_of(k.ok(&["get", "pod", "prio-default", "-o", "json"]).await);
+    assert_eq!(
+        (
+            default["priority"].clone(),
+            default["priorityClassName"].clone()
+        ),
+        (serde_json::json!(10), serde_json::json!("usual"))
+    );
+    k.ok(&["delete", "pod", "prio-high", "prio-default", "--wait=false"])
+        .await;
+
     // PodTemplate (v1): served, defaulted as a pod's spec, printed as kubectl prints it.
     let template = k.write(
         "template.yaml",

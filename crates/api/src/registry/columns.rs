@@ -35,6 +35,12 @@ pub(super) const SERVICE_COLUMNS: &[Column] = &[
 ];
 pub(super) const ENDPOINTS_COLUMNS: &[Column] = &[col("Endpoints", 0), col("Age", 0)];
 pub(super) const CONFIGMAP_COLUMNS: &[Column] = &[col("Data", 0), col("Age", 0)];
+pub(super) const PRIORITYCLASS_COLUMNS: &[Column] = &[
+    col("Value", 0),
+    col("Global-Default", 0),
+    col("Age", 0),
+    col("PreemptionPolicy", 0),
+];
 pub(super) const PODTEMPLATE_COLUMNS: &[Column] =
     &[col("Containers", 0), col("Images", 0), col("Pod Labels", 0)];
 pub(super) const SECRET_COLUMNS: &[Column] = &[col("Type", 0), col("Data", 0), col("Age", 0)];

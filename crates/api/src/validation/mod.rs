@@ -409,6 +409,59 @@ pub fn validate_metadata_update(new: &Value, old: &Value) -> Errors {
 
 // ---------------------------------------------------------------- per kind
 
+/// The built-in PriorityClasses (their names are reserved): (name, value).
+const SYSTEM_PRIORITY_CLASSES: &[(&str, i64)] = &[
+    ("system-node-critical", 2_000_001_000),
+    ("system-cluster-critical", 2_000_000_000),
+];
+
+/// PriorityClass, as Kubernetes' `ValidatePriorityClass(Update)`.
+fn validate_priority_class(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+    let name = crate::meta::name(obj);
+    let value = obj.get("value").and_then(Value::as_i64);
+    if value.is_none() {
+        errs.push(FieldError::required("value", ""));
+    }
+    if name.starts_with("system-") {
+        let known = SYSTEM_PRIORITY_CLASSES
+            .iter()
+            .any(|(n, v)| *n == name && Some(*v) == value);
+        if !known {
+            errs.push(FieldError::forbidden(
+                "metadata.name",
+                format!("priority class names with 'system-' prefix are reserved for system use only. error: {name} is not a known system priority class"),
+            ));
+        }
+    } else if value.is_some_and(|v| v > 1_000_000_000) {
+        errs.push(FieldError::forbidden(
+            "value",
+            "maximum allowed value of a user defined priority is 1000000000",
+        ));
+    }
+    check_enum(
+        errs,
+        obj,
+        "preemptionPolicy",
+        "preemptionPolicy",
+        &["Never", "PreemptLowerPriority"],
+    );
+    if let Some(old) = old {
+        if old.get("value") != obj.get("value") {
+            errs.push(FieldError::forbidden(
+                "value",
+                "may not be changed in an update.",
+            ));
+        }
+        if old.get("preemptionPolicy") != obj.get("preemptionPolicy") {
+            errs.push(FieldError::invalid(
+                "preemptionPolicy",
+                obj.get("preemptionPolicy").unwrap_or(&Value::Null),
+                "field is immutable",
+            ));
+        }
+    }
+}
+
 /// Validates a kind's object; `old` is the stored object on update.
 pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
     let mut errs = Vec::new();
@@ -425,6 +478,7 @@ pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
             }
         }
         "Service" => validate_service(obj, old, &mut errs),
+        "PriorityClass" => validate_priority_class(obj, old, &mut errs),
         "PodTemplate" => validate_pod_spec(
             obj.pointer("/template/spec").unwrap_or(&Value::Null),
             "template.spec",

@@ -26,6 +26,7 @@ mod namespace;
 mod networking;
 mod node;
 mod pod;
+pub mod priority;
 mod rbac;
 mod replication_controller;
 mod secret;
@@ -119,15 +120,16 @@ pub trait Strategy: Send + Sync {
         Ok(())
     }
 
-    /// Built-in mutating admission on create that reads other objects from
-    /// the store (the ServiceAccount admission gives a pod its account's
-    /// `imagePullSecrets`); runs after [`Strategy::prepare_for_create`].
+    /// Built-in admission on create that reads other objects from the store
+    /// (the ServiceAccount admission gives a pod its account's
+    /// `imagePullSecrets`, the Priority admission its priority); runs after
+    /// [`Strategy::prepare_for_create`]. `Err(why)` is a 403.
     fn admit_create<'a>(
         &'a self,
         _srv: &'a ApiServer,
         _obj: &'a mut Value,
-    ) -> futures::future::BoxFuture<'a, ()> {
-        Box::pin(async {})
+    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(async { Ok(()) })
     }
 
     /// What a write to the status subresource may not change beyond the
@@ -423,7 +425,7 @@ where
         &'a self,
         srv: &'a ApiServer,
         obj: &'a mut Value,
-    ) -> futures::future::BoxFuture<'a, ()> {
+    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
         self.lifecycle.admit_create(srv, obj)
     }
     fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
@@ -503,6 +505,7 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         core::Service => service with service::Lifecycle;
         core::ReplicationController => replica_set with replication_controller::Lifecycle;
         core::PodTemplate => pod_template;
+        k8s_openapi::api::scheduling::v1::PriorityClass => priority_class with priority::Lifecycle;
         core::ConfigMap => config_map;
         core::Secret => secret with secret::Lifecycle;
         core::ServiceAccount => service_account;

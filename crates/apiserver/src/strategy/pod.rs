@@ -28,16 +28,17 @@ impl super::Strategy for Lifecycle {
         Ok(())
     }
 
-    /// The ServiceAccount admission, which reads the pod's account: a pod
+    /// The ServiceAccount and Priority admissions, which read other objects.
+    /// ServiceAccount: a pod
     /// without `imagePullSecrets` gets the account's, and (with a token
     /// signer, the secure port on) its token volume unless the pod or,
     /// when the pod does not say, the account sets
-    /// `automountServiceAccountToken: false`.
+    /// `automountServiceAccountToken: false`. Priority: see `priority.rs`.
     fn admit_create<'a>(
         &'a self,
         srv: &'a ApiServer,
         pod: &'a mut Value,
-    ) -> futures::future::BoxFuture<'a, ()> {
+    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
             let account = pod
                 .pointer("/spec/serviceAccountName")
@@ -72,6 +73,7 @@ impl super::Strategy for Lifecycle {
                     .and_then(Value::as_bool);
                 crate::auth::serviceaccount::add_token_volume(pod, automount);
             }
+            super::priority::admit_pod(srv, pod).await
         })
     }
 

@@ -353,6 +353,20 @@ pub mod rows {
         ]
     }
 
+    /// PriorityClass: its value, whether it is the default, its age and
+    /// preemption policy.
+    pub fn priority_class(o: &Value) -> Vec<Value> {
+        vec![
+            json!(o.get("value").and_then(Value::as_i64).unwrap_or(0)),
+            json!(o
+                .get("globalDefault")
+                .and_then(Value::as_bool)
+                .unwrap_or(false)),
+            json!(age(o)),
+            json!(s(o.get("preemptionPolicy"))),
+        ]
+    }
+
     /// PodTemplate: its containers, their images and the pods' labels.
     pub fn pod_template(o: &Value) -> Vec<Value> {
         let labels = o
