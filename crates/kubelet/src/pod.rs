@@ -88,39 +88,8 @@ impl Kubelet {
         let live = pod.metadata.deletion_timestamp.is_none()
             && !finished
             && !matches!(phase, Some("Succeeded" | "Failed"));
-        // The kubelet's admission of a new pod: sysctls this node does not
-        // allow, an AppArmor profile on a node without AppArmor.
-        if live && observed.is_empty() {
-            let spec = pod.spec.as_ref();
-            let refusal =
-                crate::pod_host::forbidden_sysctl(spec, &self.config.allowed_unsafe_sysctls)
-                    .map(|why| ("SysctlForbidden", why))
-                    .or_else(|| {
-                        let enabled = crate::profiles::apparmor_enabled();
-                        crate::profiles::apparmor_refusal(pod, enabled).map(|why| ("AppArmor", why))
-                    });
-            if let Some((reason, why)) = refusal {
-                self.reject(pod, reason, &why).await?;
-                return Ok(Next::Wait);
-            }
-        }
-        // A pod over its local storage limits goes (the eviction manager's
-        // local-storage eviction).
-        if live && !observed.is_empty() {
-            if let Some(message) = self.storage_eviction(pod, &observed).await {
-                self.evict(pod, &observed, &message).await?;
-                return Ok(Next::Wait);
-            }
-        }
-        // A live pod's resize is admitted (or not) before its actions are
-        // decided: a container whose resize needs a restart is replaced.
-        let resize = if live {
-            let machine = self.runtime.machine();
-            let allocatable = (machine.cpus as i64 * 1000, machine.memory_bytes as i64);
-            self.allocations.plan(pod, &observed, allocatable)
-        } else {
-            self.allocations.forget(&uid);
-            ResizeSteps::default()
+        let Some(resize) = self.admit_evict_resize(pod, &observed, live).await? else {
+            return Ok(Next::Wait);
         };
         let seen = Observed {
             containers: &observed,
@@ -132,19 +101,12 @@ impl Kubelet {
         match actions::pod_actions(pod, &seen) {
             PodPlan::Terminate { grace_secs } => {
                 tracing::info!(pod = ?pod.metadata.name, grace_secs, containers = observed.len(), "terminating the pod");
-                self.stop_pod(pod, &observed, grace_secs).await;
                 // Watchers see the pod terminate (Ready=False, its containers'
                 // final states) before it goes.
-                let after = self.runtime.list(Some(&uid)).await?;
-                let waiting = BTreeMap::new();
-                let report = Report {
-                    containers: &after,
-                    pod_ip: &sandbox_ip_of(&after),
-                    waiting: &waiting,
-                    terminal: true,
-                    failed: None,
-                };
-                if let Err(e) = self.report_status(pod, report).await {
+                let (after, reported) = self
+                    .stop_and_report(pod, &observed, grace_secs, None)
+                    .await?;
+                if let Err(e) = reported {
                     tracing::debug!(pod = ?pod.metadata.name, error = %e, "reporting the final status");
                 }
                 self.kill_containers(&after, 0).await?;
@@ -158,6 +120,45 @@ impl Kubelet {
             PodPlan::Finished => Ok(Next::Wait),
             PodPlan::Sync(plan) => self.carry_out(pod, plan, resize, observed).await,
         }
+    }
+
+    /// What is decided about a pod before its containers: the kubelet's
+    /// admission of a new pod (sysctls this node does not allow, an AppArmor
+    /// profile on a node without AppArmor), the eviction of one over its
+    /// local storage limits, and its resize's admission (a container whose
+    /// resize needs a restart is then replaced). None: the pod was refused
+    /// or evicted, and its status says so.
+    async fn admit_evict_resize(
+        &self,
+        pod: &Pod,
+        observed: &[ContainerInfo],
+        live: bool,
+    ) -> anyhow::Result<Option<ResizeSteps>> {
+        if !live {
+            self.allocations
+                .forget(pod.metadata.uid.as_deref().unwrap_or(""));
+            return Ok(Some(ResizeSteps::default()));
+        }
+        if observed.is_empty() {
+            let spec = pod.spec.as_ref();
+            let refusal =
+                crate::pod_host::forbidden_sysctl(spec, &self.config.allowed_unsafe_sysctls)
+                    .map(|why| ("SysctlForbidden", why))
+                    .or_else(|| {
+                        let enabled = crate::profiles::apparmor_enabled();
+                        crate::profiles::apparmor_refusal(pod, enabled).map(|why| ("AppArmor", why))
+                    });
+            if let Some((reason, why)) = refusal {
+                self.reject(pod, reason, &why).await?;
+                return Ok(None);
+            }
+        } else if let Some(message) = self.storage_eviction(pod, observed).await {
+            self.evict(pod, observed, &message).await?;
+            return Ok(None);
+        }
+        let machine = self.runtime.machine();
+        let allocatable = (machine.cpus as i64 * 1000, machine.memory_bytes as i64);
+        Ok(Some(self.allocations.plan(pod, observed, allocatable)))
     }
 
     /// Refuses a pod the node will not run (Kubernetes' `rejectPod`): a
@@ -182,7 +183,23 @@ impl Kubelet {
     async fn evict(&self, pod: &Pod, observed: &[ContainerInfo], why: &str) -> anyhow::Result<()> {
         tracing::info!(pod = ?pod.metadata.name, why, "evicting the pod");
         self.warning_event(pod, "Evicted", why.to_string());
-        self.stop_pod(pod, observed, 0).await;
+        let (_, reported) = self
+            .stop_and_report(pod, observed, 0, Some(("Evicted", why)))
+            .await?;
+        reported
+    }
+
+    /// Stops the pod's containers (apps, then sidecars) within `grace`
+    /// seconds and reports its final status (`failed`: its reason and
+    /// message). Returns the containers as they are now, and how the report went.
+    async fn stop_and_report(
+        &self,
+        pod: &Pod,
+        observed: &[ContainerInfo],
+        grace: i64,
+        failed: Option<(&str, &str)>,
+    ) -> anyhow::Result<(Vec<ContainerInfo>, anyhow::Result<()>)> {
+        self.stop_pod(pod, observed, grace).await;
         let after = self.runtime.list(pod.metadata.uid.as_deref()).await?;
         let waiting = BTreeMap::new();
         let report = Report {
@@ -190,9 +207,10 @@ impl Kubelet {
             pod_ip: &sandbox_ip_of(&after),
             waiting: &waiting,
             terminal: true,
-            failed: Some(("Evicted", why)),
+            failed,
         };
-        self.report_status(pod, report).await
+        let reported = self.report_status(pod, report).await;
+        Ok((after, reported))
     }
 
     /// Deletes the pod object for good (grace 0) once its containers are gone.
