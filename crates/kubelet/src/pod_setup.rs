@@ -157,12 +157,7 @@ impl Kubelet {
                         v.name
                     ))
                 })?;
-                let fs_group = pod
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.security_context.as_ref())
-                    .and_then(|s| s.fs_group)
-                    .and_then(|g| u32::try_from(g).ok());
+                let fs_group = crate::security::fs_group(pod);
                 config_data::with_fs_group(&mut files, fs_group);
                 if config_data::publish(&dir, &files, fs_group)? {
                     tracing::debug!(pod = ?pod.metadata.name, volume = %v.name, "volume content published");

@@ -103,18 +103,22 @@ pub fn container_security(
     })
 }
 
+/// The pod's `fsGroup`, as a group id.
+pub fn fs_group(pod: &Pod) -> Option<u32> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.security_context.as_ref())
+        .and_then(|s| s.fs_group)
+        .and_then(|g| u32::try_from(g).ok())
+}
+
 /// An emptyDir as Kubernetes makes it: writable by anyone (mode 0777), and
 /// with an fsGroup owned by that group with setgid, so files made in it
 /// belong to the group too.
 pub fn empty_dir_ownership(dir: &std::path::Path, pod: &Pod) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    let fs_group = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.security_context.as_ref())
-        .and_then(|s| s.fs_group);
     let mut mode = 0o777;
-    if let Some(gid) = fs_group.and_then(|g| u32::try_from(g).ok()) {
+    if let Some(gid) = fs_group(pod) {
         std::os::unix::fs::chown(dir, None, Some(gid))?;
         mode |= 0o2000;
     }

@@ -409,10 +409,19 @@ pub fn validate_metadata_update(new: &Value, old: &Value) -> Errors {
 
 // ---------------------------------------------------------------- per kind
 
-/// The built-in PriorityClasses (their names are reserved): (name, value).
-const SYSTEM_PRIORITY_CLASSES: &[(&str, i64)] = &[
-    ("system-node-critical", 2_000_001_000),
-    ("system-cluster-critical", 2_000_000_000),
+/// The built-in PriorityClasses (their names are reserved): (name, value,
+/// description). The apiserver creates them at start.
+pub const SYSTEM_PRIORITY_CLASSES: &[(&str, i64, &str)] = &[
+    (
+        "system-node-critical",
+        2_000_001_000,
+        "Used for system critical pods that must not be moved from their current node.",
+    ),
+    (
+        "system-cluster-critical",
+        2_000_000_000,
+        "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
+    ),
 ];
 
 /// PriorityClass, as Kubernetes' `ValidatePriorityClass(Update)`.
@@ -425,7 +434,7 @@ fn validate_priority_class(obj: &Value, old: Option<&Value>, errs: &mut Errors) 
     if name.starts_with("system-") {
         let known = SYSTEM_PRIORITY_CLASSES
             .iter()
-            .any(|(n, v)| *n == name && Some(*v) == value);
+            .any(|(n, v, _)| *n == name && Some(*v) == value);
         if !known {
             errs.push(FieldError::forbidden(
                 "metadata.name",

@@ -15,26 +15,9 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use minik8s_api::registry;
 use serde_json::{json, Value};
 
-/// The highest value a user-defined class may have.
-pub const HIGHEST_USER_DEFINABLE: i64 = 1_000_000_000;
-
-/// The classes every cluster has: (name, value, description).
-pub const SYSTEM_CLASSES: &[(&str, i64, &str)] = &[
-    (
-        "system-node-critical",
-        2_000_001_000,
-        "Used for system critical pods that must not be moved from their current node.",
-    ),
-    (
-        "system-cluster-critical",
-        2_000_000_000,
-        "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
-    ),
-];
-
 /// The built-in classes as objects, for the apiserver to create at start.
 pub fn system_classes() -> Vec<Value> {
-    SYSTEM_CLASSES
+    minik8s_api::validation::SYSTEM_PRIORITY_CLASSES
         .iter()
         .map(|(name, value, description)| {
             json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
