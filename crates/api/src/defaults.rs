@@ -65,6 +65,16 @@ pub fn apply(kind: &str, obj: &mut Value) {
                 set_default(m, "preemptionPolicy", json!("PreemptLowerPriority"));
             }
         }
+        "LimitRange" => {
+            let items = obj
+                .pointer_mut("/spec/limits")
+                .and_then(Value::as_array_mut);
+            for item in items.into_iter().flatten() {
+                if let Some(item) = item.as_object_mut() {
+                    crate::limitrange::default_item(item);
+                }
+            }
+        }
         "PodTemplate" => {
             if let Some(m) = obj.as_object_mut() {
                 default_template(m);

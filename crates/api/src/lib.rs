@@ -49,11 +49,13 @@ macro_rules! namespaced_resource {
     };
 }
 
+pub mod amount;
 pub mod cron;
 pub mod defaults;
 pub mod disaggregatedset;
 pub mod endpoints;
 pub mod hash;
+pub mod limitrange;
 pub mod lws;
 pub mod lws_pod;
 pub mod lws_scheduling;
@@ -68,6 +70,7 @@ pub mod podgroup;
 pub mod podsecurity;
 pub mod protobuf;
 pub mod quantity;
+pub mod quota;
 pub mod registry;
 pub mod resources;
 pub mod schema;

@@ -20,6 +20,16 @@ impl Followed {
         map.values().map(|(_, v)| v.clone()).collect()
     }
 
+    /// The objects of one namespace (a namespaced kind's), in name order.
+    pub fn in_namespace(&self, ns: &str) -> Vec<Arc<Value>> {
+        let map = self.0.read().unwrap_or_else(|p| p.into_inner());
+        let prefix = format!("{ns}/");
+        map.range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .map(|(_, (_, v))| v.clone())
+            .collect()
+    }
+
     pub(crate) fn put(&self, name: String, revision: i64, obj: Option<Value>) {
         let mut map = self.0.write().unwrap_or_else(|p| p.into_inner());
         if map.get(&name).is_some_and(|(r, _)| *r >= revision) {

@@ -193,6 +193,10 @@ pub struct ApiServer {
     storage_classes: followed::Followed,
     /// PriorityClasses, for the Priority admission of every pod.
     pub(crate) priority_classes: followed::Followed,
+    /// LimitRanges, for the LimitRanger admission of pods and claims.
+    pub(crate) limit_ranges: followed::Followed,
+    /// ResourceQuotas, so a write to a namespace without any skips the quota admission.
+    pub(crate) resource_quotas: followed::Followed,
     ingress_classes: followed::Followed,
     /// PersistentVolumes, for the Node authorizer (a kubelet reads the
     /// volumes of its pods' claims).
@@ -382,6 +386,8 @@ impl ApiServer {
             remote_discovery: Default::default(),
             storage_classes: Default::default(),
             priority_classes: Default::default(),
+            limit_ranges: Default::default(),
+            resource_quotas: Default::default(),
             ingress_classes: Default::default(),
             persistent_volumes: Default::default(),
         });
@@ -416,6 +422,18 @@ impl ApiServer {
             registry::of::<k8s_openapi::api::scheduling::v1::PriorityClass>(),
             rev,
             |s| &s.priority_classes,
+        );
+        followed::follow(
+            &srv,
+            registry::of::<k8s_openapi::api::core::v1::LimitRange>(),
+            rev,
+            |s| &s.limit_ranges,
+        );
+        followed::follow(
+            &srv,
+            registry::of::<k8s_openapi::api::core::v1::ResourceQuota>(),
+            rev,
+            |s| &s.resource_quotas,
         );
         followed::follow(
             &srv,

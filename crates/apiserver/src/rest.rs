@@ -358,6 +358,10 @@ impl ApiServer {
             .admit_create(self, &mut obj)
             .await
             .map_err(|why| ApiError::forbidden(info, &name, &why))?;
+        let obj_ns = info
+            .namespaced
+            .then(|| meta::namespace(&obj).unwrap_or("default").to_string());
+        self.limit_ranger_defaults(info, obj_ns.as_deref(), &mut obj);
         let attrs = |object| opts.attributes(info, ns, &name, Operation::Create, object, None);
         if let Some(a) = attrs(None) {
             obj = self.admit_mutating(&a, obj).await?;
@@ -384,10 +388,15 @@ impl ApiServer {
         self.pod_security(info, ns, &obj, None, &opts.warnings)
             .await?;
         self.check_namespace(info, ns, &name).await?;
+        self.limit_ranger_check(info, obj_ns.as_deref(), &name, &obj, None)?;
         let mut obj = normalize(info, obj, opts.field_validation, &opts.warnings)?;
         managed::carry_over(None, &mut obj);
         opts.track(None, &mut obj);
         let key = info.key(ns, &name);
+        // The ResourceQuota admission runs last: it charges what the write uses.
+        let charge = self
+            .charge_quota(info, obj_ns.as_deref(), &name, &obj, None, opts.dry_run)
+            .await?;
         if opts.dry_run {
             return match self.store.get(&key).await {
                 Ok(Some(_)) => Err(ApiError::already_exists(info, &name)),
@@ -395,13 +404,18 @@ impl ApiServer {
                 Err(e) => Err(store_err(info, &name, e)),
             };
         }
-        let allocated = strategy
-            .allocate(&self.alloc, &mut obj, None)
-            .map_err(|e| ApiError::invalid(info, &name, &[e]))?;
+        let allocated = match strategy.allocate(&self.alloc, &mut obj, None) {
+            Ok(a) => a,
+            Err(e) => {
+                self.release_quota(charge).await;
+                return Err(ApiError::invalid(info, &name, &[e]));
+            }
+        };
         match self.store.create(&key, encode(&obj)).await {
             Ok(rev) => Ok(with_rv(obj, rev)),
             Err(e) => {
                 strategy::release(&self.alloc, &allocated);
+                self.release_quota(charge).await;
                 Err(store_err(info, &name, e))
             }
         }
@@ -621,6 +635,10 @@ impl ApiServer {
             }
             self.pod_security(info, ns, &merged, Some(&old), &opts.warnings)
                 .await?;
+            let counted = matches!(mode, Mode::Main | Mode::Resize);
+            if mode == Mode::Main {
+                self.limit_ranger_check(info, ns, name, &merged, Some(&old))?;
+            }
             let mut merged = normalize(info, merged, opts.field_validation, &opts.warnings)?;
             managed::carry_over(Some(&old), &mut merged);
             // Compared with the old object's resourceVersion lent for the
@@ -642,6 +660,20 @@ impl ApiServer {
             let allocated = strategy
                 .allocate(&self.alloc, &mut merged, Some(&old))
                 .map_err(|e| ApiError::invalid(info, name, &[e]))?;
+            let charge = match counted {
+                true => {
+                    self.charge_quota(info, ns, name, &merged, Some(&old), false)
+                        .await
+                }
+                false => Ok(Default::default()),
+            };
+            let charge = match charge {
+                Ok(c) => c,
+                Err(e) => {
+                    strategy::release(&self.alloc, &allocated);
+                    return Err(e);
+                }
+            };
             // What this attempt took goes back if its write does not land.
             let give_back = || strategy::release(&self.alloc, &allocated);
             // The last finalizer removed from a deleting object completes the
@@ -666,10 +698,12 @@ impl ApiServer {
                     }
                     Err(StoreError::Conflict { .. }) => {
                         give_back();
+                        self.release_quota(charge).await;
                         continue;
                     }
                     Err(e) => {
                         give_back();
+                        self.release_quota(charge).await;
                         return Err(store_err(info, name, e));
                     }
                 }
@@ -680,6 +714,7 @@ impl ApiServer {
                 .await;
             if written.is_err() {
                 give_back();
+                self.release_quota(charge).await;
             }
             match written {
                 Ok(new_rev) => return Ok(with_rv(merged, new_rev)),

@@ -956,7 +956,7 @@ async fn discovery_version_and_openapi() {
         .any(|p| p["name"] == "fieldValidation"));
     assert_eq!(h.get("/healthz").await.0, 200);
     assert_eq!(
-        h.get("/api/v1/namespaces/default/resourcequotas").await.0,
+        h.get("/api/v1/namespaces/default/nosuchresources").await.0,
         404
     );
     let (code, ns) = h.get("/api/v1/namespaces/kube-system").await;

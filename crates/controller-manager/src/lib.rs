@@ -42,6 +42,7 @@ pub mod nodeipam;
 pub mod nodelifecycle;
 pub mod ownership;
 pub mod replicaset;
+pub mod resourcequota;
 pub mod rootcacert;
 pub mod serviceaccount;
 pub mod statefulset;
@@ -189,6 +190,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
         std::sync::Arc::new(cronjob::SystemClock),
     )?;
     let ttl = ttlafterfinished::TtlAfterFinishedController::new(client.clone(), &informers)?;
+    let quotas = resourcequota::ResourceQuotaController::new(client.clone(), &informers)?;
     let disruption = disruption::DisruptionController::new(client.clone(), &informers)?;
     let csr_approver = certificates::approver::CsrApprover::new(client.clone(), &informers)?;
     let claim_binder = volume::binder::ClaimBinder::new(
@@ -268,6 +270,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
         jobs.run(workers),
         cron_jobs.run(workers),
         ttl.run(workers),
+        quotas.run(workers),
         disruption.run(workers),
         csr_approver.run(workers),
         claim_binder.run(workers),

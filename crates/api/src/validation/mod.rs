@@ -171,6 +171,7 @@ mod mutating_policy;
 pub mod networking;
 mod pod;
 mod policy;
+mod quota;
 mod rbac;
 mod resize;
 mod service;
@@ -488,6 +489,8 @@ pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
         }
         "Service" => validate_service(obj, old, &mut errs),
         "PriorityClass" => validate_priority_class(obj, old, &mut errs),
+        "ResourceQuota" => quota::validate_resource_quota(obj, &mut errs),
+        "LimitRange" => quota::validate_limit_range(obj, &mut errs),
         "PodTemplate" => validate_pod_spec(
             obj.pointer("/template/spec").unwrap_or(&Value::Null),
             "template.spec",

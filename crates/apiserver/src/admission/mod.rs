@@ -15,6 +15,7 @@
 mod matching;
 mod mutating_policy;
 mod policy;
+pub mod quota;
 mod webhook;
 
 use crate::auth::UserInfo;

@@ -510,6 +510,34 @@ pub mod rows {
         vec![json!(keys("/data") + keys("/binaryData")), json!(age(o))]
     }
 
+    /// ResourceQuota: its age, then `resource: used/hard` of every limited
+    /// resource, the `limits.*` ones in their own column (kubectl's order:
+    /// by name).
+    pub fn resource_quota(o: &Value) -> Vec<Value> {
+        let hard = minik8s_api::quota::resource_list(o.pointer("/status/hard"));
+        let used = minik8s_api::quota::resource_list(o.pointer("/status/used"));
+        let (mut requests, mut limits) = (Vec::new(), Vec::new());
+        for (r, h) in &hard {
+            let u = used.get(r).copied().unwrap_or_default();
+            let cell = format!("{r}: {u}/{h}");
+            if r.split('.').next() == Some("limits") && r.contains('.') {
+                limits.push(cell);
+            } else {
+                requests.push(cell);
+            }
+        }
+        vec![
+            json!(age(o)),
+            json!(requests.join(", ")),
+            json!(limits.join(", ")),
+        ]
+    }
+
+    /// LimitRange: when it was created (RFC 3339, UTC).
+    pub fn limit_range(o: &Value) -> Vec<Value> {
+        vec![json!(s(o.pointer("/metadata/creationTimestamp")))]
+    }
+
     /// Secret: its type and how many keys.
     pub fn secret(o: &Value) -> Vec<Value> {
         let keys = o
