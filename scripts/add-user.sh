@@ -4,6 +4,7 @@
 #
 #   scripts/add-user.sh NAME [--namespace NS] [--group G] [--server https://MASTER:6443] [--out FILE]
 #                            [--level restricted|baseline|privileged] [--pki-dir /var/lib/minik8s/pki]
+#                            [--quota pods=10,requests.cpu=2,requests.memory=4Gi]
 #
 # Hand the kubeconfig (default ./NAME.kubeconfig) to the student: `KUBECONFIG=NAME.kubeconfig kubectl get pods`.
 # doc/security.md explains what the student may do and why.

@@ -12,7 +12,7 @@
 //! ```text
 //!  quota added / spec changed ─┐
 //!  pod|service|claim deleted ──┼─▶ reconcile(quota) ─▶ recount (quota::recount) ─▶ PUT status
-//!  every 60 s ─────────────────┘       pods, services, claims: caches; other kinds: LIST
+//!  every 60 s (10 s) ──────────┘       pods, services, claims: caches; other kinds: LIST
 //! ```
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ResourceQuota, Service};
@@ -31,6 +31,15 @@ use std::time::Duration;
 
 /// How often every quota is recounted even without a trigger.
 pub const RESYNC: Duration = Duration::from_secs(60);
+/// How often a quota counting kinds not watched here (ConfigMaps,
+/// Deployments, custom resources…) is recounted: their deletions are seen
+/// only this way.
+pub const RESYNC_UNWATCHED: Duration = Duration::from_secs(10);
+
+/// Whether the controller watches this kind's objects (and so sees deletions).
+fn watched(plural: &str, group: &str) -> bool {
+    group.is_empty() && ["pods", "services", "persistentvolumeclaims"].contains(&plural)
+}
 
 pub struct ResourceQuotaController {
     client: Client,
@@ -141,17 +150,40 @@ impl ResourceQuotaController {
             ("", "persistentvolumeclaims") => return Ok(Some(Self::cached(&self.claims, ns))),
             _ => {}
         }
-        let Some(info) = REGISTRY
+        let list = match REGISTRY
             .iter()
             .find(|r| r.group == group && r.plural == plural && r.namespaced)
-        else {
-            return Ok(None);
+        {
+            Some(info) => {
+                self.client
+                    .dynamic(info, Some(ns))
+                    .list(&ListParams::default())
+                    .await?
+            }
+            // A custom resource: its group's preferred version, from discovery.
+            None if !group.is_empty() => {
+                let discovered = self.client.get_json(&format!("/apis/{group}")).await;
+                let gv = match discovered {
+                    Ok(g) => g
+                        .pointer("/preferredVersion/groupVersion")
+                        .and_then(Value::as_str)
+                        .map(String::from),
+                    Err(e) if e.is_not_found() => None,
+                    Err(e) => return Err(e),
+                };
+                let Some(gv) = gv else { return Ok(None) };
+                match self
+                    .client
+                    .get_json(&format!("/apis/{gv}/namespaces/{ns}/{plural}"))
+                    .await
+                {
+                    Ok(l) => l,
+                    Err(e) if e.is_not_found() => return Ok(None),
+                    Err(e) => return Err(e),
+                }
+            }
+            None => return Ok(None),
         };
-        let list = self
-            .client
-            .dynamic(info, Some(ns))
-            .list(&ListParams::default())
-            .await?;
         Ok(Some(
             list.get("items")
                 .and_then(Value::as_array)
@@ -177,7 +209,12 @@ impl Reconciler for ResourceQuotaController {
         let hard = quota::resource_list(qv.pointer("/spec/hard"));
         let names = hard.keys().cloned().collect();
         let mut fetched = BTreeMap::new();
-        for (plural, group) in quota::kinds_counted(&names) {
+        let kinds = quota::kinds_counted(&names);
+        let resync = match kinds.iter().all(|(p, g)| watched(p, g)) {
+            true => RESYNC,
+            false => RESYNC_UNWATCHED,
+        };
+        for (plural, group) in kinds {
             let objs = self.objects(&ns, &plural, &group).await?;
             fetched.insert((plural, group), objs);
         }
@@ -209,7 +246,7 @@ impl Reconciler for ResourceQuotaController {
                 Err(e) => return Err(e),
             }
         }
-        Ok(Action::RequeueAfter(RESYNC))
+        Ok(Action::RequeueAfter(resync))
     }
 }
 

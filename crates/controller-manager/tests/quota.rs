@@ -191,6 +191,50 @@ async fn quotas_and_limit_ranges_as_kubernetes_applies_them() {
         "{out}"
     );
 
+    // Custom resources are counted too (listed through discovery).
+    let crd = manifest(
+        &dir,
+        "crd",
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.example.com\nspec:\n  group: example.com\n  scope: Namespaced\n  names: {plural: widgets, kind: Widget}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n",
+    );
+    ok(url, &["create", "-f", &crd]);
+    ok(
+        url,
+        &[
+            "create",
+            "quota",
+            "widgets",
+            "--hard=count/widgets.example.com=1",
+            "-n",
+            "student1",
+        ],
+    );
+    used_becomes(url, "student1", "widgets", "count/widgets.example.com", "0").await;
+    let widget = |name: &str| {
+        manifest(
+            &dir,
+            name,
+            &format!("apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: {name}\n  namespace: student1\n"),
+        )
+    };
+    let (w1, w2) = (widget("w1"), widget("w2"));
+    until("the Widget kind is served", 20, || async {
+        let (created, out) = kubectl(url, &["create", "-f", &w1]);
+        if created {
+            Ok(())
+        } else {
+            Err(out)
+        }
+    })
+    .await;
+    let (created, out) = kubectl(url, &["create", "-f", &w2]);
+    assert!(!created);
+    assert!(out.contains("exceeded quota: widgets"), "{out}");
+    ok(url, &["delete", "widget", "w1", "-n", "student1"]);
+    // A deleted custom object is given back at the controller's next recount.
+    used_becomes(url, "student1", "widgets", "count/widgets.example.com", "0").await;
+    ok(url, &["create", "-f", &w2]);
+
     // Bad quotas are refused with the field path.
     let (created, out) = kubectl(
         url,

@@ -45,6 +45,7 @@ async fn add_user_makes_a_confined_student() {
                 .arg(&pki)
                 .arg("--out")
                 .arg(&conf)
+                .args(["--quota", "pods=10,requests.cpu=2"])
                 .env("MINIK8S_BIN", bin_dir)
                 .output()
                 .unwrap()
@@ -60,6 +61,10 @@ async fn add_user_makes_a_confined_student() {
     );
     assert!(
         said.contains("namespace/alice created (pod security: restricted)"),
+        "{said}"
+    );
+    assert!(
+        said.contains("resourcequota/alice-quota created (pods=10,requests.cpu=2)"),
         "{said}"
     );
 
@@ -112,6 +117,8 @@ async fn add_user_makes_a_confined_student() {
             kubectl(&conf, &["create", "deployment", "web", "--image=nginx"]),
             kubectl(&conf, &["get", "pods", "-n", "default"]),
             kubectl(&conf, &["auth", "can-i", "--list"]),
+            kubectl(&conf, &["get", "quota", "alice-quota", "-o", "jsonpath={.spec.hard}"]),
+            kubectl(&conf, &["auth", "can-i", "delete", "resourcequotas"]),
         ];
         let manifest = conf.with_file_name("priv.yaml");
         std::fs::write(&manifest, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: busybox, securityContext: {privileged: true}}]}\n").unwrap();
@@ -132,6 +139,13 @@ async fn add_user_makes_a_confined_student() {
         "{}",
         results[2].1
     );
+    // The student sees the quota and cannot change it.
+    assert_eq!(
+        results[3].1, r#"{"pods":"10","requests.cpu":"2"}"#,
+        "{}",
+        results[3].2
+    );
+    assert_eq!(results[4].1.trim(), "no");
     assert!(!privileged.0);
     assert!(
         privileged.2.contains(

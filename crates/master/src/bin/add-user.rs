@@ -6,6 +6,8 @@
 //!  RoleBinding NAME-edit       ClusterRole edit → User NAME, in that namespace only
 //!  NAME.kubeconfig             a client certificate (CN=NAME, O=--group) from the cluster CA,
 //!                              the server, and the namespace as the context's default
+//!  ResourceQuota NAME-quota    with --quota pods=10,requests.cpu=2,...: the student's share
+//!                              (read-only to the student: `edit` may only view quotas)
 //! ```
 //!
 //! It needs the cluster PKI (the CA's key signs the certificate) and the
@@ -48,6 +50,25 @@ struct Args {
     /// Days the certificate is valid.
     #[arg(long, default_value_t = 365)]
     days: i64,
+    /// A ResourceQuota for the namespace, as `kubectl create quota --hard`
+    /// takes it: `pods=10,requests.cpu=2,requests.memory=4Gi`.
+    #[arg(long)]
+    quota: Option<String>,
+}
+
+/// `pods=10,requests.cpu=2` as a resource list.
+fn parse_hard(spec: &str) -> anyhow::Result<serde_json::Map<String, serde_json::Value>> {
+    let mut hard = serde_json::Map::new();
+    for pair in spec.split(',').filter(|p| !p.trim().is_empty()) {
+        let (k, v) = pair
+            .split_once('=')
+            .with_context(|| format!("--quota: {pair:?} is not resource=quantity"))?;
+        if minik8s_api::amount::Amount::parse(v).is_none() {
+            anyhow::bail!("--quota: {v:?} (for {k}) is not a quantity");
+        }
+        hard.insert(k.trim().to_string(), json!(v.trim()));
+    }
+    Ok(hard)
 }
 
 #[tokio::main]
@@ -97,6 +118,27 @@ async fn main() -> anyhow::Result<()> {
             println!("rolebinding.rbac.authorization.k8s.io/{binding} kept")
         }
         Err(e) => return Err(e).context("creating the RoleBinding"),
+    }
+
+    if let Some(spec) = &args.quota {
+        let hard = parse_hard(spec)?;
+        let name = format!("{}-quota", args.name);
+        let quotas = admin.dynamic(
+            registry::of::<k8s_openapi::api::core::v1::ResourceQuota>(),
+            Some(&ns),
+        );
+        let quota = json!({"apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": {"name": name, "namespace": ns}, "spec": {"hard": hard}});
+        match quotas.create(&quota).await {
+            Ok(_) => println!("resourcequota/{name} created ({spec})"),
+            Err(e) if e.api().is_some_and(|a| a.is_already_exists()) => {
+                let mut current = quotas.get(&name).await?;
+                current["spec"]["hard"] = json!(hard);
+                quotas.replace(&name, &current).await?;
+                println!("resourcequota/{name} updated ({spec})");
+            }
+            Err(e) => return Err(e).context("creating the ResourceQuota"),
+        }
     }
 
     let pki = minik8s_pki::Ca::load(&args.pki_dir)?;
