@@ -19,16 +19,10 @@ pub fn not_honoured(spec: &Value, path: &str) -> Vec<String> {
         Some(Value::Null) | None => false,
         Some(_) => true,
     };
-    let pod_fields = [
-        (
-            "priorityClassName",
-            "the priority is set, but the scheduler neither orders nor preempts by it",
-        ),
-        (
-            "runtimeClassName",
-            "the node's default runtime runs the pod",
-        ),
-    ];
+    let pod_fields = [(
+        "priorityClassName",
+        "the priority is set, but the scheduler neither orders nor preempts by it",
+    )];
     for (field, what) in pod_fields {
         if set(field) {
             note(format!("{path}.{field}"), what);

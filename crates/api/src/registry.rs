@@ -283,6 +283,18 @@ pub static REGISTRY: &[ResourceInfo] = &[
         columns: PODTEMPLATE_COLUMNS,
     },
     ResourceInfo {
+        group: "node.k8s.io",
+        version: "v1",
+        kind: "RuntimeClass",
+        plural: "runtimeclasses",
+        singular: "runtimeclass",
+        short_names: &[],
+        namespaced: false,
+        subresources: &[],
+        categories: &[],
+        columns: RUNTIMECLASS_COLUMNS,
+    },
+    ResourceInfo {
         group: "",
         version: "v1",
         kind: "ResourceQuota",

@@ -504,6 +504,7 @@ mod tests {
             image_id: String::new(),
             state,
             ip: None,
+            runtime_handler: None,
         }
     }
 

@@ -342,6 +342,7 @@ mod tests {
             image_id: "sha".into(),
             state,
             ip: None,
+            runtime_handler: None,
         }
     }
 

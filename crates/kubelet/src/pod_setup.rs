@@ -9,7 +9,8 @@ use crate::actions::ContainerStart;
 use crate::config_data::{self, Kind, PodConfig};
 use crate::runtime::{
     ContainerInfo, ContainerSpec, Mount, SandboxSpec, LABEL_CONTAINER, LABEL_HASH, LABEL_HOST_IP,
-    LABEL_NODE, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_RESTARTS, SANDBOX,
+    LABEL_NODE, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID, LABEL_RESTARTS,
+    LABEL_RUNTIME_HANDLER, SANDBOX,
 };
 use crate::Kubelet;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret};
@@ -317,6 +318,7 @@ impl Kubelet {
                 .as_ref()
                 .and_then(crate::pod_cgroup::pod_limits)
                 .map(|_| crate::pod_cgroup::parent(uid)),
+            runtime_handler: sandbox.runtime_handler.clone(),
         })
     }
 
@@ -458,6 +460,17 @@ impl Kubelet {
             Some(limits) => Some(self.runtime.pod_cgroup(uid, &limits).await?),
             None => None,
         };
+        let runtime_handler = match self.runtime_handler(pod).await {
+            Ok(h) => h,
+            Err(e) => {
+                let message = format!("Failed to create pod sandbox: {e}");
+                self.warning_event(pod, "FailedCreatePodSandBox", message.clone());
+                anyhow::bail!(message);
+            }
+        };
+        if let Some(h) = &runtime_handler {
+            labels.insert(LABEL_RUNTIME_HANDLER.to_string(), h.clone());
+        }
         let sandbox = SandboxSpec {
             image: self.config.pause_image.clone(),
             hostname,
@@ -466,11 +479,42 @@ impl Kubelet {
             sysctls: crate::pod_host::sysctls(spec),
             labels,
             cgroup_parent,
+            runtime_handler,
         };
-        Ok(self
+        let started = self
             .runtime
             .run_sandbox(&docker_name(pod, SANDBOX, 0), &sandbox)
-            .await?)
+            .await;
+        if let (Err(e), Some(h)) = (&started, &sandbox.runtime_handler) {
+            // The node's runtime does not know the handler: said as Kubernetes says it.
+            self.warning_event(
+                pod,
+                "FailedCreatePodSandBox",
+                format!("Failed to create pod sandbox: runtime handler {h:?}: {e}"),
+            );
+        }
+        Ok(started?)
+    }
+
+    /// The handler of the pod's RuntimeClass (None: the node's default runtime).
+    async fn runtime_handler(&self, pod: &Pod) -> anyhow::Result<Option<String>> {
+        let Some(name) = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.runtime_class_name.as_deref())
+            .filter(|n| !n.is_empty())
+        else {
+            return Ok(None);
+        };
+        let classes: minik8s_client::Api<k8s_openapi::api::node::v1::RuntimeClass> =
+            minik8s_client::Api::all(&self.client);
+        match classes.get(name).await {
+            Ok(class) => Ok(Some(class.handler)),
+            Err(e) if e.is_not_found() => {
+                anyhow::bail!("runtimeclass.node.k8s.io {name:?} not found")
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The Service variables of the pod's containers, from the Service

@@ -497,6 +497,7 @@ mod tests {
                 started_at: String::new(),
             },
             ip: None,
+            runtime_handler: None,
         }
     }
 

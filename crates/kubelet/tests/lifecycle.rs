@@ -14,7 +14,8 @@ mod pod_host;
 mod resources;
 
 use pod_host::{
-    host_namespaces_and_shared_pid, hosts_sysctls_and_downward_resources, seccomp_and_apparmor,
+    host_namespaces_and_shared_pid, hosts_sysctls_and_downward_resources, runtime_classes,
+    seccomp_and_apparmor,
 };
 use resources::{in_place_resize, local_storage_eviction, pod_level_resources};
 
@@ -773,6 +774,7 @@ async fn the_pod_lifecycle_as_kubernetes_runs_it() {
         spawn!(host_namespaces_and_shared_pid),
         spawn!(hosts_sysctls_and_downward_resources),
         spawn!(seccomp_and_apparmor),
+        spawn!(runtime_classes),
         spawn!(local_storage_eviction),
     ];
     for outcome in futures::future::join_all(scenarios).await {

@@ -336,3 +336,14 @@ fn an_ingress_rules_http_is_inline_in_json() {
         .expect("Ingress has a message");
     assert_eq!(decode_object(&body).unwrap(), ingress);
 }
+
+#[test]
+fn a_pod_with_runtime_class_and_overhead_round_trips() {
+    let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"runtimeClassName": "plain", "overhead": {"cpu": "10m"}, "nodeName": "n",
+                 "containers": [{"name": "c", "image": "busybox"}]}});
+    let bytes = encode_object(&pod).unwrap().unwrap();
+    let back = decode_object(&bytes).unwrap();
+    assert_eq!(back["spec"]["overhead"], pod["spec"]["overhead"]);
+    assert_eq!(back["spec"]["runtimeClassName"], "plain");
+}

@@ -37,6 +37,7 @@ pub(super) const ENDPOINTS_COLUMNS: &[Column] = &[col("Endpoints", 0), col("Age"
 pub(super) const RESOURCEQUOTA_COLUMNS: &[Column] =
     &[col("Age", 0), col("Request", 0), col("Limit", 0)];
 pub(super) const LIMITRANGE_COLUMNS: &[Column] = &[col("Created At", 0)];
+pub(super) const RUNTIMECLASS_COLUMNS: &[Column] = &[col("Handler", 0), col("Age", 0)];
 pub(super) const CONFIGMAP_COLUMNS: &[Column] = &[col("Data", 0), col("Age", 0)];
 pub(super) const PRIORITYCLASS_COLUMNS: &[Column] = &[
     col("Value", 0),

@@ -472,6 +472,45 @@ fn validate_priority_class(obj: &Value, old: Option<&Value>, errs: &mut Errors) 
     }
 }
 
+/// Kubernetes' `ValidateRuntimeClass`: a handler that is a DNS label, fixed
+/// once created; overhead amounts not negative.
+fn validate_runtime_class(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+    match obj.get("handler").and_then(Value::as_str) {
+        None | Some("") => errs.push(FieldError::required("handler", "")),
+        Some(h) => {
+            if let Some(msg) = crate::names::dns1123_label_error(h) {
+                errs.push(FieldError::invalid("handler", &serde_json::json!(h), msg));
+            }
+        }
+    }
+    for (k, v) in obj
+        .pointer("/overhead/podFixed")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        if v.as_str()
+            .and_then(crate::amount::Amount::parse)
+            .is_some_and(|a| a.is_negative())
+        {
+            errs.push(FieldError::invalid(
+                format!("overhead.podFixed[{k}]"),
+                v,
+                "must be greater than or equal to 0",
+            ));
+        }
+    }
+    if let Some(old) = old {
+        if old.get("handler") != obj.get("handler") {
+            errs.push(FieldError::invalid(
+                "handler",
+                obj.get("handler").unwrap_or(&Value::Null),
+                "field is immutable",
+            ));
+        }
+    }
+}
+
 /// Validates a kind's object; `old` is the stored object on update.
 pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
     let mut errs = Vec::new();
@@ -491,6 +530,7 @@ pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
         "PriorityClass" => validate_priority_class(obj, old, &mut errs),
         "ResourceQuota" => quota::validate_resource_quota(obj, &mut errs),
         "LimitRange" => quota::validate_limit_range(obj, &mut errs),
+        "RuntimeClass" => validate_runtime_class(obj, old, &mut errs),
         "PodTemplate" => validate_pod_spec(
             obj.pointer("/template/spec").unwrap_or(&Value::Null),
             "template.spec",

@@ -29,6 +29,7 @@ mod pod;
 pub mod priority;
 mod rbac;
 mod replication_controller;
+mod runtime_class;
 mod secret;
 mod serverless;
 mod service;
@@ -506,6 +507,7 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         core::ReplicationController => replica_set with replication_controller::Lifecycle;
         core::PodTemplate => pod_template;
         k8s_openapi::api::scheduling::v1::PriorityClass => priority_class with priority::Lifecycle;
+        k8s_openapi::api::node::v1::RuntimeClass => runtime_class;
         core::ResourceQuota => resource_quota;
         core::LimitRange => limit_range;
         core::ConfigMap => config_map;

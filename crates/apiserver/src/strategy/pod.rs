@@ -73,6 +73,7 @@ impl super::Strategy for Lifecycle {
                     .and_then(Value::as_bool);
                 crate::auth::serviceaccount::add_token_volume(pod, automount);
             }
+            super::runtime_class::admit_pod(srv, pod).await?;
             super::priority::admit_pod(srv, pod).await
         })
     }

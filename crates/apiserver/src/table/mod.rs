@@ -533,6 +533,11 @@ pub mod rows {
         ]
     }
 
+    /// RuntimeClass: its handler and age.
+    pub fn runtime_class(o: &Value) -> Vec<Value> {
+        vec![json!(s(o.get("handler"))), json!(age(o))]
+    }
+
     /// LimitRange: when it was created (RFC 3339, UTC).
     pub fn limit_range(o: &Value) -> Vec<Value> {
         vec![json!(s(o.pointer("/metadata/creationTimestamp")))]

@@ -114,6 +114,7 @@ fn container_config(spec: &ContainerSpec) -> Config<String> {
             ipc_mode: Some(ipc_mode),
             pid_mode,
             cgroup_parent: spec.cgroup_parent.clone(),
+            runtime: spec.runtime_handler.clone(),
             binds: Some(binds),
             nano_cpus: spec.nano_cpus,
             memory: spec.memory_limit_bytes,
@@ -399,6 +400,7 @@ impl ContainerRuntime for DockerRuntime {
                 pid_mode: ns.host_pid.then(|| "host".to_string()),
                 sysctls: (!sysctls.is_empty()).then_some(sysctls),
                 cgroup_parent: spec.cgroup_parent.clone(),
+                runtime: spec.runtime_handler.clone(),
                 ..Default::default()
             }),
             ..Default::default()

@@ -32,6 +32,9 @@ pub const LABEL_NODE: &str = "io.minik8s.node";
 /// On a host-network sandbox: the node's IP, which is the pod's (Docker
 /// reports no address for a container on the host's network).
 pub const LABEL_HOST_IP: &str = "io.minik8s.pod.host-network-ip";
+/// On a sandbox: the RuntimeClass handler its pod runs with, so containers
+/// started later (after a kubelet restart too) use the same runtime.
+pub const LABEL_RUNTIME_HANDLER: &str = "io.minik8s.pod.runtime-handler";
 /// The container name of a pod's sandbox (pause) container.
 pub const SANDBOX: &str = "POD";
 
@@ -62,6 +65,9 @@ pub struct ContainerInfo {
     pub state: State,
     /// The sandbox's IP on the pod network (sandbox only).
     pub ip: Option<String>,
+    /// The RuntimeClass handler the pod runs with (sandbox only; its
+    /// containers are started with the same).
+    pub runtime_handler: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +106,7 @@ impl ContainerInfo {
             image_id: String::new(),
             state,
             ip: labels.get(LABEL_HOST_IP).cloned(),
+            runtime_handler: labels.get(LABEL_RUNTIME_HANDLER).cloned(),
         }
     }
 }
@@ -130,6 +137,8 @@ pub struct SandboxSpec {
     pub labels: HashMap<String, String>,
     /// The pod's own cgroup (pod-level resources), see [`crate::pod_cgroup`].
     pub cgroup_parent: Option<String>,
+    /// The runtime (Docker's `--runtime`) of the pod's RuntimeClass handler.
+    pub runtime_handler: Option<String>,
 }
 
 /// A host path mounted into a container.
@@ -176,6 +185,8 @@ pub struct ContainerSpec {
     pub stop_signal: Option<String>,
     /// The pod's own cgroup (pod-level resources), see [`crate::pod_cgroup`].
     pub cgroup_parent: Option<String>,
+    /// The runtime (Docker's `--runtime`) of the pod's RuntimeClass handler.
+    pub runtime_handler: Option<String>,
 }
 
 /// A container's cgroup limits as the runtime sets them.

@@ -200,3 +200,86 @@ pub(super) async fn seccomp_and_apparmor(c: &Cluster) {
         );
     }
 }
+
+/// RuntimeClass: the class's handler is the pod's Docker runtime (sandbox
+/// and containers), its overhead the pod's; a handler the node lacks fails
+/// the sandbox with FailedCreatePodSandBox; an unknown class is refused.
+pub(super) async fn runtime_classes(c: &Cluster) {
+    let dir = tempfile::tempdir().unwrap();
+    let create = |name: &str, mut doc: Value| {
+        if doc["kind"] == "Pod" {
+            doc["spec"]["nodeName"] = json!(c.node);
+        }
+        let path = dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, doc.to_string()).unwrap();
+        let out = kubectl(c, &["create", "-f", path.to_str().unwrap()]);
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    for (name, handler) in [("plain", "runc"), ("absent", "no-such-runtime")] {
+        let class = json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": name},
+                           "handler": handler, "overhead": {"podFixed": {"cpu": "10m"}}});
+        let (ok, err) = create(name, class);
+        assert!(ok, "{err}");
+    }
+    let (ok, err) = create(
+        "rc-gone",
+        pod(
+            "rc-gone",
+            json!({"runtimeClassName": "gone", "containers": [busybox("c", "sleep 3600")]}),
+        ),
+    );
+    assert!(!ok);
+    assert!(
+        err.contains(r#"pods "rc-gone" is forbidden: pod rejected: RuntimeClass "gone" not found"#),
+        "{err}"
+    );
+    let (ok, err) = create(
+        "rc-runc",
+        pod(
+            "rc-runc",
+            json!({"runtimeClassName": "plain", "terminationGracePeriodSeconds": 1,
+                             "containers": [busybox("c", "sleep 3600")]}),
+        ),
+    );
+    assert!(ok, "{err}");
+    let (ok, err) = create(
+        "rc-absent",
+        pod(
+            "rc-absent",
+            json!({"runtimeClassName": "absent", "containers": [busybox("c", "sleep 3600")]}),
+        ),
+    );
+    assert!(ok, "{err}");
+    let p = c.wait_pod("rc-runc", "running", 60, all_ready).await;
+    assert_eq!(p["spec"]["overhead"], json!({"cpu": "10m"}));
+    let ids = c
+        .dockerd
+        .docker(&["ps", "-q", "--filter", "label=io.minik8s.pod.name=rc-runc"]);
+    let ids: Vec<&str> = ids.split_whitespace().collect();
+    assert_eq!(ids.len(), 2, "the sandbox and the container: {ids:?}");
+    for id in ids {
+        let runtime = c
+            .dockerd
+            .docker(&["inspect", "-f", "{{.HostConfig.Runtime}}", id]);
+        assert_eq!(runtime.trim(), "runc");
+    }
+    minik8s_testkit::poll(
+        60,
+        Duration::from_millis(500),
+        "FailedCreatePodSandBox",
+        || async {
+            let reasons = event_fields(c, "rc-absent", "message");
+            match reasons
+                .iter()
+                .find(|m| m.starts_with("Failed to create pod sandbox"))
+            {
+                Some(m) if m.contains("no-such-runtime") => Ok(()),
+                _ => Err(format!("{reasons:?}")),
+            }
+        },
+    )
+    .await;
+}
