@@ -245,17 +245,10 @@ pub fn validate_pod(lr: &Value, pod: &Value) -> Vec<String> {
     let mut errs = Vec::new();
     let spec = pod.get("spec").unwrap_or(&Value::Null);
     for item in items(lr, "Container") {
-        for list in ["containers", "initContainers"] {
-            for c in spec
-                .get(list)
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let req = resource_list(c.pointer("/resources/requests"));
-                let lim = resource_list(c.pointer("/resources/limits"));
-                check_item(item, "Container", &req, &lim, &mut errs);
-            }
+        for c in crate::quota::app_and_init_containers(spec) {
+            let req = resource_list(c.pointer("/resources/requests"));
+            let lim = resource_list(c.pointer("/resources/limits"));
+            check_item(item, "Container", &req, &lim, &mut errs);
         }
     }
     for item in items(lr, "Pod") {

@@ -587,22 +587,15 @@ pub fn pod_constraints(required: &BTreeSet<String>, pod: &Value) -> Result<(), S
         .filter(|r| REQUIRED_OF_CONTAINERS.contains(r))
         .collect();
     let mut missing: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
-    for list in ["containers", "initContainers"] {
-        for c in spec
-            .get(list)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let has = compute_usage(
-                &parse_list(c.pointer("/resources/requests")),
-                &parse_list(c.pointer("/resources/limits")),
-            );
-            for r in &required {
-                if !has.contains_key(*r) {
-                    let name = c.get("name").and_then(Value::as_str).unwrap_or("");
-                    missing.entry(r).or_default().insert(name.to_string());
-                }
+    for c in app_and_init_containers(spec) {
+        let has = compute_usage(
+            &parse_list(c.pointer("/resources/requests")),
+            &parse_list(c.pointer("/resources/limits")),
+        );
+        for r in &required {
+            if !has.contains_key(*r) {
+                let name = c.get("name").and_then(Value::as_str).unwrap_or("");
+                missing.entry(r).or_default().insert(name.to_string());
             }
         }
     }
@@ -619,6 +612,13 @@ pub fn pod_constraints(required: &BTreeSet<String>, pod: &Value) -> Result<(), S
         })
         .collect();
     Err(format!("must specify {}", parts.join("; ")))
+}
+
+/// A pod spec's app containers, then its init containers.
+pub fn app_and_init_containers(spec: &Value) -> impl Iterator<Item = &Value> {
+    ["containers", "initContainers"]
+        .into_iter()
+        .flat_map(move |l| spec.get(l).and_then(Value::as_array).into_iter().flatten())
 }
 
 /// The request being admitted: the object (and the stored one on update).
