@@ -93,35 +93,28 @@ impl ResourceQuotaController {
                 }
                 _ => vec![],
             })?
-            .watches::<Pod, _>(informers, |r, ev| {
-                r.quotas_for(&ev.object().metadata, usage_changed(ev, "pods"))
-            })?
-            .watches::<Service, _>(informers, |r, ev| {
-                r.quotas_for(&ev.object().metadata, usage_changed(ev, "services"))
-            })?
+            .watches::<Pod, _>(informers, |r, ev| r.quotas_for(ev, "pods"))?
+            .watches::<Service, _>(informers, |r, ev| r.quotas_for(ev, "services"))?
             .watches::<PersistentVolumeClaim, _>(informers, |r, ev| {
-                r.quotas_for(
-                    &ev.object().metadata,
-                    usage_changed(ev, "persistentvolumeclaims"),
-                )
+                r.quotas_for(ev, "persistentvolumeclaims")
             })
     }
 
-    /// The keys of the quotas of an object's namespace, when its change matters.
-    fn quotas_for(
-        &self,
-        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-        changed: bool,
-    ) -> Vec<String> {
-        if !changed {
+    /// The keys of the quotas of an object's namespace, when its change
+    /// can lower its usage. The namespace's quotas are looked up first: a
+    /// change in a namespace without any (most pod status writes) costs no
+    /// usage computation.
+    fn quotas_for<K>(&self, ev: &Event<K>, plural: &str) -> Vec<String>
+    where
+        K: serde::Serialize
+            + k8s_openapi::Metadata<Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
+    {
+        let ns = ev.object().metadata().namespace.as_deref().unwrap_or("");
+        let quotas = self.quotas.by_index(NAMESPACE_INDEX, ns);
+        if quotas.is_empty() || !usage_changed(ev, plural) {
             return vec![];
         }
-        let ns = meta.namespace.as_deref().unwrap_or("");
-        self.quotas
-            .by_index(NAMESPACE_INDEX, ns)
-            .iter()
-            .map(|q| object_key(&q.metadata))
-            .collect()
+        quotas.iter().map(|q| object_key(&q.metadata)).collect()
     }
 
     fn cached<K>(cache: &Cache<K>, ns: &str) -> Vec<Value>

@@ -4,27 +4,15 @@
 
 mod common;
 
-use common::{cluster, kubectl, until};
+use common::{cluster, kubectl, kubectl_json, kubectl_ok, until};
 use serde_json::Value;
-
-fn ok(server: &str, args: &[&str]) -> String {
-    let (ok, out) = kubectl(server, args);
-    assert!(ok, "kubectl {}: {out}", args.join(" "));
-    out
-}
-
-fn get_json(server: &str, args: &[&str]) -> Value {
-    let mut all = vec!["get", "-o", "json"];
-    all.extend_from_slice(args);
-    serde_json::from_str(&ok(server, &all)).unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn imperative_create_commands_work_over_protobuf() {
     let (server, _client) = cluster("imp", 2).await;
     let url = server.url.as_str();
 
-    assert!(ok(url, &["create", "namespace", "lab"]).contains("namespace/lab created"));
+    assert!(kubectl_ok(url, &["create", "namespace", "lab"]).contains("namespace/lab created"));
     let ns = ["-n", "lab"];
     let with_ns = |args: &[&str]| -> Vec<String> {
         // Before the command: args after `--` belong to the container.
@@ -36,7 +24,7 @@ async fn imperative_create_commands_work_over_protobuf() {
     let run = |args: &[&str]| {
         let args = with_ns(args);
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        ok(url, &refs)
+        kubectl_ok(url, &refs)
     };
 
     // ConfigMap and Secret: map values, empty ones included; Secret bytes.
@@ -47,7 +35,7 @@ async fn imperative_create_commands_work_over_protobuf() {
         "--from-literal=color=blue",
         "--from-literal=empty=",
     ]);
-    let cm = get_json(url, &["configmap", "app-config", "-n", "lab"]);
+    let cm = kubectl_json(url, &["configmap", "app-config", "-n", "lab"]);
     assert_eq!(
         cm["data"],
         serde_json::json!({"color": "blue", "empty": ""})
@@ -59,7 +47,7 @@ async fn imperative_create_commands_work_over_protobuf() {
         "creds",
         "--from-literal=password=hunter2",
     ]);
-    let secret = get_json(url, &["secret", "creds", "-n", "lab"]);
+    let secret = kubectl_json(url, &["secret", "creds", "-n", "lab"]);
     assert_eq!(secret["data"]["password"], "aHVudGVyMg==");
     assert_eq!(secret["type"], "Opaque");
     run(&[
@@ -71,7 +59,7 @@ async fn imperative_create_commands_work_over_protobuf() {
         "--docker-username=u",
         "--docker-password=p",
     ]);
-    let pull = get_json(url, &["secret", "pull", "-n", "lab"]);
+    let pull = kubectl_json(url, &["secret", "pull", "-n", "lab"]);
     assert_eq!(pull["type"], "kubernetes.io/dockerconfigjson");
     // --from-file, and a TLS Secret from a certificate and its key.
     let files = tempfile::tempdir().unwrap();
@@ -83,7 +71,7 @@ async fn imperative_create_commands_work_over_protobuf() {
         "props",
         &format!("--from-file={}", props.display()),
     ]);
-    let props = get_json(url, &["configmap", "props", "-n", "lab"]);
+    let props = kubectl_json(url, &["configmap", "props", "-n", "lab"]);
     assert_eq!(props["data"]["app.properties"], "color=blue\n");
     let (cert, key) = (files.path().join("tls.crt"), files.path().join("tls.key"));
     let made = std::process::Command::new("openssl")
@@ -115,7 +103,7 @@ async fn imperative_create_commands_work_over_protobuf() {
         &format!("--cert={}", cert.display()),
         &format!("--key={}", key.display()),
     ]);
-    let tls = get_json(url, &["secret", "web-tls", "-n", "lab"]);
+    let tls = kubectl_json(url, &["secret", "web-tls", "-n", "lab"]);
     assert_eq!(tls["type"], "kubernetes.io/tls");
     assert!(tls["data"]["tls.crt"].is_string() && tls["data"]["tls.key"].is_string());
 
@@ -137,16 +125,16 @@ async fn imperative_create_commands_work_over_protobuf() {
         "--replicas=0",
     ]);
     until("web to have 3 available replicas", 60, || async {
-        let d = get_json(url, &["deployment", "web", "-n", "lab"]);
+        let d = kubectl_json(url, &["deployment", "web", "-n", "lab"]);
         (d["status"]["availableReplicas"] == 3)
             .then_some(())
             .ok_or(d["status"].to_string())
     })
     .await;
-    let idle = get_json(url, &["deployment", "idle", "-n", "lab"]);
+    let idle = kubectl_json(url, &["deployment", "idle", "-n", "lab"]);
     assert_eq!(idle["spec"]["replicas"], 0, "{idle}");
     // Defaults the server fills, as for a JSON body.
-    let web = get_json(url, &["deployment", "web", "-n", "lab"]);
+    let web = kubectl_json(url, &["deployment", "web", "-n", "lab"]);
     assert_eq!(web["spec"]["strategy"]["type"], "RollingUpdate");
     let container = &web["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["ports"][0]["containerPort"], 80);
@@ -155,7 +143,7 @@ async fn imperative_create_commands_work_over_protobuf() {
 
     // Services: create and expose.
     run(&["create", "service", "clusterip", "front", "--tcp=80:8080"]);
-    let front = get_json(url, &["service", "front", "-n", "lab"]);
+    let front = kubectl_json(url, &["service", "front", "-n", "lab"]);
     assert_eq!(front["spec"]["ports"][0]["targetPort"], 8080);
     assert!(
         front["spec"]["clusterIP"]
@@ -171,10 +159,10 @@ async fn imperative_create_commands_work_over_protobuf() {
         "--target-port=80",
         "--name=web-svc",
     ]);
-    let exposed = get_json(url, &["service", "web-svc", "-n", "lab"]);
+    let exposed = kubectl_json(url, &["service", "web-svc", "-n", "lab"]);
     assert_eq!(exposed["spec"]["selector"]["app"], "web");
     run(&["create", "service", "nodeport", "edge", "--tcp=80:80"]);
-    let edge = get_json(url, &["service", "edge", "-n", "lab"]);
+    let edge = kubectl_json(url, &["service", "edge", "-n", "lab"]);
     assert!(
         edge["spec"]["ports"][0]["nodePort"]
             .as_i64()
@@ -184,7 +172,7 @@ async fn imperative_create_commands_work_over_protobuf() {
 
     // ServiceAccount, a bare pod, Jobs and a CronJob.
     run(&["create", "serviceaccount", "robot"]);
-    get_json(url, &["serviceaccount", "robot", "-n", "lab"]);
+    kubectl_json(url, &["serviceaccount", "robot", "-n", "lab"]);
     // RBAC objects (stored and listed; enforcement is the security issue's).
     run(&[
         "create",
@@ -200,10 +188,10 @@ async fn imperative_create_commands_work_over_protobuf() {
         "--role=pod-reader",
         "--serviceaccount=lab:robot",
     ]);
-    let binding = get_json(url, &["rolebinding", "robot-reads", "-n", "lab"]);
+    let binding = kubectl_json(url, &["rolebinding", "robot-reads", "-n", "lab"]);
     assert_eq!(binding["roleRef"]["name"], "pod-reader");
     assert_eq!(binding["subjects"][0]["name"], "robot");
-    let role = get_json(url, &["role", "pod-reader", "-n", "lab"]);
+    let role = kubectl_json(url, &["role", "pod-reader", "-n", "lab"]);
     assert_eq!(
         role["rules"][0]["verbs"],
         serde_json::json!(["get", "list"])
@@ -222,7 +210,7 @@ async fn imperative_create_commands_work_over_protobuf() {
         "sleep",
         "3600",
     ]);
-    let one = get_json(url, &["pod", "one", "-n", "lab"]);
+    let one = kubectl_json(url, &["pod", "one", "-n", "lab"]);
     assert_eq!(one["spec"]["restartPolicy"], "Never");
     assert_eq!(
         one["spec"]["containers"][0]["args"],
@@ -237,7 +225,7 @@ async fn imperative_create_commands_work_over_protobuf() {
         "echo",
         "hi",
     ]);
-    let job = get_json(url, &["job", "once", "-n", "lab"]);
+    let job = kubectl_json(url, &["job", "once", "-n", "lab"]);
     assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "Never");
     run(&[
         "create",
@@ -250,7 +238,7 @@ async fn imperative_create_commands_work_over_protobuf() {
     ]);
     let out = run(&["create", "job", "manual", "--from=cronjob/tick"]);
     assert!(out.contains("job.batch/manual created"), "{out}");
-    let manual = get_json(url, &["job", "manual", "-n", "lab"]);
+    let manual = kubectl_json(url, &["job", "manual", "-n", "lab"]);
     assert_eq!(
         manual["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"],
         "manual"
@@ -266,7 +254,7 @@ async fn imperative_create_commands_work_over_protobuf() {
         "deployment/web",
         "--limits=cpu=200m,memory=64Mi",
     ]);
-    let web = get_json(url, &["deployment", "web", "-n", "lab"]);
+    let web = kubectl_json(url, &["deployment", "web", "-n", "lab"]);
     let container = &web["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["image"], "nginx:1.27");
     assert_eq!(container["env"][0]["value"], "fast");
@@ -274,7 +262,7 @@ async fn imperative_create_commands_work_over_protobuf() {
     run(&["label", "deployment", "web", "tier=front"]);
     run(&["annotate", "deployment", "web", "owner=class"]);
     run(&["scale", "deployment", "web", "--replicas=1"]);
-    let web = get_json(url, &["deployment", "web", "-n", "lab"]);
+    let web = kubectl_json(url, &["deployment", "web", "-n", "lab"]);
     assert_eq!(web["metadata"]["labels"]["tier"], "front");
     assert_eq!(web["metadata"]["annotations"]["owner"], "class");
     assert_eq!(web["spec"]["replicas"], 1);
@@ -292,14 +280,14 @@ async fn imperative_create_commands_work_over_protobuf() {
         out.contains("horizontalpodautoscaler.autoscaling/web autoscaled"),
         "{out}"
     );
-    let hpa = get_json(url, &["hpa", "web", "-n", "lab"]);
+    let hpa = kubectl_json(url, &["hpa", "web", "-n", "lab"]);
     assert_eq!(hpa["apiVersion"], "autoscaling/v2");
     assert_eq!(
         hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
         80
     );
     let v1_path = "/apis/autoscaling/v1/namespaces/lab/horizontalpodautoscalers/web";
-    let v1: Value = serde_json::from_str(&ok(url, &["get", "--raw", v1_path])).unwrap();
+    let v1: Value = serde_json::from_str(&kubectl_ok(url, &["get", "--raw", v1_path])).unwrap();
     assert_eq!(v1["apiVersion"], "autoscaling/v1");
     assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 80);
     assert_eq!(v1["spec"]["minReplicas"], 2);
@@ -311,7 +299,7 @@ async fn imperative_create_commands_work_over_protobuf() {
         "-p",
         r#"{"spec":{"maxReplicas":7}}"#,
     ]);
-    let hpa = get_json(url, &["hpa", "web", "-n", "lab"]);
+    let hpa = kubectl_json(url, &["hpa", "web", "-n", "lab"]);
     assert_eq!(hpa["spec"]["maxReplicas"], 7);
     assert_eq!(
         hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
@@ -410,7 +398,7 @@ async fn imperative_create_commands_work_over_protobuf() {
         "nginx=nginx:9",
         "--dry-run=server",
     ]);
-    let web = get_json(url, &["deployment", "web", "-n", "lab"]);
+    let web = kubectl_json(url, &["deployment", "web", "-n", "lab"]);
     assert_eq!(
         web["spec"]["template"]["spec"]["containers"][0]["image"],
         "nginx:1.27"
@@ -419,7 +407,7 @@ async fn imperative_create_commands_work_over_protobuf() {
         web["spec"]["replicas"], 1,
         "scale --dry-run=server changed replicas"
     );
-    get_json(url, &["deployment", "idle", "-n", "lab"]);
+    kubectl_json(url, &["deployment", "idle", "-n", "lab"]);
 }
 
 /// Raw protobuf on the wire: answers are protobuf when asked first, a

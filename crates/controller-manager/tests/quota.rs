@@ -7,20 +7,7 @@
 
 mod common;
 
-use common::{cluster, kubectl, table_line, until};
-use serde_json::Value;
-
-fn ok(server: &str, args: &[&str]) -> String {
-    let (ok, out) = kubectl(server, args);
-    assert!(ok, "kubectl {}: {out}", args.join(" "));
-    out
-}
-
-fn get_json(server: &str, args: &[&str]) -> Value {
-    let mut all = vec!["get", "-o", "json"];
-    all.extend_from_slice(args);
-    serde_json::from_str(&ok(server, &all)).unwrap()
-}
+use common::{cluster, kubectl, kubectl_json, kubectl_ok, table_line, until};
 
 fn manifest(dir: &tempfile::TempDir, name: &str, yaml: &str) -> String {
     let path = dir.path().join(name);
@@ -44,7 +31,7 @@ async fn used_becomes(url: &str, ns: &str, quota: &str, resource: &str, want: &s
         &format!("{quota}: used {resource} = {want}"),
         30,
         || async {
-            let q = get_json(url, &["resourcequota", quota, "-n", ns]);
+            let q = kubectl_json(url, &["resourcequota", quota, "-n", ns]);
             let got = q["status"]["used"][resource]
                 .as_str()
                 .unwrap_or("")
@@ -66,8 +53,8 @@ async fn quotas_and_limit_ranges_as_kubernetes_applies_them() {
     let dir = tempfile::tempdir().unwrap();
 
     // A quota of 2 pods and 500m CPU in a student's namespace.
-    ok(url, &["create", "namespace", "student1"]);
-    let out = ok(
+    kubectl_ok(url, &["create", "namespace", "student1"]);
+    let out = kubectl_ok(
         url,
         &[
             "create",
@@ -83,7 +70,7 @@ async fn quotas_and_limit_ranges_as_kubernetes_applies_them() {
 
     for (name, cpu) in [("p1", "200m"), ("p2", "200m")] {
         let f = manifest(&dir, name, &pod_yaml(name, "student1", &cpu_request(cpu)));
-        ok(url, &["create", "-f", &f]);
+        kubectl_ok(url, &["create", "-f", &f]);
     }
     used_becomes(url, "student1", "q", "requests.cpu", "400m").await;
     let third = manifest(
@@ -109,13 +96,13 @@ async fn quotas_and_limit_ranges_as_kubernetes_applies_them() {
     );
 
     // The table and describe, as kubectl prints them.
-    let table = ok(url, &["get", "quota", "-n", "student1"]);
+    let table = kubectl_ok(url, &["get", "quota", "-n", "student1"]);
     assert_eq!(table_line(&table, 0), ["NAME", "AGE", "REQUEST", "LIMIT"]);
     assert!(
         table.contains("pods: 2/2, requests.cpu: 400m/500m"),
         "{table}"
     );
-    let described = ok(url, &["describe", "quota", "q", "-n", "student1"]);
+    let described = kubectl_ok(url, &["describe", "quota", "q", "-n", "student1"]);
     let line = |name: &str| -> Vec<String> {
         described
             .lines()
@@ -131,7 +118,7 @@ async fn quotas_and_limit_ranges_as_kubernetes_applies_them() {
     );
 
     // A deletion gives the quota back; the third pod then fits.
-    ok(
+    kubectl_ok(
         url,
         &[
             "delete",
@@ -145,11 +132,11 @@ async fn quotas_and_limit_ranges_as_kubernetes_applies_them() {
     );
     used_becomes(url, "student1", "q", "pods", "1").await;
     used_becomes(url, "student1", "q", "requests.cpu", "200m").await;
-    ok(url, &["create", "-f", &third]);
+    kubectl_ok(url, &["create", "-f", &third]);
     used_becomes(url, "student1", "q", "requests.cpu", "300m").await;
 
     // Object counts: one Deployment at most.
-    ok(
+    kubectl_ok(
         url,
         &[
             "create",
@@ -161,7 +148,7 @@ async fn quotas_and_limit_ranges_as_kubernetes_applies_them() {
         ],
     );
     used_becomes(url, "student1", "objects", "count/deployments.apps", "0").await;
-    ok(
+    kubectl_ok(
         url,
         &[
             "create",
@@ -197,8 +184,8 @@ async fn quotas_and_limit_ranges_as_kubernetes_applies_them() {
         "crd",
         "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.example.com\nspec:\n  group: example.com\n  scope: Namespaced\n  names: {plural: widgets, kind: Widget}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n",
     );
-    ok(url, &["create", "-f", &crd]);
-    ok(
+    kubectl_ok(url, &["create", "-f", &crd]);
+    kubectl_ok(
         url,
         &[
             "create",
@@ -230,10 +217,10 @@ async fn quotas_and_limit_ranges_as_kubernetes_applies_them() {
     let (created, out) = kubectl(url, &["create", "-f", &w2]);
     assert!(!created);
     assert!(out.contains("exceeded quota: widgets"), "{out}");
-    ok(url, &["delete", "widget", "w1", "-n", "student1"]);
+    kubectl_ok(url, &["delete", "widget", "w1", "-n", "student1"]);
     // A deleted custom object is given back at the controller's next recount.
     used_becomes(url, "student1", "widgets", "count/widgets.example.com", "0").await;
-    ok(url, &["create", "-f", &w2]);
+    kubectl_ok(url, &["create", "-f", &w2]);
 
     // Bad quotas are refused with the field path.
     let (created, out) = kubectl(
@@ -249,14 +236,14 @@ async fn quotas_and_limit_ranges_as_kubernetes_applies_them() {
     );
 
     // A LimitRange gives a pod without resources its defaults.
-    ok(url, &["create", "namespace", "student2"]);
+    kubectl_ok(url, &["create", "namespace", "student2"]);
     let limits = manifest(
         &dir,
         "limits",
         "apiVersion: v1\nkind: LimitRange\nmetadata:\n  name: limits\n  namespace: student2\nspec:\n  limits:\n  - type: Container\n    default:\n      cpu: 300m\n      memory: 128Mi\n    defaultRequest:\n      cpu: 100m\n    max:\n      cpu: '1'\n",
     );
-    ok(url, &["create", "-f", &limits]);
-    let lr = get_json(url, &["limitrange", "limits", "-n", "student2"]);
+    kubectl_ok(url, &["create", "-f", &limits]);
+    let lr = kubectl_json(url, &["limitrange", "limits", "-n", "student2"]);
     // Defaulted as Kubernetes does: the memory request from the default limit.
     assert_eq!(lr["spec"]["limits"][0]["defaultRequest"]["memory"], "128Mi");
     let plain = manifest(&dir, "plain", &pod_yaml("plain", "student2", ""));
@@ -269,7 +256,7 @@ async fn quotas_and_limit_ranges_as_kubernetes_applies_them() {
         }
     })
     .await;
-    let pod = get_json(url, &["pod", "plain", "-n", "student2"]);
+    let pod = kubectl_json(url, &["pod", "plain", "-n", "student2"]);
     let res = &pod["spec"]["containers"][0]["resources"];
     assert_eq!(res["requests"]["cpu"], "100m", "{res}");
     assert_eq!(res["requests"]["memory"], "128Mi", "{res}");
@@ -295,7 +282,7 @@ async fn quotas_and_limit_ranges_as_kubernetes_applies_them() {
         ),
         "{out}"
     );
-    let described = ok(url, &["describe", "limitrange", "limits", "-n", "student2"]);
+    let described = kubectl_ok(url, &["describe", "limitrange", "limits", "-n", "student2"]);
     assert!(
         described
             .lines()

@@ -135,13 +135,12 @@ impl ApiServer {
                 .list(&prefix, None)
                 .await
                 .map_err(|e| store_err(qinfo, "", e))?;
-            let mut quotas = Vec::with_capacity(kvs.len());
+            let mut values = Vec::with_capacity(kvs.len());
             for kv in &kvs {
                 let q: Value = serde_json::from_slice(&kv.value)
                     .map_err(|e| ApiError::internal(format!("decoding a stored quota: {e}")))?;
-                quotas.push((kv.key.clone(), kv.mod_revision, q));
+                values.push(q);
             }
-            let values: Vec<Value> = quotas.iter().map(|(_, _, q)| q.clone()).collect();
             let updates =
                 quota::check(&values, &req).map_err(|why| ApiError::forbidden(info, name, &why))?;
             if dry_run || updates.is_empty() {
@@ -150,7 +149,7 @@ impl ApiServer {
             let mut charge = Charge::default();
             let mut conflict = false;
             for (i, used) in updates {
-                let (key, rev, q) = &quotas[i];
+                let (key, rev, q) = (&kvs[i].key, kvs[i].mod_revision, &values[i]);
                 let before = quota::resource_list(q.pointer("/status/used"));
                 let added: Usage = used
                     .iter()
@@ -163,7 +162,7 @@ impl ApiServer {
                     .collect();
                 let mut q = q.clone();
                 q["status"]["used"] = usage_json(&used);
-                match self.write_quota(key, &q, *rev).await {
+                match self.write_quota(key, &q, rev).await {
                     Ok(()) => charge.0.push((key.clone(), added)),
                     Err(StoreError::Conflict { .. }) => {
                         conflict = true;

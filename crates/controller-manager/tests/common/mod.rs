@@ -56,6 +56,20 @@ pub fn kubectl(server: &str, args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// Runs the real kubectl and fails the test unless it succeeds; its output.
+pub fn kubectl_ok(server: &str, args: &[&str]) -> String {
+    let (ok, out) = kubectl(server, args);
+    assert!(ok, "kubectl {}: {out}", args.join(" "));
+    out
+}
+
+/// `kubectl get -o json <args>`, parsed.
+pub fn kubectl_json(server: &str, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["get", "-o", "json"];
+    all.extend_from_slice(args);
+    serde_json::from_str(&kubectl_ok(server, &all)).unwrap()
+}
+
 /// The words of line `n` of kubectl's table output (0: the header).
 pub fn table_line(out: &str, n: usize) -> Vec<&str> {
     out.lines()
