@@ -13,21 +13,6 @@ pub fn not_honoured(spec: &Value, path: &str) -> Vec<String> {
     let mut note = |field: String, what: &str| {
         out.push(format!("{field}: not honoured by minik8s yet ({what})"))
     };
-    let set = |field: &str| match spec.get(field) {
-        Some(Value::Array(a)) => !a.is_empty(),
-        Some(Value::String(s)) => !s.is_empty(),
-        Some(Value::Null) | None => false,
-        Some(_) => true,
-    };
-    let pod_fields = [(
-        "priorityClassName",
-        "the priority is set, but the scheduler neither orders nor preempts by it",
-    )];
-    for (field, what) in pod_fields {
-        if set(field) {
-            note(format!("{path}.{field}"), what);
-        }
-    }
     if spec.get("hostUsers") == Some(&Value::Bool(false)) {
         note(
             format!("{path}.hostUsers"),

@@ -2,15 +2,85 @@
 //! processed once; a key is never handed to two workers at once (a key added
 //! while being processed is re-queued when the worker calls [`WorkQueue::done`]);
 //! failed keys come back after a per-key exponential delay; delayed adds.
+//! A queue made [`WorkQueue::ranked_by`] hands out the highest-ranked key
+//! first, oldest first among equals (the scheduler's active queue, ordered
+//! by pod priority as Kubernetes' `PrioritySort`).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
 
+/// The rank of a key: a higher rank is handed out first.
+pub type Ranker<T> = Arc<dyn Fn(&T) -> i64 + Send + Sync>;
+
+/// A key waiting in a ranked queue: by rank, then by arrival.
+struct Ranked<T> {
+    rank: i64,
+    seq: u64,
+    item: T,
+}
+
+impl<T> PartialEq for Ranked<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl<T> Eq for Ranked<T> {}
+impl<T> PartialOrd for Ranked<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<T> Ord for Ranked<T> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // A max-heap: the higher rank wins, then the earlier arrival.
+        self.rank
+            .cmp(&other.rank)
+            .then_with(|| other.seq.cmp(&self.seq))
+    }
+}
+
+/// Keys in the order they are handed out.
+enum Waiting<T> {
+    Fifo(VecDeque<T>),
+    Ranked(BinaryHeap<Ranked<T>>, u64),
+}
+
+impl<T> Waiting<T> {
+    fn push(&mut self, item: T, rank: i64) {
+        match self {
+            Waiting::Fifo(q) => q.push_back(item),
+            Waiting::Ranked(h, seq) => {
+                *seq += 1;
+                h.push(Ranked {
+                    rank,
+                    seq: *seq,
+                    item,
+                });
+            }
+        }
+    }
+
+    fn pop(&mut self) -> Option<T> {
+        match self {
+            Waiting::Fifo(q) => q.pop_front(),
+            Waiting::Ranked(h, _) => h.pop().map(|r| r.item),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Waiting::Fifo(q) => q.len(),
+            Waiting::Ranked(h, _) => h.len(),
+        }
+    }
+}
+
 struct Inner<T> {
-    queue: VecDeque<T>,
+    queue: Waiting<T>,
     /// Keys waiting to be processed (queued, or added again while processing).
     dirty: HashSet<T>,
     processing: HashSet<T>,
@@ -23,6 +93,7 @@ pub struct WorkQueue<T> {
     notify: Arc<Notify>,
     base_delay: Duration,
     max_delay: Duration,
+    ranker: Option<Ranker<T>>,
 }
 
 impl<T> Clone for WorkQueue<T> {
@@ -32,6 +103,7 @@ impl<T> Clone for WorkQueue<T> {
             notify: self.notify.clone(),
             base_delay: self.base_delay,
             max_delay: self.max_delay,
+            ranker: self.ranker.clone(),
         }
     }
 }
@@ -51,7 +123,7 @@ impl<T: Hash + Eq + Clone + Send + 'static> WorkQueue<T> {
     pub fn with_rate_limit(base_delay: Duration, max_delay: Duration) -> Self {
         WorkQueue {
             inner: Arc::new(Mutex::new(Inner {
-                queue: VecDeque::new(),
+                queue: Waiting::Fifo(VecDeque::new()),
                 dirty: HashSet::new(),
                 processing: HashSet::new(),
                 failures: HashMap::new(),
@@ -60,7 +132,27 @@ impl<T: Hash + Eq + Clone + Send + 'static> WorkQueue<T> {
             notify: Arc::new(Notify::new()),
             base_delay,
             max_delay,
+            ranker: None,
         }
+    }
+
+    /// The same queue handing out the key of highest `rank` first (oldest
+    /// first among equals). The rank is read when a key is queued, outside
+    /// the queue's lock, so `rank` may look keys up in a cache.
+    pub fn ranked_by(mut self, rank: impl Fn(&T) -> i64 + Send + Sync + 'static) -> Self {
+        let mut q = self.lock();
+        let waiting: Vec<T> = std::iter::from_fn(|| q.queue.pop()).collect();
+        q.queue = Waiting::Ranked(BinaryHeap::new(), 0);
+        for item in waiting {
+            q.queue.push(item, 0);
+        }
+        drop(q);
+        self.ranker = Some(Arc::new(rank));
+        self
+    }
+
+    fn rank(&self, item: &T) -> i64 {
+        self.ranker.as_ref().map_or(0, |r| r(item))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner<T>> {
@@ -68,6 +160,7 @@ impl<T: Hash + Eq + Clone + Send + 'static> WorkQueue<T> {
     }
 
     pub fn add(&self, item: T) {
+        let rank = self.rank(&item);
         let mut q = self.lock();
         if q.shutting_down || !q.dirty.insert(item.clone()) {
             return;
@@ -75,7 +168,7 @@ impl<T: Hash + Eq + Clone + Send + 'static> WorkQueue<T> {
         if q.processing.contains(&item) {
             return; // re-queued by done()
         }
-        q.queue.push_back(item);
+        q.queue.push(item, rank);
         drop(q);
         self.notify.notify_one();
     }
@@ -123,10 +216,10 @@ impl<T: Hash + Eq + Clone + Send + 'static> WorkQueue<T> {
             let notified = self.notify.notified();
             {
                 let mut q = self.lock();
-                if let Some(item) = q.queue.pop_front() {
+                if let Some(item) = q.queue.pop() {
                     q.dirty.remove(&item);
                     q.processing.insert(item.clone());
-                    let more = !q.queue.is_empty();
+                    let more = q.queue.len() > 0;
                     drop(q);
                     if more {
                         self.notify.notify_one();
@@ -145,10 +238,11 @@ impl<T: Hash + Eq + Clone + Send + 'static> WorkQueue<T> {
 
     /// Marks `item` processed; if it was added meanwhile it is queued again.
     pub fn done(&self, item: &T) {
+        let rank = self.rank(item);
         let mut q = self.lock();
         q.processing.remove(item);
         if q.dirty.contains(item) {
-            q.queue.push_back(item.clone());
+            q.queue.push(item.clone(), rank);
             drop(q);
             self.notify.notify_one();
         }
@@ -252,6 +346,24 @@ mod tests {
         assert_eq!(q.failures(&"x"), 2);
         q.forget(&"x");
         assert_eq!(q.failures(&"x"), 0);
+    }
+
+    #[tokio::test]
+    async fn ranked_queue_hands_out_the_highest_rank_first_then_the_oldest() {
+        let ranks: HashMap<&str, i64> = [("low", 1), ("high", 100), ("mid", 10), ("mid2", 10)]
+            .into_iter()
+            .collect();
+        let q = WorkQueue::new().ranked_by(move |k: &&str| ranks.get(k).copied().unwrap_or(0));
+        for k in ["low", "mid", "high", "mid2", "unranked"] {
+            q.add(k);
+        }
+        let mut order = Vec::new();
+        while !q.is_empty() {
+            let k = q.get().await.unwrap();
+            q.done(&k);
+            order.push(k);
+        }
+        assert_eq!(order, ["high", "mid", "mid2", "low", "unranked"]);
     }
 
     #[tokio::test]

@@ -62,9 +62,15 @@ impl Unfit {
 
 /// `0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't match Pod's node affinity/selector.`
 pub fn unschedulable_message(total: usize, reasons: &[Unfit]) -> String {
+    nodes_message(total, reasons.iter().map(Unfit::message))
+}
+
+/// Kubernetes' `FitError` text: each reason with how many nodes gave it, the
+/// `<count> <reason>` strings sorted.
+pub fn nodes_message(total: usize, reasons: impl Iterator<Item = String>) -> String {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for r in reasons {
-        *counts.entry(r.message()).or_default() += 1;
+        *counts.entry(r).or_default() += 1;
     }
     let mut parts: Vec<String> = counts
         .into_iter()
@@ -552,7 +558,7 @@ pub fn node_changed_for_scheduling(old: &Node, new: &Node) -> bool {
 
 /// Round-robin over nodes, as the seed Minik8s does: the first feasible node in
 /// queue order is chosen and moves to the back.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct RoundRobin {
     order: VecDeque<String>,
     /// The node names the queue was last brought in line with.

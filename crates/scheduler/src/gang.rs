@@ -30,7 +30,29 @@ pub(crate) struct Gang {
 }
 
 /// A member placed in a simulation: the pod, its node, its volume plan.
-type Placed = (Arc<Pod>, String, volumes::Plan);
+pub(crate) type Placed = (Arc<Pod>, String, volumes::Plan);
+
+/// Why a gang cannot be placed, and whether removing pods could change that.
+pub(crate) struct NoRoom {
+    pub message: String,
+    pub preemptable: bool,
+}
+
+impl NoRoom {
+    fn fixed(message: String) -> NoRoom {
+        NoRoom {
+            message,
+            preemptable: false,
+        }
+    }
+}
+
+/// The cluster a gang is placed on: per-node usage and the placed pods.
+#[derive(Clone)]
+pub(crate) struct Base {
+    pub usage: HashMap<String, Usage>,
+    pub placed: Vec<(Arc<Pod>, String)>,
+}
 
 impl Scheduler {
     /// The gang of `pod`, if it is in one of more than one pod.
@@ -99,13 +121,16 @@ impl Scheduler {
             return Ok(Outcome::Skipped);
         }
         let plan = match gang.min {
-            Err(why) => Err(format!("gang {group}: {why}")),
+            Err(why) => Err(NoRoom::fixed(format!("gang {group}: {why}"))),
             // The same words for every member until all exist: each pod's
             // condition is written once, not once per arriving sibling.
-            Ok(min) if bound + pending.len() < min => {
-                Err(format!("gang {group}: waiting for its {min} pods to exist"))
+            Ok(min) if bound + pending.len() < min => Err(NoRoom::fixed(format!(
+                "gang {group}: waiting for its {min} pods to exist"
+            ))),
+            Ok(_) => {
+                let base = self.base_for(pod, &pending);
+                self.place_gang(&group, &pending, &base, false)
             }
-            Ok(_) => self.place_gang(&group, &pending),
         };
         match plan {
             Ok(plan) => {
@@ -121,7 +146,15 @@ impl Scheduler {
                 self.pod_group_status(&ns, &group, Ok(count)).await;
                 Ok(node.map(Outcome::Bound).unwrap_or(Outcome::Skipped))
             }
-            Err(message) => {
+            Err(NoRoom {
+                mut message,
+                preemptable,
+            }) => {
+                if preemptable {
+                    if let Some(why) = self.preempt_for_gang(pod, &group, &pending).await? {
+                        message = format!("{message} {why}");
+                    }
+                }
                 for p in &pending {
                     let key = object_key(&p.metadata);
                     self.mark_unschedulable(p, &message).await?;
@@ -144,18 +177,38 @@ impl Scheduler {
     /// affinity among the members (a group kept in one topology domain) a
     /// greedy placement may pick a domain too small: then the first member
     /// is tried on every node in turn until the whole gang fits.
-    fn place_gang(&self, group: &str, pending: &[Arc<Pod>]) -> Result<Vec<Placed>, String> {
+    /// A dry run (`dry_run`) leaves the round-robin order as it was.
+    pub(crate) fn place_gang(
+        &self,
+        group: &str,
+        pending: &[Arc<Pod>],
+        base: &Base,
+        dry_run: bool,
+    ) -> Result<Vec<Placed>, NoRoom> {
         let list = self.node_list();
-        let first = self.simulate(group, pending, &list, None);
+        let first = self.simulate(group, pending, &list, None, base, dry_run);
         if first.is_ok() || !pending.iter().any(|p| filters::has_pod_affinity(p)) {
             return first;
         }
         for node in list.names.iter() {
-            if let Ok(plan) = self.simulate(group, pending, &list, Some(node)) {
+            if let Ok(plan) = self.simulate(group, pending, &list, Some(node), base, dry_run) {
                 return Ok(plan);
             }
         }
         first
+    }
+
+    /// What a gang's placement starts from: the placed pods and their usage,
+    /// with the room nominated pods of equal or higher priority keep.
+    pub(crate) fn base_for(&self, pod: &Pod, members: &[Arc<Pod>]) -> Base {
+        let keys: Vec<String> = members.iter().map(|p| object_key(&p.metadata)).collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let ledger = lock(&self.ledger);
+        let usage = self
+            .with_nominations(pod, &keys, &ledger.usage)
+            .unwrap_or_else(|| ledger.usage.clone());
+        let placed = ledger.placed(members.iter().any(|p| filters::has_pod_affinity(p)));
+        Base { usage, placed }
     }
 
     /// One simulated placement of `pending`, the first member on `first` if given.
@@ -165,39 +218,53 @@ impl Scheduler {
         pending: &[Arc<Pod>],
         list: &NodeList,
         first: Option<&String>,
-    ) -> Result<Vec<Placed>, String> {
+        base: &Base,
+        dry_run: bool,
+    ) -> Result<Vec<Placed>, NoRoom> {
         let NodeList {
             nodes,
             names,
             allocatable,
             ..
         } = list;
-        let ledger = lock(&self.ledger);
-        let mut usage = ledger.usage.clone();
-        let mut placed = ledger.placed(pending.iter().any(|p| filters::has_pod_affinity(p)));
-        drop(ledger);
-        let mut rr = lock(&self.round_robin);
-        rr.sync_shared(names);
+        let mut usage = base.usage.clone();
+        let mut placed = base.placed.clone();
+        let mut shared = lock(&self.round_robin);
+        shared.sync_shared(names);
+        let mut copy = dry_run.then(|| shared.clone());
+        let rr = match copy.as_mut() {
+            Some(c) => c,
+            None => &mut *shared,
+        };
         let mut plan = Vec::new();
         for (i, p) in pending.iter().enumerate() {
             let pod_name = p.metadata.name.as_deref().unwrap_or("");
             let pod_volumes = self
                 .pod_volumes(p)
-                .map_err(|why| format!("gang {group}: {pod_name}: {why}"))?;
+                .map_err(|why| NoRoom::fixed(format!("gang {group}: {pod_name}: {why}")))?;
             let snap = Snapshot::new(nodes, &usage, &placed)
                 .with_allocatable(allocatable)
                 .with_volumes(pod_volumes.as_ref());
             let feasible = filters::feasible(p, &snap).map_err(|reasons| {
                 let why = filters::unschedulable_message(nodes.len(), &reasons);
-                format!(
-                    "gang {group}: {} of {} pods fit; {pod_name}: {why}",
-                    plan.len(),
-                    pending.len()
-                )
+                NoRoom {
+                    message: format!(
+                        "gang {group}: {} of {} pods fit; {pod_name}: {why}",
+                        plan.len(),
+                        pending.len()
+                    ),
+                    // Only room can be made by preemption, not a selector or taint.
+                    preemptable: reasons.iter().any(victims::resolvable),
+                }
             })?;
             let node = match first.filter(|_| i == 0) {
                 Some(n) if feasible.contains(n) => n.clone(),
-                Some(n) => return Err(format!("gang {group}: {pod_name} does not fit on {n}")),
+                Some(n) => {
+                    return Err(NoRoom {
+                        message: format!("gang {group}: {pod_name} does not fit on {n}"),
+                        preemptable: true,
+                    })
+                }
                 None => rr.pick(&feasible).expect("feasible nodes are in the queue"),
             };
             let volume_plan = self.volume_plan(pod_volumes.as_ref(), nodes, &node);

@@ -7,21 +7,28 @@
 //!            filters (filters.rs) → feasible nodes → round-robin pick
 //!               │ none fits                           │
 //!               ▼                                     ▼
-//!   PodScheduled=False + FailedScheduling     POST pods/{name}/binding + Scheduled event
+//!   preemption (preemption.rs):               POST pods/{name}/binding + Scheduled event
+//!   victims of lower priority deleted,
+//!   status.nominatedNodeName set;
+//!   PodScheduled=False + FailedScheduling
 //! ```
 //!
-//! One worker schedules pods one at a time, so round-robin order and resource
-//! accounting see every earlier decision: a pod just bound is "assumed" on its
-//! node until the watch reports it.
+//! One worker schedules pods one at a time, highest priority first, so
+//! round-robin order and resource accounting see every earlier decision: a
+//! pod just bound is "assumed" on its node until the watch reports it, and a
+//! pod nominated to a node keeps its room there from pods of lower priority.
 
 pub mod filters;
 mod gang;
 mod prebind;
+mod preemption;
 pub mod spread;
+pub mod victims;
 pub mod volumes;
 
 use filters::{RoundRobin, Snapshot, Usage};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use minik8s_api::meta::now_rfc3339;
 use minik8s_api::registry;
@@ -82,6 +89,7 @@ pub struct Scheduler {
     volumes: Cache<PersistentVolume>,
     classes: Cache<StorageClass>,
     pod_groups: Cache<minik8s_api::podgroup::PodGroup>,
+    budgets: Cache<PodDisruptionBudget>,
     queue: WorkQueue<String>,
     round_robin: Mutex<RoundRobin>,
     /// Placed pods and per-node usage, kept from pod events and our own bindings.
@@ -93,6 +101,10 @@ pub struct Scheduler {
     /// Bounds the bindings in flight.
     binding_slots: Arc<tokio::sync::Semaphore>,
     unschedulable: Mutex<HashSet<String>>,
+    /// Pods waiting for room made by preemption, by key.
+    nominated: Mutex<HashMap<String, preemption::Nomination>>,
+    /// The victims each preemptor (a pod's or a gang's key) is waiting for.
+    preempting: Mutex<HashMap<String, Vec<String>>>,
 }
 
 /// Which pods are on which node and what they request, kept incrementally so a
@@ -209,6 +221,7 @@ impl Scheduler {
         match ev {
             Event::Added(p) | Event::Updated { new: p, .. } => {
                 let key = object_key(&p.metadata);
+                self.note_nomination(&key, p);
                 match bound_node(p) {
                     Some(node) if filters::is_active(p) => {
                         lock(&self.ledger).place(&key, p.clone(), node);
@@ -231,6 +244,8 @@ impl Scheduler {
                 lock(&self.ledger).remove(&key);
                 lock(&self.assumed).remove(&key);
                 lock(&self.unschedulable).remove(&key);
+                lock(&self.nominated).remove(&key);
+                lock(&self.preempting).remove(&key);
                 if bound_node(p).is_some() {
                     self.retry_unschedulable();
                 }
@@ -298,7 +313,10 @@ impl Scheduler {
             let ledger = lock(&self.ledger);
             // Other pods matter only for pod (anti-)affinity and spreading.
             let placed = ledger.placed(filters::has_pod_affinity(&pod) || spread::has_spread(&pod));
-            let snap = Snapshot::new(&nodes, &ledger.usage, &placed)
+            // Room kept for pods nominated by preemption counts as used.
+            let reserved = self.with_nominations(&pod, &[key], &ledger.usage);
+            let usage = reserved.as_ref().unwrap_or(&ledger.usage);
+            let snap = Snapshot::new(&nodes, usage, &placed)
                 .with_allocatable(&allocatable)
                 .with_volumes(pod_volumes.as_ref());
             let mut rr = lock(&self.round_robin);
@@ -347,7 +365,16 @@ impl Scheduler {
                 Ok(Outcome::Bound(node))
             }
             Err(reasons) => {
-                let message = filters::unschedulable_message(nodes.len(), &reasons);
+                let mut message = filters::unschedulable_message(nodes.len(), &reasons);
+                match self
+                    .preempt(key, &pod, &reasons, pod_volumes.as_ref())
+                    .await?
+                {
+                    preemption::Outcome::Nominated(node) => {
+                        tracing::info!(pod = %key, %node, "nominated after preemption");
+                    }
+                    preemption::Outcome::Failed(why) => message = format!("{message} {why}"),
+                }
                 self.unschedulable(key, &pod, message).await
             }
         }
@@ -559,6 +586,16 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
         Api::<minik8s_api::podgroup::PodGroup>::all(&client),
         ListParams::default(),
     );
+    let budget_informer = Informer::new(
+        Api::<PodDisruptionBudget>::all(&client),
+        ListParams::default(),
+    );
+    // Kubernetes' PrioritySort: the pod of highest priority is tried first.
+    let pods = pod_informer.cache();
+    let queue = WorkQueue::new().ranked_by(move |key: &String| {
+        pods.get(key)
+            .map_or(0, |p| i64::from(victims::priority(&p)))
+    });
     let sched = Arc::new(Scheduler {
         client,
         config,
@@ -568,13 +605,16 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
         volumes: volume_informer.cache(),
         classes: class_informer.cache(),
         pod_groups: group_informer.cache(),
-        queue: WorkQueue::new(),
+        budgets: budget_informer.cache(),
+        queue,
         round_robin: Mutex::new(RoundRobin::default()),
         ledger: Mutex::default(),
         assumed: Mutex::default(),
         node_list: Mutex::default(),
         binding_slots: Arc::new(tokio::sync::Semaphore::new(64)),
         unschedulable: Mutex::default(),
+        nominated: Mutex::default(),
+        preempting: Mutex::default(),
     });
     let s = Arc::downgrade(&sched);
     pod_informer.on_event(move |ev| {
@@ -622,6 +662,7 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
             Box::pin(volume_informer.run()),
             Box::pin(class_informer.run()),
             Box::pin(group_informer.run()),
+            Box::pin(budget_informer.run()),
         ],
     )
 }

@@ -132,7 +132,7 @@ async fn schedules_round_robin_honours_constraints_and_reports_failures() {
     assert_eq!(p["status"]["conditions"][0]["reason"], "Unschedulable");
     assert_eq!(
         p["status"]["conditions"][0]["message"],
-        "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules."
+        "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
     );
     assert_eq!(node_of(&p), "");
 
@@ -150,7 +150,7 @@ async fn schedules_round_robin_honours_constraints_and_reports_failures() {
     .await;
     assert_eq!(
         p["status"]["conditions"][0]["message"],
-        "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+        "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     );
     // The event follows the status write: wait for it.
     let events = client.dynamic(registry::of::<Event>(), Some("default"));
@@ -244,7 +244,7 @@ async fn schedules_round_robin_honours_constraints_and_reports_failures() {
     .unwrap();
     wait_for(&pods, "cordon-check", "refused by both cordoned nodes", |p| {
         p.pointer("/status/conditions/0/message")
-            == Some(&json!("0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 2 node(s) were unschedulable."))
+            == Some(&json!("0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 2 node(s) were unschedulable. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."))
     })
     .await;
     for i in 0..2 {
@@ -266,7 +266,7 @@ async fn schedules_round_robin_honours_constraints_and_reports_failures() {
     .await;
     assert_eq!(
         p["status"]["conditions"][0]["message"],
-        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) were unschedulable."
+        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) were unschedulable. preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling."
     );
 
     // Scheduling gates: a gated pod says so and waits; a gate cannot be
@@ -397,7 +397,7 @@ async fn spreads_pods_across_zones() {
     .await;
     assert_eq!(
         p["status"]["conditions"][0]["message"],
-        "0/4 nodes are available: 1 node(s) were unschedulable, 3 node(s) didn't match pod topology spread constraints."
+        "0/4 nodes are available: 1 node(s) were unschedulable, 3 node(s) didn't match pod topology spread constraints. preemption: 0/4 nodes are available: 1 Preemption is not helpful for scheduling, 3 No preemption victims found for incoming pod."
     );
 
     // ScheduleAnyway is only a preference: placed although it stretches the skew.
@@ -469,4 +469,275 @@ async fn only_the_leading_scheduler_binds_and_another_takes_over() {
         "b"
     );
     b.abort();
+}
+
+/// Preemption: a pod of high priority that fits nowhere takes the room of
+/// a lower one — the one no PodDisruptionBudget protects — and waits for it
+/// nominated; the room is kept from a low pod meanwhile; `preemptionPolicy:
+/// Never` waits instead, with Kubernetes' words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preempts_the_unprotected_lower_pod_and_keeps_its_room() {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
+    use minik8s_client::rest::{content, DeleteParams};
+    let s = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&s.url);
+    let nodes = client.dynamic(registry::of::<Node>(), None);
+    for n in ["n1", "n2"] {
+        nodes
+            .create(&node(n, json!({"kubernetes.io/hostname": n})))
+            .await
+            .unwrap();
+    }
+    let classes = client.dynamic(registry::of::<PriorityClass>(), None);
+    for (name, value, policy) in [
+        ("low", 10, "PreemptLowerPriority"),
+        ("high", 1000, "PreemptLowerPriority"),
+        ("high-polite", 1000, "Never"),
+    ] {
+        classes
+            .create(
+                &json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": name}, "value": value, "preemptionPolicy": policy}),
+            )
+            .await
+            .unwrap();
+    }
+    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
+    for inf in informers {
+        tokio::spawn(inf);
+    }
+    tokio::spawn(scheduler::worker(sched));
+    let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
+    let sized = |class: &str| {
+        json!({"priorityClassName": class, "containers": [{"name": "c", "image": "busybox",
+            "resources": {"requests": {"cpu": "1500m"}}}]})
+    };
+    // Each node full with one low pod; the database one has a budget that
+    // allows no disruption.
+    let budgets = client.dynamic(registry::of::<PodDisruptionBudget>(), Some("default"));
+    budgets
+        .create(&json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}}))
+        .await
+        .unwrap();
+    budgets
+        .patch(
+            "db",
+            Some("status"),
+            content::MERGE_PATCH,
+            &json!({"status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}}),
+        )
+        .await
+        .unwrap();
+    let mut low_nodes = std::collections::BTreeMap::new();
+    for (name, app) in [("db", "db"), ("batch", "batch")] {
+        pods.create(&pod(name, json!({"app": app}), sized("low")))
+            .await
+            .unwrap();
+        let p = wait_for(&pods, name, "bound", |p| !node_of(p).is_empty()).await;
+        assert_eq!(p["spec"]["priority"], 10);
+        low_nodes.insert(name, node_of(&p));
+    }
+    assert_ne!(low_nodes["db"], low_nodes["batch"]);
+
+    pods.create(&pod("urgent", json!({}), sized("high")))
+        .await
+        .unwrap();
+    let urgent = wait_for(&pods, "urgent", "nominated", |p| {
+        p["status"]["nominatedNodeName"].is_string()
+    })
+    .await;
+    assert_eq!(
+        urgent["status"]["nominatedNodeName"], low_nodes["batch"],
+        "the node whose victim no budget protects"
+    );
+    assert_eq!(node_of(&urgent), "");
+    let batch = wait_for(&pods, "batch", "being deleted", |p| {
+        p["metadata"]["deletionTimestamp"].is_string()
+    })
+    .await;
+    let target = batch["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "DisruptionTarget")
+        .cloned()
+        .expect("DisruptionTarget condition");
+    assert_eq!(target["reason"], "PreemptionByScheduler");
+    assert_eq!(
+        target["message"],
+        "default-scheduler: preempting to accommodate a higher priority pod"
+    );
+    let db = pods.get("db").await.unwrap();
+    assert!(
+        db["metadata"]["deletionTimestamp"].is_null(),
+        "the budget kept db"
+    );
+    let events = client.dynamic(registry::of::<Event>(), Some("default"));
+    let want = format!(
+        "Preempted by pod {} on node {}",
+        urgent["metadata"]["uid"].as_str().unwrap(),
+        low_nodes["batch"]
+    );
+    minik8s_testkit::until(10, "the Preempted event", || async {
+        let list = events
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let found = list["items"].as_array().into_iter().flatten().any(|e| {
+            e["reason"] == "Preempted"
+                && e["involvedObject"]["name"] == "batch"
+                && e["message"] == want.as_str()
+        });
+        found.then_some(()).ok_or(format!("{list}"))
+    })
+    .await;
+
+    // A low pod arriving meanwhile finds the room kept, and no victim of its own.
+    pods.create(&pod("sneaky", json!({}), sized("low")))
+        .await
+        .unwrap();
+    let sneaky = wait_for(&pods, "sneaky", "refused", |p| {
+        p.pointer("/status/conditions/0/status") == Some(&json!("False"))
+    })
+    .await;
+    assert_eq!(
+        sneaky["status"]["conditions"][0]["message"],
+        "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+    );
+    // The kubelet's part: the victim's containers stopped, the pod goes.
+    pods.delete(
+        "batch",
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let urgent = wait_for(&pods, "urgent", "bound", |p| !node_of(p).is_empty()).await;
+    assert_eq!(node_of(&urgent), low_nodes["batch"]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        node_of(&pods.get("sneaky").await.unwrap()),
+        "",
+        "sneaky still waits"
+    );
+
+    // preemptionPolicy: Never waits rather than preempt.
+    pods.create(&pod("polite", json!({}), sized("high-polite")))
+        .await
+        .unwrap();
+    let polite = wait_for(&pods, "polite", "refused", |p| {
+        p.pointer("/status/conditions/0/status") == Some(&json!("False"))
+    })
+    .await;
+    assert_eq!(
+        polite["status"]["conditions"][0]["message"],
+        "0/2 nodes are available: 2 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."
+    );
+    assert!(pods.get("db").await.unwrap()["metadata"]["deletionTimestamp"].is_null());
+}
+
+/// Gangs and preemption: a gang of lower priority goes whole to make room
+/// for one pod, and a gang of higher priority preempts for all its members
+/// at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gangs_are_preempted_and_preempt_whole() {
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
+    use minik8s_client::rest::DeleteParams;
+    let s = TestServer::start(Backend::Embedded).await;
+    let client = Client::new(&s.url);
+    let nodes = client.dynamic(registry::of::<Node>(), None);
+    for n in ["n1", "n2"] {
+        nodes
+            .create(&node(n, json!({"kubernetes.io/hostname": n})))
+            .await
+            .unwrap();
+    }
+    let classes = client.dynamic(registry::of::<PriorityClass>(), None);
+    for (name, value) in [("low", 10), ("mid", 1000), ("top", 2000)] {
+        classes
+            .create(
+                &json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": name}, "value": value}),
+            )
+            .await
+            .unwrap();
+    }
+    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
+    for inf in informers {
+        tokio::spawn(inf);
+    }
+    tokio::spawn(scheduler::worker(sched));
+    let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
+    let member = |name: &str, class: &str, gang: Option<&str>| {
+        let mut p = pod(
+            name,
+            json!({}),
+            json!({"priorityClassName": class, "containers": [{"name": "c", "image": "busybox",
+                "resources": {"requests": {"cpu": "1500m"}}}]}),
+        );
+        if let Some(g) = gang {
+            p["metadata"]["annotations"] = json!({"scheduling.k8s.io/group-name": g,
+                                                  "minik8s.io/gang-min-member": "2"});
+        }
+        p
+    };
+    let gone = |names: &'static [&'static str]| {
+        let pods = pods.clone();
+        async move {
+            for n in names {
+                wait_for(&pods, n, "being deleted", |p| {
+                    p["metadata"]["deletionTimestamp"].is_string()
+                })
+                .await;
+                // The kubelet's part: containers stopped, the pod goes.
+                let now = DeleteParams {
+                    grace_period_seconds: Some(0),
+                    ..Default::default()
+                };
+                pods.delete(n, &now).await.unwrap();
+            }
+        }
+    };
+    for n in ["low-0", "low-1"] {
+        pods.create(&member(n, "low", Some("low"))).await.unwrap();
+    }
+    for n in ["low-0", "low-1"] {
+        wait_for(&pods, n, "bound", |p| !node_of(p).is_empty()).await;
+    }
+    // One pod of higher priority needs one node: the whole low gang goes.
+    pods.create(&member("solo", "mid", None)).await.unwrap();
+    gone(&["low-0", "low-1"]).await;
+    let solo = wait_for(&pods, "solo", "bound", |p| !node_of(p).is_empty()).await;
+
+    // A lone low pod on the other node; then a gang of the highest priority
+    // needs both nodes: both pods go, and both members are nominated.
+    pods.create(&member("lone", "low", None)).await.unwrap();
+    let lone = wait_for(&pods, "lone", "bound", |p| !node_of(p).is_empty()).await;
+    assert_ne!(node_of(&lone), node_of(&solo));
+    for n in ["top-0", "top-1"] {
+        pods.create(&member(n, "top", Some("top"))).await.unwrap();
+    }
+    let mut nominated = Vec::new();
+    for n in ["top-0", "top-1"] {
+        let p = wait_for(&pods, n, "nominated", |p| {
+            p["status"]["nominatedNodeName"].is_string()
+        })
+        .await;
+        nominated.push(
+            p["status"]["nominatedNodeName"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    nominated.sort();
+    assert_eq!(nominated, ["n1", "n2"]);
+    gone(&["solo", "lone"]).await;
+    for n in ["top-0", "top-1"] {
+        wait_for(&pods, n, "bound", |p| !node_of(p).is_empty()).await;
+    }
 }
