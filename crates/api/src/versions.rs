@@ -12,6 +12,10 @@
 //! As in Kubernetes, what the older version cannot express travels in
 //! annotations (`autoscaling.alpha.kubernetes.io/metrics`...), so a v2 object
 //! read and written back through v1 loses nothing.
+//!
+//! A version may also live in another group: `events.k8s.io/v1` Events are
+//! the core/v1 Events seen with other field names (`regarding` for
+//! `involvedObject`, `note` for `message`, ...), one store for both views.
 
 use serde_json::{json, Map, Value};
 
@@ -21,7 +25,8 @@ pub struct AlternateVersion {
     pub version: &'static str,
     pub plural: &'static str,
     pub kind: &'static str,
-    /// The version the registry entry (and storage) uses.
+    /// The group and version the registry entry (and storage) uses.
+    pub storage_group: &'static str,
     pub storage_version: &'static str,
     /// A body in this version → the stored version.
     pub to_storage_fn: fn(&AlternateVersion, &Value) -> Value,
@@ -67,8 +72,9 @@ impl AlternateVersion {
             version: leak(version),
             plural: leak(plural),
             kind: leak(kind),
+            storage_group: leak(group),
             storage_version: leak(storage_version),
-            to_storage_fn: |a, v| with_api_version(v, format!("{}/{}", a.group, a.storage_version)),
+            to_storage_fn: |a, v| with_api_version(v, a.storage_api_version()),
             from_storage_fn: |a, v| with_api_version(v, a.api_version()),
         }));
         known.push(alt);
@@ -77,6 +83,15 @@ impl AlternateVersion {
 
     pub fn api_version(&self) -> String {
         format!("{}/{}", self.group, self.version)
+    }
+
+    /// The stored objects' `apiVersion` (`v1` for the core group).
+    pub fn storage_api_version(&self) -> String {
+        if self.storage_group.is_empty() {
+            self.storage_version.to_string()
+        } else {
+            format!("{}/{}", self.storage_group, self.storage_version)
+        }
     }
 
     /// Converts an answer: one object, a list of them, or a watch event.
@@ -104,15 +119,61 @@ impl AlternateVersion {
     }
 }
 
-pub static ALTERNATE_VERSIONS: &[AlternateVersion] = &[AlternateVersion {
-    group: "autoscaling",
-    version: "v1",
-    plural: "horizontalpodautoscalers",
-    kind: "HorizontalPodAutoscaler",
-    storage_version: "v2",
-    to_storage_fn: |_, v| hpa_v1_to_v2(v),
-    from_storage_fn: |_, v| hpa_v2_to_v1(v),
-}];
+pub static ALTERNATE_VERSIONS: &[AlternateVersion] = &[
+    AlternateVersion {
+        group: "autoscaling",
+        version: "v1",
+        plural: "horizontalpodautoscalers",
+        kind: "HorizontalPodAutoscaler",
+        storage_group: "autoscaling",
+        storage_version: "v2",
+        to_storage_fn: |_, v| hpa_v1_to_v2(v),
+        from_storage_fn: |_, v| hpa_v2_to_v1(v),
+    },
+    AlternateVersion {
+        group: "events.k8s.io",
+        version: "v1",
+        plural: "events",
+        kind: "Event",
+        storage_group: "",
+        storage_version: "v1",
+        to_storage_fn: |_, v| event_fields(v, "v1", true),
+        from_storage_fn: |_, v| event_fields(v, "events.k8s.io/v1", false),
+    },
+];
+
+/// events.k8s.io/v1 field names and their core/v1 names (Kubernetes'
+/// `pkg/apis/events/v1` conversion); the other fields share their names.
+const EVENT_RENAMES: &[(&str, &str)] = &[
+    ("regarding", "involvedObject"),
+    ("note", "message"),
+    ("reportingController", "reportingComponent"),
+    ("deprecatedSource", "source"),
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+];
+
+/// An Event in the other view: to core/v1 (`to_core`) or to events.k8s.io/v1.
+fn event_fields(v: &Value, api_version: &str, to_core: bool) -> Value {
+    let Some(obj) = v.as_object() else {
+        return v.clone();
+    };
+    let mut out = Map::new();
+    for (k, val) in obj {
+        let renamed = EVENT_RENAMES.iter().find_map(|(events, core)| {
+            let (from, to) = if to_core {
+                (events, core)
+            } else {
+                (core, events)
+            };
+            (k == from).then_some(*to)
+        });
+        out.insert(renamed.unwrap_or(k).to_string(), val.clone());
+    }
+    out.insert("apiVersion".into(), json!(api_version));
+    Value::Object(out)
+}
 
 /// `v` with its `apiVersion` set (an object) or left alone (anything else).
 fn with_api_version(v: &Value, api_version: String) -> Value {

@@ -62,12 +62,18 @@ fn generate(openapi: &Path) -> String {
 }
 
 /// Definition names (`io.k8s.api.core.v1.Pod`) reachable from the kinds the
-/// registry serves, through the protobuf schema's message fields.
+/// registry serves (in every served version), through the protobuf schema's message fields.
 fn reachable() -> BTreeSet<String> {
     let mut seen = BTreeSet::new();
+    // Kinds served in a version besides the stored one are documented too.
+    let alternates = minik8s_api::versions::ALTERNATE_VERSIONS
+        .iter()
+        .map(|a| (a.api_version(), a.kind));
     let mut stack: Vec<String> = minik8s_api::REGISTRY
         .iter()
-        .filter_map(|r| openapi::message_for(&r.api_version(), r.kind))
+        .map(|r| (r.api_version(), r.kind))
+        .chain(alternates)
+        .filter_map(|(api_version, kind)| openapi::message_for(&api_version, kind))
         .collect();
     while let Some(m) = stack.pop() {
         if seen.insert(m.clone()) {

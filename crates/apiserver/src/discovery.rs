@@ -93,7 +93,7 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
     let alternates = minik8s_api::versions::ALTERNATE_VERSIONS
         .iter()
         .filter(|a| a.group == group && a.version == version)
-        .filter_map(|a| reg.by_plural(group, a.storage_version, a.plural));
+        .filter_map(|a| reg.by_plural(a.storage_group, a.storage_version, a.plural));
     for r in reg
         .all()
         .into_iter()
@@ -183,11 +183,40 @@ fn schema_hash(reg: &Registry) -> String {
     format!("{:016X}", h.finish())
 }
 
+/// The kinds served in a version besides their stored one (autoscaling/v1
+/// HPAs, events.k8s.io/v1 Events), as entries of that version.
+fn alternate_infos(reg: &Registry) -> Vec<&'static ResourceInfo> {
+    static MADE: std::sync::OnceLock<std::sync::Mutex<Vec<&'static ResourceInfo>>> =
+        std::sync::OnceLock::new();
+    let made = MADE.get_or_init(Default::default);
+    let mut made = made.lock().unwrap_or_else(|p| p.into_inner());
+    minik8s_api::versions::ALTERNATE_VERSIONS
+        .iter()
+        .filter_map(|a| {
+            let stored = reg.by_plural(a.storage_group, a.storage_version, a.plural)?;
+            let served = ResourceInfo {
+                group: a.group,
+                version: a.version,
+                ..*stored
+            };
+            // Made once per distinct entry for the whole process.
+            Some(match made.iter().find(|m| ***m == served) {
+                Some(m) => *m,
+                None => {
+                    let m: &'static ResourceInfo = Box::leak(Box::new(served));
+                    made.push(m);
+                    m
+                }
+            })
+        })
+        .collect()
+}
+
 pub fn openapi_root(reg: &Registry) -> Value {
     let hash = schema_hash(reg);
     let mut paths = serde_json::Map::new();
     let mut gvs = reg.group_versions();
-    for r in REVIEWS {
+    for r in REVIEWS.iter().chain(alternate_infos(reg)) {
         if !gvs.contains(&(r.group, r.version)) {
             gvs.push((r.group, r.version));
         }
@@ -215,6 +244,7 @@ pub fn openapi_gv(reg: &Registry, path: &str) -> Option<Value> {
         .all()
         .into_iter()
         .chain(REVIEWS.iter())
+        .chain(alternate_infos(reg))
         .filter(|r| r.group == group && r.version == version)
         .collect();
     for r in &kinds {
@@ -280,6 +310,7 @@ fn with_schemas<'a>(kinds: &[&'a ResourceInfo]) -> Vec<(&'a str, &'a str, &'a st
 pub fn openapi_v2(reg: &Registry) -> Value {
     let mut kinds = reg.all();
     kinds.extend(REVIEWS.iter());
+    kinds.extend(alternate_infos(reg));
     let mut definitions = openapi::definitions(&with_messages(&kinds), Flavor::V2);
     definitions.extend(openapi::custom_definitions(
         &with_schemas(&kinds),

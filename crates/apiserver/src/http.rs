@@ -68,7 +68,7 @@ fn lookup(
     }
     let alt = minik8s_api::versions::alternate(group, version, plural)?;
     Some((
-        reg.by_plural(group, alt.storage_version, plural)?,
+        reg.by_plural(alt.storage_group, alt.storage_version, plural)?,
         Some(alt),
     ))
 }

@@ -498,14 +498,28 @@ async fn kubectl_explain_reads_the_openapi_schemas() {
         .await;
     assert!(size.contains("FIELD: size <integer>"), "{size}");
 
-    // Every kind kubectl can list (metrics.k8s.io is read through `kubectl top`).
-    let resources = k.ok(&["api-resources", "-o", "name"]).await;
-    for r in resources
-        .lines()
-        .filter(|r| !r.ends_with(".metrics.k8s.io"))
-    {
-        let (ok, _, err) = k.run(&["explain", r]).await;
-        assert!(ok, "kubectl explain {r}: {err}");
+    // Every kind kubectl can list (metrics.k8s.io is read through `kubectl
+    // top`), named with its API version: `events.events.k8s.io` alone would
+    // read as the core `events` and a field path.
+    let resources = k.ok(&["api-resources", "--no-headers"]).await;
+    for line in resources.lines().filter(|l| !l.contains("metrics.k8s.io/")) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let at = words
+            .iter()
+            .position(|w| *w == "true" || *w == "false")
+            .expect("the NAMESPACED column");
+        let (plural, api_version) = (words[0], words[at - 1]);
+        let (ok, out, err) = k
+            .run(&["explain", plural, &format!("--api-version={api_version}")])
+            .await;
+        assert!(
+            ok,
+            "kubectl explain {plural} --api-version={api_version}: {err}"
+        );
+        assert!(
+            !out.contains("DESCRIPTION:\n    <empty>") || api_version.contains('.'),
+            "{plural} ({api_version}) is described: {out}"
+        );
     }
 
     let v2: Value = serde_json::from_str(&k.ok(&["get", "--raw", "/openapi/v2"]).await).unwrap();
@@ -765,4 +779,112 @@ async fn kubectl_within_and_beyond_the_supported_skew() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// events.k8s.io/v1 is a second view of the core Events, as in Kubernetes:
+/// an Event created in either is read in both with each version's names
+/// (`regarding`/`involvedObject`, `note`/`message`, ...), listed and watched
+/// in both, and discovered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_served_in_both_versions() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let k = Kubectl::new(&s.url);
+    let resources = k
+        .ok(&["api-resources", "--api-group=events.k8s.io", "--no-headers"])
+        .await;
+    assert!(
+        resources.contains("events") && resources.contains("events.k8s.io/v1"),
+        "{resources}"
+    );
+    let new_style = k.write(
+        "new.yaml",
+        "apiVersion: events.k8s.io/v1\nkind: Event\nmetadata: {name: started.1, namespace: default}\n\
+         eventTime: \"2026-11-29T01:02:03.000004Z\"\nreportingController: example.com/trainer\n\
+         reportingInstance: trainer-0\naction: Starting\nreason: Started\ntype: Normal\n\
+         note: the training run started\nregarding: {kind: Pod, name: p1, namespace: default, apiVersion: v1}\n\
+         series: {count: 2, lastObservedTime: \"2026-11-29T01:02:09.000000Z\"}\n",
+    );
+    k.ok(&["create", "-f", &new_style]).await;
+    let core: Value = serde_json::from_str(
+        &k.ok(&["get", "events.v1.", "started.1", "-o", "json"])
+            .await,
+    )
+    .unwrap();
+    assert_eq!(core["apiVersion"], "v1");
+    assert_eq!(core["message"], "the training run started");
+    assert_eq!(core["involvedObject"]["name"], "p1");
+    assert_eq!(core["reportingComponent"], "example.com/trainer");
+    assert_eq!(core["series"]["count"], 2);
+    assert_eq!(core["eventTime"], "2026-11-29T01:02:03.000004Z");
+    assert!(core.get("note").is_none() && core.get("regarding").is_none());
+
+    let old_style = k.write(
+        "old.yaml",
+        "apiVersion: v1\nkind: Event\nmetadata: {name: pulled.2, namespace: default}\n\
+         involvedObject: {kind: Pod, name: p1, namespace: default}\nreason: Pulled\n\
+         message: image pulled\ntype: Normal\ncount: 3\nsource: {component: kubelet, host: node1}\n\
+         firstTimestamp: \"2026-11-29T01:00:00Z\"\nlastTimestamp: \"2026-11-29T01:05:00Z\"\n",
+    );
+    k.ok(&["create", "-f", &old_style]).await;
+    let v1: Value = serde_json::from_str(
+        &k.ok(&["get", "events.v1.events.k8s.io", "-o", "json"])
+            .await,
+    )
+    .unwrap();
+    let pulled = v1["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["metadata"]["name"] == "pulled.2")
+        .expect("the core Event in the events.k8s.io list");
+    assert_eq!(pulled["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(pulled["note"], "image pulled");
+    assert_eq!(pulled["regarding"]["name"], "p1");
+    assert_eq!(pulled["deprecatedCount"], 3);
+    assert_eq!(pulled["deprecatedSource"]["host"], "node1");
+    assert_eq!(pulled["deprecatedLastTimestamp"], "2026-11-29T01:05:00Z");
+    assert!(pulled.get("message").is_none() && pulled.get("involvedObject").is_none());
+    // A patch written against the events.k8s.io names lands in the one store.
+    k.ok(&[
+        "patch",
+        "events.v1.events.k8s.io",
+        "pulled.2",
+        "--type=merge",
+        "-p",
+        r#"{"note":"image pulled again"}"#,
+    ])
+    .await;
+    let message = k
+        .ok(&["get", "events.v1.", "pulled.2", "-o", "jsonpath={.message}"])
+        .await;
+    assert_eq!(message, "image pulled again");
+    // A watch in the new version sees a core write with the new names.
+    let mut watch = k
+        .command(&[
+            "get",
+            "events.v1.events.k8s.io",
+            "--watch-only",
+            "-o",
+            "jsonpath={.note}{\"\\n\"}",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(watch.stdout.take().unwrap()).lines();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    k.ok(&[
+        "patch",
+        "events.v1.",
+        "started.1",
+        "--type=merge",
+        "-p",
+        r#"{"message":"seen through core"}"#,
+    ])
+    .await;
+    let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .expect("a watch event within 10 s")
+        .unwrap()
+        .unwrap_or_default();
+    assert_eq!(line, "seen through core");
 }

@@ -729,6 +729,8 @@ fn three_node_lab(setup: Setup) {
             scenarios::local_volumes_follow_their_node();
             scenarios::nfs_is_shared_across_nodes();
             scenarios::gangs_take_a_zone_each();
+            scenarios::deployment_spreads_two_per_node();
+            scenarios::preemption_spares_the_budget();
             ingress::ingress_on_every_node(&client);
         }
 

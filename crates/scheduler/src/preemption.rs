@@ -204,9 +204,25 @@ impl Scheduler {
                     .filter(|u| u.pods.iter().any(|(_, n)| n == name))
                     .cloned()
                     .collect();
+                // Only this node's usage is read; the placed pods matter
+                // for affinity and spreading across nodes.
                 let fits = |gone: &[&Unit]| {
-                    let b = without(&base, gone);
-                    let snap = Snapshot::new(&list.nodes, &b.usage, &b.placed)
+                    let mut used = base.usage.get(name).copied().unwrap_or_default();
+                    let mut keys = HashSet::new();
+                    for (p, n) in gone.iter().flat_map(|u| u.pods.iter()) {
+                        keys.insert(object_key(&p.metadata));
+                        if n == name {
+                            used.add(filters::pod_requests(p), -1);
+                        }
+                    }
+                    let usage = HashMap::from([(name.to_string(), used)]);
+                    let placed: Vec<(Arc<Pod>, String)> = base
+                        .placed
+                        .iter()
+                        .filter(|(p, _)| !keys.contains(&object_key(&p.metadata)))
+                        .cloned()
+                        .collect();
+                    let snap = Snapshot::new(&list.nodes, &usage, &placed)
                         .with_allocatable(&list.allocatable)
                         .with_volumes(pod_volumes);
                     filters::check(pod, node, &snap)

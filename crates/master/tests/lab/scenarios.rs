@@ -229,3 +229,138 @@ spec:
         real(format!("label node node{n} topology.kubernetes.io/zone-"));
     }
 }
+
+/// The real kubectl (ours lacks some verbs and flags).
+fn real(args: &str) -> Option<String> {
+    try_sh(&format!(
+        "{} --kubeconfig {KUBECONFIG} {args}",
+        minik8s_testkit::real_kubectl().display()
+    ))
+}
+
+/// A Deployment of 6 with `maxSkew: 1` over `kubernetes.io/hostname` lands
+/// two pods on each of the three nodes.
+pub fn deployment_spreads_two_per_node() {
+    apply(
+        r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: spread-web}
+spec:
+  replicas: 6
+  selector: {matchLabels: {app: spread-web}}
+  template:
+    metadata: {labels: {app: spread-web}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      topologySpreadConstraints:
+      - maxSkew: 1
+        topologyKey: kubernetes.io/hostname
+        whenUnsatisfiable: DoNotSchedule
+        labelSelector: {matchLabels: {app: spread-web}}
+      containers:
+      - name: c
+        image: minik8s/busybox:latest
+        imagePullPolicy: IfNotPresent
+        command: ["sleep", "3600"]
+"#,
+    );
+    let pods = until(90, "six spread-web pods running", || {
+        let p = running_pods("app=spread-web");
+        (p.len() == 6).then_some(p)
+    });
+    let mut per_node: std::collections::BTreeMap<String, usize> = Default::default();
+    for p in &pods {
+        *per_node
+            .entry(p["spec"]["nodeName"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    assert_eq!(
+        per_node.values().copied().collect::<Vec<_>>(),
+        [2, 2, 2],
+        "{per_node:?}"
+    );
+    kubectl("delete deploy spread-web");
+}
+
+/// Preemption with real containers: each node is filled by a pod of low
+/// priority, two of them under a PodDisruptionBudget that allows no
+/// disruption. A pod of high priority preempts the one the budget does not
+/// protect, is nominated to its node, and runs there once it is gone.
+pub fn preemption_spares_the_budget() {
+    // 70% of the smallest node's CPU: one such pod per node, never two.
+    let cpu_millis = (1..=3)
+        .map(|n| {
+            let node = kubectl_json(&format!("get node node{n}"));
+            let cpu = node["status"]["allocatable"]["cpu"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            match cpu.strip_suffix('m') {
+                Some(m) => m.parse::<i64>().unwrap(),
+                None => cpu.parse::<i64>().unwrap() * 1000,
+            }
+        })
+        .min()
+        .unwrap();
+    let request = format!("{}m", cpu_millis * 7 / 10);
+    let mut manifest = String::from(
+        "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: lab-low}\nvalue: 100\n\
+         ---\napiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: lab-high}\nvalue: 1000\n\
+         ---\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: guarded}\n\
+         spec: {minAvailable: 2, selector: {matchLabels: {app: guarded}}}\n",
+    );
+    let pod = |name: &str, app: &str, class: &str, node: Option<u32>| {
+        let selector = node.map_or(String::new(), |n| {
+            format!("  nodeSelector: {{kubernetes.io/hostname: node{n}}}\n")
+        });
+        format!("---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{app: {app}}}}}\nspec:\n  priorityClassName: {class}\n  terminationGracePeriodSeconds: 1\n{selector}  containers: [{{name: c, image: minik8s/busybox:latest, imagePullPolicy: IfNotPresent, command: [sleep, '3600'], resources: {{requests: {{cpu: {request}}}}}}}]\n")
+    };
+    manifest.push_str(&pod("guarded-1", "guarded", "lab-low", Some(1)));
+    manifest.push_str(&pod("guarded-2", "guarded", "lab-low", Some(2)));
+    manifest.push_str(&pod("spare", "spare", "lab-low", Some(3)));
+    apply(&manifest);
+    until(90, "the three low pods running", || {
+        let n = running_pods("app=guarded").len() + running_pods("app=spare").len();
+        (n == 3).then_some(())
+    });
+    until(30, "the budget allowing no disruption", || {
+        let b = kubectl_json("get pdb guarded");
+        (b["status"]["currentHealthy"] == 2 && b["status"]["disruptionsAllowed"] == 0).then_some(())
+    });
+    apply(&pod("urgent", "urgent", "lab-high", None));
+    let urgent = until(60, "the urgent pod running", || {
+        let p = kubectl_json("get pod urgent");
+        (p["status"]["phase"] == "Running").then_some(p)
+    });
+    assert_eq!(
+        urgent["spec"]["nodeName"], "node3",
+        "the unguarded pod's node"
+    );
+    assert_eq!(urgent["spec"]["priority"], 1000);
+    assert!(
+        real("get pod spare -o name").is_none(),
+        "the victim is gone"
+    );
+    let guarded = running_pods("app=guarded");
+    assert_eq!(guarded.len(), 2, "the budget's pods kept running");
+    let events = real("get events --field-selector involvedObject.name=spare -o json")
+        .expect("events listed");
+    let events: Value = serde_json::from_str(&events).unwrap();
+    let preempted = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["reason"] == "Preempted")
+        .unwrap_or_else(|| panic!("no Preempted event: {events}"));
+    assert_eq!(
+        preempted["message"],
+        format!(
+            "Preempted by pod {} on node node3",
+            urgent["metadata"]["uid"].as_str().unwrap()
+        )
+    );
+    real("delete pod urgent guarded-1 guarded-2 --wait=false").expect("pods deleted");
+    real("delete pdb guarded").expect("budget deleted");
+    real("delete priorityclass lab-low lab-high").expect("classes deleted");
+}
