@@ -18,6 +18,45 @@ fn set_default(m: &mut Map<String, Value>, key: &str, value: Value) {
     }
 }
 
+/// SetDefaults_NetworkPolicy: ports are TCP unless said; `policyTypes`
+/// unset means Ingress, plus Egress when egress rules are given.
+fn default_network_policy(spec: &mut Map<String, Value>) {
+    for (dir, _) in [("ingress", ()), ("egress", ())] {
+        for rule in spec
+            .get_mut(dir)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            for port in rule
+                .get_mut("ports")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_object_mut)
+            {
+                set_default(port, "protocol", json!("TCP"));
+            }
+        }
+    }
+    if spec
+        .get("policyTypes")
+        .and_then(Value::as_array)
+        .is_none_or(|t| t.is_empty())
+    {
+        let mut types = vec![json!("Ingress")];
+        if spec
+            .get("egress")
+            .and_then(Value::as_array)
+            .is_some_and(|e| !e.is_empty())
+        {
+            types.push(json!("Egress"));
+        }
+        spec.insert("policyTypes".into(), Value::Array(types));
+    }
+    set_default(spec, "podSelector", json!({}));
+}
+
 /// Applies the defaults of `kind` to `obj` (which must be a JSON object).
 pub fn apply(kind: &str, obj: &mut Value) {
     if !obj.is_object() {
@@ -35,6 +74,7 @@ pub fn apply(kind: &str, obj: &mut Value) {
             }
         }
         "Service" => default_service(obj_mut(obj, "spec")),
+        "NetworkPolicy" => default_network_policy(obj_mut(obj, "spec")),
         "ReplicaSet" => {
             let spec = obj_mut(obj, "spec");
             set_default(spec, "replicas", json!(1));

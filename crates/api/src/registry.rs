@@ -571,6 +571,18 @@ pub static REGISTRY: &[ResourceInfo] = &[
         columns: INGRESS_CLASS_COLUMNS,
     },
     ResourceInfo {
+        group: "networking.k8s.io",
+        version: "v1",
+        kind: "NetworkPolicy",
+        plural: "networkpolicies",
+        singular: "networkpolicy",
+        short_names: &["netpol"],
+        namespaced: true,
+        subresources: &[],
+        categories: &[],
+        columns: NETWORK_POLICY_COLUMNS,
+    },
+    ResourceInfo {
         group: "leaderworkerset.x-k8s.io",
         version: "v1",
         kind: "LeaderWorkerSet",

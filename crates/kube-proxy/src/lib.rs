@@ -83,8 +83,14 @@ pub async fn run(client: Client, parts: Parts) -> anyhow::Result<()> {
     let backend = match proxy {
         Some(cfg) if cfg.mode == Mode::Ipvs => {
             let ports = PortSource::new(&informers, wake.clone());
+            let policies = iptables::backend::PolicySource::new(&informers, wake.clone());
             ipvs::prepare(&cfg).await?;
-            let b = ipvs::IpvsBackend::new(ports, cfg.node_ips.clone()).await?;
+            let b = ipvs::IpvsBackend::new(ports, cfg.node_ips.clone())
+                .await?
+                .with_policies(iptables::backend::PolicyEnforcer::new(
+                    policies,
+                    cfg.iptables.clone(),
+                ));
             Some((Chosen::Ipvs(b), cfg))
         }
         Some(cfg) => {

@@ -731,6 +731,7 @@ fn three_node_lab(setup: Setup) {
             scenarios::gangs_take_a_zone_each();
             scenarios::deployment_spreads_two_per_node();
             scenarios::preemption_spares_the_budget();
+            scenarios::network_policies_across_nodes();
             ingress::ingress_on_every_node(&client);
         }
 

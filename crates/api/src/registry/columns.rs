@@ -196,6 +196,7 @@ pub(super) const MUTATING_POLICY_COLUMNS: &[Column] =
 pub(super) const POLICY_BINDING_COLUMNS: &[Column] =
     &[col("PolicyName", 0), col("ParamRef", 0), col("Age", 0)];
 /// The upstream CRD's additionalPrinterColumns.
+pub(super) const NETWORK_POLICY_COLUMNS: &[Column] = &[col("Pod-Selector", 0), col("Age", 0)];
 pub(super) const INGRESS_COLUMNS: &[Column] = &[
     col("Class", 0),
     col("Hosts", 0),

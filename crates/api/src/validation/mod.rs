@@ -168,6 +168,7 @@ pub mod disaggregatedset;
 mod ephemeral;
 mod lifecycle;
 mod mutating_policy;
+pub mod network_policy;
 pub mod networking;
 mod pod;
 mod policy;
@@ -541,6 +542,7 @@ pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
         "PodDisruptionBudget" => policy::validate_pdb(obj, &mut errs),
         "Ingress" => networking::validate_ingress(obj, old, &mut errs),
         "IngressClass" => networking::validate_ingress_class(obj, old, &mut errs),
+        "NetworkPolicy" => network_policy::validate_network_policy(obj, &mut errs),
         "PersistentVolume" => storage::validate_pv(obj, old, &mut errs),
         "PersistentVolumeClaim" => storage::validate_pvc(obj, old, &mut errs),
         "StorageClass" => storage::validate_storage_class(obj, old, &mut errs),

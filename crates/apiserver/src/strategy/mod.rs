@@ -531,6 +531,7 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         policy::PodDisruptionBudget => pod_disruption_budget;
         k8s_openapi::api::networking::v1::Ingress => ingress with networking::Ingress;
         k8s_openapi::api::networking::v1::IngressClass => ingress_class;
+        k8s_openapi::api::networking::v1::NetworkPolicy => network_policy;
         minik8s_api::lws::LeaderWorkerSet => leader_worker_set with lws::Lifecycle;
         minik8s_api::disaggregatedset::DisaggregatedSet => age_only with disaggregatedset::Set;
         minik8s_api::disaggregatedset::DisaggregatedSetRoleScaler => role_scaler with disaggregatedset::RoleScaler;

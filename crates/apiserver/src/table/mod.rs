@@ -485,6 +485,12 @@ pub mod rows {
         ]
     }
 
+    /// NetworkPolicy: the pods it selects (`<none>` for all of the namespace's).
+    pub fn network_policy(o: &Value) -> Vec<Value> {
+        let selector = selector_string(o.pointer("/spec/podSelector"));
+        vec![json!(selector), json!(age(o))]
+    }
+
     /// PodDisruptionBudget: its bound (the other one N/A) and the disruptions allowed now.
     pub fn pod_disruption_budget(o: &Value) -> Vec<Value> {
         let bound = |p: &str| match o.pointer(p) {

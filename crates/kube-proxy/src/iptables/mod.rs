@@ -15,6 +15,7 @@
 //! ```
 
 pub mod backend;
+pub mod network_policy;
 
 use crate::ServicePort;
 use minik8s_api::hash::{fnv32a, safe_encode};
@@ -76,9 +77,11 @@ pub fn jumps() -> Vec<(&'static str, String)> {
 }
 
 /// The jumps into the filter table's KUBE-SERVICES (new connections only):
-/// from INPUT for NodePorts, FORWARD for pods, OUTPUT for the node itself.
+/// from INPUT for NodePorts, FORWARD for pods, OUTPUT for the node itself;
+/// and FORWARD's jump into the NetworkPolicy chains (every packet between
+/// pods: the chain lets replies through first).
 pub fn filter_jumps() -> Vec<(&'static str, String)> {
-    ["INPUT", "FORWARD", "OUTPUT"]
+    let mut jumps: Vec<(&'static str, String)> = ["INPUT", "FORWARD", "OUTPUT"]
         .into_iter()
         .map(|chain| {
             (
@@ -86,7 +89,15 @@ pub fn filter_jumps() -> Vec<(&'static str, String)> {
                 format!("-m conntrack --ctstate NEW -m comment --comment \"kubernetes service portals\" -j {SERVICES}"),
             )
         })
-        .collect()
+        .collect();
+    jumps.push((
+        "FORWARD",
+        format!(
+            "-m comment --comment \"kubernetes network policies\" -j {}",
+            network_policy::POLICIES
+        ),
+    ));
+    jumps
 }
 
 /// The filter table's chain: connections to a Service port that has no

@@ -14,6 +14,8 @@ pub struct IpvsBackend {
     device: io::Device,
     /// What the kernel holds as far as we know (None: read it first).
     current: Option<IpvsState>,
+    /// NetworkPolicies, as iptables chains of their own.
+    policies: Option<crate::iptables::backend::PolicyEnforcer>,
 }
 
 impl IpvsBackend {
@@ -27,7 +29,14 @@ impl IpvsBackend {
             ipvs: io::Ipvs::open()?,
             device: io::Device::ensure().await?,
             current: None,
+            policies: None,
         })
+    }
+
+    /// Enforces NetworkPolicies too (the same chains as the iptables mode).
+    pub fn with_policies(mut self, p: crate::iptables::backend::PolicyEnforcer) -> Self {
+        self.policies = Some(p);
+        self
     }
 
     /// One sync: desired → changes against current → netlink. Returns the
@@ -55,11 +64,18 @@ impl Backend for IpvsBackend {
     const NAME: &'static str = "ipvs";
 
     async fn sync_rules(&mut self) -> anyhow::Result<bool> {
-        Ok(self.apply_changes().await? > 0)
+        let policies = match self.policies.as_mut() {
+            Some(p) => p.sync().await?,
+            None => false,
+        };
+        Ok(self.apply_changes().await? > 0 || policies)
     }
 
     fn resync_from_kernel(&mut self) {
         self.current = None;
+        if let Some(p) = self.policies.as_mut() {
+            p.resync_from_kernel();
+        }
     }
 }
 

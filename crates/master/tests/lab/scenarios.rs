@@ -364,3 +364,117 @@ pub fn preemption_spares_the_budget() {
     real("delete pdb guarded").expect("budget deleted");
     real("delete priorityclass lab-low lab-high").expect("classes deleted");
 }
+
+/// NetworkPolicy across nodes, enforced by every node's kube-proxy: the
+/// server namespace denies all ingress but from the friends' namespace;
+/// the friends' namespace denies all egress but DNS and the server. A pod
+/// of the friends (node2) reaches the server (node1) by Service name; a
+/// pod of another namespace (node3) does not, by Service or by pod IP.
+pub fn network_policies_across_nodes() {
+    let pinned = |name: &str, ns: &str, node: u32, app: &str, cmd: &str| {
+        format!("---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: {ns}, labels: {{app: {app}}}}}\nspec:\n  nodeSelector: {{kubernetes.io/hostname: node{node}}}\n  terminationGracePeriodSeconds: 1\n  containers: [{{name: c, image: minik8s/busybox:latest, imagePullPolicy: IfNotPresent, command: [sh, -c, '{cmd}'], ports: [{{name: http, containerPort: 8080}}]}}]\n")
+    };
+    let mut manifest = String::from(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: np-server}\n---\n\
+         apiVersion: v1\nkind: Namespace\nmetadata: {name: np-friend, labels: {team: friends}}\n---\n\
+         apiVersion: v1\nkind: Namespace\nmetadata: {name: np-other}\n---\n\
+         apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: np-server}\n\
+         spec: {selector: {app: np-web}, ports: [{port: 80, targetPort: http}]}\n",
+    );
+    manifest.push_str(&pinned(
+        "np-web",
+        "np-server",
+        1,
+        "np-web",
+        "mkdir -p /www && echo np-web > /www/index.html && httpd -f -p 8080 -h /www",
+    ));
+    manifest.push_str(&pinned("np-friend", "np-friend", 2, "client", "sleep 3600"));
+    manifest.push_str(&pinned(
+        "np-stranger",
+        "np-other",
+        3,
+        "client",
+        "mkdir -p /www && echo np-stranger > /www/index.html && httpd -f -p 8080 -h /www",
+    ));
+    apply(&manifest);
+    let running = |ns: &str, name: &str| {
+        until(90, &format!("{ns}/{name} running"), || {
+            let p = kubectl_json(&format!("get pod {name} -n {ns}"));
+            (p["status"]["phase"] == "Running").then_some(p)
+        })
+    };
+    let web = running("np-server", "np-web");
+    let friend = running("np-friend", "np-friend");
+    let stranger = running("np-other", "np-stranger");
+    let web_ip = web["status"]["podIP"].as_str().unwrap().to_string();
+    let fetch = |pod: &Value, url: &str| {
+        in_pod(pod, &format!("timeout 3 wget -qO- {url}")).map(|s| s.trim().to_string())
+    };
+    let by_name = "http://web.np-server/";
+    let by_ip = format!("http://{web_ip}:8080/");
+    let stranger_url = format!(
+        "http://{}:8080/",
+        stranger["status"]["podIP"].as_str().unwrap()
+    );
+    until(30, "every pod reaches the others before any policy", || {
+        (fetch(&friend, by_name).as_deref() == Some("np-web")
+            && fetch(&stranger, &by_ip).as_deref() == Some("np-web")
+            && fetch(&friend, &stranger_url).as_deref() == Some("np-stranger"))
+        .then_some(())
+    });
+
+    apply(
+        r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: default-deny, namespace: np-server}
+spec: {podSelector: {}, policyTypes: [Ingress]}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: from-friends, namespace: np-server}
+spec:
+  podSelector: {matchLabels: {app: np-web}}
+  ingress:
+  - from: [{namespaceSelector: {matchLabels: {team: friends}}}]
+    ports: [{port: http}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: default-deny-egress, namespace: np-friend}
+spec: {podSelector: {}, policyTypes: [Egress]}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: allow-dns-and-web, namespace: np-friend}
+spec:
+  podSelector: {}
+  policyTypes: [Egress]
+  egress:
+  - ports: [{port: 53, protocol: UDP}, {port: 53, protocol: TCP}]
+  - to: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: np-server}}, podSelector: {matchLabels: {app: np-web}}}]
+    ports: [{port: 8080}]
+"#,
+    );
+    until(
+        30,
+        "the stranger on node3 refused, by Service and by pod IP",
+        || {
+            (fetch(&stranger, by_name).is_none() && fetch(&stranger, &by_ip).is_none())
+                .then_some(())
+        },
+    );
+    // The friend on node2: DNS and the Service still answer under its egress deny.
+    for _ in 0..3 {
+        assert_eq!(fetch(&friend, by_name).as_deref(), Some("np-web"));
+    }
+    // Its egress anywhere else is denied: the stranger's server it reached before.
+    let out = in_pod_or_why(&friend, &format!("timeout 3 wget -qO- {stranger_url}"));
+    assert!(out.is_err(), "egress beyond the allowed: {out:?}");
+    let table = real("get netpol -n np-server").expect("netpol listed");
+    assert!(
+        table.contains("POD-SELECTOR") && table.contains("app=np-web"),
+        "{table}"
+    );
+    real("delete namespace np-server np-friend np-other --wait=false").expect("namespaces deleted");
+}
