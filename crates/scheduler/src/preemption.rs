@@ -331,37 +331,35 @@ impl Scheduler {
         let what = if group { "pod group" } else { "pod" };
         let uid = preemptor.metadata.uid.as_deref().unwrap_or("");
         for (victim, node) in chosen.pods() {
+            // Graceful deletion already started: nothing to ask (as Kubernetes).
+            if victim.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
             tracing::info!(preemptor = %object_key(&preemptor.metadata),
                            victim = %object_key(&victim.metadata), %node, "preempting");
-            if victim.metadata.deletion_timestamp.is_none() {
-                let condition = json!({"status": {"conditions": [{"type": "DisruptionTarget", "status": "True",
-                    "reason": "PreemptionByScheduler", "lastTransitionTime": now_rfc3339(),
-                    "message": format!("{scheduler}: preempting to accommodate a higher priority {what}")}]}});
-                if !self
-                    .client
-                    .patch_status::<Pod>(
-                        &victim.metadata,
-                        content::STRATEGIC_MERGE_PATCH,
-                        &condition,
-                    )
-                    .await?
-                {
-                    continue; // already gone
-                }
-                let api = Api::<Pod>::namespaced(
-                    &self.client,
-                    victim.metadata.namespace.as_deref().unwrap_or("default"),
-                );
-                let name = victim.metadata.name.as_deref().unwrap_or("");
-                let dp = DeleteParams {
-                    precondition_uid: victim.metadata.uid.clone(),
-                    ..Default::default()
-                };
-                match api.delete(name, &dp).await {
-                    Ok(_) => {}
-                    Err(e) if e.is_not_found() || e.is_conflict() => continue,
-                    Err(e) => return Err(e),
-                }
+            let condition = json!({"status": {"conditions": [{"type": "DisruptionTarget", "status": "True",
+                "reason": "PreemptionByScheduler", "lastTransitionTime": now_rfc3339(),
+                "message": format!("{scheduler}: preempting to accommodate a higher priority {what}")}]}});
+            if !self
+                .client
+                .patch_status::<Pod>(&victim.metadata, content::STRATEGIC_MERGE_PATCH, &condition)
+                .await?
+            {
+                continue; // already gone
+            }
+            let api = Api::<Pod>::namespaced(
+                &self.client,
+                victim.metadata.namespace.as_deref().unwrap_or("default"),
+            );
+            let name = victim.metadata.name.as_deref().unwrap_or("");
+            let dp = DeleteParams {
+                precondition_uid: victim.metadata.uid.clone(),
+                ..Default::default()
+            };
+            match api.delete(name, &dp).await {
+                Ok(_) => {}
+                Err(e) if e.is_not_found() || e.is_conflict() => continue,
+                Err(e) => return Err(e),
             }
             self.event(
                 victim,

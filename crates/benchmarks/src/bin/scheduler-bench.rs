@@ -2,63 +2,55 @@
 //! Creates the pods first, then starts the scheduler and measures pods bound
 //! per second until every pod is bound. Everything runs in this process on an
 //! in-process apiserver (embedded store). Prints a Markdown report; not a test.
-//! Usage: `scheduler-bench [NODES] [PODS]`.
+//!
+//! Usage: `scheduler-bench [NODES] [PODS] [plain|spread|preempt]`:
+//! - `plain` (default): pods of 10m CPU, placed round robin;
+//! - `spread`: the same pods with a `maxSkew: 1` topology spread constraint
+//!   over `kubernetes.io/hostname` (every decision counts the placed pods);
+//! - `preempt`: PODS pods of low priority fill every node's CPU exactly
+//!   (placed as in `plain`, the floor), then PODS/10 pods of high priority
+//!   each preempt one: victims chosen, deleted through the hollow kubelets,
+//!   the preemptors bound.
 
 use futures::StreamExt;
 use minik8s_api::k8s::api::core::v1::Pod;
 use minik8s_api::registry;
-use minik8s_client::{Client, ListParams};
+use minik8s_client::{Client, DynamicApi, ListParams};
 use minik8s_testkit::{Backend, TestServer};
-use serde_json::json;
+use serde_json::{json, Value};
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use benchmarks as bench_util;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let args: Vec<usize> = benchmarks::numeric_args();
-    let (nodes, pods) = (
-        args.first().copied().unwrap_or(1000),
-        args.get(1).copied().unwrap_or(10_000),
-    );
-    let server = TestServer::start_with(Backend::Embedded, |c| c.watch_cache_size = 50_000).await;
-    let client = Client::new(&server.url);
-    let register_secs = benchmarks::run_hollow_nodes(&client, nodes, 60, 10).await?;
-
-    let api = client.dynamic(registry::of::<Pod>(), Some("default"));
+/// Creates `count` pods named `<prefix><i>` from `spec` (32 at a time); the seconds taken.
+async fn create_pods(api: &DynamicApi, prefix: &str, count: usize, spec: &Value) -> f64 {
     let t = Instant::now();
-    let created: Vec<bool> = futures::stream::iter(0..pods)
+    let created: Vec<bool> = futures::stream::iter(0..count)
         .map(|i| {
             let api = api.clone();
-            async move {
-                let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("p{i}")},
-                                 "spec": {"containers": [{"name": "c", "image": "minik8s/busybox:latest", "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}});
-                api.create(&pod).await.is_ok()
-            }
+            let pod = json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("{prefix}{i}"), "labels": {"app": "bench"}}, "spec": spec});
+            async move { api.create(&pod).await.is_ok() }
         })
         .buffer_unordered(32)
         .collect()
         .await;
     assert!(created.iter().all(|ok| *ok), "creating pods failed");
-    let create_secs = t.elapsed().as_secs_f64();
+    t.elapsed().as_secs_f64()
+}
 
-    // Count bindings from a watch (a list every few ms would itself load the server).
-    let rv = api
-        .list(&ListParams::default().fields("metadata.name=none"))
-        .await?["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap_or("")
-        .to_string();
+/// Waits on a watch from `rv` until `count` pods named `<prefix>*` are bound.
+async fn wait_bound(
+    api: &DynamicApi,
+    rv: String,
+    prefix: &str,
+    count: usize,
+) -> anyhow::Result<()> {
     let mut events = api.watch(&ListParams::default(), &rv, false).await?;
-    let t = Instant::now();
-    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
-    for inf in informers {
-        tokio::spawn(inf);
-    }
-    tokio::spawn(scheduler::worker(sched));
-    let mut bound = std::collections::HashSet::new();
+    let mut bound = HashSet::new();
     let mut last_rv = rv;
-    while bound.len() < pods {
+    while bound.len() < count {
         let ev = tokio::time::timeout(Duration::from_secs(60), events.next())
             .await
             .map_err(|_| anyhow::anyhow!("no progress for 60 s; {} bound", bound.len()))?;
@@ -67,11 +59,13 @@ async fn main() -> anyhow::Result<()> {
                 if let Some(rv) = p["metadata"]["resourceVersion"].as_str() {
                     last_rv = rv.to_string();
                 }
-                if p["spec"]["nodeName"]
-                    .as_str()
-                    .is_some_and(|n| !n.is_empty())
+                let name = p["metadata"]["name"].as_str().unwrap_or("");
+                if name.starts_with(prefix)
+                    && p["spec"]["nodeName"]
+                        .as_str()
+                        .is_some_and(|n| !n.is_empty())
                 {
-                    bound.insert(p["metadata"]["name"].as_str().unwrap_or("").to_string());
+                    bound.insert(name.to_string());
                 }
             }
             // The server ended the watch (a slow reader is cut off): resume.
@@ -81,8 +75,94 @@ async fn main() -> anyhow::Result<()> {
             Some(Ok(_)) => {}
         }
     }
+    Ok(())
+}
+
+async fn current_rv(api: &DynamicApi) -> anyhow::Result<String> {
+    Ok(api
+        .list(&ListParams::default().fields("metadata.name=none"))
+        .await?["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or("")
+        .to_string())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<usize> = benchmarks::numeric_args();
+    let (nodes, pods) = (
+        args.first().copied().unwrap_or(1000),
+        args.get(1).copied().unwrap_or(10_000),
+    );
+    let mode = std::env::args()
+        .skip(1)
+        .find(|a| a.parse::<usize>().is_err())
+        .unwrap_or_else(|| "plain".into());
+    anyhow::ensure!(
+        ["plain", "spread", "preempt"].contains(&mode.as_str()),
+        "mode is plain, spread or preempt, not {mode}"
+    );
+    let server = TestServer::start_with(Backend::Embedded, |c| c.watch_cache_size = 50_000).await;
+    let client = Client::new(&server.url);
+    let register_secs = benchmarks::run_hollow_nodes(&client, nodes, 60, 10).await?;
+    let api = client.dynamic(registry::of::<Pod>(), Some("default"));
+
+    let container = |cpu: &str| {
+        json!([{"name": "c", "image": "minik8s/busybox:latest",
+        "resources": {"requests": {"cpu": cpu, "memory": "16Mi"}}}])
+    };
+    let spec = match mode.as_str() {
+        "spread" => {
+            json!({"containers": container("10m"), "topologySpreadConstraints": [{"maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "bench"}}}]})
+        }
+        "preempt" => {
+            let classes = client.dynamic(
+                registry::of::<minik8s_api::k8s::api::scheduling::v1::PriorityClass>(),
+                None,
+            );
+            for (name, value) in [("bench-low", 10), ("bench-high", 1000)] {
+                classes
+                    .create(
+                        &json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                        "metadata": {"name": name}, "value": value}),
+                    )
+                    .await?;
+            }
+            // PODS pods share the nodes' CPU exactly.
+            let millis = kubelet::hollow::CPUS as usize * 1000 * nodes / pods;
+            json!({"containers": container(&format!("{millis}m")), "priorityClassName": "bench-low",
+                   "terminationGracePeriodSeconds": 0})
+        }
+        _ => json!({"containers": container("10m")}),
+    };
+    let create_secs = create_pods(&api, "p", pods, &spec).await;
+
+    let rv = current_rv(&api).await?;
+    let t = Instant::now();
+    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
+    for inf in informers {
+        tokio::spawn(inf);
+    }
+    tokio::spawn(scheduler::worker(sched));
+    wait_bound(&api, rv, "p", pods).await?;
     let bind_secs = t.elapsed().as_secs_f64();
-    // Spread: round-robin should put pods/nodes on every node.
+
+    let preempt = if mode == "preempt" {
+        let high = (pods / 10).max(1);
+        let mut spec = spec.clone();
+        spec["priorityClassName"] = json!("bench-high");
+        let rv = current_rv(&api).await?;
+        let t = Instant::now();
+        create_pods(&api, "high-", high, &spec).await;
+        wait_bound(&api, rv, "high-", high).await?;
+        Some((high, t.elapsed().as_secs_f64()))
+    } else {
+        None
+    };
+
+    // Placement: round-robin (or the spread constraint) puts pods/nodes on every node.
     let all = api.list(&ListParams::default()).await?;
     let mut per_node = std::collections::HashMap::new();
     for p in all["items"].as_array().into_iter().flatten() {
@@ -95,8 +175,11 @@ async fn main() -> anyhow::Result<()> {
         per_node.values().max().copied().unwrap_or(0),
     );
 
-    println!("# scheduler benchmark\n");
-    println!("date: {}  \n{nodes} hollow nodes, {pods} pods (10m cpu, 16Mi each), in-process apiserver (embedded store)\n", chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"));
+    println!("# scheduler benchmark ({mode})\n");
+    println!(
+        "date: {}  \n{nodes} hollow nodes, {pods} pods, in-process apiserver (embedded store)\n",
+        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
+    );
     println!("| step | seconds | rate |");
     println!("|---|---:|---:|");
     println!(
@@ -108,6 +191,9 @@ async fn main() -> anyhow::Result<()> {
         pods as f64 / create_secs
     );
     println!("| schedule and bind all (scheduler start → none unbound) | {bind_secs:.1} | **{:.0} pods/s** |", pods as f64 / bind_secs);
-    println!("\npods per node: min {min}, max {max} (round-robin)  \nprocess RSS at the end (apiserver + scheduler + hollow nodes + client): {:.0} MiB", bench_util::rss_mib("self"));
+    if let Some((high, secs)) = preempt {
+        println!("| {high} pods of high priority, each preempting one (create → all bound) | {secs:.1} | **{:.0} pods/s** |", high as f64 / secs);
+    }
+    println!("\npods per node at the end: min {min}, max {max}  \nprocess RSS at the end (apiserver + scheduler + hollow nodes + client): {:.0} MiB", bench_util::rss_mib("self"));
     Ok(())
 }
