@@ -197,6 +197,11 @@ pub struct ApiServer {
     pub(crate) limit_ranges: followed::Followed,
     /// ResourceQuotas, so a write to a namespace without any skips the quota admission.
     pub(crate) resource_quotas: followed::Followed,
+    /// One quota charge at a time per namespace in this apiserver: concurrent
+    /// creates queue here instead of failing each other's compare-and-swap
+    /// on the quota's status (Kubernetes' quota evaluator batches them).
+    pub(crate) quota_gates:
+        std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     ingress_classes: followed::Followed,
     /// PersistentVolumes, for the Node authorizer (a kubelet reads the
     /// volumes of its pods' claims).
@@ -388,6 +393,7 @@ impl ApiServer {
             priority_classes: Default::default(),
             limit_ranges: Default::default(),
             resource_quotas: Default::default(),
+            quota_gates: Default::default(),
             ingress_classes: Default::default(),
             persistent_volumes: Default::default(),
         });

@@ -222,6 +222,26 @@ async fn real_kubectl_workflow(backend: Backend) {
         ),
         "{err}"
     );
+    // Nor by an update: a second class made default later is refused too.
+    k.ok(&["create", "priorityclass", "usual2", "--value=20"])
+        .await;
+    let (ok, _, err) = k
+        .run(&[
+            "patch",
+            "pc",
+            "usual2",
+            "--type=merge",
+            "-p",
+            r#"{"globalDefault":true}"#,
+        ])
+        .await;
+    assert!(
+        !ok && err.contains(
+            "PriorityClass usual is already marked as default. Only one default can exist"
+        ),
+        "{err}"
+    );
+    k.ok(&["delete", "pc", "usual2"]).await;
     let (ok, _, err) = k.run(&["delete", "pc", "system-node-critical"]).await;
     assert!(
         !ok && err.contains("the priority class system-node-critical is a system priority class and cannot be deleted"),

@@ -120,6 +120,14 @@ impl ApiServer {
         if old.is_some() && !counted_update || self.resource_quotas.in_namespace(ns).is_empty() {
             return Ok(Charge::default());
         }
+        let gate = self
+            .quota_gates
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(ns.to_string())
+            .or_default()
+            .clone();
+        let _one_at_a_time = gate.lock().await;
         let qinfo = quota_info();
         let req = quota::Request {
             plural: info.plural,

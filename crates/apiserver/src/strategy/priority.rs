@@ -109,6 +109,24 @@ impl super::Strategy for Lifecycle {
         })
     }
 
+    /// An update may not make a second default class either.
+    fn admit(&self, srv: &ApiServer, class: &Value, old: Option<&Value>) -> Result<(), String> {
+        if old.is_none() || class["globalDefault"] != true {
+            return Ok(());
+        }
+        let name = minik8s_api::meta::name(class);
+        match all(srv)
+            .iter()
+            .find(|c| c["globalDefault"] == true && minik8s_api::meta::name(c) != name)
+        {
+            Some(other) => Err(format!(
+                "PriorityClass {} is already marked as default. Only one default can exist",
+                minik8s_api::meta::name(other)
+            )),
+            None => Ok(()),
+        }
+    }
+
     fn check_delete(&self, name: &str) -> Result<(), &'static str> {
         match name {
             "system-node-critical" => Err("the priority class system-node-critical is a system priority class and cannot be deleted"),

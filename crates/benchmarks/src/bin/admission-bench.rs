@@ -45,6 +45,22 @@ async fn limit(url: &str, ns: &str) {
                    "spec": {"hard": hard}}),
         )
         .await;
+        // What the quota controller writes first (no controller runs here):
+        // a quota the controller has not counted yet constrains nothing.
+        let used: serde_json::Map<String, serde_json::Value> = hard
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| (k.clone(), json!("0")))
+            .collect();
+        let r = http
+            .patch(format!("{base}/resourcequotas/q{i}/status"))
+            .header("Content-Type", "application/merge-patch+json")
+            .json(&json!({"status": {"hard": hard, "used": used}}))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
     }
     post(
         format!("{base}/limitranges"),

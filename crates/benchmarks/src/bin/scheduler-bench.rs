@@ -49,16 +49,25 @@ async fn wait_bound(
 ) -> anyhow::Result<()> {
     let mut events = api.watch(&ListParams::default(), &rv, false).await?;
     let mut bound = HashSet::new();
-    let mut last_rv = rv;
+    let started = Instant::now();
+    let mut reported = 0;
     while bound.len() < count {
+        // Progress on stderr every 10 s: a stall shows where it stopped.
+        let secs = started.elapsed().as_secs();
+        if secs / 10 > reported {
+            reported = secs / 10;
+            eprintln!("{secs} s: {} of {count} {prefix}* pods bound", bound.len());
+            anyhow::ensure!(
+                secs < 600,
+                "{} of {count} bound after 10 minutes",
+                bound.len()
+            );
+        }
         let ev = tokio::time::timeout(Duration::from_secs(60), events.next())
             .await
             .map_err(|_| anyhow::anyhow!("no progress for 60 s; {} bound", bound.len()))?;
         match ev {
             Some(Ok(minik8s_client::WatchEvent::Modified(p))) => {
-                if let Some(rv) = p["metadata"]["resourceVersion"].as_str() {
-                    last_rv = rv.to_string();
-                }
                 let name = p["metadata"]["name"].as_str().unwrap_or("");
                 if name.starts_with(prefix)
                     && p["spec"]["nodeName"]
@@ -68,9 +77,23 @@ async fn wait_bound(
                     bound.insert(name.to_string());
                 }
             }
-            // The server ended the watch (a slow reader is cut off): resume.
+            // The server ended the watch (a slow reader is cut off, its
+            // version maybe out of the watch cache by now): list what is
+            // bound, then watch from the list, as an informer relists.
             None | Some(Err(_)) => {
-                events = api.watch(&ListParams::default(), &last_rv, false).await?;
+                let list = api.list(&ListParams::default()).await?;
+                for p in list["items"].as_array().into_iter().flatten() {
+                    let name = p["metadata"]["name"].as_str().unwrap_or("");
+                    if name.starts_with(prefix)
+                        && p["spec"]["nodeName"]
+                            .as_str()
+                            .is_some_and(|n| !n.is_empty())
+                    {
+                        bound.insert(name.to_string());
+                    }
+                }
+                let rv = list["metadata"]["resourceVersion"].as_str().unwrap_or("");
+                events = api.watch(&ListParams::default(), rv, false).await?;
             }
             Some(Ok(_)) => {}
         }
@@ -105,6 +128,7 @@ async fn main() -> anyhow::Result<()> {
     let server = TestServer::start_with(Backend::Embedded, |c| c.watch_cache_size = 50_000).await;
     let client = Client::new(&server.url);
     let register_secs = benchmarks::run_hollow_nodes(&client, nodes, 60, 10).await?;
+    eprintln!("{nodes} hollow nodes registered");
     let api = client.dynamic(registry::of::<Pod>(), Some("default"));
 
     let container = |cpu: &str| {
@@ -138,6 +162,7 @@ async fn main() -> anyhow::Result<()> {
         _ => json!({"containers": container("10m")}),
     };
     let create_secs = create_pods(&api, "p", pods, &spec).await;
+    eprintln!("{pods} pods created");
 
     let rv = current_rv(&api).await?;
     let t = Instant::now();
