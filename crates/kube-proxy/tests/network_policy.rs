@@ -127,6 +127,12 @@ impl Lab {
         self.children.push(child);
     }
 
+    /// The node's filter table, as `iptables-save` prints it.
+    fn filter_table(&self) -> String {
+        let out = self.exec("node", &["iptables-save", "-t", "filter"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// What `pod` gets from `url` ("" when refused or timed out).
     fn get(&self, pod: &str, url: &str) -> String {
         // (busybox 1.35's `wget -T` crashes; `timeout` bounds it instead.)
@@ -295,9 +301,7 @@ async fn policies_allow_and_deny_between_pods() {
 
     // What iptables-save prints back is exactly what was written: a resync
     // rewrites nothing.
-    let save =
-        String::from_utf8_lossy(&lab.exec("node", &["iptables-save", "-t", "filter"]).stdout)
-            .into_owned();
+    let save = lab.filter_table();
     let applied: kube_proxy::iptables::Chains = parse_save_table(&save, "filter")
         .into_iter()
         .filter(|(name, _)| name.starts_with(network_policy::POLICIES))
@@ -347,9 +351,7 @@ async fn policies_allow_and_deny_between_pods() {
         (lab.get("friend", url) == "web" && lab.get("stranger", url) == "web").then_some(())
     })
     .await;
-    let save =
-        String::from_utf8_lossy(&lab.exec("node", &["iptables-save", "-t", "filter"]).stdout)
-            .into_owned();
+    let save = lab.filter_table();
     let left: Vec<&str> = save
         .lines()
         .filter(|l| l.starts_with(":KUBE-NWPLCY"))

@@ -40,6 +40,13 @@ async fn create_pods(api: &DynamicApi, prefix: &str, count: usize, spec: &Value)
     t.elapsed().as_secs_f64()
 }
 
+/// The pod's name when it is named `<prefix>*` and bound to a node.
+fn bound_name<'a>(pod: &'a Value, prefix: &str) -> Option<&'a str> {
+    let name = pod["metadata"]["name"].as_str()?;
+    let node = pod["spec"]["nodeName"].as_str()?;
+    (name.starts_with(prefix) && !node.is_empty()).then_some(name)
+}
+
 /// Waits on a watch from `rv` until `count` pods named `<prefix>*` are bound.
 async fn wait_bound(
     api: &DynamicApi,
@@ -68,30 +75,19 @@ async fn wait_bound(
             .map_err(|_| anyhow::anyhow!("no progress for 60 s; {} bound", bound.len()))?;
         match ev {
             Some(Ok(minik8s_client::WatchEvent::Modified(p))) => {
-                let name = p["metadata"]["name"].as_str().unwrap_or("");
-                if name.starts_with(prefix)
-                    && p["spec"]["nodeName"]
-                        .as_str()
-                        .is_some_and(|n| !n.is_empty())
-                {
-                    bound.insert(name.to_string());
-                }
+                bound.extend(bound_name(&p, prefix).map(str::to_string));
             }
             // The server ended the watch (a slow reader is cut off, its
             // version maybe out of the watch cache by now): list what is
             // bound, then watch from the list, as an informer relists.
             None | Some(Err(_)) => {
                 let list = api.list(&ListParams::default()).await?;
-                for p in list["items"].as_array().into_iter().flatten() {
-                    let name = p["metadata"]["name"].as_str().unwrap_or("");
-                    if name.starts_with(prefix)
-                        && p["spec"]["nodeName"]
-                            .as_str()
-                            .is_some_and(|n| !n.is_empty())
-                    {
-                        bound.insert(name.to_string());
-                    }
-                }
+                let items = list["items"].as_array().into_iter().flatten();
+                bound.extend(
+                    items
+                        .filter_map(|p| bound_name(p, prefix))
+                        .map(str::to_string),
+                );
                 let rv = list["metadata"]["resourceVersion"].as_str().unwrap_or("");
                 events = api.watch(&ListParams::default(), rv, false).await?;
             }
