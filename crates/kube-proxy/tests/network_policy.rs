@@ -241,6 +241,8 @@ async fn policies_allow_and_deny_between_pods() {
     );
     assert!(accept.status.success(), "{accept:?}");
     let policies = client.dynamic(registry::of::<NetworkPolicy>(), Some("alice"));
+    let default_deny = json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "default-deny"}, "spec": {"podSelector": {}}});
     // A malformed CIDR is refused with its field path, and nothing is stored.
     let bad = policies
         .create(
@@ -258,13 +260,7 @@ async fn policies_allow_and_deny_between_pods() {
         bad.message
     );
     assert!(policies.get("bad").await.is_err());
-    policies
-        .create(
-            &json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-            "metadata": {"name": "default-deny"}, "spec": {"podSelector": {}}}),
-        )
-        .await
-        .unwrap();
+    policies.create(&default_deny).await.unwrap();
     within(10, "default deny: nobody reaches web", || {
         (lab.get("friend", url).is_empty() && lab.get("stranger", url).is_empty()).then_some(())
     })
@@ -362,13 +358,7 @@ async fn policies_allow_and_deny_between_pods() {
 
     // The same chains kept on their own, as the ipvs proxier keeps them
     // (it writes no filter chains of its own).
-    policies
-        .create(
-            &json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-            "metadata": {"name": "default-deny"}, "spec": {"podSelector": {}}}),
-        )
-        .await
-        .unwrap();
+    policies.create(&default_deny).await.unwrap();
     let informers = minik8s_client::SharedInformers::new(&client);
     let wake = Arc::new(tokio::sync::Notify::new());
     let source = kube_proxy::iptables::backend::PolicySource::new(&informers, wake);

@@ -23,6 +23,37 @@ fn pod(name: &str, labels: Value, spec: Value) -> Value {
     p
 }
 
+/// A scheduler on `client` in the background: its informers and its worker.
+fn start_scheduler(client: &Client) {
+    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
+    for inf in informers {
+        tokio::spawn(inf);
+    }
+    tokio::spawn(scheduler::worker(sched));
+}
+
+/// Nodes `n1` and `n2` (2 CPUs each) and the PriorityClasses (name, value,
+/// preemptionPolicy) a preemption test needs.
+async fn two_nodes_and_classes(client: &Client, classes: &[(&str, i32, &str)]) {
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
+    let nodes = client.dynamic(registry::of::<Node>(), None);
+    for n in ["n1", "n2"] {
+        nodes
+            .create(&node(n, json!({"kubernetes.io/hostname": n})))
+            .await
+            .unwrap();
+    }
+    let api = client.dynamic(registry::of::<PriorityClass>(), None);
+    for (name, value, policy) in classes {
+        api.create(
+            &json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value, "preemptionPolicy": policy}),
+        )
+        .await
+        .unwrap();
+    }
+}
+
 async fn wait_for<F: Fn(&Value) -> bool>(
     pods: &DynamicApi,
     name: &str,
@@ -61,11 +92,7 @@ async fn schedules_round_robin_honours_constraints_and_reports_failures() {
         .create(&node("n2", json!({"kubernetes.io/hostname": "n2"})))
         .await
         .unwrap();
-    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
-    for inf in informers {
-        tokio::spawn(inf);
-    }
-    tokio::spawn(scheduler::worker(sched));
+    start_scheduler(&client);
     let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
 
     // Round-robin: consecutive pods alternate between the nodes.
@@ -344,11 +371,7 @@ async fn spreads_pods_across_zones() {
         let labels = json!({"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone});
         nodes.create(&node(name, labels)).await.unwrap();
     }
-    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
-    for inf in informers {
-        tokio::spawn(inf);
-    }
-    tokio::spawn(scheduler::worker(sched));
+    start_scheduler(&client);
     let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
     let spread = |when: &str| {
         json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
@@ -478,36 +501,19 @@ async fn only_the_leading_scheduler_binds_and_another_takes_over() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preempts_the_unprotected_lower_pod_and_keeps_its_room() {
     use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-    use k8s_openapi::api::scheduling::v1::PriorityClass;
     use minik8s_client::rest::{content, DeleteParams};
     let s = TestServer::start(Backend::Embedded).await;
     let client = Client::new(&s.url);
-    let nodes = client.dynamic(registry::of::<Node>(), None);
-    for n in ["n1", "n2"] {
-        nodes
-            .create(&node(n, json!({"kubernetes.io/hostname": n})))
-            .await
-            .unwrap();
-    }
-    let classes = client.dynamic(registry::of::<PriorityClass>(), None);
-    for (name, value, policy) in [
-        ("low", 10, "PreemptLowerPriority"),
-        ("high", 1000, "PreemptLowerPriority"),
-        ("high-polite", 1000, "Never"),
-    ] {
-        classes
-            .create(
-                &json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                "metadata": {"name": name}, "value": value, "preemptionPolicy": policy}),
-            )
-            .await
-            .unwrap();
-    }
-    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
-    for inf in informers {
-        tokio::spawn(inf);
-    }
-    tokio::spawn(scheduler::worker(sched));
+    two_nodes_and_classes(
+        &client,
+        &[
+            ("low", 10, "PreemptLowerPriority"),
+            ("high", 1000, "PreemptLowerPriority"),
+            ("high-polite", 1000, "Never"),
+        ],
+    )
+    .await;
+    start_scheduler(&client);
     let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
     let sized = |class: &str| {
         json!({"priorityClassName": class, "containers": [{"name": "c", "image": "busybox",
@@ -645,32 +651,20 @@ async fn preempts_the_unprotected_lower_pod_and_keeps_its_room() {
 /// at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gangs_are_preempted_and_preempt_whole() {
-    use k8s_openapi::api::scheduling::v1::PriorityClass;
     use minik8s_client::rest::DeleteParams;
     let s = TestServer::start(Backend::Embedded).await;
     let client = Client::new(&s.url);
-    let nodes = client.dynamic(registry::of::<Node>(), None);
-    for n in ["n1", "n2"] {
-        nodes
-            .create(&node(n, json!({"kubernetes.io/hostname": n})))
-            .await
-            .unwrap();
-    }
-    let classes = client.dynamic(registry::of::<PriorityClass>(), None);
-    for (name, value) in [("low", 10), ("mid", 1000), ("top", 2000)] {
-        classes
-            .create(
-                &json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                "metadata": {"name": name}, "value": value}),
-            )
-            .await
-            .unwrap();
-    }
-    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
-    for inf in informers {
-        tokio::spawn(inf);
-    }
-    tokio::spawn(scheduler::worker(sched));
+    let preempt = "PreemptLowerPriority";
+    two_nodes_and_classes(
+        &client,
+        &[
+            ("low", 10, preempt),
+            ("mid", 1000, preempt),
+            ("top", 2000, preempt),
+        ],
+    )
+    .await;
+    start_scheduler(&client);
     let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
     let member = |name: &str, class: &str, gang: Option<&str>| {
         let mut p = pod(
