@@ -15,13 +15,19 @@ pub fn amount(list: Option<&BTreeMap<String, Q>>, r: &str) -> Option<i64> {
     Some(if r == "cpu" { q.millis() } else { q.units() })
 }
 
-fn request(c: &Container, r: &str) -> i64 {
+fn request(c: &Container, r: &str) -> Option<i64> {
     amount(
         c.resources.as_ref().and_then(|res| res.requests.as_ref()),
         r,
     )
-    .unwrap_or(0)
 }
+
+/// What Kubernetes' scoring counts for a container that requests no CPU
+/// (`DefaultMilliCPURequest`, millicores) ...
+pub const NONZERO_CPU: i64 = 100;
+/// ... or no memory (`DefaultMemoryRequest`, bytes): a node full of pods
+/// without requests must not look empty to the scheduler's scores.
+pub const NONZERO_MEMORY: i64 = 200 * 1024 * 1024;
 
 /// What a pod requests of its node.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -32,6 +38,11 @@ pub struct PodRequests {
     pub memory: i64,
     /// Bytes of the node's local storage (writable layers, logs, emptyDirs).
     pub ephemeral_storage: i64,
+    /// CPU with [`NONZERO_CPU`] for each container that requests none
+    /// (Kubernetes' `NonZeroRequested`, what the scheduler scores by).
+    pub nonzero_cpu: i64,
+    /// Memory with [`NONZERO_MEMORY`] for each container that requests none.
+    pub nonzero_memory: i64,
 }
 
 /// Requested resources of a pod (cpu millicores, memory and
@@ -46,16 +57,18 @@ pub fn pod_requests(pod: &Pod) -> PodRequests {
     let Some(spec) = &pod.spec else {
         return PodRequests::default();
     };
-    let effective = |r: &str| {
-        let mut total: i64 = spec.containers.iter().map(|c| request(c, r)).sum();
+    // `missing`: what a container without a request for `r` counts as.
+    let effective = |r: &str, missing: i64| {
+        let request = |c: &Container| request(c, r).unwrap_or(missing);
+        let mut total: i64 = spec.containers.iter().map(request).sum();
         let (mut sidecars, mut largest_init) = (0, 0);
         for c in spec.init_containers.iter().flatten() {
             let alone = if c.restart_policy.as_deref() == Some("Always") {
-                total += request(c, r);
-                sidecars += request(c, r);
+                total += request(c);
+                sidecars += request(c);
                 sidecars
             } else {
-                request(c, r) + sidecars
+                request(c) + sidecars
             };
             largest_init = largest_init.max(alone);
         }
@@ -69,9 +82,11 @@ pub fn pod_requests(pod: &Pod) -> PodRequests {
         pod_level.unwrap_or(total.max(largest_init)) + overhead
     };
     PodRequests {
-        cpu: effective("cpu"),
-        memory: effective("memory"),
-        ephemeral_storage: effective("ephemeral-storage"),
+        cpu: effective("cpu", 0),
+        memory: effective("memory", 0),
+        ephemeral_storage: effective("ephemeral-storage", 0),
+        nonzero_cpu: effective("cpu", NONZERO_CPU),
+        nonzero_memory: effective("memory", NONZERO_MEMORY),
     }
 }
 

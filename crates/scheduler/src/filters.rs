@@ -236,6 +236,10 @@ pub struct Usage {
     pub memory: i64,
     pub ephemeral_storage: i64,
     pub pods: i64,
+    /// CPU and memory as the scores count them (a container without a
+    /// request counts as 100m and 200 MiB).
+    pub nonzero_cpu: i64,
+    pub nonzero_memory: i64,
 }
 
 impl Usage {
@@ -243,6 +247,8 @@ impl Usage {
         self.cpu += sign * r.cpu;
         self.memory += sign * r.memory;
         self.ephemeral_storage += sign * r.ephemeral_storage;
+        self.nonzero_cpu += sign * r.nonzero_cpu;
+        self.nonzero_memory += sign * r.nonzero_memory;
         self.pods += sign;
     }
 
@@ -301,7 +307,7 @@ impl<'a> Snapshot<'a> {
         self
     }
 
-    fn requests_of(&self, pod: &Pod) -> PodRequests {
+    pub(crate) fn requests_of(&self, pod: &Pod) -> PodRequests {
         if let Some((p, r)) = self.requests.get() {
             if std::ptr::eq(p, pod) {
                 return r;
@@ -312,7 +318,14 @@ impl<'a> Snapshot<'a> {
         r
     }
 
-    fn node(&self, name: &str) -> Option<&'a Node> {
+    /// What `node` offers, from the caller's parsed table when it keeps one.
+    pub(crate) fn allocatable_of(&self, node: &Node) -> Allocatable {
+        self.allocatable
+            .and_then(|m| m.get(node_name(node)).copied())
+            .unwrap_or_else(|| Allocatable::of(node))
+    }
+
+    pub(crate) fn node(&self, name: &str) -> Option<&'a Node> {
         let nodes = self.nodes;
         self.by_name
             .get_or_init(|| nodes.iter().map(|n| (node_name(n), &**n)).collect())
@@ -333,12 +346,17 @@ pub fn has_pod_affinity(pod: &Pod) -> bool {
     !required_terms(pod, false).is_empty() || !required_terms(pod, true).is_empty()
 }
 
-/// Does the pod have required anti-affinity terms (which constrain pods placed after it)?
-pub fn has_anti_affinity(pod: &Pod) -> bool {
-    !required_terms(pod, true).is_empty()
+/// Does the pod have any pod affinity or anti-affinity, required or
+/// preferred (Kubernetes' "pod with affinity", which later pods must consult)?
+pub fn has_any_pod_affinity(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.affinity.as_ref())
+        .is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some())
 }
 
-fn term_selects(term: &PodAffinityTerm, owner: &Pod, candidate: &Pod) -> bool {
+/// Does `term`, written in `owner`'s spec, select `candidate` (its namespaces and labels)?
+pub(crate) fn term_selects(term: &PodAffinityTerm, owner: &Pod, candidate: &Pod) -> bool {
     let owner_ns = owner
         .metadata
         .namespace
@@ -439,10 +457,7 @@ pub fn check_pod_affinity(pod: &Pod, node: &Node, snap: &Snapshot) -> Result<(),
 pub fn check_resources(pod: &Pod, node: &Node, snap: &Snapshot) -> Result<(), Unfit> {
     let name = node_name(node);
     let used = snap.usage.get(name).copied().unwrap_or_default();
-    let alloc = snap
-        .allocatable
-        .and_then(|m| m.get(name).copied())
-        .unwrap_or_else(|| Allocatable::of(node));
+    let alloc = snap.allocatable_of(node);
     let want = snap.requests_of(pod);
     if alloc.pods.is_some_and(|pods| used.pods + 1 > pods) {
         return Err(Unfit::Insufficient("pods"));
@@ -589,6 +604,19 @@ impl RoundRobin {
         }
         self.sync(nodes);
         self.synced = Some(nodes.clone());
+    }
+
+    /// The nodes, next in turn first.
+    pub fn order(&self) -> impl Iterator<Item = &str> {
+        self.order.iter().map(String::as_str)
+    }
+
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
     }
 
     pub fn pick(&mut self, feasible: &[String]) -> Option<String> {

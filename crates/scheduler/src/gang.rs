@@ -207,7 +207,12 @@ impl Scheduler {
         let usage = self
             .with_nominations(pod, &keys, &ledger.usage)
             .unwrap_or_else(|| ledger.usage.clone());
-        let placed = ledger.placed(members.iter().any(|p| filters::has_pod_affinity(p)));
+        let needs = if members.iter().any(|p| filters::has_pod_affinity(p)) {
+            crate::Needs::All
+        } else {
+            crate::Needs::WithAffinity
+        };
+        let placed = ledger.placed(needs);
         Base { usage, placed }
     }
 

@@ -22,12 +22,18 @@ pub mod filters;
 mod gang;
 mod prebind;
 mod preemption;
+pub mod score;
 pub mod spread;
+#[cfg(test)]
+mod testutil;
 pub mod victims;
 pub mod volumes;
 
 use filters::{RoundRobin, Snapshot, Usage};
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use minik8s_api::meta::now_rfc3339;
@@ -50,6 +56,9 @@ pub const API_RATE_LIMIT: (f32, u32) = (1000.0, 2000);
 
 /// Pods that name another scheduler are left alone.
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
+
+/// The services cache's index by namespace.
+const NAMESPACE: &str = "namespace";
 
 /// An unschedulable pod is retried at least this often even if nothing changes.
 const UNSCHEDULABLE_RETRY: Duration = Duration::from_secs(60);
@@ -90,6 +99,11 @@ pub struct Scheduler {
     classes: Cache<StorageClass>,
     pod_groups: Cache<minik8s_api::podgroup::PodGroup>,
     budgets: Cache<PodDisruptionBudget>,
+    /// What selects a pod, for the cluster-default spreading.
+    services: Cache<Service>,
+    replica_sets: Cache<ReplicaSet>,
+    stateful_sets: Cache<StatefulSet>,
+    controllers: Cache<ReplicationController>,
     queue: WorkQueue<String>,
     round_robin: Mutex<RoundRobin>,
     /// Placed pods and per-node usage, kept from pod events and our own bindings.
@@ -131,8 +145,39 @@ struct Placement {
 struct Ledger {
     by_pod: HashMap<String, Placement>,
     usage: HashMap<String, Usage>,
-    /// Placed pods with anti-affinity terms: they constrain every later pod.
-    anti: HashSet<String>,
+    /// Placed pods with pod (anti-)affinity terms: their required
+    /// anti-affinity constrains every later pod, and all their terms score.
+    with_affinity: HashSet<String>,
+    /// Placed pods by namespace (topology spread counts only its own).
+    by_namespace: HashMap<String, HashSet<String>>,
+}
+
+/// Which placed pods a decision has to look at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Needs<'a> {
+    /// The pod has pod (anti-)affinity terms, which may select any namespace.
+    All,
+    /// The pod spreads: its namespace's pods, and those with affinity terms.
+    Namespace(&'a str),
+    /// Only the pods with affinity terms (their rules apply to every pod).
+    WithAffinity,
+}
+
+impl<'a> Needs<'a> {
+    fn of(pod: &'a Pod, spreads: bool) -> Self {
+        if filters::has_any_pod_affinity(pod) {
+            Needs::All
+        } else if spreads {
+            Needs::Namespace(pod.metadata.namespace.as_deref().unwrap_or("default"))
+        } else {
+            Needs::WithAffinity
+        }
+    }
+}
+
+/// The namespace part of a `namespace/name` key.
+fn key_namespace(key: &str) -> &str {
+    key.split_once('/').map_or("", |(ns, _)| ns)
 }
 
 impl Ledger {
@@ -140,9 +185,13 @@ impl Ledger {
         self.remove(key);
         let req = filters::pod_requests(&pod);
         self.usage.entry(node.to_string()).or_default().add(req, 1);
-        if filters::has_anti_affinity(&pod) {
-            self.anti.insert(key.to_string());
+        if filters::has_any_pod_affinity(&pod) {
+            self.with_affinity.insert(key.to_string());
         }
+        self.by_namespace
+            .entry(key_namespace(key).to_string())
+            .or_default()
+            .insert(key.to_string());
         self.by_pod.insert(
             key.to_string(),
             Placement {
@@ -159,20 +208,37 @@ impl Ledger {
                 u.add(p.requests, -1);
             }
         }
-        self.anti.remove(key);
+        self.with_affinity.remove(key);
+        let ns = key_namespace(key);
+        if let Some(keys) = self.by_namespace.get_mut(ns) {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.by_namespace.remove(ns);
+            }
+        }
     }
 
-    /// All placed pods, or only those with anti-affinity terms.
-    fn placed(&self, all: bool) -> Vec<(Arc<Pod>, String)> {
+    /// The placed pods a decision needs, with their nodes.
+    fn placed(&self, needs: Needs) -> Vec<(Arc<Pod>, String)> {
         let pick = |p: &Placement| (p.pod.clone(), p.node.clone());
-        if all {
-            self.by_pod.values().map(pick).collect()
-        } else {
-            self.anti
-                .iter()
-                .filter_map(|k| self.by_pod.get(k))
-                .map(pick)
-                .collect()
+        let with_affinity = self.with_affinity.iter().filter_map(|k| self.by_pod.get(k));
+        match needs {
+            Needs::All => self.by_pod.values().map(pick).collect(),
+            Needs::WithAffinity => with_affinity.map(pick).collect(),
+            Needs::Namespace(ns) => {
+                let own = self.by_namespace.get(ns);
+                let others = self
+                    .with_affinity
+                    .iter()
+                    .filter(|k| key_namespace(k) != ns)
+                    .filter_map(|k| self.by_pod.get(k));
+                own.into_iter()
+                    .flatten()
+                    .filter_map(|k| self.by_pod.get(k))
+                    .chain(others)
+                    .map(pick)
+                    .collect()
+            }
         }
     }
 }
@@ -309,10 +375,12 @@ impl Scheduler {
                 return self.unschedulable(key, &pod, message).await;
             }
         };
+        // The cluster-default spreading selects by the pod's Services and controller.
+        let default_spread = self.default_spread_selector(&pod);
+        let spreads = spread::has_spread(&pod) || default_spread.is_some();
         let decision = {
             let ledger = lock(&self.ledger);
-            // Other pods matter only for pod (anti-)affinity and spreading.
-            let placed = ledger.placed(filters::has_pod_affinity(&pod) || spread::has_spread(&pod));
+            let placed = ledger.placed(Needs::of(&pod, spreads));
             // Room kept for pods nominated by preemption counts as used.
             let reserved = self.with_nominations(&pod, &[key], &ledger.usage);
             let usage = reserved.as_ref().unwrap_or(&ledger.usage);
@@ -321,42 +389,8 @@ impl Scheduler {
                 .with_volumes(pod_volumes.as_ref());
             let mut rr = lock(&self.round_robin);
             rr.sync_shared(&names);
-            // Nodes are checked in round-robin order up to the first that
-            // fits: one check per pod when nodes are free, not one per node.
-            let fits = |name: &str| {
-                index
-                    .get(name)
-                    .is_some_and(|&i| filters::check(&pod, &nodes[i], &snap).is_ok())
-            };
-            if spread::has_soft(&pod) {
-                // ScheduleAnyway: among the nodes that fit, the least skewed,
-                // round robin between equals.
-                match filters::feasible(&pod, &snap) {
-                    Ok(feasible) => {
-                        let penalty = |name: &String| {
-                            index
-                                .get(name)
-                                .map_or(i64::MAX, |&i| spread::penalty(&pod, &nodes[i], &snap))
-                        };
-                        let best = feasible.iter().map(penalty).min().unwrap_or(0);
-                        let least: Vec<String> = feasible
-                            .iter()
-                            .filter(|n| penalty(n) == best)
-                            .cloned()
-                            .collect();
-                        Ok(rr
-                            .pick(&least)
-                            .expect("the least skewed nodes are feasible"))
-                    }
-                    Err(reasons) => Err(reasons),
-                }
-            } else {
-                match rr.pick_first(fits) {
-                    Some(node) => Ok(node),
-                    // None fits: every node's reason, for the event and condition.
-                    None => Err(filters::feasible(&pod, &snap).err().unwrap_or_default()),
-                }
-            }
+            let node = |name: &str| index.get(name).map(|&i| &*nodes[i]);
+            score::select_node(&pod, &snap, &mut rr, node, default_spread.as_ref())
         };
         match decision {
             Ok(node) => {
@@ -378,6 +412,49 @@ impl Scheduler {
                 self.unschedulable(key, &pod, message).await
             }
         }
+    }
+
+    /// What the cluster-default spreading counts the pod's peers by: its
+    /// Services' selectors and its ReplicaSet's, StatefulSet's or
+    /// ReplicationController's (None for a pod of none of them).
+    fn default_spread_selector(&self, pod: &Pod) -> Option<minik8s_api::selector::Selector> {
+        use minik8s_api::selector::{Requirement, Selector};
+        if spread::has_spread(pod) {
+            return None;
+        }
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let services = self.services.by_index(NAMESPACE, ns);
+        let owner = pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true));
+        let controller = owner.and_then(|o| {
+            let key = format!("{ns}/{}", o.name);
+            match (o.api_version.as_str(), o.kind.as_str()) {
+                ("v1", "ReplicationController") => {
+                    let rc = self.controllers.get(&key)?;
+                    let sel = rc.spec.as_ref()?.selector.clone()?;
+                    Some(Selector {
+                        requirements: sel
+                            .into_iter()
+                            .map(|(k, v)| Requirement::Equals(k, v))
+                            .collect(),
+                    })
+                }
+                ("apps/v1", "ReplicaSet") => {
+                    let rs = self.replica_sets.get(&key)?;
+                    Selector::from_label_selector(&rs.spec.selector).ok()
+                }
+                ("apps/v1", "StatefulSet") => {
+                    let sts = self.stateful_sets.get(&key)?;
+                    Selector::from_label_selector(&sts.spec.selector).ok()
+                }
+                _ => None,
+            }
+        });
+        spread::default_selector(pod, services.iter().map(|s| &**s), controller)
     }
 
     /// The pod's claims for volume binding (None: it has none); Err(why) when
@@ -590,6 +667,16 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
         Api::<PodDisruptionBudget>::all(&client),
         ListParams::default(),
     );
+    let service_informer = Informer::new(Api::<Service>::all(&client), ListParams::default());
+    let by_namespace: minik8s_client::informer::IndexFn<Service> =
+        Arc::new(|s: &Service| vec![s.metadata.namespace.clone().unwrap_or_default()]);
+    service_informer.cache().add_index(NAMESPACE, by_namespace);
+    let rs_informer = Informer::new(Api::<ReplicaSet>::all(&client), ListParams::default());
+    let sts_informer = Informer::new(Api::<StatefulSet>::all(&client), ListParams::default());
+    let rc_informer = Informer::new(
+        Api::<ReplicationController>::all(&client),
+        ListParams::default(),
+    );
     // Kubernetes' PrioritySort: the pod of highest priority is tried first.
     let pods = pod_informer.cache();
     let queue = WorkQueue::new().ranked_by(move |key: &String| {
@@ -606,6 +693,10 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
         classes: class_informer.cache(),
         pod_groups: group_informer.cache(),
         budgets: budget_informer.cache(),
+        services: service_informer.cache(),
+        replica_sets: rs_informer.cache(),
+        stateful_sets: sts_informer.cache(),
+        controllers: rc_informer.cache(),
         queue,
         round_robin: Mutex::new(RoundRobin::default()),
         ledger: Mutex::default(),
@@ -663,6 +754,10 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
             Box::pin(class_informer.run()),
             Box::pin(group_informer.run()),
             Box::pin(budget_informer.run()),
+            Box::pin(service_informer.run()),
+            Box::pin(rs_informer.run()),
+            Box::pin(sts_informer.run()),
+            Box::pin(rc_informer.run()),
         ],
     )
 }

@@ -187,7 +187,7 @@ impl Scheduler {
         let mut why_not = Vec::new();
         {
             let ledger = lock(&self.ledger);
-            let placed = ledger.placed(filters::has_pod_affinity(pod) || spread::has_spread(pod));
+            let placed = ledger.placed(crate::Needs::of(pod, spread::has_spread(pod)));
             let usage = self
                 .with_nominations(pod, &[key], &ledger.usage)
                 .unwrap_or_else(|| ledger.usage.clone());

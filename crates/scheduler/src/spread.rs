@@ -15,13 +15,15 @@
 //! `nodeTaintsPolicy: Honor`: its tolerations), and only pods of its
 //! namespace that are not being deleted. `minDomains`: with fewer domains,
 //! the emptiest counts as 0. `whenUnsatisfiable: ScheduleAnyway` only ranks
-//! the feasible nodes (`penalty`): the least skewed are preferred.
+//! the feasible nodes ([`scores`], one of the score plugins), as does the
+//! cluster-default spreading of pods that belong to a Service or a controller.
 
 use crate::filters::{matches_node_selector, node_name, untolerated_taint, Snapshot, Unfit};
-use k8s_openapi::api::core::v1::{Node, Pod, TopologySpreadConstraint};
+use crate::score::MAX_NODE_SCORE;
+use k8s_openapi::api::core::v1::{Node, Pod, Service, TopologySpreadConstraint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
-use minik8s_api::selector::Selector;
-use std::collections::BTreeMap;
+use minik8s_api::selector::{Requirement, Selector};
+use std::collections::{BTreeMap, HashMap};
 
 fn constraints(pod: &Pod) -> &[TopologySpreadConstraint] {
     pod.spec
@@ -142,24 +144,205 @@ pub fn check_spread(pod: &Pod, node: &Node, snap: &Snapshot) -> Result<(), Unfit
     Ok(())
 }
 
-/// How much `ScheduleAnyway` constraints would be stretched on `node`
-/// (lower is better; a node without the key is ranked last).
-pub fn penalty(pod: &Pod, node: &Node, snap: &Snapshot) -> i64 {
-    constraints(pod)
-        .iter()
-        .filter(|c| c.when_unsatisfiable == "ScheduleAnyway")
-        .map(|c| match skew(c, pod, node, snap) {
-            Ok(s) => (s - c.max_skew as i64).max(0),
-            Err(()) => i64::MAX / 4,
-        })
-        .sum()
+const HOSTNAME: &str = "kubernetes.io/hostname";
+
+/// Kubernetes' cluster-default spreading (`defaultingType: System`): a pod
+/// without constraints of its own that a Service, ReplicaSet, StatefulSet or
+/// ReplicationController selects spreads softly over nodes and zones.
+const SYSTEM_DEFAULT: [(&str, i64); 2] = [(HOSTNAME, 3), ("topology.kubernetes.io/zone", 5)];
+
+/// Kubernetes' `DefaultSelector` for the cluster-default spreading: the
+/// selectors of the Services selecting the pod, merged, and the selector of
+/// its controller (None when that leaves nothing to select by).
+pub fn default_selector<'s>(
+    pod: &Pod,
+    services: impl IntoIterator<Item = &'s Service>,
+    controller: Option<Selector>,
+) -> Option<Selector> {
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    let mut merged: BTreeMap<String, String> = BTreeMap::new();
+    for svc in services {
+        // A Service without a selector selects nothing, not everything.
+        let Some(sel) = svc.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
+            continue;
+        };
+        if sel.iter().all(|(k, v)| labels.get(k) == Some(v)) {
+            merged.extend(sel.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+    let mut requirements: Vec<Requirement> = merged
+        .into_iter()
+        .map(|(k, v)| Requirement::Equals(k, v))
+        .collect();
+    requirements.extend(controller.into_iter().flat_map(|s| s.requirements));
+    (!requirements.is_empty()).then_some(Selector { requirements })
 }
 
-/// Whether the pod has soft constraints to rank nodes by.
-pub fn has_soft(pod: &Pod) -> bool {
-    constraints(pod)
+/// A soft constraint as the score counts it.
+struct Soft {
+    topology_key: String,
+    max_skew: i64,
+    /// None: a constraint without a selector, which matches no pod.
+    selector: Option<Selector>,
+    honor_affinity: bool,
+    honor_taints: bool,
+}
+
+impl Soft {
+    /// The node is one of this constraint's domains for `pod` (its inclusion policies).
+    fn includes(&self, pod: &Pod, node: &Node) -> bool {
+        (!self.honor_affinity || matches_node_selector(pod, node))
+            && (!self.honor_taints || untolerated_taint(pod, node).is_none())
+    }
+
+    fn matching(&self, pods: &[&Pod]) -> i64 {
+        let Some(sel) = &self.selector else { return 0 };
+        pods.iter()
+            .filter(|p| p.metadata.labels.as_ref().is_some_and(|l| sel.matches(l)))
+            .count() as i64
+    }
+}
+
+/// The pod's `ScheduleAnyway` constraints, or the cluster default ones
+/// (selecting by `default_selector`) when it has none at all.
+fn soft_constraints(pod: &Pod, default_selector: Option<&Selector>) -> Vec<Soft> {
+    let own = constraints(pod);
+    if own.is_empty() {
+        let Some(sel) = default_selector.filter(|s| !s.is_empty()) else {
+            return Vec::new();
+        };
+        return SYSTEM_DEFAULT
+            .iter()
+            .map(|(key, skew)| Soft {
+                topology_key: key.to_string(),
+                max_skew: *skew,
+                selector: Some(sel.clone()),
+                honor_affinity: true,
+                honor_taints: false,
+            })
+            .collect();
+    }
+    own.iter()
+        .filter(|c| c.when_unsatisfiable == "ScheduleAnyway")
+        .map(|c| Soft {
+            topology_key: c.topology_key.clone(),
+            max_skew: i64::from(c.max_skew),
+            selector: selector(c, pod),
+            honor_affinity: c.node_affinity_policy.as_deref() != Some("Ignore"),
+            honor_taints: c.node_taints_policy.as_deref() == Some("Honor"),
+        })
+        .collect()
+}
+
+/// PodTopologySpread's score, normalized (None: no soft constraint). Per
+/// candidate and constraint: the matching pods in its domain (on the node
+/// itself for `kubernetes.io/hostname`) times `ln(domains + 2)`, plus
+/// `maxSkew - 1`; the fewest score highest. With the pod's own constraints,
+/// a candidate lacking one of their keys scores 0; the cluster default
+/// spares nodes without a zone label.
+pub fn scores(
+    pod: &Pod,
+    candidates: &[&Node],
+    snap: &Snapshot,
+    default_selector: Option<&Selector>,
+) -> Option<Vec<i64>> {
+    let soft = soft_constraints(pod, default_selector);
+    if soft.is_empty() {
+        return None;
+    }
+    let require_all = !constraints(pod).is_empty();
+    let label = |n: &Node, key: &str| -> Option<String> {
+        n.metadata.labels.as_ref().and_then(|l| l.get(key)).cloned()
+    };
+    let has_all = |n: &Node| soft.iter().all(|c| label(n, &c.topology_key).is_some());
+    let ignored: Vec<bool> = candidates
         .iter()
-        .any(|c| c.when_unsatisfiable == "ScheduleAnyway")
+        .map(|n| require_all && !has_all(n))
+        .collect();
+    // The domains among the candidates (a missing label is the domain "",
+    // as in Kubernetes), each with its count of matching pods.
+    let mut domains: Vec<HashMap<String, i64>> = vec![HashMap::new(); soft.len()];
+    for (n, _) in candidates.iter().zip(&ignored).filter(|(_, i)| !**i) {
+        for (i, c) in soft.iter().enumerate() {
+            if c.topology_key != HOSTNAME {
+                domains[i]
+                    .entry(label(n, &c.topology_key).unwrap_or_default())
+                    .or_insert(0);
+            }
+        }
+    }
+    let scored = ignored.iter().filter(|i| !**i).count();
+    let weights: Vec<f64> = soft
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let size = if c.topology_key == HOSTNAME {
+                scored
+            } else {
+                domains[i].len()
+            };
+            ((size + 2) as f64).ln()
+        })
+        .collect();
+    // The pods that count: the namespace's, not being deleted, by node.
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let mut on_node: HashMap<&str, Vec<&Pod>> = HashMap::new();
+    for (p, node) in snap.placed {
+        if p.metadata.namespace.as_deref().unwrap_or("default") == ns
+            && p.metadata.deletion_timestamp.is_none()
+        {
+            on_node.entry(node.as_str()).or_default().push(p);
+        }
+    }
+    for n in snap.nodes {
+        if require_all && !has_all(n) {
+            continue;
+        }
+        let pods = on_node.get(node_name(n)).map_or(&[][..], Vec::as_slice);
+        for (i, c) in soft.iter().enumerate() {
+            if c.topology_key == HOSTNAME || !c.includes(pod, n) {
+                continue;
+            }
+            let value = label(n, &c.topology_key).unwrap_or_default();
+            if let Some(count) = domains[i].get_mut(&value) {
+                *count += c.matching(pods);
+            }
+        }
+    }
+    let raw: Vec<Option<i64>> = candidates
+        .iter()
+        .zip(&ignored)
+        .map(|(n, ignored)| {
+            if *ignored {
+                return None;
+            }
+            let mut score = 0.0;
+            for (i, c) in soft.iter().enumerate() {
+                let Some(value) = label(n, &c.topology_key) else {
+                    continue;
+                };
+                let count = if c.topology_key == HOSTNAME {
+                    let pods = on_node.get(node_name(n)).map_or(&[][..], Vec::as_slice);
+                    c.matching(pods)
+                } else {
+                    domains[i].get(&value).copied().unwrap_or(0)
+                };
+                score += count as f64 * weights[i] + (c.max_skew - 1) as f64;
+            }
+            Some(score.round() as i64)
+        })
+        .collect();
+    let min = raw.iter().flatten().copied().min().unwrap_or(0);
+    let max = raw.iter().flatten().copied().max().unwrap_or(0);
+    Some(
+        raw.into_iter()
+            .map(|s| match s {
+                None => 0,
+                Some(_) if max == 0 => MAX_NODE_SCORE,
+                Some(s) => MAX_NODE_SCORE * (max + min - s) / max,
+            })
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -231,7 +414,13 @@ mod tests {
         // Soft: ranked, not refused.
         let soft = pod("new", constraint("ScheduleAnyway"));
         assert_eq!(check_spread(&soft, &nodes[0], &snap), Ok(()));
-        assert!(penalty(&soft, &nodes[0], &snap) > penalty(&soft, &nodes[2], &snap));
+        // a holds 2 and b 1 (two domains: weight ln 4): a1 2*1.386 = 3, b1 1.386 = 1;
+        // normalized 100 * (3 + 1 - s) / 3.
+        let candidates = [&*nodes[0], &*nodes[2]];
+        assert_eq!(scores(&soft, &candidates, &snap, None), Some(vec![33, 100]));
+        // Nodes without the key score 0 under the pod's own constraints.
+        let with_x = [&*nodes[0], &*nodes[3]];
+        assert_eq!(scores(&soft, &with_x, &snap, None), Some(vec![100, 0]));
     }
 
     #[test]

@@ -5,32 +5,13 @@ use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::core::v1::Pod;
 use minik8s_api::registry;
-use minik8s_client::{Client, DynamicApi, ListParams};
+use minik8s_client::{Client, ListParams};
 use minik8s_testkit::{Backend, TestServer};
 use serde_json::{json, Value};
 use std::time::Duration;
 
-fn node(name: &str, labels: Value) -> Value {
-    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
-           "status": {"conditions": [{"type": "Ready", "status": "True"}],
-                      "allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}, "capacity": {"cpu": "2", "memory": "4Gi", "pods": "110"}}})
-}
-
-fn pod(name: &str, labels: Value, spec: Value) -> Value {
-    let mut p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
-                       "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
-    json_patch::merge(&mut p, &json!({"spec": spec}));
-    p
-}
-
-/// A scheduler on `client` in the background: its informers and its worker.
-fn start_scheduler(client: &Client) {
-    let (sched, informers) = scheduler::build(client.clone(), scheduler::Config::default());
-    for inf in informers {
-        tokio::spawn(inf);
-    }
-    tokio::spawn(scheduler::worker(sched));
-}
+mod common;
+use common::{node, node_of, pod, start_scheduler, wait_for};
 
 /// Nodes `n1` and `n2` (2 CPUs each) and the PriorityClasses (name, value,
 /// preemptionPolicy) a preemption test needs.
@@ -52,28 +33,6 @@ async fn two_nodes_and_classes(client: &Client, classes: &[(&str, i32, &str)]) {
         .await
         .unwrap();
     }
-}
-
-async fn wait_for<F: Fn(&Value) -> bool>(
-    pods: &DynamicApi,
-    name: &str,
-    what: &str,
-    ok: F,
-) -> Value {
-    minik8s_testkit::until(10, &format!("pod {name}: {what}"), || async {
-        match pods.get(name).await {
-            Ok(p) if ok(&p) => Ok(p),
-            other => Err(format!("{other:?}")),
-        }
-    })
-    .await
-}
-
-fn node_of(p: &Value) -> String {
-    p.pointer("/spec/nodeName")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
