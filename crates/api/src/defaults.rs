@@ -392,6 +392,18 @@ fn default_container(c: &mut Map<String, Value>) {
 fn default_service(spec: &mut Map<String, Value>) {
     set_default(spec, "type", json!("ClusterIP"));
     set_default(spec, "sessionAffinity", json!("None"));
+    if spec.get("sessionAffinity") == Some(&json!("ClientIP")) {
+        let config = spec
+            .entry("sessionAffinityConfig")
+            .or_insert_with(|| json!({}));
+        if let Some(config) = config.as_object_mut() {
+            let client = config.entry("clientIP").or_insert_with(|| json!({}));
+            if let Some(client) = client.as_object_mut() {
+                // Kubernetes' DefaultClientIPServiceAffinitySeconds: 3 hours.
+                set_default(client, "timeoutSeconds", json!(10800));
+            }
+        }
+    }
     let ty = spec
         .get("type")
         .and_then(Value::as_str)

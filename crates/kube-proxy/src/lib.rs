@@ -204,6 +204,27 @@ pub struct ServicePort {
     pub node_port: Option<u16>,
     /// Ready endpoints as (ip, port), sorted, so the rules are stable.
     pub endpoints: Vec<(String, u16)>,
+    /// `sessionAffinity: ClientIP`: how long (seconds) a client keeps its
+    /// endpoint after its last new connection.
+    pub affinity_seconds: Option<u32>,
+}
+
+/// Kubernetes' default `sessionAffinityConfig.clientIP.timeoutSeconds` (3 hours).
+pub const DEFAULT_AFFINITY_SECONDS: u32 = 10800;
+
+/// The ClientIP affinity timeout of a Service (None: no affinity).
+pub fn affinity_seconds(spec: &k8s_openapi::api::core::v1::ServiceSpec) -> Option<u32> {
+    if spec.session_affinity.as_deref() != Some("ClientIP") {
+        return None;
+    }
+    let configured = spec
+        .session_affinity_config
+        .as_ref()
+        .and_then(|c| c.client_ip.as_ref())
+        .and_then(|c| c.timeout_seconds)
+        .and_then(|t| u32::try_from(t).ok())
+        .filter(|t| *t > 0);
+    Some(configured.unwrap_or(DEFAULT_AFFINITY_SECONDS))
 }
 
 /// The ServicePorts of `svc` from its EndpointSlices (`kubernetes.io/service-name`
@@ -244,6 +265,7 @@ pub fn service_ports(svc: &Service, slices: &[&EndpointSlice]) -> Vec<ServicePor
             port: p.port as u16,
             node_port: p.node_port.map(|n| n as u16),
             endpoints,
+            affinity_seconds: affinity_seconds(spec),
         });
     }
     out

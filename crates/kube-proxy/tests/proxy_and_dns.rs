@@ -135,6 +135,16 @@ impl Netns {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
+    /// An HTTP GET of `ip:port` from the source address `src` (a client
+    /// of its own, as far as ClientIP affinity can tell).
+    fn get_from(&self, src: &str, ip: &str, port: u16) -> String {
+        let prog = format!(
+            "import socket\ns=socket.create_connection(('{ip}',{port}),timeout=3,source_address=('{src}',0))\ns.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\nd=b''\nwhile True:\n  c=s.recv(4096)\n  if not c: break\n  d+=c\nprint(d.split(b'\\r\\n\\r\\n',1)[-1].decode().strip())\n"
+        );
+        let out = self.cmd(&["python3", "-c", &prog]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
     fn udp(&self, ip: &str, port: u16) -> String {
         let prog = format!(
             "import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.settimeout(2)\ns.sendto(b'hi',('{ip}',{port}))\nprint(s.recv(512).decode())\n"
@@ -365,6 +375,68 @@ async fn services_balance_follow_endpoints_and_clean_up() {
     tools.cleanup().await.unwrap();
     let save = ns.exec(&["iptables-save"]);
     assert!(!save.contains("KUBE-"), "cleanup left rules behind: {save}");
+}
+
+/// `sessionAffinity: ClientIP`: every connection of one client reaches the
+/// endpoint its first one reached; the next client is balanced on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_ip_affinity_keeps_each_client_on_one_endpoint() {
+    let mut ns = Netns::new();
+    ns.httpd("10.244.1.2", "one");
+    ns.httpd("10.244.2.2", "two");
+    for client in ["192.168.99.2/32", "192.168.99.3/32"] {
+        ns.exec(&["ip", "addr", "add", client, "dev", "lo"]);
+    }
+    let (_server, client, svcs, slices) = apiserver().await;
+    let svc = svcs
+        .create(
+            &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+            "spec": {"sessionAffinity": "ClientIP",
+                "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 600}},
+                "ports": [{"name": "http", "port": 80, "targetPort": 8080},
+                          {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 5353}]}}),
+        )
+        .await
+        .unwrap();
+    let vip = svc["spec"]["clusterIP"].as_str().unwrap().to_string();
+    slices
+        .create(&slice(&["10.244.1.2", "10.244.2.2"]))
+        .await
+        .unwrap();
+    let cfg = proxier::Config {
+        iptables: Iptables {
+            netns: Some(ns.path()),
+        },
+        ..Default::default()
+    };
+    let proxy = tokio::spawn(kube_proxy::run(
+        client.clone(),
+        kube_proxy::Parts {
+            proxy: Some(cfg),
+            ..Default::default()
+        },
+    ));
+    within(10, "the affinity rules", || {
+        ns.save()
+            .contains("--rcheck --seconds 600 --reap")
+            .then_some(())
+    })
+    .await;
+    let first: Vec<String> = (0..20)
+        .map(|_| ns.get_from("192.168.99.2", &vip, 80))
+        .collect();
+    assert!(
+        ["one", "two"].contains(&first[0].as_str()) && first.iter().all(|b| *b == first[0]),
+        "one client, one endpoint: {first:?}"
+    );
+    let second: Vec<String> = (0..10)
+        .map(|_| ns.get_from("192.168.99.3", &vip, 80))
+        .collect();
+    assert!(
+        second.iter().all(|b| *b == second[0]) && second[0] != first[0],
+        "the next client goes to the other endpoint and stays: {first:?} {second:?}"
+    );
+    proxy.abort();
 }
 
 /// kube-proxy with `parts` and a DNS server for `domain` on a port it really

@@ -19,6 +19,8 @@ pub(super) fn validate_service(obj: &Value, old: Option<&Value>, errs: &mut Erro
         "spec",
         &["ClientIP", "None"],
     );
+    validate_affinity(&spec, errs);
+    validate_traffic_policies(&spec, ty, errs);
     let headless = str_at(&spec, "clusterIP") == Some("None");
     let ports = arr(&spec, "ports");
     if ports.is_empty() && !headless && ty != "ExternalName" {
@@ -130,5 +132,174 @@ pub(super) fn validate_service(obj: &Value, old: Option<&Value>, errs: &mut Erro
                 "field is immutable",
             ));
         }
+    }
+}
+
+/// The longest ClientIP affinity Kubernetes allows (`MaxClientIPServiceAffinitySeconds`: a day).
+const MAX_AFFINITY_SECONDS: i64 = 86400;
+
+/// `sessionAffinityConfig` goes with ClientIP affinity, with a timeout in (0, 1 day].
+fn validate_affinity(spec: &Value, errs: &mut Errors) {
+    let config = spec.get("sessionAffinityConfig").filter(|c| !c.is_null());
+    match str_at(spec, "sessionAffinity") {
+        Some("ClientIP") => {
+            let path = "spec.sessionAffinityConfig";
+            let Some(config) = config else {
+                errs.push(FieldError::required(
+                    path,
+                    "when session affinity type is ClientIP",
+                ));
+                return;
+            };
+            let Some(client) = config.get("clientIP").filter(|c| !c.is_null()) else {
+                errs.push(FieldError::required(
+                    format!("{path}.clientIP"),
+                    "when session affinity type is ClientIP",
+                ));
+                return;
+            };
+            let timeout_path = format!("{path}.clientIP.timeoutSeconds");
+            match client.get("timeoutSeconds").filter(|t| !t.is_null()) {
+                None => errs.push(FieldError::required(
+                    timeout_path,
+                    "when session affinity type is ClientIP",
+                )),
+                Some(t)
+                    if !t
+                        .as_i64()
+                        .is_some_and(|t| t > 0 && t <= MAX_AFFINITY_SECONDS) =>
+                {
+                    errs.push(FieldError::invalid(
+                        timeout_path,
+                        t,
+                        format!("must be greater than 0 and less than {MAX_AFFINITY_SECONDS}"),
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        _ if config.is_some() => errs.push(FieldError::forbidden(
+            "spec.sessionAffinityConfig",
+            "must not be set when session affinity is None",
+        )),
+        _ => {}
+    }
+}
+
+/// `externalTrafficPolicy` only where traffic comes from outside (NodePort,
+/// LoadBalancer, external IPs); `healthCheckNodePort` only for a
+/// LoadBalancer with the Local policy.
+fn validate_traffic_policies(spec: &Value, ty: &str, errs: &mut Errors) {
+    let external_ips = !arr(spec, "externalIPs").is_empty();
+    let externally_accessible =
+        ty == "NodePort" || ty == "LoadBalancer" || (ty == "ClusterIP" && external_ips);
+    let etp = spec.get("externalTrafficPolicy").filter(|v| !v.is_null());
+    match etp {
+        Some(v) if !externally_accessible && v != "" => errs.push(FieldError::invalid(
+            "spec.externalTrafficPolicy",
+            v,
+            "may only be set for externally-accessible services",
+        )),
+        Some(_) if externally_accessible => check_enum(
+            errs,
+            spec,
+            "externalTrafficPolicy",
+            "spec",
+            &["Cluster", "Local"],
+        ),
+        _ => {}
+    }
+    if ty != "ExternalName" {
+        check_enum(
+            errs,
+            spec,
+            "internalTrafficPolicy",
+            "spec",
+            &["Cluster", "Local"],
+        );
+    }
+    let needs_health_check =
+        ty == "LoadBalancer" && str_at(spec, "externalTrafficPolicy") == Some("Local");
+    if let Some(port) = spec
+        .get("healthCheckNodePort")
+        .filter(|p| p.as_i64() != Some(0) && !p.is_null())
+    {
+        if !needs_health_check {
+            errs.push(FieldError::invalid(
+                "spec.healthCheckNodePort",
+                port,
+                "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'",
+            ));
+        } else if !port.as_i64().is_some_and(|p| (1..=65535).contains(&p)) {
+            errs.push(FieldError::invalid(
+                "spec.healthCheckNodePort",
+                port,
+                "must be between 1 and 65535, inclusive",
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The messages for `spec` after the defaults, as Kubernetes words them.
+    fn errors(spec: Value) -> Vec<String> {
+        let mut svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+            "spec": spec});
+        crate::defaults::apply("Service", &mut svc);
+        let mut errs = Vec::new();
+        validate_service(&svc, None, &mut errs);
+        errs.iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn client_ip_affinity_is_defaulted_and_checked() {
+        let ports = json!([{"port": 80}]);
+        let mut svc =
+            json!({"kind": "Service", "spec": {"sessionAffinity": "ClientIP", "ports": ports}});
+        crate::defaults::apply("Service", &mut svc);
+        assert_eq!(
+            svc["spec"]["sessionAffinityConfig"],
+            json!({"clientIP": {"timeoutSeconds": 10800}})
+        );
+        assert!(errors(json!({"sessionAffinity": "ClientIP", "ports": ports})).is_empty());
+        assert_eq!(
+            errors(json!({"sessionAffinity": "ClientIP", "ports": ports,
+                "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 0}}})),
+            ["spec.sessionAffinityConfig.clientIP.timeoutSeconds: Invalid value: 0: must be greater than 0 and less than 86400"]
+        );
+        assert_eq!(
+            errors(json!({"ports": ports, "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 60}}})),
+            ["spec.sessionAffinityConfig: Forbidden: must not be set when session affinity is None"]
+        );
+    }
+
+    #[test]
+    fn traffic_policies_belong_where_traffic_comes_from() {
+        let ports = json!([{"port": 80}]);
+        assert_eq!(
+            errors(json!({"ports": ports, "externalTrafficPolicy": "Local"})),
+            ["spec.externalTrafficPolicy: Invalid value: \"Local\": may only be set for externally-accessible services"]
+        );
+        assert!(errors(
+            json!({"type": "NodePort", "ports": ports, "externalTrafficPolicy": "Local"})
+        )
+        .is_empty());
+        assert_eq!(
+            errors(json!({"type": "NodePort", "ports": ports, "internalTrafficPolicy": "Nearby"})),
+            ["spec.internalTrafficPolicy: Unsupported value: \"Nearby\": supported values: \"Cluster\", \"Local\""]
+        );
+        assert_eq!(
+            errors(json!({"type": "NodePort", "ports": ports, "healthCheckNodePort": 31000})),
+            ["spec.healthCheckNodePort: Invalid value: 31000: may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'"]
+        );
+        assert_eq!(
+            errors(json!({"type": "LoadBalancer", "ports": ports, "externalTrafficPolicy": "Local",
+                "healthCheckNodePort": 70000})),
+            ["spec.healthCheckNodePort: Invalid value: 70000: must be between 1 and 65535, inclusive"]
+        );
     }
 }

@@ -36,6 +36,7 @@ fn ports(services: usize, endpoints: usize) -> Vec<ServicePort> {
             endpoints: (0..endpoints)
                 .map(|e| (format!("10.244.{}.{}", e, i % 250 + 2), 8080))
                 .collect(),
+            affinity_seconds: None,
         })
         .collect()
 }

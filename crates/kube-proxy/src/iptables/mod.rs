@@ -7,9 +7,10 @@
 //!  PREROUTING/OUTPUT ─▶ KUBE-SERVICES ─ -d VIP -p tcp --dport P ─▶ KUBE-SVC-<h>
 //!                           └─ dst-type LOCAL ─▶ KUBE-NODEPORTS ─ --dport NP ─▶ KUBE-SVC-<h>
 //!  KUBE-SVC-<h>: off-cluster sources ─▶ KUBE-MARK-MASQ
+//!                (ClientIP affinity) recent --rcheck source ─▶ KUBE-SEP-<h> it last went to
 //!                nth --every n   ─▶ KUBE-SEP-<h1>   (exact round robin per connection)
 //!                nth --every n-1 ─▶ KUBE-SEP-<h2> ... last one unconditional
-//!  KUBE-SEP-<h>: hairpin ─▶ KUBE-MARK-MASQ; DNAT --to-destination podIP:port
+//!  KUBE-SEP-<h>: hairpin ─▶ KUBE-MARK-MASQ; (affinity: recent --set source) DNAT --to-destination podIP:port
 //!  POSTROUTING ─▶ KUBE-POSTROUTING: marked ─▶ MASQUERADE
 //!  filter INPUT/FORWARD/OUTPUT (new) ─▶ KUBE-SERVICES: no endpoints ─▶ REJECT
 //! ```
@@ -182,9 +183,22 @@ pub fn desired(ports: &[ServicePort], cluster_cidr: Option<&str>) -> Chains {
                 p.cluster_ip, p.port
             ));
         }
+        let sep_of = |ip: &str, port: &u16| chain_hash("SEP", &format!("{key}/{ip}:{port}"));
+        // ClientIP affinity: a source seen by an endpoint within the timeout
+        // goes back to it, before the round robin below.
+        let recent = |sep: &str| format!("--name {sep} --mask 255.255.255.255 --rsource");
+        if let Some(secs) = p.affinity_seconds {
+            for (ip, port) in &p.endpoints {
+                let sep = sep_of(ip, port);
+                svc_rules.push(format!(
+                    "-m comment --comment \"{key} -> {ip}:{port}\" -m recent --rcheck --seconds {secs} --reap {} -j {sep}",
+                    recent(&sep)
+                ));
+            }
+        }
         let n = p.endpoints.len();
         for (i, (ip, port)) in p.endpoints.iter().enumerate() {
-            let sep = chain_hash("SEP", &format!("{key}/{ip}:{port}"));
+            let sep = sep_of(ip, port);
             let pick = if i + 1 < n {
                 format!("-m statistic --mode nth --every {} --packet 0 ", n - i)
             } else {
@@ -193,11 +207,15 @@ pub fn desired(ports: &[ServicePort], cluster_cidr: Option<&str>) -> Chains {
             svc_rules.push(format!(
                 "-m comment --comment \"{key} -> {ip}:{port}\" {pick}-j {sep}"
             ));
+            let remember = match p.affinity_seconds {
+                Some(_) => format!("-m recent --set {} ", recent(&sep)),
+                None => String::new(),
+            };
             chains.insert(
-                sep,
+                sep.clone(),
                 vec![
                     format!("-s {ip}/32 -m comment --comment \"{key}\" -j {MARK_MASQ}"),
-                    format!("-p {pr} -m comment --comment \"{key}\" -m {pr} -j DNAT --to-destination {ip}:{port}"),
+                    format!("-p {pr} -m comment --comment \"{key}\" {remember}-m {pr} -j DNAT --to-destination {ip}:{port}"),
                 ],
             );
         }
@@ -314,7 +332,38 @@ mod tests {
             port: 80,
             node_port: Some(30080),
             endpoints: endpoints.iter().map(|(i, p)| (i.to_string(), *p)).collect(),
+            affinity_seconds: None,
         }
+    }
+
+    #[test]
+    fn client_ip_affinity_sends_a_known_source_back_to_its_endpoint() {
+        let mut web = port("web", &[("10.244.1.2", 8080), ("10.244.2.2", 8080)]);
+        web.affinity_seconds = Some(600);
+        let c = desired(&[web], None);
+        let svc = c.keys().find(|k| k.starts_with("KUBE-SVC-")).unwrap();
+        let sep_of = |ip: &str| {
+            c.keys()
+                .find(|k| k.starts_with("KUBE-SEP-") && c[*k][1].contains(ip))
+                .unwrap()
+                .clone()
+        };
+        let (one, two) = (sep_of("10.244.1.2"), sep_of("10.244.2.2"));
+        // Written as iptables-save prints them (checked on iptables 1.8.9).
+        assert_eq!(
+            c[svc][0],
+            format!("-m comment --comment \"d/web:http/TCP -> 10.244.1.2:8080\" -m recent --rcheck --seconds 600 --reap --name {one} --mask 255.255.255.255 --rsource -j {one}")
+        );
+        assert!(
+            c[svc][1].contains(&format!("--name {two} "))
+                && c[svc][1].ends_with(&format!("-j {two}"))
+        );
+        // Then the round robin for sources not seen yet.
+        assert!(c[svc][2].contains("--mode nth --every 2 --packet 0"));
+        assert_eq!(
+            c[&one][1],
+            format!("-p tcp -m comment --comment \"d/web:http/TCP\" -m recent --set --name {one} --mask 255.255.255.255 --rsource -m tcp -j DNAT --to-destination 10.244.1.2:8080")
+        );
     }
 
     #[test]

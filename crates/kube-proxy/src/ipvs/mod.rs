@@ -69,6 +69,16 @@ pub struct VirtualServer {
     pub protocol: Protocol,
     pub addr: Ipv4Addr,
     pub port: u16,
+    /// Seconds a client stays with its destination (`sessionAffinity:
+    /// ClientIP` as IPVS persistence); 0: none.
+    pub persistence: u32,
+}
+
+impl VirtualServer {
+    /// What the kernel knows the service by (persistence is an attribute).
+    fn identity(&self) -> (Protocol, Ipv4Addr, u16) {
+        (self.protocol, self.addr, self.port)
+    }
 }
 
 /// An IPVS destination: one endpoint behind a virtual server.
@@ -108,10 +118,12 @@ pub fn desired(ports: &[ServicePort], node_ips: &[Ipv4Addr]) -> IpvsState {
             })
             .collect();
         state.addresses.insert(vip);
+        let persistence = p.affinity_seconds.unwrap_or(0);
         let vs = VirtualServer {
             protocol,
             addr: vip,
             port: p.port,
+            persistence,
         };
         state.services.insert(vs, reals.clone());
         if let Some(np) = p.node_port {
@@ -120,6 +132,7 @@ pub fn desired(ports: &[ServicePort], node_ips: &[Ipv4Addr]) -> IpvsState {
                     protocol,
                     addr: *ip,
                     port: np,
+                    persistence,
                 };
                 state.services.insert(vs, reals.clone());
             }
@@ -144,6 +157,21 @@ pub enum Change {
 /// added before old ones go, and whole services and addresses last.
 pub fn changes(current: &IpvsState, desired: &IpvsState) -> Vec<Change> {
     let mut out = Vec::new();
+    // A service whose persistence changes is made again: deleted first, as
+    // the kernel knows only one service per protocol, address and port.
+    let wanted: BTreeMap<_, &VirtualServer> = desired
+        .services
+        .keys()
+        .map(|vs| (vs.identity(), vs))
+        .collect();
+    let remade: BTreeSet<&VirtualServer> = current
+        .services
+        .keys()
+        .filter(|vs| wanted.get(&vs.identity()).is_some_and(|w| *w != *vs))
+        .collect();
+    for vs in &remade {
+        out.push(Change::DelService(**vs));
+    }
     for a in desired.addresses.difference(&current.addresses) {
         out.push(Change::AddAddress(*a));
     }
@@ -168,7 +196,7 @@ pub fn changes(current: &IpvsState, desired: &IpvsState) -> Vec<Change> {
         }
     }
     for vs in current.services.keys() {
-        if !desired.services.contains_key(vs) {
+        if !desired.services.contains_key(vs) && !remade.contains(vs) {
             out.push(Change::DelService(*vs));
         }
     }
@@ -192,6 +220,7 @@ mod tests {
             port,
             node_port,
             endpoints: eps.iter().map(|(i, p)| (i.to_string(), *p)).collect(),
+            affinity_seconds: None,
         }
     }
 
@@ -200,7 +229,44 @@ mod tests {
             protocol: Protocol::Tcp,
             addr: addr.into(),
             port,
+            persistence: 0,
         }
+    }
+
+    #[test]
+    fn client_ip_affinity_is_persistence_and_a_change_remakes_the_service() {
+        let mut web = port("10.96.0.20", 80, None, &[("10.244.1.2", 8080)]);
+        web.affinity_seconds = Some(600);
+        let sticky = desired(&[web], &[]);
+        let v = *sticky.services.keys().next().unwrap();
+        assert_eq!(v.persistence, 600);
+        // The kernel hears it as the persistent flag and the timeout, and
+        // says it back the same way.
+        let mut attrs = Vec::new();
+        nl::put_attr(
+            &mut attrs,
+            nl::ATTR_SERVICE | nl::NLA_F_NESTED,
+            &nl::service_attrs(&v, true),
+        );
+        let answer = nl::message(0x1c, 0, 1, nl::CMD_NEW_SERVICE, 1, &attrs);
+        let msgs = nl::split(&answer).unwrap();
+        assert_eq!(nl::parse_service(msgs[0].payload), Some(v));
+        // Turning affinity off: the old service goes first, then the new one comes.
+        let plain = desired(
+            &[port("10.96.0.20", 80, None, &[("10.244.1.2", 8080)])],
+            &[],
+        );
+        let steps = changes(&sticky, &plain);
+        let mut off = v;
+        off.persistence = 0;
+        assert_eq!(
+            steps,
+            vec![
+                Change::DelService(v),
+                Change::AddService(off),
+                Change::AddDest(off, rs([10, 244, 1, 2], 8080)),
+            ]
+        );
     }
 
     fn rs(addr: [u8; 4], port: u16) -> RealServer {

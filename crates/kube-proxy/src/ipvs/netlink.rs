@@ -42,6 +42,9 @@ pub mod nl {
     const SVC_SCHED_NAME: u16 = 6;
     const SVC_FLAGS: u16 = 7;
     const SVC_TIMEOUT: u16 = 8;
+    /// IP_VS_SVC_F_PERSISTENT: a client's connections go to one destination
+    /// for the service's timeout.
+    const SVC_F_PERSISTENT: u32 = 0x0001;
     const SVC_NETMASK: u16 = 9;
     // IPVS_DEST_ATTR_*
     const DEST_ADDR: u16 = 1;
@@ -91,11 +94,18 @@ pub mod nl {
         put_attr(&mut b, SVC_PORT, &vs.port.to_be_bytes());
         if full {
             put_attr(&mut b, SVC_SCHED_NAME, format!("{SCHEDULER}\0").as_bytes());
-            // struct ip_vs_flags { flags, mask }: no persistence or hashing flags.
+            // struct ip_vs_flags { flags, mask }: persistence (ClientIP
+            // affinity) or nothing; no hashing flags.
+            let persistent: u32 = if vs.persistence > 0 {
+                SVC_F_PERSISTENT
+            } else {
+                0
+            };
             let mut flags = [0u8; 8];
+            flags[..4].copy_from_slice(&persistent.to_ne_bytes());
             flags[4..].copy_from_slice(&u32::MAX.to_ne_bytes());
             put_attr(&mut b, SVC_FLAGS, &flags);
-            put_attr(&mut b, SVC_TIMEOUT, &0u32.to_ne_bytes());
+            put_attr(&mut b, SVC_TIMEOUT, &vs.persistence.to_ne_bytes());
             put_attr(&mut b, SVC_NETMASK, &u32::MAX.to_ne_bytes());
         }
         b
@@ -299,12 +309,19 @@ pub mod nl {
             .into_iter()
             .find(|(k, _)| *k == ATTR_SERVICE)?;
         let (mut af, mut proto, mut addr, mut port) = (None, None, None, None);
+        let (mut persistent, mut timeout) = (false, 0);
+        let u32_at = |v: &[u8]| {
+            v.get(..4)
+                .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+        };
         for (k, v) in attrs(svc) {
             match k {
                 SVC_AF => af = u16_at(v),
                 SVC_PROTOCOL => proto = u16_at(v).and_then(Protocol::from_number),
                 SVC_ADDR => addr = ipv4_at(v),
                 SVC_PORT => port = v.get(..2).map(|p| u16::from_be_bytes([p[0], p[1]])),
+                SVC_FLAGS => persistent = u32_at(v).is_some_and(|f| f & SVC_F_PERSISTENT != 0),
+                SVC_TIMEOUT => timeout = u32_at(v).unwrap_or(0),
                 _ => {}
             }
         }
@@ -313,6 +330,7 @@ pub mod nl {
             protocol: proto?,
             addr: addr?,
             port: port?,
+            persistence: if persistent { timeout } else { 0 },
         })
     }
 
