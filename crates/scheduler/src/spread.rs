@@ -106,42 +106,77 @@ fn counts(c: &TopologySpreadConstraint, pod: &Pod, snap: &Snapshot) -> BTreeMap<
     domains
 }
 
-/// The skew placing `pod` on `node` would make for one constraint; Err when
-/// the node has no domain for it.
-fn skew(c: &TopologySpreadConstraint, pod: &Pod, node: &Node, snap: &Snapshot) -> Result<i64, ()> {
-    let Some(domain) = node
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(&c.topology_key))
-    else {
-        return Err(());
-    };
-    let counts = counts(c, pod, snap);
-    let mut min = counts.values().copied().min().unwrap_or(0);
-    if c.min_domains
-        .is_some_and(|m| (counts.len() as i64) < m as i64)
-    {
-        min = 0;
-    }
-    let own_labels = pod.metadata.labels.clone().unwrap_or_default();
-    let self_match = selector(c, pod).is_some_and(|s| s.matches(&own_labels)) as i64;
-    Ok(counts.get(domain).copied().unwrap_or(0) + self_match - min)
+/// One `DoNotSchedule` constraint with its domains counted for the pod.
+struct Hard {
+    topology_key: String,
+    max_skew: i64,
+    counts: BTreeMap<String, i64>,
+    /// The emptiest domain's count (0 with fewer than `minDomains` domains).
+    min: i64,
+    /// 1 when the pod matches its own selector (it would add to the count).
+    self_match: i64,
 }
 
-/// The filter: every `DoNotSchedule` constraint holds on `node`.
-pub fn check_spread(pod: &Pod, node: &Node, snap: &Snapshot) -> Result<(), Unfit> {
-    for c in constraints(pod)
-        .iter()
-        .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
-    {
-        match skew(c, pod, node, snap) {
-            Err(()) => return Err(Unfit::SpreadLabel),
-            Ok(s) if s > c.max_skew as i64 => return Err(Unfit::Spread),
-            Ok(_) => {}
-        }
+/// The pod's `DoNotSchedule` constraints counted once per decision
+/// (Kubernetes' PreFilter), so that checking each node is a lookup: counting
+/// per node made a spread pod's decision cost nodes × pods.
+pub struct Prepared {
+    hard: Vec<Hard>,
+}
+
+impl Prepared {
+    pub fn new(pod: &Pod, snap: &Snapshot) -> Prepared {
+        let own_labels = pod.metadata.labels.clone().unwrap_or_default();
+        let hard = constraints(pod)
+            .iter()
+            .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
+            .map(|c| {
+                let counts = counts(c, pod, snap);
+                let too_few = c
+                    .min_domains
+                    .is_some_and(|m| (counts.len() as i64) < i64::from(m));
+                let min = if too_few {
+                    0
+                } else {
+                    counts.values().copied().min().unwrap_or(0)
+                };
+                Hard {
+                    topology_key: c.topology_key.clone(),
+                    max_skew: i64::from(c.max_skew),
+                    min,
+                    self_match: selector(c, pod).is_some_and(|s| s.matches(&own_labels)) as i64,
+                    counts,
+                }
+            })
+            .collect();
+        Prepared { hard }
     }
-    Ok(())
+
+    /// The filter: every `DoNotSchedule` constraint holds on `node` (the
+    /// skew placing the pod there makes is at most `maxSkew`).
+    pub fn check(&self, node: &Node) -> Result<(), Unfit> {
+        for c in &self.hard {
+            let Some(domain) = node
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(&c.topology_key))
+            else {
+                return Err(Unfit::SpreadLabel);
+            };
+            let skew = c.counts.get(domain).copied().unwrap_or(0) + c.self_match - c.min;
+            if skew > c.max_skew {
+                return Err(Unfit::Spread);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The filter for one node (the counts made for this check alone; the
+/// scheduler's snapshot keeps them per pod, see [`Snapshot`]).
+pub fn check_spread(pod: &Pod, node: &Node, snap: &Snapshot) -> Result<(), Unfit> {
+    Prepared::new(pod, snap).check(node)
 }
 
 const HOSTNAME: &str = "kubernetes.io/hostname";
