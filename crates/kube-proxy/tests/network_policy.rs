@@ -19,16 +19,8 @@ use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::Duration;
 
-fn sh(args: &[&str]) -> String {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+mod common;
+use common::{need, sh};
 
 /// The node and its pods' network namespaces; removed on drop.
 struct Lab {
@@ -58,11 +50,7 @@ impl Lab {
             "busybox",
             "nsenter",
         ] {
-            let found = Command::new("sh")
-                .args(["-c", &format!("command -v {tool}")])
-                .status()
-                .is_ok_and(|s| s.success());
-            assert!(found, "this test needs `{tool}` and root");
+            need(tool);
         }
         let lab = Lab {
             prefix: format!("np-{}", std::process::id()),

@@ -12,8 +12,11 @@ use minik8s_api::registry;
 use minik8s_client::{Client, DynamicApi};
 use minik8s_testkit::{Backend, TestServer};
 use serde_json::{json, Value};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{need, sh};
 
 /// A network namespace with lo up, endpoint addresses and a service route;
 /// deleted (with every process started in it) on drop.
@@ -21,29 +24,6 @@ struct Netns {
     name: String,
     children: Vec<Child>,
     dir: tempfile::TempDir,
-}
-
-fn need(tool: &str) {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        found,
-        "this test needs `{tool}` (apt-get install iproute2 iptables util-linux busybox-static python3) and root"
-    );
-}
-
-fn sh(cmd: &[&str]) -> String {
-    let out = Command::new(cmd[0]).args(&cmd[1..]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}: {}",
-        cmd.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 impl Netns {
