@@ -335,7 +335,8 @@ start_kube_proxy() {
   local n=$1 d
   d=$(node_dir "$n")
   spawn "$d/kube-proxy.pid" "$d/kube-proxy.log" "$(node_ns "$n")" "$LAB_BIN/kube-proxy" --kubeconfig "$d/kube-proxy.conf" \
-    --cluster-cidr "$CLUSTER_CIDR" --cluster-dns "$CLUSTER_DNS" --ingress-address "$(node_ip "$n")"
+    --cluster-cidr "$CLUSTER_CIDR" --cluster-dns "$CLUSTER_DNS" --ingress-address "$(node_ip "$n")" \
+    --hostname-override "node$n"
 }
 
 # One agent of a node crashes (kill -9) and comes back: the kubelet, the

@@ -118,7 +118,8 @@ start kubelet "$BIN/kubelet" --server "$SERVER" --bootstrap-token "$PKI/join-tok
   --node-name "$(hostname | tr 'A-Z' 'a-z')" \
   --node-ip 127.0.0.1 --root-dir "$KUBELET_DIR" --cluster-dns "$CLUSTER_DNS"
 wait_until 60 "the node to join (see $LOG_DIR/kubelet.log)" test -s "$KUBELET_DIR/kube-proxy.conf"
-start kube-proxy "$BIN/kube-proxy" --kubeconfig "$KUBELET_DIR/kube-proxy.conf" --cluster-dns "$CLUSTER_DNS"
+start kube-proxy "$BIN/kube-proxy" --kubeconfig "$KUBELET_DIR/kube-proxy.conf" --cluster-dns "$CLUSTER_DNS" \
+  --hostname-override "$(hostname | tr 'A-Z' 'a-z')"
 wait_until 60 "the node to register" $KUBECTL get node "$(hostname | tr 'A-Z' 'a-z')"
 
 # The hello pod sleeps an hour, then completes. A pod left completed by an

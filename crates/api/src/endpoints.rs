@@ -23,6 +23,18 @@ pub fn of_service(slice: &EndpointSlice, namespace: &str, service: &str) -> bool
 /// `port_name` (`""` for an unnamed one), each with the target port; empty
 /// when the slice has no such port.
 pub fn ready(slice: &EndpointSlice, port_name: &str) -> Vec<(String, u16)> {
+    ready_on_nodes(slice, port_name)
+        .into_iter()
+        .map(|(ip, port, _)| (ip, port))
+        .collect()
+}
+
+/// As [`ready`], with the node each endpoint runs on (`nodeName`), for the
+/// node-local traffic policies.
+pub fn ready_on_nodes(
+    slice: &EndpointSlice,
+    port_name: &str,
+) -> Vec<(String, u16, Option<String>)> {
     let Some(target) = slice
         .ports
         .iter()
@@ -39,7 +51,11 @@ pub fn ready(slice: &EndpointSlice, port_name: &str) -> Vec<(String, u16)> {
         let ready = c.and_then(|c| c.ready).unwrap_or(true);
         let terminating = c.and_then(|c| c.terminating).unwrap_or(false);
         if ready && !terminating {
-            out.extend(e.addresses.iter().map(|a| (a.clone(), target as u16)));
+            out.extend(
+                e.addresses
+                    .iter()
+                    .map(|a| (a.clone(), target as u16, e.node_name.clone())),
+            );
         }
     }
     out

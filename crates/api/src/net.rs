@@ -42,6 +42,16 @@ pub fn format_cidr(net: Ipv4Addr, bits: u8) -> String {
     format!("{net}/{bits}")
 }
 
+/// The node name a kubelet and kube-proxy take by default: the host name,
+/// lowercased (as Kubernetes' `nodeutil.GetHostname`), "node" if unreadable.
+pub fn default_node_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_lowercase())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "node".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

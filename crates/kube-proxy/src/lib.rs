@@ -82,7 +82,7 @@ pub async fn run(client: Client, parts: Parts) -> anyhow::Result<()> {
     let wake = Arc::new(tokio::sync::Notify::new());
     let backend = match proxy {
         Some(cfg) if cfg.mode == Mode::Ipvs => {
-            let ports = PortSource::new(&informers, wake.clone());
+            let ports = PortSource::new(&informers, wake.clone(), &cfg.node_name);
             let policies = iptables::backend::PolicySource::new(&informers, wake.clone());
             ipvs::prepare(&cfg).await?;
             let b = ipvs::IpvsBackend::new(ports, cfg.node_ips.clone())
@@ -144,12 +144,18 @@ enum Chosen {
 pub struct PortSource {
     services: minik8s_client::informer::Cache<Service>,
     slices: minik8s_client::informer::Cache<EndpointSlice>,
+    /// This node's name, for the node-local traffic policies.
+    node: String,
 }
 
 impl PortSource {
     /// Registers on `informers` (before they start); every Service or
     /// EndpointSlice event wakes the backend's loop through `wake`.
-    pub fn new(informers: &SharedInformers, wake: Arc<tokio::sync::Notify>) -> PortSource {
+    pub fn new(
+        informers: &SharedInformers,
+        wake: Arc<tokio::sync::Notify>,
+        node: &str,
+    ) -> PortSource {
         let w = wake.clone();
         informers
             .on_event::<Service>(move |_| w.notify_one())
@@ -160,6 +166,7 @@ impl PortSource {
         PortSource {
             services: informers.cache(),
             slices: informers.cache(),
+            node: node.to_string(),
         }
     }
 
@@ -184,7 +191,7 @@ impl PortSource {
                 })
                 .map(|s| s.as_ref())
                 .collect();
-            ports.extend(service_ports(svc, &mine));
+            ports.extend(service_ports(svc, &mine, &self.node));
         }
         ports
     }
@@ -207,6 +214,33 @@ pub struct ServicePort {
     /// `sessionAffinity: ClientIP`: how long (seconds) a client keeps its
     /// endpoint after its last new connection.
     pub affinity_seconds: Option<u32>,
+    /// The ready endpoints on this node (a subset of `endpoints`).
+    pub local_endpoints: Vec<(String, u16)>,
+    /// `internalTrafficPolicy: Local`: the ClusterIP reaches only this node's endpoints.
+    pub internal_local: bool,
+    /// `externalTrafficPolicy: Local`: the NodePort reaches only this node's
+    /// endpoints, with the client's source address kept.
+    pub external_local: bool,
+}
+
+impl ServicePort {
+    /// The endpoints traffic to the ClusterIP may reach on this node.
+    pub fn internal_endpoints(&self) -> &[(String, u16)] {
+        if self.internal_local {
+            &self.local_endpoints
+        } else {
+            &self.endpoints
+        }
+    }
+
+    /// The endpoints traffic from outside the cluster to a NodePort may reach.
+    pub fn external_endpoints(&self) -> &[(String, u16)] {
+        if self.external_local {
+            &self.local_endpoints
+        } else {
+            &self.endpoints
+        }
+    }
 }
 
 /// Kubernetes' default `sessionAffinityConfig.clientIP.timeoutSeconds` (3 hours).
@@ -231,7 +265,7 @@ pub fn affinity_seconds(spec: &k8s_openapi::api::core::v1::ServiceSpec) -> Optio
 /// label). A targetPort given by name is resolved through the slices' named
 /// ports, as the EndpointSlice controller wrote them. Headless Services and
 /// ExternalName Services get no ports (nothing to proxy).
-pub fn service_ports(svc: &Service, slices: &[&EndpointSlice]) -> Vec<ServicePort> {
+pub fn service_ports(svc: &Service, slices: &[&EndpointSlice], node: &str) -> Vec<ServicePort> {
     let Some(spec) = &svc.spec else {
         return Vec::new();
     };
@@ -247,11 +281,20 @@ pub fn service_ports(svc: &Service, slices: &[&EndpointSlice]) -> Vec<ServicePor
         let port_name = p.name.clone().unwrap_or_default();
         let protocol = p.protocol.clone().unwrap_or_else(|| "TCP".into());
         let mut endpoints = Vec::new();
+        let mut local_endpoints = Vec::new();
         for slice in slices {
-            endpoints.extend(minik8s_api::endpoints::ready(slice, &port_name));
+            for (ip, port, on) in minik8s_api::endpoints::ready_on_nodes(slice, &port_name) {
+                if !node.is_empty() && on.as_deref() == Some(node) {
+                    local_endpoints.push((ip.clone(), port));
+                }
+                endpoints.push((ip, port));
+            }
         }
-        endpoints.sort();
-        endpoints.dedup();
+        for list in [&mut endpoints, &mut local_endpoints] {
+            list.sort();
+            list.dedup();
+        }
+        let externally = matches!(spec.type_.as_deref(), Some("NodePort" | "LoadBalancer"));
         out.push(ServicePort {
             namespace: svc
                 .metadata
@@ -266,6 +309,9 @@ pub fn service_ports(svc: &Service, slices: &[&EndpointSlice]) -> Vec<ServicePor
             node_port: p.node_port.map(|n| n as u16),
             endpoints,
             affinity_seconds: affinity_seconds(spec),
+            local_endpoints,
+            internal_local: spec.internal_traffic_policy.as_deref() == Some("Local"),
+            external_local: externally && spec.external_traffic_policy.as_deref() == Some("Local"),
         });
     }
     out
@@ -292,7 +338,7 @@ mod tests {
                 {"addresses": ["10.244.1.9"], "conditions": {"ready": false}},
                 {"addresses": ["10.244.3.1"], "conditions": {"ready": true, "terminating": true}}]}))
         .unwrap();
-        let ports = service_ports(&svc, &[&slice]);
+        let ports = service_ports(&svc, &[&slice], "n1");
         assert_eq!(ports.len(), 2);
         assert_eq!(ports[0].port_name, "http");
         assert_eq!(ports[0].node_port, Some(30080));
@@ -308,6 +354,6 @@ mod tests {
         let headless: Service = serde_json::from_value(json!({"metadata": {"name": "h"},
             "spec": {"clusterIP": "None", "ports": [{"port": 80}]}}))
         .unwrap();
-        assert!(service_ports(&headless, &[&slice]).is_empty());
+        assert!(service_ports(&headless, &[&slice], "n1").is_empty());
     }
 }

@@ -56,6 +56,12 @@ struct Args {
     /// address of this node's default route.
     #[arg(long)]
     ingress_address: Option<std::net::Ipv4Addr>,
+    /// This node's name as its kubelet registered it (the kubelet's
+    /// --node-name): endpoints there are the node-local ones of
+    /// `internalTrafficPolicy`/`externalTrafficPolicy: Local`. Default: the
+    /// host name, lowercased (the kubelet's default too).
+    #[arg(long, default_value_t = minik8s_api::net::default_node_name())]
+    hostname_override: String,
     /// Remove kube-proxy's rules (and the --cluster-dns address on lo), then exit.
     #[arg(long)]
     cleanup: bool,
@@ -89,6 +95,7 @@ async fn main() -> anyhow::Result<()> {
     let cfg = proxier::Config {
         mode,
         node_ips,
+        node_name: args.hostname_override.clone(),
         served_locally: (!args.cluster_dns.is_empty())
             .then(|| args.cluster_dns.clone())
             .into_iter()

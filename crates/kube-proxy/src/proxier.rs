@@ -41,6 +41,9 @@ pub struct Config {
     /// The node's own addresses: NodePorts listen on them (ipvs mode; the
     /// iptables rules match any local address instead).
     pub node_ips: Vec<std::net::Ipv4Addr>,
+    /// This node's name (`--hostname-override`), as its kubelet registered
+    /// it: endpoints on it are the local ones of the node-local traffic policies.
+    pub node_name: String,
     /// The pod network; sources outside it are masqueraded on their way to a VIP.
     pub cluster_cidr: Option<String>,
     /// VIPs this node answers itself (the cluster DNS): never refused for
@@ -58,6 +61,7 @@ impl Default for Config {
         Config {
             mode: crate::Mode::Iptables,
             node_ips: Vec::new(),
+            node_name: String::new(),
             cluster_cidr: Some("10.244.0.0/16".into()),
             served_locally: Vec::new(),
             min_sync: Duration::from_millis(100),

@@ -419,6 +419,87 @@ async fn client_ip_affinity_keeps_each_client_on_one_endpoint() {
     proxy.abort();
 }
 
+/// `internalTrafficPolicy: Local`: the ClusterIP reaches only this node's
+/// endpoint, and nothing once it has none; `externalTrafficPolicy: Local`
+/// rules apply on real iptables and read back unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_local_policies_keep_traffic_on_the_node() {
+    let mut ns = Netns::new();
+    ns.httpd("10.244.1.2", "here");
+    ns.httpd("10.244.2.2", "elsewhere");
+    let (_server, client, svcs, slices) = apiserver().await;
+    let svc = svcs
+        .create(
+            &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+            "spec": {"type": "NodePort", "internalTrafficPolicy": "Local", "externalTrafficPolicy": "Local",
+                "ports": [{"name": "http", "port": 80, "targetPort": 8080},
+                          {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 5353}]}}),
+        )
+        .await
+        .unwrap();
+    let vip = svc["spec"]["clusterIP"].as_str().unwrap().to_string();
+    let on_nodes = |here: bool| {
+        let mut s = slice(&["10.244.1.2", "10.244.2.2"]);
+        s["endpoints"][0]["nodeName"] = json!(if here { "n1" } else { "n3" });
+        s["endpoints"][1]["nodeName"] = json!("n2");
+        s
+    };
+    slices.create(&on_nodes(true)).await.unwrap();
+    let cfg = proxier::Config {
+        node_name: "n1".into(),
+        iptables: Iptables {
+            netns: Some(ns.path()),
+        },
+        ..Default::default()
+    };
+    let proxy = tokio::spawn(kube_proxy::run(
+        client.clone(),
+        kube_proxy::Parts {
+            proxy: Some(cfg),
+            ..Default::default()
+        },
+    ));
+    let url = format!("http://{vip}/");
+    within(10, "the VIP answers", || {
+        Some(ns.get(&url)).filter(|b| !b.is_empty())
+    })
+    .await;
+    let seen: Vec<String> = (0..6).map(|_| ns.get(&url)).collect();
+    assert!(
+        seen.iter().all(|b| b == "here"),
+        "only the local endpoint: {seen:?}"
+    );
+    // Every chain reads back from iptables-save exactly as written, so
+    // resyncs find nothing to change.
+    let typed_svc: Service = serde_json::from_value(svcs.get("web").await.unwrap()).unwrap();
+    let typed_slice: EndpointSlice =
+        serde_json::from_value(slices.get("web-1").await.unwrap()).unwrap();
+    let ports = kube_proxy::service_ports(&typed_svc, &[&typed_slice], "n1");
+    let want = kube_proxy::iptables::desired(&ports, Some("10.244.0.0/16"));
+    let saved = kube_proxy::iptables::parse_save_table(&ns.save(), "nat");
+    for (chain, rules) in want
+        .iter()
+        .filter(|(c, _)| c.starts_with("KUBE-EXT-") || c.starts_with("KUBE-SVL-"))
+    {
+        assert_eq!(
+            saved.get(chain),
+            Some(rules),
+            "{chain} as iptables-save prints it"
+        );
+    }
+    assert!(want.keys().any(|c| c.starts_with("KUBE-EXT-")));
+    // The local endpoint moves away: the ClusterIP is dropped here, not sent across.
+    slices.replace("web-1", &on_nodes(false)).await.unwrap();
+    within(5, "the has-no-local-endpoints drop", || {
+        ns.exec(&["iptables-save", "-t", "filter"])
+            .contains("default/web:http/TCP has no local endpoints")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(ns.get(&url), "", "no answer from the other node's endpoint");
+    proxy.abort();
+}
+
 /// kube-proxy with `parts` and a DNS server for `domain` on a port it really
 /// got, once it answers (any answer, even SERVFAIL: it is serving). A port
 /// chosen free can be taken (by another test's UDP socket) before the server

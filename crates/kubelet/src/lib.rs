@@ -80,7 +80,7 @@ pub struct Config {
     #[arg(skip)]
     pub client_ca_pem: Option<String>,
     /// The node's name.
-    #[arg(long, default_value_t = default_hostname())]
+    #[arg(long, default_value_t = minik8s_api::net::default_node_name())]
     pub node_name: String,
     /// The address other nodes and the apiserver reach this node at.
     #[arg(long, default_value = "127.0.0.1")]
@@ -162,12 +162,6 @@ fn parse_label(s: &str) -> Result<(String, String), String> {
         return Err(format!("label value {v:?}: {e}"));
     }
     Ok((k.to_string(), v.to_string()))
-}
-
-fn default_hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_lowercase())
-        .unwrap_or_else(|_| "node".into())
 }
 
 /// The kubelet's shared state.

@@ -37,6 +37,9 @@ fn ports(services: usize, endpoints: usize) -> Vec<ServicePort> {
                 .map(|e| (format!("10.244.{}.{}", e, i % 250 + 2), 8080))
                 .collect(),
             affinity_seconds: None,
+            local_endpoints: Vec::new(),
+            internal_local: false,
+            external_local: false,
         })
         .collect()
 }

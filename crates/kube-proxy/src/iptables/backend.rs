@@ -393,7 +393,7 @@ impl IptablesBackend {
     /// Registers the caches and the wake-up handlers on `informers`.
     pub fn new(informers: &SharedInformers, cfg: Config, wake: Arc<Notify>) -> IptablesBackend {
         IptablesBackend {
-            ports: PortSource::new(informers, wake.clone()),
+            ports: PortSource::new(informers, wake.clone(), &cfg.node_name),
             policies: PolicySource::new(informers, wake),
             cfg,
             current: None,

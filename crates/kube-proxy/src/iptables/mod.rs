@@ -110,7 +110,26 @@ pub fn filter_jumps() -> Vec<(&'static str, String)> {
 pub fn desired_filter(ports: &[ServicePort], served_locally: &[String]) -> Chains {
     let mut rules = Vec::new();
     for p in ports {
-        if !p.endpoints.is_empty() || served_locally.contains(&p.cluster_ip) {
+        if served_locally.contains(&p.cluster_ip) {
+            continue;
+        }
+        if !p.endpoints.is_empty() {
+            // Endpoints elsewhere but none here: a node-local policy drops
+            // what no nat rule took (Kubernetes' "has no local endpoints").
+            let key = port_key(p);
+            let pr = proto(p);
+            let comment = format!("{key} has no local endpoints");
+            if p.internal_endpoints().is_empty() {
+                rules.push(format!(
+                    "-d {}/32 -p {pr} -m comment --comment \"{comment}\" -m {pr} --dport {} -j DROP",
+                    p.cluster_ip, p.port
+                ));
+            }
+            if let Some(np) = p.node_port.filter(|_| p.external_endpoints().is_empty()) {
+                rules.push(format!(
+                    "-p {pr} -m comment --comment \"{comment}\" -m addrtype --dst-type LOCAL -m {pr} --dport {np} -j DROP"
+                ));
+            }
             continue;
         }
         let key = port_key(p);
@@ -140,6 +159,59 @@ fn chain_hash(kind: &str, key: &str) -> String {
     )
 }
 
+/// One balancing chain (`chain`) over `endpoints`: the masquerade rule if
+/// any, ClientIP affinity first when the port has it, then an exact round
+/// robin per connection (`statistic nth`); and each endpoint's KUBE-SEP
+/// chain (hairpin masquerade, DNAT).
+fn balance(
+    chains: &mut Chains,
+    p: &ServicePort,
+    chain: &str,
+    endpoints: &[(String, u16)],
+    masq: Option<String>,
+) {
+    let key = port_key(p);
+    let pr = proto(p);
+    let mut rules: Vec<String> = masq.into_iter().collect();
+    let sep_of = |ip: &str, port: &u16| chain_hash("SEP", &format!("{key}/{ip}:{port}"));
+    // ClientIP affinity: a source seen by an endpoint within the timeout
+    // goes back to it, before the round robin below.
+    let recent = |sep: &str| format!("--name {sep} --mask 255.255.255.255 --rsource");
+    if let Some(secs) = p.affinity_seconds {
+        for (ip, port) in endpoints {
+            let sep = sep_of(ip, port);
+            rules.push(format!(
+                "-m comment --comment \"{key} -> {ip}:{port}\" -m recent --rcheck --seconds {secs} --reap {} -j {sep}",
+                recent(&sep)
+            ));
+        }
+    }
+    let n = endpoints.len();
+    for (i, (ip, port)) in endpoints.iter().enumerate() {
+        let sep = sep_of(ip, port);
+        let pick = if i + 1 < n {
+            format!("-m statistic --mode nth --every {} --packet 0 ", n - i)
+        } else {
+            String::new()
+        };
+        rules.push(format!(
+            "-m comment --comment \"{key} -> {ip}:{port}\" {pick}-j {sep}"
+        ));
+        let remember = match p.affinity_seconds {
+            Some(_) => format!("-m recent --set {} ", recent(&sep)),
+            None => String::new(),
+        };
+        chains.insert(
+            sep.clone(),
+            vec![
+                format!("-s {ip}/32 -m comment --comment \"{key}\" -j {MARK_MASQ}"),
+                format!("-p {pr} -m comment --comment \"{key}\" {remember}-m {pr} -j DNAT --to-destination {ip}:{port}"),
+            ],
+        );
+    }
+    chains.insert(chain.to_string(), rules);
+}
+
 fn port_key(p: &ServicePort) -> String {
     format!(
         "{}/{}:{}/{}",
@@ -152,7 +224,13 @@ fn proto(p: &ServicePort) -> String {
 }
 
 /// The chains for `ports`. `cluster_cidr` (the pod network) decides which
-/// sources are off-cluster and must be masqueraded on the way to a VIP.
+/// sources are off-cluster and must be masqueraded on their way to a VIP.
+///
+/// Per Service port: KUBE-SVC-<h> balances over every endpoint, KUBE-SVL-<h>
+/// over this node's (`internalTrafficPolicy: Local` sends the ClusterIP
+/// there), and KUBE-EXT-<h> takes NodePort traffic under
+/// `externalTrafficPolicy: Local`: pods and the node itself still get every
+/// endpoint, outside clients only this node's, unmasqueraded.
 pub fn desired(ports: &[ServicePort], cluster_cidr: Option<&str>) -> Chains {
     let mut chains = Chains::new();
     let mut services = Vec::new();
@@ -163,12 +241,57 @@ pub fn desired(ports: &[ServicePort], cluster_cidr: Option<&str>) -> Chains {
         }
         let key = port_key(p);
         let svc = chain_hash("SVC", &key);
+        let svl = chain_hash("SVL", &key);
         let pr = proto(p);
-        services.push(format!(
-            "-d {}/32 -p {pr} -m comment --comment \"{key} cluster IP\" -m {pr} --dport {} -j {svc}",
-            p.cluster_ip, p.port
-        ));
-        if let Some(np) = p.node_port {
+        // Sources outside the pod network are masqueraded on their way to the
+        // ClusterIP (replies must come back through this node).
+        let masq = cluster_cidr.map(|cidr| {
+            format!(
+                "! -s {cidr} -d {}/32 -p {pr} -m comment --comment \"{key} cluster IP\" -m {pr} --dport {} -j {MARK_MASQ}",
+                p.cluster_ip, p.port
+            )
+        });
+        balance(
+            &mut chains,
+            p,
+            &svc,
+            &p.endpoints,
+            masq.clone().filter(|_| !p.internal_local),
+        );
+        if (p.internal_local || p.external_local) && !p.local_endpoints.is_empty() {
+            let local_masq = masq.filter(|_| p.internal_local);
+            balance(&mut chains, p, &svl, &p.local_endpoints, local_masq);
+        }
+        let internal = if p.internal_local { &svl } else { &svc };
+        if !p.internal_endpoints().is_empty() {
+            services.push(format!(
+                "-d {}/32 -p {pr} -m comment --comment \"{key} cluster IP\" -m {pr} --dport {} -j {internal}",
+                p.cluster_ip, p.port
+            ));
+        }
+        let Some(np) = p.node_port else { continue };
+        if p.external_local {
+            let ext = chain_hash("EXT", &key);
+            let mut rules = Vec::new();
+            if let Some(cidr) = cluster_cidr {
+                rules.push(format!(
+                    "-s {cidr} -m comment --comment \"pod traffic for {key} external destinations\" -j {svc}"
+                ));
+            }
+            rules.push(format!(
+                "-m comment --comment \"masquerade LOCAL traffic for {key} external destinations\" -m addrtype --src-type LOCAL -j {MARK_MASQ}"
+            ));
+            rules.push(format!(
+                "-m comment --comment \"route LOCAL traffic for {key} external destinations\" -m addrtype --src-type LOCAL -j {svc}"
+            ));
+            if !p.local_endpoints.is_empty() {
+                rules.push(format!("-j {svl}"));
+            }
+            chains.insert(ext.clone(), rules);
+            nodeports.push(format!(
+                "-p {pr} -m comment --comment \"{key}\" -m {pr} --dport {np} -j {ext}"
+            ));
+        } else {
             nodeports.push(format!(
                 "-p {pr} -m comment --comment \"{key}\" -m {pr} --dport {np} -j {MARK_MASQ}"
             ));
@@ -176,50 +299,6 @@ pub fn desired(ports: &[ServicePort], cluster_cidr: Option<&str>) -> Chains {
                 "-p {pr} -m comment --comment \"{key}\" -m {pr} --dport {np} -j {svc}"
             ));
         }
-        let mut svc_rules = Vec::new();
-        if let Some(cidr) = cluster_cidr {
-            svc_rules.push(format!(
-                "! -s {cidr} -d {}/32 -p {pr} -m comment --comment \"{key} cluster IP\" -m {pr} --dport {} -j {MARK_MASQ}",
-                p.cluster_ip, p.port
-            ));
-        }
-        let sep_of = |ip: &str, port: &u16| chain_hash("SEP", &format!("{key}/{ip}:{port}"));
-        // ClientIP affinity: a source seen by an endpoint within the timeout
-        // goes back to it, before the round robin below.
-        let recent = |sep: &str| format!("--name {sep} --mask 255.255.255.255 --rsource");
-        if let Some(secs) = p.affinity_seconds {
-            for (ip, port) in &p.endpoints {
-                let sep = sep_of(ip, port);
-                svc_rules.push(format!(
-                    "-m comment --comment \"{key} -> {ip}:{port}\" -m recent --rcheck --seconds {secs} --reap {} -j {sep}",
-                    recent(&sep)
-                ));
-            }
-        }
-        let n = p.endpoints.len();
-        for (i, (ip, port)) in p.endpoints.iter().enumerate() {
-            let sep = sep_of(ip, port);
-            let pick = if i + 1 < n {
-                format!("-m statistic --mode nth --every {} --packet 0 ", n - i)
-            } else {
-                String::new()
-            };
-            svc_rules.push(format!(
-                "-m comment --comment \"{key} -> {ip}:{port}\" {pick}-j {sep}"
-            ));
-            let remember = match p.affinity_seconds {
-                Some(_) => format!("-m recent --set {} ", recent(&sep)),
-                None => String::new(),
-            };
-            chains.insert(
-                sep.clone(),
-                vec![
-                    format!("-s {ip}/32 -m comment --comment \"{key}\" -j {MARK_MASQ}"),
-                    format!("-p {pr} -m comment --comment \"{key}\" {remember}-m {pr} -j DNAT --to-destination {ip}:{port}"),
-                ],
-            );
-        }
-        chains.insert(svc, svc_rules);
     }
     if !nodeports.is_empty() {
         services.push(format!(
@@ -333,7 +412,69 @@ mod tests {
             node_port: Some(30080),
             endpoints: endpoints.iter().map(|(i, p)| (i.to_string(), *p)).collect(),
             affinity_seconds: None,
+            local_endpoints: Vec::new(),
+            internal_local: false,
+            external_local: false,
         }
+    }
+
+    #[test]
+    fn node_local_policies_use_this_nodes_endpoints() {
+        let mut web = port("web", &[("10.244.1.2", 8080), ("10.244.2.2", 8080)]);
+        web.local_endpoints = vec![("10.244.1.2".into(), 8080)];
+        web.internal_local = true;
+        web.external_local = true;
+        let c = desired(std::slice::from_ref(&web), Some("10.244.0.0/16"));
+        let named = |kind: &str| {
+            c.keys()
+                .find(|k| k.starts_with(&format!("KUBE-{kind}-")))
+                .unwrap()
+                .clone()
+        };
+        let (svc, svl, ext) = (named("SVC"), named("SVL"), named("EXT"));
+        // The ClusterIP goes to the local chain, which balances over this node's one endpoint.
+        assert!(c[SERVICES][0].ends_with(&format!("--dport 80 -j {svl}")));
+        assert!(c[&svl][0].starts_with("! -s 10.244.0.0/16 -d 10.96.0.10/32"));
+        assert_eq!(c[&svl].len(), 2);
+        assert!(c[&svl][1].contains("-> 10.244.1.2:8080"));
+        assert_eq!(
+            c[&svc].len(),
+            2,
+            "no masquerade rule, two endpoints: {:?}",
+            c[&svc]
+        );
+        // The NodePort: pods and the node itself get every endpoint, the
+        // rest only the local one and no masquerade.
+        assert_eq!(
+            c[NODEPORTS],
+            vec![format!(
+                "-p tcp -m comment --comment \"d/web:http/TCP\" -m tcp --dport 30080 -j {ext}"
+            )]
+        );
+        assert_eq!(
+            c[&ext],
+            vec![
+                format!("-s 10.244.0.0/16 -m comment --comment \"pod traffic for d/web:http/TCP external destinations\" -j {svc}"),
+                format!("-m comment --comment \"masquerade LOCAL traffic for d/web:http/TCP external destinations\" -m addrtype --src-type LOCAL -j {MARK_MASQ}"),
+                format!("-m comment --comment \"route LOCAL traffic for d/web:http/TCP external destinations\" -m addrtype --src-type LOCAL -j {svc}"),
+                format!("-j {svl}"),
+            ]
+        );
+        assert!(desired_filter(std::slice::from_ref(&web), &[])[SERVICES].is_empty());
+        // No endpoint here: what reaches the node is dropped, not sent elsewhere.
+        web.local_endpoints.clear();
+        let c = desired(std::slice::from_ref(&web), Some("10.244.0.0/16"));
+        assert!(!c.keys().any(|k| k.starts_with("KUBE-SVL-")));
+        assert!(c[SERVICES]
+            .iter()
+            .all(|r| !r.contains("cluster IP\" -m tcp --dport 80")));
+        assert_eq!(
+            desired_filter(&[web], &[])[SERVICES],
+            vec![
+                "-d 10.96.0.10/32 -p tcp -m comment --comment \"d/web:http/TCP has no local endpoints\" -m tcp --dport 80 -j DROP".to_string(),
+                "-p tcp -m comment --comment \"d/web:http/TCP has no local endpoints\" -m addrtype --dst-type LOCAL -m tcp --dport 30080 -j DROP".to_string(),
+            ]
+        );
     }
 
     #[test]

@@ -16,6 +16,8 @@ pub struct IpvsBackend {
     current: Option<IpvsState>,
     /// NetworkPolicies, as iptables chains of their own.
     policies: Option<crate::iptables::backend::PolicyEnforcer>,
+    /// Services already told about (externalTrafficPolicy: Local keeps no source here).
+    warned_source: std::collections::HashSet<String>,
 }
 
 impl IpvsBackend {
@@ -30,6 +32,7 @@ impl IpvsBackend {
             device: io::Device::ensure().await?,
             current: None,
             policies: None,
+            warned_source: Default::default(),
         })
     }
 
@@ -46,7 +49,24 @@ impl IpvsBackend {
             Some(c) => c,
             None => io::current(&mut self.ipvs, &self.device, &self.node_ips).await?,
         };
-        let desired = desired(&self.ports.ports(), &self.node_ips);
+        let ports = self.ports.ports();
+        for p in ports
+            .iter()
+            .filter(|p| p.external_local && p.node_port.is_some())
+        {
+            // Said, not silently ignored: this mode keeps the local-only
+            // destinations but masquerades every client from outside.
+            if self
+                .warned_source
+                .insert(format!("{}/{}", p.namespace, p.service))
+            {
+                tracing::warn!(
+                    service = %format!("{}/{}", p.namespace, p.service),
+                    "externalTrafficPolicy: Local in ipvs mode: NodePort traffic goes to this node's endpoints only, but the client's source address is not preserved (use --proxy-mode iptables for that)"
+                );
+            }
+        }
+        let desired = desired(&ports, &self.node_ips);
         let todo = changes(&current, &desired);
         for c in &todo {
             match c {

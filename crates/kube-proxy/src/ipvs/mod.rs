@@ -106,17 +106,18 @@ pub fn desired(ports: &[ServicePort], node_ips: &[Ipv4Addr]) -> IpvsState {
         else {
             continue;
         };
-        let reals: BTreeSet<RealServer> = p
-            .endpoints
-            .iter()
-            .filter_map(|(ip, port)| {
-                Some(RealServer {
-                    addr: ip.parse().ok()?,
-                    port: *port,
-                    weight: 1,
+        let reals = |endpoints: &[(String, u16)]| -> BTreeSet<RealServer> {
+            endpoints
+                .iter()
+                .filter_map(|(ip, port)| {
+                    Some(RealServer {
+                        addr: ip.parse().ok()?,
+                        port: *port,
+                        weight: 1,
+                    })
                 })
-            })
-            .collect();
+                .collect()
+        };
         state.addresses.insert(vip);
         let persistence = p.affinity_seconds.unwrap_or(0);
         let vs = VirtualServer {
@@ -125,7 +126,10 @@ pub fn desired(ports: &[ServicePort], node_ips: &[Ipv4Addr]) -> IpvsState {
             port: p.port,
             persistence,
         };
-        state.services.insert(vs, reals.clone());
+        // The node-local traffic policies narrow the destinations to this
+        // node's endpoints (the ClusterIP for internalTrafficPolicy, the
+        // NodePorts for externalTrafficPolicy).
+        state.services.insert(vs, reals(p.internal_endpoints()));
         if let Some(np) = p.node_port {
             for ip in node_ips {
                 let vs = VirtualServer {
@@ -134,7 +138,7 @@ pub fn desired(ports: &[ServicePort], node_ips: &[Ipv4Addr]) -> IpvsState {
                     port: np,
                     persistence,
                 };
-                state.services.insert(vs, reals.clone());
+                state.services.insert(vs, reals(p.external_endpoints()));
             }
         }
     }
@@ -221,6 +225,9 @@ mod tests {
             node_port,
             endpoints: eps.iter().map(|(i, p)| (i.to_string(), *p)).collect(),
             affinity_seconds: None,
+            local_endpoints: Vec::new(),
+            internal_local: false,
+            external_local: false,
         }
     }
 
