@@ -16,6 +16,7 @@
 //! node serves to its pods (doc/networking.md).
 
 pub mod dns;
+pub mod healthcheck;
 pub mod ingress;
 pub mod iptables;
 pub mod ipvs;
@@ -146,6 +147,8 @@ pub struct PortSource {
     slices: minik8s_client::informer::Cache<EndpointSlice>,
     /// This node's name, for the node-local traffic policies.
     node: String,
+    /// The health check node ports, kept in line with every sync's ports.
+    health: Arc<healthcheck::HealthChecks>,
 }
 
 impl PortSource {
@@ -167,11 +170,19 @@ impl PortSource {
             services: informers.cache(),
             slices: informers.cache(),
             node: node.to_string(),
+            health: Arc::default(),
         }
     }
 
-    /// Every Service's ports with their ready endpoints, in name order.
+    /// Every Service's ports with their ready endpoints, in name order; the
+    /// health check node ports are brought in line with them on the way.
     pub fn ports(&self) -> Vec<ServicePort> {
+        let ports = self.service_ports();
+        self.health.sync(&ports);
+        ports
+    }
+
+    fn service_ports(&self) -> Vec<ServicePort> {
         let slices = self.slices.list();
         let mut ports = Vec::new();
         let mut services = self.services.list();
@@ -221,6 +232,9 @@ pub struct ServicePort {
     /// `externalTrafficPolicy: Local`: the NodePort reaches only this node's
     /// endpoints, with the client's source address kept.
     pub external_local: bool,
+    /// The Service's `healthCheckNodePort` (a LoadBalancer with the Local
+    /// external policy): served by [`healthcheck`].
+    pub health_check_node_port: Option<u16>,
 }
 
 impl ServicePort {
@@ -312,6 +326,14 @@ pub fn service_ports(svc: &Service, slices: &[&EndpointSlice], node: &str) -> Ve
             local_endpoints,
             internal_local: spec.internal_traffic_policy.as_deref() == Some("Local"),
             external_local: externally && spec.external_traffic_policy.as_deref() == Some("Local"),
+            health_check_node_port: spec
+                .health_check_node_port
+                .filter(|_| {
+                    spec.type_.as_deref() == Some("LoadBalancer")
+                        && spec.external_traffic_policy.as_deref() == Some("Local")
+                })
+                .and_then(|p| u16::try_from(p).ok())
+                .filter(|p| *p > 0),
         });
     }
     out

@@ -497,6 +497,68 @@ async fn node_local_policies_keep_traffic_on_the_node() {
     })
     .await;
     assert_eq!(ns.get(&url), "", "no answer from the other node's endpoint");
+
+    // A LoadBalancer with the Local policy gets a health check node port,
+    // where this node answers whether it has endpoints of the Service.
+    let lb = svcs
+        .create(
+            &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "lb"},
+            "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+                "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}}),
+        )
+        .await
+        .unwrap();
+    let hc = lb["spec"]["healthCheckNodePort"].as_u64().unwrap();
+    // Policies where they do not apply are refused with the field named.
+    for (spec, message) in [
+        (
+            json!({"externalTrafficPolicy": "Local", "ports": [{"port": 80}]}),
+            "Service \"bad\" is invalid: spec.externalTrafficPolicy: Invalid value: \"Local\": may only be set for externally-accessible services",
+        ),
+        (
+            json!({"sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 60}}, "ports": [{"port": 80}]}),
+            "Service \"bad\" is invalid: spec.sessionAffinityConfig: Forbidden: must not be set when session affinity is None",
+        ),
+        (
+            json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local", "healthCheckNodePort": 70000, "ports": [{"port": 80}]}),
+            "Service \"bad\" is invalid: spec.healthCheckNodePort: Invalid value: 70000: must be between 1 and 65535, inclusive",
+        ),
+    ] {
+        let err = svcs
+            .create(&json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "bad"}, "spec": spec}))
+            .await
+            .unwrap_err();
+        let status = err.api().unwrap();
+        assert_eq!((status.code, status.message.as_str()), (422, message));
+    }
+    assert!((30000..=32767).contains(&hc), "{hc}");
+    let mut lb_slice = on_nodes(true);
+    lb_slice["metadata"] = json!({"name": "lb-1", "labels": {"kubernetes.io/service-name": "lb"}});
+    slices.create(&lb_slice).await.unwrap();
+    let probe = || async {
+        let r = reqwest::get(format!("http://127.0.0.1:{hc}/")).await.ok()?;
+        Some((r.status().as_u16(), r.json::<Value>().await.ok()?))
+    };
+    let answered = minik8s_testkit::until(10, "the health check port answers 200", || async {
+        match probe().await {
+            Some((200, body)) => Ok(body),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(
+        answered,
+        json!({"service": {"namespace": "default", "name": "lb"}, "localEndpoints": 1, "serviceProxyHealthy": true})
+    );
+    lb_slice["endpoints"][0]["nodeName"] = json!("n3");
+    slices.replace("lb-1", &lb_slice).await.unwrap();
+    minik8s_testkit::until(10, "503 once no endpoint is here", || async {
+        match probe().await {
+            Some((503, body)) if body["localEndpoints"] == 0 => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
     proxy.abort();
 }
 

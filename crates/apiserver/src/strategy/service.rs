@@ -93,6 +93,41 @@ fn allocate_new(
     if ty == "NodePort" || ty == "LoadBalancer" {
         allocate_node_ports(alloc, svc, &[], taken)?;
     }
+    allocate_health_check_port(alloc, svc, &[], taken)
+}
+
+/// A LoadBalancer with `externalTrafficPolicy: Local` gets a
+/// `healthCheckNodePort` (asked for or from the node port range), where every
+/// node's kube-proxy answers whether it holds endpoints of the Service.
+fn allocate_health_check_port(
+    alloc: &Allocators,
+    svc: &mut Value,
+    held: &[i64],
+    taken: &mut Allocations,
+) -> Result<(), FieldError> {
+    let needs = service_type(svc) == "LoadBalancer"
+        && svc
+            .pointer("/spec/externalTrafficPolicy")
+            .and_then(Value::as_str)
+            == Some("Local");
+    if !needs {
+        return Ok(());
+    }
+    let asked = svc
+        .pointer("/spec/healthCheckNodePort")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    if asked != 0 && held.contains(&asked) {
+        return Ok(());
+    }
+    let port = if asked == 0 {
+        alloc.allocate_port().map(i64::from)
+    } else {
+        alloc.reserve_port(asked).map(|_| asked)
+    }
+    .map_err(|e| FieldError::invalid("spec.healthCheckNodePort", &json!(asked), e.to_string()))?;
+    svc["spec"]["healthCheckNodePort"] = json!(port);
+    taken.push(("port".into(), port.to_string()));
     Ok(())
 }
 
@@ -112,7 +147,8 @@ fn allocate_update(
         .filter(|(k, _)| k == "port")
         .filter_map(|(_, v)| v.parse().ok())
         .collect();
-    allocate_node_ports(alloc, svc, &held, taken)
+    allocate_node_ports(alloc, svc, &held, taken)?;
+    allocate_health_check_port(alloc, svc, &held, taken)
 }
 
 /// Every port's nodePort: kept if `held`, reserved if asked for, else allocated.
@@ -169,6 +205,13 @@ pub fn service_allocations(svc: &Value) -> Vec<(String, String)> {
         if let Some(np) = p.get("nodePort").and_then(Value::as_i64).filter(|n| *n > 0) {
             out.push(("port".into(), np.to_string()));
         }
+    }
+    if let Some(hc) = svc
+        .pointer("/spec/healthCheckNodePort")
+        .and_then(Value::as_i64)
+        .filter(|n| *n > 0)
+    {
+        out.push(("port".into(), hc.to_string()));
     }
     out
 }

@@ -40,6 +40,7 @@ fn ports(services: usize, endpoints: usize) -> Vec<ServicePort> {
             local_endpoints: Vec::new(),
             internal_local: false,
             external_local: false,
+            health_check_node_port: None,
         })
         .collect()
 }

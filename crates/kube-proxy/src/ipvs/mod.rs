@@ -228,6 +228,7 @@ mod tests {
             local_endpoints: Vec::new(),
             internal_local: false,
             external_local: false,
+            health_check_node_port: None,
         }
     }
 
