@@ -116,7 +116,7 @@ done
 start kubelet "$BIN/kubelet" --server "$SERVER" --bootstrap-token "$PKI/join-token" \
   --kubeconfig "$KUBELET_DIR/kubelet.conf" --kube-proxy-kubeconfig "$KUBELET_DIR/kube-proxy.conf" \
   --node-name "$(hostname | tr 'A-Z' 'a-z')" \
-  --node-ip 127.0.0.1 --root-dir "$KUBELET_DIR" --cluster-dns "$CLUSTER_DNS"
+  --root-dir "$KUBELET_DIR" --cluster-dns "$CLUSTER_DNS"
 wait_until 60 "the node to join (see $LOG_DIR/kubelet.log)" test -s "$KUBELET_DIR/kube-proxy.conf"
 start kube-proxy "$BIN/kube-proxy" --kubeconfig "$KUBELET_DIR/kube-proxy.conf" --cluster-dns "$CLUSTER_DNS" \
   --hostname-override "$(hostname | tr 'A-Z' 'a-z')"

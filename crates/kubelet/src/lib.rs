@@ -82,8 +82,10 @@ pub struct Config {
     /// The node's name.
     #[arg(long, default_value_t = minik8s_api::net::default_node_name())]
     pub node_name: String,
-    /// The address other nodes and the apiserver reach this node at.
-    #[arg(long, default_value = "127.0.0.1")]
+    /// The address other nodes, pods and the apiserver reach this node at
+    /// (its InternalIP). Default: the source address of the default route,
+    /// so a NodePort reached by the node's address works from pods too.
+    #[arg(long, default_value = "")]
     pub node_ip: String,
     /// Port of the kubelet's own HTTP server (logs, health).
     #[arg(long, default_value_t = 10250)]
@@ -365,7 +367,26 @@ fn read_flannel_lease(path: &std::path::Path) -> anyhow::Result<Option<network::
 }
 
 /// Runs the kubelet until the process ends.
-pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
+/// The `--node-ip` to advertise: the one given, else the default route's
+/// source address; loopback only when the machine has no route at all (then
+/// no other machine or pod can reach the node by it, and the log says so).
+pub fn advertised_ip(given: &str) -> String {
+    let chosen = match given {
+        "" => minik8s_api::net::default_route_source().map(|ip| ip.to_string()),
+        ip => Some(ip.to_string()),
+    };
+    let ip = chosen.unwrap_or_else(|| "127.0.0.1".into());
+    if ip
+        .parse::<std::net::Ipv4Addr>()
+        .is_ok_and(|a| a.is_loopback())
+    {
+        tracing::warn!(node_ip = %ip, "the node advertises a loopback address: only this machine reaches it (pass --node-ip)");
+    }
+    ip
+}
+
+pub async fn run(client: Client, mut config: Config) -> anyhow::Result<()> {
+    config.node_ip = advertised_ip(&config.node_ip);
     let kubelet = start(client.with_user_agent("kubelet"), config).await?;
     let server = server::serve(kubelet.clone());
     tokio::select! {
@@ -522,5 +543,18 @@ impl Kubelet {
         });
         tracing::info!(node = %self.config.node_name, "kubelet running");
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_node_ip_is_the_given_one_or_the_default_routes_source() {
+        assert_eq!(super::advertised_ip("192.168.56.11"), "192.168.56.11");
+        let auto = super::advertised_ip("");
+        match minik8s_api::net::default_route_source() {
+            Some(src) => assert_eq!(auto, src.to_string()),
+            None => assert_eq!(auto, "127.0.0.1"),
+        }
     }
 }
