@@ -582,6 +582,7 @@ impl ApiServer {
                 merged = self.admit_mutating(&a, merged).await?;
                 strategy.default(&mut merged);
             }
+            strategy.prepare_for_update(&mut merged, &old);
             let relevant_changed = match strategy.generation_relevant(&merged) {
                 Some(now) => strategy.generation_relevant(&old) != Some(now),
                 None => strategy::generation_relevant_differs(&merged, &old),
@@ -717,7 +718,10 @@ impl ApiServer {
                 self.release_quota(charge).await;
             }
             match written {
-                Ok(new_rev) => return Ok(with_rv(merged, new_rev)),
+                Ok(new_rev) => {
+                    strategy::release(&self.alloc, &strategy.released_by_update(&old, &merged));
+                    return Ok(with_rv(merged, new_rev));
+                }
                 // Someone wrote in between: read again and re-apply the change. A
                 // client's own resourceVersion precondition is checked against the
                 // fresh read above, so it still fails with 409 (Kubernetes'

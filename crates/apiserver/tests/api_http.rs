@@ -479,6 +479,35 @@ async fn services_get_unique_cluster_ips(backend: Backend) {
     let np = svcs.create(&np).await.unwrap();
     let port = np["spec"]["ports"][0]["nodePort"].as_i64().unwrap();
     assert!((30000..=32767).contains(&port));
+
+    // Type changes take and give back what each type needs, as Kubernetes does.
+    let mut to_cluster_ip = np.clone();
+    to_cluster_ip["spec"]["type"] = json!("ClusterIP");
+    let now = svcs.replace("np", &to_cluster_ip).await.unwrap();
+    assert!(now["spec"]["ports"][0].get("nodePort").is_none(), "{now}");
+    assert!(now["spec"].get("externalTrafficPolicy").is_none(), "{now}");
+    let mut reuse = svc("np2", None);
+    reuse["spec"]["type"] = json!("NodePort");
+    reuse["spec"]["ports"][0]["nodePort"] = json!(port);
+    svcs.create(&reuse)
+        .await
+        .expect("the node port was given back");
+    let ip = now["spec"]["clusterIP"].as_str().unwrap().to_string();
+    let mut external = now.clone();
+    external["spec"]["type"] = json!("ExternalName");
+    external["spec"]["externalName"] = json!("db.example.org");
+    let external = svcs.replace("np", &external).await.unwrap();
+    assert!(external["spec"].get("clusterIP").is_none(), "{external}");
+    svcs.create(&svc("ip-again", Some(&ip)))
+        .await
+        .expect("the ClusterIP was given back");
+    let mut back = external.clone();
+    back["spec"]["type"] = json!("ClusterIP");
+    back["spec"].as_object_mut().unwrap().remove("externalName");
+    let back = svcs.replace("np", &back).await.unwrap();
+    let new_ip = back["spec"]["clusterIP"].as_str().unwrap();
+    assert!(new_ip.starts_with("10.9") && new_ip != ip, "{back}");
+    assert_eq!(back["spec"]["clusterIPs"], json!([new_ip]));
 }
 
 async fn next_event(stream: &mut minik8s_client::rest::WatchStream<Value>) -> WatchEvent<Value> {

@@ -120,7 +120,12 @@ pub(super) fn validate_service(obj: &Value, old: Option<&Value>, errs: &mut Erro
             ));
         }
     }
-    if let Some(old) = old {
+    // The ClusterIP may change only on the way to or from ExternalName.
+    let external_name_move = |old: &Value| {
+        old.pointer("/spec/type") == Some(&Value::String("ExternalName".into()))
+            || ty == "ExternalName"
+    };
+    if let Some(old) = old.filter(|o| !external_name_move(o)) {
         let (o, n) = (
             old.pointer("/spec/clusterIP"),
             obj.pointer("/spec/clusterIP"),

@@ -172,6 +172,17 @@ pub trait Strategy: Send + Sync {
     /// Gives back what a deleted object held.
     fn release(&self, _alloc: &Allocators, _obj: &Value) {}
 
+    /// Clears, before validation, what an update made obsolete and the
+    /// client left as it was (Kubernetes' PrepareForUpdate: a Service
+    /// leaving NodePort drops the node ports it had been given).
+    fn prepare_for_update(&self, _new: &mut Value, _old: &Value) {}
+
+    /// What `old` held that `new` no longer does: given back once the
+    /// update is written.
+    fn released_by_update(&self, _old: &Value, _new: &Value) -> Allocations {
+        Vec::new()
+    }
+
     /// `DELETE` on the collection is served (Kubernetes has none for namespaces).
     fn delete_collection(&self) -> bool {
         true
@@ -451,6 +462,12 @@ where
     }
     fn release(&self, alloc: &Allocators, obj: &Value) {
         self.lifecycle.release(alloc, obj)
+    }
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        self.lifecycle.prepare_for_update(new, old)
+    }
+    fn released_by_update(&self, old: &Value, new: &Value) -> Allocations {
+        self.lifecycle.released_by_update(old, new)
     }
     fn delete_collection(&self) -> bool {
         self.lifecycle.delete_collection()

@@ -37,6 +37,87 @@ impl super::Strategy for Lifecycle {
     fn release(&self, alloc: &Allocators, svc: &Value) {
         release(alloc, &service_allocations(svc));
     }
+
+    fn prepare_for_update(&self, svc: &mut Value, old: &Value) {
+        drop_type_dependent_fields(svc, old);
+    }
+
+    fn released_by_update(&self, old: &Value, svc: &Value) -> Allocations {
+        let kept = service_allocations(svc);
+        service_allocations(old)
+            .into_iter()
+            .filter(|a| !kept.contains(a))
+            .collect()
+    }
+}
+
+/// A Service whose new type no longer needs a ClusterIP, node ports or a
+/// health check port loses those it had been given, where the client left
+/// them as they were (Kubernetes' `dropTypeDependentFields`); they go back
+/// to the pools once the update is written ([`Lifecycle::released_by_update`]).
+fn drop_type_dependent_fields(svc: &mut Value, old: &Value) {
+    let at = |v: &Value, p: &str| v.pointer(p).cloned().unwrap_or(Value::Null);
+    let (old_ty, new_ty) = (service_type(old), service_type(svc));
+    let Some(spec) = svc.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if old_ty != "ExternalName" && new_ty == "ExternalName" {
+        for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+            if spec.get(field).cloned().unwrap_or(Value::Null) == at(old, &format!("/spec/{field}"))
+            {
+                spec.remove(field);
+            }
+        }
+    }
+    let needs_node_ports = |t: &str| t == "NodePort" || t == "LoadBalancer";
+    if needs_node_ports(&old_ty) && !needs_node_ports(&new_ty) {
+        let old_ports: Vec<Value> = old
+            .pointer("/spec/ports")
+            .and_then(Value::as_array)
+            .map(|ps| ps.iter().map(|p| p["nodePort"].clone()).collect())
+            .unwrap_or_default();
+        if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+            let same = ports.len() == old_ports.len()
+                && ports
+                    .iter()
+                    .zip(&old_ports)
+                    .all(|(p, o)| p["nodePort"] == *o);
+            if same {
+                for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+                    p.remove("nodePort");
+                }
+            }
+        }
+    }
+    let needs_health_check = |v: &Value, t: &str| {
+        t == "LoadBalancer" && v.pointer("/spec/externalTrafficPolicy") == Some(&json!("Local"))
+    };
+    let externally = |t: &str| needs_node_ports(t);
+    if needs_health_check(old, &old_ty)
+        && !(new_ty == "LoadBalancer" && spec.get("externalTrafficPolicy") == Some(&json!("Local")))
+        && spec
+            .get("healthCheckNodePort")
+            .cloned()
+            .unwrap_or(Value::Null)
+            == at(old, "/spec/healthCheckNodePort")
+    {
+        spec.remove("healthCheckNodePort");
+    }
+    let has_external_ips = spec
+        .get("externalIPs")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    if externally(&old_ty)
+        && !externally(&new_ty)
+        && !has_external_ips
+        && spec
+            .get("externalTrafficPolicy")
+            .cloned()
+            .unwrap_or(Value::Null)
+            == at(old, "/spec/externalTrafficPolicy")
+    {
+        spec.remove("externalTrafficPolicy");
+    }
 }
 
 /// Gives back ("ip", addr) and ("port", n) allocations.
@@ -64,31 +145,7 @@ fn allocate_new(
 ) -> Result<(), FieldError> {
     let ty = service_type(svc);
     if ty != "ExternalName" {
-        let requested = svc
-            .pointer("/spec/clusterIP")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let ip = match requested.as_str() {
-            "None" => "None".to_string(),
-            "" => {
-                let ip = alloc
-                    .allocate_ip()
-                    .map_err(|e| FieldError::invalid("spec.clusterIP", &json!(""), e.to_string()))?
-                    .to_string();
-                taken.push(("ip".to_string(), ip.clone()));
-                ip
-            }
-            ip => {
-                alloc.reserve_ip(ip).map_err(|e| {
-                    FieldError::invalid("spec.clusterIP", &json!(ip), e.to_string())
-                })?;
-                taken.push(("ip".to_string(), ip.to_string()));
-                ip.to_string()
-            }
-        };
-        svc["spec"]["clusterIP"] = json!(ip);
-        svc["spec"]["clusterIPs"] = json!([ip]);
+        allocate_cluster_ip(alloc, svc, None, taken)?;
     }
     if ty == "NodePort" || ty == "LoadBalancer" {
         allocate_node_ports(alloc, svc, &[], taken)?;
@@ -131,7 +188,45 @@ fn allocate_health_check_port(
     Ok(())
 }
 
-/// On update a Service keeps its ClusterIP; node ports newly needed are taken.
+/// The ClusterIP asked for (reserved), none asked for (allocated), or
+/// `None` (headless); `held` is the one the Service already has.
+fn allocate_cluster_ip(
+    alloc: &Allocators,
+    svc: &mut Value,
+    held: Option<&str>,
+    taken: &mut Allocations,
+) -> Result<(), FieldError> {
+    let requested = svc
+        .pointer("/spec/clusterIP")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let ip = match requested.as_str() {
+        "None" => "None".to_string(),
+        ip if Some(ip) == held => ip.to_string(),
+        "" => {
+            let ip = alloc
+                .allocate_ip()
+                .map_err(|e| FieldError::invalid("spec.clusterIP", &json!(""), e.to_string()))?
+                .to_string();
+            taken.push(("ip".to_string(), ip.clone()));
+            ip
+        }
+        ip => {
+            alloc
+                .reserve_ip(ip)
+                .map_err(|e| FieldError::invalid("spec.clusterIP", &json!(ip), e.to_string()))?;
+            taken.push(("ip".to_string(), ip.to_string()));
+            ip.to_string()
+        }
+    };
+    svc["spec"]["clusterIP"] = json!(ip);
+    svc["spec"]["clusterIPs"] = json!([ip]);
+    Ok(())
+}
+
+/// On update a Service keeps what it holds; a ClusterIP (coming from
+/// ExternalName), node ports and a health check port newly needed are taken.
 fn allocate_update(
     alloc: &Allocators,
     old: &Value,
@@ -139,16 +234,23 @@ fn allocate_update(
     taken: &mut Allocations,
 ) -> Result<(), FieldError> {
     let ty = service_type(svc);
-    if ty != "NodePort" && ty != "LoadBalancer" {
-        return Ok(());
+    let held = service_allocations(old);
+    if ty != "ExternalName" {
+        let held_ip = held
+            .iter()
+            .find(|(k, _)| k == "ip")
+            .map(|(_, v)| v.as_str());
+        allocate_cluster_ip(alloc, svc, held_ip, taken)?;
     }
-    let held: Vec<i64> = service_allocations(old)
+    let held_ports: Vec<i64> = held
         .iter()
         .filter(|(k, _)| k == "port")
         .filter_map(|(_, v)| v.parse().ok())
         .collect();
-    allocate_node_ports(alloc, svc, &held, taken)?;
-    allocate_health_check_port(alloc, svc, &held, taken)
+    if ty == "NodePort" || ty == "LoadBalancer" {
+        allocate_node_ports(alloc, svc, &held_ports, taken)?;
+    }
+    allocate_health_check_port(alloc, svc, &held_ports, taken)
 }
 
 /// Every port's nodePort: kept if `held`, reserved if asked for, else allocated.
