@@ -60,15 +60,18 @@ async fn pods_resolve_services_and_peers_through_the_cluster_dns() {
     let web = svcs
         .create(
             &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
-            "spec": {"selector": {"app": "nothing"}, "ports": [{"port": 80}]}}),
+            "spec": {"selector": {"app": "nothing"}, "ports": [{"name": "http", "port": 80}]}}),
         )
         .await
         .unwrap();
     let vip = web["spec"]["clusterIP"].as_str().unwrap().to_string();
-    svcs.create(&json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "peers"},
-        "spec": {"clusterIP": "None", "publishNotReadyAddresses": true, "selector": {"app": "peer"}}}))
-        .await
-        .unwrap();
+    svcs.create(
+        &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "peers"},
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": true, "selector": {"app": "peer"},
+            "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}}),
+    )
+    .await
+    .unwrap();
     c.create_pod(busybox_pod(
         "peer",
         json!({"hostname": "peer-0", "subdomain": "peers"}),
@@ -131,4 +134,35 @@ async fn pods_resolve_services_and_peers_through_the_cluster_dns() {
     );
     let missing = lookup("nope.default.svc.cluster.local");
     assert!(!missing.contains("Address: 10."), "{missing}");
+
+    // SRV records: a named port of a ClusterIP Service, and each endpoint of
+    // a headless one at its own port and name; PTR for a Service address.
+    let srv = |name: &str| {
+        c.dockerd.docker(&[
+            "exec",
+            &box_id,
+            "timeout",
+            "5",
+            "nslookup",
+            "-type=srv",
+            name,
+        ])
+    };
+    let out = srv("_http._tcp.web.default.svc.cluster.local");
+    assert!(
+        out.contains("0 100 80 web.default.svc.cluster.local"),
+        "{out}"
+    );
+    minik8s_testkit::poll(20, every, "the peer's SRV record", || async {
+        let out = srv("_http._tcp.peers.default.svc.cluster.local");
+        out.contains("0 100 8080 peer-0.peers.default.svc.cluster.local")
+            .then_some(())
+            .ok_or(out)
+    })
+    .await;
+    let reverse = lookup(&vip);
+    assert!(
+        reverse.contains("name = web.default.svc.cluster.local"),
+        "{reverse}"
+    );
 }

@@ -7,6 +7,8 @@
 //!                         <svc>.<ns>.svc.cluster.local            → ClusterIP
 //!                         <svc>.<ns>.svc.cluster.local (headless) → ready endpoint IPs
 //!                         <host>.<svc>.<ns>.svc.cluster.local     → that endpoint's IP
+//!                         _<port>._<proto>.<svc>.<ns>.svc...      → SRV (the Service, or each endpoint)
+//!                         <d>.<c>.<b>.<a>.in-addr.arpa            → PTR (Service and endpoint addresses)
 //!                         <a-b-c-d>.<ns>.pod.cluster.local        → a.b.c.d
 //!                         ExternalName services                   → CNAME
 //!                         Ingress hosts (exact, *.wildcard)       → the Ingress' status IPs

@@ -3,7 +3,7 @@
 //! ([`Zone::answer`]): pure, so every record is unit-tested.
 
 use hickory_proto::op::{Message, Metadata, ResponseCode};
-use hickory_proto::rr::rdata::{A, CNAME, SOA};
+use hickory_proto::rr::rdata::{A, CNAME, PTR, SOA, SRV};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -19,6 +19,52 @@ pub const TTL: u32 = 5;
 pub enum Target {
     A(Vec<Ipv4Addr>),
     Cname(String),
+    /// `_<port>._<proto>.<svc>.<ns>.svc.<zone>`: the port and who serves it.
+    Srv(Vec<SrvTarget>),
+    /// `<d>.<c>.<b>.<a>.in-addr.arpa`: the name of a Service or endpoint IP.
+    Ptr(String),
+}
+
+/// One SRV record: a port and the name serving it, with that name's
+/// address (sent along in the additional section, as CoreDNS does).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SrvTarget {
+    pub port: u16,
+    pub target: String,
+    pub address: Ipv4Addr,
+}
+
+impl Target {
+    /// Whether a query of `qtype` is answered by this record (a CNAME answers any).
+    fn answers(&self, qtype: RecordType) -> bool {
+        let wanted = match self {
+            Target::A(_) => RecordType::A,
+            Target::Cname(_) => return true,
+            Target::Srv(_) => RecordType::SRV,
+            Target::Ptr(_) => RecordType::PTR,
+        };
+        qtype == wanted || qtype == RecordType::ANY
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Target::A(ips) => ips.is_empty(),
+            Target::Srv(s) => s.is_empty(),
+            Target::Cname(_) | Target::Ptr(_) => false,
+        }
+    }
+}
+
+/// The reverse-lookup name of an address (`10.96.0.20` → `20.0.96.10.in-addr.arpa`).
+pub fn reverse_name(ip: Ipv4Addr) -> String {
+    let [a, b, c, d] = ip.octets();
+    format!("{d}.{c}.{b}.{a}.in-addr.arpa")
+}
+
+/// The SRV name of a named Service port (`_http._tcp.<fqdn>`).
+fn srv_name(port_name: &str, protocol: Option<&str>, fqdn: &str) -> String {
+    let proto = protocol.unwrap_or("TCP").to_lowercase();
+    format!("_{port_name}._{proto}.{fqdn}").to_lowercase()
 }
 
 /// The cluster's names: lowercase, without the trailing dot.
@@ -42,7 +88,12 @@ pub enum Lookup {
 }
 
 impl Zone {
-    /// The names of `services` and their ready endpoints.
+    /// The names of `services` and their ready endpoints, as the Kubernetes
+    /// DNS specification has them: A records for Services (their ClusterIP,
+    /// or a headless Service's endpoints) and for each endpoint of a
+    /// headless Service (its hostname, else its dashed address); SRV
+    /// records per named port (the Service, or each endpoint of a headless
+    /// one); PTR records for Service and endpoint addresses.
     pub fn build(domain: &str, services: &[Arc<Service>], slices: &[Arc<EndpointSlice>]) -> Zone {
         let domain = domain.trim_end_matches('.').to_lowercase();
         let mut names = HashMap::new();
@@ -59,6 +110,10 @@ impl Zone {
             let ns = s.metadata.namespace.clone().unwrap_or_default();
             by_service.entry((ns, svc.clone())).or_default().push(s);
         }
+        // In name order, so an address shared by two Services has one PTR, always the same.
+        let mut services: Vec<&Arc<Service>> = services.iter().collect();
+        services.sort_by_key(|s| (s.metadata.namespace.clone(), s.metadata.name.clone()));
+        let mut reverse: Vec<(Ipv4Addr, String)> = Vec::new();
         for svc in services {
             let (Some(name), Some(spec)) = (&svc.metadata.name, &svc.spec) else {
                 continue;
@@ -71,35 +126,58 @@ impl Zone {
                 }
                 continue;
             }
-            let cluster_ip = spec.cluster_ip.as_deref().unwrap_or("");
-            if !cluster_ip.is_empty() && cluster_ip != "None" {
-                if let Ok(ip) = cluster_ip.parse() {
-                    names.insert(fqdn, Target::A(vec![ip]));
-                }
-                continue;
-            }
-            // Headless: the ready endpoints, and each named endpoint by its hostname.
-            let mut all = Vec::new();
-            for slice in by_service
+            let slices = by_service
                 .get(&(ns.clone(), name.clone()))
-                .into_iter()
-                .flatten()
-            {
-                for e in slice.endpoints.iter().flatten() {
-                    if !e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true) {
-                        continue;
+                .map_or(&[][..], Vec::as_slice);
+            let endpoints = ready_endpoints(slices);
+            let cluster_ip = spec.cluster_ip.as_deref().unwrap_or("");
+            if let Ok(ip) = cluster_ip.parse::<Ipv4Addr>() {
+                names.insert(fqdn.clone(), Target::A(vec![ip]));
+                reverse.push((ip, fqdn.clone()));
+                for p in spec.ports.iter().flatten() {
+                    if let Some(port_name) = p.name.as_deref().filter(|n| !n.is_empty()) {
+                        let srv = SrvTarget {
+                            port: p.port as u16,
+                            target: fqdn.clone(),
+                            address: ip,
+                        };
+                        let key = srv_name(port_name, p.protocol.as_deref(), &fqdn);
+                        names.insert(key, Target::Srv(vec![srv]));
                     }
-                    let ips: Vec<Ipv4Addr> =
-                        e.addresses.iter().filter_map(|a| a.parse().ok()).collect();
-                    if let Some(h) = &e.hostname {
-                        names.insert(format!("{h}.{fqdn}").to_lowercase(), Target::A(ips.clone()));
+                }
+            } else {
+                // Headless: the ready endpoints, each by its own name too.
+                let mut all: Vec<Ipv4Addr> = Vec::new();
+                let mut srv: HashMap<String, Vec<SrvTarget>> = HashMap::new();
+                for e in &endpoints {
+                    let own = format!("{}.{fqdn}", e.name);
+                    names.insert(own.clone(), Target::A(vec![e.address]));
+                    all.push(e.address);
+                    for (port_name, proto, port) in &e.ports {
+                        srv.entry(srv_name(port_name, Some(proto), &fqdn))
+                            .or_default()
+                            .push(SrvTarget {
+                                port: *port,
+                                target: own.clone(),
+                                address: e.address,
+                            });
                     }
-                    all.extend(ips);
+                }
+                all.sort();
+                all.dedup();
+                names.insert(fqdn.clone(), Target::A(all));
+                for (key, mut targets) in srv {
+                    targets.sort();
+                    targets.dedup();
+                    names.insert(key, Target::Srv(targets));
                 }
             }
-            all.sort();
-            all.dedup();
-            names.insert(fqdn, Target::A(all));
+            for e in &endpoints {
+                reverse.push((e.address, format!("{}.{fqdn}", e.name)));
+            }
+        }
+        for (ip, name) in reverse {
+            names.entry(reverse_name(ip)).or_insert(Target::Ptr(name));
         }
         Zone {
             domain,
@@ -111,6 +189,14 @@ impl Zone {
     /// Resolves `name` (any case, with or without the trailing dot).
     pub fn lookup(&self, name: &str, qtype: RecordType) -> Lookup {
         let name = name.trim_end_matches('.').to_lowercase();
+        if name.ends_with(".in-addr.arpa") {
+            // Addresses of ours; any other goes upstream.
+            return match self.names.get(&name) {
+                Some(t) if t.answers(qtype) => Lookup::Found(t.clone()),
+                Some(_) => Lookup::NoData,
+                None => Lookup::NotOurs,
+            };
+        }
         let Some(inner) = name.strip_suffix(&format!(".{}", self.domain)) else {
             return match self.hosts.lookup(&name) {
                 _ if name == self.domain => Lookup::NoData,
@@ -126,14 +212,7 @@ impl Zone {
             None => pod_address(inner).map(|ip| Target::A(vec![ip])),
         };
         match found {
-            Some(Target::Cname(c)) => Lookup::Found(Target::Cname(c)),
-            Some(Target::A(ips)) if matches!(qtype, RecordType::A | RecordType::ANY) => {
-                if ips.is_empty() {
-                    Lookup::NoData
-                } else {
-                    Lookup::Found(Target::A(ips))
-                }
-            }
+            Some(t) if t.answers(qtype) && !t.is_empty() => Lookup::Found(t),
             Some(_) => Lookup::NoData,
             // Intermediate names (`svc.cluster.local`, `default.svc.cluster.local`)
             // exist as the parents of records: NOERROR, not NXDOMAIN.
@@ -164,6 +243,20 @@ impl Zone {
                 let target = Name::from_ascii(format!("{c}.")).ok()?;
                 resp.add_answer(Record::from_rdata(qname, TTL, RData::CNAME(CNAME(target))));
             }
+            Lookup::Found(Target::Srv(targets)) => {
+                // Equal priority, the weight shared out (CoreDNS' 100 / n).
+                let weight = (100 / targets.len().max(1)) as u16;
+                for t in targets {
+                    let name = Name::from_ascii(format!("{}.", t.target)).ok()?;
+                    let srv = SRV::new(0, weight, t.port, name.clone());
+                    resp.add_answer(Record::from_rdata(qname.clone(), TTL, RData::SRV(srv)));
+                    resp.add_additional(Record::from_rdata(name, TTL, RData::A(A(t.address))));
+                }
+            }
+            Lookup::Found(Target::Ptr(p)) => {
+                let target = Name::from_ascii(format!("{p}.")).ok()?;
+                resp.add_answer(Record::from_rdata(qname, TTL, RData::PTR(PTR(target))));
+            }
             Lookup::NoData => {
                 resp.add_authority(self.soa());
             }
@@ -186,6 +279,53 @@ impl Zone {
             RData::SOA(SOA::new(mname, rname, 1, 7200, 1800, 86400, TTL)),
         )
     }
+}
+
+/// One ready endpoint address as the DNS names it.
+struct Endpoint {
+    /// Its hostname, else its address with dashes (`10-244-1-5`).
+    name: String,
+    address: Ipv4Addr,
+    /// The slice's named ports: (name, protocol, port).
+    ports: Vec<(String, String, u16)>,
+}
+
+/// The ready endpoints of a Service's slices.
+fn ready_endpoints(slices: &[&EndpointSlice]) -> Vec<Endpoint> {
+    let mut out = Vec::new();
+    for slice in slices {
+        let ports: Vec<(String, String, u16)> = slice
+            .ports
+            .iter()
+            .flatten()
+            .filter_map(|p| {
+                let name = p.name.clone().filter(|n| !n.is_empty())?;
+                let proto = p.protocol.clone().unwrap_or_else(|| "TCP".into());
+                Some((name, proto, u16::try_from(p.port?).ok()?))
+            })
+            .collect();
+        for e in slice.endpoints.iter().flatten() {
+            if !e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true) {
+                continue;
+            }
+            for address in e
+                .addresses
+                .iter()
+                .filter_map(|a| a.parse::<Ipv4Addr>().ok())
+            {
+                let name = match &e.hostname {
+                    Some(h) => h.to_lowercase(),
+                    None => address.to_string().replace('.', "-"),
+                };
+                out.push(Endpoint {
+                    name,
+                    address,
+                    ports: ports.clone(),
+                });
+            }
+        }
+    }
+    out
 }
 
 /// `10-244-1-5.<ns>.pod` → 10.244.1.5 (the pod A records Kubernetes serves).
@@ -227,7 +367,8 @@ mod tests {
         let svc = |v: serde_json::Value| Arc::new(serde_json::from_value::<Service>(v).unwrap());
         let services = vec![
             svc(
-                json!({"metadata": {"name": "web", "namespace": "default"}, "spec": {"clusterIP": "10.96.0.20"}}),
+                json!({"metadata": {"name": "web", "namespace": "default"}, "spec": {"clusterIP": "10.96.0.20",
+                    "ports": [{"name": "http", "port": 80, "protocol": "TCP"}, {"port": 9090}]}}),
             ),
             svc(
                 json!({"metadata": {"name": "lws", "namespace": "ml"}, "spec": {"clusterIP": "None"}}),
@@ -240,7 +381,8 @@ mod tests {
             ),
         ];
         let slice: EndpointSlice = serde_json::from_value(json!({"metadata": {"name": "lws-0", "namespace": "ml",
-            "labels": {"kubernetes.io/service-name": "lws"}}, "addressType": "IPv4", "endpoints": [
+            "labels": {"kubernetes.io/service-name": "lws"}}, "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}], "endpoints": [
                 {"addresses": ["10.244.2.7"], "hostname": "lws-0", "conditions": {"ready": true}},
                 {"addresses": ["10.244.1.3"], "hostname": "lws-0-1", "conditions": {"ready": true}},
                 {"addresses": ["10.244.3.9"], "hostname": "gone", "conditions": {"ready": false}}]}))
@@ -304,6 +446,90 @@ mod tests {
             Lookup::NxDomain
         );
         assert_eq!(z.lookup("example.org", RecordType::A), Lookup::NotOurs);
+    }
+
+    #[test]
+    fn srv_and_ptr_records_follow_the_dns_specification() {
+        let mut svcs = vec![Arc::new(
+            serde_json::from_value::<Service>(
+                json!({"metadata": {"name": "peers", "namespace": "ml"},
+                "spec": {"clusterIP": "None", "ports": [{"name": "http", "port": 80}]}}),
+            )
+            .unwrap(),
+        )];
+        svcs.push(Arc::new(
+            serde_json::from_value::<Service>(
+                json!({"metadata": {"name": "web", "namespace": "default"},
+                "spec": {"clusterIP": "10.96.0.20", "ports": [{"name": "http", "port": 80}]}}),
+            )
+            .unwrap(),
+        ));
+        let slice: EndpointSlice =
+            serde_json::from_value(json!({"metadata": {"name": "peers-1", "namespace": "ml",
+            "labels": {"kubernetes.io/service-name": "peers"}}, "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}], "endpoints": [
+                {"addresses": ["10.244.2.7"], "hostname": "peer-0"},
+                {"addresses": ["10.244.1.5"]}]}))
+            .unwrap();
+        let z = Zone::build("cluster.local", &svcs, &[Arc::new(slice)]);
+        let srv = |port, target: &str, ip: &str| SrvTarget {
+            port,
+            target: target.into(),
+            address: ip.parse().unwrap(),
+        };
+        // A ClusterIP Service: its named port points at the Service.
+        assert_eq!(
+            z.lookup("_http._tcp.web.default.svc.cluster.local", RecordType::SRV),
+            Lookup::Found(Target::Srv(vec![srv(
+                80,
+                "web.default.svc.cluster.local",
+                "10.96.0.20"
+            )]))
+        );
+        // A headless one: one SRV per ready endpoint, at the endpoint's port and name
+        // (its hostname, else its dashed address, which also has an A record).
+        assert_eq!(
+            z.lookup("_http._tcp.peers.ml.svc.cluster.local", RecordType::SRV),
+            Lookup::Found(Target::Srv(vec![
+                srv(8080, "10-244-1-5.peers.ml.svc.cluster.local", "10.244.1.5"),
+                srv(8080, "peer-0.peers.ml.svc.cluster.local", "10.244.2.7"),
+            ]))
+        );
+        assert_eq!(
+            z.lookup("10-244-1-5.peers.ml.svc.cluster.local", RecordType::A),
+            Lookup::Found(Target::A(vec!["10.244.1.5".parse().unwrap()]))
+        );
+        assert_eq!(
+            z.lookup("_http._tcp.web.default.svc.cluster.local", RecordType::A),
+            Lookup::NoData
+        );
+        // Reverse: Service and endpoint addresses are ours; others go upstream.
+        assert_eq!(
+            z.lookup("20.0.96.10.in-addr.arpa.", RecordType::PTR),
+            Lookup::Found(Target::Ptr("web.default.svc.cluster.local".into()))
+        );
+        assert_eq!(
+            z.lookup("7.2.244.10.in-addr.arpa", RecordType::PTR),
+            Lookup::Found(Target::Ptr("peer-0.peers.ml.svc.cluster.local".into()))
+        );
+        assert_eq!(
+            z.lookup("1.1.168.192.in-addr.arpa", RecordType::PTR),
+            Lookup::NotOurs
+        );
+        // On the wire: SRV answers with the targets' addresses in the additional section.
+        let mut req = Message::query();
+        req.add_query(Query::query(
+            Name::from_ascii("_http._tcp.peers.ml.svc.cluster.local.").unwrap(),
+            RecordType::SRV,
+        ));
+        let resp = z.answer(&req).unwrap();
+        let resp = Message::from_vec(&resp.to_vec().unwrap()).unwrap();
+        assert_eq!(resp.answers.len(), 2);
+        assert_eq!(resp.additionals.len(), 2);
+        let RData::SRV(first) = &resp.answers[0].data else {
+            panic!("{:?}", resp.answers[0])
+        };
+        assert_eq!((first.priority, first.weight, first.port), (0, 50, 8080));
     }
 
     #[test]
