@@ -45,6 +45,7 @@ pub mod replicaset;
 pub mod resourcequota;
 pub mod rootcacert;
 pub mod serviceaccount;
+pub mod servicelb;
 pub mod statefulset;
 pub mod ttlafterfinished;
 pub mod volume;
@@ -123,6 +124,10 @@ pub struct Config {
         default_value = "http://serverless-gateway.kube-system.svc.cluster.local"
     )]
     pub serverless_gateway_url: String,
+    /// The built-in service load balancer (k3s' ServiceLB): LoadBalancer
+    /// Services without a class get the nodes' addresses (servicelb.rs).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub service_lb: bool,
 }
 
 impl Default for Config {
@@ -244,6 +249,10 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
         )?),
         false => None,
     };
+    let service_lb = match config.service_lb {
+        true => Some(servicelb::ServiceLb::new(client.clone(), &informers)?),
+        false => None,
+    };
     informers.start();
     informers.wait_synced().await;
     tracing::info!(
@@ -283,6 +292,11 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
             }
         },
         bootstrap_signer.run(1),
+        async {
+            if let Some(lb) = service_lb {
+                lb.run(workers).await
+            }
+        },
         async {
             if let Some(signer) = csr_signer {
                 signer.run(workers).await

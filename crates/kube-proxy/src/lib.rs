@@ -235,6 +235,9 @@ pub struct ServicePort {
     /// The Service's `healthCheckNodePort` (a LoadBalancer with the Local
     /// external policy): served by [`healthcheck`].
     pub health_check_node_port: Option<u16>,
+    /// A LoadBalancer's addresses (`status.loadBalancer.ingress[].ip`),
+    /// answered at the Service's port.
+    pub load_balancer_ips: Vec<String>,
 }
 
 impl ServicePort {
@@ -273,6 +276,26 @@ pub fn affinity_seconds(spec: &k8s_openapi::api::core::v1::ServiceSpec) -> Optio
         .and_then(|t| u32::try_from(t).ok())
         .filter(|t| *t > 0);
     Some(configured.unwrap_or(DEFAULT_AFFINITY_SECONDS))
+}
+
+/// The IPv4 addresses of a LoadBalancer Service's `status.loadBalancer`.
+fn load_balancer_ips(svc: &Service) -> Vec<String> {
+    if svc.spec.as_ref().and_then(|s| s.type_.as_deref()) != Some("LoadBalancer") {
+        return Vec::new();
+    }
+    let mut ips: Vec<String> = svc
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i.ip.clone())
+        .filter(|ip| ip.parse::<std::net::Ipv4Addr>().is_ok())
+        .collect();
+    ips.sort();
+    ips.dedup();
+    ips
 }
 
 /// The ServicePorts of `svc` from its EndpointSlices (`kubernetes.io/service-name`
@@ -334,6 +357,7 @@ pub fn service_ports(svc: &Service, slices: &[&EndpointSlice], node: &str) -> Ve
                 })
                 .and_then(|p| u16::try_from(p).ok())
                 .filter(|p| *p > 0),
+            load_balancer_ips: load_balancer_ips(svc),
         });
     }
     out

@@ -265,6 +265,26 @@ impl Drop for Lab {
     }
 }
 
+const WHO_LOAD_BALANCERS: &str = r#"
+# The who pods behind two LoadBalancers: the default policy, and Local.
+apiVersion: v1
+kind: Service
+metadata: {name: who-lb}
+spec:
+  type: LoadBalancer
+  selector: {app: who}
+  ports: [{name: http, port: 8081, targetPort: http}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: who-local}
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  selector: {app: who}
+  ports: [{name: http, port: 8082, targetPort: http}]
+"#;
+
 const WHO: &str = r#"
 # Two web pods, one on node1 and one on node2, each answering with its own name.
 apiVersion: v1
@@ -578,6 +598,53 @@ fn three_node_lab(setup: Setup) {
                 on_node(3, &fetch_many(4, &url))
             });
         }
+
+        // LoadBalancer: the built-in service load balancer gives it the three
+        // nodes' addresses, and each answers at the Service's port.
+        apply(WHO_LOAD_BALANCERS);
+        let every_node: Vec<String> = (1..=3).map(node_ip).collect();
+        until(30, "the load balancer's addresses", || {
+            let svc = kubectl_json("get svc who-lb");
+            let mut ips: Vec<String> = svc["status"]["loadBalancer"]["ingress"]
+                .as_array()?
+                .iter()
+                .filter_map(|i| i["ip"].as_str().map(String::from))
+                .collect();
+            ips.sort();
+            (ips == every_node).then_some(())
+        });
+        // From the lab's host, outside the cluster (a node would short-circuit
+        // the address through its own kube-proxy, as in Kubernetes).
+        for node in 1..=3 {
+            let url = format!("http://{}:8081/", node_ip(node));
+            both_answer(&format!("LoadBalancer {url} from outside"), &|| {
+                try_sh(&fetch_many(6, &url))
+            });
+        }
+        // externalTrafficPolicy: Local: node1's address reaches node1's pod only,
+        // and the pod sees the client's own address (not masqueraded); node3,
+        // with no pod of it, takes none.
+        let on_node1 = who
+            .iter()
+            .find(|p| p["spec"]["nodeName"] == "node1")
+            .and_then(|p| p["metadata"]["name"].as_str())
+            .unwrap()
+            .to_string();
+        let local = format!("http://{}:8082/", node_ip(1));
+        until(15, "the Local load balancer on node1", || {
+            let got = answers(&try_sh(&fetch_many(4, &local))?);
+            got.iter().all(|g| *g == on_node1).then_some(())
+        });
+        let seen = try_sh(&format!("timeout 3 busybox wget -qO- {local}cgi-bin/ip")).unwrap();
+        assert_eq!(
+            seen.trim()
+                .trim_start_matches("[::ffff:")
+                .trim_end_matches(']'),
+            format!("{LAB_NET}.1"),
+            "the client's address is kept"
+        );
+        let none_here = try_sh(&fetch_many(1, &format!("http://{}:8082/", node_ip(3)))).unwrap();
+        assert_eq!(none_here.trim(), "FAILED", "node3 has no pod of who-local");
 
         // Cluster DNS from inside a pod: the Service name, short and full.
         let lookup = cluster_dns_answers(&client, "who.default.svc.cluster.local", &vip);

@@ -19,7 +19,7 @@ pub fn wants_table(accept: &str) -> bool {
         .any(|part| part.contains("as=Table") && part.contains("g=meta.k8s.io"))
 }
 
-fn s(v: Option<&Value>) -> String {
+pub(super) fn s(v: Option<&Value>) -> String {
     match v {
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
         Some(Value::Number(n)) => n.to_string(),
@@ -27,11 +27,11 @@ fn s(v: Option<&Value>) -> String {
     }
 }
 
-fn int(v: &Value, ptr: &str) -> i64 {
+pub(super) fn int(v: &Value, ptr: &str) -> i64 {
     v.pointer(ptr).and_then(Value::as_i64).unwrap_or(0)
 }
 
-fn arr<'a>(v: &'a Value, ptr: &str) -> &'a [Value] {
+pub(super) fn arr<'a>(v: &'a Value, ptr: &str) -> &'a [Value] {
     v.pointer(ptr)
         .and_then(Value::as_array)
         .map(Vec::as_slice)
@@ -123,7 +123,7 @@ fn places_name(info: &ResourceInfo) -> bool {
 /// kind's strategy names its function.
 pub mod rows {
     pub use super::extensions::*;
-    pub use super::networking::{ingress, ingress_class};
+    pub use super::networking::{ingress, ingress_class, service};
     pub use super::storage::{persistent_volume, persistent_volume_claim, storage_class};
     pub use super::workloads::{function, pod_group, role_scaler, workflow, workflow_run};
     use super::*;
@@ -212,49 +212,6 @@ pub mod rows {
     /// Namespace.
     pub fn namespace(o: &Value) -> Vec<Value> {
         vec![json!(s(o.pointer("/status/phase"))), json!(age(o))]
-    }
-
-    /// Service.
-    pub fn service(o: &Value) -> Vec<Value> {
-        let ports: Vec<String> = arr(o, "/spec/ports")
-            .iter()
-            .map(|p| {
-                let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
-                match p.get("nodePort").and_then(Value::as_i64) {
-                    Some(np) => format!("{}:{}/{}", int(p, "/port"), np, proto),
-                    None => format!("{}/{}", int(p, "/port"), proto),
-                }
-            })
-            .collect();
-        let selector: Vec<String> = o
-            .pointer("/spec/selector")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                    .collect()
-            })
-            .unwrap_or_default();
-        vec![
-            json!(s(o.pointer("/spec/type"))),
-            json!(s(o.pointer("/spec/clusterIP"))),
-            json!(o
-                .pointer("/spec/externalIPs")
-                .and_then(Value::as_array)
-                .map(|a| join_field_strs(a))
-                .unwrap_or_else(|| "<none>".into())),
-            json!(if ports.is_empty() {
-                "<none>".into()
-            } else {
-                ports.join(",")
-            }),
-            json!(age(o)),
-            json!(if selector.is_empty() {
-                "<none>".into()
-            } else {
-                selector.join(",")
-            }),
-        ]
     }
 
     /// Endpoints.
@@ -713,15 +670,6 @@ pub mod rows {
     /// Any kind without columns of its own: AGE.
     pub fn age_only(o: &Value) -> Vec<Value> {
         vec![json!(age(o))]
-    }
-}
-
-fn join_field_strs(a: &[Value]) -> String {
-    let v: Vec<&str> = a.iter().filter_map(Value::as_str).collect();
-    if v.is_empty() {
-        "<none>".into()
-    } else {
-        v.join(",")
     }
 }
 

@@ -1,6 +1,6 @@
-//! Table cells of Ingress and IngressClass, as kubectl's printers lay them out.
+//! Table cells of Service, Ingress and IngressClass, as kubectl's printers lay them out.
 
-use super::age;
+use super::{age, arr, int, s};
 use serde_json::{json, Value};
 
 /// Ingress: CLASS, HOSTS, ADDRESS, PORTS, AGE (kubectl's formatHosts and ports).
@@ -73,4 +73,127 @@ pub fn ingress_class(o: &Value) -> Vec<Value> {
         json!(parameters),
         json!(age(o)),
     ]
+}
+
+/// Service.
+pub fn service(o: &Value) -> Vec<Value> {
+    let ports: Vec<String> = arr(o, "/spec/ports")
+        .iter()
+        .map(|p| {
+            let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+            match p.get("nodePort").and_then(Value::as_i64) {
+                Some(np) => format!("{}:{}/{}", int(p, "/port"), np, proto),
+                None => format!("{}/{}", int(p, "/port"), proto),
+            }
+        })
+        .collect();
+    let selector: Vec<String> = o
+        .pointer("/spec/selector")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect()
+        })
+        .unwrap_or_default();
+    vec![
+        json!(s(o.pointer("/spec/type"))),
+        json!(s(o.pointer("/spec/clusterIP"))),
+        json!(service_external_ip(o)),
+        json!(if ports.is_empty() {
+            "<none>".into()
+        } else {
+            ports.join(",")
+        }),
+        json!(age(o)),
+        json!(if selector.is_empty() {
+            "<none>".into()
+        } else {
+            selector.join(",")
+        }),
+    ]
+}
+
+/// A Service's EXTERNAL-IP column, as kubectl's printer has it: a load
+/// balancer's addresses (`<pending>` until it has some) before any
+/// `externalIPs`; `externalName` for ExternalName; `<none>` otherwise.
+fn service_external_ip(o: &Value) -> String {
+    let external: Vec<String> = o
+        .pointer("/spec/externalIPs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(String::from))
+        .collect();
+    match o
+        .pointer("/spec/type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+    {
+        "ExternalName" => o
+            .pointer("/spec/externalName")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        "LoadBalancer" => {
+            let ingress: Vec<String> = o
+                .pointer("/status/loadBalancer/ingress")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|i| {
+                    i.get("ip")
+                        .or_else(|| i.get("hostname"))
+                        .and_then(Value::as_str)
+                        .map(String::from)
+                })
+                .collect();
+            // The server prints tables wide (Kubernetes' TableConvertor), so the
+            // list is never shortened.
+            let lb = ingress.join(",");
+            let mut all: Vec<String> = if lb.is_empty() { Vec::new() } else { vec![lb] };
+            all.extend(external);
+            if all.is_empty() {
+                "<pending>".into()
+            } else {
+                all.join(",")
+            }
+        }
+        _ if !external.is_empty() => external.join(","),
+        _ => "<none>".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn external_ip_column_as_kubectl_prints_it() {
+        let svc = |spec: Value, status: Value| json!({"spec": spec, "status": status});
+        let lb = json!({"type": "LoadBalancer"});
+        assert_eq!(
+            service_external_ip(&svc(lb.clone(), json!({}))),
+            "<pending>"
+        );
+        let two = json!({"loadBalancer": {"ingress": [{"ip": "10.0.0.1"}, {"ip": "10.0.0.2"}]}});
+        assert_eq!(
+            service_external_ip(&svc(lb.clone(), two)),
+            "10.0.0.1,10.0.0.2"
+        );
+        let short = json!({"loadBalancer": {"ingress": [{"ip": "1.1.1.1"}, {"hostname": "lb.x"}]}});
+        assert_eq!(service_external_ip(&svc(lb.clone(), short)), "1.1.1.1,lb.x");
+        let three = json!({"loadBalancer": {"ingress": [
+            {"ip": "192.168.77.11"}, {"ip": "192.168.77.12"}, {"ip": "192.168.77.13"}]}});
+        assert_eq!(
+            service_external_ip(&svc(lb, three)),
+            "192.168.77.11,192.168.77.12,192.168.77.13"
+        );
+        let name = json!({"type": "ExternalName", "externalName": "db.example.org"});
+        assert_eq!(service_external_ip(&svc(name, json!({}))), "db.example.org");
+        let plain = json!({"type": "ClusterIP"});
+        assert_eq!(service_external_ip(&svc(plain, json!({}))), "<none>");
+        let with_ips = json!({"type": "NodePort", "externalIPs": ["1.2.3.4"]});
+        assert_eq!(service_external_ip(&svc(with_ips, json!({}))), "1.2.3.4");
+    }
 }

@@ -41,6 +41,7 @@ fn ports(services: usize, endpoints: usize) -> Vec<ServicePort> {
             internal_local: false,
             external_local: false,
             health_check_node_port: None,
+            load_balancer_ips: Vec::new(),
         })
         .collect()
 }

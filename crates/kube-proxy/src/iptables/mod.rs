@@ -125,10 +125,18 @@ pub fn desired_filter(ports: &[ServicePort], served_locally: &[String]) -> Chain
                     p.cluster_ip, p.port
                 ));
             }
-            if let Some(np) = p.node_port.filter(|_| p.external_endpoints().is_empty()) {
-                rules.push(format!(
-                    "-p {pr} -m comment --comment \"{comment}\" -m addrtype --dst-type LOCAL -m {pr} --dport {np} -j DROP"
-                ));
+            if p.external_endpoints().is_empty() {
+                if let Some(np) = p.node_port {
+                    rules.push(format!(
+                        "-p {pr} -m comment --comment \"{comment}\" -m addrtype --dst-type LOCAL -m {pr} --dport {np} -j DROP"
+                    ));
+                }
+                for ip in &p.load_balancer_ips {
+                    rules.push(format!(
+                        "-d {ip}/32 -p {pr} -m comment --comment \"{comment}\" -m {pr} --dport {} -j DROP",
+                        p.port
+                    ));
+                }
             }
             continue;
         }
@@ -146,6 +154,12 @@ pub fn desired_filter(ports: &[ServicePort], served_locally: &[String]) -> Chain
         if let Some(np) = p.node_port {
             rules.push(format!(
                 "-p {pr} -m comment --comment \"{key} has no endpoints\" -m addrtype --dst-type LOCAL -m {pr} --dport {np} -j REJECT --reject-with {with}"
+            ));
+        }
+        for ip in &p.load_balancer_ips {
+            rules.push(format!(
+                "-d {ip}/32 -p {pr} -m comment --comment \"{key} has no endpoints\" -m {pr} --dport {} -j REJECT --reject-with {with}",
+                p.port
             ));
         }
     }
@@ -212,6 +226,34 @@ fn balance(
     chains.insert(chain.to_string(), rules);
 }
 
+/// KUBE-EXT-<h> under `externalTrafficPolicy: Local`: pods and the node
+/// itself keep every endpoint (KUBE-SVC), clients from outside go to this
+/// node's endpoints (KUBE-SVL) unmasqueraded, or nowhere.
+fn external_local_chain(
+    p: &ServicePort,
+    svc: &str,
+    svl: &str,
+    cluster_cidr: Option<&str>,
+) -> Vec<String> {
+    let key = port_key(p);
+    let mut rules = Vec::new();
+    if let Some(cidr) = cluster_cidr {
+        rules.push(format!(
+            "-s {cidr} -m comment --comment \"pod traffic for {key} external destinations\" -j {svc}"
+        ));
+    }
+    rules.push(format!(
+        "-m comment --comment \"masquerade LOCAL traffic for {key} external destinations\" -m addrtype --src-type LOCAL -j {MARK_MASQ}"
+    ));
+    rules.push(format!(
+        "-m comment --comment \"route LOCAL traffic for {key} external destinations\" -m addrtype --src-type LOCAL -j {svc}"
+    ));
+    if !p.local_endpoints.is_empty() {
+        rules.push(format!("-j {svl}"));
+    }
+    rules
+}
+
 fn port_key(p: &ServicePort) -> String {
     format!(
         "{}/{}:{}/{}",
@@ -269,35 +311,36 @@ pub fn desired(ports: &[ServicePort], cluster_cidr: Option<&str>) -> Chains {
                 p.cluster_ip, p.port
             ));
         }
-        let Some(np) = p.node_port else { continue };
-        if p.external_local {
+        // Where outside traffic goes: KUBE-EXT under the Local policy, else
+        // masqueraded into KUBE-SVC.
+        let external = (p.external_local
+            && (p.node_port.is_some() || !p.load_balancer_ips.is_empty()))
+        .then(|| {
             let ext = chain_hash("EXT", &key);
-            let mut rules = Vec::new();
-            if let Some(cidr) = cluster_cidr {
-                rules.push(format!(
-                    "-s {cidr} -m comment --comment \"pod traffic for {key} external destinations\" -j {svc}"
-                ));
-            }
-            rules.push(format!(
-                "-m comment --comment \"masquerade LOCAL traffic for {key} external destinations\" -m addrtype --src-type LOCAL -j {MARK_MASQ}"
-            ));
-            rules.push(format!(
-                "-m comment --comment \"route LOCAL traffic for {key} external destinations\" -m addrtype --src-type LOCAL -j {svc}"
-            ));
-            if !p.local_endpoints.is_empty() {
-                rules.push(format!("-j {svl}"));
-            }
-            chains.insert(ext.clone(), rules);
-            nodeports.push(format!(
-                "-p {pr} -m comment --comment \"{key}\" -m {pr} --dport {np} -j {ext}"
-            ));
-        } else {
-            nodeports.push(format!(
-                "-p {pr} -m comment --comment \"{key}\" -m {pr} --dport {np} -j {MARK_MASQ}"
-            ));
-            nodeports.push(format!(
-                "-p {pr} -m comment --comment \"{key}\" -m {pr} --dport {np} -j {svc}"
-            ));
+            chains.insert(
+                ext.clone(),
+                external_local_chain(p, &svc, &svl, cluster_cidr),
+            );
+            ext
+        });
+        let outside = |matching: String| match &external {
+            Some(ext) => vec![format!("{matching} -j {ext}")],
+            None => vec![
+                format!("{matching} -j {MARK_MASQ}"),
+                format!("{matching} -j {svc}"),
+            ],
+        };
+        if let Some(np) = p.node_port {
+            nodeports.extend(outside(format!(
+                "-p {pr} -m comment --comment \"{key}\" -m {pr} --dport {np}"
+            )));
+        }
+        // A load balancer's addresses (the nodes', from the built-in one) at the Service's port.
+        for ip in &p.load_balancer_ips {
+            services.extend(outside(format!(
+                "-d {ip}/32 -p {pr} -m comment --comment \"{key} loadbalancer IP\" -m {pr} --dport {}",
+                p.port
+            )));
         }
     }
     if !nodeports.is_empty() {
@@ -416,7 +459,34 @@ mod tests {
             internal_local: false,
             external_local: false,
             health_check_node_port: None,
+            load_balancer_ips: Vec::new(),
         }
+    }
+
+    #[test]
+    fn load_balancer_addresses_answer_at_the_service_port() {
+        let mut web = port("web", &[("10.244.1.2", 8080)]);
+        web.load_balancer_ips = vec!["192.168.77.11".into()];
+        let c = desired(std::slice::from_ref(&web), None);
+        let svc = c.keys().find(|k| k.starts_with("KUBE-SVC-")).unwrap();
+        let lb: Vec<&String> = c[SERVICES]
+            .iter()
+            .filter(|r| r.contains("loadbalancer IP"))
+            .collect();
+        assert_eq!(
+            lb,
+            [
+                "-d 192.168.77.11/32 -p tcp -m comment --comment \"d/web:http/TCP loadbalancer IP\" -m tcp --dport 80 -j KUBE-MARK-MASQ",
+                &format!("-d 192.168.77.11/32 -p tcp -m comment --comment \"d/web:http/TCP loadbalancer IP\" -m tcp --dport 80 -j {svc}"),
+            ]
+        );
+        // Under the Local policy they go through KUBE-EXT, as the NodePort does.
+        web.external_local = true;
+        let c = desired(&[web], None);
+        let ext = c.keys().find(|k| k.starts_with("KUBE-EXT-")).unwrap();
+        assert!(c[SERVICES]
+            .iter()
+            .any(|r| r.contains("loadbalancer IP") && r.ends_with(&format!("-j {ext}"))));
     }
 
     #[test]

@@ -130,6 +130,16 @@ pub fn desired(ports: &[ServicePort], node_ips: &[Ipv4Addr]) -> IpvsState {
         // node's endpoints (the ClusterIP for internalTrafficPolicy, the
         // NodePorts for externalTrafficPolicy).
         state.services.insert(vs, reals(p.internal_endpoints()));
+        // A load balancer's addresses, at the Service's port.
+        for ip in p.load_balancer_ips.iter().filter_map(|ip| ip.parse().ok()) {
+            let vs = VirtualServer {
+                protocol,
+                addr: ip,
+                port: p.port,
+                persistence,
+            };
+            state.services.insert(vs, reals(p.external_endpoints()));
+        }
         if let Some(np) = p.node_port {
             for ip in node_ips {
                 let vs = VirtualServer {
@@ -229,6 +239,7 @@ mod tests {
             internal_local: false,
             external_local: false,
             health_check_node_port: None,
+            load_balancer_ips: Vec::new(),
         }
     }
 
