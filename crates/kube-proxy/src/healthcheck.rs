@@ -130,6 +130,8 @@ async fn serve(
 ) {
     loop {
         let Ok((mut conn, _)) = listener.accept().await else {
+            // Out of descriptors, say: wait rather than spin.
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             continue;
         };
         let reply = answer(&service.0, &service.1, local.load(Ordering::Relaxed));

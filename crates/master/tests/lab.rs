@@ -266,7 +266,8 @@ impl Drop for Lab {
 }
 
 const WHO_LOAD_BALANCERS: &str = r#"
-# The who pods behind two LoadBalancers: the default policy, and Local.
+# The who pods behind two LoadBalancers (the default policy, and Local), a
+# Service with ClientIP affinity and one with internalTrafficPolicy: Local.
 apiVersion: v1
 kind: Service
 metadata: {name: who-lb}
@@ -283,6 +284,22 @@ spec:
   externalTrafficPolicy: Local
   selector: {app: who}
   ports: [{name: http, port: 8082, targetPort: http}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: who-sticky}
+spec:
+  sessionAffinity: ClientIP
+  selector: {app: who}
+  ports: [{name: http, port: 80, targetPort: http}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: who-near}
+spec:
+  internalTrafficPolicy: Local
+  selector: {app: who}
+  ports: [{name: http, port: 80, targetPort: http}]
 "#;
 
 const WHO: &str = r#"
@@ -645,6 +662,48 @@ fn three_node_lab(setup: Setup) {
         );
         let none_here = try_sh(&fetch_many(1, &format!("http://{}:8082/", node_ip(3)))).unwrap();
         assert_eq!(none_here.trim(), "FAILED", "node3 has no pod of who-local");
+
+        // ClientIP affinity from a pod: 20 requests, one backend.
+        let sticky = kubectl_json("get svc who-sticky");
+        let sticky_url = format!("http://{}/", sticky["spec"]["clusterIP"].as_str().unwrap());
+        let seen = until(15, "the sticky Service's rules", || {
+            let got = answers(&in_pod(
+                &client,
+                &fetch_many(20, &sticky_url).replace("busybox ", ""),
+            )?);
+            (got.len() == 20 && !got.contains(&"FAILED".to_string())).then_some(got)
+        });
+        assert!(
+            seen.iter().all(|g| *g == seen[0]),
+            "one backend for one client: {seen:?}"
+        );
+        // internalTrafficPolicy: Local: node1 reaches node1's pod only; node3 has none.
+        let near = kubectl_json("get svc who-near");
+        let near_url = format!("http://{}/", near["spec"]["clusterIP"].as_str().unwrap());
+        until(15, "the node-local Service on node1", || {
+            let got = answers(&on_node(1, &fetch_many(4, &near_url))?);
+            got.iter().all(|g| *g == on_node1).then_some(())
+        });
+        let from3 = on_node(3, &fetch_many(1, &near_url)).unwrap();
+        assert_eq!(from3.trim(), "FAILED", "node3 has no pod of who-near");
+        // A Service changed from ExternalName to ClusterIP is reachable by name within 10 s.
+        apply("apiVersion: v1\nkind: Service\nmetadata: {name: flip}\nspec: {type: ExternalName, externalName: nothing.example.invalid}\n");
+        let changed = Instant::now();
+        let path = format!("{LAB_DIR}-flip.yaml");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Service\nmetadata: {name: flip}\nspec: {selector: {app: who}, ports: [{port: 80, targetPort: http}]}\n",
+        )
+        .unwrap();
+        kubectl(&format!("replace -f {path}"));
+        until(10, "flip answering by name as a ClusterIP Service", || {
+            let out = in_pod(&client, "timeout 3 wget -qO- http://flip/")?;
+            who_names.contains(out.trim()).then_some(())
+        });
+        eprintln!(
+            "ExternalName -> ClusterIP reachable by name after {:.1} s",
+            changed.elapsed().as_secs_f64()
+        );
 
         // Cluster DNS from inside a pod: the Service name, short and full.
         let lookup = cluster_dns_answers(&client, "who.default.svc.cluster.local", &vip);

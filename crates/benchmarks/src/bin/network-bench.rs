@@ -1,6 +1,7 @@
 //! `network-bench`: kube-proxy's rule sync and the cluster DNS, measured.
 //!
-//! 1. Rule sync for SERVICES Services × ENDPOINTS endpoints (default 1,000 × 10):
+//! 1. Rule sync for SERVICES Services × ENDPOINTS endpoints (default 1,000 × 10),
+//!    plain and again with ClientIP affinity and Local traffic policies:
 //!    the pure computation (desired chains + diff) and the real
 //!    `iptables-restore --noflush` into a private network namespace, for a
 //!    full sync from nothing and for one endpoint change; the ipvs backend's
@@ -23,7 +24,24 @@ use std::time::{Duration, Instant};
 
 const NETNS: &str = "mk8s-bench";
 
-fn ports(services: usize, endpoints: usize) -> Vec<ServicePort> {
+/// The Services of the benchmark; `policies`: each also with ClientIP
+/// affinity, a NodePort and both traffic policies Local (this node holding
+/// the last three endpoints), the rules issue 44 adds.
+fn ports(services: usize, endpoints: usize, policies: bool) -> Vec<ServicePort> {
+    let mut ports = plain_ports(services, endpoints);
+    if policies {
+        for (i, p) in ports.iter_mut().enumerate() {
+            p.affinity_seconds = Some(10800);
+            p.node_port = Some(30000 + (i % 2768) as u16);
+            p.internal_local = true;
+            p.external_local = true;
+            p.local_endpoints = p.endpoints[p.endpoints.len().saturating_sub(3)..].to_vec();
+        }
+    }
+    ports
+}
+
+fn plain_ports(services: usize, endpoints: usize) -> Vec<ServicePort> {
     (0..services)
         .map(|i| ServicePort {
             namespace: "default".into(),
@@ -80,7 +98,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-fn rule_sync(services: usize, endpoints: usize) {
+fn rule_sync(services: usize, endpoints: usize, policies: bool) {
     let _ = Command::new("ip")
         .args(["netns", "del", NETNS])
         .stderr(Stdio::null())
@@ -91,7 +109,7 @@ fn rule_sync(services: usize, endpoints: usize) {
         .is_ok_and(|s| s.success());
     assert!(ok, "creating a network namespace needs root");
     let cidr = Some("10.244.0.0/16");
-    let mut p = ports(services, endpoints);
+    let mut p = ports(services, endpoints, policies);
 
     let t = Instant::now();
     let full = iptables::desired(&p, cidr);
@@ -115,7 +133,7 @@ fn rule_sync(services: usize, endpoints: usize) {
     }
     let _ = Command::new("ip").args(["netns", "del", NETNS]).status();
 
-    let p0 = ports(services, endpoints);
+    let p0 = ports(services, endpoints, policies);
     let node = ["192.168.77.11".parse().unwrap()];
     let t = Instant::now();
     let full = ipvs::desired(&p0, &node);
@@ -127,7 +145,12 @@ fn rule_sync(services: usize, endpoints: usize) {
     let one = ipvs::changes(&full, &ipvs::desired(&p1, &node));
     let ipvs_compute_one = t.elapsed();
 
-    println!("## Rule sync: {services} Services × {endpoints} endpoints\n");
+    let what = if policies {
+        ", each with ClientIP affinity, a NodePort and both traffic policies Local"
+    } else {
+        ""
+    };
+    println!("## Rule sync: {services} Services × {endpoints} endpoints{what}\n");
     println!("| backend | case | compute (desired + diff) | apply | what is written |");
     println!("|---|---|---:|---:|---|");
     println!(
@@ -257,6 +280,7 @@ async fn main() -> anyhow::Result<()> {
     let args: Vec<usize> = benchmarks::numeric_args();
     let services = args.first().copied().unwrap_or(1000).max(1);
     let endpoints = args.get(1).copied().unwrap_or(10).max(1);
-    rule_sync(services, endpoints);
+    rule_sync(services, endpoints, false);
+    rule_sync(services, endpoints, true);
     dns_qps(services).await
 }
