@@ -20,6 +20,7 @@ pub(super) fn validate_service(obj: &Value, old: Option<&Value>, errs: &mut Erro
         &["ClientIP", "None"],
     );
     validate_affinity(&spec, errs);
+    validate_ip_families(&spec, errs);
     validate_traffic_policies(&spec, ty, errs);
     let headless = str_at(&spec, "clusterIP") == Some("None");
     let ports = arr(&spec, "ports");
@@ -135,6 +136,39 @@ pub(super) fn validate_service(obj: &Value, old: Option<&Value>, errs: &mut Erro
                 "spec.clusterIP",
                 n.unwrap_or(&Value::Null),
                 "field is immutable",
+            ));
+        }
+    }
+}
+
+/// The cluster is single-stack IPv4: a Service may prefer dual stack (it
+/// gets IPv4), but not require it nor ask for IPv6, with the messages
+/// Kubernetes' allocator gives such a cluster.
+fn validate_ip_families(spec: &Value, errs: &mut Errors) {
+    check_enum(
+        errs,
+        spec,
+        "ipFamilyPolicy",
+        "spec",
+        &["PreferDualStack", "RequireDualStack", "SingleStack"],
+    );
+    if let Some(policy) = spec
+        .get("ipFamilyPolicy")
+        .filter(|p| *p == "RequireDualStack")
+    {
+        errs.push(FieldError::invalid(
+            "spec.ipFamilyPolicy",
+            policy,
+            "this cluster is not configured for dual-stack services",
+        ));
+    }
+    for (i, family) in arr(spec, "ipFamilies").iter().enumerate() {
+        if family != "IPv4" {
+            let name = family.as_str().unwrap_or_default();
+            errs.push(FieldError::invalid(
+                format!("spec.ipFamilies[{i}]"),
+                family,
+                format!("ipfamily {name} is not configured on cluster"),
             ));
         }
     }
@@ -279,6 +313,20 @@ mod tests {
         assert_eq!(
             errors(json!({"ports": ports, "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 60}}})),
             ["spec.sessionAffinityConfig: Forbidden: must not be set when session affinity is None"]
+        );
+    }
+
+    #[test]
+    fn a_single_stack_cluster_refuses_dual_stack_and_ipv6() {
+        let ports = json!([{"port": 80}]);
+        assert!(errors(json!({"ports": ports, "ipFamilyPolicy": "PreferDualStack"})).is_empty());
+        assert_eq!(
+            errors(json!({"ports": ports, "ipFamilyPolicy": "RequireDualStack"})),
+            ["spec.ipFamilyPolicy: Invalid value: \"RequireDualStack\": this cluster is not configured for dual-stack services"]
+        );
+        assert_eq!(
+            errors(json!({"ports": ports, "ipFamilies": ["IPv6"]})),
+            ["spec.ipFamilies[0]: Invalid value: \"IPv6\": ipfamily IPv6 is not configured on cluster"]
         );
     }
 

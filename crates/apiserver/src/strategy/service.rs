@@ -38,6 +38,16 @@ impl super::Strategy for Lifecycle {
         release(alloc, &service_allocations(svc));
     }
 
+    /// Said, not silently ignored: kube-proxy has no topology hints yet.
+    fn warnings(&self, svc: &Value) -> Vec<String> {
+        match svc.pointer("/spec/trafficDistribution").and_then(Value::as_str) {
+            Some(d) => vec![format!(
+                "spec.trafficDistribution: {d} is not honoured by minik8s yet: traffic is spread over every endpoint"
+            )],
+            None => Vec::new(),
+        }
+    }
+
     fn prepare_for_update(&self, svc: &mut Value, old: &Value) {
         drop_type_dependent_fields(svc, old);
     }
@@ -316,4 +326,43 @@ pub fn service_allocations(svc: &Value) -> Vec<(String, String)> {
         out.push(("port".into(), hc.to_string()));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strategy::Strategy;
+
+    #[test]
+    fn traffic_distribution_is_warned_about_not_dropped() {
+        let svc = json!({"spec": {"trafficDistribution": "PreferClose", "ports": [{"port": 80}]}});
+        assert_eq!(
+            Lifecycle.warnings(&svc),
+            ["spec.trafficDistribution: PreferClose is not honoured by minik8s yet: traffic is spread over every endpoint"]
+        );
+        assert!(Lifecycle.warnings(&json!({"spec": {}})).is_empty());
+    }
+
+    #[test]
+    fn leaving_node_port_drops_the_ports_it_was_given_but_not_new_ones() {
+        let old = json!({"spec": {"type": "NodePort", "externalTrafficPolicy": "Cluster",
+            "ports": [{"port": 80, "nodePort": 30080}]}});
+        let mut new = old.clone();
+        new["spec"]["type"] = json!("ClusterIP");
+        drop_type_dependent_fields(&mut new, &old);
+        assert_eq!(
+            new["spec"],
+            json!({"type": "ClusterIP", "ports": [{"port": 80}]})
+        );
+        assert_eq!(
+            Lifecycle.released_by_update(&old, &new),
+            vec![("port".to_string(), "30080".to_string())]
+        );
+        // A port the client changed in the same update is theirs to keep (and fails validation).
+        let mut asked = old.clone();
+        asked["spec"]["type"] = json!("ClusterIP");
+        asked["spec"]["ports"][0]["nodePort"] = json!(30099);
+        drop_type_dependent_fields(&mut asked, &old);
+        assert_eq!(asked["spec"]["ports"][0]["nodePort"], 30099);
+    }
 }
