@@ -35,6 +35,25 @@ pub fn ready_on_nodes(
     slice: &EndpointSlice,
     port_name: &str,
 ) -> Vec<(String, u16, Option<String>)> {
+    on_nodes(slice, port_name, false)
+}
+
+/// The endpoints still serving while they terminate, with their nodes:
+/// what a proxy falls back to when a Service has no ready endpoint left
+/// (Kubernetes' ProxyTerminatingEndpoints), so a rolling update or a
+/// drained node does not drop connections it could still serve.
+pub fn serving_terminating_on_nodes(
+    slice: &EndpointSlice,
+    port_name: &str,
+) -> Vec<(String, u16, Option<String>)> {
+    on_nodes(slice, port_name, true)
+}
+
+fn on_nodes(
+    slice: &EndpointSlice,
+    port_name: &str,
+    terminating_wanted: bool,
+) -> Vec<(String, u16, Option<String>)> {
     let Some(target) = slice
         .ports
         .iter()
@@ -49,8 +68,13 @@ pub fn ready_on_nodes(
         let c = e.conditions.as_ref();
         // Unset means ready (the API's rule for consumers).
         let ready = c.and_then(|c| c.ready).unwrap_or(true);
+        let serving = c.and_then(|c| c.serving).unwrap_or(ready);
         let terminating = c.and_then(|c| c.terminating).unwrap_or(false);
-        if ready && !terminating {
+        let wanted = match terminating_wanted {
+            false => ready && !terminating,
+            true => serving && terminating,
+        };
+        if wanted {
             out.extend(
                 e.addresses
                     .iter()

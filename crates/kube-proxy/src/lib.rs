@@ -317,19 +317,34 @@ pub fn service_ports(svc: &Service, slices: &[&EndpointSlice], node: &str) -> Ve
     for p in spec.ports.iter().flatten() {
         let port_name = p.name.clone().unwrap_or_default();
         let protocol = p.protocol.clone().unwrap_or_else(|| "TCP".into());
-        let mut endpoints = Vec::new();
-        let mut local_endpoints = Vec::new();
-        for slice in slices {
-            for (ip, port, on) in minik8s_api::endpoints::ready_on_nodes(slice, &port_name) {
-                if !node.is_empty() && on.as_deref() == Some(node) {
-                    local_endpoints.push((ip.clone(), port));
+        let collect = |pick: fn(&EndpointSlice, &str) -> Vec<(String, u16, Option<String>)>| {
+            let (mut all, mut local) = (Vec::new(), Vec::new());
+            for slice in slices {
+                for (ip, port, on) in pick(slice, &port_name) {
+                    if !node.is_empty() && on.as_deref() == Some(node) {
+                        local.push((ip.clone(), port));
+                    }
+                    all.push((ip, port));
                 }
-                endpoints.push((ip, port));
             }
-        }
-        for list in [&mut endpoints, &mut local_endpoints] {
-            list.sort();
-            list.dedup();
+            for list in [&mut all, &mut local] {
+                list.sort();
+                list.dedup();
+            }
+            (all, local)
+        };
+        let (mut endpoints, mut local_endpoints) = collect(minik8s_api::endpoints::ready_on_nodes);
+        // No ready endpoint (cluster-wide, or here for the local ones): those
+        // still serving while they terminate take the traffic, as in Kubernetes.
+        if endpoints.is_empty() || local_endpoints.is_empty() {
+            let (terminating, local_terminating) =
+                collect(minik8s_api::endpoints::serving_terminating_on_nodes);
+            if endpoints.is_empty() {
+                endpoints = terminating;
+            }
+            if local_endpoints.is_empty() {
+                local_endpoints = local_terminating;
+            }
         }
         let externally = matches!(spec.type_.as_deref(), Some("NodePort" | "LoadBalancer"));
         out.push(ServicePort {
@@ -397,6 +412,19 @@ mod tests {
         );
         assert_eq!(ports[1].protocol, "UDP");
         assert_eq!(ports[1].endpoints[0].1, 5353);
+        // Only terminating endpoints left: those still serving take the traffic.
+        let draining: EndpointSlice = serde_json::from_value(json!({"metadata": {"name": "web-abc"}, "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+            "endpoints": [
+                {"addresses": ["10.244.1.9"], "nodeName": "n1", "conditions": {"ready": false, "serving": true, "terminating": true}},
+                {"addresses": ["10.244.2.9"], "nodeName": "n2", "conditions": {"ready": false, "serving": false, "terminating": true}}]}))
+        .unwrap();
+        let ports = service_ports(&svc, &[&draining], "n1");
+        assert_eq!(ports[0].endpoints, vec![("10.244.1.9".to_string(), 8080)]);
+        assert_eq!(
+            ports[0].local_endpoints,
+            vec![("10.244.1.9".to_string(), 8080)]
+        );
         let headless: Service = serde_json::from_value(json!({"metadata": {"name": "h"},
             "spec": {"clusterIP": "None", "ports": [{"port": 80}]}}))
         .unwrap();
