@@ -29,12 +29,12 @@ pub fn ready(slice: &EndpointSlice, port_name: &str) -> Vec<(String, u16)> {
         .collect()
 }
 
+/// An endpoint address, its target port and the node it runs on.
+pub type NodeEndpoint = (String, u16, Option<String>);
+
 /// As [`ready`], with the node each endpoint runs on (`nodeName`), for the
 /// node-local traffic policies.
-pub fn ready_on_nodes(
-    slice: &EndpointSlice,
-    port_name: &str,
-) -> Vec<(String, u16, Option<String>)> {
+pub fn ready_on_nodes(slice: &EndpointSlice, port_name: &str) -> Vec<NodeEndpoint> {
     on_nodes(slice, port_name, false)
 }
 
@@ -42,18 +42,11 @@ pub fn ready_on_nodes(
 /// what a proxy falls back to when a Service has no ready endpoint left
 /// (Kubernetes' ProxyTerminatingEndpoints), so a rolling update or a
 /// drained node does not drop connections it could still serve.
-pub fn serving_terminating_on_nodes(
-    slice: &EndpointSlice,
-    port_name: &str,
-) -> Vec<(String, u16, Option<String>)> {
+pub fn serving_terminating_on_nodes(slice: &EndpointSlice, port_name: &str) -> Vec<NodeEndpoint> {
     on_nodes(slice, port_name, true)
 }
 
-fn on_nodes(
-    slice: &EndpointSlice,
-    port_name: &str,
-    terminating_wanted: bool,
-) -> Vec<(String, u16, Option<String>)> {
+fn on_nodes(slice: &EndpointSlice, port_name: &str, terminating_wanted: bool) -> Vec<NodeEndpoint> {
     let Some(target) = slice
         .ports
         .iter()

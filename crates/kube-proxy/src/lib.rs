@@ -317,7 +317,8 @@ pub fn service_ports(svc: &Service, slices: &[&EndpointSlice], node: &str) -> Ve
     for p in spec.ports.iter().flatten() {
         let port_name = p.name.clone().unwrap_or_default();
         let protocol = p.protocol.clone().unwrap_or_else(|| "TCP".into());
-        let collect = |pick: fn(&EndpointSlice, &str) -> Vec<(String, u16, Option<String>)>| {
+        use minik8s_api::endpoints::NodeEndpoint;
+        let collect = |pick: fn(&EndpointSlice, &str) -> Vec<NodeEndpoint>| {
             let (mut all, mut local) = (Vec::new(), Vec::new());
             for slice in slices {
                 for (ip, port, on) in pick(slice, &port_name) {
