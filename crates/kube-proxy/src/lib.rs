@@ -209,7 +209,7 @@ impl PortSource {
 }
 
 /// One port of one Service, with the endpoints that serve it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServicePort {
     pub namespace: String,
     pub service: String,

@@ -169,6 +169,29 @@ async fn apiserver() -> (TestServer, Client, DynamicApi, DynamicApi) {
     (server, client, svcs, slices)
 }
 
+/// kube-proxy's iptables proxier for `client`'s cluster, writing into `ns`,
+/// as the node `node` (empty: none, so no endpoint is local).
+fn start_proxy(
+    client: &Client,
+    ns: &Netns,
+    node: &str,
+) -> tokio::task::JoinHandle<anyhow::Result<()>> {
+    let cfg = proxier::Config {
+        node_name: node.into(),
+        iptables: Iptables {
+            netns: Some(ns.path()),
+        },
+        ..Default::default()
+    };
+    tokio::spawn(kube_proxy::run(
+        client.clone(),
+        kube_proxy::Parts {
+            proxy: Some(cfg),
+            ..Default::default()
+        },
+    ))
+}
+
 fn slice(endpoints: &[&str]) -> Value {
     json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
         "metadata": {"name": "web-1", "labels": {"kubernetes.io/service-name": "web"}},
@@ -213,19 +236,7 @@ async fn services_balance_follow_endpoints_and_clean_up() {
         .await
         .unwrap();
 
-    let cfg = proxier::Config {
-        iptables: Iptables {
-            netns: Some(ns.path()),
-        },
-        ..Default::default()
-    };
-    let proxy = tokio::spawn(kube_proxy::run(
-        client.clone(),
-        kube_proxy::Parts {
-            proxy: Some(cfg),
-            ..Default::default()
-        },
-    ));
+    let proxy = start_proxy(&client, &ns, "");
 
     // Round robin: the nth rules alternate exactly, connection by connection.
     let url = format!("http://{vip}/");
@@ -383,19 +394,7 @@ async fn client_ip_affinity_keeps_each_client_on_one_endpoint() {
         .create(&slice(&["10.244.1.2", "10.244.2.2"]))
         .await
         .unwrap();
-    let cfg = proxier::Config {
-        iptables: Iptables {
-            netns: Some(ns.path()),
-        },
-        ..Default::default()
-    };
-    let proxy = tokio::spawn(kube_proxy::run(
-        client.clone(),
-        kube_proxy::Parts {
-            proxy: Some(cfg),
-            ..Default::default()
-        },
-    ));
+    let proxy = start_proxy(&client, &ns, "");
     within(10, "the affinity rules", || {
         ns.save()
             .contains("--rcheck --seconds 600 --reap")
@@ -445,20 +444,7 @@ async fn node_local_policies_keep_traffic_on_the_node() {
         s
     };
     slices.create(&on_nodes(true)).await.unwrap();
-    let cfg = proxier::Config {
-        node_name: "n1".into(),
-        iptables: Iptables {
-            netns: Some(ns.path()),
-        },
-        ..Default::default()
-    };
-    let proxy = tokio::spawn(kube_proxy::run(
-        client.clone(),
-        kube_proxy::Parts {
-            proxy: Some(cfg),
-            ..Default::default()
-        },
-    ));
+    let proxy = start_proxy(&client, &ns, "n1");
     let url = format!("http://{vip}/");
     within(10, "the VIP answers", || {
         Some(ns.get(&url)).filter(|b| !b.is_empty())

@@ -25,18 +25,7 @@ pub fn ingress(o: &Value) -> Vec<Value> {
         (false, true) => format!("{} + {} more...", hosts.join(","), rules.len() - 3),
         (false, false) => hosts.join(","),
     };
-    let address: Vec<&str> = o
-        .pointer("/status/loadBalancer/ingress")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|i| {
-            i.get("ip")
-                .or_else(|| i.get("hostname"))
-                .and_then(Value::as_str)
-        })
-        .collect();
-    let mut address = address.join(",");
+    let mut address = load_balancer_addresses(o).join(",");
     if address.len() > 16 {
         address = format!("{}...", &address[..13]);
     }
@@ -114,6 +103,20 @@ pub fn service(o: &Value) -> Vec<Value> {
     ]
 }
 
+/// The addresses in an object's `status.loadBalancer.ingress` (IP, else host name).
+fn load_balancer_addresses(o: &Value) -> Vec<&str> {
+    o.pointer("/status/loadBalancer/ingress")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|i| {
+            i.get("ip")
+                .or_else(|| i.get("hostname"))
+                .and_then(Value::as_str)
+        })
+        .collect()
+}
+
 /// A Service's EXTERNAL-IP column, as kubectl's printer has it: a load
 /// balancer's addresses (`<pending>` until it has some) before any
 /// `externalIPs`; `externalName` for ExternalName; `<none>` otherwise.
@@ -136,21 +139,9 @@ fn service_external_ip(o: &Value) -> String {
             .unwrap_or("")
             .to_string(),
         "LoadBalancer" => {
-            let ingress: Vec<String> = o
-                .pointer("/status/loadBalancer/ingress")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|i| {
-                    i.get("ip")
-                        .or_else(|| i.get("hostname"))
-                        .and_then(Value::as_str)
-                        .map(String::from)
-                })
-                .collect();
             // The server prints tables wide (Kubernetes' TableConvertor), so the
             // list is never shortened.
-            let lb = ingress.join(",");
+            let lb = load_balancer_addresses(o).join(",");
             let mut all: Vec<String> = if lb.is_empty() { Vec::new() } else { vec![lb] };
             all.extend(external);
             if all.is_empty() {

@@ -54,12 +54,7 @@ fn plain_ports(services: usize, endpoints: usize) -> Vec<ServicePort> {
             endpoints: (0..endpoints)
                 .map(|e| (format!("10.244.{}.{}", e, i % 250 + 2), 8080))
                 .collect(),
-            affinity_seconds: None,
-            local_endpoints: Vec::new(),
-            internal_local: false,
-            external_local: false,
-            health_check_node_port: None,
-            load_balancer_ips: Vec::new(),
+            ..Default::default()
         })
         .collect()
 }

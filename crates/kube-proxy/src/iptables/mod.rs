@@ -454,12 +454,7 @@ mod tests {
             port: 80,
             node_port: Some(30080),
             endpoints: endpoints.iter().map(|(i, p)| (i.to_string(), *p)).collect(),
-            affinity_seconds: None,
-            local_endpoints: Vec::new(),
-            internal_local: false,
-            external_local: false,
-            health_check_node_port: None,
-            load_balancer_ips: Vec::new(),
+            ..Default::default()
         }
     }
 

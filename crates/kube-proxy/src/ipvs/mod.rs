@@ -234,12 +234,7 @@ mod tests {
             port,
             node_port,
             endpoints: eps.iter().map(|(i, p)| (i.to_string(), *p)).collect(),
-            affinity_seconds: None,
-            local_endpoints: Vec::new(),
-            internal_local: false,
-            external_local: false,
-            health_check_node_port: None,
-            load_balancer_ips: Vec::new(),
+            ..Default::default()
         }
     }
 
