@@ -16,7 +16,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{need, sh};
+use common::{need, sh, stdout_of};
 
 /// A network namespace with lo up, endpoint addresses and a service route;
 /// deleted (with every process started in it) on drop.
@@ -68,14 +68,7 @@ impl Netns {
     }
 
     fn exec(&self, args: &[&str]) -> String {
-        let out = self.cmd(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        stdout_of(self.cmd(args), args)
     }
 
     /// An HTTP server on `ip:8080` answering `body`.

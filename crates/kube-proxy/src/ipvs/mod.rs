@@ -119,36 +119,31 @@ pub fn desired(ports: &[ServicePort], node_ips: &[Ipv4Addr]) -> IpvsState {
                 .collect()
         };
         state.addresses.insert(vip);
+        // Every virtual server of the port shares its protocol and persistence.
         let persistence = p.affinity_seconds.unwrap_or(0);
-        let vs = VirtualServer {
+        let vs = |addr: Ipv4Addr, port: u16| VirtualServer {
             protocol,
-            addr: vip,
-            port: p.port,
+            addr,
+            port,
             persistence,
         };
         // The node-local traffic policies narrow the destinations to this
         // node's endpoints (the ClusterIP for internalTrafficPolicy, the
-        // NodePorts for externalTrafficPolicy).
-        state.services.insert(vs, reals(p.internal_endpoints()));
+        // NodePorts and load balancer addresses for externalTrafficPolicy).
+        state
+            .services
+            .insert(vs(vip, p.port), reals(p.internal_endpoints()));
         // A load balancer's addresses, at the Service's port.
         for ip in p.load_balancer_ips.iter().filter_map(|ip| ip.parse().ok()) {
-            let vs = VirtualServer {
-                protocol,
-                addr: ip,
-                port: p.port,
-                persistence,
-            };
-            state.services.insert(vs, reals(p.external_endpoints()));
+            state
+                .services
+                .insert(vs(ip, p.port), reals(p.external_endpoints()));
         }
         if let Some(np) = p.node_port {
             for ip in node_ips {
-                let vs = VirtualServer {
-                    protocol,
-                    addr: *ip,
-                    port: np,
-                    persistence,
-                };
-                state.services.insert(vs, reals(p.external_endpoints()));
+                state
+                    .services
+                    .insert(vs(*ip, np), reals(p.external_endpoints()));
             }
         }
     }

@@ -19,7 +19,14 @@ pub fn need(tool: &str) {
 
 /// Runs `args` and gives its stdout; fails the test when it fails.
 pub fn sh(args: &[&str]) -> String {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
+    let mut cmd = Command::new(args[0]);
+    cmd.args(&args[1..]);
+    stdout_of(cmd, args)
+}
+
+/// Runs `cmd` (which runs `args`) and gives its stdout; fails the test when it fails.
+pub fn stdout_of(mut cmd: Command, args: &[&str]) -> String {
+    let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
         "{}: {}",
