@@ -25,12 +25,24 @@ pub fn of_service(slice: &EndpointSlice, namespace: &str, service: &str) -> bool
 pub fn ready(slice: &EndpointSlice, port_name: &str) -> Vec<(String, u16)> {
     ready_on_nodes(slice, port_name)
         .into_iter()
-        .map(|(ip, port, _)| (ip, port))
+        .map(|e| (e.address, e.port))
         .collect()
 }
 
-/// An endpoint address, its target port and the node it runs on.
-pub type NodeEndpoint = (String, u16, Option<String>);
+/// An endpoint address with its target port, the node it runs on and the
+/// topology hints the EndpointSlice controller gave it
+/// (`spec.trafficDistribution`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeEndpoint {
+    pub address: String,
+    pub port: u16,
+    /// `nodeName`.
+    pub node: Option<String>,
+    /// `hints.forZones[].name`: the zones whose nodes should use this endpoint.
+    pub for_zones: Vec<String>,
+    /// `hints.forNodes[].name`: the nodes that should use this endpoint.
+    pub for_nodes: Vec<String>,
+}
 
 /// As [`ready`], with the node each endpoint runs on (`nodeName`), for the
 /// node-local traffic policies.
@@ -67,13 +79,29 @@ fn on_nodes(slice: &EndpointSlice, port_name: &str, terminating_wanted: bool) ->
             false => ready && !terminating,
             true => serving && terminating,
         };
-        if wanted {
-            out.extend(
-                e.addresses
-                    .iter()
-                    .map(|a| (a.clone(), target as u16, e.node_name.clone())),
-            );
+        if !wanted {
+            continue;
         }
+        let hints = e.hints.as_ref();
+        let for_zones: Vec<String> = hints
+            .and_then(|h| h.for_zones.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|z| z.name.clone())
+            .collect();
+        let for_nodes: Vec<String> = hints
+            .and_then(|h| h.for_nodes.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|n| n.name.clone())
+            .collect();
+        out.extend(e.addresses.iter().map(|a| NodeEndpoint {
+            address: a.clone(),
+            port: target as u16,
+            node: e.node_name.clone(),
+            for_zones: for_zones.clone(),
+            for_nodes: for_nodes.clone(),
+        }));
     }
     out
 }

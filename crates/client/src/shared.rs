@@ -67,6 +67,12 @@ impl SharedInformers {
         }
     }
 
+    /// The client the informers list and watch with (for an informer of
+    /// its own, e.g. field-selected, beside the shared ones).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
     fn with_slot<K, R>(&self, f: impl FnOnce(&mut TypedSlot<K>) -> R) -> R
     where
         K: Resource + k8s_openapi::Metadata<Ty = ObjectMeta>,

@@ -3,13 +3,17 @@
 //! Ready pods are `addresses`, the others `notReadyAddresses` (and slice
 //! endpoints with `ready: false`); a named targetPort is looked up in each pod.
 //!
-//! [`desired`] computes both objects from a Service and the namespace's pods
-//! (pure); the shell writes them when they differ.
+//! Each slice endpoint carries its node's zone (`topology.kubernetes.io/zone`)
+//! and, when the Service asks for `trafficDistribution`, the topology hints
+//! kube-proxy routes by ([`hints`]).
+//!
+//! [`desired`] computes both objects from a Service, the namespace's pods and
+//! the nodes' zones (pure); the shell writes them when they differ.
 
 use crate::ns_of;
 use crate::ownership::is_ready;
 use k8s_openapi::api::core::v1::Endpoints;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use minik8s_api::registry;
@@ -68,8 +72,44 @@ fn resolve_ports(svc: &Service, pod: &Pod) -> Option<Vec<Port>> {
     Some(out)
 }
 
-/// The Endpoints object and EndpointSlices (by name) the service should have.
-pub fn desired(svc: &Service, pods: &[Arc<Pod>]) -> (Value, Vec<Value>) {
+/// The label that places a node in a zone.
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+
+/// The `trafficDistribution` values that ask for hints (`PreferClose` is the
+/// older name of `PreferSameZone`).
+const PREFER_CLOSE: [&str; 3] = ["PreferClose", "PreferSameZone", "PreferSameNode"];
+
+/// The topology hints of one ready slice endpoint (Kubernetes'
+/// `preferCloseHeuristic`): its own zone, and its own node for
+/// `PreferSameNode`; none without `trafficDistribution`, for an endpoint not
+/// ready, or with neither a zone nor a node.
+pub fn hints(
+    distribution: Option<&str>,
+    ready: bool,
+    zone: Option<&str>,
+    node: Option<&str>,
+) -> Option<Value> {
+    let distribution = distribution.filter(|d| PREFER_CLOSE.contains(d))?;
+    if !ready {
+        return None;
+    }
+    let mut hints = serde_json::Map::new();
+    if let Some(z) = zone {
+        hints.insert("forZones".into(), json!([{"name": z}]));
+    }
+    if let Some(n) = node.filter(|_| distribution == "PreferSameNode") {
+        hints.insert("forNodes".into(), json!([{"name": n}]));
+    }
+    (!hints.is_empty()).then_some(Value::Object(hints))
+}
+
+/// The Endpoints object and EndpointSlices (by name) the service should have;
+/// `zone_of` names a node's zone.
+pub fn desired(
+    svc: &Service,
+    pods: &[Arc<Pod>],
+    zone_of: &dyn Fn(&str) -> Option<String>,
+) -> (Value, Vec<Value>) {
     let ns = svc
         .metadata
         .namespace
@@ -103,6 +143,10 @@ pub fn desired(svc: &Service, pods: &[Arc<Pod>]) -> (Value, Vec<Value>) {
             .unwrap_or_default()
     };
     let node_of = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
+    let distribution = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.traffic_distribution.as_deref());
     let publish_not_ready = svc
         .spec
         .as_ref()
@@ -157,10 +201,20 @@ pub fn desired(svc: &Service, pods: &[Arc<Pod>]) -> (Value, Vec<Value>) {
         let endpoints: Vec<Value> = members
             .iter()
             .map(|p| {
-                let mut e = json!({"addresses": [ip_of(p)], "nodeName": node_of(p), "targetRef": target(p),
+                let node = node_of(p);
+                let zone = node.as_deref().and_then(zone_of);
+                let mut e = json!({"addresses": [ip_of(p)], "nodeName": node, "targetRef": target(p),
                        "conditions": {"ready": counts_ready(p), "serving": publish_not_ready || is_ready(p), "terminating": terminating(p)}});
                 if let Some(h) = hostname_of(p) {
                     e["hostname"] = json!(h);
+                }
+                if let Some(hints) =
+                    hints(distribution, counts_ready(p), zone.as_deref(), node.as_deref())
+                {
+                    e["hints"] = hints;
+                }
+                if let Some(z) = zone {
+                    e["zone"] = json!(z);
                 }
                 e
             })
@@ -204,6 +258,7 @@ pub struct EndpointsController {
     client: Client,
     services: Cache<Service>,
     pods: Cache<Pod>,
+    nodes: Cache<Node>,
 }
 
 impl EndpointsController {
@@ -216,10 +271,12 @@ impl EndpointsController {
             client,
             services: informers.cache(),
             pods: informers.cache(),
+            nodes: informers.cache(),
         });
         Controller::new(ctl, WorkQueue::new())
             .for_own::<Service>(informers)?
-            .watches::<Pod, _>(informers, |c, ev| c.pod_keys(ev))
+            .watches::<Pod, _>(informers, |c, ev| c.pod_keys(ev))?
+            .watches::<Node, _>(informers, |c, ev| c.node_keys(ev))
     }
 
     /// Services in the pod's namespace whose selector matches the pod.
@@ -233,6 +290,25 @@ impl EndpointsController {
                 selector(s).is_some_and(|sel| sel.iter().all(|(k, v)| labels.get(k) == Some(v)))
             })
             .map(|s| object_key(&s.metadata))
+            .collect()
+    }
+
+    /// The Services a node's zone change concerns: those of the pods on it
+    /// (their endpoints carry the zone). Heartbeats concern none.
+    fn node_keys(&self, ev: &Event<Node>) -> Vec<String> {
+        let zone = |n: &Node| n.metadata.labels.as_ref()?.get(ZONE_LABEL).cloned();
+        let Event::Updated { old, new } = ev else {
+            return Vec::new();
+        };
+        if zone(old) == zone(new) {
+            return Vec::new();
+        }
+        let node = new.metadata.name.clone();
+        self.pods
+            .list()
+            .iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()) == node)
+            .flat_map(|p| self.services_for(p))
             .collect()
     }
 
@@ -284,7 +360,12 @@ impl Reconciler for EndpointsController {
             }
             return Ok(Action::Done);
         };
-        let (want_ep, want_slices) = desired(&svc, &self.pods.by_index(NAMESPACE_INDEX, ns));
+        let zone_of = |node: &str| {
+            let n = self.nodes.get(node)?;
+            n.metadata.labels.as_ref()?.get(ZONE_LABEL).cloned()
+        };
+        let (want_ep, want_slices) =
+            desired(&svc, &self.pods.by_index(NAMESPACE_INDEX, ns), &zone_of);
         match ep_api.get(name).await {
             Err(e) if e.is_not_found() => {
                 ep_api.create(&want_ep).await?;
@@ -371,12 +452,12 @@ mod tests {
             spec.subdomain = Some(subdomain.into());
             Arc::new(p)
         };
-        let (ep, slices) = desired(&headless, &[named("web-0", "web", false)]);
+        let (ep, slices) = desired(&headless, &[named("web-0", "web", false)], &|_| None);
         assert_eq!(ep["subsets"][0]["addresses"][0]["hostname"], "web-0");
         assert_eq!(slices[0]["endpoints"][0]["conditions"]["ready"], true);
         assert_eq!(slices[0]["endpoints"][0]["hostname"], "web-0");
         // Another subdomain: the pod is an endpoint, but not named under this service.
-        let (_, slices) = desired(&headless, &[named("x-0", "other", true)]);
+        let (_, slices) = desired(&headless, &[named("x-0", "other", true)], &|_| None);
         assert!(slices[0]["endpoints"][0].get("hostname").is_none());
     }
 
@@ -386,7 +467,7 @@ mod tests {
             pod("a", "10.0.0.2", true, "http", 8080),
             pod("b", "10.0.0.3", false, "http", 8080),
         ];
-        let (ep, slices) = desired(&svc(json!(8080)), &pods);
+        let (ep, slices) = desired(&svc(json!(8080)), &pods, &|_| None);
         assert_eq!(ep["subsets"][0]["addresses"][0]["ip"], "10.0.0.2");
         assert_eq!(ep["subsets"][0]["notReadyAddresses"][0]["ip"], "10.0.0.3");
         assert_eq!(
@@ -405,7 +486,7 @@ mod tests {
             pod("b", "10.0.0.3", true, "http", 9090),
             pod("c", "10.0.0.4", true, "other", 1),
         ];
-        let (ep, slices) = desired(&svc(json!("http")), &pods);
+        let (ep, slices) = desired(&svc(json!("http")), &pods, &|_| None);
         let ports: Vec<i64> = ep["subsets"]
             .as_array()
             .unwrap()
@@ -417,8 +498,41 @@ mod tests {
     }
 
     #[test]
+    fn endpoints_carry_their_zone_and_the_hints_traffic_distribution_asks_for() {
+        let pods = vec![
+            pod("a", "10.0.0.2", true, "http", 80),
+            pod("b", "10.0.0.3", false, "http", 80),
+        ];
+        let zone_of = |n: &str| (n == "n1").then(|| "z1".to_string());
+        let (_, slices) = desired(&svc(json!(80)), &pods, &zone_of);
+        assert_eq!(slices[0]["endpoints"][0]["zone"], "z1");
+        assert!(slices[0]["endpoints"][0].get("hints").is_none());
+        let mut close = svc(json!(80));
+        close.spec.as_mut().unwrap().traffic_distribution = Some("PreferClose".into());
+        let (_, slices) = desired(&close, &pods, &zone_of);
+        assert_eq!(
+            slices[0]["endpoints"][0]["hints"],
+            json!({"forZones": [{"name": "z1"}]})
+        );
+        // Not ready: no hint (it takes no traffic).
+        assert!(slices[0]["endpoints"][1].get("hints").is_none());
+        close.spec.as_mut().unwrap().traffic_distribution = Some("PreferSameNode".into());
+        let (_, slices) = desired(&close, &pods, &zone_of);
+        assert_eq!(
+            slices[0]["endpoints"][0]["hints"],
+            json!({"forZones": [{"name": "z1"}], "forNodes": [{"name": "n1"}]})
+        );
+        // A node without a zone: node hints only where asked for.
+        assert_eq!(hints(Some("PreferSameZone"), true, None, Some("n2")), None);
+        assert_eq!(
+            hints(Some("PreferSameNode"), true, None, Some("n2")),
+            Some(json!({"forNodes": [{"name": "n2"}]}))
+        );
+    }
+
+    #[test]
     fn no_pods_gives_empty_subsets_and_one_empty_slice() {
-        let (ep, slices) = desired(&svc(json!(80)), &[]);
+        let (ep, slices) = desired(&svc(json!(80)), &[], &|_| None);
         assert_eq!(ep["subsets"], json!([]));
         assert_eq!(slices.len(), 1);
         assert_eq!(slices[0]["endpoints"], json!([]));

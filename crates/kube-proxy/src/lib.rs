@@ -21,6 +21,7 @@ pub mod ingress;
 pub mod iptables;
 pub mod ipvs;
 pub mod proxier;
+pub mod topology;
 
 /// The backend that programs the VIPs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +51,7 @@ pub fn choose_mode(flag: &str, has_ipvs: bool) -> Result<Mode, String> {
 }
 
 use anyhow::Context;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use minik8s_client::{Client, SharedInformers};
 use std::sync::Arc;
@@ -147,18 +148,24 @@ pub struct PortSource {
     slices: minik8s_client::informer::Cache<EndpointSlice>,
     /// This node's name, for the node-local traffic policies.
     node: String,
+    /// This node alone (a field-selected informer), for its zone label:
+    /// topology-aware routing picks endpoints in the node's zone.
+    own_node: Option<minik8s_client::informer::Cache<Node>>,
     /// The health check node ports, kept in line with every sync's ports.
     health: Arc<healthcheck::HealthChecks>,
 }
 
 impl PortSource {
     /// Registers on `informers` (before they start); every Service or
-    /// EndpointSlice event wakes the backend's loop through `wake`.
+    /// EndpointSlice event, or a change of this node's zone, wakes the
+    /// backend's loop through `wake`.
     pub fn new(
         informers: &SharedInformers,
         wake: Arc<tokio::sync::Notify>,
         node: &str,
     ) -> PortSource {
+        let own_node =
+            (!node.is_empty()).then(|| watch_own_node(informers.client(), node, wake.clone()));
         let w = wake.clone();
         informers
             .on_event::<Service>(move |_| w.notify_one())
@@ -170,6 +177,7 @@ impl PortSource {
             services: informers.cache(),
             slices: informers.cache(),
             node: node.to_string(),
+            own_node,
             health: Arc::default(),
         }
     }
@@ -183,6 +191,12 @@ impl PortSource {
     }
 
     fn service_ports(&self) -> Vec<ServicePort> {
+        let zone = self
+            .own_node
+            .as_ref()
+            .and_then(|c| c.get(&self.node))
+            .and_then(|n| zone_of(&n))
+            .unwrap_or_default();
         let slices = self.slices.list();
         let mut ports = Vec::new();
         let mut services = self.services.list();
@@ -202,10 +216,44 @@ impl PortSource {
                 })
                 .map(|s| s.as_ref())
                 .collect();
-            ports.extend(service_ports(svc, &mine, &self.node));
+            ports.extend(service_ports(svc, &mine, &self.node, &zone));
         }
         ports
     }
+}
+
+/// The label that places a node in a zone.
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+
+/// A node's zone (`topology.kubernetes.io/zone`).
+pub fn zone_of(node: &Node) -> Option<String> {
+    node.metadata.labels.as_ref()?.get(ZONE_LABEL).cloned()
+}
+
+/// An informer on this node alone (as Kubernetes' kube-proxy watches its own
+/// Node): a change of its zone label wakes the sync, its heartbeats do not.
+fn watch_own_node(
+    client: &Client,
+    node: &str,
+    wake: Arc<tokio::sync::Notify>,
+) -> minik8s_client::informer::Cache<Node> {
+    use minik8s_client::informer::Event;
+    let mut informer = minik8s_client::Informer::new(
+        minik8s_client::Api::<Node>::all(client),
+        minik8s_client::ListParams::default().fields(&format!("metadata.name={node}")),
+    );
+    informer.on_event(move |ev: &Event<Node>| {
+        let changed = match ev {
+            Event::Updated { old, new } => zone_of(old) != zone_of(new),
+            _ => true,
+        };
+        if changed {
+            wake.notify_one();
+        }
+    });
+    let cache = informer.cache();
+    tokio::spawn(informer.run());
+    cache
 }
 
 /// One port of one Service, with the endpoints that serve it.
@@ -301,8 +349,15 @@ fn load_balancer_ips(svc: &Service) -> Vec<String> {
 /// The ServicePorts of `svc` from its EndpointSlices (`kubernetes.io/service-name`
 /// label). A targetPort given by name is resolved through the slices' named
 /// ports, as the EndpointSlice controller wrote them. Headless Services and
-/// ExternalName Services get no ports (nothing to proxy).
-pub fn service_ports(svc: &Service, slices: &[&EndpointSlice], node: &str) -> Vec<ServicePort> {
+/// ExternalName Services get no ports (nothing to proxy). `node` and `zone`
+/// are this node's name and zone: the node-local policies and the topology
+/// hints ([`topology`]) are read for them.
+pub fn service_ports(
+    svc: &Service,
+    slices: &[&EndpointSlice],
+    node: &str,
+    zone: &str,
+) -> Vec<ServicePort> {
     let Some(spec) = &svc.spec else {
         return Vec::new();
     };
@@ -318,28 +373,34 @@ pub fn service_ports(svc: &Service, slices: &[&EndpointSlice], node: &str) -> Ve
         let port_name = p.name.clone().unwrap_or_default();
         let protocol = p.protocol.clone().unwrap_or_else(|| "TCP".into());
         use minik8s_api::endpoints::NodeEndpoint;
-        let collect = |pick: fn(&EndpointSlice, &str) -> Vec<NodeEndpoint>| {
-            let (mut all, mut local) = (Vec::new(), Vec::new());
-            for slice in slices {
-                for (ip, port, on) in pick(slice, &port_name) {
-                    if !node.is_empty() && on.as_deref() == Some(node) {
-                        local.push((ip.clone(), port));
-                    }
-                    all.push((ip, port));
-                }
-            }
+        // (the cluster policy's endpoints, after the topology hints; this node's)
+        let collect = |pick: fn(&EndpointSlice, &str) -> Vec<NodeEndpoint>, hinted: bool| {
+            let found: Vec<NodeEndpoint> =
+                slices.iter().flat_map(|s| pick(s, &port_name)).collect();
+            let mut local: Vec<(String, u16)> = found
+                .iter()
+                .filter(|e| !node.is_empty() && e.node.as_deref() == Some(node))
+                .map(|e| (e.address.clone(), e.port))
+                .collect();
+            let cluster = match hinted {
+                true => topology::filter(found, node, zone),
+                false => found,
+            };
+            let mut all: Vec<(String, u16)> =
+                cluster.into_iter().map(|e| (e.address, e.port)).collect();
             for list in [&mut all, &mut local] {
                 list.sort();
                 list.dedup();
             }
             (all, local)
         };
-        let (mut endpoints, mut local_endpoints) = collect(minik8s_api::endpoints::ready_on_nodes);
+        let (mut endpoints, mut local_endpoints) =
+            collect(minik8s_api::endpoints::ready_on_nodes, true);
         // No ready endpoint (cluster-wide, or here for the local ones): those
         // still serving while they terminate take the traffic, as in Kubernetes.
         if endpoints.is_empty() || local_endpoints.is_empty() {
             let (terminating, local_terminating) =
-                collect(minik8s_api::endpoints::serving_terminating_on_nodes);
+                collect(minik8s_api::endpoints::serving_terminating_on_nodes, false);
             if endpoints.is_empty() {
                 endpoints = terminating;
             }
@@ -400,7 +461,7 @@ mod tests {
                 {"addresses": ["10.244.1.9"], "conditions": {"ready": false}},
                 {"addresses": ["10.244.3.1"], "conditions": {"ready": true, "terminating": true}}]}))
         .unwrap();
-        let ports = service_ports(&svc, &[&slice], "n1");
+        let ports = service_ports(&svc, &[&slice], "n1", "");
         assert_eq!(ports.len(), 2);
         assert_eq!(ports[0].port_name, "http");
         assert_eq!(ports[0].node_port, Some(30080));
@@ -420,7 +481,7 @@ mod tests {
                 {"addresses": ["10.244.1.9"], "nodeName": "n1", "conditions": {"ready": false, "serving": true, "terminating": true}},
                 {"addresses": ["10.244.2.9"], "nodeName": "n2", "conditions": {"ready": false, "serving": false, "terminating": true}}]}))
         .unwrap();
-        let ports = service_ports(&svc, &[&draining], "n1");
+        let ports = service_ports(&svc, &[&draining], "n1", "");
         assert_eq!(ports[0].endpoints, vec![("10.244.1.9".to_string(), 8080)]);
         assert_eq!(
             ports[0].local_endpoints,
@@ -429,6 +490,6 @@ mod tests {
         let headless: Service = serde_json::from_value(json!({"metadata": {"name": "h"},
             "spec": {"clusterIP": "None", "ports": [{"port": 80}]}}))
         .unwrap();
-        assert!(service_ports(&headless, &[&slice], "n1").is_empty());
+        assert!(service_ports(&headless, &[&slice], "n1", "").is_empty());
     }
 }

@@ -411,6 +411,68 @@ async fn client_ip_affinity_keeps_each_client_on_one_endpoint() {
     proxy.abort();
 }
 
+/// `trafficDistribution`: with every endpoint hinted, the node's zone keeps
+/// its traffic; the node moving to another zone moves it; one endpoint
+/// without a hint spreads it over all again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topology_hints_keep_traffic_in_the_nodes_zone() {
+    let mut ns = Netns::new();
+    ns.httpd("10.244.1.2", "zone-a");
+    ns.httpd("10.244.2.2", "zone-b");
+    let (_server, client, svcs, slices) = apiserver().await;
+    let nodes = client.dynamic(registry::of::<k8s_openapi::api::core::v1::Node>(), None);
+    let node = |zone: &str| {
+        json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n1", "labels": {"topology.kubernetes.io/zone": zone}}})
+    };
+    nodes.create(&node("a")).await.unwrap();
+    let svc = svcs
+        .create(
+            &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+            "spec": {"trafficDistribution": "PreferClose",
+                "ports": [{"name": "http", "port": 80, "targetPort": 8080},
+                          {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 5353}]}}),
+        )
+        .await
+        .unwrap();
+    let vip = svc["spec"]["clusterIP"].as_str().unwrap().to_string();
+    let url = format!("http://{vip}/");
+    let mut hinted = slice(&["10.244.1.2", "10.244.2.2"]);
+    for (i, zone) in ["a", "b"].iter().enumerate() {
+        hinted["endpoints"][i]["zone"] = json!(zone);
+        hinted["endpoints"][i]["hints"] = json!({"forZones": [{"name": zone}]});
+    }
+    slices.create(&hinted).await.unwrap();
+    let proxy = start_proxy(&client, &ns, "n1");
+    let answers = |n: usize| -> Vec<String> { (0..n).map(|_| ns.get(&url)).collect() };
+    within(10, "only zone a's endpoint", || {
+        let seen = answers(6);
+        seen.iter().all(|b| b == "zone-a").then_some(())
+    })
+    .await;
+    // The node is relabelled into zone b: its kube-proxy follows.
+    let mut moved = nodes.get("n1").await.unwrap();
+    moved["metadata"]["labels"]["topology.kubernetes.io/zone"] = json!("b");
+    nodes.replace("n1", &moved).await.unwrap();
+    within(10, "only zone b's endpoint", || {
+        answers(6).iter().all(|b| b == "zone-b").then_some(())
+    })
+    .await;
+    // One endpoint without a hint: cluster-wide again.
+    let mut half = slices.get("web-1").await.unwrap();
+    half["endpoints"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("hints");
+    slices.replace("web-1", &half).await.unwrap();
+    within(10, "both endpoints again", || {
+        let seen = answers(12);
+        (seen.iter().any(|b| b == "zone-a") && seen.iter().any(|b| b == "zone-b")).then_some(())
+    })
+    .await;
+    proxy.abort();
+}
+
 /// `internalTrafficPolicy: Local`: the ClusterIP reaches only this node's
 /// endpoint, and nothing once it has none; `externalTrafficPolicy: Local`
 /// rules apply on real iptables and read back unchanged.
@@ -453,7 +515,7 @@ async fn node_local_policies_keep_traffic_on_the_node() {
     let typed_svc: Service = serde_json::from_value(svcs.get("web").await.unwrap()).unwrap();
     let typed_slice: EndpointSlice =
         serde_json::from_value(slices.get("web-1").await.unwrap()).unwrap();
-    let ports = kube_proxy::service_ports(&typed_svc, &[&typed_slice], "n1");
+    let ports = kube_proxy::service_ports(&typed_svc, &[&typed_slice], "n1", "");
     let want = kube_proxy::iptables::desired(&ports, Some("10.244.0.0/16"));
     let saved = kube_proxy::iptables::parse_save_table(&ns.save(), "nat");
     for (chain, rules) in want

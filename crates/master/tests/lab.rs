@@ -686,6 +686,45 @@ fn three_node_lab(setup: Setup) {
         });
         let from3 = on_node(3, &fetch_many(1, &near_url)).unwrap();
         assert_eq!(from3.trim(), "FAILED", "node3 has no pod of who-near");
+        // trafficDistribution (doc/networking.md's commands, with the real
+        // kubectl): node1 in zone a, node2 and node3 in zone b; each node
+        // reaches the pod of its own zone only.
+        let real = minik8s_testkit::real_kubectl().display().to_string();
+        let real_kubectl = |args: &str| sh(&format!("{real} --kubeconfig {KUBECONFIG} {args}"));
+        for (node, zone) in [(1, "a"), (2, "b"), (3, "b")] {
+            real_kubectl(&format!(
+                "label node node{node} topology.kubernetes.io/zone={zone}"
+            ));
+        }
+        apply("apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {trafficDistribution: PreferClose, selector: {app: who}, ports: [{port: 80, targetPort: http}]}\n");
+        until(15, "zone hints on web's endpoints", || {
+            let hints = real_kubectl(
+                "get endpointslice -l kubernetes.io/service-name=web -o jsonpath='{.items[0].endpoints[*].hints}'",
+            );
+            (hints.contains(r#"{"forZones":[{"name":"a"}]}"#)
+                && hints.contains(r#"{"forZones":[{"name":"b"}]}"#))
+            .then_some(())
+        });
+        let on_node2 = who
+            .iter()
+            .find(|p| p["spec"]["nodeName"] == "node2")
+            .and_then(|p| p["metadata"]["name"].as_str())
+            .unwrap()
+            .to_string();
+        let zoned = kubectl_json("get svc web");
+        let zoned_url = format!("http://{}/", zoned["spec"]["clusterIP"].as_str().unwrap());
+        for (node, pod) in [(1, &on_node1), (3, &on_node2)] {
+            until(15, &format!("node{node} reaching its zone's pod"), || {
+                let got = answers(&on_node(node, &fetch_many(6, &zoned_url))?);
+                got.iter().all(|g| g == pod).then_some(())
+            });
+        }
+        kubectl("delete svc web");
+        for node in 1..=3 {
+            real_kubectl(&format!(
+                "label node node{node} topology.kubernetes.io/zone-"
+            ));
+        }
         // A Service changed from ExternalName to ClusterIP is reachable by name within 10 s.
         apply("apiVersion: v1\nkind: Service\nmetadata: {name: flip}\nspec: {type: ExternalName, externalName: nothing.example.invalid}\n");
         let changed = Instant::now();

@@ -257,6 +257,13 @@ fn validate_traffic_policies(spec: &Value, ty: &str, errs: &mut Errors) {
             &["Cluster", "Local"],
         );
     }
+    check_enum(
+        errs,
+        spec,
+        "trafficDistribution",
+        "spec",
+        &["PreferClose", "PreferSameNode", "PreferSameZone"],
+    );
     let needs_health_check =
         ty == "LoadBalancer" && str_at(spec, "externalTrafficPolicy") == Some("Local");
     if let Some(port) = spec
@@ -353,6 +360,13 @@ mod tests {
             errors(json!({"type": "LoadBalancer", "ports": ports, "externalTrafficPolicy": "Local",
                 "healthCheckNodePort": 70000})),
             ["spec.healthCheckNodePort: Invalid value: 70000: must be between 1 and 65535, inclusive"]
+        );
+        assert!(
+            errors(json!({"ports": ports, "trafficDistribution": "PreferSameNode"})).is_empty()
+        );
+        assert_eq!(
+            errors(json!({"ports": ports, "trafficDistribution": "Nearby"})),
+            ["spec.trafficDistribution: Unsupported value: \"Nearby\": supported values: \"PreferClose\", \"PreferSameNode\", \"PreferSameZone\""]
         );
     }
 }

@@ -38,14 +38,22 @@ impl super::Strategy for Lifecycle {
         release(alloc, &service_allocations(svc));
     }
 
-    /// Said, not silently ignored: kube-proxy has no topology hints yet.
+    /// Said, not silently ignored: the annotations of Kubernetes' older
+    /// Topology Aware Routing (zone hints sized by each zone's CPU) are not
+    /// honoured; `spec.trafficDistribution` is.
     fn warnings(&self, svc: &Value) -> Vec<String> {
-        match svc.pointer("/spec/trafficDistribution").and_then(Value::as_str) {
-            Some(d) => vec![format!(
-                "spec.trafficDistribution: {d} is not honoured by minik8s yet: traffic is spread over every endpoint"
-            )],
-            None => Vec::new(),
-        }
+        TOPOLOGY_ANNOTATIONS
+            .iter()
+            .filter_map(|a| {
+                let value = svc.pointer("/metadata/annotations")?.get(a)?.as_str()?;
+                let off = value.is_empty() || value.eq_ignore_ascii_case("disabled");
+                (!off).then(|| {
+                    format!(
+                        "metadata.annotations[{a}]: {value} is not honoured by minik8s: traffic is spread over every endpoint; set spec.trafficDistribution: PreferSameZone to keep traffic in a zone"
+                    )
+                })
+            })
+            .collect()
     }
 
     fn prepare_for_update(&self, svc: &mut Value, old: &Value) {
@@ -60,6 +68,12 @@ impl super::Strategy for Lifecycle {
             .collect()
     }
 }
+
+/// Topology Aware Routing's annotations (the second one deprecated since 1.27).
+const TOPOLOGY_ANNOTATIONS: [&str; 2] = [
+    "service.kubernetes.io/topology-mode",
+    "service.kubernetes.io/topology-aware-hints",
+];
 
 /// A Service whose new type no longer needs a ClusterIP, node ports or a
 /// health check port loses those it had been given, where the client left
@@ -334,13 +348,17 @@ mod tests {
     use crate::strategy::Strategy;
 
     #[test]
-    fn traffic_distribution_is_warned_about_not_dropped() {
-        let svc = json!({"spec": {"trafficDistribution": "PreferClose", "ports": [{"port": 80}]}});
+    fn topology_aware_routing_annotations_are_warned_about_not_dropped() {
+        let svc = json!({"metadata": {"annotations": {"service.kubernetes.io/topology-mode": "Auto"}},
+            "spec": {"ports": [{"port": 80}]}});
         assert_eq!(
             Lifecycle.warnings(&svc),
-            ["spec.trafficDistribution: PreferClose is not honoured by minik8s yet: traffic is spread over every endpoint"]
+            ["metadata.annotations[service.kubernetes.io/topology-mode]: Auto is not honoured by minik8s: traffic is spread over every endpoint; set spec.trafficDistribution: PreferSameZone to keep traffic in a zone"]
         );
-        assert!(Lifecycle.warnings(&json!({"spec": {}})).is_empty());
+        let off = json!({"metadata": {"annotations": {"service.kubernetes.io/topology-aware-hints": "disabled"}}});
+        assert!(Lifecycle.warnings(&off).is_empty());
+        let honoured = json!({"spec": {"trafficDistribution": "PreferClose"}});
+        assert!(Lifecycle.warnings(&honoured).is_empty());
     }
 
     #[test]
