@@ -22,21 +22,19 @@ pub enum AllocError {
 
 pub use minik8s_api::net::parse_cidr;
 
+/// The node port range.
 struct Ranged {
     first: u32,
     size: u32,
     used: HashSet<u32>,
     next: u32,
-    /// Never handed out automatically, only when asked for by address (the
-    /// `kubernetes` Service's IP, and the cluster DNS's conventional .10).
-    kept: Vec<u32>,
 }
 
 impl Ranged {
     fn allocate_next(&mut self) -> Option<u32> {
         for i in 0..self.size {
             let candidate = self.first + (self.next + i) % self.size;
-            if !self.kept.contains(&candidate) && self.used.insert(candidate) {
+            if self.used.insert(candidate) {
                 self.next = (self.next + i + 1) % self.size;
                 return Some(candidate);
             }
@@ -49,43 +47,111 @@ impl Ranged {
 }
 
 pub struct Allocators {
-    cidr: String,
-    ips: Mutex<Ranged>,
+    ips: Mutex<IpPool>,
     ports: Mutex<Ranged>,
+}
+
+/// The ClusterIP ranges: the default one (`--service-cluster-ip-range`, the
+/// `kubernetes` ServiceCIDR) first, then those of other ServiceCIDRs; one set
+/// of used addresses over all of them (ServiceCIDRs may overlap).
+struct IpPool {
+    default: Span,
+    extra: Vec<(String, Span)>,
+    used: HashSet<u32>,
+    /// Never handed out automatically, only when asked for by address (the
+    /// `kubernetes` Service's IP, and the cluster DNS's conventional .10).
+    kept: Vec<u32>,
+}
+
+/// The usable addresses of one CIDR (without its network and broadcast
+/// addresses), and where the next search starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Span {
+    cidr: String,
+    first: u32,
+    size: u32,
+    next: u32,
+}
+
+impl Span {
+    fn of(cidr: &str, next: u32) -> Result<Span, String> {
+        let (net, bits) = parse_cidr(cidr)?;
+        if bits > 30 {
+            return Err(format!("{cidr} has no room for Services"));
+        }
+        Ok(Span {
+            cidr: cidr.to_string(),
+            first: u32::from(net) + 1,
+            size: ((1u64 << (32 - bits)) - 2) as u32,
+            next,
+        })
+    }
+    fn contains(&self, v: u32) -> bool {
+        v >= self.first && v - self.first < self.size
+    }
+}
+
+impl IpPool {
+    fn spans(&self) -> impl Iterator<Item = &Span> {
+        std::iter::once(&self.default).chain(self.extra.iter().map(|(_, s)| s))
+    }
+    fn contains(&self, v: u32) -> bool {
+        self.spans().any(|s| s.contains(v))
+    }
+    fn ranges(&self) -> String {
+        self.spans()
+            .map(|s| s.cidr.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+    fn allocate_next(&mut self) -> Option<u32> {
+        let IpPool {
+            default,
+            extra,
+            used,
+            kept,
+        } = self;
+        for span in std::iter::once(default).chain(extra.iter_mut().map(|(_, s)| s)) {
+            for i in 0..span.size {
+                let candidate = span.first + (span.next + i) % span.size;
+                if !kept.contains(&candidate) && used.insert(candidate) {
+                    span.next = (span.next + i + 1) % span.size;
+                    return Some(candidate);
+                }
+            }
+        }
+        None
+    }
 }
 
 impl Allocators {
     pub fn new(service_cidr: &str) -> Result<Self, String> {
-        let (net, bits) = parse_cidr(service_cidr)?;
-        let size = (1u64 << (32 - bits)) as u32;
         // Skip the network address and the broadcast address. The first usable
         // one (the `kubernetes` Service's IP) and the tenth (the cluster DNS's,
         // which kube-proxy reserves for kube-dns when it starts, perhaps after
         // other Services were made) are given only when asked for: Kubernetes
         // keeps dynamic allocations out of the low "static" band for the same
         // reason (KEP-3070).
-        let ips = Ranged {
-            first: u32::from(net) + 1,
-            size: size - 2,
+        let default = Span::of(service_cidr, 10)?;
+        let ips = IpPool {
+            kept: vec![default.first, default.first + 9],
+            default,
+            extra: Vec::new(),
             used: HashSet::new(),
-            next: 10,
-            kept: vec![u32::from(net) + 1, u32::from(net) + 10],
         };
         let ports = Ranged {
             first: 30000,
             size: 2768,
             used: HashSet::new(),
             next: 0,
-            kept: Vec::new(),
         };
         Ok(Allocators {
-            cidr: service_cidr.to_string(),
             ips: Mutex::new(ips),
             ports: Mutex::new(ports),
         })
     }
 
-    fn ips(&self) -> std::sync::MutexGuard<'_, Ranged> {
+    fn ips(&self) -> std::sync::MutexGuard<'_, IpPool> {
         self.ips.lock().unwrap_or_else(|p| p.into_inner())
     }
     fn ports(&self) -> std::sync::MutexGuard<'_, Ranged> {
@@ -94,7 +160,32 @@ impl Allocators {
 
     /// The first address of the range: the `kubernetes` Service's ClusterIP.
     pub fn kubernetes_ip(&self) -> Ipv4Addr {
-        Ipv4Addr::from(self.ips().first)
+        Ipv4Addr::from(self.ips().default.first)
+    }
+
+    /// The default range (`--service-cluster-ip-range`).
+    pub fn default_cidr(&self) -> String {
+        self.ips().default.cidr.clone()
+    }
+
+    /// The ranges of the other ServiceCIDRs (by name) new ClusterIPs may also
+    /// come from; a range kept from before keeps its search position.
+    /// Addresses in use stay in use whatever the ranges.
+    pub fn set_extra_ranges(&self, ranges: &[(String, String)]) {
+        let mut pool = self.ips();
+        let extra = ranges
+            .iter()
+            .filter_map(|(name, cidr)| {
+                let kept = pool
+                    .extra
+                    .iter()
+                    .find(|(n, s)| n == name && s.cidr == *cidr)
+                    .map(|(_, s)| s.clone());
+                let span = kept.or_else(|| Span::of(cidr, 0).ok())?;
+                Some((name.clone(), span))
+            })
+            .collect();
+        pool.extra = extra;
     }
 
     pub fn allocate_ip(&self) -> Result<Ipv4Addr, AllocError> {
@@ -106,14 +197,14 @@ impl Allocators {
 
     /// Reserves a specific IP (user-chosen, or re-registration at start-up).
     pub fn reserve_ip(&self, ip: &str) -> Result<(), AllocError> {
+        let mut pool = self.ips();
         let addr: Ipv4Addr = ip
             .parse()
-            .map_err(|_| AllocError::IpOutOfRange(self.cidr.clone()))?;
-        let mut r = self.ips();
-        if !r.contains(u32::from(addr)) {
-            return Err(AllocError::IpOutOfRange(self.cidr.clone()));
+            .map_err(|_| AllocError::IpOutOfRange(pool.ranges()))?;
+        if !pool.contains(u32::from(addr)) {
+            return Err(AllocError::IpOutOfRange(pool.ranges()));
         }
-        if !r.used.insert(u32::from(addr)) {
+        if !pool.used.insert(u32::from(addr)) {
             return Err(AllocError::IpTaken);
         }
         Ok(())
@@ -183,6 +274,30 @@ mod tests {
             a.reserve_ip("10.97.0.5"),
             Err(AllocError::IpOutOfRange(_))
         ));
+    }
+
+    #[test]
+    fn other_service_cidrs_extend_the_range() {
+        let a = Allocators::new("10.96.0.0/29").unwrap();
+        // .2-.6 (.1 kept), then the extra range.
+        for _ in 0..5 {
+            a.allocate_ip().unwrap();
+        }
+        assert_eq!(a.allocate_ip(), Err(AllocError::Full));
+        a.set_extra_ranges(&[("more".into(), "10.100.0.0/30".into())]);
+        assert_eq!(a.allocate_ip(), Ok(Ipv4Addr::new(10, 100, 0, 1)));
+        assert_eq!(a.reserve_ip("10.100.0.2"), Ok(()));
+        assert_eq!(
+            a.reserve_ip("10.101.0.1"),
+            Err(AllocError::IpOutOfRange(
+                "10.96.0.0/29,10.100.0.0/30".into()
+            ))
+        );
+        // A range that goes away takes no new addresses; those in use stay taken.
+        a.set_extra_ranges(&[]);
+        assert_eq!(a.allocate_ip(), Err(AllocError::Full));
+        a.set_extra_ranges(&[("more".into(), "10.100.0.0/30".into())]);
+        assert_eq!(a.reserve_ip("10.100.0.1"), Err(AllocError::IpTaken));
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub mod pod_security;
 pub mod proxy;
 pub mod rest;
 pub mod secure;
+pub mod service_cidrs;
 pub mod store;
 pub mod strategy;
 pub mod subresources;
@@ -455,6 +456,8 @@ impl ApiServer {
         );
         srv.ensure_local_apiservices().await?;
         srv.spawn_apiservice_availability();
+        srv.ensure_default_service_cidr().await?;
+        srv.spawn_service_cidr_loop(rev);
         Ok(srv)
     }
 
@@ -569,8 +572,38 @@ impl ApiServer {
         Ok(infos)
     }
 
-    /// Re-registers the ClusterIPs and node ports of stored Services.
+    /// Re-registers the ClusterIPs and node ports of stored Services, the
+    /// ranges of other ServiceCIDRs and the addresses users' IPAddresses hold.
     async fn restore_allocations(&self) -> anyhow::Result<()> {
+        let cidrs = registry::of::<k8s_openapi::api::networking::v1::ServiceCIDR>();
+        let (kvs, _) = self.store.list(&cidrs.key_prefix(None), None).await?;
+        let mut extra = Vec::new();
+        for kv in kvs {
+            let Ok(obj) = serde_json::from_slice::<Value>(&kv.value) else {
+                continue;
+            };
+            let name = minik8s_api::meta::name(&obj).to_string();
+            if name != service_cidrs::DEFAULT_SERVICE_CIDR
+                && obj.pointer("/metadata/deletionTimestamp").is_none()
+            {
+                extra.extend(
+                    service_cidrs::cidrs_of(&obj)
+                        .into_iter()
+                        .map(|c| (name.clone(), c)),
+                );
+            }
+        }
+        self.alloc.set_extra_ranges(&extra);
+        let addresses = registry::of::<k8s_openapi::api::networking::v1::IPAddress>();
+        let (kvs, _) = self.store.list(&addresses.key_prefix(None), None).await?;
+        for kv in kvs {
+            match serde_json::from_slice::<Value>(&kv.value) {
+                Ok(obj) if !service_cidrs::managed(&obj) => {
+                    let _ = self.alloc.reserve_ip(minik8s_api::meta::name(&obj));
+                }
+                _ => {}
+            }
+        }
         let info = registry::of::<Service>();
         let (kvs, _) = self.store.list(&info.key_prefix(None), None).await?;
         for kv in kvs {

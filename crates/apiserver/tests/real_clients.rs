@@ -908,3 +908,176 @@ async fn events_are_served_in_both_versions() {
         .unwrap_or_default();
     assert_eq!(line, "seen through core");
 }
+
+/// ServiceCIDR and IPAddress (networking.k8s.io/v1) as the real kubectl
+/// shows them: the default range, an IPAddress per ClusterIP naming its
+/// Service, another range that extends the pool and holds its deletion
+/// while a Service uses it, a user's IPAddress reserving its address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_cidrs_and_ip_addresses() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let k = Kubectl::new(&s.url);
+    let poll = |what: &'static str, args: &'static [&'static str], want: &'static str| {
+        let k = &k;
+        async move {
+            minik8s_testkit::poll(10, Duration::from_millis(100), what, || async move {
+                let (_, out, err) = k.run(args).await;
+                out.contains(want)
+                    .then_some(())
+                    .ok_or(format!("{out}{err}"))
+            })
+            .await
+        }
+    };
+    poll(
+        "the default ServiceCIDR",
+        &["get", "servicecidrs"],
+        "kubernetes   10.96.0.0/12",
+    )
+    .await;
+    let ready = k
+        .ok(&[
+            "get",
+            "servicecidr",
+            "kubernetes",
+            "-o",
+            "jsonpath={.status.conditions[0].type}={.status.conditions[0].status}",
+        ])
+        .await;
+    assert_eq!(ready, "Ready=True");
+    let web = k.write(
+        "web.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {ports: [{port: 80}]}\n",
+    );
+    k.ok(&["create", "-f", &web]).await;
+    let ip = k
+        .ok(&["get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}"])
+        .await;
+    let parent = minik8s_testkit::poll(10, Duration::from_millis(100), "web's IPAddress", || {
+        let (k, ip) = (&k, ip.clone());
+        async move {
+            let (_, out, err) = k.run(&["get", "ipaddress", &ip]).await;
+            out.contains("services/default/web")
+                .then_some(out)
+                .ok_or(err)
+        }
+    })
+    .await;
+    assert!(parent.starts_with("NAME"), "{parent}");
+    let all = k.ok(&["get", "ipaddresses"]).await;
+    assert!(
+        all.starts_with("NAME")
+            && all.lines().any(|l| {
+                l.split_whitespace().collect::<Vec<_>>() == [ip.as_str(), "services/default/web"]
+            }),
+        "{all}"
+    );
+    // An address outside every range is refused until a ServiceCIDR covers it.
+    let pinned = k.write(
+        "pinned.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: pinned}\nspec: {clusterIP: 10.200.0.5, ports: [{port: 80}]}\n",
+    );
+    let (ok, _, err) = k.run(&["create", "-f", &pinned]).await;
+    assert!(!ok && err.contains("not in the valid range"), "{err}");
+    let extra = k.write(
+        "extra.yaml",
+        "apiVersion: networking.k8s.io/v1\nkind: ServiceCIDR\nmetadata: {name: extra}\nspec: {cidrs: [10.200.0.0/24]}\n",
+    );
+    k.ok(&["create", "-f", &extra]).await;
+    poll(
+        "the extra range in the pool",
+        &[
+            "get",
+            "servicecidr",
+            "extra",
+            "-o",
+            "jsonpath={.status.conditions[0].status}",
+        ],
+        "True",
+    )
+    .await;
+    k.ok(&["create", "-f", &pinned]).await;
+    // Deleting it waits while the pinned Service uses an address only it covers.
+    k.ok(&["delete", "servicecidr", "extra", "--wait=false"])
+        .await;
+    poll(
+        "the extra range terminating",
+        &[
+            "get",
+            "servicecidr",
+            "extra",
+            "-o",
+            "jsonpath={.status.conditions[0].reason}",
+        ],
+        "Terminating",
+    )
+    .await;
+    k.ok(&["delete", "svc", "pinned"]).await;
+    minik8s_testkit::poll(
+        10,
+        Duration::from_millis(100),
+        "the extra range gone",
+        || {
+            let k = &k;
+            async move {
+                let (ok, _, err) = k.run(&["get", "servicecidr", "extra"]).await;
+                (!ok && err.contains("NotFound")).then_some(()).ok_or(err)
+            }
+        },
+    )
+    .await;
+    // A user's IPAddress reserves its address; the allocator's are 409s.
+    let reserve = k.write(
+        "reserve.yaml",
+        "apiVersion: networking.k8s.io/v1\nkind: IPAddress\nmetadata: {name: 10.96.0.99}\nspec: {parentRef: {group: gateway.networking.k8s.io, resource: gateways, namespace: default, name: gw}}\n",
+    );
+    k.ok(&["create", "-f", &reserve]).await;
+    let taken = k.write(
+        "taken.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: taken}\nspec: {clusterIP: 10.96.0.99, ports: [{port: 80}]}\n",
+    );
+    let (ok, _, err) = k.run(&["create", "-f", &taken]).await;
+    assert!(
+        !ok && err.contains("provided IP is already allocated"),
+        "{err}"
+    );
+    let ours = k.write(
+        "ours.yaml",
+        &format!("apiVersion: networking.k8s.io/v1\nkind: IPAddress\nmetadata: {{name: {ip}}}\nspec: {{parentRef: {{resource: services, name: other}}}}\n"),
+    );
+    let (ok, _, err) = k.run(&["create", "-f", &ours]).await;
+    assert!(!ok && err.contains("AlreadyExists"), "{err}");
+    k.ok(&["delete", "ipaddress", "10.96.0.99"]).await;
+    k.ok(&["create", "-f", &taken]).await;
+    // Bad input: 422s naming the field.
+    let bad = k.write(
+        "bad.yaml",
+        "apiVersion: networking.k8s.io/v1\nkind: ServiceCIDR\nmetadata: {name: bad}\nspec: {cidrs: [10.201.0.1/24]}\n",
+    );
+    let (ok, _, err) = k.run(&["create", "-f", &bad]).await;
+    assert!(
+        !ok && err.contains(r#"spec.cidrs[0]: Invalid value: "10.201.0.1/24": must be in canonical form ("10.201.0.0/24")"#),
+        "{err}"
+    );
+    let bad_ip = k.write(
+        "bad-ip.yaml",
+        "apiVersion: networking.k8s.io/v1\nkind: IPAddress\nmetadata: {name: not-an-ip}\nspec: {parentRef: {resource: services, name: x}}\n",
+    );
+    let (ok, _, err) = k.run(&["create", "-f", &bad_ip]).await;
+    assert!(!ok && err.contains("unable to parse IP"), "{err}");
+    // The Service gone, its IPAddress goes.
+    k.ok(&["delete", "svc", "web"]).await;
+    minik8s_testkit::poll(
+        10,
+        Duration::from_millis(100),
+        "web's IPAddress gone",
+        || {
+            let (k, ip) = (&k, ip.clone());
+            async move {
+                let (ok, _, err) = k.run(&["get", "ipaddress", &ip]).await;
+                (!ok).then_some(()).ok_or(err)
+            }
+        },
+    )
+    .await;
+}

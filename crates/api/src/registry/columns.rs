@@ -205,6 +205,9 @@ pub(super) const INGRESS_COLUMNS: &[Column] = &[
     col("Age", 0),
 ];
 
+pub(super) const SERVICE_CIDR_COLUMNS: &[Column] = &[col("CIDRs", 0), col("Age", 0)];
+pub(super) const IP_ADDRESS_COLUMNS: &[Column] = &[col("ParentRef", 0)];
+
 pub(super) const INGRESS_CLASS_COLUMNS: &[Column] =
     &[col("Controller", 0), col("Parameters", 0), col("Age", 0)];
 

@@ -176,6 +176,7 @@ mod quota;
 mod rbac;
 mod resize;
 mod service;
+pub mod service_cidr;
 pub mod storage;
 mod unsupported;
 
@@ -210,6 +211,8 @@ pub enum NameRule {
     /// Anything usable as one URL path segment (RBAC names such as
     /// `system:basic-user`): not `.` or `..`, no `/` or `%`.
     PathSegment,
+    /// An IP address in canonical form (IPAddress objects).
+    IpAddress,
 }
 
 pub fn name_error(rule: NameRule, name: &str) -> Option<String> {
@@ -224,6 +227,7 @@ pub fn name_error(rule: NameRule, name: &str) -> Option<String> {
             n if n.contains('%') => Some("may not contain '%'".into()),
             _ => None,
         },
+        NameRule::IpAddress => service_cidr::ip_address_name_error(name),
     }
 }
 
@@ -543,6 +547,8 @@ pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
         "Ingress" => networking::validate_ingress(obj, old, &mut errs),
         "IngressClass" => networking::validate_ingress_class(obj, old, &mut errs),
         "NetworkPolicy" => network_policy::validate_network_policy(obj, &mut errs),
+        "ServiceCIDR" => service_cidr::validate_service_cidr(obj, old, &mut errs),
+        "IPAddress" => service_cidr::validate_ip_address(obj, old, &mut errs),
         "PersistentVolume" => storage::validate_pv(obj, old, &mut errs),
         "PersistentVolumeClaim" => storage::validate_pvc(obj, old, &mut errs),
         "StorageClass" => storage::validate_storage_class(obj, old, &mut errs),

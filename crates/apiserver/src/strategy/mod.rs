@@ -33,6 +33,7 @@ mod runtime_class;
 mod secret;
 mod serverless;
 mod service;
+mod service_cidr;
 pub mod storage;
 
 pub use service::{release, service_allocations};
@@ -549,6 +550,8 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         k8s_openapi::api::networking::v1::Ingress => ingress with networking::Ingress;
         k8s_openapi::api::networking::v1::IngressClass => ingress_class;
         k8s_openapi::api::networking::v1::NetworkPolicy => network_policy;
+        k8s_openapi::api::networking::v1::ServiceCIDR => service_cidr with service_cidr::ServiceCidr;
+        k8s_openapi::api::networking::v1::IPAddress => ip_address with service_cidr::IpAddress;
         minik8s_api::lws::LeaderWorkerSet => leader_worker_set with lws::Lifecycle;
         minik8s_api::disaggregatedset::DisaggregatedSet => age_only with disaggregatedset::Set;
         minik8s_api::disaggregatedset::DisaggregatedSetRoleScaler => role_scaler with disaggregatedset::RoleScaler;

@@ -123,7 +123,7 @@ fn places_name(info: &ResourceInfo) -> bool {
 /// kind's strategy names its function.
 pub mod rows {
     pub use super::extensions::*;
-    pub use super::networking::{ingress, ingress_class, service};
+    pub use super::networking::{ingress, ingress_class, ip_address, service, service_cidr};
     pub use super::storage::{persistent_volume, persistent_volume_claim, storage_class};
     pub use super::workloads::{function, pod_group, role_scaler, workflow, workflow_run};
     use super::*;

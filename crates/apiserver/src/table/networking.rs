@@ -1,4 +1,4 @@
-//! Table cells of Service, Ingress and IngressClass, as kubectl's printers lay them out.
+//! Table cells of Service, ServiceCIDR, IPAddress, Ingress and IngressClass, as kubectl's printers lay them out.
 
 use super::{age, arr, int, s};
 use serde_json::{json, Value};
@@ -25,10 +25,9 @@ pub fn ingress(o: &Value) -> Vec<Value> {
         (false, true) => format!("{} + {} more...", hosts.join(","), rules.len() - 3),
         (false, false) => hosts.join(","),
     };
-    let mut address = load_balancer_addresses(o).join(",");
-    if address.len() > 16 {
-        address = format!("{}...", &address[..13]);
-    }
+    // Whole: the server's tables are kubectl's wide ones (kubectl shortens
+    // the addresses only when it prints a table itself).
+    let address = load_balancer_addresses(o).join(",");
     let tls = o
         .pointer("/spec/tls")
         .and_then(Value::as_array)
@@ -62,6 +61,34 @@ pub fn ingress_class(o: &Value) -> Vec<Value> {
         json!(parameters),
         json!(age(o)),
     ]
+}
+
+/// ServiceCIDR: CIDRS (comma-separated), AGE.
+pub fn service_cidr(o: &Value) -> Vec<Value> {
+    let cidrs: Vec<&str> = arr(o, "/spec/cidrs")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    vec![json!(cidrs.join(",")), json!(age(o))]
+}
+
+/// IPAddress: PARENTREF as `resource[.group]/namespace/name`.
+pub fn ip_address(o: &Value) -> Vec<Value> {
+    let field = |k: &str| {
+        o.pointer(&format!("/spec/parentRef/{k}"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    };
+    let resource = match field("group") {
+        "" => field("resource").to_string(),
+        group => format!("{}.{group}", field("resource")),
+    };
+    let namespace = field("namespace");
+    let parent = match namespace {
+        "" => format!("{resource}/{}", field("name")),
+        ns => format!("{resource}/{ns}/{}", field("name")),
+    };
+    vec![json!(parent)]
 }
 
 /// Service.
@@ -186,5 +213,12 @@ mod tests {
         assert_eq!(service_external_ip(&svc(plain, json!({}))), "<none>");
         let with_ips = json!({"type": "NodePort", "externalIPs": ["1.2.3.4"]});
         assert_eq!(service_external_ip(&svc(with_ips, json!({}))), "1.2.3.4");
+    }
+
+    #[test]
+    fn ingress_addresses_are_never_shortened() {
+        let ing = json!({"spec": {"rules": [{"host": "a.example"}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "192.168.77.11"}, {"ip": "192.168.77.12"}]}}});
+        assert_eq!(ingress(&ing)[2], "192.168.77.11,192.168.77.12");
     }
 }
