@@ -52,6 +52,14 @@ pub struct LeaderWorkerSetSpec {
     pub startup_policy: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_config: Option<NetworkConfig>,
+    /// How groups are named (upstream v0.11): `Ordinal` (`<lws>-<i>`, the
+    /// only one minik8s serves yet) or `Hash` (refused with a 422 until served).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_identity: Option<String>,
+    /// When a Hash group's replacement may be scheduled (upstream v0.11):
+    /// `PostTermination` or `Immediate`; only with `groupIdentity: Hash`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_replacement_policy: Option<String>,
     /// Workload-aware gang scheduling (KEP-666, proposed upstream), see
     /// `crate::lws_scheduling`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -257,6 +265,65 @@ fn check_enum(errs: &mut Errors, v: Option<&Value>, path: &str, allowed: &[&str]
     }
 }
 
+/// `groupIdentity` and `groupReplacementPolicy` (upstream v0.11). Hash
+/// groups (a Deployment of leaders keyed by random group keys, readiness and
+/// scheduling gates) are not served yet, so Hash is refused rather than
+/// accepted and run as Ordinal; the identity is immutable (empty and
+/// `Ordinal` are the same), and a replacement policy belongs to Hash only.
+fn validate_group_identity(spec: &Value, old: Option<&Value>, errs: &mut Errors) {
+    let identity = |s: &Value| {
+        s.get("groupIdentity")
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+            .unwrap_or("Ordinal")
+            .to_string()
+    };
+    check_enum(
+        errs,
+        spec.get("groupIdentity"),
+        "spec.groupIdentity",
+        &["Ordinal", "Hash"],
+    );
+    if identity(spec) == "Hash" {
+        errs.push(FieldError::invalid(
+            "spec.groupIdentity",
+            &json!("Hash"),
+            "Hash group identity is not supported by minik8s yet; use Ordinal (groups named <name>-<index>)",
+        ));
+    }
+    check_enum(
+        errs,
+        spec.get("groupReplacementPolicy"),
+        "spec.groupReplacementPolicy",
+        &["PostTermination", "Immediate"],
+    );
+    if let Some(policy) = spec
+        .get("groupReplacementPolicy")
+        .filter(|v| !v.is_null() && *v != "")
+    {
+        if identity(spec) != "Hash" {
+            errs.push(FieldError::invalid(
+                "spec.groupReplacementPolicy",
+                policy,
+                "may only be set when groupIdentity is Hash",
+            ));
+        }
+    }
+    if let Some(old) = old {
+        let before = old
+            .get("spec")
+            .map(identity)
+            .unwrap_or_else(|| "Ordinal".into());
+        if before != identity(spec) {
+            errs.push(FieldError::invalid(
+                "spec.groupIdentity",
+                &json!(identity(spec)),
+                "field is immutable",
+            ));
+        }
+    }
+}
+
 /// Rules V2-V15 on create and update, U1-U3 on update (§2.2-2.3). V1 (the name is a
 /// DNS-1035 label) is checked by metadata validation.
 pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
@@ -350,6 +417,7 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
         "spec.networkConfig.subdomainPolicy",
         &["Shared", "UniquePerReplica"],
     );
+    validate_group_identity(&spec, old, &mut errs);
 
     let ru_path = "spec.rolloutStrategy.rollingUpdateConfiguration";
     if let Some(ru) = spec.pointer("/rolloutStrategy/rollingUpdateConfiguration") {
@@ -561,6 +629,9 @@ mod tests {
             (json!({"startupPolicy": "Whenever"}), "supported values: \"LeaderCreated\", \"LeaderReady\""),
             (json!({"leaderWorkerTemplate": {"restartPolicy": "Sometimes"}}), "supported values: \"Default\", \"RecreateGroupOnPodRestart\", \"RecreateGroupAfterStart\", \"None\""),
             (json!({"networkConfig": {"subdomainPolicy": "Other"}}), "supported values: \"Shared\", \"UniquePerReplica\""),
+            (json!({"groupIdentity": "Random"}), "supported values: \"Ordinal\", \"Hash\""),
+            (json!({"groupIdentity": "Hash"}), "Hash group identity is not supported by minik8s yet; use Ordinal (groups named <name>-<index>)"),
+            (json!({"groupReplacementPolicy": "Immediate"}), "may only be set when groupIdentity is Hash"),
         ];
         for (spec, want) in cases {
             let o = lws(spec.clone());
@@ -601,5 +672,8 @@ mod tests {
         assert_eq!(messages(&other, Some(&with)), vec!["field is immutable"]);
         let resized = lws(json!({"leaderWorkerTemplate": {"size": 6}}));
         assert!(messages(&resized, Some(&plain)).is_empty());
+        // An empty groupIdentity and Ordinal are the same identity.
+        let ordinal = lws(json!({"leaderWorkerTemplate": {"size": 4}, "groupIdentity": "Ordinal"}));
+        assert!(messages(&ordinal, Some(&plain)).is_empty());
     }
 }

@@ -19,6 +19,9 @@ pub const NAME: &str = "leaderworkerset.sigs.k8s.io/name";
 pub const WORKER_INDEX: &str = "leaderworkerset.sigs.k8s.io/worker-index";
 pub const GROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/group-index";
 pub const GROUP_KEY: &str = "leaderworkerset.sigs.k8s.io/group-key";
+/// `leader` or `worker` on the managed StatefulSets (upstream v0.11; on the
+/// StatefulSets only, so adding it rolls no pod).
+pub const ROLE: &str = "leaderworkerset.sigs.k8s.io/role";
 pub const REVISION_KEY: &str = "leaderworkerset.sigs.k8s.io/template-revision-hash";
 pub const SUBGROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/subgroup-index";
 pub const SUBGROUP_KEY: &str = "leaderworkerset.sigs.k8s.io/subgroup-key";

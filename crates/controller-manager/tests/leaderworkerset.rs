@@ -205,7 +205,7 @@ async fn running_pods(pods: &DynamicApi, selector: &str, want: &[&str]) -> BTree
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lws_groups_services_status_and_scale() {
-    let (_server, client) = cluster("lws", 2).await;
+    let (server, client) = cluster("lws", 2).await;
     let sets = api(&client, LWS, "LeaderWorkerSet");
     let pods = api(&client, "v1", "Pod");
     let svcs = api(&client, "v1", "Service");
@@ -257,6 +257,41 @@ async fn lws_groups_services_status_and_scale() {
         "demo-1"
     );
     assert_eq!(env(worker, "LWS_LEADER_ADDRESS"), "demo-1.demo.default");
+    // Upstream v0.11's role label on the StatefulSets, as doc/lws.md selects them.
+    let by_role = |role: &str| {
+        let out = std::process::Command::new(minik8s_testkit::real_kubectl())
+            .args(["--server", &server.url, "get", "sts", "-o", "name", "-l"])
+            .arg(format!("leaderworkerset.sigs.k8s.io/role={role}"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(by_role("leader"), "statefulset.apps/demo");
+    // Hash groups are not served: refused with the field named, not run as Ordinal.
+    let err = sets
+        .create(&lws_manifest(
+            "hashed",
+            1,
+            2,
+            json!({"spec": {"groupIdentity": "Hash"}}),
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(err.api().unwrap().code, 422);
+    assert!(
+        err.to_string()
+            .contains("spec.groupIdentity: Invalid value: \"Hash\""),
+        "{err}"
+    );
+    assert_eq!(
+        by_role("worker"),
+        "statefulset.apps/demo-0\nstatefulset.apps/demo-1"
+    );
     assert_eq!(env(worker, "LWS_GROUP_SIZE"), "3");
     assert_eq!(env(worker, "LWS_WORKER_INDEX"), "2");
     assert_eq!(env(leader, "LWS_WORKER_INDEX"), "0");

@@ -80,6 +80,7 @@ pub fn worker_statefulset(
     let mut labels = lws.metadata.labels.clone().unwrap_or_default();
     labels.extend(selector.clone());
     labels.insert(REVISION_KEY.into(), get(REVISION_KEY));
+    labels.insert(ROLE.into(), "worker".into());
     let mut annotations = lws.metadata.annotations.clone().unwrap_or_default();
     annotations.remove(GROUP_RESTARTS);
     let mut template = lwt.worker_template.clone();
@@ -690,7 +691,7 @@ mod tests {
         assert_eq!(s["metadata"]["ownerReferences"][0]["uid"], "leader-uid");
         assert_eq!(
             s["metadata"]["labels"],
-            json!({"team": "a", GROUP_INDEX: "1", GROUP_KEY: "gk", NAME: "d", REVISION_KEY: "r1"})
+            json!({"team": "a", GROUP_INDEX: "1", GROUP_KEY: "gk", NAME: "d", REVISION_KEY: "r1", ROLE: "worker"})
         );
         assert!(s["metadata"]["annotations"].get(GROUP_RESTARTS).is_none());
         assert_eq!(

@@ -366,6 +366,7 @@ pub fn leader_statefulset(
     let mut labels = inherited(&lws.metadata.labels);
     labels.insert(NAME.into(), name.clone());
     labels.insert(REVISION_KEY.into(), key.into());
+    labels.insert(ROLE.into(), "leader".into());
     let mut annotations = inherited(&lws.metadata.annotations);
     annotations.insert(REPLICAS.into(), r.replicas.to_string());
     let mut template = lwt

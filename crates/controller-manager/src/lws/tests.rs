@@ -389,7 +389,7 @@ fn leader_set_shape() {
     let s = leader_statefulset(&lws, "k1", 1, 3);
     assert_eq!(
         s["metadata"]["labels"],
-        json!({"team": "a", NAME: "d", REVISION_KEY: "k1"})
+        json!({"team": "a", NAME: "d", REVISION_KEY: "k1", ROLE: "leader"})
     );
     assert_eq!(s["metadata"]["annotations"][REPLICAS], "2");
     assert!(s["metadata"]["annotations"].get(GROUP_RESTARTS).is_none());
