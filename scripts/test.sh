@@ -14,6 +14,8 @@ ensure_python_package kubernetes 37.0.2
 # (1.36) for the version-skew checks; tests find them under $MINIK8S_TOOLS.
 ensure_kubectl 1.37.1
 ensure_kubectl 1.36.4
+# kr8s' own suite, run against the quick start's cluster.
+ensure_kr8s_suite 0.20.15
 export MINIK8S_TOOLS
 [ -x /usr/bin/kubectl ] || { echo "the machine's kubectl dispatcher (1.27-1.33) is required at /usr/bin/kubectl" >&2; exit 1; }
 

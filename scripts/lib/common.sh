@@ -55,6 +55,37 @@ PY
   "$dir/kubectl" version --client >/dev/null || { echo "$dir/kubectl does not run" >&2; return 1; }
 }
 
+# ensure_kr8s_suite VERSION : kr8s' own test suite (the release's source from
+# PyPI) at $MINIK8S_TOOLS/kr8s-VERSION/src, and a venv with the pins of
+# tests/kr8s/requirements.txt at $MINIK8S_TOOLS/kr8s-VERSION/venv (remade when
+# the pins change). The quick-start test runs it against the cluster.
+ensure_kr8s_suite() {
+  local dir="$MINIK8S_TOOLS/kr8s-$1"
+  local pins
+  pins="$(dirname "${BASH_SOURCE[0]}")/../../tests/kr8s/requirements.txt"
+  local want
+  want=$(sha256sum "$pins" | cut -c1-16)
+  if [ ! -d "$dir/src/kr8s/tests" ]; then
+    echo "==> fetching kr8s $1's source (its test suite) from PyPI"
+    local tmp
+    tmp=$(mktemp -d)
+    python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: "kr8s==$1" -d "$tmp" \
+      || { echo "could not download the kr8s==$1 source from PyPI" >&2; rm -rf "$tmp"; return 1; }
+    mkdir -p "$dir/src"
+    tar -C "$dir/src" --strip-components=1 -xzf "$tmp"/kr8s-"$1".tar.gz \
+      || { echo "could not unpack kr8s-$1.tar.gz" >&2; rm -rf "$tmp"; return 1; }
+    rm -rf "$tmp"
+  fi
+  [ "$(cat "$dir/venv/pins" 2>/dev/null)" = "$want" ] && return 0
+  echo "==> installing kr8s $1 and its test tools into $dir/venv"
+  rm -rf "$dir/venv"
+  python3 -m venv "$dir/venv" \
+    || { echo "python3 -m venv failed (apt-get install python3-venv)" >&2; return 1; }
+  "$dir/venv/bin/pip" install -q --disable-pip-version-check -r "$pins" \
+    || { echo "could not install tests/kr8s/requirements.txt" >&2; return 1; }
+  echo "$want" > "$dir/venv/pins"
+}
+
 # The build dependencies every script needs (protoc for etcd-client).
 ensure_build_deps() {
   ensure_packages protobuf-compiler

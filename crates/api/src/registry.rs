@@ -369,6 +369,18 @@ pub static REGISTRY: &[ResourceInfo] = &[
     ResourceInfo {
         group: "storage.k8s.io",
         version: "v1",
+        kind: "CSIStorageCapacity",
+        plural: "csistoragecapacities",
+        singular: "csistoragecapacity",
+        short_names: &[],
+        namespaced: true,
+        subresources: &[],
+        categories: &[],
+        columns: CSI_STORAGE_CAPACITY_COLUMNS,
+    },
+    ResourceInfo {
+        group: "storage.k8s.io",
+        version: "v1",
         kind: "StorageClass",
         plural: "storageclasses",
         singular: "storageclass",

@@ -77,6 +77,10 @@ pub struct Config {
     /// Workers per queue-driven controller.
     #[arg(long, default_value_t = 2)]
     pub workers: usize,
+    /// Namespaces emptied at once (Kubernetes' default: 10): a burst of
+    /// deleted namespaces (a test suite's) is gone in seconds, not minutes.
+    #[arg(long, default_value_t = 10)]
+    pub concurrent_namespace_syncs: usize,
     /// How often the node lifecycle controller checks every node.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub node_monitor_period: Duration,
@@ -274,7 +278,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
         gc.run(),
         nodes.run(workers),
         hpas.run(workers),
-        namespaces.run(workers),
+        namespaces.run(config.concurrent_namespace_syncs),
         accounts.run(workers),
         jobs.run(workers),
         cron_jobs.run(workers),

@@ -99,16 +99,23 @@ impl Reconciler for NamespaceController {
         if ns.metadata.deletion_timestamp.is_none() {
             return Ok(Action::Done);
         }
-        // Live lists (not caches): the namespace may only go once it is really empty.
+        // Live lists (not caches): the namespace may only go once it is
+        // really empty. Every kind at once: one round trip, not forty.
+        let lists = REGISTRY
+            .iter()
+            .filter(|i| i.namespaced)
+            .map(|info| async move {
+                let list = self
+                    .client
+                    .dynamic(info, Some(name))
+                    .list(&ListParams::default())
+                    .await?;
+                Ok::<_, ClientError>((info.plural, list))
+            });
         let mut remaining = Vec::new();
-        for info in REGISTRY.iter().filter(|i| i.namespaced) {
-            let list = self
-                .client
-                .dynamic(info, Some(name))
-                .list(&ListParams::default())
-                .await?;
+        for (plural, list) in futures::future::try_join_all(lists).await? {
             for item in list["items"].as_array().into_iter().flatten() {
-                remaining.push((info.plural, item.clone()));
+                remaining.push((plural, item.clone()));
             }
         }
         match step(&ns, &remaining) {

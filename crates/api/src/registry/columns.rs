@@ -205,6 +205,8 @@ pub(super) const INGRESS_COLUMNS: &[Column] = &[
     col("Age", 0),
 ];
 
+pub(super) const CSI_STORAGE_CAPACITY_COLUMNS: &[Column] =
+    &[col("StorageClassName", 0), col("Capacity", 0)];
 pub(super) const SERVICE_CIDR_COLUMNS: &[Column] = &[col("CIDRs", 0), col("Age", 0)];
 pub(super) const IP_ADDRESS_COLUMNS: &[Column] = &[col("ParentRef", 0)];
 

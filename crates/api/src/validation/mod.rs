@@ -552,6 +552,7 @@ pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
         "PersistentVolume" => storage::validate_pv(obj, old, &mut errs),
         "PersistentVolumeClaim" => storage::validate_pvc(obj, old, &mut errs),
         "StorageClass" => storage::validate_storage_class(obj, old, &mut errs),
+        "CSIStorageCapacity" => storage::validate_csi_storage_capacity(obj, &mut errs),
         "Role" | "ClusterRole" => rbac::validate_role(obj, kind == "Role", &mut errs),
         "RoleBinding" | "ClusterRoleBinding" => {
             rbac::validate_binding(obj, old, kind == "RoleBinding", &mut errs)

@@ -39,7 +39,7 @@ fn strict_subset(outer: (IpAddr, u8), inner: (IpAddr, u8)) -> bool {
         && mask(inner.0, outer.1) == mask(outer.0, outer.1)
 }
 
-fn selector_errors(sel: &Value, path: &str, errs: &mut Errors) {
+pub(super) fn selector_errors(sel: &Value, path: &str, errs: &mut Errors) {
     let parsed = serde_json::from_value(sel.clone())
         .map_err(|e| e.to_string())
         .and_then(|ls| Selector::from_label_selector(&ls));

@@ -449,6 +449,49 @@ pub fn validate_storage_class(obj: &Value, old: Option<&Value>, errs: &mut Error
     }
 }
 
+/// A CSIStorageCapacity (what a CSI driver publishes of its free space per
+/// topology segment): a valid storage class name, a valid node topology
+/// selector, and non-negative quantities, as Kubernetes validates it.
+pub fn validate_csi_storage_capacity(obj: &Value, errs: &mut Errors) {
+    match obj.get("storageClassName").and_then(Value::as_str) {
+        None | Some("") => errs.push(FieldError::required("storageClassName", "")),
+        Some(name) => {
+            if let Some(msg) = crate::names::dns1123_subdomain_error(name) {
+                errs.push(FieldError::invalid(
+                    "storageClassName",
+                    &serde_json::json!(name),
+                    msg,
+                ));
+            }
+        }
+    }
+    if let Some(sel) = obj.get("nodeTopology").filter(|v| !v.is_null()) {
+        super::network_policy::selector_errors(sel, "nodeTopology", errs);
+    }
+    for field in ["capacity", "maximumVolumeSize"] {
+        let Some(v) = obj.get(field).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let text = v
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| v.to_string());
+        match crate::amount::Amount::parse(&text) {
+            None => errs.push(FieldError::invalid(
+                field,
+                v,
+                "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+            )),
+            Some(a) if a.is_negative() => errs.push(FieldError::invalid(
+                field,
+                v,
+                "must be greater than or equal to 0",
+            )),
+            Some(_) => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -558,6 +601,23 @@ mod tests {
         assert_eq!(
             messages(&errs),
             ["reclaimPolicy: Forbidden: updates to reclaimPolicy are forbidden."]
+        );
+    }
+
+    #[test]
+    fn csi_storage_capacities_name_a_class_and_hold_quantities() {
+        let check = |obj: Value| {
+            let mut errs = Vec::new();
+            validate_csi_storage_capacity(&obj, &mut errs);
+            errs.iter().map(|e| e.to_string()).collect::<Vec<_>>()
+        };
+        assert!(check(json!({"storageClassName": "fast", "capacity": "10Gi",
+            "nodeTopology": {"matchLabels": {"topology.kubernetes.io/zone": "a"}}}))
+        .is_empty());
+        assert_eq!(check(json!({})), ["storageClassName: Required value"]);
+        assert_eq!(
+            check(json!({"storageClassName": "fast", "capacity": "-1Gi"})),
+            ["capacity: Invalid value: \"-1Gi\": must be greater than or equal to 0"]
         );
     }
 }

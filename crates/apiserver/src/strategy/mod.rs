@@ -382,8 +382,31 @@ fn with_status<K: k8s_openapi::Resource + Serialize + DeserializeOwned>(mut obj:
         .ok()
         .and_then(|mut v| v.get_mut("status").map(Value::take))
         .unwrap_or_else(|| Value::Object(Default::default()));
+    let mut empty = empty;
+    if let Some(fields) = empty.as_object_mut() {
+        for (field, zero) in go_zero_status_fields(K::KIND) {
+            fields.entry(*field).or_insert_with(|| zero.clone());
+        }
+    }
     map.insert("status".into(), empty);
     obj
+}
+
+/// Status fields Go always writes that k8s-openapi keeps optional (they are
+/// not `required` in the OpenAPI schema): a value field without `omitempty`
+/// (StatefulSet's `availableReplicas`), or a struct, which `omitempty` never
+/// omits (a Service's and an Ingress's `loadBalancer`). kr8s waits on
+/// `{.status.availableReplicas}` right after creating a StatefulSet.
+fn go_zero_status_fields(kind: &str) -> &'static [(&'static str, Value)] {
+    static STATEFUL_SET: LazyLock<Vec<(&str, Value)>> =
+        LazyLock::new(|| vec![("availableReplicas", serde_json::json!(0))]);
+    static LOAD_BALANCED: LazyLock<Vec<(&str, Value)>> =
+        LazyLock::new(|| vec![("loadBalancer", serde_json::json!({}))]);
+    match kind {
+        "StatefulSet" => &STATEFUL_SET,
+        "Service" | "Ingress" => &LOAD_BALANCED,
+        _ => &[],
+    }
 }
 
 /// Whether the kind's Kubernetes message has a `status` field.
@@ -534,6 +557,7 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         core::PersistentVolume => persistent_volume with storage::Volume;
         core::PersistentVolumeClaim => persistent_volume_claim with storage::Claim;
         k8s_openapi::api::storage::v1::StorageClass => storage_class;
+        k8s_openapi::api::storage::v1::CSIStorageCapacity => csi_storage_capacity;
         core::Endpoints => endpoints;
         core::Event => event;
         discovery::EndpointSlice => endpoint_slice;

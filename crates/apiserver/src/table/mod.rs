@@ -124,7 +124,9 @@ fn places_name(info: &ResourceInfo) -> bool {
 pub mod rows {
     pub use super::extensions::*;
     pub use super::networking::{ingress, ingress_class, ip_address, service, service_cidr};
-    pub use super::storage::{persistent_volume, persistent_volume_claim, storage_class};
+    pub use super::storage::{
+        csi_storage_capacity, persistent_volume, persistent_volume_claim, storage_class,
+    };
     pub use super::workloads::{function, pod_group, role_scaler, workflow, workflow_run};
     use super::*;
 

@@ -82,6 +82,16 @@ pub fn persistent_volume_claim(o: &Value) -> Vec<Value> {
 /// The annotation that makes a StorageClass the default one.
 pub const DEFAULT_CLASS_ANNOTATION: &str = "storageclass.kubernetes.io/is-default-class";
 
+/// CSIStorageCapacity: STORAGECLASSNAME, CAPACITY (`<unset>` when the driver
+/// does not say), as kubectl's printer.
+pub fn csi_storage_capacity(o: &Value) -> Vec<Value> {
+    let capacity = match o.get("capacity") {
+        Some(Value::String(c)) => c.clone(),
+        _ => "<unset>".into(),
+    };
+    vec![json!(s(o.get("storageClassName"))), json!(capacity)]
+}
+
 /// StorageClass: the name (marked `(default)`), provisioner and policies.
 pub fn storage_class(o: &Value) -> Vec<Value> {
     let mut name = s(o.pointer("/metadata/name"));

@@ -1,0 +1,74 @@
+"""kr8s' own test suite against a minik8s cluster.
+
+kr8s' top-level conftest.py creates a kind cluster (pytest-kind) for its
+tests; this file takes its place (crates/master/tests/ecosystem.rs copies the
+release's `kr8s/` package and tests next to it) and points the same fixtures
+at the cluster the test started: `k8s_cluster` answers what kr8s' fixtures ask
+of a `KindCluster` (its kubeconfig, its kubectl, `kubectl(...)`).
+"""
+
+import gc
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+
+class Cluster:
+    """The running minik8s cluster, in the shape of pytest-kind's KindCluster."""
+
+    def __init__(self, kubeconfig: str, kubectl: str):
+        self.kubeconfig_path = Path(kubeconfig)
+        self.kubectl_path = Path(kubectl)
+
+    def kubectl(self, *args: str) -> str:
+        return subprocess.check_output(
+            [str(self.kubectl_path), *args],
+            env={**os.environ, "KUBECONFIG": str(self.kubeconfig_path)},
+            encoding="utf-8",
+        )
+
+
+@pytest.fixture
+def ensure_gc():
+    gc.collect()
+    yield
+    gc.collect()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def k8s_cluster():
+    cluster = Cluster(os.environ["KR8S_KUBECONFIG"], os.environ["KR8S_KUBECTL"])
+    os.environ["KUBECONFIG"] = str(cluster.kubeconfig_path)
+    yield cluster
+    del os.environ["KUBECONFIG"]
+
+
+# Tests that need what a kind cluster has and minik8s does not, by name,
+# with the reason; every other test of the suite must pass.
+KIND_ONLY = {
+    # kind runs its control plane and CoreDNS as pods in kube-system;
+    # minik8s runs them as processes, so kube-system has no pods to list.
+    "test_get_pods[kube-system]": "lists kind's kube-system pods",
+    "test_get_pods_as_table": "lists kind's kube-system pods",
+    "test_get_raw_basic": "lists kind's kube-system pods",
+    "test_get_raw_false_default": "lists kind's kube-system pods",
+    "test_get_raw_with_field_selector": "lists kind's kube-system pods",
+    "test_get_raw_sync": "lists kind's kube-system pods",
+    "test_list_raw": "lists kind's kube-system pods",
+    "test_url": "lists kind's kube-system pods through kubectl proxy",
+    # minik8s serves metrics.k8s.io (metrics-server's API) out of the box, so
+    # `pods` is there twice (core and metrics); a kind cluster has no metrics.
+    "test_api_resources": "expects one `pods` resource (kind has no metrics.k8s.io)",
+    # Asks /version with a 10 µs read timeout and expects it to expire: minik8s
+    # on loopback answers (about 1 ms round trip) before httpx starts reading.
+    "test_api_timeout": "expects the server to take longer than 10 µs to answer",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        reason = KIND_ONLY.get(item.name)
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=f"kind-specific: {reason}"))
