@@ -96,6 +96,12 @@ pub fn passes(kubeconfig: &str) {
         .output()
         .expect("running pytest on kr8s' suite");
     let text = String::from_utf8_lossy(&out.stdout).to_string();
+    // The whole report, for a failure's details.
+    let report = std::env::temp_dir().join("kr8s-suite.log");
+    let _ = std::fs::write(
+        &report,
+        format!("{text}{}", String::from_utf8_lossy(&out.stderr)),
+    );
     let summary = text
         .lines()
         .rev()
@@ -112,13 +118,47 @@ pub fn passes(kubeconfig: &str) {
         count(&summary, "failed"),
         count(&summary, "errors") + count(&summary, "error"),
     );
+    // The suite deletes its namespaces without waiting: they are all gone
+    // within a minute (the namespace controller empties ten at a time), so
+    // the rest of the quick-start test meets a calm cluster.
+    let gone = minik8s_testkit::poll_blocking(
+        120,
+        std::time::Duration::from_secs(1),
+        "kr8s' namespaces to be deleted",
+        || {
+            let out = Command::new(minik8s_testkit::real_kubectl())
+                .args([
+                    "--kubeconfig",
+                    kubeconfig,
+                    "get",
+                    "namespaces",
+                    "-o",
+                    "name",
+                ])
+                .output()
+                .map_err(|e| e.to_string())?;
+            let left = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| l.contains("kr8s-pytest-"))
+                .count();
+            (out.status.success() && left == 0)
+                .then_some(started.elapsed())
+                .ok_or(format!("{left} namespaces left"))
+        },
+    );
+    eprintln!(
+        "kr8s' namespaces gone {:.0} s after the suite started",
+        gone.as_secs_f64()
+    );
     assert!(
         failed == 0 && errors == 0 && passed >= FLOOR,
-        "kr8s {VERSION}'s suite: {summary} (at least {FLOOR} must pass, none fail)\n{}",
+        "kr8s {VERSION}'s suite: {summary} (at least {FLOOR} must pass, none fail; the report: {})\n{}\n{}",
+        report.display(),
         text.lines()
             .filter(|l| l.starts_with("FAILED") || l.starts_with("ERROR") || l.starts_with("E "))
             .collect::<Vec<_>>()
-            .join("\n")
+            .join("\n"),
+        String::from_utf8_lossy(&out.stderr)
     );
 }
 
