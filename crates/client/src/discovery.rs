@@ -30,6 +30,74 @@ impl Client {
     }
 }
 
+/// What discovery found of the namespaced resources a namespace's deletion
+/// must empty besides the built-in kinds.
+#[derive(Debug, Default)]
+pub struct ServedResources {
+    /// Namespaced custom (or aggregated) resources that can be listed and deleted.
+    pub namespaced: Vec<&'static ResourceInfo>,
+    /// `group/version: error` for each group version discovery could not read.
+    pub failed: Vec<String>,
+}
+
+impl Client {
+    /// The namespaced resources of every API group the client was not built
+    /// with (custom resources, aggregated APIs), read from each group's
+    /// preferred version as client-go's `ServerPreferredNamespacedResources`.
+    /// A group version that cannot be read is reported, not fatal: the caller
+    /// deletes what it can and says what it could not see.
+    pub async fn served_custom_resources(&self) -> Result<ServedResources, ClientError> {
+        let groups = self.get_json("/apis").await?;
+        let built_in = |group: &str| registry::REGISTRY.iter().any(|i| i.group == group);
+        let versions: Vec<(String, String)> = groups["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|g| {
+                let group = g["name"].as_str()?;
+                let version = g["preferredVersion"]["version"].as_str()?;
+                (!built_in(group)).then(|| (group.to_string(), version.to_string()))
+            })
+            .collect();
+        let lists = versions.iter().map(|(group, version)| async move {
+            let list = self.get_json(&format!("/apis/{group}/{version}")).await;
+            (group, version, list)
+        });
+        let mut served = ServedResources::default();
+        for (group, version, list) in futures::future::join_all(lists).await {
+            match list {
+                Ok(list) => served.namespaced.extend(
+                    deletable_namespaced(&list, group, version)
+                        .into_iter()
+                        .map(|s| s.discovered()),
+                ),
+                Err(e) => served.failed.push(format!("{group}/{version}: {e}")),
+            }
+        }
+        Ok(served)
+    }
+}
+
+/// The namespaced resources of an `APIResourceList` that can be listed and deleted.
+fn deletable_namespaced(list: &Value, group: &str, version: &str) -> Vec<ResourceSpec> {
+    let resources = list["resources"].as_array().map_or(&[][..], Vec::as_slice);
+    let has_verb = |r: &Value, verb: &str| {
+        r["verbs"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|x| x == verb))
+    };
+    resources
+        .iter()
+        .filter(|r| {
+            r["namespaced"] == true
+                && r["name"].as_str().is_some_and(|n| !n.contains('/'))
+                && has_verb(r, "list")
+                && has_verb(r, "delete")
+        })
+        .filter_map(|main| spec_of(resources, main, group, version))
+        .collect()
+}
+
 /// The spec of `kind` in an `APIResourceList`.
 fn spec_from_discovery(
     list: &Value,
@@ -41,6 +109,12 @@ fn spec_from_discovery(
     let main = resources
         .iter()
         .find(|r| r["kind"] == kind && r["name"].as_str().is_some_and(|n| !n.contains('/')))?;
+    spec_of(resources, main, group, version)
+}
+
+/// The spec of one main resource (`main`) among its list's entries.
+fn spec_of(resources: &[Value], main: &Value, group: &str, version: &str) -> Option<ResourceSpec> {
+    let kind = main["kind"].as_str()?;
     let plural = main["name"].as_str()?.to_string();
     let subresources = [Subresource::Status, Subresource::Scale]
         .into_iter()
@@ -88,5 +162,19 @@ mod tests {
             "/apis/stable.example.com/v1/namespaces/ns/crontabs"
         );
         assert!(spec_from_discovery(&list, "stable.example.com", "v1", "Other").is_none());
+    }
+
+    #[test]
+    fn only_namespaced_resources_that_can_be_listed_and_deleted_are_emptied() {
+        let list = json!({"kind": "APIResourceList", "groupVersion": "example.com/v1", "resources": [
+            {"name": "widgets", "singularName": "widget", "namespaced": true, "kind": "Widget", "verbs": ["list", "delete", "get"]},
+            {"name": "widgets/status", "singularName": "", "namespaced": true, "kind": "Widget", "verbs": ["get", "patch"]},
+            {"name": "clusterwidgets", "singularName": "clusterwidget", "namespaced": false, "kind": "ClusterWidget", "verbs": ["list", "delete"]},
+            {"name": "reviews", "singularName": "review", "namespaced": true, "kind": "Review", "verbs": ["create"]}]});
+        let specs = deletable_namespaced(&list, "example.com", "v1");
+        let names: Vec<&str> = specs.iter().map(|s| s.plural.as_str()).collect();
+        assert_eq!(names, ["widgets"]);
+        assert_eq!(specs[0].subresources, [Subresource::Status]);
+        assert_eq!(specs[0].kind, "Widget");
     }
 }

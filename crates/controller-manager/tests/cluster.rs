@@ -295,7 +295,9 @@ async fn nodes_without_a_pod_cidr_get_one() {
 }
 
 /// Namespace deletion: everything inside goes (pods, a ReplicaSet, a Service
-/// and its Endpoints), then the namespace itself.
+/// and its Endpoints, custom resources found through discovery), then the
+/// namespace itself; while a finalizer holds a custom resource, the
+/// namespace stays Terminating and its conditions say what remains and why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_namespace_empties_and_removes_it() {
     let server = TestServer::start(Backend::Embedded).await;
@@ -326,6 +328,33 @@ async fn deleting_a_namespace_empties_and_removes_it() {
     )
     .await
     .unwrap();
+    let crds = client.dynamic(
+        registry::by_kind("apiextensions.k8s.io/v1", "CustomResourceDefinition").unwrap(),
+        None,
+    );
+    crds.create(&json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}}))
+        .await
+        .unwrap();
+    let info = until("the Widget kind is served", 10, || async {
+        match client.resource_for_kind("example.com/v1", "Widget").await {
+            Ok(Some(info)) => Ok(info),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let widgets = client.dynamic(info, Some("team"));
+    for (name, finalizers) in [("plain", json!([])), ("held", json!(["example.com/hold"]))] {
+        widgets
+            .create(&json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"name": name, "finalizers": finalizers}}))
+            .await
+            .unwrap();
+    }
     until("the ReplicaSet's pods exist", 20, || async {
         let n = pods.list(&ListParams::default()).await.unwrap()["items"]
             .as_array()
@@ -334,6 +363,38 @@ async fn deleting_a_namespace_empties_and_removes_it() {
     })
     .await;
     nss.delete("team", &minik8s_client::DeleteParams::default())
+        .await
+        .unwrap();
+    // The held Widget keeps the namespace; its conditions say so, as
+    // `kubectl describe namespace` shows them.
+    until("the namespace says what holds it", 30, || async {
+        let ns = nss.get("team").await.map_err(|e| e.to_string())?;
+        let conds = ns["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        let of = |t: &str| conds.iter().find(|c| c["type"] == t).cloned().unwrap_or_default();
+        let finalizers = of("NamespaceFinalizersRemaining");
+        let content = of("NamespaceContentRemaining");
+        (finalizers["status"] == "True"
+            && finalizers["message"]
+                == "Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances"
+            && content["message"] == "Some resources are remaining: widgets.example.com has 1 resource instances"
+            && of("NamespaceDeletionDiscoveryFailure")["status"] == "False")
+            .then_some(())
+            .ok_or_else(|| format!("{conds:?}"))
+    })
+    .await;
+    assert_eq!(
+        nss.get("team").await.unwrap()["status"]["phase"],
+        "Terminating"
+    );
+    assert!(widgets.get("plain").await.unwrap_err().is_not_found());
+    // The one holding it lets go: the namespace goes.
+    widgets
+        .patch(
+            "held",
+            None,
+            "application/merge-patch+json",
+            &json!({"metadata": {"finalizers": null}}),
+        )
         .await
         .unwrap();
     until("the namespace gone", 30, || async {
@@ -349,6 +410,8 @@ async fn deleting_a_namespace_empties_and_removes_it() {
         .list(&ListParams::default().fields("metadata.namespace=team"))
         .await
         .unwrap();
+    assert_eq!(left["items"].as_array().map_or(0, Vec::len), 0, "{left}");
+    let left = widgets.list(&ListParams::default()).await.unwrap();
     assert_eq!(left["items"].as_array().map_or(0, Vec::len), 0, "{left}");
     for (api_version, kind) in [
         ("apps/v1", "ReplicaSet"),
