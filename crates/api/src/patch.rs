@@ -72,13 +72,27 @@ pub fn apply_patch(
             // crate's undo (which can panic on some patches of "/": found by
             // tests/properties.rs). Kubernetes' answer names no operation:
             // the generic 422 message.
-            json_patch::patch_unsafe(&mut out, &ops).map_err(|_| {
+            let invalid = || {
                 ApiError::new(
                     422,
                     "Invalid",
                     "the server rejected our request due to an error in our request",
                 )
-            })?;
+            };
+            for op in &ops.0 {
+                match op {
+                    // Go's json-patch reads a missing member as null, so
+                    // `test` with null is how clients say "not set yet"
+                    // (kube-runtime adds its first finalizer this way).
+                    json_patch::PatchOperation::Test(t) if t.value.is_null() => {
+                        if !missing_or_null(&out, t.path.as_str()) {
+                            return Err(invalid());
+                        }
+                    }
+                    op => json_patch::patch_unsafe(&mut out, std::slice::from_ref(op))
+                        .map_err(|_| invalid())?,
+                }
+            }
             Ok(out)
         }
         PatchType::Strategic if !strategic_ok => {
@@ -94,6 +108,18 @@ pub fn apply_patch(
                 None => Ok(Value::Object(Map::new())),
             }
         }
+    }
+}
+
+/// True when `pointer` names a null value, or a member missing from an
+/// object that exists (what Go's json-patch `test` compares as null).
+fn missing_or_null(doc: &Value, pointer: &str) -> bool {
+    if let Some(v) = doc.pointer(pointer) {
+        return v.is_null();
+    }
+    match pointer.rsplit_once('/') {
+        Some((parent, _)) => doc.pointer(parent).is_some_and(Value::is_object),
+        None => false,
     }
 }
 
@@ -471,6 +497,29 @@ mod tests {
                           {"op": "move", "path": "/0/", "from": "/"}]);
         assert_eq!(
             apply_patch(&json!({"": null}), &undo, PatchType::Json, false)
+                .unwrap_err()
+                .code,
+            422
+        );
+        // `test` with null passes on a missing member of an existing object
+        // (then the add that follows applies), not on a missing parent.
+        let first = json!([{"op": "test", "path": "/metadata/labels", "value": null},
+                           {"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}]);
+        assert_eq!(
+            apply_patch(&orig, &first, PatchType::Json, true).unwrap()["metadata"]["labels"],
+            json!({"a": "b"})
+        );
+        let again = apply_patch(&orig, &first, PatchType::Json, true).unwrap();
+        assert_eq!(
+            apply_patch(&again, &first, PatchType::Json, true)
+                .unwrap_err()
+                .code,
+            422,
+            "set now: the test fails"
+        );
+        let deep = json!([{"op": "test", "path": "/spec/missing/x", "value": null}]);
+        assert_eq!(
+            apply_patch(&orig, &deep, PatchType::Json, true)
                 .unwrap_err()
                 .code,
             422

@@ -250,7 +250,31 @@ fn a_kube_rs_operator_serves_a_site() {
             .eq(["NAME", "REPLICAS", "READY", "AGE"]),
         "{table}"
     );
+    // Its entry in the namespace's directory, which its finalizer removes
+    // when it is deleted (kubectl's delete waits for that).
+    let entry = || {
+        kubectl(&[
+            "get",
+            "configmap",
+            "websites",
+            "-o",
+            "jsonpath={.data.site}",
+        ])
+    };
+    assert_eq!(entry(), "http://site.default.svc.cluster.local/");
+    assert_eq!(
+        kubectl(&[
+            "get",
+            "website",
+            "site",
+            "-o",
+            "jsonpath={.metadata.finalizers}"
+        ]),
+        r#"["minik8s.io/website-directory"]"#
+    );
     kubectl(&["delete", "website", "site"]);
+    assert_eq!(entry(), "", "the directory entry outlived its site");
+    kubectl(&["delete", "configmap", "websites"]);
     kubectl(&["delete", "crd", "websites.minik8s.io"]);
 }
 

@@ -3,7 +3,7 @@
 //! it through kube-rs exactly as it would to a Kubernetes cluster.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::CustomResourceExt;
@@ -86,6 +86,47 @@ async fn a_website_becomes_a_deployment_and_a_service() {
     })
     .await;
     assert_eq!(svc.metadata.owner_references.as_ref().unwrap()[0].uid, uid);
+    // The operator's finalizer holds the Website; its directory entry is there.
+    let held = websites.get("hello").await.unwrap();
+    assert_eq!(
+        held.metadata.finalizers,
+        Some(vec![website_operator::FINALIZER.to_string()])
+    );
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let directory = || async {
+        let cm = configmaps
+            .get_opt(website_operator::DIRECTORY)
+            .await
+            .ok()??;
+        Some(cm.data.unwrap_or_default())
+    };
+    eventually(30, "hello in the directory", || async {
+        let data = directory().await?;
+        (data.get("hello").map(String::as_str) == Some("http://hello.default.svc.cluster.local/"))
+            .then_some(())
+    })
+    .await;
+    // A second site: its own field manager owns its own key, so the two
+    // entries live side by side in one ConfigMap.
+    websites
+        .create(
+            &PostParams::default(),
+            &Website::new(
+                "other",
+                WebsiteSpec {
+                    image: "minik8s/busybox:latest".into(),
+                    replicas: 1,
+                    message: "another".into(),
+                },
+            ),
+        )
+        .await
+        .unwrap();
+    eventually(30, "both sites in the directory", || async {
+        let data = directory().await?;
+        (data.len() == 2 && data.contains_key("other")).then_some(())
+    })
+    .await;
 
     // The status follows the pods (hollow nodes run them at once).
     eventually(60, "the Website reports 2 ready replicas", || async {
@@ -125,6 +166,72 @@ async fn a_website_becomes_a_deployment_and_a_service() {
         (d.is_none() && s.is_none()).then_some(())
     })
     .await;
+    // The finalizer let the Website go only after its entry left the
+    // directory; the other site's entry stays.
+    eventually(30, "hello gone, its entry too", || async {
+        let gone = websites.get_opt("hello").await.ok()?.is_none();
+        let data = directory().await?;
+        (gone && !data.contains_key("hello") && data.contains_key("other")).then_some(())
+    })
+    .await;
+}
+
+/// A kube-rs watcher with streaming lists (`sendInitialEvents=true`): the
+/// objects that exist come as initial events, then the end of the initial
+/// list, then live changes — one watch, no list call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streaming_list_watcher_sees_existing_objects_then_changes() {
+    use futures::StreamExt;
+    use kube::runtime::watcher::{self, Event};
+    let s = TestServer::start(Backend::Embedded).await;
+    let client = kube::Client::try_from(kube::Config::new(s.url.parse().unwrap())).unwrap();
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for name in ["a", "b"] {
+        let cm: ConfigMap = serde_json::from_value(
+            json!({"metadata": {"name": name, "labels": {"watched": "yes"}}}),
+        )
+        .unwrap();
+        configmaps
+            .create(&PostParams::default(), &cm)
+            .await
+            .unwrap();
+    }
+    let config = watcher::Config::default()
+        .labels("watched=yes")
+        .streaming_lists();
+    let mut events = watcher::watcher(configmaps.clone(), config).boxed();
+    let mut initial = Vec::new();
+    loop {
+        let event = tokio::time::timeout(std::time::Duration::from_secs(10), events.next())
+            .await
+            .expect("an event within 10 s")
+            .expect("the stream goes on")
+            .expect("no watch error");
+        match event {
+            Event::Init => {}
+            Event::InitApply(cm) => initial.push(cm.metadata.name.unwrap()),
+            Event::InitDone => break,
+            other => panic!("before the initial list ended: {other:?}"),
+        }
+    }
+    initial.sort();
+    assert_eq!(initial, ["a", "b"]);
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "c", "labels": {"watched": "yes"}}}))
+            .unwrap();
+    configmaps
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    let next = tokio::time::timeout(std::time::Duration::from_secs(10), events.next())
+        .await
+        .expect("the new object within 10 s")
+        .unwrap()
+        .unwrap();
+    match next {
+        Event::Apply(cm) => assert_eq!(cm.metadata.name.as_deref(), Some("c")),
+        other => panic!("expected the new ConfigMap, got {other:?}"),
+    }
 }
 
 /// The CRD the operator's `crd` command prints is a valid CRD here too.
