@@ -137,11 +137,12 @@ if ! have_runtime; then
 fi
 $FUNCTIONS && { echo "images: minik8s/python:latest minik8s/function-runtime:latest"; exit 0; }
 
-# The Docker Hub names tutorials use.
+# The Docker Hub names tutorials use (nginx:1.16.0 is the image of the chart
+# `helm create` makes).
 names() {
   case $1 in
     busybox) echo "busybox:latest busybox:1.36 busybox:1.35 busybox:1.28 busybox:stable" ;;
-    nginx) echo "nginx:latest nginx:stable nginx:alpine nginx:1.14.2 nginx:1.16.1 nginx:1.22 nginx:1.25 nginx:1.27" ;;
+    nginx) echo "nginx:latest nginx:stable nginx:alpine nginx:1.14.2 nginx:1.16.0 nginx:1.16.1 nginx:1.22 nginx:1.25 nginx:1.27" ;;
     python) echo "python:latest python:3 python:3.11 python:3.12 python:3-slim python:3.11-slim python:3.12-slim python:alpine" ;;
   esac
 }

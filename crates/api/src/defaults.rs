@@ -159,12 +159,18 @@ pub fn apply(kind: &str, obj: &mut Value) {
                 json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
             );
             // Each claim template is defaulted as a claim (Kubernetes shows
-            // them with volumeMode and a Pending status).
+            // them with their apiVersion and kind, volumeMode and a Pending
+            // status): an update that sends them without (Helm's three-way
+            // patch of a chart's templates) changes nothing.
             if let Some(templates) = spec
                 .get_mut("volumeClaimTemplates")
                 .and_then(Value::as_array_mut)
             {
                 for t in templates.iter_mut().filter(|t| t.is_object()) {
+                    if let Some(m) = t.as_object_mut() {
+                        set_default(m, "apiVersion", json!("v1"));
+                        set_default(m, "kind", json!("PersistentVolumeClaim"));
+                    }
                     set_default(obj_mut(t, "spec"), "volumeMode", json!("Filesystem"));
                     set_default(obj_mut(t, "status"), "phase", json!("Pending"));
                 }
@@ -519,5 +525,48 @@ mod tests {
             hpa["spec"]["behavior"]["scaleUp"]["policies"][0]["value"],
             4
         );
+    }
+
+    /// Helm's upgrade patches a StatefulSet with its chart's claim templates,
+    /// which name no apiVersion or kind; the stored ones have them (as on
+    /// Kubernetes). Defaulted alike, only the replicas differ: allowed.
+    #[test]
+    fn claim_templates_default_alike_so_a_replicas_change_is_allowed() {
+        let sts = |replicas: i64| {
+            json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "nb"},
+                "spec": {"replicas": replicas, "serviceName": "nb",
+                    "selector": {"matchLabels": {"app": "nb"}},
+                    "template": {"metadata": {"labels": {"app": "nb"}},
+                        "spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+                    "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "50Mi"}}}}]}})
+        };
+        // As stored: the typed round trip of a create writes them.
+        let mut old = sts(1);
+        old["spec"]["volumeClaimTemplates"][0]["apiVersion"] = json!("v1");
+        old["spec"]["volumeClaimTemplates"][0]["kind"] = json!("PersistentVolumeClaim");
+        apply("StatefulSet", &mut old);
+        let claim = &old["spec"]["volumeClaimTemplates"][0];
+        assert_eq!(
+            (
+                &claim["apiVersion"],
+                &claim["kind"],
+                &claim["status"]["phase"]
+            ),
+            (
+                &json!("v1"),
+                &json!("PersistentVolumeClaim"),
+                &json!("Pending")
+            )
+        );
+        let mut new = sts(2);
+        apply("StatefulSet", &mut new);
+        let errs = crate::validation::validate("StatefulSet", &new, Some(&old));
+        assert!(errs.is_empty(), "{errs:?}");
+        // A different claim template is still refused.
+        new["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] =
+            json!("1Gi");
+        let errs = crate::validation::validate("StatefulSet", &new, Some(&old));
+        assert!(!errs.is_empty());
     }
 }

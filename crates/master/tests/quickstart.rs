@@ -2,8 +2,9 @@
 //! release build, dockerd, the image registry, master, kubelet, kube-proxy
 //! and the examples), again on the running cluster, then `down` and up once
 //! more on the kept store (the Completed-pod case of issue 24), then `down`.
-//! On the running cluster it also runs a kube-rs operator and kr8s' own test
-//! suite (`quickstart/kr8s_suite.rs`).
+//! On the running cluster it also runs a kube-rs operator, kr8s' own test
+//! suite (`quickstart/kr8s_suite.rs`), kopf's end-to-end suite
+//! (`quickstart/kopf_suite.rs`) and Helm (`quickstart/helm_check.rs`).
 //!
 //! Needs root, like the quick start. When a quick start is already running on
 //! this machine (a developer's), the test runs the script again on it and
@@ -12,8 +13,14 @@
 use std::path::Path;
 use std::process::Command;
 
+#[path = "quickstart/helm_check.rs"]
+mod helm_check;
+#[path = "quickstart/kopf_suite.rs"]
+mod kopf_suite;
 #[path = "quickstart/kr8s_suite.rs"]
 mod kr8s_suite;
+#[path = "quickstart/pytest_suite.rs"]
+mod pytest_suite;
 
 /// The loopback port, to see whether a quick start already runs.
 const SERVER: &str = "http://127.0.0.1:8080";
@@ -320,6 +327,8 @@ fn the_quick_start_runs_again_and_after_down() {
     a_kube_rs_operator_serves_a_site();
     // Tools nobody here wrote, on the same cluster.
     kr8s_suite::passes(ADMIN);
+    kopf_suite::passes(ADMIN);
+    helm_check::passes(ADMIN);
     if already_running {
         return;
     }
