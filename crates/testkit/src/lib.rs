@@ -97,16 +97,22 @@ pub fn real_kubectl() -> std::path::PathBuf {
 /// The kubectl release [`real_kubectl`] runs.
 pub const REAL_KUBECTL_VERSION: &str = "1.37.1";
 
-/// The real kubectl of one release (1.37.1 or 1.36.4, the ones
-/// `scripts/test.sh` installs), for version-skew checks.
-pub fn real_kubectl_version(version: &str) -> std::path::PathBuf {
-    let tools = std::env::var_os("MINIK8S_TOOLS")
+/// Where `scripts/lib/common.sh` installs the tools the tests use (real
+/// kubectl releases, other projects' suites, Helm): `$MINIK8S_TOOLS`, by
+/// default `~/.cache/minik8s`.
+pub fn tools_dir() -> std::path::PathBuf {
+    std::env::var_os("MINIK8S_TOOLS")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| {
             std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
                 .join(".cache/minik8s")
-        });
-    let bin = tools.join(format!("kubectl-{version}/kubectl"));
+        })
+}
+
+/// The real kubectl of one release (1.37.1 or 1.36.4, the ones
+/// `scripts/test.sh` installs), for version-skew checks.
+pub fn real_kubectl_version(version: &str) -> std::path::PathBuf {
+    let bin = tools_dir().join(format!("kubectl-{version}/kubectl"));
     assert!(
         bin.exists(),
         "the real kubectl {version} is required at {}: run scripts/test.sh, or \

@@ -8,20 +8,12 @@
 //! (its admin kubeconfig) and Helm's CLI where `scripts/test.sh` installs it
 //! (`$MINIK8S_TOOLS/helm-tools/venv/bin/helm`); not a test.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
 const KUBECONFIG: &str = "/var/lib/minik8s/pki/admin.conf";
 const NS: &str = "helm-bench";
-
-fn tools() -> PathBuf {
-    std::env::var_os("MINIK8S_TOOLS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/minik8s")
-        })
-}
 
 /// Runs `program args` (in `dir`), failing with its output; returns stdout.
 fn run(program: &Path, args: &[&str], dir: &Path, stdin: Option<&str>) -> anyhow::Result<String> {
@@ -62,7 +54,7 @@ fn main() -> anyhow::Result<()> {
         .first()
         .copied()
         .unwrap_or(5);
-    let helm = tools().join("helm-tools/venv/bin/helm");
+    let helm = minik8s_testkit::tools_dir().join("helm-tools/venv/bin/helm");
     anyhow::ensure!(
         helm.exists(),
         "no Helm at {}: run scripts/test.sh's ensure_helm_tools",

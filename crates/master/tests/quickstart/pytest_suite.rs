@@ -8,12 +8,7 @@ use std::process::{Command, Output};
 
 /// `$MINIK8S_TOOLS/<dir>`, where `scripts/lib/common.sh` installs a tool.
 pub fn tools(dir: &str) -> PathBuf {
-    std::env::var_os("MINIK8S_TOOLS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/minik8s")
-        })
-        .join(dir)
+    minik8s_testkit::tools_dir().join(dir)
 }
 
 /// The count before `word` in pytest's summary line ("3 failed, 274 passed, ...").
