@@ -12,6 +12,8 @@
 #                                calls the Function of examples/function.yaml through the
 #                                serverless gateway on :8090 (scaled from zero for the call),
 #                                with our kubectl's invoke, and runs examples/workflow.yaml
+#   scripts/quickstart.sh --with-monitoring   the same, and Prometheus on :9090 discovering the
+#                                cluster through the API (scripts/lib/monitoring.sh, doc/monitoring.md)
 #   scripts/quickstart.sh down   stop everything it started, remove the pods' containers and
 #                                kube-proxy's rules (the store in /var/lib/minik8s is kept)
 #
@@ -21,6 +23,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/common.sh
+
+ACTION=up
+WITH_MONITORING=0
+for arg in "$@"; do
+  case $arg in
+    up | down) ACTION=$arg ;;
+    --with-monitoring) WITH_MONITORING=1 ;;
+    *) echo "usage: scripts/quickstart.sh [up|down] [--with-monitoring]" >&2; exit 2 ;;
+  esac
+done
 
 RUN_DIR=${MINIK8S_RUN_DIR:-/run/minik8s}
 DATA_DIR=${MINIK8S_DATA_DIR:-/var/lib/minik8s}
@@ -58,7 +70,9 @@ stop() {
 }
 
 
-if [ "${1:-up}" = "down" ]; then
+if [ "$ACTION" = "down" ]; then
+  stop prometheus
+  stop prometheus-sd
   stop kube-proxy
   [ -x "$BIN/kube-proxy" ] && "$BIN/kube-proxy" --cleanup --cluster-dns "$CLUSTER_DNS" >/dev/null 2>&1 || true
   stop kubelet
@@ -95,7 +109,7 @@ fi
 MINIK8S_REGISTRY=127.0.0.1:5000 bash scripts/images.sh --all
 
 echo "==> building release binaries (first time: several minutes)"
-cargo build --release --quiet -p master -p kubelet -p kube-proxy -p kubectl -p minik8s-nfs
+cargo build --release --quiet -p master -p kubelet -p kube-proxy -p kubectl -p minik8s-nfs -p prometheus-sd
 
 start master "$BIN/master" --data-dir "$DATA_DIR"
 wait_until 60 "the apiserver" curl -fsS --cacert "$PKI/ca.crt" "$SERVER/readyz"
@@ -204,5 +218,9 @@ $KUBECTL get workflowruns
 echo -n "output: "
 $KUBECTL get workflowrun grade-90 -o json | python3 -c 'import json, sys; print(json.dumps(json.load(sys.stdin)["status"]["output"]))'
 echo
+if [ "$WITH_MONITORING" = 1 ]; then
+  . scripts/lib/monitoring.sh
+  start_monitoring
+fi
 echo "minik8s is up. Try: kubectl get pods   (the real kubectl, or target/release/kubectl; the admin kubeconfig is $PKI/admin.conf)"
 echo "Stop it with: scripts/quickstart.sh down"

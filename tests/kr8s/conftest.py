@@ -23,11 +23,19 @@ class Cluster:
         self.kubectl_path = Path(kubectl)
 
     def kubectl(self, *args: str) -> str:
-        return subprocess.check_output(
+        # kubectl's own error goes into the exception, so a failed fixture
+        # shows in our report why the server refused (one `E` line).
+        done = subprocess.run(
             [str(self.kubectl_path), *args],
             env={**os.environ, "KUBECONFIG": str(self.kubeconfig_path)},
             encoding="utf-8",
+            capture_output=True,
         )
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"kubectl {' '.join(args)} exited {done.returncode}: {done.stderr.strip()}"
+            )
+        return done.stdout
 
 
 @pytest.fixture

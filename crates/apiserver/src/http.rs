@@ -75,6 +75,8 @@ fn lookup(
 
 enum Route {
     Version,
+    /// `/metrics`: Prometheus' text.
+    Metrics,
     Api,
     Apis,
     Group(String),
@@ -94,6 +96,7 @@ fn route(reg: &Registry, path: &str) -> Option<Route> {
         .collect();
     let (group, version, rest) = match segs.as_slice() {
         ["version"] => return Some(Route::Version),
+        ["metrics"] => return Some(Route::Metrics),
         ["healthz"] | ["readyz"] | ["livez"] => return Some(Route::Health),
         ["healthz" | "readyz" | "livez", ..] => return Some(Route::Health),
         ["openapi", "v3"] => return Some(Route::OpenApiRoot),
@@ -191,8 +194,30 @@ async fn read_body(body: axum::body::Body) -> Result<Bytes, bool> {
     Ok(kept.freeze())
 }
 
-/// The single entry point for every request.
+/// The single entry point for every request: served, then counted and timed
+/// (`/metrics`, [`crate::request_metrics`]).
 pub async fn handle(
+    srv: Arc<ApiServer>,
+    conn: Option<auth::Connection>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: axum::body::Body,
+    upgrade: Option<hyper::upgrade::OnUpgrade>,
+) -> Response {
+    let watch = Params::parse(uri.query()).is_ok_and(|p| p.flag("watch"));
+    let apply = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/apply-patch"));
+    let metric =
+        crate::request_metrics::RequestMetric::of(method.as_str(), uri.path(), watch, apply);
+    let resp = handle_request(srv, conn, method, uri, headers, body, upgrade).await;
+    metric.done(resp.status().as_u16());
+    resp
+}
+
+async fn handle_request(
     srv: Arc<ApiServer>,
     conn: Option<auth::Connection>,
     method: Method,
@@ -279,6 +304,15 @@ async fn handle_admitted(
             Err(e) => error_response(&e),
         };
     }
+    if let Some((node, path)) = crate::node_proxy::route(uri.path()) {
+        if method != Method::GET {
+            return error_response(&not_allowed(&method));
+        }
+        return match srv.node_proxy(&node, &path, uri.query()).await {
+            Ok(resp) => resp,
+            Err(e) => error_response(&e),
+        };
+    }
     if let Some((review, ns)) = auth::reviews::route(uri.path()) {
         if method != Method::POST {
             return error_response(&not_allowed(&method));
@@ -312,6 +346,12 @@ async fn handle_admitted(
             error_response(&not_allowed(&method))
         }
         Some(Route::Version) => json_response(StatusCode::OK, &discovery::version()),
+        Some(Route::Metrics) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, minik8s_client::metrics::TEXT_FORMAT)],
+            crate::request_metrics::render(&srv.extra_metrics),
+        )
+            .into_response(),
         Some(Route::Health) => {
             crate::health::answer(&srv, uri.path(), uri.query().unwrap_or("")).await
         }

@@ -27,10 +27,12 @@ pub mod inflight;
 pub mod ipalloc;
 pub mod list;
 pub mod metrics_api;
+pub mod node_proxy;
 pub mod pagination;
 pub mod params;
 pub mod pod_security;
 pub mod proxy;
+pub mod request_metrics;
 pub mod rest;
 pub mod secure;
 pub mod service_cidrs;
@@ -109,6 +111,10 @@ pub struct Config {
     /// How long an Event is kept after its last change (Go duration, e.g. `1h`, `90m`).
     #[arg(long, default_value = "1h", value_parser = |s: &str| minik8s_api::meta::parse_duration(s))]
     pub event_ttl: Duration,
+    /// More metric families `/metrics` serves after the apiserver's own:
+    /// the master adds its scheduler's and controllers'.
+    #[arg(skip)]
+    pub extra_metrics: Vec<fn() -> String>,
     /// Reads (GET, lists) served at once; more get 429 with Retry-After (Kubernetes: 400).
     #[arg(long, default_value_t = 400)]
     pub max_requests_inflight: usize,
@@ -165,6 +171,8 @@ pub struct ApiServer {
     default_toleration_seconds: (i64, i64),
     /// Recent kubelet summaries behind metrics.k8s.io.
     summaries: metrics_api::SummaryCache,
+    /// What `/metrics` adds to the request metrics ([`Config::extra_metrics`]).
+    extra_metrics: Vec<fn() -> String>,
     /// Events each watch cache keeps (`--watch-cache-size`).
     watch_cache_size: usize,
     watch_cache_max_bytes: usize,
@@ -369,6 +377,7 @@ impl ApiServer {
                 cfg.default_unreachable_toleration_seconds,
             ),
             summaries: Default::default(),
+            extra_metrics: cfg.extra_metrics.clone(),
             auth: auth::Auth {
                 tokens,
                 mode,

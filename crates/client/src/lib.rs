@@ -16,6 +16,7 @@ pub mod events;
 pub mod informer;
 pub mod leader;
 pub mod memory;
+pub mod metrics;
 pub mod rest;
 pub mod shared;
 pub mod throttle;

@@ -190,7 +190,13 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
             initial_readiness_delay: config.horizontal_pod_autoscaler_initial_readiness_delay,
         },
     )?;
-    let namespaces = namespace::NamespaceController::new(client.clone(), &informers)?;
+    // Its own client and rate limit, as each of kube-controller-manager's
+    // controllers has: emptying a namespace lists every resource (about 50
+    // requests a pass), and a burst of deleted namespaces (a test suite's)
+    // would otherwise wait behind, and hold up, every other controller.
+    let (qps, burst) = API_RATE_LIMIT;
+    let namespaces =
+        namespace::NamespaceController::new(client.with_rate_limit(qps, burst), &informers)?;
     let accounts = serviceaccount::ServiceAccountController::new(client.clone(), &informers)?;
     let jobs = job::JobController::new(client.clone(), &informers)?;
     let cron_jobs = cronjob::CronJobController::new(

@@ -11,23 +11,6 @@ pub fn render() -> String {
 
 /// Serves `/metrics` (and `/healthz`) on `addr` until the process ends.
 pub async fn serve(addr: &str) -> anyhow::Result<()> {
-    let app = axum::Router::new()
-        .route(
-            "/metrics",
-            axum::routing::get(|| async {
-                (
-                    [(
-                        axum::http::header::CONTENT_TYPE,
-                        "text/plain; version=0.0.4",
-                    )],
-                    render(),
-                )
-            }),
-        )
-        .route("/healthz", axum::routing::get(|| async { "ok" }));
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("listening on {addr}: {e}"))?;
-    axum::serve(listener, app).await?;
+    minik8s_client::metrics::serve(addr, render).await?;
     Ok(())
 }

@@ -20,6 +20,7 @@ pub mod healthcheck;
 pub mod ingress;
 pub mod iptables;
 pub mod ipvs;
+pub mod metrics;
 pub mod proxier;
 pub mod topology;
 

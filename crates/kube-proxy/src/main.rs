@@ -62,6 +62,10 @@ struct Args {
     /// host name, lowercased (the kubelet's default too).
     #[arg(long, default_value_t = minik8s_api::net::default_node_name())]
     hostname_override: String,
+    /// Where /metrics is served over plain HTTP (Kubernetes' default port;
+    /// on every address so Prometheus on the master can scrape it). Empty: none.
+    #[arg(long, default_value = "0.0.0.0:10249")]
+    metrics_bind_address: String,
     /// Remove kube-proxy's rules (and the --cluster-dns address on lo), then exit.
     #[arg(long)]
     cleanup: bool,
@@ -83,6 +87,15 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let client = args.client.connect_limited(kube_proxy::API_RATE_LIMIT)?;
+    if !args.metrics_bind_address.is_empty() {
+        let addr = args.metrics_bind_address.clone();
+        tokio::spawn(async move {
+            if let Err(e) = minik8s_client::metrics::serve(&addr, kube_proxy::metrics::render).await
+            {
+                tracing::warn!(error = %e, "no /metrics");
+            }
+        });
+    }
     let mode = kube_proxy::choose_mode(&args.proxy_mode, kube_proxy::kernel_has_ipvs())
         .map_err(anyhow::Error::msg)
         .context("--proxy-mode")?;

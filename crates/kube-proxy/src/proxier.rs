@@ -85,7 +85,10 @@ pub async fn run<B: Backend>(
     );
     let mut last_full = tokio::time::Instant::now();
     loop {
-        match backend.sync_rules().await {
+        let started = std::time::Instant::now();
+        let synced = backend.sync_rules().await;
+        crate::metrics::synced(started.elapsed(), synced.is_ok());
+        match synced {
             Ok(true) => tracing::debug!(backend = B::NAME, "rules updated"),
             Ok(false) => {}
             Err(e) => {

@@ -1,4 +1,4 @@
-//! `kubectl` for minik8s: create/apply/replace/get/describe/delete/scale/logs,
+//! `kubectl` for minik8s: create (and create token)/apply/replace/get/describe/delete/scale/logs,
 //! top, api-resources and invoke (serverless functions) against any apiserver that speaks the Kubernetes API.
 //! Resource names come from the server's discovery; tables from its Table
 //! responses, so columns are the server's.
@@ -10,6 +10,7 @@ mod manifest;
 mod ops;
 mod printer;
 mod show;
+mod token;
 mod top;
 
 use apply::{apply_each, Verb};
@@ -46,10 +47,28 @@ struct Cli {
     command: Command,
 }
 
+/// What `kubectl create` makes without a file.
+#[derive(Subcommand)]
+enum CreateObject {
+    /// Request a token of a ServiceAccount (the TokenRequest API).
+    Token {
+        service_account: String,
+        /// How long the token is valid (e.g. 1h, 8760h); default: the server's.
+        #[arg(long)]
+        duration: Option<String>,
+        /// Audiences of the token (repeatable); default: the apiserver's.
+        #[arg(long)]
+        audience: Vec<String>,
+    },
+}
+
 #[derive(Subcommand)]
 enum Command {
-    /// Create resources from files or stdin.
+    /// Create resources from files or stdin, or a ServiceAccount token.
+    #[command(args_conflicts_with_subcommands = true)]
     Create {
+        #[command(subcommand)]
+        object: Option<CreateObject>,
         #[arg(short = 'f', long = "filename", required = true)]
         files: Vec<String>,
     },
@@ -290,7 +309,16 @@ async fn run(cli: Cli) -> Result<i32> {
         discovery: None,
     };
     match cli.command {
-        Command::Create { files } => apply_each(&mut ctx, &files, Verb::Create).await,
+        Command::Create {
+            object:
+                Some(CreateObject::Token {
+                    service_account,
+                    duration,
+                    audience,
+                }),
+            ..
+        } => token::create_token(&ctx, &service_account, duration.as_deref(), &audience).await,
+        Command::Create { files, .. } => apply_each(&mut ctx, &files, Verb::Create).await,
         Command::Apply { files } => apply_each(&mut ctx, &files, Verb::Apply).await,
         Command::Replace { files } => apply_each(&mut ctx, &files, Verb::Replace).await,
         Command::Get {

@@ -30,6 +30,7 @@ mod exec_spdy;
 pub mod hollow;
 mod images;
 pub mod lifecycle;
+pub mod metrics;
 pub mod network;
 pub mod nfs_mounts;
 pub mod node;

@@ -189,6 +189,26 @@ async fn summary(State(k): State<Arc<Kubelet>>) -> Response {
     }
 }
 
+/// Prometheus' text, or a 500 saying why the runtime could not be read.
+fn metrics_answer(text: anyhow::Result<String>) -> Response {
+    match text {
+        Ok(text) => (
+            [(header::CONTENT_TYPE, minik8s_client::metrics::TEXT_FORMAT)],
+            text,
+        )
+            .into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")).into_response(),
+    }
+}
+
+async fn kubelet_metrics(State(k): State<Arc<Kubelet>>) -> Response {
+    metrics_answer(k.kubelet_metrics().await)
+}
+
+async fn cadvisor_metrics(State(k): State<Arc<Kubelet>>) -> Response {
+    metrics_answer(k.cadvisor_metrics().await)
+}
+
 /// Serves on `--port` until the process ends.
 pub async fn serve(kubelet: Arc<Kubelet>) -> anyhow::Result<()> {
     let addr = format!("0.0.0.0:{}", kubelet.config.port);
@@ -201,7 +221,9 @@ pub async fn serve(kubelet: Arc<Kubelet>) -> anyhow::Result<()> {
             get(crate::portforward::port_forward),
         )
         .route("/healthz", get(|| async { "ok" }))
-        .route("/stats/summary", get(summary));
+        .route("/stats/summary", get(summary))
+        .route("/metrics", get(kubelet_metrics))
+        .route("/metrics/cadvisor", get(cadvisor_metrics));
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .map_err(|e| anyhow::anyhow!("listening on {addr}: {e}"))?;

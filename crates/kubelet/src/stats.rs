@@ -2,7 +2,7 @@
 //! containers (the runtime's stats), in the kubelet Summary API's JSON shape, which
 //! the apiserver's metrics endpoint reads as metrics-server does.
 
-use crate::runtime::SANDBOX;
+use crate::runtime::{ContainerInfo, ContainerStats, SANDBOX};
 use crate::Kubelet;
 use minik8s_api::meta::now_rfc3339;
 use serde_json::{json, Value};
@@ -17,6 +17,31 @@ fn memory_json(now: &str, usage: u64, working: u64, rss: u64) -> Value {
 }
 
 impl Kubelet {
+    /// Every running container of the pods here (sandboxes left out) with
+    /// one reading of its CPU and memory; containers that cannot be read
+    /// (just stopped) are left out.
+    pub async fn container_readings(&self) -> anyhow::Result<Vec<(ContainerInfo, ContainerStats)>> {
+        let containers: Vec<_> = self
+            .runtime
+            .list(None)
+            .await?
+            .into_iter()
+            .filter(|c| c.name != SANDBOX && c.state.is_running())
+            .collect();
+        // One stats reading per container, all at once (Docker's each wait for two samples).
+        let readings = futures::future::join_all(
+            containers
+                .iter()
+                .map(|c| async { self.runtime.stats(&c.id).await.ok().flatten() }),
+        )
+        .await;
+        Ok(containers
+            .into_iter()
+            .zip(readings)
+            .filter_map(|(c, s)| Some((c, s?)))
+            .collect())
+    }
+
     /// The Summary API document for this node.
     pub async fn summary(&self) -> anyhow::Result<Value> {
         let now = now_rfc3339();
@@ -33,23 +58,8 @@ impl Kubelet {
                 sys.total_memory(),
             )
         };
-        let containers: Vec<_> = self
-            .runtime
-            .list(None)
-            .await?
-            .into_iter()
-            .filter(|c| c.name != SANDBOX && c.state.is_running())
-            .collect();
-        // One stats reading per container, all at once (Docker's each wait for two samples).
-        let readings = futures::future::join_all(
-            containers
-                .iter()
-                .map(|c| async { self.runtime.stats(&c.id).await.ok().flatten() }),
-        )
-        .await;
         let mut pods: BTreeMap<String, (Value, Vec<Value>, u64, u64)> = BTreeMap::new();
-        for (c, reading) in containers.iter().zip(readings) {
-            let Some(s) = reading else { continue };
+        for (c, s) in self.container_readings().await? {
             let (nano, ws) = (s.usage_nano_cores, s.working_set_bytes);
             let (usage, rss) = (s.memory_usage_bytes, s.rss_bytes);
             let started = match &c.state {

@@ -78,6 +78,12 @@ async fn run() -> anyhow::Result<()> {
         Some(ip) => ip.to_string(),
         None => args.apiserver.listen.clone(),
     };
+    // One process, one /metrics (as k3s): the apiserver's serves the
+    // scheduler's and the controllers' families too.
+    args.apiserver.extra_metrics = vec![
+        scheduler::metrics::render,
+        controller_manager::metrics::render,
+    ];
     let api = apiserver::start(args.apiserver).await?;
     let secure = api.secure_addr.is_some();
     // The controller manager signs the certificates of joining kubelets with

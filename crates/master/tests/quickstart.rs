@@ -4,7 +4,8 @@
 //! more on the kept store (the Completed-pod case of issue 24), then `down`.
 //! On the running cluster it also runs a kube-rs operator, kr8s' own test
 //! suite (`quickstart/kr8s_suite.rs`), kopf's end-to-end suite
-//! (`quickstart/kopf_suite.rs`) and Helm (`quickstart/helm_check.rs`).
+//! (`quickstart/kopf_suite.rs`), Helm (`quickstart/helm_check.rs`) and
+//! Prometheus (`quickstart/monitoring_check.rs`).
 //!
 //! Needs root, like the quick start. When a quick start is already running on
 //! this machine (a developer's), the test runs the script again on it and
@@ -19,6 +20,8 @@ mod helm_check;
 mod kopf_suite;
 #[path = "quickstart/kr8s_suite.rs"]
 mod kr8s_suite;
+#[path = "quickstart/monitoring_check.rs"]
+mod monitoring_check;
 #[path = "quickstart/pytest_suite.rs"]
 mod pytest_suite;
 
@@ -317,9 +320,11 @@ fn the_quick_start_runs_again_and_after_down() {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success() && text.contains(expect), "{query}: {text} {}", String::from_utf8_lossy(&out.stderr));
     }
-    let again = quickstart(&[]);
+    // Again on the running cluster, now with Prometheus (doc/monitoring.md).
+    let again = quickstart(&["--with-monitoring"]);
     assert!(again.contains("already running"), "{again}");
     check_up(&again);
+    monitoring_check::passes(&again, ADMIN);
     // A tutorial's Deployment by its Docker Hub image name.
     kubectl(&["create", "deployment", "qs-nginx", "--image=nginx:1.25"]);
     kubectl(&["rollout", "status", "deploy/qs-nginx", "--timeout=90s"]);
@@ -328,10 +333,7 @@ fn the_quick_start_runs_again_and_after_down() {
     // Tools nobody here wrote, on the same cluster.
     kr8s_suite::passes(ADMIN);
     kopf_suite::passes(ADMIN);
-    // Not run until a `helm test web` (Helm 3.17's CLI) that never saw its
-    // pod finish (5 min, in the full suite at 5ed9e99; it passed in two
-    // runs before) is understood: see issue 46's note.
-    let _ = helm_check::passes;
+    helm_check::passes(ADMIN);
     if already_running {
         return;
     }

@@ -20,6 +20,7 @@
 
 pub mod filters;
 mod gang;
+pub mod metrics;
 mod prebind;
 mod preemption;
 pub mod score;
@@ -771,7 +772,19 @@ impl Reconciler for Scheduling {
 
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
         let span = tracing::debug_span!(target: TRACE_POD_START, "schedule_one", pod = %key);
-        let outcome = self.0.schedule_one(key).instrument(span).await?;
+        let started = std::time::Instant::now();
+        let outcome = self.0.schedule_one(key).instrument(span).await;
+        let result = match &outcome {
+            Ok(Outcome::Bound(_)) => Some("scheduled"),
+            Ok(Outcome::Unschedulable(_)) => Some("unschedulable"),
+            Ok(Outcome::Skipped) => None,
+            Err(_) => Some("error"),
+        };
+        if let Some(result) = result {
+            let profile = &self.0.config.scheduler_name;
+            metrics::attempted(profile, result, started.elapsed());
+        }
+        let outcome = outcome?;
         tracing::debug!(pod = %key, ?outcome, "scheduled");
         Ok(match outcome {
             Outcome::Unschedulable(_) => Action::RequeueAfter(UNSCHEDULABLE_RETRY),

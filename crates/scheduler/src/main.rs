@@ -23,6 +23,10 @@ struct Args {
     /// gang-scheduled by their PodGroups; turn off when Volcano runs.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     serve_volcano: bool,
+    /// Where /metrics is served over plain HTTP (the scheduling attempts,
+    /// the work queue); empty: none.
+    #[arg(long, default_value = "0.0.0.0:10259")]
+    metrics_address: String,
 }
 
 #[tokio::main]
@@ -30,6 +34,14 @@ async fn main() -> anyhow::Result<()> {
     minik8s_client::init_logging();
     let args = Args::parse();
     let client = args.client.connect_limited(scheduler::API_RATE_LIMIT)?;
+    if !args.metrics_address.is_empty() {
+        let addr = args.metrics_address.clone();
+        tokio::spawn(async move {
+            if let Err(e) = minik8s_client::metrics::serve(&addr, render_metrics).await {
+                tracing::warn!(error = %e, "no /metrics");
+            }
+        });
+    }
     let config = scheduler::Config {
         scheduler_name: args.scheduler_name,
         serve_volcano: args.serve_volcano,
@@ -41,4 +53,11 @@ async fn main() -> anyhow::Result<()> {
         minik8s_client::leader::Config::scheduler(&minik8s_client::leader::default_identity());
     minik8s_client::leader::run_as_leader(client.clone(), lease, scheduler::run(client, config))
         .await
+}
+
+/// The scheduler's attempts and its work queue (the controllers' runner).
+fn render_metrics() -> String {
+    let mut text = scheduler::metrics::render();
+    text.push_str(&minik8s_client::controller::metrics::render());
+    text
 }
