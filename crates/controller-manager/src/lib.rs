@@ -58,6 +58,9 @@ use std::time::Duration;
 /// This component's client-side rate limit by default (`--kube-api-qps`,
 /// `--kube-api-burst`).
 pub const API_RATE_LIMIT: (f32, u32) = (100.0, 200);
+/// The namespace controller's own limit (see [`run`]): mostly lists of an
+/// emptied namespace, small answers.
+pub const NAMESPACE_API_RATE_LIMIT: (f32, u32) = (1000.0, 2000);
 
 /// The controller manager's settings (flags of `controller-manager` and `master`),
 /// named and defaulted as in kube-controller-manager.
@@ -192,9 +195,11 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     )?;
     // Its own client and rate limit, as each of kube-controller-manager's
     // controllers has: emptying a namespace lists every resource (about 50
-    // requests a pass), and a burst of deleted namespaces (a test suite's)
-    // would otherwise wait behind, and hold up, every other controller.
-    let (qps, burst) = API_RATE_LIMIT;
+    // requests a pass, two passes at least), so at the shared 100/s a burst
+    // of deleted namespaces (a test suite's: 300 in two minutes) went at one
+    // a second and held up every other controller. Its workers
+    // (--concurrent-namespace-syncs) bound it instead.
+    let (qps, burst) = NAMESPACE_API_RATE_LIMIT;
     let namespaces =
         namespace::NamespaceController::new(client.with_rate_limit(qps, burst), &informers)?;
     let accounts = serviceaccount::ServiceAccountController::new(client.clone(), &informers)?;

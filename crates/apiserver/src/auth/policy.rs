@@ -170,6 +170,68 @@ mod tests {
         }
     }
 
+    /// Whether the default roles bound to `user` allow `verb` on `resource`
+    /// of `group`.
+    fn user_may(user: &str, verb: &str, group: &str, resource: &str) -> bool {
+        let roles = cluster_roles();
+        cluster_role_bindings()
+            .iter()
+            .filter(|b| {
+                b["subjects"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|s| s["kind"] == "User" && s["name"] == user)
+            })
+            .filter_map(|b| {
+                roles
+                    .iter()
+                    .find(|r| r["metadata"]["name"] == b["roleRef"]["name"])
+            })
+            .flat_map(|r| r["rules"].as_array().cloned().unwrap_or_default())
+            .any(|rule| {
+                let has = |field: &str, want: &str| {
+                    rule[field]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|v| v == want || v == "*")
+                };
+                has("verbs", verb) && has("apiGroups", group) && has("resources", resource)
+            })
+    }
+
+    #[test]
+    fn the_scheduler_may_watch_every_kind_it_caches() {
+        let scheduler = "system:kube-scheduler";
+        for (group, resource) in [
+            ("", "pods"),
+            ("", "nodes"),
+            ("", "services"),
+            ("", "persistentvolumeclaims"),
+            ("", "persistentvolumes"),
+            ("", "replicationcontrollers"),
+            ("apps", "replicasets"),
+            ("apps", "statefulsets"),
+            ("policy", "poddisruptionbudgets"),
+            ("storage.k8s.io", "storageclasses"),
+            ("scheduling.volcano.sh", "podgroups"),
+        ] {
+            for verb in ["list", "watch"] {
+                assert!(
+                    user_may(scheduler, verb, group, resource),
+                    "{verb} {group}/{resource}"
+                );
+            }
+        }
+        assert!(user_may(
+            scheduler,
+            "patch",
+            "scheduling.volcano.sh",
+            "podgroups/status"
+        ));
+    }
+
     #[test]
     fn reconcile_restores_what_was_removed_unless_opted_out() {
         let default = cluster_roles()
