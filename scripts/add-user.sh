@@ -10,6 +10,7 @@
 # doc/security.md explains what the student may do and why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/common.sh
 bin=""
 # MINIK8S_BIN: the directory of the binaries to use (tests point it at their build).
 for b in ${MINIK8S_BIN:+$MINIK8S_BIN/minik8s-add-user} target/release/minik8s-add-user /usr/local/bin/minik8s-add-user; do
@@ -17,7 +18,7 @@ for b in ${MINIK8S_BIN:+$MINIK8S_BIN/minik8s-add-user} target/release/minik8s-ad
 done
 if [ -z "$bin" ]; then
   echo "==> building minik8s-add-user" >&2
-  cargo build --release --quiet -p master --bin minik8s-add-user
+  cargo_release -p master --bin minik8s-add-user
   bin=target/release/minik8s-add-user
 fi
 exec "$bin" "$@"

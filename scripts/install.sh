@@ -119,7 +119,7 @@ if [ "$missing" = true ]; then
   [ "$bin_dir" = target/release ] || { echo "missing binaries in $bin_dir" >&2; exit 1; }
   ensure_build_deps
   echo "==> building release binaries (first time: several minutes)"
-  cargo build --release --quiet -p master -p kubelet -p kube-proxy -p kubectl -p minik8s-nfs
+  cargo_release -p master -p kubelet -p kube-proxy -p kubectl -p minik8s-nfs
 fi
 
 mkdir -p "$root/usr/local/bin" "$root/etc/minik8s" "$root/etc/systemd/system" "$root/usr/local/share/doc/minik8s"

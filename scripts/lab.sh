@@ -154,7 +154,7 @@ check_tools() {
     [ "$LAB_BIN" = "$ROOT/target/release" ] || die "missing in LAB_BIN=$LAB_BIN: ${missing[*]}"
     ensure_build_deps
     log "building release binaries (first time: several minutes)"
-    cargo build --release --quiet -p master -p kubelet -p kube-proxy -p kubectl -p apiserver -p scheduler -p controller-manager -p minik8s-nfs
+    cargo_release -p master -p kubelet -p kube-proxy -p kubectl -p apiserver -p scheduler -p controller-manager -p minik8s-nfs
   fi
 }
 

@@ -156,6 +156,24 @@ ensure_build_deps() {
 
 # wait_until SECONDS WHAT CMD... : retries CMD (quietly) until it succeeds;
 # after SECONDS says what it waited for and returns 1.
+# cargo_release ARGS...: `cargo build --release --quiet ARGS` without the
+# variables cargo sets for a running test (the quick-start and lab tests run
+# these scripts): ring's build script tracks CARGO_MANIFEST_DIR, so a build
+# from inside `cargo test` and one from a shell saw different values and
+# each rebuilt ring and everything above it (rustls, reqwest, the
+# binaries: about 5 minutes on 2 cores).
+cargo_release() {
+  local unset=()
+  local v
+  for v in $(compgen -e); do
+    case $v in
+      CARGO | CARGO_MANIFEST_* | CARGO_PKG_* | CARGO_CRATE_NAME | CARGO_BIN_NAME | CARGO_BIN_EXE_* | \
+        CARGO_PRIMARY_PACKAGE | CARGO_TARGET_TMPDIR | OUT_DIR) unset+=(-u "$v") ;;
+    esac
+  done
+  env "${unset[@]}" cargo build --release --quiet "$@"
+}
+
 wait_until() {
   local secs=$1 what=$2; shift 2
   for _ in $(seq $((secs * 10))); do
