@@ -205,18 +205,23 @@ pub async fn handle(
     body: axum::body::Body,
     upgrade: Option<hyper::upgrade::OnUpgrade>,
 ) -> Response {
-    let watch = Params::parse(uri.query()).is_ok_and(|p| p.flag("watch"));
+    let params = Params::parse(uri.query());
+    let watch = params.as_ref().is_ok_and(|p| p.flag("watch"));
     let apply = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|t| t.starts_with("application/apply-patch"));
     let metric =
         crate::request_metrics::RequestMetric::of(method.as_str(), uri.path(), watch, apply);
-    let resp = handle_request(srv, conn, method, uri, headers, body, upgrade).await;
+    let resp = match params {
+        Ok(params) => handle_request(srv, conn, method, uri, headers, body, upgrade, params).await,
+        Err(e) => error_response(&e),
+    };
     metric.done(resp.status().as_u16());
     resp
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn handle_request(
     srv: Arc<ApiServer>,
     conn: Option<auth::Connection>,
@@ -225,11 +230,8 @@ async fn handle_request(
     headers: HeaderMap,
     body: axum::body::Body,
     upgrade: Option<hyper::upgrade::OnUpgrade>,
+    params: Params,
 ) -> Response {
-    let params = match Params::parse(uri.query()) {
-        Ok(p) => p,
-        Err(e) => return error_response(&e),
-    };
     let watch = params.flag("watch");
     let user = match srv
         .admit_request(conn.as_ref(), &method, uri.path(), &headers, watch)
