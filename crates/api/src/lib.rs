@@ -53,6 +53,7 @@ pub mod amount;
 pub mod cron;
 pub mod defaults;
 pub mod disaggregatedset;
+pub mod dra;
 pub mod endpoints;
 pub mod hash;
 pub mod limitrange;

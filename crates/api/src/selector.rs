@@ -330,6 +330,7 @@ pub fn supported_fields(kind: &str) -> Vec<&'static str> {
         "Node" => f.push("spec.unschedulable"),
         "Namespace" => f.push("status.phase"),
         "ReplicaSet" => f.push("status.replicas"),
+        "ResourceSlice" => f.extend(["spec.nodeName", "spec.driver"]),
         _ => {}
     }
     f

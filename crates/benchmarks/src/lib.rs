@@ -128,6 +128,7 @@ pub async fn run_hollow_nodes(
         count,
         lease_seconds,
         sync_seconds,
+        fake_gpus: 0,
     };
     let nodes = kubelet::hollow::start(client, &config).await?;
     tokio::spawn(nodes.run_forever());

@@ -42,6 +42,7 @@ pub mod nodeipam;
 pub mod nodelifecycle;
 pub mod ownership;
 pub mod replicaset;
+pub mod resourceclaim;
 pub mod resourcequota;
 pub mod rootcacert;
 pub mod serviceaccount;
@@ -211,6 +212,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     )?;
     let ttl = ttlafterfinished::TtlAfterFinishedController::new(client.clone(), &informers)?;
     let quotas = resourcequota::ResourceQuotaController::new(client.clone(), &informers)?;
+    let resource_claims = resourceclaim::ResourceClaimController::new(client.clone(), &informers)?;
     let disruption = disruption::DisruptionController::new(client.clone(), &informers)?;
     let csr_approver = certificates::approver::CsrApprover::new(client.clone(), &informers)?;
     let claim_binder = volume::binder::ClaimBinder::new(
@@ -295,6 +297,7 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
         cron_jobs.run(workers),
         ttl.run(workers),
         quotas.run(workers),
+        resource_claims.run(workers),
         disruption.run(workers),
         csr_approver.run(workers),
         claim_binder.run(workers),

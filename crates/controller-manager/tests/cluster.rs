@@ -32,6 +32,7 @@ fn hollow_node(client: &Client, prefix: &str) -> tokio::task::JoinHandle<anyhow:
             count: 1,
             lease_seconds: 1,
             sync_seconds: 1,
+            fake_gpus: 0,
         },
     ))
 }

@@ -115,6 +115,7 @@ async fn daemons_run_on_every_eligible_node() {
             count: 1,
             lease_seconds: 10,
             sync_seconds: 10,
+            fake_gpus: 0,
         },
     )
     .await

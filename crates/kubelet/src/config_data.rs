@@ -54,6 +54,8 @@ pub struct PodConfig {
     pub service_env: Vec<(String, String)>,
     /// What `resourceFieldRef` reads (set for every sync that starts or mounts).
     pub resources: crate::resource_fields::ResourceView,
+    /// Each container's devices (Dynamic Resource Allocation), by name.
+    pub device_edits: std::collections::HashMap<String, crate::devices::ContainerEdits>,
 }
 
 /// Whether the kubelet writes the volume's content (configMap, secret,

@@ -34,6 +34,8 @@ pub struct HollowConfig {
     /// How often each pod is synced without a change (the real kubelet's
     /// `--sync-seconds`; nothing changes under a hollow pod but its probes).
     pub sync_seconds: u64,
+    /// Make-believe GPUs each node publishes (`--fake-gpus`).
+    pub fake_gpus: usize,
 }
 
 /// Hollow node capacity (kubemark's defaults are of the same size).
@@ -79,6 +81,7 @@ pub fn node_config(cfg: &HollowConfig, i: usize) -> Config {
         node_status_update_frequency: Duration::from_secs(cfg.lease_seconds.max(1)),
         max_parallel_starts: crate::DEFAULT_PARALLEL_STARTS,
         allowed_unsafe_sysctls: Vec::new(),
+        fake_gpus: cfg.fake_gpus,
     }
 }
 

@@ -22,6 +22,7 @@ pub mod claims;
 pub mod config_data;
 pub mod credentials;
 pub mod decide;
+pub mod devices;
 pub mod dns;
 pub mod env;
 pub mod eviction;
@@ -151,6 +152,11 @@ pub struct Config {
     /// is refused (Failed, reason SysctlForbidden).
     #[arg(long, value_delimiter = ',')]
     pub allowed_unsafe_sysctls: Vec<String>,
+    /// Publish this many make-believe GPUs through Dynamic Resource
+    /// Allocation (driver `gpu.minik8s.io`), given to the containers that
+    /// claim them as environment (`GPU_DEVICE_<k>`, `NVIDIA_VISIBLE_DEVICES`).
+    #[arg(long, default_value_t = 0)]
+    pub fake_gpus: usize,
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {
@@ -202,6 +208,8 @@ pub struct Kubelet {
     pub allocations: resize::Allocations,
     /// When each pod's local storage was last measured (eviction).
     pub measured: eviction::Measured,
+    /// The DRA drivers running on this node.
+    pub drivers: Vec<Arc<dyn devices::DeviceDriver>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -500,6 +508,7 @@ pub async fn prepare(
     }
     tracing::info!(node = %config.node_name, runtime = %format!("{}://{version}", runtime.scheme()), "kubelet registered");
     let max_parallel_starts = config.max_parallel_starts.max(1);
+    let drivers = devices::drivers(&config);
     Ok(Arc::new(Kubelet {
         config,
         client,
@@ -518,6 +527,7 @@ pub async fn prepare(
         start_slots: Arc::new(tokio::sync::Semaphore::new(max_parallel_starts)),
         allocations: resize::Allocations::default(),
         measured: eviction::Measured::default(),
+        drivers,
     }))
 }
 
@@ -531,6 +541,11 @@ impl Kubelet {
         // a kubelet that exits for it leaves its node NotReady.
         if let Err(e) = self.remove_orphans().await {
             tracing::warn!(error = %e, "removing orphans at start");
+        }
+        // Not fatal either: a node without its slices runs every pod but
+        // those claiming its devices, and the next start publishes them.
+        if let Err(e) = self.publish_resource_slices().await {
+            tracing::warn!(error = %e, "publishing resource slices");
         }
         let weak = Arc::downgrade(&self);
         tokio::spawn(async move {

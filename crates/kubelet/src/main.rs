@@ -62,6 +62,7 @@ async fn main() -> anyhow::Result<()> {
             count: args.hollow_nodes,
             lease_seconds: 10,
             sync_seconds: 10,
+            fake_gpus: 0,
         };
         return kubelet::hollow::run(client, cfg).await;
     }

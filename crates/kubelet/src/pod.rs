@@ -292,11 +292,10 @@ impl Kubelet {
             .await;
         let (mut cfg, mounts) = match prepared {
             Ok(m) => m,
-            Err(e) => match e.downcast::<SetUpFailed>() {
-                Ok(SetUpFailed(message)) => {
-                    tracing::info!(pod = ?pod.metadata.name, %message, "volume set-up failed");
-                    self.pull_event(pod, "Warning", "FailedMount", &message)
-                        .await;
+            Err(e) => match set_up_failure(e) {
+                Ok((reason, message)) => {
+                    tracing::info!(pod = ?pod.metadata.name, %message, reason, "pod set-up failed");
+                    self.pull_event(pod, "Warning", reason, &message).await;
                     for start in &plan.to_start {
                         if let Some(c) = container_at(&spec, start.which, start.index) {
                             waiting.insert(c.name, ("ContainerCreating".into(), message.clone()));
@@ -590,4 +589,17 @@ fn sandbox_ip(plan: &PodActions, observed: &[ContainerInfo]) -> String {
         .and_then(|id| observed.iter().find(|c| c.id == id))
         .and_then(|c| c.ip.clone())
         .unwrap_or_default()
+}
+
+/// A set-up failure the pod waits out, as (event reason, message); other
+/// errors are given back.
+fn set_up_failure(e: anyhow::Error) -> Result<(&'static str, String), anyhow::Error> {
+    let e = match e.downcast::<SetUpFailed>() {
+        Ok(SetUpFailed(message)) => return Ok(("FailedMount", message)),
+        Err(e) => e,
+    };
+    match e.downcast::<crate::pod_setup::PrepareResourcesFailed>() {
+        Ok(failed) => Ok(("FailedPrepareDynamicResources", failed.to_string())),
+        Err(e) => Err(e),
+    }
 }

@@ -72,6 +72,19 @@ impl std::fmt::Display for SetUpFailed {
 
 impl std::error::Error for SetUpFailed {}
 
+/// A resource claim is not ready for the pod on this node (not reserved for
+/// it, a driver missing): the containers wait, the event says why.
+#[derive(Debug)]
+pub(crate) struct PrepareResourcesFailed(pub(crate) String);
+
+impl std::fmt::Display for PrepareResourcesFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Failed to prepare dynamic resources: {}", self.0)
+    }
+}
+
+impl std::error::Error for PrepareResourcesFailed {}
+
 impl Kubelet {
     pub(crate) fn pod_dir(&self, pod: &Pod) -> std::path::PathBuf {
         self.config
@@ -185,6 +198,10 @@ impl Kubelet {
         cfg.claims = crate::claims::resolve(&self.client, pod)
             .await?
             .map_err(SetUpFailed)?;
+        cfg.device_edits = self
+            .prepare_resources(pod)
+            .await?
+            .map_err(PrepareResourcesFailed)?;
         for (audience, expiration) in config_data::token_sources(pod) {
             let token = self
                 .tokens
@@ -226,7 +243,10 @@ impl Kubelet {
         let allocated = self.allocations.for_start(uid, c);
         let (nano_cpus, memory_limit_bytes, cpu_shares) = crate::resize::runtime_limits(&allocated);
         let pod_ip = sandbox.ip.as_deref().unwrap_or("");
-        let env = crate::env::environment(pod, c, pod_ip, &self.config.node_ip, cfg)?;
+        let mut env = crate::env::environment(pod, c, pod_ip, &self.config.node_ip, cfg)?;
+        // A DRA driver's edits come last, as CDI applies them over the spec.
+        let device_edits = cfg.device_edits.get(&c.name).cloned().unwrap_or_default();
+        env.extend(device_edits.env.iter().map(|(k, v)| format!("{k}={v}")));
         let mut own_mounts = Vec::new();
         for m in c.volume_mounts.iter().flatten() {
             let Some((_, volume)) = mounts.iter().find(|(name, _)| *name == m.name) else {
@@ -319,6 +339,7 @@ impl Kubelet {
                 .and_then(crate::pod_cgroup::pod_limits)
                 .map(|_| crate::pod_cgroup::parent(uid)),
             runtime_handler: sandbox.runtime_handler.clone(),
+            device_nodes: device_edits.device_nodes,
         })
     }
 
@@ -338,9 +359,10 @@ impl Kubelet {
             .flatten()
             .any(|v| v.persistent_volume_claim.is_some());
         let needed = starting || has_config_volumes;
+        let has_resource_claims = !minik8s_api::dra::pod_claim_entries(pod).is_empty();
         let cfg = if needed
             && (has_config_volumes
-                || (has_claims && starting)
+                || ((has_claims || has_resource_claims) && starting)
                 || !config_data::references(pod).is_empty())
         {
             self.fetch_config(pod).await?

@@ -55,6 +55,7 @@ async fn start_hollow(prefix: &str, count: usize) -> (TestServer, Client, hollow
         count,
         lease_seconds: 1,
         sync_seconds: 1,
+        fake_gpus: 0,
     };
     let nodes = hollow::start(&client, &cfg).await.unwrap();
     (server, client, nodes)
@@ -251,6 +252,7 @@ async fn a_burst_of_pods_starts_a_bounded_number_at_a_time() {
         count: 1,
         lease_seconds: 1,
         sync_seconds: 30,
+        fake_gpus: 0,
     };
     let mut config = hollow::node_config(&cfg, 0);
     config.max_parallel_starts = 2;

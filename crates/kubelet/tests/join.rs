@@ -117,6 +117,7 @@ async fn a_node_joins_with_a_token_and_is_kept_to_its_own() {
             count: 1,
             lease_seconds: 1,
             sync_seconds: 1,
+            fake_gpus: 0,
         },
     )
     .await

@@ -25,6 +25,8 @@ pub enum Unfit {
     ExistingAntiAffinity,
     VolumeNodeAffinity,
     VolumeBinding,
+    /// The pod's resource claims cannot be allocated (or used) on the node.
+    Claims(&'static str),
     /// A `DoNotSchedule` topology spread constraint would be broken.
     Spread,
     /// The node lacks a spread constraint's `topologyKey`.
@@ -51,6 +53,7 @@ impl Unfit {
             Unfit::VolumeBinding => {
                 "node(s) didn't find available persistent volumes to bind".into()
             }
+            Unfit::Claims(why) => (*why).into(),
             Unfit::Spread => "node(s) didn't match pod topology spread constraints".into(),
             Unfit::SpreadLabel => {
                 "node(s) didn't match pod topology spread constraints (missing required label)"
@@ -274,6 +277,8 @@ pub struct Snapshot<'a> {
     pub allocatable: Option<&'a HashMap<String, Allocatable>>,
     /// The pod's claims, when it has any (volume binding).
     pub volumes: Option<&'a crate::volumes::PodVolumes>,
+    /// The pod's resource claims, when it has any (device allocation).
+    pub devices: Option<&'a crate::dra::NodeCheck<'a>>,
     /// Nodes by name, built on first use (only pod affinity needs it).
     by_name: std::cell::OnceCell<HashMap<&'a str, &'a Node>>,
     /// The last pod's requests, so checking it against every node parses them once.
@@ -294,6 +299,7 @@ impl<'a> Snapshot<'a> {
             placed,
             allocatable: None,
             volumes: None,
+            devices: None,
             by_name: std::cell::OnceCell::new(),
             requests: std::cell::Cell::new(None),
             prepared: std::cell::RefCell::new(None),
@@ -323,6 +329,11 @@ impl<'a> Snapshot<'a> {
 
     pub fn with_volumes(mut self, volumes: Option<&'a crate::volumes::PodVolumes>) -> Self {
         self.volumes = volumes;
+        self
+    }
+
+    pub fn with_devices(mut self, devices: Option<&'a crate::dra::NodeCheck<'a>>) -> Self {
+        self.devices = devices;
         self
     }
 
@@ -592,6 +603,9 @@ pub fn check(pod: &Pod, node: &Node, snap: &Snapshot) -> Result<(), Unfit> {
         crate::volumes::node_fit(v, node)?;
     }
     check_resources(pod, node, snap)?;
+    if let Some(d) = snap.devices {
+        d.fits(node).map_err(Unfit::Claims)?;
+    }
     let prepared = snap.prepared(pod);
     prepared.spread.check(node)?;
     prepared.affinity.check(node)

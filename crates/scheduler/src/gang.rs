@@ -30,7 +30,7 @@ pub(crate) struct Gang {
 }
 
 /// A member placed in a simulation: the pod, its node, its volume plan.
-pub(crate) type Placed = (Arc<Pod>, String, volumes::Plan);
+pub(crate) type Placed = (Arc<Pod>, String, crate::BindPlan);
 
 /// Why a gang cannot be placed, and whether removing pods could change that.
 pub(crate) struct NoRoom {
@@ -140,6 +140,7 @@ impl Scheduler {
                     .map(|(_, n, _)| n.clone());
                 let count = bound + plan.len();
                 for (p, n, volume_plan) in plan {
+                    self.assume_device_plan(&volume_plan.devices);
                     self.assume_and_bind(&object_key(&p.metadata), p, &n, volume_plan)
                         .await;
                 }
@@ -234,6 +235,12 @@ impl Scheduler {
         } = list;
         let mut usage = base.usage.clone();
         let mut placed = base.placed.clone();
+        // Devices: the gang's members see each other's allocations (a claim
+        // shared by a group is allocated once, for the first of them).
+        let inventory = self.inventory();
+        let devices = lock(&self.devices);
+        let mut simulated: HashMap<String, Arc<ResourceClaim>> = HashMap::new();
+        let mut sim_taken: HashSet<dra::DeviceId> = HashSet::new();
         let mut shared = lock(&self.round_robin);
         shared.sync_shared(names);
         let mut copy = dry_run.then(|| shared.clone());
@@ -247,9 +254,19 @@ impl Scheduler {
             let pod_volumes = self
                 .pod_volumes(p)
                 .map_err(|why| NoRoom::fixed(format!("gang {group}: {pod_name}: {why}")))?;
+            let pod_devices = self
+                .pod_devices(p, &inventory, &simulated)
+                .map_err(|why| NoRoom::fixed(format!("gang {group}: {pod_name}: {why}")))?;
+            let taken = |d: &dra::DeviceId| devices.taken(d) || sim_taken.contains(d);
+            let device_check = pod_devices.as_ref().map(|needs| dra::NodeCheck {
+                needs,
+                inventory: &inventory,
+                in_use: &taken,
+            });
             let snap = Snapshot::new(nodes, &usage, &placed)
                 .with_allocatable(allocatable)
-                .with_volumes(pod_volumes.as_ref());
+                .with_volumes(pod_volumes.as_ref())
+                .with_devices(device_check.as_ref());
             let feasible = filters::feasible(p, &snap).map_err(|reasons| {
                 let why = filters::unschedulable_message(nodes.len(), &reasons);
                 NoRoom {
@@ -272,7 +289,28 @@ impl Scheduler {
                 }
                 None => rr.pick(&feasible).expect("feasible nodes are in the queue"),
             };
-            let volume_plan = self.volume_plan(pod_volumes.as_ref(), nodes, &node);
+            let chosen = nodes
+                .iter()
+                .find(|n| n.metadata.name.as_deref() == Some(node.as_str()));
+            let device_plan = match chosen {
+                Some(n) => claims::plan_for(pod_devices.as_ref(), &inventory, n, &taken),
+                None => claims::DevicePlan::default(),
+            };
+            for (key, allocation) in &device_plan.allocations {
+                sim_taken.extend(dra::devices_of_allocation(allocation));
+                let claim = pod_devices
+                    .iter()
+                    .flat_map(|d| d.claims.iter())
+                    .find(|(k, _)| k == key)
+                    .and_then(|(_, c)| claims::with_allocation(c, allocation));
+                if let Some(c) = claim {
+                    simulated.insert(key.clone(), Arc::new(c));
+                }
+            }
+            let volume_plan = crate::BindPlan {
+                volumes: self.volume_plan(pod_volumes.as_ref(), nodes, &node),
+                devices: device_plan,
+            };
             usage
                 .entry(node.clone())
                 .or_default()

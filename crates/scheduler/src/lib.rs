@@ -18,6 +18,8 @@
 //! pod just bound is "assumed" on its node until the watch reports it, and a
 //! pod nominated to a node keeps its room there from pods of lower priority.
 
+mod claims;
+mod dra;
 pub mod filters;
 mod gang;
 pub mod metrics;
@@ -36,6 +38,7 @@ use k8s_openapi::api::core::v1::{
     Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::storage::v1::StorageClass;
 use minik8s_api::meta::now_rfc3339;
 use minik8s_api::registry;
@@ -120,6 +123,21 @@ pub struct Scheduler {
     nominated: Mutex<HashMap<String, preemption::Nomination>>,
     /// The victims each preemptor (a pod's or a gang's key) is waiting for.
     preempting: Mutex<HashMap<String, Vec<String>>>,
+    resource_claims: Cache<ResourceClaim>,
+    device_classes: Cache<DeviceClass>,
+    resource_slices: Cache<ResourceSlice>,
+    /// The device inventory and which devices are taken.
+    devices: Mutex<claims::DeviceState>,
+    /// Compiled device selectors and what they match.
+    matches: Mutex<dra::MatchCache>,
+}
+
+/// What the binding cycle writes before binding a pod: its volumes' and
+/// its resource claims' plans.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BindPlan {
+    volumes: volumes::Plan,
+    devices: claims::DevicePlan,
 }
 
 /// Which pods are on which node and what they request, kept incrementally so a
@@ -376,6 +394,14 @@ impl Scheduler {
                 return self.unschedulable(key, &pod, message).await;
             }
         };
+        let inventory = self.inventory();
+        let pod_devices = match self.pod_devices(&pod, &inventory, &HashMap::new()) {
+            Ok(d) => d,
+            Err(why) => {
+                let message = format!("0/{} nodes are available: {why}.", nodes.len());
+                return self.unschedulable(key, &pod, message).await;
+            }
+        };
         // The cluster-default spreading selects by the pod's Services and controller.
         let default_spread = self.default_spread_selector(&pod);
         let spreads = spread::has_spread(&pod) || default_spread.is_some();
@@ -385,9 +411,17 @@ impl Scheduler {
             // Room kept for pods nominated by preemption counts as used.
             let reserved = self.with_nominations(&pod, &[key], &ledger.usage);
             let usage = reserved.as_ref().unwrap_or(&ledger.usage);
+            let devices = lock(&self.devices);
+            let taken = |d: &dra::DeviceId| devices.taken(d);
+            let device_check = pod_devices.as_ref().map(|needs| dra::NodeCheck {
+                needs,
+                inventory: &inventory,
+                in_use: &taken,
+            });
             let snap = Snapshot::new(&nodes, usage, &placed)
                 .with_allocatable(&allocatable)
-                .with_volumes(pod_volumes.as_ref());
+                .with_volumes(pod_volumes.as_ref())
+                .with_devices(device_check.as_ref());
             let mut rr = lock(&self.round_robin);
             rr.sync_shared(&names);
             let node = |name: &str| index.get(name).map(|&i| &*nodes[i]);
@@ -395,7 +429,13 @@ impl Scheduler {
         };
         match decision {
             Ok(node) => {
-                let plan = self.volume_plan(pod_volumes.as_ref(), &nodes, &node);
+                let plan = BindPlan {
+                    volumes: self.volume_plan(pod_volumes.as_ref(), &nodes, &node),
+                    devices: match index.get(&node) {
+                        Some(&i) => self.device_plan(pod_devices.as_ref(), &inventory, &nodes[i]),
+                        None => claims::DevicePlan::default(),
+                    },
+                };
                 self.assume_and_bind(key, pod, &node, plan).await;
                 Ok(Outcome::Bound(node))
             }
@@ -507,7 +547,7 @@ impl Scheduler {
         key: &str,
         pod: Arc<Pod>,
         node: &str,
-        plan: volumes::Plan,
+        plan: BindPlan,
     ) {
         let mut placed = (*pod).clone();
         placed.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
@@ -538,7 +578,25 @@ impl Scheduler {
 
     /// Binds an assumed pod (true when bound); on failure the assumption is
     /// dropped (and retried unless someone else already placed or deleted the pod).
-    async fn binding_cycle(&self, key: &str, pod: &Pod, node: &str, plan: &volumes::Plan) -> bool {
+    async fn binding_cycle(&self, key: &str, pod: &Pod, node: &str, plan: &BindPlan) -> bool {
+        if !plan.devices.is_empty() {
+            if let Err(e) = self.write_device_plan(pod, &plan.devices).await {
+                tracing::info!(pod = %key, %node, error = %e, "claim allocation failed; retrying");
+                self.forget_device_plan(&plan.devices);
+                self.event(
+                    pod,
+                    "Warning",
+                    "FailedScheduling",
+                    &format!("running PreBind plugin \"DynamicResources\": {e}"),
+                )
+                .await;
+                lock(&self.ledger).remove(key);
+                lock(&self.assumed).remove(key);
+                self.queue.add_rate_limited(key.to_string());
+                return false;
+            }
+        }
+        let plan = &plan.volumes;
         if !plan.is_empty() {
             let bound = match self.write_volume_plan(plan, node).await {
                 Ok(()) => self.wait_claims_bound(plan).await,
@@ -678,6 +736,12 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
         Api::<ReplicationController>::all(&client),
         ListParams::default(),
     );
+    let mut resource_claim_informer =
+        Informer::new(Api::<ResourceClaim>::all(&client), ListParams::default());
+    let mut device_class_informer =
+        Informer::new(Api::<DeviceClass>::all(&client), ListParams::default());
+    let mut resource_slice_informer =
+        Informer::new(Api::<ResourceSlice>::all(&client), ListParams::default());
     // Kubernetes' PrioritySort: the pod of highest priority is tried first.
     let pods = pod_informer.cache();
     let queue = WorkQueue::new().ranked_by(move |key: &String| {
@@ -707,6 +771,11 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
         unschedulable: Mutex::default(),
         nominated: Mutex::default(),
         preempting: Mutex::default(),
+        resource_claims: resource_claim_informer.cache(),
+        device_classes: device_class_informer.cache(),
+        resource_slices: resource_slice_informer.cache(),
+        devices: Mutex::default(),
+        matches: Mutex::default(),
     });
     let s = Arc::downgrade(&sched);
     pod_informer.on_event(move |ev| {
@@ -745,6 +814,25 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
     // A PodGroup made or resized lets its waiting gang try again.
     let r = retry(&weak);
     group_informer.on_event(move |_| r());
+    // Devices: a claim, class or slice that changes may free or add room.
+    let r = retry(&weak);
+    let s = weak.clone();
+    resource_claim_informer.on_event(move |ev| {
+        if let Some(s) = s.upgrade() {
+            s.on_resource_claim(ev);
+        }
+        r()
+    });
+    let r = retry(&weak);
+    device_class_informer.on_event(move |_| r());
+    let r = retry(&weak);
+    let s = weak.clone();
+    resource_slice_informer.on_event(move |ev| {
+        if let Some(s) = s.upgrade() {
+            s.on_resource_slice(ev);
+        }
+        r()
+    });
     (
         sched,
         vec![
@@ -759,6 +847,9 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
             Box::pin(rs_informer.run()),
             Box::pin(sts_informer.run()),
             Box::pin(rc_informer.run()),
+            Box::pin(resource_claim_informer.run()),
+            Box::pin(device_class_informer.run()),
+            Box::pin(resource_slice_informer.run()),
         ],
     )
 }

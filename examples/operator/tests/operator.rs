@@ -19,6 +19,7 @@ async fn cluster() -> TestServer {
         count: 2,
         lease_seconds: 10,
         sync_seconds: 10,
+        fake_gpus: 0,
     };
     let nodes = kubelet::hollow::start(&client, &hollow).await.unwrap();
     tokio::spawn(nodes.run_forever());

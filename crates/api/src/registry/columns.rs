@@ -257,3 +257,12 @@ pub(super) const LWS_COLUMNS: &[Column] = &[
     col("Up-to-date", 0),
     col("Age", 0),
 ];
+
+pub(super) const AGE_ONLY_COLUMNS: &[Column] = &[col("Age", 0)];
+pub(super) const RESOURCE_CLAIM_COLUMNS: &[Column] = &[col("State", 0), col("Age", 0)];
+pub(super) const RESOURCE_SLICE_COLUMNS: &[Column] = &[
+    col("Node", 0),
+    col("Driver", 0),
+    col("Pool", 0),
+    col("Age", 0),
+];

@@ -175,6 +175,7 @@ mod policy;
 mod quota;
 mod rbac;
 mod resize;
+pub mod resource;
 mod service;
 pub mod service_cidr;
 pub mod storage;
@@ -553,6 +554,10 @@ pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
         "PersistentVolumeClaim" => storage::validate_pvc(obj, old, &mut errs),
         "StorageClass" => storage::validate_storage_class(obj, old, &mut errs),
         "CSIStorageCapacity" => storage::validate_csi_storage_capacity(obj, &mut errs),
+        "DeviceClass" => resource::validate_device_class(obj, &mut errs),
+        "ResourceClaim" => resource::validate_resource_claim(obj, old, &mut errs),
+        "ResourceClaimTemplate" => resource::validate_resource_claim_template(obj, old, &mut errs),
+        "ResourceSlice" => resource::validate_resource_slice(obj, old, &mut errs),
         "Role" | "ClusterRole" => rbac::validate_role(obj, kind == "Role", &mut errs),
         "RoleBinding" | "ClusterRoleBinding" => {
             rbac::validate_binding(obj, old, kind == "RoleBinding", &mut errs)

@@ -11,6 +11,7 @@ pub fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Errors) {
     }
     validate_pod_level_resources(spec, path, errs);
     validate_scheduling_gates(spec, path, errs);
+    validate_resource_claims(spec, path, errs);
     let volumes: Vec<&str> = arr(spec, "volumes")
         .iter()
         .filter_map(|v| str_at(v, "name"))
@@ -498,6 +499,88 @@ fn gate_names(spec: &Value) -> Vec<&str> {
 }
 
 /// `schedulingGates`: qualified names, each once.
+/// `spec.resourceClaims` (Dynamic Resource Allocation) and the containers'
+/// `resources.claims`, which must name them (Kubernetes'
+/// `validatePodResourceClaims` and `validateResourceClaimNames`).
+fn validate_resource_claims(spec: &Value, path: &str, errs: &mut Errors) {
+    let mut names = std::collections::BTreeSet::new();
+    for (i, c) in arr(spec, "resourceClaims").iter().enumerate() {
+        let at = format!("{path}.resourceClaims[{i}]");
+        match non_empty_str(c, "name") {
+            None => errs.push(FieldError::required(format!("{at}.name"), "")),
+            Some(n) => {
+                if let Some(e) = dns1123_label_error(n) {
+                    errs.push(FieldError::invalid(
+                        format!("{at}.name"),
+                        &Value::String(n.into()),
+                        e,
+                    ));
+                }
+                if !names.insert(n.to_string()) {
+                    errs.push(FieldError::duplicate(
+                        format!("{at}.name"),
+                        &Value::String(n.into()),
+                    ));
+                }
+            }
+        }
+        let claim = non_empty_str(c, "resourceClaimName");
+        let template = non_empty_str(c, "resourceClaimTemplateName");
+        match (claim, template) {
+            (None, None) => errs.push(FieldError::invalid(
+                at.clone(),
+                &Value::Null,
+                "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`",
+            )),
+            (Some(_), Some(_)) => errs.push(FieldError::invalid(
+                at.clone(),
+                &Value::Null,
+                "at most one of `resourceClaimName` or `resourceClaimTemplateName` may be specified",
+            )),
+            (Some(n), None) | (None, Some(n)) => {
+                if let Some(e) = dns1123_subdomain_error(n) {
+                    let field = if claim.is_some() { "resourceClaimName" } else { "resourceClaimTemplateName" };
+                    errs.push(FieldError::invalid(format!("{at}.{field}"), &Value::String(n.into()), e));
+                }
+            }
+        }
+    }
+    for list in ["initContainers", "containers"] {
+        for (i, c) in arr(spec, list).iter().enumerate() {
+            let claims = c.pointer("/resources/claims").and_then(Value::as_array);
+            let mut seen = std::collections::HashSet::new();
+            for (j, claim) in claims.into_iter().flatten().enumerate() {
+                let at = format!("{path}.{list}[{i}].resources.claims[{j}]");
+                let name = str_at(claim, "name").unwrap_or("");
+                let request = str_at(claim, "request").unwrap_or("");
+                if name.is_empty() {
+                    errs.push(FieldError::required(format!("{at}.name"), ""));
+                    continue;
+                }
+                if !seen.insert((name, request)) {
+                    errs.push(FieldError::duplicate(
+                        at.clone(),
+                        &Value::String(name.into()),
+                    ));
+                }
+                if !names.contains(name) {
+                    let mut e = FieldError::not_found(at.clone(), &Value::String(name.into()));
+                    e.detail = if names.is_empty() {
+                        "must be one of the names in pod.spec.resourceClaims which is empty".into()
+                    } else {
+                        let all: Vec<&str> = names.iter().map(String::as_str).collect();
+                        format!(
+                            "must be one of the names in pod.spec.resourceClaims: {}",
+                            all.join(", ")
+                        )
+                    };
+                    errs.push(e);
+                }
+            }
+        }
+    }
+}
+
 fn validate_scheduling_gates(spec: &Value, path: &str, errs: &mut Errors) {
     let mut seen = std::collections::HashSet::new();
     for (i, g) in arr(spec, "schedulingGates").iter().enumerate() {

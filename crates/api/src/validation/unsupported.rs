@@ -30,6 +30,22 @@ const fn field(path: &'static [&'static str], what: &'static str) -> Unsupported
     }
 }
 
+/// The Dynamic Resource Allocation kinds.
+const DRA: &[&str] = &[
+    "DeviceClass",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
+    "ResourceSlice",
+];
+
+const fn dra(path: &'static [&'static str], what: &'static str) -> Unsupported {
+    Unsupported {
+        path,
+        kinds: DRA,
+        what,
+    }
+}
+
 const UNSUPPORTED: &[Unsupported] = &[
     field(
         &["httpGet", "protocol"],
@@ -75,6 +91,73 @@ const UNSUPPORTED: &[Unsupported] = &[
         kinds: &["Job", "CronJob"],
         what: "workload scheduling of Jobs",
     },
+    // Dynamic Resource Allocation: the alpha and beta features beyond
+    // structured parameters, node-local and node-selected pools, selectors,
+    // ExactCount/All, firstAvailable, matchAttribute and adminAccess.
+    dra(
+        &["exactly", "derivedAttributes"],
+        "derived device attributes",
+    ),
+    dra(
+        &["firstAvailable", "derivedAttributes"],
+        "derived device attributes",
+    ),
+    dra(&["exactly", "capacity"], "consumable device capacity"),
+    dra(
+        &["firstAvailable", "capacity"],
+        "consumable device capacity",
+    ),
+    dra(&["exactly", "tolerations"], "device taints and tolerations"),
+    dra(
+        &["firstAvailable", "tolerations"],
+        "device taints and tolerations",
+    ),
+    dra(
+        &["constraints", "distinctAttribute"],
+        "distinct-attribute constraints",
+    ),
+    dra(
+        &["spec", "extendedResourceName"],
+        "extended resources backed by DRA",
+    ),
+    dra(
+        &["devices", "allowMultipleAllocations"],
+        "consumable device capacity",
+    ),
+    dra(&["requestPolicy"], "consumable device capacity"),
+    dra(
+        &["devices", "bindingConditions"],
+        "device binding conditions",
+    ),
+    dra(
+        &["devices", "bindingFailureConditions"],
+        "device binding conditions",
+    ),
+    dra(&["devices", "bindsToNode"], "device binding conditions"),
+    dra(&["devices", "taints"], "device taints and tolerations"),
+    dra(&["devices", "consumesCounters"], "partitionable devices"),
+    dra(&["spec", "sharedCounters"], "partitionable devices"),
+    dra(&["spec", "partitionTypeAttribute"], "partitionable devices"),
+    dra(
+        &["devices", "nodeAllocatableResources"],
+        "node-allocatable devices",
+    ),
+    dra(&["spec", "skipNodeOperations"], "skipping node operations"),
+    dra(
+        &["results", "skipNodeOperations"],
+        "skipping node operations",
+    ),
+    dra(
+        &["spec", "perDeviceNodeSelection"],
+        "per-device node selection",
+    ),
+    dra(&["devices", "nodeName"], "per-device node selection"),
+    dra(&["devices", "nodeSelector"], "per-device node selection"),
+    dra(&["devices", "allNodes"], "per-device node selection"),
+    dra(&["bools"], "list-valued device attributes"),
+    dra(&["ints"], "list-valued device attributes"),
+    dra(&["strings"], "list-valued device attributes"),
+    dra(&["versions"], "list-valued device attributes"),
     Unsupported {
         path: &["conditions", "observedGeneration"],
         kinds: &["HorizontalPodAutoscaler"],
@@ -103,7 +186,8 @@ fn walk<'a>(
     match v {
         Value::Object(map) => {
             for (k, child) in map {
-                if child.is_null() {
+                // Unset, or false (every refused flag's default).
+                if child.is_null() || *child == Value::Bool(false) {
                     continue;
                 }
                 keys.push(k);

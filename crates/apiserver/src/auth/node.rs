@@ -5,7 +5,9 @@
 //!
 //! ```text
 //!  secrets, configmaps, persistentvolumeclaims  get, if a pod bound to the node uses them
+//!  resourceclaims                               get, if a pod bound to the node uses them
 //!  persistentvolumes                            get, if bound to a claim such a pod uses
+//!  resourceslices                               writes to its own node's slices only
 //!  serviceaccounts/token                        create, for a pod bound to the node
 //!  nodes, nodes/status                          writes to its own Node only
 //!  leases (kube-node-lease)                     its own Lease only
@@ -94,6 +96,20 @@ pub fn references(pod: &Value) -> Uses {
     for p in spec["imagePullSecrets"].as_array().into_iter().flatten() {
         out.push(("secrets", s(&p["name"])));
     }
+    // Dynamic Resource Allocation: claims named, or made from templates.
+    for c in spec["resourceClaims"].as_array().into_iter().flatten() {
+        if let Some(n) = c.get("resourceClaimName") {
+            out.push(("resourceclaims", s(n)));
+        }
+    }
+    let made = pod
+        .pointer("/status/resourceClaimStatuses")
+        .and_then(Value::as_array);
+    for c in made.into_iter().flatten() {
+        if let Some(n) = c.get("resourceClaimName") {
+            out.push(("resourceclaims", s(n)));
+        }
+    }
     out.retain(|(_, n)| !n.is_empty());
     out.sort();
     out.dedup();
@@ -178,6 +194,7 @@ impl NodeGraph {
             "configmaps",
             "persistentvolumeclaims",
             "serviceaccounts",
+            "resourceclaims",
         ]
         .into_iter()
         .find(|r| *r == resource) else {
@@ -297,6 +314,28 @@ impl ApiServer {
                         "no relationship found between node '{node}' and this object"
                     ))
                 }
+            }
+            ("resource.k8s.io", "resourceclaims", "") => {
+                if a.verb != "get" || a.name.is_empty() {
+                    return denied("can only get individual resources of this type".into());
+                }
+                if self
+                    .nodes
+                    .node_uses(node, "resourceclaims", &a.namespace, &a.name)
+                {
+                    Ok(String::new())
+                } else {
+                    Err(format!(
+                        "no relationship found between node '{node}' and this object"
+                    ))
+                }
+            }
+            // NodeRestriction: a kubelet publishes the slices of its own
+            // node, named after it (`<node>-<driver>`).
+            ("resource.k8s.io", "resourceslices", "")
+                if writes && !a.name.is_empty() && !a.name.starts_with(&format!("{node}-")) =>
+            {
+                denied(format!("cannot modify resourceslice '{}'", a.name))
             }
             // A volume is reachable through the claim it is bound to.
             ("", "persistentvolumes", "") => {

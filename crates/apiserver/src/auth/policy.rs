@@ -216,6 +216,9 @@ mod tests {
             ("policy", "poddisruptionbudgets"),
             ("storage.k8s.io", "storageclasses"),
             ("scheduling.volcano.sh", "podgroups"),
+            ("resource.k8s.io", "resourceclaims"),
+            ("resource.k8s.io", "deviceclasses"),
+            ("resource.k8s.io", "resourceslices"),
         ] {
             for verb in ["list", "watch"] {
                 assert!(
@@ -229,6 +232,19 @@ mod tests {
             "patch",
             "scheduling.volcano.sh",
             "podgroups/status"
+        ));
+        // DRA's PreBind: the protection finalizer, then allocation and reservation.
+        assert!(user_may(
+            scheduler,
+            "patch",
+            "resource.k8s.io",
+            "resourceclaims"
+        ));
+        assert!(user_may(
+            scheduler,
+            "patch",
+            "resource.k8s.io",
+            "resourceclaims/status"
         ));
     }
 

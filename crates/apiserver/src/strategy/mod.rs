@@ -29,6 +29,7 @@ mod pod;
 pub mod priority;
 mod rbac;
 mod replication_controller;
+mod resource;
 mod runtime_class;
 mod secret;
 mod serverless;
@@ -558,6 +559,10 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         core::PersistentVolumeClaim => persistent_volume_claim with storage::Claim;
         k8s_openapi::api::storage::v1::StorageClass => storage_class;
         k8s_openapi::api::storage::v1::CSIStorageCapacity => csi_storage_capacity;
+        k8s_openapi::api::resource::v1::DeviceClass => age_only;
+        k8s_openapi::api::resource::v1::ResourceClaim => resource_claim with resource::Claim;
+        k8s_openapi::api::resource::v1::ResourceClaimTemplate => age_only with resource::Template;
+        k8s_openapi::api::resource::v1::ResourceSlice => resource_slice;
         core::Endpoints => endpoints;
         core::Event => event;
         discovery::EndpointSlice => endpoint_slice;

@@ -4,6 +4,7 @@
 mod extensions;
 mod networking;
 mod pod;
+mod resource;
 pub mod storage;
 mod workloads;
 
@@ -124,6 +125,7 @@ fn places_name(info: &ResourceInfo) -> bool {
 pub mod rows {
     pub use super::extensions::*;
     pub use super::networking::{ingress, ingress_class, ip_address, service, service_cidr};
+    pub use super::resource::{resource_claim, resource_slice};
     pub use super::storage::{
         csi_storage_capacity, persistent_volume, persistent_volume_claim, storage_class,
     };

@@ -6,6 +6,15 @@ use minik8s_testkit::{Backend, TestServer};
 
 /// An apiserver with `nodes` hollow nodes, the scheduler and every controller.
 pub async fn cluster(prefix: &str, nodes: usize) -> (TestServer, Client) {
+    cluster_with_gpus(prefix, nodes, 0).await
+}
+
+/// [`cluster`] whose hollow nodes each publish `fake_gpus` GPUs (DRA).
+pub async fn cluster_with_gpus(
+    prefix: &str,
+    nodes: usize,
+    fake_gpus: usize,
+) -> (TestServer, Client) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
@@ -17,6 +26,7 @@ pub async fn cluster(prefix: &str, nodes: usize) -> (TestServer, Client) {
         count: nodes,
         lease_seconds: 10,
         sync_seconds: 10,
+        fake_gpus,
     };
     let nodes = kubelet::hollow::start(&client, &hollow).await.unwrap();
     tokio::spawn(nodes.run_forever());

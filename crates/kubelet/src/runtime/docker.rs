@@ -116,6 +116,16 @@ fn container_config(spec: &ContainerSpec) -> Config<String> {
             cgroup_parent: spec.cgroup_parent.clone(),
             runtime: spec.runtime_handler.clone(),
             binds: Some(binds),
+            devices: (!spec.device_nodes.is_empty()).then(|| {
+                spec.device_nodes
+                    .iter()
+                    .map(|path| bollard::models::DeviceMapping {
+                        path_on_host: Some(path.clone()),
+                        path_in_container: Some(path.clone()),
+                        cgroup_permissions: Some("rwm".into()),
+                    })
+                    .collect()
+            }),
             nano_cpus: spec.nano_cpus,
             memory: spec.memory_limit_bytes,
             cpu_shares: spec.cpu_shares,

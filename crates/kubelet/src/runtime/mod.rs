@@ -187,6 +187,8 @@ pub struct ContainerSpec {
     pub cgroup_parent: Option<String>,
     /// The runtime (Docker's `--runtime`) of the pod's RuntimeClass handler.
     pub runtime_handler: Option<String>,
+    /// Host device nodes given to the container (a DRA driver's edits).
+    pub device_nodes: Vec<String>,
 }
 
 /// A container's cgroup limits as the runtime sets them.
