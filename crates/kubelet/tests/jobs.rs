@@ -5,7 +5,8 @@
 //! fails at once on exit codes, a success policy completes an Indexed Job
 //! early, backoffLimitPerIndex fails indexes one by one; the real kubectl waits for
 //! completion and shows Kubernetes' columns; ttlSecondsAfterFinished
-//! removes a finished Job.
+//! removes a finished Job; a Job and a Deployment claiming fake GPUs
+//! (Dynamic Resource Allocation) see the devices allocated to them.
 
 mod common;
 
@@ -38,7 +39,8 @@ fn condition(j: &Value, type_: &str) -> Option<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_complete_fail_and_index_their_pods() {
-    let c = Cluster::start().await;
+    // The node publishes two make-believe GPUs (DRA's example driver).
+    let c = Cluster::start_with(|_| vec!["--fake-gpus".into(), "2".into()]).await;
     c.spawn_control_plane(controller_manager::Config::default());
     let jobs = c.client.dynamic(registry::of::<Job>(), Some("default"));
     let pods = c.pods();
@@ -355,4 +357,121 @@ async fn jobs_complete_fail_and_index_their_pods() {
     ]);
     run(&["rollout", "status", "deploy/talker", "--timeout=60s"]);
     assert_eq!(run(&["logs", "deploy/talker"]).trim(), "deployed");
+
+    gpu_jobs_see_their_devices(&c).await;
+}
+
+/// examples/dra: the Job's pod sees the GPU allocated to its claim as its
+/// driver's environment; two pods sharing one claim see the same GPU.
+async fn gpu_jobs_see_their_devices(c: &Cluster) {
+    let kubectl = |args: &[&str]| {
+        let o = c.real_kubectl(args);
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(
+            o.status.success(),
+            "kubectl {args:?}: {out} {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        out
+    };
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/dra");
+    let slice: Value = serde_json::from_str(&kubectl(&[
+        "get",
+        "resourceslice",
+        &format!("{}-gpu.minik8s.io", c.node),
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let uuids: Vec<String> = slice["spec"]["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            d["attributes"]["uuid"]["string"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(uuids.len(), 2, "{slice}");
+
+    kubectl(&["apply", "-f", &format!("{examples}/gpu-job.yaml")]);
+    kubectl(&[
+        "wait",
+        "--for=condition=complete",
+        "job/gpu-job",
+        "--timeout=120s",
+    ]);
+    let logs = kubectl(&["logs", "job/gpu-job"]);
+    let lines: Vec<&str> = logs.lines().collect();
+    assert_eq!(lines.len(), 2, "{logs}");
+    let uuid = lines[0].strip_prefix("GPU_DEVICE_0=").expect(&logs);
+    assert!(
+        uuids.iter().any(|u| u == uuid),
+        "{uuid} is not one of {uuids:?}"
+    );
+    assert_eq!(lines[1], format!("NVIDIA_VISIBLE_DEVICES={uuid}"));
+    // The pod's claim was made from the template and released when it finished.
+    let pods = c.pods();
+    let job_pod = pods
+        .list(&ListParams::default().labels("job-name=gpu-job"))
+        .await
+        .unwrap()["items"][0]
+        .clone();
+    let claim = job_pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+        .as_str()
+        .expect("the pod names its claim")
+        .to_string();
+    minik8s_testkit::until(60, "the finished pod's claim deleted", || async {
+        let o = c.real_kubectl(&["get", "resourceclaim", &claim]);
+        (!o.status.success())
+            .then_some(())
+            .ok_or_else(|| String::from_utf8_lossy(&o.stdout).to_string())
+    })
+    .await;
+
+    kubectl(&["apply", "-f", &format!("{examples}/shared-gpu.yaml")]);
+    kubectl(&["rollout", "status", "deploy/gpu-sharers", "--timeout=120s"]);
+    let reserved = kubectl(&[
+        "get",
+        "resourceclaim",
+        "shared-gpu",
+        "-o",
+        "jsonpath={.status.reservedFor[*].name}",
+    ]);
+    assert_eq!(reserved.split_whitespace().count(), 2, "{reserved}");
+    let state = kubectl(&["get", "resourceclaim", "shared-gpu"]);
+    assert!(
+        state
+            .lines()
+            .nth(1)
+            .unwrap_or("")
+            .contains("allocated,reserved"),
+        "{state}"
+    );
+    let sharers = pods
+        .list(&ListParams::default().labels("app=gpu-sharers"))
+        .await
+        .unwrap();
+    let mut seen = BTreeSet::new();
+    for p in sharers["items"].as_array().into_iter().flatten() {
+        let name = p["metadata"]["name"].as_str().unwrap();
+        let log = minik8s_testkit::until(30, "a sharer's log", || async {
+            let log = c.pod_log(&format!("{name}/log")).await;
+            (!log.is_empty()).then_some(log).ok_or_else(String::new)
+        })
+        .await;
+        seen.insert(log.trim().to_string());
+    }
+    assert_eq!(seen.len(), 1, "both pods see the one shared GPU: {seen:?}");
+    let only = seen.into_iter().next().unwrap();
+    assert!(uuids.iter().any(|u| only == format!("using {u}")), "{only}");
+    kubectl(&[
+        "delete",
+        "-f",
+        &format!("{examples}/shared-gpu.yaml"),
+        "-f",
+        &format!("{examples}/gpu-job.yaml"),
+    ]);
 }
