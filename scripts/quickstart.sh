@@ -127,10 +127,12 @@ ca_data=$(base64 -w0 "$PKI/ca.crt")
 for conf in "$KUBELET_DIR/kubelet.conf" "$KUBELET_DIR/kube-proxy.conf"; do
   [ -e "$conf" ] && ! grep -q "$ca_data" "$conf" && ! running kubelet && rm -f "$conf"
 done
+# The node also publishes four make-believe GPUs (Dynamic Resource Allocation,
+# doc/dra.md).
 start kubelet "$BIN/kubelet" --server "$SERVER" --bootstrap-token "$PKI/join-token" \
   --kubeconfig "$KUBELET_DIR/kubelet.conf" --kube-proxy-kubeconfig "$KUBELET_DIR/kube-proxy.conf" \
   --node-name "$(hostname | tr 'A-Z' 'a-z')" \
-  --root-dir "$KUBELET_DIR" --cluster-dns "$CLUSTER_DNS"
+  --root-dir "$KUBELET_DIR" --cluster-dns "$CLUSTER_DNS" --fake-gpus 4
 wait_until 60 "the node to join (see $LOG_DIR/kubelet.log)" test -s "$KUBELET_DIR/kube-proxy.conf"
 start kube-proxy "$BIN/kube-proxy" --kubeconfig "$KUBELET_DIR/kube-proxy.conf" --cluster-dns "$CLUSTER_DNS" \
   --hostname-override "$(hostname | tr 'A-Z' 'a-z')"

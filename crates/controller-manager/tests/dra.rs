@@ -51,6 +51,59 @@ async fn node_of(pods: &DynamicApi, name: &str) -> String {
     .await
 }
 
+/// `kubectl create -f` of `manifest`: its output, which must be a refusal.
+fn refused(server: &str, manifest: &Value) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("manifest.json");
+    std::fs::write(&file, manifest.to_string()).unwrap();
+    let (ok, out) = kubectl(server, &["create", "-f", file.to_str().unwrap()]);
+    assert!(!ok, "created: {out}");
+    out
+}
+
+/// Malformed CEL, an unknown class, a field minik8s does not act on, a
+/// container naming no claim of its pod: 422s naming the field.
+fn refuses_bad_claims(server: &str) {
+    let claim = |spec: Value| {
+        json!({"apiVersion": RESOURCE, "kind": "ResourceClaim",
+                                     "metadata": {"name": "bad"}, "spec": spec})
+    };
+    let out = refused(server, &claim(gpus(1, "device.driver ==")));
+    assert!(out.contains("The ResourceClaim \"bad\" is invalid: spec.devices.requests[0].exactly.selectors[0].cel.expression: Invalid value: \"device.driver ==\": compilation failed"), "{out}");
+    let out = refused(
+        server,
+        &claim(
+            json!({"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": "nope"}}]}}),
+        ),
+    );
+    assert!(
+        out.contains("spec.devices.requests[0].exactly.deviceClassName: Not found: \"nope\""),
+        "{out}"
+    );
+    let out = refused(
+        server,
+        &claim(
+            json!({"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": "gpu.minik8s.io",
+        "tolerations": [{"key": "k", "operator": "Exists"}]}}]}}),
+        ),
+    );
+    assert!(out.contains("spec.devices.requests[0].exactly.tolerations: Forbidden: device taints and tolerations (Kubernetes 1.37) is not supported by minik8s"), "{out}");
+    let out = refused(
+        server,
+        &pod(
+            "bad",
+            json!([{"name": "gpu", "resourceClaimName": "x"}]),
+            json!([{"name": "tpu"}]),
+            None,
+        ),
+    );
+    assert!(out.contains("spec.containers[0].resources.claims[0]: Not found: \"tpu\": must be one of the names in pod.spec.resourceClaims: gpu"), "{out}");
+    let template = json!({"apiVersion": RESOURCE, "kind": "ResourceClaimTemplate", "metadata": {"name": "bad"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": "gpu.minik8s.io", "allocationMode": "All", "count": 2}}]}}}});
+    let out = refused(server, &template);
+    assert!(out.contains("spec.spec.devices.requests[0].exactly.count: Invalid value: 2: must not be specified when allocationMode is 'All'"), "{out}");
+}
+
 fn allocated_devices(claim: &Value) -> Vec<(String, String)> {
     claim
         .pointer("/status/allocation/devices/results")
@@ -100,6 +153,7 @@ async fn devices_are_allocated_by_class_and_selector_on_hollow_nodes() {
         .unwrap();
     let claims = api(&client, "ResourceClaim");
     let pods = api(&client, "Pod");
+    refuses_bad_claims(&server.url);
     let fake = "device.attributes['gpu.minik8s.io'].model == 'minik8s-fake-gpu' && \
                 device.capacity['gpu.minik8s.io'].memory.compareTo(quantity('16Gi')) >= 0";
 

@@ -5,7 +5,8 @@
 //! On the running cluster it also runs a kube-rs operator, kr8s' own test
 //! suite (`quickstart/kr8s_suite.rs`), kopf's end-to-end suite
 //! (`quickstart/kopf_suite.rs`), Helm (`quickstart/helm_check.rs`) and
-//! Prometheus (`quickstart/monitoring_check.rs`).
+//! Prometheus (`quickstart/monitoring_check.rs`), and doc/dra.md's devices
+//! (`quickstart/dra_check.rs`).
 //!
 //! Needs root, like the quick start. When a quick start is already running on
 //! this machine (a developer's), the test runs the script again on it and
@@ -14,6 +15,8 @@
 use std::path::Path;
 use std::process::Command;
 
+#[path = "quickstart/dra_check.rs"]
+mod dra_check;
 #[path = "quickstart/helm_check.rs"]
 mod helm_check;
 #[path = "quickstart/kopf_suite.rs"]
@@ -327,6 +330,7 @@ fn the_quick_start_runs_again_and_after_down() {
     assert!(again.contains("already running"), "{again}");
     check_up(&again);
     monitoring_check::passes(&again, ADMIN);
+    dra_check::passes(ADMIN);
     // A tutorial's Deployment by its Docker Hub image name.
     kubectl(&["create", "deployment", "qs-nginx", "--image=nginx:1.25"]);
     kubectl(&["rollout", "status", "deploy/qs-nginx", "--timeout=90s"]);
