@@ -83,6 +83,21 @@ pub struct LeaderWorkerTemplate {
     pub volume_claim_templates: Option<Vec<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persistent_volume_claim_retention_policy: Option<Value>,
+    /// minik8s, beyond upstream (kubernetes-sigs/lws#444): one
+    /// ResourceClaim per group from each template, shared by the group's
+    /// leader and workers (Dynamic Resource Allocation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_claim_templates: Option<Vec<GroupResourceClaim>>,
+}
+
+/// A claim every group gets (`leaderWorkerTemplate.resourceClaimTemplates`):
+/// the pods' claim entry `name` (what containers name in
+/// `resources.claims`), made from the ResourceClaimTemplate named.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupResourceClaim {
+    pub name: String,
+    pub resource_claim_template_name: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -326,6 +341,74 @@ fn validate_group_identity(spec: &Value, old: Option<&Value>, errs: &mut Errors)
 
 /// Rules V2-V15 on create and update, U1-U3 on update (§2.2-2.3). V1 (the name is a
 /// DNS-1035 label) is checked by metadata validation.
+/// The pod spec as the group's pods will have it: an entry in
+/// `resourceClaims` for each group claim (so containers may name them).
+pub fn with_group_claims(pod_spec: &Value, group_claims: Option<&Value>) -> Value {
+    let mut spec = pod_spec.clone();
+    let entries = group_claims.and_then(Value::as_array);
+    if !spec.is_object() || entries.is_none_or(|e| e.is_empty()) {
+        return spec;
+    }
+    if !spec["resourceClaims"].is_array() {
+        spec["resourceClaims"] = json!([]);
+    }
+    for e in entries.into_iter().flatten() {
+        let name = e.get("name").cloned().unwrap_or(Value::Null);
+        if let Some(list) = spec["resourceClaims"].as_array_mut() {
+            list.push(json!({"name": name, "resourceClaimName": name}));
+        }
+    }
+    spec
+}
+
+/// `leaderWorkerTemplate.resourceClaimTemplates`: named as pod claim
+/// entries are, each once, and never an entry the templates already have.
+fn validate_group_claims(tmpl: &Value, errs: &mut Errors) {
+    let path = "spec.leaderWorkerTemplate.resourceClaimTemplates";
+    let own: Vec<&Value> = ["leaderTemplate", "workerTemplate"]
+        .iter()
+        .filter_map(|t| tmpl.pointer(&format!("/{t}/spec/resourceClaims")))
+        .filter_map(Value::as_array)
+        .flatten()
+        .filter_map(|c| c.get("name"))
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    let entries = tmpl.get("resourceClaimTemplates").and_then(Value::as_array);
+    for (i, e) in entries.into_iter().flatten().enumerate() {
+        let name = e.get("name").and_then(Value::as_str).unwrap_or("");
+        match crate::names::dns1123_label_error(name) {
+            _ if name.is_empty() => {
+                errs.push(FieldError::required(format!("{path}[{i}].name"), ""))
+            }
+            Some(why) => errs.push(FieldError::invalid(
+                format!("{path}[{i}].name"),
+                &json!(name),
+                why,
+            )),
+            None if !seen.insert(name) || own.contains(&&json!(name)) => errs.push(
+                FieldError::duplicate(format!("{path}[{i}].name"), &json!(name)),
+            ),
+            None => {}
+        }
+        let template = e
+            .get("resourceClaimTemplateName")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if template.is_empty() {
+            errs.push(FieldError::required(
+                format!("{path}[{i}].resourceClaimTemplateName"),
+                "",
+            ));
+        } else if let Some(why) = crate::names::dns1123_subdomain_error(template) {
+            errs.push(FieldError::invalid(
+                format!("{path}[{i}].resourceClaimTemplateName"),
+                &json!(template),
+                why,
+            ));
+        }
+    }
+}
+
 pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
     use crate::validation::storage::with_template_volumes;
     let mut errs = Vec::new();
@@ -364,15 +447,19 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
             "the product of replicas and worker replicas must not exceed 2147483647",
         ));
     }
+    validate_group_claims(&tmpl, &mut errs);
     match tmpl.get("workerTemplate") {
         None | Some(Value::Null) => errs.push(FieldError::required(
             "spec.leaderWorkerTemplate.workerTemplate",
             "",
         )),
         Some(wt) => crate::validation::validate_pod_spec(
-            &with_template_volumes(
-                wt.get("spec").unwrap_or(&Value::Null),
-                tmpl.get("volumeClaimTemplates"),
+            &with_group_claims(
+                &with_template_volumes(
+                    wt.get("spec").unwrap_or(&Value::Null),
+                    tmpl.get("volumeClaimTemplates"),
+                ),
+                tmpl.get("resourceClaimTemplates"),
             ),
             "spec.leaderWorkerTemplate.workerTemplate.spec",
             &mut errs,
@@ -380,9 +467,12 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
     }
     if let Some(lt) = tmpl.get("leaderTemplate").filter(|v| !v.is_null()) {
         crate::validation::validate_pod_spec(
-            &with_template_volumes(
-                lt.get("spec").unwrap_or(&Value::Null),
-                tmpl.get("volumeClaimTemplates"),
+            &with_group_claims(
+                &with_template_volumes(
+                    lt.get("spec").unwrap_or(&Value::Null),
+                    tmpl.get("volumeClaimTemplates"),
+                ),
+                tmpl.get("resourceClaimTemplates"),
             ),
             "spec.leaderWorkerTemplate.leaderTemplate.spec",
             &mut errs,
@@ -609,6 +699,50 @@ mod tests {
         assert_eq!(typed.spec.leader_worker_template.size, Some(1));
         let d = lws(json!({"leaderWorkerTemplate": {"restartPolicy": "Default"}}));
         assert_eq!(d["spec"]["leaderWorkerTemplate"]["restartPolicy"], "None");
+    }
+
+    #[test]
+    fn group_claims_are_named_once_and_containers_may_name_them() {
+        let gpu = |name: &str| json!({"name": name, "resourceClaimTemplateName": "group-gpu"});
+        let with_claims = |claims: Value| {
+            lws(
+                json!({"leaderWorkerTemplate": {"resourceClaimTemplates": claims,
+                "workerTemplate": {"spec": {"containers": [{"name": "c", "image": "busybox",
+                    "resources": {"claims": [{"name": "gpu"}]}}]}}}}),
+            )
+        };
+        assert!(messages(&with_claims(json!([gpu("gpu")])), None).is_empty());
+        // Without the entry, the container names a claim the pods would not have.
+        let missing = messages(&with_claims(json!([])), None);
+        assert!(
+            missing
+                .iter()
+                .any(|m| m.contains("must be one of the names in pod.spec.resourceClaims")),
+            "{missing:?}"
+        );
+        let errs: Vec<String> = validate(
+            &with_claims(json!([gpu("gpu"), gpu("gpu"), gpu("Bad"), {"name": "x"}])),
+            None,
+        )
+        .iter()
+        .map(|e| format!("{}: {}", e.field, e.body()))
+        .collect();
+        assert!(errs.contains(&"spec.leaderWorkerTemplate.resourceClaimTemplates[1].name: Duplicate value: \"gpu\"".to_string()), "{errs:?}");
+        assert!(
+            errs.iter().any(|e| e.starts_with(
+                "spec.leaderWorkerTemplate.resourceClaimTemplates[2].name: Invalid value: \"Bad\""
+            )),
+            "{errs:?}"
+        );
+        assert!(errs.contains(&"spec.leaderWorkerTemplate.resourceClaimTemplates[3].resourceClaimTemplateName: Required value".to_string()), "{errs:?}");
+        let typed: LeaderWorkerSet =
+            serde_json::from_value(with_claims(json!([gpu("gpu")]))).unwrap();
+        let claims = typed
+            .spec
+            .leader_worker_template
+            .resource_claim_templates
+            .unwrap();
+        assert_eq!(claims[0].resource_claim_template_name, "group-gpu");
     }
 
     #[test]

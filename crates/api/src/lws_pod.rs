@@ -41,6 +41,16 @@ pub const GANG_GROUP_NAME: &str = "scheduling.k8s.io/group-name";
 /// Gang scheduling: how many pods of the group must fit before any is bound.
 pub const GANG_MIN_MEMBER: &str = "minik8s.io/gang-min-member";
 
+/// On an LWS pod template (minik8s, lws#444): the claim entries whose
+/// ResourceClaim is the group's own, `name,name`; admission points them at
+/// [`group_claim_name`].
+pub const GROUP_RESOURCE_CLAIMS: &str = "minik8s.io/lws-group-resource-claims";
+
+/// The ResourceClaim group `group` of LWS `lws` shares for entry `entry`.
+pub fn group_claim_name(lws: &str, group: &str, entry: &str) -> String {
+    format!("{lws}-{group}-{entry}")
+}
+
 pub const TPU_RESOURCE: &str = "google.com/tpu";
 const TPU_DEFAULT_PORT: i64 = 8476;
 
@@ -314,6 +324,27 @@ fn add_tpu_env(pod: &mut Value, size: i64) {
     }
 }
 
+/// The group's claims (lws#444): the template's entries listed in
+/// `entries` name the group's ResourceClaim.
+fn point_at_group_claims(pod: &mut Value, entries: Option<String>, lws: &str, group: &str) {
+    let Some(entries) = entries else {
+        return;
+    };
+    let names: Vec<&str> = entries.split(',').filter(|e| !e.is_empty()).collect();
+    for c in pod["spec"]["resourceClaims"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
+        let Some(entry) = c["name"].as_str().map(str::to_string) else {
+            continue;
+        };
+        if names.contains(&entry.as_str()) {
+            c["resourceClaimName"] = json!(group_claim_name(lws, group, &entry));
+        }
+    }
+}
+
 /// Admits an LWS pod at creation: returns `Err(message)` for a pod that carries
 /// the name label but not the size annotation; otherwise stamps labels,
 /// affinity and env. Pods without the name label are left alone.
@@ -439,6 +470,7 @@ pub fn admit_pod(pod: &mut Value) -> Result<(), FieldError> {
     if let Some(g) = gang {
         map_at(&mut pod["metadata"], "annotations").insert(GANG_GROUP_NAME.into(), json!(g));
     }
+    point_at_group_claims(pod, ann(GROUP_RESOURCE_CLAIMS), &lws, &group_index);
     if pod_requests_tpus(&pod["spec"]) {
         add_tpu_env(pod, size_n);
     }
@@ -529,6 +561,27 @@ mod tests {
             ]
         );
         assert_eq!(p["spec"]["initContainers"][0]["env"][2]["value"], "0");
+    }
+
+    #[test]
+    fn group_claims_point_at_the_groups_own_claim() {
+        let entries = json!([{"name": "gpu", "resourceClaimName": "demo-group-gpu"},
+                             {"name": "mine", "resourceClaimName": "own"}]);
+        let mut l = leader("demo-3", json!({GROUP_RESOURCE_CLAIMS: "gpu"}));
+        l["spec"]["resourceClaims"] = entries.clone();
+        admit_pod(&mut l).unwrap();
+        assert_eq!(
+            l["spec"]["resourceClaims"][0]["resourceClaimName"],
+            "demo-3-gpu"
+        );
+        assert_eq!(l["spec"]["resourceClaims"][1]["resourceClaimName"], "own");
+        let mut w = worker("demo-1-2", "demo-1", json!({GROUP_RESOURCE_CLAIMS: "gpu"}));
+        w["spec"]["resourceClaims"] = entries;
+        admit_pod(&mut w).unwrap();
+        assert_eq!(
+            w["spec"]["resourceClaims"][0]["resourceClaimName"],
+            "demo-1-gpu"
+        );
     }
 
     #[test]

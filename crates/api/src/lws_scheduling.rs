@@ -175,6 +175,13 @@ fn check_level(level: &Value, path: &str, members: Option<i64>, leaf: bool, errs
                 c.len(),
                 4,
             ));
+        } else if !c.is_empty() {
+            // Refused rather than accepted and ignored: the gang's own claims
+            // (KEP-666) are not made; a group's devices are (lws#444).
+            errs.push(FieldError::forbidden(
+                format!("{path}.resourceClaims"),
+                "a gang's resource claims are not supported by minik8s; use spec.leaderWorkerTemplate.resourceClaimTemplates for a claim per group",
+            ));
         }
     }
 }
@@ -377,6 +384,8 @@ mod tests {
              "spec.scheduling.replica.worker.resourceClaims: Too many: 5: must have at most 4 items"),
             (lws(json!({"replica": {"resourceClaims": [1]}}), 4, json!({})),
              "spec.scheduling.replica.resourceClaims: Forbidden: resourceClaims may only be set on replica.leader or replica.worker"),
+            (lws(json!({"replica": {"worker": {"resourceClaims": [{"name": "a"}]}}}), 4, json!({})),
+             "spec.scheduling.replica.worker.resourceClaims: Forbidden: a gang's resource claims are not supported by minik8s; use spec.leaderWorkerTemplate.resourceClaimTemplates for a claim per group"),
             (lws(json!({"disruptionMode": {}}), 4, json!({})),
              "spec.scheduling.disruptionMode: Invalid value: \"object\": exactly one of single and all must be set"),
             (lws(json!({}), 4, json!({"spec": {"leaderWorkerTemplate": {"leaderTemplate": {"spec": {"priorityClassName": "high"}}}}})),

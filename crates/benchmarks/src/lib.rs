@@ -122,13 +122,24 @@ pub async fn run_hollow_nodes(
     lease_seconds: u64,
     sync_seconds: u64,
 ) -> anyhow::Result<f64> {
+    run_hollow_nodes_with_gpus(client, count, lease_seconds, sync_seconds, 0).await
+}
+
+/// [`run_hollow_nodes`] whose nodes each publish `fake_gpus` GPUs (DRA).
+pub async fn run_hollow_nodes_with_gpus(
+    client: &minik8s_client::Client,
+    count: usize,
+    lease_seconds: u64,
+    sync_seconds: u64,
+    fake_gpus: usize,
+) -> anyhow::Result<f64> {
     let t = std::time::Instant::now();
     let config = kubelet::hollow::HollowConfig {
         prefix: "hollow".into(),
         count,
         lease_seconds,
         sync_seconds,
-        fake_gpus: 0,
+        fake_gpus,
     };
     let nodes = kubelet::hollow::start(client, &config).await?;
     tokio::spawn(nodes.run_forever());

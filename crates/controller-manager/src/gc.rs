@@ -355,6 +355,23 @@ impl Runner {
             "v1",
             "Service",
         )?;
+        // Devices: a group's claim goes with its leader pod (LWS), a node's
+        // slices with the Node (which is watched as their owner).
+        watch::<k8s_openapi::api::resource::v1::ResourceClaim>(
+            informers,
+            &wake,
+            &mut sources,
+            "resource.k8s.io/v1",
+            "ResourceClaim",
+        )?;
+        watch::<k8s_openapi::api::resource::v1::ResourceSlice>(
+            informers,
+            &wake,
+            &mut sources,
+            "resource.k8s.io/v1",
+            "ResourceSlice",
+        )?;
+        watch::<k8s_openapi::api::core::v1::Node>(informers, &wake, &mut sources, "v1", "Node")?;
         Ok(Runner {
             collector: GarbageCollector { client, sources },
             wake,

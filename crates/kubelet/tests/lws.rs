@@ -7,7 +7,10 @@
 //! the real one) adds and removes groups, failed ones first; `size` 3 → 4
 //! rolls group by group; under
 //! `restartPolicy: None` only the container restarts; under LeaderReady no
-//! worker exists before the leader is Ready.
+//! worker exists before the leader is Ready; with per-group claims
+//! (`examples/dra/lws-group-gpus.yaml`, DRA on the node's two fake GPUs)
+//! a group's leader and worker see one GPU, the two groups different ones,
+//! and a recreated group gets a claim and a GPU again.
 
 mod common;
 
@@ -21,7 +24,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 async fn start() -> Cluster {
-    let c = Cluster::start().await;
+    // Two make-believe GPUs for the per-group claims (DRA).
+    let c = Cluster::start_with(|_| vec!["--fake-gpus".into(), "2".into()]).await;
     c.spawn_control_plane(controller_manager::Config::default());
     c
 }
@@ -389,4 +393,95 @@ spec:
         .collect();
     assert_eq!(now, uids, "no pod was recreated");
     assert_eq!(p.len(), 2);
+
+    groups_share_their_claims(&c).await;
+}
+
+/// The GPU each pod of the LWS sees, by pod name.
+fn gpus_seen(c: &Cluster, pods: &BTreeMap<String, Value>) -> BTreeMap<String, String> {
+    pods.iter()
+        .map(|(name, p)| {
+            let env = env_inside(c, p, "shard");
+            let gpu = env
+                .get("NVIDIA_VISIBLE_DEVICES")
+                .cloned()
+                .unwrap_or_default();
+            assert_eq!(env.get("GPU_DEVICE_0"), Some(&gpu), "{name}: {env:?}");
+            (name.clone(), gpu)
+        })
+        .collect()
+}
+
+/// examples/dra/lws-group-gpus.yaml: a claim per group, shared by its pods.
+async fn groups_share_their_claims(c: &Cluster) {
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/dra/lws-group-gpus.yaml"
+    );
+    kubectl_ok(c.real_kubectl(&["apply", "-f", example]));
+    let names = [
+        "inference-0",
+        "inference-0-1",
+        "inference-1",
+        "inference-1-1",
+    ];
+    let p = wait_pods(
+        c,
+        "inference",
+        "both groups running",
+        90,
+        all_running(&names),
+    )
+    .await;
+    let seen = gpus_seen(c, &p);
+    assert!(seen.values().all(|g| g.starts_with("GPU-")), "{seen:?}");
+    assert_eq!(
+        seen["inference-0"], seen["inference-0-1"],
+        "a group shares one GPU"
+    );
+    assert_eq!(
+        seen["inference-1"], seen["inference-1-1"],
+        "a group shares one GPU"
+    );
+    assert_ne!(
+        seen["inference-0"], seen["inference-1"],
+        "groups have their own GPU"
+    );
+    let claims = c.client.dynamic(
+        registry::by_kind("resource.k8s.io/v1", "ResourceClaim").unwrap(),
+        Some("default"),
+    );
+    let claim = claims.get("inference-1-gpu").await.unwrap();
+    assert_eq!(
+        claim["metadata"]["ownerReferences"][0]["uid"],
+        p["inference-1"]["metadata"]["uid"]
+    );
+    let reserved = claim["status"]["reservedFor"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert_eq!(
+        reserved, 2,
+        "reserved for the leader and its worker: {}",
+        claim["status"]
+    );
+
+    // A worker crash recreates group 1: its claim goes with the old leader
+    // (both GPUs were taken, so the new group's claim needs the old one's
+    // device back) and the new group is allocated again.
+    let old_claim = claim["metadata"]["uid"].clone();
+    c.dockerd
+        .docker(&["kill", &container(c, &p["inference-1-1"], "shard")]);
+    let again = wait_pods(c, "inference", "group 1 recreated with a GPU", 120, |now| {
+        all_running(&names)(now) && uid(&now["inference-1"]) != uid(&p["inference-1"])
+    })
+    .await;
+    let claim = claims.get("inference-1-gpu").await.unwrap();
+    assert_ne!(
+        claim["metadata"]["uid"], old_claim,
+        "a new claim for the new group"
+    );
+    let seen = gpus_seen(c, &again);
+    assert_eq!(seen["inference-1"], seen["inference-1-1"], "{seen:?}");
+    assert_ne!(seen["inference-0"], seen["inference-1"], "{seen:?}");
+    kubectl_ok(c.real_kubectl(&["delete", "-f", example]));
 }

@@ -47,7 +47,7 @@ pub(super) const DEFINITIONS: &[Definition] = &[
         ("schedulingPolicy", "lws:SchedulingPolicy", false, "gang or basic."),
         ("schedulingConstraints", "lws:SchedulingConstraints", false, "Placement constraints (accepted, not enforced by minik8s)."),
         ("disruptionMode", "lws:DisruptionMode", false, "single or all."),
-        ("resourceClaims", "[]msg:api.core.v1.PodResourceClaim", false, "At most 4 resource claims of the gang (accepted, not enforced by minik8s)."),
+        ("resourceClaims", "[]msg:api.core.v1.PodResourceClaim", false, "At most 4 resource claims of the gang (refused by minik8s: use leaderWorkerTemplate.resourceClaimTemplates)."),
     ]),
     ("SchedulingPolicy", "Exactly one of basic and gang.", &[
         ("basic", "lws:BasicSchedulingPolicy", false, "Pods schedule one by one."),
@@ -71,6 +71,11 @@ pub(super) const DEFINITIONS: &[Definition] = &[
         ("subGroupPolicy", "lws:SubGroupPolicy", false, "SubGroupPolicy describes the policy that will be applied when creating subgroups in each replica."),
         ("volumeClaimTemplates", "[]msg:api.core.v1.PersistentVolumeClaim", false, "VolumeClaimTemplates is a list of claims that pods are allowed to reference; each leader and worker pod gets its own."),
         ("persistentVolumeClaimRetentionPolicy", "msg:api.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicy", false, "PersistentVolumeClaimRetentionPolicy describes the lifecycle of the claims created from volumeClaimTemplates."),
+        ("resourceClaimTemplates", "[]lws:GroupResourceClaim", false, "minik8s extension (kubernetes-sigs/lws#444): one ResourceClaim per group from each template, shared by the group's leader and workers; containers name it in resources.claims."),
+    ]),
+    ("GroupResourceClaim", "A ResourceClaim made for each group and shared by its pods.", &[
+        ("name", "string", true, "The claim's entry name in the pods' spec.resourceClaims, which containers name in resources.claims."),
+        ("resourceClaimTemplateName", "string", true, "The ResourceClaimTemplate (in the LWS's namespace) each group's claim is made from."),
     ]),
     ("SubGroupPolicy", "How a group is split into subgroups of subGroupSize pods.", &[
         ("subGroupPolicyType", "string", false, "LeaderWorker (the default) places the leader in subgroup 0; LeaderExcluded leaves it out of every subgroup."),

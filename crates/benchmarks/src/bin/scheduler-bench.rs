@@ -3,14 +3,18 @@
 //! per second until every pod is bound. Everything runs in this process on an
 //! in-process apiserver (embedded store). Prints a Markdown report; not a test.
 //!
-//! Usage: `scheduler-bench [NODES] [PODS] [plain|spread|preempt]`:
+//! Usage: `scheduler-bench [NODES] [PODS] [plain|spread|preempt|dra]`:
 //! - `plain` (default): pods of 10m CPU, placed round robin;
 //! - `spread`: the same pods with a `maxSkew: 1` topology spread constraint
 //!   over `kubernetes.io/hostname` (every decision counts the placed pods);
 //! - `preempt`: PODS pods of low priority fill every node's CPU exactly
 //!   (placed as in `plain`, the floor), then PODS/10 pods of high priority
 //!   each preempt one: victims chosen, deleted through the hollow kubelets,
-//!   the preemptors bound.
+//!   the preemptors bound;
+//! - `dra`: every node publishes 8 fake GPUs and every pod names a
+//!   ResourceClaim of its own for one of them (made before the pods): the
+//!   scheduler allocates a device per pod and writes the claim before the
+//!   binding. With more pods than GPUs, the pods beyond stay pending.
 
 use futures::StreamExt;
 use minik8s_api::k8s::api::core::v1::Pod;
@@ -29,8 +33,13 @@ async fn create_pods(api: &DynamicApi, prefix: &str, count: usize, spec: &Value)
     let created: Vec<bool> = futures::stream::iter(0..count)
         .map(|i| {
             let api = api.clone();
-            let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": format!("{prefix}{i}"), "labels": {"app": "bench"}}, "spec": spec});
+            // The `dra` mode: each pod uses the claim named after it.
+            if spec.get("resourceClaims").is_some() {
+                pod["spec"]["resourceClaims"] =
+                    json!([{"name": "gpu", "resourceClaimName": format!("{prefix}{i}")}]);
+            }
             async move { api.create(&pod).await.is_ok() }
         })
         .buffer_unordered(32)
@@ -38,6 +47,38 @@ async fn create_pods(api: &DynamicApi, prefix: &str, count: usize, spec: &Value)
         .await;
     assert!(created.iter().all(|ok| *ok), "creating pods failed");
     t.elapsed().as_secs_f64()
+}
+
+/// GPUs each hollow node publishes in the `dra` mode.
+const GPUS_PER_NODE: usize = 8;
+
+/// The DeviceClass of the fake GPUs and `count` claims `p<i>` of one GPU
+/// each (the pod `p<i>` names its own), 32 at a time.
+async fn create_claims(client: &Client, count: usize) -> anyhow::Result<()> {
+    let resource = |kind| registry::by_kind("resource.k8s.io/v1", kind).expect("a DRA kind");
+    client
+        .dynamic(resource("DeviceClass"), None)
+        .create(
+            &json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": "gpu.minik8s.io"},
+            "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.minik8s.io'"}}]}}),
+        )
+        .await?;
+    let claims = client.dynamic(resource("ResourceClaim"), Some("default"));
+    let created: Vec<bool> = futures::stream::iter(0..count)
+        .map(|i| {
+            let claims = claims.clone();
+            let claim = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": format!("p{i}")},
+                "spec": {"devices": {"requests": [{"name": "gpu",
+                    "exactly": {"deviceClassName": "gpu.minik8s.io"}}]}}});
+            async move { claims.create(&claim).await.is_ok() }
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    anyhow::ensure!(created.iter().all(|ok| *ok), "creating claims failed");
+    Ok(())
 }
 
 /// The pod's name when it is named `<prefix>*` and bound to a node.
@@ -118,12 +159,14 @@ async fn main() -> anyhow::Result<()> {
         .find(|a| a.parse::<usize>().is_err())
         .unwrap_or_else(|| "plain".into());
     anyhow::ensure!(
-        ["plain", "spread", "preempt"].contains(&mode.as_str()),
-        "mode is plain, spread or preempt, not {mode}"
+        ["plain", "spread", "preempt", "dra"].contains(&mode.as_str()),
+        "mode is plain, spread, preempt or dra, not {mode}"
     );
     let server = TestServer::start_with(Backend::Embedded, |c| c.watch_cache_size = 50_000).await;
     let client = Client::new(&server.url);
-    let register_secs = benchmarks::run_hollow_nodes(&client, nodes, 60, 10).await?;
+    let gpus = if mode == "dra" { GPUS_PER_NODE } else { 0 };
+    let register_secs =
+        benchmarks::run_hollow_nodes_with_gpus(&client, nodes, 60, 10, gpus).await?;
     eprintln!("{nodes} hollow nodes registered");
     let api = client.dynamic(registry::of::<Pod>(), Some("default"));
 
@@ -155,6 +198,12 @@ async fn main() -> anyhow::Result<()> {
             json!({"containers": container(&format!("{millis}m")), "priorityClassName": "bench-low",
                    "terminationGracePeriodSeconds": 0})
         }
+        "dra" => {
+            create_claims(&client, pods).await?;
+            let mut containers = container("10m");
+            containers[0]["resources"]["claims"] = json!([{"name": "gpu"}]);
+            json!({"containers": containers, "resourceClaims": []})
+        }
         _ => json!({"containers": container("10m")}),
     };
     let create_secs = create_pods(&api, "p", pods, &spec).await;
@@ -167,7 +216,12 @@ async fn main() -> anyhow::Result<()> {
         tokio::spawn(inf);
     }
     tokio::spawn(scheduler::worker(sched));
-    wait_bound(&api, rv, "p", pods).await?;
+    // With claims, only as many pods as there are GPUs can be bound.
+    let placeable = match mode.as_str() {
+        "dra" => pods.min(nodes * GPUS_PER_NODE),
+        _ => pods,
+    };
+    wait_bound(&api, rv, "p", placeable).await?;
     let bind_secs = t.elapsed().as_secs_f64();
 
     let preempt = if mode == "preempt" {
@@ -211,7 +265,7 @@ async fn main() -> anyhow::Result<()> {
         "| create {pods} pods (32 clients) | {create_secs:.1} | {:.0} pods/s |",
         pods as f64 / create_secs
     );
-    println!("| schedule and bind all (scheduler start → none unbound) | {bind_secs:.1} | **{:.0} pods/s** |", pods as f64 / bind_secs);
+    println!("| schedule and bind {placeable} (scheduler start → all bound) | {bind_secs:.1} | **{:.0} pods/s** |", placeable as f64 / bind_secs);
     if let Some((high, secs)) = preempt {
         println!("| {high} pods of high priority, each preempting one (create → all bound) | {secs:.1} | **{:.0} pods/s** |", high as f64 / secs);
     }

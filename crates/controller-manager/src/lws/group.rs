@@ -27,6 +27,7 @@ use crate::ownership::{controller_of, controller_ref, is_ready};
 use crate::{lock, ns_of, parse_duration};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
 use minik8s_api::lws::{LeaderWorkerSet, LeaderWorkerTemplate, NetworkConfig};
 use minik8s_api::lws_pod::*;
 use minik8s_api::podgroup::PodGroup;
@@ -114,6 +115,7 @@ pub fn worker_statefulset(
         "spec": {"replicas": size_of(lwt) - 1, "ordinals": {"start": 1}, "podManagementPolicy": "Parallel",
             "serviceName": service, "selector": {"matchLabels": selector}, "template": template}});
     super::rollout::add_claim_templates(&mut sts, lwt);
+    super::rollout::add_group_resource_claims(&mut sts, lwt, &name, &get(GROUP_INDEX));
     sts
 }
 
@@ -203,6 +205,8 @@ pub struct GroupController {
     revisions: Cache<ControllerRevision>,
     nodes: Cache<Node>,
     pod_groups: Cache<PodGroup>,
+    /// The groups' own ResourceClaims (lws#444), owned by their leaders.
+    claims: Cache<ResourceClaim>,
     /// Pods whose deletion was seen but not yet handled: a worker that its
     /// StatefulSet recreates at once must still restart the group (lws#998).
     deleted: Mutex<HashMap<String, Arc<Pod>>>,
@@ -226,6 +230,7 @@ impl GroupController {
             revisions: informers.cache(),
             nodes: informers.cache(),
             pod_groups: informers.cache(),
+            claims: informers.cache(),
             deleted: Mutex::default(),
         });
         Controller::new(ctl, WorkQueue::new())
@@ -243,6 +248,11 @@ impl GroupController {
             .owns::<StatefulSet>(informers, "Pod")?
             .watches::<Service, _>(informers, |_, ev| match ev {
                 Event::Deleted(s) => controller_key(&s.metadata, "Pod").into_iter().collect(),
+                _ => Vec::new(),
+            })?
+            // A recreated group's leader waits for the old group's claim to go.
+            .watches::<ResourceClaim, _>(informers, |_, ev| match ev {
+                Event::Deleted(c) => controller_key(&c.metadata, "Pod").into_iter().collect(),
                 _ => Vec::new(),
             })?
             .watches::<ControllerRevision, _>(informers, |c, ev| {
@@ -572,6 +582,9 @@ impl GroupController {
                 }
             }
         }
+        if let Some(wait) = self.ensure_group_claims(lws, pod, &lwt).await? {
+            return Ok(Action::RequeueAfter(wait));
+        }
         if size_of(&lwt) <= 1 {
             return Ok(Action::Done);
         }
@@ -640,6 +653,82 @@ impl GroupController {
                 Err(e)
             }
         }
+    }
+}
+
+impl GroupController {
+    /// The group's own ResourceClaims (minik8s, lws#444): one per entry of
+    /// `resourceClaimTemplates`, made from its template and owned by the
+    /// leader, so a recreated group releases its devices and gets new ones.
+    /// Some(wait) while one cannot be made yet (the old group's still going,
+    /// the template missing).
+    async fn ensure_group_claims(
+        &self,
+        lws: &LeaderWorkerSet,
+        leader: &Pod,
+        lwt: &LeaderWorkerTemplate,
+    ) -> Result<Option<Duration>, ClientError> {
+        let entries = lwt.resource_claim_templates.as_deref().unwrap_or(&[]);
+        if entries.is_empty() {
+            return Ok(None);
+        }
+        let ns = ns_of(&leader.metadata);
+        let lws_name = lws.metadata.name.as_deref().unwrap_or("");
+        let group = label(leader, GROUP_INDEX).unwrap_or_default();
+        let claims = self
+            .client
+            .dynamic(registry::of::<ResourceClaim>(), Some(&ns));
+        for e in entries {
+            let name = group_claim_name(lws_name, group, &e.name);
+            if let Some(existing) = self.claims.get(&format!("{ns}/{name}")) {
+                if controller_of(&existing.metadata).map(|o| o.0) != leader.metadata.uid {
+                    // The previous group's claim is still being released.
+                    return Ok(Some(Duration::from_secs(1)));
+                }
+                continue;
+            }
+            let template = match self
+                .client
+                .dynamic(registry::of::<ResourceClaimTemplate>(), Some(&ns))
+                .get(&e.resource_claim_template_name)
+                .await
+            {
+                Ok(t) => t,
+                Err(err) if err.is_not_found() => {
+                    let note = format!(
+                        "Failed to create resource claim {name}: resourceclaimtemplate.resource.k8s.io \"{}\" not found",
+                        e.resource_claim_template_name
+                    );
+                    self.event(lws, "Warning", "FailedCreate", &note).await;
+                    return Ok(Some(Duration::from_secs(10)));
+                }
+                Err(err) => return Err(err),
+            };
+            let mut labels = template
+                .pointer("/spec/metadata/labels")
+                .cloned()
+                .unwrap_or(json!({}));
+            labels[NAME] = json!(lws_name);
+            labels[GROUP_INDEX] = json!(group);
+            let claim = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": name, "namespace": ns, "labels": labels,
+                    "annotations": template.pointer("/spec/metadata/annotations"),
+                    "ownerReferences": [controller_ref("v1", "Pod", &leader.metadata)]},
+                "spec": template.pointer("/spec/spec").cloned().unwrap_or(json!({}))});
+            match claims.create(&claim).await {
+                Ok(_) => {
+                    let note = format!("Created resource claim {name} for group {group}");
+                    self.event(lws, "Normal", "GroupsProgressing", &note).await;
+                }
+                Err(err) if err.api().is_some_and(|a| a.code == 409) => {}
+                Err(err) => {
+                    let note = format!("Failed to create resource claim {name}: {err}");
+                    self.event(lws, "Warning", "FailedCreate", &note).await;
+                    return Err(err);
+                }
+            }
+        }
+        Ok(None)
     }
 }
 

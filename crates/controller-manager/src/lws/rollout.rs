@@ -334,6 +334,15 @@ pub fn template_annotations(
             );
         }
     }
+    let group_claims: Vec<&str> = lwt
+        .resource_claim_templates
+        .iter()
+        .flatten()
+        .map(|c| c.name.as_str())
+        .collect();
+    if !group_claims.is_empty() {
+        out.insert(GROUP_RESOURCE_CLAIMS.into(), group_claims.join(","));
+    }
     let scope = minik8s_api::lws_scheduling::scope(lws.spec.scheduling.as_ref());
     if scope != minik8s_api::lws_scheduling::GangScope::Off {
         // spec.scheduling: admission names each pod's gang by this scope.
@@ -395,7 +404,35 @@ pub fn leader_statefulset(
                 "maxUnavailable": (r.max_unavailable + r.max_surge).max(1)}},
             "template": template}});
     add_claim_templates(&mut sts, lwt);
+    add_group_resource_claims(&mut sts, lwt, &name, "group");
     sts
+}
+
+/// The group claims (lws#444) as entries of the StatefulSet's pod template,
+/// for group `group` (the leader set's stand-in is rewritten for each leader
+/// at admission, see [`GROUP_RESOURCE_CLAIMS`]).
+pub fn add_group_resource_claims(
+    sts: &mut Value,
+    lwt: &LeaderWorkerTemplate,
+    lws: &str,
+    group: &str,
+) {
+    let claims = lwt.resource_claim_templates.iter().flatten();
+    let entries: Vec<Value> = claims
+        .map(
+            |c| json!({"name": c.name, "resourceClaimName": group_claim_name(lws, group, &c.name)}),
+        )
+        .collect();
+    if entries.is_empty() {
+        return;
+    }
+    let spec = &mut sts["spec"]["template"]["spec"];
+    if !spec["resourceClaims"].is_array() {
+        spec["resourceClaims"] = json!([]);
+    }
+    if let Some(list) = spec["resourceClaims"].as_array_mut() {
+        list.extend(entries);
+    }
 }
 
 /// KEP-622: both StatefulSets get the template's claims, reduced to the
