@@ -191,6 +191,21 @@ impl Kubelet {
     pub(crate) async fn publish_resource_slices(&self) -> anyhow::Result<()> {
         let node_name = &self.config.node_name;
         let slices = self.client.dynamic(registry::of::<ResourceSlice>(), None);
+        // A driver this kubelet no longer runs: its devices are gone.
+        if !self
+            .drivers
+            .iter()
+            .any(|d| d.name() == dra::FAKE_GPU_DRIVER)
+        {
+            let ours = format!("{node_name}-{}", dra::FAKE_GPU_DRIVER);
+            match slices.delete(&ours, &Default::default()).await {
+                Err(e) if !e.is_not_found() => return Err(e.into()),
+                _ => {}
+            }
+        }
+        if self.drivers.is_empty() {
+            return Ok(());
+        }
         let node: Node = serde_json::from_value(
             self.client
                 .dynamic(registry::of::<Node>(), None)
@@ -223,18 +238,6 @@ impl Kubelet {
                 Err(e) => return Err(e.into()),
             }
             tracing::info!(node = %node_name, driver = driver.name(), devices = driver.devices().len(), "published a resource slice");
-        }
-        // A driver this kubelet no longer runs: its devices are gone.
-        let ours = format!("{node_name}-{}", dra::FAKE_GPU_DRIVER);
-        if !self
-            .drivers
-            .iter()
-            .any(|d| d.name() == dra::FAKE_GPU_DRIVER)
-        {
-            match slices.delete(&ours, &Default::default()).await {
-                Err(e) if !e.is_not_found() => return Err(e.into()),
-                _ => {}
-            }
         }
         Ok(())
     }
