@@ -288,6 +288,38 @@ async fn devices_are_allocated_by_class_and_selector_on_hollow_nodes() {
     })
     .await;
 
+    // An opaque configuration for the example driver, which has nothing to
+    // configure: the pod is placed but does not start, and an event says why.
+    let mut configured = gpus(1, "true");
+    configured["devices"]["config"] = json!([{"opaque": {"driver": "gpu.minik8s.io",
+        "parameters": {"sharing": {"strategy": "TimeSlicing"}}}}]);
+    claims
+        .create(&json!({"apiVersion": RESOURCE, "kind": "ResourceClaim",
+            "metadata": {"name": "configured"}, "spec": configured}))
+        .await
+        .unwrap();
+    pods.create(&pod(
+        "configured",
+        json!([{"name": "gpu", "resourceClaimName": "configured"}]),
+        json!([{"name": "gpu"}]),
+        None,
+    ))
+    .await
+    .unwrap();
+    node_of(&pods, "configured").await;
+    until("FailedPrepareDynamicResources", 60, || async {
+        let events = events_about(&client, "default", "involvedObject.name=configured").await;
+        events
+            .iter()
+            .any(|(r, m)| {
+                r == "FailedPrepareDynamicResources" && m.contains("takes no opaque configuration")
+            })
+            .then_some(())
+            .ok_or(format!("{events:?}"))
+    })
+    .await;
+    assert_ne!(get(&pods, "configured").await["status"]["phase"], "Running");
+
     // A claim from a template: made for the pod, named in its status, gone with it.
     let templates = api(&client, "ResourceClaimTemplate");
     templates

@@ -48,6 +48,9 @@ pub trait DeviceDriver: Send + Sync {
     /// The edits that give a container these of its devices (by name, in
     /// allocation order).
     fn container_edits(&self, devices: &[String]) -> Result<ContainerEdits, String>;
+    /// Checks an opaque configuration a claim or its class gives the
+    /// driver: Err(why) refuses the pod's start rather than ignore it.
+    fn check_config(&self, parameters: &serde_json::Value) -> Result<(), String>;
 }
 
 /// The example driver: `count` make-believe GPUs.
@@ -135,6 +138,31 @@ impl DeviceDriver for FakeGpus {
             device_nodes: Vec::new(),
         })
     }
+
+    /// Make-believe GPUs have nothing to configure (no sharing strategy, no
+    /// time slices): a configuration is refused, not ignored.
+    fn check_config(&self, _parameters: &serde_json::Value) -> Result<(), String> {
+        Err(format!(
+            "driver {} (minik8s' example driver) takes no opaque configuration",
+            self.name()
+        ))
+    }
+}
+
+/// The opaque configurations of a claim's allocation: (driver, parameters).
+pub fn configs_of(claim: &ResourceClaim) -> Vec<(String, serde_json::Value)> {
+    let configs = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.config.as_ref());
+    configs
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.opaque.as_ref())
+        .map(|o| (o.driver.clone(), o.parameters.0.clone()))
+        .collect()
 }
 
 /// The drivers this kubelet runs.
@@ -286,6 +314,13 @@ impl Kubelet {
                     )));
                 }
             }
+            for (driver, parameters) in configs_of(&claim) {
+                if let Some(d) = self.drivers.iter().find(|d| d.name() == driver) {
+                    if let Err(why) = d.check_config(&parameters) {
+                        return Ok(Err(format!("resource claim {name}: {why}")));
+                    }
+                }
+            }
             claims.insert(entry, claim);
         }
         let spec = pod.spec.as_ref();
@@ -346,6 +381,10 @@ mod tests {
         assert_eq!(edits.env[1], ("GPU_DEVICE_1".to_string(), gpus.uuid(0)));
         assert_eq!(edits.env[2].1, format!("{},{}", gpus.uuid(2), gpus.uuid(0)));
         assert!(gpus.container_edits(&["gpu-7".into()]).is_err());
+        let refused = gpus.check_config(&json!({"sharing": {"strategy": "TimeSlicing"}}));
+        assert!(refused
+            .unwrap_err()
+            .contains("takes no opaque configuration"));
     }
 
     #[test]
