@@ -75,6 +75,16 @@ pub fn reserved_for(claim: &ResourceClaim, pod_uid: &str) -> bool {
         .is_some_and(|r| r.iter().any(|c| c.uid == pod_uid))
 }
 
+/// Does the claim carry the delete-protection finalizer?
+pub fn protected(claim: &ResourceClaim) -> bool {
+    claim
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == DELETE_PROTECTION)
+}
+
 /// Is the claim allocated?
 pub fn allocated(claim: &ResourceClaim) -> bool {
     claim

@@ -150,13 +150,7 @@ pub fn claim_action(claim: &ResourceClaim, pod: impl Fn(&str) -> Option<Arc<Pod>
             return ClaimAction::Deallocate;
         }
     }
-    let protected = claim
-        .metadata
-        .finalizers
-        .iter()
-        .flatten()
-        .any(|f| f == DELETE_PROTECTION);
-    if protected && !allocated {
+    if minik8s_api::dra::protected(claim) && !allocated {
         return ClaimAction::Unprotect;
     }
     ClaimAction::Nothing

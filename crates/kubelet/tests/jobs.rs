@@ -335,16 +335,7 @@ async fn jobs_complete_fail_and_index_their_pods() {
     .await;
 
     // kubectl logs deploy/NAME: kubectl picks one of the Deployment's pods.
-    let run = |args: &[&str]| {
-        let o = c.real_kubectl(args);
-        let out = String::from_utf8_lossy(&o.stdout).to_string();
-        assert!(
-            o.status.success(),
-            "kubectl {args:?}: {out} {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        out
-    };
+    let run = |args: &[&str]| kubectl_ok(&c, args);
     run(&[
         "create",
         "deployment",
@@ -361,19 +352,22 @@ async fn jobs_complete_fail_and_index_their_pods() {
     gpu_jobs_see_their_devices(&c).await;
 }
 
+/// The real kubectl's output; the test fails unless it succeeds.
+fn kubectl_ok(c: &Cluster, args: &[&str]) -> String {
+    let o = c.real_kubectl(args);
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        o.status.success(),
+        "kubectl {args:?}: {out} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
 /// examples/dra: the Job's pod sees the GPU allocated to its claim as its
 /// driver's environment; two pods sharing one claim see the same GPU.
 async fn gpu_jobs_see_their_devices(c: &Cluster) {
-    let kubectl = |args: &[&str]| {
-        let o = c.real_kubectl(args);
-        let out = String::from_utf8_lossy(&o.stdout).to_string();
-        assert!(
-            o.status.success(),
-            "kubectl {args:?}: {out} {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        out
-    };
+    let kubectl = |args: &[&str]| kubectl_ok(c, args);
     let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/dra");
     let slice: Value = serde_json::from_str(&kubectl(&[
         "get",

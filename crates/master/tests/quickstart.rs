@@ -15,6 +15,8 @@
 use std::path::Path;
 use std::process::Command;
 
+#[path = "quickstart/doc_command.rs"]
+mod doc_command;
 #[path = "quickstart/dra_check.rs"]
 mod dra_check;
 #[path = "quickstart/helm_check.rs"]

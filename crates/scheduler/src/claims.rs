@@ -228,13 +228,7 @@ impl Scheduler {
                 .find(|(k, _)| k == key)
                 .map(|(_, a)| a);
             let mut rv = claim.metadata.resource_version.clone();
-            let protected = claim
-                .metadata
-                .finalizers
-                .iter()
-                .flatten()
-                .any(|f| f == DELETE_PROTECTION);
-            if allocation.is_some() && !protected {
+            if allocation.is_some() && !minik8s_api::dra::protected(&claim) {
                 let mut finalizers: Vec<String> =
                     claim.metadata.finalizers.clone().unwrap_or_default();
                 finalizers.push(DELETE_PROTECTION.into());

@@ -1,8 +1,7 @@
 //! doc/dra.md on the quick start (whose kubelet runs `--fake-gpus 4`): every
 //! command of the page, in its order, answers what the page says.
 
-use std::path::Path;
-use std::process::Command;
+use crate::doc_command::repo;
 
 /// doc/dra.md's commands and a text each answer must contain.
 const DOC_COMMANDS: &[(&str, &str)] = &[
@@ -36,10 +35,6 @@ const DOC_COMMANDS: &[(&str, &str)] = &[
     ),
 ];
 
-fn repo() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// The `kubectl …` lines of the page's `sh` blocks.
 fn page_commands() -> Vec<String> {
     let page = std::fs::read_to_string(repo().join("doc/dra.md")).expect("doc/dra.md");
@@ -63,27 +58,10 @@ pub fn passes(kubeconfig: &str) {
         listed,
         "doc/dra.md and this check list the same commands"
     );
-    let kubectl = minik8s_testkit::real_kubectl();
-    let path = format!(
-        "{}:{}",
-        kubectl.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     for (command, expect) in DOC_COMMANDS {
-        let out = Command::new("sh")
-            .args(["-c", command])
-            .current_dir(repo())
-            .env("KUBECONFIG", kubeconfig)
-            .env("PATH", &path)
-            .output()
-            .expect("sh");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let (ok, text) = crate::doc_command::run(command, &repo(), kubeconfig, &[]);
         assert!(
-            out.status.success() && text.contains(expect),
+            ok && text.contains(expect),
             "doc/dra.md: `{command}` should answer {expect:?}:\n{text}"
         );
     }

@@ -36,29 +36,12 @@ pub fn passes(kubeconfig: &str) {
         "Helm is not installed at {}: scripts/test.sh installs it (ensure_helm_tools)",
         venv.display()
     );
-    let kubectl = minik8s_testkit::real_kubectl();
-    let path = format!(
-        "{}:{}:{}",
-        venv.join("bin").display(),
-        kubectl.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     let scratch = tempfile::tempdir().unwrap();
+    let bin = venv.join("bin");
     for (command, expect) in DOC_COMMANDS {
-        let out = Command::new("sh")
-            .args(["-c", command])
-            .current_dir(scratch.path())
-            .env("KUBECONFIG", kubeconfig)
-            .env("PATH", &path)
-            .output()
-            .expect("sh");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let (ok, text) = crate::doc_command::run(command, scratch.path(), kubeconfig, &[&bin]);
         assert!(
-            out.status.success() && text.contains(expect),
+            ok && text.contains(expect),
             "doc/helm.md: `{command}` (wanted {expect:?}):\n{text}"
         );
     }
@@ -69,7 +52,7 @@ pub fn passes(kubeconfig: &str) {
         .arg(scratch.path().join("mychart"))
         .arg(script.join("classroom"))
         .env("KUBECONFIG", kubeconfig)
-        .env("KUBECTL", &kubectl)
+        .env("KUBECTL", minik8s_testkit::real_kubectl())
         .env("HELM", &helm)
         .output()
         .expect("running tests/helm/check_helm.py");

@@ -6,7 +6,6 @@
 //! doc/monitoring.md's commands answer with the data they promise (a pod's
 //! CPU, API request rates, the scheduler's latency, an LWS's groups).
 
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -89,28 +88,9 @@ const DOC_COMMANDS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// Runs `command` with sh from the repository root, as a student would (the
-/// real kubectl first on PATH, the admin's kubeconfig); its output.
+/// Runs `command` from the repository root, as a student would.
 fn run(command: &str, kubeconfig: &str) -> (bool, String) {
-    let kubectl = minik8s_testkit::real_kubectl();
-    let path = format!(
-        "{}:{}",
-        kubectl.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = Command::new("sh")
-        .args(["-c", command])
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
-        .env("KUBECONFIG", kubeconfig)
-        .env("PATH", path)
-        .output()
-        .expect("sh");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    crate::doc_command::run(command, &crate::doc_command::repo(), kubeconfig, &[])
 }
 
 /// The active targets as (job, health, last error); empty when Prometheus
