@@ -583,16 +583,8 @@ impl Scheduler {
             if let Err(e) = self.write_device_plan(pod, &plan.devices).await {
                 tracing::info!(pod = %key, %node, error = %e, "claim allocation failed; retrying");
                 self.forget_device_plan(&plan.devices);
-                self.event(
-                    pod,
-                    "Warning",
-                    "FailedScheduling",
-                    &format!("running PreBind plugin \"DynamicResources\": {e}"),
-                )
-                .await;
-                lock(&self.ledger).remove(key);
-                lock(&self.assumed).remove(key);
-                self.queue.add_rate_limited(key.to_string());
+                let message = format!("running PreBind plugin \"DynamicResources\": {e}");
+                self.prebind_failed(key, pod, &message).await;
                 return false;
             }
         }
@@ -604,16 +596,9 @@ impl Scheduler {
             };
             if let Err(e) = bound {
                 tracing::info!(pod = %key, %node, error = %e, "volume binding failed; retrying");
-                self.event(
-                    pod,
-                    "Warning",
-                    "FailedScheduling",
-                    &format!("running PreBind plugin \"VolumeBinding\": binding volumes: {e}"),
-                )
-                .await;
-                lock(&self.ledger).remove(key);
-                lock(&self.assumed).remove(key);
-                self.queue.add_rate_limited(key.to_string());
+                let message =
+                    format!("running PreBind plugin \"VolumeBinding\": binding volumes: {e}");
+                self.prebind_failed(key, pod, &message).await;
                 return false;
             }
         }
@@ -630,6 +615,16 @@ impl Scheduler {
                 false
             }
         }
+    }
+
+    /// A PreBind step failed: the event says which, the assumption is
+    /// dropped and the pod tried again after a back-off.
+    async fn prebind_failed(&self, key: &str, pod: &Pod, message: &str) {
+        self.event(pod, "Warning", "FailedScheduling", message)
+            .await;
+        lock(&self.ledger).remove(key);
+        lock(&self.assumed).remove(key);
+        self.queue.add_rate_limited(key.to_string());
     }
 
     async fn bind(&self, pod: &Pod, node: &str) -> Result<(), ClientError> {

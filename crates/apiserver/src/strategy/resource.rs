@@ -11,11 +11,6 @@ use minik8s_api::dra::ADMIN_ACCESS_LABEL;
 use minik8s_api::registry;
 use serde_json::{json, Value};
 
-/// Where a kind keeps its claim spec: `spec` (claim) or `spec.spec` (template).
-fn devices_at<'a>(obj: &'a Value, pointer: &str) -> Option<&'a Value> {
-    obj.pointer(pointer)
-}
-
 /// Each request (and subrequest) asks for one device unless it says otherwise.
 fn default_requests(devices: Option<&mut Value>) {
     let Some(requests) = devices
@@ -123,44 +118,37 @@ fn admit_admin_access(srv: &ApiServer, obj: &Value, devices: Option<&Value>) -> 
     }
 }
 
-/// ResourceClaim.
-pub struct Claim;
+/// A kind holding a claim spec: a ResourceClaim (`spec`) or a
+/// ResourceClaimTemplate (`spec.spec`); `devices` points at its `devices`,
+/// `path` names the spec in field errors.
+pub struct ClaimSpec {
+    devices: &'static str,
+    path: &'static str,
+}
 
-impl super::Strategy for Claim {
+pub const CLAIM: ClaimSpec = ClaimSpec {
+    devices: "/spec/devices",
+    path: "spec",
+};
+pub const TEMPLATE: ClaimSpec = ClaimSpec {
+    devices: "/spec/spec/devices",
+    path: "spec.spec",
+};
+
+impl super::Strategy for ClaimSpec {
     fn default(&self, obj: &mut Value) {
-        default_requests(obj.pointer_mut("/spec/devices"));
+        default_requests(obj.pointer_mut(self.devices));
     }
     fn references(&self, obj: &Value, old: Option<&Value>) -> Vec<Reference> {
         // The spec is immutable: its classes are checked once, at creation.
         match old {
-            None => class_references(devices_at(obj, "/spec/devices"), "spec"),
+            None => class_references(obj.pointer(self.devices), self.path),
             Some(_) => Vec::new(),
         }
     }
     fn admit(&self, srv: &ApiServer, obj: &Value, old: Option<&Value>) -> Result<(), String> {
         match old {
-            None => admit_admin_access(srv, obj, devices_at(obj, "/spec/devices")),
-            Some(_) => Ok(()),
-        }
-    }
-}
-
-/// ResourceClaimTemplate.
-pub struct Template;
-
-impl super::Strategy for Template {
-    fn default(&self, obj: &mut Value) {
-        default_requests(obj.pointer_mut("/spec/spec/devices"));
-    }
-    fn references(&self, obj: &Value, old: Option<&Value>) -> Vec<Reference> {
-        match old {
-            None => class_references(devices_at(obj, "/spec/spec/devices"), "spec.spec"),
-            Some(_) => Vec::new(),
-        }
-    }
-    fn admit(&self, srv: &ApiServer, obj: &Value, old: Option<&Value>) -> Result<(), String> {
-        match old {
-            None => admit_admin_access(srv, obj, devices_at(obj, "/spec/spec/devices")),
+            None => admit_admin_access(srv, obj, obj.pointer(self.devices)),
             Some(_) => Ok(()),
         }
     }
