@@ -195,7 +195,7 @@ impl DisaggregatedSet {
 }
 
 /// §4: the revision of the roles' templates, 8 hex characters over the
-/// names and leaderWorkerTemplates in spec order (upstream hashes with
+/// names, leaderWorkerTemplates (and a Hash group identity) in spec order (upstream hashes with
 /// SHA-256, we with SHA-1: the reference allows any stable digest).
 pub fn revision(spec: &DisaggregatedSetSpec) -> String {
     let items: Vec<Value> = spec
@@ -207,7 +207,13 @@ pub fn revision(spec: &DisaggregatedSetSpec) -> String {
                 .as_ref()
                 .map(|s| serde_json::to_value(&s.leader_worker_template).unwrap_or(Value::Null))
                 .unwrap_or(Value::Null);
-            json!({"name": r.name, "template": template})
+            let mut item = json!({"name": r.name, "template": template});
+            // Only Hash enters the digest: an empty identity and the CRD
+            // default Ordinal hash alike, so defaulting rolls nothing.
+            if r.spec.as_ref().is_some_and(|s| s.is_hash()) {
+                item["groupIdentity"] = json!(crate::lws::HASH);
+            }
+            item
         })
         .collect();
     sha1_hex(&canonical_json(&Value::Array(items)))[..8].to_string()
@@ -242,6 +248,7 @@ fn set_default(m: &mut Map<String, Value>, key: &str, v: Value) {
 /// spec gets (not the LWS webhook's: that runs when the child is created).
 pub fn default_lws_spec_schema(spec: &mut Map<String, Value>) {
     set_default(spec, "replicas", json!(1));
+    set_default(spec, "groupIdentity", json!(crate::lws::ORDINAL));
     set_default(spec, "startupPolicy", json!("LeaderCreated"));
     if let Some(t) = object(spec, "leaderWorkerTemplate") {
         set_default(t, "size", json!(1));
@@ -334,6 +341,22 @@ mod tests {
         assert_ne!(r, revision(&ds(&["p", "d"], 2, 1)), "size rolls");
         assert_ne!(r, revision(&ds(&["d", "p"], 1, 1)), "order rolls");
         assert_ne!(r, revision(&ds(&["p", "e"], 1, 1)), "renames roll");
+        let with_identity = |identity: &str| {
+            let mut spec = ds(&["p", "d"], 1, 1);
+            for role in &mut spec.roles {
+                if let Some(s) = role.spec.as_mut() {
+                    s.group_identity = Some(identity.into());
+                }
+            }
+            revision(&spec)
+        };
+        assert_eq!(
+            r,
+            with_identity("Ordinal"),
+            "the default identity rolls nothing"
+        );
+        assert_eq!(r, with_identity(""), "empty is Ordinal");
+        assert_ne!(r, with_identity("Hash"), "Ordinal to Hash rolls");
     }
 
     #[test]

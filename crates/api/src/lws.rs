@@ -16,6 +16,23 @@ pub const KIND: &str = "LeaderWorkerSet";
 pub const EXCLUSIVE_TOPOLOGY: &str = "leaderworkerset.sigs.k8s.io/exclusive-topology";
 pub const SUBGROUP_EXCLUSIVE_TOPOLOGY: &str =
     "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology";
+/// Annotation (minik8s): opt an LWS into gang scheduling (`"true"`).
+pub const GANG_SCHEDULING_ANNOTATION: &str = "minik8s.io/gang-scheduling";
+
+/// Annotations (minik8s): the backoff between a group's recreations and
+/// how many it may have (Ordinal groups: a Hash group's key is new each time).
+pub const RESTART_BACKOFF: &str = "minik8s.io/group-restart-backoff";
+pub const MAX_RESTARTS: &str = "minik8s.io/max-group-restarts";
+
+/// `spec.groupIdentity`: groups `<lws>-<i>` in a leader StatefulSet (the default).
+pub const ORDINAL: &str = "Ordinal";
+/// `spec.groupIdentity`: groups keyed by random 40-hex keys, leaders in a Deployment.
+pub const HASH: &str = "Hash";
+/// `spec.groupReplacementPolicy` (Hash): a replacement group is scheduled
+/// once the group it replaces is gone (the default).
+pub const POST_TERMINATION: &str = "PostTermination";
+/// `spec.groupReplacementPolicy` (Hash): a replacement group is scheduled at once.
+pub const IMMEDIATE: &str = "Immediate";
 
 fn default_api_version() -> String {
     API_VERSION.to_string()
@@ -52,8 +69,8 @@ pub struct LeaderWorkerSetSpec {
     pub startup_policy: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_config: Option<NetworkConfig>,
-    /// How groups are named (upstream v0.11): `Ordinal` (`<lws>-<i>`, the
-    /// only one minik8s serves yet) or `Hash` (refused with a 422 until served).
+    /// How groups are identified (upstream v0.11): `Ordinal` (`<lws>-<i>`,
+    /// leaders in a StatefulSet) or `Hash` (random keys, leaders in a Deployment).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group_identity: Option<String>,
     /// When a Hash group's replacement may be scheduled (upstream v0.11):
@@ -255,6 +272,22 @@ pub fn default(obj: &mut Value) {
     }
     let nc = ensure_obj(spec, "networkConfig");
     set_default(nc, "subdomainPolicy", json!("Shared"));
+    set_default(spec, "groupIdentity", json!(ORDINAL));
+    if spec.get("groupIdentity") == Some(&json!(HASH)) {
+        set_default(spec, "groupReplacementPolicy", json!(POST_TERMINATION));
+    }
+}
+
+impl LeaderWorkerSetSpec {
+    /// Whether the groups are Hash groups (leaders in a Deployment).
+    pub fn is_hash(&self) -> bool {
+        self.group_identity.as_deref() == Some(HASH)
+    }
+
+    /// Whether a Hash group's replacement waits for the old group to go.
+    pub fn replaces_after_termination(&self) -> bool {
+        self.is_hash() && self.group_replacement_policy.as_deref() != Some(IMMEDIATE)
+    }
 }
 
 // ---------------------------------------------------------------- validation
@@ -280,47 +313,95 @@ fn check_enum(errs: &mut Errors, v: Option<&Value>, path: &str, allowed: &[&str]
     }
 }
 
-/// `groupIdentity` and `groupReplacementPolicy` (upstream v0.11). Hash
-/// groups (a Deployment of leaders keyed by random group keys, readiness and
-/// scheduling gates) are not served yet, so Hash is refused rather than
-/// accepted and run as Ordinal; the identity is immutable (empty and
-/// `Ordinal` are the same), and a replacement policy belongs to Hash only.
-fn validate_group_identity(spec: &Value, old: Option<&Value>, errs: &mut Errors) {
+/// `groupIdentity` and `groupReplacementPolicy` (upstream v0.11): the
+/// identity is immutable (empty and `Ordinal` are the same); Hash groups
+/// have no ordinals, so what depends on them is refused with Hash (claim
+/// templates, a partition), and so is what minik8s does not build for Hash
+/// groups (gang scheduling, the TPU environment, which name hosts by
+/// ordinal); `Immediate` replacement belongs to Hash.
+fn validate_group_identity(obj: &Value, spec: &Value, old: Option<&Value>, errs: &mut Errors) {
     let identity = |s: &Value| {
         s.get("groupIdentity")
             .and_then(Value::as_str)
             .filter(|v| !v.is_empty())
-            .unwrap_or("Ordinal")
+            .unwrap_or(ORDINAL)
             .to_string()
     };
     check_enum(
         errs,
         spec.get("groupIdentity"),
         "spec.groupIdentity",
-        &["Ordinal", "Hash"],
+        &[ORDINAL, HASH],
     );
-    if identity(spec) == "Hash" {
-        errs.push(FieldError::invalid(
-            "spec.groupIdentity",
-            &json!("Hash"),
-            "Hash group identity is not supported by minik8s yet; use Ordinal (groups named <name>-<index>)",
-        ));
-    }
     check_enum(
         errs,
         spec.get("groupReplacementPolicy"),
         "spec.groupReplacementPolicy",
-        &["PostTermination", "Immediate"],
+        &[POST_TERMINATION, IMMEDIATE],
     );
-    if let Some(policy) = spec
-        .get("groupReplacementPolicy")
-        .filter(|v| !v.is_null() && *v != "")
-    {
-        if identity(spec) != "Hash" {
+    let hash = identity(spec) == HASH;
+    if !hash && spec.get("groupReplacementPolicy") == Some(&json!(IMMEDIATE)) {
+        errs.push(FieldError::invalid(
+            "spec.groupReplacementPolicy",
+            &json!(IMMEDIATE),
+            "Immediate group replacement is only supported when groupIdentity is Hash",
+        ));
+    }
+    if hash {
+        let tmpl = spec.get("leaderWorkerTemplate").unwrap_or(&Value::Null);
+        if tmpl
+            .get("volumeClaimTemplates")
+            .and_then(Value::as_array)
+            .is_some_and(|t| !t.is_empty())
+        {
             errs.push(FieldError::invalid(
-                "spec.groupReplacementPolicy",
-                policy,
-                "may only be set when groupIdentity is Hash",
+                "spec.leaderWorkerTemplate.volumeClaimTemplates",
+                &json!(HASH),
+                "volumeClaimTemplates are not supported when groupIdentity is Hash",
+            ));
+        }
+        let partition = spec.pointer("/rolloutStrategy/rollingUpdateConfiguration/partition");
+        if let Some(p) = partition.filter(|p| p.as_i64().is_some_and(|p| p != 0)) {
+            errs.push(FieldError::invalid(
+                "spec.rolloutStrategy.rollingUpdateConfiguration.partition",
+                p,
+                "partition must be 0 when groupIdentity is Hash",
+            ));
+        }
+        let annotations = obj.pointer("/metadata/annotations");
+        let gang = annotations.and_then(|a| a.get(GANG_SCHEDULING_ANNOTATION))
+            == Some(&json!("true"))
+            || crate::lws_scheduling::scope(spec.get("scheduling"))
+                != crate::lws_scheduling::GangScope::Off
+            || ["leaderTemplate", "workerTemplate"].iter().any(|t| {
+                tmpl.pointer(&format!("/{t}/spec/schedulerName"))
+                    == Some(&json!(crate::podgroup::VOLCANO_SCHEDULER))
+            });
+        if gang {
+            errs.push(FieldError::invalid(
+                "spec.groupIdentity",
+                &json!(HASH),
+                "minik8s does not gang-schedule Hash groups (a worker learns its leader's pod IP only once the leader is placed); use groupIdentity Ordinal for gang scheduling",
+            ));
+        }
+        for a in [RESTART_BACKOFF, MAX_RESTARTS] {
+            if let Some(v) = annotations.and_then(|m| m.get(a)) {
+                errs.push(FieldError::invalid(
+                    format!("metadata.annotations[{a}]"),
+                    v,
+                    "group restart budgets follow group indexes; a Hash group is new after each recreation, so they apply to groupIdentity Ordinal only",
+                ));
+            }
+        }
+        let tpus = ["leaderTemplate", "workerTemplate"].iter().any(|t| {
+            tmpl.pointer(&format!("/{t}/spec"))
+                .is_some_and(crate::lws_pod::pod_requests_tpus)
+        });
+        if tpus {
+            errs.push(FieldError::invalid(
+                "spec.groupIdentity",
+                &json!(HASH),
+                "minik8s does not set the TPU environment for Hash groups (TPU host names follow group ordinals); use groupIdentity Ordinal for TPU workloads",
             ));
         }
     }
@@ -328,7 +409,7 @@ fn validate_group_identity(spec: &Value, old: Option<&Value>, errs: &mut Errors)
         let before = old
             .get("spec")
             .map(identity)
-            .unwrap_or_else(|| "Ordinal".into());
+            .unwrap_or_else(|| ORDINAL.into());
         if before != identity(spec) {
             errs.push(FieldError::invalid(
                 "spec.groupIdentity",
@@ -507,7 +588,7 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
         "spec.networkConfig.subdomainPolicy",
         &["Shared", "UniquePerReplica"],
     );
-    validate_group_identity(&spec, old, &mut errs);
+    validate_group_identity(obj, &spec, old, &mut errs);
 
     let ru_path = "spec.rolloutStrategy.rollingUpdateConfiguration";
     if let Some(ru) = spec.pointer("/rolloutStrategy/rollingUpdateConfiguration") {
@@ -764,8 +845,11 @@ mod tests {
             (json!({"leaderWorkerTemplate": {"restartPolicy": "Sometimes"}}), "supported values: \"Default\", \"RecreateGroupOnPodRestart\", \"RecreateGroupAfterStart\", \"None\""),
             (json!({"networkConfig": {"subdomainPolicy": "Other"}}), "supported values: \"Shared\", \"UniquePerReplica\""),
             (json!({"groupIdentity": "Random"}), "supported values: \"Ordinal\", \"Hash\""),
-            (json!({"groupIdentity": "Hash"}), "Hash group identity is not supported by minik8s yet; use Ordinal (groups named <name>-<index>)"),
-            (json!({"groupReplacementPolicy": "Immediate"}), "may only be set when groupIdentity is Hash"),
+            (json!({"groupReplacementPolicy": "Immediate"}), "Immediate group replacement is only supported when groupIdentity is Hash"),
+            (json!({"groupReplacementPolicy": "Later"}), "supported values: \"PostTermination\", \"Immediate\""),
+            (json!({"groupIdentity": "Hash", "leaderWorkerTemplate": {"volumeClaimTemplates": [{"metadata": {"name": "d"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}}), "volumeClaimTemplates are not supported when groupIdentity is Hash"),
+            (json!({"groupIdentity": "Hash", "rolloutStrategy": {"rollingUpdateConfiguration": {"partition": 1}}}), "partition must be 0 when groupIdentity is Hash"),
+            (json!({"groupIdentity": "Hash", "leaderWorkerTemplate": {"workerTemplate": {"spec": {"schedulerName": "volcano"}}}}), "minik8s does not gang-schedule Hash groups (a worker learns its leader's pod IP only once the leader is placed); use groupIdentity Ordinal for gang scheduling"),
         ];
         for (spec, want) in cases {
             let o = lws(spec.clone());
@@ -809,5 +893,39 @@ mod tests {
         // An empty groupIdentity and Ordinal are the same identity.
         let ordinal = lws(json!({"leaderWorkerTemplate": {"size": 4}, "groupIdentity": "Ordinal"}));
         assert!(messages(&ordinal, Some(&plain)).is_empty());
+        let mut empty = plain.clone();
+        empty["spec"]["groupIdentity"] = json!("");
+        assert!(messages(&ordinal, Some(&empty)).is_empty());
+        // The identity never changes.
+        let hash = lws(json!({"leaderWorkerTemplate": {"size": 4}, "groupIdentity": "Hash"}));
+        assert_eq!(messages(&hash, Some(&plain)), vec!["field is immutable"]);
+        assert_eq!(messages(&plain, Some(&hash)), vec!["field is immutable"]);
+    }
+
+    #[test]
+    fn hash_groups_default_to_post_termination_replacement() {
+        let hash = lws(json!({"groupIdentity": "Hash"}));
+        assert_eq!(hash["spec"]["groupReplacementPolicy"], POST_TERMINATION);
+        assert!(
+            validate(&hash, None).is_empty(),
+            "{:?}",
+            validate(&hash, None)
+        );
+        let typed: LeaderWorkerSet = serde_json::from_value(hash).unwrap();
+        assert!(typed.spec.is_hash() && typed.spec.replaces_after_termination());
+        let immediate =
+            lws(json!({"groupIdentity": "Hash", "groupReplacementPolicy": "Immediate"}));
+        let typed: LeaderWorkerSet = serde_json::from_value(immediate).unwrap();
+        assert!(typed.spec.is_hash() && !typed.spec.replaces_after_termination());
+        // Ordinal is the default identity and takes no replacement policy.
+        let ordinal = lws(json!({}));
+        assert_eq!(ordinal["spec"]["groupIdentity"], ORDINAL);
+        assert!(ordinal["spec"].get("groupReplacementPolicy").is_none());
+        // PostTermination is what Ordinal groups do anyway: accepted.
+        assert!(messages(
+            &lws(json!({"groupReplacementPolicy": "PostTermination"})),
+            None
+        )
+        .is_empty());
     }
 }

@@ -46,6 +46,47 @@ pub const GANG_MIN_MEMBER: &str = "minik8s.io/gang-min-member";
 /// [`group_claim_name`].
 pub const GROUP_RESOURCE_CLAIMS: &str = "minik8s.io/lws-group-resource-claims";
 
+/// Readiness gate of Hash leaders (upstream v0.11): True once the whole
+/// group is ready, so a leader (and the Deployment's availability) counts groups.
+pub const GROUP_READY: &str = "leaderworkerset.sigs.k8s.io/group-ready";
+/// Scheduling gate of Hash leaders under `groupReplacementPolicy:
+/// PostTermination`: lifted once the group being replaced is gone.
+pub const REPLACEMENT_GATE: &str = "leaderworkerset.sigs.k8s.io/group-replacement";
+/// On Hash pod templates (minik8s): `Hash`, so admission keys the group.
+pub const GROUP_IDENTITY: &str = "minik8s.io/lws-group-identity";
+/// On Hash leader templates (minik8s): `PostTermination` when a new leader
+/// must wait for [`REPLACEMENT_GATE`].
+pub const GROUP_REPLACEMENT: &str = "minik8s.io/lws-group-replacement";
+/// On a Hash group's worker template (minik8s): the leader's pod IP.
+pub const LEADER_ADDRESS: &str = "minik8s.io/lws-leader-address";
+
+/// A new Hash group key: 40 hex characters, random (process-seeded hash
+/// state, the clock and a counter, through SHA-1; no secret depends on it).
+pub fn new_group_key() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    h.write_u128(nanos);
+    let a = h.finish();
+    h.write_u64(a);
+    sha1_hex(&format!("{a:016x}{:016x}{nanos}", h.finish()))
+}
+
+/// The headless Service (and subdomain) of a Hash group under
+/// `subdomainPolicy: UniquePerReplica`: `<lws>-<first 12 of the key>`, a
+/// DNS label of at most 63 characters (the key itself is 40).
+pub fn hash_group_service(lws: &str, key: &str) -> String {
+    let short: String = key.chars().take(12).collect();
+    let head: String = lws.chars().take(63 - 1 - short.len()).collect();
+    format!("{}-{short}", head.trim_end_matches('-'))
+}
+
 /// The ResourceClaim group `group` of LWS `lws` shares for entry `entry`.
 pub fn group_claim_name(lws: &str, group: &str, entry: &str) -> String {
     format!("{lws}-{group}-{entry}")
@@ -345,6 +386,17 @@ fn point_at_group_claims(pod: &mut Value, entries: Option<String>, lws: &str, gr
     }
 }
 
+/// Appends `{field: value}` to the list `list` of a pod spec unless there.
+fn add_gate(spec: &mut Value, list: &str, field: &str, value: &str) {
+    if !spec[list].is_array() {
+        spec[list] = json!([]);
+    }
+    let gates = spec[list].as_array_mut().expect("array");
+    if !gates.iter().any(|g| g[field] == value) {
+        gates.push(json!({field: value}));
+    }
+}
+
 /// Admits an LWS pod at creation: returns `Err(message)` for a pod that carries
 /// the name label but not the size annotation; otherwise stamps labels,
 /// affinity and env. Pods without the name label are left alone.
@@ -384,8 +436,15 @@ pub fn admit_pod(pod: &mut Value) -> Result<(), FieldError> {
         "/metadata/labels/leaderworkerset.sigs.k8s.io~1worker-index",
     ) == Some("0");
     let subgroup_size: Option<i64> = ann(SUBGROUP_SIZE).and_then(|s| s.parse().ok());
+    let hash = ann(GROUP_IDENTITY).as_deref() == Some(crate::lws::HASH);
     if is_leader {
         let labels = map_at(&mut pod["metadata"], "labels");
+        if hash && !labels.contains_key(GROUP_KEY) {
+            // A Hash group is its key: in both labels (upstream v0.11).
+            let key = new_group_key();
+            labels.insert(GROUP_INDEX.into(), json!(key));
+            labels.insert(GROUP_KEY.into(), json!(key));
+        }
         if !labels.contains_key(GROUP_INDEX) {
             if let Some(i) = trailing_ordinal(&name) {
                 labels.insert(GROUP_INDEX.into(), json!(i.to_string()));
@@ -394,13 +453,33 @@ pub fn admit_pod(pod: &mut Value) -> Result<(), FieldError> {
         if !labels.contains_key(GROUP_KEY) {
             labels.insert(GROUP_KEY.into(), json!(group_key(&ns, &name)));
         }
-        if ann(SUBDOMAIN_POLICY).as_deref() == Some("UniquePerReplica") {
-            pod["spec"]["subdomain"] = json!(name);
-        }
         let key = pod["metadata"]["labels"][GROUP_KEY]
             .as_str()
             .unwrap_or_default()
             .to_string();
+        if ann(SUBDOMAIN_POLICY).as_deref() == Some("UniquePerReplica") {
+            pod["spec"]["subdomain"] = json!(if hash {
+                hash_group_service(&lws, &key)
+            } else {
+                name.clone()
+            });
+        }
+        if hash {
+            add_gate(
+                &mut pod["spec"],
+                "readinessGates",
+                "conditionType",
+                GROUP_READY,
+            );
+            if ann(GROUP_REPLACEMENT).as_deref() == Some(crate::lws::POST_TERMINATION) {
+                add_gate(
+                    &mut pod["spec"],
+                    "schedulingGates",
+                    "name",
+                    REPLACEMENT_GATE,
+                );
+            }
+        }
         if let Some(topology) = ann(EXCLUSIVE_TOPOLOGY) {
             add_exclusive_affinity(&mut pod["spec"], &topology, GROUP_KEY, &key, &lws);
         }
@@ -409,7 +488,8 @@ pub fn admit_pod(pod: &mut Value) -> Result<(), FieldError> {
             && labels.get(SUBGROUP_INDEX).is_none()
             && ann(SUBGROUP_POLICY_TYPE).as_deref() != Some("LeaderExcluded")
         {
-            let sk = subgroup_key(&name, 0);
+            // Hash groups derive subgroup identity from the key.
+            let sk = subgroup_key(if hash { &key } else { &name }, 0);
             let labels = map_at(&mut pod["metadata"], "labels");
             labels.insert(SUBGROUP_INDEX.into(), json!("0"));
             labels.insert(SUBGROUP_KEY.into(), json!(sk.clone()));
@@ -429,8 +509,15 @@ pub fn admit_pod(pod: &mut Value) -> Result<(), FieldError> {
         labels.insert(WORKER_INDEX.into(), json!(j.to_string()));
         if let Some(s) = subgroup_size.filter(|s| *s > 0) {
             let g = subgroup_of_worker(j, size_n, s);
-            let leader = ann(LEADER_NAME).unwrap_or_default();
-            let sk = subgroup_key(&leader, g);
+            let leader = if hash {
+                labels
+                    .get(GROUP_KEY)
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            } else {
+                ann(LEADER_NAME)
+            };
+            let sk = subgroup_key(&leader.unwrap_or_default(), g);
             labels.insert(SUBGROUP_INDEX.into(), json!(g.to_string()));
             labels.insert(SUBGROUP_KEY.into(), json!(sk.clone()));
             if let Some(topology) = ann(SUBGROUP_EXCLUSIVE_TOPOLOGY) {
@@ -475,15 +562,26 @@ pub fn admit_pod(pod: &mut Value) -> Result<(), FieldError> {
         add_tpu_env(pod, size_n);
     }
     let subdomain = str_at(pod, "/spec/subdomain").unwrap_or_default();
+    let value = |v: String| json!({"value": v});
+    // Hash groups have no stable leader name: workers get the leader's pod
+    // IP (their StatefulSet is made once the leader has one), the leader
+    // its own through the downward API.
+    let leader_address = match (hash, is_leader) {
+        (false, _) => value(format!("{lws}-{group_index}.{subdomain}.{ns}")),
+        (true, true) => json!({"valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}),
+        (true, false) => value(ann(LEADER_ADDRESS).ok_or_else(|| {
+            FieldError::required(
+                format!("metadata.annotations[{LEADER_ADDRESS}]"),
+                "a Hash group's worker is created once its leader has a pod IP",
+            )
+        })?),
+    };
     let lws_env = [
-        (
-            "LWS_LEADER_ADDRESS",
-            format!("{lws}-{group_index}.{subdomain}.{ns}"),
-        ),
-        ("LWS_GROUP_SIZE", size),
+        ("LWS_LEADER_ADDRESS", leader_address),
+        ("LWS_GROUP_SIZE", value(size)),
         (
             "LWS_WORKER_INDEX",
-            labels[WORKER_INDEX].as_str().unwrap_or("0").to_string(),
+            value(labels[WORKER_INDEX].as_str().unwrap_or("0").to_string()),
         ),
     ];
     for key in ["containers", "initContainers"] {
@@ -497,7 +595,11 @@ pub fn admit_pod(pod: &mut Value) -> Result<(), FieldError> {
                 .collect();
             let mut env: Vec<Value> = lws_env
                 .iter()
-                .map(|(n, v)| json!({"name": n, "value": v}))
+                .map(|(n, v)| {
+                    let mut e = v.clone();
+                    e["name"] = json!(n);
+                    e
+                })
                 .collect();
             env.extend(user);
             c["env"] = Value::Array(env);
@@ -718,5 +820,85 @@ mod tests {
         let mut p = worker("demo-1-1", "demo-1", json!({GANG_MIN_MEMBER: "3"}));
         admit_pod(&mut p).unwrap();
         assert_eq!(p["metadata"]["annotations"][GANG_GROUP_NAME], "demo-1-abc");
+    }
+
+    #[test]
+    fn hash_leaders_get_a_random_key_both_gates_and_their_own_ip() {
+        let hash = json!({GROUP_IDENTITY: "Hash", GROUP_REPLACEMENT: "PostTermination",
+            SUBDOMAIN_POLICY: "UniquePerReplica", SUBGROUP_SIZE: "3"});
+        let mut a = leader("demo-7c9f8d6b4-x2k9q", hash.clone());
+        let mut b = leader("demo-7c9f8d6b4-h8m2p", hash);
+        admit_pod(&mut a).unwrap();
+        admit_pod(&mut b).unwrap();
+        let key = |p: &Value| {
+            p["metadata"]["labels"][GROUP_KEY]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        let (ka, kb) = (key(&a), key(&b));
+        assert_eq!(ka.len(), 40);
+        assert!(ka.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(ka, kb, "each group its own key");
+        assert_eq!(a["metadata"]["labels"][GROUP_INDEX], ka);
+        assert_eq!(
+            a["spec"]["readinessGates"],
+            json!([{"conditionType": GROUP_READY}])
+        );
+        assert_eq!(
+            a["spec"]["schedulingGates"],
+            json!([{"name": REPLACEMENT_GATE}])
+        );
+        assert_eq!(a["spec"]["subdomain"], hash_group_service("demo", &ka));
+        assert_eq!(
+            a["metadata"]["labels"][SUBGROUP_KEY],
+            subgroup_key(&ka, 0),
+            "subgroups follow the key, not the pod name"
+        );
+        let addr = &a["spec"]["containers"][0]["env"][0];
+        assert_eq!(addr["name"], "LWS_LEADER_ADDRESS");
+        assert_eq!(addr["valueFrom"]["fieldRef"]["fieldPath"], "status.podIP");
+        // Immediate replacement: no scheduling gate.
+        let mut c = leader("demo-1", json!({GROUP_IDENTITY: "Hash"}));
+        admit_pod(&mut c).unwrap();
+        assert!(c["spec"].get("schedulingGates").is_none());
+        assert_eq!(c["spec"]["readinessGates"][0]["conditionType"], GROUP_READY);
+    }
+
+    #[test]
+    fn hash_workers_reach_their_leader_by_ip() {
+        let key = new_group_key();
+        let mut w = worker(
+            "demo-7c9f8d6b4-x2k9q-2",
+            "demo-7c9f8d6b4-x2k9q",
+            json!({GROUP_IDENTITY: "Hash", LEADER_ADDRESS: "10.0.3.7", SUBGROUP_SIZE: "3"}),
+        );
+        w["metadata"]["labels"][GROUP_KEY] = json!(key);
+        w["metadata"]["labels"][GROUP_INDEX] = json!(key);
+        admit_pod(&mut w).unwrap();
+        assert_eq!(
+            env(&w, 0)[0],
+            ("LWS_LEADER_ADDRESS".into(), "10.0.3.7".into())
+        );
+        assert_eq!(env(&w, 0)[2], ("LWS_WORKER_INDEX".into(), "2".into()));
+        assert_eq!(w["metadata"]["labels"][SUBGROUP_KEY], subgroup_key(&key, 0));
+        assert!(
+            w["spec"].get("readinessGates").is_none(),
+            "only leaders wait for the group"
+        );
+        // Without the leader's address the worker is refused, never started wrong.
+        let mut w = worker("demo-x-1", "demo-x", json!({GROUP_IDENTITY: "Hash"}));
+        let err = admit_pod(&mut w).unwrap_err();
+        assert_eq!(err.field, format!("metadata.annotations[{LEADER_ADDRESS}]"));
+    }
+
+    #[test]
+    fn hash_group_services_are_dns_labels() {
+        let key = "0123456789abcdef0123456789abcdef01234567";
+        assert_eq!(hash_group_service("demo", key), "demo-0123456789ab");
+        let long = "a".repeat(70);
+        let svc = hash_group_service(&long, key);
+        assert_eq!(svc.len(), 63);
+        assert!(svc.ends_with("-0123456789ab"));
     }
 }

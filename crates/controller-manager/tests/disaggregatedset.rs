@@ -200,7 +200,7 @@ async fn the_sample_comes_up_rolls_in_lockstep_changes_slices_and_goes() {
     assert!(ok, "{out}");
     assert_eq!(table_line(&out, 0), ["NAME", "AGE"]);
     assert_eq!(table_line(&out, 1)[0], set);
-    // doc/lws.md §10: the set's LWS by its label.
+    // doc/lws.md §11: the set's LWS by its label.
     let (ok, out) = kubectl(&server.url, &["get", "lws", "-l", &selector]);
     assert!(ok, "{out}");
     assert_eq!(

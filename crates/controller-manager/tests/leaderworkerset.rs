@@ -272,22 +272,6 @@ async fn lws_groups_services_status_and_scale() {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
     assert_eq!(by_role("leader"), "statefulset.apps/demo");
-    // Hash groups are not served: refused with the field named, not run as Ordinal.
-    let err = sets
-        .create(&lws_manifest(
-            "hashed",
-            1,
-            2,
-            json!({"spec": {"groupIdentity": "Hash"}}),
-        ))
-        .await
-        .unwrap_err();
-    assert_eq!(err.api().unwrap().code, 422);
-    assert!(
-        err.to_string()
-            .contains("spec.groupIdentity: Invalid value: \"Hash\""),
-        "{err}"
-    );
     assert_eq!(
         by_role("worker"),
         "statefulset.apps/demo-0\nstatefulset.apps/demo-1"

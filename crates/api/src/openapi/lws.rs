@@ -26,8 +26,8 @@ pub(super) const DEFINITIONS: &[Definition] = &[
         ("rolloutStrategy", "lws:RolloutStrategy", false, "RolloutStrategy defines the strategy that will be applied to update replicas when a revision is made to the leaderWorkerTemplate."),
         ("startupPolicy", "string", false, "StartupPolicy determines the startup policy for the worker statefulset: LeaderCreated (the default) creates the workers with the leader; LeaderReady waits until the leader pod is ready."),
         ("networkConfig", "lws:NetworkConfig", false, "NetworkConfig defines the network configuration of the group."),
-        ("groupIdentity", "string", false, "GroupIdentity names the groups: Ordinal (the default, groups <name>-<index>) or Hash (random group keys, leaders in a Deployment; refused by minik8s until it is served). Immutable."),
-        ("groupReplacementPolicy", "string", false, "GroupReplacementPolicy says when a replacement Hash group may be scheduled: PostTermination (after the old group is gone) or Immediate. Only with groupIdentity Hash."),
+        ("groupIdentity", "string", false, "GroupIdentity names the groups: Ordinal (the default, groups <name>-<index>) or Hash (random 40-character group keys, leaders in a Deployment, workers reach the leader by pod IP). Immutable."),
+        ("groupReplacementPolicy", "string", false, "GroupReplacementPolicy says when a replacement Hash group may be scheduled: PostTermination (the default: after the old group is gone) or Immediate. Immediate only with groupIdentity Hash."),
         ("scheduling", "lws:Scheduling", false, "Workload-aware gang scheduling (KEP-666, proposed upstream): one level of LWS, replica or replica.leader/replica.worker. Immutable."),
     ]),
     ("Scheduling", "Gang scheduling of the LWS as a whole, or of each replica (group), or of each group's leader or workers.", &[

@@ -54,6 +54,20 @@ fn an_lws_has_upstreams_name_labels_owner_and_templates() {
 }
 
 #[test]
+fn a_role_opts_into_hash_groups_through_its_lws_spec() {
+    let mut ds = set(json!({}));
+    if let Some(s) = ds.spec.roles[0].spec.as_mut() {
+        s.group_identity = Some("Hash".into());
+        s.group_replacement_policy = Some("Immediate".into());
+    }
+    let l = child_lws(&ds, &ds.spec.roles[0], 0, "abcd1234", 1);
+    assert_eq!(l["spec"]["groupIdentity"], "Hash");
+    assert_eq!(l["spec"]["groupReplacementPolicy"], "Immediate");
+    let d = child_lws(&ds, &ds.spec.roles[1], 0, "abcd1234", 1);
+    assert!(d["spec"].get("groupIdentity").is_none());
+}
+
+#[test]
 fn placement_goes_on_both_templates() {
     let ds = set(
         json!({"spec": {"placementPolicy": {"type": "ExclusiveTopology", "topology": "zone"}}}),

@@ -104,11 +104,17 @@ pub fn worker_statefulset(
     if let Some((k, v)) = node_selector {
         template["spec"]["nodeSelector"][k] = json!(v);
     }
-    let service = if unique_per_replica(Some(nc)) {
-        leader_name.clone()
-    } else {
-        name.clone()
+    let service = match (unique_per_replica(Some(nc)), lws.spec.is_hash()) {
+        (true, true) => hash_group_service(&name, &get(GROUP_KEY)),
+        (true, false) => leader_name.clone(),
+        (false, _) => name.clone(),
     };
+    if lws.spec.is_hash() {
+        // Workers reach a Hash leader by its pod IP (upstream v0.11).
+        let ip = leader.status.as_ref().and_then(|s| s.pod_ip.clone());
+        template["metadata"]["annotations"][LEADER_ADDRESS] = json!(ip.unwrap_or_default());
+        template["metadata"]["labels"][ROLE] = json!("worker");
+    }
     let mut sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": {"name": leader_name, "namespace": ns_of(&lws.metadata), "labels": labels, "annotations": annotations,
             "ownerReferences": [controller_ref("v1", "Pod", &leader.metadata)]},
@@ -193,14 +199,29 @@ fn is_leader(p: &Pod) -> bool {
     label(p, WORKER_INDEX) == Some("0")
 }
 
+fn has_condition(p: &Pod, type_: &str) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
+}
+
+/// A Hash leader held by the PostTermination scheduling gate.
+pub(super) fn held_for_replacement(p: &Pod) -> bool {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| g.iter().any(|g| g.name == REPLACEMENT_GATE))
+}
+
 // ---------------------------------------------------------------------------
 // The I/O shell.
 
 pub struct GroupController {
-    client: Client,
+    pub(super) client: Client,
     sets: Cache<LeaderWorkerSet>,
-    pods: Cache<Pod>,
-    statefulsets: Cache<StatefulSet>,
+    pub(super) pods: Cache<Pod>,
+    pub(super) statefulsets: Cache<StatefulSet>,
     services: Cache<Service>,
     revisions: Cache<ControllerRevision>,
     nodes: Cache<Node>,
@@ -240,10 +261,16 @@ impl GroupController {
                     return Vec::new();
                 }
                 let key = object_key(&p.metadata);
+                let mut keys = match ev {
+                    // A pod of a Hash set came or went: its held leaders look again.
+                    Event::Added(_) | Event::Deleted(_) => super::hash::held_leaders(&c.pods, p),
+                    _ => Vec::new(),
+                };
                 if let Event::Deleted(p) = ev {
                     lock(&c.deleted).insert(key.clone(), p.clone());
                 }
-                vec![key]
+                keys.push(key);
+                keys
             })?
             .owns::<StatefulSet>(informers, "Pod")?
             .watches::<Service, _>(informers, |_, ev| match ev {
@@ -271,7 +298,13 @@ impl GroupController {
             })
     }
 
-    async fn event(&self, lws: &LeaderWorkerSet, type_: &str, reason: &str, message: &str) {
+    pub(super) async fn event(
+        &self,
+        lws: &LeaderWorkerSet,
+        type_: &str,
+        reason: &str,
+        message: &str,
+    ) {
         crate::lws::record_event(&self.client, lws, type_, reason, message).await;
     }
 
@@ -346,6 +379,12 @@ impl GroupController {
         if leader.metadata.deletion_timestamp.is_some() {
             return Ok(Restart::NotNeeded);
         }
+        if lws.spec.is_hash() {
+            // A Hash group is recreated with a new key: no budget to follow.
+            return self
+                .recreate_group(lws, &leader, &pod_name, &group_index)
+                .await;
+        }
         // minik8s: backoff and limit.
         let mut all = history_of(lws);
         let history = all.get(&group_index).copied().unwrap_or_default();
@@ -395,6 +434,22 @@ impl GroupController {
         }
         all.insert(group_index.clone(), record(history, now));
         self.save_history(lws, &all).await?;
+        self.recreate_group(lws, &leader, &pod_name, &group_index)
+            .await
+    }
+
+    /// Deletes a group's leader (foreground: GC takes its workers first) so
+    /// the group is recreated.
+    async fn recreate_group(
+        &self,
+        lws: &LeaderWorkerSet,
+        leader: &Pod,
+        pod_name: &str,
+        group_index: &str,
+    ) -> Result<Restart, ClientError> {
+        let ns = ns_of(&leader.metadata);
+        let lws_name = lws.metadata.name.clone().unwrap_or_default();
+        let leader_name = leader.metadata.name.clone().unwrap_or_default();
         let api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
         let dp = DeleteParams {
             propagation_policy: Some("Foreground".into()),
@@ -494,9 +549,15 @@ impl GroupController {
         if gone || !is_leader(&pod) {
             return Ok(backoff.map_or(Action::Done, Action::RequeueAfter));
         }
+        if lws.spec.is_hash() && held_for_replacement(&pod) {
+            return self.admit_replacements(&lws, &pod).await;
+        }
         // A leader whose group is backing off still builds its group; it
         // comes back when the backoff ends.
         let action = self.build_group(key, &lws, &pod).await?;
+        if lws.spec.is_hash() {
+            self.set_group_ready(&lws, &pod).await?;
+        }
         Ok(match (action, backoff) {
             (Action::RequeueAfter(d), Some(wait)) => Action::RequeueAfter(d.min(wait)),
             (Action::Done, Some(wait)) => Action::RequeueAfter(wait),
@@ -562,15 +623,24 @@ impl GroupController {
             tracing::debug!(%key, %hash, "waiting for the leader's revision");
             return Ok(Action::RequeueAfter(Duration::from_secs(1)));
         };
-        if unique_per_replica(Some(&nc)) && self.services.get(key).is_none() {
-            let group_index = label(pod, GROUP_INDEX).unwrap_or_default();
+        let svc_name = match lws.spec.is_hash() {
+            true => hash_group_service(lws_name, label(pod, GROUP_KEY).unwrap_or_default()),
+            false => leader_name.clone(),
+        };
+        if unique_per_replica(Some(&nc)) && self.services.get(&format!("{ns}/{svc_name}")).is_none()
+        {
             let owner = controller_ref("v1", "Pod", &pod.metadata);
-            let svc = headless_service(
-                &leader_name,
-                &ns,
-                json!({NAME: lws_name, GROUP_INDEX: group_index}),
-                owner,
-            );
+            let svc = if lws.spec.is_hash() {
+                super::hash::group_service(lws_name, pod, owner)
+            } else {
+                let group_index = label(pod, GROUP_INDEX).unwrap_or_default();
+                headless_service(
+                    &leader_name,
+                    &ns,
+                    json!({NAME: lws_name, GROUP_INDEX: group_index}),
+                    owner,
+                )
+            };
             let api = self.client.dynamic(registry::of::<Service>(), Some(&ns));
             match api.create(&svc).await {
                 Ok(_) => {}
@@ -588,8 +658,22 @@ impl GroupController {
         if size_of(&lwt) <= 1 {
             return Ok(Action::Done);
         }
-        if lws.spec.startup_policy.as_deref() == Some("LeaderReady") && !is_ready(pod) {
+        // LeaderReady: a Hash leader's Ready waits for its group, so its
+        // containers being ready is what the workers wait for.
+        let leader_ready = match lws.spec.is_hash() {
+            true => has_condition(pod, "ContainersReady"),
+            false => is_ready(pod),
+        };
+        if lws.spec.startup_policy.as_deref() == Some("LeaderReady") && !leader_ready {
             return Ok(Action::Done);
+        }
+        let no_ip = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.as_deref())
+            .is_none();
+        if lws.spec.is_hash() && no_ip {
+            return Ok(Action::Done); // The leader's address comes with its sandbox.
         }
         if let Some(existing) = self.statefulsets.get(key) {
             if controller_of(&existing.metadata).map(|o| o.0) != pod.metadata.uid {

@@ -19,6 +19,7 @@
 //! [`leader_statefulset`]. `reconcile` is the shell.
 
 pub mod group;
+pub mod hash;
 pub mod podgroup;
 pub mod restarts;
 mod rollout;
@@ -29,7 +30,7 @@ pub use rollout::*;
 
 use crate::ns_of;
 use crate::ownership::{controller_of, is_ready};
-use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
+use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use minik8s_api::hash::revision_hash;
 use minik8s_api::lws::LeaderWorkerSet;
@@ -65,6 +66,8 @@ pub struct LwsController {
     client: Client,
     sets: Cache<LeaderWorkerSet>,
     statefulsets: Cache<StatefulSet>,
+    /// The leaders of Hash LWSes.
+    deployments: Cache<Deployment>,
     pods: Cache<Pod>,
     services: Cache<Service>,
     revisions: Cache<ControllerRevision>,
@@ -129,6 +132,7 @@ impl LwsController {
             client,
             sets: informers.cache(),
             statefulsets: informers.cache(),
+            deployments: informers.cache(),
             pods: informers.cache(),
             services: informers.cache(),
             revisions: informers.cache(),
@@ -137,6 +141,7 @@ impl LwsController {
         Controller::new(ctl, WorkQueue::new())
             .for_own::<LeaderWorkerSet>(informers)?
             .watches::<StatefulSet, _>(informers, |_, ev| labelled(&ev.object().metadata))?
+            .watches::<Deployment, _>(informers, |_, ev| labelled(&ev.object().metadata))?
             .watches::<Pod, _>(informers, |_, ev| match ev {
                 Event::Updated { old, new }
                     if old.status == new.status && old.metadata.labels == new.metadata.labels =>
@@ -194,34 +199,27 @@ impl LwsController {
         }
     }
 
-    /// Replaces the leader set's spec, labels and annotations when they differ
-    /// from `desired`.
-    async fn apply_leader_sts(
+    /// Replaces the leader set's (or Hash leader Deployment's) spec, labels
+    /// and annotations when they differ from `desired`.
+    async fn apply_leader(
         &self,
         api: &minik8s_client::DynamicApi,
-        existing: &StatefulSet,
+        existing: &Value,
         desired: &Value,
     ) -> Result<Applied, ClientError> {
         let hash = revision_hash(desired);
         const APPLIED: &str = "minik8s.io/applied-hash";
-        if existing
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(APPLIED))
-            == Some(&hash)
-        {
+        if existing["metadata"]["annotations"][APPLIED].as_str() == Some(hash.as_str()) {
             return Ok(Applied::Unchanged);
         }
-        let mut obj =
-            serde_json::to_value(existing).map_err(|e| ClientError::Decode(e.to_string()))?;
+        let mut obj = existing.clone();
         obj["metadata"]["labels"] = desired["metadata"]["labels"].clone();
         obj["metadata"]["annotations"] = desired["metadata"]["annotations"].clone();
         obj["metadata"]["annotations"][APPLIED] = json!(hash);
         obj["spec"] = desired["spec"].clone();
         obj.as_object_mut().map(|m| m.remove("status"));
-        let name = existing.metadata.name.clone().unwrap_or_default();
-        match api.replace(&name, &obj).await {
+        let name = existing["metadata"]["name"].as_str().unwrap_or_default();
+        match api.replace(name, &obj).await {
             Ok(_) => Ok(Applied::Written),
             // Our cached copy is behind (the StatefulSet controller wrote):
             // the reconcile looks again once the watch has caught up.
@@ -293,6 +291,21 @@ impl LwsController {
             "GroupReplaced",
         )
         .await
+    }
+
+    /// The shared headless Service (§3) unless each group has its own.
+    async fn ensure_shared_service(&self, lws: &LeaderWorkerSet) -> Result<(), ClientError> {
+        let (ns, name) = (
+            ns_of(&lws.metadata),
+            lws.metadata.name.clone().unwrap_or_default(),
+        );
+        if unique_per_replica(lws.spec.network_config.as_ref())
+            || self.services.get(&format!("{ns}/{name}")).is_some()
+        {
+            return Ok(());
+        }
+        let svc = headless_service(&name, &ns, json!({NAME: name}), owner_ref(lws));
+        self.create_service(lws, &svc).await
     }
 
     async fn create_service(&self, lws: &LeaderWorkerSet, svc: &Value) -> Result<(), ClientError> {
@@ -370,11 +383,15 @@ impl LwsController {
         }
         let ns = ns_of(&lws.metadata);
         let name = lws.metadata.name.clone().unwrap_or_default();
-        let sts = self.statefulsets.get(key);
-        if sts
+        // The leaders: a StatefulSet (Ordinal) or a Deployment (Hash).
+        let hash = lws.spec.is_hash();
+        let sts = self.statefulsets.get(key).filter(|_| !hash);
+        let deployment = self.deployments.get(key).filter(|_| hash);
+        let leaders = sts
             .as_ref()
-            .is_some_and(|s| s.metadata.deletion_timestamp.is_some())
-        {
+            .map(|s| &s.metadata)
+            .or(deployment.as_ref().map(|d| &d.metadata));
+        if leaders.is_some_and(|m| m.deletion_timestamp.is_some()) {
             // The old leader set is still going: look again shortly.
             return Ok(Action::RequeueAfter(Duration::from_secs(5)));
         }
@@ -392,9 +409,7 @@ impl LwsController {
                     == Some(k)
             })
         };
-        let sts_key = sts
-            .as_ref()
-            .and_then(|s| s.metadata.labels.as_ref()?.get(REVISION_KEY).cloned());
+        let sts_key = leaders.and_then(|m| m.labels.as_ref()?.get(REVISION_KEY).cloned());
         if let Some(old) = sts_key
             .as_deref()
             .filter(|k| !has_rev(k) && revisions.is_empty())
@@ -409,7 +424,7 @@ impl LwsController {
         } else if !has_rev(&rev_key) {
             self.create_revision(&lws, &revisions, &rev_key, &payload)
                 .await?;
-            let why = if sts.is_some() {
+            let why = if leaders.is_some() {
                 "for updated LWS"
             } else {
                 "for a newly created LeaderWorkerSet"
@@ -418,6 +433,11 @@ impl LwsController {
             self.event(&lws, "Normal", "CreatingRevision", &note).await;
         }
         let new_revision = sts_key.as_deref().is_some_and(|k| k != rev_key);
+        if hash {
+            return self
+                .sync_hash(&lws, deployment, &rev_key, &revisions, new_revision)
+                .await;
+        }
 
         // Leader StatefulSet (§5.4, §5.10).
         let rollout = Rollout::of(&lws);
@@ -480,7 +500,9 @@ impl LwsController {
                 }
             },
             Some(existing) => {
-                let applied = self.apply_leader_sts(&sts_api, existing, &desired).await?;
+                let existing = serde_json::to_value(existing.as_ref())
+                    .map_err(|e| ClientError::Decode(e.to_string()))?;
+                let applied = self.apply_leader(&sts_api, &existing, &desired).await?;
                 if applied == Applied::Stale {
                     again = Action::RequeueAfter(STALE_RETRY);
                 }
@@ -505,12 +527,7 @@ impl LwsController {
             self.sync_lws_pod_group(&lws, &pg).await?;
         }
 
-        // The shared headless Service (§3).
-        if !unique_per_replica(lws.spec.network_config.as_ref()) && self.services.get(key).is_none()
-        {
-            let svc = headless_service(&name, &ns, json!({NAME: name}), owner_ref(&lws));
-            self.create_service(&lws, &svc).await?;
-        }
+        self.ensure_shared_service(&lws).await?;
 
         // Status (§5.12).
         let groups: Vec<GroupStatus> = self

@@ -17,8 +17,7 @@ use minik8s_api::lws::GroupStatus;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-pub const RESTART_BACKOFF: &str = "minik8s.io/group-restart-backoff";
-pub const MAX_RESTARTS: &str = "minik8s.io/max-group-restarts";
+pub use minik8s_api::lws::{MAX_RESTARTS, RESTART_BACKOFF};
 pub(super) const DEFAULT_BACKOFF: Duration = Duration::from_secs(10);
 pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// A group that has not been restarted for this long starts its backoff afresh.

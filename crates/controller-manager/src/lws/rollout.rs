@@ -9,8 +9,7 @@ use minik8s_api::lws_pod::*;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
-/// Annotation (minik8s): opt an LWS into gang scheduling (`"true"`).
-pub const GANG_SCHEDULING: &str = "minik8s.io/gang-scheduling";
+pub use minik8s_api::lws::GANG_SCHEDULING_ANNOTATION as GANG_SCHEDULING;
 /// Annotations of the LWS that are controller state, not user intent, and are
 /// not copied onto the StatefulSets.
 pub const GROUP_RESTARTS: &str = "minik8s.io/group-restarts";
@@ -333,6 +332,9 @@ pub fn template_annotations(
                 policy.unwrap_or_else(|| "LeaderWorker".into()),
             );
         }
+    }
+    if lws.spec.is_hash() {
+        out.insert(GROUP_IDENTITY.into(), minik8s_api::lws::HASH.into());
     }
     let group_claims: Vec<&str> = lwt
         .resource_claim_templates
