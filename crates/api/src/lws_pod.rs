@@ -554,8 +554,15 @@ pub fn admit_pod(pod: &mut Value) -> Result<(), FieldError> {
         }
         None => None,
     };
-    if let Some(g) = gang {
-        map_at(&mut pod["metadata"], "annotations").insert(GANG_GROUP_NAME.into(), json!(g));
+    match gang {
+        // spec.scheduling's gangs are the Workload API's PodGroups.
+        Some(g) if ann(crate::lws_scheduling::GANG_SCOPE).is_some() => {
+            pod["spec"]["schedulingGroup"] = json!({"podGroupName": g});
+        }
+        Some(g) => {
+            map_at(&mut pod["metadata"], "annotations").insert(GANG_GROUP_NAME.into(), json!(g));
+        }
+        None => {}
     }
     point_at_group_claims(pod, ann(GROUP_RESOURCE_CLAIMS), &lws, &group_index);
     if pod_requests_tpus(&pod["spec"]) {
@@ -900,5 +907,29 @@ mod tests {
         let svc = hash_group_service(&long, key);
         assert_eq!(svc.len(), 63);
         assert!(svc.ends_with("-0123456789ab"));
+    }
+
+    #[test]
+    fn spec_scheduling_pods_name_their_workload_pod_group() {
+        let mut l = leader(
+            "demo-1",
+            json!({crate::lws_scheduling::GANG_SCOPE: "group"}),
+        );
+        admit_pod(&mut l).unwrap();
+        assert_eq!(
+            l["spec"]["schedulingGroup"],
+            json!({"podGroupName": "demo-1-abc"})
+        );
+        assert!(l["metadata"]["annotations"].get(GANG_GROUP_NAME).is_none());
+        let mut w = worker(
+            "demo-1-2",
+            "demo-1",
+            json!({crate::lws_scheduling::GANG_SCOPE: "worker"}),
+        );
+        admit_pod(&mut w).unwrap();
+        assert_eq!(
+            w["spec"]["schedulingGroup"]["podGroupName"],
+            "demo-1-abc-worker"
+        );
     }
 }

@@ -122,6 +122,24 @@ pub fn scope(scheduling: Option<&Value>) -> GangScope {
     }
 }
 
+/// The `schedulingConstraints` of the level that makes the gang (copied
+/// onto its Workload template and PodGroups, where the scheduler keeps the
+/// gang in one domain of the topology key).
+pub fn gang_constraints(scheduling: Option<&Value>) -> Option<Value> {
+    let s = scheduling.filter(|s| s.is_object())?;
+    let replica = s.get("replica").filter(|r| !r.is_null());
+    let level = match scope(Some(s)) {
+        GangScope::Off => return None,
+        GangScope::Lws => Some(s),
+        GangScope::Group => replica,
+        GangScope::Worker => replica.and_then(|r| r.get("worker")),
+    }?;
+    level
+        .get("schedulingConstraints")
+        .filter(|c| !c.is_null())
+        .cloned()
+}
+
 fn check_level(level: &Value, path: &str, members: Option<i64>, leaf: bool, errs: &mut Errors) {
     let policy = level.get("schedulingPolicy").filter(|p| !p.is_null());
     if let Some(p) = policy {
@@ -161,6 +179,32 @@ fn check_level(level: &Value, path: &str, members: Option<i64>, leaf: bool, errs
                 &json!("object"),
                 "exactly one of single and all must be set",
             ));
+        } else if all {
+            errs.push(FieldError::forbidden(
+                format!("{path}.disruptionMode.all"),
+                "disrupting a gang as a whole is not supported by minik8s",
+            ));
+        }
+    }
+    let topology = level
+        .pointer("/schedulingConstraints/topology")
+        .and_then(Value::as_array);
+    if let Some(t) = topology {
+        let at = format!("{path}.schedulingConstraints.topology");
+        if t.len() > 1 {
+            errs.push(FieldError::too_many(&at, t.len(), 1));
+        }
+        for (i, c) in t.iter().enumerate() {
+            let key = c.get("key").and_then(Value::as_str).unwrap_or("");
+            if key.is_empty() {
+                errs.push(FieldError::required(format!("{at}[{i}].key"), ""));
+            } else if let Some(e) = crate::names::qualified_name_error(key) {
+                errs.push(FieldError::invalid(
+                    format!("{at}[{i}].key"),
+                    &json!(key),
+                    e,
+                ));
+            }
         }
     }
     if let Some(c) = level.get("resourceClaims").and_then(Value::as_array) {
@@ -364,6 +408,10 @@ mod tests {
     fn phase_one_rules() {
         assert!(errors(&lws(json!({}), 4, json!({})), None).is_empty());
         let cases = [
+            (lws(json!({"replica": {"disruptionMode": {"all": {}}}}), 4, json!({})),
+             "spec.scheduling.replica.disruptionMode.all: Forbidden: disrupting a gang as a whole is not supported by minik8s"),
+            (lws(json!({"replica": {"schedulingConstraints": {"topology": [{"key": "a"}, {"key": "b"}]}}}), 4, json!({})),
+             "spec.scheduling.replica.schedulingConstraints.topology: Too many: 2: must have at most 1 items"),
             (lws(json!({"schedulingPolicy": {"gang": {}}, "replica": {"schedulingPolicy": {"gang": {}}}}), 4, json!({})),
              "spec.scheduling: Invalid value: \"object\": only one level may be set: the LWS, replica, or replica.leader/replica.worker"),
             (lws(json!({"replica": {"schedulingPolicy": {"gang": {"minGroupCount": 2}}}}), 4, json!({})),

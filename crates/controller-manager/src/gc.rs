@@ -327,6 +327,21 @@ impl Runner {
             minik8s_api::podgroup::API_VERSION,
             "PodGroup",
         )?;
+        // The Workload API's objects an LWS gang writes (owned by the LWS or a leader).
+        watch::<k8s_openapi::api::scheduling::v1beta1::PodGroup>(
+            informers,
+            &wake,
+            &mut sources,
+            "scheduling.k8s.io/v1beta1",
+            "PodGroup",
+        )?;
+        watch::<k8s_openapi::api::scheduling::v1beta1::Workload>(
+            informers,
+            &wake,
+            &mut sources,
+            "scheduling.k8s.io/v1beta1",
+            "Workload",
+        )?;
         watch::<minik8s_api::serverless::Function>(
             informers,
             &wake,

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{cluster, kubectl, table_line, until};
+use common::{cluster, kubectl, kubectl_json, kubectl_ok, table_line, until};
 use minik8s_api::registry;
 use minik8s_client::{Client, DynamicApi, ListParams};
 use serde_json::{json, Value};
@@ -100,7 +100,7 @@ async fn spec_scheduling_gangs_bind_whole_groups_only() {
     let (server, client) = cluster("wl", 2).await;
     let sets = api(&client, LWS, "LeaderWorkerSet");
     let pods = api(&client, "v1", "Pod");
-    let groups = api(&client, PG, "PodGroup");
+    let groups = api(&client, "scheduling.k8s.io/v1beta1", "PodGroup");
     sets.create(&manifest(
         "wl",
         2,
@@ -112,49 +112,83 @@ async fn spec_scheduling_gangs_bind_whole_groups_only() {
     .unwrap();
     let bound = one_group_bound(&pods, "wl").await;
     let waiting = if bound == "0" { "1" } else { "0" };
-    // One PodGroup per group (minMember 4): Running for the bound group, Pending for the other.
+    // The Workload API: the LWS's Workload, one PodGroup per group made from
+    // its template (minCount 4), PodGroupInitiallyScheduled True for the
+    // bound group and False (Unschedulable, the scheduler's words) for the other.
+    let workload = kubectl_json(&server.url, &["workloads.scheduling.k8s.io", "wl"]);
+    assert_eq!(
+        workload["spec"]["podGroupTemplates"],
+        json!([{"name": "group", "schedulingPolicy": {"gang": {"minCount": 4}}}])
+    );
+    assert_eq!(
+        workload["metadata"]["ownerReferences"][0]["kind"],
+        "LeaderWorkerSet"
+    );
     let pg = until("the groups' PodGroups", 20, || async {
         let l = groups.list(&ListParams::default()).await.unwrap();
         let items = l["items"].as_array().cloned().unwrap_or_default();
-        let phases: BTreeMap<String, (i64, String)> = items
+        let states: BTreeMap<String, (i64, String, String)> = items
             .iter()
             .map(|g| {
+                let c = g["status"]["conditions"]
+                    .as_array()
+                    .and_then(|cs| {
+                        cs.iter()
+                            .find(|c| c["type"] == "PodGroupInitiallyScheduled")
+                    })
+                    .cloned()
+                    .unwrap_or_default();
                 (
                     g["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"]
                         .as_str()
                         .unwrap_or("")
                         .to_string(),
                     (
-                        g["spec"]["minMember"].as_i64().unwrap_or(0),
-                        g["status"]["phase"].as_str().unwrap_or("").to_string(),
+                        g["spec"]["schedulingPolicy"]["gang"]["minCount"]
+                            .as_i64()
+                            .unwrap_or(0),
+                        c["status"].as_str().unwrap_or("").to_string(),
+                        c["reason"].as_str().unwrap_or("").to_string(),
                     ),
                 )
             })
             .collect();
-        if phases.get(&bound) == Some(&(4, "Running".into()))
-            && phases.get(waiting) == Some(&(4, "Pending".into()))
+        if states.get(&bound) == Some(&(4, "True".into(), "Scheduled".into()))
+            && states.get(waiting) == Some(&(4, "False".into(), "Unschedulable".into()))
         {
             Ok(items)
         } else {
-            Err(format!("{phases:?}"))
+            Err(format!("{states:?}"))
         }
     })
     .await;
     let leader = pods.get(&format!("wl-{bound}")).await.unwrap();
-    let name = leader["metadata"]["annotations"]["scheduling.k8s.io/group-name"]
+    let name = leader["spec"]["schedulingGroup"]["podGroupName"]
         .as_str()
         .unwrap()
         .to_string();
-    assert!(
-        pg.iter().any(|g| g["metadata"]["name"] == name.as_str()),
-        "{name}"
-    );
-    let (ok, out) = kubectl(&server.url, &["get", "podgroups"]);
-    assert!(ok, "{out}");
+    let group = pg
+        .iter()
+        .find(|g| g["metadata"]["name"] == name.as_str())
+        .unwrap();
     assert_eq!(
-        table_line(&out, 0),
-        ["NAME", "STATUS", "MINMEMBER", "RUNNINGS", "AGE"]
+        group["spec"]["workloadRef"],
+        json!({"workloadName": "wl", "templateName": "group"})
     );
+    let other = pods.get(&format!("wl-{waiting}")).await.unwrap();
+    let message = other["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "PodScheduled"))
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        message.contains("of 4 pods fit") && message.contains("Insufficient cpu"),
+        "{message}"
+    );
+    let (ok, out) = kubectl(&server.url, &["get", "podgroups.scheduling.k8s.io"]);
+    assert!(ok, "{out}");
+    assert_eq!(table_line(&out, 0), ["NAME", "AGE"]);
     // A bad shape is refused with the field path.
     let bad = manifest(
         "bad",
@@ -276,7 +310,7 @@ async fn whole_lws_gangs_and_exclusive_topology_gangs() {
     let (_server, client) = cluster("tp", 4).await;
     let sets = api(&client, LWS, "LeaderWorkerSet");
     let pods = api(&client, "v1", "Pod");
-    let groups = api(&client, PG, "PodGroup");
+    let groups = api(&client, "scheduling.k8s.io/v1beta1", "PodGroup");
     // The LWS level: one gang of replicas × size, resized with the LWS.
     sets.create(&manifest(
         "all",
@@ -300,7 +334,11 @@ async fn whole_lws_gangs_and_exclusive_topology_gangs() {
         }
     })
     .await;
-    assert_eq!(groups.get("all-lws").await.unwrap()["spec"]["minMember"], 4);
+    // spec.scheduling's LWS level: a Workload API PodGroup of the whole LWS.
+    assert_eq!(
+        groups.get("all-lws").await.unwrap()["spec"]["schedulingPolicy"]["gang"]["minCount"],
+        4
+    );
     sets.patch(
         "all",
         None,
@@ -316,10 +354,11 @@ async fn whole_lws_gangs_and_exclusive_topology_gangs() {
             .values()
             .filter(|x| !x["spec"]["nodeName"].is_null())
             .count();
-        if g["spec"]["minMember"] == 6 && bound == 6 {
+        let min = &g["spec"]["schedulingPolicy"]["gang"]["minCount"];
+        if min == 6 && bound == 6 {
             Ok(())
         } else {
-            Err(format!("{} / {bound}", g["spec"]["minMember"]))
+            Err(format!("{min} / {bound}"))
         }
     })
     .await;
@@ -392,4 +431,237 @@ async fn whole_lws_gangs_and_exclusive_topology_gangs() {
         },
     )
     .await;
+}
+
+/// `kubectl apply -f` of JSON objects (kubectl reads a JSON List).
+fn apply(server: &str, name: &str, items: &[Value]) -> (bool, String) {
+    let dir = std::env::temp_dir().join(format!("gang-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{name}.json"));
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+    std::fs::write(&file, list.to_string()).unwrap();
+    kubectl(server, &["apply", "-f", file.to_str().unwrap()])
+}
+
+fn gang_pod(name: &str, group: &str, cpu: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "train"}},
+        "spec": {"schedulingGroup": {"podGroupName": group},
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}]}})
+}
+
+fn pod_group(name: &str, policy: Value, extra: Value) -> Value {
+    let mut pg = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"workloadRef": {"workloadName": "train", "templateName": "workers"},
+            "schedulingPolicy": policy}});
+    json_patch::merge(&mut pg, &extra);
+    pg
+}
+
+fn node_of(p: &Value) -> String {
+    p["spec"]["nodeName"].as_str().unwrap_or("").to_string()
+}
+
+/// The Workload API as a Kubernetes 1.37 user writes it by hand: a
+/// Workload, PodGroups made from its template, plain pods naming them in
+/// `spec.schedulingGroup`. Capacity for one and a half gangs binds exactly
+/// one; a pod waits for its PodGroup to exist; a topology constraint keeps a
+/// gang in one zone; what minik8s does not serve is refused by field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workload_api_gangs_plain_pods() {
+    let (server, client) = cluster("wa", 2).await;
+    let s = server.url.as_str();
+    let pods = api(&client, "v1", "Pod");
+    kubectl_ok(s, &["label", "node", "wa-0", "zone=a"]);
+    kubectl_ok(s, &["label", "node", "wa-1", "zone=b"]);
+    let workload = json!({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload",
+        "metadata": {"name": "train"},
+        "spec": {"controllerRef": {"apiGroup": "batch", "kind": "Job", "name": "train"},
+            "podGroupTemplates": [{"name": "workers", "schedulingPolicy": {"gang": {"minCount": 4}}}]}});
+    let gang = json!({"gang": {"minCount": 4}});
+    let mut objects = vec![
+        workload,
+        pod_group("train-0", gang.clone(), json!({})),
+        pod_group("train-1", gang.clone(), json!({})),
+    ];
+    for i in 0..8 {
+        objects.push(gang_pod(
+            &format!("t{i}"),
+            &format!("train-{}", i / 4),
+            "1300m",
+        ));
+    }
+    let (ok, out) = apply(s, "train", &objects);
+    assert!(ok, "{out}");
+    let bound = until("one whole gang bound", 30, || async {
+        let p = pods_of(&pods, "train").await;
+        let placed = |g: &str| {
+            p.values()
+                .filter(|x| {
+                    x["spec"]["schedulingGroup"]["podGroupName"] == g && !node_of(x).is_empty()
+                })
+                .count()
+        };
+        match (placed("train-0"), placed("train-1")) {
+            (4, 0) => Ok(("train-0", "train-1")),
+            (0, 4) => Ok(("train-1", "train-0")),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let (placed, waiting) = bound;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let p = pods_of(&pods, "train").await;
+    assert_eq!(
+        p.values().filter(|x| !node_of(x).is_empty()).count(),
+        4,
+        "no partial gang"
+    );
+    let held = p
+        .values()
+        .find(|x| x["spec"]["schedulingGroup"]["podGroupName"] == waiting)
+        .unwrap();
+    let scheduled = held["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "PodScheduled"))
+        .cloned()
+        .unwrap();
+    assert_eq!(scheduled["reason"], "Unschedulable");
+    let message = scheduled["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!("gang {waiting}: ")) && message.contains("Insufficient cpu"),
+        "{message}"
+    );
+    let group = kubectl_json(s, &["podgroups.scheduling.k8s.io", placed]);
+    let c = &group["status"]["conditions"][0];
+    assert_eq!(
+        (c["type"].as_str(), c["status"].as_str()),
+        (Some("PodGroupInitiallyScheduled"), Some("True"))
+    );
+    let other = kubectl_json(s, &["podgroups.scheduling.k8s.io", waiting]);
+    assert_eq!(other["status"]["conditions"][0]["reason"], "Unschedulable");
+    let out = kubectl_ok(s, &["get", "workloads"]);
+    assert_eq!(table_line(&out, 1)[0], "train", "{out}");
+    kubectl_ok(s, &["delete", "pods", "-l", "app=train", "--wait=false"]);
+    until("the gangs gone", 30, || async {
+        let n = pods_of(&pods, "train").await.len();
+        if n == 0 {
+            Ok(())
+        } else {
+            Err(format!("{n}"))
+        }
+    })
+    .await;
+
+    // A pod whose PodGroup does not exist yet waits for it.
+    let (ok, out) = apply(s, "late", &[gang_pod("late-0", "late", "100m")]);
+    assert!(ok, "{out}");
+    until("late-0 waiting for its group", 20, || async {
+        let p = pods.get("late-0").await.unwrap();
+        let m = p["status"]["conditions"].to_string();
+        if m.contains("pod group late not found") {
+            Ok(())
+        } else {
+            Err(m)
+        }
+    })
+    .await;
+    let (ok, out) = apply(
+        s,
+        "late-group",
+        &[pod_group(
+            "late",
+            json!({"basic": {}}),
+            json!({"metadata": {"name": "late"}}),
+        )],
+    );
+    assert!(ok, "{out}");
+    until("late-0 scheduled once its group exists", 20, || async {
+        let p = pods.get("late-0").await.unwrap();
+        if node_of(&p).is_empty() {
+            Err("pending".to_string())
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+
+    // One zone holds a gang with a topology constraint whole.
+    let zoned = pod_group(
+        "zoned",
+        gang.clone(),
+        json!({"spec": {"schedulingConstraints": {"topology": [{"key": "zone"}]}}}),
+    );
+    let mut objects = vec![zoned];
+    for i in 0..4 {
+        objects.push(gang_pod(&format!("z{i}"), "zoned", "100m"));
+    }
+    let (ok, out) = apply(s, "zoned", &objects);
+    assert!(ok, "{out}");
+    let nodes = until("the zoned gang placed", 30, || async {
+        let mut nodes = Vec::new();
+        for i in 0..4 {
+            let n = node_of(&pods.get(&format!("z{i}")).await.unwrap());
+            if n.is_empty() {
+                return Err(format!("z{i} pending"));
+            }
+            nodes.push(n);
+        }
+        Ok(nodes)
+    })
+    .await;
+    assert!(
+        nodes.iter().all(|n| n == &nodes[0]),
+        "one zone (one node each here): {nodes:?}"
+    );
+
+    // Bad input: refused by field, nothing half made.
+    let (ok, out) = apply(
+        s,
+        "bad-group",
+        &[pod_group(
+            "bad",
+            gang.clone(),
+            json!({"spec": {"priorityClassName": "high"}}),
+        )],
+    );
+    assert!(!ok);
+    assert!(
+        out.contains(
+            "spec.priorityClassName: Forbidden: pod group priority is not supported by minik8s"
+        ),
+        "{out}"
+    );
+    let (ok, out) = apply(
+        s,
+        "bad-gang",
+        &[pod_group(
+            "bad",
+            json!({"gang": {"minCount": 0}}),
+            json!({}),
+        )],
+    );
+    assert!(!ok);
+    assert!(out.contains("spec.schedulingPolicy.gang.minCount: Invalid value: 0: must be greater than or equal to 1"), "{out}");
+    let (ok, out) = apply(s, "bad-pod", &[gang_pod("bad-pod", "Not_A_Name", "100m")]);
+    assert!(!ok);
+    assert!(
+        out.contains("spec.schedulingGroup.podGroupName: Invalid value: \"Not_A_Name\""),
+        "{out}"
+    );
+    let (ok, out) = kubectl(
+        s,
+        &[
+            "patch",
+            "podgroups.scheduling.k8s.io",
+            "zoned",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"schedulingPolicy":{"gang":null,"basic":{}}}}"#,
+        ],
+    );
+    assert!(!ok);
+    assert!(out.contains("field is immutable"), "{out}");
+    let (ok, out) = kubectl(s, &["get", "podgroups.scheduling.k8s.io", "bad"]);
+    assert!(!ok && out.contains("NotFound"), "{out}");
 }

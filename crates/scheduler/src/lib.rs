@@ -39,6 +39,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::scheduling::v1beta1::PodGroup as WorkloadPodGroup;
 use k8s_openapi::api::storage::v1::StorageClass;
 use minik8s_api::meta::now_rfc3339;
 use minik8s_api::registry;
@@ -102,6 +103,8 @@ pub struct Scheduler {
     volumes: Cache<PersistentVolume>,
     classes: Cache<StorageClass>,
     pod_groups: Cache<minik8s_api::podgroup::PodGroup>,
+    /// The Workload API's PodGroups (`scheduling.k8s.io/v1beta1`).
+    workload_groups: Cache<WorkloadPodGroup>,
     budgets: Cache<PodDisruptionBudget>,
     /// What selects a pod, for the cluster-default spreading.
     services: Cache<Service>,
@@ -717,6 +720,8 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
         Api::<minik8s_api::podgroup::PodGroup>::all(&client),
         ListParams::default(),
     );
+    let mut workload_group_informer =
+        Informer::new(Api::<WorkloadPodGroup>::all(&client), ListParams::default());
     let budget_informer = Informer::new(
         Api::<PodDisruptionBudget>::all(&client),
         ListParams::default(),
@@ -752,6 +757,7 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
         volumes: volume_informer.cache(),
         classes: class_informer.cache(),
         pod_groups: group_informer.cache(),
+        workload_groups: workload_group_informer.cache(),
         budgets: budget_informer.cache(),
         services: service_informer.cache(),
         replica_sets: rs_informer.cache(),
@@ -809,6 +815,8 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
     // A PodGroup made or resized lets its waiting gang try again.
     let r = retry(&weak);
     group_informer.on_event(move |_| r());
+    let r = retry(&weak);
+    workload_group_informer.on_event(move |_| r());
     // Devices: a claim, class or slice that changes may free or add room.
     let r = retry(&weak);
     let s = weak.clone();
@@ -837,6 +845,7 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
             Box::pin(volume_informer.run()),
             Box::pin(class_informer.run()),
             Box::pin(group_informer.run()),
+            Box::pin(workload_group_informer.run()),
             Box::pin(budget_informer.run()),
             Box::pin(service_informer.run()),
             Box::pin(rs_informer.run()),

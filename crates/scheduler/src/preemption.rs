@@ -22,7 +22,6 @@
 use super::*;
 use crate::filters::Unfit;
 use crate::victims::{self, Budget, NotCandidate, Unit, Victims};
-use minik8s_api::lws_pod::GANG_GROUP_NAME;
 use minik8s_client::rest::DeleteParams;
 
 /// A pod waiting on a node for the room its preemption makes.
@@ -41,11 +40,13 @@ pub(crate) enum Outcome {
     Failed(String),
 }
 
-/// The gang a pod belongs to, by namespace and group name.
+/// The gang a pod belongs to, by namespace and group (either way of naming one).
 fn gang_key(pod: &Pod) -> Option<String> {
-    let group = pod.metadata.annotations.as_ref()?.get(GANG_GROUP_NAME)?;
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-    Some(format!("gang:{ns}/{group}"))
+    Some(match gang::GangRef::of(pod)? {
+        gang::GangRef::Workload(g) => format!("gang:{ns}/podgroup/{g}"),
+        gang::GangRef::Annotated(g) => format!("gang:{ns}/{g}"),
+    })
 }
 
 /// The placed pods of priority below `priority`, as units: a gang is one
@@ -261,7 +262,7 @@ impl Scheduler {
     pub(crate) async fn preempt_for_gang(
         &self,
         pod: &Arc<Pod>,
-        group: &str,
+        group: &gang::Gang,
         pending: &[Arc<Pod>],
     ) -> Result<Option<String>, ClientError> {
         let Some(gang) = gang_key(pod) else {
@@ -279,7 +280,7 @@ impl Scheduler {
         let units = lower_units(&lock(&self.ledger), priority, Some(&gang));
         let budgets = self.budget_list();
         let fits = |gone: &[&Unit]| {
-            self.place_gang(group, pending, &without(&base, gone), true)
+            self.place_gang(group, &[], pending, &without(&base, gone), true)
                 .map(|_| ())
         };
         let chosen =
@@ -296,7 +297,7 @@ impl Scheduler {
                 }
             };
         let gone: Vec<&Unit> = chosen.units.iter().collect();
-        let plan = match self.place_gang(group, pending, &without(&base, &gone), true) {
+        let plan = match self.place_gang(group, &[], pending, &without(&base, &gone), true) {
             Ok(plan) => plan,
             Err(no) => return Ok(Some(format!("preemption: {}", no.message))),
         };

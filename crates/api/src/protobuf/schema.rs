@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 const SCHEMA: &str = include_str!("schema.txt");
+/// Kubernetes 1.37 fields and messages k8s-pb does not have yet.
+const SCHEMA_1_37: &str = include_str!("schema_1_37.txt");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cardinality {
@@ -69,7 +71,11 @@ const META_V1: &str = "apimachinery.pkg.apis.meta.v1";
 impl Schema {
     pub fn get() -> &'static Schema {
         static SCHEMA_TABLE: OnceLock<Schema> = OnceLock::new();
-        SCHEMA_TABLE.get_or_init(|| Schema::parse(SCHEMA))
+        SCHEMA_TABLE.get_or_init(|| {
+            let mut schema = Schema::parse(SCHEMA);
+            schema.parse_more(SCHEMA_1_37);
+            schema
+        })
     }
 
     pub fn message(&self, name: &str) -> Option<&Message> {
@@ -98,6 +104,13 @@ impl Schema {
 
     fn parse(text: &'static str) -> Schema {
         let mut schema = Schema::default();
+        schema.parse_more(text);
+        schema
+    }
+
+    /// Adds the lines of `text`; an `M` of a known message reopens it.
+    fn parse_more(&mut self, text: &'static str) {
+        let schema = self;
         let mut current: Option<&'static str> = None;
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let parts: Vec<&'static str> = line.split_whitespace().collect();
@@ -106,7 +119,7 @@ impl Schema {
                     schema.modules.insert(api_version, module);
                 }
                 ["M", name] => {
-                    schema.messages.insert(name, Message::default());
+                    schema.messages.entry(name).or_default();
                     current = Some(name);
                 }
                 ["F", tag, json, card, ty, rest @ ..] => {
@@ -143,7 +156,6 @@ impl Schema {
                 other => panic!("schema line {other:?}"),
             }
         }
-        schema
     }
 }
 

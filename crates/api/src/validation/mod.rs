@@ -176,6 +176,7 @@ mod quota;
 mod rbac;
 mod resize;
 pub mod resource;
+pub mod scheduling;
 mod service;
 pub mod service_cidr;
 pub mod storage;

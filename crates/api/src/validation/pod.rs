@@ -3,6 +3,26 @@
 use super::lifecycle::{validate_container_lifecycle, ContainerKind};
 use super::*;
 
+/// `schedulingGroup` (Workload API): exactly one group, a PodGroup named by
+/// a DNS subdomain (it may not exist yet; the pod waits for it).
+fn validate_scheduling_group(spec: &Value, path: &str, errs: &mut Errors) {
+    let Some(group) = spec.get("schedulingGroup").filter(|g| !g.is_null()) else {
+        return;
+    };
+    let at = format!("{path}.schedulingGroup.podGroupName");
+    match group.get("podGroupName").and_then(Value::as_str) {
+        None | Some("") => errs.push(FieldError::required(
+            at,
+            "must specify one of: `podGroupName`",
+        )),
+        Some(name) => {
+            if let Some(e) = dns1123_subdomain_error(name) {
+                errs.push(FieldError::invalid(at, &Value::String(name.into()), e));
+            }
+        }
+    }
+}
+
 /// Validates a PodSpec at `path` (`spec` or `spec.template.spec`).
 pub fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Errors) {
     let containers = arr(spec, "containers");
@@ -11,6 +31,7 @@ pub fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Errors) {
     }
     validate_pod_level_resources(spec, path, errs);
     validate_scheduling_gates(spec, path, errs);
+    validate_scheduling_group(spec, path, errs);
     validate_resource_claims(spec, path, errs);
     let volumes: Vec<&str> = arr(spec, "volumes")
         .iter()

@@ -54,7 +54,6 @@ const UNSUPPORTED: &[Unsupported] = &[
     field(&["grpc", "mode"], "gRPC probe modes"),
     field(&["volumeMounts", "bindMountOptions"], "bind mount options"),
     field(&["spec", "evictionResponders"], "eviction responders"),
-    field(&["spec", "schedulingGroup"], "scheduling groups"),
     field(&["configMap", "defaultUser"], "volume file ownership"),
     field(&["secret", "defaultUser"], "volume file ownership"),
     field(&["downwardAPI", "defaultUser"], "volume file ownership"),
@@ -251,7 +250,7 @@ mod tests {
         validate_unsupported("Pod", &hpa, &mut errs);
         validate_unsupported(
             "Pod",
-            &json!({"spec": {"schedulingGroup": null}}),
+            &json!({"spec": {"evictionResponders": null}}),
             &mut errs,
         );
         assert!(errs.is_empty());

@@ -36,6 +36,7 @@ mod serverless;
 mod service;
 mod service_cidr;
 pub mod storage;
+mod workload;
 
 pub use service::{release, service_allocations};
 
@@ -563,6 +564,8 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         k8s_openapi::api::resource::v1::ResourceClaim => resource_claim with resource::CLAIM;
         k8s_openapi::api::resource::v1::ResourceClaimTemplate => age_only with resource::TEMPLATE;
         k8s_openapi::api::resource::v1::ResourceSlice => resource_slice;
+        k8s_openapi::api::scheduling::v1beta1::Workload => age_only with workload::Workload;
+        k8s_openapi::api::scheduling::v1beta1::PodGroup => age_only with workload::PodGroup;
         core::Endpoints => endpoints;
         core::Event => event;
         discovery::EndpointSlice => endpoint_slice;

@@ -28,6 +28,7 @@ use crate::{lock, ns_of, parse_duration};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
+use k8s_openapi::api::scheduling::v1beta1::PodGroup as WorkloadPodGroup;
 use minik8s_api::lws::{LeaderWorkerSet, LeaderWorkerTemplate, NetworkConfig};
 use minik8s_api::lws_pod::*;
 use minik8s_api::podgroup::PodGroup;
@@ -226,6 +227,8 @@ pub struct GroupController {
     revisions: Cache<ControllerRevision>,
     nodes: Cache<Node>,
     pod_groups: Cache<PodGroup>,
+    /// The Workload API's PodGroups (`spec.scheduling` gangs).
+    workload_groups: Cache<WorkloadPodGroup>,
     /// The groups' own ResourceClaims (lws#444), owned by their leaders.
     claims: Cache<ResourceClaim>,
     /// Pods whose deletion was seen but not yet handled: a worker that its
@@ -251,6 +254,7 @@ impl GroupController {
             revisions: informers.cache(),
             nodes: informers.cache(),
             pod_groups: informers.cache(),
+            workload_groups: informers.cache(),
             claims: informers.cache(),
             deleted: Mutex::default(),
         });
@@ -592,8 +596,19 @@ impl GroupController {
         // The group's gang first: its pods wait for it.
         if let Some(pg) = super::podgroup::group_pod_group(lws, pod) {
             let name = pg["metadata"]["name"].as_str().unwrap_or_default();
-            if self.pod_groups.get(&format!("{ns}/{name}")).is_none() {
-                let api = self.client.dynamic(registry::of::<PodGroup>(), Some(&ns));
+            let key = format!("{ns}/{name}");
+            let (exists, info) = match pg["apiVersion"] == super::podgroup::WORKLOAD_API_VERSION {
+                true => (
+                    self.workload_groups.get(&key).is_some(),
+                    registry::of::<WorkloadPodGroup>(),
+                ),
+                false => (
+                    self.pod_groups.get(&key).is_some(),
+                    registry::of::<PodGroup>(),
+                ),
+            };
+            if !exists {
+                let api = self.client.dynamic(info, Some(&ns));
                 match api.create(&pg).await {
                     Err(e) if e.api().is_some_and(|a| a.code == 409) => {}
                     Err(e) => {

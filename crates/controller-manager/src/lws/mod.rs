@@ -32,6 +32,7 @@ use crate::ns_of;
 use crate::ownership::{controller_of, is_ready};
 use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::scheduling::v1beta1::{PodGroup as WorkloadPodGroup, Workload};
 use minik8s_api::hash::revision_hash;
 use minik8s_api::lws::LeaderWorkerSet;
 use minik8s_api::lws_pod::*;
@@ -72,6 +73,9 @@ pub struct LwsController {
     services: Cache<Service>,
     revisions: Cache<ControllerRevision>,
     pod_groups: Cache<PodGroup>,
+    /// The Workload API's PodGroups and Workloads (`spec.scheduling`).
+    workload_groups: Cache<WorkloadPodGroup>,
+    workloads: Cache<Workload>,
 }
 
 /// Whether group `idx` of `lws` is ready and updated (§5.10), from the caches.
@@ -137,6 +141,8 @@ impl LwsController {
             services: informers.cache(),
             revisions: informers.cache(),
             pod_groups: informers.cache(),
+            workload_groups: informers.cache(),
+            workloads: informers.cache(),
         });
         Controller::new(ctl, WorkQueue::new())
             .for_own::<LeaderWorkerSet>(informers)?
@@ -152,6 +158,10 @@ impl LwsController {
             })?
             .watches::<Service, _>(informers, |_, ev| match ev {
                 Event::Deleted(s) => labelled(&s.metadata),
+                _ => Vec::new(),
+            })?
+            .watches::<Workload, _>(informers, |_, ev| match ev {
+                Event::Deleted(w) => labelled(&w.metadata),
                 _ => Vec::new(),
             })
     }
@@ -228,7 +238,8 @@ impl LwsController {
         }
     }
 
-    /// Creates the LWS's own PodGroup, or sets its minMember when the LWS was scaled.
+    /// Creates the LWS's own PodGroup, or sets its gang size when the LWS
+    /// was scaled (a Workload API or a Volcano PodGroup).
     async fn sync_lws_pod_group(
         &self,
         lws: &LeaderWorkerSet,
@@ -236,23 +247,71 @@ impl LwsController {
     ) -> Result<(), ClientError> {
         let ns = ns_of(&lws.metadata);
         let name = pg["metadata"]["name"].as_str().unwrap_or_default();
-        let api = self.client.dynamic(registry::of::<PodGroup>(), Some(&ns));
-        match self.pod_groups.get(&format!("{ns}/{name}")) {
+        let key = format!("{ns}/{name}");
+        let (existing, info) = match pg["apiVersion"] == podgroup::WORKLOAD_API_VERSION {
+            true => (
+                self.workload_groups
+                    .get(&key)
+                    .and_then(|g| serde_json::to_value(&*g).ok()),
+                registry::of::<WorkloadPodGroup>(),
+            ),
+            false => (
+                self.pod_groups
+                    .get(&key)
+                    .and_then(|g| serde_json::to_value(&*g).ok()),
+                registry::of::<PodGroup>(),
+            ),
+        };
+        let api = self.client.dynamic(info, Some(&ns));
+        let want = podgroup::pod_group_min(pg).unwrap_or(1);
+        match existing {
             None => match api.create(pg).await {
                 Err(e) if e.api().is_none_or(|a| a.code != 409) => Err(e),
                 _ => Ok(()),
             },
-            Some(existing)
-                if existing.spec.min_member
-                    != pg["spec"]["minMember"].as_i64().map(|m| m as i32) =>
-            {
-                let patch = json!({"spec": {"minMember": pg["spec"]["minMember"]}});
+            Some(existing) if podgroup::pod_group_min(&existing) != Some(want) => {
+                let patch = podgroup::pod_group_min_patch(pg, want);
                 api.patch(name, None, content::MERGE_PATCH, &patch)
                     .await
                     .map(|_| ())
             }
             Some(_) => Ok(()),
         }
+    }
+
+    /// The LWS's Workload (`spec.scheduling`): created, its gang size kept
+    /// current; replaced when its template changes name (the gang's scope
+    /// changed), as templates may not be added or removed.
+    async fn sync_workload(
+        &self,
+        lws: &LeaderWorkerSet,
+        desired: &Value,
+    ) -> Result<(), ClientError> {
+        let ns = ns_of(&lws.metadata);
+        let name = lws.metadata.name.clone().unwrap_or_default();
+        let api = self.client.dynamic(registry::of::<Workload>(), Some(&ns));
+        let Some(existing) = self.workloads.get(&format!("{ns}/{name}")) else {
+            return match api.create(desired).await {
+                Err(e) if e.api().is_none_or(|a| a.code != 409) => Err(e),
+                _ => Ok(()),
+            };
+        };
+        let templates =
+            serde_json::to_value(&existing.spec.pod_group_templates).unwrap_or(Value::Null);
+        let want = &desired["spec"]["podGroupTemplates"];
+        if &templates == want {
+            return Ok(());
+        }
+        if templates[0]["name"] != want[0]["name"] {
+            match api.delete(&name, &DeleteParams::default()).await {
+                Err(e) if !e.is_not_found() => return Err(e),
+                _ => return Ok(()), // Created again once the deletion is seen.
+            }
+        }
+        let patch = json!({"spec": {"podGroupTemplates": want}});
+        api.patch(&name, None, content::MERGE_PATCH, &patch)
+            .await
+            .map(|_| ())
     }
 
     /// Recreates, with a fresh restart budget, the Failed groups below
@@ -522,7 +581,11 @@ impl LwsController {
             }
         }
 
-        // The gang of the whole LWS (spec.scheduling's LWS level).
+        // The Workload API (spec.scheduling): the Workload, and the gang of
+        // the whole LWS at its LWS level.
+        if let Some(w) = podgroup::workload(&lws) {
+            self.sync_workload(&lws, &w).await?;
+        }
         if let Some(pg) = podgroup::lws_pod_group(&lws) {
             self.sync_lws_pod_group(&lws, &pg).await?;
         }

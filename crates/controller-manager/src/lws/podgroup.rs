@@ -1,16 +1,25 @@
-//! The PodGroups of a LeaderWorkerSet's gangs (`scheduling.volcano.sh/v1beta1`,
-//! which the minik8s scheduler honours): one per group when the templates ask
-//! for Volcano (`schedulerName: volcano`, upstream's Volcano provider, §6 of
-//! `lws-since-v0.6.md`) or `spec.scheduling` asks for a gang per group or per
-//! group's workers; one for the whole LWS for `spec.scheduling`'s LWS level.
+//! The PodGroups of a LeaderWorkerSet's gangs, which the minik8s scheduler
+//! honours: one per group, or one for the whole LWS at `spec.scheduling`'s
+//! LWS level.
+//!
+//! - `spec.scheduling` (KEP-666) writes Kubernetes 1.37's Workload API: a
+//!   Workload named after the LWS whose one pod group template is the gang,
+//!   and PodGroups (`scheduling.k8s.io/v1beta1`) made from it that the pods
+//!   name in `spec.schedulingGroup`.
+//! - Templates asking for Volcano (`schedulerName: volcano`, upstream's
+//!   Volcano provider) get Volcano PodGroups (`scheduling.volcano.sh/v1beta1`).
+//!
 //! Pure builders; the group controller and the LWS controller create them.
 
 use super::size_of;
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use minik8s_api::lws::LeaderWorkerSet;
 use minik8s_api::lws_pod::*;
-use minik8s_api::lws_scheduling::{scope, GangScope};
+use minik8s_api::lws_scheduling::{gang_constraints, scope, GangScope};
 use minik8s_api::podgroup::{API_VERSION, KIND, VOLCANO_SCHEDULER};
+
+/// The Workload API's group and version.
+pub const WORKLOAD_API_VERSION: &str = "scheduling.k8s.io/v1beta1";
 use minik8s_api::quantity::Quantity;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -95,6 +104,75 @@ pub fn min_resources(lws: &LeaderWorkerSet) -> Map<String, Value> {
         .collect()
 }
 
+/// Whether the LWS's gangs are the Workload API's (`spec.scheduling`).
+pub fn uses_workload_api(lws: &LeaderWorkerSet) -> bool {
+    scope(lws.spec.scheduling.as_ref()) != GangScope::Off
+}
+
+/// The gang size of one group (or the LWS, or a group's workers).
+fn min_count(lws: &LeaderWorkerSet, scope: GangScope) -> i32 {
+    let size = size_of(&lws.spec.leader_worker_template);
+    let leader_ready = lws.spec.startup_policy.as_deref() == Some("LeaderReady");
+    if scope == GangScope::Group && leader_ready {
+        1 // the workers only exist once the leader runs (upstream does the same)
+    } else {
+        scope.min_member(lws.spec.replicas.unwrap_or(1), size)
+    }
+}
+
+/// The Workload of an LWS under `spec.scheduling`: one pod group template,
+/// named after the gang's scope, owned by the LWS.
+pub fn workload(lws: &LeaderWorkerSet) -> Option<Value> {
+    if !uses_workload_api(lws) {
+        return None;
+    }
+    let scope = gang_scope(lws);
+    let name = lws.metadata.name.clone().unwrap_or_default();
+    let mut template = json!({"name": scope.as_str(),
+        "schedulingPolicy": {"gang": {"minCount": min_count(lws, scope)}}});
+    if let Some(c) = gang_constraints(lws.spec.scheduling.as_ref()) {
+        template["schedulingConstraints"] = c;
+    }
+    Some(
+        json!({"apiVersion": WORKLOAD_API_VERSION, "kind": "Workload",
+        "metadata": {"name": name, "namespace": lws.metadata.namespace,
+            "labels": {NAME: name}, "ownerReferences": [super::owner_ref(lws)]},
+        "spec": {"controllerRef": {"apiGroup": minik8s_api::lws::GROUP, "kind": "LeaderWorkerSet", "name": name},
+            "podGroupTemplates": [template]}}),
+    )
+}
+
+/// A Workload API PodGroup `group` made from the LWS's Workload template.
+fn workload_pod_group(lws: &LeaderWorkerSet, scope: GangScope, group: &str, meta: Value) -> Value {
+    let name = lws.metadata.name.clone().unwrap_or_default();
+    let mut metadata = meta;
+    metadata["name"] = json!(group);
+    metadata["namespace"] = json!(lws.metadata.namespace);
+    let mut pg = json!({"apiVersion": WORKLOAD_API_VERSION, "kind": "PodGroup", "metadata": metadata,
+        "spec": {"workloadRef": {"workloadName": name, "templateName": scope.as_str()},
+            "schedulingPolicy": {"gang": {"minCount": min_count(lws, scope)}}}});
+    if let Some(c) = gang_constraints(lws.spec.scheduling.as_ref()) {
+        pg["spec"]["schedulingConstraints"] = c;
+    }
+    pg
+}
+
+/// The gang size a PodGroup of either API asks for.
+pub fn pod_group_min(pg: &Value) -> Option<i64> {
+    pg.pointer("/spec/schedulingPolicy/gang/minCount")
+        .or_else(|| pg.pointer("/spec/minMember"))
+        .and_then(Value::as_i64)
+}
+
+/// The merge patch that sets a PodGroup's gang size, for either API.
+pub fn pod_group_min_patch(pg: &Value, min: i64) -> Value {
+    if pg["apiVersion"] == WORKLOAD_API_VERSION {
+        json!({"spec": {"schedulingPolicy": {"gang": {"minCount": min}}}})
+    } else {
+        json!({"spec": {"minMember": min}})
+    }
+}
+
 /// The PodGroup of `leader`'s group (or of its workers), owned by the
 /// leader pod so it goes with the group; `None` when the LWS has no gang per
 /// group.
@@ -108,14 +186,13 @@ pub fn group_pod_group(lws: &LeaderWorkerSet, leader: &Pod) -> Option<Value> {
         return None;
     }
     let group = scope.group_name(&name, &index, &revision, false)?;
-    let size = size_of(&lws.spec.leader_worker_template);
-    let replicas = lws.spec.replicas.unwrap_or(1);
-    let leader_ready = lws.spec.startup_policy.as_deref() == Some("LeaderReady");
-    let min = if scope == GangScope::Group && leader_ready {
-        1 // the workers only exist once the leader runs (upstream does the same)
-    } else {
-        scope.min_member(replicas, size)
-    };
+    let owner = crate::ownership::controller_ref("v1", "Pod", &leader.metadata);
+    if uses_workload_api(lws) {
+        let meta = json!({"labels": {NAME: name, GROUP_INDEX: index, REVISION_KEY: revision},
+            "ownerReferences": [owner]});
+        return Some(workload_pod_group(lws, scope, &group, meta));
+    }
+    let min = min_count(lws, scope);
     let ann = lws.metadata.annotations.clone().unwrap_or_default();
     let volcano: BTreeMap<&String, &String> = ann
         .iter()
@@ -129,7 +206,7 @@ pub fn group_pod_group(lws: &LeaderWorkerSet, leader: &Pod) -> Option<Value> {
         "metadata": {"name": group, "namespace": leader.metadata.namespace,
             "labels": {NAME: name, GROUP_INDEX: index, REVISION_KEY: revision},
             "annotations": volcano,
-            "ownerReferences": [crate::ownership::controller_ref("v1", "Pod", &leader.metadata)]},
+            "ownerReferences": [owner]},
         "spec": spec}))
 }
 
@@ -140,12 +217,9 @@ pub fn lws_pod_group(lws: &LeaderWorkerSet) -> Option<Value> {
         return None;
     }
     let name = lws.metadata.name.clone().unwrap_or_default();
-    let size = size_of(&lws.spec.leader_worker_template);
-    let min = scope.min_member(lws.spec.replicas.unwrap_or(1), size);
-    Some(json!({"apiVersion": API_VERSION, "kind": KIND,
-        "metadata": {"name": scope.group_name(&name, "", "", false), "namespace": lws.metadata.namespace,
-            "labels": {NAME: name}, "ownerReferences": [super::owner_ref(lws)]},
-        "spec": {"minMember": min}}))
+    let group = scope.group_name(&name, "", "", false)?;
+    let meta = json!({"labels": {NAME: name}, "ownerReferences": [super::owner_ref(lws)]});
+    Some(workload_pod_group(lws, scope, &group, meta))
 }
 
 #[cfg(test)]
@@ -210,7 +284,7 @@ mod tests {
         let mut per_group = plain.clone();
         json_patch::merge(&mut per_group, &json!({"spec": {"scheduling": {}}}));
         assert_eq!(
-            group_pod_group(&lws(per_group), &leader()).unwrap()["spec"]["minMember"],
+            pod_group_min(&group_pod_group(&lws(per_group.clone()), &leader()).unwrap()).unwrap(),
             4
         );
         let mut workers = plain.clone();
@@ -220,10 +294,7 @@ mod tests {
         );
         let pg = group_pod_group(&lws(workers), &leader()).unwrap();
         assert_eq!(
-            (
-                pg["metadata"]["name"].as_str(),
-                pg["spec"]["minMember"].as_i64()
-            ),
+            (pg["metadata"]["name"].as_str(), pod_group_min(&pg)),
             (Some("d-1-abc-worker"), Some(3))
         );
         let mut whole = plain;
@@ -235,15 +306,73 @@ mod tests {
         assert!(group_pod_group(&l, &leader()).is_none());
         let pg = lws_pod_group(&l).unwrap();
         assert_eq!(
-            (
-                pg["metadata"]["name"].as_str(),
-                pg["spec"]["minMember"].as_i64()
-            ),
+            (pg["metadata"]["name"].as_str(), pod_group_min(&pg)),
             (Some("d-lws"), Some(12))
         );
         assert_eq!(
             pg["metadata"]["ownerReferences"][0]["kind"],
             "LeaderWorkerSet"
+        );
+    }
+
+    #[test]
+    fn spec_scheduling_writes_the_workload_api() {
+        let mut per_group = json!({"spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": {"schedulerName": null}}}}});
+        json_patch::merge(&mut per_group, &json!({"spec": {"scheduling": {}}}));
+        let l = lws(per_group);
+        assert!(uses_workload_api(&l));
+        let w = workload(&l).unwrap();
+        assert_eq!(w["apiVersion"], WORKLOAD_API_VERSION);
+        assert_eq!(w["kind"], "Workload");
+        assert_eq!(w["metadata"]["name"], "d");
+        assert_eq!(
+            w["metadata"]["ownerReferences"][0]["kind"],
+            "LeaderWorkerSet"
+        );
+        assert_eq!(
+            w["spec"]["controllerRef"],
+            json!({"apiGroup": "leaderworkerset.x-k8s.io", "kind": "LeaderWorkerSet", "name": "d"})
+        );
+        assert_eq!(
+            w["spec"]["podGroupTemplates"],
+            json!([{"name": "group", "schedulingPolicy": {"gang": {"minCount": 4}}}])
+        );
+        let pg = group_pod_group(&l, &leader()).unwrap();
+        assert_eq!(pg["apiVersion"], WORKLOAD_API_VERSION);
+        assert_eq!(pg["metadata"]["name"], "d-1-abc");
+        assert_eq!(pg["metadata"]["ownerReferences"][0]["kind"], "Pod");
+        assert_eq!(
+            pg["spec"]["workloadRef"],
+            json!({"workloadName": "d", "templateName": "group"})
+        );
+        assert_eq!(pod_group_min(&pg), Some(4));
+        assert_eq!(
+            pod_group_min_patch(&pg, 6),
+            json!({"spec": {"schedulingPolicy": {"gang": {"minCount": 6}}}})
+        );
+        // The gang level's topology constraint goes with the template and groups.
+        let mut zoned = json!({"spec": {"leaderWorkerTemplate": {"workerTemplate": {"spec": {"schedulerName": null}}}}});
+        json_patch::merge(
+            &mut zoned,
+            &json!({"spec": {"scheduling": {"replica": {
+            "schedulingConstraints": {"topology": [{"key": "zone"}]}}}}}),
+        );
+        let z = lws(zoned);
+        let topology = json!({"topology": [{"key": "zone"}]});
+        assert_eq!(
+            workload(&z).unwrap()["spec"]["podGroupTemplates"][0]["schedulingConstraints"],
+            topology
+        );
+        assert_eq!(
+            group_pod_group(&z, &leader()).unwrap()["spec"]["schedulingConstraints"],
+            topology
+        );
+        // Volcano templates keep Volcano's PodGroups and write no Workload.
+        let v = lws(json!({}));
+        assert!(workload(&v).is_none());
+        assert_eq!(
+            group_pod_group(&v, &leader()).unwrap()["apiVersion"],
+            API_VERSION
         );
     }
 }
