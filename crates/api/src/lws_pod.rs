@@ -19,8 +19,9 @@ pub const NAME: &str = "leaderworkerset.sigs.k8s.io/name";
 pub const WORKER_INDEX: &str = "leaderworkerset.sigs.k8s.io/worker-index";
 pub const GROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/group-index";
 pub const GROUP_KEY: &str = "leaderworkerset.sigs.k8s.io/group-key";
-/// `leader` or `worker` on the managed StatefulSets (upstream v0.11; on the
-/// StatefulSets only, so adding it rolls no pod).
+/// `leader` or `worker` on the managed StatefulSets and their pods (upstream
+/// v0.11). Pods get it at admission, not from the StatefulSets' templates,
+/// so adding it rolled no running pod.
 pub const ROLE: &str = "leaderworkerset.sigs.k8s.io/role";
 pub const REVISION_KEY: &str = "leaderworkerset.sigs.k8s.io/template-revision-hash";
 pub const SUBGROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/subgroup-index";
@@ -435,6 +436,10 @@ pub fn admit_pod(pod: &mut Value) -> Result<(), FieldError> {
         pod,
         "/metadata/labels/leaderworkerset.sigs.k8s.io~1worker-index",
     ) == Some("0");
+    let role = if is_leader { "leader" } else { "worker" };
+    map_at(&mut pod["metadata"], "labels")
+        .entry(ROLE)
+        .or_insert_with(|| json!(role));
     let subgroup_size: Option<i64> = ann(SUBGROUP_SIZE).and_then(|s| s.parse().ok());
     let hash = ann(GROUP_IDENTITY).as_deref() == Some(crate::lws::HASH);
     if is_leader {
@@ -658,6 +663,7 @@ mod tests {
         admit_pod(&mut p).unwrap();
         let l = &p["metadata"]["labels"];
         assert_eq!(l[GROUP_INDEX], "1");
+        assert_eq!(l[ROLE], "leader");
         assert_eq!(l[GROUP_KEY], sha1_hex("ns/demo-1"));
         assert_eq!(l[GROUP_KEY].as_str().unwrap().len(), 40);
         assert_eq!(

@@ -276,6 +276,28 @@ async fn lws_groups_services_status_and_scale() {
         by_role("worker"),
         "statefulset.apps/demo-0\nstatefulset.apps/demo-1"
     );
+    // ... and on the pods (doc/lws.md §1).
+    let workers = common::kubectl_ok(
+        &server.url,
+        &[
+            "get",
+            "pods",
+            "-o",
+            "name",
+            "-l",
+            "leaderworkerset.sigs.k8s.io/role=worker",
+        ],
+    );
+    assert_eq!(
+        workers.split_whitespace().collect::<Vec<_>>(),
+        [
+            "pod/demo-0-1",
+            "pod/demo-0-2",
+            "pod/demo-1-1",
+            "pod/demo-1-2"
+        ]
+    );
+    assert_eq!(label(leader, "leaderworkerset.sigs.k8s.io/role"), "leader");
     assert_eq!(env(worker, "LWS_GROUP_SIZE"), "3");
     assert_eq!(env(worker, "LWS_WORKER_INDEX"), "2");
     assert_eq!(env(leader, "LWS_WORKER_INDEX"), "0");
