@@ -395,3 +395,99 @@ async fn devices_are_allocated_by_class_and_selector_on_hollow_nodes() {
         "a pod without its claim is not scheduled: {out}"
     );
 }
+
+/// Per-group claims (lws#444) with a Workload API gang (`spec.scheduling`):
+/// three hollow nodes with one fake GPU each and four groups of two, each
+/// group sharing one GPU claim. Each of three groups is bound whole on the
+/// node of its GPU, its claim reserved for both pods; the fourth is bound
+/// nowhere (no half group holds a GPU), its PodGroup says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_claims_are_allocated_with_their_gang() {
+    let (server, client) = cluster_with_gpus("dg", 3, 1).await;
+    let example = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/dra/lws-group-gpus.yaml"
+    ))
+    .unwrap();
+    let manifest = example.replace(
+        "  replicas: 2\n  leaderWorkerTemplate:",
+        "  replicas: 4\n  scheduling: {}\n  leaderWorkerTemplate:",
+    );
+    assert_ne!(manifest, example);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gang-gpus.yaml");
+    std::fs::write(&file, manifest).unwrap();
+    kubectl_ok(&server.url, &["apply", "-f", file.to_str().unwrap()]);
+    let pods = api(&client, "Pod");
+    let claims = api(&client, "ResourceClaim");
+    let placed = until("three whole groups bound, one held", 60, || async {
+        let mut bound = Vec::new();
+        let mut held = Vec::new();
+        for g in 0..4 {
+            let leader = pods
+                .get(&format!("inference-{g}"))
+                .await
+                .map_err(|e| e.to_string())?;
+            let worker = pods
+                .get(&format!("inference-{g}-1"))
+                .await
+                .map_err(|e| e.to_string())?;
+            let nodes = [&leader, &worker]
+                .map(|p| p["spec"]["nodeName"].as_str().unwrap_or("").to_string());
+            match (nodes[0].is_empty(), nodes[1].is_empty()) {
+                (false, false) => bound.push((g, nodes)),
+                (true, true) => held.push(g),
+                _ => return Err(format!("group {g} half bound: {nodes:?}")),
+            }
+        }
+        if bound.len() == 3 && held.len() == 1 {
+            Ok((bound, held[0]))
+        } else {
+            Err(format!("bound {bound:?}, held {held:?}"))
+        }
+    })
+    .await;
+    let (bound, held) = placed;
+    let mut gpus = Vec::new();
+    for (g, nodes) in &bound {
+        assert_eq!(nodes[0], nodes[1], "group {g} is on its GPU's node");
+        let claim = get(&claims, &format!("inference-{g}-gpu")).await;
+        let devices = allocated_devices(&claim);
+        assert_eq!(devices.len(), 1, "{claim}");
+        assert_eq!(devices[0].0, nodes[0], "the GPU is on the group's node");
+        let reserved = claim["status"]["reservedFor"].as_array().map(Vec::len);
+        assert_eq!(reserved, Some(2), "both pods of group {g} hold the claim");
+        gpus.push(devices[0].clone());
+    }
+    gpus.sort();
+    gpus.dedup();
+    assert_eq!(gpus.len(), 3, "each group its own GPU");
+    // The held group's gang: its PodGroup and its pods say why.
+    let leader = get(&pods, &format!("inference-{held}")).await;
+    let group = leader["spec"]["schedulingGroup"]["podGroupName"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let pg = until("the held gang's PodGroup says why", 30, || async {
+        let out = kubectl_ok(
+            &server.url,
+            &["get", "podgroups.scheduling.k8s.io", &group, "-o", "json"],
+        );
+        let pg: Value = serde_json::from_str(&out).unwrap();
+        match pg["status"]["conditions"][0]["reason"].as_str() {
+            Some("Unschedulable") => Ok(pg),
+            _ => Err(pg["status"].to_string()),
+        }
+    })
+    .await;
+    let message = pg["status"]["conditions"][0]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!("gang {group}: 0 of 2 pods fit")),
+        "{message}"
+    );
+    let claim = get(&claims, &format!("inference-{held}-gpu")).await;
+    assert!(
+        allocated_devices(&claim).is_empty(),
+        "a held group holds no GPU: {claim}"
+    );
+}

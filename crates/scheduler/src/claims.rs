@@ -212,54 +212,215 @@ impl Scheduler {
         pod: &Pod,
         plan: &DevicePlan,
     ) -> Result<(), ClientError> {
-        let reference =
-            json!({"resource": "pods", "name": pod.metadata.name, "uid": pod.metadata.uid});
         for key in &plan.reserve {
-            let (ns, name) = key.split_once('/').unwrap_or(("default", key));
-            let api = self
-                .client
-                .dynamic(registry::of::<ResourceClaim>(), Some(ns));
-            let Some(claim) = self.resource_claims.get(key) else {
-                return Err(ClientError::Decode(format!("resourceclaim {key} is gone")));
-            };
             let allocation = plan
                 .allocations
                 .iter()
                 .find(|(k, _)| k == key)
                 .map(|(_, a)| a);
-            let mut rv = claim.metadata.resource_version.clone();
-            if allocation.is_some() && !minik8s_api::dra::protected(&claim) {
-                let mut finalizers: Vec<String> =
-                    claim.metadata.finalizers.clone().unwrap_or_default();
-                finalizers.push(DELETE_PROTECTION.into());
-                let patch = json!({"metadata": {"resourceVersion": rv, "finalizers": finalizers}});
-                let updated = api.patch(name, None, content::MERGE_PATCH, &patch).await?;
-                rv = updated
-                    .pointer("/metadata/resourceVersion")
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
-            }
-            let mut reserved: Vec<Value> = claim
-                .status
-                .iter()
-                .flat_map(|s| s.reserved_for.iter().flatten())
-                .map(|r| serde_json::to_value(r).unwrap_or_default())
-                .collect();
-            if reserved.iter().any(|r| r["uid"] == reference["uid"]) && allocation.is_none() {
-                continue;
-            }
-            reserved.retain(|r| r["uid"] != reference["uid"]);
-            reserved.push(reference.clone());
-            let mut status = json!({"reservedFor": reserved});
-            if let Some(a) = allocation {
-                let mut a = a.clone();
-                a["allocationTimestamp"] = json!(minik8s_api::meta::now_rfc3339());
-                status["allocation"] = a;
-            }
-            let patch = json!({"metadata": {"resourceVersion": rv}, "status": status});
-            api.patch(name, Some("status"), content::MERGE_PATCH, &patch)
-                .await?;
+            self.reserve_claim(pod, key, allocation).await?;
         }
         Ok(())
+    }
+
+    /// Writes one claim's allocation (if this pod allocates it) and adds the
+    /// pod to its `reservedFor`. Members of a gang sharing a claim write it
+    /// at the same time: a write that lost the race reads the claim again
+    /// and retries, and a pod whose sibling allocates the claim waits for
+    /// that allocation (a reservation needs one).
+    async fn reserve_claim(
+        &self,
+        pod: &Pod,
+        key: &str,
+        allocation: Option<&Value>,
+    ) -> Result<(), ClientError> {
+        const ATTEMPTS: u32 = 20;
+        let reference =
+            json!({"resource": "pods", "name": pod.metadata.name, "uid": pod.metadata.uid});
+        let (ns, name) = key.split_once('/').unwrap_or(("default", key));
+        let api = self
+            .client
+            .dynamic(registry::of::<ResourceClaim>(), Some(ns));
+        let mut claim = self
+            .resource_claims
+            .get(key)
+            .ok_or_else(|| ClientError::Decode(format!("resourceclaim {key} is gone")))?;
+        for attempt in 1..=ATTEMPTS {
+            match claim_write(&claim, allocation, &reference) {
+                ClaimWrite::Done => return Ok(()),
+                ClaimWrite::Conflict(why) => return Err(ClientError::Decode(why)),
+                ClaimWrite::WaitForAllocation => {}
+                ClaimWrite::Patch { finalizer, status } => {
+                    let mut rv = claim.metadata.resource_version.clone();
+                    let mut result = Ok(());
+                    if finalizer {
+                        let mut finalizers = claim.metadata.finalizers.clone().unwrap_or_default();
+                        finalizers.push(DELETE_PROTECTION.into());
+                        let patch =
+                            json!({"metadata": {"resourceVersion": rv, "finalizers": finalizers}});
+                        match api.patch(name, None, content::MERGE_PATCH, &patch).await {
+                            Ok(updated) => {
+                                rv = updated
+                                    .pointer("/metadata/resourceVersion")
+                                    .and_then(Value::as_str)
+                                    .map(str::to_string)
+                            }
+                            Err(e) => result = Err(e),
+                        }
+                    }
+                    if result.is_ok() {
+                        let patch = json!({"metadata": {"resourceVersion": rv}, "status": status});
+                        result = api
+                            .patch(name, Some("status"), content::MERGE_PATCH, &patch)
+                            .await
+                            .map(|_| ());
+                    }
+                    match result {
+                        Ok(()) => return Ok(()),
+                        Err(e) if e.is_conflict() && attempt < ATTEMPTS => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            if attempt == ATTEMPTS {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let fresh = api.get(name).await?;
+            claim = Arc::new(
+                serde_json::from_value(fresh).map_err(|e| ClientError::Decode(e.to_string()))?,
+            );
+        }
+        Err(ClientError::Decode(format!(
+            "resourceclaim {key}: not allocated by the pod that shares it"
+        )))
+    }
+}
+
+/// What writing a pod's use of one claim takes, from the claim as it is.
+#[derive(Debug, PartialEq)]
+pub(crate) enum ClaimWrite {
+    /// The pod holds it already.
+    Done,
+    /// Write the status (and first the delete-protection finalizer).
+    Patch { finalizer: bool, status: Value },
+    /// A sibling allocates the claim; reserve once it has.
+    WaitForAllocation,
+    /// Allocated to other devices than this plan's.
+    Conflict(String),
+}
+
+/// The pure decision of [`Scheduler::reserve_claim`].
+pub(crate) fn claim_write(
+    claim: &ResourceClaim,
+    allocation: Option<&Value>,
+    reference: &Value,
+) -> ClaimWrite {
+    let existing = claim.status.as_ref().and_then(|s| s.allocation.as_ref());
+    let mut reserved: Vec<Value> = claim
+        .status
+        .iter()
+        .flat_map(|s| s.reserved_for.iter().flatten())
+        .map(|r| serde_json::to_value(r).unwrap_or_default())
+        .collect();
+    let holds = reserved.iter().any(|r| r["uid"] == reference["uid"]);
+    // A claim a sibling allocated already: the same devices are fine.
+    let allocation = match (allocation, existing) {
+        (Some(mine), Some(theirs)) => {
+            let theirs = serde_json::to_value(theirs).unwrap_or_default();
+            let devices = |a: &Value| {
+                let mut d = dra::devices_of_allocation(a);
+                d.sort();
+                d
+            };
+            if devices(mine) != devices(&theirs) {
+                return ClaimWrite::Conflict(format!(
+                    "resourceclaim {} is allocated to other devices",
+                    claim.metadata.name.as_deref().unwrap_or("")
+                ));
+            }
+            None
+        }
+        (None, None) => return ClaimWrite::WaitForAllocation,
+        (mine, _) => mine,
+    };
+    if holds && allocation.is_none() {
+        return ClaimWrite::Done;
+    }
+    reserved.retain(|r| r["uid"] != reference["uid"]);
+    reserved.push(reference.clone());
+    let mut status = json!({"reservedFor": reserved});
+    if let Some(a) = allocation {
+        let mut a = a.clone();
+        a["allocationTimestamp"] = json!(minik8s_api::meta::now_rfc3339());
+        status["allocation"] = a;
+    }
+    ClaimWrite::Patch {
+        finalizer: allocation.is_some() && !minik8s_api::dra::protected(claim),
+        status,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(allocation: Option<Value>, reserved: &[&str]) -> ResourceClaim {
+        let reserved: Vec<Value> = reserved
+            .iter()
+            .map(|u| json!({"resource": "pods", "name": u, "uid": u}))
+            .collect();
+        let mut status = json!({"reservedFor": reserved});
+        if let Some(a) = allocation {
+            status["allocation"] = a;
+        }
+        serde_json::from_value(json!({"metadata": {"name": "g-gpu", "namespace": "ns"},
+            "spec": {"devices": {}}, "status": status}))
+        .unwrap()
+    }
+
+    fn allocation(device: &str) -> Value {
+        json!({"devices": {"results": [{"request": "gpu", "driver": "gpu.minik8s.io",
+            "pool": "n1", "device": device}]}})
+    }
+
+    fn pod(uid: &str) -> Value {
+        json!({"resource": "pods", "name": uid, "uid": uid})
+    }
+
+    #[test]
+    fn gang_members_sharing_a_claim_allocate_once_and_all_reserve() {
+        // The first member allocates: finalizer, allocation, reservation.
+        match claim_write(&claim(None, &[]), Some(&allocation("gpu-0")), &pod("a")) {
+            ClaimWrite::Patch { finalizer, status } => {
+                assert!(finalizer);
+                assert_eq!(status["reservedFor"], json!([pod("a")]));
+                assert_eq!(
+                    status["allocation"]["devices"],
+                    allocation("gpu-0")["devices"]
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // A sibling that got there first with the same devices: only reserve.
+        let taken = claim(Some(allocation("gpu-0")), &["b"]);
+        match claim_write(&taken, Some(&allocation("gpu-0")), &pod("a")) {
+            ClaimWrite::Patch { finalizer, status } => {
+                assert!(!finalizer && status.get("allocation").is_none());
+                assert_eq!(status["reservedFor"], json!([pod("b"), pod("a")]));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Another pod's devices: refused, never overwritten.
+        assert!(matches!(
+            claim_write(&taken, Some(&allocation("gpu-1")), &pod("a")),
+            ClaimWrite::Conflict(_)
+        ));
+        // A member that only reserves waits for the allocation.
+        assert_eq!(
+            claim_write(&claim(None, &[]), None, &pod("c")),
+            ClaimWrite::WaitForAllocation
+        );
+        assert_eq!(claim_write(&taken, None, &pod("b")), ClaimWrite::Done);
     }
 }

@@ -65,6 +65,7 @@ impl GangRef {
 /// A pod's gang: its group, how many members must fit together (`Err`: why
 /// the size is not known yet) and the node label whose one domain must hold
 /// them all.
+#[derive(Clone)]
 pub(crate) struct Gang {
     pub group: GangRef,
     pub name: String,
@@ -222,12 +223,24 @@ impl Scheduler {
                     .find(|(p, _, _)| p.metadata.uid == pod.metadata.uid)
                     .map(|(_, n, _)| n.clone());
                 let count = bound + plan.len();
+                let mut bindings = Vec::new();
                 for (p, n, volume_plan) in plan {
                     self.assume_device_plan(&volume_plan.devices);
-                    self.assume_and_bind(&object_key(&p.metadata), p, &n, volume_plan)
-                        .await;
+                    let key = object_key(&p.metadata);
+                    bindings.push(self.assume_and_bind_tracked(&key, p, &n, volume_plan).await);
                 }
-                self.pod_group_status(&ns, &gang, Ok(count)).await;
+                // The group is scheduled once every member is bound (a
+                // failed binding puts the gang back in the queue).
+                let me = self.clone();
+                tokio::spawn(async move {
+                    let mut all_bound = true;
+                    for b in bindings {
+                        all_bound &= matches!(b.await, Ok(true));
+                    }
+                    if all_bound {
+                        me.pod_group_status(&ns, &gang, Ok(count)).await;
+                    }
+                });
                 Ok(node.map(Outcome::Bound).unwrap_or(Outcome::Skipped))
             }
             Err(NoRoom {

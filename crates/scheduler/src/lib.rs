@@ -552,6 +552,18 @@ impl Scheduler {
         node: &str,
         plan: BindPlan,
     ) {
+        // The binding goes on by itself; nobody waits for its outcome.
+        drop(self.assume_and_bind_tracked(key, pod, node, plan).await);
+    }
+
+    /// [`Self::assume_and_bind`], with the binding's outcome (true: bound).
+    async fn assume_and_bind_tracked(
+        self: &Arc<Self>,
+        key: &str,
+        pod: Arc<Pod>,
+        node: &str,
+        plan: BindPlan,
+    ) -> tokio::task::JoinHandle<bool> {
         let mut placed = (*pod).clone();
         placed.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
         lock(&self.ledger).place(key, Arc::new(placed), node);
@@ -576,7 +588,8 @@ impl Scheduler {
                 let message = format!("Successfully assigned {ns}/{name} to {chosen}");
                 me.event(&pod, "Normal", "Scheduled", &message).await;
             }
-        });
+            bound
+        })
     }
 
     /// Binds an assumed pod (true when bound); on failure the assumption is
