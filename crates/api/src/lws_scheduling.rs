@@ -1,8 +1,9 @@
 //! Workload-aware gang scheduling of a LeaderWorkerSet, in the shape
 //! upstream is moving to (`spec.scheduling`, KEP-666 as proposed for
 //! Kubernetes 1.37's Workload/PodGroup API): which gang each pod joins, and
-//! the KEP's phase-1 validation rules. minik8s keeps each gang as a Volcano
-//! PodGroup (`crate::podgroup`), which its scheduler honours.
+//! the KEP's phase-1 validation rules. The LWS controller writes each gang
+//! as a Workload API PodGroup (`scheduling.k8s.io/v1beta1`) made from the
+//! LWS's Workload; its pods name it in `spec.schedulingGroup`.
 //!
 //! ```text
 //!   scheduling: {}  or  replica: {...}      one gang per group, minCount = size
