@@ -321,9 +321,13 @@ impl LocalCluster {
         let dir = tempfile::tempdir()?;
         let port = minik8s_testkit::free_port();
         let server = format!("http://127.0.0.1:{port}");
+        // Every listener on a free port: the TLS port too (its default,
+        // 6443, is the quick start's, which may be running beside us).
+        let secure = format!("127.0.0.1:{}", minik8s_testkit::free_port());
         let master = Proc(
             Command::new(bin.join("master"))
                 .args(["--listen", &format!("127.0.0.1:{port}")])
+                .args(["--secure-listen", &secure])
                 .args(["--serverless-port", "0"])
                 .args(["--data-dir", &dir.path().join("data").display().to_string()])
                 .args(master_args(dir.path()))
@@ -338,12 +342,19 @@ impl LocalCluster {
                 })?,
         );
         let client = minik8s_client::Client::new(&server);
+        let mut ready = false;
         for _ in 0..100 {
             if client.get_json("/readyz").await.is_ok() {
+                ready = true;
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        anyhow::ensure!(
+            ready,
+            "the master did not get ready on 127.0.0.1:{port} (TLS {secure}); a port taken \
+             by another program is named in its log (set BENCH_LOG_DIR to keep master.log)"
+        );
         let kubelet = Proc(
             Command::new(bin.join("kubelet"))
                 .args([

@@ -346,3 +346,52 @@ fn missing_settings_are_refused_with_a_message() {
     let out = install(&["controller", "--root", &root]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A port another program holds (the quick start's, say) stops the master
+/// with an error naming that port and the flag that chose it, for its
+/// plain and its TLS listener, instead of a bare "address in use".
+#[test]
+fn a_taken_port_is_named_in_the_error() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = held.local_addr().unwrap().to_string();
+    let free = || {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let data = std::env::temp_dir().join(format!("taken-port-{}", std::process::id()));
+    let cases = [
+        (taken.clone(), free(), format!("listening on {taken}")),
+        (
+            free(),
+            taken.clone(),
+            format!("listening on {taken} (--secure-listen)"),
+        ),
+    ];
+    for (plain, secure, want) in cases {
+        let mut master = Command::new(env!("CARGO_BIN_EXE_master"))
+            .args(["--listen", &plain, "--secure-listen", &secure])
+            .args(["--serverless-port", "0", "--leader-elect", "false"])
+            .args(["--data-dir", &data.display().to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = master.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > std::time::Duration::from_secs(30) {
+                master.kill().unwrap();
+                panic!("the master kept running with {taken} taken");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut master.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert!(!status.success());
+        assert!(stderr.contains(&want), "want {want:?} in: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&data);
+    drop(held);
+}

@@ -66,6 +66,8 @@ async fn main() -> anyhow::Result<()> {
                 &format!("127.0.0.1:{port}"),
                 "--secure-listen",
                 "",
+                "--serverless-port",
+                "0",
             ])
             .args(["--data-dir", &dir.path().join("data").display().to_string()])
             .stdout(Stdio::null())

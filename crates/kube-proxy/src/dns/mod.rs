@@ -161,9 +161,13 @@ pub struct Sockets {
 }
 
 pub async fn bind(listen: SocketAddr) -> std::io::Result<Sockets> {
+    // The error names the address: a port taken by another resolver is the
+    // usual cause, and "address in use" alone does not say which.
+    let named =
+        |e: std::io::Error| std::io::Error::new(e.kind(), format!("listening on {listen}: {e}"));
     Ok(Sockets {
-        udp: UdpSocket::bind(listen).await?,
-        tcp: TcpListener::bind(listen).await?,
+        udp: UdpSocket::bind(listen).await.map_err(named)?,
+        tcp: TcpListener::bind(listen).await.map_err(named)?,
     })
 }
 
