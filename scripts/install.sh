@@ -64,7 +64,9 @@ if [ "$role" = uninstall ]; then
   done
   systemctl daemon-reload 2>/dev/null || true
   [ -x /usr/local/bin/kube-proxy ] && /usr/local/bin/kube-proxy --cleanup --cluster-dns 10.96.0.10 || true
-  rm -f /usr/local/bin/{master,kubelet,kube-proxy,kubectl,minik8s-add-user,nfs-fuse}
+  systemctl disable --now minik8s-backup.timer 2>/dev/null || true
+  rm -f /etc/systemd/system/minik8s-backup.{service,timer}
+  rm -f /usr/local/bin/{master,kubelet,kube-proxy,kubectl,minik8s-add-user,minik8s-backup,nfs-fuse}
   echo "minik8s removed (/etc/minik8s and /var/lib/minik8s are kept)"
   exit 0
 fi
@@ -111,7 +113,7 @@ if [ -z "$root" ]; then
   [ "$role" = etcd ] && pkgs=(etcd-server)
   ensure_packages "${pkgs[@]}"
 fi
-bins=(master kubelet kube-proxy kubectl minik8s-add-user nfs-fuse)
+bins=(master kubelet kube-proxy kubectl minik8s-add-user minik8s-backup nfs-fuse)
 [ "$role" = etcd ] && bins=()
 missing=false
 for b in "${bins[@]}"; do [ -x "$bin_dir/$b" ] || missing=true; done
@@ -150,6 +152,12 @@ fi
 units=$(units_for "$role")
 [ "$flannel" = true ] && [ "$role" != master ] && units="flanneld $units"
 for u in $units; do install -m 0644 "deploy/systemd/$u.service" "$root/etc/systemd/system/$u.service"; done
+# A master snapshots its store hourly (doc/deploy.md, "Backup and restore").
+timers=""
+case "$role" in master|all)
+  timers=minik8s-backup.timer
+  install -m 0644 deploy/systemd/minik8s-backup.service deploy/systemd/minik8s-backup.timer "$root/etc/systemd/system/" ;;
+esac
 
 if [ "$role" != worker ] && { [ "$flannel" = true ] || [ -n "$etcd_cluster" ]; }; then
   # flannel's workers and the other masters reach this etcd on the VM's address.
@@ -192,8 +200,8 @@ fi
 [ "$role" = etcd ] && { echo "==> etcd member $etcd_name running"; exit 0; }
 [ "$role" = master ] || [ "$role" = etcd ] || bash scripts/images.sh
 systemctl daemon-reload
-for u in $units; do systemctl enable --now "$u"; done
-echo "==> running: $units"
+for u in $units $timers; do systemctl enable --now "$u"; done
+echo "==> running: $units $timers"
 if [ "$role" != worker ]; then
   for _ in $(seq 60); do [ -s /var/lib/minik8s/pki/join-token ] && break; sleep 1; done
   echo "join a worker with: scripts/install.sh worker --server $master_ip --token $(cat /var/lib/minik8s/pki/join-token 2>/dev/null) --node-ip WORKER_IP"

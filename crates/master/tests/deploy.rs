@@ -257,8 +257,22 @@ fn units_and_settings_for_a_master_and_a_flannel_worker() {
     assert_units_accepted(
         master.path(),
         &env,
-        &["minik8s-master", "minik8s-kubelet", "minik8s-kube-proxy"],
+        &[
+            "minik8s-master",
+            "minik8s-kubelet",
+            "minik8s-kube-proxy",
+            "minik8s-backup",
+        ],
     );
+    // The master's hourly snapshot, with a retention count.
+    let timer = std::fs::read_to_string(
+        master
+            .path()
+            .join("etc/systemd/system/minik8s-backup.timer"),
+    )
+    .unwrap();
+    assert!(timer.contains("OnCalendar=hourly"), "{timer}");
+    assert_eq!(env["BACKUP_KEEP"], "24");
     assert!(!master
         .path()
         .join("etc/systemd/system/flanneld.service")

@@ -89,6 +89,66 @@ impl EtcdStore {
         Ok(store)
     }
 
+    /// Streams etcd's snapshot (`etcdctl snapshot save`) to `to`, through
+    /// `<to>.partial` so a reader never sees half a file; its size in bytes.
+    /// Restoring one is etcd's own job (`etcdctl snapshot restore`).
+    pub async fn save_snapshot(&self, to: &std::path::Path) -> Result<u64, StoreError> {
+        use std::io::Write;
+        let io = |what: &str, e: std::io::Error| StoreError::Internal(format!("{what}: {e}"));
+        let partial = to.with_extension("partial");
+        let mut file = std::fs::File::create(&partial)
+            .map_err(|e| io(&format!("creating {}", partial.display()), e))?;
+        let mut stream = self
+            .client
+            .maintenance_client()
+            .snapshot()
+            .await
+            .map_err(map_err)?;
+        let mut written = 0u64;
+        while let Some(chunk) = stream.message().await.map_err(map_err)? {
+            file.write_all(chunk.blob())
+                .map_err(|e| io(&format!("writing {}", partial.display()), e))?;
+            written += chunk.blob().len() as u64;
+        }
+        file.sync_all()
+            .map_err(|e| io(&format!("syncing {}", partial.display()), e))?;
+        std::fs::rename(&partial, to)
+            .map_err(|e| io(&format!("renaming to {}", to.display()), e))?;
+        Ok(written)
+    }
+
+    /// Replaces every key under `prefix` with `kvs` (a restore, the master
+    /// stopped), then compacts at the new revision: the writes carry the
+    /// revision past everything handed out before, so a client resuming
+    /// from before gets 410 Gone and relists. Returns the new revision.
+    pub async fn replace_all(&self, prefix: &str, kvs: &[KeyValue]) -> Result<i64, StoreError> {
+        let mut kv = self.client.kv_client();
+        kv.delete(
+            prefix,
+            Some(etcd_client::DeleteOptions::new().with_prefix()),
+        )
+        .await
+        .map_err(map_err)?;
+        // etcd allows 128 operations in one transaction.
+        for chunk in kvs.chunks(64) {
+            let ops: Vec<TxnOp> = chunk
+                .iter()
+                .map(|k| TxnOp::put(k.key.as_str(), k.value.to_vec(), None))
+                .collect();
+            kv.txn(Txn::new().and_then(ops)).await.map_err(map_err)?;
+        }
+        let revision = self.current_revision().await?;
+        self.client
+            .kv_client()
+            .compact(
+                revision,
+                Some(etcd_client::CompactionOptions::new().with_physical()),
+            )
+            .await
+            .map_err(map_err)?;
+        Ok(revision)
+    }
+
     /// The value of `key` in the `else` branch of a failed transaction.
     fn else_value(resp: &etcd_client::TxnResponse) -> Option<KeyValue> {
         resp.op_responses().into_iter().find_map(|r| match r {

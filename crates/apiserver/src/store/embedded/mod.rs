@@ -24,6 +24,7 @@
 //! A data directory of the older log-based store (`wal.log`,
 //! `snapshot.json`) is migrated on first open ([`legacy`]).
 
+pub mod backup;
 mod current;
 mod handoff;
 mod legacy;
