@@ -202,6 +202,32 @@ impl ApiError {
         self.code == 410
     }
 
+    /// A watch from a resourceVersion the store has not reached (after a
+    /// restore to an older state, say): Kubernetes' 504 with the
+    /// `ResourceVersionTooLarge` cause. Like 410, it tells a client to relist.
+    pub fn too_large_resource_version(requested: i64, current: i64) -> Self {
+        let mut e = ApiError::new(
+            504,
+            "Timeout",
+            format!("Too large resource version: {requested}, current: {current}"),
+        );
+        e.details = Some(Box::new(
+            json!({"causes": [{"reason": "ResourceVersionTooLarge",
+            "message": "Too large resource version"}], "retryAfterSeconds": 1}),
+        ));
+        e
+    }
+
+    /// Whether this is [`ApiError::too_large_resource_version`].
+    pub fn is_too_large_resource_version(&self) -> bool {
+        self.code == 504
+            && self.details.as_ref().is_some_and(|d| {
+                d["causes"]
+                    .as_array()
+                    .is_some_and(|cs| cs.iter().any(|c| c["reason"] == "ResourceVersionTooLarge"))
+            })
+    }
+
     /// The `Status` JSON body.
     pub fn to_status(&self) -> Value {
         let mut s = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",

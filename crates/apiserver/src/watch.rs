@@ -188,6 +188,22 @@ impl ApiServer {
             (None, n)
         };
         let store = self.store.clone();
+        if after > cache.latest() {
+            // Past this resource's newest event: fine up to the store's
+            // revision; beyond it the client holds a version from before a
+            // restore, and must relist (Kubernetes' ResourceVersionTooLarge).
+            let internal = |e: crate::store::StoreError| ApiError::internal(e.to_string());
+            let current = store.current_revision().await.map_err(internal)?;
+            if after > current {
+                let status = ApiError::too_large_resource_version(after, current).to_status();
+                return Ok(stream_response(futures::stream::iter([Ok::<
+                    Bytes,
+                    std::io::Error,
+                >(
+                    line("ERROR", &status),
+                )])));
+            }
+        }
         let sub = match cache.subscribe(after) {
             Ok(s) => s,
             Err(oldest) => {

@@ -364,7 +364,11 @@ impl<K: Resource + k8s_openapi::Metadata<Ty = ObjectMeta>> Informer<K> {
                                 rv = b;
                             }
                         }
-                        Ok(WatchEvent::Error(e)) if e.is_gone() => {
+                        // Gone, or ahead of the store (restored to an older
+                        // state): either way our version means nothing; relist.
+                        Ok(WatchEvent::Error(e))
+                            if e.is_gone() || e.is_too_large_resource_version() =>
+                        {
                             self.stats.gone.fetch_add(1, Ordering::Relaxed);
                             break 'watch;
                         }

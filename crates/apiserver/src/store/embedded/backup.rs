@@ -11,8 +11,10 @@
 //! `VACUUM INTO` writes a consistent snapshot from one read transaction, so
 //! a master keeps serving (WAL lets the writer go on) while it runs. A
 //! restore needs the master stopped. It raises the restored store's
-//! compaction point above every revision either store has handed out (as
-//! `etcdutl snapshot restore --bump-revision --mark-compacted` does), so
+//! compaction point a billion revisions past the snapshot's and the
+//! replaced store's, so past every revision handed out even when the data
+//! directory was lost (as `etcdutl snapshot restore --bump-revision
+//! 1000000000 --mark-compacted` does), so
 //! every client's watch or list from an older resourceVersion gets 410 Gone
 //! and relists: kubelets then see the pods that are not in the backup go
 //! away (and remove their containers), controllers recreate what is missing.
@@ -21,6 +23,10 @@ use super::{current_revision, internal, list_rows, prefix_end, sql, DB_FILE};
 use crate::store::{KeyValue, StoreError};
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
+
+/// How far a restore moves the revision past the snapshot's and the
+/// replaced store's (etcd's documented `--bump-revision` for a restore).
+pub const REVISION_BUMP: i64 = 1_000_000_000;
 
 /// What a snapshot holds: its newest revision and its live keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,8 +222,10 @@ pub fn restore(from: &Path, data_dir: &Path) -> Result<Restored, StoreError> {
         }
         false => 0,
     };
-    // Above every revision a client may hold, from either store.
-    let revision = before.max(snapshot.revision) + 1;
+    // Above every revision a client may hold, even when the data directory
+    // was lost before the restore (`before` is then 0): as etcd's own
+    // restore is told to with `--bump-revision 1000000000`.
+    let revision = before.max(snapshot.revision) + REVISION_BUMP;
     let restoring = data_dir.join(format!("{DB_FILE}.restoring"));
     std::fs::copy(from, &restoring)
         .map_err(|e| internal(format!("copying {}: {e}", from.display())))?;
@@ -282,7 +290,7 @@ mod tests {
         drop(store);
         std::thread::sleep(std::time::Duration::from_millis(200));
         let restored = restore(&file, &data).unwrap();
-        assert_eq!(restored.revision, later + 1);
+        assert_eq!(restored.revision, later + REVISION_BUMP);
         assert!(restored.previous.is_some());
         let store = EmbeddedStore::open(&data).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -294,7 +302,7 @@ mod tests {
             .unwrap();
         let names: Vec<&str> = keys.iter().map(|k| k.key.as_str()).collect();
         assert_eq!(names, ["/registry/configmaps/default/a"]);
-        assert_eq!(revision, later + 1);
+        assert_eq!(revision, later + REVISION_BUMP);
     }
 
     #[test]
@@ -366,6 +374,6 @@ mod tests {
         );
         // ... and it restores into an embedded store above its revision.
         let restored = restore(&file, &dir.path().join("data")).unwrap();
-        assert_eq!(restored.revision, 4243);
+        assert_eq!(restored.revision, 4242 + REVISION_BUMP);
     }
 }
