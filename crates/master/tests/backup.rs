@@ -56,15 +56,18 @@ impl Master {
             .spawn()
             .unwrap();
         let client = Client::new(&format!("http://127.0.0.1:{port}"));
+        // Owned before the wait: a master that never gets ready is killed too.
+        let master = Master { child, client };
         minik8s_testkit::until(30, "the master ready", || async {
-            client
+            master
+                .client
                 .get_json("/version")
                 .await
                 .map(|_| ())
                 .map_err(|e| e.to_string())
         })
         .await;
-        Master { child, client }
+        master
     }
 
     /// SIGTERM, as systemd stops it, and wait for the exit.
