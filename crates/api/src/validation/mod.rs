@@ -235,6 +235,25 @@ pub fn name_error(rule: NameRule, name: &str) -> Option<String> {
 
 // ---------------------------------------------------------------- helpers
 
+/// An object read as its k8s-openapi type for typed validation. The
+/// strategy decoded it once already; a failure here is not the user's.
+fn typed<T: serde::de::DeserializeOwned>(obj: &Value) -> Option<T> {
+    T::deserialize(obj).ok()
+}
+
+/// A required name at `path` that must also satisfy `rule`.
+fn name_check(errs: &mut Errors, path: String, name: &str, rule: fn(&str) -> Option<String>) {
+    if name.is_empty() {
+        errs.push(FieldError::required(path, ""));
+    } else if let Some(e) = rule(name) {
+        errs.push(FieldError::invalid(
+            path,
+            &Value::String(name.to_string()),
+            e,
+        ));
+    }
+}
+
 fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
 }

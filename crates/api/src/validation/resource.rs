@@ -3,14 +3,13 @@
 //! ResourceSlice, with Kubernetes' rules and messages. Typed: each object is
 //! read as its k8s-openapi type (the strategy has already decoded it once).
 
-use super::{Errors, FieldError};
+use super::{name_check, typed, Errors, FieldError};
 use crate::dra::cel::Selector;
 use crate::names::{dns1123_label_error, dns1123_subdomain_error};
 use k8s_openapi::api::resource::v1::{
     DeviceClaim, DeviceClass, DeviceSelector, ExactDeviceRequest, OpaqueDeviceConfiguration,
     ResourceClaim, ResourceClaimStatus, ResourceClaimTemplate, ResourceSlice,
 };
-use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use std::collections::HashSet;
 
@@ -22,19 +21,6 @@ const MAX_CONSTRAINTS: usize = 32;
 const MAX_CONFIGS: usize = 32;
 const MAX_DEVICES_PER_SLICE: usize = 128;
 const MAX_ATTRIBUTES_AND_CAPACITY: usize = 32;
-
-fn typed<T: DeserializeOwned>(obj: &Value) -> Option<T> {
-    // The strategy decoded the object already; a failure here is not the user's.
-    T::deserialize(obj).ok()
-}
-
-fn name_check(errs: &mut Errors, path: String, name: &str, rule: fn(&str) -> Option<String>) {
-    if name.is_empty() {
-        errs.push(FieldError::required(path, ""));
-    } else if let Some(e) = rule(name) {
-        errs.push(FieldError::invalid(path, &json!(name), e));
-    }
-}
 
 fn selectors(errs: &mut Errors, path: &str, list: Option<&Vec<DeviceSelector>>) {
     let list = list.map(Vec::as_slice).unwrap_or(&[]);

@@ -8,30 +8,17 @@
 //! of a group as a whole) is refused by field rather than accepted and
 //! ignored.
 
-use super::{Errors, FieldError};
+use super::{name_check, typed, Errors, FieldError};
 use crate::names::{dns1123_label_error, dns1123_subdomain_error, qualified_name_error};
 use k8s_openapi::api::scheduling::v1beta1::{
     DisruptionMode, PodGroup, PodGroupResourceClaim, PodGroupSchedulingConstraints,
     PodGroupSchedulingPolicy, PodGroupTemplate, Workload,
 };
-use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use std::collections::HashSet;
 
 /// Kubernetes' bound on a Workload's templates.
 const MAX_TEMPLATES: usize = 8;
-
-fn typed<T: DeserializeOwned>(obj: &Value) -> Option<T> {
-    T::deserialize(obj).ok()
-}
-
-fn name_check(errs: &mut Errors, path: String, name: &str, rule: fn(&str) -> Option<String>) {
-    if name.is_empty() {
-        errs.push(FieldError::required(path, ""));
-    } else if let Some(e) = rule(name) {
-        errs.push(FieldError::invalid(path, &json!(name), e));
-    }
-}
 
 /// `basic` or `gang`, exactly one; a gang of at least one pod.
 fn policy(errs: &mut Errors, path: &str, p: &PodGroupSchedulingPolicy) {

@@ -37,7 +37,7 @@ use minik8s_api::registry;
 use minik8s_client::controller::Action;
 use minik8s_client::rest::content;
 use minik8s_client::shared::NAMESPACE_INDEX;
-use minik8s_client::{ClientError, DeleteParams};
+use minik8s_client::ClientError;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,33 +51,24 @@ pub const REPLACEMENT_RETRY: Duration = Duration::from_secs(10);
 pub fn leader_deployment(lws: &LeaderWorkerSet, key: &str) -> Value {
     let name = lws.metadata.name.clone().unwrap_or_default();
     let lwt = &lws.spec.leader_worker_template;
-    let mut labels = inherited(&lws.metadata.labels);
-    labels.insert(NAME.into(), name.clone());
-    labels.insert(REVISION_KEY.into(), key.into());
-    labels.insert(ROLE.into(), "leader".into());
-    let mut annotations = inherited(&lws.metadata.annotations);
-    annotations.insert(REPLICAS.into(), lws.spec.replicas.unwrap_or(1).to_string());
-    let mut template = lwt
-        .leader_template
-        .clone()
-        .unwrap_or_else(|| lwt.worker_template.clone());
-    let mut tmeta = template.metadata.take().unwrap_or_default();
-    let mut tlabels = tmeta.labels.take().unwrap_or_default();
-    tlabels.insert(WORKER_INDEX.into(), "0".into());
-    tlabels.insert(NAME.into(), name.clone());
-    tlabels.insert(REVISION_KEY.into(), key.into());
-    tlabels.insert(ROLE.into(), "leader".into());
-    let mut tann = tmeta.annotations.take().unwrap_or_default();
-    tann.extend(template_annotations(lws, lwt, true));
-    if unique_per_replica(lws.spec.network_config.as_ref()) {
-        tann.insert(SUBDOMAIN_POLICY.into(), "UniquePerReplica".into());
-    }
+    let Leaders {
+        labels,
+        annotations,
+        mut template,
+    } = leaders(lws, key);
+    // Hash leaders are new pods: they carry the role label themselves, and
+    // the replacement policy admission applies.
+    let tmeta = template.metadata.get_or_insert_with(Default::default);
+    tmeta
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(ROLE.into(), "leader".into());
     if lws.spec.replaces_after_termination() {
-        tann.insert(GROUP_REPLACEMENT.into(), POST_TERMINATION.into());
+        tmeta
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(GROUP_REPLACEMENT.into(), POST_TERMINATION.into());
     }
-    tmeta.labels = Some(tlabels);
-    tmeta.annotations = Some(tann);
-    template.metadata = Some(tmeta);
     let mut template = serde_json::to_value(&template).unwrap_or(json!({}));
     if !unique_per_replica(lws.spec.network_config.as_ref()) {
         // Leaders resolve as <pod>.<lws>.<ns> through the shared Service.
@@ -312,19 +303,7 @@ impl LwsController {
             return Ok(Action::Done);
         }
         if assert == Assert::Available && !new_revision {
-            let api = self
-                .client
-                .dynamic(registry::of::<ControllerRevision>(), Some(&ns));
-            for r in revisions {
-                let k = r.metadata.labels.as_ref().and_then(|l| l.get(REVISION_KEY));
-                if k.map(String::as_str) != Some(rev_key) {
-                    let n = r.metadata.name.clone().unwrap_or_default();
-                    match api.delete(&n, &DeleteParams::default()).await {
-                        Err(e) if !e.is_not_found() => return Err(e),
-                        _ => {}
-                    }
-                }
-            }
+            self.prune_revisions(&ns, revisions, rev_key).await?;
         }
         Ok(again)
     }

@@ -708,21 +708,31 @@ impl LwsController {
                     }
             });
         if done && !new_revision {
-            let api = self
-                .client
-                .dynamic(registry::of::<ControllerRevision>(), Some(&ns));
-            for r in &revisions {
-                let k = r.metadata.labels.as_ref().and_then(|l| l.get(REVISION_KEY));
-                if k.map(String::as_str) != Some(rev_key.as_str()) {
-                    let n = r.metadata.name.clone().unwrap_or_default();
-                    if let Err(e) = api.delete(&n, &DeleteParams::default()).await {
-                        if !e.is_not_found() {
-                            return Err(e);
-                        }
-                    }
+            self.prune_revisions(&ns, &revisions, &rev_key).await?;
+        }
+        Ok(again)
+    }
+
+    /// Deletes the LWS's revisions other than `keep` (once a rollout is over).
+    pub(super) async fn prune_revisions(
+        &self,
+        ns: &str,
+        revisions: &[Arc<ControllerRevision>],
+        keep: &str,
+    ) -> Result<(), ClientError> {
+        let api = self
+            .client
+            .dynamic(registry::of::<ControllerRevision>(), Some(ns));
+        for r in revisions {
+            let k = r.metadata.labels.as_ref().and_then(|l| l.get(REVISION_KEY));
+            if k.map(String::as_str) != Some(keep) {
+                let n = r.metadata.name.clone().unwrap_or_default();
+                match api.delete(&n, &DeleteParams::default()).await {
+                    Err(e) if !e.is_not_found() => return Err(e),
+                    _ => {}
                 }
             }
         }
-        Ok(again)
+        Ok(())
     }
 }

@@ -364,6 +364,48 @@ pub fn template_annotations(
     out
 }
 
+/// What both kinds of leader set (Ordinal's StatefulSet, Hash's Deployment)
+/// carry: their own labels and annotations, and the leader pod template at
+/// revision `key` with the group annotations admission reads.
+pub(super) struct Leaders {
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub template: k8s_openapi::api::core::v1::PodTemplateSpec,
+}
+
+pub(super) fn leaders(lws: &LeaderWorkerSet, key: &str) -> Leaders {
+    let name = lws.metadata.name.clone().unwrap_or_default();
+    let lwt = &lws.spec.leader_worker_template;
+    let mut labels = inherited(&lws.metadata.labels);
+    labels.insert(NAME.into(), name.clone());
+    labels.insert(REVISION_KEY.into(), key.into());
+    labels.insert(ROLE.into(), "leader".into());
+    let mut annotations = inherited(&lws.metadata.annotations);
+    annotations.insert(REPLICAS.into(), Rollout::of(lws).replicas.to_string());
+    let mut template = lwt
+        .leader_template
+        .clone()
+        .unwrap_or_else(|| lwt.worker_template.clone());
+    let mut tmeta = template.metadata.take().unwrap_or_default();
+    let mut tlabels = tmeta.labels.take().unwrap_or_default();
+    tlabels.insert(WORKER_INDEX.into(), "0".into());
+    tlabels.insert(NAME.into(), name);
+    tlabels.insert(REVISION_KEY.into(), key.into());
+    let mut tann = tmeta.annotations.take().unwrap_or_default();
+    tann.extend(template_annotations(lws, lwt, true));
+    if unique_per_replica(lws.spec.network_config.as_ref()) {
+        tann.insert(SUBDOMAIN_POLICY.into(), "UniquePerReplica".into());
+    }
+    tmeta.labels = Some(tlabels);
+    tmeta.annotations = Some(tann);
+    template.metadata = Some(tmeta);
+    Leaders {
+        labels,
+        annotations,
+        template,
+    }
+}
+
 /// §5.4: the leader StatefulSet.
 pub fn leader_statefulset(
     lws: &LeaderWorkerSet,
@@ -374,29 +416,11 @@ pub fn leader_statefulset(
     let name = lws.metadata.name.clone().unwrap_or_default();
     let lwt = &lws.spec.leader_worker_template;
     let r = Rollout::of(lws);
-    let mut labels = inherited(&lws.metadata.labels);
-    labels.insert(NAME.into(), name.clone());
-    labels.insert(REVISION_KEY.into(), key.into());
-    labels.insert(ROLE.into(), "leader".into());
-    let mut annotations = inherited(&lws.metadata.annotations);
-    annotations.insert(REPLICAS.into(), r.replicas.to_string());
-    let mut template = lwt
-        .leader_template
-        .clone()
-        .unwrap_or_else(|| lwt.worker_template.clone());
-    let mut tmeta = template.metadata.take().unwrap_or_default();
-    let mut tlabels = tmeta.labels.take().unwrap_or_default();
-    tlabels.insert(WORKER_INDEX.into(), "0".into());
-    tlabels.insert(NAME.into(), name.clone());
-    tlabels.insert(REVISION_KEY.into(), key.into());
-    let mut tann = tmeta.annotations.take().unwrap_or_default();
-    tann.extend(template_annotations(lws, lwt, true));
-    if unique_per_replica(lws.spec.network_config.as_ref()) {
-        tann.insert(SUBDOMAIN_POLICY.into(), "UniquePerReplica".into());
-    }
-    tmeta.labels = Some(tlabels);
-    tmeta.annotations = Some(tann);
-    template.metadata = Some(tmeta);
+    let Leaders {
+        labels,
+        annotations,
+        template,
+    } = leaders(lws, key);
     let mut sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": {"name": name, "namespace": ns_of(&lws.metadata), "labels": labels, "annotations": annotations,
             "ownerReferences": [owner_ref(lws)]},

@@ -78,6 +78,19 @@ fn process_using(file: &Path) -> Option<u32> {
     None
 }
 
+/// Checks a written snapshot, makes it durable and moves it into place
+/// (a reader of `to` never sees half a file).
+fn publish(partial: &Path, to: &Path) -> Result<SnapshotInfo, StoreError> {
+    let info = inspect(partial)?;
+    sync_file(partial)?;
+    std::fs::rename(partial, to)
+        .map_err(|e| internal(format!("renaming to {}: {e}", to.display())))?;
+    if let Some(dir) = to.parent() {
+        sync_dir(dir);
+    }
+    Ok(info)
+}
+
 /// Checks that `file` is a whole snapshot of the embedded store.
 pub fn inspect(file: &Path) -> Result<SnapshotInfo, StoreError> {
     let bad = |why: String| {
@@ -128,14 +141,7 @@ pub fn save(data_dir: &Path, to: &Path) -> Result<SnapshotInfo, StoreError> {
     conn.execute("VACUUM INTO ?1", [partial.display().to_string()])
         .map_err(|e| internal(format!("writing {}: {e}", partial.display())))?;
     drop(conn);
-    let info = inspect(&partial)?;
-    sync_file(&partial)?;
-    std::fs::rename(&partial, to)
-        .map_err(|e| internal(format!("renaming to {}: {e}", to.display())))?;
-    if let Some(dir) = to.parent() {
-        sync_dir(dir);
-    }
-    Ok(info)
+    publish(&partial, to)
 }
 
 /// Writes the live keys `kvs` of another store (etcd's, read at `revision`)
@@ -175,14 +181,7 @@ pub fn write_snapshot(
             .map_err(internal)?;
         tx.commit().map_err(internal)?;
     }
-    let info = inspect(&partial)?;
-    sync_file(&partial)?;
-    std::fs::rename(&partial, to)
-        .map_err(|e| internal(format!("renaming to {}: {e}", to.display())))?;
-    if let Some(dir) = to.parent() {
-        sync_dir(dir);
-    }
-    Ok(info)
+    publish(&partial, to)
 }
 
 /// The live keys of a snapshot file (checked first), to restore into etcd.
