@@ -3,12 +3,13 @@
 #
 #   scripts/install.sh master --node-ip IP [--flannel]
 #   scripts/install.sh worker --server MASTER --token TOKEN --node-ip IP [--node-name NAME] [--flannel]
+#        (without binaries in target/release: the master's node bundle, scripts/join.sh; no build)
 #   scripts/install.sh all    --node-ip IP          one machine that is both
 #   scripts/install.sh etcd   --node-ip IP --etcd-cluster ...   only an etcd member (HA's third machine)
 #   scripts/install.sh uninstall                    stop and remove the units, binaries and rules
 #
 # It installs what it needs with apt (docker.io, iptables; etcd-server on the master), builds the
-# release binaries if needed, copies them to /usr/local/bin, writes /etc/minik8s/minik8s.env (kept
+# release binaries if needed (a master; a worker takes the master's), copies them to /usr/local/bin, writes /etc/minik8s/minik8s.env (kept
 # if it exists) and the units, then enables and starts them.
 #   The master serves the API on https://IP:6443 (its plain port stays on 127.0.0.1:8080) and
 #   prints the join token (/var/lib/minik8s/pki/join-token). A worker needs only the master's
@@ -30,6 +31,7 @@ cd "$(dirname "$0")/.."
 
 role=${1:-}
 [ -n "$role" ] && shift || true
+all_args=("$@")
 server="" token="" node_ip="" node_name=$(hostname | tr 'A-Z' 'a-z') flannel=false root="" cluster_cidr=10.244.0.0/16
 bin_dir=target/release etcd_cluster="" pki_from=""
 while [ $# -gt 0 ]; do
@@ -67,6 +69,7 @@ if [ "$role" = uninstall ]; then
   systemctl disable --now minik8s-backup.timer 2>/dev/null || true
   rm -f /etc/systemd/system/minik8s-backup.{service,timer}
   rm -f /usr/local/bin/{master,kubelet,kube-proxy,kubectl,minik8s-add-user,minik8s-backup,nfs-fuse}
+  rm -rf /usr/local/share/minik8s
   echo "minik8s removed (/etc/minik8s and /var/lib/minik8s are kept)"
   exit 0
 fi
@@ -105,6 +108,19 @@ master_ip=${server#https://}; master_ip=${master_ip%%:*}
 [ "$flannel" = true ] && [ -z "$root" ] && [ "$role" != master ] && [ ! -x /usr/local/bin/flanneld ] && {
   echo "--flannel: put flanneld's release binary at /usr/local/bin/flanneld first (doc/networking.md)" >&2; exit 1; }
 
+# A worker runs the node binaries (the node bundle a master serves holds the same set).
+bins=(master kubelet kube-proxy kubectl minik8s-add-user minik8s-backup nfs-fuse)
+[ "$role" = worker ] && bins=(kubelet kube-proxy kubectl nfs-fuse)
+[ "$role" = etcd ] && bins=()
+missing=false
+for b in "${bins[@]}"; do [ -x "$bin_dir/$b" ] || missing=true; done
+if [ "$missing" = true ] && [ "$role" = worker ] && [ "$bin_dir" = target/release ]; then
+  # No build on a worker: the master's node bundle, checked against the
+  # cluster's CA through the token (scripts/join.sh), then this script again
+  # from the bundle, with its binaries.
+  echo "==> no binaries in $bin_dir: joining with the master's node bundle"
+  exec bash scripts/join.sh worker "${all_args[@]}"
+fi
 if [ -z "$root" ]; then
   [ "$(id -u)" = 0 ] || { echo "run as root" >&2; exit 1; }
   pkgs=(iptables curl)
@@ -113,15 +129,11 @@ if [ -z "$root" ]; then
   [ "$role" = etcd ] && pkgs=(etcd-server)
   ensure_packages "${pkgs[@]}"
 fi
-bins=(master kubelet kube-proxy kubectl minik8s-add-user minik8s-backup nfs-fuse)
-[ "$role" = etcd ] && bins=()
-missing=false
-for b in "${bins[@]}"; do [ -x "$bin_dir/$b" ] || missing=true; done
 if [ "$missing" = true ]; then
   [ "$bin_dir" = target/release ] || { echo "missing binaries in $bin_dir" >&2; exit 1; }
   ensure_build_deps
   echo "==> building release binaries (first time: several minutes)"
-  cargo_release -p master -p kubelet -p kube-proxy -p kubectl -p minik8s-nfs
+  cargo_release_binaries
 fi
 
 mkdir -p "$root/usr/local/bin" "$root/etc/minik8s" "$root/etc/systemd/system" "$root/usr/local/share/doc/minik8s"
@@ -136,6 +148,17 @@ if [ -n "$pki_from" ]; then
   echo "==> the cluster PKI from $pki_from"
 fi
 install -m 0644 doc/deploy.md doc/networking.md "$root/usr/local/share/doc/minik8s/"
+case "$role" in master|all)
+  # What the master serves joining workers besides the binaries beside it
+  # (the node bundle, crates/apiserver/src/node_bundle.rs FILES).
+  share=$root/usr/local/share/minik8s
+  mkdir -p "$share"
+  for f in scripts/install.sh scripts/join.sh scripts/lib/common.sh scripts/images.sh \
+    images/function-runtime/server.py deploy/minik8s.env.example deploy/systemd/minik8s-kubelet.service \
+    deploy/systemd/minik8s-kube-proxy.service deploy/systemd/flanneld.service doc/deploy.md doc/networking.md; do
+    install -D -m 0644 "$f" "$share/$f"
+  done ;;
+esac
 env_file=$root/etc/minik8s/minik8s.env
 if [ -e "$env_file" ]; then
   echo "==> keeping $env_file"
@@ -204,7 +227,10 @@ for u in $units $timers; do systemctl enable --now "$u"; done
 echo "==> running: $units $timers"
 if [ "$role" != worker ]; then
   for _ in $(seq 60); do [ -s /var/lib/minik8s/pki/join-token ] && break; sleep 1; done
-  echo "join a worker with: scripts/install.sh worker --server $master_ip --token $(cat /var/lib/minik8s/pki/join-token 2>/dev/null) --node-ip WORKER_IP"
+  join_token=$(cat /var/lib/minik8s/pki/join-token 2>/dev/null)
+  echo "join a worker (as root on it; no build there) with:"
+  echo "  curl -fsSL --cacert <(echo $(base64 -w0 /var/lib/minik8s/pki/ca.crt) | base64 -d) https://$master_ip:6443/minik8s/join.sh | bash -s - worker --token $join_token --node-ip WORKER_IP"
+  echo "or from a copy of this repository: scripts/install.sh worker --server $master_ip --token $join_token --node-ip WORKER_IP"
   echo "check with: /usr/local/bin/kubectl --kubeconfig /var/lib/minik8s/pki/admin.conf get nodes -o wide"
 else
   echo "check on the master with: kubectl --kubeconfig /var/lib/minik8s/pki/admin.conf get nodes -o wide"

@@ -10,6 +10,8 @@
 #   scripts/lab.sh down          stop everything and leave the host as it was
 #   scripts/lab.sh stop-node N   stop node N's kubelet, kube-proxy and dockerd (a node failure)
 #   scripts/lab.sh start-node N  start node N again (dockerd with the images, kubelet, kube-proxy)
+#   scripts/lab.sh join N        a new machine N (the next number) joins with the master's one-command
+#                                join (no Rust toolchain on its PATH; installs below $LAB_DIR/nodeN/root)
 #   scripts/lab.sh kill N A / start N A   kill -9 agent A (kubelet, kube-proxy, dockerd) of node N, start it again
 #   scripts/lab.sh stop-master N / start-master N, stop-etcd N / start-etcd N
 #                                kill -9 a control-plane process (N = 1; HA mode: 1..3), start it again
@@ -154,7 +156,7 @@ check_tools() {
     [ "$LAB_BIN" = "$ROOT/target/release" ] || die "missing in LAB_BIN=$LAB_BIN: ${missing[*]}"
     ensure_build_deps
     log "building release binaries (first time: several minutes)"
-    cargo_release -p master -p kubelet -p kube-proxy -p kubectl -p apiserver -p scheduler -p controller-manager -p minik8s-nfs
+    cargo_release_binaries
   fi
 }
 
@@ -171,17 +173,8 @@ underlay_up() {
   ip -n "$SWITCH_NS" link set host master br0 up
   ip addr add "$LAB_NET.1/24" dev "$HOST_LINK"
   ip link set "$HOST_LINK" up
-  local ns ip port
-  for ns in $(host_namespaces) $(for n in $(nodes); do node_ns "$n"; done); do
-    ip netns add "$ns"
-    ip -n "$ns" link set lo up
-    port=${ns#"$LAB_NAME-"}
-    ip -n "$SWITCH_NS" link add "$port" type veth peer name eth0 netns "$ns"
-    ip -n "$SWITCH_NS" link set "$port" master br0 up
-    # A new namespace copies these from the host, which may say otherwise.
-    in_ns "$ns" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 \
-      net.ipv4.conf.default.rp_filter=0
-  done
+  local ns
+  for ns in $(host_namespaces); do machine_ns "$ns"; done
   for ns in $(cp_namespaces); do
     ip -n "$ns" addr add "$(cp_ip "$ns")/24" dev eth0
     ip -n "$ns" link set eth0 up
@@ -190,14 +183,30 @@ underlay_up() {
     ip -n "$NFS_NS" addr add "$NFS_IP/24" dev eth0
     ip -n "$NFS_NS" link set eth0 up
   fi
-  for n in $(nodes); do
-    ns=$(node_ns "$n") ip=$(node_ip "$n")
-    ip -n "$ns" addr add "$ip/24" dev eth0
-    ip -n "$ns" link set eth0 up
-    # No default route (nothing leaves the lab); Service VIPs need a route
-    # for node-originated traffic, since routing happens before OUTPUT's DNAT.
-    ip -n "$ns" route add "$SERVICE_CIDR" dev eth0
-  done
+  for n in $(nodes); do node_underlay "$n"; done
+}
+
+# A machine on the switch: namespace NS, its eth0 on br0.
+machine_ns() {
+  local ns=$1 port=${1#"$LAB_NAME-"}
+  ip netns add "$ns"
+  ip -n "$ns" link set lo up
+  ip -n "$SWITCH_NS" link add "$port" type veth peer name eth0 netns "$ns"
+  ip -n "$SWITCH_NS" link set "$port" master br0 up
+  # A new namespace copies these from the host, which may say otherwise.
+  in_ns "$ns" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 \
+    net.ipv4.conf.default.rp_filter=0
+}
+
+node_underlay() {
+  local n=$1 ns ip
+  ns=$(node_ns "$n") ip=$(node_ip "$n")
+  machine_ns "$ns"
+  ip -n "$ns" addr add "$ip/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  # No default route (nothing leaves the lab); Service VIPs need a route
+  # for node-originated traffic, since routing happens before OUTPUT's DNAT.
+  ip -n "$ns" route add "$SERVICE_CIDR" dev eth0
 }
 
 # The lab's NFS server on $NFS_IP: rpcbind and nfs-ganesha (user space:
@@ -397,8 +406,13 @@ start_master() {
     for c in $CP_PROCESSES; do alive "$d/$c.pid" || start_cp_process "$ns" "$c"; done
     return
   fi
+  # The node binaries on the control-plane machine's own disk, as install.sh
+  # puts them beside the master: what it serves joining machines (lab.sh join).
+  mkdir -p "$d/bin"
+  local b
+  for b in kubelet kube-proxy kubectl nfs-fuse; do [ -e "$d/bin/$b" ] || cp "$LAB_BIN/$b" "$d/bin/$b"; done
   # shellcheck disable=SC2046 # the saved store flags are words
-  spawn "$d/master.pid" "$d/master.log" "$ns" "$LAB_BIN/master" \
+  spawn "$d/master.pid" "$d/master.log" "$ns" "$LAB_BIN/master" --node-bundle-bin-dir "$d/bin" \
     --advertise-address "$(cp_ip "$ns")" --pki-dir "$d/pki" $(cat "$LAB_DIR/store-flags") \
     --cluster-cidr "$CLUSTER_CIDR" --allocate-node-cidrs "$(cat "$LAB_DIR/ipam")" \
     --local-path-root "$LAB_DIR/storage" $LAB_MASTER_ARGS
@@ -605,6 +619,63 @@ cmd_start_node() {
   start_node_agents "$n"
 }
 
+# A new machine joins the running lab as a lab VM joins a class cluster:
+# its namespace on the switch and its dockerd with the lab's images (what
+# `apt-get install docker.io` and scripts/images.sh give a VM), then the one
+# command `scripts/install.sh master` prints, run with no Rust toolchain on
+# PATH: the master's join script, which checks the CA through the token,
+# fetches and checks the node bundle, and installs it below nodeN/root (a
+# VM's /). The installed kubelet and kube-proxy are then started from their
+# installed units and env file, as systemd would (paths below the root; the
+# node's docker socket and state directories are the lab's).
+cmd_join() {
+  local n=${1:?usage: lab.sh join N} d ip root
+  [ "$n" = $((LAB_NODES + 1)) ] || die "join: the next machine is node$((LAB_NODES + 1)), not node$n"
+  [ "$(cat "$LAB_DIR/ipam" 2>/dev/null)" = true ] ||
+    die "join: the vxlan lab's subnets are set up at up (flannel's part), not for a new machine"
+  d=$(node_dir "$n") ip=$(node_ip "$n") root=$(node_dir "$n")/root
+  log "node$n ($ip) joins: a new machine, dockerd, then the master's join script"
+  node_underlay "$n"
+  echo "$n" >"$LAB_DIR/nodes"
+  LAB_NODES=$n
+  start_dockerd "$n"
+  until_ok 60 "node$n's dockerd" dk "$n" version
+  dk "$n" load -q -i "$LAB_DIR/images.tar" >/dev/null
+  local ca token clean_path=/usr/sbin:/usr/bin:/sbin:/bin
+  env -i PATH=$clean_path bash -c 'command -v cargo || command -v rustc' >/dev/null &&
+    die "join: a Rust toolchain is on $clean_path: the new machine must not have one"
+  ca=$(base64 -w0 "$PKI/ca.crt") token=$(cat "$PKI/join-token")
+  # The command as the master prints it; only PATH and the target root differ from a VM's.
+  in_ns "$(node_ns "$n")" env -i PATH=$clean_path HOME="$d" TMPDIR="$d" bash -c \
+    "curl -fsSL --cacert <(echo $ca | base64 -d) $SERVER/minik8s/join.sh | bash -s - worker --token $token --node-ip $ip --node-name node$n --root $root" \
+    >"$d/join.log" 2>&1 || die "node$n did not join: $(tail -n 5 "$d/join.log")"
+  log "node$n: installed below $root (the join's output: $d/join.log)"
+  run_installed_unit "$n" kubelet
+  until_ok 60 "node$n to get its certificates (see $d/kubelet.log)" test -s "$d/kube-proxy.conf"
+  run_installed_unit "$n" kube-proxy
+  until_ok 60 "node$n Ready" node_ready "node$n"
+  log "node$n joined"
+}
+
+# run_installed_unit N kubelet|kube-proxy: the unit's ExecStart as systemd runs
+# it, with the env file install.sh wrote, from node N's root.
+run_installed_unit() {
+  local n=$1 unit=$2 d root exec_start
+  d=$(node_dir "$n") root=$(node_dir "$n")/root
+  exec_start=$(sed -n 's/^ExecStart=//p' "$root/etc/systemd/system/minik8s-$unit.service")
+  local from=/usr/local/bin to=$root/usr/local/bin
+  exec_start=${exec_start//"$from"/"$to"}
+  spawn "$d/$unit.pid" "$d/$unit.log" "$(node_ns "$n")" bash -c "set -a; . '$root/etc/minik8s/minik8s.env'; set +a
+    KUBELET_KUBECONFIG='$d/kubelet.conf' KUBE_PROXY_KUBECONFIG='$d/kube-proxy.conf'
+    KUBELET_ARGS='--docker-socket unix://$d/docker.sock --root-dir $d/kubelet --flannel-subnet-env $d/subnet.env $LAB_KUBELET_ARGS'
+    KUBE_PROXY_ARGS='--ingress-address $(node_ip "$n")'
+    exec $exec_start"
+}
+
+node_ready() {
+  kubectl_lab get node "$1" --no-headers 2>/dev/null | awk '$2 == "Ready" {ok = 1} END {exit !ok}'
+}
+
 # Processes started for the lab that a crash may have left behind: whatever
 # names the lab's directory on its command line (dockerd, containerd, shims).
 leftover_pids() {
@@ -708,6 +779,7 @@ case "${1:-}" in
   stop-master | stop-etcd | stop-apiserver | stop-scheduler | stop-controller-manager) cmd_stop_cp "${1#stop-}" "${2:-}" ;;
   start-master | start-etcd | start-apiserver | start-scheduler | start-controller-manager) cmd_start_cp "${1#start-}" "${2:-}" ;;
   start-node) shift; cmd_start_node "$@" ;;
+  join) shift; cmd_join "$@" ;;
   kill) shift; cmd_kill_agent "$@" ;;
   partition) cmd_partition "${2:-}" ;;
   heal) cmd_heal "${2:-}" ;;

@@ -109,7 +109,7 @@ fi
 MINIK8S_REGISTRY=127.0.0.1:5000 bash scripts/images.sh --all
 
 echo "==> building release binaries (first time: several minutes)"
-cargo_release -p master -p kubelet -p kube-proxy -p kubectl -p minik8s-nfs -p prometheus-sd
+cargo_release_binaries
 
 start master "$BIN/master" --data-dir "$DATA_DIR"
 wait_until 60 "the apiserver" curl -fsS --cacert "$PKI/ca.crt" "$SERVER/readyz"

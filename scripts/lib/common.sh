@@ -156,12 +156,12 @@ ensure_build_deps() {
 
 # wait_until SECONDS WHAT CMD... : retries CMD (quietly) until it succeeds;
 # after SECONDS says what it waited for and returns 1.
-# cargo_release ARGS...: `cargo build --release --quiet ARGS` without the
+# cargo_release ARGS...: `cargo build --release ARGS` without the
 # variables cargo sets for a running test (the quick-start and lab tests run
 # these scripts): ring's build script tracks CARGO_MANIFEST_DIR, so a build
 # from inside `cargo test` and one from a shell saw different values and
 # each rebuilt ring and everything above it (rustls, reqwest, the
-# binaries: about 5 minutes on 2 cores).
+# binaries: about 5 minutes on 2 cores). Prints its progress (build_progress).
 cargo_release() {
   local unset=()
   local v
@@ -171,7 +171,42 @@ cargo_release() {
         CARGO_PRIMARY_PACKAGE | CARGO_TARGET_TMPDIR | OUT_DIR) unset+=(-u "$v") ;;
     esac
   done
-  env "${unset[@]}" cargo build --release --quiet "$@"
+  local status
+  set +e
+  env "${unset[@]}" cargo build --release --color never "$@" 2>&1 | build_progress
+  status=${PIPESTATUS[0]}
+  set -e
+  return "$status"
+}
+
+# The release binaries of every script (quick start, lab, install), built
+# as one set: cargo resolves features over the packages it is asked for, so
+# two scripts asking for different sets would compile the shared
+# dependencies twice, with different features.
+RELEASE_PACKAGES=(-p master -p kubelet -p kube-proxy -p kubectl -p apiserver -p scheduler
+  -p controller-manager -p minik8s-nfs -p prometheus-sd)
+cargo_release_binaries() { cargo_release "${RELEASE_PACKAGES[@]}"; }
+
+# build_progress: cargo's output as a few lines of progress: the elapsed
+# time and the number of crates compiled every 15 s, each of minik8s' own
+# crates as it starts (they come last and take longest), then cargo's
+# summary. Warnings and errors pass through whole.
+build_progress() {
+  local t0=$SECONDS last=$SECONDS n=0 line crate
+  while IFS= read -r line; do
+    case "$line" in
+      *" Compiling "*)
+        n=$((n + 1))
+        crate=$(awk '{print $2}' <<<"$line")
+        if [[ $line == *"(/"* ]] || [ $((SECONDS - last)) -ge 15 ]; then
+          printf '    %02d:%02d  %3d crates compiled, now %s\n' $(((SECONDS - t0) / 60)) $(((SECONDS - t0) % 60)) "$n" "$crate"
+          last=$SECONDS
+        fi ;;
+      *" Downloaded "* | *" Downloading "* | *" Updating "* | *" Locking "* | *" Adding "* | *" Blocking "*) ;;
+      *" Finished "*) printf '    %02d:%02d  %s\n' $(((SECONDS - t0) / 60)) $(((SECONDS - t0) % 60)) "${line#"${line%%[! ]*}"}" ;;
+      *) printf '%s\n' "$line" ;;
+    esac
+  done
 }
 
 wait_until() {

@@ -258,6 +258,37 @@ async fn handle_request(
     }
 }
 
+/// The join script (anyone) and the node bundle's files (joining and
+/// joined nodes: RBAC's `system:minik8s:node-bundle`).
+async fn node_bundle(
+    srv: &ApiServer,
+    uri: &Uri,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    if uri.path() == crate::node_bundle::JOIN_SCRIPT {
+        // HTTP/2 carries the address in the URI, HTTP/1.1 in Host.
+        let host = uri.authority().map(|a| a.as_str().to_string()).or_else(|| {
+            headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_string)
+        });
+        return crate::node_bundle::join_script(&srv.node_bundle_files, host.as_deref()).await;
+    }
+    let rest = uri
+        .path()
+        .strip_prefix(crate::node_bundle::PREFIX)
+        .unwrap_or("");
+    match srv.node_bundle.get() {
+        Some(bundle) => bundle.serve(rest).await,
+        None => Err(ApiError::new(
+            503,
+            "ServiceUnavailable",
+            "the node bundle is served on the secure port only (its CA vouches for it)",
+        )),
+    }
+}
+
 /// Everything after authentication, authorization and the in-flight limits.
 #[allow(clippy::too_many_arguments)]
 async fn handle_admitted(
@@ -296,6 +327,17 @@ async fn handle_admitted(
         Some(v) => json_response(StatusCode::OK, &v),
         None => error_response(&ApiError::unknown_path()),
     };
+    if uri.path() == crate::node_bundle::JOIN_SCRIPT
+        || uri.path().starts_with(crate::node_bundle::PREFIX)
+    {
+        if method != Method::GET {
+            return error_response(&not_allowed(&method));
+        }
+        return match node_bundle(&srv, &uri, &headers).await {
+            Ok(resp) => resp,
+            Err(e) => error_response(&e),
+        };
+    }
     if let Some(rest) = uri.path().strip_prefix(crate::metrics_api::PATH_PREFIX) {
         let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
         if method != Method::GET {

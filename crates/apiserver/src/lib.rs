@@ -27,6 +27,7 @@ pub mod inflight;
 pub mod ipalloc;
 pub mod list;
 pub mod metrics_api;
+pub mod node_bundle;
 pub mod node_proxy;
 pub mod pagination;
 pub mod params;
@@ -49,7 +50,7 @@ use k8s_openapi::api::core::v1::Service;
 use minik8s_api::registry::{self, Registry, RegistryError, ResourceInfo, ResourceSpec};
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use store::Store;
@@ -141,6 +142,16 @@ pub struct Config {
     /// added to every pod that has none.
     #[arg(long, default_value_t = 300)]
     pub default_unreachable_toleration_seconds: i64,
+    /// Where the node binaries served to joining workers are (`kubelet`,
+    /// `kube-proxy`, `kubectl`, `nfs-fuse`; `node_bundle.rs`); default: the
+    /// directory of this executable.
+    #[arg(long)]
+    pub node_bundle_bin_dir: Option<PathBuf>,
+    /// Where the scripts, units and documents of the node bundle are (the
+    /// source tree's layout); default: `../share/minik8s` beside this
+    /// executable (installed), else the checkout around `target/<profile>/`.
+    #[arg(long)]
+    pub node_bundle_files: Option<PathBuf>,
 }
 
 impl Config {
@@ -191,6 +202,10 @@ pub struct ApiServer {
     pub inflight: inflight::InFlight,
     /// Where the secure port listens, once it does.
     pub secure_addr: std::sync::OnceLock<std::net::SocketAddr>,
+    /// What joining workers install (set with the secure port, whose CA vouches for it).
+    pub node_bundle: std::sync::OnceLock<Arc<node_bundle::NodeBundle>>,
+    /// Where the node bundle's scripts are (the join script is read from there).
+    pub node_bundle_files: PathBuf,
     /// What each CustomResourceDefinition is served as (`crd.rs`).
     custom: crd::Served,
     /// Webhook configurations and admission policies (`admission/`).
@@ -385,6 +400,11 @@ impl ApiServer {
             },
             policy: Default::default(),
             secure_addr: Default::default(),
+            node_bundle: Default::default(),
+            node_bundle_files: cfg
+                .node_bundle_files
+                .clone()
+                .unwrap_or_else(|| node_bundle::default_file_root(&exe_dir())),
             nodes: Default::default(),
             inflight: inflight::InFlight::new(inflight::Limits {
                 reads: cfg.max_requests_inflight,
@@ -778,6 +798,15 @@ impl ApiServer {
             }
         });
     }
+}
+
+/// The directory of the running executable (the node bundle's binaries
+/// are beside it by default).
+pub fn exe_dir() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("."))
 }
 
 /// A started apiserver: both ports bound, serving in the background.

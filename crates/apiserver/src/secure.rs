@@ -180,6 +180,19 @@ impl ApiServer {
         self.ensure_join_token(&dir).await?;
         self.ensure_cluster_info(&public_url, &pki.ca.cert_pem)
             .await?;
+        let bin_dir = cfg
+            .node_bundle_bin_dir
+            .clone()
+            .unwrap_or_else(crate::exe_dir);
+        let bundle = Arc::new(crate::node_bundle::NodeBundle::new(
+            &bin_dir,
+            &self.node_bundle_files,
+            Arc::new(minik8s_pki::Ca::from_pem(
+                &pki.ca.cert_pem,
+                &pki.ca.key_pem(),
+            )?),
+        ));
+        let _ = self.node_bundle.set(bundle);
         tracing::info!(listen = %local, pki = %dir.display(), "secure port serving");
         Ok(Some((task, local)))
     }

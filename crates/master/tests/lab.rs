@@ -19,6 +19,9 @@ use common::{bin_dir, repo_root, run, sh, try_sh, until};
 /// Ingress on every node of the host-gw lab.
 #[path = "lab/ingress.rs"]
 mod ingress;
+/// A machine joins the host-gw lab with the master's one-command join.
+#[path = "lab/join.rs"]
+mod join;
 /// Scenarios run on the host-gw lab (storage, gangs).
 #[path = "lab/scenarios.rs"]
 mod scenarios;
@@ -963,6 +966,16 @@ fn three_node_lab(setup: Setup) {
                 panic!("timed out after 90 s: an agent on node3 too\n{state}");
             }
             std::thread::sleep(Duration::from_millis(500));
+        }
+
+        if setup.pod_network == "host-gw" {
+            join::a_machine_joins(4, |verb| Lab::script(verb, setup));
+            // The DaemonSet reaches the machine that joined.
+            until(90, "an agent on node4 too", || {
+                let pods = running_pods("app=agent");
+                (pods.len() == 4 && pods.iter().any(|p| p["spec"]["nodeName"] == "node4"))
+                    .then_some(())
+            });
         }
     }
     // down left the host exactly as it was.

@@ -137,6 +137,32 @@ impl Ca {
         self.key.serialize_pem()
     }
 
+    /// `message` signed with the CA's key (ECDSA P-256, SHA-256, the DER
+    /// signature `openssl dgst -sha256 -verify` checks against the CA
+    /// certificate's public key): how the master vouches for the node bundle
+    /// it serves, so a worker that trusts the CA can check what it installs.
+    pub fn sign(&self, message: &[u8]) -> Result<Vec<u8>, PkiError> {
+        use ring::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
+        let rng = ring::rand::SystemRandom::new();
+        let key = EcdsaKeyPair::from_pkcs8(
+            &ECDSA_P256_SHA256_ASN1_SIGNING,
+            &self.key.serialize_der(),
+            &rng,
+        )
+        .map_err(|e| PkiError::Invalid(format!("the CA key is not an ECDSA P-256 key: {e}")))?;
+        key.sign(&rng, message)
+            .map(|s| s.as_ref().to_vec())
+            .map_err(|e| PkiError::Invalid(format!("signing with the CA key: {e}")))
+    }
+
+    /// Whether `signature` is [`Ca::sign`]'s of `message`.
+    pub fn verify(&self, message: &[u8], signature: &[u8]) -> bool {
+        use ring::signature::{UnparsedPublicKey, ECDSA_P256_SHA256_ASN1};
+        UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, self.key.public_key_raw())
+            .verify(message, signature)
+            .is_ok()
+    }
+
     /// A certificate for `cn` in groups `orgs`, valid for the names and
     /// addresses in `sans` (servers), for `days`.
     pub fn issue(

@@ -163,7 +163,8 @@ fn split_csv(line: &str) -> Vec<String> {
 }
 
 /// The paths anyone may read without credentials (Kubernetes'
-/// system:public-info-viewer paths, and cluster-info for joining nodes).
+/// system:public-info-viewer paths, and cluster-info and the join script
+/// for joining nodes).
 pub fn is_public_path(path: &str) -> bool {
     matches!(
         path,
@@ -173,6 +174,7 @@ pub fn is_public_path(path: &str) -> bool {
             | "/version"
             | "/version/"
             | "/api/v1/namespaces/kube-public/configmaps/cluster-info"
+            | crate::node_bundle::JOIN_SCRIPT
     ) || ["/healthz/", "/livez/", "/readyz/"]
         .iter()
         .any(|p| path.starts_with(p))
