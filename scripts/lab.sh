@@ -151,12 +151,16 @@ check_tools() {
   local b missing=()
   [ "$LAB_NFS" != 1 ] || { [ -x /usr/bin/ganesha.nfsd ] && [ -x /usr/sbin/rpcbind ]; } ||
     ensure_packages nfs-ganesha nfs-ganesha-vfs rpcbind
-  for b in master kubelet kube-proxy kubectl apiserver scheduler controller-manager nfs-fuse; do [ -x "$LAB_BIN/$b" ] || missing+=("$b"); done
+  local ha_bins=()
+  [ "$LAB_HA" != 1 ] || ha_bins=(apiserver scheduler controller-manager)
+  for b in master kubelet kube-proxy kubectl nfs-fuse "${ha_bins[@]}"; do [ -x "$LAB_BIN/$b" ] || missing+=("$b"); done
   if [ ${#missing[@]} -gt 0 ]; then
     [ "$LAB_BIN" = "$ROOT/target/release" ] || die "missing in LAB_BIN=$LAB_BIN: ${missing[*]}"
     ensure_build_deps
     log "building release binaries (first time: several minutes)"
-    cargo_release_binaries
+    local ha_packages=()
+    for b in "${ha_bins[@]}"; do ha_packages+=(-p "$b"); done
+    cargo_release_binaries "${ha_packages[@]}"
   fi
 }
 

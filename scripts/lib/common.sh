@@ -179,13 +179,11 @@ cargo_release() {
   return "$status"
 }
 
-# The release binaries of every script (quick start, lab, install), built
-# as one set: cargo resolves features over the packages it is asked for, so
-# two scripts asking for different sets would compile the shared
-# dependencies twice, with different features.
-RELEASE_PACKAGES=(-p master -p kubelet -p kube-proxy -p kubectl -p apiserver -p scheduler
-  -p controller-manager -p minik8s-nfs -p prometheus-sd)
-cargo_release_binaries() { cargo_release "${RELEASE_PACKAGES[@]}"; }
+# The release binaries the quick start, the lab and install.sh run, built
+# as one set (the lab's HA mode adds the apiserver, scheduler and
+# controller-manager binaries: ARGS).
+RELEASE_PACKAGES=(-p master -p kubelet -p kube-proxy -p kubectl -p minik8s-nfs -p prometheus-sd)
+cargo_release_binaries() { cargo_release "${RELEASE_PACKAGES[@]}" "$@"; }
 
 # build_progress: cargo's output as a few lines of progress: the elapsed
 # time and the number of crates compiled every 15 s, each of minik8s' own

@@ -4,7 +4,8 @@
 //! backup's objects with every older resourceVersion compacted (clients
 //! relist), refusals that change nothing (a running master, a truncated
 //! file); the same cycle for a master on a real etcd, and etcd's own
-//! snapshot.
+//! snapshot; and a cluster (hollow nodes: real kubelets on a fake runtime)
+//! that converges to a restored backup taken while a Deployment rolled.
 
 use minik8s_api::registry;
 use minik8s_client::{Client, ListParams};
@@ -40,7 +41,12 @@ impl Master {
     }
 
     async fn start_with(data: &Path, extra: &[&str]) -> Master {
-        let port = free_port();
+        Self::start_on(data, free_port(), extra).await
+    }
+
+    /// On a given plain port (a restarted master keeps its address, as a
+    /// master VM does, so its nodes find it again).
+    async fn start_on(data: &Path, port: u16, extra: &[&str]) -> Master {
         let child = Command::new(env!("CARGO_BIN_EXE_master"))
             .args([
                 "--listen",
@@ -324,4 +330,213 @@ async fn an_etcd_native_snapshot_is_saved_whole() {
         "{}",
         text(&o)
     );
+}
+
+/// The pods the API has and the pods whose containers run on the nodes:
+/// `Ok` once every pod the API wants running has a running container and no
+/// running container belongs to a pod the API does not have.
+async fn converged(
+    client: &Client,
+    runtimes: &[std::sync::Arc<kubelet::runtime::fake::FakeRuntime>],
+) -> Result<usize, String> {
+    use kubelet::runtime::ContainerRuntime;
+    use std::collections::BTreeSet;
+    let pods = client
+        .dynamic(registry::by_kind("v1", "Pod").unwrap(), Some("default"))
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    let pods = pods["items"].as_array().cloned().unwrap_or_default();
+    let known: BTreeSet<String> = pods
+        .iter()
+        .filter_map(|p| p["metadata"]["uid"].as_str().map(str::to_string))
+        .collect();
+    let wanted: BTreeSet<String> = pods
+        .iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter_map(|p| p["metadata"]["uid"].as_str().map(str::to_string))
+        .collect();
+    let mut running = BTreeSet::new();
+    for rt in runtimes {
+        for c in rt.list(None).await.map_err(|e| e.to_string())? {
+            if c.state.is_running() && c.name != "POD" {
+                running.insert(c.pod_uid.clone());
+            }
+        }
+    }
+    let orphans: Vec<_> = running.difference(&known).collect();
+    let missing: Vec<_> = wanted.difference(&running).collect();
+    if orphans.is_empty() && missing.is_empty() {
+        Ok(wanted.len())
+    } else {
+        Err(format!(
+            "{} orphaned containers (pods not in the API: {orphans:?}), {} pods without a running container: {missing:?}",
+            orphans.len(),
+            missing.len()
+        ))
+    }
+}
+
+async fn deployment(client: &Client, name: &str, replicas: u32, version: &str) {
+    let d = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "strategy": {"rollingUpdate": {"maxSurge": 5, "maxUnavailable": 5}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"containers": [{"name": "c", "image": "busybox",
+                                       "env": [{"name": "VERSION", "value": version}]}]}}}});
+    let api = client.dynamic(
+        registry::by_kind("apps/v1", "Deployment").unwrap(),
+        Some("default"),
+    );
+    // An update races the controller's status writes: read again on a conflict.
+    for _ in 0..20 {
+        let written = match api.get(name).await {
+            Ok(mut old) => {
+                old["spec"] = d["spec"].clone();
+                api.replace(name, &old).await
+            }
+            Err(_) => api.create(&d).await,
+        };
+        match written {
+            Ok(_) => return,
+            Err(e) if e.is_conflict() => {}
+            Err(e) => panic!("writing deployment {name}: {e}"),
+        }
+    }
+    panic!("deployment {name}: 20 conflicts in a row");
+}
+
+async fn deployment_names(client: &Client) -> Vec<String> {
+    let list = client
+        .dynamic(
+            registry::by_kind("apps/v1", "Deployment").unwrap(),
+            Some("default"),
+        )
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["metadata"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Kubernetes' etcd restore, end to end: a backup taken while 30 pods run
+/// and their Deployment rolls; afterwards the rollout finishes and another
+/// Deployment starts; the master stops, its data directory is wiped and the
+/// backup restored; the master comes back on its address. The nodes'
+/// kubelets (informers relist on 410) and the controllers converge to the
+/// backup's state: the later Deployment and its pods are gone from the API
+/// and from the nodes, every pod the API has runs, no container is orphaned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_cluster_converges_to_a_restored_backup() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let snapshots = tmp.path().join("backups");
+    let port = free_port();
+    let master = Master::start_on(&data, port, &[]).await;
+    let nodes = kubelet::hollow::start(
+        &master.client,
+        &kubelet::hollow::HollowConfig {
+            prefix: "restored".into(),
+            count: 3,
+            lease_seconds: 1,
+            sync_seconds: 1,
+            fake_gpus: 0,
+        },
+    )
+    .await
+    .unwrap();
+    deployment(&master.client, "web", 30, "1").await;
+    let running = minik8s_testkit::until(120, "30 web pods running", || async {
+        match converged(&master.client, &nodes.runtimes).await {
+            Ok(30) => Ok(30),
+            Ok(n) => Err(format!("{n} pods")),
+            Err(e) => Err(e),
+        }
+    })
+    .await;
+    assert_eq!(running, 30);
+
+    // The backup, taken while the Deployment rolls to version 2 (each
+    // container now takes a second to start: the rollout takes a while).
+    for rt in &nodes.runtimes {
+        rt.set_start_latency(Duration::from_secs(1));
+    }
+    deployment(&master.client, "web", 30, "2").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let o = backup(&[
+        "save",
+        "--data-dir",
+        &data.display().to_string(),
+        "--dir",
+        &snapshots.display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let web = master
+        .client
+        .get_json("/apis/apps/v1/namespaces/default/deployments/web")
+        .await
+        .unwrap();
+    let status = &web["status"];
+    assert!(
+        status["updatedReplicas"].as_i64().unwrap_or(0) < 30
+            || status["replicas"].as_i64() > Some(30),
+        "the rollout is still under way after the backup: {status}"
+    );
+    let snapshot = std::fs::read_dir(&snapshots)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    // Life goes on after the backup: the rollout finishes, another Deployment.
+    deployment(&master.client, "later", 6, "1").await;
+    minik8s_testkit::until(
+        120,
+        "the rollout done and the later pods running",
+        || async {
+            converged(&master.client, &nodes.runtimes)
+                .await
+                .and_then(|n| (n == 36).then_some(n).ok_or(format!("{n} pods")))
+        },
+    )
+    .await;
+
+    // Stop, wipe, restore, start on the same address.
+    master.stop();
+    std::fs::remove_dir_all(&data).unwrap();
+    let o = backup(&[
+        "restore",
+        "--from",
+        &snapshot.display().to_string(),
+        "--data-dir",
+        &data.display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let master = Master::start_on(&data, port, &[]).await;
+    assert_eq!(deployment_names(&master.client).await, ["web"]);
+    // The controllers finish the restored rollout; the nodes drop what the
+    // API no longer has and run what it has.
+    let pods = minik8s_testkit::until(120, "the cluster to converge", || async {
+        let n = converged(&master.client, &nodes.runtimes).await?;
+        let web = master
+            .client
+            .get_json("/apis/apps/v1/namespaces/default/deployments/web")
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = &web["status"];
+        let done = status["updatedReplicas"] == 30
+            && status["availableReplicas"] == 30
+            && status["replicas"] == 30;
+        (done && n == 30)
+            .then_some(n)
+            .ok_or(format!("{n} pods; web status {status}"))
+    })
+    .await;
+    assert_eq!(pods, 30);
+    drop(nodes);
 }
