@@ -223,7 +223,9 @@ fi
 [ "$role" = etcd ] && { echo "==> etcd member $etcd_name running"; exit 0; }
 [ "$role" = master ] || [ "$role" = etcd ] || bash scripts/images.sh
 systemctl daemon-reload
-for u in $units $timers; do systemctl enable --now "$u"; done
+# restart, not only start: installing again over a running node (its join
+# command run again after the master's upgrade) runs the new binaries.
+for u in $units $timers; do systemctl enable "$u" && systemctl restart "$u"; done
 echo "==> running: $units $timers"
 if [ "$role" != worker ]; then
   for _ in $(seq 60); do [ -s /var/lib/minik8s/pki/join-token ] && break; sleep 1; done

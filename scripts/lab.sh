@@ -19,7 +19,7 @@
 #                                HA mode: kill -9 one process of control-plane machine N, start it again
 #   scripts/lab.sh partition N / heal N   cut node N off from the control plane (iptables DROP), and back
 #   scripts/lab.sh kubectl ARGS  our kubectl against the lab
-#   scripts/lab.sh exec N CMD    run CMD in node N's network namespace
+#   scripts/lab.sh exec N CMD    run CMD in node N's network namespace (cp: the master's)
 #
 #   host (root netns): ${LAB_NAME}-host $LAB_NET.1/24 (a veth, the host's port on the switch)
 #                                    │
@@ -789,6 +789,8 @@ case "${1:-}" in
   heal) cmd_heal "${2:-}" ;;
   start) shift; cmd_start_agent "$@" ;;
   kubectl) shift; kubectl_lab "$@" ;;
-  exec) n=${2:?usage: lab.sh exec N CMD...}; shift 2; in_ns "$(node_ns "$n")" "$@" ;;
+  exec)
+    n=${2:?usage: lab.sh exec N|cp CMD...}; shift 2
+    if [ "$n" = cp ]; then in_ns "$CP_NS" "$@"; else in_ns "$(node_ns "$n")" "$@"; fi ;;
   *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

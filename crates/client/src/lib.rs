@@ -19,6 +19,7 @@ pub mod memory;
 pub mod metrics;
 pub mod rest;
 pub mod shared;
+pub mod skew;
 pub mod throttle;
 pub mod workqueue;
 

@@ -87,6 +87,14 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let client = args.client.connect_limited(kube_proxy::API_RATE_LIMIT)?;
+    minik8s_client::skew::require_supported(
+        &client,
+        "kube-proxy",
+        minik8s_api::release::GIT_VERSION,
+        std::time::Duration::from_secs(60),
+    )
+    .await
+    .map_err(anyhow::Error::msg)?;
     if !args.metrics_bind_address.is_empty() {
         let addr = args.metrics_bind_address.clone();
         tokio::spawn(async move {

@@ -215,6 +215,10 @@ struct Lab;
 
 impl Lab {
     fn up(setup: Setup) -> Lab {
+        Lab::up_with_nodes(setup, 3)
+    }
+
+    fn up_with_nodes(setup: Setup, nodes: u32) -> Lab {
         for tool in ["dockerd", "iptables", "nsenter", "ip", "busybox", "curl"] {
             assert!(
                 try_sh(&format!("command -v {tool}")).is_some(),
@@ -235,7 +239,7 @@ impl Lab {
         );
         let lab = Lab;
         let started = Instant::now();
-        Lab::script("up", setup);
+        Lab::script(&format!("up {nodes}"), setup);
         eprintln!("lab up in {:.1} s", started.elapsed().as_secs_f64());
         lab
     }
@@ -438,6 +442,104 @@ fn three_nodes_vxlan_like_flannel() {
         store: "etcd",
         mtu: 1450,
     });
+}
+
+/// doc/deploy.md's class on the lab, its commands in order: a master and
+/// one worker, nine machines joining with the one command (no toolchain),
+/// two students from scripts/add-user.sh; alice's restricted web tier runs
+/// one pod per worker and answers; bob cannot look into alice's namespace.
+#[test]
+fn a_class_of_ten_workers() {
+    let _one = ONE_LAB.lock().unwrap_or_else(|p| p.into_inner());
+    let setup = Setup {
+        pod_network: "host-gw",
+        store: "embedded",
+        mtu: 1500,
+    };
+    Lab::script("down", setup);
+    let _lab = Lab::up_with_nodes(setup, 1);
+    let started = Instant::now();
+    for n in 2..=10 {
+        Lab::script(&format!("join {n}"), setup);
+    }
+    eprintln!(
+        "nine machines joined in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let nodes = kubectl("get nodes --no-headers");
+    assert_eq!(
+        nodes.lines().filter(|l| l.contains(" Ready ")).count(),
+        10,
+        "{nodes}"
+    );
+    let students = format!("{LAB_DIR}-students");
+    std::fs::create_dir_all(&students).unwrap();
+    for student in ["alice", "bob"] {
+        // On the master, as doc/deploy.md runs it (the admin kubeconfig names 127.0.0.1).
+        let out = run(Command::new("bash")
+            .arg(repo_root().join("scripts/lab.sh"))
+            .envs([
+                ("LAB_DIR", LAB_DIR),
+                ("LAB_NAME", LAB_NAME),
+                ("LAB_NET", LAB_NET),
+            ])
+            .args(["exec", "cp", "bash"])
+            .arg(repo_root().join("scripts/add-user.sh"))
+            .args([student, "--server", &format!("https://{LAB_NET}.10:6443")])
+            .args(["--pki-dir", &format!("{LAB_DIR}/cp/pki")])
+            .args(["--out", &format!("{students}/{student}.kubeconfig")])
+            .env("MINIK8S_BIN", bin_dir()));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let as_student = |student: &str, args: &[&str]| {
+        run(Command::new(minik8s_testkit::real_kubectl())
+            .env("KUBECONFIG", format!("{students}/{student}.kubeconfig"))
+            .current_dir(repo_root())
+            .args(args))
+    };
+    let out = as_student("alice", &["apply", "-f", "examples/student-web.yaml"]);
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pods = until(120, "ten web pods running in alice's namespace", || {
+        let out = as_student("alice", &["get", "pods", "-l", "app=web", "-o", "json"]);
+        let list: Value = serde_json::from_slice(&out.stdout).ok()?;
+        let pods: Vec<Value> = list["items"]
+            .as_array()?
+            .iter()
+            .filter(|p| p["status"]["phase"] == "Running")
+            .cloned()
+            .collect();
+        (pods.len() == 10).then_some(pods)
+    });
+    let nodes: BTreeSet<&str> = pods
+        .iter()
+        .filter_map(|p| p["spec"]["nodeName"].as_str())
+        .collect();
+    assert_eq!(nodes.len(), 10, "one per worker: {nodes:?}");
+    // Each answers, from the first worker (over the pod network).
+    for p in &pods {
+        let ip = p["status"]["podIP"].as_str().unwrap();
+        let page = until(30, "the pod's page", || {
+            on_node(1, &format!("timeout 5 busybox wget -qO- http://{ip}:8080/"))
+        });
+        assert!(page.contains("hello from minik8s"), "{page}");
+    }
+    let out = as_student("bob", &["get", "pods", "-n", "alice"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Forbidden")
+            || String::from_utf8_lossy(&out.stderr).contains("forbidden"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&students);
 }
 
 /// How a lab is set up: `LAB_POD_NETWORK`, `LAB_STORE`, and the pods' MTU that follows.
