@@ -416,7 +416,7 @@ start_master() {
   local b
   for b in kubelet kube-proxy kubectl nfs-fuse; do [ -e "$d/bin/$b" ] || cp "$LAB_BIN/$b" "$d/bin/$b"; done
   # shellcheck disable=SC2046 # the saved store flags are words
-  spawn "$d/master.pid" "$d/master.log" "$ns" "$LAB_BIN/master" --node-bundle-bin-dir "$d/bin" \
+  spawn "$d/master.pid" "$d/master.log" "$ns" "$LAB_BIN/master" --node-bundle-bin-dir "$d/bin" --node-bundle-files "$ROOT" \
     --advertise-address "$(cp_ip "$ns")" --pki-dir "$d/pki" $(cat "$LAB_DIR/store-flags") \
     --cluster-cidr "$CLUSTER_CIDR" --allocate-node-cidrs "$(cat "$LAB_DIR/ipam")" \
     --local-path-root "$LAB_DIR/storage" $LAB_MASTER_ARGS
@@ -651,7 +651,7 @@ cmd_join() {
   ca=$(base64 -w0 "$PKI/ca.crt") token=$(cat "$PKI/join-token")
   # The command as the master prints it; only PATH and the target root differ from a VM's.
   in_ns "$(node_ns "$n")" env -i PATH=$clean_path HOME="$d" TMPDIR="$d" bash -c \
-    "curl -fsSL --cacert <(echo $ca | base64 -d) $SERVER/minik8s/join.sh | bash -s - worker --token $token --node-ip $ip --node-name node$n --root $root" \
+    "set -o pipefail; curl -fsSL --cacert <(echo $ca | base64 -d) $SERVER/minik8s/join.sh | bash -s - worker --token $token --node-ip $ip --node-name node$n --root $root" \
     >"$d/join.log" 2>&1 || die "node$n did not join: $(tail -n 5 "$d/join.log")"
   log "node$n: installed below $root (the join's output: $d/join.log)"
   run_installed_unit "$n" kubelet
