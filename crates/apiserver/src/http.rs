@@ -265,6 +265,13 @@ async fn node_bundle(
     uri: &Uri,
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
+    let Some(bundle) = srv.node_bundle.get() else {
+        return Err(ApiError::new(
+            503,
+            "ServiceUnavailable",
+            "the node bundle is served on the secure port only (its CA vouches for it)",
+        ));
+    };
     if uri.path() == crate::node_bundle::JOIN_SCRIPT {
         // HTTP/2 carries the address in the URI, HTTP/1.1 in Host.
         let host = uri.authority().map(|a| a.as_str().to_string()).or_else(|| {
@@ -273,20 +280,13 @@ async fn node_bundle(
                 .and_then(|h| h.to_str().ok())
                 .map(str::to_string)
         });
-        return crate::node_bundle::join_script(&srv.node_bundle_files, host.as_deref()).await;
+        return bundle.join_script(host.as_deref()).await;
     }
     let rest = uri
         .path()
         .strip_prefix(crate::node_bundle::PREFIX)
         .unwrap_or("");
-    match srv.node_bundle.get() {
-        Some(bundle) => bundle.serve(rest).await,
-        None => Err(ApiError::new(
-            503,
-            "ServiceUnavailable",
-            "the node bundle is served on the secure port only (its CA vouches for it)",
-        )),
-    }
+    bundle.serve(rest).await
 }
 
 /// Everything after authentication, authorization and the in-flight limits.

@@ -202,10 +202,9 @@ pub struct ApiServer {
     pub inflight: inflight::InFlight,
     /// Where the secure port listens, once it does.
     pub secure_addr: std::sync::OnceLock<std::net::SocketAddr>,
-    /// What joining workers install (set with the secure port, whose CA vouches for it).
+    /// What joining workers install and the join script (set with the
+    /// secure port, whose CA vouches for the bundle).
     pub node_bundle: std::sync::OnceLock<Arc<node_bundle::NodeBundle>>,
-    /// Where the node bundle's scripts are (the join script is read from there).
-    pub node_bundle_files: PathBuf,
     /// What each CustomResourceDefinition is served as (`crd.rs`).
     custom: crd::Served,
     /// Webhook configurations and admission policies (`admission/`).
@@ -401,10 +400,6 @@ impl ApiServer {
             policy: Default::default(),
             secure_addr: Default::default(),
             node_bundle: Default::default(),
-            node_bundle_files: cfg
-                .node_bundle_files
-                .clone()
-                .unwrap_or_else(|| node_bundle::default_file_root(&exe_dir())),
             nodes: Default::default(),
             inflight: inflight::InFlight::new(inflight::Limits {
                 reads: cfg.max_requests_inflight,

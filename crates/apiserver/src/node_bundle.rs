@@ -72,6 +72,8 @@ struct Signed {
 /// What the master serves to joining nodes.
 pub struct NodeBundle {
     entries: Vec<Entry>,
+    /// Where the scripts are (the join script is read from there).
+    file_root: PathBuf,
     signer: Arc<minik8s_pki::Ca>,
     signed: OnceCell<Result<Arc<Signed>, String>>,
 }
@@ -105,6 +107,7 @@ impl NodeBundle {
             .collect();
         NodeBundle {
             entries,
+            file_root: file_root.to_path_buf(),
             signer: ca,
             signed: OnceCell::new(),
         }
@@ -122,6 +125,11 @@ impl NodeBundle {
             })
             .await
             .clone()
+    }
+
+    /// The answer to `GET /minik8s/join.sh`, `host` being the address it was asked at.
+    pub async fn join_script(&self, host: Option<&str>) -> Result<Response, ApiError> {
+        join_script(&self.file_root, host).await
     }
 
     /// The answer to `GET /minik8s/node-bundle/<rest>`.
@@ -226,7 +234,7 @@ fn file_response(body: Body, content_type: &'static str) -> Response {
 
 /// The join script with this master's address as its default server: the
 /// address the request came to (its Host header), if it looks like one.
-pub async fn join_script(file_root: &Path, host: Option<&str>) -> Result<Response, ApiError> {
+async fn join_script(file_root: &Path, host: Option<&str>) -> Result<Response, ApiError> {
     let path = file_root.join("scripts/join.sh");
     let text = tokio::fs::read_to_string(&path)
         .await
@@ -326,20 +334,18 @@ mod tests {
     #[tokio::test]
     async fn the_join_script_names_the_server_it_was_fetched_from() {
         let dir = tempfile::tempdir().unwrap();
-        bundle_in(dir.path());
-        let files = dir.path().join("files");
-        let text = body(
-            join_script(&files, Some("192.168.56.10:6443"))
-                .await
-                .unwrap(),
-        )
-        .await;
-        let text = String::from_utf8(text).unwrap();
+        let (bundle, _) = bundle_in(dir.path());
+        let script = |host: &'static str| {
+            let bundle = &bundle;
+            async move {
+                String::from_utf8(body(bundle.join_script(Some(host)).await.unwrap()).await)
+                    .unwrap()
+            }
+        };
+        let text = script("192.168.56.10:6443").await;
         assert!(text.contains("JOIN_SERVER=${JOIN_SERVER:-https://192.168.56.10:6443}"));
         // A Host header that is not an address is not written into a script.
-        let text = body(join_script(&files, Some("x$(reboot)")).await.unwrap()).await;
-        assert!(String::from_utf8(text)
-            .unwrap()
-            .contains("JOIN_SERVER=${JOIN_SERVER:-}"));
+        let text = script("x$(reboot)").await;
+        assert!(text.contains("JOIN_SERVER=${JOIN_SERVER:-}"));
     }
 }

@@ -186,7 +186,9 @@ impl ApiServer {
             .unwrap_or_else(crate::exe_dir);
         let bundle = Arc::new(crate::node_bundle::NodeBundle::new(
             &bin_dir,
-            &self.node_bundle_files,
+            &cfg.node_bundle_files
+                .clone()
+                .unwrap_or_else(|| crate::node_bundle::default_file_root(&crate::exe_dir())),
             Arc::new(minik8s_pki::Ca::from_pem(
                 &pki.ca.cert_pem,
                 &pki.ca.key_pem(),

@@ -56,6 +56,7 @@ async fn main() -> anyhow::Result<()> {
     let target = args.client.resolve()?;
     args.config.client_ca_pem = target.credentials.ca_pem.clone();
     let client = minik8s_client::Client::for_target(&target)?;
+    kubelet::check_local_config(&args.config)?;
     minik8s_client::skew::require_supported(
         &client,
         "kubelet",

@@ -91,8 +91,10 @@ pub fn nfs_is_shared_across_nodes() {
     };
     let (server, export) = (value("LAB_NFS_SERVER"), value("LAB_NFS_EXPORT"));
     apply(&format!("apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: lab-nfs}}\nprovisioner: minik8s.io/nfs\nparameters: {{server: \"{server}\", path: {export}}}\n---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: shared}}\nspec: {{accessModes: [ReadWriteMany], storageClassName: lab-nfs, resources: {{requests: {{storage: 1Gi}}}}}}\n"));
+    // Each pod writes its file under another name and renames it: the
+    // other pod must not find it created but still empty.
     let pod = |me: &str, other: &str, node: u32| {
-        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {me}, labels: {{app: nfs-user}}}}\nspec:\n  terminationGracePeriodSeconds: 1\n  nodeSelector: {{kubernetes.io/hostname: node{node}}}\n  containers: [{{name: c, image: minik8s/busybox:latest, imagePullPolicy: IfNotPresent, command: [sh, -c, 'hostname > /data/{me}; until [ -f /data/{other} ]; do sleep 0.2; done; echo \"{me} saw $(cat /data/{other})\"; sleep 3600'], volumeMounts: [{{name: d, mountPath: /data}}]}}]\n  volumes: [{{name: d, persistentVolumeClaim: {{claimName: shared}}}}]\n")
+        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {me}, labels: {{app: nfs-user}}}}\nspec:\n  terminationGracePeriodSeconds: 1\n  nodeSelector: {{kubernetes.io/hostname: node{node}}}\n  containers: [{{name: c, image: minik8s/busybox:latest, imagePullPolicy: IfNotPresent, command: [sh, -c, 'hostname > /data/.{me}; mv /data/.{me} /data/{me}; until [ -f /data/{other} ]; do sleep 0.2; done; echo \"{me} saw $(cat /data/{other})\"; sleep 3600'], volumeMounts: [{{name: d, mountPath: /data}}]}}]\n  volumes: [{{name: d, persistentVolumeClaim: {{claimName: shared}}}}]\n")
     };
     apply(&pod("left", "right", 1));
     apply(&pod("right", "left", 2));
