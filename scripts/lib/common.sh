@@ -154,8 +154,6 @@ ensure_build_deps() {
   command -v cargo >/dev/null || { echo "cargo (the Rust toolchain) is required" >&2; exit 1; }
 }
 
-# wait_until SECONDS WHAT CMD... : retries CMD (quietly) until it succeeds;
-# after SECONDS says what it waited for and returns 1.
 # cargo_release ARGS...: `cargo build --release ARGS` without the
 # variables cargo sets for a running test (the quick-start and lab tests run
 # these scripts): ring's build script tracks CARGO_MANIFEST_DIR, so a build
@@ -207,6 +205,8 @@ build_progress() {
   done
 }
 
+# wait_until SECONDS WHAT CMD... : retries CMD (quietly) until it succeeds;
+# after SECONDS says what it waited for and returns 1.
 wait_until() {
   local secs=$1 what=$2; shift 2
   for _ in $(seq $((secs * 10))); do

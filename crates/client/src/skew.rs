@@ -45,15 +45,14 @@ pub fn check(component: &str, own: &str, server: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Reads the apiserver's `/version` (retrying for `patience` while it does
+/// How long a starting component waits for the apiserver's `/version`
+/// (a node booting beside its master; systemd restarts it after that).
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Reads the apiserver's `/version` (retrying for [`PATIENCE`] while it does
 /// not answer) and refuses a skew the policy does not allow.
-pub async fn require_supported(
-    client: &Client,
-    component: &str,
-    own: &str,
-    patience: Duration,
-) -> Result<(), String> {
-    let deadline = tokio::time::Instant::now() + patience;
+pub async fn require_supported(client: &Client, component: &str, own: &str) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
     let server = loop {
         match client.get_json("/version").await {
             Ok(v) => break v["gitVersion"].as_str().unwrap_or_default().to_string(),

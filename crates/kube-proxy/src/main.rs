@@ -91,7 +91,6 @@ async fn main() -> anyhow::Result<()> {
         &client,
         "kube-proxy",
         minik8s_api::release::GIT_VERSION,
-        std::time::Duration::from_secs(60),
     )
     .await
     .map_err(anyhow::Error::msg)?;

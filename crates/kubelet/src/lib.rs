@@ -362,8 +362,6 @@ impl Kubelet {
     }
 }
 
-/// flannel's lease, if the file exists; a file that exists but does not
-/// parse is an error (a node on the wrong subnet is worse than no node).
 /// What the kubelet can check alone (the flannel lease file), before it
 /// asks the apiserver anything: a broken file is named at once, not after
 /// a minute of waiting for an apiserver that does not answer.
@@ -371,6 +369,8 @@ pub fn check_local_config(config: &Config) -> anyhow::Result<()> {
     read_flannel_lease(&config.flannel_subnet_env).map(|_| ())
 }
 
+/// flannel's lease, if the file exists; a file that exists but does not
+/// parse is an error (a node on the wrong subnet is worse than no node).
 fn read_flannel_lease(path: &std::path::Path) -> anyhow::Result<Option<network::FlannelLease>> {
     match std::fs::read_to_string(path) {
         Ok(text) => network::parse_subnet_env(&text)

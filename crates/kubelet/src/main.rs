@@ -57,14 +57,9 @@ async fn main() -> anyhow::Result<()> {
     args.config.client_ca_pem = target.credentials.ca_pem.clone();
     let client = minik8s_client::Client::for_target(&target)?;
     kubelet::check_local_config(&args.config)?;
-    minik8s_client::skew::require_supported(
-        &client,
-        "kubelet",
-        kubelet::node::KUBELET_VERSION,
-        std::time::Duration::from_secs(60),
-    )
-    .await
-    .map_err(anyhow::Error::msg)?;
+    minik8s_client::skew::require_supported(&client, "kubelet", kubelet::node::KUBELET_VERSION)
+        .await
+        .map_err(anyhow::Error::msg)?;
     if args.hollow_nodes > 0 {
         let cfg = kubelet::hollow::HollowConfig {
             prefix: args.config.node_name.clone(),
