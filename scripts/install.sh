@@ -6,6 +6,9 @@
 #        (without binaries in target/release: the master's node bundle, scripts/join.sh; no build)
 #   scripts/install.sh all    --node-ip IP          one machine that is both
 #   scripts/install.sh etcd   --node-ip IP --etcd-cluster ...   only an etcd member (HA's third machine)
+#   scripts/install.sh upgrade [--bin-dir D] [--force]   this machine to new binaries: the master
+#        first, then each node in turn (drained, new binaries, restarted, uncordoned; a worker takes
+#        the master's node bundle; --force: drain pods without a controller too)
 #   scripts/install.sh uninstall                    stop and remove the units, binaries and rules
 #
 # It installs what it needs with apt (docker.io, iptables; etcd-server on the master), builds the
@@ -33,7 +36,7 @@ role=${1:-}
 [ -n "$role" ] && shift || true
 all_args=("$@")
 server="" token="" node_ip="" node_name=$(hostname | tr 'A-Z' 'a-z') flannel=false root="" cluster_cidr=10.244.0.0/16
-bin_dir=target/release etcd_cluster="" pki_from=""
+bin_dir=target/release etcd_cluster="" pki_from="" drain_force=false
 while [ $# -gt 0 ]; do
   case "$1" in
     --server) server=$2; shift 2 ;;
@@ -46,6 +49,7 @@ while [ $# -gt 0 ]; do
     --bin-dir) bin_dir=$2; shift 2 ;;
     --etcd-cluster) etcd_cluster=$2; shift 2 ;;
     --pki-from) pki_from=$2; shift 2 ;;
+    --force) drain_force=true; shift ;;
     *) echo "unknown option $1 (see the top of $0)" >&2; exit 2 ;;
   esac
 done
@@ -59,6 +63,24 @@ units_for() {
   esac
 }
 
+# What the master serves joining and upgrading workers besides the binaries
+# beside it (the node bundle, crates/apiserver/src/node_bundle.rs FILES).
+install_share_files() {
+  local share=$root/usr/local/share/minik8s f
+  mkdir -p "$share"
+  for f in scripts/install.sh scripts/join.sh scripts/lib/common.sh scripts/lib/upgrade.sh scripts/images.sh \
+    images/function-runtime/server.py deploy/minik8s.env.example deploy/systemd/minik8s-kubelet.service \
+    deploy/systemd/minik8s-kube-proxy.service deploy/systemd/flanneld.service doc/deploy.md doc/networking.md; do
+    install -D -m 0644 "$f" "$share/$f"
+  done
+}
+
+if [ "$role" = upgrade ]; then
+  # shellcheck source=lib/upgrade.sh
+  . scripts/lib/upgrade.sh
+  upgrade_main
+  exit 0
+fi
 if [ "$role" = uninstall ]; then
   for u in minik8s-kube-proxy minik8s-kubelet minik8s-master flanneld; do
     systemctl disable --now "$u" 2>/dev/null || true
@@ -73,7 +95,7 @@ if [ "$role" = uninstall ]; then
   echo "minik8s removed (/etc/minik8s and /var/lib/minik8s are kept)"
   exit 0
 fi
-case "$role" in master|worker|all|etcd) ;; *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;; esac
+case "$role" in master|worker|all|etcd) ;; *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;; esac
 [ -n "$node_ip" ] || { echo "--node-ip is required (the address the other machines reach this one at)" >&2; exit 2; }
 if [ "$role" = worker ] && { [ -z "$server" ] || [ -z "$token" ]; }; then
   echo "--server MASTER and --token TOKEN (the master's /var/lib/minik8s/pki/join-token) are required for a worker" >&2; exit 2
@@ -148,17 +170,7 @@ if [ -n "$pki_from" ]; then
   echo "==> the cluster PKI from $pki_from"
 fi
 install -m 0644 doc/deploy.md doc/networking.md "$root/usr/local/share/doc/minik8s/"
-case "$role" in master|all)
-  # What the master serves joining workers besides the binaries beside it
-  # (the node bundle, crates/apiserver/src/node_bundle.rs FILES).
-  share=$root/usr/local/share/minik8s
-  mkdir -p "$share"
-  for f in scripts/install.sh scripts/join.sh scripts/lib/common.sh scripts/images.sh \
-    images/function-runtime/server.py deploy/minik8s.env.example deploy/systemd/minik8s-kubelet.service \
-    deploy/systemd/minik8s-kube-proxy.service deploy/systemd/flanneld.service doc/deploy.md doc/networking.md; do
-    install -D -m 0644 "$f" "$share/$f"
-  done ;;
-esac
+case "$role" in master|all) install_share_files ;; esac
 env_file=$root/etc/minik8s/minik8s.env
 if [ -e "$env_file" ]; then
   echo "==> keeping $env_file"

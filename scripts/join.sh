@@ -6,6 +6,8 @@
 #   curl -fsSL --cacert CA.crt https://MASTER:6443/minik8s/join.sh | sudo bash -s - worker --token TOKEN --node-ip IP
 #   scripts/join.sh worker --server MASTER --token TOKEN --node-ip IP [scripts/install.sh's worker flags]
 #   scripts/join.sh fetch --server MASTER --token TOKEN --into DIR   download and check the bundle only
+#   curl ... | sudo bash -s - upgrade [--force]   a joined node to the master's current bundle
+#        (server and token from /etc/minik8s/minik8s.env; scripts/install.sh upgrade runs this)
 #
 # (scripts/install.sh master prints the first line with the CA filled in.)
 #   1. kube-public/cluster-info from the master, its signature by the token
@@ -15,7 +17,9 @@
 #      SHA256SUMS and its signature by the CA's key (openssl checks it).
 #   3. every file of the bundle, each digest checked (sha256sum);
 #   4. worker: the bundle's scripts/install.sh installs and starts the node
-#      from the bundle's binaries. fetch: leaves the checked bundle in DIR.
+#      from the bundle's binaries; upgrade: the bundle's `install.sh upgrade`
+#      drains the node, installs them, restarts and uncordons it. fetch:
+#      leaves the checked bundle in DIR.
 # Any failed check stops before anything is installed.
 set -euo pipefail
 # The master fills in the address this script was fetched from.
@@ -24,16 +28,25 @@ JOIN_SERVER=${JOIN_SERVER:-}
 die() { echo "join: $*" >&2; exit 1; }
 verb=${1:-}
 [ -n "$verb" ] && shift || true
-case "$verb" in worker | fetch) ;; *) sed -n '2,9p' "$0" 2>/dev/null | sed 's/^# \{0,1\}//'; die "worker or fetch, not ${verb:-nothing}" ;; esac
-server=$JOIN_SERVER token="" into="" pass=()
+case "$verb" in worker | fetch | upgrade) ;; *) sed -n '2,11p' "$0" 2>/dev/null | sed 's/^# \{0,1\}//'; die "worker, upgrade or fetch, not ${verb:-nothing}" ;; esac
+server=$JOIN_SERVER token="" into="" root="" pass=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --server) server=$2; shift 2 ;;
     --token) token=$2; shift 2 ;;
     --into) into=$2; shift 2 ;;
+    --root) root=$2; pass+=("$1" "$2"); shift 2 ;;
     *) pass+=("$1"); shift ;;
   esac
 done
+if [ "$verb" = upgrade ] && [ -z "$token" ]; then
+  # A joined node knows its master and token.
+  env_file=$root/etc/minik8s/minik8s.env
+  [ -s "$env_file" ] || die "upgrade: no $env_file: this machine has not joined (join.sh worker)"
+  token=$(sed -n 's/^JOIN_TOKEN=//p' "$env_file")
+  [ -f "$root$token" ] && token=$(cat "$root$token")
+  [ -n "$server" ] || { server=$(sed -n 's/^MINIK8S_SERVER=//p' "$env_file"); server=${server%%,*}; }
+fi
 [ -n "$server" ] || die "--server MASTER is required (the master's address)"
 [ -n "$token" ] || die "--token TOKEN is required (the master's /var/lib/minik8s/pki/join-token)"
 [ "$verb" = fetch ] && [ -z "$into" ] && die "fetch: --into DIR is required"
@@ -134,4 +147,8 @@ if [ "$verb" = fetch ]; then
   exit 0
 fi
 # 4. The bundle's own install script, with the bundle's binaries.
+if [ "$verb" = upgrade ]; then
+  bash "$bundle/scripts/install.sh" upgrade --bin-dir "$bundle/bin" "${pass[@]}"
+  exit 0
+fi
 bash "$bundle/scripts/install.sh" worker --server "$server" --token "$token" --bin-dir "$bundle/bin" "${pass[@]}"

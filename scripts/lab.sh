@@ -12,6 +12,8 @@
 #   scripts/lab.sh start-node N  start node N again (dockerd with the images, kubelet, kube-proxy)
 #   scripts/lab.sh join N        a new machine N (the next number) joins with the master's one-command
 #                                join (no Rust toolchain on its PATH; installs below $LAB_DIR/nodeN/root)
+#   scripts/lab.sh upgrade-master DIR [FILES]  the master to the binaries in DIR (its bundle's scripts from FILES)
+#   scripts/lab.sh upgrade N     joined machine N upgrades from the master's bundle (drain, install, restart, uncordon)
 #   scripts/lab.sh kill N A / start N A   kill -9 agent A (kubelet, kube-proxy, dockerd) of node N, start it again
 #   scripts/lab.sh stop-master N / start-master N, stop-etcd N / start-etcd N
 #                                kill -9 a control-plane process (N = 1; HA mode: 1..3), start it again
@@ -412,11 +414,15 @@ start_master() {
   fi
   # The node binaries on the control-plane machine's own disk, as install.sh
   # puts them beside the master: what it serves joining machines (lab.sh join).
+  # The master runs from there too, so that `upgrade-master` replaces it as
+  # install.sh replaces /usr/local/bin/master.
   mkdir -p "$d/bin"
   local b
-  for b in kubelet kube-proxy kubectl nfs-fuse; do [ -e "$d/bin/$b" ] || cp "$LAB_BIN/$b" "$d/bin/$b"; done
+  for b in master kubelet kube-proxy kubectl nfs-fuse; do [ -e "$d/bin/$b" ] || cp "$LAB_BIN/$b" "$d/bin/$b"; done
+  [ -s "$LAB_DIR/bundle-files" ] || echo "${LAB_BUNDLE_FILES:-$ROOT}" >"$LAB_DIR/bundle-files"
   # shellcheck disable=SC2046 # the saved store flags are words
-  spawn "$d/master.pid" "$d/master.log" "$ns" "$LAB_BIN/master" --node-bundle-bin-dir "$d/bin" --node-bundle-files "$ROOT" \
+  spawn "$d/master.pid" "$d/master.log" "$ns" "$d/bin/master" --node-bundle-bin-dir "$d/bin" \
+    --node-bundle-files "$(cat "$LAB_DIR/bundle-files")" \
     --advertise-address "$(cp_ip "$ns")" --pki-dir "$d/pki" $(cat "$LAB_DIR/store-flags") \
     --cluster-cidr "$CLUSTER_CIDR" --allocate-node-cidrs "$(cat "$LAB_DIR/ipam")" \
     --local-path-root "$LAB_DIR/storage" $LAB_MASTER_ARGS
@@ -655,7 +661,7 @@ cmd_join() {
     >"$d/join.log" 2>&1 || die "node$n did not join: $(tail -n 5 "$d/join.log")"
   log "node$n: installed below $root (the join's output: $d/join.log)"
   run_installed_unit "$n" kubelet
-  until_ok 60 "node$n to get its certificates (see $d/kubelet.log)" test -s "$d/kube-proxy.conf"
+  until_ok 60 "node$n to get its certificates (see $d/kubelet.log)" test -s "$root/etc/minik8s/kube-proxy.conf"
   run_installed_unit "$n" kube-proxy
   until_ok 60 "node$n Ready" node_ready "node$n"
   log "node$n joined"
@@ -670,10 +676,70 @@ run_installed_unit() {
   local from=/usr/local/bin to=$root/usr/local/bin
   exec_start=${exec_start//"$from"/"$to"}
   spawn "$d/$unit.pid" "$d/$unit.log" "$(node_ns "$n")" bash -c "set -a; . '$root/etc/minik8s/minik8s.env'; set +a
-    KUBELET_KUBECONFIG='$d/kubelet.conf' KUBE_PROXY_KUBECONFIG='$d/kube-proxy.conf'
+    KUBELET_KUBECONFIG=$root\$KUBELET_KUBECONFIG KUBE_PROXY_KUBECONFIG=$root\$KUBE_PROXY_KUBECONFIG
     KUBELET_ARGS='--docker-socket unix://$d/docker.sock --root-dir $d/kubelet --flannel-subnet-env $d/subnet.env $LAB_KUBELET_ARGS'
     KUBE_PROXY_ARGS='--ingress-address $(node_ip "$n")'
     exec $exec_start"
+}
+
+# The master machine's upgrade, as `scripts/install.sh upgrade` does it on a
+# master VM: the new binaries (DIR: master and the node binaries it serves)
+# installed over the old ones, the master restarted, /readyz waited for; the
+# node bundle's scripts from FILES (default this checkout).
+cmd_upgrade_master() {
+  local from=${1:?usage: lab.sh upgrade-master BIN_DIR [FILES_DIR]} files=${2:-$ROOT} d b
+  [ "$LAB_HA" = 1 ] && die "upgrade-master: the single-master lab only"
+  d=$(cp_dir "$CP_NS")
+  for b in master kubelet kube-proxy kubectl nfs-fuse; do
+    [ -x "$from/$b" ] || die "upgrade-master: no $b in $from"
+  done
+  log "upgrading the master to $("$from/master" --version | awk '{print $NF}')"
+  for b in master kubelet kube-proxy kubectl nfs-fuse; do install -m 0755 "$from/$b" "$d/bin/$b"; done
+  echo "$files" >"$LAB_DIR/bundle-files"
+  stop_pids 30 "$d/master.pid"
+  start_master "$CP_NS"
+  until_ok 60 "the upgraded apiserver at $SERVER" curl -fsS --cacert "$PKI/ca.crt" "$SERVER/readyz"
+  log "master upgraded"
+}
+
+# A joined machine upgrades with the command doc/deploy.md gives (the
+# master's join script, `upgrade`): its node drained, the master's bundle
+# installed below nodeN/root, its units restarted, uncordoned. The machine's
+# systemctl is `lab.sh systemctl N` (no systemd in a namespace).
+cmd_upgrade() {
+  local n=${1:?usage: lab.sh upgrade N} d root ca clean_path=/usr/sbin:/usr/bin:/sbin:/bin
+  d=$(node_dir "$n") root=$(node_dir "$n")/root
+  [ -s "$root/etc/minik8s/minik8s.env" ] || die "upgrade: node$n was not joined with lab.sh join"
+  cat >"$d/systemctl" <<EOF
+#!/bin/sh
+# systemctl of lab machine node$n: the lab runs its units.
+LAB_DIR='$LAB_DIR' LAB_NAME='$LAB_NAME' LAB_NET='$LAB_NET' LAB_BIN='$LAB_BIN' LAB_NFS='$LAB_NFS' LAB_KUBELET_ARGS='$LAB_KUBELET_ARGS' exec bash '$ROOT/scripts/lab.sh' systemctl $n "\$@"
+EOF
+  chmod +x "$d/systemctl"
+  ca=$(base64 -w0 "$PKI/ca.crt")
+  log "node$n upgrades: the master's join script, upgrade"
+  in_ns "$(node_ns "$n")" env -i PATH=$clean_path HOME="$d" TMPDIR="$d" MINIK8S_SYSTEMCTL="$d/systemctl" bash -c \
+    "set -o pipefail; curl -fsSL --cacert <(echo $ca | base64 -d) $SERVER/minik8s/join.sh | bash -s - upgrade --root $root" \
+    >"$d/upgrade.log" 2>&1 || die "node$n did not upgrade: $(tail -n 5 "$d/upgrade.log")"
+  log "node$n upgraded (the output: $d/upgrade.log)"
+}
+
+# lab.sh systemctl N daemon-reload | restart UNIT...: what install.sh asks of
+# systemd on lab machine N.
+cmd_systemctl() {
+  local n=${1:?usage: lab.sh systemctl N VERB UNIT...} verb=${2:?verb} u d
+  shift 2
+  d=$(node_dir "$n")
+  case $verb in
+    daemon-reload) ;;
+    restart)
+      for u in "$@"; do
+        case $u in minik8s-kubelet | minik8s-kube-proxy) ;; *) die "systemctl: node$n has no unit $u" ;; esac
+        stop_pids 30 "$d/${u#minik8s-}.pid"
+        run_installed_unit "$n" "${u#minik8s-}"
+      done ;;
+    *) die "systemctl: the lab knows daemon-reload and restart, not $verb" ;;
+  esac
 }
 
 node_ready() {
@@ -784,6 +850,9 @@ case "${1:-}" in
   start-master | start-etcd | start-apiserver | start-scheduler | start-controller-manager) cmd_start_cp "${1#start-}" "${2:-}" ;;
   start-node) shift; cmd_start_node "$@" ;;
   join) shift; cmd_join "$@" ;;
+  upgrade) shift; cmd_upgrade "$@" ;;
+  upgrade-master) shift; cmd_upgrade_master "$@" ;;
+  systemctl) shift; cmd_systemctl "$@" ;;
   kill) shift; cmd_kill_agent "$@" ;;
   partition) cmd_partition "${2:-}" ;;
   heal) cmd_heal "${2:-}" ;;

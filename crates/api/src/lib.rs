@@ -8,14 +8,18 @@
 
 /// The Kubernetes release minik8s speaks (its types, its behaviour) and
 /// reports: `/version`, the kubelet's `nodeInfo`, our kubectl's client
-/// version, the probes' User-Agent. The `+minik8s` build suffix (as k3s
+/// version, the probes' User-Agent. The `+minik8s.N` build suffix (as k3s
 /// writes `+k3s1`) keeps it a release, not a pre-release, for the version
-/// constraints of Helm charts (`kubeVersion: ">=1.25.0"`).
+/// constraints of Helm charts (`kubeVersion: ">=1.25.0"`); N counts
+/// minik8s' own releases of one Kubernetes version, so `kubectl get nodes`
+/// tells a node still on the previous build from an upgraded one.
 pub mod release {
     pub const MAJOR: &str = "1";
     pub const MINOR: &str = "37";
-    /// The patch level of the types (k8s-openapi's `v1_37`).
-    pub const GIT_VERSION: &str = "v1.37.0+minik8s";
+    /// The patch level of the types (k8s-openapi's `v1_37`) and minik8s'
+    /// build. Raised for a release; the upgrade test builds the commit before
+    /// this line last changed as "the previous release" (scripts/previous-release.sh).
+    pub const GIT_VERSION: &str = "v1.37.0+minik8s.2";
     /// `major.minor`, as in `kube-probe/1.37`.
     pub const MAJOR_MINOR: &str = "1.37";
 }

@@ -9,7 +9,7 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
-#[command(name = "apiserver", about = "minik8s API server")]
+#[command(name = "apiserver", version = minik8s_api::release::GIT_VERSION, about = "minik8s API server")]
 struct Args {
     #[command(flatten)]
     config: apiserver::Config,

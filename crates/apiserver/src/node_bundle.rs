@@ -41,10 +41,11 @@ pub const BINARIES: [&str; 4] = ["kubelet", "kube-proxy", "kubectl", "nfs-fuse"]
 
 /// The scripts, units and documents a worker's install needs, relative to
 /// the bundle's file root (the source tree's layout).
-pub const FILES: [&str; 11] = [
+pub const FILES: [&str; 12] = [
     "scripts/install.sh",
     "scripts/join.sh",
     "scripts/lib/common.sh",
+    "scripts/lib/upgrade.sh",
     "scripts/images.sh",
     "images/function-runtime/server.py",
     "deploy/minik8s.env.example",

@@ -8,7 +8,7 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
-#[command(name = "controller-manager", about = "minik8s controller manager")]
+#[command(name = "controller-manager", version = minik8s_api::release::GIT_VERSION, about = "minik8s controller manager")]
 struct Args {
     #[command(flatten)]
     client: minik8s_client::config::ClientFlags,

@@ -8,6 +8,7 @@ use minik8s_api::meta::parse_duration;
 #[derive(Parser)]
 #[command(
     name = "kube-proxy",
+    version = minik8s_api::release::GIT_VERSION,
     about = "minik8s kube-proxy: Service VIPs and NodePorts"
 )]
 struct Args {

@@ -1,10 +1,11 @@
 //! `kubectl` for minik8s: create (and create token)/apply/replace/get/describe/delete/scale/logs,
-//! top, api-resources and invoke (serverless functions) against any apiserver that speaks the Kubernetes API.
+//! cordon/uncordon/drain, top, api-resources and invoke (serverless functions) against any apiserver that speaks the Kubernetes API.
 //! Resource names come from the server's discovery; tables from its Table
 //! responses, so columns are the server's.
 
 mod apply;
 mod discovery;
+mod drain;
 mod invoke;
 mod manifest;
 mod ops;
@@ -35,7 +36,7 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 #[command(
     name = "kubectl",
     about = "kubectl controls the minik8s cluster manager",
-    version
+    version = minik8s_api::release::GIT_VERSION
 )]
 struct Cli {
     #[command(flatten)]
@@ -178,6 +179,36 @@ enum Command {
     },
     /// Print the client and server version.
     Version,
+    /// Mark nodes as unschedulable.
+    Cordon { nodes: Vec<String> },
+    /// Mark nodes as schedulable.
+    Uncordon { nodes: Vec<String> },
+    /// Drain a node in preparation for maintenance: cordon it, then evict
+    /// its pods (PodDisruptionBudgets are honoured).
+    Drain {
+        node: String,
+        /// Ignore DaemonSet-managed pods.
+        #[arg(long)]
+        ignore_daemonsets: bool,
+        /// Continue even if there are pods using emptyDir (their data is lost).
+        #[arg(long)]
+        delete_emptydir_data: bool,
+        /// Continue even if there are pods that declare no controller.
+        #[arg(long)]
+        force: bool,
+        /// Seconds each pod is given to terminate; negative: the pod's own.
+        #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+        grace_period: i64,
+        /// How long to wait before giving up; zero means infinite.
+        #[arg(long, default_value = "0s")]
+        timeout: String,
+        /// Delete pods instead of evicting them (bypasses disruption budgets).
+        #[arg(long)]
+        disable_eviction: bool,
+        /// Only pods matching this label selector are evicted.
+        #[arg(long)]
+        pod_selector: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -446,6 +477,30 @@ async fn run(cli: Cli) -> Result<i32> {
                 gateway,
             };
             invoke::invoke(&mut ctx, &function, &o).await
+        }
+        Command::Cordon { nodes } => drain::set_unschedulable(&ctx.client, &nodes, true).await,
+        Command::Uncordon { nodes } => drain::set_unschedulable(&ctx.client, &nodes, false).await,
+        Command::Drain {
+            node,
+            ignore_daemonsets,
+            delete_emptydir_data,
+            force,
+            grace_period,
+            timeout,
+            disable_eviction,
+            pod_selector,
+        } => {
+            let timeout = parse_duration(&timeout)?;
+            let opts = drain::DrainOptions {
+                ignore_daemonsets,
+                delete_emptydir_data,
+                force,
+                grace_period: (grace_period >= 0).then_some(grace_period),
+                timeout: (!timeout.is_zero()).then_some(timeout),
+                disable_eviction,
+                pod_selector,
+            };
+            drain::drain(&ctx.client, &node, &opts).await
         }
         Command::Version => {
             println!("Client Version: {}", minik8s_api::release::GIT_VERSION);

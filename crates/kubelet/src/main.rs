@@ -2,7 +2,7 @@
 use clap::Parser;
 
 #[derive(Parser)]
-#[command(name = "kubelet", about = "minik8s node agent")]
+#[command(name = "kubelet", version = minik8s_api::release::GIT_VERSION, about = "minik8s node agent")]
 struct Args {
     #[command(flatten)]
     client: minik8s_client::config::ClientFlags,

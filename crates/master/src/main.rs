@@ -17,6 +17,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Parser)]
 #[command(
     name = "master",
+    version = minik8s_api::release::GIT_VERSION,
     about = "minik8s control plane: apiserver + scheduler + controller manager"
 )]
 struct Args {

@@ -25,6 +25,9 @@ mod join;
 /// Scenarios run on the host-gw lab (storage, gangs).
 #[path = "lab/scenarios.rs"]
 mod scenarios;
+/// A lab on the previous release upgraded node by node while it serves.
+#[path = "lab/upgrade.rs"]
+mod upgrade;
 
 const LAB_NAME: &str = "mk8se2e";
 const LAB_DIR: &str = "/tmp/mk8s-e2e";
@@ -245,14 +248,19 @@ impl Lab {
     }
 
     fn script(verb: &str, setup: Setup) -> String {
+        Lab::script_with(verb, setup, &bin_dir(), "")
+    }
+
+    /// lab.sh VERB with the binaries in `bin` and more settings (`VAR=value ...`).
+    fn script_with(verb: &str, setup: Setup, bin: &Path, env: &str) -> String {
         sh(&format!(
             "LAB_DIR={LAB_DIR} LAB_NAME={LAB_NAME} LAB_NET={LAB_NET} LAB_BIN={} \
-             LAB_POD_NETWORK={} LAB_STORE={} \
+             LAB_POD_NETWORK={} LAB_STORE={} {env} \
              LAB_MASTER_ARGS='--node-monitor-period 1s --node-monitor-grace-period 6s \
              --default-not-ready-toleration-seconds 2 --default-unreachable-toleration-seconds 2' \
              LAB_KUBELET_ARGS='--node-status-update-frequency 1s' \
              {}/scripts/lab.sh {verb} 2>&1",
-            bin_dir().display(),
+            bin.display(),
             setup.pod_network,
             setup.store,
             repo_root().display()
@@ -442,6 +450,16 @@ fn three_nodes_vxlan_like_flannel() {
         store: "etcd",
         mtu: 1450,
     });
+}
+
+/// doc/deploy.md's upgrade on the lab: a master and two joined workers on
+/// the previous release (scripts/previous-release.sh), upgraded master first
+/// then node by node while a Deployment with a PodDisruptionBudget serves
+/// requests from the master machine and from the nodes: none fails.
+#[test]
+fn a_cluster_upgrades_node_by_node_while_it_serves() {
+    let _one = ONE_LAB.lock().unwrap_or_else(|p| p.into_inner());
+    upgrade::node_by_node();
 }
 
 /// doc/deploy.md's class on the lab, its commands in order: a master and

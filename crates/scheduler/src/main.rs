@@ -8,7 +8,7 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
-#[command(name = "scheduler", about = "minik8s scheduler")]
+#[command(name = "scheduler", version = minik8s_api::release::GIT_VERSION, about = "minik8s scheduler")]
 struct Args {
     #[command(flatten)]
     client: minik8s_client::config::ClientFlags,

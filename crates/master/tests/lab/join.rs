@@ -111,7 +111,7 @@ pub fn a_machine_joins(next: u32, script: impl Fn(&str) -> String) {
     let exe = std::fs::read_link(format!("/proc/{}/exe", pid.trim())).unwrap();
     assert_eq!(exe, Path::new(&installed));
     let who = sh(&format!(
-        "{} --kubeconfig {LAB_DIR}/{node}/kubelet.conf auth whoami -o jsonpath='{{.status.userInfo.username}}'",
+        "{} --kubeconfig {LAB_DIR}/{node}/root/etc/minik8s/kubelet.conf auth whoami -o jsonpath='{{.status.userInfo.username}}'",
         minik8s_testkit::real_kubectl().display()
     ));
     assert_eq!(who, format!("system:node:{node}"));
