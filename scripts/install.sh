@@ -245,6 +245,7 @@ if [ "$role" != worker ]; then
   echo "join a worker (as root on it; no build there) with:"
   echo "  curl -fsSL --cacert <(echo $(base64 -w0 /var/lib/minik8s/pki/ca.crt) | base64 -d) https://$master_ip:6443/minik8s/join.sh | bash -s - worker --token $join_token --node-ip WORKER_IP"
   echo "or from a copy of this repository: scripts/install.sh worker --server $master_ip --token $join_token --node-ip WORKER_IP"
+  echo "upgrade a worker later (after this master: scripts/install.sh upgrade here) with the same curl and: bash -s - upgrade"
   echo "check with: /usr/local/bin/kubectl --kubeconfig /var/lib/minik8s/pki/admin.conf get nodes -o wide"
 else
   echo "check on the master with: kubectl --kubeconfig /var/lib/minik8s/pki/admin.conf get nodes -o wide"

@@ -80,6 +80,6 @@ fi
 echo "==> building ${packages[*]} at ${short} ($(git log -n1 --format=%s "$commit" | cut -c1-60)...)" >&2
 args=()
 for p in "${packages[@]}"; do args+=(-p "$p"); done
-(cd "$src" && CARGO_TARGET_DIR=$out cargo build "${args[@]}" >&2) || die "the build of $short failed"
+(cd "$src" && CARGO_TARGET_DIR=$out CARGO_INCREMENTAL=0 cargo build "${args[@]}" >&2) || die "the build of $short failed"
 ready || die "the build of $short left no ${bins[*]} in $out/debug"
 echo "$out/debug"

@@ -45,7 +45,9 @@ upgrade_master() {
     cargo_release_binaries
   fi
   new=$("$bin_dir/master" --version | awk '{print $NF}')
-  running=$(curl -fsS --max-time 5 http://127.0.0.1:8080/version 2>/dev/null |
+  # This machine's running master (below --root nothing runs).
+  running=""
+  [ -n "$root" ] || running=$(curl -fsS --max-time 5 http://127.0.0.1:8080/version 2>/dev/null |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["gitVersion"])' 2>/dev/null || true)
   if [ -n "$running" ]; then
     local from to

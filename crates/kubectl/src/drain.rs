@@ -215,10 +215,20 @@ pub(crate) async fn drain(client: &Client, node: &str, opts: &DrainOptions) -> R
         eprintln!("Warning: {w}");
     }
     let deadline = opts.timeout.map(|t| Instant::now() + t);
-    for (ns, name, _) in &plan.evict {
-        remove(client, ns, name, opts, deadline).await?;
+    // Every pod at once, as kubectl does: one budget's refusal does not hold
+    // up the pods it does not cover.
+    let results = futures::future::join_all(plan.evict.iter().map(|pod| async move {
+        remove(client, &pod.0, &pod.1, opts, deadline).await?;
+        wait_gone(client, std::slice::from_ref(pod), deadline).await
+    }))
+    .await;
+    let errors: Vec<String> = results
+        .into_iter()
+        .filter_map(|r| r.err().map(|e| format!("{e:#}")))
+        .collect();
+    if !errors.is_empty() {
+        bail!("{}", errors.join("\n"));
     }
-    wait_gone(client, &plan.evict, deadline).await?;
     println!("node/{node} drained");
     Ok(0)
 }

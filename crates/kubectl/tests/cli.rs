@@ -267,3 +267,104 @@ async fn an_unavailable_apiservice_is_warned_about_not_fatal() {
     .await
     .unwrap();
 }
+
+/// `cordon`, `uncordon` and `drain` as the real kubectl words them: a drain
+/// stops on a pod nothing would recreate (until --force), evicts the rest,
+/// and keeps asking while a disruption budget says no.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cordon_drain_and_uncordon() {
+    let s = TestServer::start(Backend::Embedded).await;
+    let client = minik8s_client::Client::new(&s.url);
+    let nodes = client.dynamic(
+        minik8s_api::registry::of::<minik8s_api::k8s::api::core::v1::Node>(),
+        None,
+    );
+    nodes
+        .create(
+            &serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}),
+        )
+        .await
+        .unwrap();
+    let pods = client.dynamic(minik8s_api::registry::of::<Pod>(), Some("default"));
+    let pod = |name: &str, owned: bool| {
+        let mut p = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": {"app": name}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "busybox"}]}});
+        if owned {
+            p["metadata"]["ownerReferences"] = serde_json::json!([{"apiVersion": "apps/v1",
+                "kind": "ReplicaSet", "name": "web", "uid": "6d1e0c1a-0000-4000-8000-000000000001",
+                "controller": true}]);
+        }
+        p
+    };
+    pods.create(&pod("bare", false)).await.unwrap();
+    pods.create(&pod("web-1", true)).await.unwrap();
+    // Running and ready, as its kubelet would say: the budget protects it.
+    pods.patch(
+        "web-1",
+        Some("status"),
+        minik8s_client::rest::content::MERGE_PATCH,
+        &serde_json::json!({"status": {"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}]}}),
+    )
+    .await
+    .unwrap();
+    let url = s.url.clone();
+    let pods_left = tokio::task::spawn_blocking(move || {
+        let dir = tempfile::tempdir().unwrap();
+        let k = |args: &[&str]| kubectl(&url, dir.path(), args);
+        let r = k(&["cordon", "n1"]);
+        assert!(r.ok && r.out == "node/n1 cordoned\n", "{}{}", r.out, r.err);
+        let r = k(&["cordon", "n1"]);
+        assert_eq!(r.out, "node/n1 already cordoned\n");
+        let r = k(&["get", "nodes", "--no-headers"]);
+        assert!(r.out.contains("SchedulingDisabled"), "{}", r.out);
+
+        // A pod without a controller stops the drain; nothing is evicted.
+        let r = k(&["drain", "n1", "--grace-period", "0"]);
+        assert!(!r.ok);
+        assert!(
+            r.err.contains("unable to drain node \"n1\" due to error: [cannot delete Pods that declare no controller (use --force to override): default/bare]"),
+            "{}",
+            r.err
+        );
+        assert!(k(&["get", "pod", "web-1"]).ok, "nothing was evicted");
+
+        // A budget that allows no disruption: asked again every 5 s until the timeout.
+        std::fs::write(
+            dir.path().join("pdb.yaml"),
+            "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: web}\nspec:\n  minAvailable: 5\n  selector: {matchLabels: {app: web-1}}\n",
+        )
+        .unwrap();
+        assert!(k(&["apply", "-f", "pdb.yaml"]).ok);
+        let r = k(&["drain", "n1", "--force", "--grace-period", "0", "--timeout", "2s"]);
+        assert!(!r.ok);
+        assert!(
+            r.err.contains("Warning: deleting Pods that declare no controller: default/bare")
+                && r.out.contains("pod/bare evicted")
+                && r.err.contains("error when evicting pods/\"web-1\" -n \"default\" (will retry after 5s)")
+                && r.err.contains("drain did not complete within the timeout"),
+            "{}",
+            r.err
+        );
+        assert!(k(&["get", "pod", "web-1"]).ok, "the budget kept web-1");
+
+        assert!(k(&["delete", "pdb", "web"]).ok);
+        let r = k(&["drain", "n1", "--force", "--grace-period", "0"]);
+        assert!(r.ok, "{}{}", r.out, r.err);
+        for line in [
+            "node/n1 already cordoned",
+            "evicting pod default/web-1",
+            "pod/web-1 evicted",
+            "node/n1 drained",
+        ] {
+            assert!(r.out.contains(line), "no {line:?} in:\n{}", r.out);
+        }
+        let r = k(&["uncordon", "n1"]);
+        assert_eq!(r.out, "node/n1 uncordoned\n");
+        k(&["get", "pods", "--no-headers"]).out
+    })
+    .await
+    .unwrap();
+    assert_eq!(pods_left, "", "every pod of n1 was evicted");
+}

@@ -336,6 +336,77 @@ fn units_and_settings_for_a_master_and_a_flannel_worker() {
     assert_eq!(env_file(worker.path())["NODE_NAME"], "edited");
 }
 
+/// `install.sh upgrade` on a master's machine puts the new binaries and the
+/// node bundle's files in place; on a machine with nothing installed, or a
+/// worker that never joined, it stops before it changes anything.
+#[test]
+fn an_upgrade_replaces_the_master_binaries_and_refuses_what_is_not_installed() {
+    let master = tempfile::tempdir().unwrap();
+    let root = master.path().display().to_string();
+    install_ok(&["master", "--node-ip", "192.168.56.10", "--root", &root]);
+    let installed = master.path().join("usr/local/bin/master");
+    std::fs::write(&installed, "the previous build").unwrap();
+    std::fs::remove_file(
+        master
+            .path()
+            .join("usr/local/share/minik8s/scripts/lib/upgrade.sh"),
+    )
+    .unwrap();
+    let out = install(&["upgrade", "--root", &root]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("master binaries installed below"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read(&installed).unwrap(),
+        std::fs::read(bin_dir().join("master")).unwrap(),
+        "the master binary is the new build"
+    );
+    assert!(master
+        .path()
+        .join("usr/local/share/minik8s/scripts/lib/upgrade.sh")
+        .exists());
+
+    let empty = tempfile::tempdir().unwrap();
+    let out = install(&["upgrade", "--root", &empty.path().display().to_string()]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("minik8s is not installed here"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let worker = tempfile::tempdir().unwrap();
+    let root = worker.path().display().to_string();
+    install_ok(&[
+        "worker",
+        "--server",
+        "192.168.56.10",
+        "--token",
+        "abcdef.0123456789abcdef",
+        "--node-ip",
+        "192.168.56.11",
+        "--root",
+        &root,
+    ]);
+    let kubelet = worker.path().join("usr/local/bin/kubelet");
+    std::fs::write(&kubelet, "the previous build").unwrap();
+    let out = install(&["upgrade", "--root", &root]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("has this node joined?"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read(&kubelet).unwrap(),
+        b"the previous build",
+        "nothing changed"
+    );
+}
+
 #[test]
 fn missing_settings_are_refused_with_a_message() {
     let root = tempfile::tempdir().unwrap();

@@ -192,7 +192,7 @@ pub fn node_by_node() {
         Lab::script_with(&format!("upgrade {n}"), SETUP, &old, "");
         let out = std::fs::read_to_string(format!("{LAB_DIR}/node{n}/upgrade.log")).unwrap();
         eprintln!(
-            "node{n} upgraded in {:.1} s",
+            "node{n} upgraded in {:.1} s:\n{out}",
             started.elapsed().as_secs_f64() - at
         );
         for line in [
