@@ -18,8 +18,13 @@ cd "$(dirname "$0")/.."
 . scripts/lib/common.sh
 
 die() { echo "previous-release: $*" >&2; exit 1; }
-[ "$(git rev-parse --is-shallow-repository 2>/dev/null)" = false ] ||
-  die "this is not a git repository with its history (a shallow clone? git fetch --unshallow)"
+git rev-parse --git-dir >/dev/null 2>&1 || die "$PWD is not a git repository: the previous release is built from its history"
+if [ "$(git rev-parse --is-shallow-repository)" = true ]; then
+  # A shallow clone: its origin may have the history (a local clone's does).
+  git fetch -q --unshallow >&2 2>/dev/null || true
+  [ "$(git rev-parse --is-shallow-repository)" = false ] ||
+    die "this clone is shallow and its origin gave no history (git fetch --unshallow): the previous release is built from it"
+fi
 commit=${1:-}
 if [ -z "$commit" ]; then
   bump=$(git log -n1 --format=%H -G 'pub const GIT_VERSION' -- crates/api/src/lib.rs)

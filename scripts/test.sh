@@ -37,6 +37,8 @@ echo "==> cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "==> one feature set for the binaries' shared dependencies"
 bash scripts/check-features.sh
+echo "==> no import cycle between the modules of a crate"
+python3 scripts/check-modules.py
 echo "==> cargo test"
 cargo test --workspace --no-fail-fast 2>&1 | tee target/test-output.txt
 # One closing line with the totals over every test binary.

@@ -44,7 +44,8 @@ upgrade_master() {
     echo "==> building release binaries"
     cargo_release_binaries
   fi
-  new=$("$bin_dir/master" --version | awk '{print $NF}')
+  new=$("$bin_dir/master" --version 2>/dev/null | awk '{print $NF}') || true
+  [ -n "$new" ] || die "$bin_dir/master does not tell its version (master --version): not a minik8s release to upgrade to"
   # This machine's running master (below --root nothing runs).
   running=""
   [ -n "$root" ] || running=$(curl -fsS --max-time 5 http://127.0.0.1:8080/version 2>/dev/null |
@@ -79,9 +80,10 @@ upgrade_node() {
   local kc=$1 current b
   local kubectl=("$bin_dir/kubectl" --kubeconfig "$kc")
   [ -s "$kc" ] || die "no kubeconfig at $kc: has this node joined?"
-  new_version=$("$bin_dir/kubelet" --version | awk '{print $NF}')
+  new_version=$("$bin_dir/kubelet" --version 2>/dev/null | awk '{print $NF}') || true
+  [ -n "$new_version" ] || die "$bin_dir/kubelet does not tell its version (kubelet --version): not a minik8s release to upgrade to"
   local server
-  server=$("${kubectl[@]}" version 2>/dev/null | sed -n 's/^Server Version: //p')
+  server=$("${kubectl[@]}" version 2>/dev/null | sed -n 's/^Server Version: //p') || true
   [ -n "$server" ] || die "the apiserver does not answer ($MINIK8S_SERVER)"
   # The version skew policy: never a kubelet newer than the apiserver.
   [ "$(minor_of "$new_version")" -le "$(minor_of "$server")" ] ||

@@ -68,6 +68,7 @@ pub mod managed;
 pub mod meta;
 pub mod names;
 pub mod net;
+pub mod node_selection;
 pub mod openapi;
 pub mod patch;
 pub mod pod_fields;

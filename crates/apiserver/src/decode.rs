@@ -7,8 +7,8 @@
 //!                     └─ fields it dropped: Ignore │ Warn (Warning header) │ Strict (400)
 //! ```
 
-use crate::rest::Warnings;
 use crate::strategy;
+use crate::warnings::Warnings;
 use axum::http::{header, HeaderMap};
 use minik8s_api::registry::ResourceInfo;
 use minik8s_api::ApiError;

@@ -38,9 +38,11 @@ pub mod rest;
 pub mod secure;
 pub mod service_cidrs;
 pub mod store;
+pub mod stored;
 pub mod strategy;
 pub mod subresources;
 pub mod table;
+pub mod warnings;
 pub mod watch;
 pub mod watch_cache;
 

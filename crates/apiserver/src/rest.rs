@@ -14,8 +14,8 @@ use crate::admission::{Attributes, Operation};
 use crate::decode::{normalize, FieldValidation};
 use crate::params::Params;
 use crate::store::StoreError;
+use crate::stored::decode_object;
 use crate::strategy;
-use crate::watch_cache::decode_object;
 use crate::ApiServer;
 use axum::body::Bytes;
 use k8s_openapi::api::core::v1::Namespace;
@@ -82,18 +82,7 @@ pub struct WriteOpts {
     pub user: Option<crate::auth::UserInfo>,
 }
 
-/// Warnings for the client (`Warning: 299 - "..."`), collected during a write.
-#[derive(Clone, Debug, Default)]
-pub struct Warnings(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
-
-impl Warnings {
-    pub fn push(&self, w: String) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(w);
-    }
-    pub fn take(&self) -> Vec<String> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-}
+pub use crate::warnings::Warnings;
 
 impl WriteOpts {
     /// The admission attributes of this write, when a user makes it.
@@ -134,20 +123,7 @@ impl WriteOpts {
     }
 }
 
-pub(crate) fn store_err(info: &ResourceInfo, name: &str, e: StoreError) -> ApiError {
-    match e {
-        StoreError::NotFound(_) => ApiError::not_found(info, name),
-        StoreError::AlreadyExists(_) => ApiError::already_exists(info, name),
-        StoreError::Conflict { .. } => ApiError::modified(info, name),
-        StoreError::Gone {
-            requested,
-            compacted,
-        } => ApiError::gone(format!(
-            "too old resource version: {requested} ({compacted})"
-        )),
-        StoreError::Internal(m) => ApiError::internal(m),
-    }
-}
+pub(crate) use crate::store::store_err;
 
 /// The stored form: the object without `resourceVersion` (the store's revision is it).
 fn encode(obj: &Value) -> Bytes {

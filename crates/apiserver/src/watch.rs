@@ -233,8 +233,7 @@ impl ApiServer {
                 let full = page.len() == INITIAL_PAGE;
                 let mut next = None;
                 for kv in page {
-                    if let Some(obj) = crate::watch_cache::decode_object(&kv.value, kv.mod_revision)
-                    {
+                    if let Some(obj) = crate::stored::decode_object(&kv.value, kv.mod_revision) {
                         if filter.matches(&obj) && tx.send(enc.encode("ADDED", &obj)).await.is_err()
                         {
                             return;

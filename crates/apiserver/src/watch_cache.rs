@@ -9,6 +9,7 @@
 //! ```
 
 use crate::store::{EventKind, Store, StoreError, StoreEvent};
+use crate::stored::decode_object;
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -89,16 +90,6 @@ pub struct Subscription {
     pub live: broadcast::Receiver<Arc<CacheEvent>>,
 }
 
-/// Turns a stored value into the API object, stamping its resourceVersion.
-pub fn decode_object(value: &[u8], revision: i64) -> Option<Value> {
-    let mut obj: Value = serde_json::from_slice(value).ok()?;
-    minik8s_api::meta::metadata_mut(&mut obj).insert(
-        "resourceVersion".into(),
-        Value::String(revision.to_string()),
-    );
-    Some(obj)
-}
-
 /// `metadata.namespace` of an object's JSON ("" when it has none), read
 /// from `metadata` alone: the rest of the object is not even scanned.
 fn namespace_of(json: &[u8]) -> String {
@@ -107,7 +98,7 @@ fn namespace_of(json: &[u8]) -> String {
         #[serde(borrow)]
         namespace: Option<std::borrow::Cow<'a, str>>,
     }
-    let Some((start, end)) = crate::list::metadata_span(json) else {
+    let Some((start, end)) = crate::stored::metadata_span(json) else {
         return String::new();
     };
     serde_json::from_slice::<Metadata>(&json[start..end])
@@ -219,7 +210,7 @@ impl WatchCache {
         // The object as served: resourceVersion stamped without decoding
         // the whole object (every write of the cluster passes here).
         let mut json = Vec::with_capacity(value.len() + 32);
-        if !crate::list::write_stamped(&mut json, value, ev.revision) {
+        if !crate::stored::write_stamped(&mut json, value, ev.revision) {
             let Some(object) = decode_object(value, ev.revision) else {
                 return;
             };

@@ -101,8 +101,8 @@ pub fn should_run(ds: &DaemonSet, node: &Node) -> bool {
             .as_ref()
             .and_then(|t| t.affinity.clone());
     }
-    scheduler::filters::matches_node_selector(&pod, node)
-        && scheduler::filters::untolerated_taint(&pod, node).is_none()
+    minik8s_api::node_selection::matches_node_selector(&pod, node)
+        && minik8s_api::node_selection::untolerated_taint(&pod, node).is_none()
 }
 
 /// The node a daemon pod is for: where it is bound, or what its affinity names.

@@ -97,7 +97,7 @@ pub async fn run(client: Client, parts: Parts) -> anyhow::Result<()> {
             Some((Chosen::Ipvs(b), cfg))
         }
         Some(cfg) => {
-            let b = proxier::IptablesBackend::new(&informers, cfg.clone(), wake.clone());
+            let b = iptables::backend::IptablesBackend::new(&informers, cfg.clone(), wake.clone());
             Some((Chosen::Iptables(b), cfg))
         }
         None => None,
@@ -138,7 +138,7 @@ pub async fn run(client: Client, parts: Parts) -> anyhow::Result<()> {
 
 /// The backend `--proxy-mode` chose.
 enum Chosen {
-    Iptables(proxier::IptablesBackend),
+    Iptables(iptables::backend::IptablesBackend),
     Ipvs(ipvs::IpvsBackend),
 }
 

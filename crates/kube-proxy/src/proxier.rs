@@ -15,7 +15,7 @@
 //! nothing; every `resync` period the kernel's state is read again, so rules
 //! someone else removed come back.
 
-pub use crate::iptables::backend::{Iptables, IptablesBackend};
+pub use crate::iptables::tools::Iptables;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;

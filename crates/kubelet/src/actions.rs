@@ -98,11 +98,7 @@ pub fn deadline_exceeded(pod: &Pod, now: chrono::DateTime<chrono::Utc>) -> bool 
     }
 }
 
-/// An init container with `restartPolicy: Always`: a sidecar, kept running
-/// beside the apps.
-pub fn is_sidecar(c: &Container) -> bool {
-    c.restart_policy.as_deref() == Some("Always")
-}
+pub use crate::decide::is_sidecar;
 
 /// The spec container a (list, index) names; an ephemeral container has the
 /// fields of a container (and a few more), so it is read as one.

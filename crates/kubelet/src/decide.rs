@@ -13,6 +13,12 @@ pub const BACKOFF_MAX_SECS: i64 = 300;
 /// A container that ran this long before exiting starts its backoff afresh.
 pub const BACKOFF_RESET_SECS: i64 = 600;
 
+/// An init container with `restartPolicy: Always`: a sidecar, kept running
+/// beside the apps.
+pub fn is_sidecar(c: &Container) -> bool {
+    c.restart_policy.as_deref() == Some("Always")
+}
+
 /// A stable hash of a container's spec: a change means the container is
 /// replaced. Its resources are left out, as Kubernetes leaves them out: they
 /// change in place (see [`crate::resize`]).
@@ -231,7 +237,7 @@ pub fn pod_phase(
     let exit_code = |s: &Value, at: &str| s.pointer(at).and_then(Value::as_i64).unwrap_or(0);
     let inits = spec.init_containers.as_deref().unwrap_or_default();
     let (mut pending_init, mut pending_sidecars, mut failed_init) = (0, 0, 0);
-    for c in inits.iter().filter(|c| !crate::actions::is_sidecar(c)) {
+    for c in inits.iter().filter(|c| !is_sidecar(c)) {
         match find(init_statuses, &c.name) {
             Some(s) if has(&s, "terminated") => {
                 if exit_code(&s, "/state/terminated/exitCode") != 0 {
@@ -247,7 +253,7 @@ pub fn pod_phase(
         }
     }
     let (mut unknown, mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0, 0);
-    for c in inits.iter().filter(|c| crate::actions::is_sidecar(c)) {
+    for c in inits.iter().filter(|c| is_sidecar(c)) {
         match find(init_statuses, &c.name) {
             None => unknown += 1,
             Some(s) if has(&s, "running") => {

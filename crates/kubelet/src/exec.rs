@@ -17,6 +17,7 @@
 //! (`v5.channel.k8s.io`, `v4.channel.k8s.io`...), an ASCII digit followed by
 //! base64 in the `base64.channel.k8s.io` ones.
 
+use crate::exec_session::{failure, final_status, resize, Mode};
 use crate::runtime::{ExecSpec, OutputStream, State as ContainerState};
 use crate::Kubelet;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
@@ -25,7 +26,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use futures::{SinkExt, StreamExt};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
 
@@ -110,39 +111,10 @@ impl Framing {
     }
 }
 
-/// The `Status` kubectl reads on the status channel: success, or the exit
-/// code as Kubernetes reports it (`kubectl exec` exits with that code).
-pub fn exit_status(cmd: &[String], code: i64) -> Value {
-    if code == 0 {
-        return json!({"metadata": {}, "status": "Success"});
-    }
-    json!({
-        "metadata": {},
-        "status": "Failure",
-        "message": format!(
-            "command terminated with non-zero exit code: error executing command [{}], exit code {code}",
-            cmd.join(" ")
-        ),
-        "reason": "NonZeroExitCode",
-        "details": {"causes": [{"reason": "ExitCode", "message": code.to_string()}]}
-    })
-}
-
-pub(crate) fn failure(message: &str) -> Value {
-    json!({"metadata": {}, "status": "Failure", "message": message, "reason": "InternalError", "code": 500})
-}
-
 fn flag(params: &[(String, String)], key: &str) -> bool {
     params
         .iter()
         .any(|(k, v)| k == key && (v == "1" || v.eq_ignore_ascii_case("true")))
-}
-
-/// Exec runs a new process; attach joins the container's own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
-    Exec,
-    Attach,
 }
 
 /// `GET /exec/{ns}/{pod}/{container}?command=...&stdin=1&stdout=1&tty=1`.
@@ -391,54 +363,6 @@ async fn session(
     let _ = tx.send(normal_close()).await;
 }
 
-/// Resizes the terminal of an exec (or of the attached container's process).
-pub(crate) async fn resize(
-    runtime: &dyn crate::runtime::ContainerRuntime,
-    mode: Mode,
-    id: &str,
-    width: u16,
-    height: u16,
-) {
-    let resized = match mode {
-        Mode::Exec => runtime.exec_resize(id, width, height).await,
-        Mode::Attach => runtime.attach_resize(id, width, height).await,
-    };
-    if let Err(e) = resized {
-        tracing::debug!(error = %e, "resizing the exec's terminal");
-    }
-}
-
-/// The `Status` that ends an exec or attach once its output has ended: the
-/// process's exit code (the runtime may need a moment to record it).
-pub(crate) async fn final_status(
-    runtime: &dyn crate::runtime::ContainerRuntime,
-    mode: Mode,
-    exec_id: &str,
-    cmd: &[String],
-) -> Value {
-    for _ in 0..50 {
-        let exited = match mode {
-            Mode::Exec => runtime.exec_exit_code(exec_id).await,
-            Mode::Attach => runtime
-                .inspect(exec_id)
-                .await
-                .map(|c| match c.map(|c| c.state) {
-                    Some(ContainerState::Exited { exit_code, .. }) => Some(exit_code),
-                    _ => None,
-                }),
-        };
-        match exited {
-            Ok(Some(c)) => return exit_status(cmd, c),
-            Ok(None) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
-            Err(e) => {
-                tracing::warn!(error = %e, "reading the exec's exit code");
-                break;
-            }
-        }
-    }
-    failure("the exec's exit code is unknown")
-}
-
 /// A close frame with code 1000: client-go reads a close without a code
 /// (1005) as an error on the status channel.
 fn normal_close() -> Message {
@@ -477,18 +401,5 @@ mod tests {
             Some((STDIN, b"hello\n".to_vec()))
         );
         assert_eq!(Framing::Base64.decode(&Message::Text("0!!".into())), None);
-    }
-
-    #[test]
-    fn exit_codes_are_reported_as_kubernetes_does() {
-        let cmd = vec!["sh".to_string(), "-c".into(), "exit 3".into()];
-        assert_eq!(exit_status(&cmd, 0)["status"], "Success");
-        let failed = exit_status(&cmd, 3);
-        assert_eq!(failed["reason"], "NonZeroExitCode");
-        assert_eq!(failed["details"]["causes"][0]["message"], "3");
-        assert_eq!(
-            failed["message"],
-            "command terminated with non-zero exit code: error executing command [sh -c exit 3], exit code 3"
-        );
     }
 }

@@ -13,7 +13,7 @@
 //!          ◀── DATA error: Status JSON, FIN ─ when the output ends: the exit code
 //! ```
 
-use crate::exec::{failure, final_status, resize, Mode};
+use crate::exec_session::{failure, final_status, resize, Mode};
 use crate::runtime::{ContainerRuntime, ExecSpec, OutputStream};
 use crate::spdy;
 use futures::StreamExt;

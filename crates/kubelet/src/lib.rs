@@ -27,6 +27,7 @@ pub mod dns;
 pub mod env;
 pub mod eviction;
 pub mod exec;
+mod exec_session;
 mod exec_spdy;
 pub mod hollow;
 mod images;

@@ -11,7 +11,6 @@
 //! A watch or a log stream is a request in flight, however quiet: only a
 //! connection with nothing in flight counts as idle.
 
-use crate::serve::ClientCert;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -19,6 +18,19 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tower::ServiceExt;
+
+/// The verified client certificate of a connection, as every request on it
+/// carries it (an extension): its subject's CN and O values, None without one.
+#[derive(Debug, Clone, Default)]
+pub struct ClientCert(pub Option<(String, Vec<String>)>);
+
+fn client_cert(conn: &rustls::ServerConnection) -> ClientCert {
+    ClientCert(
+        conn.peer_certificates()
+            .and_then(|c| c.first())
+            .and_then(|der| crate::certificate_subject(der)),
+    )
+}
 
 /// Limits of one server.
 #[derive(Debug, Clone, Copy)]
@@ -188,7 +200,7 @@ pub async fn serve_connections(
                             }
                             Err(_) => return,
                         };
-                    let cert = crate::serve::client_cert(stream.get_ref().1);
+                    let cert = client_cert(stream.get_ref().1);
                     serve_one(TokioIo::new(stream), Some(cert), router, limits, closing).await
                 }
             }

@@ -56,18 +56,8 @@ pub fn server_config(
     Ok(config)
 }
 
-/// The verified client certificate of a connection, as every request on it
-/// carries it (an extension): its subject's CN and O values, None without one.
-#[derive(Debug, Clone, Default)]
-pub struct ClientCert(pub Option<(String, Vec<String>)>);
-
-pub(crate) fn client_cert(conn: &rustls::ServerConnection) -> ClientCert {
-    ClientCert(
-        conn.peer_certificates()
-            .and_then(|c| c.first())
-            .and_then(|der| crate::certificate_subject(der)),
-    )
-}
+/// The verified client certificate each request carries (made by the accept loop).
+pub use crate::connections::ClientCert;
 
 /// A client configuration that presents `cert`/`key` and does not check the
 /// server's certificate (the apiserver towards kubelets, as Kubernetes does

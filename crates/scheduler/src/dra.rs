@@ -12,12 +12,12 @@
 //!  chosen node ──▶ the allocation is written to each claim's status (PreBind) with reservedFor
 //! ```
 
-use crate::filters::term_matches;
 use k8s_openapi::api::core::v1::{Node, NodeSelector, Pod};
 use k8s_openapi::api::resource::v1::{
     DeviceClass, DeviceRequest, DeviceSelector, ResourceClaim, ResourceSlice,
 };
 use minik8s_api::dra::cel::{device_value, Selector};
+use minik8s_api::node_selection::term_matches;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};

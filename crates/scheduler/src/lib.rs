@@ -21,6 +21,7 @@
 mod claims;
 mod dra;
 pub mod filters;
+pub mod framework;
 mod gang;
 pub mod metrics;
 mod prebind;

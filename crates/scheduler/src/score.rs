@@ -25,8 +25,7 @@ use minik8s_api::selector::Selector;
 use minik8s_api::taints::tolerates;
 use std::collections::HashMap;
 
-/// The top of every plugin's normalized range (Kubernetes' `MaxNodeScore`).
-pub const MAX_NODE_SCORE: i64 = 100;
+pub use crate::framework::MAX_NODE_SCORE;
 
 /// One plugin's normalized scores, in candidate order (None: the plugin had
 /// nothing to say about this pod, which is the same as equal scores).
@@ -44,7 +43,7 @@ pub fn total(
         (2, node_affinity(pod, candidates)),
         (
             2,
-            crate::spread::scores(pod, candidates, snap, default_spread),
+            crate::spread::scores(pod, candidates, snap.nodes, snap.placed, default_spread),
         ),
         (2, inter_pod_affinity(pod, candidates, snap)),
         (1, Some(least_allocated(pod, candidates, snap))),

@@ -18,12 +18,13 @@
 //! the feasible nodes ([`scores`], one of the score plugins), as does the
 //! cluster-default spreading of pods that belong to a Service or a controller.
 
-use crate::filters::{matches_node_selector, node_name, untolerated_taint, Snapshot, Unfit};
-use crate::score::MAX_NODE_SCORE;
+use crate::framework::{node_name, Unfit, MAX_NODE_SCORE};
 use k8s_openapi::api::core::v1::{Node, Pod, Service, TopologySpreadConstraint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use minik8s_api::node_selection::{matches_node_selector, untolerated_taint};
 use minik8s_api::selector::{Requirement, Selector};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 fn constraints(pod: &Pod) -> &[TopologySpreadConstraint] {
     pod.spec
@@ -71,7 +72,12 @@ fn eligible(c: &TopologySpreadConstraint, pod: &Pod, node: &Node) -> bool {
 
 /// Matching pods per domain of one constraint, every eligible domain present
 /// (with 0 when empty).
-fn counts(c: &TopologySpreadConstraint, pod: &Pod, snap: &Snapshot) -> BTreeMap<String, i64> {
+fn counts(
+    c: &TopologySpreadConstraint,
+    pod: &Pod,
+    nodes: &[Arc<Node>],
+    placed: &[(Arc<Pod>, String)],
+) -> BTreeMap<String, i64> {
     let Some(sel) = selector(c, pod) else {
         return BTreeMap::new();
     };
@@ -86,14 +92,14 @@ fn counts(c: &TopologySpreadConstraint, pod: &Pod, snap: &Snapshot) -> BTreeMap<
     };
     let mut domains: BTreeMap<String, i64> = BTreeMap::new();
     let mut node_domain: BTreeMap<&str, String> = BTreeMap::new();
-    for n in snap.nodes {
+    for n in nodes {
         if let Some(d) = domain_of(n) {
             domains.entry(d.clone()).or_insert(0);
             node_domain.insert(node_name(n), d);
         }
     }
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-    for (placed, node) in snap.placed {
+    for (placed, node) in placed {
         let same_ns = placed.metadata.namespace.as_deref().unwrap_or("default") == ns;
         let labels = placed.metadata.labels.clone().unwrap_or_default();
         if !same_ns || placed.metadata.deletion_timestamp.is_some() || !sel.matches(&labels) {
@@ -125,13 +131,13 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    pub fn new(pod: &Pod, snap: &Snapshot) -> Prepared {
+    pub fn new(pod: &Pod, nodes: &[Arc<Node>], placed: &[(Arc<Pod>, String)]) -> Prepared {
         let own_labels = pod.metadata.labels.clone().unwrap_or_default();
         let hard = constraints(pod)
             .iter()
             .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
             .map(|c| {
-                let counts = counts(c, pod, snap);
+                let counts = counts(c, pod, nodes, placed);
                 let too_few = c
                     .min_domains
                     .is_some_and(|m| (counts.len() as i64) < i64::from(m));
@@ -174,9 +180,14 @@ impl Prepared {
 }
 
 /// The filter for one node (the counts made for this check alone; the
-/// scheduler's snapshot keeps them per pod, see [`Snapshot`]).
-pub fn check_spread(pod: &Pod, node: &Node, snap: &Snapshot) -> Result<(), Unfit> {
-    Prepared::new(pod, snap).check(node)
+/// scheduler's snapshot keeps them per pod, see `filters::Snapshot`).
+pub fn check_spread(
+    pod: &Pod,
+    node: &Node,
+    nodes: &[Arc<Node>],
+    placed: &[(Arc<Pod>, String)],
+) -> Result<(), Unfit> {
+    Prepared::new(pod, nodes, placed).check(node)
 }
 
 const HOSTNAME: &str = "kubernetes.io/hostname";
@@ -278,7 +289,8 @@ fn soft_constraints(pod: &Pod, default_selector: Option<&Selector>) -> Vec<Soft>
 pub fn scores(
     pod: &Pod,
     candidates: &[&Node],
-    snap: &Snapshot,
+    nodes: &[Arc<Node>],
+    placed: &[(Arc<Pod>, String)],
     default_selector: Option<&Selector>,
 ) -> Option<Vec<i64>> {
     let soft = soft_constraints(pod, default_selector);
@@ -322,14 +334,14 @@ pub fn scores(
     // The pods that count: the namespace's, not being deleted, by node.
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
     let mut on_node: HashMap<&str, Vec<&Pod>> = HashMap::new();
-    for (p, node) in snap.placed {
+    for (p, node) in placed {
         if p.metadata.namespace.as_deref().unwrap_or("default") == ns
             && p.metadata.deletion_timestamp.is_none()
         {
             on_node.entry(node.as_str()).or_default().push(p);
         }
     }
-    for n in snap.nodes {
+    for n in nodes {
         if require_all && !has_all(n) {
             continue;
         }
@@ -383,10 +395,7 @@ pub fn scores(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::filters::Usage;
     use serde_json::json;
-    use std::collections::HashMap;
-    use std::sync::Arc;
 
     fn node(name: &str, zone: Option<&str>) -> Arc<Node> {
         let mut labels = json!({"kubernetes.io/hostname": name});
@@ -426,36 +435,40 @@ mod tests {
             (pod("p2", json!([])), "a2".to_string()),
             (pod("p3", json!([])), "b1".to_string()),
         ];
-        let usage: HashMap<String, Usage> = HashMap::new();
-        let snap = Snapshot::new(&nodes, &usage, &placed);
         let incoming = pod("new", constraint("DoNotSchedule"));
         // a has 2, b has 1: a would be 3 - 1 = 2 > 1.
         assert_eq!(
-            check_spread(&incoming, &nodes[0], &snap),
+            check_spread(&incoming, &nodes[0], &nodes, &placed),
             Err(Unfit::Spread)
         );
-        assert_eq!(check_spread(&incoming, &nodes[2], &snap), Ok(()));
+        assert_eq!(check_spread(&incoming, &nodes[2], &nodes, &placed), Ok(()));
         assert_eq!(
-            check_spread(&incoming, &nodes[3], &snap),
+            check_spread(&incoming, &nodes[3], &nodes, &placed),
             Err(Unfit::SpreadLabel)
         );
         // With three domains required and two present, the emptiest counts 0.
         let mut min3 = constraint("DoNotSchedule");
         min3[0]["minDomains"] = json!(3);
         assert_eq!(
-            check_spread(&pod("new", min3), &nodes[2], &snap),
+            check_spread(&pod("new", min3), &nodes[2], &nodes, &placed),
             Err(Unfit::Spread)
         );
         // Soft: ranked, not refused.
         let soft = pod("new", constraint("ScheduleAnyway"));
-        assert_eq!(check_spread(&soft, &nodes[0], &snap), Ok(()));
+        assert_eq!(check_spread(&soft, &nodes[0], &nodes, &placed), Ok(()));
         // a holds 2 and b 1 (two domains: weight ln 4): a1 2*1.386 = 3, b1 1.386 = 1;
         // normalized 100 * (3 + 1 - s) / 3.
         let candidates = [&*nodes[0], &*nodes[2]];
-        assert_eq!(scores(&soft, &candidates, &snap, None), Some(vec![33, 100]));
+        assert_eq!(
+            scores(&soft, &candidates, &nodes, &placed, None),
+            Some(vec![33, 100])
+        );
         // Nodes without the key score 0 under the pod's own constraints.
         let with_x = [&*nodes[0], &*nodes[3]];
-        assert_eq!(scores(&soft, &with_x, &snap, None), Some(vec![100, 0]));
+        assert_eq!(
+            scores(&soft, &with_x, &nodes, &placed, None),
+            Some(vec![100, 0])
+        );
     }
 
     #[test]
@@ -471,8 +484,6 @@ mod tests {
             (Arc::new(old.clone()), "a1".to_string()),
             (Arc::new(old), "a1".to_string()),
         ];
-        let usage: HashMap<String, Usage> = HashMap::new();
-        let snap = Snapshot::new(&nodes, &usage, &placed);
         let mut spread = constraint("DoNotSchedule");
         spread[0]["matchLabelKeys"] = json!(["rev"]);
         let mut new: Pod = (*pod("new", spread)).clone();
@@ -482,6 +493,6 @@ mod tests {
             .unwrap()
             .insert("rev".into(), "2".into());
         // The old revision's pods do not count for the new one.
-        assert_eq!(check_spread(&new, &nodes[0], &snap), Ok(()));
+        assert_eq!(check_spread(&new, &nodes[0], &nodes, &placed), Ok(()));
     }
 }

@@ -12,9 +12,10 @@
 //!                   else "node(s) didn't find available persistent volumes to bind"
 //! ```
 
-use crate::filters::{term_matches, Unfit};
+use crate::framework::Unfit;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
+use minik8s_api::node_selection::term_matches;
 use minik8s_api::storage::{capacity, fits, pod_claims};
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -269,7 +269,7 @@ fn validate_role(
         "annotations": role.pointer("/metadata/annotations").cloned().unwrap_or(json!({}))},
         "spec": if spec.is_object() { spec.clone() } else { json!({}) }});
     crate::lws::default(&mut lws);
-    for mut e in crate::lws::validate(&lws, None) {
+    for mut e in crate::validation::lws::validate(&lws, None) {
         e.field = match e.field.strip_prefix("spec.") {
             Some(rest) => format!("{sp}.{rest}"),
             None => format!("{path}.{}", e.field),

@@ -167,6 +167,7 @@ mod crd;
 pub mod disaggregatedset;
 mod ephemeral;
 mod lifecycle;
+pub mod lws;
 mod mutating_policy;
 pub mod network_policy;
 pub mod networking;

@@ -146,7 +146,7 @@ impl ApiServer {
     pub(crate) async fn admit_validating(
         &self,
         a: &Attributes<'_>,
-        warnings: &crate::rest::Warnings,
+        warnings: &crate::warnings::Warnings,
     ) -> Result<(), ApiError> {
         let bindings = self.admission.bindings.all();
         if !bindings.is_empty() {

@@ -10,7 +10,7 @@
 
 use super::matching::conditions_hold;
 use super::Attributes;
-use crate::rest::Warnings;
+use crate::warnings::Warnings;
 use crate::ApiServer;
 use minik8s_api::meta;
 use minik8s_api::schema::cel;

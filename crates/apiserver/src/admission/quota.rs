@@ -16,7 +16,7 @@
 //! The quota controller (controller manager) recounts `status.used` from the
 //! objects, which corrects what a crash between charge and write left.
 
-use crate::rest::store_err;
+use crate::store::store_err;
 use crate::store::StoreError;
 use crate::ApiServer;
 use bytes::Bytes;

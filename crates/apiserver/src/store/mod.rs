@@ -136,3 +136,23 @@ pub trait Store: Send + Sync + 'static {
     /// Forgets history before `revision`.
     async fn compact(&self, revision: i64) -> Result<(), StoreError>;
 }
+
+/// A store error as the API reports it for `info`'s object `name`.
+pub(crate) fn store_err(
+    info: &minik8s_api::registry::ResourceInfo,
+    name: &str,
+    e: StoreError,
+) -> minik8s_api::ApiError {
+    match e {
+        StoreError::NotFound(_) => minik8s_api::ApiError::not_found(info, name),
+        StoreError::AlreadyExists(_) => minik8s_api::ApiError::already_exists(info, name),
+        StoreError::Conflict { .. } => minik8s_api::ApiError::modified(info, name),
+        StoreError::Gone {
+            requested,
+            compacted,
+        } => minik8s_api::ApiError::gone(format!(
+            "too old resource version: {requested} ({compacted})"
+        )),
+        StoreError::Internal(m) => minik8s_api::ApiError::internal(m),
+    }
+}

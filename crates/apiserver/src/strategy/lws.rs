@@ -18,7 +18,7 @@ impl super::Strategy for Lifecycle {
     }
 
     fn validate(&self, obj: &Value, old: Option<&Value>) -> Errors {
-        lws::validate(obj, old)
+        minik8s_api::validation::lws::validate(obj, old)
     }
 
     fn served_as_custom_resource(&self) -> bool {

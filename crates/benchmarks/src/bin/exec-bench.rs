@@ -116,6 +116,8 @@ async fn main() -> anyhow::Result<()> {
     through.sort_by(f64::total_cmp);
     bare.sort_by(f64::total_cmp);
 
+    // A free local port: a fixed one may be taken by whatever runs beside the bench.
+    let local_port = minik8s_testkit::free_port();
     let mut pf = bench_util::Proc(
         Command::new(minik8s_testkit::real_kubectl())
             .args([
@@ -123,7 +125,7 @@ async fn main() -> anyhow::Result<()> {
                 &cluster.server,
                 "port-forward",
                 "pod/exec-bench",
-                "18765:8080",
+                &format!("{local_port}:8080"),
             ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -134,7 +136,7 @@ async fn main() -> anyhow::Result<()> {
     for _ in 0..3 {
         let mut got = Err(anyhow::anyhow!("port-forward never answered"));
         for _ in 0..50 {
-            got = download("http://127.0.0.1:18765/big").await;
+            got = download(&format!("http://127.0.0.1:{local_port}/big")).await;
             if got.is_ok() {
                 break;
             }

@@ -18,6 +18,7 @@
 //! The restart history lives in the LWS annotation `minik8s.io/group-restarts`,
 //! so a restarted controller keeps it.
 
+use super::hash::held_for_replacement;
 use super::restarts::*;
 use crate::lws::{
     from_revision, headless_service, size_of, template_annotations, unique_per_replica,
@@ -205,14 +206,6 @@ fn has_condition(p: &Pod, type_: &str) -> bool {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
-}
-
-/// A Hash leader held by the PostTermination scheduling gate.
-pub(super) fn held_for_replacement(p: &Pod) -> bool {
-    p.spec
-        .as_ref()
-        .and_then(|s| s.scheduling_gates.as_ref())
-        .is_some_and(|g| g.iter().any(|g| g.name == REPLACEMENT_GATE))
 }
 
 // ---------------------------------------------------------------------------

@@ -23,7 +23,6 @@
 //! [`leaders_to_admit`], [`group_ready`]; the shells are
 //! `LwsController::sync_hash` and the group controller's Hash steps.
 
-use super::group::{held_for_replacement, GroupController};
 use super::restarts::{NOT_READY, READY};
 use super::rollout::*;
 use super::{headless_service, Applied, LwsController};
@@ -377,6 +376,14 @@ impl LwsController {
     }
 }
 
+/// A Hash leader held by the PostTermination scheduling gate.
+pub(super) fn held_for_replacement(p: &Pod) -> bool {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| g.iter().any(|g| g.name == REPLACEMENT_GATE))
+}
+
 /// The held leaders of the Hash set `pod` belongs to (their keys), when a
 /// pod of it comes or goes.
 pub fn held_leaders(pods: &minik8s_client::Cache<Pod>, pod: &Pod) -> Vec<String> {
@@ -393,76 +400,6 @@ pub fn held_leaders(pods: &minik8s_client::Cache<Pod>, pod: &Pod) -> Vec<String>
         .filter(|p| label(p, NAME) == Some(lws) && held_for_replacement(p))
         .map(|p| minik8s_client::informer::object_key(&p.metadata))
         .collect()
-}
-
-impl GroupController {
-    /// PostTermination: lifts the replacement gate of the leaders that may
-    /// go (see [`leaders_to_admit`]); the others look again in 10 s.
-    pub(super) async fn admit_replacements(
-        &self,
-        lws: &LeaderWorkerSet,
-        leader: &Pod,
-    ) -> Result<Action, ClientError> {
-        let ns = ns_of(&leader.metadata);
-        let lws_name = lws.metadata.name.clone().unwrap_or_default();
-        let pods = set_pods(&self.pods.by_index(NAMESPACE_INDEX, &ns), &lws_name);
-        let name = leader.metadata.name.clone().unwrap_or_default();
-        if !leaders_to_admit(&pods).contains(&name) {
-            return Ok(Action::RequeueAfter(REPLACEMENT_RETRY));
-        }
-        let gates: Vec<Value> = leader
-            .spec
-            .as_ref()
-            .and_then(|s| s.scheduling_gates.clone())
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|g| g.name != REPLACEMENT_GATE)
-            .map(|g| json!({"name": g.name}))
-            .collect();
-        // A merge patch replaces the list; the resourceVersion makes it
-        // fail rather than drop a gate someone added meanwhile.
-        let patch = json!({"metadata": {"resourceVersion": leader.metadata.resource_version},
-            "spec": {"schedulingGates": gates}});
-        let api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
-        match api.patch(&name, None, content::MERGE_PATCH, &patch).await {
-            Ok(_) => Ok(Action::Done),
-            Err(e) if e.is_conflict() => Ok(Action::RequeueAfter(Duration::from_millis(200))),
-            Err(e) if e.is_not_found() => Ok(Action::Done),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Sets the Hash leader's `group-ready` condition from its workers.
-    pub(super) async fn set_group_ready(
-        &self,
-        lws: &LeaderWorkerSet,
-        leader: &Pod,
-    ) -> Result<(), ClientError> {
-        if leader.metadata.deletion_timestamp.is_some() {
-            return Ok(());
-        }
-        let ns = ns_of(&leader.metadata);
-        let name = leader.metadata.name.clone().unwrap_or_default();
-        let workers = self
-            .statefulsets
-            .get(&format!("{ns}/{name}"))
-            .filter(|s| controller_of(&s.metadata).map(|o| o.0) == leader.metadata.uid);
-        let ready = group_ready(
-            size_of(&lws.spec.leader_worker_template),
-            workers.as_deref(),
-        );
-        let Some(patch) = group_ready_patch(leader, ready) else {
-            return Ok(());
-        };
-        let api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
-        match api
-            .patch(&name, Some("status"), CONDITION_PATCH, &patch)
-            .await
-        {
-            Err(e) if !e.is_not_found() => Err(e),
-            _ => Ok(()),
-        }
-    }
 }
 
 /// The headless Service a Hash group's workers (UniquePerReplica) resolve

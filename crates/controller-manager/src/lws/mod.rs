@@ -19,6 +19,7 @@
 //! [`leader_statefulset`]. `reconcile` is the shell.
 
 pub mod group;
+mod group_hash;
 pub mod hash;
 pub mod podgroup;
 pub mod restarts;

@@ -17,6 +17,7 @@
 
 pub mod backend;
 pub mod network_policy;
+pub mod tools;
 
 use crate::ServicePort;
 use minik8s_api::hash::{fnv32a, safe_encode};

@@ -48,6 +48,8 @@ pub fn passes(kubeconfig: &str) {
             "no:cacheprovider",
             "-q",
             "-rfE",
+            // Python's traceback format (see kr8s_suite.rs).
+            "--tb=native",
             "--timeout=300",
         ])
         .current_dir(run.path().join("src"))

@@ -61,6 +61,10 @@ pub fn passes(kubeconfig: &str) {
             "no:cacheprovider",
             "-q",
             "-rfE",
+            // Python's own traceback format: pytest's (which parses the
+            // test's source) once crashed with an INTERNALERROR while
+            // reporting a failure, ending the session without the rest.
+            "--tb=native",
             "--timeout=120",
             "-W",
             "ignore",

@@ -253,7 +253,7 @@ fn cluster_default_spreading_prefers_nodes_with_fewer_peers() {
     // Hostname (maxSkew 3, weight ln 4) only: the zone label is absent and
     // the default spares such nodes. n1: 2 * 1.386 + 2 = 5, n2: 2.
     assert_eq!(
-        crate::spread::scores(&incoming, &candidates, &s, Some(&sel)),
+        crate::spread::scores(&incoming, &candidates, s.nodes, s.placed, Some(&sel)),
         Some(vec![40, 100])
     );
     // No Service or controller selects it: no default spreading.
