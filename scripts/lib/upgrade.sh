@@ -57,13 +57,10 @@ upgrade_master() {
     [ "$to" -le $((from + 1)) ] || die "the master runs $running; upgrade one minor version at a time, not to $new"
     echo "==> master: $running -> $new"
   fi
-  for b in master kubectl minik8s-add-user minik8s-backup; do
-    [ -x "$bin_dir/$b" ] && install -m 0755 "$bin_dir/$b" "$root/usr/local/bin/$b"
-  done
-  # What the master serves joining and upgrading nodes: the node binaries
-  # beside it, and these scripts.
-  for b in kubelet kube-proxy nfs-fuse; do
-    [ -x "$bin_dir/$b" ] && install -m 0755 "$bin_dir/$b" "$root/usr/local/bin/$b"
+  # Its own binaries and what it serves joining and upgrading nodes: the
+  # node binaries beside it, and these scripts.
+  for b in master kubectl minik8s-add-user minik8s-backup kubelet kube-proxy nfs-fuse; do
+    if [ -x "$bin_dir/$b" ]; then install -m 0755 "$bin_dir/$b" "$root/usr/local/bin/$b"; fi
   done
   install_share_files
   install -m 0644 deploy/systemd/minik8s-master.service "$root/etc/systemd/system/"

@@ -11,7 +11,6 @@
 use super::*;
 use minik8s_api::k8s::api::core::v1::{Node, Pod};
 use minik8s_client::Api;
-use std::collections::HashSet;
 use std::time::Instant;
 
 /// How long kubectl waits before asking again for an eviction a disruption
@@ -20,10 +19,11 @@ const EVICTION_RETRY: Duration = Duration::from_secs(5);
 /// How often the evicted pods are looked up until they are gone.
 const POLL: Duration = Duration::from_millis(500);
 
-const DAEMONSET_FATAL: &str = "DaemonSet-managed Pods (use --ignore-daemonsets to ignore)";
+const DAEMONSET_FATAL: &str =
+    "cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore)";
 const DAEMONSET_WARNING: &str = "ignoring DaemonSet-managed Pods";
 const LOCAL_STORAGE_FATAL: &str =
-    "Pods with local storage (use --delete-emptydir-data to override)";
+    "cannot delete Pods with local storage (use --delete-emptydir-data to override)";
 const LOCAL_STORAGE_WARNING: &str = "deleting Pods with local storage";
 const UNMANAGED_FATAL: &str =
     "cannot delete Pods that declare no controller (use --force to override)";
@@ -135,18 +135,7 @@ pub(crate) fn plan(pods: &[Pod], opts: &DrainOptions) -> Plan {
     Plan {
         evict,
         warnings: warned.into_iter().map(line).collect(),
-        errors: fatal
-            .into_iter()
-            .map(|(what, pods)| {
-                // The fatal texts that do not start with "cannot" get it, as kubectl writes them.
-                let what = if what.starts_with("cannot ") {
-                    what.to_string()
-                } else {
-                    format!("cannot delete {what}")
-                };
-                format!("{what}: {}", pods.join(", "))
-            })
-            .collect(),
+        errors: fatal.into_iter().map(line).collect(),
     }
 }
 
@@ -219,7 +208,7 @@ pub(crate) async fn drain(client: &Client, node: &str, opts: &DrainOptions) -> R
     // up the pods it does not cover.
     let results = futures::future::join_all(plan.evict.iter().map(|pod| async move {
         remove(client, &pod.0, &pod.1, opts, deadline).await?;
-        wait_gone(client, std::slice::from_ref(pod), deadline).await
+        wait_gone(client, pod, deadline).await
     }))
     .await;
     let errors: Vec<String> = results
@@ -307,41 +296,29 @@ async fn remove(
     }
 }
 
-/// Waits until each evicted pod is gone (deleted, or replaced by a pod of
-/// the same name with another uid).
+/// Waits until the evicted pod is gone (deleted, or replaced by a pod of the
+/// same name with another uid).
 async fn wait_gone(
     client: &Client,
-    pods: &[(String, String, String)],
+    (ns, name, uid): &(String, String, String),
     deadline: Option<Instant>,
 ) -> Result<()> {
-    let mut left: HashSet<&(String, String, String)> = pods.iter().collect();
-    while !left.is_empty() {
-        let mut gone = Vec::new();
-        for p in &left {
-            let (ns, name, uid) = p;
-            match Api::<Pod>::namespaced(client, ns).get(name).await {
-                Ok(pod) if pod.metadata.uid.as_deref() != Some(uid.as_str()) => gone.push(*p),
-                Ok(_) => {}
-                Err(ClientError::Api(e)) if e.code == 404 => gone.push(*p),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        for p in gone {
-            println!("pod/{} evicted", p.1);
-            left.remove(p);
-        }
-        if left.is_empty() {
-            break;
+    let api = Api::<Pod>::namespaced(client, ns);
+    loop {
+        match api.get(name).await {
+            Ok(pod) if pod.metadata.uid.as_deref() != Some(uid.as_str()) => break,
+            Ok(_) => {}
+            Err(ClientError::Api(e)) if e.code == 404 => break,
+            Err(e) => return Err(e.into()),
         }
         if past(deadline) {
-            let names: Vec<String> = left.iter().map(|(ns, n, _)| format!("{ns}/{n}")).collect();
             bail!(
-                "drain did not complete within the timeout: pods still on the node: {}",
-                names.join(", ")
+                "drain did not complete within the timeout: pod {ns}/{name} is still on the node"
             );
         }
         tokio::time::sleep(POLL).await;
     }
+    println!("pod/{name} evicted");
     Ok(())
 }
 
