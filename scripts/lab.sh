@@ -629,6 +629,20 @@ cmd_start_node() {
   start_node_agents "$n"
 }
 
+# A fresh VM's PATH: Debian's tools, no Rust toolchain.
+MACHINE_PATH=/usr/sbin:/usr/bin:/sbin:/bin
+# run_join_script N LOG "ARGS" [VAR=value...]: on machine N, the command
+# `scripts/install.sh master` prints, `curl ... join.sh | bash -s - ARGS`,
+# with a VM's bare environment (and VARs); its output in LOG.
+run_join_script() {
+  local n=$1 logfile=$2 args=$3 d ca
+  shift 3
+  d=$(node_dir "$n") ca=$(base64 -w0 "$PKI/ca.crt")
+  in_ns "$(node_ns "$n")" env -i PATH=$MACHINE_PATH HOME="$d" TMPDIR="$d" "$@" bash -c \
+    "set -o pipefail; curl -fsSL --cacert <(echo $ca | base64 -d) $SERVER/minik8s/join.sh | bash -s - $args" \
+    >"$logfile" 2>&1
+}
+
 # A new machine joins the running lab as a lab VM joins a class cluster:
 # its namespace on the switch and its dockerd with the lab's images (what
 # `apt-get install docker.io` and scripts/images.sh give a VM), then the one
@@ -651,14 +665,10 @@ cmd_join() {
   start_dockerd "$n"
   until_ok 60 "node$n's dockerd" dk "$n" version
   dk "$n" load -q -i "$LAB_DIR/images.tar" >/dev/null
-  local ca token clean_path=/usr/sbin:/usr/bin:/sbin:/bin
-  env -i PATH=$clean_path bash -c 'command -v cargo || command -v rustc' >/dev/null &&
-    die "join: a Rust toolchain is on $clean_path: the new machine must not have one"
-  ca=$(base64 -w0 "$PKI/ca.crt") token=$(cat "$PKI/join-token")
-  # The command as the master prints it; only PATH and the target root differ from a VM's.
-  in_ns "$(node_ns "$n")" env -i PATH=$clean_path HOME="$d" TMPDIR="$d" bash -c \
-    "set -o pipefail; curl -fsSL --cacert <(echo $ca | base64 -d) $SERVER/minik8s/join.sh | bash -s - worker --token $token --node-ip $ip --node-name node$n --root $root" \
-    >"$d/join.log" 2>&1 || die "node$n did not join: $(tail -n 5 "$d/join.log")"
+  env -i PATH=$MACHINE_PATH bash -c 'command -v cargo || command -v rustc' >/dev/null &&
+    die "join: a Rust toolchain is on $MACHINE_PATH: the new machine must not have one"
+  run_join_script "$n" "$d/join.log" "worker --token $(cat "$PKI/join-token") --node-ip $ip --node-name node$n --root $root" ||
+    die "node$n did not join: $(tail -n 5 "$d/join.log")"
   log "node$n: installed below $root (the join's output: $d/join.log)"
   run_installed_unit "$n" kubelet
   until_ok 60 "node$n to get its certificates (see $d/kubelet.log)" test -s "$root/etc/minik8s/kube-proxy.conf"
@@ -707,7 +717,7 @@ cmd_upgrade_master() {
 # installed below nodeN/root, its units restarted, uncordoned. The machine's
 # systemctl is `lab.sh systemctl N` (no systemd in a namespace).
 cmd_upgrade() {
-  local n=${1:?usage: lab.sh upgrade N} d root ca clean_path=/usr/sbin:/usr/bin:/sbin:/bin
+  local n=${1:?usage: lab.sh upgrade N} d root
   d=$(node_dir "$n") root=$(node_dir "$n")/root
   [ -s "$root/etc/minik8s/minik8s.env" ] || die "upgrade: node$n was not joined with lab.sh join"
   cat >"$d/systemctl" <<EOF
@@ -716,11 +726,9 @@ cmd_upgrade() {
 LAB_DIR='$LAB_DIR' LAB_NAME='$LAB_NAME' LAB_NET='$LAB_NET' LAB_BIN='$LAB_BIN' LAB_NFS='$LAB_NFS' LAB_KUBELET_ARGS='$LAB_KUBELET_ARGS' exec bash '$ROOT/scripts/lab.sh' systemctl $n "\$@"
 EOF
   chmod +x "$d/systemctl"
-  ca=$(base64 -w0 "$PKI/ca.crt")
   log "node$n upgrades: the master's join script, upgrade"
-  in_ns "$(node_ns "$n")" env -i PATH=$clean_path HOME="$d" TMPDIR="$d" MINIK8S_SYSTEMCTL="$d/systemctl" bash -c \
-    "set -o pipefail; curl -fsSL --cacert <(echo $ca | base64 -d) $SERVER/minik8s/join.sh | bash -s - upgrade --root $root" \
-    >"$d/upgrade.log" 2>&1 || die "node$n did not upgrade: $(tail -n 5 "$d/upgrade.log")"
+  run_join_script "$n" "$d/upgrade.log" "upgrade --root $root" MINIK8S_SYSTEMCTL="$d/systemctl" ||
+    die "node$n did not upgrade: $(tail -n 5 "$d/upgrade.log")"
   log "node$n upgraded (the output: $d/upgrade.log)"
 }
 
