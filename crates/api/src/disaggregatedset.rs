@@ -2,8 +2,7 @@
 //! (`disaggregatedset.x-k8s.io/v1`, upstream kubernetes-sigs/lws): several
 //! LeaderWorkerSet *roles* (e.g. prefill and decode servers of one LLM)
 //! deployed, scaled and rolled together. The JSON is upstream's; defaults
-//! are its CRD's, validation (`validation::disaggregatedset`) its webhook's
-//! (`shared/reference/disaggregatedset.md` §1-2).
+//! are its CRD's, validation (`validation::disaggregatedset`) its webhook's.
 //!
 //! ```text
 //!   DisaggregatedSet D (slices 2, roles prefill, decode)
@@ -194,7 +193,7 @@ impl DisaggregatedSet {
     }
 }
 
-/// §4: the revision of the roles' templates, 8 hex characters over the
+/// The revision of the roles' templates, 8 hex characters over the
 /// names, leaderWorkerTemplates (and a Hash group identity) in spec order (upstream hashes with
 /// SHA-256, we with SHA-1: the reference allows any stable digest).
 pub fn revision(spec: &DisaggregatedSetSpec) -> String {
@@ -265,7 +264,7 @@ pub fn default_lws_spec_schema(spec: &mut Map<String, Value>) {
     }
 }
 
-/// The DisaggregatedSet CRD's defaults (§1): `slices` 1, `scaling.mode`
+/// The DisaggregatedSet CRD's defaults: `slices` 1, `scaling.mode`
 /// Static, `placementPolicy.type` None, and each role spec the LWS schema's.
 pub fn default(obj: &mut Value) {
     let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {

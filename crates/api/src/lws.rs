@@ -218,7 +218,7 @@ fn set_default(m: &mut Map<String, Value>, key: &str, v: Value) {
     }
 }
 
-/// The CRD schema defaults plus the mutating webhook (§2.1).
+/// The CRD schema defaults plus the mutating webhook.
 pub fn default(obj: &mut Value) {
     let Some(root) = obj.as_object_mut() else {
         return;

@@ -1,7 +1,6 @@
 //! What upstream LWS's pod webhook does, built into pod admission: every pod
 //! carrying `leaderworkerset.sigs.k8s.io/name` gets its group labels, its
-//! exclusive-placement affinity and the `LWS_*` environment at creation
-//! (`shared/reference/lws.md` §4-5.5, §5.8, §5.14-5.15).
+//! exclusive-placement affinity and the `LWS_*` environment at creation.
 //!
 //! ```text
 //!   leader  L-1     worker-index=0  group-index=1  group-key=sha1(ns/L-1)
@@ -101,7 +100,7 @@ pub fn trailing_ordinal(name: &str) -> Option<i64> {
     name.rsplit_once('-')?.1.parse().ok()
 }
 
-/// The subgroup of worker `j` in groups of `size` with subgroups of `s` (§5.14).
+/// The subgroup of worker `j` in groups of `size` with subgroups of `s`.
 pub fn subgroup_of_worker(j: i64, size: i64, s: i64) -> i64 {
     if s <= 0 {
         return 0;
@@ -216,7 +215,7 @@ fn env_of(c: &Value, name: &str) -> Option<String> {
     })
 }
 
-/// The TPU environment (§5.15): host list, worker id, name, process addresses.
+/// The TPU environment: host list, worker id, name, process addresses.
 fn add_tpu_env(pod: &mut Value, size: i64) {
     let name = str_at(pod, "/metadata/name")
         .unwrap_or_default()

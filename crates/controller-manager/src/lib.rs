@@ -12,13 +12,13 @@
 //! `Controller` (its triggers: `for_own`, `owns`, `watches`), and one runner
 //! drains every queue (the scheduler's too).
 //!
-//! Controllers: ReplicaSet (`replicaset.rs`), StatefulSet (`statefulset.rs`),
+//! Controllers: ReplicaSet (`replicaset.rs`), StatefulSet (`statefulset/`),
 //! LeaderWorkerSet (`lws/`: `mod.rs` for the set, `group.rs` for each group),
 //! DisaggregatedSet (`disaggregatedset/`: LWS roles rolled together),
 //! the garbage collector (`gc.rs`),
 //! Endpoints/EndpointSlices (`endpoints.rs`), node lifecycle with NoExecute
 //! eviction (`nodelifecycle.rs`), node IPAM (`nodeipam.rs`), the
-//! HorizontalPodAutoscaler (`hpa.rs`), namespace deletion (`namespace.rs`).
+//! HorizontalPodAutoscaler (`hpa/`), namespace deletion (`namespace.rs`).
 
 pub mod certificates;
 pub mod cronjob;

@@ -1,7 +1,6 @@
 //! DisaggregatedSet and its role scaler: the CRD schema's rules (sizes,
-//! patterns, enums, the CEL rule on replicas) and the validating webhook's
-//! (`shared/reference/disaggregatedset.md` §1.1-1.5), with upstream's
-//! messages and field paths. Beyond upstream, each role's embedded
+//! patterns, enums, the CEL rule on replicas) and the validating webhook's,
+//! with upstream's messages and field paths. Beyond upstream, each role's embedded
 //! LeaderWorkerSet spec is checked with the LWS rules here, so a bad role is
 //! refused at once instead of failing every reconcile later.
 

@@ -1,4 +1,4 @@
-//! Every rule of `disaggregatedset.md` §1.5 and §8 (webhook scenarios).
+//! Every rule of upstream's validating webhook, scenario by scenario.
 
 use super::*;
 

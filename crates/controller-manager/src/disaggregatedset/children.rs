@@ -1,5 +1,5 @@
-//! What a DisaggregatedSet's children look like (`disaggregatedset.md` §3,
-//! §5.5-5.8), as pure functions of the set and what exists: the LWS of a
+//! What a DisaggregatedSet's children look like (as upstream's
+//! controller makes them), as pure functions of the set and what exists: the LWS of a
 //! (slice, revision, role) with its labels and placement affinity, the
 //! role's headless `-prv` Service, the External role's scaler, each role's
 //! target, and the status with its conditions.
@@ -70,7 +70,7 @@ fn term(exprs: Vec<Value>, topology: &str) -> Value {
     json!({"labelSelector": {"matchExpressions": exprs}, "topologyKey": topology})
 }
 
-/// §5.7: the slice's pods share one domain of `topology`, which no other
+/// The slice's pods share one domain of `topology`, which no other
 /// slice of this set uses (nor, for ExclusiveTopology, any other set's slice).
 pub fn add_placement(template: &mut Value, ds: &str, slice: i32, policy: &PlacementPolicy) {
     let kind = policy.type_.as_deref().unwrap_or("None");
@@ -117,7 +117,7 @@ pub fn add_placement(template: &mut Value, ds: &str, slice: i32, policy: &Placem
     push(&mut spec["affinity"]["podAntiAffinity"], anti_terms);
 }
 
-/// §3: the LWS of `role` in `slice` at `revision` with `replicas` groups.
+/// The LWS of `role` in `slice` at `revision` with `replicas` groups.
 pub fn child_lws(
     ds: &DisaggregatedSet,
     role: &DisaggregatedRoleSpec,
@@ -162,7 +162,7 @@ pub fn child_lws(
         "metadata": metadata, "spec": spec})
 }
 
-/// §3: the headless, portless Service of one (slice, revision, role).
+/// The headless, portless Service of one (slice, revision, role).
 pub fn child_service(ds: &DisaggregatedSet, slice: i32, revision: &str, role: &str) -> Value {
     let d = name_of(ds);
     let selector = json!({NAME_LABEL: d, ROLE_LABEL: role, REVISION_LABEL: revision,
@@ -173,7 +173,7 @@ pub fn child_service(ds: &DisaggregatedSet, slice: i32, revision: &str, role: &s
         "spec": {"clusterIP": "None", "selector": selector}})
 }
 
-/// §2: the scaler of an External role, seeded with `replicas`.
+/// The scaler of an External role, seeded with `replicas`.
 pub fn child_scaler(ds: &DisaggregatedSet, role: &str, replicas: i64) -> Value {
     let d = name_of(ds);
     json!({"apiVersion": API_VERSION, "kind": SCALER_KIND,
@@ -182,7 +182,7 @@ pub fn child_scaler(ds: &DisaggregatedSet, role: &str, replicas: i64) -> Value {
         "spec": {"replicas": replicas}})
 }
 
-/// §5.6: what a role's new LWS should have per slice. External roles follow
+/// What a role's new LWS should have per slice. External roles follow
 /// their scaler (`scaler`), else keep what the new LWS has (`current_new`).
 pub fn target(role: &DisaggregatedRoleSpec, scaler: Option<i64>, current_new: i64) -> i64 {
     if role.is_external() {
@@ -206,7 +206,7 @@ pub fn scaler_seed(children: &[Child], role: &str) -> i64 {
     }
 }
 
-/// §1.4: per spec role, sums over every slice and revision.
+/// Per spec role, sums over every slice and revision.
 pub fn role_statuses(ds: &DisaggregatedSet, children: &[Child], revision: &str) -> Vec<RoleStatus> {
     ds.spec
         .roles
@@ -232,7 +232,7 @@ pub fn role_statuses(ds: &DisaggregatedSet, children: &[Child], revision: &str) 
 pub const AVAILABLE: &str = "Available";
 pub const PROGRESSING: &str = "Progressing";
 
-/// §5.8: whether every role has its target × slices groups, all ready and updated.
+/// Whether every role has its target × slices groups, all ready and updated.
 pub fn available(
     ds: &DisaggregatedSet,
     statuses: &[RoleStatus],
@@ -253,7 +253,7 @@ pub fn available(
     })
 }
 
-/// §5.8: Available and Progressing exclude each other; the one asserted is
+/// Available and Progressing exclude each other; the one asserted is
 /// True, its partner (if present) False with the asserted one's reason and
 /// message. lastTransitionTime moves only when a status flips.
 pub fn set_conditions(

@@ -1,4 +1,4 @@
-//! The managers' scenarios of `disaggregatedset.md` §8: names, labels,
+//! The scenarios of upstream's child managers: names, labels,
 //! owners, placement, Services, scalers, targets and status.
 
 use super::*;

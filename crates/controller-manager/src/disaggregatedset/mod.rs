@@ -15,9 +15,8 @@
 //!     └─ status: roleStatuses, Available | Progressing
 //! ```
 //!
-//! Pure cores: `planner.rs` (§5.4), `rollout.rs` (§5.2-5.5), `children.rs`
-//! (§3, §5.6-5.8). This file is the I/O shell. The reference is
-//! `shared/reference/disaggregatedset.md`; upstream's v0.9 legacy names
+//! Pure cores: `planner.rs`, `rollout.rs`, `children.rs`.
+//! This file is the I/O shell. Upstream's v0.9 legacy names
 //! (`D-r-R` without a slice) are never made by minik8s, so nothing here
 //! migrates them.
 
@@ -281,7 +280,7 @@ impl DisaggregatedSetController {
         Ok(())
     }
 
-    /// §5.5 for one slice.
+    /// For one slice.
     async fn sync_services(
         &self,
         ds: &DisaggregatedSet,
@@ -322,7 +321,7 @@ impl DisaggregatedSetController {
         Ok(())
     }
 
-    /// §5.1 step 2: LWS and Services of slices ≥ `slices`.
+    /// LWS and Services of slices ≥ `slices`.
     async fn remove_slices(
         &self,
         ds: &DisaggregatedSet,
@@ -354,7 +353,7 @@ impl DisaggregatedSetController {
         Ok(())
     }
 
-    /// §5.6: one scaler per External role; returns role → scaler replicas.
+    /// One scaler per External role; returns role → scaler replicas.
     async fn sync_scalers(
         &self,
         ds: &DisaggregatedSet,
@@ -412,7 +411,7 @@ impl DisaggregatedSetController {
         Ok(out)
     }
 
-    /// §2: each owned scaler's status: the role's groups and its selector.
+    /// Each owned scaler's status: the role's groups and its selector.
     async fn scaler_status(
         &self,
         ds: &DisaggregatedSet,
@@ -464,7 +463,7 @@ impl DisaggregatedSetController {
         Ok(())
     }
 
-    /// §5.8: roleStatuses and Available | Progressing, written when changed.
+    /// RoleStatuses and Available | Progressing, written when changed.
     async fn write_status(
         &self,
         ds: &DisaggregatedSet,

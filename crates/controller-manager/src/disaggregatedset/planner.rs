@@ -1,4 +1,4 @@
-//! The rollout planner of a DisaggregatedSet (`disaggregatedset.md` §5.4):
+//! The rollout planner of a DisaggregatedSet:
 //! given, per role, the replicas of the old revisions when the rollout began,
 //! now, and of the new revision, the next step moves every role forward in
 //! lockstep, so no revision ever has one role serving and another drained,
@@ -32,7 +32,7 @@ impl Default for RoleConfig {
 }
 
 impl RoleConfig {
-    /// §5.3: the role's configuration scaled against its target; a pair
+    /// The role's configuration scaled against its target; a pair
     /// that scales to 0/0 keeps the default.
     pub fn scaled(
         max_unavailable: Option<&serde_json::Value>,
@@ -108,7 +108,7 @@ fn prevent_orphans(x: &mut [i64], n: &[i64], input: &Input) {
     }
 }
 
-/// §5.4 `ComputeNextStep`: `None` when the rollout is complete.
+/// `ComputeNextStep`: `None` when the rollout is complete.
 pub fn next_step(input: &Input) -> Option<Step> {
     let n = input.target.len();
     let (old0, old, new, target, cfg) = (

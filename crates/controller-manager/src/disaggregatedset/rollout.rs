@@ -1,4 +1,4 @@
-//! One slice of a DisaggregatedSet, decided (`disaggregatedset.md` §5.2-5.5):
+//! One slice of a DisaggregatedSet, decided:
 //! drained old revisions go; with nothing old serving, each role's LWS is
 //! created or rescaled to its target; otherwise the rollout path asks the
 //! planner for the next step and turns it into LWS writes, draining the
@@ -64,7 +64,7 @@ pub struct Plan {
 /// A spec role with the value of its scaler (External roles).
 pub type RoleView<'a> = (&'a DisaggregatedRoleSpec, Option<i64>);
 
-/// §5.2-5.3 for one slice: `children` are this slice's LWS.
+/// For one slice: `children` are this slice's LWS.
 pub fn plan_slice(revision: &str, roles: &[RoleView], children: &[Child]) -> Plan {
     let mut plan = Plan::default();
     // a. Old revisions whose every LWS is at 0 are deleted as a unit.
@@ -231,7 +231,7 @@ pub fn plan_slice(revision: &str, roles: &[RoleView], children: &[Child]) -> Pla
     plan
 }
 
-/// §5.3 scale down: each role's budget drains the newest old revision first;
+/// Scale down: each role's budget drains the newest old revision first;
 /// a revision in which some role would reach 0 goes to 0 for every role.
 fn scale_down(names: &[String], current_old: &[i64], past: &[i64], old: &[&Child]) -> Vec<Op> {
     let mut budget: Vec<i64> = current_old.iter().zip(past).map(|(c, p)| c - p).collect();
@@ -283,7 +283,7 @@ fn scale_down(names: &[String], current_old: &[i64], past: &[i64], old: &[&Child
     ops
 }
 
-/// §5.5: the Services of one slice to create (roles) and delete (names),
+/// The Services of one slice to create (roles) and delete (names),
 /// given the slice's LWS and its Services as (name, revision).
 pub fn plan_services(
     ds: &str,

@@ -1,4 +1,4 @@
-//! The controller and executor scenarios of `disaggregatedset.md` §8.
+//! The scenarios of upstream's controller and rollout executor.
 
 use super::*;
 use serde_json::json;

@@ -47,7 +47,7 @@ use std::time::Duration;
 const EXPERIMENTAL_AFTER_START: &str =
     "leaderworkerset.sigs.k8s.io/experimental-recreate-group-after-start";
 
-/// Upstream's trigger (§5.9): the pod is being deleted, or it runs (or waits)
+/// Upstream's trigger: the pod is being deleted, or it runs (or waits)
 /// with a container that has restarted.
 pub fn restart_triggered(pod: &Pod) -> bool {
     if pod.metadata.deletion_timestamp.is_some() {
@@ -64,7 +64,7 @@ pub fn restart_triggered(pod: &Pod) -> bool {
         .any(|c| c.restart_count > 0)
 }
 
-/// §5.7: the worker StatefulSet of `leader`, from the revision it was created from.
+/// The worker StatefulSet of `leader`, from the revision it was created from.
 pub fn worker_statefulset(
     lws: &LeaderWorkerSet,
     leader: &Pod,
@@ -305,7 +305,7 @@ impl GroupController {
         crate::lws::record_event(&self.client, lws, type_, reason, message).await;
     }
 
-    /// §5.9 plus the minik8s backoff and limit. Returns whether the group's
+    /// Plus the minik8s backoff and limit. Returns whether the group's
     /// leader was deleted to recreate the group.
     async fn restart_policy(
         &self,

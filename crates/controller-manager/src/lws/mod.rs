@@ -13,9 +13,9 @@
 //!     └── ControllerRevision demo-<hash>-<n> (leaderWorkerTemplate + networkConfig)
 //! ```
 //!
-//! Pure core: [`Rollout`], [`partition_and_replicas`] (§5.10 of
-//! `shared/reference/lws.md`, checked against every worked trace there),
-//! [`status_of`] and [`set_conditions`] (§5.12), [`revision_payload`],
+//! Pure core: [`Rollout`], [`partition_and_replicas`] (upstream's
+//! rolling-update rule, checked against worked traces),
+//! [`status_of`] and [`set_conditions`], [`revision_payload`],
 //! [`leader_statefulset`]. `reconcile` is the shell.
 
 pub mod group;
@@ -79,7 +79,7 @@ pub struct LwsController {
     workloads: Cache<Workload>,
 }
 
-/// Whether group `idx` of `lws` is ready and updated (§5.10), from the caches.
+/// Whether group `idx` of `lws` is ready and updated, from the caches.
 pub fn group_state(
     pods: &Cache<Pod>,
     statefulsets: &Cache<StatefulSet>,
@@ -353,7 +353,7 @@ impl LwsController {
         .await
     }
 
-    /// The shared headless Service (§3) unless each group has its own.
+    /// The shared headless Service unless each group has its own.
     async fn ensure_shared_service(&self, lws: &LeaderWorkerSet) -> Result<(), ClientError> {
         let (ns, name) = (
             ns_of(&lws.metadata),
@@ -403,7 +403,7 @@ pub(crate) async fn record_event(
     events::record(client, "lws-controller", about, type_, reason, message).await;
 }
 
-/// A headless Service that publishes not-ready addresses (§3).
+/// A headless Service that publishes not-ready addresses.
 pub fn headless_service(name: &str, ns: &str, selector: Value, owner: Value) -> Value {
     let lws = selector[NAME].clone();
     json!({"apiVersion": "v1", "kind": "Service",
@@ -423,7 +423,7 @@ fn labelled(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -
 impl Reconciler for LwsController {
     const NAME: &'static str = "leaderworkerset";
 
-    /// Converges one LeaderWorkerSet (§5.2).
+    /// Converges one LeaderWorkerSet.
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
         crate::workload_metrics::timed(Self::NAME, self.sync(key)).await
     }
@@ -455,7 +455,7 @@ impl LwsController {
             // The old leader set is still going: look again shortly.
             return Ok(Action::RequeueAfter(Duration::from_secs(5)));
         }
-        // Revisions (§5.3).
+        // Revisions.
         let payload = revision_payload(&lws);
         let mut rev_key = revision_hash(&payload);
         let revisions = self.owned_revisions(&lws);
@@ -499,7 +499,7 @@ impl LwsController {
                 .await;
         }
 
-        // Leader StatefulSet (§5.4, §5.10).
+        // Leader StatefulSet.
         let rollout = Rollout::of(&lws);
         let size = size_of(&lws.spec.leader_worker_template);
         let group = |i: i32| {
@@ -593,7 +593,7 @@ impl LwsController {
 
         self.ensure_shared_service(&lws).await?;
 
-        // Status (§5.12).
+        // Status.
         let groups: Vec<GroupStatus> = self
             .pods
             .by_index(NAMESPACE_INDEX, &ns)
@@ -699,7 +699,7 @@ impl LwsController {
             }
         }
 
-        // Prune revisions once the rollout is over (§5.2 step 9).
+        // Prune revisions once the rollout is over.
         let done = rollout.partition == 0
             && (0..rollout.replicas).all(|i| {
                 group(i)

@@ -82,7 +82,7 @@ fn render(resource: &str, v: f64) -> String {
     }
 }
 
-/// §6: one leader's requests plus (size − 1) workers'.
+/// One leader's requests plus (size − 1) workers'.
 pub fn min_resources(lws: &LeaderWorkerSet) -> Map<String, Value> {
     let lwt = &lws.spec.leader_worker_template;
     let worker = pod_requests(lwt.worker_template.spec.as_ref());

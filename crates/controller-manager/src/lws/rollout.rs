@@ -1,6 +1,6 @@
-//! The LeaderWorkerSet controller's pure core: rollout arithmetic (§5.10),
-//! status and conditions (§5.12), revisions (§5.3) and the leader
-//! StatefulSet (§5.4), computed from what is observed.
+//! The LeaderWorkerSet controller's pure core: rollout arithmetic,
+//! status and conditions, revisions and the leader
+//! StatefulSet, computed from what is observed.
 
 use crate::ns_of;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -89,7 +89,7 @@ pub struct Group {
     pub updated: bool,
 }
 
-/// §5.10: the leader StatefulSet's `(partition, replicas)`.
+/// The leader StatefulSet's `(partition, replicas)`.
 pub fn partition_and_replicas(
     r: &Rollout,
     sts: Option<&LeaderSts>,
@@ -154,7 +154,7 @@ pub struct GroupStatus {
     pub updated: bool,
 }
 
-/// Which conditions the status asserts (§5.12).
+/// Which conditions the status asserts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Assert {
     Updating,
@@ -162,7 +162,7 @@ pub enum Assert {
     Progressing,
 }
 
-/// §5.12: `(readyReplicas, updatedReplicas, which conditions)`.
+/// `(readyReplicas, updatedReplicas, which conditions)`.
 pub fn status_of(groups: &[GroupStatus], r: &Rollout) -> (i32, i32, Assert) {
     let count = |f: &dyn Fn(&GroupStatus) -> bool| groups.iter().filter(|g| f(g)).count() as i32;
     let ready = count(&|g| g.ready);
@@ -260,7 +260,7 @@ pub(super) fn condition_type(t: &str) -> &'static str {
     }
 }
 
-/// §5.3: what a revision holds, `leaderWorkerTemplate` and `networkConfig`
+/// What a revision holds, `leaderWorkerTemplate` and `networkConfig`
 /// (nil treated as Shared), each marked "replace".
 pub fn revision_payload(lws: &LeaderWorkerSet) -> Value {
     let mut lwt = serde_json::to_value(&lws.spec.leader_worker_template).unwrap_or(json!({}));
@@ -305,7 +305,7 @@ pub(super) fn inherited(m: &Option<BTreeMap<String, String>>) -> BTreeMap<String
     out
 }
 
-/// Annotations both pod templates carry (§5.4, §5.7): size, placement,
+/// Annotations both pod templates carry: size, placement,
 /// subgroups, gang scheduling.
 pub fn template_annotations(
     lws: &LeaderWorkerSet,
@@ -406,7 +406,7 @@ pub(super) fn leaders(lws: &LeaderWorkerSet, key: &str) -> Leaders {
     }
 }
 
-/// §5.4: the leader StatefulSet.
+/// The leader StatefulSet.
 pub fn leader_statefulset(
     lws: &LeaderWorkerSet,
     key: &str,
