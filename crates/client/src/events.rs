@@ -2,7 +2,8 @@
 //! did to an object. Best effort, as client-go's recorder: a failed write is
 //! logged, never an error for the caller.
 //!
-//! Like client-go's EventCorrelator, repeats do not pile up:
+//! A component records through its [`Recorder`] (client-go's
+//! EventRecorder). Like client-go's EventCorrelator, repeats do not pile up:
 //!
 //! ```text
 //!  record(pod web-1, FailedScheduling, "0/3 nodes are available ...")
@@ -23,7 +24,7 @@ use minik8s_api::meta::now_rfc3339;
 use minik8s_api::registry;
 use serde_json::json;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The object an Event is about.
@@ -140,87 +141,132 @@ impl Correlator {
     }
 }
 
-static CORRELATOR: LazyLock<Mutex<Correlator>> = LazyLock::new(Default::default);
-
-fn correlator() -> std::sync::MutexGuard<'static, Correlator> {
-    CORRELATOR.lock().unwrap_or_else(|p| p.into_inner())
+/// An Event's type: what `kubectl get events` shows in TYPE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// Something expected happened (Scheduled, Pulled, SuccessfulCreate).
+    Normal,
+    /// Something the user should look at (FailedScheduling, BackOff).
+    Warning,
 }
 
-/// Records one Event (`type_` is "Normal" or "Warning") from `component`.
-pub async fn record(
-    client: &Client,
-    component: &str,
-    about: Involved<'_>,
-    type_: &str,
-    reason: &str,
-    message: &str,
-) {
-    let ns = about.meta.namespace.as_deref().unwrap_or("default");
-    let name = about.meta.name.as_deref().unwrap_or("");
-    let uid = about.meta.uid.as_deref().unwrap_or("");
-    let now = now_rfc3339();
-    // Kubernetes names events <object>.<unique hex suffix>.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    // client-go's spam key: the source, the object, type, reason and message.
-    let key = [
-        client.base_url(),
-        component,
-        about.kind,
-        ns,
-        name,
-        uid,
-        type_,
-        reason,
-        message,
-    ]
-    .join("\u{1}");
-    let decision = correlator().decide(
-        key.clone(),
-        key.clone(),
-        format!("{name}.{nanos:x}"),
-        Instant::now(),
-    );
-    let api = client.dynamic(registry::of::<Event>(), Some(ns));
-    let create = |event_name: String| {
-        json!({"apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": event_name, "namespace": ns},
-            "involvedObject": {"apiVersion": about.api_version, "kind": about.kind, "namespace": ns, "name": name,
-                               "uid": about.meta.uid, "resourceVersion": about.meta.resource_version},
-            "reason": reason, "message": message, "type": type_, "source": {"component": component},
-            "reportingComponent": component, "reportingInstance": component,
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1})
-    };
-    let result = match decision {
-        Decision::Drop => {
-            tracing::debug!(%reason, object = %name, "event dropped by the spam filter");
-            return;
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
         }
-        Decision::Create { name } => api.create(&create(name)).await.map(|_| ()),
-        Decision::Bump {
-            name: event_name,
-            count,
-        } => {
-            let patch = json!({"count": count, "lastTimestamp": now, "message": message});
-            match api
-                .patch(&event_name, None, "application/merge-patch+json", &patch)
-                .await
-            {
-                Ok(_) => Ok(()),
-                // It expired or was deleted: start over with a new Event.
-                Err(e) if e.is_not_found() => {
-                    let fresh = format!("{name}.{nanos:x}");
-                    correlator().remember(key, fresh.clone(), 1);
-                    api.create(&create(fresh)).await.map(|_| ())
-                }
-                Err(e) => Err(e),
+    }
+}
+
+/// One component's recorder (client-go's EventRecorder): Events from
+/// `component`, with its own correlator, so repeats are counted and spam
+/// dropped per component as client-go does per broadcaster. Clones share it.
+#[derive(Clone)]
+pub struct Recorder {
+    client: Client,
+    component: Arc<str>,
+    correlator: Arc<Mutex<Correlator>>,
+}
+
+impl Recorder {
+    pub fn new(client: Client, component: impl Into<Arc<str>>) -> Recorder {
+        Recorder {
+            client,
+            component: component.into(),
+            correlator: Arc::default(),
+        }
+    }
+
+    fn correlator(&self) -> std::sync::MutexGuard<'_, Correlator> {
+        self.correlator.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records an Event about `obj`, a typed object.
+    pub async fn event<K>(&self, obj: &K, type_: EventType, reason: &str, message: &str)
+    where
+        K: k8s_openapi::Resource + k8s_openapi::Metadata<Ty = ObjectMeta>,
+    {
+        let about = Involved {
+            api_version: K::API_VERSION,
+            kind: K::KIND,
+            meta: obj.metadata(),
+        };
+        self.record(about, type_, reason, message).await;
+    }
+
+    /// Records one Event about `about`.
+    pub async fn record(&self, about: Involved<'_>, type_: EventType, reason: &str, message: &str) {
+        let client = &self.client;
+        let component = &*self.component;
+        let type_ = type_.as_str();
+        let ns = about.meta.namespace.as_deref().unwrap_or("default");
+        let name = about.meta.name.as_deref().unwrap_or("");
+        let uid = about.meta.uid.as_deref().unwrap_or("");
+        let now = now_rfc3339();
+        // Kubernetes names events <object>.<unique hex suffix>.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        // client-go's spam key: the source, the object, type, reason and message.
+        let key = [
+            client.base_url(),
+            component,
+            about.kind,
+            ns,
+            name,
+            uid,
+            type_,
+            reason,
+            message,
+        ]
+        .join("\u{1}");
+        let decision = self.correlator().decide(
+            key.clone(),
+            key.clone(),
+            format!("{name}.{nanos:x}"),
+            Instant::now(),
+        );
+        let api = client.dynamic(registry::of::<Event>(), Some(ns));
+        let create = |event_name: String| {
+            json!({"apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": event_name, "namespace": ns},
+                "involvedObject": {"apiVersion": about.api_version, "kind": about.kind, "namespace": ns, "name": name,
+                                   "uid": about.meta.uid, "resourceVersion": about.meta.resource_version},
+                "reason": reason, "message": message, "type": type_, "source": {"component": component},
+                "reportingComponent": component, "reportingInstance": component,
+                "firstTimestamp": now, "lastTimestamp": now, "count": 1})
+        };
+        let result = match decision {
+            Decision::Drop => {
+                tracing::debug!(%reason, object = %name, "event dropped by the spam filter");
+                return;
             }
+            Decision::Create { name } => api.create(&create(name)).await.map(|_| ()),
+            Decision::Bump {
+                name: event_name,
+                count,
+            } => {
+                let patch = json!({"count": count, "lastTimestamp": now, "message": message});
+                match api
+                    .patch(&event_name, None, "application/merge-patch+json", &patch)
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    // It expired or was deleted: start over with a new Event.
+                    Err(e) if e.is_not_found() => {
+                        let fresh = format!("{name}.{nanos:x}");
+                        self.correlator().remember(key, fresh.clone(), 1);
+                        api.create(&create(fresh)).await.map(|_| ())
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        if let Err(e) = result {
+            tracing::debug!(%reason, error = %e, "recording event");
         }
-    };
-    if let Err(e) = result {
-        tracing::debug!(%reason, error = %e, "recording event");
     }
 }
 

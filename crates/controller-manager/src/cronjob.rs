@@ -23,7 +23,7 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use minik8s_api::cron::{self, Schedule};
 use minik8s_api::registry;
 use minik8s_client::controller::{Action, Controller, Reconciler};
-use minik8s_client::events::{self, Involved};
+use minik8s_client::events::{EventType, Recorder};
 use minik8s_client::rest::content;
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
 use minik8s_client::{Cache, Client, ClientError, DeleteParams, SharedInformers, WorkQueue};
@@ -105,6 +105,7 @@ fn scheduled_at(job: &Job) -> Option<DateTime<Utc>> {
 
 pub struct CronJobController {
     client: Client,
+    recorder: Recorder,
     cron_jobs: Cache<CronJob>,
     jobs: Cache<Job>,
     clock: Arc<dyn Clock>,
@@ -117,6 +118,7 @@ impl CronJobController {
         clock: Arc<dyn Clock>,
     ) -> Result<Controller<Self>, AlreadyStarted> {
         let ctl = Arc::new(CronJobController {
+            recorder: Recorder::new(client.clone(), "cronjob-controller"),
             client,
             cron_jobs: informers.cache(),
             jobs: informers.cache(),
@@ -125,23 +127,6 @@ impl CronJobController {
         Controller::new(ctl, WorkQueue::new())
             .for_own::<CronJob>(informers)?
             .owns::<Job>(informers, "CronJob")
-    }
-
-    async fn event(&self, cj: &CronJob, type_: &str, reason: &str, message: &str) {
-        let about = Involved {
-            api_version: "batch/v1",
-            kind: "CronJob",
-            meta: &cj.metadata,
-        };
-        events::record(
-            &self.client,
-            "cronjob-controller",
-            about,
-            type_,
-            reason,
-            message,
-        )
-        .await;
     }
 
     async fn delete_job(&self, cj: &CronJob, job: &Job) -> Result<(), ClientError> {
@@ -155,13 +140,14 @@ impl CronJobController {
         };
         match api.delete(&name, &dp).await {
             Ok(_) => {
-                self.event(
-                    cj,
-                    "Normal",
-                    "SuccessfulDelete",
-                    &format!("Deleted job {name}"),
-                )
-                .await;
+                self.recorder
+                    .event(
+                        cj,
+                        EventType::Normal,
+                        "SuccessfulDelete",
+                        &format!("Deleted job {name}"),
+                    )
+                    .await;
                 Ok(())
             }
             Err(e) if e.is_not_found() => Ok(()),
@@ -193,13 +179,14 @@ impl CronJobController {
             .dynamic(registry::of::<Job>(), Some(&ns_of(&cj.metadata)));
         match api.create(&job).await {
             Ok(v) => {
-                self.event(
-                    cj,
-                    "Normal",
-                    "SuccessfulCreate",
-                    &format!("Created job {name}"),
-                )
-                .await;
+                self.recorder
+                    .event(
+                        cj,
+                        EventType::Normal,
+                        "SuccessfulCreate",
+                        &format!("Created job {name}"),
+                    )
+                    .await;
                 Ok(Some(v))
             }
             Err(e) if e.api().is_some_and(|a| a.is_already_exists()) => Ok(None),
@@ -253,7 +240,9 @@ impl Reconciler for CronJobController {
             let how = finished(job).unwrap_or_default();
             if was_active.contains(&name) {
                 let note = format!("Saw completed job: {name}, status: {how}");
-                self.event(&cj, "Normal", "SawCompletedJob", &note).await;
+                self.recorder
+                    .event(&*cj, EventType::Normal, "SawCompletedJob", &note)
+                    .await;
             }
             if how == "Complete" {
                 let done = job
@@ -303,7 +292,8 @@ impl Reconciler for CronJobController {
             let (due, count) = most_recent(&schedule, tz, earliest, now);
             if count > MAX_MISSED {
                 let note = format!("too many missed start times: {count}. Set or decrease .spec.startingDeadlineSeconds or check clock skew");
-                self.event(&cj, "Warning", "TooManyMissedTimes", &note)
+                self.recorder
+                    .event(&*cj, EventType::Warning, "TooManyMissedTimes", &note)
                     .await;
             }
             // The Job of that time exists already (our status write is not in
@@ -323,10 +313,14 @@ impl Reconciler for CronJobController {
                     spec.concurrency_policy.as_deref() == Some("Forbid") && !active.is_empty();
                 if late {
                     let note = format!("Missed scheduled time to start a job: {}", t.to_rfc3339());
-                    self.event(&cj, "Warning", "MissSchedule", &note).await;
+                    self.recorder
+                        .event(&*cj, EventType::Warning, "MissSchedule", &note)
+                        .await;
                 } else if forbid {
                     let note = "Not starting job because prior execution is running and concurrency policy is Forbid";
-                    self.event(&cj, "Normal", "JobAlreadyActive", note).await;
+                    self.recorder
+                        .event(&*cj, EventType::Normal, "JobAlreadyActive", note)
+                        .await;
                 } else {
                     if spec.concurrency_policy.as_deref() == Some("Replace") {
                         for job in jobs.iter().filter(|j| finished(j).is_none()) {

@@ -25,6 +25,7 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, Taint};
 use minik8s_api::registry;
 use minik8s_api::taints::toleration_matches;
 use minik8s_client::controller::{Action, Controller, Reconciler};
+use minik8s_client::events::{EventType, Recorder};
 use minik8s_client::informer::IndexFn;
 use minik8s_client::rest::content;
 use minik8s_client::shared::AlreadyStarted;
@@ -199,6 +200,7 @@ pub struct Timing {
 
 pub struct NodeLifecycleController {
     client: Client,
+    recorder: Recorder,
     nodes: Cache<Node>,
     leases: Cache<Lease>,
     pods: Cache<Pod>,
@@ -225,6 +227,7 @@ impl NodeLifecycleController {
         });
         pods.add_index(BY_NODE, by_node);
         let ctl = Arc::new(NodeLifecycleController {
+            recorder: Recorder::new(client.clone(), "taint-eviction-controller"),
             client,
             nodes: informers.cache(),
             leases: informers.cache(),
@@ -372,7 +375,14 @@ impl NodeLifecycleController {
                         ..Default::default()
                     };
                     match api.delete(pod_name, &dp).await {
-                        Ok(_) => self.event(&pod, node).await,
+                        Ok(_) => {
+                            let note = format!(
+                                "Marking for deletion Pod {ns}/{pod_name} (node {node} is tainted)"
+                            );
+                            self.recorder
+                                .event(&*pod, EventType::Normal, "TaintManagerEviction", &note)
+                                .await
+                        }
                         Err(e) if e.is_not_found() || e.is_conflict() => {}
                         Err(e) => return Err(e),
                     }
@@ -380,26 +390,6 @@ impl NodeLifecycleController {
             }
         }
         Ok(next.map(|at| (at - now).to_std().unwrap_or_default() + Duration::from_millis(200)))
-    }
-
-    async fn event(&self, pod: &Pod, node: &str) {
-        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let name = pod.metadata.name.as_deref().unwrap_or("");
-        let about = minik8s_client::events::Involved {
-            api_version: "v1",
-            kind: "Pod",
-            meta: &pod.metadata,
-        };
-        let message = format!("Marking for deletion Pod {ns}/{name} (node {node} is tainted)");
-        minik8s_client::events::record(
-            &self.client,
-            "taint-eviction-controller",
-            about,
-            "Normal",
-            "TaintManagerEviction",
-            &message,
-        )
-        .await;
     }
 }
 

@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use minik8s_api::registry;
 use minik8s_api::selector::Selector;
 use minik8s_client::controller::{Action, Controller, Reconciler};
-use minik8s_client::events::{self, Involved};
+use minik8s_client::events::{EventType, Involved, Recorder};
 use minik8s_client::informer::{object_key, Event};
 use minik8s_client::rest::content;
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
@@ -237,6 +237,7 @@ impl Owners {
 
 pub struct ReplicaSetController {
     client: Client,
+    recorder: Recorder,
     sets: Owners,
     pods: Cache<Pod>,
     expectations: Expectations,
@@ -325,10 +326,18 @@ impl ReplicaSetController {
                 match r {
                     Ok(created) => {
                         let name = created["metadata"]["name"].as_str().unwrap_or_default();
-                        said.push(("Normal", "SuccessfulCreate", format!("Created pod: {name}")));
+                        said.push((
+                            EventType::Normal,
+                            "SuccessfulCreate",
+                            format!("Created pod: {name}"),
+                        ));
                     }
                     Err(e) => {
-                        said.push(("Warning", "FailedCreate", format!("Error creating: {e}")));
+                        said.push((
+                            EventType::Warning,
+                            "FailedCreate",
+                            format!("Error creating: {e}"),
+                        ));
                         failed.push(e);
                     }
                 }
@@ -345,16 +354,12 @@ impl ReplicaSetController {
     /// Events on the set (SuccessfulCreate, SuccessfulDelete and their
     /// failures), recorded in order in the background as client-go's
     /// broadcaster does: a scale-up of 1,000 does not wait for 1,000 events.
-    fn events(&self, rs: &ReplicaSet, said: Vec<(&'static str, &'static str, String)>) {
+    fn events(&self, rs: &ReplicaSet, said: Vec<(EventType, &'static str, String)>) {
         if said.is_empty() {
             return;
         }
         let (api_version, kind) = self.sets.kind();
-        let component = match self.sets {
-            Owners::ReplicaSets(_) => "replicaset-controller",
-            Owners::ReplicationControllers(_) => "replication-controller",
-        };
-        let client = self.client.clone();
+        let recorder = self.recorder.clone();
         let meta = rs.metadata.clone();
         tokio::spawn(async move {
             for (type_, reason, message) in said {
@@ -363,7 +368,7 @@ impl ReplicaSetController {
                     kind,
                     meta: &meta,
                 };
-                events::record(&client, component, about, type_, reason, &message).await;
+                recorder.record(about, type_, reason, &message).await;
             }
         });
     }
@@ -384,7 +389,12 @@ impl ReplicaSetController {
     }
 
     fn on(client: Client, informers: &SharedInformers, sets: Owners) -> ReplicaSetController {
+        let component = match sets {
+            Owners::ReplicaSets(_) => "replicaset-controller",
+            Owners::ReplicationControllers(_) => "replication-controller",
+        };
         ReplicaSetController {
+            recorder: Recorder::new(client.clone(), component),
             client,
             sets,
             pods: informers.cache(),
@@ -476,7 +486,7 @@ impl ReplicaSetController {
                     let victim = v.metadata.name.as_deref().unwrap_or("");
                     match pod_api.delete(victim, &DeleteParams::default()).await {
                         Ok(_) => said.push((
-                            "Normal",
+                            EventType::Normal,
                             "SuccessfulDelete",
                             format!("Deleted pod: {victim}"),
                         )),
@@ -484,7 +494,7 @@ impl ReplicaSetController {
                             self.observed(key, 0, 1);
                             if !e.is_not_found() {
                                 said.push((
-                                    "Warning",
+                                    EventType::Warning,
                                     "FailedDelete",
                                     format!("Error deleting: {e}"),
                                 ));

@@ -18,7 +18,7 @@ use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
 use minik8s_api::dra::{DELETE_PROTECTION, POD_CLAIM_NAME};
 use minik8s_api::registry;
 use minik8s_client::controller::{controller_of, Action, Controller, Reconciler};
-use minik8s_client::events::{self, Involved};
+use minik8s_client::events::{EventType, Recorder};
 use minik8s_client::informer::{object_key, Event};
 use minik8s_client::rest::content;
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
@@ -32,6 +32,7 @@ const TEMPLATE_RETRY: Duration = Duration::from_secs(10);
 
 pub struct ResourceClaimController {
     client: Client,
+    recorder: Recorder,
     pods: Cache<Pod>,
     claims: Cache<ResourceClaim>,
     templates: Cache<ResourceClaimTemplate>,
@@ -162,6 +163,7 @@ impl ResourceClaimController {
         informers: &SharedInformers,
     ) -> Result<Controller<Self>, AlreadyStarted> {
         let ctl = Arc::new(ResourceClaimController {
+            recorder: Recorder::new(client.clone(), "resource_claim"),
             client,
             pods: informers.cache(),
             claims: informers.cache(),
@@ -170,23 +172,6 @@ impl ResourceClaimController {
         Controller::new(ctl, WorkQueue::new())
             .watches::<Pod, _>(informers, |_, ev| pod_keys(ev))
             .and_then(|c| c.watches::<ResourceClaim, _>(informers, |_, ev| claim_keys(ev)))
-    }
-
-    async fn event(&self, pod: &Pod, reason: &str, message: &str) {
-        let about = Involved {
-            api_version: "v1",
-            kind: "Pod",
-            meta: &pod.metadata,
-        };
-        events::record(
-            &self.client,
-            "resource_claim",
-            about,
-            "Warning",
-            reason,
-            message,
-        )
-        .await
     }
 
     async fn sync_pod(&self, key: &str) -> Result<Action, ClientError> {
@@ -221,7 +206,13 @@ impl ResourceClaimController {
                             "PodResourceClaim {}: resource claim template \"{template_name}\": resourceclaimtemplate.resource.k8s.io \"{template_name}\" not found",
                             entry.name
                         );
-                        self.event(&pod, "FailedResourceClaimCreation", &message)
+                        self.recorder
+                            .event(
+                                &*pod,
+                                EventType::Warning,
+                                "FailedResourceClaimCreation",
+                                &message,
+                            )
                             .await;
                         waiting = true;
                         continue;

@@ -7,7 +7,7 @@
 use crate::credentials::{self, Credential};
 use crate::Kubelet;
 use k8s_openapi::api::core::v1::{Pod, Secret};
-use minik8s_client::events::{self, Involved};
+use minik8s_client::events::EventType;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -75,27 +75,15 @@ impl PullBackoff {
 }
 
 impl Kubelet {
-    pub(crate) async fn pull_event(&self, pod: &Pod, type_: &str, reason: &str, message: &str) {
-        let about = Involved {
-            api_version: "v1",
-            kind: "Pod",
-            meta: &pod.metadata,
-        };
-        events::record(&self.client, "kubelet", about, type_, reason, message).await;
-    }
-
     /// A Warning event about a pod (Unhealthy, FailedPostStartHook ...),
     /// sent in the background.
     pub(crate) fn warning_event(&self, pod: &Pod, reason: &'static str, message: String) {
-        let client = self.client.clone();
-        let meta = pod.metadata.clone();
+        let recorder = self.recorder.clone();
+        let pod = pod.clone();
         tokio::spawn(async move {
-            let about = Involved {
-                api_version: "v1",
-                kind: "Pod",
-                meta: &meta,
-            };
-            events::record(&client, "kubelet", about, "Warning", reason, &message).await;
+            recorder
+                .event(&pod, EventType::Warning, reason, &message)
+                .await;
         });
     }
 
@@ -106,16 +94,13 @@ impl Kubelet {
         if events.is_empty() {
             return;
         }
-        let client = self.client.clone();
-        let meta = pod.metadata.clone();
+        let recorder = self.recorder.clone();
+        let pod = pod.clone();
         tokio::spawn(async move {
             for (reason, message) in events {
-                let about = Involved {
-                    api_version: "v1",
-                    kind: "Pod",
-                    meta: &meta,
-                };
-                events::record(&client, "kubelet", about, "Normal", reason, &message).await;
+                recorder
+                    .event(&pod, EventType::Normal, reason, &message)
+                    .await;
             }
         });
     }
@@ -137,13 +122,16 @@ impl Kubelet {
             "Never" if !present => {
                 let message =
                     format!("Container image \"{image}\" is not present with pull policy of Never");
-                self.pull_event(pod, "Warning", "ErrImageNeverPull", &message)
+                self.recorder
+                    .event(pod, EventType::Warning, "ErrImageNeverPull", &message)
                     .await;
                 return Err(("ErrImageNeverPull".into(), message));
             }
             "Never" | "IfNotPresent" if present => {
                 let message = format!("Container image \"{image}\" already present on machine");
-                self.pull_event(pod, "Normal", "Pulled", &message).await;
+                self.recorder
+                    .event(pod, EventType::Normal, "Pulled", &message)
+                    .await;
                 return Ok(());
             }
             _ => {}
@@ -152,17 +140,20 @@ impl Kubelet {
         if self.pull_backoff.remaining(&key).is_some() {
             let message = format!("Back-off pulling image \"{image}\"");
             if self.pull_backoff.report_once(&key) {
-                self.pull_event(pod, "Normal", "BackOff", &message).await;
+                self.recorder
+                    .event(pod, EventType::Normal, "BackOff", &message)
+                    .await;
             }
             return Err(("ImagePullBackOff".into(), message));
         }
-        self.pull_event(
-            pod,
-            "Normal",
-            "Pulling",
-            &format!("Pulling image \"{image}\""),
-        )
-        .await;
+        self.recorder
+            .event(
+                pod,
+                EventType::Normal,
+                "Pulling",
+                &format!("Pulling image \"{image}\""),
+            )
+            .await;
         let started = Instant::now();
         let logins = self.pull_credentials(pod, image).await;
         match self.pull_with(image, &logins).await {
@@ -172,7 +163,9 @@ impl Kubelet {
                     "Successfully pulled image \"{image}\" in {:.3}s",
                     started.elapsed().as_secs_f64()
                 );
-                self.pull_event(pod, "Normal", "Pulled", &message).await;
+                self.recorder
+                    .event(pod, EventType::Normal, "Pulled", &message)
+                    .await;
                 Ok(())
             }
             // Lab machines have no registry for every name: a local image
@@ -181,7 +174,9 @@ impl Kubelet {
             Err(e) => {
                 self.pull_backoff.failed(&key);
                 let message = format!("Failed to pull image \"{image}\": {e}");
-                self.pull_event(pod, "Warning", "Failed", &message).await;
+                self.recorder
+                    .event(pod, EventType::Warning, "Failed", &message)
+                    .await;
                 Err(("ErrImagePull".into(), message))
             }
         }
@@ -230,7 +225,13 @@ impl Kubelet {
                 "Unable to retrieve some image pull secrets ({}); attempting to pull the image may not succeed.",
                 missing.join(", ")
             );
-            self.pull_event(pod, "Warning", "FailedToRetrieveImagePullSecret", &message)
+            self.recorder
+                .event(
+                    pod,
+                    EventType::Warning,
+                    "FailedToRetrieveImagePullSecret",
+                    &message,
+                )
                 .await;
         }
         credentials::for_image(image, &configs)

@@ -178,6 +178,8 @@ fn parse_label(s: &str) -> Result<(String, String), String> {
 pub struct Kubelet {
     pub config: Config,
     pub client: Client,
+    /// Events about pods (Pulled, Started, Killing, Unhealthy ...).
+    pub recorder: minik8s_client::events::Recorder,
     pub runtime: Arc<dyn ContainerRuntime>,
     pub pods: Cache<Pod>,
     workers: Mutex<HashMap<String, mpsc::UnboundedSender<()>>>,
@@ -519,6 +521,7 @@ pub async fn prepare(
     let drivers = devices::drivers(&config);
     Ok(Arc::new(Kubelet {
         config,
+        recorder: minik8s_client::events::Recorder::new(client.clone(), "kubelet"),
         client,
         runtime,
         pods,

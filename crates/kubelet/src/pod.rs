@@ -22,6 +22,7 @@ use crate::status::Report;
 use crate::Kubelet;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use minik8s_api::registry;
+use minik8s_client::events::EventType;
 use minik8s_client::{DeleteParams, TRACE_POD_START};
 use std::collections::{BTreeMap, HashSet};
 use tracing::Instrument;
@@ -295,7 +296,9 @@ impl Kubelet {
             Err(e) => match set_up_failure(e) {
                 Ok((reason, message)) => {
                     tracing::info!(pod = ?pod.metadata.name, %message, reason, "pod set-up failed");
-                    self.pull_event(pod, "Warning", reason, &message).await;
+                    self.recorder
+                        .event(pod, EventType::Warning, reason, &message)
+                        .await;
                     for start in &plan.to_start {
                         if let Some(c) = container_at(&spec, start.which, start.index) {
                             waiting.insert(c.name, ("ContainerCreating".into(), message.clone()));

@@ -31,6 +31,7 @@ use super::*;
 use minik8s_api::lws_pod::{GANG_GROUP_NAME, GANG_MIN_MEMBER};
 use minik8s_api::lws_scheduling::GANG_SCOPE;
 use minik8s_api::podgroup::{PodGroup, VOLCANO_SCHEDULER};
+use minik8s_client::events::EventType;
 
 /// The group a pod names, by either way (module docs).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -263,7 +264,8 @@ impl Scheduler {
                     }
                 }
                 self.pod_group_status(&ns, &gang, Err(&message)).await;
-                self.event(pod, "Warning", "FailedScheduling", &message)
+                self.recorder
+                    .event(&**pod, EventType::Warning, "FailedScheduling", &message)
                     .await;
                 Ok(Outcome::Unschedulable(message))
             }

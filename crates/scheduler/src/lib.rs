@@ -45,6 +45,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use minik8s_api::meta::now_rfc3339;
 use minik8s_api::registry;
 use minik8s_client::controller::{self, Action, Reconciler};
+use minik8s_client::events::{EventType, Recorder};
 use minik8s_client::informer::{object_key, Event};
 use minik8s_client::rest::content;
 use minik8s_client::{
@@ -97,6 +98,8 @@ pub enum Outcome {
 
 pub struct Scheduler {
     client: Client,
+    /// Scheduled, FailedScheduling, Preempted: from the scheduler's name.
+    recorder: Recorder,
     config: Config,
     pods: Cache<Pod>,
     nodes: Cache<Node>,
@@ -538,7 +541,8 @@ impl Scheduler {
         message: String,
     ) -> Result<Outcome, ClientError> {
         self.mark_unschedulable(pod, &message).await?;
-        self.event(pod, "Warning", "FailedScheduling", &message)
+        self.recorder
+            .event(pod, EventType::Warning, "FailedScheduling", &message)
             .await;
         lock(&self.unschedulable).insert(key.to_string());
         Ok(Outcome::Unschedulable(message))
@@ -587,7 +591,9 @@ impl Scheduler {
                 let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
                 let name = pod.metadata.name.as_deref().unwrap_or("");
                 let message = format!("Successfully assigned {ns}/{name} to {chosen}");
-                me.event(&pod, "Normal", "Scheduled", &message).await;
+                me.recorder
+                    .event(&*pod, EventType::Normal, "Scheduled", &message)
+                    .await;
             }
             bound
         })
@@ -637,7 +643,8 @@ impl Scheduler {
     /// A PreBind step failed: the event says which, the assumption is
     /// dropped and the pod tried again after a back-off.
     async fn prebind_failed(&self, key: &str, pod: &Pod, message: &str) {
-        self.event(pod, "Warning", "FailedScheduling", message)
+        self.recorder
+            .event(pod, EventType::Warning, "FailedScheduling", message)
             .await;
         lock(&self.ledger).remove(key);
         lock(&self.assumed).remove(key);
@@ -680,24 +687,6 @@ impl Scheduler {
             .patch_status::<Pod>(&pod.metadata, content::STRATEGIC_MERGE_PATCH, &patch)
             .await
             .map(|_| ())
-    }
-
-    /// Records an Event about the pod (best effort: scheduling does not depend on it).
-    async fn event(&self, pod: &Pod, kind: &str, reason: &str, message: &str) {
-        let about = minik8s_client::events::Involved {
-            api_version: "v1",
-            kind: "Pod",
-            meta: &pod.metadata,
-        };
-        minik8s_client::events::record(
-            &self.client,
-            &self.config.scheduler_name,
-            about,
-            kind,
-            reason,
-            message,
-        )
-        .await;
     }
 }
 
@@ -763,6 +752,7 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
             .map_or(0, |p| i64::from(victims::priority(&p)))
     });
     let sched = Arc::new(Scheduler {
+        recorder: Recorder::new(client.clone(), config.scheduler_name.as_str()),
         client,
         config,
         pods: pod_informer.cache(),

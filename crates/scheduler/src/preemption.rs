@@ -22,6 +22,7 @@
 use super::*;
 use crate::filters::Unfit;
 use crate::victims::{self, Budget, NotCandidate, Unit, Victims};
+use minik8s_client::events::EventType;
 use minik8s_client::rest::DeleteParams;
 
 /// A pod waiting on a node for the room its preemption makes.
@@ -362,13 +363,14 @@ impl Scheduler {
                 Err(e) if e.is_not_found() || e.is_conflict() => continue,
                 Err(e) => return Err(e),
             }
-            self.event(
-                victim,
-                "Normal",
-                "Preempted",
-                &format!("Preempted by pod {uid} on node {node}"),
-            )
-            .await;
+            self.recorder
+                .event(
+                    &**victim,
+                    EventType::Normal,
+                    "Preempted",
+                    &format!("Preempted by pod {uid} on node {node}"),
+                )
+                .await;
         }
         Ok(())
     }

@@ -16,6 +16,7 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use minik8s_api::cron;
 use minik8s_api::serverless::Function;
+use minik8s_client::events::{EventType, Recorder};
 use minik8s_client::{Client, ListParams, WatchEvent};
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
@@ -122,12 +123,17 @@ pub fn subscribers(functions: &[Arc<Function>], watch: &WatchKey, event_type: &s
 
 pub struct Triggers {
     client: Client,
+    recorder: Recorder,
     gateway: Arc<Gateway>,
 }
 
 impl Triggers {
     pub fn new(client: Client, gateway: Arc<Gateway>) -> Arc<Triggers> {
-        Arc::new(Triggers { client, gateway })
+        Arc::new(Triggers {
+            recorder: Recorder::new(client.clone(), "serverless-gateway"),
+            client,
+            gateway,
+        })
     }
 
     pub async fn run(self: Arc<Self>) {
@@ -177,26 +183,13 @@ impl Triggers {
                 shown.push_str("...");
             }
             let (type_, reason) = if code.is_success() {
-                ("Normal", "Triggered")
+                (EventType::Normal, "Triggered")
             } else {
-                ("Warning", "TriggerFailed")
+                (EventType::Warning, "TriggerFailed")
             };
             tracing::debug!(%function, %what, code = code.as_u16(), "trigger fired");
-            let about = minik8s_client::events::Involved {
-                api_version: minik8s_api::serverless::API_VERSION,
-                kind: "Function",
-                meta: &f.metadata,
-            };
             let message = format!("{what}: answered {} {shown}", code.as_u16());
-            minik8s_client::events::record(
-                &me.client,
-                "serverless-gateway",
-                about,
-                type_,
-                reason,
-                &message,
-            )
-            .await;
+            me.recorder.event(&*f, type_, reason, &message).await;
         });
     }
 

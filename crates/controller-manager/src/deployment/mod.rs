@@ -27,7 +27,7 @@ use minik8s_api::meta::now_rfc3339;
 use minik8s_api::registry;
 use minik8s_api::selector::Selector;
 use minik8s_client::controller::{Action, Controller, Reconciler};
-use minik8s_client::events::{self, Involved};
+use minik8s_client::events::{EventType, Recorder};
 use minik8s_client::informer::{object_key, Event};
 use minik8s_client::rest::content;
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
@@ -55,6 +55,7 @@ pub type Note = (&'static str, String);
 
 pub struct DeploymentController {
     client: Client,
+    recorder: Recorder,
     deployments: Cache<Deployment>,
     sets: Cache<ReplicaSet>,
     pods: Cache<Pod>,
@@ -133,6 +134,7 @@ impl DeploymentController {
         informers: &SharedInformers,
     ) -> Result<Controller<Self>, AlreadyStarted> {
         let ctl = Arc::new(DeploymentController {
+            recorder: Recorder::new(client.clone(), "deployment-controller"),
             client,
             deployments: informers.cache(),
             sets: informers.cache(),
@@ -195,23 +197,6 @@ impl DeploymentController {
         Ok(owned)
     }
 
-    async fn event(&self, d: &Deployment, type_: &str, reason: &str, message: &str) {
-        let about = Involved {
-            api_version: "apps/v1",
-            kind: "Deployment",
-            meta: &d.metadata,
-        };
-        events::record(
-            &self.client,
-            "deployment-controller",
-            about,
-            type_,
-            reason,
-            message,
-        )
-        .await;
-    }
-
     /// Scales `rs` to `to` (with the annotations proportional scaling reads)
     /// and records the event. Returns the ReplicaSet as written.
     async fn scale(
@@ -241,7 +226,9 @@ impl DeploymentController {
         if from != to {
             let way = if to > from { "up" } else { "down" };
             let note = format!("Scaled {way} replica set {name} from {from} to {to}");
-            self.event(d, "Normal", "ScalingReplicaSet", &note).await;
+            self.recorder
+                .event(d, EventType::Normal, "ScalingReplicaSet", &note)
+                .await;
         }
         serde_json::from_value(written).map_err(|e| ClientError::Decode(e.to_string()))
     }
@@ -301,7 +288,9 @@ impl DeploymentController {
             Ok(v) => {
                 if replicas > 0 {
                     let note = format!("Scaled up replica set {name} from 0 to {replicas}");
-                    self.event(d, "Normal", "ScalingReplicaSet", &note).await;
+                    self.recorder
+                        .event(d, EventType::Normal, "ScalingReplicaSet", &note)
+                        .await;
                 }
                 let rs: ReplicaSet =
                     serde_json::from_value(v).map_err(|e| ClientError::Decode(e.to_string()))?;

@@ -3,6 +3,7 @@
 
 use super::rollout::{self, Counts, RsView};
 use super::*;
+use minik8s_client::events::EventType;
 
 /// Why the status is being written, for the Progressing condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +42,9 @@ impl Reconciler for DeploymentController {
             _ => {
                 let note =
                     "This deployment is selecting all pods. A non-empty selector is required.";
-                self.event(&d, "Warning", "SelectingAll", note).await;
+                self.recorder
+                    .event(&*d, EventType::Warning, "SelectingAll", note)
+                    .await;
                 return Ok(Action::Done);
             }
         };

@@ -32,7 +32,7 @@ use minik8s_api::disaggregatedset::*;
 use minik8s_api::lws::LeaderWorkerSet;
 use minik8s_api::registry;
 use minik8s_client::controller::{Action, Controller, Reconciler};
-use minik8s_client::events::{self, Involved};
+use minik8s_client::events::{EventType, Recorder};
 use minik8s_client::rest::content;
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
 use minik8s_client::{Cache, Client, ClientError, DeleteParams, SharedInformers, WorkQueue};
@@ -107,6 +107,7 @@ const EXPECT_RECHECK: Duration = Duration::from_millis(200);
 
 pub struct DisaggregatedSetController {
     client: Client,
+    recorder: Recorder,
     sets: Cache<DisaggregatedSet>,
     lws: Cache<LeaderWorkerSet>,
     scalers: Cache<DisaggregatedSetRoleScaler>,
@@ -124,6 +125,7 @@ impl DisaggregatedSetController {
         informers: &SharedInformers,
     ) -> Result<Controller<Self>, AlreadyStarted> {
         let ctl = Arc::new(DisaggregatedSetController {
+            recorder: Recorder::new(client.clone(), "disaggregatedset-controller"),
             client,
             sets: informers.cache(),
             lws: informers.cache(),
@@ -135,23 +137,6 @@ impl DisaggregatedSetController {
             .for_own::<DisaggregatedSet>(informers)?
             .owns::<LeaderWorkerSet>(informers, KIND)?
             .owns::<DisaggregatedSetRoleScaler>(informers, KIND)
-    }
-
-    async fn event(&self, ds: &DisaggregatedSet, type_: &str, reason: &str, note: &str) {
-        let about = Involved {
-            api_version: API_VERSION,
-            kind: KIND,
-            meta: &ds.metadata,
-        };
-        events::record(
-            &self.client,
-            "disaggregatedset-controller",
-            about,
-            type_,
-            reason,
-            note,
-        )
-        .await;
     }
 
     fn expect(&self, ds: &DisaggregatedSet, lws: &str, what: Expect) {
@@ -249,7 +234,9 @@ impl DisaggregatedSetController {
                         Err(e) if e.api().is_some_and(|a| a.code == 409) => {}
                         Err(e) => {
                             let note = format!("Failed to create LWS {name}: {e}");
-                            self.event(ds, "Warning", "FailedCreate", &note).await;
+                            self.recorder
+                                .event(ds, EventType::Warning, "FailedCreate", &note)
+                                .await;
                             return Err(e);
                         }
                         Ok(_) => self.expect(ds, &name, Expect::Exists),
@@ -262,7 +249,9 @@ impl DisaggregatedSetController {
                     if let Some((reason, note)) = event {
                         let ns = ns_of(&ds.metadata);
                         crate::workload_metrics::ds_step(&ns, &set_name, reason == "ScalingUp");
-                        self.event(ds, "Normal", reason, &note).await;
+                        self.recorder
+                            .event(ds, EventType::Normal, reason, &note)
+                            .await;
                     }
                 }
                 Op::SetInitial { name, replicas } => {
@@ -272,9 +261,15 @@ impl DisaggregatedSetController {
                 Op::Delete { name, note } => {
                     self.delete(&api, &name).await?;
                     self.expect(ds, &name, Expect::Gone);
-                    self.event(ds, "Normal", "LWSDeleted", &note).await;
+                    self.recorder
+                        .event(ds, EventType::Normal, "LWSDeleted", &note)
+                        .await;
                 }
-                Op::Event { reason, note } => self.event(ds, "Normal", reason, &note).await,
+                Op::Event { reason, note } => {
+                    self.recorder
+                        .event(ds, EventType::Normal, reason, &note)
+                        .await
+                }
             }
         }
         Ok(())
@@ -332,7 +327,9 @@ impl DisaggregatedSetController {
         for c in children.iter().filter(|c| c.slice >= slices) {
             self.delete(&api, &c.name).await?;
             let note = format!("Deleted LWS {} for removed slice {}", c.name, c.slice);
-            self.event(ds, "Normal", "LWSDeleted", &note).await;
+            self.recorder
+                .event(ds, EventType::Normal, "LWSDeleted", &note)
+                .await;
         }
         let api = self.api::<Service>(ds);
         let stale: Vec<String> = self
@@ -379,7 +376,9 @@ impl DisaggregatedSetController {
             } else {
                 self.delete(&api, &name).await?;
                 let note = format!("Deleted scaler {name} (role {role} is no longer External)");
-                self.event(ds, "Normal", "ScalerDeleted", &note).await;
+                self.recorder
+                    .event(ds, EventType::Normal, "ScalerDeleted", &note)
+                    .await;
             }
         }
         for role in ds.spec.roles.iter().filter(|r| r.is_external()) {
@@ -394,7 +393,9 @@ impl DisaggregatedSetController {
                 let note = format!(
                     "Scaler {name} exists but is not controlled by this DisaggregatedSet; not adopting"
                 );
-                self.event(ds, "Warning", "ScalerConflict", &note).await;
+                self.recorder
+                    .event(ds, EventType::Warning, "ScalerConflict", &note)
+                    .await;
                 continue;
             }
             let seed = children::scaler_seed(children, &role.name);
@@ -405,7 +406,9 @@ impl DisaggregatedSetController {
                 }
             }
             let note = format!("Created scaler {name} for role {}", role.name);
-            self.event(ds, "Normal", "ScalerCreated", &note).await;
+            self.recorder
+                .event(ds, EventType::Normal, "ScalerCreated", &note)
+                .await;
             out.insert(role.name.clone(), seed);
         }
         Ok(out)

@@ -31,6 +31,7 @@ use minik8s_api::quantity::Quantity;
 use minik8s_api::registry::Subresource;
 use minik8s_api::selector::Selector;
 use minik8s_client::controller::{Action, Controller, Reconciler};
+use minik8s_client::events::{EventType, Recorder};
 use minik8s_client::rest::content;
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
 use minik8s_client::{Cache, Client, ClientError, SharedInformers, WorkQueue};
@@ -44,6 +45,7 @@ use std::time::Duration;
 
 pub struct HpaController {
     client: Client,
+    recorder: Recorder,
     hpas: Cache<HorizontalPodAutoscaler>,
     pods: Cache<Pod>,
     settings: Settings,
@@ -129,6 +131,7 @@ impl HpaController {
         settings: Settings,
     ) -> Result<Controller<Self>, AlreadyStarted> {
         let ctl = Arc::new(HpaController {
+            recorder: Recorder::new(client.clone(), "horizontal-pod-autoscaler"),
             client,
             hpas: informers.cache(),
             pods: informers.cache(),
@@ -239,23 +242,6 @@ impl HpaController {
         }
         Ok((proposals, statuses))
     }
-
-    async fn event(&self, hpa: &HorizontalPodAutoscaler, type_: &str, reason: &str, message: &str) {
-        let about = minik8s_client::events::Involved {
-            api_version: "autoscaling/v2",
-            kind: "HorizontalPodAutoscaler",
-            meta: &hpa.metadata,
-        };
-        minik8s_client::events::record(
-            &self.client,
-            "horizontal-pod-autoscaler",
-            about,
-            type_,
-            reason,
-            message,
-        )
-        .await;
-    }
 }
 
 impl Reconciler for HpaController {
@@ -321,7 +307,8 @@ impl Reconciler for HpaController {
                     )],
                     now,
                 );
-                self.event(&hpa, "Warning", "FailedGetScale", &message)
+                self.recorder
+                    .event(&*hpa, EventType::Warning, "FailedGetScale", &message)
                     .await;
                 write_status(status).await?;
                 return Ok(then);
@@ -371,7 +358,8 @@ impl Reconciler for HpaController {
                 now,
             );
             status["currentReplicas"] = json!(current);
-            self.event(&hpa, "Warning", "FailedGetResourceMetric", msg)
+            self.recorder
+                .event(&*hpa, EventType::Warning, "FailedGetResourceMetric", msg)
                 .await;
             tracing::debug!(hpa = key, error = %msg, "cannot compute replicas");
             write_status(status).await?;
@@ -422,7 +410,9 @@ impl Reconciler for HpaController {
                         decision.desired, decision.reason
                     );
                     tracing::info!(hpa = key, from = current, to = decision.desired, reason = %decision.reason, "rescaled");
-                    self.event(&hpa, "Normal", "SuccessfulRescale", &msg).await;
+                    self.recorder
+                        .event(&*hpa, EventType::Normal, "SuccessfulRescale", &msg)
+                        .await;
                     status["lastScaleTime"] = json!(minik8s_api::meta::now_rfc3339());
                 }
                 Err(e) => {
@@ -433,7 +423,8 @@ impl Reconciler for HpaController {
                         "FailedUpdateScale",
                         "the HPA controller was unable to update the target scale",
                     ));
-                    self.event(&hpa, "Warning", "FailedRescale", &e.to_string())
+                    self.recorder
+                        .event(&*hpa, EventType::Warning, "FailedRescale", &e.to_string())
                         .await;
                 }
             }

@@ -26,7 +26,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use minik8s_api::registry;
 use minik8s_client::controller::{Controller, Reconciler};
-use minik8s_client::events::{self, Involved};
+use minik8s_client::events::{EventType, Recorder};
 use minik8s_client::informer::Event;
 use minik8s_client::rest::content;
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
@@ -43,6 +43,7 @@ pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 
 pub struct JobController {
     client: Client,
+    recorder: Recorder,
     jobs: Cache<Job>,
     pods: Cache<Pod>,
     /// When each Job (by uid) last saw a pod fail: the backoff runs from
@@ -95,6 +96,7 @@ impl JobController {
         informers: &SharedInformers,
     ) -> Result<Controller<Self>, AlreadyStarted> {
         let ctl = Arc::new(JobController {
+            recorder: Recorder::new(client.clone(), "job-controller"),
             client,
             jobs: informers.cache(),
             pods: informers.cache(),
@@ -169,23 +171,6 @@ impl JobController {
             .collect()
     }
 
-    async fn event(&self, job: &Job, type_: &str, reason: &str, message: &str) {
-        let about = Involved {
-            api_version: "batch/v1",
-            kind: "Job",
-            meta: &job.metadata,
-        };
-        events::record(
-            &self.client,
-            "job-controller",
-            about,
-            type_,
-            reason,
-            message,
-        )
-        .await;
-    }
-
     /// Lets a counted pod go (removes only our finalizer).
     async fn release_pod(&self, p: &Pod) -> Result<(), ClientError> {
         let kept: Vec<&String> = p
@@ -214,13 +199,14 @@ impl JobController {
         let name = p.metadata.name.clone().unwrap_or_default();
         match api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => {
-                self.event(
-                    job,
-                    "Normal",
-                    "SuccessfulDelete",
-                    &format!("Deleted pod: {name}"),
-                )
-                .await;
+                self.recorder
+                    .event(
+                        job,
+                        EventType::Normal,
+                        "SuccessfulDelete",
+                        &format!("Deleted pod: {name}"),
+                    )
+                    .await;
                 Ok(())
             }
             Err(e) if e.is_not_found() => Ok(()),
@@ -278,13 +264,14 @@ impl JobController {
         let api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
         let created = api.create(&pod).await?;
         let pod_name = created["metadata"]["name"].as_str().unwrap_or("");
-        self.event(
-            job,
-            "Normal",
-            "SuccessfulCreate",
-            &format!("Created pod: {pod_name}"),
-        )
-        .await;
+        self.recorder
+            .event(
+                job,
+                EventType::Normal,
+                "SuccessfulCreate",
+                &format!("Created pod: {pod_name}"),
+            )
+            .await;
         Ok(())
     }
 

@@ -5,6 +5,7 @@ use super::decide::{self, format_indexes, parse_indexes};
 use super::*;
 use minik8s_api::meta::now_rfc3339;
 use minik8s_client::controller::Action;
+use minik8s_client::events::EventType;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -311,7 +312,9 @@ impl Reconciler for JobController {
                         condition(target, "True", reason, message, &now_s),
                     );
                     if final_type == "Failed" {
-                        self.event(&job, "Warning", reason, message).await;
+                        self.recorder
+                            .event(&*job, EventType::Warning, reason, message)
+                            .await;
                     }
                 }
                 for p in &active {
@@ -325,7 +328,8 @@ impl Reconciler for JobController {
                     );
                     if final_type == "Complete" {
                         extra["completionTime"] = json!(now_s);
-                        self.event(&job, "Normal", "Completed", "Job completed")
+                        self.recorder
+                            .event(&*job, EventType::Normal, "Completed", "Job completed")
                             .await;
                     }
                 }
@@ -352,7 +356,8 @@ impl Reconciler for JobController {
                     &mut conditions,
                     condition("Suspended", "True", "JobSuspended", "Job suspended", &now_s),
                 );
-                self.event(&job, "Normal", "Suspended", "Job suspended")
+                self.recorder
+                    .event(&*job, EventType::Normal, "Suspended", "Job suspended")
                     .await;
             }
             let st = self.status_body(&tally, &[], None, conditions);
@@ -364,7 +369,9 @@ impl Reconciler for JobController {
                 &mut conditions,
                 condition("Suspended", "False", "JobResumed", "Job resumed", &now_s),
             );
-            self.event(&job, "Normal", "Resumed", "Job resumed").await;
+            self.recorder
+                .event(&*job, EventType::Normal, "Resumed", "Job resumed")
+                .await;
             start_time = None;
         }
         let start = *start_time.get_or_insert(now);

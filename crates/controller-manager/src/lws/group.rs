@@ -35,6 +35,7 @@ use minik8s_api::lws_pod::*;
 use minik8s_api::podgroup::PodGroup;
 use minik8s_api::registry;
 use minik8s_client::controller::{controller_key, Action, Controller, Reconciler};
+use minik8s_client::events::{EventType, Recorder};
 use minik8s_client::informer::{object_key, Event};
 use minik8s_client::rest::content;
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
@@ -155,6 +156,7 @@ pub fn history_of(lws: &LeaderWorkerSet) -> BTreeMap<String, History> {
 /// `forget` names more groups whose history goes (groups scaled away).
 pub async fn recreate_with_fresh_budget(
     client: &Client,
+    recorder: &Recorder,
     lws: &LeaderWorkerSet,
     leaders: &[(Arc<Pod>, String)],
     forget: &[String],
@@ -192,7 +194,7 @@ pub async fn recreate_with_fresh_budget(
             Err(e) if !(e.is_not_found() || e.is_conflict()) => return Err(e),
             _ => {}
         }
-        crate::lws::record_event(client, lws, "Normal", reason, note).await;
+        recorder.event(lws, EventType::Normal, reason, note).await;
     }
     Ok(())
 }
@@ -213,6 +215,7 @@ fn has_condition(p: &Pod, type_: &str) -> bool {
 
 pub struct GroupController {
     pub(super) client: Client,
+    pub(super) recorder: Recorder,
     sets: Cache<LeaderWorkerSet>,
     pub(super) pods: Cache<Pod>,
     pub(super) statefulsets: Cache<StatefulSet>,
@@ -239,6 +242,7 @@ impl GroupController {
         informers: &SharedInformers,
     ) -> Result<Controller<Self>, AlreadyStarted> {
         let ctl = Arc::new(GroupController {
+            recorder: Recorder::new(client.clone(), "lws-controller"),
             client,
             sets: informers.cache(),
             pods: informers.cache(),
@@ -293,16 +297,6 @@ impl GroupController {
                     .map(|p| object_key(&p.metadata))
                     .collect()
             })
-    }
-
-    pub(super) async fn event(
-        &self,
-        lws: &LeaderWorkerSet,
-        type_: &str,
-        reason: &str,
-        message: &str,
-    ) {
-        crate::lws::record_event(&self.client, lws, type_, reason, message).await;
     }
 
     /// Plus the minik8s backoff and limit. Returns whether the group's
@@ -459,7 +453,9 @@ impl GroupController {
             Err(e) => return Err(e),
         }
         let note = format!("Worker pod {pod_name} failed, deleted leader pod {leader_name} to recreate group {group_index}");
-        self.event(lws, "Normal", "RecreateGroup", &note).await;
+        self.recorder
+            .event(lws, EventType::Normal, "RecreateGroup", &note)
+            .await;
         crate::workload_metrics::lws_group_restarted(&ns, &lws_name);
         Ok(Restart::Recreated)
     }
@@ -529,6 +525,7 @@ impl GroupController {
                 );
                 recreate_with_fresh_budget(
                     &self.client,
+                    &self.recorder,
                     &lws,
                     &[(pod, note)],
                     &[],
@@ -580,7 +577,9 @@ impl GroupController {
                 "leader pod {} carries {LEADER_NAME}; refusing to build its group",
                 pod.metadata.name.as_deref().unwrap_or("")
             );
-            self.event(lws, "Warning", "FailedCreate", &note).await;
+            self.recorder
+                .event(lws, EventType::Warning, "FailedCreate", &note)
+                .await;
             return Ok(Action::Done);
         }
         if pod.metadata.deletion_timestamp.is_some() {
@@ -606,7 +605,9 @@ impl GroupController {
                     Err(e) if e.api().is_some_and(|a| a.code == 409) => {}
                     Err(e) => {
                         let note = format!("Failed to create pod group {name}: {e}");
-                        self.event(lws, "Warning", "FailedCreate", &note).await;
+                        self.recorder
+                            .event(lws, EventType::Warning, "FailedCreate", &note)
+                            .await;
                         return Err(e);
                     }
                     Ok(_) => {}
@@ -655,7 +656,9 @@ impl GroupController {
                 Err(e) if e.api().is_some_and(|a| a.code == 409) => {}
                 Err(e) => {
                     let note = format!("Failed to create headless service {leader_name}: {e}");
-                    self.event(lws, "Warning", "FailedCreate", &note).await;
+                    self.recorder
+                        .event(lws, EventType::Warning, "FailedCreate", &note)
+                        .await;
                     return Err(e);
                 }
             }
@@ -733,7 +736,9 @@ impl GroupController {
         match api.create(&sts).await {
             Ok(_) => {
                 let note = format!("Created worker statefulset for leader pod {leader_name}");
-                self.event(lws, "Normal", "GroupsProgressing", &note).await;
+                self.recorder
+                    .event(lws, EventType::Normal, "GroupsProgressing", &note)
+                    .await;
                 Ok(Action::Done)
             }
             Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(Action::Done),
@@ -741,7 +746,9 @@ impl GroupController {
                 let note = format!(
                     "Failed to create worker statefulset for leader pod {leader_name}: {e}"
                 );
-                self.event(lws, "Warning", "FailedCreate", &note).await;
+                self.recorder
+                    .event(lws, EventType::Warning, "FailedCreate", &note)
+                    .await;
                 Err(e)
             }
         }
@@ -791,7 +798,9 @@ impl GroupController {
                         "Failed to create resource claim {name}: resourceclaimtemplate.resource.k8s.io \"{}\" not found",
                         e.resource_claim_template_name
                     );
-                    self.event(lws, "Warning", "FailedCreate", &note).await;
+                    self.recorder
+                        .event(lws, EventType::Warning, "FailedCreate", &note)
+                        .await;
                     return Ok(Some(Duration::from_secs(10)));
                 }
                 Err(err) => return Err(err),
@@ -810,12 +819,16 @@ impl GroupController {
             match claims.create(&claim).await {
                 Ok(_) => {
                     let note = format!("Created resource claim {name} for group {group}");
-                    self.event(lws, "Normal", "GroupsProgressing", &note).await;
+                    self.recorder
+                        .event(lws, EventType::Normal, "GroupsProgressing", &note)
+                        .await;
                 }
                 Err(err) if err.api().is_some_and(|a| a.code == 409) => {}
                 Err(err) => {
                     let note = format!("Failed to create resource claim {name}: {err}");
-                    self.event(lws, "Warning", "FailedCreate", &note).await;
+                    self.recorder
+                        .event(lws, EventType::Warning, "FailedCreate", &note)
+                        .await;
                     return Err(err);
                 }
             }

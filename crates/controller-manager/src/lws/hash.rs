@@ -34,6 +34,7 @@ use minik8s_api::lws::{LeaderWorkerSet, POST_TERMINATION};
 use minik8s_api::lws_pod::*;
 use minik8s_api::registry;
 use minik8s_client::controller::Action;
+use minik8s_client::events::EventType;
 use minik8s_client::rest::content;
 use minik8s_client::shared::NAMESPACE_INDEX;
 use minik8s_client::ClientError;
@@ -225,12 +226,16 @@ impl LwsController {
             None => match api.create(&desired).await {
                 Ok(_) => {
                     let note = format!("Created leader deployment {name}");
-                    self.event(lws, "Normal", "GroupsProgressing", &note).await;
+                    self.recorder
+                        .event(lws, EventType::Normal, "GroupsProgressing", &note)
+                        .await;
                 }
                 Err(e) if e.api().is_some_and(|a| a.code == 409) => {}
                 Err(e) => {
                     let note = format!("Failed to create leader deployment {name}: {e}");
-                    self.event(lws, "Warning", "FailedCreate", &note).await;
+                    self.recorder
+                        .event(lws, EventType::Warning, "FailedCreate", &note)
+                        .await;
                     return Err(e);
                 }
             },
@@ -370,7 +375,9 @@ impl LwsController {
                 "{message}, with {} groups ready of total {} groups",
                 c.ready, c.wanted
             );
-            self.event(lws, "Normal", reason, &note).await;
+            self.recorder
+                .event(lws, EventType::Normal, reason, &note)
+                .await;
         }
         Ok(true)
     }

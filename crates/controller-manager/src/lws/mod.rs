@@ -40,7 +40,7 @@ use minik8s_api::lws_pod::*;
 use minik8s_api::podgroup::PodGroup;
 use minik8s_api::registry;
 use minik8s_client::controller::{Action, Controller, Reconciler};
-use minik8s_client::events::{self, Involved};
+use minik8s_client::events::{EventType, Recorder};
 use minik8s_client::informer::Event;
 use minik8s_client::rest::content;
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
@@ -66,6 +66,7 @@ enum Applied {
 
 pub struct LwsController {
     client: Client,
+    recorder: Recorder,
     sets: Cache<LeaderWorkerSet>,
     statefulsets: Cache<StatefulSet>,
     /// The leaders of Hash LWSes.
@@ -134,6 +135,7 @@ impl LwsController {
         informers: &SharedInformers,
     ) -> Result<Controller<Self>, AlreadyStarted> {
         let ctl = Arc::new(LwsController {
+            recorder: Recorder::new(client.clone(), "lws-controller"),
             client,
             sets: informers.cache(),
             statefulsets: informers.cache(),
@@ -165,10 +167,6 @@ impl LwsController {
                 Event::Deleted(w) => labelled(&w.metadata),
                 _ => Vec::new(),
             })
-    }
-
-    async fn event(&self, lws: &LeaderWorkerSet, type_: &str, reason: &str, message: &str) {
-        record_event(&self.client, lws, type_, reason, message).await;
     }
 
     fn owned_revisions(&self, lws: &LeaderWorkerSet) -> Vec<Arc<ControllerRevision>> {
@@ -345,6 +343,7 @@ impl LwsController {
         }
         group::recreate_with_fresh_budget(
             &self.client,
+            &self.recorder,
             lws,
             &leaders,
             &scaled_away,
@@ -380,27 +379,13 @@ impl LwsController {
                     "Failed to create headless service {}: {e}",
                     svc["metadata"]["name"]
                 );
-                self.event(lws, "Warning", "FailedCreate", &note).await;
+                self.recorder
+                    .event(lws, EventType::Warning, "FailedCreate", &note)
+                    .await;
                 Err(e)
             }
         }
     }
-}
-
-/// Records an Event on the LWS (both LWS controllers report there, as upstream).
-pub(crate) async fn record_event(
-    client: &Client,
-    lws: &LeaderWorkerSet,
-    type_: &str,
-    reason: &str,
-    message: &str,
-) {
-    let about = Involved {
-        api_version: minik8s_api::lws::API_VERSION,
-        kind: "LeaderWorkerSet",
-        meta: &lws.metadata,
-    };
-    events::record(client, "lws-controller", about, type_, reason, message).await;
 }
 
 /// A headless Service that publishes not-ready addresses.
@@ -479,7 +464,9 @@ impl LwsController {
                 .await?;
             let note =
                 format!("Creating missing revision with key {old} for existing LeaderWorkerSet");
-            self.event(&lws, "Normal", "CreatingRevision", &note).await;
+            self.recorder
+                .event(&*lws, EventType::Normal, "CreatingRevision", &note)
+                .await;
             rev_key = old.to_string();
         } else if !has_rev(&rev_key) {
             self.create_revision(&lws, &revisions, &rev_key, &payload)
@@ -490,7 +477,9 @@ impl LwsController {
                 "for a newly created LeaderWorkerSet"
             };
             let note = format!("Creating revision with key {rev_key} {why}");
-            self.event(&lws, "Normal", "CreatingRevision", &note).await;
+            self.recorder
+                .event(&*lws, EventType::Normal, "CreatingRevision", &note)
+                .await;
         }
         let new_revision = sts_key.as_deref().is_some_and(|k| k != rev_key);
         if hash {
@@ -550,12 +539,16 @@ impl LwsController {
             None => match sts_api.create(&desired).await {
                 Ok(_) => {
                     let note = format!("Created leader statefulset {name}");
-                    self.event(&lws, "Normal", "GroupsProgressing", &note).await;
+                    self.recorder
+                        .event(&*lws, EventType::Normal, "GroupsProgressing", &note)
+                        .await;
                 }
                 Err(e) if e.api().is_some_and(|a| a.code == 409) => {}
                 Err(e) => {
                     let note = format!("Failed to create leader statefulset {name}: {e}");
-                    self.event(&lws, "Warning", "FailedCreate", &note).await;
+                    self.recorder
+                        .event(&*lws, EventType::Warning, "FailedCreate", &note)
+                        .await;
                     return Err(e);
                 }
             },
@@ -570,13 +563,17 @@ impl LwsController {
                     let cur = current.expect("exists");
                     if !new_revision {
                         if let Some(note) = updating_note(cur.partition, partition) {
-                            self.event(&lws, "Normal", "GroupsUpdating", &note).await;
+                            self.recorder
+                                .event(&*lws, EventType::Normal, "GroupsUpdating", &note)
+                                .await;
                         }
                     }
                     let surge = surge_note(&name, cur.replicas, replicas, rollout.replicas)
                         .filter(|_| cur.applied_replicas == Some(rollout.replicas));
                     if let Some(note) = surge {
-                        self.event(&lws, "Normal", "GroupsProgressing", &note).await;
+                        self.recorder
+                            .event(&*lws, EventType::Normal, "GroupsProgressing", &note)
+                            .await;
                     }
                 }
             }
@@ -687,7 +684,7 @@ impl LwsController {
                 Err(e) => return Err(e),
             }
             for (type_, reason, note) in restarts::transitions(&old_groups, &states) {
-                self.event(&lws, type_, reason, &note).await;
+                self.recorder.event(&*lws, type_, reason, &note).await;
             }
             if let Some(t) = first_new {
                 let (reason, message) = condition_text(t);
@@ -695,7 +692,9 @@ impl LwsController {
                     "{message}, with {ready} groups ready of total {} groups",
                     rollout.replicas
                 );
-                self.event(&lws, "Normal", reason, &note).await;
+                self.recorder
+                    .event(&*lws, EventType::Normal, reason, &note)
+                    .await;
             }
         }
 

@@ -14,6 +14,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use minik8s_api::lws::GroupStatus;
+use minik8s_client::events::EventType;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -181,7 +182,7 @@ pub fn failed_condition(
 pub fn transitions(
     old: &[GroupStatus],
     new: &[GroupStatus],
-) -> Vec<(&'static str, &'static str, String)> {
+) -> Vec<(EventType, &'static str, String)> {
     new.iter()
         .filter_map(|g| {
             let before = old
@@ -193,9 +194,13 @@ pub fn transitions(
             }
             let i = g.index;
             Some(match g.state.as_str() {
-                READY => ("Normal", "GroupReady", format!("Group {i} is ready")),
+                READY => (
+                    EventType::Normal,
+                    "GroupReady",
+                    format!("Group {i} is ready"),
+                ),
                 RESTARTING => (
-                    "Warning",
+                    EventType::Warning,
                     "GroupRestarting",
                     format!(
                         "Group {i} failed; {}",
@@ -203,7 +208,7 @@ pub fn transitions(
                     ),
                 ),
                 FAILED => (
-                    "Warning",
+                    EventType::Warning,
                     "GroupFailed",
                     format!(
                         "Group {i} failed after {} restarts: {}",
@@ -211,7 +216,11 @@ pub fn transitions(
                         g.message.clone().unwrap_or_default()
                     ),
                 ),
-                _ => ("Normal", "GroupNotReady", format!("Group {i} is not ready")),
+                _ => (
+                    EventType::Normal,
+                    "GroupNotReady",
+                    format!("Group {i} is not ready"),
+                ),
             })
         })
         .collect()
@@ -360,7 +369,11 @@ mod tests {
         let back = transitions(&states, &group_states(&[(1, true)], &BTreeMap::new(), 0));
         assert_eq!(
             back,
-            [("Normal", "GroupReady", "Group 1 is ready".to_string())]
+            [(
+                EventType::Normal,
+                "GroupReady",
+                "Group 1 is ready".to_string()
+            )]
         );
     }
 }

@@ -26,7 +26,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
 use minik8s_api::lws::scaled_value;
 use minik8s_api::registry;
 use minik8s_client::controller::{Action, Controller, Reconciler};
-use minik8s_client::events::{self, Involved};
+use minik8s_client::events::{EventType, Recorder};
 use minik8s_client::rest::content;
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
 use minik8s_client::{Cache, Client, ClientError, DeleteParams, SharedInformers, WorkQueue};
@@ -289,6 +289,7 @@ pub fn new_pod(
 
 pub struct StatefulSetController {
     client: Client,
+    recorder: Recorder,
     sets: Cache<StatefulSet>,
     pods: Cache<Pod>,
     revisions: Cache<ControllerRevision>,
@@ -307,6 +308,7 @@ impl StatefulSetController {
         informers: &SharedInformers,
     ) -> Result<Controller<Self>, AlreadyStarted> {
         let ctl = Arc::new(StatefulSetController {
+            recorder: Recorder::new(client.clone(), "statefulset-controller"),
             client,
             sets: informers.cache(),
             pods: informers.cache(),
@@ -334,23 +336,6 @@ impl StatefulSetController {
             .into_iter()
             .filter(|r| controller_of(&r.metadata).is_some_and(|(u, _, _)| u == uid))
             .collect()
-    }
-
-    async fn event(&self, set: &StatefulSet, type_: &str, reason: &str, message: &str) {
-        let about = Involved {
-            api_version: "apps/v1",
-            kind: "StatefulSet",
-            meta: &set.metadata,
-        };
-        events::record(
-            &self.client,
-            "statefulset-controller",
-            about,
-            type_,
-            reason,
-            message,
-        )
-        .await;
     }
 
     /// Makes sure the ControllerRevision of the live template exists.
@@ -437,7 +422,9 @@ impl Reconciler for StatefulSetController {
                                 "create Pod {pod_name} in StatefulSet {} successful",
                                 view.name
                             );
-                            self.event(&set, "Normal", "SuccessfulCreate", &msg).await;
+                            self.recorder
+                                .event(&*set, EventType::Normal, "SuccessfulCreate", &msg)
+                                .await;
                             Ok(())
                         }
                         Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(()),
@@ -446,7 +433,9 @@ impl Reconciler for StatefulSetController {
                                 "create Pod {pod_name} in StatefulSet {} failed error: {e}",
                                 view.name
                             );
-                            self.event(&set, "Warning", "FailedCreate", &msg).await;
+                            self.recorder
+                                .event(&*set, EventType::Warning, "FailedCreate", &msg)
+                                .await;
                             Err(e)
                         }
                     }
@@ -456,7 +445,9 @@ impl Reconciler for StatefulSetController {
                     Ok(_) => {
                         let msg =
                             format!("delete Pod {name} in StatefulSet {} successful", view.name);
-                        self.event(&set, "Normal", "SuccessfulDelete", &msg).await;
+                        self.recorder
+                            .event(&*set, EventType::Normal, "SuccessfulDelete", &msg)
+                            .await;
                         Ok(())
                     }
                     Err(e) if e.is_not_found() => Ok(()),
@@ -532,7 +523,9 @@ impl StatefulSetController {
             match self.claims.get(&format!("{ns}/{name}")) {
                 Some(c) if c.metadata.deletion_timestamp.is_some() => {
                     let msg = format!("create Pod {set_name}-{ordinal} in StatefulSet {set_name} failed error: pvc {name} is being deleted");
-                    self.event(set, "Warning", "FailedCreate", &msg).await;
+                    self.recorder
+                        .event(set, EventType::Warning, "FailedCreate", &msg)
+                        .await;
                     return Ok(false);
                 }
                 Some(_) => continue,
@@ -541,12 +534,16 @@ impl StatefulSetController {
             match api.create(&claim).await {
                 Ok(_) => {
                     let msg = format!("create Claim {name} Pod {set_name}-{ordinal} in StatefulSet {set_name} success");
-                    self.event(set, "Normal", "SuccessfulCreate", &msg).await;
+                    self.recorder
+                        .event(set, EventType::Normal, "SuccessfulCreate", &msg)
+                        .await;
                 }
                 Err(e) if e.is_conflict() => {}
                 Err(e) => {
                     let msg = format!("create Claim {name} for Pod {set_name}-{ordinal} in StatefulSet {set_name} failed error: {e}");
-                    self.event(set, "Warning", "FailedCreate", &msg).await;
+                    self.recorder
+                        .event(set, EventType::Warning, "FailedCreate", &msg)
+                        .await;
                     return Err(e);
                 }
             }

@@ -19,6 +19,7 @@ use super::*;
 use k8s_openapi::api::storage::v1::StorageClass;
 use minik8s_api::registry;
 use minik8s_client::controller::{Action, Controller, Reconciler};
+use minik8s_client::events::{EventType, Recorder};
 use minik8s_client::informer::object_key;
 use minik8s_client::rest::content;
 use minik8s_client::shared::AlreadyStarted;
@@ -48,7 +49,7 @@ pub enum ClaimStep {
     /// Make a volume for the claim with the built-in provisioner, on this node (None: any).
     Provision(Option<String>),
     /// Wait; record an event (type, reason, message) and look again later.
-    Wait(&'static str, &'static str, String),
+    Wait(EventType, &'static str, String),
     /// Bound: make the claim's status say so (and grow the volume to this size first, if set).
     Bound {
         volume: String,
@@ -140,34 +141,34 @@ pub fn decide(
     let selected = annotation(&claim.metadata, SELECTED_NODE).map(str::to_string);
     match class {
         Class::None => ClaimStep::Wait(
-            "Normal",
+            EventType::Normal,
             "FailedBinding",
             "no persistent volumes available for this claim and no storage class is set".into(),
         ),
         Class::Missing(name) => ClaimStep::Wait(
-            "Warning",
+            EventType::Warning,
             "ProvisioningFailed",
             format!("storageclass.storage.k8s.io \"{name}\" not found"),
         ),
         Class::Found(_) if delay && selected.is_none() => ClaimStep::Wait(
-            "Normal",
+            EventType::Normal,
             "WaitForFirstConsumer",
             "waiting for first consumer to be created before binding".into(),
         ),
         Class::Found(c) if c.provisioner == local_path::PROVISIONER => {
             match local_path::refuses(claim) {
-                Some(why) => ClaimStep::Wait("Warning", "ProvisioningFailed", why),
+                Some(why) => ClaimStep::Wait(EventType::Warning, "ProvisioningFailed", why),
                 None => ClaimStep::Provision(selected),
             }
         }
         Class::Found(c) if c.provisioner == nfs::PROVISIONER => ClaimStep::Provision(selected),
         Class::Found(c) if c.provisioner == "kubernetes.io/no-provisioner" => ClaimStep::Wait(
-            "Normal",
+            EventType::Normal,
             "FailedBinding",
             "no persistent volumes available for this claim and no storage class is set".into(),
         ),
         Class::Found(c) => ClaimStep::Wait(
-            "Normal",
+            EventType::Normal,
             "ExternalProvisioning",
             format!("Waiting for a volume to be created either by the external provisioner '{}' or manually by the system administrator. If volume creation is delayed, please verify that the provisioner is running and correctly registered.", c.provisioner),
         ),
@@ -177,6 +178,7 @@ pub fn decide(
 /// The claim binder and the built-in provisioner it calls.
 pub struct ClaimBinder {
     client: Client,
+    recorder: Recorder,
     claims: Cache<PersistentVolumeClaim>,
     volumes: Cache<PersistentVolume>,
     classes: Cache<StorageClass>,
@@ -190,6 +192,7 @@ impl ClaimBinder {
         provisioner: LocalPath,
     ) -> Result<Controller<Self>, AlreadyStarted> {
         let ctl = Arc::new(ClaimBinder {
+            recorder: Recorder::new(client.clone(), "persistentvolume-controller"),
             client,
             claims: informers.cache(),
             volumes: informers.cache(),
@@ -231,18 +234,6 @@ impl ClaimBinder {
             .filter(|c| class.is_none_or(|k| claim_class(c) == k))
             .map(|c| object_key(&c.metadata))
             .collect()
-    }
-
-    async fn event(&self, claim: &PersistentVolumeClaim, type_: &str, reason: &str, message: &str) {
-        super::record(
-            &self.client,
-            "PersistentVolumeClaim",
-            &claim.metadata,
-            type_,
-            reason,
-            message,
-        )
-        .await;
     }
 
     fn claim_api(&self, claim: &PersistentVolumeClaim) -> minik8s_client::rest::DynamicApi {
@@ -294,13 +285,14 @@ impl ClaimBinder {
             )
             .await?;
         self.set_claim_bound(claim, pv).await?;
-        self.event(
-            claim,
-            "Normal",
-            "Bound",
-            &format!("Successfully bound to volume {pv_name}"),
-        )
-        .await;
+        self.recorder
+            .event(
+                claim,
+                EventType::Normal,
+                "Bound",
+                &format!("Successfully bound to volume {pv_name}"),
+            )
+            .await;
         Ok(())
     }
 
@@ -389,12 +381,14 @@ impl Reconciler for ClaimBinder {
                             "Successfully provisioned volume {pv} using {}",
                             class.provisioner
                         );
-                        self.event(&claim, "Normal", "ProvisioningSucceeded", &msg)
+                        self.recorder
+                            .event(&*claim, EventType::Normal, "ProvisioningSucceeded", &msg)
                             .await;
                         Ok(Action::Done)
                     }
                     Err(why) => {
-                        self.event(&claim, "Warning", "ProvisioningFailed", &why)
+                        self.recorder
+                            .event(&*claim, EventType::Warning, "ProvisioningFailed", &why)
                             .await;
                         Ok(Action::RequeueAfter(RESYNC))
                     }
@@ -406,7 +400,7 @@ impl Reconciler for ClaimBinder {
                         self.note_provisioner(&claim, &c.provisioner).await?;
                     }
                 }
-                self.event(&claim, type_, reason, &message).await;
+                self.recorder.event(&*claim, type_, reason, &message).await;
                 Ok(Action::RequeueAfter(RESYNC))
             }
             ClaimStep::Bound { volume, grow_to } => {
@@ -435,7 +429,8 @@ impl Reconciler for ClaimBinder {
                         .map_err(|e| ClientError::Decode(e.to_string()))?;
                     self.set_claim_bound(&claim, &grown).await?;
                     let msg = format!("ExpandVolume succeeded for volume {volume}");
-                    self.event(&claim, "Normal", "VolumeResizeSuccessful", &msg)
+                    self.recorder
+                        .event(&*claim, EventType::Normal, "VolumeResizeSuccessful", &msg)
                         .await;
                     return Ok(Action::Done);
                 }
@@ -453,7 +448,9 @@ impl Reconciler for ClaimBinder {
                             &json!({"status": {"phase": "Lost"}}),
                         )
                         .await?;
-                    self.event(&claim, "Warning", reason, message).await;
+                    self.recorder
+                        .event(&*claim, EventType::Warning, reason, message)
+                        .await;
                 }
                 Ok(Action::Done)
             }

@@ -1,4 +1,5 @@
 use super::*;
+use minik8s_client::events::EventType;
 use serde_json::json;
 
 fn claim(size: &str, modes: &[&str], class: Option<&str>) -> PersistentVolumeClaim {
@@ -74,7 +75,7 @@ fn without_a_volume_the_class_decides() {
     assert_eq!(
         decide(&c, &[], Class::Missing("fast")),
         ClaimStep::Wait(
-            "Warning",
+            EventType::Warning,
             "ProvisioningFailed",
             "storageclass.storage.k8s.io \"fast\" not found".into()
         )
@@ -98,12 +99,12 @@ fn without_a_volume_the_class_decides() {
     let external = class("Immediate", "example.com/nfs");
     assert!(matches!(
         decide(&c, &[], Class::Found(&external)),
-        ClaimStep::Wait("Normal", "ExternalProvisioning", _)
+        ClaimStep::Wait(EventType::Normal, "ExternalProvisioning", _)
     ));
     let rwx = claim("1Gi", &["ReadWriteMany"], Some("fast"));
     assert!(matches!(
         decide(&rwx, &[], Class::Found(&immediate)),
-        ClaimStep::Wait("Warning", "ProvisioningFailed", _)
+        ClaimStep::Wait(EventType::Warning, "ProvisioningFailed", _)
     ));
 }
 

@@ -26,32 +26,6 @@ pub mod reclaim;
 pub use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 pub use minik8s_api::storage::*;
 
-/// Records an event about a claim or volume, as Kubernetes' PersistentVolume
-/// controller does (component `persistentvolume-controller`).
-pub async fn record(
-    client: &minik8s_client::Client,
-    kind: &str,
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    type_: &str,
-    reason: &str,
-    message: &str,
-) {
-    let about = minik8s_client::events::Involved {
-        api_version: "v1",
-        kind,
-        meta,
-    };
-    minik8s_client::events::record(
-        client,
-        "persistentvolume-controller",
-        about,
-        type_,
-        reason,
-        message,
-    )
-    .await;
-}
-
 /// What every provisioned volume has: the name `pvc-<claim uid>`, the
 /// claim's size and access modes, the class's name and reclaim policy, the
 /// provisioner's annotation, and a claimRef pre-binding it to the claim.

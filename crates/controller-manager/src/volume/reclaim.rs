@@ -15,6 +15,7 @@ use super::local_path::{self, HELPER_NAMESPACE};
 use super::*;
 use minik8s_api::registry;
 use minik8s_client::controller::{Action, Controller, Reconciler};
+use minik8s_client::events::{EventType, Recorder};
 use minik8s_client::rest::content;
 use minik8s_client::shared::AlreadyStarted;
 use minik8s_client::{Cache, Client, ClientError, DeleteParams, SharedInformers, WorkQueue};
@@ -109,6 +110,7 @@ fn provisioner(pv: &PersistentVolume) -> Option<&str> {
 
 pub struct VolumeController {
     client: Client,
+    recorder: Recorder,
     volumes: Cache<PersistentVolume>,
     claims: Cache<PersistentVolumeClaim>,
     pods: Cache<Pod>,
@@ -121,6 +123,7 @@ impl VolumeController {
         informers: &SharedInformers,
     ) -> Result<Controller<Self>, AlreadyStarted> {
         let ctl = Arc::new(VolumeController {
+            recorder: Recorder::new(client.clone(), "persistentvolume-controller"),
             client,
             volumes: informers.cache(),
             claims: informers.cache(),
@@ -160,18 +163,6 @@ impl VolumeController {
             })
     }
 
-    async fn event(&self, pv: &PersistentVolume, type_: &str, reason: &str, message: &str) {
-        super::record(
-            &self.client,
-            "PersistentVolume",
-            &pv.metadata,
-            type_,
-            reason,
-            message,
-        )
-        .await;
-    }
-
     /// Deletes the volume object (this one: guarded by its uid), its data gone.
     async fn remove_volume(&self, pv: &PersistentVolume) -> Result<(), ClientError> {
         let dp = DeleteParams {
@@ -200,7 +191,9 @@ impl VolumeController {
         if provisioner(pv) == Some(super::nfs::PROVISIONER) {
             // The controller manager reaches the export itself.
             if let Err(why) = super::nfs::remove(pv).await {
-                self.event(pv, "Warning", "VolumeFailedDelete", &why).await;
+                self.recorder
+                    .event(pv, EventType::Warning, "VolumeFailedDelete", &why)
+                    .await;
                 return Ok(Action::RequeueAfter(Duration::from_secs(10)));
             }
             self.remove_volume(pv).await?;
@@ -226,7 +219,7 @@ impl VolumeController {
                 Ok(Action::Done)
             }
             (false, Some("Failed")) => {
-                self.event(pv, "Warning", "VolumeFailedDelete", &format!("helper pod {HELPER_NAMESPACE}/{helper_name} failed to remove the volume's directory")).await;
+                self.recorder.event(pv, EventType::Warning, "VolumeFailedDelete", &format!("helper pod {HELPER_NAMESPACE}/{helper_name} failed to remove the volume's directory")).await;
                 let _ = pods.delete(&helper_name, &DeleteParams::default()).await;
                 Ok(Action::RequeueAfter(Duration::from_secs(10)))
             }
@@ -293,7 +286,9 @@ impl Reconciler for VolumeController {
                     } else {
                         "VolumeFailedDelete"
                     };
-                    self.event(&pv, "Warning", reason, &msg).await;
+                    self.recorder
+                        .event(&*pv, EventType::Warning, reason, &msg)
+                        .await;
                 }
                 self.set_phase(key, phase, message).await?;
                 Ok(Action::Done)

@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use minik8s_api::registry;
+use minik8s_client::events::{EventType, Recorder};
 use minik8s_client::informer::Cache;
 use minik8s_client::rest::content;
 use minik8s_client::{Client, SharedInformers};
@@ -37,6 +38,7 @@ pub struct Settings {
 
 pub struct Sync {
     client: Client,
+    recorder: Recorder,
     settings: Settings,
     ingresses: Cache<Ingress>,
     classes: Cache<IngressClass>,
@@ -61,6 +63,7 @@ impl Sync {
         }
         wake_on!(Ingress, IngressClass, Service, EndpointSlice, Secret);
         Sync {
+            recorder: Recorder::new(client.clone(), "minik8s-ingress"),
             client,
             settings,
             ingresses: informers.cache(),
@@ -169,20 +172,9 @@ impl Sync {
             for (ing, b, why) in &problems {
                 let (reason, message) = why.describe(b);
                 if reported.insert((key_of(ing), message.clone())) {
-                    let about = minik8s_client::events::Involved {
-                        api_version: "networking.k8s.io/v1",
-                        kind: "Ingress",
-                        meta: &ing.metadata,
-                    };
-                    minik8s_client::events::record(
-                        &self.client,
-                        "minik8s-ingress",
-                        about,
-                        "Warning",
-                        reason,
-                        &message,
-                    )
-                    .await;
+                    self.recorder
+                        .event(&**ing, EventType::Warning, reason, &message)
+                        .await;
                 }
             }
             reported.retain(|r| now.contains(r));
