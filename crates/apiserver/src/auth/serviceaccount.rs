@@ -29,6 +29,24 @@ fn now() -> i64 {
     chrono::Utc::now().timestamp()
 }
 
+/// Whether a token's times allow it at `now`: `exp` is required, `nbf` and
+/// `iat` optional, each a number of seconds when present (a time claim of
+/// another type is refused, never read as absent), with the one-minute
+/// leeway Kubernetes' token validator allows for clock skew.
+fn times_allow(claims: &Value, now: i64) -> bool {
+    const LEEWAY: i64 = 60;
+    let time = |name: &str| match claims.get(name) {
+        None => Some(None),
+        Some(v) => v.as_i64().map(Some),
+    };
+    let (Some(Some(exp)), Some(nbf), Some(iat)) = (time("exp"), time("nbf"), time("iat")) else {
+        return false;
+    };
+    now <= exp + LEEWAY
+        && nbf.is_none_or(|nbf| nbf <= now + LEEWAY)
+        && iat.is_none_or(|iat| iat <= now + LEEWAY)
+}
+
 impl ApiServer {
     /// `POST .../serviceaccounts/{name}/token`: a TokenRequest answered with a token.
     pub async fn token_request(
@@ -120,8 +138,7 @@ impl ApiServer {
         if claims["iss"] != ISSUER {
             return None;
         }
-        let t = now();
-        if claims["exp"].as_i64()? < t || claims["nbf"].as_i64().unwrap_or(0) > t + 60 {
+        if !times_allow(&claims, now()) {
             return None;
         }
         let aud_ok = claims["aud"]
@@ -234,6 +251,36 @@ pub fn add_token_volume(pod: &mut Value, account_automount: Option<bool>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_times_are_numbers_within_a_minute_of_leeway() {
+        let t = 1_000_000;
+        let ok = json!({"exp": t + 3600, "nbf": t, "iat": t});
+        assert!(times_allow(&ok, t));
+        assert!(
+            times_allow(&json!({"exp": t + 10}), t),
+            "nbf and iat are optional"
+        );
+        assert!(!times_allow(&json!({"nbf": t}), t), "exp is required");
+        assert!(times_allow(&json!({"exp": t - 30}), t), "within the leeway");
+        assert!(!times_allow(&json!({"exp": t - 61}), t), "expired");
+        assert!(
+            !times_allow(&json!({"exp": t + 3600, "nbf": t + 120}), t),
+            "not yet valid"
+        );
+        assert!(
+            !times_allow(&json!({"exp": t + 3600, "iat": t + 120}), t),
+            "issued in the future"
+        );
+        // A time of the wrong type is refused, not taken as absent
+        // (CVE-2026-25537's pattern in jsonwebtoken < 10.3).
+        assert!(!times_allow(
+            &json!({"exp": t + 3600, "nbf": "99999999999"}),
+            t
+        ));
+        assert!(!times_allow(&json!({"exp": (t + 3600).to_string()}), t));
+        assert!(!times_allow(&json!({"exp": t + 3600, "iat": null}), t));
+    }
 
     #[test]
     fn pods_get_the_token_volume_unless_they_opt_out() {
