@@ -228,7 +228,7 @@ mod tests {
             base64::engine::general_purpose::STANDARD.encode(ca_pem)
         );
         let token = "abcdef.0123456789abcdef";
-        let sig = minik8s_pki::jws::sign(&kubeconfig, "abcdef", "0123456789abcdef");
+        let sig = minik8s_pki::jws::sign(&kubeconfig, "abcdef", "0123456789abcdef").unwrap();
         let info = json!({"data": {"kubeconfig": kubeconfig, "jws-kubeconfig-abcdef": sig}});
         assert_eq!(verified_ca(&info, token).unwrap(), ca_pem);
         let err = verified_ca(&info, "abcdef.ffffffffffffffff")

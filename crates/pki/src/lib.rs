@@ -17,6 +17,7 @@
 
 #[cfg(feature = "serve")]
 pub mod connections;
+mod jwt_crypto;
 #[cfg(feature = "serve")]
 pub mod serve;
 #[cfg(feature = "serve")]
@@ -456,25 +457,34 @@ fn covers(cert_pem: &str, sans: &[String]) -> bool {
 /// Detached JWS signatures (HS256) of `cluster-info` by bootstrap tokens,
 /// as Kubernetes' bootstrap signer writes them: a node that knows a token
 /// can check that the kubeconfig (and the CA in it) came from the cluster.
+/// The signature is jsonwebtoken's (over [`jwt_crypto`]); the header names
+/// the token, as go-jose writes it.
 pub mod jws {
     use base64::Engine;
-    use ring::hmac;
+    use jsonwebtoken::{crypto, Algorithm, DecodingKey, EncodingKey};
 
     fn b64(bytes: &[u8]) -> String {
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
     }
 
+    fn header(id: &str) -> String {
+        b64(format!("{{\"alg\":\"HS256\",\"kid\":\"{id}\"}}").as_bytes())
+    }
+
     /// `<header>..<signature>` of `content` by token `id.secret`.
-    pub fn sign(content: &str, id: &str, secret: &str) -> String {
-        let header = b64(format!("{{\"alg\":\"HS256\",\"kid\":\"{id}\"}}").as_bytes());
+    pub fn sign(content: &str, id: &str, secret: &str) -> Result<String, super::PkiError> {
+        super::jwt_crypto::install();
+        let header = header(id);
         let signing_input = format!("{header}.{}", b64(content.as_bytes()));
-        let key = hmac::Key::new(hmac::HMAC_SHA256, secret.as_bytes());
-        let tag = hmac::sign(&key, signing_input.as_bytes());
-        format!("{header}..{}", b64(tag.as_ref()))
+        let sig = EncodingKey::from_secret(secret.as_bytes())
+            .and_then(|key| crypto::sign(signing_input.as_bytes(), &key, Algorithm::HS256))
+            .map_err(|e| super::PkiError::Invalid(format!("signing with token {id}: {e}")))?;
+        Ok(format!("{header}..{sig}"))
     }
 
     /// Whether `detached` is token `id.secret`'s signature of `content`.
     pub fn verify(content: &str, detached: &str, id: &str, secret: &str) -> bool {
+        super::jwt_crypto::install();
         let Some((header, sig)) = detached.split_once("..") else {
             return false;
         };
@@ -482,15 +492,13 @@ pub mod jws {
         let named = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(header)
             .is_ok_and(|h| String::from_utf8_lossy(&h).contains(&format!("\"kid\":\"{id}\"")));
-        if !named {
+        if !named || sig.is_empty() {
             return false;
         }
-        let Ok(sig) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(sig) else {
-            return false;
-        };
         let signing_input = format!("{header}.{}", b64(content.as_bytes()));
-        let key = hmac::Key::new(hmac::HMAC_SHA256, secret.as_bytes());
-        hmac::verify(&key, signing_input.as_bytes(), &sig).is_ok()
+        DecodingKey::from_secret(secret.as_bytes())
+            .and_then(|key| crypto::verify(sig, signing_input.as_bytes(), &key, Algorithm::HS256))
+            .unwrap_or(false)
     }
 }
 
@@ -544,8 +552,16 @@ mod tests {
 
     #[test]
     fn jws_signatures_check_out_only_with_the_token() {
-        let sig = jws::sign("kubeconfig text", "abcdef", "0123456789abcdef");
-        assert!(sig.contains(".."));
+        let sig = jws::sign("kubeconfig text", "abcdef", "0123456789abcdef").unwrap();
+        // The JWS detached form: HS256 over `<header>.<payload>`, as go-jose
+        // (Kubernetes' bootstrap signer) writes it, checked with ring here.
+        use base64::Engine;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+        let header = b64(br#"{"alg":"HS256","kid":"abcdef"}"#);
+        let input = format!("{header}.{}", b64(b"kubeconfig text"));
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"0123456789abcdef");
+        let expected = b64(ring::hmac::sign(&key, input.as_bytes()).as_ref());
+        assert_eq!(sig, format!("{header}..{expected}"));
         assert!(jws::verify(
             "kubeconfig text",
             &sig,
@@ -564,6 +580,22 @@ mod tests {
             "abcdef",
             "0000000000000000"
         ));
+        assert!(!jws::verify(
+            "kubeconfig text",
+            &sig,
+            "other0",
+            "0123456789abcdef"
+        ));
+        assert!(!jws::verify(
+            "kubeconfig text",
+            &format!("{header}.."),
+            "abcdef",
+            "0123456789abcdef"
+        ));
+        assert!(
+            jws::sign("x", "abcdef", "").is_err(),
+            "an empty secret signs nothing"
+        );
     }
 
     #[test]
@@ -586,20 +618,23 @@ mod tests {
 
 /// ServiceAccount tokens: JWTs (ES256) signed by the cluster's
 /// service-account key (`<pki-dir>/sa.key`), as kube-apiserver's
-/// `--service-account-signing-key-file` signs them.
+/// `--service-account-signing-key-file` signs them. jsonwebtoken encodes and
+/// validates them (signature, `exp` and `nbf` with Kubernetes' one-minute
+/// leeway, issuer, audience); [`super::jwt_crypto`] does the ECDSA.
 pub mod tokens {
     use base64::Engine;
+    use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
     use ring::signature::{self, EcdsaKeyPair, KeyPair as _};
     use serde_json::Value;
     use std::path::Path;
 
-    fn b64(bytes: &[u8]) -> String {
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-    }
+    /// Clock skew allowed on `exp` and `nbf` (go-jose's default, which
+    /// Kubernetes' token validator uses).
+    const LEEWAY_SECONDS: u64 = 60;
 
     pub struct Signer {
-        key: EcdsaKeyPair,
-        rng: ring::rand::SystemRandom,
+        encoding: EncodingKey,
+        decoding: DecodingKey,
         /// The key id in every token's header: a hash of the public key.
         pub kid: String,
     }
@@ -622,59 +657,46 @@ pub mod tokens {
 
         pub fn from_pem(pem: &str) -> Result<Signer, super::PkiError> {
             let der = rcgen::KeyPair::from_pem(pem)?.serialize_der();
+            // ring checks that it is a P-256 key and gives its public point.
             let rng = ring::rand::SystemRandom::new();
             let key =
                 EcdsaKeyPair::from_pkcs8(&signature::ECDSA_P256_SHA256_FIXED_SIGNING, &der, &rng)
                     .map_err(|e| super::PkiError::Invalid(format!("service-account key: {e}")))?;
-            let digest = ring::digest::digest(&ring::digest::SHA256, key.public_key().as_ref());
+            let public = key.public_key().as_ref();
+            let digest = ring::digest::digest(&ring::digest::SHA256, public);
             Ok(Signer {
-                kid: b64(&digest.as_ref()[..16]),
-                key,
-                rng,
+                kid: base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .encode(&digest.as_ref()[..16]),
+                encoding: EncodingKey::from_ec_der(&der),
+                decoding: DecodingKey::from_ec_der(public),
             })
         }
 
-        /// A signed token carrying `claims`.
-        pub fn sign(&self, claims: &Value) -> String {
-            let header = serde_json::json!({"alg": "ES256", "kid": self.kid});
-            let input = format!(
-                "{}.{}",
-                b64(header.to_string().as_bytes()),
-                b64(claims.to_string().as_bytes())
-            );
-            let sig = self
-                .key
-                .sign(&self.rng, input.as_bytes())
-                .map(|s| s.as_ref().to_vec())
-                .unwrap_or_default();
-            format!("{input}.{}", b64(&sig))
+        /// A signed token carrying `claims`: the header `{"alg":"ES256","kid":…}`
+        /// as Kubernetes writes it.
+        pub fn sign(&self, claims: &Value) -> Result<String, super::PkiError> {
+            super::jwt_crypto::install();
+            let mut header = Header::new(Algorithm::ES256);
+            header.typ = None;
+            header.kid = Some(self.kid.clone());
+            jsonwebtoken::encode(&header, claims, &self.encoding)
+                .map_err(|e| super::PkiError::Invalid(format!("signing a token: {e}")))
         }
 
-        /// The claims of a token this key signed (signature checked; the
-        /// caller checks issuer, audience and times).
-        pub fn verify(&self, token: &str) -> Option<Value> {
-            let mut parts = token.split('.');
-            let (h, c, s) = (parts.next()?, parts.next()?, parts.next()?);
-            if parts.next().is_some() {
-                return None;
-            }
-            let dec = |p: &str| {
-                base64::engine::general_purpose::URL_SAFE_NO_PAD
-                    .decode(p)
-                    .ok()
-            };
-            let header: Value = serde_json::from_slice(&dec(h)?).ok()?;
-            if header["alg"] != "ES256" {
-                return None;
-            }
-            let public = signature::UnparsedPublicKey::new(
-                &signature::ECDSA_P256_SHA256_FIXED,
-                self.key.public_key().as_ref(),
-            );
-            public
-                .verify(format!("{h}.{c}").as_bytes(), &dec(s)?)
-                .ok()?;
-            serde_json::from_slice(&dec(c)?).ok()
+        /// The claims of a token this key signed for `audience`, issued by
+        /// `issuer`, not expired and already valid; the caller checks what
+        /// the claims bind the token to.
+        pub fn verify(&self, token: &str, issuer: &str, audience: &str) -> Option<Value> {
+            super::jwt_crypto::install();
+            let mut rules = Validation::new(Algorithm::ES256);
+            rules.leeway = LEEWAY_SECONDS;
+            rules.validate_nbf = true;
+            rules.set_issuer(&[issuer]);
+            rules.set_audience(&[audience]);
+            rules.set_required_spec_claims(&["exp", "iss", "aud"]);
+            jsonwebtoken::decode::<Value>(token, &self.decoding, &rules)
+                .ok()
+                .map(|data| data.claims)
         }
     }
 
@@ -683,20 +705,80 @@ pub mod tokens {
         use super::*;
 
         #[test]
-        fn tokens_verify_only_unchanged_and_with_the_key() {
+        fn tokens_verify_only_unchanged_current_and_with_the_key() {
+            const ISS: &str = "https://kubernetes.default.svc.cluster.local";
             let dir = tempfile::tempdir().unwrap();
             let signer = Signer::load_or_create(dir.path()).unwrap();
-            let claims =
-                serde_json::json!({"sub": "system:serviceaccount:default:default", "exp": 1});
-            let token = signer.sign(&claims);
-            assert_eq!(signer.verify(&token), Some(claims));
+            let now = jsonwebtoken::get_current_timestamp() as i64;
+            let claims = serde_json::json!({"iss": ISS, "aud": [ISS], "sub": "system:serviceaccount:default:default",
+                "iat": now, "nbf": now, "exp": now + 3600});
+            let token = signer.sign(&claims).unwrap();
+            assert_eq!(signer.verify(&token, ISS, ISS), Some(claims.clone()));
+            // Kubernetes' header: the algorithm and the key id, nothing else.
+            let header = jsonwebtoken::decode_header(&token).unwrap();
+            assert_eq!(
+                (header.alg, header.kid.as_deref(), header.typ),
+                (Algorithm::ES256, Some(signer.kid.as_str()), None)
+            );
             let again = Signer::load_or_create(dir.path()).unwrap();
-            assert!(again.verify(&token).is_some(), "the key is kept");
+            assert!(again.verify(&token, ISS, ISS).is_some(), "the key is kept");
             let mut forged = token.clone();
             forged.replace_range(token.len() - 3.., "AAA");
-            assert!(signer.verify(&forged).is_none());
+            assert!(signer.verify(&forged, ISS, ISS).is_none());
             let other = Signer::load_or_create(tempfile::tempdir().unwrap().path()).unwrap();
-            assert!(other.verify(&token).is_none());
+            assert!(other.verify(&token, ISS, ISS).is_none());
+            // Another audience or issuer, expired, not yet valid.
+            assert!(signer.verify(&token, ISS, "vault").is_none());
+            assert!(signer.verify(&token, "https://elsewhere", ISS).is_none());
+            let with = |patch: Value| {
+                let mut c = claims.clone();
+                c.as_object_mut()
+                    .unwrap()
+                    .extend(patch.as_object().unwrap().clone());
+                signer.sign(&c).unwrap()
+            };
+            assert!(signer
+                .verify(&with(serde_json::json!({"exp": now - 61})), ISS, ISS)
+                .is_none());
+            assert!(
+                signer
+                    .verify(&with(serde_json::json!({"exp": now - 30})), ISS, ISS)
+                    .is_some(),
+                "leeway"
+            );
+            assert!(signer
+                .verify(&with(serde_json::json!({"nbf": now + 120})), ISS, ISS)
+                .is_none());
+            // A time claim of another type is refused, not read as absent
+            // (CVE-2026-25537 in jsonwebtoken before 10.3).
+            assert!(signer
+                .verify(
+                    &with(serde_json::json!({"nbf": (now + 99999).to_string()})),
+                    ISS,
+                    ISS
+                )
+                .is_none());
+            assert!(signer
+                .verify(
+                    &with(serde_json::json!({"exp": (now + 3600).to_string()})),
+                    ISS,
+                    ISS
+                )
+                .is_none());
+            // The algorithm is ours, not the token's: HS256 over the public
+            // key, or no signature at all, is refused.
+            let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+            let body = token.split('.').nth(1).unwrap();
+            let none = format!("{}.{body}.", b64(br#"{"alg":"none"}"#));
+            assert!(signer.verify(&none, ISS, ISS).is_none());
+            let hs_input = format!("{}.{body}", b64(br#"{"alg":"HS256"}"#));
+            let public = signer.decoding.try_get_as_bytes().unwrap();
+            let tag = ring::hmac::sign(
+                &ring::hmac::Key::new(ring::hmac::HMAC_SHA256, public),
+                hs_input.as_bytes(),
+            );
+            let confused = format!("{hs_input}.{}", b64(tag.as_ref()));
+            assert!(signer.verify(&confused, ISS, ISS).is_none());
         }
     }
 }

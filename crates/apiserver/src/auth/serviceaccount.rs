@@ -29,22 +29,28 @@ fn now() -> i64 {
     chrono::Utc::now().timestamp()
 }
 
-/// Whether a token's times allow it at `now`: `exp` is required, `nbf` and
-/// `iat` optional, each a number of seconds when present (a time claim of
-/// another type is refused, never read as absent), with the one-minute
-/// leeway Kubernetes' token validator allows for clock skew.
-fn times_allow(claims: &Value, now: i64) -> bool {
-    const LEEWAY: i64 = 60;
-    let time = |name: &str| match claims.get(name) {
-        None => Some(None),
-        Some(v) => v.as_i64().map(Some),
-    };
-    let (Some(Some(exp)), Some(nbf), Some(iat)) = (time("exp"), time("nbf"), time("iat")) else {
-        return false;
-    };
-    now <= exp + LEEWAY
-        && nbf.is_none_or(|nbf| nbf <= now + LEEWAY)
-        && iat.is_none_or(|iat| iat <= now + LEEWAY)
+/// Kubernetes' token validator allows a minute of clock skew (go-jose's
+/// default leeway), on the token's times and on deletions.
+const LEEWAY: i64 = 60;
+
+/// Whether a token was issued by now (give or take the leeway): `iat`
+/// absent or a number of seconds, never a string read as absent. The
+/// signer checks `exp` and `nbf` the same way.
+fn issued_in_the_past(claims: &Value, now: i64) -> bool {
+    match claims.get("iat") {
+        None => true,
+        Some(iat) => iat.as_i64().is_some_and(|iat| iat <= now + LEEWAY),
+    }
+}
+
+/// Whether what a token names was deleted more than the leeway ago. A pod
+/// that is terminating keeps its token (a preStop hook may call the API),
+/// as Kubernetes' validator does.
+fn deleted_long_ago(obj: &Value, now: i64) -> bool {
+    obj.pointer("/metadata/deletionTimestamp")
+        .and_then(Value::as_str)
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .is_some_and(|t| t.timestamp() < now - LEEWAY)
 }
 
 impl ApiServer {
@@ -117,7 +123,9 @@ impl ApiServer {
         let claims = json!({"iss": ISSUER, "aud": audiences, "iat": iat, "nbf": iat, "exp": iat + expiration,
             "jti": uuid::Uuid::new_v4().to_string(),
             "sub": format!("system:serviceaccount:{ns}:{name}"), "kubernetes.io": private});
-        let token = signer.sign(&claims);
+        let token = signer
+            .sign(&claims)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
         let expires = chrono::DateTime::from_timestamp(iat + expiration, 0)
             .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
             .unwrap_or_default();
@@ -134,18 +142,10 @@ impl ApiServer {
     /// The ServiceAccount a token names, if it is one of ours, current, for
     /// this apiserver, and what it is bound to still exists.
     pub(crate) async fn service_account_user(&self, token: &str) -> Option<UserInfo> {
-        let claims = self.sa_signer.get()?.verify(token)?;
-        if claims["iss"] != ISSUER {
-            return None;
-        }
-        if !times_allow(&claims, now()) {
-            return None;
-        }
-        let aud_ok = claims["aud"]
-            .as_array()?
-            .iter()
-            .any(|a| a.as_str() == Some(ISSUER));
-        if !aud_ok {
+        // Signature, issuer, audience, `exp` and `nbf`: the signer's checks.
+        let claims = self.sa_signer.get()?.verify(token, ISSUER, ISSUER)?;
+        let now = now();
+        if !issued_in_the_past(&claims, now) {
             return None;
         }
         let private = &claims["kubernetes.io"];
@@ -155,7 +155,9 @@ impl ApiServer {
             .read(registry::of::<ServiceAccount>(), Some(ns), name)
             .await
             .ok()?;
-        if meta::uid(&sa) != private["serviceaccount"]["uid"].as_str()? || meta::is_deleting(&sa) {
+        if meta::uid(&sa) != private["serviceaccount"]["uid"].as_str()?
+            || deleted_long_ago(&sa, now)
+        {
             return None;
         }
         let mut extra = std::collections::BTreeMap::new();
@@ -165,7 +167,7 @@ impl ApiServer {
                 .read(registry::of::<Pod>(), Some(ns), pname)
                 .await
                 .ok()?;
-            if meta::uid(&p) != pod["uid"].as_str()? || meta::is_deleting(&p) {
+            if meta::uid(&p) != pod["uid"].as_str()? || deleted_long_ago(&p, now) {
                 return None;
             }
             extra.insert(
@@ -253,33 +255,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn token_times_are_numbers_within_a_minute_of_leeway() {
+    fn tokens_issued_in_the_future_or_with_a_bad_iat_are_refused() {
         let t = 1_000_000;
-        let ok = json!({"exp": t + 3600, "nbf": t, "iat": t});
-        assert!(times_allow(&ok, t));
+        assert!(issued_in_the_past(&json!({"iat": t}), t));
+        assert!(issued_in_the_past(&json!({}), t), "iat is optional");
         assert!(
-            times_allow(&json!({"exp": t + 10}), t),
-            "nbf and iat are optional"
+            issued_in_the_past(&json!({"iat": t + 30}), t),
+            "within the leeway"
         );
-        assert!(!times_allow(&json!({"nbf": t}), t), "exp is required");
-        assert!(times_allow(&json!({"exp": t - 30}), t), "within the leeway");
-        assert!(!times_allow(&json!({"exp": t - 61}), t), "expired");
-        assert!(
-            !times_allow(&json!({"exp": t + 3600, "nbf": t + 120}), t),
-            "not yet valid"
-        );
-        assert!(
-            !times_allow(&json!({"exp": t + 3600, "iat": t + 120}), t),
-            "issued in the future"
-        );
-        // A time of the wrong type is refused, not taken as absent
-        // (CVE-2026-25537's pattern in jsonwebtoken < 10.3).
-        assert!(!times_allow(
-            &json!({"exp": t + 3600, "nbf": "99999999999"}),
+        assert!(!issued_in_the_past(&json!({"iat": t + 120}), t));
+        // A time of another type is refused, not taken as absent.
+        assert!(!issued_in_the_past(
+            &json!({"iat": (t - 10).to_string()}),
             t
         ));
-        assert!(!times_allow(&json!({"exp": (t + 3600).to_string()}), t));
-        assert!(!times_allow(&json!({"exp": t + 3600, "iat": null}), t));
+        assert!(!issued_in_the_past(&json!({"iat": null}), t));
+    }
+
+    #[test]
+    fn a_token_outlives_what_it_names_by_the_leeway_only() {
+        let at = |t: i64| {
+            let ts = chrono::DateTime::from_timestamp(t, 0).unwrap().to_rfc3339();
+            json!({"metadata": {"deletionTimestamp": ts}})
+        };
+        let now = 2_000_000_000;
+        assert!(!deleted_long_ago(&json!({"metadata": {}}), now));
+        assert!(
+            !deleted_long_ago(&at(now + 30), now),
+            "terminating gracefully"
+        );
+        assert!(!deleted_long_ago(&at(now - 59), now));
+        assert!(deleted_long_ago(&at(now - 61), now));
     }
 
     #[test]

@@ -55,10 +55,13 @@ pub fn signed_data(
         .collect();
     if let Some(kubeconfig) = data.get("kubeconfig") {
         for (id, secret) in tokens {
-            out.insert(
-                format!("{SIGNATURE_PREFIX}{id}"),
-                minik8s_pki::jws::sign(kubeconfig, id, secret),
-            );
+            match minik8s_pki::jws::sign(kubeconfig, id, secret) {
+                Ok(sig) => {
+                    out.insert(format!("{SIGNATURE_PREFIX}{id}"), sig);
+                }
+                // A token that cannot sign (an empty secret) gets no signature.
+                Err(e) => tracing::warn!(token = %id, error = %e, "signing cluster-info"),
+            }
         }
     }
     out
