@@ -273,13 +273,9 @@ impl Client {
         content_type: &str,
         patch: &Value,
     ) -> Result<bool, ClientError> {
-        let api = self.dynamic(registry::of::<K>(), meta.namespace.as_deref());
-        let name = meta.name.as_deref().unwrap_or("");
-        match api.patch(name, Some("status"), content_type, patch).await {
-            Ok(_) => Ok(true),
-            Err(e) if e.is_not_found() => Ok(false),
-            Err(e) => Err(e),
-        }
+        self.dynamic(registry::of::<K>(), meta.namespace.as_deref())
+            .patch_status(meta.name.as_deref().unwrap_or(""), content_type, patch)
+            .await
     }
 }
 
@@ -494,6 +490,22 @@ impl DynamicApi {
                 content::JSON,
             )
             .await
+    }
+
+    /// Patches `name`'s status, as controllers report what they saw;
+    /// `Ok(false)` when the object is gone meanwhile (a status about a
+    /// deleted object has nobody left to tell).
+    pub async fn patch_status(
+        &self,
+        name: &str,
+        content_type: &str,
+        patch: &Value,
+    ) -> Result<bool, ClientError> {
+        match self.patch(name, Some("status"), content_type, patch).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     pub async fn delete(&self, name: &str, dp: &DeleteParams) -> Result<Value, ClientError> {

@@ -455,13 +455,8 @@ impl DisaggregatedSetController {
                     "lastTransitionTime": old.conditions.iter().find(|c| c.type_ == "Ready")
                         .map_or(now.clone(), |c| c.last_transition_time.clone())}]}});
             let name = s.metadata.name.clone().unwrap_or_default();
-            match api
-                .patch(&name, Some("status"), content::MERGE_PATCH, &patch)
-                .await
-            {
-                Err(e) if !e.is_not_found() => return Err(e),
-                _ => {}
-            }
+            api.patch_status(&name, content::MERGE_PATCH, &patch)
+                .await?;
         }
         Ok(())
     }
@@ -521,13 +516,9 @@ impl DisaggregatedSetController {
         let api = self.api::<DisaggregatedSet>(ds);
         let name = ds.metadata.name.clone().unwrap_or_default();
         let patch = json!({"status": status});
-        match api
-            .patch(&name, Some("status"), content::MERGE_PATCH, &patch)
+        api.patch_status(&name, content::MERGE_PATCH, &patch)
             .await
-        {
-            Err(e) if !e.is_not_found() => Err(e),
-            _ => Ok(()),
-        }
+            .map(|_| ())
     }
 }
 

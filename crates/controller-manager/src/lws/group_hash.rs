@@ -79,12 +79,8 @@ impl GroupController {
             return Ok(());
         };
         let api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
-        match api
-            .patch(&name, Some("status"), CONDITION_PATCH, &patch)
+        api.patch_status(&name, CONDITION_PATCH, &patch)
             .await
-        {
-            Err(e) if !e.is_not_found() => Err(e),
-            _ => Ok(()),
-        }
+            .map(|_| ())
     }
 }

@@ -361,13 +361,11 @@ impl LwsController {
         let api = self
             .client
             .dynamic(registry::of::<LeaderWorkerSet>(), Some(&ns));
-        match api
-            .patch(&name, Some("status"), content::MERGE_PATCH, &status)
-            .await
+        if !api
+            .patch_status(&name, content::MERGE_PATCH, &status)
+            .await?
         {
-            Ok(_) => {}
-            Err(e) if e.is_not_found() => return Ok(false),
-            Err(e) => return Err(e),
+            return Ok(false);
         }
         if let Some(t) = first_new {
             let (reason, message) = condition_text(t);

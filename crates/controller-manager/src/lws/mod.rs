@@ -675,13 +675,11 @@ impl LwsController {
             let api = self
                 .client
                 .dynamic(registry::of::<LeaderWorkerSet>(), Some(&ns));
-            match api
-                .patch(&name, Some("status"), content::MERGE_PATCH, &status)
-                .await
+            if !api
+                .patch_status(&name, content::MERGE_PATCH, &status)
+                .await?
             {
-                Ok(_) => {}
-                Err(e) if e.is_not_found() => return Ok(Action::Done),
-                Err(e) => return Err(e),
+                return Ok(Action::Done);
             }
             for (type_, reason, note) in restarts::transitions(&old_groups, &states) {
                 self.recorder.event(&*lws, type_, reason, &note).await;

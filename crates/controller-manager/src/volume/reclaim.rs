@@ -246,15 +246,11 @@ impl VolumeController {
     ) -> Result<(), ClientError> {
         let patch = json!({"status": {"phase": phase, "message": message,
                                        "lastPhaseTransitionTime": minik8s_api::meta::now_rfc3339()}});
-        match self
-            .client
+        self.client
             .dynamic(registry::of::<PersistentVolume>(), None)
-            .patch(name, Some("status"), content::MERGE_PATCH, &patch)
+            .patch_status(name, content::MERGE_PATCH, &patch)
             .await
-        {
-            Err(e) if !e.is_not_found() => Err(e),
-            _ => Ok(()),
-        }
+            .map(|_| ())
     }
 }
 
