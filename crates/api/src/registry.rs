@@ -114,6 +114,12 @@ pub struct ResourceInfo {
 }
 
 impl ResourceInfo {
+    /// Whether this is kind `K` (its group and kind), typed: a branch on a
+    /// kind names its type rather than a string.
+    pub fn is<K: k8s_openapi::Resource>(&self) -> bool {
+        self.group == K::GROUP && self.kind == K::KIND
+    }
+
     /// `v1` or `apps/v1`.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {

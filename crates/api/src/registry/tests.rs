@@ -56,3 +56,14 @@ fn one_prefix_never_contains_another() {
         }
     }
 }
+
+#[test]
+fn a_kind_is_told_by_its_type() {
+    use k8s_openapi::api::core::v1::{Namespace, Pod};
+    use k8s_openapi::api::scheduling::v1beta1::PodGroup as WorkloadPodGroup;
+    assert!(of::<Namespace>().is::<Namespace>());
+    assert!(!of::<Namespace>().is::<Pod>());
+    // Same kind name, another group: not the same kind.
+    assert!(of::<crate::podgroup::PodGroup>().is::<crate::podgroup::PodGroup>());
+    assert!(!of::<crate::podgroup::PodGroup>().is::<WorkloadPodGroup>());
+}

@@ -77,7 +77,7 @@ impl ApiServer {
         if namespaces.is_empty() {
             return true;
         }
-        if a.info.kind == "Namespace" {
+        if a.info.is::<Namespace>() {
             return [a.object, a.old]
                 .into_iter()
                 .flatten()

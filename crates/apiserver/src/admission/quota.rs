@@ -38,11 +38,11 @@ fn quota_info() -> &'static ResourceInfo {
 }
 
 fn is_pod(info: &ResourceInfo) -> bool {
-    info.group.is_empty() && info.plural == "pods"
+    info.is::<k8s_openapi::api::core::v1::Pod>()
 }
 
 fn is_claim(info: &ResourceInfo) -> bool {
-    info.group.is_empty() && info.plural == "persistentvolumeclaims"
+    info.is::<k8s_openapi::api::core::v1::PersistentVolumeClaim>()
 }
 
 impl ApiServer {

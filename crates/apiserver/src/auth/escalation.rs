@@ -7,8 +7,11 @@ use super::rbac::missing_rules;
 use super::request_info::Attributes;
 use super::{Admission, UserInfo};
 use crate::ApiServer;
-use k8s_openapi::api::rbac::v1::{PolicyRule, RoleRef};
-use minik8s_api::registry::ResourceInfo;
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef,
+};
+use k8s_openapi::Resource as _;
+use minik8s_api::registry::{self, ResourceInfo};
 use minik8s_api::{meta, ApiError};
 use serde_json::Value;
 use std::sync::Arc;
@@ -47,46 +50,49 @@ impl ApiServer {
         let ns = meta::namespace(obj).unwrap_or("");
         let name = meta::name(obj);
         let policy = self.policy.policy();
-        let wanted: Vec<PolicyRule> = match info.plural {
-            "roles" | "clusterroles" => {
-                let mut escalate = Attributes::resource("escalate", GROUP, info.plural, ns);
-                escalate.name = name.into();
-                if self.authorize(user, &escalate).is_ok() {
-                    return Ok(());
-                }
-                if info.plural == "clusterroles"
-                    && obj.get("aggregationRule").is_some_and(|a| !a.is_null())
-                {
-                    // An aggregated role may come to hold anything.
-                    vec![
-                        serde_json::from_value(serde_json::json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]})).unwrap_or_default(),
-                        serde_json::from_value(serde_json::json!({"nonResourceURLs": ["*"], "verbs": ["*"]})).unwrap_or_default(),
-                    ]
-                } else {
-                    serde_json::from_value(obj.get("rules").cloned().unwrap_or(Value::Null))
-                        .unwrap_or_default()
-                }
+        let wanted: Vec<PolicyRule> = if info.is::<Role>() || info.is::<ClusterRole>() {
+            let mut escalate = Attributes::resource("escalate", GROUP, info.plural, ns);
+            escalate.name = name.into();
+            if self.authorize(user, &escalate).is_ok() {
+                return Ok(());
             }
-            "rolebindings" | "clusterrolebindings" => {
-                let Ok(role) = serde_json::from_value::<RoleRef>(obj["roleRef"].clone()) else {
-                    return Ok(()); // validation reports it
-                };
-                let resource = if role.kind == "Role" {
-                    "roles"
-                } else {
-                    "clusterroles"
-                };
-                let mut bind = Attributes::resource("bind", GROUP, resource, ns);
-                bind.name = role.name.clone();
-                if self.authorize(user, &bind).is_ok() {
-                    return Ok(());
-                }
-                let scope = (info.plural == "rolebindings").then_some(ns);
-                policy
-                    .role_rules(&role, scope)
-                    .map_err(|e| ApiError::forbidden(info, name, &e))?
+            if info.is::<ClusterRole>() && obj.get("aggregationRule").is_some_and(|a| !a.is_null())
+            {
+                // An aggregated role may come to hold anything.
+                vec![
+                    serde_json::from_value(
+                        serde_json::json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}),
+                    )
+                    .unwrap_or_default(),
+                    serde_json::from_value(
+                        serde_json::json!({"nonResourceURLs": ["*"], "verbs": ["*"]}),
+                    )
+                    .unwrap_or_default(),
+                ]
+            } else {
+                serde_json::from_value(obj.get("rules").cloned().unwrap_or(Value::Null))
+                    .unwrap_or_default()
             }
-            _ => return Ok(()),
+        } else if info.is::<RoleBinding>() || info.is::<ClusterRoleBinding>() {
+            let Ok(role) = serde_json::from_value::<RoleRef>(obj["roleRef"].clone()) else {
+                return Ok(()); // validation reports it
+            };
+            let resource = if role.kind == Role::KIND {
+                registry::of::<Role>().plural
+            } else {
+                registry::of::<ClusterRole>().plural
+            };
+            let mut bind = Attributes::resource("bind", GROUP, resource, ns);
+            bind.name = role.name.clone();
+            if self.authorize(user, &bind).is_ok() {
+                return Ok(());
+            }
+            let scope = info.is::<RoleBinding>().then_some(ns);
+            policy
+                .role_rules(&role, scope)
+                .map_err(|e| ApiError::forbidden(info, name, &e))?
+        } else {
+            return Ok(());
         };
         let (held, _) = policy.rules_for(user, ns);
         let missing = missing_rules(&held, &wanted);

@@ -258,7 +258,7 @@ pub fn stamp_requester(
     mut obj: Value,
     user: &UserInfo,
 ) -> Value {
-    if info.group == "certificates.k8s.io" && info.plural == "certificatesigningrequests" {
+    if info.is::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>() {
         if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
             spec.insert("username".into(), json!(user.username));
             spec.insert("uid".into(), json!(user.uid));

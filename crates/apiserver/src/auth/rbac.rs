@@ -17,9 +17,11 @@
 
 use super::request_info::Attributes;
 use super::UserInfo;
+use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
 };
+use k8s_openapi::Resource as _;
 use minik8s_api::selector::Selector;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -44,10 +46,12 @@ enum SubjectKey {
 /// `system:serviceaccount:<ns>:<name>`). `binding_ns` is where a RoleBinding
 /// lives (a ServiceAccount subject without a namespace means that one).
 fn subject_key(s: &Subject, binding_ns: Option<&str>) -> Option<SubjectKey> {
+    // A subject's kind: User and Group are RBAC's own, ServiceAccount is the kind.
+    const SERVICE_ACCOUNT: &str = ServiceAccount::KIND;
     match s.kind.as_str() {
         "User" => Some(SubjectKey::User(s.name.clone())),
         "Group" => Some(SubjectKey::Group(s.name.clone())),
-        "ServiceAccount" => {
+        SERVICE_ACCOUNT => {
             let ns = s
                 .namespace
                 .as_deref()

@@ -14,6 +14,7 @@
 use super::UserInfo;
 use crate::ApiServer;
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::Resource as _;
 use minik8s_api::validation::FieldError;
 use minik8s_api::{meta, registry, ApiError};
 use serde_json::{json, Value};
@@ -99,7 +100,7 @@ impl ApiServer {
         if let Some(b) = bound {
             let kind = b["kind"].as_str().unwrap_or("");
             let bname = b["name"].as_str().unwrap_or("");
-            if kind != "Pod" {
+            if kind != Pod::KIND {
                 return Err(ApiError::bad_request(format!(
                     "cannot bind token to a {kind}: only Pod is supported"
                 )));

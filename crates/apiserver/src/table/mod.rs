@@ -8,6 +8,8 @@ mod resource;
 pub mod storage;
 mod workloads;
 
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::Resource as _;
 use minik8s_api::meta::{human_age, human_duration};
 use minik8s_api::registry::ResourceInfo;
 use minik8s_api::selector::Selector;
@@ -531,7 +533,7 @@ pub mod rows {
                 .iter()
                 .filter(|s| s["kind"] == kind)
                 .map(|s| match (s["namespace"].as_str(), s["name"].as_str()) {
-                    (Some(ns), Some(n)) if kind == "ServiceAccount" => format!("{ns}/{n}"),
+                    (Some(ns), Some(n)) if kind == ServiceAccount::KIND => format!("{ns}/{n}"),
                     (_, n) => n.unwrap_or("").to_string(),
                 })
                 .collect();
@@ -546,7 +548,7 @@ pub mod rows {
             json!(age(o)),
             subjects("User"),
             subjects("Group"),
-            subjects("ServiceAccount"),
+            subjects(ServiceAccount::KIND),
         ]
     }
 
