@@ -7,7 +7,9 @@
 use crate::credentials::{self, Credential};
 use crate::Kubelet;
 use k8s_openapi::api::core::v1::{Pod, Secret};
-use minik8s_client::events::EventType;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::Resource as _;
+use minik8s_client::events::{EventType, Involved};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -74,15 +76,25 @@ impl PullBackoff {
     }
 }
 
+/// A pod as the subject of an Event (only its metadata travels to the
+/// background send, not the whole pod).
+fn about_pod(meta: &ObjectMeta) -> Involved<'_> {
+    Involved {
+        api_version: Pod::API_VERSION,
+        kind: Pod::KIND,
+        meta,
+    }
+}
+
 impl Kubelet {
     /// A Warning event about a pod (Unhealthy, FailedPostStartHook ...),
     /// sent in the background.
     pub(crate) fn warning_event(&self, pod: &Pod, reason: &'static str, message: String) {
         let recorder = self.recorder.clone();
-        let pod = pod.clone();
+        let meta = pod.metadata.clone();
         tokio::spawn(async move {
             recorder
-                .event(&pod, EventType::Warning, reason, &message)
+                .record(about_pod(&meta), EventType::Warning, reason, &message)
                 .await;
         });
     }
@@ -95,11 +107,11 @@ impl Kubelet {
             return;
         }
         let recorder = self.recorder.clone();
-        let pod = pod.clone();
+        let meta = pod.metadata.clone();
         tokio::spawn(async move {
             for (reason, message) in events {
                 recorder
-                    .event(&pod, EventType::Normal, reason, &message)
+                    .record(about_pod(&meta), EventType::Normal, reason, &message)
                     .await;
             }
         });
