@@ -628,9 +628,9 @@ pub mod tokens {
     use serde_json::Value;
     use std::path::Path;
 
-    /// Clock skew allowed on `exp` and `nbf` (go-jose's default, which
-    /// Kubernetes' token validator uses).
-    const LEEWAY_SECONDS: u64 = 60;
+    /// Clock skew allowed on a token's times, and after a deletion of what
+    /// it names (go-jose's default, which Kubernetes' token validator uses).
+    pub const LEEWAY_SECONDS: u64 = 60;
 
     pub struct Signer {
         encoding: EncodingKey,
@@ -684,8 +684,10 @@ pub mod tokens {
         }
 
         /// The claims of a token this key signed for `audience`, issued by
-        /// `issuer`, not expired and already valid; the caller checks what
-        /// the claims bind the token to.
+        /// `issuer`, not expired, already valid and issued by now (each time
+        /// within the leeway, and a number: a time of another type is
+        /// refused, never read as absent); the caller checks what the claims
+        /// bind the token to.
         pub fn verify(&self, token: &str, issuer: &str, audience: &str) -> Option<Value> {
             super::jwt_crypto::install();
             let mut rules = Validation::new(Algorithm::ES256);
@@ -694,9 +696,16 @@ pub mod tokens {
             rules.set_issuer(&[issuer]);
             rules.set_audience(&[audience]);
             rules.set_required_spec_claims(&["exp", "iss", "aud"]);
-            jsonwebtoken::decode::<Value>(token, &self.decoding, &rules)
-                .ok()
-                .map(|data| data.claims)
+            let claims = jsonwebtoken::decode::<Value>(token, &self.decoding, &rules)
+                .ok()?
+                .claims;
+            // jsonwebtoken checks `exp` and `nbf`; `iat` is ours to check.
+            let latest = (jsonwebtoken::get_current_timestamp() + LEEWAY_SECONDS) as i64;
+            let issued = match claims.get("iat") {
+                None => true,
+                Some(iat) => iat.as_i64().is_some_and(|iat| iat <= latest),
+            };
+            issued.then_some(claims)
         }
     }
 
@@ -737,34 +746,28 @@ pub mod tokens {
                     .extend(patch.as_object().unwrap().clone());
                 signer.sign(&c).unwrap()
             };
-            assert!(signer
-                .verify(&with(serde_json::json!({"exp": now - 61})), ISS, ISS)
-                .is_none());
+            let accepts = |patch: Value| signer.verify(&with(patch), ISS, ISS).is_some();
+            assert!(!accepts(serde_json::json!({"exp": now - 61})), "expired");
+            assert!(accepts(serde_json::json!({"exp": now - 30})), "leeway");
             assert!(
-                signer
-                    .verify(&with(serde_json::json!({"exp": now - 30})), ISS, ISS)
-                    .is_some(),
-                "leeway"
+                !accepts(serde_json::json!({"nbf": now + 120})),
+                "not yet valid"
             );
-            assert!(signer
-                .verify(&with(serde_json::json!({"nbf": now + 120})), ISS, ISS)
-                .is_none());
+            assert!(
+                !accepts(serde_json::json!({"iat": now + 120})),
+                "issued in the future"
+            );
+            assert!(accepts(serde_json::json!({"iat": now + 30})), "leeway");
             // A time claim of another type is refused, not read as absent
             // (CVE-2026-25537 in jsonwebtoken before 10.3).
-            assert!(signer
-                .verify(
-                    &with(serde_json::json!({"nbf": (now + 99999).to_string()})),
-                    ISS,
-                    ISS
-                )
-                .is_none());
-            assert!(signer
-                .verify(
-                    &with(serde_json::json!({"exp": (now + 3600).to_string()})),
-                    ISS,
-                    ISS
-                )
-                .is_none());
+            for bad in [
+                serde_json::json!({"nbf": (now + 99999).to_string()}),
+                serde_json::json!({"exp": (now + 3600).to_string()}),
+                serde_json::json!({"iat": (now - 10).to_string()}),
+                serde_json::json!({"iat": null}),
+            ] {
+                assert!(!accepts(bad.clone()), "{bad}");
+            }
             // The algorithm is ours, not the token's: HS256 over the public
             // key, or no signature at all, is refused.
             let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);

@@ -30,28 +30,15 @@ fn now() -> i64 {
     chrono::Utc::now().timestamp()
 }
 
-/// Kubernetes' token validator allows a minute of clock skew (go-jose's
-/// default leeway), on the token's times and on deletions.
-const LEEWAY: i64 = 60;
-
-/// Whether a token was issued by now (give or take the leeway): `iat`
-/// absent or a number of seconds, never a string read as absent. The
-/// signer checks `exp` and `nbf` the same way.
-fn issued_in_the_past(claims: &Value, now: i64) -> bool {
-    match claims.get("iat") {
-        None => true,
-        Some(iat) => iat.as_i64().is_some_and(|iat| iat <= now + LEEWAY),
-    }
-}
-
-/// Whether what a token names was deleted more than the leeway ago. A pod
-/// that is terminating keeps its token (a preStop hook may call the API),
-/// as Kubernetes' validator does.
+/// Whether what a token names was deleted more than the token leeway ago.
+/// A pod that is terminating keeps its token (a preStop hook may call the
+/// API), as Kubernetes' validator does.
 fn deleted_long_ago(obj: &Value, now: i64) -> bool {
+    let leeway = minik8s_pki::tokens::LEEWAY_SECONDS as i64;
     obj.pointer("/metadata/deletionTimestamp")
         .and_then(Value::as_str)
         .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-        .is_some_and(|t| t.timestamp() < now - LEEWAY)
+        .is_some_and(|t| t.timestamp() < now - leeway)
 }
 
 impl ApiServer {
@@ -143,12 +130,9 @@ impl ApiServer {
     /// The ServiceAccount a token names, if it is one of ours, current, for
     /// this apiserver, and what it is bound to still exists.
     pub(crate) async fn service_account_user(&self, token: &str) -> Option<UserInfo> {
-        // Signature, issuer, audience, `exp` and `nbf`: the signer's checks.
+        // Signature, issuer, audience and times: the signer's checks.
         let claims = self.sa_signer.get()?.verify(token, ISSUER, ISSUER)?;
         let now = now();
-        if !issued_in_the_past(&claims, now) {
-            return None;
-        }
         let private = &claims["kubernetes.io"];
         let ns = private["namespace"].as_str()?;
         let name = private["serviceaccount"]["name"].as_str()?;
@@ -254,24 +238,6 @@ pub fn add_token_volume(pod: &mut Value, account_automount: Option<bool>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tokens_issued_in_the_future_or_with_a_bad_iat_are_refused() {
-        let t = 1_000_000;
-        assert!(issued_in_the_past(&json!({"iat": t}), t));
-        assert!(issued_in_the_past(&json!({}), t), "iat is optional");
-        assert!(
-            issued_in_the_past(&json!({"iat": t + 30}), t),
-            "within the leeway"
-        );
-        assert!(!issued_in_the_past(&json!({"iat": t + 120}), t));
-        // A time of another type is refused, not taken as absent.
-        assert!(!issued_in_the_past(
-            &json!({"iat": (t - 10).to_string()}),
-            t
-        ));
-        assert!(!issued_in_the_past(&json!({"iat": null}), t));
-    }
 
     #[test]
     fn a_token_outlives_what_it_names_by_the_leeway_only() {
