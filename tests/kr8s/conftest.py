@@ -9,10 +9,12 @@ of a `KindCluster` (its kubeconfig, its kubectl, `kubectl(...)`).
 
 import gc
 import os
+import socket
 import subprocess
 from pathlib import Path
 
 import pytest
+from kr8s._portforward import PortForward
 
 
 class Cluster:
@@ -88,3 +90,30 @@ def pytest_collection_modifyitems(config, items):
         reason = KIND_ONLY.get(item.name)
         if reason:
             item.add_marker(pytest.mark.skip(reason=f"kind-specific: {reason}"))
+
+
+# kr8s picks a port-forward's local port at random (10000-60000) and checks
+# only that nothing listens there. A loopback client socket on that port (the
+# kernel's ephemeral range is 32768-60999, and the cluster's components talk
+# over loopback) makes its server's bind fail with EADDRINUSE inside a
+# background task, while `start()` returns the port nobody listens on: the
+# test then fails with "All connection attempts failed" before any request
+# reaches the cluster (seen once in CI, test_pod_port_forward_start_stop).
+# The check also tries the bind its server will do (asyncio's, with
+# SO_REUSEADDR), so the pick skips such a port; forwarding is unchanged.
+_listened_on = PortForward._is_port_in_use
+
+
+def _is_port_in_use(self, port: int, host: str = "127.0.0.1") -> bool:
+    if _listened_on(self, port, host):
+        return True
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+PortForward._is_port_in_use = _is_port_in_use
