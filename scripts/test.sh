@@ -37,6 +37,8 @@ echo "==> cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "==> one feature set for the binaries' shared dependencies"
 bash scripts/check-features.sh
+echo "==> the node components and kubectl link none of the apiserver's machinery"
+bash scripts/check-layers.sh
 echo "==> no import cycle between the modules of a crate"
 python3 scripts/check-modules.py
 echo "==> cargo test"

@@ -2,7 +2,7 @@
 //! (`disaggregatedset.x-k8s.io/v1`, upstream kubernetes-sigs/lws): several
 //! LeaderWorkerSet *roles* (e.g. prefill and decode servers of one LLM)
 //! deployed, scaled and rolled together. The JSON is upstream's; defaults
-//! are its CRD's, validation (`validation::disaggregatedset`) its webhook's.
+//! are its CRD's, validation (`minik8s_validation::disaggregatedset`) its webhook's.
 //!
 //! ```text
 //!   DisaggregatedSet D (slices 2, roles prefill, decode)

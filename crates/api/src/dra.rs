@@ -8,10 +8,8 @@
 //!                                                 └─▶ kubelet: the driver prepares the devices, containers get them
 //! ```
 //!
-//! Device selectors are CEL over one device ([`cel`]); the allocation
-//! itself is the scheduler's (`scheduler::dra`).
-
-pub mod cel;
+//! Device selectors are CEL over one device (`minik8s_cel::device`); the
+//! allocation itself is the scheduler's (`scheduler::dra`).
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;

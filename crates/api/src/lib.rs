@@ -1,10 +1,16 @@
 //! API types and rules shared by every minik8s component.
 //!
 //! This crate has no I/O. It holds the resource [`registry`] (the one table
-//! routing, discovery and kubectl derive from), the LeaderWorkerSet type,
-//! defaulting and validation as the Kubernetes apiserver does them, label and
-//! field selectors, PATCH semantics, quantities and the `Status` error shape.
-//! Core kinds are the `k8s-openapi` types (re-exported as [`k8s`]).
+//! routing, discovery and kubectl derive from), the kinds minik8s adds to
+//! Kubernetes' (LeaderWorkerSet, DisaggregatedSet, serverless), names and
+//! label and field selectors, PATCH semantics, quantities, [`field`] errors
+//! and the `Status` error shape: what every component needs. Core kinds are
+//! the `k8s-openapi` types (re-exported as [`k8s`]).
+//!
+//! What only the apiserver does with objects lives beside it: defaulting,
+//! validation and Pod Security in `minik8s-validation`, structural schemas
+//! and CEL in `minik8s-cel`, the protobuf transcoder and OpenAPI documents
+//! in `minik8s-wire`; so a kubelet, kube-proxy or kubectl links none of them.
 
 /// The Kubernetes release minik8s speaks (its types, its behaviour) and
 /// reports: `/version`, the kubelet's `nodeInfo`, our kubectl's client
@@ -55,10 +61,10 @@ macro_rules! namespaced_resource {
 
 pub mod amount;
 pub mod cron;
-pub mod defaults;
 pub mod disaggregatedset;
 pub mod dra;
 pub mod endpoints;
+pub mod field;
 pub mod hash;
 pub mod limitrange;
 pub mod lws;
@@ -69,23 +75,18 @@ pub mod meta;
 pub mod names;
 pub mod net;
 pub mod node_selection;
-pub mod openapi;
 pub mod patch;
 pub mod pod_fields;
 pub mod podgroup;
-pub mod podsecurity;
-pub mod protobuf;
 pub mod quantity;
 pub mod quota;
 pub mod registry;
 pub mod resources;
-pub mod schema;
 pub mod selector;
 pub mod serverless;
 pub mod status;
 pub mod storage;
 pub mod taints;
-pub mod validation;
 pub mod versions;
 pub mod workflow;
 

@@ -1,12 +1,12 @@
-//! LeaderWorkerSet (`leaderworkerset.x-k8s.io/v1`) with the exact upstream JSON,
-//! and the defaulting upstream's admission webhook performs; its validation
-//! is `validation/lws.rs`.
+//! LeaderWorkerSet (`leaderworkerset.x-k8s.io/v1`) with the exact upstream
+//! JSON; its defaults and validation (upstream's admission webhook) are the
+//! apiserver's, in minik8s-validation (`crates/validation/src/lws.rs`).
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
 pub const GROUP: &str = "leaderworkerset.x-k8s.io";
 pub const API_VERSION: &str = "leaderworkerset.x-k8s.io/v1";
@@ -201,81 +201,6 @@ namespaced_resource!(
     "LeaderWorkerSet",
     "leaderworkersets"
 );
-
-// ---------------------------------------------------------------- defaulting
-
-fn ensure_obj<'a>(m: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
-    let e = m.entry(key.to_string()).or_insert_with(|| json!({}));
-    if !e.is_object() {
-        *e = json!({});
-    }
-    e.as_object_mut().expect("object")
-}
-
-fn set_default(m: &mut Map<String, Value>, key: &str, v: Value) {
-    if m.get(key).is_none_or(Value::is_null) {
-        m.insert(key.to_string(), v);
-    }
-}
-
-/// The CRD schema defaults plus the mutating webhook.
-pub fn default(obj: &mut Value) {
-    let Some(root) = obj.as_object_mut() else {
-        return;
-    };
-    let spec = ensure_obj(root, "spec");
-    set_default(spec, "replicas", json!(1));
-    set_default(spec, "startupPolicy", json!("LeaderCreated"));
-    let tmpl = ensure_obj(spec, "leaderWorkerTemplate");
-    set_default(tmpl, "size", json!(1));
-    match tmpl.get("restartPolicy").and_then(Value::as_str) {
-        None | Some("") => {
-            tmpl.insert("restartPolicy".into(), json!("RecreateGroupOnPodRestart"));
-        }
-        Some("Default") => {
-            tmpl.insert("restartPolicy".into(), json!("None"));
-        }
-        _ => {}
-    }
-    if let Some(sg) = tmpl
-        .get_mut("subGroupPolicy")
-        .and_then(Value::as_object_mut)
-    {
-        set_default(sg, "subGroupPolicyType", json!("LeaderWorker"));
-    }
-    for t in ["leaderTemplate", "workerTemplate"] {
-        if let Some(pt) = tmpl.get_mut(t).filter(|v| v.is_object()) {
-            let ps = ensure_obj(pt.as_object_mut().expect("object"), "spec");
-            crate::defaults::default_pod_spec(ps);
-        }
-    }
-    let rs = ensure_obj(spec, "rolloutStrategy");
-    set_default(rs, "type", json!("RollingUpdate"));
-    if rs.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
-        match rs
-            .get_mut("rollingUpdateConfiguration")
-            .and_then(Value::as_object_mut)
-        {
-            None => {
-                rs.insert(
-                    "rollingUpdateConfiguration".into(),
-                    json!({"partition": 0, "maxUnavailable": 1, "maxSurge": 0}),
-                );
-            }
-            Some(ru) => {
-                set_default(ru, "partition", json!(0));
-                set_default(ru, "maxUnavailable", json!(1));
-                set_default(ru, "maxSurge", json!(0));
-            }
-        }
-    }
-    let nc = ensure_obj(spec, "networkConfig");
-    set_default(nc, "subdomainPolicy", json!("Shared"));
-    set_default(spec, "groupIdentity", json!(ORDINAL));
-    if spec.get("groupIdentity") == Some(&json!(HASH)) {
-        set_default(spec, "groupReplacementPolicy", json!(POST_TERMINATION));
-    }
-}
 
 impl LeaderWorkerSetSpec {
     /// Whether the groups are Hash groups (leaders in a Deployment).

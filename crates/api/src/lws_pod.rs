@@ -8,9 +8,9 @@
 //!   every container: LWS_LEADER_ADDRESS=L-1.<subdomain>.<ns>, LWS_GROUP_SIZE, LWS_WORKER_INDEX
 //! ```
 
+use crate::field::FieldError;
 use crate::hash::sha1_hex;
 use crate::lws_scheduling::GangScope;
-use crate::validation::FieldError;
 use serde_json::{json, Map, Value};
 
 pub const PREFIX: &str = "leaderworkerset.sigs.k8s.io/";

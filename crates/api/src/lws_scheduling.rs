@@ -12,7 +12,7 @@
 //!   basic: {} anywhere                      no gang at that level
 //! ```
 
-use crate::validation::{Errors, FieldError};
+use crate::field::{Errors, FieldError};
 use serde_json::{json, Value};
 
 /// Template annotation (minik8s): which gang an LWS pod joins.

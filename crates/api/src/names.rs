@@ -97,3 +97,16 @@ pub fn port_name_error(s: &str) -> Option<String> {
         && !s.contains("--");
     (!ok).then(|| "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-), at most 15 characters, contain at least one letter, and not start or end with a hyphen".into())
 }
+
+/// Kubernetes' rule for a projected file's path: relative, never `..`.
+pub fn item_path_error(p: &str) -> Option<&'static str> {
+    if p.starts_with('/') {
+        Some("must be a relative path")
+    } else if p.split('/').any(|part| part == "..") {
+        Some("must not contain '..'")
+    } else if p.is_empty() {
+        Some("must not be empty")
+    } else {
+        None
+    }
+}

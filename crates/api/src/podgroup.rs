@@ -11,7 +11,7 @@
 //!   Pods demo-1, demo-1-1, demo-1-2, demo-1-3 ──▶ scheduler: all 4 fit? bind all : bind none
 //! ```
 
-use crate::validation::{Errors, FieldError};
+use crate::field::{Errors, FieldError};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -12,7 +12,7 @@
 
 pub mod triggers;
 
-use crate::validation::{Errors, FieldError};
+use crate::field::{Errors, FieldError};
 use k8s_openapi::api::core::v1::{EnvVar, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use serde::{Deserialize, Serialize};

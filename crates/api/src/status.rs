@@ -2,8 +2,8 @@
 //! `pkg/api/errors`, shared by the apiserver (which sends them) and clients
 //! (which parse them).
 
+use crate::field::FieldError;
 use crate::registry::ResourceInfo;
-use crate::validation::FieldError;
 use serde_json::{json, Value};
 use std::fmt;
 

@@ -22,7 +22,7 @@
 //! Validation (pure) refuses unknown steps and cycles that are not declared
 //! loops; that each function exists is checked by the apiserver.
 
-use crate::validation::{Errors, FieldError};
+use crate::field::{Errors, FieldError};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};

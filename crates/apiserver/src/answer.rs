@@ -64,7 +64,7 @@ pub async fn to_protobuf(resp: Response) -> Response {
     };
     let encoded = serde_json::from_slice::<Value>(&bytes)
         .ok()
-        .and_then(|v| match minik8s_api::protobuf::encode_object(&v) {
+        .and_then(|v| match minik8s_wire::protobuf::encode_object(&v) {
             Ok(pb) => pb,
             Err(e) => {
                 tracing::warn!(error = %e, "answering in JSON: the object does not fit its protobuf message");
@@ -75,7 +75,7 @@ pub async fn to_protobuf(resp: Response) -> Response {
         Some(pb) => {
             parts.headers.insert(
                 header::CONTENT_TYPE,
-                header::HeaderValue::from_static(minik8s_api::protobuf::MEDIA_TYPE),
+                header::HeaderValue::from_static(minik8s_wire::protobuf::MEDIA_TYPE),
             );
             parts.headers.remove(header::CONTENT_LENGTH);
             Response::from_parts(parts, axum::body::Body::from(pb))

@@ -18,7 +18,7 @@ use serde_json::Value;
 pub const BODY_MEDIA_TYPES: &[&str] = &[
     "application/json",
     "application/yaml",
-    minik8s_api::protobuf::MEDIA_TYPE,
+    minik8s_wire::protobuf::MEDIA_TYPE,
 ];
 
 /// What PATCH bodies may be sent as.
@@ -62,8 +62,8 @@ pub fn decode_body_noting_duplicates(
     let media = media_type(headers);
     let duplicates = std::cell::Cell::new(false);
     let v: Value = match media.as_str() {
-        minik8s_api::protobuf::MEDIA_TYPE => {
-            return minik8s_api::protobuf::decode_object(body)
+        minik8s_wire::protobuf::MEDIA_TYPE => {
+            return minik8s_wire::protobuf::decode_object(body)
                 .map(|v| (v, false))
                 .map_err(|e| ApiError::bad_request(format!("error decoding protobuf body: {e}")))
         }
@@ -201,7 +201,7 @@ pub fn normalize(
     // Base64 wrapped over lines decodes in Go: retried without the breaks
     // (only when the object does not decode, so the common path pays nothing).
     let retry = |mut obj: Value, e: String| {
-        if minik8s_api::protobuf::unwrap_base64(&mut obj) {
+        if minik8s_wire::protobuf::unwrap_base64(&mut obj) {
             strategy.canonicalize(obj).map_err(bad)
         } else {
             Err(bad(e))

@@ -6,8 +6,8 @@
 use crate::auth::reviews::REVIEWS;
 use crate::metrics_api;
 use crate::strategy;
-use minik8s_api::openapi::{self, Flavor};
 use minik8s_api::registry::{self, Registry, ResourceInfo};
+use minik8s_wire::openapi::{self, Flavor};
 use serde_json::{json, Value};
 
 pub fn version() -> Value {

@@ -437,7 +437,7 @@ async fn handle_admitted(
                     t.sub.as_deref(),
                     Some("log" | "exec" | "attach" | "portforward")
                 );
-            let protobuf = !streams && minik8s_api::protobuf::preferred(&accept);
+            let protobuf = !streams && minik8s_wire::protobuf::preferred(&accept);
             let served = t.served;
             let ctx = Request {
                 srv,
@@ -903,7 +903,7 @@ impl Request {
     fn delete_options(&self) -> Result<DeleteOptions, ApiError> {
         let body: Value = if self.body.iter().all(u8::is_ascii_whitespace) {
             json!({})
-        } else if content_type(&self.headers).starts_with(minik8s_api::protobuf::MEDIA_TYPE) {
+        } else if content_type(&self.headers).starts_with(minik8s_wire::protobuf::MEDIA_TYPE) {
             self.body_object()?
         } else {
             serde_json::from_slice(&self.body)

@@ -4,13 +4,13 @@
 //! to `audit` (a log line). Pods are checked when created and when their
 //! spec changes; the pod templates of workloads (Deployments, Jobs…) are
 //! only warned about, as Kubernetes does, since their pods are checked when
-//! made. The checks themselves are `minik8s_api::podsecurity`.
+//! made. The checks themselves are `minik8s_validation::podsecurity`.
 
 use crate::ApiServer;
 use k8s_openapi::api::core::v1::Namespace;
-use minik8s_api::podsecurity::{self, Level};
 use minik8s_api::registry::{self, ResourceInfo};
 use minik8s_api::{meta, ApiError};
+use minik8s_validation::podsecurity::{self, Level};
 use serde_json::Value;
 
 const PREFIX: &str = "pod-security.kubernetes.io/";

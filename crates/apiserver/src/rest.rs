@@ -22,8 +22,8 @@ use k8s_openapi::api::core::v1::Namespace;
 use minik8s_api::managed;
 use minik8s_api::meta::{self, finalizers, is_deleting, metadata_mut, now_rfc3339};
 use minik8s_api::registry::{self, ResourceInfo, Subresource};
-use minik8s_api::validation::{self, FieldError};
 use minik8s_api::ApiError;
+use minik8s_validation::{self as validation, FieldError};
 use serde_json::{json, Value};
 
 /// How many times a write is re-read and re-applied on a conflict before the

@@ -14,8 +14,8 @@ use hyper::upgrade::OnUpgrade;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use minik8s_api::meta::{self, is_deleting, metadata_mut, now_rfc3339};
 use minik8s_api::registry::{self, ResourceInfo};
-use minik8s_api::validation::FieldError;
 use minik8s_api::ApiError;
+use minik8s_validation::FieldError;
 use serde_json::{json, Value};
 
 /// The `autoscaling/v1` Scale view of a scalable object.

@@ -419,7 +419,7 @@ async fn protobuf_answers_and_bad_bodies() {
     let url = format!("{}/api/v1/namespaces", server.url);
     let ns =
         serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "wire"}});
-    let body = minik8s_api::protobuf::encode_object(&ns).unwrap().unwrap();
+    let body = minik8s_wire::protobuf::encode_object(&ns).unwrap().unwrap();
     let resp = http
         .post(&url)
         .header("content-type", "application/vnd.kubernetes.protobuf")
@@ -436,7 +436,7 @@ async fn protobuf_answers_and_bad_bodies() {
         resp.headers()["content-type"],
         "application/vnd.kubernetes.protobuf"
     );
-    let created = minik8s_api::protobuf::decode_object(&resp.bytes().await.unwrap()).unwrap();
+    let created = minik8s_wire::protobuf::decode_object(&resp.bytes().await.unwrap()).unwrap();
     assert_eq!(created["metadata"]["name"], "wire");
     assert!(created["metadata"]["uid"].as_str().is_some(), "{created}");
     assert_eq!(created["status"]["phase"], "Active");
@@ -452,13 +452,13 @@ async fn protobuf_answers_and_bad_bodies() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 404);
-    let status = minik8s_api::protobuf::decode_object(&resp.bytes().await.unwrap()).unwrap();
+    let status = minik8s_wire::protobuf::decode_object(&resp.bytes().await.unwrap()).unwrap();
     assert_eq!(status["kind"], "Status");
     assert_eq!(status["reason"], "NotFound");
     assert_eq!(status["code"], 404);
 
     // Truncated: 400 and nothing stored.
-    let mut cut = minik8s_api::protobuf::encode_object(
+    let mut cut = minik8s_wire::protobuf::encode_object(
         &serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "half"}}),
     )
     .unwrap()

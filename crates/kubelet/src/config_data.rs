@@ -318,7 +318,7 @@ pub fn volume_files(
             Some(items) => {
                 for item in items {
                     // Never outside the volume (the API refuses these paths too).
-                    if let Some(e) = minik8s_api::validation::item_path_error(&item.path) {
+                    if let Some(e) = minik8s_api::names::item_path_error(&item.path) {
                         return Err(format!("invalid path {:?}: {e}", item.path));
                     }
                     match data.get(&item.key) {

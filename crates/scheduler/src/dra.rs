@@ -16,8 +16,8 @@ use k8s_openapi::api::core::v1::{Node, NodeSelector, Pod};
 use k8s_openapi::api::resource::v1::{
     DeviceClass, DeviceRequest, DeviceSelector, ResourceClaim, ResourceSlice,
 };
-use minik8s_api::dra::cel::{device_value, Selector};
 use minik8s_api::node_selection::term_matches;
+use minik8s_cel::device::{device_value, Selector};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -29,7 +29,7 @@ pub type DeviceId = (String, String, String);
 pub struct DeviceEntry {
     pub id: DeviceId,
     /// The selectors' `device` variable.
-    value: minik8s_api::dra::cel::DeviceValue,
+    value: minik8s_cel::device::DeviceValue,
     /// Attribute values by qualified name (`domain/id`), for matchAttribute.
     attributes: HashMap<String, Value>,
     /// Published for one node (its allocation is tied to that node).

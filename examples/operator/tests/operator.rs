@@ -241,6 +241,6 @@ fn the_derived_crd_has_the_printer_columns_and_short_name() {
     let crd = serde_json::to_value(Website::crd()).unwrap();
     assert_eq!(crd["metadata"]["name"], "websites.minik8s.io");
     assert_eq!(crd["spec"]["names"]["shortNames"], json!(["ws"]));
-    let errs = minik8s_api::validation::validate_crd(&crd, None);
+    let errs = minik8s_validation::validate_crd(&crd, None);
     assert!(errs.is_empty(), "{errs:?}");
 }

@@ -14,7 +14,7 @@
 //!     types: [ADDED, MODIFIED]     # default: all three
 //! ```
 
-use crate::validation::{Errors, FieldError};
+use crate::field::{Errors, FieldError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

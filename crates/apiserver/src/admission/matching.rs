@@ -7,8 +7,8 @@ use crate::ApiServer;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use minik8s_api::registry;
-use minik8s_api::schema::cel;
 use minik8s_api::selector::{labels_of, Selector};
+use minik8s_cel::schema::cel;
 use serde_json::Value;
 
 fn strs(v: &Value) -> impl Iterator<Item = &str> {

@@ -18,8 +18,8 @@ use super::Attributes;
 use crate::ApiServer;
 use minik8s_api::meta;
 use minik8s_api::patch::{apply_patch, PatchType};
-use minik8s_api::schema::cel_mutation::Mutation;
 use minik8s_api::ApiError;
+use minik8s_cel::schema::cel_mutation::Mutation;
 use serde_json::Value;
 use std::sync::Arc;
 

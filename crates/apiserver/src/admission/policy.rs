@@ -13,8 +13,8 @@ use super::Attributes;
 use crate::warnings::Warnings;
 use crate::ApiServer;
 use minik8s_api::meta;
-use minik8s_api::schema::cel;
 use minik8s_api::ApiError;
+use minik8s_cel::schema::cel;
 use serde_json::{json, Value};
 use std::sync::Arc;
 

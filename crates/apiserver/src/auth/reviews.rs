@@ -14,8 +14,8 @@ use super::request_info::Attributes;
 use super::{user_json, UserInfo};
 use crate::ApiServer;
 use minik8s_api::registry::ResourceInfo;
-use minik8s_api::validation::FieldError;
 use minik8s_api::ApiError;
+use minik8s_validation::FieldError;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 

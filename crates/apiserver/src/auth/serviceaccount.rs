@@ -15,8 +15,8 @@ use super::UserInfo;
 use crate::ApiServer;
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use k8s_openapi::Resource as _;
-use minik8s_api::validation::FieldError;
 use minik8s_api::{meta, registry, ApiError};
+use minik8s_validation::FieldError;
 use serde_json::{json, Value};
 
 /// The issuer (and default audience) of the cluster's tokens.

@@ -1,8 +1,8 @@
 //! admissionregistration.k8s.io/v1 kinds: webhook configurations,
 //! Validating- and MutatingAdmissionPolicies with their bindings (defaults and rules from
-//! `minik8s_api::validation::admission`; what they do is in `admission/`).
+//! `minik8s_validation::admission`; what they do is in `admission/`).
 
-use minik8s_api::validation::{self, Errors};
+use minik8s_validation::{self as validation, Errors};
 use serde_json::Value;
 
 /// MutatingWebhookConfiguration.

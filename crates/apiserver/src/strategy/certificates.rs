@@ -5,7 +5,7 @@
 
 use super::Strategy;
 use base64::Engine;
-use minik8s_api::validation::{Errors, FieldError, NameRule};
+use minik8s_validation::{Errors, FieldError, NameRule};
 use serde_json::{json, Value};
 
 pub struct Lifecycle;

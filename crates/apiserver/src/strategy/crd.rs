@@ -1,11 +1,11 @@
 //! CustomResourceDefinition: Kubernetes' defaults and rules for the
-//! definition itself (`minik8s_api::validation::crd`), and its deletion: the
+//! definition itself (`minik8s_validation::crd`), and its deletion: the
 //! first DELETE adds the `customresourcecleanup.apiextensions.k8s.io`
 //! finalizer and the Terminating condition; the CRD controller (`crd.rs`)
 //! deletes every object of the kind, then removes the finalizer.
 
 use minik8s_api::meta::now_rfc3339;
-use minik8s_api::validation::{self, Errors};
+use minik8s_validation::{self as validation, Errors};
 use serde_json::{json, Value};
 
 /// The finalizer that holds a deleted CRD until its objects are gone.

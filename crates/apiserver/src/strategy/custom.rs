@@ -11,9 +11,9 @@
 use super::Strategy;
 use crate::table::Row;
 use minik8s_api::meta::human_age;
-use minik8s_api::schema::{self, cel::RuleTree, jsonpath::JsonPath, Schema};
-use minik8s_api::validation::Errors;
 use minik8s_api::versions::AlternateVersion;
+use minik8s_cel::schema::{self, cel::RuleTree, jsonpath::JsonPath, Schema};
+use minik8s_validation::Errors;
 use serde_json::{json, Value};
 
 /// One printer column: where its value is and how it is shown.

@@ -1,12 +1,12 @@
 //! DisaggregatedSet and DisaggregatedSetRoleScaler: upstream's CRD defaults
 //! and webhook validation (`minik8s_api::disaggregatedset`,
-//! `minik8s_api::validation::disaggregatedset`), served as the upstream CRDs
+//! `minik8s_validation::disaggregatedset`), served as the upstream CRDs
 //! are (no strategic merge patch; object names are DNS subdomains); and
 //! Volcano's PodGroup (`minik8s_api::podgroup`), built in for gang scheduling.
 
 use minik8s_api::disaggregatedset as ds;
-use minik8s_api::validation::disaggregatedset as rules;
-use minik8s_api::validation::Errors;
+use minik8s_validation::disaggregatedset as rules;
+use minik8s_validation::Errors;
 use serde_json::Value;
 
 pub struct Set;

@@ -2,7 +2,7 @@
 //! Job's own uid) and labels the pod template to match, as Kubernetes' Job
 //! strategy does, so two Jobs never claim each other's pods.
 
-use minik8s_api::validation::FieldError;
+use minik8s_validation::FieldError;
 use serde_json::{json, Value};
 
 pub const CONTROLLER_UID: &str = "batch.kubernetes.io/controller-uid";

@@ -1,9 +1,8 @@
-//! LeaderWorkerSet: upstream's defaults and validation (`minik8s_api::lws`),
+//! LeaderWorkerSet: upstream's defaults and validation (`minik8s_validation::lws`),
 //! served with the upstream CRD's behaviour (no strategic merge patch; the
 //! `Scale` selector is the status' `hpaPodSelector`).
 
-use minik8s_api::lws;
-use minik8s_api::validation::{Errors, NameRule};
+use minik8s_validation::{Errors, NameRule};
 use serde_json::Value;
 
 pub struct Lifecycle;
@@ -14,11 +13,11 @@ impl super::Strategy for Lifecycle {
     }
 
     fn default(&self, obj: &mut Value) {
-        lws::default(obj);
+        minik8s_validation::lws::default(obj);
     }
 
     fn validate(&self, obj: &Value, old: Option<&Value>) -> Errors {
-        minik8s_api::validation::lws::validate(obj, old)
+        minik8s_validation::lws::validate(obj, old)
     }
 
     fn served_as_custom_resource(&self) -> bool {

@@ -49,9 +49,10 @@ use k8s_openapi::api::{
     core::v1 as core, discovery::v1 as discovery, policy::v1 as policy, rbac::v1 as rbac_v1,
 };
 use minik8s_api::registry::{self, ResourceInfo};
+use minik8s_api::selector;
 use minik8s_api::selector::Selector;
-use minik8s_api::validation::{Errors, FieldError, NameRule};
-use minik8s_api::{defaults, selector, validation};
+use minik8s_validation::{self as validation, defaults};
+use minik8s_validation::{Errors, FieldError, NameRule};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -413,7 +414,7 @@ fn go_zero_status_fields(kind: &str) -> &'static [(&'static str, Value)] {
 
 /// Whether the kind's Kubernetes message has a `status` field.
 fn has_status(api_version: &str, kind: &str) -> bool {
-    let schema = minik8s_api::protobuf::Schema::get();
+    let schema = minik8s_wire::protobuf::Schema::get();
     schema
         .message_for(api_version, kind)
         .and_then(|m| schema.message(&m))

@@ -4,7 +4,7 @@
 //! namespaces cannot be deleted.
 
 use crate::ApiServer;
-use minik8s_api::validation::{FieldError, NameRule};
+use minik8s_validation::{FieldError, NameRule};
 use serde_json::{json, Value};
 
 pub struct Lifecycle;

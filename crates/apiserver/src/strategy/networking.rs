@@ -5,7 +5,7 @@
 //! `ingressclass.kubernetes.io/is-default-class: "true"`.
 
 use crate::ApiServer;
-use minik8s_api::validation::FieldError;
+use minik8s_validation::FieldError;
 use serde_json::{json, Value};
 
 pub const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";

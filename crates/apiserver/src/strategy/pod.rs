@@ -3,7 +3,7 @@
 //! running pod is marked and its kubelet confirms once its containers stopped).
 
 use crate::ApiServer;
-use minik8s_api::validation::FieldError;
+use minik8s_validation::FieldError;
 use serde_json::{json, Value};
 
 pub struct Lifecycle;

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 /// The built-in classes as objects, for the apiserver to create at start.
 pub fn system_classes() -> Vec<Value> {
-    minik8s_api::validation::SYSTEM_PRIORITY_CLASSES
+    minik8s_validation::SYSTEM_PRIORITY_CLASSES
         .iter()
         .map(|(name, value, description)| {
             json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",

@@ -3,7 +3,7 @@
 //! prevention needs the writer, so it runs as admission (`auth/escalation.rs`).
 
 use super::Strategy;
-use minik8s_api::validation::NameRule;
+use minik8s_validation::NameRule;
 
 pub struct Lifecycle;
 

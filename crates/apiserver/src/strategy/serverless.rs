@@ -6,8 +6,8 @@
 use super::Reference;
 use minik8s_api::registry;
 use minik8s_api::serverless;
-use minik8s_api::validation::Errors;
 use minik8s_api::workflow;
+use minik8s_validation::Errors;
 use serde_json::{json, Value};
 
 pub struct Function;

@@ -4,7 +4,7 @@
 
 use super::Allocations;
 use crate::ipalloc::Allocators;
-use minik8s_api::validation::{FieldError, NameRule};
+use minik8s_validation::{FieldError, NameRule};
 use serde_json::{json, Value};
 
 pub struct Lifecycle;

@@ -7,7 +7,7 @@
 use super::Allocations;
 use crate::ipalloc::{AllocError, Allocators};
 use crate::service_cidrs::{managed, FINALIZER};
-use minik8s_api::validation::{FieldError, NameRule};
+use minik8s_validation::{FieldError, NameRule};
 use serde_json::{json, Value};
 
 pub struct ServiceCidr;

@@ -8,7 +8,7 @@
 use crate::table::storage::is_default_class;
 use crate::ApiServer;
 use minik8s_api::quantity::Quantity;
-use minik8s_api::validation::FieldError;
+use minik8s_validation::FieldError;
 use serde_json::{json, Value};
 
 /// Keeps a claim while a pod uses it (removed by the controller manager).

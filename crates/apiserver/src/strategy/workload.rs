@@ -1,9 +1,9 @@
 //! The Workload API (`scheduling.k8s.io/v1beta1`): Workload and PodGroup,
 //! validated as Kubernetes 1.37 validates them
-//! (`minik8s_api::validation::scheduling`). The scheduler gangs a PodGroup's
+//! (`minik8s_validation::scheduling`). The scheduler gangs a PodGroup's
 //! pods; a Workload is the template its controller copies PodGroups from.
 
-use minik8s_api::validation::{scheduling, Errors};
+use minik8s_validation::{scheduling, Errors};
 use serde_json::Value;
 
 pub struct Workload;

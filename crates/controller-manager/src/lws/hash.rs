@@ -461,7 +461,7 @@ mod tests {
                 "workerTemplate": {"metadata": {"labels": {"app": "w"}},
                     "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}});
         json_patch::merge(&mut o, &json!({"spec": spec}));
-        minik8s_api::lws::default(&mut o);
+        minik8s_validation::lws::default(&mut o);
         serde_json::from_value(o).unwrap()
     }
 

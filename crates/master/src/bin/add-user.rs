@@ -75,7 +75,7 @@ fn parse_hard(spec: &str) -> anyhow::Result<serde_json::Map<String, serde_json::
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let ns = args.namespace.clone().unwrap_or_else(|| args.name.clone());
-    if minik8s_api::podsecurity::Level::parse(&args.level).is_none() {
+    if minik8s_validation::podsecurity::Level::parse(&args.level).is_none() {
         anyhow::bail!(
             "--level {:?}: one of privileged, baseline, restricted",
             args.level
