@@ -301,41 +301,6 @@ pub fn field_value(obj: &Value, path: &str) -> String {
     }
 }
 
-/// The field selectors each kind supports (plus `metadata.name`/`metadata.namespace` for all).
-pub fn supported_fields(kind: &str) -> Vec<&'static str> {
-    let mut f = vec!["metadata.name", "metadata.namespace"];
-    match kind {
-        "Pod" => f.extend([
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-        ]),
-        "Event" => f.extend([
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        ]),
-        "Node" => f.push("spec.unschedulable"),
-        "Namespace" => f.push("status.phase"),
-        "ReplicaSet" => f.push("status.replicas"),
-        "ResourceSlice" => f.extend(["spec.nodeName", "spec.driver"]),
-        _ => {}
-    }
-    f
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -388,20 +353,19 @@ mod tests {
 
     #[test]
     fn field_selectors() {
+        let supported = ["metadata.name", "spec.nodeName", "status.phase"];
         let pod = json!({"metadata": {"name": "p", "namespace": "default"},
                          "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}});
         let f = FieldSelector::parse(
             "spec.nodeName=n1,status.phase!=Succeeded,status.phase!=Failed",
-            &supported_fields("Pod"),
+            &supported,
         )
         .unwrap();
         assert!(f.matches(&pod));
-        assert!(
-            !FieldSelector::parse("spec.nodeName=", &supported_fields("Pod"))
-                .unwrap()
-                .matches(&pod)
-        );
-        let err = FieldSelector::parse("spec.bogus=1", &supported_fields("Pod")).unwrap_err();
+        assert!(!FieldSelector::parse("spec.nodeName=", &supported)
+            .unwrap()
+            .matches(&pod));
+        let err = FieldSelector::parse("spec.bogus=1", &supported).unwrap_err();
         assert_eq!(err, "field label not supported: spec.bogus");
     }
 }

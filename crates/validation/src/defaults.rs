@@ -57,178 +57,226 @@ fn default_network_policy(spec: &mut Map<String, Value>) {
     set_default(spec, "podSelector", json!({}));
 }
 
-/// Applies the defaults of `kind` to `obj` (which must be a JSON object).
-pub fn apply(kind: &str, obj: &mut Value) {
-    if !obj.is_object() {
-        return;
+/// Pod's defaults.
+pub fn pod(obj: &mut Value) {
+    default_pod_spec(obj_mut(obj, "spec"));
+}
+
+/// IngressClass's defaults.
+pub fn ingress_class(obj: &mut Value) {
+    // SetDefaults_IngressClass: parameters are cluster-scoped unless said.
+    if let Some(p) = obj
+        .pointer_mut("/spec/parameters")
+        .and_then(Value::as_object_mut)
+    {
+        set_default(p, "scope", json!("Cluster"));
     }
-    match kind {
-        "Pod" => default_pod_spec(obj_mut(obj, "spec")),
-        "IngressClass" => {
-            // SetDefaults_IngressClass: parameters are cluster-scoped unless said.
-            if let Some(p) = obj
-                .pointer_mut("/spec/parameters")
-                .and_then(Value::as_object_mut)
-            {
-                set_default(p, "scope", json!("Cluster"));
+}
+
+/// Service's defaults.
+pub fn service(obj: &mut Value) {
+    default_service(obj_mut(obj, "spec"));
+}
+
+/// NetworkPolicy's defaults.
+pub fn network_policy(obj: &mut Value) {
+    default_network_policy(obj_mut(obj, "spec"));
+}
+
+/// ReplicaSet's defaults.
+pub fn replica_set(obj: &mut Value) {
+    let spec = obj_mut(obj, "spec");
+    set_default(spec, "replicas", json!(1));
+    default_template(spec);
+}
+
+/// Deployment's defaults.
+pub fn deployment(obj: &mut Value) {
+    default_deployment(obj_mut(obj, "spec"));
+}
+
+/// DaemonSet's defaults.
+pub fn daemon_set(obj: &mut Value) {
+    let spec = obj_mut(obj, "spec");
+    set_default(spec, "revisionHistoryLimit", json!(10));
+    set_default(spec, "updateStrategy", json!({"type": "RollingUpdate"}));
+    if let Some(us) = spec
+        .get_mut("updateStrategy")
+        .and_then(Value::as_object_mut)
+    {
+        if us.get("type") == Some(&json!("RollingUpdate")) {
+            set_default(us, "rollingUpdate", json!({}));
+            if let Some(ru) = us.get_mut("rollingUpdate").and_then(Value::as_object_mut) {
+                set_default(ru, "maxUnavailable", json!(1));
+                set_default(ru, "maxSurge", json!(0));
             }
         }
-        "Service" => default_service(obj_mut(obj, "spec")),
-        "NetworkPolicy" => default_network_policy(obj_mut(obj, "spec")),
-        "ReplicaSet" => {
-            let spec = obj_mut(obj, "spec");
-            set_default(spec, "replicas", json!(1));
-            default_template(spec);
+    }
+    default_template(spec);
+}
+
+/// ReplicationController's defaults.
+pub fn replication_controller(obj: &mut Value) {
+    default_replication_controller(obj);
+}
+
+/// PriorityClass's defaults.
+pub fn priority_class(obj: &mut Value) {
+    if let Some(m) = obj.as_object_mut() {
+        set_default(m, "preemptionPolicy", json!("PreemptLowerPriority"));
+    }
+}
+
+/// LimitRange's defaults.
+pub fn limit_range(obj: &mut Value) {
+    let items = obj
+        .pointer_mut("/spec/limits")
+        .and_then(Value::as_array_mut);
+    for item in items.into_iter().flatten() {
+        if let Some(item) = item.as_object_mut() {
+            minik8s_api::limitrange::default_item(item);
         }
-        "Deployment" => default_deployment(obj_mut(obj, "spec")),
-        "DaemonSet" => {
-            let spec = obj_mut(obj, "spec");
-            set_default(spec, "revisionHistoryLimit", json!(10));
-            set_default(spec, "updateStrategy", json!({"type": "RollingUpdate"}));
-            if let Some(us) = spec
-                .get_mut("updateStrategy")
-                .and_then(Value::as_object_mut)
-            {
-                if us.get("type") == Some(&json!("RollingUpdate")) {
-                    set_default(us, "rollingUpdate", json!({}));
-                    if let Some(ru) = us.get_mut("rollingUpdate").and_then(Value::as_object_mut) {
-                        set_default(ru, "maxUnavailable", json!(1));
-                        set_default(ru, "maxSurge", json!(0));
-                    }
-                }
-            }
-            default_template(spec);
-        }
-        "ReplicationController" => default_replication_controller(obj),
-        "PriorityClass" => {
-            if let Some(m) = obj.as_object_mut() {
-                set_default(m, "preemptionPolicy", json!("PreemptLowerPriority"));
-            }
-        }
-        "LimitRange" => {
-            let items = obj
-                .pointer_mut("/spec/limits")
-                .and_then(Value::as_array_mut);
-            for item in items.into_iter().flatten() {
-                if let Some(item) = item.as_object_mut() {
-                    minik8s_api::limitrange::default_item(item);
-                }
-            }
-        }
-        "PodTemplate" => {
-            if let Some(m) = obj.as_object_mut() {
-                default_template(m);
-            }
-        }
-        "Job" => default_job(obj_mut(obj, "spec")),
-        "CronJob" => {
-            let spec = obj_mut(obj, "spec");
-            set_default(spec, "concurrencyPolicy", json!("Allow"));
-            set_default(spec, "suspend", json!(false));
-            set_default(spec, "successfulJobsHistoryLimit", json!(3));
-            set_default(spec, "failedJobsHistoryLimit", json!(1));
-            if let Some(t) = spec.get_mut("jobTemplate").filter(|t| t.is_object()) {
-                default_template(obj_mut(t, "spec"));
-            }
-        }
-        "Secret" => {
-            if let Some(m) = obj.as_object_mut() {
-                set_default(m, "type", json!("Opaque"));
-            }
-        }
-        "StatefulSet" => {
-            let spec = obj_mut(obj, "spec");
-            set_default(spec, "replicas", json!(1));
-            set_default(spec, "podManagementPolicy", json!("OrderedReady"));
-            set_default(spec, "revisionHistoryLimit", json!(10));
-            set_default(spec, "updateStrategy", json!({"type": "RollingUpdate"}));
-            if let Some(us) = spec
-                .get_mut("updateStrategy")
-                .and_then(Value::as_object_mut)
-            {
-                if us.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
-                    set_default(us, "rollingUpdate", json!({"partition": 0}));
-                    if let Some(ru) = us.get_mut("rollingUpdate").and_then(Value::as_object_mut) {
-                        set_default(ru, "partition", json!(0));
-                    }
-                }
-            }
-            set_default(
-                spec,
-                "persistentVolumeClaimRetentionPolicy",
-                json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
-            );
-            // Each claim template is defaulted as a claim (Kubernetes shows
-            // them with their apiVersion and kind, volumeMode and a Pending
-            // status): an update that sends them without (Helm's three-way
-            // patch of a chart's templates) changes nothing.
-            if let Some(templates) = spec
-                .get_mut("volumeClaimTemplates")
-                .and_then(Value::as_array_mut)
-            {
-                for t in templates.iter_mut().filter(|t| t.is_object()) {
-                    if let Some(m) = t.as_object_mut() {
-                        set_default(m, "apiVersion", json!("v1"));
-                        set_default(m, "kind", json!("PersistentVolumeClaim"));
-                    }
-                    set_default(obj_mut(t, "spec"), "volumeMode", json!("Filesystem"));
-                    set_default(obj_mut(t, "status"), "phase", json!("Pending"));
-                }
-            }
-            default_template(spec);
-        }
-        "HorizontalPodAutoscaler" => default_hpa(obj_mut(obj, "spec")),
-        "PersistentVolume" => {
-            let spec = obj_mut(obj, "spec");
-            set_default(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
-            set_default(spec, "volumeMode", json!("Filesystem"));
-        }
-        "PersistentVolumeClaim" => {
-            set_default(obj_mut(obj, "spec"), "volumeMode", json!("Filesystem"));
-        }
-        "StorageClass" => {
-            if let Some(m) = obj.as_object_mut() {
-                set_default(m, "reclaimPolicy", json!("Delete"));
-                set_default(m, "volumeBindingMode", json!("Immediate"));
+    }
+}
+
+/// PodTemplate's defaults.
+pub fn pod_template(obj: &mut Value) {
+    if let Some(m) = obj.as_object_mut() {
+        default_template(m);
+    }
+}
+
+/// Job's defaults.
+pub fn job(obj: &mut Value) {
+    default_job(obj_mut(obj, "spec"));
+}
+
+/// CronJob's defaults.
+pub fn cron_job(obj: &mut Value) {
+    let spec = obj_mut(obj, "spec");
+    set_default(spec, "concurrencyPolicy", json!("Allow"));
+    set_default(spec, "suspend", json!(false));
+    set_default(spec, "successfulJobsHistoryLimit", json!(3));
+    set_default(spec, "failedJobsHistoryLimit", json!(1));
+    if let Some(t) = spec.get_mut("jobTemplate").filter(|t| t.is_object()) {
+        default_template(obj_mut(t, "spec"));
+    }
+}
+
+/// Secret's defaults.
+pub fn secret(obj: &mut Value) {
+    if let Some(m) = obj.as_object_mut() {
+        set_default(m, "type", json!("Opaque"));
+    }
+}
+
+/// StatefulSet's defaults.
+pub fn stateful_set(obj: &mut Value) {
+    let spec = obj_mut(obj, "spec");
+    set_default(spec, "replicas", json!(1));
+    set_default(spec, "podManagementPolicy", json!("OrderedReady"));
+    set_default(spec, "revisionHistoryLimit", json!(10));
+    set_default(spec, "updateStrategy", json!({"type": "RollingUpdate"}));
+    if let Some(us) = spec
+        .get_mut("updateStrategy")
+        .and_then(Value::as_object_mut)
+    {
+        if us.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+            set_default(us, "rollingUpdate", json!({"partition": 0}));
+            if let Some(ru) = us.get_mut("rollingUpdate").and_then(Value::as_object_mut) {
+                set_default(ru, "partition", json!(0));
             }
         }
-        "Namespace" => {
-            let name = obj
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .map(str::to_string);
-            if let Some(name) = name {
-                let meta = obj_mut(obj, "metadata");
-                let labels = meta.entry("labels").or_insert(json!({}));
-                if !labels.is_object() {
-                    *labels = json!({});
-                }
-                if let Some(labels) = labels.as_object_mut() {
-                    labels.insert("kubernetes.io/metadata.name".into(), json!(name));
-                }
+    }
+    set_default(
+        spec,
+        "persistentVolumeClaimRetentionPolicy",
+        json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+    );
+    // Each claim template is defaulted as a claim (Kubernetes shows
+    // them with their apiVersion and kind, volumeMode and a Pending
+    // status): an update that sends them without (Helm's three-way
+    // patch of a chart's templates) changes nothing.
+    if let Some(templates) = spec
+        .get_mut("volumeClaimTemplates")
+        .and_then(Value::as_array_mut)
+    {
+        for t in templates.iter_mut().filter(|t| t.is_object()) {
+            if let Some(m) = t.as_object_mut() {
+                set_default(m, "apiVersion", json!("v1"));
+                set_default(m, "kind", json!("PersistentVolumeClaim"));
             }
-            let spec = obj_mut(obj, "spec");
-            set_default(spec, "finalizers", json!(["kubernetes"]));
+            set_default(obj_mut(t, "spec"), "volumeMode", json!("Filesystem"));
+            set_default(obj_mut(t, "status"), "phase", json!("Pending"));
         }
-        "EndpointSlice" => {
-            if let Some(ports) = obj.get_mut("ports").and_then(Value::as_array_mut) {
+    }
+    default_template(spec);
+}
+
+/// HorizontalPodAutoscaler's defaults.
+pub fn horizontal_pod_autoscaler(obj: &mut Value) {
+    default_hpa(obj_mut(obj, "spec"));
+}
+
+/// PersistentVolume's defaults.
+pub fn persistent_volume(obj: &mut Value) {
+    let spec = obj_mut(obj, "spec");
+    set_default(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
+    set_default(spec, "volumeMode", json!("Filesystem"));
+}
+
+/// PersistentVolumeClaim's defaults.
+pub fn persistent_volume_claim(obj: &mut Value) {
+    set_default(obj_mut(obj, "spec"), "volumeMode", json!("Filesystem"));
+}
+
+/// StorageClass's defaults.
+pub fn storage_class(obj: &mut Value) {
+    if let Some(m) = obj.as_object_mut() {
+        set_default(m, "reclaimPolicy", json!("Delete"));
+        set_default(m, "volumeBindingMode", json!("Immediate"));
+    }
+}
+
+/// Namespace's defaults.
+pub fn namespace(obj: &mut Value) {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if let Some(name) = name {
+        let meta = obj_mut(obj, "metadata");
+        let labels = meta.entry("labels").or_insert(json!({}));
+        if !labels.is_object() {
+            *labels = json!({});
+        }
+        if let Some(labels) = labels.as_object_mut() {
+            labels.insert("kubernetes.io/metadata.name".into(), json!(name));
+        }
+    }
+    let spec = obj_mut(obj, "spec");
+    set_default(spec, "finalizers", json!(["kubernetes"]));
+}
+
+/// EndpointSlice's defaults.
+pub fn endpoint_slice(obj: &mut Value) {
+    if let Some(ports) = obj.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            set_default(p, "protocol", json!("TCP"));
+        }
+    }
+}
+
+/// Endpoints's defaults.
+pub fn endpoints(obj: &mut Value) {
+    if let Some(subsets) = obj.get_mut("subsets").and_then(Value::as_array_mut) {
+        for s in subsets {
+            if let Some(ports) = s.get_mut("ports").and_then(Value::as_array_mut) {
                 for p in ports.iter_mut().filter_map(Value::as_object_mut) {
                     set_default(p, "protocol", json!("TCP"));
                 }
             }
         }
-        "Endpoints" => {
-            if let Some(subsets) = obj.get_mut("subsets").and_then(Value::as_array_mut) {
-                for s in subsets {
-                    if let Some(ports) = s.get_mut("ports").and_then(Value::as_array_mut) {
-                        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
-                            set_default(p, "protocol", json!("TCP"));
-                        }
-                    }
-                }
-            }
-        }
-        _ => {}
     }
 }
 
@@ -478,7 +526,7 @@ mod tests {
     fn pod_defaults() {
         let mut pod = json!({"spec": {"containers": [{"name": "c", "image": "busybox", "ports": [{"containerPort": 80}],
             "resources": {"limits": {"cpu": "100m"}}}, {"name": "d", "image": "x:1.2"}]}});
-        apply("Pod", &mut pod);
+        crate::default::<k8s_openapi::api::core::v1::Pod>(&mut pod);
         assert_eq!(pod["spec"]["restartPolicy"], "Always");
         assert_eq!(pod["spec"]["terminationGracePeriodSeconds"], 30);
         assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Always");
@@ -496,11 +544,11 @@ mod tests {
     #[test]
     fn service_and_namespace_defaults() {
         let mut svc = json!({"spec": {"ports": [{"port": 80}]}});
-        apply("Service", &mut svc);
+        crate::default::<k8s_openapi::api::core::v1::Service>(&mut svc);
         assert_eq!(svc["spec"]["type"], "ClusterIP");
         assert_eq!(svc["spec"]["ports"][0]["targetPort"], 80);
         let mut ns = json!({"metadata": {"name": "team-a"}});
-        apply("Namespace", &mut ns);
+        crate::default::<k8s_openapi::api::core::v1::Namespace>(&mut ns);
         assert_eq!(
             ns["metadata"]["labels"],
             json!({"kubernetes.io/metadata.name": "team-a"})
@@ -511,7 +559,7 @@ mod tests {
     #[test]
     fn hpa_defaults() {
         let mut hpa = json!({"spec": {"maxReplicas": 5, "behavior": {"scaleDown": {"stabilizationWindowSeconds": 10}}}});
-        apply("HorizontalPodAutoscaler", &mut hpa);
+        crate::default::<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>(&mut hpa);
         assert_eq!(hpa["spec"]["minReplicas"], 1);
         assert_eq!(
             hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
@@ -545,7 +593,7 @@ mod tests {
         let mut old = sts(1);
         old["spec"]["volumeClaimTemplates"][0]["apiVersion"] = json!("v1");
         old["spec"]["volumeClaimTemplates"][0]["kind"] = json!("PersistentVolumeClaim");
-        apply("StatefulSet", &mut old);
+        crate::default::<k8s_openapi::api::apps::v1::StatefulSet>(&mut old);
         let claim = &old["spec"]["volumeClaimTemplates"][0];
         assert_eq!(
             (
@@ -560,13 +608,13 @@ mod tests {
             )
         );
         let mut new = sts(2);
-        apply("StatefulSet", &mut new);
-        let errs = crate::validate("StatefulSet", &new, Some(&old));
+        crate::default::<k8s_openapi::api::apps::v1::StatefulSet>(&mut new);
+        let errs = crate::validate::<k8s_openapi::api::apps::v1::StatefulSet>(&new, Some(&old));
         assert!(errs.is_empty(), "{errs:?}");
         // A different claim template is still refused.
         new["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] =
             json!("1Gi");
-        let errs = crate::validate("StatefulSet", &new, Some(&old));
+        let errs = crate::validate::<k8s_openapi::api::apps::v1::StatefulSet>(&new, Some(&old));
         assert!(!errs.is_empty());
     }
 }

@@ -17,6 +17,8 @@ pub use minik8s_api::field::{ErrorType, Errors, FieldError};
 pub mod defaults;
 pub mod podsecurity;
 
+pub use kinds::KindRules;
+
 mod admission;
 mod apps;
 mod autoscaling;
@@ -25,6 +27,7 @@ mod config;
 mod crd;
 pub mod disaggregatedset;
 mod ephemeral;
+mod kinds;
 mod lifecycle;
 pub mod lws;
 mod mutating_policy;
@@ -40,7 +43,7 @@ pub mod scheduling;
 mod service;
 pub mod service_cidr;
 pub mod storage;
-mod unsupported;
+pub mod unsupported;
 
 pub use admission::{
     default_policy, default_webhooks, validate_binding, validate_policy,
@@ -397,122 +400,28 @@ fn validate_runtime_class(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
     }
 }
 
-/// Validates a kind's object; `old` is the stored object on update.
-pub fn validate(kind: &str, obj: &Value, old: Option<&Value>) -> Errors {
-    let mut errs = Vec::new();
-    unsupported::validate_unsupported(kind, obj, &mut errs);
-    match kind {
-        "Pod" => {
-            validate_pod_spec(obj.get("spec").unwrap_or(&Value::Null), "spec", &mut errs);
-            match old {
-                Some(old) => validate_pod_update(obj, old, &mut errs),
-                None => {
-                    ephemeral::validate_pod_create(obj, &mut errs);
-                    pod::validate_gated_create(obj, &mut errs);
-                }
-            }
-        }
-        "Service" => validate_service(obj, old, &mut errs),
-        "PriorityClass" => validate_priority_class(obj, old, &mut errs),
-        "ResourceQuota" => quota::validate_resource_quota(obj, &mut errs),
-        "LimitRange" => quota::validate_limit_range(obj, &mut errs),
-        "RuntimeClass" => validate_runtime_class(obj, old, &mut errs),
-        "PodTemplate" => validate_pod_spec(
-            obj.pointer("/template/spec").unwrap_or(&Value::Null),
-            "template.spec",
-            &mut errs,
-        ),
-        "ConfigMap" => validate_config_map(obj, old, &mut errs),
-        "Job" => validate_job(obj, old, &mut errs),
-        "PodDisruptionBudget" => policy::validate_pdb(obj, &mut errs),
-        "Ingress" => networking::validate_ingress(obj, old, &mut errs),
-        "IngressClass" => networking::validate_ingress_class(obj, old, &mut errs),
-        "NetworkPolicy" => network_policy::validate_network_policy(obj, &mut errs),
-        "ServiceCIDR" => service_cidr::validate_service_cidr(obj, old, &mut errs),
-        "IPAddress" => service_cidr::validate_ip_address(obj, old, &mut errs),
-        "PersistentVolume" => storage::validate_pv(obj, old, &mut errs),
-        "PersistentVolumeClaim" => storage::validate_pvc(obj, old, &mut errs),
-        "StorageClass" => storage::validate_storage_class(obj, old, &mut errs),
-        "CSIStorageCapacity" => storage::validate_csi_storage_capacity(obj, &mut errs),
-        "DeviceClass" => resource::validate_device_class(obj, &mut errs),
-        "ResourceClaim" => resource::validate_resource_claim(obj, old, &mut errs),
-        "ResourceClaimTemplate" => resource::validate_resource_claim_template(obj, old, &mut errs),
-        "ResourceSlice" => resource::validate_resource_slice(obj, old, &mut errs),
-        "Role" | "ClusterRole" => rbac::validate_role(obj, kind == "Role", &mut errs),
-        "RoleBinding" | "ClusterRoleBinding" => {
-            rbac::validate_binding(obj, old, kind == "RoleBinding", &mut errs)
-        }
-        "CronJob" => validate_cron_job(obj, &mut errs),
-        "Secret" => validate_secret(obj, old, &mut errs),
-        "ReplicaSet" => validate_replicated(obj, old, "ReplicaSet", &mut errs),
-        "ReplicationController" => {
-            // The same rules, its map selector read as matchLabels.
-            let shadow = |o: &Value| {
-                let mut o = o.clone();
-                if let Some(sel) = o.pointer("/spec/selector").cloned() {
-                    o["spec"]["selector"] = serde_json::json!({"matchLabels": sel});
-                }
-                o
-            };
-            let old = old.map(shadow);
-            validate_replicated(
-                &shadow(obj),
-                old.as_ref(),
-                "ReplicationController",
-                &mut errs,
-            )
-        }
-        "Deployment" => {
-            validate_replicated(obj, old, "Deployment", &mut errs);
-            validate_deployment_spec(obj.get("spec").unwrap_or(&Value::Null), &mut errs);
-        }
-        "StatefulSet" => validate_replicated(obj, old, "StatefulSet", &mut errs),
-        "DaemonSet" => {
-            validate_replicated(obj, old, "DaemonSet", &mut errs);
-            let strategy = obj.pointer("/spec/updateStrategy").unwrap_or(&Value::Null);
-            check_enum(
-                &mut errs,
-                strategy,
-                "type",
-                "spec.updateStrategy",
-                &["RollingUpdate", "OnDelete"],
-            );
-        }
-        "HorizontalPodAutoscaler" => validate_hpa(obj, &mut errs),
-        "EndpointSlice" => {
-            if obj.get("addressType").is_none() {
-                errs.push(FieldError::required("addressType", ""));
-            } else {
-                check_enum(&mut errs, obj, "addressType", "", &["IPv4", "IPv6", "FQDN"]);
-            }
-        }
-        "Node" => {
-            if let Some(cidr) = obj.pointer("/spec/podCIDR").and_then(Value::as_str) {
-                if !is_cidr(cidr) {
-                    errs.push(FieldError::invalid(
-                        "spec.podCIDR",
-                        &Value::String(cidr.into()),
-                        "must be a valid CIDR",
-                    ));
-                }
-            }
-            if let (Some(old), Some(new_cidr)) = (old, obj.pointer("/spec/podCIDR")) {
-                if let Some(old_cidr) = old
-                    .pointer("/spec/podCIDR")
-                    .filter(|c| c.as_str() != Some(""))
-                {
-                    if old_cidr != new_cidr {
-                        errs.push(FieldError::forbidden(
-                            "spec.podCIDR",
-                            "node updates may not change podCIDR except from \"\" to valid",
-                        ));
-                    }
-                }
-            }
-        }
-        _ => {}
+/// The defaults of kind `K` on `obj`; anything but a JSON object is left
+/// as it is (decoding it reports the error).
+pub fn default<K: KindRules>(obj: &mut Value) {
+    if obj.is_object() {
+        K::apply_defaults(obj);
     }
+}
+
+/// Validates an object of kind `K`; `old` is the stored object on update.
+/// Fields minik8s does not act on are refused first, for every kind.
+pub fn validate<K: KindRules>(obj: &Value, old: Option<&Value>) -> Errors {
+    let mut errs = Vec::new();
+    unsupported::validate_unsupported(K::KIND, obj, &mut errs);
+    K::validate(obj, old, &mut errs);
     errs
+}
+
+/// The fields a fieldSelector on kind `K` may name.
+pub fn field_selectors<K: KindRules>() -> Vec<&'static str> {
+    let mut fields = vec!["metadata.name", "metadata.namespace"];
+    fields.extend(K::FIELD_SELECTORS);
+    fields
 }
 
 fn is_cidr(s: &str) -> bool {
@@ -566,25 +475,25 @@ mod tests {
             json!([{"name": "example.com/a"}, {"name": "example.com/b"}]),
             None,
         );
-        assert!(validate("Pod", &two, None).is_empty());
+        assert!(validate::<k8s_openapi::api::core::v1::Pod>(&two, None).is_empty());
         assert_eq!(
-            fields(&validate("Pod", &gated(json!([{"name": "a"}, {"name": "a"}, {"name": "-x"}]), None), None)),
+            fields(&validate::<k8s_openapi::api::core::v1::Pod>(&gated(json!([{"name": "a"}, {"name": "a"}, {"name": "-x"}]), None), None)),
             vec![
                 "spec.schedulingGates[1].name: Duplicate value: \"a\"",
                 "spec.schedulingGates[2].name: Invalid value: \"-x\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
             ]
         );
         assert_eq!(
-            fields(&validate("Pod", &gated(json!([{"name": "a"}]), Some("n1")), None)),
+            fields(&validate::<k8s_openapi::api::core::v1::Pod>(&gated(json!([{"name": "a"}]), Some("n1")), None)),
             vec!["spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared"]
         );
         let one = gated(json!([{"name": "example.com/a"}]), None);
         assert!(
-            validate("Pod", &one, Some(&two)).is_empty(),
+            validate::<k8s_openapi::api::core::v1::Pod>(&one, Some(&two)).is_empty(),
             "removing a gate"
         );
         assert_eq!(
-            fields(&validate("Pod", &two, Some(&one))),
+            fields(&validate::<k8s_openapi::api::core::v1::Pod>(&two, Some(&one))),
             vec!["spec.schedulingGates: Forbidden: only deletion is allowed, but found new scheduling gate 'example.com/b'"]
         );
     }
@@ -596,7 +505,7 @@ mod tests {
             "containers": [{"name": "a", "image": "busybox", "resources": {"requests": {"cpu": "150m"}}},
                            {"name": "b", "image": "busybox", "resources": {"limits": {"cpu": "300m"}}}]}});
         assert_eq!(
-            fields(&validate("Pod", &pod, None)),
+            fields(&validate::<k8s_openapi::api::core::v1::Pod>(&pod, None)),
             vec![
                 "spec.resources.requests: Unsupported value: \"ephemeral-storage\": supported values: \"cpu\", \"hugepages-1Gi\", \"hugepages-2Mi\", \"memory\"",
                 "spec.containers[1].resources.limits[cpu]: Invalid value: \"300m\": must be less than or equal to pod limits",
@@ -612,7 +521,7 @@ mod tests {
             "env": [{"name": "1BAD", "value": "x"}, {"name": "my.env-NAME_1"}],
             "resources": {"requests": {"memory": "-1Gi", "cpu": "2"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}});
         assert_eq!(
-            fields(&validate("Pod", &pod, None)),
+            fields(&validate::<k8s_openapi::api::core::v1::Pod>(&pod, None)),
             vec![
                 "spec.containers[0].env[0].name: Invalid value: \"1BAD\": a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  or 'MyEnvName1', regex used for validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')",
                 "spec.containers[0].resources.requests[memory]: Invalid value: \"-1Gi\": must be greater than or equal to 0",
@@ -622,14 +531,14 @@ mod tests {
         let fine = json!({"metadata": {"name": "p"}, "spec": {"containers": [{
             "name": "c", "image": "busybox",
             "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}});
-        assert!(validate("Pod", &fine, None).is_empty());
+        assert!(validate::<k8s_openapi::api::core::v1::Pod>(&fine, None).is_empty());
     }
 
     #[test]
     fn pod_without_containers() {
         let pod = json!({"metadata": {"name": "p"}, "spec": {}});
         assert_eq!(
-            fields(&validate("Pod", &pod, None)),
+            fields(&validate::<k8s_openapi::api::core::v1::Pod>(&pod, None)),
             vec!["spec.containers: Required value"]
         );
     }
@@ -640,7 +549,7 @@ mod tests {
             {"name": "c", "image": "busybox", "ports": [{"containerPort": 70000}]},
             {"name": "c"},
         ]}});
-        let errs = fields(&validate("Pod", &pod, None));
+        let errs = fields(&validate::<k8s_openapi::api::core::v1::Pod>(&pod, None));
         assert!(
             errs.contains(&"spec.containers[1].image: Required value".to_string()),
             "{errs:?}"
@@ -683,12 +592,12 @@ mod tests {
     fn replicaset_selector_must_match_template() {
         let rs = json!({"metadata": {"name": "r"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "a"}},
             "template": {"metadata": {"labels": {"app": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
-        let errs = validate("ReplicaSet", &rs, None);
+        let errs = validate::<k8s_openapi::api::apps::v1::ReplicaSet>(&rs, None);
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].field, "spec.template.metadata.labels");
         let mut changed = rs.clone();
         changed["spec"]["selector"] = json!({"matchLabels": {"app": "b"}});
-        let errs = validate("ReplicaSet", &changed, Some(&rs));
+        let errs = validate::<k8s_openapi::api::apps::v1::ReplicaSet>(&changed, Some(&rs));
         assert!(errs
             .iter()
             .any(|e| e.field == "spec.selector" && e.detail == "field is immutable"));
@@ -697,7 +606,7 @@ mod tests {
     #[test]
     fn service_ports_and_immutable_cluster_ip() {
         let svc = json!({"metadata": {"name": "s"}, "spec": {"clusterIP": "10.96.0.5", "ports": [{"port": 0}]}});
-        let errs = fields(&validate("Service", &svc, None));
+        let errs = fields(&validate::<k8s_openapi::api::core::v1::Service>(&svc, None));
         assert_eq!(
             errs,
             vec!["spec.ports[0].port: Invalid value: 0: must be between 1 and 65535, inclusive"]
@@ -705,7 +614,7 @@ mod tests {
         let mut new = svc.clone();
         new["spec"]["clusterIP"] = json!("10.96.0.6");
         new["spec"]["ports"] = json!([{"port": 80}]);
-        let errs = validate("Service", &new, Some(&svc));
+        let errs = validate::<k8s_openapi::api::core::v1::Service>(&new, Some(&svc));
         assert_eq!(errs[0].field, "spec.clusterIP");
     }
 
@@ -713,10 +622,10 @@ mod tests {
     fn pod_update_may_only_change_images() {
         let old = json!({"spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "a"}]}});
         let ok = json!({"spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "b"}]}});
-        assert!(validate("Pod", &ok, Some(&old)).is_empty());
+        assert!(validate::<k8s_openapi::api::core::v1::Pod>(&ok, Some(&old)).is_empty());
         let bad = json!({"spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "a", "command": ["x"]}]}});
         assert_eq!(
-            validate("Pod", &bad, Some(&old))[0].kind,
+            validate::<k8s_openapi::api::core::v1::Pod>(&bad, Some(&old))[0].kind,
             ErrorType::Forbidden
         );
     }

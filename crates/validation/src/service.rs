@@ -295,7 +295,7 @@ mod tests {
     fn errors(spec: Value) -> Vec<String> {
         let mut svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
             "spec": spec});
-        crate::defaults::apply("Service", &mut svc);
+        crate::default::<k8s_openapi::api::core::v1::Service>(&mut svc);
         let mut errs = Vec::new();
         validate_service(&svc, None, &mut errs);
         errs.iter().map(|e| e.to_string()).collect()
@@ -306,7 +306,7 @@ mod tests {
         let ports = json!([{"port": 80}]);
         let mut svc =
             json!({"kind": "Service", "spec": {"sessionAffinity": "ClientIP", "ports": ports}});
-        crate::defaults::apply("Service", &mut svc);
+        crate::default::<k8s_openapi::api::core::v1::Service>(&mut svc);
         assert_eq!(
             svc["spec"]["sessionAffinityConfig"],
             json!({"clientIP": {"timeoutSeconds": 10800}})

@@ -160,10 +160,17 @@ proptest! {
 
     #[test]
     fn validation_never_panics(spec in json_value(), meta in json_value()) {
-        for kind in ["Pod", "Deployment", "Service", "ConfigMap", "Job", "StatefulSet"] {
-            let obj = json!({"metadata": meta, "spec": spec});
-            let _ = minik8s_validation::validate(kind, &obj, None);
-            let _ = minik8s_validation::validate(kind, &obj, Some(&pod()));
+        fn both<K: minik8s_validation::KindRules>(obj: &Value) {
+            let _ = minik8s_validation::validate::<K>(obj, None);
+            let _ = minik8s_validation::validate::<K>(obj, Some(&pod()));
         }
+        use k8s_openapi::api::{apps::v1 as apps, batch::v1 as batch, core::v1 as core};
+        let obj = json!({"metadata": meta, "spec": spec});
+        both::<core::Pod>(&obj);
+        both::<apps::Deployment>(&obj);
+        both::<core::Service>(&obj);
+        both::<core::ConfigMap>(&obj);
+        both::<batch::Job>(&obj);
+        both::<apps::StatefulSet>(&obj);
     }
 }

@@ -173,7 +173,9 @@ fn every_field_of_every_served_kind_survives_protobuf() {
         differences(&sent, &back, "", &mut lost_here);
         // What protobuf cannot carry must be what the server refuses (422):
         // Kubernetes 1.37 fields minik8s does not act on.
-        let refused: Vec<String> = minik8s_validation::validate(info.kind, &sent, None)
+        let mut unsupported = Vec::new();
+        minik8s_validation::unsupported::validate_unsupported(info.kind, &sent, &mut unsupported);
+        let refused: Vec<String> = unsupported
             .into_iter()
             .filter(|e| e.to_string().contains("is not supported by minik8s"))
             .map(|e| format!(".{}", e.field))

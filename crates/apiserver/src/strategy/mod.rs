@@ -49,9 +49,8 @@ use k8s_openapi::api::{
     core::v1 as core, discovery::v1 as discovery, policy::v1 as policy, rbac::v1 as rbac_v1,
 };
 use minik8s_api::registry::{self, ResourceInfo};
-use minik8s_api::selector;
 use minik8s_api::selector::Selector;
-use minik8s_validation::{self as validation, defaults};
+use minik8s_validation as validation;
 use minik8s_validation::{Errors, FieldError, NameRule};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -423,7 +422,7 @@ fn has_status(api_version: &str, kind: &str) -> bool {
 
 impl<K, L> Strategy for Typed<K, L>
 where
-    K: k8s_openapi::Resource + Serialize + DeserializeOwned,
+    K: validation::KindRules + Serialize + DeserializeOwned,
     L: Strategy,
 {
     fn canonicalize(&self, obj: Value) -> Result<Value, String> {
@@ -433,11 +432,11 @@ where
         Some(round_trip(K::deserialize(obj)).map(with_status::<K>))
     }
     fn default(&self, obj: &mut Value) {
-        defaults::apply(K::KIND, obj);
+        validation::default::<K>(obj);
         self.lifecycle.default(obj);
     }
     fn validate(&self, obj: &Value, old: Option<&Value>) -> Errors {
-        let mut errs = validation::validate(K::KIND, obj, old);
+        let mut errs = validation::validate::<K>(obj, old);
         errs.extend(self.lifecycle.validate(obj, old));
         errs
     }
@@ -448,7 +447,7 @@ where
         self.lifecycle.name_rule()
     }
     fn field_selectors(&self) -> Vec<&'static str> {
-        selector::supported_fields(K::KIND)
+        validation::field_selectors::<K>()
     }
     fn table_row(&self) -> Row {
         self.row

@@ -1,0 +1,527 @@
+//! Each built-in kind's defaults, validation and field selectors, found by
+//! its type: the apiserver's strategy for kind `K` asks `K`'s [`KindRules`]
+//! (`crate::default::<K>`, `crate::validate::<K>`), so no kind is looked up
+//! by its name and a kind without an impl does not compile. The rules
+//! themselves live by group (`pod.rs`, `apps.rs`, `service.rs`, ...,
+//! `defaults.rs`); each impl here says which apply to its kind.
+
+use super::*;
+use k8s_openapi::api::{
+    admissionregistration::v1 as admissionregistration_v1, apps::v1 as apps_v1,
+    autoscaling::v2 as autoscaling_v2, batch::v1 as batch_v1, certificates::v1 as certificates_v1,
+    coordination::v1 as coordination_v1, core::v1 as core_v1, discovery::v1 as discovery_v1,
+    networking::v1 as networking_v1, node::v1 as node_v1, policy::v1 as policy_v1,
+    rbac::v1 as rbac_v1, resource::v1 as resource_v1, scheduling::v1 as scheduling_v1,
+    scheduling::v1beta1 as scheduling_v1beta1, storage::v1 as storage_v1,
+};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions_v1;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration_v1;
+
+/// What differs between built-in kinds before an object is stored. Every
+/// method has the behaviour of a kind with no rules of its own.
+pub trait KindRules: k8s_openapi::Resource {
+    /// Fields a fieldSelector may name besides `metadata.name` and
+    /// `metadata.namespace` (Kubernetes' `AddFieldLabelConversionFunc`s).
+    const FIELD_SELECTORS: &'static [&'static str] = &[];
+
+    /// What Kubernetes fills in when a field is left out (its
+    /// `SetDefaults_*`); `obj` is a JSON object.
+    fn apply_defaults(_obj: &mut Value) {}
+
+    /// The kind's own rules (`Validate*`, and `Validate*Update` when `old`,
+    /// the stored object, is given).
+    fn validate(_obj: &Value, _old: Option<&Value>, _errs: &mut Errors) {}
+}
+
+impl KindRules for core_v1::Namespace {
+    const FIELD_SELECTORS: &'static [&'static str] = &["status.phase"];
+
+    fn apply_defaults(obj: &mut Value) {
+        defaults::namespace(obj);
+    }
+}
+
+impl KindRules for core_v1::Pod {
+    const FIELD_SELECTORS: &'static [&'static str] = &[
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "status.phase",
+        "status.podIP",
+        "status.nominatedNodeName",
+    ];
+
+    fn apply_defaults(obj: &mut Value) {
+        defaults::pod(obj);
+    }
+
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        validate_pod_spec(obj.get("spec").unwrap_or(&Value::Null), "spec", errs);
+        match old {
+            Some(old) => validate_pod_update(obj, old, errs),
+            None => {
+                ephemeral::validate_pod_create(obj, errs);
+                pod::validate_gated_create(obj, errs);
+            }
+        }
+    }
+}
+
+impl KindRules for core_v1::Node {
+    const FIELD_SELECTORS: &'static [&'static str] = &["spec.unschedulable"];
+
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        if let Some(cidr) = obj.pointer("/spec/podCIDR").and_then(Value::as_str) {
+            if !is_cidr(cidr) {
+                errs.push(FieldError::invalid(
+                    "spec.podCIDR",
+                    &Value::String(cidr.into()),
+                    "must be a valid CIDR",
+                ));
+            }
+        }
+        if let (Some(old), Some(new_cidr)) = (old, obj.pointer("/spec/podCIDR")) {
+            if let Some(old_cidr) = old
+                .pointer("/spec/podCIDR")
+                .filter(|c| c.as_str() != Some(""))
+            {
+                if old_cidr != new_cidr {
+                    errs.push(FieldError::forbidden(
+                        "spec.podCIDR",
+                        "node updates may not change podCIDR except from \"\" to valid",
+                    ));
+                }
+            }
+        }
+    }
+}
+
+impl KindRules for core_v1::Service {
+    fn apply_defaults(obj: &mut Value) {
+        defaults::service(obj);
+    }
+
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        validate_service(obj, old, errs);
+    }
+}
+
+impl KindRules for core_v1::ReplicationController {
+    fn apply_defaults(obj: &mut Value) {
+        defaults::replication_controller(obj);
+    }
+
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        // The same rules, its map selector read as matchLabels.
+        let shadow = |o: &Value| {
+            let mut o = o.clone();
+            if let Some(sel) = o.pointer("/spec/selector").cloned() {
+                o["spec"]["selector"] = serde_json::json!({"matchLabels": sel});
+            }
+            o
+        };
+        let old = old.map(shadow);
+        validate_replicated(&shadow(obj), old.as_ref(), "ReplicationController", errs)
+    }
+}
+
+impl KindRules for core_v1::PodTemplate {
+    fn apply_defaults(obj: &mut Value) {
+        defaults::pod_template(obj);
+    }
+
+    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
+        validate_pod_spec(
+            obj.pointer("/template/spec").unwrap_or(&Value::Null),
+            "template.spec",
+            errs,
+        );
+    }
+}
+
+impl KindRules for scheduling_v1::PriorityClass {
+    fn apply_defaults(obj: &mut Value) {
+        defaults::priority_class(obj);
+    }
+
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        validate_priority_class(obj, old, errs);
+    }
+}
+
+impl KindRules for node_v1::RuntimeClass {
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        validate_runtime_class(obj, old, errs);
+    }
+}
+
+impl KindRules for core_v1::ResourceQuota {
+    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
+        quota::validate_resource_quota(obj, errs);
+    }
+}
+
+impl KindRules for core_v1::LimitRange {
+    fn apply_defaults(obj: &mut Value) {
+        defaults::limit_range(obj);
+    }
+
+    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
+        quota::validate_limit_range(obj, errs);
+    }
+}
+
+impl KindRules for core_v1::ConfigMap {
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        validate_config_map(obj, old, errs);
+    }
+}
+
+impl KindRules for core_v1::Secret {
+    fn apply_defaults(obj: &mut Value) {
+        defaults::secret(obj);
+    }
+
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        validate_secret(obj, old, errs);
+    }
+}
+
+impl KindRules for core_v1::ServiceAccount {}
+
+impl KindRules for core_v1::PersistentVolume {
+    fn apply_defaults(obj: &mut Value) {
+        defaults::persistent_volume(obj);
+    }
+
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        storage::validate_pv(obj, old, errs);
+    }
+}
+
+impl KindRules for core_v1::PersistentVolumeClaim {
+    fn apply_defaults(obj: &mut Value) {
+        defaults::persistent_volume_claim(obj);
+    }
+
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        storage::validate_pvc(obj, old, errs);
+    }
+}
+
+impl KindRules for storage_v1::StorageClass {
+    fn apply_defaults(obj: &mut Value) {
+        defaults::storage_class(obj);
+    }
+
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        storage::validate_storage_class(obj, old, errs);
+    }
+}
+
+impl KindRules for storage_v1::CSIStorageCapacity {
+    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
+        storage::validate_csi_storage_capacity(obj, errs);
+    }
+}
+
+impl KindRules for resource_v1::DeviceClass {
+    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
+        resource::validate_device_class(obj, errs);
+    }
+}
+
+impl KindRules for resource_v1::ResourceClaim {
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        resource::validate_resource_claim(obj, old, errs);
+    }
+}
+
+impl KindRules for resource_v1::ResourceClaimTemplate {
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        resource::validate_resource_claim_template(obj, old, errs);
+    }
+}
+
+impl KindRules for resource_v1::ResourceSlice {
+    const FIELD_SELECTORS: &'static [&'static str] = &["spec.nodeName", "spec.driver"];
+
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        resource::validate_resource_slice(obj, old, errs);
+    }
+}
+
+impl KindRules for scheduling_v1beta1::Workload {}
+
+impl KindRules for scheduling_v1beta1::PodGroup {}
+
+impl KindRules for core_v1::Endpoints {
+    fn apply_defaults(obj: &mut Value) {
+        defaults::endpoints(obj);
+    }
+}
+
+impl KindRules for core_v1::Event {
+    const FIELD_SELECTORS: &'static [&'static str] = &[
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    ];
+}
+
+impl KindRules for discovery_v1::EndpointSlice {
+    fn apply_defaults(obj: &mut Value) {
+        defaults::endpoint_slice(obj);
+    }
+
+    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
+        if obj.get("addressType").is_none() {
+            errs.push(FieldError::required("addressType", ""));
+        } else {
+            check_enum(errs, obj, "addressType", "", &["IPv4", "IPv6", "FQDN"]);
+        }
+    }
+}
+
+impl KindRules for coordination_v1::Lease {}
+
+impl KindRules for apps_v1::Deployment {
+    fn apply_defaults(obj: &mut Value) {
+        defaults::deployment(obj);
+    }
+
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        validate_replicated(obj, old, "Deployment", errs);
+        validate_deployment_spec(obj.get("spec").unwrap_or(&Value::Null), errs);
+    }
+}
+
+impl KindRules for apps_v1::DaemonSet {
+    fn apply_defaults(obj: &mut Value) {
+        defaults::daemon_set(obj);
+    }
+
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        validate_replicated(obj, old, "DaemonSet", errs);
+        let strategy = obj.pointer("/spec/updateStrategy").unwrap_or(&Value::Null);
+        check_enum(
+            errs,
+            strategy,
+            "type",
+            "spec.updateStrategy",
+            &["RollingUpdate", "OnDelete"],
+        );
+    }
+}
+
+impl KindRules for apps_v1::ReplicaSet {
+    const FIELD_SELECTORS: &'static [&'static str] = &["status.replicas"];
+
+    fn apply_defaults(obj: &mut Value) {
+        defaults::replica_set(obj);
+    }
+
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        validate_replicated(obj, old, "ReplicaSet", errs);
+    }
+}
+
+impl KindRules for apps_v1::StatefulSet {
+    fn apply_defaults(obj: &mut Value) {
+        defaults::stateful_set(obj);
+    }
+
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        validate_replicated(obj, old, "StatefulSet", errs);
+    }
+}
+
+impl KindRules for apps_v1::ControllerRevision {}
+
+impl KindRules for autoscaling_v2::HorizontalPodAutoscaler {
+    fn apply_defaults(obj: &mut Value) {
+        defaults::horizontal_pod_autoscaler(obj);
+    }
+
+    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
+        validate_hpa(obj, errs);
+    }
+}
+
+impl KindRules for batch_v1::Job {
+    fn apply_defaults(obj: &mut Value) {
+        defaults::job(obj);
+    }
+
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        validate_job(obj, old, errs);
+    }
+}
+
+impl KindRules for batch_v1::CronJob {
+    fn apply_defaults(obj: &mut Value) {
+        defaults::cron_job(obj);
+    }
+
+    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
+        validate_cron_job(obj, errs);
+    }
+}
+
+impl KindRules for policy_v1::PodDisruptionBudget {
+    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
+        policy::validate_pdb(obj, errs);
+    }
+}
+
+impl KindRules for networking_v1::Ingress {
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        networking::validate_ingress(obj, old, errs);
+    }
+}
+
+impl KindRules for networking_v1::IngressClass {
+    fn apply_defaults(obj: &mut Value) {
+        defaults::ingress_class(obj);
+    }
+
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        networking::validate_ingress_class(obj, old, errs);
+    }
+}
+
+impl KindRules for networking_v1::NetworkPolicy {
+    fn apply_defaults(obj: &mut Value) {
+        defaults::network_policy(obj);
+    }
+
+    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
+        network_policy::validate_network_policy(obj, errs);
+    }
+}
+
+impl KindRules for networking_v1::ServiceCIDR {
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        service_cidr::validate_service_cidr(obj, old, errs);
+    }
+}
+
+impl KindRules for networking_v1::IPAddress {
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        service_cidr::validate_ip_address(obj, old, errs);
+    }
+}
+
+impl KindRules for minik8s_api::lws::LeaderWorkerSet {}
+
+impl KindRules for minik8s_api::disaggregatedset::DisaggregatedSet {}
+
+impl KindRules for minik8s_api::disaggregatedset::DisaggregatedSetRoleScaler {}
+
+impl KindRules for minik8s_api::podgroup::PodGroup {}
+
+impl KindRules for minik8s_api::serverless::Function {}
+
+impl KindRules for minik8s_api::workflow::Workflow {}
+
+impl KindRules for minik8s_api::workflow::WorkflowRun {}
+
+impl KindRules for rbac_v1::Role {
+    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
+        rbac::validate_role(obj, true, errs);
+    }
+}
+
+impl KindRules for rbac_v1::RoleBinding {
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        rbac::validate_binding(obj, old, true, errs)
+    }
+}
+
+impl KindRules for rbac_v1::ClusterRole {
+    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
+        rbac::validate_role(obj, false, errs);
+    }
+}
+
+impl KindRules for rbac_v1::ClusterRoleBinding {
+    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+        rbac::validate_binding(obj, old, false, errs)
+    }
+}
+
+impl KindRules for certificates_v1::CertificateSigningRequest {}
+
+impl KindRules for apiextensions_v1::CustomResourceDefinition {}
+
+impl KindRules for admissionregistration_v1::MutatingWebhookConfiguration {}
+
+impl KindRules for admissionregistration_v1::ValidatingWebhookConfiguration {}
+
+impl KindRules for admissionregistration_v1::ValidatingAdmissionPolicy {}
+
+impl KindRules for admissionregistration_v1::ValidatingAdmissionPolicyBinding {}
+
+impl KindRules for admissionregistration_v1::MutatingAdmissionPolicy {}
+
+impl KindRules for admissionregistration_v1::MutatingAdmissionPolicyBinding {}
+
+impl KindRules for apiregistration_v1::APIService {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fields(errs: Errors) -> Vec<String> {
+        errs.iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn each_kind_gets_its_own_rules_by_type() {
+        // A namespaced Role may not grant non-resource URLs; a ClusterRole may.
+        let rule = json!({"rules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz"]}]});
+        assert_eq!(
+            fields(crate::validate::<rbac_v1::Role>(&rule, None)),
+            ["rules[0].nonResourceURLs: Invalid value: [\"/healthz\"]: namespaced rules cannot apply to non-resource URLs"]
+        );
+        assert!(crate::validate::<rbac_v1::ClusterRole>(&rule, None).is_empty());
+        // A kind with no rules of its own still refuses what minik8s does not do.
+        assert!(
+            crate::validate::<core_v1::ConfigMap>(&json!({"data": {"a": "b"}}), None).is_empty()
+        );
+        let mut lease = json!({"spec": {}});
+        crate::default::<coordination_v1::Lease>(&mut lease);
+        assert_eq!(lease, json!({"spec": {}}), "no defaults of its own");
+    }
+
+    #[test]
+    fn field_selectors_are_the_kinds_own_plus_name_and_namespace() {
+        let pod = crate::field_selectors::<core_v1::Pod>();
+        assert!(pod.contains(&"spec.nodeName") && pod.contains(&"metadata.namespace"));
+        assert_eq!(
+            crate::field_selectors::<core_v1::Node>(),
+            ["metadata.name", "metadata.namespace", "spec.unschedulable"]
+        );
+        assert_eq!(
+            crate::field_selectors::<core_v1::ConfigMap>(),
+            ["metadata.name", "metadata.namespace"]
+        );
+    }
+
+    #[test]
+    fn defaults_skip_what_is_not_an_object() {
+        let mut not_an_object = json!("pod");
+        crate::default::<core_v1::Pod>(&mut not_an_object);
+        assert_eq!(not_an_object, json!("pod"));
+    }
+}
