@@ -12,9 +12,10 @@
    (crates/apiserver/src/strategy/), not in `if kind == "Pod"` branches
    elsewhere; where generic code must tell a kind, it names the type
    (`info.is::<Namespace>()`, `Pod::KIND`), which the compiler checks.
-   Kinds and plurals compared with `==`/`!=` or as match arms are found;
-   tuple patterns (`("", "Pod") =>`) are not yet: pod_security.rs's
-   template lookup is the one left, for the strategies to take over.
+   Kinds and plurals compared with `==`/`!=` or as match arms, alone or
+   in a tuple pattern (`("", "Pod") =>`, `("apps", _) | ("batch", "Job") =>`;
+   kinds only there: the authorizers match request attributes, plurals
+   included, in tuples as Kubernetes does), are found.
 
   scripts/check-modules.py            check both, exit 1 on a problem
   scripts/check-modules.py --graph C  print crate C's module graph (module: the modules it uses)
@@ -154,6 +155,11 @@ def crates():
 KIND_CMP = re.compile(r"""(==|!=)\s*"([A-Za-z]+)"|"([A-Za-z]+)"\s*(==|!=)|Some\("([A-Za-z]+)"\)\s*=>|^\s*"([A-Za-z]+)"(\s*\|\s*"[A-Za-z]+")*\s*=>""", re.M)
 
 
+# A match arm of tuple patterns: `("", "Pod") =>`, `(a, "Job") | (b, _) =>`.
+TUPLE_ARM = re.compile(r"^\s*(\([^()\n]*\)(?:\s*\|\s*\([^()\n]*\))*)\s*(?:if [^\n]*)?=>", re.M)
+STRING = re.compile(r'"([A-Za-z]+)"')
+
+
 def kind_names():
     """The built-in kinds and their plurals (`"Pod"`, `"pods"`)."""
     text = (ROOT / "crates/api/src/registry.rs").read_text()
@@ -176,6 +182,13 @@ def kind_branches():
             if kind:
                 line = text[: m.start()].count("\n") + 1
                 found.append(f"crates/apiserver/src/{rel}:{line}: compares the kind {kind!r} ({m.group(0).strip()})")
+        for m in TUPLE_ARM.finditer(text):
+            # Kinds only: plurals in tuples are the authorizers' resource
+            # attributes (`("", "pods", "")`), matched as Kubernetes does.
+            kind = next((k for k in STRING.findall(m.group(1)) if k in kinds and k[0].isupper()), None)
+            if kind:
+                line = text[: m.start()].count("\n") + 1
+                found.append(f"crates/apiserver/src/{rel}:{line}: matches the kind {kind!r} in a tuple ({m.group(1).strip()})")
     return found
 
 

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use minik8s_api::registry::{self, ResourceInfo};
 use minik8s_api::{meta, ApiError};
 use minik8s_validation::podsecurity::{self, Level};
+use minik8s_validation::PodSpecAt;
 use serde_json::Value;
 
 const PREFIX: &str = "pod-security.kubernetes.io/";
@@ -27,21 +28,11 @@ fn mode(labels: &Value, which: &str) -> (Level, String) {
     (level, version)
 }
 
-/// The pod spec a write carries: a pod's own, or a workload's template.
+/// The pod spec a write carries (a pod's own, or a workload's template, as
+/// its kind's strategy says) and whether the object is a pod.
 fn pod_spec<'a>(info: &ResourceInfo, obj: &'a Value) -> Option<(&'a Value, bool)> {
-    match (info.group, info.kind) {
-        ("", "Pod") => obj.get("spec").map(|s| (s, true)),
-        ("batch", "CronJob") => obj
-            .pointer("/spec/jobTemplate/spec/template/spec")
-            .map(|s| (s, false)),
-        ("leaderworkerset.x-k8s.io", "LeaderWorkerSet") => obj
-            .pointer("/spec/leaderWorkerTemplate/workerTemplate/spec")
-            .map(|s| (s, false)),
-        ("", "ReplicationController") | ("apps", _) | ("batch", "Job") => {
-            obj.pointer("/spec/template/spec").map(|s| (s, false))
-        }
-        _ => None,
-    }
+    let at = crate::strategy::of(info).pod_spec_at()?;
+    at.find(obj).map(|spec| (spec, at == PodSpecAt::Pod))
 }
 
 impl ApiServer {

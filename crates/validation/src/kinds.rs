@@ -17,9 +17,36 @@ use k8s_openapi::api::{
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions_v1;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration_v1;
 
+/// Where in an object its pod spec is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodSpecAt {
+    /// The object is a Pod: `spec`.
+    Pod,
+    /// A workload's template, at this JSON pointer.
+    Template(&'static str),
+}
+
+impl PodSpecAt {
+    /// The pod spec in `obj`, if it has one there.
+    pub fn find(self, obj: &Value) -> Option<&Value> {
+        match self {
+            PodSpecAt::Pod => obj.get("spec"),
+            PodSpecAt::Template(pointer) => obj.pointer(pointer),
+        }
+    }
+}
+
+/// The pod template of a ReplicaSet, Deployment, StatefulSet, DaemonSet,
+/// Job and ReplicationController.
+const TEMPLATE: Option<PodSpecAt> = Some(PodSpecAt::Template("/spec/template/spec"));
+
 /// What differs between built-in kinds before an object is stored. Every
 /// method has the behaviour of a kind with no rules of its own.
 pub trait KindRules: k8s_openapi::Resource {
+    /// Where an object of the kind carries a pod spec (Pod Security checks
+    /// it): a pod's own, or a workload's pod template.
+    const POD_SPEC: Option<PodSpecAt> = None;
+
     /// Fields a fieldSelector may name besides `metadata.name` and
     /// `metadata.namespace` (Kubernetes' `AddFieldLabelConversionFunc`s).
     const FIELD_SELECTORS: &'static [&'static str] = &[];
@@ -42,6 +69,8 @@ impl KindRules for core_v1::Namespace {
 }
 
 impl KindRules for core_v1::Pod {
+    const POD_SPEC: Option<PodSpecAt> = Some(PodSpecAt::Pod);
+
     const FIELD_SELECTORS: &'static [&'static str] = &[
         "spec.nodeName",
         "spec.restartPolicy",
@@ -108,6 +137,8 @@ impl KindRules for core_v1::Service {
 }
 
 impl KindRules for core_v1::ReplicationController {
+    const POD_SPEC: Option<PodSpecAt> = TEMPLATE;
+
     fn apply_defaults(obj: &mut Value) {
         defaults::replication_controller(obj);
     }
@@ -295,6 +326,8 @@ impl KindRules for discovery_v1::EndpointSlice {
 impl KindRules for coordination_v1::Lease {}
 
 impl KindRules for apps_v1::Deployment {
+    const POD_SPEC: Option<PodSpecAt> = TEMPLATE;
+
     fn apply_defaults(obj: &mut Value) {
         defaults::deployment(obj);
     }
@@ -306,6 +339,8 @@ impl KindRules for apps_v1::Deployment {
 }
 
 impl KindRules for apps_v1::DaemonSet {
+    const POD_SPEC: Option<PodSpecAt> = TEMPLATE;
+
     fn apply_defaults(obj: &mut Value) {
         defaults::daemon_set(obj);
     }
@@ -324,6 +359,8 @@ impl KindRules for apps_v1::DaemonSet {
 }
 
 impl KindRules for apps_v1::ReplicaSet {
+    const POD_SPEC: Option<PodSpecAt> = TEMPLATE;
+
     const FIELD_SELECTORS: &'static [&'static str] = &["status.replicas"];
 
     fn apply_defaults(obj: &mut Value) {
@@ -336,6 +373,8 @@ impl KindRules for apps_v1::ReplicaSet {
 }
 
 impl KindRules for apps_v1::StatefulSet {
+    const POD_SPEC: Option<PodSpecAt> = TEMPLATE;
+
     fn apply_defaults(obj: &mut Value) {
         defaults::stateful_set(obj);
     }
@@ -358,6 +397,8 @@ impl KindRules for autoscaling_v2::HorizontalPodAutoscaler {
 }
 
 impl KindRules for batch_v1::Job {
+    const POD_SPEC: Option<PodSpecAt> = TEMPLATE;
+
     fn apply_defaults(obj: &mut Value) {
         defaults::job(obj);
     }
@@ -368,6 +409,9 @@ impl KindRules for batch_v1::Job {
 }
 
 impl KindRules for batch_v1::CronJob {
+    const POD_SPEC: Option<PodSpecAt> =
+        Some(PodSpecAt::Template("/spec/jobTemplate/spec/template/spec"));
+
     fn apply_defaults(obj: &mut Value) {
         defaults::cron_job(obj);
     }
@@ -421,7 +465,11 @@ impl KindRules for networking_v1::IPAddress {
     }
 }
 
-impl KindRules for minik8s_api::lws::LeaderWorkerSet {}
+impl KindRules for minik8s_api::lws::LeaderWorkerSet {
+    const POD_SPEC: Option<PodSpecAt> = Some(PodSpecAt::Template(
+        "/spec/leaderWorkerTemplate/workerTemplate/spec",
+    ));
+}
 
 impl KindRules for minik8s_api::disaggregatedset::DisaggregatedSet {}
 
@@ -516,6 +564,20 @@ mod tests {
             crate::field_selectors::<core_v1::ConfigMap>(),
             ["metadata.name", "metadata.namespace"]
         );
+    }
+
+    #[test]
+    fn a_kind_says_where_its_pod_spec_is() {
+        let spec = json!({"containers": [{"name": "c", "image": "i"}]});
+        let pod = json!({"spec": spec});
+        let cron = json!({"spec": {"jobTemplate": {"spec": {"template": {"spec": spec}}}}});
+        let deployment = json!({"spec": {"template": {"spec": spec}}});
+        let find = |at: Option<PodSpecAt>, obj: &Value| at.and_then(|at| at.find(obj)).cloned();
+        assert_eq!(find(core_v1::Pod::POD_SPEC, &pod), Some(spec.clone()));
+        assert_eq!(find(batch_v1::CronJob::POD_SPEC, &cron), Some(spec.clone()));
+        assert_eq!(find(apps_v1::Deployment::POD_SPEC, &deployment), Some(spec));
+        assert_eq!(core_v1::ConfigMap::POD_SPEC, None);
+        assert_eq!(core_v1::Pod::POD_SPEC, Some(PodSpecAt::Pod));
     }
 
     #[test]

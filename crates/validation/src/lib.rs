@@ -17,7 +17,7 @@ pub use minik8s_api::field::{ErrorType, Errors, FieldError};
 pub mod defaults;
 pub mod podsecurity;
 
-pub use kinds::KindRules;
+pub use kinds::{KindRules, PodSpecAt};
 
 mod admission;
 mod apps;

@@ -185,7 +185,7 @@ impl Policy {
     /// The rules a grant gives, or why it gives none.
     fn rules_of(&self, g: &Grant) -> Result<Arc<Vec<PolicyRule>>, String> {
         match (g.role.kind.as_str(), &g.namespace) {
-            ("ClusterRole", _) => self
+            (kind, _) if kind == ClusterRole::KIND => self
                 .cluster_roles
                 .get(&g.role.name)
                 .cloned()
@@ -195,7 +195,7 @@ impl Policy {
                         g.role.name
                     )
                 }),
-            ("Role", Some(ns)) => self
+            (kind, Some(ns)) if kind == Role::KIND => self
                 .roles
                 .get(&(ns.clone(), g.role.name.clone()))
                 .cloned()

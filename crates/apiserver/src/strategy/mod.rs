@@ -245,6 +245,13 @@ pub trait Strategy: Send + Sync {
             .unwrap_or_default()
     }
 
+    /// Where the kind's objects carry a pod spec (a pod's own, a workload's
+    /// template), which Pod Security admission checks; None for kinds
+    /// without one (and custom resources).
+    fn pod_spec_at(&self) -> Option<validation::PodSpecAt> {
+        None
+    }
+
     /// Fields a fieldSelector may name.
     fn field_selectors(&self) -> Vec<&'static str> {
         vec!["metadata.name", "metadata.namespace"]
@@ -448,6 +455,9 @@ where
     }
     fn field_selectors(&self) -> Vec<&'static str> {
         validation::field_selectors::<K>()
+    }
+    fn pod_spec_at(&self) -> Option<validation::PodSpecAt> {
+        K::POD_SPEC
     }
     fn table_row(&self) -> Row {
         self.row
