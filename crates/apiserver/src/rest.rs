@@ -123,6 +123,30 @@ impl WriteOpts {
     }
 }
 
+/// One write on its way through admission: what [`ApiServer::mutate`] and
+/// [`ApiServer::admit`] need to know of it.
+#[derive(Clone, Copy)]
+struct Write<'a> {
+    info: &'static ResourceInfo,
+    ns: Option<&'a str>,
+    name: &'a str,
+    operation: Operation,
+    opts: &'a WriteOpts,
+    strategy: &'a dyn strategy::Strategy,
+}
+
+impl<'a> Write<'a> {
+    /// The admission attributes, when a user makes the write.
+    fn attributes(
+        &self,
+        object: Option<&'a Value>,
+        old: Option<&'a Value>,
+    ) -> Option<Attributes<'a>> {
+        self.opts
+            .attributes(self.info, self.ns, self.name, self.operation, object, old)
+    }
+}
+
 pub(crate) use crate::store::store_err;
 
 /// The stored form: the object without `resourceVersion` (the store's revision is it).
@@ -266,6 +290,63 @@ impl ApiServer {
         }
     }
 
+    /// The mutating half of admission, the same for create and update: a
+    /// user's write goes through the mutating webhooks and policies, then
+    /// the kind's defaults again over what they changed.
+    async fn mutate(
+        &self,
+        write: &Write<'_>,
+        obj: Value,
+        old: Option<&Value>,
+    ) -> Result<Value, ApiError> {
+        let Some(attributes) = write.attributes(None, old) else {
+            return Ok(obj);
+        };
+        let mut obj = self.admit_mutating(&attributes, obj).await?;
+        write.strategy.default(&mut obj);
+        Ok(obj)
+    }
+
+    /// The validating half, the same for create and update, in Kubernetes'
+    /// order: the field errors the caller found (`errs`: metadata and the
+    /// kind's rules) and the references that name nothing are one 422; then
+    /// the kind's own admission (403), its warnings, the caller's admission
+    /// (RBAC escalation), the validating webhooks and policies, and Pod
+    /// Security.
+    async fn admit(
+        &self,
+        write: &Write<'_>,
+        obj: &Value,
+        old: Option<&Value>,
+        mut errs: validation::Errors,
+    ) -> Result<(), ApiError> {
+        let Write {
+            info,
+            ns,
+            name,
+            opts,
+            strategy,
+            ..
+        } = *write;
+        errs.extend(strategy::missing(self, strategy.references(obj, old), ns).await);
+        if !errs.is_empty() {
+            return Err(ApiError::invalid(info, name, &errs));
+        }
+        strategy
+            .admit(self, obj, old)
+            .map_err(|why| ApiError::forbidden(info, name, &why))?;
+        for w in strategy.warnings(obj) {
+            opts.warnings.push(w);
+        }
+        if let Some(admit) = &opts.admission {
+            (admit.0)(obj, old)?;
+        }
+        if let Some(attributes) = write.attributes(Some(obj), old) {
+            self.admit_validating(&attributes, &opts.warnings).await?;
+        }
+        self.pod_security(info, ns, obj, old, &opts.warnings).await
+    }
+
     /// Creates an object (POST).
     pub async fn create(
         &self,
@@ -338,31 +419,18 @@ impl ApiServer {
             .namespaced
             .then(|| meta::namespace(&obj).unwrap_or("default").to_string());
         self.limit_ranger_defaults(info, obj_ns.as_deref(), &mut obj);
-        let attrs = |object| opts.attributes(info, ns, &name, Operation::Create, object, None);
-        if let Some(a) = attrs(None) {
-            obj = self.admit_mutating(&a, obj).await?;
-            strategy.default(&mut obj);
-        }
+        let write = Write {
+            info,
+            ns,
+            name: &name,
+            operation: Operation::Create,
+            opts: &opts,
+            strategy: &*strategy,
+        };
+        let obj = self.mutate(&write, obj, None).await?;
         let mut errs = validation::validate_metadata(&obj, strategy.name_rule(), info.namespaced);
         errs.extend(strategy.validate(&obj, None));
-        errs.extend(strategy::missing(self, strategy.references(&obj, None), ns).await);
-        if !errs.is_empty() {
-            return Err(ApiError::invalid(info, &name, &errs));
-        }
-        strategy
-            .admit(self, &obj, None)
-            .map_err(|why| ApiError::forbidden(info, &name, &why))?;
-        for w in strategy.warnings(&obj) {
-            opts.warnings.push(w);
-        }
-        if let Some(admit) = &opts.admission {
-            (admit.0)(&obj, None)?;
-        }
-        if let Some(a) = attrs(Some(&obj)) {
-            self.admit_validating(&a, &opts.warnings).await?;
-        }
-        self.pod_security(info, ns, &obj, None, &opts.warnings)
-            .await?;
+        self.admit(&write, &obj, None, errs).await?;
         self.check_namespace(info, ns, &name).await?;
         self.limit_ranger_check(info, obj_ns.as_deref(), &name, &obj, None)?;
         let mut obj = normalize(info, obj, opts.field_validation, &opts.warnings)?;
@@ -552,12 +620,15 @@ impl ApiServer {
             }
             let strategy = strategy::of(info);
             strategy.default(&mut merged);
-            let attrs =
-                |object| opts.attributes(info, ns, name, Operation::Update, object, Some(&old));
-            if let Some(a) = attrs(None) {
-                merged = self.admit_mutating(&a, merged).await?;
-                strategy.default(&mut merged);
-            }
+            let write = Write {
+                info,
+                ns,
+                name,
+                operation: Operation::Update,
+                opts: &opts,
+                strategy: &*strategy,
+            };
+            let mut merged = self.mutate(&write, merged, Some(&old)).await?;
             strategy.prepare_for_update(&mut merged, &old);
             let relevant_changed = match strategy.generation_relevant(&merged) {
                 Some(now) => strategy.generation_relevant(&old) != Some(now),
@@ -592,26 +663,7 @@ impl ApiServer {
             } else {
                 errs.extend(strategy.validate(&merged, Some(&old)));
             }
-            errs.extend(
-                strategy::missing(self, strategy.references(&merged, Some(&old)), ns).await,
-            );
-            if !errs.is_empty() {
-                return Err(ApiError::invalid(info, name, &errs));
-            }
-            strategy
-                .admit(self, &merged, Some(&old))
-                .map_err(|why| ApiError::forbidden(info, name, &why))?;
-            for w in strategy.warnings(&merged) {
-                opts.warnings.push(w);
-            }
-            if let Some(admit) = &opts.admission {
-                (admit.0)(&merged, Some(&old))?;
-            }
-            if let Some(a) = attrs(Some(&merged)) {
-                self.admit_validating(&a, &opts.warnings).await?;
-            }
-            self.pod_security(info, ns, &merged, Some(&old), &opts.warnings)
-                .await?;
+            self.admit(&write, &merged, Some(&old), errs).await?;
             let counted = matches!(mode, Mode::Main | Mode::Resize);
             if mode == Mode::Main {
                 self.limit_ranger_check(info, ns, name, &merged, Some(&old))?;
