@@ -166,6 +166,204 @@ fn with_rv(mut obj: Value, rev: i64) -> Value {
     obj
 }
 
+/// What an update's body must agree with before it is laid over the stored
+/// object: its type meta, the resourceVersion (the client's precondition:
+/// 409 if `old`, at `rev`, is newer), the uid (a precondition too: a status
+/// write must not land on an object recreated under the same name), and
+/// the name and namespace of the URL.
+fn check_update_body(
+    info: &ResourceInfo,
+    ns: Option<&str>,
+    name: &str,
+    old: &Value,
+    rev: i64,
+    new: &mut Value,
+) -> Result<(), ApiError> {
+    check_type_meta(info, new)?;
+    let client_rv = new
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    if let Some(rv) = &client_rv {
+        let parsed: i64 = rv
+            .parse()
+            .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?;
+        if parsed != rev {
+            return Err(ApiError::modified(info, name));
+        }
+    }
+    // A uid in the body is a precondition (the kubelet's status write
+    // must not land on a pod recreated under the same name).
+    let body_uid = new.pointer("/metadata/uid").and_then(Value::as_str);
+    if let Some(u) = body_uid.filter(|u| !u.is_empty() && *u != meta::uid(old)) {
+        let message = format!(
+            "Precondition failed: UID in precondition: {u}, UID in object meta: {}",
+            meta::uid(old)
+        );
+        return Err(ApiError::conflict(info, name, &message));
+    }
+    let body_name = meta::name(new);
+    if !body_name.is_empty() && body_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    if let (Some(b), Some(u)) = (meta::namespace(new), ns) {
+        if info.namespaced && b != u {
+            return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+        }
+    }
+    Ok(())
+}
+
+/// `metadata.generation` + 1 when the update changes what the kind counts
+/// (its spec, for most kinds).
+fn bump_generation(strategy: &dyn strategy::Strategy, old: &Value, merged: &mut Value) {
+    let relevant_changed = match strategy.generation_relevant(merged) {
+        Some(now) => strategy.generation_relevant(old) != Some(now),
+        None => strategy::generation_relevant_differs(merged, old),
+    };
+    if relevant_changed {
+        let g = old
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            + 1;
+        merged["metadata"]["generation"] = json!(g);
+    }
+}
+
+/// The field errors of an update: metadata, then the kind's rules, which
+/// the pod subresources see with their own fields unchanged after checking
+/// those on their own.
+fn update_errors(
+    info: &ResourceInfo,
+    strategy: &dyn strategy::Strategy,
+    mode: Mode,
+    merged: &Value,
+    old: &Value,
+) -> validation::Errors {
+    let mut errs = validation::validate_metadata(merged, strategy.name_rule(), info.namespaced);
+    errs.extend(validation::validate_metadata_update(merged, old));
+    match mode {
+        Mode::EphemeralContainers => {
+            // The one write that may change a pod's spec there: checked on its own,
+            // then the usual pod-update rules see the list as unchanged.
+            errs.extend(validation::validate_ephemeral_containers_update(
+                merged, old,
+            ));
+            let mut before = old.clone();
+            before["spec"]["ephemeralContainers"] = merged["spec"]["ephemeralContainers"].clone();
+            errs.extend(strategy.validate(merged, Some(&before)));
+        }
+        Mode::Resize => {
+            // Checked as Kubernetes' ValidatePodResize; the usual
+            // pod-update rules then see the resources as unchanged.
+            errs.extend(validation::validate_pod_resize(merged, old));
+            errs.extend(strategy.validate(merged, Some(&with_resize_fields(old, merged))));
+        }
+        Mode::Main | Mode::Status | Mode::Whole => {
+            errs.extend(strategy.validate(merged, Some(old)))
+        }
+    }
+    errs
+}
+
+/// The object an update of `mode` writes: what the client sent (`new`)
+/// laid over the stored object (`old`) as far as the mode allows — the
+/// main resource keeps the stored status, the status subresource only
+/// changes status (and the labels and annotations sent with it), the pod
+/// subresources only their fields — with the metadata only the server
+/// sets (uid, creation, deletion, generation) carried over from `old`.
+fn merged_for(info: &ResourceInfo, mode: Mode, name: &str, old: &Value, new: Value) -> Value {
+    let mut merged = match mode {
+        Mode::Main => {
+            let mut m = new;
+            if info.has(Subresource::Status) {
+                match old.get("status") {
+                    Some(s) => m["status"] = s.clone(),
+                    None => {
+                        if let Some(o) = m.as_object_mut() {
+                            o.remove("status");
+                        }
+                    }
+                }
+            }
+            m
+        }
+        Mode::Whole => new,
+        Mode::EphemeralContainers => {
+            let mut m = old.clone();
+            match new.pointer("/spec/ephemeralContainers") {
+                Some(list) => m["spec"]["ephemeralContainers"] = list.clone(),
+                None => {
+                    if let Some(spec) = m.get_mut("spec").and_then(Value::as_object_mut) {
+                        spec.remove("ephemeralContainers");
+                    }
+                }
+            }
+            m
+        }
+        Mode::Resize => with_resize_fields(old, &new),
+        Mode::Status => {
+            let mut m = old.clone();
+            match new.get("status") {
+                Some(s) => m["status"] = s.clone(),
+                None => {
+                    if let Some(o) = m.as_object_mut() {
+                        o.remove("status");
+                    }
+                }
+            }
+            // Ownership written with the status (an apply's) comes along.
+            if let Some(mf) = new.pointer("/metadata/managedFields") {
+                metadata_mut(&mut m).insert("managedFields".into(), mf.clone());
+            }
+            // As Kubernetes' status strategies: only the spec is the
+            // old one's; labels and annotations sent with the status
+            // are kept (kubectl label --subresource=status), unless
+            // the kind resets them.
+            for field in ["labels", "annotations"] {
+                match new.pointer(&format!("/metadata/{field}")) {
+                    Some(v) if !v.is_null() => {
+                        metadata_mut(&mut m).insert(field.into(), v.clone());
+                    }
+                    _ => {
+                        metadata_mut(&mut m).remove(field);
+                    }
+                }
+            }
+            strategy::of(info).prepare_for_status_update(&mut m, old);
+            m
+        }
+    };
+    {
+        let om = &old["metadata"];
+        let m = metadata_mut(&mut merged);
+        m.insert("name".into(), json!(name));
+        if info.namespaced {
+            m.insert("namespace".into(), om["namespace"].clone());
+        } else {
+            m.remove("namespace");
+        }
+        for f in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ] {
+            match om.get(f) {
+                Some(v) => m.insert(f.into(), v.clone()),
+                None => m.remove(f),
+            };
+        }
+        m.remove("resourceVersion");
+    }
+    merged
+}
+
 /// `base` with the containers' `resources` and `resizePolicy` of `from`
 /// (matched by name), as Kubernetes' resize strategy keeps only those of a
 /// `pods/resize` write: anything else the request changed is dropped.
@@ -485,123 +683,8 @@ impl ApiServer {
             if !new.is_object() {
                 return Err(ApiError::bad_request("the object must be a JSON object"));
             }
-            check_type_meta(info, &mut new)?;
-            let client_rv = new
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string);
-            if let Some(rv) = &client_rv {
-                let parsed: i64 = rv.parse().map_err(|_| {
-                    ApiError::bad_request(format!("invalid resourceVersion {rv:?}"))
-                })?;
-                if parsed != rev {
-                    return Err(ApiError::modified(info, name));
-                }
-            }
-            // A uid in the body is a precondition (the kubelet's status write
-            // must not land on a pod recreated under the same name).
-            let body_uid = new.pointer("/metadata/uid").and_then(Value::as_str);
-            if let Some(u) = body_uid.filter(|u| !u.is_empty() && *u != meta::uid(&old)) {
-                let message = format!(
-                    "Precondition failed: UID in precondition: {u}, UID in object meta: {}",
-                    meta::uid(&old)
-                );
-                return Err(ApiError::conflict(info, name, &message));
-            }
-            let body_name = meta::name(&new);
-            if !body_name.is_empty() && body_name != name {
-                return Err(ApiError::bad_request(format!("the name of the object ({body_name}) does not match the name on the URL ({name})")));
-            }
-            if let (Some(b), Some(u)) = (meta::namespace(&new), ns) {
-                if info.namespaced && b != u {
-                    return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
-                }
-            }
-            let mut merged = match mode {
-                Mode::Main => {
-                    let mut m = new;
-                    if info.has(Subresource::Status) {
-                        match old.get("status") {
-                            Some(s) => m["status"] = s.clone(),
-                            None => {
-                                if let Some(o) = m.as_object_mut() {
-                                    o.remove("status");
-                                }
-                            }
-                        }
-                    }
-                    m
-                }
-                Mode::Whole => new,
-                Mode::EphemeralContainers => {
-                    let mut m = old.clone();
-                    match new.pointer("/spec/ephemeralContainers") {
-                        Some(list) => m["spec"]["ephemeralContainers"] = list.clone(),
-                        None => {
-                            if let Some(spec) = m.get_mut("spec").and_then(Value::as_object_mut) {
-                                spec.remove("ephemeralContainers");
-                            }
-                        }
-                    }
-                    m
-                }
-                Mode::Resize => with_resize_fields(&old, &new),
-                Mode::Status => {
-                    let mut m = old.clone();
-                    match new.get("status") {
-                        Some(s) => m["status"] = s.clone(),
-                        None => {
-                            if let Some(o) = m.as_object_mut() {
-                                o.remove("status");
-                            }
-                        }
-                    }
-                    // Ownership written with the status (an apply's) comes along.
-                    if let Some(mf) = new.pointer("/metadata/managedFields") {
-                        metadata_mut(&mut m).insert("managedFields".into(), mf.clone());
-                    }
-                    // As Kubernetes' status strategies: only the spec is the
-                    // old one's; labels and annotations sent with the status
-                    // are kept (kubectl label --subresource=status), unless
-                    // the kind resets them.
-                    for field in ["labels", "annotations"] {
-                        match new.pointer(&format!("/metadata/{field}")) {
-                            Some(v) if !v.is_null() => {
-                                metadata_mut(&mut m).insert(field.into(), v.clone());
-                            }
-                            _ => {
-                                metadata_mut(&mut m).remove(field);
-                            }
-                        }
-                    }
-                    strategy::of(info).prepare_for_status_update(&mut m, &old);
-                    m
-                }
-            };
-            {
-                let om = &old["metadata"];
-                let m = metadata_mut(&mut merged);
-                m.insert("name".into(), json!(name));
-                if info.namespaced {
-                    m.insert("namespace".into(), om["namespace"].clone());
-                } else {
-                    m.remove("namespace");
-                }
-                for f in [
-                    "uid",
-                    "creationTimestamp",
-                    "deletionTimestamp",
-                    "deletionGracePeriodSeconds",
-                    "generation",
-                ] {
-                    match om.get(f) {
-                        Some(v) => m.insert(f.into(), v.clone()),
-                        None => m.remove(f),
-                    };
-                }
-                m.remove("resourceVersion");
-            }
+            check_update_body(info, ns, name, &old, rev, &mut new)?;
+            let mut merged = merged_for(info, mode, name, &old, new);
             // Status writers may not set finalizers on a deleting object; nobody may add them then.
             if is_deleting(&old) {
                 let added = finalizers(&merged)
@@ -630,39 +713,8 @@ impl ApiServer {
             };
             let mut merged = self.mutate(&write, merged, Some(&old)).await?;
             strategy.prepare_for_update(&mut merged, &old);
-            let relevant_changed = match strategy.generation_relevant(&merged) {
-                Some(now) => strategy.generation_relevant(&old) != Some(now),
-                None => strategy::generation_relevant_differs(&merged, &old),
-            };
-            if relevant_changed {
-                let g = old
-                    .pointer("/metadata/generation")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0)
-                    + 1;
-                merged["metadata"]["generation"] = json!(g);
-            }
-            let mut errs =
-                validation::validate_metadata(&merged, strategy.name_rule(), info.namespaced);
-            errs.extend(validation::validate_metadata_update(&merged, &old));
-            if mode == Mode::EphemeralContainers {
-                // The one write that may change a pod's spec there: checked on its own,
-                // then the usual pod-update rules see the list as unchanged.
-                errs.extend(validation::validate_ephemeral_containers_update(
-                    &merged, &old,
-                ));
-                let mut before = old.clone();
-                before["spec"]["ephemeralContainers"] =
-                    merged["spec"]["ephemeralContainers"].clone();
-                errs.extend(strategy.validate(&merged, Some(&before)));
-            } else if mode == Mode::Resize {
-                // Checked as Kubernetes' ValidatePodResize; the usual
-                // pod-update rules then see the resources as unchanged.
-                errs.extend(validation::validate_pod_resize(&merged, &old));
-                errs.extend(strategy.validate(&merged, Some(&with_resize_fields(&old, &merged))));
-            } else {
-                errs.extend(strategy.validate(&merged, Some(&old)));
-            }
+            bump_generation(&*strategy, &old, &mut merged);
+            let errs = update_errors(info, &*strategy, mode, &merged, &old);
             self.admit(&write, &merged, Some(&old), errs).await?;
             let counted = matches!(mode, Mode::Main | Mode::Resize);
             if mode == Mode::Main {
