@@ -526,12 +526,13 @@ impl ApiServer {
             strategy,
             ..
         } = *write;
-        errs.extend(strategy::missing(self, strategy.references(obj, old), ns).await);
+        let ctx = self.strategy_context();
+        errs.extend(strategy::missing(&ctx, strategy.references(obj, old), ns).await);
         if !errs.is_empty() {
             return Err(ApiError::invalid(info, name, &errs));
         }
         strategy
-            .admit(self, obj, old)
+            .admit(&ctx, obj, old)
             .map_err(|why| ApiError::forbidden(info, name, &why))?;
         for w in strategy.warnings(obj) {
             opts.warnings.push(w);
@@ -607,10 +608,10 @@ impl ApiServer {
         }
         strategy.default(&mut obj);
         strategy
-            .prepare_for_create(self, &mut obj)
+            .prepare_for_create(&self.strategy_context(), &mut obj)
             .map_err(|e| ApiError::invalid(info, &name, &[e]))?;
         strategy
-            .admit_create(self, &mut obj)
+            .admit_create(&self.strategy_context(), &mut obj)
             .await
             .map_err(|why| ApiError::forbidden(info, &name, &why))?;
         let obj_ns = info
@@ -937,7 +938,7 @@ impl ApiServer {
             {
                 Ok(new_rev) => {
                     let out = with_rv(updated, new_rev);
-                    strategy.deletion_started(self, name);
+                    strategy.deletion_started(&self.strategy_context(), name);
                     return Ok(out);
                 }
                 Err(StoreError::Conflict { .. }) => continue,

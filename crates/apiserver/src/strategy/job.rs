@@ -11,11 +11,7 @@ pub const JOB_NAME: &str = "batch.kubernetes.io/job-name";
 pub struct Lifecycle;
 
 impl super::Strategy for Lifecycle {
-    fn prepare_for_create(
-        &self,
-        _srv: &crate::ApiServer,
-        job: &mut Value,
-    ) -> Result<(), FieldError> {
+    fn prepare_for_create(&self, _ctx: &super::Context, job: &mut Value) -> Result<(), FieldError> {
         if job.pointer("/spec/manualSelector") == Some(&Value::Bool(true)) {
             return Ok(());
         }

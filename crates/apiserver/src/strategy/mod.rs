@@ -69,13 +69,44 @@ pub struct Reference {
     pub name: String,
 }
 
+/// What a strategy may read of the server: the store and the caches its
+/// admission follows, not the server itself (Kubernetes' strategies get
+/// their registries' getters the same way).
+pub struct Context<'a> {
+    pub store: &'a dyn crate::store::Store,
+    /// Which namespaces exist, their labels, whether they are terminating.
+    pub(crate) namespaces: &'a crate::NamespaceCache,
+    pub(crate) storage_classes: &'a crate::followed::Followed,
+    pub(crate) ingress_classes: &'a crate::followed::Followed,
+    pub(crate) priority_classes: &'a crate::followed::Followed,
+    /// tolerationSeconds of the default not-ready and unreachable tolerations.
+    pub default_toleration_seconds: (i64, i64),
+    /// The server signs ServiceAccount tokens (a pod gets its token volume).
+    pub signs_tokens: bool,
+}
+
+impl ApiServer {
+    /// What the strategies may read of this server.
+    pub(crate) fn strategy_context(&self) -> Context<'_> {
+        Context {
+            store: &*self.store,
+            namespaces: &self.namespaces,
+            storage_classes: &self.storage_classes,
+            ingress_classes: &self.ingress_classes,
+            priority_classes: &self.priority_classes,
+            default_toleration_seconds: self.default_toleration_seconds,
+            signs_tokens: self.sa_signer.get().is_some(),
+        }
+    }
+}
+
 /// The references in `ns` that name nothing, as NotFound field errors.
-pub(crate) async fn missing(srv: &ApiServer, refs: Vec<Reference>, ns: Option<&str>) -> Errors {
+pub(crate) async fn missing(ctx: &Context<'_>, refs: Vec<Reference>, ns: Option<&str>) -> Errors {
     let mut errs = Vec::new();
     for r in refs {
         let key = r.info.key(ns, &r.name);
         // A store error is not the user's: the write itself reports it.
-        if let Ok(None) = srv.store.get(&key).await {
+        if let Ok(None) = ctx.store.get(&key).await {
             errs.push(FieldError::not_found(r.field, &Value::String(r.name)));
         }
     }
@@ -120,7 +151,7 @@ pub trait Strategy: Send + Sync {
 
     /// Server-set fields on create, after defaulting (PrepareForCreate and
     /// the built-in mutating admission).
-    fn prepare_for_create(&self, _srv: &ApiServer, _obj: &mut Value) -> Result<(), FieldError> {
+    fn prepare_for_create(&self, _ctx: &Context, _obj: &mut Value) -> Result<(), FieldError> {
         Ok(())
     }
 
@@ -130,7 +161,7 @@ pub trait Strategy: Send + Sync {
     /// [`Strategy::prepare_for_create`]. `Err(why)` is a 403.
     fn admit_create<'a>(
         &'a self,
-        _srv: &'a ApiServer,
+        _ctx: &'a Context<'a>,
         _obj: &'a mut Value,
     ) -> futures::future::BoxFuture<'a, Result<(), String>> {
         Box::pin(async { Ok(()) })
@@ -152,7 +183,7 @@ pub trait Strategy: Send + Sync {
 
     /// The kind's built-in validating admission, which may read other
     /// objects (a claim's resize reads its StorageClass): `Err(why)` is 403.
-    fn admit(&self, _srv: &ApiServer, _obj: &Value, _old: Option<&Value>) -> Result<(), String> {
+    fn admit(&self, _ctx: &Context, _obj: &Value, _old: Option<&Value>) -> Result<(), String> {
         Ok(())
     }
 
@@ -212,7 +243,7 @@ pub trait Strategy: Send + Sync {
     fn mark_deleting(&self, _obj: &mut Value) {}
 
     /// Called once the marked object is stored.
-    fn deletion_started(&self, _srv: &ApiServer, _name: &str) {}
+    fn deletion_started(&self, _ctx: &Context, _name: &str) {}
 
     /// Kind-specific finalizers still pending (beyond `metadata.finalizers`).
     fn finalizers_pending(&self, _obj: &Value) -> bool {
@@ -466,21 +497,21 @@ where
     fn keeps_status_on_create(&self) -> bool {
         self.lifecycle.keeps_status_on_create()
     }
-    fn prepare_for_create(&self, srv: &ApiServer, obj: &mut Value) -> Result<(), FieldError> {
-        self.lifecycle.prepare_for_create(srv, obj)
+    fn prepare_for_create(&self, ctx: &Context, obj: &mut Value) -> Result<(), FieldError> {
+        self.lifecycle.prepare_for_create(ctx, obj)
     }
     fn admit_create<'a>(
         &'a self,
-        srv: &'a ApiServer,
+        ctx: &'a Context<'a>,
         obj: &'a mut Value,
     ) -> futures::future::BoxFuture<'a, Result<(), String>> {
-        self.lifecycle.admit_create(srv, obj)
+        self.lifecycle.admit_create(ctx, obj)
     }
     fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
         self.lifecycle.prepare_for_status_update(new, old)
     }
-    fn admit(&self, srv: &ApiServer, obj: &Value, old: Option<&Value>) -> Result<(), String> {
-        self.lifecycle.admit(srv, obj, old)
+    fn admit(&self, ctx: &Context, obj: &Value, old: Option<&Value>) -> Result<(), String> {
+        self.lifecycle.admit(ctx, obj, old)
     }
     fn references(&self, obj: &Value, old: Option<&Value>) -> Vec<Reference> {
         self.lifecycle.references(obj, old)
@@ -520,8 +551,8 @@ where
     fn mark_deleting(&self, obj: &mut Value) {
         self.lifecycle.mark_deleting(obj)
     }
-    fn deletion_started(&self, srv: &ApiServer, name: &str) {
-        self.lifecycle.deletion_started(srv, name)
+    fn deletion_started(&self, ctx: &Context, name: &str) {
+        self.lifecycle.deletion_started(ctx, name)
     }
     fn finalizers_pending(&self, obj: &Value) -> bool {
         self.lifecycle.finalizers_pending(obj)

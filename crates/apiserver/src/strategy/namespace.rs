@@ -3,7 +3,7 @@
 //! cleared `spec.finalizers` through `namespaces/{name}/finalize`; the system
 //! namespaces cannot be deleted.
 
-use crate::ApiServer;
+use super::Context;
 use minik8s_validation::{FieldError, NameRule};
 use serde_json::{json, Value};
 
@@ -16,7 +16,7 @@ impl super::Strategy for Lifecycle {
         NameRule::Label
     }
 
-    fn prepare_for_create(&self, _srv: &ApiServer, obj: &mut Value) -> Result<(), FieldError> {
+    fn prepare_for_create(&self, _ctx: &Context, obj: &mut Value) -> Result<(), FieldError> {
         obj["status"] = json!({"phase": "Active"});
         Ok(())
     }
@@ -40,10 +40,10 @@ impl super::Strategy for Lifecycle {
         obj["status"]["phase"] = json!("Terminating");
     }
 
-    fn deletion_started(&self, srv: &ApiServer, name: &str) {
+    fn deletion_started(&self, ctx: &Context, name: &str) {
         // Refuse new content at once, before the watch cache hears of it.
         // (The controller manager's namespace controller empties it.)
-        srv.namespaces.set(name, true);
+        ctx.namespaces.set(name, true);
     }
 
     fn finalizers_pending(&self, obj: &Value) -> bool {

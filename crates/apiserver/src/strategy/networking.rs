@@ -4,15 +4,15 @@
 //! IngressClass, the newest one annotated
 //! `ingressclass.kubernetes.io/is-default-class: "true"`.
 
-use crate::ApiServer;
+use super::Context;
 use minik8s_validation::FieldError;
 use serde_json::{json, Value};
 
 pub const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
 
 /// The default IngressClass's name, if one is marked.
-pub fn default_class(srv: &ApiServer) -> Option<String> {
-    srv.ingress_classes
+pub fn default_class(ctx: &Context) -> Option<String> {
+    ctx.ingress_classes
         .all()
         .into_iter()
         .filter(|c| {
@@ -36,7 +36,7 @@ pub fn default_class(srv: &ApiServer) -> Option<String> {
 pub struct Ingress;
 
 impl super::Strategy for Ingress {
-    fn prepare_for_create(&self, srv: &ApiServer, obj: &mut Value) -> Result<(), FieldError> {
+    fn prepare_for_create(&self, ctx: &Context, obj: &mut Value) -> Result<(), FieldError> {
         let has_class = obj
             .pointer("/spec/ingressClassName")
             .is_some_and(|c| !c.is_null());
@@ -45,7 +45,7 @@ impl super::Strategy for Ingress {
             .and_then(|a| a.get("kubernetes.io/ingress.class"))
             .is_some();
         if !has_class && !annotated {
-            if let Some(class) = default_class(srv) {
+            if let Some(class) = default_class(ctx) {
                 if obj["spec"].is_object() {
                     obj["spec"]["ingressClassName"] = json!(class);
                 }

@@ -2,15 +2,15 @@
 //! admission, phase Pending and the QoS class) and graceful deletion (a
 //! running pod is marked and its kubelet confirms once its containers stopped).
 
-use crate::ApiServer;
+use super::Context;
 use minik8s_validation::FieldError;
 use serde_json::{json, Value};
 
 pub struct Lifecycle;
 
 impl super::Strategy for Lifecycle {
-    fn prepare_for_create(&self, srv: &ApiServer, pod: &mut Value) -> Result<(), FieldError> {
-        add_default_tolerations(pod, srv.default_toleration_seconds);
+    fn prepare_for_create(&self, ctx: &Context, pod: &mut Value) -> Result<(), FieldError> {
+        add_default_tolerations(pod, ctx.default_toleration_seconds);
         default_service_account(pod);
         // Built-in admission of LeaderWorkerSet pods (upstream's pod webhook).
         minik8s_api::lws_pod::admit_pod(pod)?;
@@ -36,7 +36,7 @@ impl super::Strategy for Lifecycle {
     /// `automountServiceAccountToken: false`. Priority: see `priority.rs`.
     fn admit_create<'a>(
         &'a self,
-        srv: &'a ApiServer,
+        ctx: &'a Context<'a>,
         pod: &'a mut Value,
     ) -> futures::future::BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
@@ -49,7 +49,7 @@ impl super::Strategy for Lifecycle {
                         minik8s_api::registry::of::<k8s_openapi::api::core::v1::ServiceAccount>();
                     // A store error is not the pod's: it is admitted as if
                     // the account said nothing.
-                    match srv.store.get(&info.key(Some(ns), account)).await {
+                    match ctx.store.get(&info.key(Some(ns), account)).await {
                         Ok(Some(kv)) => serde_json::from_slice::<Value>(&kv.value).ok(),
                         _ => None,
                     }
@@ -67,14 +67,14 @@ impl super::Strategy for Lifecycle {
             if let (false, Some(secrets)) = (has_own, secrets) {
                 pod["spec"]["imagePullSecrets"] = secrets.clone();
             }
-            if srv.sa_signer.get().is_some() {
+            if ctx.signs_tokens {
                 let automount = sa
                     .get("automountServiceAccountToken")
                     .and_then(Value::as_bool);
                 crate::auth::serviceaccount::add_token_volume(pod, automount);
             }
-            super::runtime_class::admit_pod(srv, pod).await?;
-            super::priority::admit_pod(srv, pod).await
+            super::runtime_class::admit_pod(ctx, pod).await?;
+            super::priority::admit_pod(ctx, pod).await
         })
     }
 

@@ -10,7 +10,7 @@
 //!  pod priorityClassName: gone ──admission──▶ 403 no PriorityClass with name gone was found
 //! ```
 
-use crate::ApiServer;
+use super::Context;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use minik8s_api::registry;
 use serde_json::{json, Value};
@@ -28,8 +28,8 @@ pub fn system_classes() -> Vec<Value> {
 
 /// Every PriorityClass, from the apiserver's followed copy (a pod create
 /// reads no store for it).
-fn all(srv: &ApiServer) -> Vec<Value> {
-    srv.priority_classes
+fn all(ctx: &Context) -> Vec<Value> {
+    ctx.priority_classes
         .all()
         .iter()
         .map(|c| (**c).clone())
@@ -38,20 +38,20 @@ fn all(srv: &ApiServer) -> Vec<Value> {
 
 /// One class by name: the followed copy, else the store (a class created
 /// a moment ago may not have reached the copy yet).
-async fn named(srv: &ApiServer, name: &str) -> Option<Value> {
-    if let Some(c) = all(srv)
+async fn named(ctx: &Context<'_>, name: &str) -> Option<Value> {
+    if let Some(c) = all(ctx)
         .into_iter()
         .find(|c| minik8s_api::meta::name(c) == name)
     {
         return Some(c);
     }
     let key = registry::of::<PriorityClass>().key(None, name);
-    let kv = srv.store.get(&key).await.ok()??;
+    let kv = ctx.store.get(&key).await.ok()??;
     serde_json::from_slice(&kv.value).ok()
 }
 
 /// The Priority admission of a pod on create.
-pub(super) async fn admit_pod(srv: &ApiServer, pod: &mut Value) -> Result<(), String> {
+pub(super) async fn admit_pod(ctx: &Context<'_>, pod: &mut Value) -> Result<(), String> {
     let asked = pod
         .pointer("/spec/priorityClassName")
         .and_then(Value::as_str)
@@ -59,11 +59,11 @@ pub(super) async fn admit_pod(srv: &ApiServer, pod: &mut Value) -> Result<(), St
         .map(str::to_string);
     let class = match &asked {
         Some(name) => Some(
-            self::named(srv, name)
+            self::named(ctx, name)
                 .await
                 .ok_or_else(|| format!("no PriorityClass with name {name} was found"))?,
         ),
-        None => all(srv).into_iter().find(|c| c["globalDefault"] == true),
+        None => all(ctx).into_iter().find(|c| c["globalDefault"] == true),
     };
     let class = class.as_ref();
     let value = class.and_then(|c| c["value"].as_i64()).unwrap_or(0);
@@ -92,14 +92,14 @@ impl super::Strategy for Lifecycle {
     /// At most one default class.
     fn admit_create<'a>(
         &'a self,
-        srv: &'a ApiServer,
+        ctx: &'a Context<'a>,
         class: &'a mut Value,
     ) -> futures::future::BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
             if class["globalDefault"] != true {
                 return Ok(());
             }
-            match all(srv).iter().find(|c| c["globalDefault"] == true) {
+            match all(ctx).iter().find(|c| c["globalDefault"] == true) {
                 Some(other) => Err(format!(
                     "PriorityClass {} is already marked as default. Only one default can exist",
                     minik8s_api::meta::name(other)
@@ -110,12 +110,12 @@ impl super::Strategy for Lifecycle {
     }
 
     /// An update may not make a second default class either.
-    fn admit(&self, srv: &ApiServer, class: &Value, old: Option<&Value>) -> Result<(), String> {
+    fn admit(&self, ctx: &Context, class: &Value, old: Option<&Value>) -> Result<(), String> {
         if old.is_none() || class["globalDefault"] != true {
             return Ok(());
         }
         let name = minik8s_api::meta::name(class);
-        match all(srv)
+        match all(ctx)
             .iter()
             .find(|c| c["globalDefault"] == true && minik8s_api::meta::name(c) != name)
         {

@@ -4,8 +4,8 @@
 //! must exist (a 422 naming the field, rather than a pod that never
 //! schedules), and `adminAccess` needs a namespace labelled for it.
 
+use super::Context;
 use super::Reference;
-use crate::ApiServer;
 use k8s_openapi::api::resource::v1::DeviceClass;
 use minik8s_api::dra::ADMIN_ACCESS_LABEL;
 use minik8s_api::registry;
@@ -100,12 +100,12 @@ fn asks_admin_access(devices: Option<&Value>) -> bool {
 }
 
 /// Kubernetes' check for `adminAccess`: the namespace must allow it.
-fn admit_admin_access(srv: &ApiServer, obj: &Value, devices: Option<&Value>) -> Result<(), String> {
+fn admit_admin_access(ctx: &Context, obj: &Value, devices: Option<&Value>) -> Result<(), String> {
     if !asks_admin_access(devices) {
         return Ok(());
     }
     let ns = minik8s_api::meta::namespace(obj).unwrap_or("default");
-    let labelled = srv
+    let labelled = ctx
         .namespaces
         .labels(ns)
         .is_some_and(|l| l.get(ADMIN_ACCESS_LABEL).and_then(Value::as_str) == Some("true"));
@@ -146,9 +146,9 @@ impl super::Strategy for ClaimSpec {
             Some(_) => Vec::new(),
         }
     }
-    fn admit(&self, srv: &ApiServer, obj: &Value, old: Option<&Value>) -> Result<(), String> {
+    fn admit(&self, ctx: &Context, obj: &Value, old: Option<&Value>) -> Result<(), String> {
         match old {
-            None => admit_admin_access(srv, obj, obj.pointer(self.devices)),
+            None => admit_admin_access(ctx, obj, obj.pointer(self.devices)),
             Some(_) => Ok(()),
         }
     }

@@ -11,19 +11,19 @@
 //!  pod runtimeClassName: gone   ──admission──▶ 403 pod rejected: RuntimeClass "gone" not found
 //! ```
 
-use crate::ApiServer;
+use super::Context;
 use k8s_openapi::api::node::v1::RuntimeClass;
 use minik8s_api::registry;
 use serde_json::{json, Value};
 
-async fn named(srv: &ApiServer, name: &str) -> Option<Value> {
+async fn named(ctx: &Context<'_>, name: &str) -> Option<Value> {
     let key = registry::of::<RuntimeClass>().key(None, name);
-    let kv = srv.store.get(&key).await.ok()??;
+    let kv = ctx.store.get(&key).await.ok()??;
     serde_json::from_slice(&kv.value).ok()
 }
 
 /// The RuntimeClass admission of a pod on create.
-pub(super) async fn admit_pod(srv: &ApiServer, pod: &mut Value) -> Result<(), String> {
+pub(super) async fn admit_pod(ctx: &Context<'_>, pod: &mut Value) -> Result<(), String> {
     let Some(name) = pod
         .pointer("/spec/runtimeClassName")
         .and_then(Value::as_str)
@@ -32,7 +32,7 @@ pub(super) async fn admit_pod(srv: &ApiServer, pod: &mut Value) -> Result<(), St
     else {
         return Ok(());
     };
-    let class = named(srv, &name)
+    let class = named(ctx, &name)
         .await
         .ok_or_else(|| format!("pod rejected: RuntimeClass \"{name}\" not found"))?;
     apply_class(&class, pod)

@@ -13,11 +13,7 @@ use serde_json::{json, Value};
 pub struct ServiceCidr;
 
 impl super::Strategy for ServiceCidr {
-    fn prepare_for_create(
-        &self,
-        _srv: &crate::ApiServer,
-        obj: &mut Value,
-    ) -> Result<(), FieldError> {
+    fn prepare_for_create(&self, _ctx: &super::Context, obj: &mut Value) -> Result<(), FieldError> {
         let meta = minik8s_api::meta::metadata_mut(obj);
         let finalizers = meta.entry("finalizers").or_insert_with(|| json!([]));
         if let Some(list) = finalizers.as_array_mut() {

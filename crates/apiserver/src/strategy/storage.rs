@@ -5,8 +5,8 @@
 //! claim grows only where its class allows expansion
 //! (PersistentVolumeClaimResize).
 
+use super::Context;
 use crate::table::storage::is_default_class;
-use crate::ApiServer;
 use minik8s_api::quantity::Quantity;
 use minik8s_validation::FieldError;
 use serde_json::{json, Value};
@@ -30,8 +30,8 @@ fn add_finalizer(obj: &mut Value, finalizer: &str) {
 
 /// The default StorageClass's name: the newest class marked default, as
 /// Kubernetes picks when several are.
-pub fn default_class(srv: &ApiServer) -> Option<String> {
-    srv.storage_classes
+pub fn default_class(ctx: &Context) -> Option<String> {
+    ctx.storage_classes
         .all()
         .into_iter()
         .filter(|c| is_default_class(c))
@@ -52,13 +52,13 @@ pub fn default_class(srv: &ApiServer) -> Option<String> {
 pub struct Claim;
 
 impl super::Strategy for Claim {
-    fn prepare_for_create(&self, srv: &ApiServer, obj: &mut Value) -> Result<(), FieldError> {
+    fn prepare_for_create(&self, ctx: &Context, obj: &mut Value) -> Result<(), FieldError> {
         // Unset (not "") takes the default class; "" asks for no class.
         if obj
             .pointer("/spec/storageClassName")
             .is_none_or(Value::is_null)
         {
-            if let Some(class) = default_class(srv) {
+            if let Some(class) = default_class(ctx) {
                 obj["spec"]["storageClassName"] = json!(class);
             }
         }
@@ -67,7 +67,7 @@ impl super::Strategy for Claim {
         Ok(())
     }
 
-    fn admit(&self, srv: &ApiServer, obj: &Value, old: Option<&Value>) -> Result<(), String> {
+    fn admit(&self, ctx: &Context, obj: &Value, old: Option<&Value>) -> Result<(), String> {
         let Some(old) = old else {
             return Ok(());
         };
@@ -85,7 +85,7 @@ impl super::Strategy for Claim {
             .pointer("/spec/storageClassName")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let expandable = srv.storage_classes.all().iter().any(|c| {
+        let expandable = ctx.storage_classes.all().iter().any(|c| {
             minik8s_api::meta::name(c) == class
                 && c.get("allowVolumeExpansion").and_then(Value::as_bool) == Some(true)
         });
@@ -100,7 +100,7 @@ impl super::Strategy for Claim {
 pub struct Volume;
 
 impl super::Strategy for Volume {
-    fn prepare_for_create(&self, _srv: &ApiServer, obj: &mut Value) -> Result<(), FieldError> {
+    fn prepare_for_create(&self, _ctx: &Context, obj: &mut Value) -> Result<(), FieldError> {
         add_finalizer(obj, PV_PROTECTION);
         obj["status"] = json!({"phase": "Pending", "lastPhaseTransitionTime": minik8s_api::meta::now_rfc3339()});
         Ok(())
