@@ -277,41 +277,50 @@ async fn the_sample_comes_up_rolls_in_lockstep_changes_slices_and_goes() {
         "disaggregatedset.x-k8s.io/revision",
     )
     .to_string();
-    // The planner's (2,2) trace per slice and role, in its events.
-    let ev = events_about(&client, "default", &format!("involvedObject.name={set}")).await;
-    let has = |reason: &str, msg: String| {
-        assert!(
-            ev.iter().any(|(r, m)| r == reason && *m == msg),
-            "{reason} {msg:?} in {ev:?}"
-        )
-    };
-    has(
+    // The planner's (2,2) trace per slice and role, in its events (written
+    // after the status they follow, so waited for).
+    let mut expected = vec![(
         "RollingUpdateStarted",
         format!("Started rolling update to revision {new_rev}"),
-    );
+    )];
     for s in 0..2 {
         for r in ["prefill", "decode"] {
             let old = format!("{set}-{s}-{rev}-{r}");
             let new = format!("{set}-{s}-{new_rev}-{r}");
-            has(
-                "ScalingUp",
-                format!("Scaling up {r} LWS {new} from 0 to 1 replicas"),
-            );
-            has(
-                "ScalingDown",
-                format!("Scaling down {r} LWS {old} from 2 to 1 replicas"),
-            );
-            has(
-                "ScalingUp",
-                format!("Scaling up {r} LWS {new} from 1 to 2 replicas"),
-            );
-            has(
-                "ScalingDown",
-                format!("Scaling down {r} LWS {old} from 1 to 0 replicas"),
-            );
-            has("LWSDeleted", format!("Deleted drained LWS {old}"));
+            expected.extend([
+                (
+                    "ScalingUp",
+                    format!("Scaling up {r} LWS {new} from 0 to 1 replicas"),
+                ),
+                (
+                    "ScalingDown",
+                    format!("Scaling down {r} LWS {old} from 2 to 1 replicas"),
+                ),
+                (
+                    "ScalingUp",
+                    format!("Scaling up {r} LWS {new} from 1 to 2 replicas"),
+                ),
+                (
+                    "ScalingDown",
+                    format!("Scaling down {r} LWS {old} from 1 to 0 replicas"),
+                ),
+                ("LWSDeleted", format!("Deleted drained LWS {old}")),
+            ]);
         }
     }
+    until("the rolling update's events", 30, || async {
+        let ev = events_about(&client, "default", &format!("involvedObject.name={set}")).await;
+        let missing: Vec<_> = expected
+            .iter()
+            .filter(|(reason, msg)| !ev.iter().any(|(r, m)| r == reason && m == msg))
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{missing:?} not in {ev:?}"))
+        }
+    })
+    .await;
     // /metrics: the roles, no rollout running, the rollout's steps, reconcile times.
     let metrics = controller_manager::metrics::render();
     for line in [

@@ -119,6 +119,27 @@ async fn reasons(client: &Client, name: &str) -> Vec<(String, String)> {
     events_about(client, "default", &format!("involvedObject.name={name}")).await
 }
 
+/// Waits for an event about `name` with `reason` whose message `wanted`
+/// accepts. The controller writes the status first and its events after
+/// (as upstream's does), so an event may land just after the state it
+/// reports.
+async fn wait_event(client: &Client, name: &str, reason: &str, wanted: impl Fn(&str) -> bool) {
+    let wanted = &wanted;
+    until(
+        &format!("a {reason} event about {name}"),
+        30,
+        || async move {
+            let events = reasons(client, name).await;
+            if events.iter().any(|(r, m)| r == reason && wanted(m)) {
+                Ok(())
+            } else {
+                Err(format!("{events:?}"))
+            }
+        },
+    )
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failing_groups_are_marked_failed_recovered_and_scaled_away_first() {
     let (server, client) = cluster("grp", 2).await;
@@ -134,11 +155,7 @@ async fn failing_groups_are_marked_failed_recovered_and_scaled_away_first() {
         3,
     )
     .await;
-    let ev = reasons(&client, "fail").await;
-    assert!(
-        ev.contains(&("GroupReady".into(), "Group 2 is ready".into())),
-        "{ev:?}"
-    );
+    wait_event(&client, "fail", "GroupReady", |m| m == "Group 2 is ready").await;
 
     // One recreation is allowed; the next failure marks group 1 Failed.
     fail_group(&pods, "fail", 1, true).await;
@@ -172,12 +189,10 @@ async fn failing_groups_are_marked_failed_recovered_and_scaled_away_first() {
         leader,
         "a failed group's pods are kept"
     );
-    let ev = reasons(&client, "fail").await;
-    assert!(
-        ev.iter()
-            .any(|(r, m)| r == "GroupFailed" && m.starts_with("Group 1 failed after 1 restarts")),
-        "{ev:?}"
-    );
+    wait_event(&client, "fail", "GroupFailed", |m| {
+        m.starts_with("Group 1 failed after 1 restarts")
+    })
+    .await;
     let metrics = controller_manager::metrics::render();
     for line in [
         "lws_groups{namespace=\"default\",leaderworkerset=\"fail\",state=\"Failed\"} 1",
@@ -222,10 +237,7 @@ async fn failing_groups_are_marked_failed_recovered_and_scaled_away_first() {
         l["status"]["groupStatuses"][1].get("restarts").is_none(),
         "a fresh budget"
     );
-    assert!(reasons(&client, "fail")
-        .await
-        .iter()
-        .any(|(r, _)| r == "GroupRecovered"));
+    wait_event(&client, "fail", "GroupRecovered", |_| true).await;
 
     // A scale-down takes failed groups out first: group 0 fails, and going
     // from 3 to 2 groups recreates it fresh while group 2 is removed.
@@ -244,8 +256,10 @@ async fn failing_groups_are_marked_failed_recovered_and_scaled_away_first() {
     let l = wait_states(&sets, "fail", &[(0, "Ready"), (1, "Ready")], 2).await;
     assert_eq!(failed(&l).0, "False");
     assert_ne!(uid(&pods, "fail-0").await, failed_leader);
-    assert!(reasons(&client, "fail").await.iter().any(|(r, m)| r == "GroupReplaced"
-        && m == "Scale-down: failed group 0 recreated with a fresh restart budget; groups from 2 up are removed"));
+    wait_event(&client, "fail", "GroupReplaced", |m| {
+        m == "Scale-down: failed group 0 recreated with a fresh restart budget; groups from 2 up are removed"
+    })
+    .await;
 
     // A failed group scaled away leaves no history behind: back at 3, group 2 is fresh.
     fail_group(&pods, "fail", 1, true).await;
@@ -279,10 +293,8 @@ async fn failing_groups_are_marked_failed_recovered_and_scaled_away_first() {
             .starts_with("backing off: recreated at "),
         "{g}"
     );
-    let ev = reasons(&client, "slow").await;
-    assert!(
-        ev.iter()
-            .any(|(r, m)| r == "GroupRestarting" && m.starts_with("Group 0 failed; backing off")),
-        "{ev:?}"
-    );
+    wait_event(&client, "slow", "GroupRestarting", |m| {
+        m.starts_with("Group 0 failed; backing off")
+    })
+    .await;
 }
