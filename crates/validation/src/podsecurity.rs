@@ -109,22 +109,146 @@ pub fn check(level: Level, spec: &Value) -> Vec<Violation> {
     if level == Level::Privileged {
         return Vec::new();
     }
-    let restricted = level == Level::Restricted;
-    let cs = containers(spec);
-    let psc = &spec["securityContext"];
-    let mut out: Vec<Violation> = Vec::new();
-    let mut push = |reason: &str, detail: String| out.push((reason.to_string(), detail));
+    let pod = PodView::of(spec);
+    let mut out = Vec::new();
+    for check in CHECKS.iter().filter(|c| c.applies.at(level)) {
+        (check.run)(&pod, &mut out);
+    }
+    out
+}
 
-    // appArmorProfile: Unconfined is not allowed.
-    let bad: Vec<String> = cs
+/// What the checks read of a pod spec.
+struct PodView<'a> {
+    spec: &'a Value,
+    /// The pod's `securityContext`.
+    psc: &'a Value,
+    /// All containers: init, regular, ephemeral.
+    containers: Vec<&'a Value>,
+    volumes: Vec<&'a Value>,
+}
+
+impl<'a> PodView<'a> {
+    fn of(spec: &'a Value) -> Self {
+        PodView {
+            spec,
+            psc: &spec["securityContext"],
+            containers: containers(spec),
+            volumes: spec["volumes"].as_array().into_iter().flatten().collect(),
+        }
+    }
+}
+
+/// The levels a check runs at: restricted replaces some baseline checks
+/// with stricter ones of its own (Kubernetes' `OverrideCheckIDs`).
+#[derive(Clone, Copy)]
+enum Applies {
+    Both,
+    BaselineOnly,
+    RestrictedOnly,
+}
+
+impl Applies {
+    fn at(self, level: Level) -> bool {
+        match self {
+            Applies::Both => true,
+            Applies::BaselineOnly => level == Level::Baseline,
+            Applies::RestrictedOnly => level == Level::Restricted,
+        }
+    }
+}
+
+/// One check of the Pod Security Standards (Kubernetes'
+/// `pod-security-admission/policy/check_*.go`, each function named after
+/// its check ID): the levels it runs at, and what it finds, pushed as
+/// (reason, detail).
+struct Check {
+    applies: Applies,
+    run: fn(&PodView<'_>, &mut Vec<Violation>),
+}
+
+/// Every check, in the order Kubernetes reports them.
+const CHECKS: &[Check] = &[
+    Check {
+        applies: Applies::Both,
+        run: app_armor_profile,
+    },
+    Check {
+        applies: Applies::BaselineOnly,
+        run: capabilities_baseline,
+    },
+    Check {
+        applies: Applies::Both,
+        run: host_namespaces,
+    },
+    Check {
+        applies: Applies::BaselineOnly,
+        run: host_path_volumes,
+    },
+    Check {
+        applies: Applies::Both,
+        run: host_ports,
+    },
+    Check {
+        applies: Applies::Both,
+        run: privileged,
+    },
+    Check {
+        applies: Applies::Both,
+        run: proc_mount,
+    },
+    Check {
+        applies: Applies::BaselineOnly,
+        run: seccomp_profile_baseline,
+    },
+    Check {
+        applies: Applies::Both,
+        run: sysctls,
+    },
+    Check {
+        applies: Applies::RestrictedOnly,
+        run: allow_privilege_escalation,
+    },
+    Check {
+        applies: Applies::RestrictedOnly,
+        run: capabilities_restricted,
+    },
+    Check {
+        applies: Applies::RestrictedOnly,
+        run: restricted_volumes,
+    },
+    Check {
+        applies: Applies::RestrictedOnly,
+        run: run_as_non_root,
+    },
+    Check {
+        applies: Applies::RestrictedOnly,
+        run: run_as_user,
+    },
+    Check {
+        applies: Applies::RestrictedOnly,
+        run: seccomp_profile_restricted,
+    },
+];
+
+fn push(out: &mut Vec<Violation>, reason: &str, detail: String) {
+    out.push((reason.to_string(), detail));
+}
+
+/// `appArmorProfile` (baseline): no pod or container AppArmor profile of type `Unconfined`.
+fn app_armor_profile(pod: &PodView<'_>, out: &mut Vec<Violation>) {
+    let bad: Vec<String> = pod
+        .containers
         .iter()
         .filter(|c| {
             c.pointer("/securityContext/appArmorProfile/type") == Some(&Value::from("Unconfined"))
         })
         .map(|c| name(c))
         .collect();
-    if !bad.is_empty() || psc.pointer("/appArmorProfile/type") == Some(&Value::from("Unconfined")) {
+    if !bad.is_empty()
+        || pod.psc.pointer("/appArmorProfile/type") == Some(&Value::from("Unconfined"))
+    {
         push(
+            out,
             "appArmorProfile",
             format!(
                 "{} {} must not set appArmorProfile.type to \"Unconfined\"",
@@ -133,63 +257,74 @@ pub fn check(level: Level, spec: &Value) -> Vec<Violation> {
             ),
         );
     }
-    // capabilities_baseline (restricted has its own, stricter check).
-    if !restricted {
-        let mut details = Vec::new();
-        for c in &cs {
-            let added: Vec<String> = c
-                .pointer("/securityContext/capabilities/add")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .filter(|cap| !BASELINE_CAPS.contains(cap))
-                .map(str::to_string)
-                .collect();
-            if !added.is_empty() {
-                details.push(format!(
-                    "container {:?} must not include {} in securityContext.capabilities.add",
-                    name(c),
-                    quote(&added)
-                ));
-            }
-        }
-        if !details.is_empty() {
-            push("non-default capabilities", details.join("; "));
+}
+
+/// `capabilities_baseline`: capabilities added beyond the default set
+/// (restricted has its own, stricter check).
+fn capabilities_baseline(pod: &PodView<'_>, out: &mut Vec<Violation>) {
+    let mut details = Vec::new();
+    for c in &pod.containers {
+        let added: Vec<String> = c
+            .pointer("/securityContext/capabilities/add")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .filter(|cap| !BASELINE_CAPS.contains(cap))
+            .map(str::to_string)
+            .collect();
+        if !added.is_empty() {
+            details.push(format!(
+                "container {:?} must not include {} in securityContext.capabilities.add",
+                name(c),
+                quote(&added)
+            ));
         }
     }
-    // hostNamespaces
+    if !details.is_empty() {
+        push(out, "non-default capabilities", details.join("; "));
+    }
+}
+
+/// `hostNamespaces` (baseline): no host network, PID or IPC namespace.
+fn host_namespaces(pod: &PodView<'_>, out: &mut Vec<Violation>) {
     let hosts: Vec<String> = ["hostNetwork", "hostPID", "hostIPC"]
         .iter()
-        .filter(|k| spec[**k] == true)
+        .filter(|k| pod.spec[**k] == true)
         .map(|k| format!("{k}=true"))
         .collect();
     if !hosts.is_empty() {
-        push("host namespaces", hosts.join(", "));
+        push(out, "host namespaces", hosts.join(", "));
     }
-    // hostPathVolumes (restricted reports them as restricted volume types).
-    let volumes: Vec<&Value> = spec["volumes"].as_array().into_iter().flatten().collect();
-    if !restricted {
-        let host: Vec<String> = volumes
-            .iter()
-            .filter(|v| v.get("hostPath").is_some())
-            .map(|v| name(v))
-            .collect();
-        if !host.is_empty() {
-            push(
-                "hostPath volumes",
-                format!(
-                    "{} {}",
-                    plural("volume", "volumes", host.len()),
-                    quote(&host)
-                ),
-            );
-        }
+}
+
+/// `hostPathVolumes`: no hostPath volume (restricted reports them as
+/// restricted volume types).
+fn host_path_volumes(pod: &PodView<'_>, out: &mut Vec<Violation>) {
+    let host: Vec<String> = pod
+        .volumes
+        .iter()
+        .filter(|v| v.get("hostPath").is_some())
+        .map(|v| name(v))
+        .collect();
+    if !host.is_empty() {
+        push(
+            out,
+            "hostPath volumes",
+            format!(
+                "{} {}",
+                plural("volume", "volumes", host.len()),
+                quote(&host)
+            ),
+        );
     }
-    // hostPorts
+}
+
+/// `hostPorts` (baseline): no container port bound on the host.
+fn host_ports(pod: &PodView<'_>, out: &mut Vec<Violation>) {
     let mut with_ports = Vec::new();
     let mut ports = Vec::new();
-    for c in &cs {
+    for c in &pod.containers {
         let hp: Vec<String> = c["ports"]
             .as_array()
             .into_iter()
@@ -205,6 +340,7 @@ pub fn check(level: Level, spec: &Value) -> Vec<Violation> {
     }
     if !with_ports.is_empty() {
         push(
+            out,
             "hostPort",
             format!(
                 "{} {} {} {} {}",
@@ -216,14 +352,19 @@ pub fn check(level: Level, spec: &Value) -> Vec<Violation> {
             ),
         );
     }
-    // privileged
-    let bad: Vec<String> = cs
+}
+
+/// `privileged` (baseline): no privileged container.
+fn privileged(pod: &PodView<'_>, out: &mut Vec<Violation>) {
+    let bad: Vec<String> = pod
+        .containers
         .iter()
         .filter(|c| c.pointer("/securityContext/privileged") == Some(&Value::Bool(true)))
         .map(|c| name(c))
         .collect();
     if !bad.is_empty() {
         push(
+            out,
             "privileged",
             format!(
                 "{} {} must not set securityContext.privileged=true",
@@ -232,8 +373,12 @@ pub fn check(level: Level, spec: &Value) -> Vec<Violation> {
             ),
         );
     }
-    // procMount
-    let bad: Vec<String> = cs
+}
+
+/// `procMount` (baseline): the default /proc mask only.
+fn proc_mount(pod: &PodView<'_>, out: &mut Vec<Violation>) {
+    let bad: Vec<String> = pod
+        .containers
         .iter()
         .filter(|c| {
             c.pointer("/securityContext/procMount")
@@ -244,6 +389,7 @@ pub fn check(level: Level, spec: &Value) -> Vec<Violation> {
         .collect();
     if !bad.is_empty() {
         push(
+            out,
             "procMount",
             format!(
                 "{} {} must not set securityContext.procMount to \"Unmasked\"",
@@ -252,34 +398,41 @@ pub fn check(level: Level, spec: &Value) -> Vec<Violation> {
             ),
         );
     }
-    // seccompProfile_baseline: Unconfined is not allowed.
-    if !restricted {
-        let bad: Vec<String> = cs
-            .iter()
-            .filter(|c| {
-                c.pointer("/securityContext/seccompProfile/type")
-                    == Some(&Value::from("Unconfined"))
-            })
-            .map(|c| name(c))
-            .collect();
-        if psc.pointer("/seccompProfile/type") == Some(&Value::from("Unconfined")) {
-            push(
-                "seccompProfile",
-                "pod must not set securityContext.seccompProfile.type to \"Unconfined\"".into(),
-            );
-        } else if !bad.is_empty() {
-            push(
-                "seccompProfile",
-                format!(
-                    "{} {} must not set securityContext.seccompProfile.type to \"Unconfined\"",
-                    plural("container", "containers", bad.len()),
-                    quote(&bad)
-                ),
-            );
-        }
+}
+
+/// `seccompProfile_baseline`: no seccomp profile of type `Unconfined`
+/// (restricted requires RuntimeDefault or Localhost instead).
+fn seccomp_profile_baseline(pod: &PodView<'_>, out: &mut Vec<Violation>) {
+    let bad: Vec<String> = pod
+        .containers
+        .iter()
+        .filter(|c| {
+            c.pointer("/securityContext/seccompProfile/type") == Some(&Value::from("Unconfined"))
+        })
+        .map(|c| name(c))
+        .collect();
+    if pod.psc.pointer("/seccompProfile/type") == Some(&Value::from("Unconfined")) {
+        push(
+            out,
+            "seccompProfile",
+            "pod must not set securityContext.seccompProfile.type to \"Unconfined\"".into(),
+        );
+    } else if !bad.is_empty() {
+        push(
+            out,
+            "seccompProfile",
+            format!(
+                "{} {} must not set securityContext.seccompProfile.type to \"Unconfined\"",
+                plural("container", "containers", bad.len()),
+                quote(&bad)
+            ),
+        );
     }
-    // sysctls
-    let unsafe_sysctls: Vec<String> = psc["sysctls"]
+}
+
+/// `sysctls` (baseline): only the namespaced sysctls Kubernetes deems safe.
+fn sysctls(pod: &PodView<'_>, out: &mut Vec<Violation>) {
+    let unsafe_sysctls: Vec<String> = pod.psc["sysctls"]
         .as_array()
         .into_iter()
         .flatten()
@@ -288,13 +441,14 @@ pub fn check(level: Level, spec: &Value) -> Vec<Violation> {
         .map(str::to_string)
         .collect();
     if !unsafe_sysctls.is_empty() {
-        push("forbidden sysctls", unsafe_sysctls.join(", "));
+        push(out, "forbidden sysctls", unsafe_sysctls.join(", "));
     }
-    if !restricted {
-        return out;
-    }
-    // allowPrivilegeEscalation
-    let bad: Vec<String> = cs
+}
+
+/// `allowPrivilegeEscalation` (restricted): every container sets it false.
+fn allow_privilege_escalation(pod: &PodView<'_>, out: &mut Vec<Violation>) {
+    let bad: Vec<String> = pod
+        .containers
         .iter()
         .filter(|c| {
             c.pointer("/securityContext/allowPrivilegeEscalation") != Some(&Value::Bool(false))
@@ -303,6 +457,7 @@ pub fn check(level: Level, spec: &Value) -> Vec<Violation> {
         .collect();
     if !bad.is_empty() {
         push(
+            out,
             "allowPrivilegeEscalation != false",
             format!(
                 "{} {} must set securityContext.allowPrivilegeEscalation=false",
@@ -311,10 +466,14 @@ pub fn check(level: Level, spec: &Value) -> Vec<Violation> {
             ),
         );
     }
-    // capabilities_restricted
+}
+
+/// `capabilities_restricted`: every container drops ALL and adds nothing
+/// but NET_BIND_SERVICE.
+fn capabilities_restricted(pod: &PodView<'_>, out: &mut Vec<Violation>) {
     let mut not_dropped = Vec::new();
     let mut details_add = Vec::new();
-    for c in &cs {
+    for c in &pod.containers {
         let caps = c.pointer("/securityContext/capabilities");
         let drops_all = caps
             .and_then(|c| c["drop"].as_array())
@@ -348,12 +507,15 @@ pub fn check(level: Level, spec: &Value) -> Vec<Violation> {
     }
     details.extend(details_add);
     if !details.is_empty() {
-        push("unrestricted capabilities", details.join("; "));
+        push(out, "unrestricted capabilities", details.join("; "));
     }
-    // restrictedVolumes
+}
+
+/// `restrictedVolumes`: only the volume types that carry no host access.
+fn restricted_volumes(pod: &PodView<'_>, out: &mut Vec<Violation>) {
     let mut bad = Vec::new();
     let mut types = Vec::new();
-    for v in &volumes {
+    for v in &pod.volumes {
         let kind = v
             .as_object()
             .into_iter()
@@ -369,6 +531,7 @@ pub fn check(level: Level, spec: &Value) -> Vec<Violation> {
     }
     if !bad.is_empty() {
         push(
+            out,
             "restricted volume types",
             format!(
                 "{} {} {} restricted volume {} {}",
@@ -380,13 +543,17 @@ pub fn check(level: Level, spec: &Value) -> Vec<Violation> {
             ),
         );
     }
-    // runAsNonRoot
-    let pod_non_root = psc["runAsNonRoot"].as_bool();
+}
+
+/// `runAsNonRoot` (restricted): the pod or every container says non-root.
+fn run_as_non_root(pod: &PodView<'_>, out: &mut Vec<Violation>) {
+    let pod_non_root = pod.psc["runAsNonRoot"].as_bool();
     let mut details = Vec::new();
     if pod_non_root == Some(false) {
         details.push("pod must not set securityContext.runAsNonRoot=false".to_string());
     }
-    let explicit_false: Vec<String> = cs
+    let explicit_false: Vec<String> = pod
+        .containers
         .iter()
         .filter(|c| c.pointer("/securityContext/runAsNonRoot") == Some(&Value::Bool(false)))
         .map(|c| name(c))
@@ -399,7 +566,8 @@ pub fn check(level: Level, spec: &Value) -> Vec<Violation> {
         ));
     }
     if pod_non_root != Some(true) {
-        let unset: Vec<String> = cs
+        let unset: Vec<String> = pod
+            .containers
             .iter()
             .filter(|c| c.pointer("/securityContext/runAsNonRoot").is_none())
             .map(|c| name(c))
@@ -413,14 +581,18 @@ pub fn check(level: Level, spec: &Value) -> Vec<Violation> {
         }
     }
     if !details.is_empty() {
-        push("runAsNonRoot != true", details.join("; "));
+        push(out, "runAsNonRoot != true", details.join("; "));
     }
-    // runAsUser
+}
+
+/// `runAsUser` (restricted): no pod or container runs as UID 0.
+fn run_as_user(pod: &PodView<'_>, out: &mut Vec<Violation>) {
     let mut details = Vec::new();
-    if psc["runAsUser"] == 0 {
+    if pod.psc["runAsUser"] == 0 {
         details.push("pod must not set runAsUser=0".to_string());
     }
-    let root: Vec<String> = cs
+    let root: Vec<String> = pod
+        .containers
         .iter()
         .filter(|c| c.pointer("/securityContext/runAsUser") == Some(&Value::from(0)))
         .map(|c| name(c))
@@ -433,15 +605,20 @@ pub fn check(level: Level, spec: &Value) -> Vec<Violation> {
         ));
     }
     if !details.is_empty() {
-        push("runAsUser=0", details.join("; "));
+        push(out, "runAsUser=0", details.join("; "));
     }
-    // seccompProfile_restricted
+}
+
+/// `seccompProfile_restricted`: a RuntimeDefault or Localhost profile,
+/// set on the pod or on every container.
+fn seccomp_profile_restricted(pod: &PodView<'_>, out: &mut Vec<Violation>) {
     let ok = |t: Option<&Value>| {
         t.and_then(Value::as_str)
             .is_some_and(|t| t == "RuntimeDefault" || t == "Localhost")
     };
-    let pod_ok = ok(psc.pointer("/seccompProfile/type"));
-    let bad: Vec<String> = cs
+    let pod_ok = ok(pod.psc.pointer("/seccompProfile/type"));
+    let bad: Vec<String> = pod
+        .containers
         .iter()
         .filter(
             |c| match c.pointer("/securityContext/seccompProfile/type") {
@@ -453,9 +630,8 @@ pub fn check(level: Level, spec: &Value) -> Vec<Violation> {
         .collect();
     if !bad.is_empty() {
         let who = if pod_ok { "" } else { "pod or " };
-        push("seccompProfile", format!("{who}{} {} must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\"", plural("container", "containers", bad.len()), quote(&bad)));
+        push(out, "seccompProfile", format!("{who}{} {} must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\"", plural("container", "containers", bad.len()), quote(&bad)));
     }
-    out
 }
 
 /// `violates PodSecurity "restricted:latest": reason (detail), ...`.
