@@ -3,6 +3,7 @@
 
 use super::decide::{self, format_indexes, parse_indexes};
 use super::*;
+use k8s_openapi::api::batch::v1::{JobSpec, JobStatus};
 use minik8s_api::meta::now_rfc3339;
 use minik8s_client::controller::Action;
 use minik8s_client::events::EventType;
@@ -17,6 +18,8 @@ struct Tally {
     completed: BTreeSet<i32>,
     /// With `backoffLimitPerIndex`: the indexes that failed for good.
     failed_indexes: Option<BTreeSet<i32>>,
+    /// With `backoffLimitPerIndex`: each index's failures (empty otherwise).
+    index_failures: std::collections::BTreeMap<i32, policy::IndexFailures>,
     terminating: i32,
 }
 
@@ -87,14 +90,7 @@ impl Reconciler for JobController {
             None => None,
         };
         let Some(job) = job else {
-            // Gone: its pods must not keep the tracking finalizer forever.
-            for p in self.pods.by_index(NAMESPACE_INDEX, ns) {
-                let mine =
-                    controller_of(&p.metadata).is_some_and(|(_, k, n)| k == "Job" && n == name);
-                if mine && has_tracking_finalizer(&p) {
-                    self.release_pod(&p).await?;
-                }
-            }
+            self.release_orphans(ns, name).await?;
             return Ok(Action::Done);
         };
         let uid = job.metadata.uid.clone().unwrap_or_default();
@@ -103,7 +99,6 @@ impl Reconciler for JobController {
         let pods = self.owned_pods(ns, &uid);
         let now = chrono::Utc::now();
         let now_s = now_rfc3339();
-        let indexed = spec.completion_mode.as_deref() == Some("Indexed");
         let mut conditions: Vec<Value> = status
             .conditions
             .iter()
@@ -117,6 +112,272 @@ impl Reconciler for JobController {
 
         // 1. Count every finished pod exactly once: first into
         // uncountedTerminatedPods, then its finalizer goes, then into the totals.
+        let counted = self
+            .count_finished(&job, &spec, &status, &pods, winding_down)
+            .await?;
+        if !counted.failed.is_empty() {
+            self.note_failure(&uid);
+        }
+        let tally = tally(&spec, &status, &pods, &counted);
+        let active: Vec<Arc<Pod>> = pods
+            .iter()
+            .filter(|p| pod_state(p) == PodState::Active)
+            .cloned()
+            .collect();
+        let mut start_time = time(&status.start_time);
+
+        // 2. Terminal: a target condition first, the final one once no pod runs.
+        if finished {
+            let st = self.status_body(&tally, &[], start_time, conditions);
+            self.write_status(&job, st).await?;
+            return Ok(Action::Done);
+        }
+        let past_deadline = match (spec.active_deadline_seconds, start_time) {
+            (Some(deadline), Some(start)) => (now - start).num_seconds() >= deadline,
+            _ => false,
+        };
+        let end = ending(
+            &spec,
+            &conditions,
+            &pods,
+            &tally,
+            active.len(),
+            past_deadline,
+        );
+        if let Some(end) = end {
+            let (conditions, completed_now) = self
+                .wind_down(&job, end, &active, conditions, tally.terminating, &now_s)
+                .await?;
+            let mut st = self.status_body(&tally, &[], start_time, conditions);
+            if completed_now {
+                st["completionTime"] = json!(now_s);
+            }
+            self.write_status(&job, st).await?;
+            return Ok(Action::Done);
+        }
+
+        // 3. Suspended: no pods, no clock.
+        if spec.suspend.unwrap_or(false) {
+            for p in &active {
+                self.delete_pod(&job, p).await?;
+            }
+            if condition_true(&conditions, "Suspended").is_none() {
+                set_condition(
+                    &mut conditions,
+                    condition("Suspended", "True", "JobSuspended", "Job suspended", &now_s),
+                );
+                self.recorder
+                    .event(&*job, EventType::Normal, "Suspended", "Job suspended")
+                    .await;
+            }
+            let st = self.status_body(&tally, &[], None, conditions);
+            self.write_status(&job, st).await?;
+            return Ok(Action::Done);
+        }
+        if condition_true(&conditions, "Suspended").is_some() {
+            set_condition(
+                &mut conditions,
+                condition("Suspended", "False", "JobResumed", "Job resumed", &now_s),
+            );
+            self.recorder
+                .event(&*job, EventType::Normal, "Resumed", "Job resumed")
+                .await;
+            start_time = None;
+        }
+        let start = *start_time.get_or_insert(now);
+
+        // 4. Pods toward parallelism, after the failure backoff, once the
+        // cache shows this controller's own last creates and deletes.
+        let mut again = self
+            .manage_pods(key, &job, &spec, &tally, &active, now)
+            .await?;
+        if let Some(deadline) = spec.active_deadline_seconds {
+            let left = deadline - (now - start).num_seconds();
+            let at = Duration::from_secs(left.max(1) as u64);
+            again = sooner(again, at);
+        }
+        let st = self.status_body(&tally, &active, Some(start), conditions);
+        self.write_status(&job, st).await?;
+        Ok(again)
+    }
+}
+
+/// The pods this sync counts as finished, by uid: the ones recorded in
+/// `uncountedTerminatedPods` before, and the ones it recorded now.
+struct Counted {
+    succeeded: BTreeSet<String>,
+    failed: BTreeSet<String>,
+}
+
+/// How a Job ends: the target condition written first, the final one
+/// once no pod runs, and why.
+struct Ending {
+    target: &'static str,
+    final_type: &'static str,
+    verdict: Verdict,
+}
+
+/// The totals and indexes of the status, from what was counted before and now.
+fn tally(spec: &JobSpec, status: &JobStatus, pods: &[Arc<Pod>], counted: &Counted) -> Tally {
+    let indexed = spec.completion_mode.as_deref() == Some("Indexed");
+    let mut succeeded = status.succeeded.unwrap_or(0) + counted.succeeded.len() as i32;
+    let failed = status.failed.unwrap_or(0) + counted.failed.len() as i32;
+    let mut completed = parse_indexes(status.completed_indexes.as_deref().unwrap_or(""));
+    if indexed {
+        for p in pods.iter().filter(|p| {
+            counted
+                .succeeded
+                .contains(p.metadata.uid.as_deref().unwrap_or(""))
+        }) {
+            if let Some(i) = index_of(p).filter(|i| *i < spec.completions.unwrap_or(0)) {
+                completed.insert(i);
+            }
+        }
+        succeeded = succeeded.max(completed.len() as i32);
+    }
+    let terminating = pods
+        .iter()
+        .filter(|p| pod_state(p) == PodState::Terminating)
+        .count() as i32;
+    // backoffLimitPerIndex: each index has its own failures and limit.
+    let per_index = spec.backoff_limit_per_index.filter(|_| indexed);
+    let index_failures = match per_index {
+        Some(_) => policy::index_failures(pods, spec.pod_failure_policy.as_ref(), index_of),
+        None => Default::default(),
+    };
+    let failed_indexes = per_index.map(|limit| {
+        let mut set = parse_indexes(status.failed_indexes.as_deref().unwrap_or(""));
+        for (i, f) in &index_failures {
+            if (f.fail_index || f.count > limit) && !completed.contains(i) {
+                set.insert(*i);
+            }
+        }
+        set
+    });
+    Tally {
+        indexed,
+        succeeded,
+        failed,
+        completed,
+        failed_indexes,
+        index_failures,
+        terminating,
+    }
+}
+
+/// Whether and how the Job ends now (Kubernetes' order: a target already
+/// set, a FailJob rule, too many failed indexes, every index failed or
+/// done, the backoff limit, the deadline; then success by rule or count).
+fn ending(
+    spec: &JobSpec,
+    conditions: &[Value],
+    pods: &[Arc<Pod>],
+    t: &Tally,
+    active: usize,
+    past_deadline: bool,
+) -> Option<Ending> {
+    // A failed pod a FailJob rule matches fails the Job at once.
+    let fail_job = pods
+        .iter()
+        .filter(|p| pod_state(p) == PodState::Failed)
+        .find_map(
+            |p| match policy::failure_action(spec.pod_failure_policy.as_ref(), p) {
+                policy::FailureAction::FailJob(message) => Some(message),
+                _ => None,
+            },
+        );
+    let failed_indexes = t.failed_indexes.as_ref();
+    let failure = match condition_true(conditions, "FailureTarget") {
+        Some(c) => Some(carried(&c)),
+        None => match fail_job {
+            Some(message) => Some(verdict("PodFailurePolicy", &message)),
+            None if failed_indexes.is_some_and(|f| {
+                spec.max_failed_indexes
+                    .is_some_and(|max| f.len() as i32 > max)
+            }) =>
+            {
+                Some(verdict(MAX_FAILED_INDEXES.0, MAX_FAILED_INDEXES.1))
+            }
+            None if failed_indexes.is_some_and(|f| {
+                !f.is_empty()
+                    && (0..spec.completions.unwrap_or(0))
+                        .all(|i| f.contains(&i) || t.completed.contains(&i))
+            }) =>
+            {
+                Some(verdict(FAILED_INDEXES.0, FAILED_INDEXES.1))
+            }
+            None if t.failed > spec.backoff_limit.unwrap_or(6) => {
+                Some(verdict(BACKOFF_EXCEEDED.0, BACKOFF_EXCEEDED.1))
+            }
+            None if past_deadline => Some(verdict(DEADLINE_EXCEEDED.0, DEADLINE_EXCEEDED.1)),
+            None => None,
+        },
+    };
+    if let Some(verdict) = failure {
+        return Some(Ending {
+            target: "FailureTarget",
+            final_type: "Failed",
+            verdict,
+        });
+    }
+    let by_rule = policy::success_rule_met(spec.success_policy.as_ref(), &t.completed)
+        .filter(|_| t.indexed)
+        .map(|i| verdict("SuccessPolicy", &format!("Matched rules at index {i}")));
+    let success = match condition_true(conditions, "SuccessCriteriaMet") {
+        Some(c) => Some(carried(&c)),
+        None if by_rule.is_some() => by_rule,
+        None if decide::succeeded_enough(
+            spec.completions,
+            t.indexed,
+            t.succeeded,
+            &t.completed,
+            active as i32,
+        ) =>
+        {
+            Some(verdict(COMPLETIONS_REACHED.0, COMPLETIONS_REACHED.1))
+        }
+        None => None,
+    };
+    success.map(|verdict| Ending {
+        target: "SuccessCriteriaMet",
+        final_type: "Complete",
+        verdict,
+    })
+}
+
+/// `again`, or sooner if `at` comes first.
+fn sooner(again: Action, at: Duration) -> Action {
+    match again {
+        Action::RequeueAfter(d) => Action::RequeueAfter(d.min(at)),
+        Action::Done => Action::RequeueAfter(at),
+    }
+}
+
+impl JobController {
+    /// A Job that is gone: its pods must not keep the tracking finalizer forever.
+    async fn release_orphans(&self, ns: &str, name: &str) -> Result<(), ClientError> {
+        for p in self.pods.by_index(NAMESPACE_INDEX, ns) {
+            let mine = controller_of(&p.metadata).is_some_and(|(_, k, n)| k == "Job" && n == name);
+            if mine && has_tracking_finalizer(&p) {
+                self.release_pod(&p).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts every finished pod exactly once: records the newly finished
+    /// ones in `uncountedTerminatedPods`, then removes their tracking
+    /// finalizers (and those of failures the pod failure policy ignores,
+    /// and of pods deleted while the Job winds down).
+    async fn count_finished(
+        &self,
+        job: &Job,
+        spec: &JobSpec,
+        status: &JobStatus,
+        pods: &[Arc<Pod>],
+        winding_down: bool,
+    ) -> Result<Counted, ClientError> {
+        let uid = job.metadata.uid.clone().unwrap_or_default();
         let uncounted = status.uncounted_terminated_pods.clone().unwrap_or_default();
         let mut to_succeed: BTreeSet<String> = uncounted
             .succeeded
@@ -127,7 +388,7 @@ impl Reconciler for JobController {
             uncounted.failed.unwrap_or_default().into_iter().collect();
         let mut newly = false;
         let mut ignored: Vec<Arc<Pod>> = Vec::new();
-        let already = self.still_counted(&uid, &pods);
+        let already = self.still_counted(&uid, pods);
         for p in pods.iter().filter(|p| has_tracking_finalizer(p)) {
             let pod_uid = p.metadata.uid.clone().unwrap_or_default();
             if to_succeed.contains(&pod_uid)
@@ -183,226 +444,97 @@ impl Reconciler for JobController {
                 .cloned()
                 .chain(ignored_uids),
         );
-        let mut succeeded = status.succeeded.unwrap_or(0) + to_succeed.len() as i32;
-        let failed = status.failed.unwrap_or(0) + to_fail.len() as i32;
-        let mut completed = parse_indexes(status.completed_indexes.as_deref().unwrap_or(""));
-        if indexed {
-            for p in pods
-                .iter()
-                .filter(|p| to_succeed.contains(p.metadata.uid.as_deref().unwrap_or("")))
-            {
-                if let Some(i) = index_of(p).filter(|i| *i < spec.completions.unwrap_or(0)) {
-                    completed.insert(i);
-                }
-            }
-            succeeded = succeeded.max(completed.len() as i32);
-        }
-        if !to_fail.is_empty() {
-            self.note_failure(&uid);
-        }
+        Ok(Counted {
+            succeeded: to_succeed,
+            failed: to_fail,
+        })
+    }
 
-        let active: Vec<Arc<Pod>> = pods
-            .iter()
-            .filter(|p| pod_state(p) == PodState::Active)
-            .cloned()
-            .collect();
-        let terminating = pods
-            .iter()
-            .filter(|p| pod_state(p) == PodState::Terminating)
-            .count() as i32;
-        // backoffLimitPerIndex: each index has its own failures and limit.
-        let per_index = spec.backoff_limit_per_index.filter(|_| indexed);
-        let index_failures = match per_index {
-            Some(_) => policy::index_failures(&pods, spec.pod_failure_policy.as_ref(), index_of),
-            None => Default::default(),
-        };
-        let failed_indexes = per_index.map(|limit| {
-            let mut set = parse_indexes(status.failed_indexes.as_deref().unwrap_or(""));
-            for (i, f) in &index_failures {
-                if (f.fail_index || f.count > limit) && !completed.contains(i) {
-                    set.insert(*i);
-                }
-            }
-            set
-        });
-        let tally = Tally {
-            indexed,
-            succeeded,
-            failed,
-            completed: completed.clone(),
-            failed_indexes: failed_indexes.clone(),
-            terminating,
-        };
-        let mut start_time = time(&status.start_time);
-        let mut again = Action::Done;
-
-        // 2. Terminal: a target condition first, the final one once no pod runs.
-        if !finished {
-            let past_deadline = match (spec.active_deadline_seconds, start_time) {
-                (Some(deadline), Some(start)) => (now - start).num_seconds() >= deadline,
-                _ => false,
-            };
-            // A failed pod a FailJob rule matches fails the Job at once.
-            let fail_job = pods
-                .iter()
-                .filter(|p| pod_state(p) == PodState::Failed)
-                .find_map(
-                    |p| match policy::failure_action(spec.pod_failure_policy.as_ref(), p) {
-                        policy::FailureAction::FailJob(message) => Some(message),
-                        _ => None,
-                    },
-                );
-            let failure = match condition_true(&conditions, "FailureTarget") {
-                Some(c) => Some(carried(&c)),
-                None => match fail_job {
-                    Some(message) => Some(verdict("PodFailurePolicy", &message)),
-                    None if failed_indexes.as_ref().is_some_and(|f| {
-                        spec.max_failed_indexes
-                            .is_some_and(|max| f.len() as i32 > max)
-                    }) =>
-                    {
-                        Some(verdict(MAX_FAILED_INDEXES.0, MAX_FAILED_INDEXES.1))
-                    }
-                    None if failed_indexes.as_ref().is_some_and(|f| {
-                        !f.is_empty()
-                            && (0..spec.completions.unwrap_or(0))
-                                .all(|i| f.contains(&i) || completed.contains(&i))
-                    }) =>
-                    {
-                        Some(verdict(FAILED_INDEXES.0, FAILED_INDEXES.1))
-                    }
-                    None if failed > spec.backoff_limit.unwrap_or(6) => {
-                        Some(verdict(BACKOFF_EXCEEDED.0, BACKOFF_EXCEEDED.1))
-                    }
-                    None if past_deadline => {
-                        Some(verdict(DEADLINE_EXCEEDED.0, DEADLINE_EXCEEDED.1))
-                    }
-                    None => None,
-                },
-            };
-            let by_rule = policy::success_rule_met(spec.success_policy.as_ref(), &completed)
-                .filter(|_| indexed)
-                .map(|i| verdict("SuccessPolicy", &format!("Matched rules at index {i}")));
-            let success = match condition_true(&conditions, "SuccessCriteriaMet") {
-                Some(c) => Some(carried(&c)),
-                None if failure.is_some() => None,
-                None if by_rule.is_some() => by_rule,
-                None if decide::succeeded_enough(
-                    spec.completions,
-                    indexed,
-                    succeeded,
-                    &completed,
-                    active.len() as i32,
-                ) =>
-                {
-                    Some(verdict(COMPLETIONS_REACHED.0, COMPLETIONS_REACHED.1))
-                }
-                None => None,
-            };
-            let decided = match (failure, success) {
-                (Some(f), _) => Some(("FailureTarget", "Failed", f)),
-                (None, Some(s)) => Some(("SuccessCriteriaMet", "Complete", s)),
-                _ => None,
-            };
-            if let Some((target, final_type, (reason, message))) = decided {
-                let (reason, message) = (reason.as_str(), message.as_str());
-                if condition_true(&conditions, target).is_none() {
-                    set_condition(
-                        &mut conditions,
-                        condition(target, "True", reason, message, &now_s),
-                    );
-                    if final_type == "Failed" {
-                        self.recorder
-                            .event(&*job, EventType::Warning, reason, message)
-                            .await;
-                    }
-                }
-                for p in &active {
-                    self.delete_pod(&job, p).await?;
-                }
-                let mut extra = json!({});
-                if active.is_empty() && terminating == 0 {
-                    set_condition(
-                        &mut conditions,
-                        condition(final_type, "True", reason, message, &now_s),
-                    );
-                    if final_type == "Complete" {
-                        extra["completionTime"] = json!(now_s);
-                        self.recorder
-                            .event(&*job, EventType::Normal, "Completed", "Job completed")
-                            .await;
-                    }
-                }
-                let mut st = self.status_body(&tally, &[], start_time, conditions);
-                if let (Some(o), Some(e)) = (st.as_object_mut(), extra.as_object()) {
-                    o.extend(e.clone());
-                }
-                self.write_status(&job, st).await?;
-                return Ok(Action::Done);
-            }
-        } else {
-            let st = self.status_body(&tally, &[], start_time, conditions);
-            self.write_status(&job, st).await?;
-            return Ok(Action::Done);
-        }
-
-        // 3. Suspended: no pods, no clock.
-        if spec.suspend.unwrap_or(false) {
-            for p in &active {
-                self.delete_pod(&job, p).await?;
-            }
-            if condition_true(&conditions, "Suspended").is_none() {
-                set_condition(
-                    &mut conditions,
-                    condition("Suspended", "True", "JobSuspended", "Job suspended", &now_s),
-                );
-                self.recorder
-                    .event(&*job, EventType::Normal, "Suspended", "Job suspended")
-                    .await;
-            }
-            let st = self.status_body(&tally, &[], None, conditions);
-            self.write_status(&job, st).await?;
-            return Ok(Action::Done);
-        }
-        if condition_true(&conditions, "Suspended").is_some() {
+    /// Ends the Job as `end` says: the target condition (a failure also as
+    /// a Warning event), the active pods deleted, and the final condition
+    /// once none runs (`terminating` counts the pods still going). The
+    /// conditions, and whether the Job completed now.
+    async fn wind_down(
+        &self,
+        job: &Arc<Job>,
+        end: Ending,
+        active: &[Arc<Pod>],
+        mut conditions: Vec<Value>,
+        terminating: i32,
+        now_s: &str,
+    ) -> Result<(Vec<Value>, bool), ClientError> {
+        let (reason, message) = (end.verdict.0.as_str(), end.verdict.1.as_str());
+        if condition_true(&conditions, end.target).is_none() {
             set_condition(
                 &mut conditions,
-                condition("Suspended", "False", "JobResumed", "Job resumed", &now_s),
+                condition(end.target, "True", reason, message, now_s),
             );
-            self.recorder
-                .event(&*job, EventType::Normal, "Resumed", "Job resumed")
-                .await;
-            start_time = None;
+            if end.final_type == "Failed" {
+                self.recorder
+                    .event(&**job, EventType::Warning, reason, message)
+                    .await;
+            }
         }
-        let start = *start_time.get_or_insert(now);
+        for p in active {
+            self.delete_pod(job, p).await?;
+        }
+        let mut completed_now = false;
+        if active.is_empty() && terminating == 0 {
+            set_condition(
+                &mut conditions,
+                condition(end.final_type, "True", reason, message, now_s),
+            );
+            if end.final_type == "Complete" {
+                completed_now = true;
+                self.recorder
+                    .event(&**job, EventType::Normal, "Completed", "Job completed")
+                    .await;
+            }
+        }
+        Ok((conditions, completed_now))
+    }
 
-        // 4. Pods toward parallelism, after the failure backoff, once the
-        // cache shows this controller's own last creates and deletes.
+    /// Creates and deletes pods toward parallelism (Indexed Jobs: one pod
+    /// per missing index, each after its own backoff with a per-index
+    /// limit), once the cache shows this controller's own last creates and
+    /// deletes. When to sync again.
+    async fn manage_pods(
+        &self,
+        key: &str,
+        job: &Arc<Job>,
+        spec: &JobSpec,
+        tally: &Tally,
+        active: &[Arc<Pod>],
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Action, ClientError> {
+        let uid = job.metadata.uid.clone().unwrap_or_default();
         let parallelism = spec.parallelism.unwrap_or(1);
-        let wait = self.backoff_left(&uid, failed);
+        let wait = self.backoff_left(&uid, tally.failed);
+        let mut again = Action::Done;
         if !self.expectations.satisfied(key) {
-            again = crate::expectations::action(false);
-        } else if indexed {
+            return Ok(crate::expectations::action(false));
+        }
+        if tally.indexed {
             let mut running = BTreeSet::new();
             let mut extra = Vec::new();
-            for p in &active {
+            for p in active {
                 match index_of(p) {
-                    Some(i) if !completed.contains(&i) && running.insert(i) => {}
+                    Some(i) if !tally.completed.contains(&i) && running.insert(i) => {}
                     // A duplicate or finished index: the extra pod goes.
                     _ => extra.push(p.clone()),
                 }
             }
-            self.delete_pods(key, &job, &extra).await?;
+            self.delete_pods(key, job, &extra).await?;
             let completions = spec.completions.unwrap_or(0);
             // Failed indexes are done too: nothing starts for them again.
-            let mut done = completed.clone();
-            done.extend(failed_indexes.iter().flatten());
+            let mut done = tally.completed.clone();
+            done.extend(tally.failed_indexes.iter().flatten());
             let missing = decide::indexes_to_create(completions, parallelism, &done, &running);
-            if per_index.is_some() {
+            if tally.failed_indexes.is_some() {
                 // Each index waits out its own backoff.
                 let mut ready = Vec::new();
                 for i in missing {
-                    let f = index_failures.get(&i).cloned().unwrap_or_default();
+                    let f = tally.index_failures.get(&i).cloned().unwrap_or_default();
                     let left = f.last.and_then(|last| {
                         let elapsed = (now - last).to_std().unwrap_or_default();
                         decide::backoff(f.count)
@@ -410,40 +542,35 @@ impl Reconciler for JobController {
                             .filter(|d| !d.is_zero())
                     });
                     match left {
-                        Some(d) => {
-                            again = match again {
-                                Action::RequeueAfter(o) => Action::RequeueAfter(o.min(d)),
-                                Action::Done => Action::RequeueAfter(d),
-                            }
-                        }
+                        Some(d) => again = sooner(again, d),
                         None => ready.push((Some(i), f.count)),
                     }
                 }
-                self.create_pods(key, &job, &ready).await?;
+                self.create_pods(key, job, &ready).await?;
             } else if !missing.is_empty() {
                 match wait {
                     Some(left) => again = Action::RequeueAfter(left),
                     None => {
                         let indexes: Vec<(Option<i32>, i32)> =
                             missing.into_iter().map(|i| (Some(i), 0)).collect();
-                        self.create_pods(key, &job, &indexes).await?;
+                        self.create_pods(key, job, &indexes).await?;
                     }
                 }
             }
         } else {
             let have = active.len() as i32;
-            let want = decide::want_active(spec.completions, parallelism, succeeded, have);
+            let want = decide::want_active(spec.completions, parallelism, tally.succeeded, have);
             if have < want {
                 match wait {
                     Some(left) => again = Action::RequeueAfter(left),
                     None => {
                         let indexes = vec![(None, 0); (want - have) as usize];
-                        self.create_pods(key, &job, &indexes).await?;
+                        self.create_pods(key, job, &indexes).await?;
                     }
                 }
             } else if have > want {
                 // Not-ready pods go first, then the newest.
-                let mut extra = active.clone();
+                let mut extra = active.to_vec();
                 extra.sort_by_key(|p| {
                     let created = p
                         .metadata
@@ -453,24 +580,12 @@ impl Reconciler for JobController {
                     (is_ready(p), std::cmp::Reverse(created))
                 });
                 extra.truncate((have - want) as usize);
-                self.delete_pods(key, &job, &extra).await?;
+                self.delete_pods(key, job, &extra).await?;
             }
         }
-        if let Some(deadline) = spec.active_deadline_seconds {
-            let left = deadline - (now - start).num_seconds();
-            let at = Duration::from_secs(left.max(1) as u64);
-            again = match again {
-                Action::RequeueAfter(d) => Action::RequeueAfter(d.min(at)),
-                Action::Done => Action::RequeueAfter(at),
-            };
-        }
-        let st = self.status_body(&tally, &active, Some(start), conditions);
-        self.write_status(&job, st).await?;
         Ok(again)
     }
-}
 
-impl JobController {
     /// Creates one pod per entry (an index for Indexed Jobs, and how often
     /// that index failed before), expecting to see them.
     async fn create_pods(
@@ -535,5 +650,73 @@ impl JobController {
             "startTime": start,
             "conditions": if conditions.is_empty() { Value::Null } else { json!(conditions) },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tally(succeeded: i32, failed: i32) -> Tally {
+        Tally {
+            indexed: false,
+            succeeded,
+            failed,
+            completed: BTreeSet::new(),
+            failed_indexes: None,
+            index_failures: Default::default(),
+            terminating: 0,
+        }
+    }
+
+    fn spec(v: Value) -> JobSpec {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn reason(end: Option<Ending>) -> Option<(&'static str, String)> {
+        end.map(|e| (e.final_type, e.verdict.0))
+    }
+
+    #[test]
+    fn a_job_ends_in_kubernetes_order() {
+        let job = spec(json!({"completions": 2, "backoffLimit": 1, "template": {}}));
+        // Running, nothing decided.
+        assert_eq!(reason(ending(&job, &[], &[], &tally(1, 1), 1, false)), None);
+        // Past its backoff limit: failed, even with enough successes.
+        assert_eq!(
+            reason(ending(&job, &[], &[], &tally(2, 2), 0, false)),
+            Some(("Failed", "BackoffLimitExceeded".into()))
+        );
+        // Past its deadline.
+        assert_eq!(
+            reason(ending(&job, &[], &[], &tally(0, 0), 1, true)),
+            Some(("Failed", "DeadlineExceeded".into()))
+        );
+        // Enough completions.
+        assert_eq!(
+            reason(ending(&job, &[], &[], &tally(2, 0), 0, false)),
+            Some(("Complete", "CompletionsReached".into()))
+        );
+        // A target set by an earlier sync is kept, with its reason.
+        let target = [condition(
+            "FailureTarget",
+            "True",
+            "PodFailurePolicy",
+            "rule 0",
+            "t",
+        )];
+        assert_eq!(
+            reason(ending(&job, &target, &[], &tally(2, 0), 0, false)),
+            Some(("Failed", "PodFailurePolicy".into()))
+        );
+    }
+
+    #[test]
+    fn a_requeue_keeps_the_sooner_time() {
+        let s = Duration::from_secs;
+        assert!(matches!(sooner(Action::Done, s(5)), Action::RequeueAfter(d) if d == s(5)));
+        assert!(
+            matches!(sooner(Action::RequeueAfter(s(3)), s(5)), Action::RequeueAfter(d) if d == s(3))
+        );
     }
 }
