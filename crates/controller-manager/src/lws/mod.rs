@@ -422,7 +422,6 @@ impl LwsController {
             }
             return Ok(Action::Done);
         };
-        let mut again = Action::Done;
         if lws.metadata.deletion_timestamp.is_some() {
             return Ok(Action::Done);
         }
@@ -440,47 +439,11 @@ impl LwsController {
             // The old leader set is still going: look again shortly.
             return Ok(Action::RequeueAfter(Duration::from_secs(5)));
         }
-        // Revisions.
-        let payload = revision_payload(&lws);
-        let mut rev_key = revision_hash(&payload);
         let revisions = self.owned_revisions(&lws);
-        let has_rev = |k: &str| {
-            revisions.iter().any(|r| {
-                r.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(REVISION_KEY))
-                    .map(String::as_str)
-                    == Some(k)
-            })
-        };
         let sts_key = leaders.and_then(|m| m.labels.as_ref()?.get(REVISION_KEY).cloned());
-        if let Some(old) = sts_key
-            .as_deref()
-            .filter(|k| !has_rev(k) && revisions.is_empty())
-        {
-            // A leader set without any revision: adopt its key, do not roll.
-            self.create_revision(&lws, &revisions, old, &payload)
-                .await?;
-            let note =
-                format!("Creating missing revision with key {old} for existing LeaderWorkerSet");
-            self.recorder
-                .event(&*lws, EventType::Normal, "CreatingRevision", &note)
-                .await;
-            rev_key = old.to_string();
-        } else if !has_rev(&rev_key) {
-            self.create_revision(&lws, &revisions, &rev_key, &payload)
-                .await?;
-            let why = if leaders.is_some() {
-                "for updated LWS"
-            } else {
-                "for a newly created LeaderWorkerSet"
-            };
-            let note = format!("Creating revision with key {rev_key} {why}");
-            self.recorder
-                .event(&*lws, EventType::Normal, "CreatingRevision", &note)
-                .await;
-        }
+        let rev_key = self
+            .ensure_revision(&lws, &revisions, sts_key.as_deref(), leaders.is_some())
+            .await?;
         let new_revision = sts_key.as_deref().is_some_and(|k| k != rev_key);
         if hash {
             return self
@@ -502,7 +465,118 @@ impl LwsController {
                 &rev_key,
             )
         };
-        let current = sts.as_ref().map(|s| {
+        let again = self
+            .sync_leader_set(
+                &lws,
+                sts.as_deref(),
+                &rev_key,
+                new_revision,
+                &rollout,
+                &group,
+            )
+            .await?;
+
+        // The Workload API (spec.scheduling): the Workload, and the gang of
+        // the whole LWS at its LWS level.
+        if let Some(w) = podgroup::workload(&lws) {
+            self.sync_workload(&lws, &w).await?;
+        }
+        if let Some(pg) = podgroup::lws_pod_group(&lws) {
+            self.sync_lws_pod_group(&lws, &pg).await?;
+        }
+
+        self.ensure_shared_service(&lws).await?;
+        let sts_replicas = sts
+            .as_ref()
+            .and_then(|s| s.status.as_ref())
+            .map(|s| s.replicas)
+            .unwrap_or(0);
+        if !self
+            .write_status(&lws, sts_replicas, &rollout, size, &group)
+            .await?
+        {
+            return Ok(Action::Done);
+        }
+
+        // Prune revisions once the rollout is over.
+        let done = rollout.partition == 0
+            && (0..rollout.replicas).all(|i| {
+                group(i)
+                    == Group {
+                        ready: true,
+                        updated: true,
+                    }
+            });
+        if done && !new_revision {
+            self.prune_revisions(&ns, &revisions, &rev_key).await?;
+        }
+        Ok(again)
+    }
+
+    /// The revision key the LWS's groups should run: its template's, after
+    /// recording a ControllerRevision for it (or the leader set's own key,
+    /// adopted without a rollout, when no revision exists at all).
+    async fn ensure_revision(
+        &self,
+        lws: &Arc<LeaderWorkerSet>,
+        revisions: &[Arc<ControllerRevision>],
+        sts_key: Option<&str>,
+        has_leaders: bool,
+    ) -> Result<String, ClientError> {
+        let payload = revision_payload(lws);
+        let rev_key = revision_hash(&payload);
+        let has_rev = |k: &str| {
+            revisions.iter().any(|r| {
+                r.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(REVISION_KEY))
+                    .map(String::as_str)
+                    == Some(k)
+            })
+        };
+        if let Some(old) = sts_key.filter(|k| !has_rev(k) && revisions.is_empty()) {
+            // A leader set without any revision: adopt its key, do not roll.
+            self.create_revision(lws, revisions, old, &payload).await?;
+            let note =
+                format!("Creating missing revision with key {old} for existing LeaderWorkerSet");
+            self.recorder
+                .event(&**lws, EventType::Normal, "CreatingRevision", &note)
+                .await;
+            return Ok(old.to_string());
+        }
+        if !has_rev(&rev_key) {
+            self.create_revision(lws, revisions, &rev_key, &payload)
+                .await?;
+            let why = if has_leaders {
+                "for updated LWS"
+            } else {
+                "for a newly created LeaderWorkerSet"
+            };
+            let note = format!("Creating revision with key {rev_key} {why}");
+            self.recorder
+                .event(&**lws, EventType::Normal, "CreatingRevision", &note)
+                .await;
+        }
+        Ok(rev_key)
+    }
+
+    /// Creates or updates the leader StatefulSet toward the rollout's
+    /// partition and replicas (a scale-down first replaces failed groups
+    /// whose index survives), with the events of its progress.
+    async fn sync_leader_set(
+        &self,
+        lws: &Arc<LeaderWorkerSet>,
+        sts: Option<&StatefulSet>,
+        rev_key: &str,
+        new_revision: bool,
+        rollout: &Rollout,
+        group: &(dyn Fn(i32) -> Group + Sync),
+    ) -> Result<Action, ClientError> {
+        let ns = ns_of(&lws.metadata);
+        let name = lws.metadata.name.clone().unwrap_or_default();
+        let mut again = Action::Done;
+        let current = sts.map(|s| {
             let spec = s.spec.clone();
             LeaderSts {
                 replicas: spec.replicas.unwrap_or(1),
@@ -527,33 +601,33 @@ impl LwsController {
             .and_then(|c| c.applied_replicas)
             .is_some_and(|before| before > rollout.replicas)
         {
-            self.replace_failed_groups(&lws, rollout.replicas).await?;
+            self.replace_failed_groups(lws, rollout.replicas).await?;
         }
         let (partition, replicas) =
-            partition_and_replicas(&rollout, current.as_ref(), new_revision, group);
-        let desired = leader_statefulset(&lws, &rev_key, partition, replicas);
+            partition_and_replicas(rollout, current.as_ref(), new_revision, group);
+        let desired = leader_statefulset(lws, rev_key, partition, replicas);
         let sts_api = self
             .client
             .dynamic(registry::of::<StatefulSet>(), Some(&ns));
-        match &sts {
+        match sts {
             None => match sts_api.create(&desired).await {
                 Ok(_) => {
                     let note = format!("Created leader statefulset {name}");
                     self.recorder
-                        .event(&*lws, EventType::Normal, "GroupsProgressing", &note)
+                        .event(&**lws, EventType::Normal, "GroupsProgressing", &note)
                         .await;
                 }
                 Err(e) if e.api().is_some_and(|a| a.code == 409) => {}
                 Err(e) => {
                     let note = format!("Failed to create leader statefulset {name}: {e}");
                     self.recorder
-                        .event(&*lws, EventType::Warning, "FailedCreate", &note)
+                        .event(&**lws, EventType::Warning, "FailedCreate", &note)
                         .await;
                     return Err(e);
                 }
             },
             Some(existing) => {
-                let existing = serde_json::to_value(existing.as_ref())
+                let existing = serde_json::to_value(existing)
                     .map_err(|e| ClientError::Decode(e.to_string()))?;
                 let applied = self.apply_leader(&sts_api, &existing, &desired).await?;
                 if applied == Applied::Stale {
@@ -564,7 +638,7 @@ impl LwsController {
                     if !new_revision {
                         if let Some(note) = updating_note(cur.partition, partition) {
                             self.recorder
-                                .event(&*lws, EventType::Normal, "GroupsUpdating", &note)
+                                .event(&**lws, EventType::Normal, "GroupsUpdating", &note)
                                 .await;
                         }
                     }
@@ -572,25 +646,28 @@ impl LwsController {
                         .filter(|_| cur.applied_replicas == Some(rollout.replicas));
                     if let Some(note) = surge {
                         self.recorder
-                            .event(&*lws, EventType::Normal, "GroupsProgressing", &note)
+                            .event(&**lws, EventType::Normal, "GroupsProgressing", &note)
                             .await;
                     }
                 }
             }
         }
+        Ok(again)
+    }
 
-        // The Workload API (spec.scheduling): the Workload, and the gang of
-        // the whole LWS at its LWS level.
-        if let Some(w) = podgroup::workload(&lws) {
-            self.sync_workload(&lws, &w).await?;
-        }
-        if let Some(pg) = podgroup::lws_pod_group(&lws) {
-            self.sync_lws_pod_group(&lws, &pg).await?;
-        }
-
-        self.ensure_shared_service(&lws).await?;
-
-        // Status.
+    /// Writes the status from the groups (a Failed group never counts as
+    /// ready) when it changed, with an event for each group and condition
+    /// that changed. False when the LWS is gone.
+    async fn write_status(
+        &self,
+        lws: &Arc<LeaderWorkerSet>,
+        sts_replicas: i32,
+        rollout: &Rollout,
+        size: i32,
+        group: &(dyn Fn(i32) -> Group + Sync),
+    ) -> Result<bool, ClientError> {
+        let ns = ns_of(&lws.metadata);
+        let name = lws.metadata.name.clone().unwrap_or_default();
         let groups: Vec<GroupStatus> = self
             .pods
             .by_index(NAMESPACE_INDEX, &ns)
@@ -618,7 +695,7 @@ impl LwsController {
             })
             .collect();
         // Per-group states; a Failed group never counts as ready.
-        let history = group::history_of(&lws);
+        let history = group::history_of(lws);
         let readiness: Vec<(i32, bool)> = groups.iter().map(|g| (g.index, g.ready)).collect();
         let states = restarts::group_states(&readiness, &history, chrono::Utc::now().timestamp());
         let groups: Vec<GroupStatus> = groups
@@ -633,7 +710,7 @@ impl LwsController {
                 g
             })
             .collect();
-        let (ready, updated, assert) = status_of(&groups, &rollout);
+        let (ready, updated, assert) = status_of(&groups, rollout);
         let old_status = lws.status.clone().unwrap_or_default();
         let generation = lws.metadata.generation.unwrap_or(0);
         let now = minik8s_api::meta::time_now();
@@ -648,11 +725,6 @@ impl LwsController {
         let old_groups = old_status.group_statuses.clone().unwrap_or_default();
         let names: Vec<&str> = states.iter().map(|g| g.state.as_str()).collect();
         crate::workload_metrics::lws_status(&ns, &name, &names, rollout.replicas, updated, ready);
-        let sts_replicas = sts
-            .as_ref()
-            .and_then(|s| s.status.as_ref())
-            .map(|s| s.replicas)
-            .unwrap_or(0);
         let selector = format!("{NAME}={name},{WORKER_INDEX}=0");
         let changed = old_status.ready_replicas != ready
             || old_status.updated_replicas != updated
@@ -679,10 +751,10 @@ impl LwsController {
                 .patch_status(&name, content::MERGE_PATCH, &status)
                 .await?
             {
-                return Ok(Action::Done);
+                return Ok(false);
             }
             for (type_, reason, note) in restarts::transitions(&old_groups, &states) {
-                self.recorder.event(&*lws, type_, reason, &note).await;
+                self.recorder.event(&**lws, type_, reason, &note).await;
             }
             if let Some(t) = first_new {
                 let (reason, message) = condition_text(t);
@@ -691,24 +763,12 @@ impl LwsController {
                     rollout.replicas
                 );
                 self.recorder
-                    .event(&*lws, EventType::Normal, reason, &note)
+                    .event(&**lws, EventType::Normal, reason, &note)
                     .await;
             }
         }
 
-        // Prune revisions once the rollout is over.
-        let done = rollout.partition == 0
-            && (0..rollout.replicas).all(|i| {
-                group(i)
-                    == Group {
-                        ready: true,
-                        updated: true,
-                    }
-            });
-        if done && !new_revision {
-            self.prune_revisions(&ns, &revisions, &rev_key).await?;
-        }
-        Ok(again)
+        Ok(true)
     }
 
     /// Deletes the LWS's revisions other than `keep` (once a rollout is over).
