@@ -234,6 +234,86 @@ impl Kubelet {
         }
     }
 
+    /// A start slot when the plan creates a sandbox or containers: Docker
+    /// does a burst's creations fastest a few at a time, so the pod waits
+    /// for a slot, and says it is creating containers meanwhile.
+    async fn start_slot(
+        &self,
+        pod: &Pod,
+        plan: &PodActions,
+        observed: &[ContainerInfo],
+    ) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        if !plan.create_sandbox && plan.to_start.is_empty() {
+            return None;
+        }
+        if let Ok(slot) = self.start_slots.clone().try_acquire_owned() {
+            return Some(slot);
+        }
+        let wait = self.start_slots.clone().acquire_owned();
+        let ip = sandbox_ip(plan, observed);
+        let report = self.report_status(pod, Report::live(observed, &ip, &plan.waiting));
+        let (slot, reported) = tokio::join!(wait.instrument(step!("wait_slot")), report);
+        if let Err(e) = reported {
+            tracing::debug!(pod = ?pod.metadata.name, error = %e, "reporting ContainerCreating");
+        }
+        Some(slot.expect("the start slots are never closed"))
+    }
+
+    /// The pod's sandbox: the running one, or a new one (a new pod's, or
+    /// after the old one died), added to `observed`.
+    async fn sandbox(
+        &self,
+        pod: &Pod,
+        spec: &PodSpec,
+        plan: &PodActions,
+        observed: &mut Vec<ContainerInfo>,
+    ) -> anyhow::Result<ContainerInfo> {
+        if let Some(id) = plan.sandbox_id.as_deref().filter(|_| !plan.create_sandbox) {
+            return observed
+                .iter()
+                .find(|c| c.id == id)
+                .cloned()
+                .ok_or_else(|| anyhow::anyhow!("sandbox {id} left the observed list"));
+        }
+        // A new pod (or a new sandbox): what it asks that this kubelet does
+        // not do is said once, as a Warning event.
+        let spec_value = serde_json::to_value(spec).unwrap_or_default();
+        let ignored = minik8s_api::pod_fields::not_honoured(&spec_value, "spec");
+        if !ignored.is_empty() {
+            self.warning_event(pod, "FieldsNotHonoured", ignored.join("; "));
+        }
+        let s = self.start_sandbox(pod).instrument(step!("sandbox")).await?;
+        observed.push(s.clone());
+        Ok(s)
+    }
+
+    /// Nothing runs again: stops what still runs (sidecars after the
+    /// apps) and reports the pod's final phase (Failed with
+    /// DeadlineExceeded past `activeDeadlineSeconds`).
+    async fn end_pod(
+        &self,
+        pod: &Pod,
+        observed: &[ContainerInfo],
+        pod_ip: &str,
+        waiting: &BTreeMap<String, (String, String)>,
+        deadline_exceeded: bool,
+    ) -> anyhow::Result<()> {
+        if deadline_exceeded {
+            self.warning_event(pod, "DeadlineExceeded", DEADLINE_MESSAGE.to_string());
+        }
+        self.stop_pod(pod, observed, crate::lifecycle::pod_grace(pod))
+            .await;
+        let after = self.runtime.list(pod.metadata.uid.as_deref()).await?;
+        let report = Report {
+            containers: &after,
+            pod_ip,
+            waiting,
+            terminal: true,
+            failed: deadline_exceeded.then_some(("DeadlineExceeded", DEADLINE_MESSAGE)),
+        };
+        self.report_status(pod, report).await
+    }
+
     /// Carries out a live pod's actions in order, keeping `observed` current
     /// from each action's result, then reports the status.
     async fn carry_out(
@@ -244,47 +324,13 @@ impl Kubelet {
         mut observed: Vec<ContainerInfo>,
     ) -> anyhow::Result<Next> {
         let spec = pod.spec.clone().unwrap_or_default();
-        let creates = plan.create_sandbox || !plan.to_start.is_empty();
-        // Docker does a burst's creations fastest a few at a time: the pod
-        // waits for a slot, and says it is creating containers meanwhile.
-        let slot = match creates.then(|| self.start_slots.clone().try_acquire_owned()) {
-            Some(Err(_)) => {
-                let wait = self.start_slots.clone().acquire_owned();
-                let ip = sandbox_ip(&plan, &observed);
-                let report = self.report_status(pod, Report::live(&observed, &ip, &plan.waiting));
-                let (slot, reported) = tokio::join!(wait.instrument(step!("wait_slot")), report);
-                if let Err(e) = reported {
-                    tracing::debug!(pod = ?pod.metadata.name, error = %e, "reporting ContainerCreating");
-                }
-                Some(slot.expect("the start slots are never closed"))
-            }
-            Some(Ok(slot)) => Some(slot),
-            None => None,
-        };
+        let slot = self.start_slot(pod, &plan, &observed).await;
         for id in &plan.to_remove {
             self.runtime.stop(id, 0).await?;
             self.runtime.remove(id).await?;
             observed.retain(|c| &c.id != id);
         }
-        let sandbox = match plan.sandbox_id.as_deref() {
-            Some(id) if !plan.create_sandbox => observed
-                .iter()
-                .find(|c| c.id == id)
-                .cloned()
-                .ok_or_else(|| anyhow::anyhow!("sandbox {id} left the observed list"))?,
-            _ => {
-                // A new pod (or a new sandbox): what it asks that this
-                // kubelet does not do is said once, as a Warning event.
-                let spec_value = serde_json::to_value(&spec).unwrap_or_default();
-                let ignored = minik8s_api::pod_fields::not_honoured(&spec_value, "spec");
-                if !ignored.is_empty() {
-                    self.warning_event(pod, "FieldsNotHonoured", ignored.join("; "));
-                }
-                let s = self.start_sandbox(pod).instrument(step!("sandbox")).await?;
-                observed.push(s.clone());
-                s
-            }
-        };
+        let sandbox = self.sandbox(pod, &spec, &plan, &mut observed).await?;
         let pod_ip = sandbox.ip.clone().unwrap_or_default();
         let mut waiting = plan.waiting;
         let prepared = self
@@ -361,24 +407,8 @@ impl Kubelet {
         }
         drop(slot);
         if plan.kill_pod {
-            // Nothing runs again: stop what still runs (sidecars after
-            // the apps), and report the pod's final phase.
-            if plan.deadline_exceeded {
-                self.warning_event(pod, "DeadlineExceeded", DEADLINE_MESSAGE.to_string());
-            }
-            self.stop_pod(pod, &observed, crate::lifecycle::pod_grace(pod))
-                .await;
-            let after = self.runtime.list(pod.metadata.uid.as_deref()).await?;
-            let report = Report {
-                containers: &after,
-                pod_ip: &pod_ip,
-                waiting: &waiting,
-                terminal: true,
-                failed: plan
-                    .deadline_exceeded
-                    .then_some(("DeadlineExceeded", DEADLINE_MESSAGE)),
-            };
-            self.report_status(pod, report).await?;
+            self.end_pod(pod, &observed, &pod_ip, &waiting, plan.deadline_exceeded)
+                .await?;
             return Ok(Next::Wait);
         }
         self.resize_in_place(pod, &resize.update).await;
