@@ -496,6 +496,9 @@ struct Request {
 }
 
 impl Request {
+    /// Routes a resource request by verb, name and subresource: one arm per
+    /// route (the table Kubernetes' API installer builds), so it is long
+    /// by design; each arm's work is a method of its own or the server's.
     async fn dispatch(self, method: Method, t: Target) -> Result<Response, ApiError> {
         let ns = t.namespace.clone();
         let ns = ns.as_deref();
@@ -504,19 +507,7 @@ impl Request {
             (&Method::GET, None, None) if self.params.flag("watch") => {
                 Ok(self.srv.watch(t.info, ns, &self.params, table).await)
             }
-            (&Method::GET, None, None) => {
-                if table {
-                    let out = self.srv.list_table(t.info, ns, &self.params).await?;
-                    return Ok(json_response(StatusCode::OK, &out));
-                }
-                let body = self.srv.list_json(t.info, ns, &self.params).await?;
-                Ok((
-                    StatusCode::OK,
-                    [(header::CONTENT_TYPE, "application/json")],
-                    body,
-                )
-                    .into_response())
-            }
+            (&Method::GET, None, None) => self.list(&t, table).await,
             (&Method::POST, None, None) => {
                 let ns = self.required_ns(t.info, ns)?;
                 let obj = auth::stamp_requester(t.info, self.body_object()?, &self.user);
@@ -543,23 +534,7 @@ impl Request {
                 &Method::GET,
                 Some(name),
                 None | Some("status" | "ephemeralcontainers" | "resize" | "approval"),
-            ) => {
-                if table {
-                    let (obj, _) = self.srv.read(t.info, ns, name).await?;
-                    let rv = meta::resource_version(&obj).to_string();
-                    let strategy = strategy::of(t.info);
-                    let cells = |o: &Value| strategy.cells(o);
-                    let table = table::render(t.info, &cells, &[&obj], &rv, true);
-                    return Ok(json_response(StatusCode::OK, &table));
-                }
-                let body = self.srv.read_json(t.info, ns, name).await?;
-                Ok((
-                    StatusCode::OK,
-                    [(header::CONTENT_TYPE, "application/json")],
-                    body,
-                )
-                    .into_response())
-            }
+            ) => self.read(&t, name, table).await,
             (
                 &Method::PUT,
                 Some(name),
@@ -577,32 +552,7 @@ impl Request {
                 &Method::PATCH,
                 Some(name),
                 sub @ (None | Some("status" | "ephemeralcontainers" | "resize" | "approval")),
-            ) => {
-                let (kind, patch) = self.patch_body(t.info)?;
-                let (mode, write) = self.mode_and_opts(t.info, sub)?;
-                if kind == PatchType::Apply {
-                    return self.server_side_apply(&t, name, mode, patch, write).await;
-                }
-                if self.params.get("force").is_some() {
-                    return Err(ApiError::new(422, "Invalid", "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch"));
-                }
-                let strategic = strategy::of(t.info).strategic_merge();
-                let out = self
-                    .srv
-                    .update_with(t.info, ns, name, mode, write, |old| {
-                        match self.served {
-                            // The patch is written against the version in the URL.
-                            Some(alt) => {
-                                let patched =
-                                    apply_patch(&alt.from_storage(old), &patch, kind, strategic)?;
-                                Ok(alt.to_storage(&patched))
-                            }
-                            None => apply_patch(old, &patch, kind, strategic),
-                        }
-                    })
-                    .await?;
-                Ok(json_response(StatusCode::OK, &out))
-            }
+            ) => self.patch(&t, name, sub).await,
             (&Method::DELETE, Some(name), None) => {
                 let opts = self.delete_options()?;
                 Ok(json_response(
@@ -623,29 +573,7 @@ impl Request {
                 Ok(json_response(StatusCode::OK, &to_scale(t.info, &obj)))
             }
             (&Method::PUT | &Method::PATCH, Some(name), Some("scale")) => {
-                // PUT replaces the Scale, PATCH patches the current one.
-                let patch = if method == Method::PATCH {
-                    Some(self.patch_body(t.info)?)
-                } else {
-                    None
-                };
-                let body = if patch.is_none() {
-                    Some(self.body_object()?)
-                } else {
-                    None
-                };
-                let change = |scale: &Value| -> Result<Value, ApiError> {
-                    match (&patch, &body) {
-                        (Some((kind, p)), _) => apply_patch(scale, p, *kind, true),
-                        (None, Some(b)) => Ok(b.clone()),
-                        (None, None) => Err(ApiError::bad_request("the request body is empty")),
-                    }
-                };
-                let out = self
-                    .srv
-                    .update_scale(t.info, ns, name, self.write_opts(t.info, "scale")?, change)
-                    .await?;
-                Ok(json_response(StatusCode::OK, &out))
+                self.write_scale(&t, name, method == Method::PATCH).await
             }
             (&Method::POST, Some(name), Some("binding")) => {
                 let body = self.body_object()?;
@@ -655,29 +583,7 @@ impl Request {
                     &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
                 ))
             }
-            (&Method::PUT, Some(name), Some("finalize")) => {
-                let body = self.body_object()?;
-                let fin = body
-                    .pointer("/spec/finalizers")
-                    .cloned()
-                    .unwrap_or(json!([]));
-                let out = self
-                    .srv
-                    .update_with(
-                        t.info,
-                        None,
-                        name,
-                        Mode::Main,
-                        WriteOpts::default(),
-                        |old| {
-                            let mut o = old.clone();
-                            o["spec"]["finalizers"] = fin.clone();
-                            Ok(o)
-                        },
-                    )
-                    .await?;
-                Ok(json_response(StatusCode::OK, &out))
-            }
+            (&Method::PUT, Some(name), Some("finalize")) => self.finalize(&t, name).await,
             (
                 &Method::GET | &Method::POST,
                 Some(name),
@@ -808,6 +714,129 @@ impl Request {
             info.kind,
             duplicates.join(", ")
         )))
+    }
+
+    /// GET on a collection: the list, as JSON or as a Table.
+    async fn list(&self, t: &Target, table: bool) -> Result<Response, ApiError> {
+        let ns = t.namespace.as_deref();
+        if table {
+            let out = self.srv.list_table(t.info, ns, &self.params).await?;
+            return Ok(json_response(StatusCode::OK, &out));
+        }
+        let body = self.srv.list_json(t.info, ns, &self.params).await?;
+        Ok((
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response())
+    }
+
+    /// GET on one object (or its status-like subresources): as JSON or as
+    /// a one-row Table.
+    async fn read(&self, t: &Target, name: &str, table: bool) -> Result<Response, ApiError> {
+        let ns = t.namespace.as_deref();
+        if table {
+            let (obj, _) = self.srv.read(t.info, ns, name).await?;
+            let rv = meta::resource_version(&obj).to_string();
+            let strategy = strategy::of(t.info);
+            let cells = |o: &Value| strategy.cells(o);
+            let table = table::render(t.info, &cells, &[&obj], &rv, true);
+            return Ok(json_response(StatusCode::OK, &table));
+        }
+        let body = self.srv.read_json(t.info, ns, name).await?;
+        Ok((
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response())
+    }
+
+    /// PATCH on one object or a status-like subresource: server-side apply,
+    /// or a JSON, merge or strategic merge patch written against the
+    /// version in the URL.
+    async fn patch(&self, t: &Target, name: &str, sub: Option<&str>) -> Result<Response, ApiError> {
+        let (kind, patch) = self.patch_body(t.info)?;
+        let (mode, write) = self.mode_and_opts(t.info, sub)?;
+        if kind == PatchType::Apply {
+            return self.server_side_apply(t, name, mode, patch, write).await;
+        }
+        if self.params.get("force").is_some() {
+            return Err(ApiError::new(422, "Invalid", "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch"));
+        }
+        let strategic = strategy::of(t.info).strategic_merge();
+        let ns = t.namespace.as_deref();
+        let out = self
+            .srv
+            .update_with(t.info, ns, name, mode, write, |old| match self.served {
+                // The patch is written against the version in the URL.
+                Some(alt) => {
+                    let patched = apply_patch(&alt.from_storage(old), &patch, kind, strategic)?;
+                    Ok(alt.to_storage(&patched))
+                }
+                None => apply_patch(old, &patch, kind, strategic),
+            })
+            .await?;
+        Ok(json_response(StatusCode::OK, &out))
+    }
+
+    /// PUT (a new Scale) or PATCH (a patch of the current one) on `scale`.
+    async fn write_scale(
+        &self,
+        t: &Target,
+        name: &str,
+        patched: bool,
+    ) -> Result<Response, ApiError> {
+        let patch = if patched {
+            Some(self.patch_body(t.info)?)
+        } else {
+            None
+        };
+        let body = if patch.is_none() {
+            Some(self.body_object()?)
+        } else {
+            None
+        };
+        let change = |scale: &Value| -> Result<Value, ApiError> {
+            match (&patch, &body) {
+                (Some((kind, p)), _) => apply_patch(scale, p, *kind, true),
+                (None, Some(b)) => Ok(b.clone()),
+                (None, None) => Err(ApiError::bad_request("the request body is empty")),
+            }
+        };
+        let write = self.write_opts(t.info, "scale")?;
+        let ns = t.namespace.as_deref();
+        let out = self
+            .srv
+            .update_scale(t.info, ns, name, write, change)
+            .await?;
+        Ok(json_response(StatusCode::OK, &out))
+    }
+
+    /// PUT on a namespace's `finalize`: only `spec.finalizers` changes.
+    async fn finalize(&self, t: &Target, name: &str) -> Result<Response, ApiError> {
+        let body = self.body_object()?;
+        let fin = body
+            .pointer("/spec/finalizers")
+            .cloned()
+            .unwrap_or(json!([]));
+        let out = self
+            .srv
+            .update_with(
+                t.info,
+                None,
+                name,
+                Mode::Main,
+                WriteOpts::default(),
+                |old| {
+                    let mut o = old.clone();
+                    o["spec"]["finalizers"] = fin.clone();
+                    Ok(o)
+                },
+            )
+            .await?;
+        Ok(json_response(StatusCode::OK, &out))
     }
 
     /// A write to the object or its status subresource.
