@@ -329,92 +329,19 @@ impl Reconciler for DaemonSetController {
             self.record_history(&ds, &by_node).await?;
         }
         if ds.metadata.deletion_timestamp.is_none() && settled {
-            let mut create = Vec::new();
-            let mut delete: Vec<Arc<Pod>> = Vec::new();
-            for (node, pods) in &by_node {
-                if !wanted.get(node).copied().unwrap_or(false) {
-                    delete.extend(pods.iter().cloned()); // misscheduled, or its node is gone
-                }
-            }
-            for (node, run) in wanted.iter().filter(|(_, run)| **run) {
-                let _ = run;
-                let mut pods = by_node.get(node).cloned().unwrap_or_default();
-                pods.sort_by_key(|p| {
-                    p.metadata
-                        .creation_timestamp
-                        .as_ref()
-                        .map(minik8s_api::meta::utc_of)
-                });
-                let failed: Vec<Arc<Pod>> = pods
-                    .iter()
-                    .filter(|p| {
-                        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed")
-                    })
-                    .cloned()
-                    .collect();
-                let healthy: Vec<Arc<Pod>> = pods
-                    .iter()
-                    .filter(|p| !failed.iter().any(|f| Arc::ptr_eq(f, p)))
-                    .cloned()
-                    .collect();
-                delete.extend(failed);
-                if max_surge > 0 {
-                    // maxSurge: a new pod joins the old one, which goes once
-                    // the new one is available.
-                    let (new, old): (Vec<Arc<Pod>>, Vec<Arc<Pod>>) =
-                        healthy.iter().cloned().partition(|p| new_hash(p));
-                    delete.extend(new.iter().skip(1).cloned());
-                    delete.extend(old.iter().skip(1).cloned());
-                    match (new.first(), old.first()) {
-                        (None, None) => create.push(node.clone()),
-                        (Some(n), Some(o)) if is_available(n) => delete.push(o.clone()),
-                        _ => {}
-                    }
-                    continue;
-                }
-                delete.extend(healthy.iter().skip(1).cloned());
-                if healthy.is_empty() {
-                    create.push(node.clone());
-                }
-            }
-            if max_surge > 0 && rolling {
-                // Up to maxSurge nodes run an old and a new pod at once.
-                let both = |ps: &Vec<Arc<Pod>>| {
-                    ps.iter().any(|p| new_hash(p)) && ps.iter().any(|p| !new_hash(p))
-                };
-                let surging = by_node.values().filter(|ps| both(ps)).count() as i32;
-                let room = (max_surge - surging).max(0) as usize;
-                let only_old = wanted
-                    .iter()
-                    .filter(|(_, run)| **run)
-                    .filter(|(n, _)| {
-                        by_node
-                            .get(*n)
-                            .is_some_and(|ps| !ps.is_empty() && ps.iter().all(|p| !new_hash(p)))
-                    })
-                    .map(|(n, _)| n.clone());
-                create.extend(only_old.take(room));
-            } else if rolling && create.is_empty() && delete.is_empty() {
-                // RollingUpdate: old pods go while at most maxUnavailable nodes
-                // lack an available pod.
-                let max = crate::deployment::rollout::scaled_value(
+            let update = Update {
+                rolling,
+                max_surge,
+                max_unavailable: crate::deployment::rollout::scaled_value(
                     ru.max_unavailable.as_ref(),
                     desired,
                     true,
                 )
-                .max(1);
-                let unavailable = desired - available;
-                let mut old: Vec<Arc<Pod>> = by_node
-                    .iter()
-                    .filter(|(n, _)| wanted.get(*n).copied().unwrap_or(false))
-                    .flat_map(|(_, ps)| ps.iter().filter(|p| !new_hash(p)).cloned())
-                    .collect();
-                // Not-ready old pods first: replacing them costs no availability.
-                old.sort_by_key(|p| is_ready(p));
-                let budget = (max - unavailable).max(0) as usize;
-                let not_ready = old.iter().filter(|p| !is_ready(p)).count();
-                delete.extend(old.into_iter().take(budget.max(not_ready)));
-            }
+                .max(1),
+                unavailable: desired - available,
+            };
+            let Plan { create, delete } =
+                plan(&by_node, &wanted, &update, &new_hash, &mut is_available);
             self.expectations
                 .expect(key, create.len() as i64, delete.len() as i64);
             for p in &delete {
@@ -450,6 +377,121 @@ impl Reconciler for DaemonSetController {
         // A pod that becomes available by itself (minReadySeconds) changes the status.
         Ok(crate::expectations::action_or_wake(settled, next_available))
     }
+}
+
+/// How the DaemonSet's pods are updated in this sync.
+#[derive(Clone, Copy)]
+struct Update {
+    /// RollingUpdate (else OnDelete: old pods stay until deleted).
+    rolling: bool,
+    /// Nodes that may run an old and a new pod at once.
+    max_surge: i32,
+    /// Nodes that may lack an available pod while old pods go (at least 1).
+    max_unavailable: i32,
+    /// Nodes that lack an available pod now.
+    unavailable: i32,
+}
+
+/// What one sync does: the nodes to create a pod on, the pods to delete.
+#[derive(Debug, Default, PartialEq)]
+struct Plan {
+    create: Vec<String>,
+    delete: Vec<Arc<Pod>>,
+}
+
+/// Kubernetes' `manage` and `rollingUpdate` for one sync, without I/O:
+/// pods on nodes that should not run one go (misscheduled, or the node is
+/// gone), failed pods and duplicates go, nodes without a pod get one; then
+/// the rollout: with maxSurge a new pod joins the old one on up to
+/// maxSurge nodes and the old one goes once the new one is available,
+/// else old pods go while at most maxUnavailable nodes lack an available
+/// pod (not-ready ones first: replacing them costs no availability).
+/// `by_node` holds the set's live pods by node; `wanted` says for every
+/// node whether it should run one.
+fn plan(
+    by_node: &BTreeMap<String, Vec<Arc<Pod>>>,
+    wanted: &BTreeMap<String, bool>,
+    update: &Update,
+    new_hash: &dyn Fn(&Pod) -> bool,
+    is_available: &mut dyn FnMut(&Pod) -> bool,
+) -> Plan {
+    let mut create = Vec::new();
+    let mut delete: Vec<Arc<Pod>> = Vec::new();
+    for (node, pods) in by_node {
+        if !wanted.get(node).copied().unwrap_or(false) {
+            delete.extend(pods.iter().cloned()); // misscheduled, or its node is gone
+        }
+    }
+    let max_surge = update.max_surge;
+    for node in wanted.iter().filter(|(_, run)| **run).map(|(n, _)| n) {
+        let mut pods = by_node.get(node).cloned().unwrap_or_default();
+        pods.sort_by_key(|p| {
+            p.metadata
+                .creation_timestamp
+                .as_ref()
+                .map(minik8s_api::meta::utc_of)
+        });
+        let failed: Vec<Arc<Pod>> = pods
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed"))
+            .cloned()
+            .collect();
+        let healthy: Vec<Arc<Pod>> = pods
+            .iter()
+            .filter(|p| !failed.iter().any(|f| Arc::ptr_eq(f, p)))
+            .cloned()
+            .collect();
+        delete.extend(failed);
+        if max_surge > 0 {
+            // maxSurge: a new pod joins the old one, which goes once
+            // the new one is available.
+            let (new, old): (Vec<Arc<Pod>>, Vec<Arc<Pod>>) =
+                healthy.iter().cloned().partition(|p| new_hash(p));
+            delete.extend(new.iter().skip(1).cloned());
+            delete.extend(old.iter().skip(1).cloned());
+            match (new.first(), old.first()) {
+                (None, None) => create.push(node.clone()),
+                (Some(n), Some(o)) if is_available(n) => delete.push(o.clone()),
+                _ => {}
+            }
+            continue;
+        }
+        delete.extend(healthy.iter().skip(1).cloned());
+        if healthy.is_empty() {
+            create.push(node.clone());
+        }
+    }
+    if max_surge > 0 && update.rolling {
+        // Up to maxSurge nodes run an old and a new pod at once.
+        let both =
+            |ps: &Vec<Arc<Pod>>| ps.iter().any(|p| new_hash(p)) && ps.iter().any(|p| !new_hash(p));
+        let surging = by_node.values().filter(|ps| both(ps)).count() as i32;
+        let room = (max_surge - surging).max(0) as usize;
+        let only_old = wanted
+            .iter()
+            .filter(|(_, run)| **run)
+            .filter(|(n, _)| {
+                by_node
+                    .get(*n)
+                    .is_some_and(|ps| !ps.is_empty() && ps.iter().all(|p| !new_hash(p)))
+            })
+            .map(|(n, _)| n.clone());
+        create.extend(only_old.take(room));
+    } else if update.rolling && create.is_empty() && delete.is_empty() {
+        // RollingUpdate: old pods go while at most maxUnavailable nodes
+        // lack an available pod.
+        let mut old: Vec<Arc<Pod>> = by_node
+            .iter()
+            .filter(|(n, _)| wanted.get(*n).copied().unwrap_or(false))
+            .flat_map(|(_, ps)| ps.iter().filter(|p| !new_hash(p)).cloned())
+            .collect();
+        // Not-ready old pods first: replacing them costs no availability.
+        old.sort_by_key(|p| is_ready(p));
+        let budget = (update.max_unavailable - update.unavailable).max(0) as usize;
+        let not_ready = old.iter().filter(|p| !is_ready(p)).count();
+        delete.extend(old.into_iter().take(budget.max(not_ready)));
+    }
+    Plan { create, delete }
 }
 
 #[cfg(test)]
@@ -516,5 +558,131 @@ mod tests {
             .collect();
         assert!(keys.contains(&"node.kubernetes.io/unreachable".to_string()));
         assert!(keys.contains(&"node.kubernetes.io/unschedulable".to_string()));
+    }
+
+    fn daemon(name: &str, hash: &str, ready: bool) -> Arc<Pod> {
+        let status = if ready { "True" } else { "False" };
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": {REVISION_HASH: hash},
+                             "creationTimestamp": "2026-11-30T10:00:00Z"},
+                "status": {"phase": "Running",
+                           "conditions": [{"type": "Ready", "status": status}]}}))
+            .unwrap(),
+        )
+    }
+
+    fn names(pods: &[Arc<Pod>]) -> Vec<&str> {
+        pods.iter()
+            .map(|p| p.metadata.name.as_deref().unwrap_or(""))
+            .collect()
+    }
+
+    fn run(
+        by_node: &[(&str, Vec<Arc<Pod>>)],
+        wanted: &[(&str, bool)],
+        update: Update,
+    ) -> (Vec<String>, Vec<String>) {
+        let by_node = by_node
+            .iter()
+            .map(|(n, ps)| (n.to_string(), ps.clone()))
+            .collect();
+        let wanted = wanted.iter().map(|(n, w)| (n.to_string(), *w)).collect();
+        let new_hash = |p: &Pod| p.metadata.labels.as_ref().unwrap()[REVISION_HASH] == "new";
+        let mut available = |p: &Pod| is_ready(p);
+        let plan = plan(&by_node, &wanted, &update, &new_hash, &mut available);
+        let delete = names(&plan.delete).into_iter().map(String::from).collect();
+        (plan.create, delete)
+    }
+
+    const ON_DELETE: Update = Update {
+        rolling: false,
+        max_surge: 0,
+        max_unavailable: 1,
+        unavailable: 0,
+    };
+
+    #[test]
+    fn a_pod_per_wanted_node_and_none_elsewhere() {
+        let (create, delete) = run(
+            &[("b", vec![daemon("on-b", "old", true)])],
+            &[("a", true), ("b", false)],
+            ON_DELETE,
+        );
+        assert_eq!(
+            (create, delete),
+            (vec!["a".to_string()], vec!["on-b".to_string()])
+        );
+        // A node that is gone takes its pod with it; duplicates go.
+        let (create, delete) = run(
+            &[
+                ("gone", vec![daemon("x", "old", true)]),
+                (
+                    "a",
+                    vec![daemon("a1", "old", true), daemon("a2", "old", true)],
+                ),
+            ],
+            &[("a", true)],
+            ON_DELETE,
+        );
+        assert!(create.is_empty());
+        assert_eq!(delete, ["x", "a2"]);
+    }
+
+    #[test]
+    fn a_rolling_update_replaces_old_pods_within_max_unavailable() {
+        let nodes = [
+            ("a", vec![daemon("a-old", "old", true)]),
+            ("b", vec![daemon("b-old", "old", false)]),
+            ("c", vec![daemon("c-new", "new", true)]),
+        ];
+        let wanted = [("a", true), ("b", true), ("c", true)];
+        let rolling = |unavailable| Update {
+            rolling: true,
+            max_surge: 0,
+            max_unavailable: 1,
+            unavailable,
+        };
+        // b is not ready, so unavailable already: it goes first, and alone.
+        let (create, delete) = run(&nodes, &wanted, rolling(1));
+        assert!(create.is_empty());
+        assert_eq!(delete, ["b-old"]);
+        // OnDelete leaves old pods alone.
+        assert_eq!(run(&nodes, &wanted, ON_DELETE), (vec![], vec![]));
+    }
+
+    #[test]
+    fn max_surge_adds_new_pods_beside_old_ones() {
+        let wanted = [("a", true), ("b", true)];
+        let surge = Update {
+            rolling: true,
+            max_surge: 1,
+            max_unavailable: 1,
+            unavailable: 0,
+        };
+        // Room for one node to run both: a gets a new pod, b waits.
+        let (create, delete) = run(
+            &[
+                ("a", vec![daemon("a-old", "old", true)]),
+                ("b", vec![daemon("b-old", "old", true)]),
+            ],
+            &wanted,
+            surge,
+        );
+        assert_eq!((create, delete), (vec!["a".to_string()], vec![]));
+        // Once a's new pod is available, a's old one goes.
+        let (create, delete) = run(
+            &[
+                (
+                    "a",
+                    vec![daemon("a-old", "old", true), daemon("a-new", "new", true)],
+                ),
+                ("b", vec![daemon("b-old", "old", true)]),
+            ],
+            &wanted,
+            surge,
+        );
+        assert!(create.is_empty());
+        assert_eq!(delete, ["a-old"]);
     }
 }
