@@ -6,6 +6,7 @@
 # validation (minik8s-validation), CEL and structural schemas (minik8s-cel,
 # the `cel` crate), the protobuf transcoder and OpenAPI (minik8s-wire).
 # minik8s-api holds what they all share (crates/api/src/lib.rs says what).
+# And the apiserver links no client crate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 APISERVER_ONLY='^(minik8s-validation|minik8s-cel|minik8s-wire|cel) '
@@ -17,5 +18,12 @@ for p in kubelet kube-proxy kubectl; do
     status=1
   fi
 done
-[ $status = 0 ] && echo "layers: kubelet, kube-proxy and kubectl link no validation, CEL, protobuf transcoder or OpenAPI"
+# The apiserver is no client of itself: it links no minik8s-client (what it
+# shares with the components' processes is in minik8s-process).
+found=$(cargo tree -q -e normal --prefix none -p apiserver | sed 's/ (\*)//' | grep -E '^minik8s-client ' | sort -u || true)
+if [ -n "$found" ]; then
+  echo "apiserver links the client: $found(cargo tree -e normal -i minik8s-client -p apiserver shows the path)" >&2
+  status=1
+fi
+[ $status = 0 ] && echo "layers: kubelet, kube-proxy and kubectl link no validation, CEL, protobuf transcoder or OpenAPI; the apiserver links no client"
 exit $status

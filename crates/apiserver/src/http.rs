@@ -392,7 +392,7 @@ async fn handle_admitted(
         Some(Route::Version) => json_response(StatusCode::OK, &discovery::version()),
         Some(Route::Metrics) => (
             StatusCode::OK,
-            [(header::CONTENT_TYPE, minik8s_client::metrics::TEXT_FORMAT)],
+            [(header::CONTENT_TYPE, minik8s_process::metrics::TEXT_FORMAT)],
             crate::request_metrics::render(&srv.extra_metrics),
         )
             .into_response(),

@@ -17,9 +17,9 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     // Resident memory follows what the apiserver holds, not its highest
-    // peak (see minik8s_client::memory).
-    minik8s_client::memory::run(async {
-        minik8s_client::init_logging();
+    // peak (see minik8s_process::memory).
+    minik8s_process::memory::run(async {
+        minik8s_process::init_logging();
         apiserver::run(Args::parse().config).await
     })
 }

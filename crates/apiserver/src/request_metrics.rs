@@ -53,7 +53,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     let mut registry = Registry::default();
     let requests = Family::<CodeLabels, Counter>::default();
     let durations = Family::<Labels, Histogram>::new_with_constructor(
-        (|| Histogram::new(minik8s_client::metrics::latency_buckets())) as fn() -> Histogram,
+        (|| Histogram::new(minik8s_process::metrics::latency_buckets())) as fn() -> Histogram,
     );
     registry.register(
         "apiserver_request",
@@ -148,7 +148,7 @@ fn labels(method: &str, path: &str, watch: bool, apply: bool) -> Labels {
 /// The apiserver's request metrics, then `extra` renderings (the master's
 /// scheduler and controllers), in the text format.
 pub fn render(extra: &[fn() -> String]) -> String {
-    let mut text = minik8s_client::metrics::encode(&METRICS.registry);
+    let mut text = minik8s_process::metrics::encode(&METRICS.registry);
     for render in extra {
         text.push_str(&render());
     }

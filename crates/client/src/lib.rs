@@ -15,8 +15,6 @@ mod error;
 pub mod events;
 pub mod informer;
 pub mod leader;
-pub mod memory;
-pub mod metrics;
 pub mod rest;
 pub mod shared;
 pub mod skew;
@@ -30,23 +28,5 @@ pub use rest::{
 pub use shared::SharedInformers;
 pub use workqueue::WorkQueue;
 
-/// Structured logs to stderr for every minik8s binary; `RUST_LOG` filters (default `info`).
-///
-/// Spans are logged when they close, with the time they were busy and idle.
-/// The pod start pipeline has its own on the target [`TRACE_POD_START`] at
-/// debug level, off unless turned on:
-/// `RUST_LOG=info,pod_start=debug` shows the scheduler's `schedule_one` and
-/// `bind` and the kubelet's `sync_pod`, `sandbox`, `image`, `container`, `status`.
-pub fn init_logging() {
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
-        .init();
-}
-
-/// The tracing target of the pod start pipeline's spans (see [`init_logging`]).
+/// The tracing target of the pod start pipeline's spans (see `minik8s_process::init_logging`).
 pub const TRACE_POD_START: &str = "pod_start";

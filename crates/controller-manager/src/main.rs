@@ -25,7 +25,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    minik8s_client::init_logging();
+    minik8s_process::init_logging();
     let args = Args::parse();
     let client = args
         .client

@@ -11,6 +11,6 @@ pub fn render() -> String {
 
 /// Serves `/metrics` (and `/healthz`) on `addr` until the process ends.
 pub async fn serve(addr: &str) -> anyhow::Result<()> {
-    minik8s_client::metrics::serve(addr, render).await?;
+    minik8s_process::metrics::serve(addr, render).await?;
     Ok(())
 }

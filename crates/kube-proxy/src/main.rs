@@ -74,7 +74,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    minik8s_client::init_logging();
+    minik8s_process::init_logging();
     let args = Args::parse();
     if args.cleanup {
         Iptables::default()
@@ -98,7 +98,8 @@ async fn main() -> anyhow::Result<()> {
     if !args.metrics_bind_address.is_empty() {
         let addr = args.metrics_bind_address.clone();
         tokio::spawn(async move {
-            if let Err(e) = minik8s_client::metrics::serve(&addr, kube_proxy::metrics::render).await
+            if let Err(e) =
+                minik8s_process::metrics::serve(&addr, kube_proxy::metrics::render).await
             {
                 tracing::warn!(error = %e, "no /metrics");
             }

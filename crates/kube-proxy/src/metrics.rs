@@ -24,7 +24,7 @@ struct Metrics {
 
 static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     let mut registry = Registry::default();
-    let duration = Histogram::new(minik8s_client::metrics::latency_buckets());
+    let duration = Histogram::new(minik8s_process::metrics::latency_buckets());
     let last = Gauge::<f64, AtomicU64>::default();
     let errors = Counter::default();
     registry.register(
@@ -65,7 +65,7 @@ pub fn synced(took: Duration, ok: bool) {
 
 /// Every metric of kube-proxy, in the text format.
 pub fn render() -> String {
-    minik8s_client::metrics::encode(&METRICS.registry)
+    minik8s_process::metrics::encode(&METRICS.registry)
 }
 
 #[cfg(test)]

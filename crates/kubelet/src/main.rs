@@ -26,7 +26,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    minik8s_client::init_logging();
+    minik8s_process::init_logging();
     let mut args = Args::parse();
     if let Some(given) = &args.bootstrap_token {
         let token = if given.contains('/') {

@@ -27,7 +27,7 @@ use minik8s_client::{DeleteParams, TRACE_POD_START};
 use std::collections::{BTreeMap, HashSet};
 use tracing::Instrument;
 
-/// A span of the pod start pipeline (see `minik8s_client::init_logging`).
+/// A span of the pod start pipeline (see `minik8s_process::init_logging`).
 macro_rules! step {
     ($name:literal) => {
         tracing::debug_span!(target: TRACE_POD_START, $name)

@@ -193,7 +193,7 @@ async fn summary(State(k): State<Arc<Kubelet>>) -> Response {
 fn metrics_answer(text: anyhow::Result<String>) -> Response {
     match text {
         Ok(text) => (
-            [(header::CONTENT_TYPE, minik8s_client::metrics::TEXT_FORMAT)],
+            [(header::CONTENT_TYPE, minik8s_process::metrics::TEXT_FORMAT)],
             text,
         )
             .into_response(),

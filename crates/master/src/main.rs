@@ -55,11 +55,11 @@ fn component_client(
 
 fn main() -> anyhow::Result<()> {
     // Resident memory follows what the master holds, not its highest peak.
-    minik8s_client::memory::run(run())
+    minik8s_process::memory::run(run())
 }
 
 async fn run() -> anyhow::Result<()> {
-    minik8s_client::init_logging();
+    minik8s_process::init_logging();
     let mut args = Args::parse();
     let port = args
         .apiserver

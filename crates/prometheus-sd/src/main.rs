@@ -19,7 +19,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    minik8s_client::init_logging();
+    minik8s_process::init_logging();
     let args = Args::parse();
     let client = args.client.connect_limited((20.0, 40))?;
     let informers = SharedInformers::new(&client);
@@ -28,7 +28,7 @@ async fn main() -> anyhow::Result<()> {
     informers.start();
     informers.wait_synced().await;
     tracing::info!(listen = %args.listen, "serving Prometheus HTTP SD");
-    minik8s_client::metrics::serve_paths(&args.listen, move |path, query| {
+    minik8s_process::metrics::serve_paths(&args.listen, move |path, query| {
         if path != "/targets" {
             return None;
         }

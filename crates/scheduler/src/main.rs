@@ -31,13 +31,13 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    minik8s_client::init_logging();
+    minik8s_process::init_logging();
     let args = Args::parse();
     let client = args.client.connect_limited(scheduler::API_RATE_LIMIT)?;
     if !args.metrics_address.is_empty() {
         let addr = args.metrics_address.clone();
         tokio::spawn(async move {
-            if let Err(e) = minik8s_client::metrics::serve(&addr, render_metrics).await {
+            if let Err(e) = minik8s_process::metrics::serve(&addr, render_metrics).await {
                 tracing::warn!(error = %e, "no /metrics");
             }
         });

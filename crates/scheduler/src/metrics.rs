@@ -32,7 +32,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     let mut registry = Registry::default();
     let attempts = Family::<AttemptLabels, Counter>::default();
     let durations = Family::<AttemptLabels, Histogram>::new_with_constructor(
-        (|| Histogram::new(minik8s_client::metrics::latency_buckets())) as fn() -> Histogram,
+        (|| Histogram::new(minik8s_process::metrics::latency_buckets())) as fn() -> Histogram,
     );
     registry.register(
         "scheduler_schedule_attempts",
@@ -66,7 +66,7 @@ pub fn attempted(profile: &str, result: &'static str, took: Duration) {
 
 /// Every metric of the scheduler, in the text format.
 pub fn render() -> String {
-    minik8s_client::metrics::encode(&METRICS.registry)
+    minik8s_process::metrics::encode(&METRICS.registry)
 }
 
 #[cfg(test)]
