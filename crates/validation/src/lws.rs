@@ -266,7 +266,6 @@ fn validate_group_claims(tmpl: &Value, errs: &mut Errors) {
 /// Upstream's webhook rules on create and update, and on update what may not
 /// change; the name (a DNS-1035 label) is checked by metadata validation.
 pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
-    use crate::storage::with_template_volumes;
     let mut errs = Vec::new();
     let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
     let replicas = spec.get("replicas").and_then(Value::as_i64).unwrap_or(1);
@@ -275,65 +274,8 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
         .cloned()
         .unwrap_or(Value::Null);
     let size = tmpl.get("size").and_then(Value::as_i64).unwrap_or(1);
-    if replicas < 0 {
-        errs.push(FieldError::invalid(
-            "spec.replicas",
-            &json!(replicas),
-            "replicas must be equal or greater than 0",
-        ));
-    }
-    if replicas > 1_000_000 {
-        errs.push(FieldError::invalid(
-            "spec.replicas",
-            &json!(replicas),
-            "replicas must be equal or less than 1000000",
-        ));
-    }
-    if size < 1 {
-        errs.push(FieldError::invalid(
-            "spec.leaderWorkerTemplate.size",
-            &json!(size),
-            "size must be equal or greater than 1",
-        ));
-    }
-    if replicas.saturating_mul(size) > i32::MAX as i64 {
-        errs.push(FieldError::invalid(
-            "spec.replicas",
-            &json!(replicas),
-            "the product of replicas and worker replicas must not exceed 2147483647",
-        ));
-    }
-    validate_group_claims(&tmpl, &mut errs);
-    match tmpl.get("workerTemplate") {
-        None | Some(Value::Null) => errs.push(FieldError::required(
-            "spec.leaderWorkerTemplate.workerTemplate",
-            "",
-        )),
-        Some(wt) => crate::validate_pod_spec(
-            &with_group_claims(
-                &with_template_volumes(
-                    wt.get("spec").unwrap_or(&Value::Null),
-                    tmpl.get("volumeClaimTemplates"),
-                ),
-                tmpl.get("resourceClaimTemplates"),
-            ),
-            "spec.leaderWorkerTemplate.workerTemplate.spec",
-            &mut errs,
-        ),
-    }
-    if let Some(lt) = tmpl.get("leaderTemplate").filter(|v| !v.is_null()) {
-        crate::validate_pod_spec(
-            &with_group_claims(
-                &with_template_volumes(
-                    lt.get("spec").unwrap_or(&Value::Null),
-                    tmpl.get("volumeClaimTemplates"),
-                ),
-                tmpl.get("resourceClaimTemplates"),
-            ),
-            "spec.leaderWorkerTemplate.leaderTemplate.spec",
-            &mut errs,
-        );
-    }
+    validate_counts(replicas, size, &mut errs);
+    validate_templates(&tmpl, &mut errs);
     check_enum(
         &mut errs,
         tmpl.get("restartPolicy"),
@@ -364,7 +306,101 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
         &["Shared", "UniquePerReplica"],
     );
     validate_group_identity(obj, &spec, old, &mut errs);
+    validate_rolling_update(&spec, replicas, &mut errs);
+    validate_sub_groups(obj, &tmpl, size, &mut errs);
+    if let Some(old) = old {
+        validate_update(obj, old, &mut errs);
+    }
+    minik8s_api::lws_scheduling::validate(obj, old, &mut errs);
+    for (i, t) in obj
+        .pointer("/spec/leaderWorkerTemplate/volumeClaimTemplates")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        crate::storage::validate_claim_spec(
+            t.get("spec").unwrap_or(&Value::Null),
+            &format!("spec.leaderWorkerTemplate.volumeClaimTemplates[{i}].spec"),
+            &mut errs,
+        );
+    }
+    errs
+}
 
+/// The group count and size: within upstream's bounds, and their product
+/// within a StatefulSet's.
+fn validate_counts(replicas: i64, size: i64, errs: &mut Errors) {
+    if replicas < 0 {
+        errs.push(FieldError::invalid(
+            "spec.replicas",
+            &json!(replicas),
+            "replicas must be equal or greater than 0",
+        ));
+    }
+    if replicas > 1_000_000 {
+        errs.push(FieldError::invalid(
+            "spec.replicas",
+            &json!(replicas),
+            "replicas must be equal or less than 1000000",
+        ));
+    }
+    if size < 1 {
+        errs.push(FieldError::invalid(
+            "spec.leaderWorkerTemplate.size",
+            &json!(size),
+            "size must be equal or greater than 1",
+        ));
+    }
+    if replicas.saturating_mul(size) > i32::MAX as i64 {
+        errs.push(FieldError::invalid(
+            "spec.replicas",
+            &json!(replicas),
+            "the product of replicas and worker replicas must not exceed 2147483647",
+        ));
+    }
+}
+
+/// The leader and worker pod templates (a worker template is required),
+/// each with the group's claim templates as its volumes and claims.
+fn validate_templates(tmpl: &Value, errs: &mut Errors) {
+    use crate::storage::with_template_volumes;
+    validate_group_claims(tmpl, errs);
+    match tmpl.get("workerTemplate") {
+        None | Some(Value::Null) => errs.push(FieldError::required(
+            "spec.leaderWorkerTemplate.workerTemplate",
+            "",
+        )),
+        Some(wt) => crate::validate_pod_spec(
+            &with_group_claims(
+                &with_template_volumes(
+                    wt.get("spec").unwrap_or(&Value::Null),
+                    tmpl.get("volumeClaimTemplates"),
+                ),
+                tmpl.get("resourceClaimTemplates"),
+            ),
+            "spec.leaderWorkerTemplate.workerTemplate.spec",
+            errs,
+        ),
+    }
+    if let Some(lt) = tmpl.get("leaderTemplate").filter(|v| !v.is_null()) {
+        crate::validate_pod_spec(
+            &with_group_claims(
+                &with_template_volumes(
+                    lt.get("spec").unwrap_or(&Value::Null),
+                    tmpl.get("volumeClaimTemplates"),
+                ),
+                tmpl.get("resourceClaimTemplates"),
+            ),
+            "spec.leaderWorkerTemplate.leaderTemplate.spec",
+            errs,
+        );
+    }
+}
+
+/// `rolloutStrategy.rollingUpdateConfiguration`: int-or-percent surge and
+/// unavailability (not both 0), a non-negative partition.
+fn validate_rolling_update(spec: &Value, replicas: i64, errs: &mut Errors) {
     let ru_path = "spec.rolloutStrategy.rollingUpdateConfiguration";
     if let Some(ru) = spec.pointer("/rolloutStrategy/rollingUpdateConfiguration") {
         let mu = ru.get("maxUnavailable").cloned().unwrap_or(json!(0));
@@ -397,12 +433,16 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
             }
         }
     }
+}
 
+/// `subGroupPolicy`: its type and a size that divides the group (or the
+/// group without its leader), and no subgroup topology annotation without it.
+fn validate_sub_groups(obj: &Value, tmpl: &Value, size: i64, errs: &mut Errors) {
     let sgp = tmpl.get("subGroupPolicy").filter(|v| !v.is_null());
     if let Some(sg) = sgp {
         let sp = "spec.leaderWorkerTemplate.subGroupPolicy";
         check_enum(
-            &mut errs,
+            errs,
             sg.get("subGroupPolicyType"),
             &format!("{sp}.subGroupPolicyType"),
             &["LeaderWorker", "LeaderExcluded"],
@@ -455,62 +495,52 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
             "cannot have subgroup-exclusive-topology without subGroupSize set",
         ));
     }
+}
 
-    if let Some(old) = old {
-        let sp = "spec.leaderWorkerTemplate.subGroupPolicy";
-        let old_sg = old
-            .pointer("/spec/leaderWorkerTemplate/subGroupPolicy")
-            .filter(|v| !v.is_null());
-        match (old_sg, sgp) {
-            (None, Some(_)) => errs.push(FieldError::invalid(
-                sp,
-                &Value::Null,
-                "cannot enable subGroupSize after the lws is already created",
-            )),
-            (Some(_), None) => errs.push(FieldError::invalid(
-                sp,
-                &Value::Null,
-                "cannot remove subGroupSize after enabled",
-            )),
-            (Some(o), Some(n)) if o.get("subGroupSize") != n.get("subGroupSize") => {
-                errs.push(FieldError::invalid(
-                    format!("{sp}.subGroupSize"),
-                    n.get("subGroupSize").unwrap_or(&Value::Null),
-                    "field is immutable",
-                ));
-            }
-            _ => {}
-        }
-        // Upstream accepts the change and then fails to update its leader
-        // StatefulSet for good (StatefulSets' claim templates are
-        // immutable); minik8s refuses it up front.
-        let claims = |o: &Value| {
-            o.pointer("/spec/leaderWorkerTemplate/volumeClaimTemplates")
-                .filter(|v| !v.is_null())
-                .cloned()
-        };
-        if claims(obj) != claims(old) {
-            errs.push(FieldError::forbidden(
-                "spec.leaderWorkerTemplate.volumeClaimTemplates",
+/// What an update may not change: the subgroup policy's presence and size,
+/// and the claim templates.
+fn validate_update(obj: &Value, old: &Value, errs: &mut Errors) {
+    let sgp = obj
+        .pointer("/spec/leaderWorkerTemplate/subGroupPolicy")
+        .filter(|v| !v.is_null());
+    let sp = "spec.leaderWorkerTemplate.subGroupPolicy";
+    let old_sg = old
+        .pointer("/spec/leaderWorkerTemplate/subGroupPolicy")
+        .filter(|v| !v.is_null());
+    match (old_sg, sgp) {
+        (None, Some(_)) => errs.push(FieldError::invalid(
+            sp,
+            &Value::Null,
+            "cannot enable subGroupSize after the lws is already created",
+        )),
+        (Some(_), None) => errs.push(FieldError::invalid(
+            sp,
+            &Value::Null,
+            "cannot remove subGroupSize after enabled",
+        )),
+        (Some(o), Some(n)) if o.get("subGroupSize") != n.get("subGroupSize") => {
+            errs.push(FieldError::invalid(
+                format!("{sp}.subGroupSize"),
+                n.get("subGroupSize").unwrap_or(&Value::Null),
                 "field is immutable",
             ));
         }
+        _ => {}
     }
-    minik8s_api::lws_scheduling::validate(obj, old, &mut errs);
-    for (i, t) in obj
-        .pointer("/spec/leaderWorkerTemplate/volumeClaimTemplates")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        crate::storage::validate_claim_spec(
-            t.get("spec").unwrap_or(&Value::Null),
-            &format!("spec.leaderWorkerTemplate.volumeClaimTemplates[{i}].spec"),
-            &mut errs,
-        );
+    // Upstream accepts the change and then fails to update its leader
+    // StatefulSet for good (StatefulSets' claim templates are
+    // immutable); minik8s refuses it up front.
+    let claims = |o: &Value| {
+        o.pointer("/spec/leaderWorkerTemplate/volumeClaimTemplates")
+            .filter(|v| !v.is_null())
+            .cloned()
+    };
+    if claims(obj) != claims(old) {
+        errs.push(FieldError::forbidden(
+            "spec.leaderWorkerTemplate.volumeClaimTemplates",
+            "field is immutable",
+        ));
     }
-    errs
 }
 
 #[cfg(test)]
