@@ -397,6 +397,136 @@ fn add_gate(spec: &mut Value, list: &str, field: &str, value: &str) {
     }
 }
 
+/// A leader's labels (its group's index and key; a Hash group's key is
+/// new), its subdomain with UniquePerReplica, a Hash group's gates, the
+/// group's exclusive affinity, and subgroup 0 unless the leader is
+/// excluded from subgroups.
+fn label_leader(
+    pod: &mut Value,
+    lws: &str,
+    name: &str,
+    ns: &str,
+    hash: bool,
+    subgroup_size: Option<i64>,
+    annotations: &Value,
+) {
+    let ann = |k: &str| annotations[k].as_str().map(str::to_string);
+    let labels = map_at(&mut pod["metadata"], "labels");
+    if hash && !labels.contains_key(GROUP_KEY) {
+        // A Hash group is its key: in both labels (upstream v0.11).
+        let key = new_group_key();
+        labels.insert(GROUP_INDEX.into(), json!(key));
+        labels.insert(GROUP_KEY.into(), json!(key));
+    }
+    if !labels.contains_key(GROUP_INDEX) {
+        if let Some(i) = trailing_ordinal(name) {
+            labels.insert(GROUP_INDEX.into(), json!(i.to_string()));
+        }
+    }
+    if !labels.contains_key(GROUP_KEY) {
+        labels.insert(GROUP_KEY.into(), json!(group_key(ns, name)));
+    }
+    let key = pod["metadata"]["labels"][GROUP_KEY]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    if ann(SUBDOMAIN_POLICY).as_deref() == Some("UniquePerReplica") {
+        pod["spec"]["subdomain"] = json!(if hash {
+            hash_group_service(lws, &key)
+        } else {
+            name.to_string()
+        });
+    }
+    if hash {
+        add_gate(
+            &mut pod["spec"],
+            "readinessGates",
+            "conditionType",
+            GROUP_READY,
+        );
+        if ann(GROUP_REPLACEMENT).as_deref() == Some(crate::lws::POST_TERMINATION) {
+            add_gate(
+                &mut pod["spec"],
+                "schedulingGates",
+                "name",
+                REPLACEMENT_GATE,
+            );
+        }
+    }
+    if let Some(topology) = ann(EXCLUSIVE_TOPOLOGY) {
+        add_exclusive_affinity(&mut pod["spec"], &topology, GROUP_KEY, &key, lws);
+    }
+    let labels = &pod["metadata"]["labels"];
+    if subgroup_size.is_some()
+        && labels.get(SUBGROUP_INDEX).is_none()
+        && ann(SUBGROUP_POLICY_TYPE).as_deref() != Some("LeaderExcluded")
+    {
+        // Hash groups derive subgroup identity from the key.
+        let sk = subgroup_key(if hash { &key } else { name }, 0);
+        let labels = map_at(&mut pod["metadata"], "labels");
+        labels.insert(SUBGROUP_INDEX.into(), json!("0"));
+        labels.insert(SUBGROUP_KEY.into(), json!(sk.clone()));
+        if let Some(topology) = ann(SUBGROUP_EXCLUSIVE_TOPOLOGY) {
+            add_exclusive_affinity(&mut pod["spec"], &topology, SUBGROUP_KEY, &sk, lws);
+        }
+    }
+}
+
+/// A worker's labels (its index from its name, its subgroup's index and
+/// key) and, inside a gang, the group's exclusive affinity.
+fn label_worker(
+    pod: &mut Value,
+    lws: &str,
+    name: &str,
+    size_n: i64,
+    hash: bool,
+    subgroup_size: Option<i64>,
+    annotations: &Value,
+) -> Result<(), FieldError> {
+    let ann = |k: &str| annotations[k].as_str().map(str::to_string);
+    let j = trailing_ordinal(name).ok_or_else(|| {
+        FieldError::invalid(
+            "metadata.name",
+            &json!(name),
+            "a leaderworkerset worker's name must end in -<worker index>",
+        )
+    })?;
+    let labels = map_at(&mut pod["metadata"], "labels");
+    labels.insert(WORKER_INDEX.into(), json!(j.to_string()));
+    if let Some(s) = subgroup_size.filter(|s| *s > 0) {
+        let g = subgroup_of_worker(j, size_n, s);
+        let leader = if hash {
+            labels
+                .get(GROUP_KEY)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        } else {
+            ann(LEADER_NAME)
+        };
+        let sk = subgroup_key(&leader.unwrap_or_default(), g);
+        labels.insert(SUBGROUP_INDEX.into(), json!(g.to_string()));
+        labels.insert(SUBGROUP_KEY.into(), json!(sk.clone()));
+        if let Some(topology) = ann(SUBGROUP_EXCLUSIVE_TOPOLOGY) {
+            add_exclusive_affinity(&mut pod["spec"], &topology, SUBGROUP_KEY, &sk, lws);
+        }
+    }
+    // A gang's workers are placed with their leader in one go, so they
+    // carry the group's exclusive affinity themselves (outside a gang
+    // they get a nodeSelector for the leader's domain instead).
+    let in_gang = ann(GANG_MIN_MEMBER).is_some()
+        || str_at(pod, "/spec/schedulerName") == Some(crate::podgroup::VOLCANO_SCHEDULER);
+    if let (Some(topology), true) = (ann(EXCLUSIVE_TOPOLOGY), in_gang) {
+        let key = str_at(
+            pod,
+            "/metadata/labels/leaderworkerset.sigs.k8s.io~1group-key",
+        )
+        .unwrap_or_default()
+        .to_string();
+        add_exclusive_affinity(&mut pod["spec"], &topology, GROUP_KEY, &key, lws);
+    }
+    Ok(())
+}
+
 /// Admits an LWS pod at creation: returns `Err(message)` for a pod that carries
 /// the name label but not the size annotation; otherwise stamps labels,
 /// affinity and env. Pods without the name label are left alone.
@@ -442,106 +572,9 @@ pub fn admit_pod(pod: &mut Value) -> Result<(), FieldError> {
     let subgroup_size: Option<i64> = ann(SUBGROUP_SIZE).and_then(|s| s.parse().ok());
     let hash = ann(GROUP_IDENTITY).as_deref() == Some(crate::lws::HASH);
     if is_leader {
-        let labels = map_at(&mut pod["metadata"], "labels");
-        if hash && !labels.contains_key(GROUP_KEY) {
-            // A Hash group is its key: in both labels (upstream v0.11).
-            let key = new_group_key();
-            labels.insert(GROUP_INDEX.into(), json!(key));
-            labels.insert(GROUP_KEY.into(), json!(key));
-        }
-        if !labels.contains_key(GROUP_INDEX) {
-            if let Some(i) = trailing_ordinal(&name) {
-                labels.insert(GROUP_INDEX.into(), json!(i.to_string()));
-            }
-        }
-        if !labels.contains_key(GROUP_KEY) {
-            labels.insert(GROUP_KEY.into(), json!(group_key(&ns, &name)));
-        }
-        let key = pod["metadata"]["labels"][GROUP_KEY]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        if ann(SUBDOMAIN_POLICY).as_deref() == Some("UniquePerReplica") {
-            pod["spec"]["subdomain"] = json!(if hash {
-                hash_group_service(&lws, &key)
-            } else {
-                name.clone()
-            });
-        }
-        if hash {
-            add_gate(
-                &mut pod["spec"],
-                "readinessGates",
-                "conditionType",
-                GROUP_READY,
-            );
-            if ann(GROUP_REPLACEMENT).as_deref() == Some(crate::lws::POST_TERMINATION) {
-                add_gate(
-                    &mut pod["spec"],
-                    "schedulingGates",
-                    "name",
-                    REPLACEMENT_GATE,
-                );
-            }
-        }
-        if let Some(topology) = ann(EXCLUSIVE_TOPOLOGY) {
-            add_exclusive_affinity(&mut pod["spec"], &topology, GROUP_KEY, &key, &lws);
-        }
-        let labels = &pod["metadata"]["labels"];
-        if subgroup_size.is_some()
-            && labels.get(SUBGROUP_INDEX).is_none()
-            && ann(SUBGROUP_POLICY_TYPE).as_deref() != Some("LeaderExcluded")
-        {
-            // Hash groups derive subgroup identity from the key.
-            let sk = subgroup_key(if hash { &key } else { &name }, 0);
-            let labels = map_at(&mut pod["metadata"], "labels");
-            labels.insert(SUBGROUP_INDEX.into(), json!("0"));
-            labels.insert(SUBGROUP_KEY.into(), json!(sk.clone()));
-            if let Some(topology) = ann(SUBGROUP_EXCLUSIVE_TOPOLOGY) {
-                add_exclusive_affinity(&mut pod["spec"], &topology, SUBGROUP_KEY, &sk, &lws);
-            }
-        }
+        label_leader(pod, &lws, &name, &ns, hash, subgroup_size, &annotations);
     } else {
-        let j = trailing_ordinal(&name).ok_or_else(|| {
-            FieldError::invalid(
-                "metadata.name",
-                &json!(name),
-                "a leaderworkerset worker's name must end in -<worker index>",
-            )
-        })?;
-        let labels = map_at(&mut pod["metadata"], "labels");
-        labels.insert(WORKER_INDEX.into(), json!(j.to_string()));
-        if let Some(s) = subgroup_size.filter(|s| *s > 0) {
-            let g = subgroup_of_worker(j, size_n, s);
-            let leader = if hash {
-                labels
-                    .get(GROUP_KEY)
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-            } else {
-                ann(LEADER_NAME)
-            };
-            let sk = subgroup_key(&leader.unwrap_or_default(), g);
-            labels.insert(SUBGROUP_INDEX.into(), json!(g.to_string()));
-            labels.insert(SUBGROUP_KEY.into(), json!(sk.clone()));
-            if let Some(topology) = ann(SUBGROUP_EXCLUSIVE_TOPOLOGY) {
-                add_exclusive_affinity(&mut pod["spec"], &topology, SUBGROUP_KEY, &sk, &lws);
-            }
-        }
-        // A gang's workers are placed with their leader in one go, so they
-        // carry the group's exclusive affinity themselves (outside a gang
-        // they get a nodeSelector for the leader's domain instead).
-        let in_gang = ann(GANG_MIN_MEMBER).is_some()
-            || str_at(pod, "/spec/schedulerName") == Some(crate::podgroup::VOLCANO_SCHEDULER);
-        if let (Some(topology), true) = (ann(EXCLUSIVE_TOPOLOGY), in_gang) {
-            let key = str_at(
-                pod,
-                "/metadata/labels/leaderworkerset.sigs.k8s.io~1group-key",
-            )
-            .unwrap_or_default()
-            .to_string();
-            add_exclusive_affinity(&mut pod["spec"], &topology, GROUP_KEY, &key, &lws);
-        }
+        label_worker(pod, &lws, &name, size_n, hash, subgroup_size, &annotations)?;
     }
     let labels = pod["metadata"]["labels"].clone();
     let group_index = labels[GROUP_INDEX].as_str().unwrap_or_default().to_string();
