@@ -32,10 +32,9 @@ pub fn action(settled: bool) -> Action {
 pub fn action_or_wake(settled: bool, wake: Option<std::time::Duration>) -> Action {
     // A little after the moment, so the pod is available by then.
     let wake = wake.map(|d| d + std::time::Duration::from_millis(10));
-    match (action(settled), wake) {
-        (Action::Done, Some(d)) => Action::RequeueAfter(d),
-        (Action::RequeueAfter(a), Some(d)) => Action::RequeueAfter(a.min(d)),
-        (other, None) => other,
+    match wake {
+        Some(d) => action(settled).no_later_than(d),
+        None => action(settled),
     }
 }
 

@@ -35,6 +35,17 @@ pub enum Action {
     RequeueAfter(Duration),
 }
 
+impl Action {
+    /// This action, looking again no later than `at` from now (a deadline,
+    /// a backoff, a pod becoming available by itself).
+    pub fn no_later_than(self, at: Duration) -> Action {
+        match self {
+            Action::Done => Action::RequeueAfter(at),
+            Action::RequeueAfter(d) => Action::RequeueAfter(d.min(at)),
+        }
+    }
+}
+
 /// One controller's logic: converge the object named by `key`
 /// (`namespace/name`, or `name` for cluster-scoped kinds). Errors are retried
 /// with per-key exponential backoff.
@@ -180,6 +191,20 @@ pub fn controller_key(meta: &ObjectMeta, kind: &str) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_action_looks_again_no_later_than_asked() {
+        let s = Duration::from_secs;
+        assert_eq!(Action::Done.no_later_than(s(5)), Action::RequeueAfter(s(5)));
+        assert_eq!(
+            Action::RequeueAfter(s(3)).no_later_than(s(5)),
+            Action::RequeueAfter(s(3))
+        );
+        assert_eq!(
+            Action::RequeueAfter(s(9)).no_later_than(s(5)),
+            Action::RequeueAfter(s(5))
+        );
+    }
 
     #[tokio::test]
     async fn the_runner_follows_the_action() {

@@ -194,7 +194,7 @@ impl Reconciler for JobController {
         if let Some(deadline) = spec.active_deadline_seconds {
             let left = deadline - (now - start).num_seconds();
             let at = Duration::from_secs(left.max(1) as u64);
-            again = sooner(again, at);
+            again = again.no_later_than(at);
         }
         let st = self.status_body(&tally, &active, Some(start), conditions);
         self.write_status(&job, st).await?;
@@ -343,14 +343,6 @@ fn ending(
         final_type: "Complete",
         verdict,
     })
-}
-
-/// `again`, or sooner if `at` comes first.
-fn sooner(again: Action, at: Duration) -> Action {
-    match again {
-        Action::RequeueAfter(d) => Action::RequeueAfter(d.min(at)),
-        Action::Done => Action::RequeueAfter(at),
-    }
 }
 
 impl JobController {
@@ -542,7 +534,7 @@ impl JobController {
                             .filter(|d| !d.is_zero())
                     });
                     match left {
-                        Some(d) => again = sooner(again, d),
+                        Some(d) => again = again.no_later_than(d),
                         None => ready.push((Some(i), f.count)),
                     }
                 }
@@ -708,15 +700,6 @@ mod tests {
         assert_eq!(
             reason(ending(&job, &target, &[], &tally(2, 0), 0, false)),
             Some(("Failed", "PodFailurePolicy".into()))
-        );
-    }
-
-    #[test]
-    fn a_requeue_keeps_the_sooner_time() {
-        let s = Duration::from_secs;
-        assert!(matches!(sooner(Action::Done, s(5)), Action::RequeueAfter(d) if d == s(5)));
-        assert!(
-            matches!(sooner(Action::RequeueAfter(s(3)), s(5)), Action::RequeueAfter(d) if d == s(3))
         );
     }
 }

@@ -552,10 +552,9 @@ impl GroupController {
         if lws.spec.is_hash() {
             self.set_group_ready(&lws, &pod).await?;
         }
-        Ok(match (action, backoff) {
-            (Action::RequeueAfter(d), Some(wait)) => Action::RequeueAfter(d.min(wait)),
-            (Action::Done, Some(wait)) => Action::RequeueAfter(wait),
-            (action, None) => action,
+        Ok(match backoff {
+            Some(wait) => action.no_later_than(wait),
+            None => action,
         })
     }
 }
