@@ -158,6 +158,8 @@ impl KindRules for core_v1::ReplicationController {
 }
 
 impl KindRules for core_v1::PodTemplate {
+    const POD_SPEC: Option<PodSpecAt> = Some(PodSpecAt::Template("/template/spec"));
+
     fn apply_defaults(obj: &mut Value) {
         defaults::pod_template(obj);
     }
@@ -575,7 +577,13 @@ mod tests {
         let find = |at: Option<PodSpecAt>, obj: &Value| at.and_then(|at| at.find(obj)).cloned();
         assert_eq!(find(core_v1::Pod::POD_SPEC, &pod), Some(spec.clone()));
         assert_eq!(find(batch_v1::CronJob::POD_SPEC, &cron), Some(spec.clone()));
-        assert_eq!(find(apps_v1::Deployment::POD_SPEC, &deployment), Some(spec));
+        assert_eq!(
+            find(apps_v1::Deployment::POD_SPEC, &deployment),
+            Some(spec.clone())
+        );
+        // Kubernetes' Pod Security checks PodTemplates too (warnings only).
+        let template = json!({"template": {"spec": spec}});
+        assert_eq!(find(core_v1::PodTemplate::POD_SPEC, &template), Some(spec));
         assert_eq!(core_v1::ConfigMap::POD_SPEC, None);
         assert_eq!(core_v1::Pod::POD_SPEC, Some(PodSpecAt::Pod));
     }
