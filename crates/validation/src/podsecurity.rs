@@ -100,6 +100,15 @@ fn containers(spec: &Value) -> Vec<&Value> {
         .collect()
 }
 
+/// `container "a"` or `containers "a", "b"`, as Kubernetes names them.
+fn named_containers(names: &[String]) -> String {
+    format!(
+        "{} {}",
+        plural("container", "containers", names.len()),
+        quote(names)
+    )
+}
+
 fn name(c: &Value) -> String {
     c["name"].as_str().unwrap_or("").to_string()
 }
@@ -128,6 +137,15 @@ struct PodView<'a> {
 }
 
 impl<'a> PodView<'a> {
+    /// The names of the containers `bad` holds for.
+    fn containers_where(&self, bad: impl Fn(&&Value) -> bool) -> Vec<String> {
+        self.containers
+            .iter()
+            .filter(|c| bad(c))
+            .map(|c| name(c))
+            .collect()
+    }
+
     fn of(spec: &'a Value) -> Self {
         PodView {
             spec,
@@ -236,14 +254,9 @@ fn push(out: &mut Vec<Violation>, reason: &str, detail: String) {
 
 /// `appArmorProfile` (baseline): no pod or container AppArmor profile of type `Unconfined`.
 fn app_armor_profile(pod: &PodView<'_>, out: &mut Vec<Violation>) {
-    let bad: Vec<String> = pod
-        .containers
-        .iter()
-        .filter(|c| {
-            c.pointer("/securityContext/appArmorProfile/type") == Some(&Value::from("Unconfined"))
-        })
-        .map(|c| name(c))
-        .collect();
+    let bad = pod.containers_where(|c| {
+        c.pointer("/securityContext/appArmorProfile/type") == Some(&Value::from("Unconfined"))
+    });
     if !bad.is_empty()
         || pod.psc.pointer("/appArmorProfile/type") == Some(&Value::from("Unconfined"))
     {
@@ -251,9 +264,8 @@ fn app_armor_profile(pod: &PodView<'_>, out: &mut Vec<Violation>) {
             out,
             "appArmorProfile",
             format!(
-                "{} {} must not set appArmorProfile.type to \"Unconfined\"",
-                plural("container", "containers", bad.len()),
-                quote(&bad)
+                "{} must not set appArmorProfile.type to \"Unconfined\"",
+                named_containers(&bad)
             ),
         );
     }
@@ -343,9 +355,8 @@ fn host_ports(pod: &PodView<'_>, out: &mut Vec<Violation>) {
             out,
             "hostPort",
             format!(
-                "{} {} {} {} {}",
-                plural("container", "containers", with_ports.len()),
-                quote(&with_ports),
+                "{} {} {} {}",
+                named_containers(&with_ports),
                 plural("uses", "use", with_ports.len()),
                 plural("hostPort", "hostPorts", ports.len()),
                 ports.join(", ")
@@ -356,20 +367,15 @@ fn host_ports(pod: &PodView<'_>, out: &mut Vec<Violation>) {
 
 /// `privileged` (baseline): no privileged container.
 fn privileged(pod: &PodView<'_>, out: &mut Vec<Violation>) {
-    let bad: Vec<String> = pod
-        .containers
-        .iter()
-        .filter(|c| c.pointer("/securityContext/privileged") == Some(&Value::Bool(true)))
-        .map(|c| name(c))
-        .collect();
+    let bad = pod
+        .containers_where(|c| c.pointer("/securityContext/privileged") == Some(&Value::Bool(true)));
     if !bad.is_empty() {
         push(
             out,
             "privileged",
             format!(
-                "{} {} must not set securityContext.privileged=true",
-                plural("container", "containers", bad.len()),
-                quote(&bad)
+                "{} must not set securityContext.privileged=true",
+                named_containers(&bad)
             ),
         );
     }
@@ -377,24 +383,18 @@ fn privileged(pod: &PodView<'_>, out: &mut Vec<Violation>) {
 
 /// `procMount` (baseline): the default /proc mask only.
 fn proc_mount(pod: &PodView<'_>, out: &mut Vec<Violation>) {
-    let bad: Vec<String> = pod
-        .containers
-        .iter()
-        .filter(|c| {
-            c.pointer("/securityContext/procMount")
-                .and_then(Value::as_str)
-                .is_some_and(|m| m != "Default")
-        })
-        .map(|c| name(c))
-        .collect();
+    let bad = pod.containers_where(|c| {
+        c.pointer("/securityContext/procMount")
+            .and_then(Value::as_str)
+            .is_some_and(|m| m != "Default")
+    });
     if !bad.is_empty() {
         push(
             out,
             "procMount",
             format!(
-                "{} {} must not set securityContext.procMount to \"Unmasked\"",
-                plural("container", "containers", bad.len()),
-                quote(&bad)
+                "{} must not set securityContext.procMount to \"Unmasked\"",
+                named_containers(&bad)
             ),
         );
     }
@@ -403,14 +403,9 @@ fn proc_mount(pod: &PodView<'_>, out: &mut Vec<Violation>) {
 /// `seccompProfile_baseline`: no seccomp profile of type `Unconfined`
 /// (restricted requires RuntimeDefault or Localhost instead).
 fn seccomp_profile_baseline(pod: &PodView<'_>, out: &mut Vec<Violation>) {
-    let bad: Vec<String> = pod
-        .containers
-        .iter()
-        .filter(|c| {
-            c.pointer("/securityContext/seccompProfile/type") == Some(&Value::from("Unconfined"))
-        })
-        .map(|c| name(c))
-        .collect();
+    let bad = pod.containers_where(|c| {
+        c.pointer("/securityContext/seccompProfile/type") == Some(&Value::from("Unconfined"))
+    });
     if pod.psc.pointer("/seccompProfile/type") == Some(&Value::from("Unconfined")) {
         push(
             out,
@@ -422,9 +417,8 @@ fn seccomp_profile_baseline(pod: &PodView<'_>, out: &mut Vec<Violation>) {
             out,
             "seccompProfile",
             format!(
-                "{} {} must not set securityContext.seccompProfile.type to \"Unconfined\"",
-                plural("container", "containers", bad.len()),
-                quote(&bad)
+                "{} must not set securityContext.seccompProfile.type to \"Unconfined\"",
+                named_containers(&bad)
             ),
         );
     }
@@ -447,22 +441,16 @@ fn sysctls(pod: &PodView<'_>, out: &mut Vec<Violation>) {
 
 /// `allowPrivilegeEscalation` (restricted): every container sets it false.
 fn allow_privilege_escalation(pod: &PodView<'_>, out: &mut Vec<Violation>) {
-    let bad: Vec<String> = pod
-        .containers
-        .iter()
-        .filter(|c| {
-            c.pointer("/securityContext/allowPrivilegeEscalation") != Some(&Value::Bool(false))
-        })
-        .map(|c| name(c))
-        .collect();
+    let bad = pod.containers_where(|c| {
+        c.pointer("/securityContext/allowPrivilegeEscalation") != Some(&Value::Bool(false))
+    });
     if !bad.is_empty() {
         push(
             out,
             "allowPrivilegeEscalation != false",
             format!(
-                "{} {} must set securityContext.allowPrivilegeEscalation=false",
-                plural("container", "containers", bad.len()),
-                quote(&bad)
+                "{} must set securityContext.allowPrivilegeEscalation=false",
+                named_containers(&bad)
             ),
         );
     }
@@ -500,9 +488,8 @@ fn capabilities_restricted(pod: &PodView<'_>, out: &mut Vec<Violation>) {
     let mut details = Vec::new();
     if !not_dropped.is_empty() {
         details.push(format!(
-            "{} {} must set securityContext.capabilities.drop=[\"ALL\"]",
-            plural("container", "containers", not_dropped.len()),
-            quote(&not_dropped)
+            "{} must set securityContext.capabilities.drop=[\"ALL\"]",
+            named_containers(&not_dropped)
         ));
     }
     details.extend(details_add);
@@ -552,31 +539,21 @@ fn run_as_non_root(pod: &PodView<'_>, out: &mut Vec<Violation>) {
     if pod_non_root == Some(false) {
         details.push("pod must not set securityContext.runAsNonRoot=false".to_string());
     }
-    let explicit_false: Vec<String> = pod
-        .containers
-        .iter()
-        .filter(|c| c.pointer("/securityContext/runAsNonRoot") == Some(&Value::Bool(false)))
-        .map(|c| name(c))
-        .collect();
+    let explicit_false = pod.containers_where(|c| {
+        c.pointer("/securityContext/runAsNonRoot") == Some(&Value::Bool(false))
+    });
     if !explicit_false.is_empty() {
         details.push(format!(
-            "{} {} must not set securityContext.runAsNonRoot=false",
-            plural("container", "containers", explicit_false.len()),
-            quote(&explicit_false)
+            "{} must not set securityContext.runAsNonRoot=false",
+            named_containers(&explicit_false)
         ));
     }
     if pod_non_root != Some(true) {
-        let unset: Vec<String> = pod
-            .containers
-            .iter()
-            .filter(|c| c.pointer("/securityContext/runAsNonRoot").is_none())
-            .map(|c| name(c))
-            .collect();
+        let unset = pod.containers_where(|c| c.pointer("/securityContext/runAsNonRoot").is_none());
         if !unset.is_empty() {
             details.push(format!(
-                "pod or {} {} must set securityContext.runAsNonRoot=true",
-                plural("container", "containers", unset.len()),
-                quote(&unset)
+                "pod or {} must set securityContext.runAsNonRoot=true",
+                named_containers(&unset)
             ));
         }
     }
@@ -591,17 +568,12 @@ fn run_as_user(pod: &PodView<'_>, out: &mut Vec<Violation>) {
     if pod.psc["runAsUser"] == 0 {
         details.push("pod must not set runAsUser=0".to_string());
     }
-    let root: Vec<String> = pod
-        .containers
-        .iter()
-        .filter(|c| c.pointer("/securityContext/runAsUser") == Some(&Value::from(0)))
-        .map(|c| name(c))
-        .collect();
+    let root =
+        pod.containers_where(|c| c.pointer("/securityContext/runAsUser") == Some(&Value::from(0)));
     if !root.is_empty() {
         details.push(format!(
-            "{} {} must not set runAsUser=0",
-            plural("container", "containers", root.len()),
-            quote(&root)
+            "{} must not set runAsUser=0",
+            named_containers(&root)
         ));
     }
     if !details.is_empty() {
@@ -617,20 +589,15 @@ fn seccomp_profile_restricted(pod: &PodView<'_>, out: &mut Vec<Violation>) {
             .is_some_and(|t| t == "RuntimeDefault" || t == "Localhost")
     };
     let pod_ok = ok(pod.psc.pointer("/seccompProfile/type"));
-    let bad: Vec<String> = pod
-        .containers
-        .iter()
-        .filter(
-            |c| match c.pointer("/securityContext/seccompProfile/type") {
-                Some(t) => !ok(Some(t)),
-                None => !pod_ok,
-            },
-        )
-        .map(|c| name(c))
-        .collect();
+    let bad = pod.containers_where(
+        |c| match c.pointer("/securityContext/seccompProfile/type") {
+            Some(t) => !ok(Some(t)),
+            None => !pod_ok,
+        },
+    );
     if !bad.is_empty() {
         let who = if pod_ok { "" } else { "pod or " };
-        push(out, "seccompProfile", format!("{who}{} {} must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\"", plural("container", "containers", bad.len()), quote(&bad)));
+        push(out, "seccompProfile", format!("{who}{} must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\"", named_containers(&bad)));
     }
 }
 
