@@ -31,6 +31,21 @@ use serde_json::{json, Value};
 /// is only a guard; Kubernetes' GuaranteedUpdate has none).
 const RETRIES: usize = 64;
 
+/// Waits before the `attempt`-th re-read of an object whose write lost a race.
+/// The first retry goes at once (usually one other writer got in first);
+/// later ones wait a random moment of up to 2^attempt ms (at most 16), so that
+/// writers which keep reaching the store in the same order, one of them always
+/// last, are reshuffled instead of one losing every round until the guard
+/// above answers 409 to an unconditional patch.
+async fn back_off_after_conflict(attempt: usize) {
+    if attempt < 2 {
+        return;
+    }
+    let cap_ms = 1u64 << attempt.min(4);
+    let wait = rand::Rng::gen_range(&mut rand::thread_rng(), 0..=cap_ms * 1000);
+    tokio::time::sleep(std::time::Duration::from_micros(wait)).await;
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// The main resource: status is kept as stored.
@@ -678,7 +693,8 @@ impl ApiServer {
     where
         F: Fn(&Value) -> Result<Value, ApiError>,
     {
-        for _ in 0..RETRIES {
+        for attempt in 0..RETRIES {
+            back_off_after_conflict(attempt).await;
             let (old, rev) = self.read(info, ns, name).await?;
             let mut new = change(&old)?;
             if !new.is_object() {
@@ -827,7 +843,8 @@ impl ApiServer {
         if let Err(why) = strategy.check_delete(name) {
             return Err(ApiError::forbidden(info, name, why));
         }
-        for _ in 0..RETRIES {
+        for attempt in 0..RETRIES {
+            back_off_after_conflict(attempt).await;
             let (obj, rev) = self.read(info, ns, name).await?;
             if let Some(user) = &opts.user {
                 let a = Attributes {
