@@ -104,7 +104,7 @@ pub(super) fn validate_replicated(obj: &Value, old: Option<&Value>, kind: &str, 
             .flatten()
             .enumerate()
         {
-            super::storage::validate_claim_spec(
+            super::storage::validate_claim_spec_json(
                 t.get("spec").unwrap_or(&Value::Null),
                 &format!("spec.volumeClaimTemplates[{i}].spec"),
                 errs,

@@ -43,52 +43,74 @@ fn check_keys<'a>(keys: impl Iterator<Item = &'a String>, path: &str, errs: &mut
     }
 }
 
-/// Once `immutable` is set, neither it nor the data may change.
-fn check_immutable(obj: &Value, old: &Value, fields: &[&str], errs: &mut Errors) {
-    if old.get("immutable") != Some(&Value::Bool(true)) {
+/// Once `immutable` is set, neither it nor the data may change: `changed`
+/// names the data fields that differ from the stored object's.
+fn check_immutable(
+    immutable: Option<bool>,
+    was_immutable: Option<bool>,
+    changed: &[&str],
+    errs: &mut Errors,
+) {
+    if was_immutable != Some(true) {
         return;
     }
     const WHY: &str = "field is immutable when `immutable` is set";
-    if obj.get("immutable") != Some(&Value::Bool(true)) {
+    if immutable != Some(true) {
         errs.push(FieldError::forbidden("immutable", WHY));
     }
-    for f in fields {
-        if obj.get(*f) != old.get(*f) {
-            errs.push(FieldError::forbidden(*f, WHY));
-        }
+    for f in changed {
+        errs.push(FieldError::forbidden(*f, WHY));
     }
 }
 
-pub(super) fn validate_config_map(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-    let Ok(cm) = serde_json::from_value::<ConfigMap>(obj.clone()) else {
-        return;
-    };
-    let data = cm.data.unwrap_or_default();
-    let binary = cm.binary_data.unwrap_or_default();
-    check_keys(data.keys(), "data", errs);
-    for key in data.keys().filter(|k| binary.contains_key(*k)) {
+/// Kubernetes' `ValidateConfigMap(Update)`.
+pub(super) fn validate_config_map(cm: &ConfigMap, old: Option<&ConfigMap>, errs: &mut Errors) {
+    let data = cm.data.as_ref();
+    let binary = cm.binary_data.as_ref();
+    let data_keys = data.into_iter().flat_map(|d| d.keys());
+    check_keys(data_keys.clone(), "data", errs);
+    for key in data_keys.filter(|k| binary.is_some_and(|b| b.contains_key(*k))) {
         errs.push(FieldError::invalid(
             format!("data[{key}]"),
             &Value::from(key.as_str()),
             "duplicate of key present in binaryData",
         ));
     }
-    check_keys(binary.keys(), "binaryData", errs);
-    let size: usize = data.values().map(String::len).sum::<usize>()
-        + binary.values().map(|b| b.0.len()).sum::<usize>();
+    check_keys(
+        binary.into_iter().flat_map(|b| b.keys()),
+        "binaryData",
+        errs,
+    );
+    let size: usize = data
+        .into_iter()
+        .flatten()
+        .map(|(_, v)| v.len())
+        .sum::<usize>()
+        + binary
+            .into_iter()
+            .flatten()
+            .map(|(_, b)| b.0.len())
+            .sum::<usize>();
     if size > MAX_SIZE {
         errs.push(FieldError::too_long("", MAX_SIZE));
     }
     if let Some(old) = old {
-        check_immutable(obj, old, &["data", "binaryData"], errs);
+        let mut changed = Vec::new();
+        if cm.data != old.data {
+            changed.push("data");
+        }
+        if cm.binary_data != old.binary_data {
+            changed.push("binaryData");
+        }
+        check_immutable(cm.immutable, old.immutable, &changed, errs);
     }
 }
 
-pub(super) fn validate_secret(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-    let Ok(secret) = serde_json::from_value::<Secret>(obj.clone()) else {
-        return;
-    };
-    let data = secret.data.clone().unwrap_or_default();
+/// Kubernetes' `ValidateSecret(Update)`: keys, size, the keys each type
+/// requires; type and (once immutable) data fixed.
+pub(super) fn validate_secret(secret: &Secret, old: Option<&Secret>, errs: &mut Errors) {
+    let empty = Default::default();
+    let data = secret.data.as_ref().unwrap_or(&empty);
     check_keys(data.keys(), "data", errs);
     if data.values().map(|b| b.0.len()).sum::<usize>() > MAX_SIZE {
         errs.push(FieldError::too_long("data", MAX_SIZE));
@@ -110,8 +132,8 @@ pub(super) fn validate_secret(obj: &Value, old: Option<&Value>, errs: &mut Error
                 ));
             }
         }
-        "kubernetes.io/dockercfg" => json_key(&data, ".dockercfg", errs),
-        "kubernetes.io/dockerconfigjson" => json_key(&data, ".dockerconfigjson", errs),
+        "kubernetes.io/dockercfg" => json_key(data, ".dockercfg", errs),
+        "kubernetes.io/dockerconfigjson" => json_key(data, ".dockerconfigjson", errs),
         "kubernetes.io/basic-auth" if !has("username") && !has("password") => {
             errs.push(required("username"));
             errs.push(required("password"));
@@ -129,14 +151,19 @@ pub(super) fn validate_secret(obj: &Value, old: Option<&Value>, errs: &mut Error
         _ => {}
     }
     if let Some(old) = old {
-        if obj.get("type") != old.get("type") {
+        if secret.type_ != old.type_ {
             errs.push(FieldError::invalid(
                 "type",
-                obj.get("type").unwrap_or(&Value::Null),
+                &serde_json::json!(secret.type_),
                 "field is immutable",
             ));
         }
-        check_immutable(obj, old, &["data"], errs);
+        let changed: &[&str] = if secret.data != old.data {
+            &["data"]
+        } else {
+            &[]
+        };
+        check_immutable(secret.immutable, old.immutable, changed, errs);
     }
 }
 
@@ -169,6 +196,14 @@ mod tests {
         errs.iter().map(|e| e.to_string()).collect()
     }
 
+    fn cm_of(v: Value) -> ConfigMap {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn secret(v: Value) -> Secret {
+        serde_json::from_value(v).unwrap()
+    }
+
     #[test]
     fn config_keys_are_file_names() {
         assert!(config_key_errors("app.properties").is_empty());
@@ -182,7 +217,7 @@ mod tests {
     fn config_maps_keys_size_and_immutability() {
         let mut errs = Vec::new();
         let cm = json!({"metadata": {"name": "c"}, "data": {"bad key": "v", "x": "1"}, "binaryData": {"x": "AQ=="}});
-        validate_config_map(&cm, None, &mut errs);
+        validate_config_map(&cm_of(cm), None, &mut errs);
         let m = messages(&errs);
         assert!(
             m.iter()
@@ -200,7 +235,7 @@ mod tests {
 
         let mut errs = Vec::new();
         let big = json!({"metadata": {"name": "c"}, "data": {"a": "x".repeat(MAX_SIZE + 1)}});
-        validate_config_map(&big, None, &mut errs);
+        validate_config_map(&cm_of(big), None, &mut errs);
         assert_eq!(
             messages(&errs),
             [": Too long: may not be more than 1048576 bytes"]
@@ -210,7 +245,7 @@ mod tests {
         let old = json!({"metadata": {"name": "c"}, "immutable": true, "data": {"a": "1"}});
         let new = json!({"metadata": {"name": "c"}, "immutable": true, "data": {"a": "2"}});
         let mut errs = Vec::new();
-        validate_config_map(&new, Some(&old), &mut errs);
+        validate_config_map(&cm_of(new), Some(&cm_of(old)), &mut errs);
         assert_eq!(
             messages(&errs),
             ["data: Forbidden: field is immutable when `immutable` is set"]
@@ -221,7 +256,7 @@ mod tests {
     fn secret_types_need_their_keys() {
         let check = |v: Value| {
             let mut errs = Vec::new();
-            validate_secret(&v, None, &mut errs);
+            validate_secret(&secret(v), None, &mut errs);
             messages(&errs)
         };
         assert!(check(json!({"metadata": {"name": "s"}, "data": {"a": "eA=="}})).is_empty());
@@ -257,7 +292,7 @@ mod tests {
         let mut errs = Vec::new();
         let old = json!({"metadata": {"name": "s"}, "type": "Opaque"});
         let new = json!({"metadata": {"name": "s"}, "type": "kubernetes.io/tls", "data": {"tls.crt": "eA==", "tls.key": "eA=="}});
-        validate_secret(&new, Some(&old), &mut errs);
+        validate_secret(&secret(new), Some(&secret(old)), &mut errs);
         assert_eq!(
             messages(&errs),
             ["type: Invalid value: \"kubernetes.io/tls\": field is immutable"]

@@ -40,9 +40,13 @@ impl PodSpecAt {
 /// Job and ReplicationController.
 const TEMPLATE: Option<PodSpecAt> = Some(PodSpecAt::Template("/spec/template/spec"));
 
+/// A kind's own validation on its typed object: Kubernetes' `Validate<Kind>`,
+/// and `Validate<Kind>Update` when `old`, the stored object, is given.
+pub type Rules<K> = fn(obj: &K, old: Option<&K>, errs: &mut Errors);
+
 /// What differs between built-in kinds before an object is stored. Every
 /// method has the behaviour of a kind with no rules of its own.
-pub trait KindRules: k8s_openapi::Resource {
+pub trait KindRules: k8s_openapi::Resource + serde::de::DeserializeOwned {
     /// Where an object of the kind carries a pod spec (Pod Security checks
     /// it): a pod's own, or a workload's pod template.
     const POD_SPEC: Option<PodSpecAt> = None;
@@ -55,9 +59,13 @@ pub trait KindRules: k8s_openapi::Resource {
     /// `SetDefaults_*`); `obj` is a JSON object.
     fn apply_defaults(_obj: &mut Value) {}
 
-    /// The kind's own rules (`Validate*`, and `Validate*Update` when `old`,
-    /// the stored object, is given).
-    fn validate(_obj: &Value, _old: Option<&Value>, _errs: &mut Errors) {}
+    /// The kind's own rules, on the object decoded as its k8s-openapi type
+    /// (a kind without them costs no decoding).
+    const RULES: Option<Rules<Self>> = None;
+
+    /// Rules still written on the JSON form, for the kinds whose rules have
+    /// not moved to [`KindRules::RULES`] yet.
+    fn validate_json(_obj: &Value, _old: Option<&Value>, _errs: &mut Errors) {}
 }
 
 impl KindRules for core_v1::Namespace {
@@ -85,7 +93,7 @@ impl KindRules for core_v1::Pod {
         defaults::pod(obj);
     }
 
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+    fn validate_json(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
         validate_pod_spec(obj.get("spec").unwrap_or(&Value::Null), "spec", errs);
         match old {
             Some(old) => validate_pod_update(obj, old, errs),
@@ -100,30 +108,7 @@ impl KindRules for core_v1::Pod {
 impl KindRules for core_v1::Node {
     const FIELD_SELECTORS: &'static [&'static str] = &["spec.unschedulable"];
 
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        if let Some(cidr) = obj.pointer("/spec/podCIDR").and_then(Value::as_str) {
-            if !is_cidr(cidr) {
-                errs.push(FieldError::invalid(
-                    "spec.podCIDR",
-                    &Value::String(cidr.into()),
-                    "must be a valid CIDR",
-                ));
-            }
-        }
-        if let (Some(old), Some(new_cidr)) = (old, obj.pointer("/spec/podCIDR")) {
-            if let Some(old_cidr) = old
-                .pointer("/spec/podCIDR")
-                .filter(|c| c.as_str() != Some(""))
-            {
-                if old_cidr != new_cidr {
-                    errs.push(FieldError::forbidden(
-                        "spec.podCIDR",
-                        "node updates may not change podCIDR except from \"\" to valid",
-                    ));
-                }
-            }
-        }
-    }
+    const RULES: Option<Rules<Self>> = Some(node::validate_node);
 }
 
 impl KindRules for core_v1::Service {
@@ -131,7 +116,7 @@ impl KindRules for core_v1::Service {
         defaults::service(obj);
     }
 
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+    fn validate_json(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
         validate_service(obj, old, errs);
     }
 }
@@ -143,7 +128,7 @@ impl KindRules for core_v1::ReplicationController {
         defaults::replication_controller(obj);
     }
 
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+    fn validate_json(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
         // The same rules, its map selector read as matchLabels.
         let shadow = |o: &Value| {
             let mut o = o.clone();
@@ -164,7 +149,7 @@ impl KindRules for core_v1::PodTemplate {
         defaults::pod_template(obj);
     }
 
-    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
+    fn validate_json(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
         validate_pod_spec(
             obj.pointer("/template/spec").unwrap_or(&Value::Null),
             "template.spec",
@@ -178,21 +163,15 @@ impl KindRules for scheduling_v1::PriorityClass {
         defaults::priority_class(obj);
     }
 
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        validate_priority_class(obj, old, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(scheduling::validate_priority_class);
 }
 
 impl KindRules for node_v1::RuntimeClass {
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        validate_runtime_class(obj, old, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(node::validate_runtime_class);
 }
 
 impl KindRules for core_v1::ResourceQuota {
-    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
-        quota::validate_resource_quota(obj, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(quota::validate_resource_quota);
 }
 
 impl KindRules for core_v1::LimitRange {
@@ -200,15 +179,11 @@ impl KindRules for core_v1::LimitRange {
         defaults::limit_range(obj);
     }
 
-    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
-        quota::validate_limit_range(obj, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(quota::validate_limit_range);
 }
 
 impl KindRules for core_v1::ConfigMap {
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        validate_config_map(obj, old, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(config::validate_config_map);
 }
 
 impl KindRules for core_v1::Secret {
@@ -216,9 +191,7 @@ impl KindRules for core_v1::Secret {
         defaults::secret(obj);
     }
 
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        validate_secret(obj, old, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(config::validate_secret);
 }
 
 impl KindRules for core_v1::ServiceAccount {}
@@ -228,9 +201,7 @@ impl KindRules for core_v1::PersistentVolume {
         defaults::persistent_volume(obj);
     }
 
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        storage::validate_pv(obj, old, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(storage::validate_pv);
 }
 
 impl KindRules for core_v1::PersistentVolumeClaim {
@@ -238,9 +209,7 @@ impl KindRules for core_v1::PersistentVolumeClaim {
         defaults::persistent_volume_claim(obj);
     }
 
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        storage::validate_pvc(obj, old, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(storage::validate_pvc);
 }
 
 impl KindRules for storage_v1::StorageClass {
@@ -248,46 +217,38 @@ impl KindRules for storage_v1::StorageClass {
         defaults::storage_class(obj);
     }
 
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        storage::validate_storage_class(obj, old, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(storage::validate_storage_class);
 }
 
 impl KindRules for storage_v1::CSIStorageCapacity {
-    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
-        storage::validate_csi_storage_capacity(obj, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(storage::validate_csi_storage_capacity);
 }
 
 impl KindRules for resource_v1::DeviceClass {
-    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
-        resource::validate_device_class(obj, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(resource::validate_device_class);
 }
 
 impl KindRules for resource_v1::ResourceClaim {
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        resource::validate_resource_claim(obj, old, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(resource::validate_resource_claim);
 }
 
 impl KindRules for resource_v1::ResourceClaimTemplate {
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        resource::validate_resource_claim_template(obj, old, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(resource::validate_resource_claim_template);
 }
 
 impl KindRules for resource_v1::ResourceSlice {
     const FIELD_SELECTORS: &'static [&'static str] = &["spec.nodeName", "spec.driver"];
 
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        resource::validate_resource_slice(obj, old, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(resource::validate_resource_slice);
 }
 
-impl KindRules for scheduling_v1beta1::Workload {}
+impl KindRules for scheduling_v1beta1::Workload {
+    const RULES: Option<Rules<Self>> = Some(scheduling::validate_workload);
+}
 
-impl KindRules for scheduling_v1beta1::PodGroup {}
+impl KindRules for scheduling_v1beta1::PodGroup {
+    const RULES: Option<Rules<Self>> = Some(scheduling::validate_pod_group);
+}
 
 impl KindRules for core_v1::Endpoints {
     fn apply_defaults(obj: &mut Value) {
@@ -316,13 +277,7 @@ impl KindRules for discovery_v1::EndpointSlice {
         defaults::endpoint_slice(obj);
     }
 
-    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
-        if obj.get("addressType").is_none() {
-            errs.push(FieldError::required("addressType", ""));
-        } else {
-            check_enum(errs, obj, "addressType", "", &["IPv4", "IPv6", "FQDN"]);
-        }
-    }
+    const RULES: Option<Rules<Self>> = Some(service::validate_endpoint_slice);
 }
 
 impl KindRules for coordination_v1::Lease {}
@@ -334,7 +289,7 @@ impl KindRules for apps_v1::Deployment {
         defaults::deployment(obj);
     }
 
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+    fn validate_json(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
         validate_replicated(obj, old, "Deployment", errs);
         validate_deployment_spec(obj.get("spec").unwrap_or(&Value::Null), errs);
     }
@@ -347,7 +302,7 @@ impl KindRules for apps_v1::DaemonSet {
         defaults::daemon_set(obj);
     }
 
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+    fn validate_json(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
         validate_replicated(obj, old, "DaemonSet", errs);
         let strategy = obj.pointer("/spec/updateStrategy").unwrap_or(&Value::Null);
         check_enum(
@@ -369,7 +324,7 @@ impl KindRules for apps_v1::ReplicaSet {
         defaults::replica_set(obj);
     }
 
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+    fn validate_json(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
         validate_replicated(obj, old, "ReplicaSet", errs);
     }
 }
@@ -381,7 +336,7 @@ impl KindRules for apps_v1::StatefulSet {
         defaults::stateful_set(obj);
     }
 
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+    fn validate_json(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
         validate_replicated(obj, old, "StatefulSet", errs);
     }
 }
@@ -393,9 +348,7 @@ impl KindRules for autoscaling_v2::HorizontalPodAutoscaler {
         defaults::horizontal_pod_autoscaler(obj);
     }
 
-    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
-        validate_hpa(obj, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(autoscaling::validate_hpa);
 }
 
 impl KindRules for batch_v1::Job {
@@ -405,7 +358,7 @@ impl KindRules for batch_v1::Job {
         defaults::job(obj);
     }
 
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+    fn validate_json(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
         validate_job(obj, old, errs);
     }
 }
@@ -418,21 +371,17 @@ impl KindRules for batch_v1::CronJob {
         defaults::cron_job(obj);
     }
 
-    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
+    fn validate_json(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
         validate_cron_job(obj, errs);
     }
 }
 
 impl KindRules for policy_v1::PodDisruptionBudget {
-    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
-        policy::validate_pdb(obj, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(policy::validate_pdb);
 }
 
 impl KindRules for networking_v1::Ingress {
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        networking::validate_ingress(obj, old, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(networking::validate_ingress);
 }
 
 impl KindRules for networking_v1::IngressClass {
@@ -440,9 +389,7 @@ impl KindRules for networking_v1::IngressClass {
         defaults::ingress_class(obj);
     }
 
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        networking::validate_ingress_class(obj, old, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(networking::validate_ingress_class);
 }
 
 impl KindRules for networking_v1::NetworkPolicy {
@@ -450,21 +397,15 @@ impl KindRules for networking_v1::NetworkPolicy {
         defaults::network_policy(obj);
     }
 
-    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
-        network_policy::validate_network_policy(obj, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(network_policy::validate_network_policy);
 }
 
 impl KindRules for networking_v1::ServiceCIDR {
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        service_cidr::validate_service_cidr(obj, old, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(service_cidr::validate_service_cidr);
 }
 
 impl KindRules for networking_v1::IPAddress {
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        service_cidr::validate_ip_address(obj, old, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(service_cidr::validate_ip_address);
 }
 
 impl KindRules for minik8s_api::lws::LeaderWorkerSet {
@@ -486,27 +427,19 @@ impl KindRules for minik8s_api::workflow::Workflow {}
 impl KindRules for minik8s_api::workflow::WorkflowRun {}
 
 impl KindRules for rbac_v1::Role {
-    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
-        rbac::validate_role(obj, true, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(rbac::validate_role);
 }
 
 impl KindRules for rbac_v1::RoleBinding {
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        rbac::validate_binding(obj, old, true, errs)
-    }
+    const RULES: Option<Rules<Self>> = Some(rbac::validate_role_binding);
 }
 
 impl KindRules for rbac_v1::ClusterRole {
-    fn validate(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
-        rbac::validate_role(obj, false, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(rbac::validate_cluster_role);
 }
 
 impl KindRules for rbac_v1::ClusterRoleBinding {
-    fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        rbac::validate_binding(obj, old, false, errs)
-    }
+    const RULES: Option<Rules<Self>> = Some(rbac::validate_cluster_role_binding);
 }
 
 impl KindRules for certificates_v1::CertificateSigningRequest {}

@@ -17,7 +17,7 @@ pub use minik8s_api::field::{ErrorType, Errors, FieldError};
 pub mod defaults;
 pub mod podsecurity;
 
-pub use kinds::{KindRules, PodSpecAt};
+pub use kinds::{KindRules, PodSpecAt, Rules};
 
 mod admission;
 mod apps;
@@ -33,6 +33,7 @@ pub mod lws;
 mod mutating_policy;
 pub mod network_policy;
 pub mod networking;
+mod node;
 mod pod;
 mod policy;
 mod quota;
@@ -51,9 +52,9 @@ pub use admission::{
 };
 pub use apps::int_or_percent_error;
 use apps::{validate_deployment_spec, validate_replicated};
-use autoscaling::validate_hpa;
+
 use batch::{validate_cron_job, validate_job};
-use config::{validate_config_map, validate_secret};
+
 pub use crd::{default_crd, validate_crd};
 pub use ephemeral::validate_ephemeral_containers_update;
 pub use minik8s_api::names::*;
@@ -63,6 +64,7 @@ pub use mutating_policy::{
 pub use pod::validate_pod_spec;
 use pod::validate_pod_update;
 pub use resize::validate_pod_resize;
+pub use scheduling::SYSTEM_PRIORITY_CLASSES;
 use service::validate_service;
 
 /// Which naming rule a kind's `metadata.name` follows (its strategy says
@@ -98,8 +100,8 @@ pub fn name_error(rule: NameRule, name: &str) -> Option<String> {
 
 // ---------------------------------------------------------------- helpers
 
-/// An object read as its k8s-openapi type for typed validation. The
-/// strategy decoded it once already; a failure here is not the user's.
+/// An object read as its k8s-openapi type for typed validation (`None` when
+/// it does not decode: storing it answers 400 then).
 fn typed<T: serde::de::DeserializeOwned>(obj: &Value) -> Option<T> {
     T::deserialize(obj).ok()
 }
@@ -299,107 +301,6 @@ pub fn validate_metadata_update(new: &Value, old: &Value) -> Errors {
 
 // ---------------------------------------------------------------- per kind
 
-/// The built-in PriorityClasses (their names are reserved): (name, value,
-/// description). The apiserver creates them at start.
-pub const SYSTEM_PRIORITY_CLASSES: &[(&str, i64, &str)] = &[
-    (
-        "system-node-critical",
-        2_000_001_000,
-        "Used for system critical pods that must not be moved from their current node.",
-    ),
-    (
-        "system-cluster-critical",
-        2_000_000_000,
-        "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
-    ),
-];
-
-/// PriorityClass, as Kubernetes' `ValidatePriorityClass(Update)`.
-fn validate_priority_class(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-    let name = minik8s_api::meta::name(obj);
-    let value = obj.get("value").and_then(Value::as_i64);
-    if value.is_none() {
-        errs.push(FieldError::required("value", ""));
-    }
-    if name.starts_with("system-") {
-        let known = SYSTEM_PRIORITY_CLASSES
-            .iter()
-            .any(|(n, v, _)| *n == name && Some(*v) == value);
-        if !known {
-            errs.push(FieldError::forbidden(
-                "metadata.name",
-                format!("priority class names with 'system-' prefix are reserved for system use only. error: {name} is not a known system priority class"),
-            ));
-        }
-    } else if value.is_some_and(|v| v > 1_000_000_000) {
-        errs.push(FieldError::forbidden(
-            "value",
-            "maximum allowed value of a user defined priority is 1000000000",
-        ));
-    }
-    check_enum(
-        errs,
-        obj,
-        "preemptionPolicy",
-        "preemptionPolicy",
-        &["Never", "PreemptLowerPriority"],
-    );
-    if let Some(old) = old {
-        if old.get("value") != obj.get("value") {
-            errs.push(FieldError::forbidden(
-                "value",
-                "may not be changed in an update.",
-            ));
-        }
-        if old.get("preemptionPolicy") != obj.get("preemptionPolicy") {
-            errs.push(FieldError::invalid(
-                "preemptionPolicy",
-                obj.get("preemptionPolicy").unwrap_or(&Value::Null),
-                "field is immutable",
-            ));
-        }
-    }
-}
-
-/// Kubernetes' `ValidateRuntimeClass`: a handler that is a DNS label, fixed
-/// once created; overhead amounts not negative.
-fn validate_runtime_class(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-    match obj.get("handler").and_then(Value::as_str) {
-        None | Some("") => errs.push(FieldError::required("handler", "")),
-        Some(h) => {
-            if let Some(msg) = minik8s_api::names::dns1123_label_error(h) {
-                errs.push(FieldError::invalid("handler", &serde_json::json!(h), msg));
-            }
-        }
-    }
-    for (k, v) in obj
-        .pointer("/overhead/podFixed")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-    {
-        if v.as_str()
-            .and_then(minik8s_api::amount::Amount::parse)
-            .is_some_and(|a| a.is_negative())
-        {
-            errs.push(FieldError::invalid(
-                format!("overhead.podFixed[{k}]"),
-                v,
-                "must be greater than or equal to 0",
-            ));
-        }
-    }
-    if let Some(old) = old {
-        if old.get("handler") != obj.get("handler") {
-            errs.push(FieldError::invalid(
-                "handler",
-                obj.get("handler").unwrap_or(&Value::Null),
-                "field is immutable",
-            ));
-        }
-    }
-}
-
 /// The defaults of kind `K` on `obj`; anything but a JSON object is left
 /// as it is (decoding it reports the error).
 pub fn default<K: KindRules>(obj: &mut Value) {
@@ -413,7 +314,16 @@ pub fn default<K: KindRules>(obj: &mut Value) {
 pub fn validate<K: KindRules>(obj: &Value, old: Option<&Value>) -> Errors {
     let mut errs = Vec::new();
     unsupported::validate_unsupported(K::KIND, obj, &mut errs);
-    K::validate(obj, old, &mut errs);
+    K::validate_json(obj, old, &mut errs);
+    if let Some(rules) = K::RULES {
+        // An object that does not decode gets no typed rules: storing it
+        // decodes it again and answers 400 with serde's reason, as
+        // Kubernetes' decoding does before any validation.
+        if let Some(decoded) = typed::<K>(obj) {
+            let old = old.and_then(typed::<K>);
+            rules(&decoded, old.as_ref(), &mut errs);
+        }
+    }
     errs
 }
 

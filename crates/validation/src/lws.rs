@@ -319,7 +319,7 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
         .flatten()
         .enumerate()
     {
-        crate::storage::validate_claim_spec(
+        crate::storage::validate_claim_spec_json(
             t.get("spec").unwrap_or(&Value::Null),
             &format!("spec.leaderWorkerTemplate.volumeClaimTemplates[{i}].spec"),
             &mut errs,

@@ -5,8 +5,13 @@
 //! `cidr`), and `policyTypes`.
 
 use super::{Errors, FieldError};
+use k8s_openapi::api::networking::v1::{
+    IPBlock, NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort, NetworkPolicySpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use minik8s_api::selector::Selector;
-use serde_json::Value;
+use serde_json::json;
 use std::net::IpAddr;
 
 const CIDR_MESSAGE: &str = "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)";
@@ -39,77 +44,75 @@ fn strict_subset(outer: (IpAddr, u8), inner: (IpAddr, u8)) -> bool {
         && mask(inner.0, outer.1) == mask(outer.0, outer.1)
 }
 
-pub(super) fn selector_errors(sel: &Value, path: &str, errs: &mut Errors) {
-    let parsed = serde_json::from_value(sel.clone())
-        .map_err(|e| e.to_string())
-        .and_then(|ls| Selector::from_label_selector(&ls));
-    if let Err(e) = parsed {
-        errs.push(FieldError::invalid(path, sel, e));
+/// A label selector that parses (operators, values for `In`/`NotIn`, keys).
+pub(super) fn selector_errors(sel: &LabelSelector, path: &str, errs: &mut Errors) {
+    if let Err(e) = Selector::from_label_selector(sel) {
+        errs.push(FieldError::invalid(path, &json!(sel), e));
     }
 }
 
-fn port_errors(port: &Value, path: &str, errs: &mut Errors) {
-    if let Some(p) = port.get("protocol").filter(|p| !p.is_null()) {
-        if !matches!(p.as_str(), Some("TCP" | "UDP" | "SCTP")) {
+fn port_errors(port: &NetworkPolicyPort, path: &str, errs: &mut Errors) {
+    const PROTOCOLS: [&str; 3] = ["TCP", "UDP", "SCTP"];
+    if let Some(p) = port.protocol.as_deref() {
+        if !PROTOCOLS.contains(&p) {
             errs.push(FieldError::not_supported(
                 format!("{path}.protocol"),
-                p,
-                &["TCP", "UDP", "SCTP"],
+                &json!(p),
+                &PROTOCOLS,
             ));
         }
     }
-    let end = port.get("endPort").filter(|e| !e.is_null());
-    let valid_number = |n: i64| (1..=65535).contains(&n);
-    match port.get("port").filter(|p| !p.is_null()) {
-        Some(Value::Number(n)) => {
-            let n = n.as_i64().unwrap_or(0);
+    let end = port.end_port;
+    let valid_number = |n: i32| (1..=65535).contains(&n);
+    let between = "must be between 1 and 65535, inclusive";
+    match &port.port {
+        Some(IntOrString::Int(n)) => {
+            let n = *n;
             if !valid_number(n) {
                 errs.push(FieldError::invalid(
                     format!("{path}.port"),
-                    &Value::from(n),
-                    "must be between 1 and 65535, inclusive",
+                    &json!(n),
+                    between,
                 ));
             }
             if let Some(e) = end {
-                let e_n = e.as_i64().unwrap_or(0);
-                if e_n < n {
+                if e < n {
                     errs.push(FieldError::invalid(
                         format!("{path}.endPort"),
-                        &Value::from(n),
+                        &json!(n),
                         "must be greater than or equal to `port`",
                     ));
                 }
-                if !valid_number(e_n) {
+                if !valid_number(e) {
                     errs.push(FieldError::invalid(
                         format!("{path}.endPort"),
-                        e,
-                        "must be between 1 and 65535, inclusive",
+                        &json!(e),
+                        between,
                     ));
                 }
             }
         }
-        Some(name @ Value::String(s)) => {
+        Some(IntOrString::String(name)) => {
             if let Some(e) = end {
                 errs.push(FieldError::invalid(
                     format!("{path}.endPort"),
-                    e,
+                    &json!(e),
                     "may not be specified when `port` is non-numeric",
                 ));
             }
-            if let Some(why) = minik8s_api::names::port_name_error(s) {
-                errs.push(FieldError::invalid(format!("{path}.port"), name, why));
+            if let Some(why) = minik8s_api::names::port_name_error(name) {
+                errs.push(FieldError::invalid(
+                    format!("{path}.port"),
+                    &json!(name),
+                    why,
+                ));
             }
         }
-        Some(other) => errs.push(FieldError::invalid(
-            format!("{path}.port"),
-            other,
-            "must be a port number or name",
-        )),
         None => {
             if let Some(e) = end {
                 errs.push(FieldError::invalid(
                     format!("{path}.endPort"),
-                    e,
+                    &json!(e),
                     "may not be specified when `port` is not specified",
                 ));
             }
@@ -117,34 +120,26 @@ fn port_errors(port: &Value, path: &str, errs: &mut Errors) {
     }
 }
 
-fn ip_block_errors(block: &Value, path: &str, errs: &mut Errors) {
-    let cidr = block.get("cidr").and_then(Value::as_str).unwrap_or("");
-    if cidr.is_empty() {
+fn ip_block_errors(block: &IPBlock, path: &str, errs: &mut Errors) {
+    if block.cidr.is_empty() {
         errs.push(FieldError::required(format!("{path}.cidr"), ""));
         return;
     }
-    let Some(outer) = parse_any_cidr(cidr) else {
+    let Some(outer) = parse_any_cidr(&block.cidr) else {
         errs.push(FieldError::invalid(
             format!("{path}.cidr"),
-            &Value::from(cidr),
+            &json!(block.cidr),
             CIDR_MESSAGE,
         ));
         return;
     };
-    for (i, except) in block
-        .get("except")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
+    for (i, except) in block.except.iter().flatten().enumerate() {
         let at = format!("{path}.except[{i}]");
-        let text = except.as_str().unwrap_or("");
-        match parse_any_cidr(text) {
-            None => errs.push(FieldError::invalid(at, except, CIDR_MESSAGE)),
+        match parse_any_cidr(except) {
+            None => errs.push(FieldError::invalid(at, &json!(except), CIDR_MESSAGE)),
             Some(inner) if !strict_subset(outer, inner) => errs.push(FieldError::invalid(
                 at,
-                except,
+                &json!(except),
                 "must be a strict subset of `cidr`",
             )),
             Some(_) => {}
@@ -152,22 +147,24 @@ fn ip_block_errors(block: &Value, path: &str, errs: &mut Errors) {
     }
 }
 
-fn peer_errors(peer: &Value, path: &str, errs: &mut Errors) {
-    let set = |f: &str| peer.get(f).filter(|v| !v.is_null());
+fn peer_errors(peer: &NetworkPolicyPeer, path: &str, errs: &mut Errors) {
     let mut count = 0;
-    for f in ["podSelector", "namespaceSelector"] {
-        if let Some(sel) = set(f) {
+    for (f, sel) in [
+        ("podSelector", &peer.pod_selector),
+        ("namespaceSelector", &peer.namespace_selector),
+    ] {
+        if let Some(sel) = sel {
             count += 1;
             selector_errors(sel, &format!("{path}.{f}"), errs);
         }
     }
-    if let Some(block) = set("ipBlock") {
+    if let Some(block) = &peer.ip_block {
         count += 1;
         ip_block_errors(block, &format!("{path}.ipBlock"), errs);
     }
     if count == 0 {
         errs.push(FieldError::required(path, "must specify a peer"));
-    } else if count > 1 && set("ipBlock").is_some() {
+    } else if count > 1 && peer.ip_block.is_some() {
         errs.push(FieldError::forbidden(
             path,
             "may not specify both ipBlock and another peer",
@@ -175,55 +172,58 @@ fn peer_errors(peer: &Value, path: &str, errs: &mut Errors) {
     }
 }
 
-pub(super) fn validate_network_policy(obj: &Value, errs: &mut Errors) {
-    let spec = obj.get("spec").unwrap_or(&Value::Null);
-    selector_errors(
-        spec.get("podSelector").unwrap_or(&Value::Null),
-        "spec.podSelector",
-        errs,
-    );
-    for (dir, peers) in [("ingress", "from"), ("egress", "to")] {
-        for (i, rule) in spec
-            .get(dir)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            for (j, port) in rule
-                .get("ports")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .enumerate()
-            {
-                port_errors(port, &format!("spec.{dir}[{i}].ports[{j}]"), errs);
-            }
-            for (j, peer) in rule
-                .get(peers)
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .enumerate()
-            {
-                peer_errors(peer, &format!("spec.{dir}[{i}].{peers}[{j}]"), errs);
-            }
+/// One direction's rules: each rule's ports and peers.
+fn rules_errors<'a>(
+    rules: impl Iterator<
+        Item = (
+            Option<&'a [NetworkPolicyPort]>,
+            Option<&'a [NetworkPolicyPeer]>,
+        ),
+    >,
+    dir: &str,
+    peers: &str,
+    errs: &mut Errors,
+) {
+    for (i, (ports, peer_list)) in rules.enumerate() {
+        for (j, port) in ports.into_iter().flatten().enumerate() {
+            port_errors(port, &format!("spec.{dir}[{i}].ports[{j}]"), errs);
+        }
+        for (j, peer) in peer_list.into_iter().flatten().enumerate() {
+            peer_errors(peer, &format!("spec.{dir}[{i}].{peers}[{j}]"), errs);
         }
     }
-    let types = spec.get("policyTypes").and_then(Value::as_array);
-    for (i, t) in types.into_iter().flatten().enumerate() {
-        if !matches!(t.as_str(), Some("Ingress" | "Egress")) {
+}
+
+pub(super) fn validate_network_policy(
+    policy: &NetworkPolicy,
+    _old: Option<&NetworkPolicy>,
+    errs: &mut Errors,
+) {
+    let empty = NetworkPolicySpec::default();
+    let spec = policy.spec.as_ref().unwrap_or(&empty);
+    if let Some(sel) = &spec.pod_selector {
+        selector_errors(sel, "spec.podSelector", errs);
+    }
+    let ingress = spec.ingress.iter().flatten();
+    let ingress = ingress.map(|r| (r.ports.as_deref(), r.from.as_deref()));
+    rules_errors(ingress, "ingress", "from", errs);
+    let egress = spec.egress.iter().flatten();
+    let egress = egress.map(|r| (r.ports.as_deref(), r.to.as_deref()));
+    rules_errors(egress, "egress", "to", errs);
+    let types = spec.policy_types.as_deref().unwrap_or_default();
+    for (i, t) in types.iter().enumerate() {
+        if !matches!(t.as_str(), "Ingress" | "Egress") {
             errs.push(FieldError::not_supported(
                 format!("spec.policyTypes[{i}]"),
-                t,
+                &json!(t),
                 &["Ingress", "Egress"],
             ));
         }
     }
-    if let Some(types) = types.filter(|t| t.len() > 2) {
+    if types.len() > 2 {
         errs.push(FieldError::invalid(
             "spec.policyTypes",
-            &Value::Array(types.clone()),
+            &json!(types),
             "may not specify more than two policyTypes",
         ));
     }
@@ -232,11 +232,12 @@ pub(super) fn validate_network_policy(obj: &Value, errs: &mut Errors) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::Value;
 
     fn errors(spec: Value) -> Vec<String> {
         let mut errs = Vec::new();
-        validate_network_policy(&json!({"spec": spec}), &mut errs);
+        let policy = serde_json::from_value(json!({"spec": spec})).unwrap();
+        validate_network_policy(&policy, None, &mut errs);
         errs.iter().map(|e| e.to_string()).collect()
     }
 

@@ -5,8 +5,11 @@
 //! IngressClass's controller, immutable once set.
 
 use super::{Errors, FieldError};
+use k8s_openapi::api::networking::v1::{
+    HTTPIngressPath, Ingress, IngressBackend, IngressClass, IngressServiceBackend, IngressSpec,
+};
 use minik8s_api::names::{dns1035_label_error, dns1123_subdomain_error, port_name_error};
-use serde_json::{json, Value};
+use serde_json::json;
 
 const PATH_TYPES: &[&str] = &["Exact", "ImplementationSpecific", "Prefix"];
 const INVALID_PATH_SEQUENCES: &[&str] = &["//", "/./", "/../", "%2f", "%2F"];
@@ -42,10 +45,8 @@ fn host_errors(host: &str, path: &str, errs: &mut Errors) {
     }
 }
 
-fn validate_backend(b: &Value, path: &str, errs: &mut Errors) {
-    let resource = b.get("resource").filter(|v| !v.is_null());
-    let service = b.get("service").filter(|v| !v.is_null());
-    match (resource, service) {
+fn validate_backend(b: &IngressBackend, path: &str, errs: &mut Errors) {
+    match (&b.resource, &b.service) {
         (Some(_), Some(_)) => errs.push(FieldError::invalid(
             path,
             &json!(""),
@@ -53,8 +54,8 @@ fn validate_backend(b: &Value, path: &str, errs: &mut Errors) {
         )),
         (Some(r), None) => {
             let rp = format!("{path}.resource");
-            for key in ["kind", "name"] {
-                match r.get(key).and_then(Value::as_str).unwrap_or("") {
+            for (key, v) in [("kind", &r.kind), ("name", &r.name)] {
+                match v.as_str() {
                     "" => errs.push(FieldError::required(format!("{rp}.{key}"), "")),
                     v if v == "." || v == ".." || v.contains('/') || v.contains('%') => {
                         errs.push(FieldError::invalid(
@@ -67,49 +68,7 @@ fn validate_backend(b: &Value, path: &str, errs: &mut Errors) {
                 }
             }
         }
-        (None, Some(s)) => {
-            let sp = format!("{path}.service");
-            match s.get("name").and_then(Value::as_str).unwrap_or("") {
-                "" => errs.push(FieldError::required(format!("{sp}.name"), "")),
-                name => {
-                    if let Some(m) = dns1035_label_error(name) {
-                        errs.push(FieldError::invalid(format!("{sp}.name"), &json!(name), m));
-                    }
-                }
-            }
-            let port = s.get("port").cloned().unwrap_or(Value::Null);
-            let name = port.get("name").and_then(Value::as_str).unwrap_or("");
-            let number = port.get("number").and_then(Value::as_i64).unwrap_or(0);
-            match (name.is_empty(), number == 0) {
-                (false, false) => errs.push(FieldError::invalid(
-                    path,
-                    &json!(""),
-                    "cannot set both port name & port number",
-                )),
-                (false, true) => {
-                    if let Some(m) = port_name_error(name) {
-                        errs.push(FieldError::invalid(
-                            format!("{sp}.port.name"),
-                            &json!(name),
-                            m,
-                        ));
-                    }
-                }
-                (true, false) => {
-                    if !(1..=65535).contains(&number) {
-                        errs.push(FieldError::invalid(
-                            format!("{sp}.port.number"),
-                            &json!(number),
-                            "must be between 1 and 65535, inclusive",
-                        ));
-                    }
-                }
-                (true, true) => errs.push(FieldError::required(
-                    path,
-                    "port name or number is required",
-                )),
-            }
-        }
+        (None, Some(s)) => validate_service_backend(s, path, errs),
         (None, None) => errs.push(FieldError::invalid(
             path,
             &json!(""),
@@ -118,18 +77,60 @@ fn validate_backend(b: &Value, path: &str, errs: &mut Errors) {
     }
 }
 
-fn validate_path(p: &Value, path: &str, errs: &mut Errors) {
-    let Some(kind) = p.get("pathType").filter(|v| !v.is_null()) else {
+/// A Service backend: the Service's name and one port, by name or number.
+fn validate_service_backend(s: &IngressServiceBackend, path: &str, errs: &mut Errors) {
+    let sp = format!("{path}.service");
+    if s.name.is_empty() {
+        errs.push(FieldError::required(format!("{sp}.name"), ""));
+    } else if let Some(m) = dns1035_label_error(&s.name) {
+        errs.push(FieldError::invalid(format!("{sp}.name"), &json!(s.name), m));
+    }
+    let port = s.port.as_ref();
+    let name = port.and_then(|p| p.name.as_deref()).unwrap_or_default();
+    let number = port.and_then(|p| p.number).unwrap_or_default();
+    match (name.is_empty(), number == 0) {
+        (false, false) => errs.push(FieldError::invalid(
+            path,
+            &json!(""),
+            "cannot set both port name & port number",
+        )),
+        (false, true) => {
+            if let Some(m) = port_name_error(name) {
+                errs.push(FieldError::invalid(
+                    format!("{sp}.port.name"),
+                    &json!(name),
+                    m,
+                ));
+            }
+        }
+        (true, false) => {
+            if !(1..=65535).contains(&number) {
+                errs.push(FieldError::invalid(
+                    format!("{sp}.port.number"),
+                    &json!(number),
+                    "must be between 1 and 65535, inclusive",
+                ));
+            }
+        }
+        (true, true) => errs.push(FieldError::required(
+            path,
+            "port name or number is required",
+        )),
+    }
+}
+
+fn validate_path(p: &HTTPIngressPath, path: &str, errs: &mut Errors) {
+    if p.path_type.is_empty() {
         errs.push(FieldError::required(
             format!("{path}.pathType"),
             "pathType must be specified",
         ));
         return;
-    };
-    let value = p.get("path").and_then(Value::as_str).unwrap_or("");
+    }
+    let value = p.path.as_deref().unwrap_or_default();
     let pp = format!("{path}.path");
-    match kind.as_str() {
-        Some("Exact") | Some("Prefix") => {
+    match p.path_type.as_str() {
+        "Exact" | "Prefix" => {
             if !value.starts_with('/') {
                 errs.push(FieldError::invalid(
                     &pp,
@@ -158,7 +159,7 @@ fn validate_path(p: &Value, path: &str, errs: &mut Errors) {
                 }
             }
         }
-        Some("ImplementationSpecific") => {
+        "ImplementationSpecific" => {
             if !value.is_empty() && !value.starts_with('/') {
                 errs.push(FieldError::invalid(
                     &pp,
@@ -167,41 +168,33 @@ fn validate_path(p: &Value, path: &str, errs: &mut Errors) {
                 ));
             }
         }
-        _ => errs.push(FieldError::not_supported(
+        other => errs.push(FieldError::not_supported(
             format!("{path}.pathType"),
-            kind,
+            &json!(other),
             PATH_TYPES,
         )),
     }
-    validate_backend(
-        p.get("backend").unwrap_or(&Value::Null),
-        &format!("{path}.backend"),
-        errs,
-    );
+    validate_backend(&p.backend, &format!("{path}.backend"), errs);
 }
 
 /// Every rule of an Ingress, on create (`old` None) and update.
-pub fn validate_ingress(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
-    let rules = spec
-        .get("rules")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let default = spec.get("defaultBackend").filter(|v| !v.is_null());
-    if rules.is_empty() && default.is_none() {
+pub fn validate_ingress(ingress: &Ingress, old: Option<&Ingress>, errs: &mut Errors) {
+    let empty = IngressSpec::default();
+    let spec = ingress.spec.as_ref().unwrap_or(&empty);
+    let rules = spec.rules.as_deref().unwrap_or_default();
+    if rules.is_empty() && spec.default_backend.is_none() {
         errs.push(FieldError::invalid(
             "spec",
-            spec.get("rules").unwrap_or(&Value::Null),
+            &json!(spec.rules),
             "either `defaultBackend` or `rules` must be specified",
         ));
     }
-    if let Some(b) = default {
+    if let Some(b) = &spec.default_backend {
         validate_backend(b, "spec.defaultBackend", errs);
     }
     for (i, rule) in rules.iter().enumerate() {
         let rp = format!("spec.rules[{i}]");
-        let host = rule.get("host").and_then(Value::as_str).unwrap_or("");
+        let host = rule.host.as_deref().unwrap_or_default();
         if !host.is_empty() {
             if is_ip(host) {
                 errs.push(FieldError::invalid(
@@ -212,41 +205,20 @@ pub fn validate_ingress(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
             }
             host_errors(host, &format!("{rp}.host"), errs);
         }
-        if let Some(http) = rule.get("http").filter(|v| !v.is_null()) {
-            let paths = http
-                .get("paths")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            if paths.is_empty() {
+        if let Some(http) = &rule.http {
+            if http.paths.is_empty() {
                 errs.push(FieldError::required(format!("{rp}.http.paths"), ""));
             }
-            for (j, p) in paths.iter().enumerate() {
+            for (j, p) in http.paths.iter().enumerate() {
                 validate_path(p, &format!("{rp}.http.paths[{j}]"), errs);
             }
         }
     }
-    for (i, tls) in spec
-        .get("tls")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        for (j, h) in tls
-            .get("hosts")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            host_errors(
-                h.as_str().unwrap_or(""),
-                &format!("spec.tls[{i}].hosts[{j}]"),
-                errs,
-            );
+    for (i, tls) in spec.tls.iter().flatten().enumerate() {
+        for (j, h) in tls.hosts.iter().flatten().enumerate() {
+            host_errors(h, &format!("spec.tls[{i}].hosts[{j}]"), errs);
         }
-        let secret = tls.get("secretName").and_then(Value::as_str).unwrap_or("");
+        let secret = tls.secret_name.as_deref().unwrap_or_default();
         if !secret.is_empty() {
             if let Some(m) = dns1123_subdomain_error(secret) {
                 errs.push(FieldError::invalid(
@@ -257,17 +229,18 @@ pub fn validate_ingress(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
             }
         }
     }
-    let class = spec.get("ingressClassName").and_then(Value::as_str);
+    let class = spec.ingress_class_name.as_deref();
     if let Some(c) = class {
         if let Some(m) = dns1123_subdomain_error(c) {
             errs.push(FieldError::invalid("spec.ingressClassName", &json!(c), m));
         }
     }
     if old.is_none() {
-        let annotation = obj
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(INGRESS_CLASS_ANNOTATION))
-            .and_then(Value::as_str);
+        let annotation = ingress
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(INGRESS_CLASS_ANNOTATION));
         if let (Some(a), Some(c)) = (annotation, class) {
             if a != c {
                 errs.push(FieldError::invalid(
@@ -281,11 +254,14 @@ pub fn validate_ingress(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
 }
 
 /// An IngressClass: a domain-prefixed controller, immutable.
-pub fn validate_ingress_class(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-    let controller = obj
-        .pointer("/spec/controller")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+pub fn validate_ingress_class(class: &IngressClass, old: Option<&IngressClass>, errs: &mut Errors) {
+    let controller_of = |c: &IngressClass| {
+        c.spec
+            .as_ref()
+            .and_then(|s| s.controller.clone())
+            .unwrap_or_default()
+    };
+    let controller = controller_of(class);
     let path = "spec.controller";
     if controller.is_empty() {
         errs.push(FieldError::required(path, ""));
@@ -306,33 +282,23 @@ pub fn validate_ingress_class(obj: &Value, old: Option<&Value>, errs: &mut Error
             )),
         }
     }
-    if let Some(old) = old {
-        let before = old
-            .pointer("/spec/controller")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        if before != controller {
-            errs.push(FieldError::invalid(
-                path,
-                &json!(controller),
-                "field is immutable",
-            ));
-        }
+    if old.is_some_and(|old| controller_of(old) != controller) {
+        errs.push(FieldError::invalid(
+            path,
+            &json!(controller),
+            "field is immutable",
+        ));
     }
-    if let Some(p) = obj.pointer("/spec/parameters").filter(|v| !v.is_null()) {
+    if let Some(p) = class.spec.as_ref().and_then(|s| s.parameters.as_ref()) {
         let pp = "spec.parameters";
-        for key in ["kind", "name"] {
-            if p.get(key).and_then(Value::as_str).unwrap_or("").is_empty() {
+        for (key, v) in [("kind", &p.kind), ("name", &p.name)] {
+            if v.is_empty() {
                 errs.push(FieldError::required(format!("{pp}.{key}"), ""));
             }
         }
-        match p.get("scope").and_then(Value::as_str) {
+        match p.scope.as_deref() {
             Some("Namespace") => {
-                if p.get("namespace")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .is_empty()
-                {
+                if p.namespace.as_deref().unwrap_or_default().is_empty() {
                     errs.push(FieldError::required(
                         format!("{pp}.namespace"),
                         "`parameters.scope` is set to 'Namespace'",
@@ -340,7 +306,7 @@ pub fn validate_ingress_class(obj: &Value, old: Option<&Value>, errs: &mut Error
                 }
             }
             Some("Cluster") | None => {
-                if p.get("namespace").and_then(Value::as_str).is_some() {
+                if p.namespace.is_some() {
                     errs.push(FieldError::forbidden(
                         format!("{pp}.namespace"),
                         "`parameters.scope` is set to 'Cluster'",

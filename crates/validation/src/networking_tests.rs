@@ -1,6 +1,12 @@
 //! Ingress and IngressClass rules, with Kubernetes' messages.
 
 use super::*;
+use serde_json::Value;
+
+/// `v` decoded as the typed object the rules take.
+fn decoded<T: serde::de::DeserializeOwned>(v: &Value) -> T {
+    serde_json::from_value(v.clone()).unwrap()
+}
 
 fn ingress(spec: Value) -> Value {
     json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "web"}, "spec": spec})
@@ -16,7 +22,8 @@ fn rule(host: &str, paths: Value) -> Value {
 
 fn errors(o: &Value, old: Option<&Value>) -> Vec<String> {
     let mut errs = Vec::new();
-    validate_ingress(o, old, &mut errs);
+    let old = old.map(decoded::<Ingress>);
+    validate_ingress(&decoded(o), old.as_ref(), &mut errs);
     errs.iter().map(|e| e.to_string()).collect()
 }
 
@@ -166,7 +173,8 @@ fn ingress_class_rules() {
     let class = |controller: &str, params: Value| json!({"metadata": {"name": "c"}, "spec": {"controller": controller, "parameters": params}});
     let errs = |o: &Value, old: Option<&Value>| {
         let mut e = Vec::new();
-        validate_ingress_class(o, old, &mut e);
+        let old = old.map(decoded::<IngressClass>);
+        validate_ingress_class(&decoded(o), old.as_ref(), &mut e);
         e.iter().map(|e| e.to_string()).collect::<Vec<_>>()
     };
     assert!(errs(&class("minik8s.io/ingress", Value::Null), None).is_empty());

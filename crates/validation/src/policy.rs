@@ -5,44 +5,48 @@
 
 use super::apps::int_or_percent_error;
 use super::{Errors, FieldError};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use minik8s_api::selector::Selector;
-use serde_json::Value;
+use serde_json::json;
 
-pub(super) fn validate_pdb(obj: &Value, errs: &mut Errors) {
-    let spec = obj.get("spec").unwrap_or(&Value::Null);
-    let bound = |f: &str| spec.get(f).filter(|v| !v.is_null());
-    if let (Some(_), Some(max)) = (bound("minAvailable"), bound("maxUnavailable")) {
+pub(super) fn validate_pdb(
+    pdb: &PodDisruptionBudget,
+    _old: Option<&PodDisruptionBudget>,
+    errs: &mut Errors,
+) {
+    let Some(spec) = pdb.spec.as_ref() else {
+        return;
+    };
+    if let (Some(_), Some(max)) = (&spec.min_available, &spec.max_unavailable) {
         errs.push(FieldError::invalid(
             "spec",
-            max,
+            &json!(max),
             "minAvailable and maxUnavailable cannot be both set",
         ));
     }
-    for field in ["minAvailable", "maxUnavailable"] {
-        if let Some(v) = bound(field) {
-            if let Some(e) = int_or_percent_error(v, false) {
-                errs.push(FieldError::invalid(format!("spec.{field}"), v, e));
+    for (field, bound) in [
+        ("minAvailable", &spec.min_available),
+        ("maxUnavailable", &spec.max_unavailable),
+    ] {
+        if let Some(v) = bound {
+            let v = json!(v);
+            if let Some(e) = int_or_percent_error(&v, false) {
+                errs.push(FieldError::invalid(format!("spec.{field}"), &v, e));
             }
         }
     }
-    if let Some(policy) = spec
-        .get("unhealthyPodEvictionPolicy")
-        .filter(|p| !p.is_null())
-    {
-        if !matches!(policy.as_str(), Some("IfHealthyBudget" | "AlwaysAllow")) {
+    if let Some(policy) = spec.unhealthy_pod_eviction_policy.as_deref() {
+        if !matches!(policy, "IfHealthyBudget" | "AlwaysAllow") {
             errs.push(FieldError::not_supported(
                 "spec.unhealthyPodEvictionPolicy",
-                policy,
+                &json!(policy),
                 &["AlwaysAllow", "IfHealthyBudget"],
             ));
         }
     }
-    if let Some(sel) = spec.get("selector").filter(|s| !s.is_null()) {
-        let parsed = serde_json::from_value(sel.clone())
-            .map_err(|e| e.to_string())
-            .and_then(|ls| Selector::from_label_selector(&ls));
-        if let Err(e) = parsed {
-            errs.push(FieldError::invalid("spec.selector", sel, e));
+    if let Some(sel) = spec.selector.as_ref() {
+        if let Err(e) = Selector::from_label_selector(sel) {
+            errs.push(FieldError::invalid("spec.selector", &json!(sel), e));
         }
     }
 }
@@ -50,13 +54,14 @@ pub(super) fn validate_pdb(obj: &Value, errs: &mut Errors) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::Value;
 
     #[test]
     fn one_bound_each_an_int_or_a_percent() {
         let check = |spec: Value| {
             let mut errs = Vec::new();
-            validate_pdb(&json!({"spec": spec}), &mut errs);
+            let pdb = serde_json::from_value(json!({"spec": spec})).unwrap();
+            validate_pdb(&pdb, None, &mut errs);
             errs.iter().map(|e| e.to_string()).collect::<Vec<_>>()
         };
         assert!(

@@ -4,11 +4,15 @@
 //! limit items whose min, defaults and max are in order.
 
 use super::{Errors, FieldError};
+use k8s_openapi::api::core::v1::{
+    LimitRange, LimitRangeItem, ResourceQuota, ResourceQuotaSpec, ScopeSelector,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use minik8s_api::amount::Amount;
 use minik8s_api::names::qualified_name_error;
 use minik8s_api::quota::{is_standard_resource, scope_valid_for, INTEGER_RESOURCES, SCOPES};
-use serde_json::{json, Value};
-use std::collections::BTreeSet;
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Names a container may state (no `/`).
 fn is_container_resource(name: &str) -> bool {
@@ -32,9 +36,12 @@ fn resource_name(name: &str, path: &str, errs: &mut Errors) -> bool {
     true
 }
 
+/// A resource list: name to quantity.
+type ResourceList = BTreeMap<String, Quantity>;
+
 /// A quota's resource list (`spec.hard`, `status.hard`, `status.used`).
-fn quota_resources(list: Option<&Value>, path: &str, errs: &mut Errors) {
-    for (k, v) in list.and_then(Value::as_object).into_iter().flatten() {
+fn quota_resources(list: Option<&ResourceList>, path: &str, errs: &mut Errors) {
+    for (k, v) in list.into_iter().flatten() {
         let p = format!("{path}[{k}]");
         if resource_name(k, &p, errs) && !k.contains('/') && !is_standard_resource(k) {
             errs.push(FieldError::invalid(
@@ -43,7 +50,7 @@ fn quota_resources(list: Option<&Value>, path: &str, errs: &mut Errors) {
                 "must be a standard resource for quota",
             ));
         }
-        let Some(amount) = v.as_str().and_then(Amount::parse) else {
+        let Some(amount) = Amount::parse(&v.0) else {
             continue;
         };
         if amount.is_negative() {
@@ -64,29 +71,34 @@ fn quota_resources(list: Option<&Value>, path: &str, errs: &mut Errors) {
     }
 }
 
+/// Scopes that exclude each other.
+const CONFLICTING_SCOPES: [[&str; 2]; 2] = [
+    ["BestEffort", "NotBestEffort"],
+    ["Terminating", "NotTerminating"],
+];
+
 /// Kubernetes' `ValidateResourceQuota` (spec and status).
-pub fn validate_resource_quota(obj: &Value, errs: &mut Errors) {
-    let spec = obj.get("spec").unwrap_or(&Value::Null);
-    let hard = spec.get("hard");
-    quota_resources(hard, "spec.hard", errs);
-    quota_resources(obj.pointer("/status/hard"), "status.hard", errs);
-    quota_resources(obj.pointer("/status/used"), "status.used", errs);
-    let hard_names: BTreeSet<&str> = hard
-        .and_then(Value::as_object)
-        .into_iter()
+pub fn validate_resource_quota(
+    quota: &ResourceQuota,
+    _old: Option<&ResourceQuota>,
+    errs: &mut Errors,
+) {
+    let empty = ResourceQuotaSpec::default();
+    let spec = quota.spec.as_ref().unwrap_or(&empty);
+    let status = quota.status.as_ref();
+    quota_resources(spec.hard.as_ref(), "spec.hard", errs);
+    quota_resources(status.and_then(|s| s.hard.as_ref()), "status.hard", errs);
+    quota_resources(status.and_then(|s| s.used.as_ref()), "status.used", errs);
+    let hard_names: BTreeSet<&str> = spec
+        .hard
+        .iter()
         .flatten()
         .map(|(k, _)| k.as_str())
         .collect();
-    let scopes = spec
-        .get("scopes")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let scopes = spec.scopes.as_deref().unwrap_or_default();
     let scope_value = json!(scopes);
-    let mut seen = BTreeSet::new();
-    for s in &scopes {
-        let s = s.as_str().unwrap_or("");
-        if !SCOPES.contains(&s) {
+    for s in scopes {
+        if !SCOPES.contains(&s.as_str()) {
             errs.push(FieldError::invalid(
                 "spec.scopes",
                 &scope_value,
@@ -102,12 +114,9 @@ pub fn validate_resource_quota(obj: &Value, errs: &mut Errors) {
                 ));
             }
         }
-        seen.insert(s);
     }
-    for pair in [
-        ["BestEffort", "NotBestEffort"],
-        ["Terminating", "NotTerminating"],
-    ] {
+    let seen: BTreeSet<&str> = scopes.iter().map(String::as_str).collect();
+    for pair in CONFLICTING_SCOPES {
         if pair.iter().all(|s| seen.contains(s)) {
             errs.push(FieldError::invalid(
                 "spec.scopes",
@@ -116,20 +125,19 @@ pub fn validate_resource_quota(obj: &Value, errs: &mut Errors) {
             ));
         }
     }
-    validate_scope_selector(spec, &hard_names, errs);
+    if let Some(selector) = &spec.scope_selector {
+        validate_scope_selector(selector, &hard_names, errs);
+    }
 }
 
-fn validate_scope_selector(spec: &Value, hard: &BTreeSet<&str>, errs: &mut Errors) {
-    let Some(exprs) = spec
-        .pointer("/scopeSelector/matchExpressions")
-        .and_then(Value::as_array)
-    else {
+fn validate_scope_selector(selector: &ScopeSelector, hard: &BTreeSet<&str>, errs: &mut Errors) {
+    let Some(exprs) = selector.match_expressions.as_deref() else {
         return;
     };
     let mut seen = BTreeSet::new();
     for (i, e) in exprs.iter().enumerate() {
         let path = format!("spec.scopeSelector.matchExpressions[{i}]");
-        let scope = e.get("scopeName").and_then(Value::as_str).unwrap_or("");
+        let scope = e.scope_name.as_str();
         if !SCOPES.contains(&scope) {
             errs.push(FieldError::invalid(
                 format!("{path}.scopeName"),
@@ -146,11 +154,8 @@ fn validate_scope_selector(spec: &Value, hard: &BTreeSet<&str>, errs: &mut Error
                 ));
             }
         }
-        let op = e.get("operator").and_then(Value::as_str).unwrap_or("");
-        let values = e
-            .get("values")
-            .and_then(Value::as_array)
-            .map_or(0, Vec::len);
+        let op = e.operator.as_str();
+        let values = e.values.as_ref().map_or(0, Vec::len);
         let by_value = ["PriorityClass", "VolumeAttributesClass"].contains(&scope);
         match op {
             "In" | "NotIn" if by_value => {
@@ -165,7 +170,7 @@ fn validate_scope_selector(spec: &Value, hard: &BTreeSet<&str>, errs: &mut Error
                 if values != 0 {
                     errs.push(FieldError::invalid(
                         format!("{path}.values"),
-                        e.get("values").unwrap_or(&Value::Null),
+                        &json!(e.values),
                         "must be no value when `operator` is 'Exist' or 'DoesNotExist' for scope selector",
                     ));
                 }
@@ -183,31 +188,29 @@ fn validate_scope_selector(spec: &Value, hard: &BTreeSet<&str>, errs: &mut Error
         }
         seen.insert(scope);
     }
-    for pair in [
-        ["BestEffort", "NotBestEffort"],
-        ["Terminating", "NotTerminating"],
-    ] {
+    for pair in CONFLICTING_SCOPES {
         if pair.iter().all(|s| seen.contains(s)) {
             errs.push(FieldError::invalid(
                 "spec.scopeSelector",
-                spec.get("scopeSelector").unwrap_or(&Value::Null),
+                &json!(selector),
                 "conflicting scopes",
             ));
         }
     }
 }
 
-/// Kubernetes' `ValidateLimitRange`.
-pub fn validate_limit_range(obj: &Value, errs: &mut Errors) {
+/// Kubernetes' `ValidateLimitRange`: each item's type (once each), its
+/// resource names, and the order of its amounts.
+pub fn validate_limit_range(range: &LimitRange, _old: Option<&LimitRange>, errs: &mut Errors) {
     let mut types = BTreeSet::new();
-    let items = obj
-        .pointer("/spec/limits")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
+    let items = range
+        .spec
+        .as_ref()
+        .map(|s| s.limits.as_slice())
         .unwrap_or_default();
     for (i, item) in items.iter().enumerate() {
         let path = format!("spec.limits[{i}]");
-        let ty = item.get("type").and_then(Value::as_str).unwrap_or("");
+        let ty = item.type_.as_str();
         if let Some(msg) = qualified_name_error(ty) {
             errs.push(FieldError::invalid(format!("{path}.type"), &json!(ty), msg));
         } else if !ty.contains('/') && !["Pod", "Container", "PersistentVolumeClaim"].contains(&ty)
@@ -221,189 +224,186 @@ pub fn validate_limit_range(obj: &Value, errs: &mut Errors) {
         if !types.insert(ty) {
             errs.push(FieldError::duplicate(format!("{path}.type"), &json!(ty)));
         }
-        let list = |key: &str| -> Vec<(String, Amount)> {
-            item.get(key)
-                .and_then(Value::as_object)
-                .into_iter()
-                .flatten()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str().and_then(Amount::parse)?)))
-                .collect()
-        };
-        let mut fields = vec!["max", "min"];
-        if ty == "Pod" {
-            for key in ["default", "defaultRequest"] {
-                if item
-                    .get(key)
-                    .and_then(Value::as_object)
-                    .is_some_and(|m| !m.is_empty())
-                {
-                    errs.push(FieldError::forbidden(
-                        format!("{path}.{key}"),
-                        "may not be specified when `type` is 'Pod'",
-                    ));
-                }
-            }
-        } else {
-            fields.extend(["default", "defaultRequest"]);
-        }
-        fields.push("maxLimitRequestRatio");
-        let mut keys = BTreeSet::new();
-        for key in &fields {
-            for (r, _) in item
-                .get(*key)
-                .and_then(Value::as_object)
-                .into_iter()
-                .flatten()
-            {
-                let p = format!("{path}.{key}[{r}]");
-                let known = resource_name(r, &p, errs);
-                if known
-                    && ["Pod", "Container"].contains(&ty)
-                    && !r.contains('/')
-                    && !is_container_resource(r)
-                {
-                    errs.push(FieldError::invalid(
-                        &p,
-                        &json!(r),
-                        "must be a standard resource for containers",
-                    ));
-                }
-                keys.insert(r.clone());
-            }
-        }
-        if ty == "PersistentVolumeClaim"
-            && !["min", "max"]
-                .iter()
-                .any(|k| item.pointer(&format!("/{k}/storage")).is_some())
-        {
+        let keys = limit_resource_names(item, &path, errs);
+        let has_storage =
+            |l: &Option<ResourceList>| l.as_ref().is_some_and(|l| l.contains_key("storage"));
+        if ty == "PersistentVolumeClaim" && !has_storage(&item.min) && !has_storage(&item.max) {
             errs.push(FieldError::required(
                 format!("{path}.limits"),
                 "either minimum or maximum storage value is required, but neither was provided",
             ));
         }
-        let (min, max, default, default_request, ratio) = (
-            list("min"),
-            list("max"),
-            if ty == "Pod" { vec![] } else { list("default") },
-            if ty == "Pod" {
-                vec![]
-            } else {
-                list("defaultRequest")
-            },
-            list("maxLimitRequestRatio"),
-        );
-        let get = |l: &[(String, Amount)], k: &str| l.iter().find(|(n, _)| n == k).map(|(_, a)| *a);
         for k in &keys {
-            let (mn, mx, d, dr, ra) = (
-                get(&min, k),
-                get(&max, k),
-                get(&default, k),
-                get(&default_request, k),
-                get(&ratio, k),
-            );
-            let invalid = |field: &str, v: Amount, msg: String| {
-                FieldError::invalid(format!("{path}.{field}[{k}]"), &json!(v.to_string()), msg)
-            };
-            if let (Some(mn), Some(mx)) = (mn, mx) {
-                if mn > mx {
-                    errs.push(invalid(
-                        "min",
-                        mn,
-                        format!("min value {mn} is greater than max value {mx}"),
-                    ));
-                }
+            errs.extend(limit_order_errors(item, &path, k));
+        }
+    }
+}
+
+/// The resource names an item's lists use (a Pod item may have no defaults),
+/// each checked; what it returns is every name once.
+fn limit_resource_names(item: &LimitRangeItem, path: &str, errs: &mut Errors) -> BTreeSet<String> {
+    let ty = item.type_.as_str();
+    let mut lists = vec![("max", &item.max), ("min", &item.min)];
+    if ty == "Pod" {
+        for (key, list) in [
+            ("default", &item.default),
+            ("defaultRequest", &item.default_request),
+        ] {
+            if list.as_ref().is_some_and(|m| !m.is_empty()) {
+                errs.push(FieldError::forbidden(
+                    format!("{path}.{key}"),
+                    "may not be specified when `type` is 'Pod'",
+                ));
             }
-            if let (Some(dr), Some(mn)) = (dr, mn) {
-                if mn > dr {
-                    errs.push(invalid(
-                        "defaultRequest",
-                        dr,
-                        format!("min value {mn} is greater than default request value {dr}"),
-                    ));
-                }
+        }
+    } else {
+        lists.extend([
+            ("default", &item.default),
+            ("defaultRequest", &item.default_request),
+        ]);
+    }
+    lists.push(("maxLimitRequestRatio", &item.max_limit_request_ratio));
+    let mut keys = BTreeSet::new();
+    for (key, list) in lists {
+        for r in list.iter().flat_map(|l| l.keys()) {
+            let p = format!("{path}.{key}[{r}]");
+            let known = resource_name(r, &p, errs);
+            if known
+                && ["Pod", "Container"].contains(&ty)
+                && !r.contains('/')
+                && !is_container_resource(r)
+            {
+                errs.push(FieldError::invalid(
+                    &p,
+                    &json!(r),
+                    "must be a standard resource for containers",
+                ));
             }
-            if let (Some(dr), Some(mx)) = (dr, mx) {
-                if dr > mx {
-                    errs.push(invalid(
-                        "defaultRequest",
-                        dr,
-                        format!("default request value {dr} is greater than max value {mx}"),
-                    ));
-                }
-            }
-            if let (Some(dr), Some(d)) = (dr, d) {
-                if dr > d {
-                    errs.push(invalid(
-                        "defaultRequest",
-                        dr,
-                        format!(
-                            "default request value {dr} is greater than default limit value {d}"
-                        ),
-                    ));
-                }
-            }
-            if let (Some(d), Some(mn)) = (d, mn) {
-                if mn > d {
-                    errs.push(invalid(
-                        "default",
-                        mn,
-                        format!("min value {mn} is greater than default value {d}"),
-                    ));
-                }
-            }
-            if let (Some(d), Some(mx)) = (d, mx) {
-                if d > mx {
-                    errs.push(invalid(
-                        "default",
-                        mx,
-                        format!("default value {d} is greater than max value {mx}"),
-                    ));
-                }
-            }
-            if let Some(ra) = ra {
-                if ra < Amount::count(1) {
+            keys.insert(r.clone());
+        }
+    }
+    keys
+}
+
+/// For resource `k` of an item: min ≤ defaultRequest ≤ default ≤ max, a
+/// ratio of at least 1 and at most max/min, and no overcommit where a
+/// resource cannot be (hugepages, extended resources).
+fn limit_order_errors(item: &LimitRangeItem, path: &str, k: &str) -> Errors {
+    let amount = |l: &Option<ResourceList>| l.as_ref()?.get(k).and_then(|q| Amount::parse(&q.0));
+    let pod = item.type_ == "Pod";
+    let (mn, mx, ra) = (
+        amount(&item.min),
+        amount(&item.max),
+        amount(&item.max_limit_request_ratio),
+    );
+    let d = if pod { None } else { amount(&item.default) };
+    let dr = if pod {
+        None
+    } else {
+        amount(&item.default_request)
+    };
+    let invalid = |field: &str, v: Amount, msg: String| {
+        FieldError::invalid(format!("{path}.{field}[{k}]"), &json!(v.to_string()), msg)
+    };
+    let mut errs = Vec::new();
+    if let (Some(mn), Some(mx)) = (mn, mx) {
+        if mn > mx {
+            errs.push(invalid(
+                "min",
+                mn,
+                format!("min value {mn} is greater than max value {mx}"),
+            ));
+        }
+    }
+    if let (Some(dr), Some(mn)) = (dr, mn) {
+        if mn > dr {
+            errs.push(invalid(
+                "defaultRequest",
+                dr,
+                format!("min value {mn} is greater than default request value {dr}"),
+            ));
+        }
+    }
+    if let (Some(dr), Some(mx)) = (dr, mx) {
+        if dr > mx {
+            errs.push(invalid(
+                "defaultRequest",
+                dr,
+                format!("default request value {dr} is greater than max value {mx}"),
+            ));
+        }
+    }
+    if let (Some(dr), Some(d)) = (dr, d) {
+        if dr > d {
+            errs.push(invalid(
+                "defaultRequest",
+                dr,
+                format!("default request value {dr} is greater than default limit value {d}"),
+            ));
+        }
+    }
+    if let (Some(d), Some(mn)) = (d, mn) {
+        if mn > d {
+            errs.push(invalid(
+                "default",
+                mn,
+                format!("min value {mn} is greater than default value {d}"),
+            ));
+        }
+    }
+    if let (Some(d), Some(mx)) = (d, mx) {
+        if d > mx {
+            errs.push(invalid(
+                "default",
+                mx,
+                format!("default value {d} is greater than max value {mx}"),
+            ));
+        }
+    }
+    if let Some(ra) = ra {
+        if ra < Amount::count(1) {
+            errs.push(invalid(
+                "maxLimitRequestRatio",
+                ra,
+                format!("ratio {ra} is less than 1"),
+            ));
+        }
+        if let (Some(mn), Some(mx)) = (mn, mx) {
+            if !mn.is_zero() {
+                let limit = mx.millis() as f64 / mn.millis() as f64;
+                if ra.as_f64() > limit {
                     errs.push(invalid(
                         "maxLimitRequestRatio",
                         ra,
-                        format!("ratio {ra} is less than 1"),
-                    ));
-                }
-                if let (Some(mn), Some(mx)) = (mn, mx) {
-                    if !mn.is_zero() {
-                        let limit = mx.millis() as f64 / mn.millis() as f64;
-                        if ra.as_f64() > limit {
-                            errs.push(invalid(
-                                "maxLimitRequestRatio",
-                                ra,
-                                format!("ratio {ra} is greater than max/min = {limit:.6}"),
-                            ));
-                        }
-                    }
-                }
-            }
-            // Resources that cannot be overcommitted (hugepages, extended ones): the default limit is the request.
-            let no_overcommit = k.starts_with("hugepages-")
-                || (k.contains('/') && !k.starts_with("kubernetes.io/"));
-            if let (true, Some(d), Some(dr)) = (no_overcommit, d, dr) {
-                if d != dr {
-                    errs.push(invalid(
-                        "defaultRequest",
-                        dr,
-                        format!("default value {d} must equal to defaultRequest value {dr} in {k}"),
+                        format!("ratio {ra} is greater than max/min = {limit:.6}"),
                     ));
                 }
             }
         }
     }
+    // Resources that cannot be overcommitted (hugepages, extended ones): the default limit is the request.
+    let no_overcommit =
+        k.starts_with("hugepages-") || (k.contains('/') && !k.starts_with("kubernetes.io/"));
+    if let (true, Some(d), Some(dr)) = (no_overcommit, d, dr) {
+        if d != dr {
+            errs.push(invalid(
+                "defaultRequest",
+                dr,
+                format!("default value {d} must equal to defaultRequest value {dr} in {k}"),
+            ));
+        }
+    }
+    errs
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
-    fn errors(f: fn(&Value, &mut Errors), obj: Value) -> Vec<String> {
+    fn errors<T: serde::de::DeserializeOwned>(f: crate::Rules<T>, obj: Value) -> Vec<String> {
         let mut errs = Vec::new();
-        f(&obj, &mut errs);
+        f(&serde_json::from_value(obj).unwrap(), None, &mut errs);
         errs.iter()
             .map(|e| format!("{}: {}", e.field, e.body()))
             .collect()

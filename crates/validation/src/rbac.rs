@@ -1,21 +1,59 @@
 //! RBAC objects (rbac.authorization.k8s.io/v1): roles' rules and bindings'
-//! role references and subjects, with Kubernetes' messages.
+//! role references and subjects, with Kubernetes' messages
+//! (`pkg/apis/rbac/validation`), on the typed objects.
 
 use super::*;
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+};
 use serde_json::json;
 
-/// Role (namespaced) and ClusterRole.
-pub(super) fn validate_role(obj: &Value, namespaced: bool, errs: &mut Errors) {
-    for (i, rule) in arr(obj, "rules").iter().enumerate() {
+const GROUP: &str = "rbac.authorization.k8s.io";
+
+pub(super) fn validate_role(role: &Role, _old: Option<&Role>, errs: &mut Errors) {
+    validate_rules(role.rules.as_deref().unwrap_or_default(), true, errs);
+}
+
+pub(super) fn validate_cluster_role(
+    role: &ClusterRole,
+    _old: Option<&ClusterRole>,
+    errs: &mut Errors,
+) {
+    validate_rules(role.rules.as_deref().unwrap_or_default(), false, errs);
+}
+
+pub(super) fn validate_role_binding(
+    binding: &RoleBinding,
+    old: Option<&RoleBinding>,
+    errs: &mut Errors,
+) {
+    let subjects = binding.subjects.as_deref().unwrap_or_default();
+    let old = old.map(|o| &o.role_ref);
+    validate_binding(&binding.role_ref, old, subjects, true, errs);
+}
+
+pub(super) fn validate_cluster_role_binding(
+    binding: &ClusterRoleBinding,
+    old: Option<&ClusterRoleBinding>,
+    errs: &mut Errors,
+) {
+    let subjects = binding.subjects.as_deref().unwrap_or_default();
+    let old = old.map(|o| &o.role_ref);
+    validate_binding(&binding.role_ref, old, subjects, false, errs);
+}
+
+/// A Role's (namespaced) or ClusterRole's rules.
+fn validate_rules(rules: &[PolicyRule], namespaced: bool, errs: &mut Errors) {
+    let none = |v: &Option<Vec<String>>| v.as_ref().is_none_or(Vec::is_empty);
+    for (i, rule) in rules.iter().enumerate() {
         let path = format!("rules[{i}]");
-        if arr(rule, "verbs").is_empty() {
+        if rule.verbs.is_empty() {
             errs.push(FieldError::required(
                 format!("{path}.verbs"),
                 "verbs must contain at least one value",
             ));
         }
-        let urls = arr(rule, "nonResourceURLs");
-        if !urls.is_empty() {
+        if let Some(urls) = rule.non_resource_urls.as_ref().filter(|u| !u.is_empty()) {
             if namespaced {
                 errs.push(FieldError::invalid(
                     format!("{path}.nonResourceURLs"),
@@ -23,7 +61,7 @@ pub(super) fn validate_role(obj: &Value, namespaced: bool, errs: &mut Errors) {
                     "namespaced rules cannot apply to non-resource URLs",
                 ));
             }
-            if !arr(rule, "apiGroups").is_empty() || !arr(rule, "resources").is_empty() {
+            if !none(&rule.api_groups) || !none(&rule.resources) {
                 errs.push(FieldError::invalid(
                     format!("{path}.nonResourceURLs"),
                     &json!(urls),
@@ -32,13 +70,13 @@ pub(super) fn validate_role(obj: &Value, namespaced: bool, errs: &mut Errors) {
             }
             continue;
         }
-        if arr(rule, "apiGroups").is_empty() {
+        if none(&rule.api_groups) {
             errs.push(FieldError::required(
                 format!("{path}.apiGroups"),
                 "resource rules must supply at least one api group",
             ));
         }
-        if arr(rule, "resources").is_empty() {
+        if none(&rule.resources) {
             errs.push(FieldError::required(
                 format!("{path}.resources"),
                 "resource rules must supply at least one resource",
@@ -47,20 +85,21 @@ pub(super) fn validate_role(obj: &Value, namespaced: bool, errs: &mut Errors) {
     }
 }
 
-/// RoleBinding (namespaced) and ClusterRoleBinding.
-pub(super) fn validate_binding(
-    obj: &Value,
-    old: Option<&Value>,
+/// A RoleBinding's (namespaced) or ClusterRoleBinding's role reference,
+/// fixed once created, and its subjects.
+fn validate_binding(
+    role_ref: &RoleRef,
+    old: Option<&RoleRef>,
+    subjects: &[Subject],
     namespaced: bool,
     errs: &mut Errors,
 ) {
-    let role_ref = obj.get("roleRef").unwrap_or(&Value::Null);
-    let group = str_at(role_ref, "apiGroup").unwrap_or("");
-    if group != "rbac.authorization.k8s.io" {
+    let group = role_ref.api_group.as_deref().unwrap_or_default();
+    if group != GROUP {
         errs.push(FieldError::not_supported(
             "roleRef.apiGroup",
             &json!(group),
-            &["rbac.authorization.k8s.io"],
+            &[GROUP],
         ));
     }
     let kinds: &[&str] = if namespaced {
@@ -68,43 +107,41 @@ pub(super) fn validate_binding(
     } else {
         &["ClusterRole"]
     };
-    match non_empty_str(role_ref, "kind") {
-        None => errs.push(FieldError::not_supported("roleRef.kind", &json!(""), kinds)),
-        Some(k) if !kinds.contains(&k) => {
-            errs.push(FieldError::not_supported("roleRef.kind", &json!(k), kinds))
-        }
-        Some(_) => {}
+    if !kinds.contains(&role_ref.kind.as_str()) {
+        errs.push(FieldError::not_supported(
+            "roleRef.kind",
+            &json!(role_ref.kind),
+            kinds,
+        ));
     }
-    if non_empty_str(role_ref, "name").is_none() {
+    if role_ref.name.is_empty() {
         errs.push(FieldError::required("roleRef.name", ""));
     }
-    if let Some(old) = old {
-        if old.get("roleRef") != obj.get("roleRef") {
-            errs.push(FieldError::invalid(
-                "roleRef",
-                role_ref,
-                "cannot change roleRef",
-            ));
-        }
+    if old.is_some_and(|old| old != role_ref) {
+        errs.push(FieldError::invalid(
+            "roleRef",
+            &json!(role_ref),
+            "cannot change roleRef",
+        ));
     }
-    for (i, subject) in arr(obj, "subjects").iter().enumerate() {
+    for (i, subject) in subjects.iter().enumerate() {
         let path = format!("subjects[{i}]");
-        if non_empty_str(subject, "name").is_none() {
+        if subject.name.is_empty() {
             errs.push(FieldError::required(format!("{path}.name"), ""));
         }
-        match str_at(subject, "kind").unwrap_or("") {
+        match subject.kind.as_str() {
             "ServiceAccount" => {
-                if !namespaced && non_empty_str(subject, "namespace").is_none() {
+                if !namespaced && subject.namespace.as_deref().unwrap_or_default().is_empty() {
                     errs.push(FieldError::required(format!("{path}.namespace"), ""));
                 }
             }
             "User" | "Group" => {
-                let group = str_at(subject, "apiGroup").unwrap_or("");
-                if group != "rbac.authorization.k8s.io" {
+                let group = subject.api_group.as_deref().unwrap_or_default();
+                if group != GROUP {
                     errs.push(FieldError::not_supported(
                         format!("{path}.apiGroup"),
                         &json!(group),
-                        &["rbac.authorization.k8s.io"],
+                        &[GROUP],
                     ));
                 }
             }
@@ -125,13 +162,19 @@ mod tests {
         errs.iter().map(ToString::to_string).collect()
     }
 
+    fn typed<T: serde::de::DeserializeOwned>(v: Value) -> T {
+        serde_json::from_value(v).unwrap()
+    }
+
     #[test]
     fn rules_need_verbs_groups_and_resources() {
         let mut errs = Vec::new();
-        let role = json!({"rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+        let role: Role = typed(
+            json!({"rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
                                    {"resources": ["pods"]},
-                                   {"nonResourceURLs": ["/healthz"], "verbs": ["get"]}]});
-        validate_role(&role, true, &mut errs);
+                                   {"nonResourceURLs": ["/healthz"], "verbs": ["get"]}]}),
+        );
+        validate_role(&role, None, &mut errs);
         assert_eq!(
             messages(&errs),
             [
@@ -139,6 +182,15 @@ mod tests {
                 "rules[1].apiGroups: Required value: resource rules must supply at least one api group",
                 "rules[2].nonResourceURLs: Invalid value: [\"/healthz\"]: namespaced rules cannot apply to non-resource URLs",
             ]
+        );
+        let cluster_role: ClusterRole = typed(json!({"rules": [
+            {"nonResourceURLs": ["/healthz"], "verbs": ["get"]},
+            {"nonResourceURLs": ["/metrics"], "resources": ["pods"], "verbs": ["get"]}]}));
+        let mut errs = Vec::new();
+        validate_cluster_role(&cluster_role, None, &mut errs);
+        assert_eq!(
+            messages(&errs),
+            ["rules[1].nonResourceURLs: Invalid value: [\"/metrics\"]: rules cannot apply to both regular resources and non-resource URLs"]
         );
     }
 
@@ -148,9 +200,9 @@ mod tests {
                              "subjects": [{"kind": "ServiceAccount", "name": "default"},
                                           {"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}]});
         let mut errs = Vec::new();
-        validate_binding(&binding, None, true, &mut errs);
+        validate_role_binding(&typed(binding.clone()), None, &mut errs);
         assert!(errs.is_empty(), "{errs:?}");
-        validate_binding(&binding, None, false, &mut errs);
+        validate_cluster_role_binding(&typed(binding.clone()), None, &mut errs);
         assert_eq!(
             messages(&errs),
             [
@@ -161,10 +213,29 @@ mod tests {
         let mut changed = binding.clone();
         changed["roleRef"]["name"] = json!("other");
         let mut errs = Vec::new();
-        validate_binding(&changed, Some(&binding), true, &mut errs);
-        assert!(
-            messages(&errs)[0].ends_with("cannot change roleRef"),
-            "{errs:?}"
+        let old: RoleBinding = typed(binding);
+        validate_role_binding(&typed(changed), Some(&old), &mut errs);
+        assert_eq!(
+            messages(&errs),
+            ["roleRef: Invalid value: {\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"Role\",\"name\":\"other\"}: cannot change roleRef"]
+        );
+    }
+
+    #[test]
+    fn subjects_need_a_known_kind_and_group() {
+        let binding: RoleBinding = typed(json!({
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "Robot", "name": "r2"}, {"kind": "Group", "name": "devs"}, {"kind": "User", "name": ""}]}));
+        let mut errs = Vec::new();
+        validate_role_binding(&binding, None, &mut errs);
+        assert_eq!(
+            messages(&errs),
+            [
+                "subjects[0].kind: Unsupported value: \"Robot\": supported values: \"ServiceAccount\", \"User\", \"Group\"",
+                "subjects[1].apiGroup: Unsupported value: \"\": supported values: \"rbac.authorization.k8s.io\"",
+                "subjects[2].name: Required value",
+                "subjects[2].apiGroup: Unsupported value: \"\": supported values: \"rbac.authorization.k8s.io\"",
+            ]
         );
     }
 }

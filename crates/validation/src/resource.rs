@@ -3,7 +3,7 @@
 //! ResourceSlice, with Kubernetes' rules and messages. Typed: each object is
 //! read as its k8s-openapi type (the strategy has already decoded it once).
 
-use super::{name_check, typed, Errors, FieldError};
+use super::{name_check, Errors, FieldError};
 use k8s_openapi::api::resource::v1::{
     DeviceClaim, DeviceClass, DeviceSelector, ExactDeviceRequest, OpaqueDeviceConfiguration,
     ResourceClaim, ResourceClaimStatus, ResourceClaimTemplate, ResourceSlice,
@@ -290,14 +290,14 @@ fn claim_status(
     }
 }
 
-pub fn validate_resource_claim(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-    let Some(claim) = typed::<ResourceClaim>(obj) else {
-        return;
-    };
-    let old = old.and_then(typed::<ResourceClaim>);
+pub fn validate_resource_claim(
+    claim: &ResourceClaim,
+    old: Option<&ResourceClaim>,
+    errs: &mut Errors,
+) {
     let devices = claim.spec.as_ref().and_then(|s| s.devices.as_ref());
     validate_claim_spec(errs, "spec", devices);
-    if let Some(old) = &old {
+    if let Some(old) = old {
         immutable(errs, "spec", &claim.spec, &old.spec);
     }
     let known = requests(
@@ -306,35 +306,28 @@ pub fn validate_resource_claim(obj: &Value, old: Option<&Value>, errs: &mut Erro
         devices.unwrap_or(&DeviceClaim::default()),
     );
     if let Some(status) = &claim.status {
-        claim_status(
-            errs,
-            status,
-            old.as_ref().and_then(|o| o.status.as_ref()),
-            &known,
-        );
+        claim_status(errs, status, old.and_then(|o| o.status.as_ref()), &known);
     }
 }
 
-pub fn validate_resource_claim_template(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-    let Some(template) = typed::<ResourceClaimTemplate>(obj) else {
-        return;
-    };
+pub fn validate_resource_claim_template(
+    template: &ResourceClaimTemplate,
+    old: Option<&ResourceClaimTemplate>,
+    errs: &mut Errors,
+) {
     let devices = template
         .spec
         .as_ref()
         .and_then(|s| s.spec.as_ref())
         .and_then(|s| s.devices.as_ref());
     validate_claim_spec(errs, "spec.spec", devices);
-    if let Some(old) = old.and_then(typed::<ResourceClaimTemplate>) {
+    if let Some(old) = old {
         immutable(errs, "spec", &template.spec, &old.spec);
     }
 }
 
-pub fn validate_device_class(obj: &Value, errs: &mut Errors) {
-    let Some(class) = typed::<DeviceClass>(obj) else {
-        return;
-    };
-    let spec = class.spec.unwrap_or_default();
+pub fn validate_device_class(class: &DeviceClass, _old: Option<&DeviceClass>, errs: &mut Errors) {
+    let spec = class.spec.clone().unwrap_or_default();
     selectors(errs, "spec.selectors", spec.selectors.as_ref());
     let configs = spec.config.as_deref().unwrap_or(&[]);
     if configs.len() > MAX_CONFIGS {
@@ -375,10 +368,11 @@ fn qualified_name_error(name: &str) -> Option<String> {
     })
 }
 
-pub fn validate_resource_slice(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-    let Some(slice) = typed::<ResourceSlice>(obj) else {
-        return;
-    };
+pub fn validate_resource_slice(
+    slice: &ResourceSlice,
+    old: Option<&ResourceSlice>,
+    errs: &mut Errors,
+) {
     let spec = &slice.spec;
     name_check(
         errs,
@@ -489,7 +483,7 @@ pub fn validate_resource_slice(obj: &Value, old: Option<&Value>, errs: &mut Erro
             }
         }
     }
-    if let Some(old) = old.and_then(typed::<ResourceSlice>) {
+    if let Some(old) = old {
         if old.spec.node_name != spec.node_name {
             immutable(errs, "spec.nodeName", &spec.node_name, &old.spec.node_name);
         }
@@ -509,6 +503,10 @@ mod tests {
                "spec": {"devices": devices}})
     }
 
+    fn decoded<T: serde::de::DeserializeOwned>(v: &Value) -> T {
+        serde_json::from_value(v.clone()).unwrap()
+    }
+
     fn messages(errs: &Errors) -> Vec<String> {
         errs.iter()
             .map(|e| format!("{}: {}", e.field, e.body()))
@@ -519,13 +517,13 @@ mod tests {
     fn claims_with_bad_selectors_modes_and_references_are_refused() {
         let mut errs = Vec::new();
         validate_resource_claim(
-            &claim(json!({"requests": [
+            &decoded(&claim(json!({"requests": [
                 {"name": "gpu", "exactly": {"deviceClassName": "gpu.minik8s.io",
                     "selectors": [{"cel": {"expression": "device.driver =="}}]}},
                 {"name": "gpu", "exactly": {"deviceClassName": "x", "allocationMode": "All", "count": 2}},
                 {"name": "both"},
                 {"name": "mode", "exactly": {"deviceClassName": "x", "allocationMode": "Some"}}],
-              "constraints": [{"requests": ["nope"], "matchAttribute": "model"}]})),
+              "constraints": [{"requests": ["nope"], "matchAttribute": "model"}]}))),
             None,
             &mut errs,
         );
@@ -559,7 +557,7 @@ mod tests {
             claim(json!({"requests": [{"name": "gpu", "exactly": {"deviceClassName": "b"}}]}));
         new["status"] = json!({"reservedFor": [{"resource": "pods", "name": "p", "uid": "1"}]});
         let mut errs = Vec::new();
-        validate_resource_claim(&new, Some(&old), &mut errs);
+        validate_resource_claim(&decoded(&new), Some(&decoded(&old)), &mut errs);
         let m = messages(&errs);
         assert!(
             m.iter()
@@ -579,10 +577,12 @@ mod tests {
     fn slices_name_one_placement_and_typed_attributes() {
         let mut errs = Vec::new();
         validate_resource_slice(
-            &json!({"metadata": {"name": "s"}, "spec": {"driver": "gpu.minik8s.io",
+            &decoded(
+                &json!({"metadata": {"name": "s"}, "spec": {"driver": "gpu.minik8s.io",
                 "pool": {"name": "n", "generation": 0, "resourceSliceCount": 1},
                 "devices": [{"name": "gpu-0", "attributes": {"model": {"string": "a", "int": 1},
                                                               "v": {"version": "one"}}}]}}),
+            ),
             None,
             &mut errs,
         );

@@ -8,7 +8,8 @@
 //! of a group as a whole) is refused by field rather than accepted and
 //! ignored.
 
-use super::{name_check, typed, Errors, FieldError};
+use super::{name_check, Errors, FieldError};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1beta1::{
     DisruptionMode, PodGroup, PodGroupResourceClaim, PodGroupSchedulingConstraints,
     PodGroupSchedulingPolicy, PodGroupTemplate, Workload,
@@ -141,10 +142,7 @@ fn frozen<T: serde::Serialize>(v: &T) -> Value {
     v
 }
 
-pub fn validate_workload(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-    let Some(w) = typed::<Workload>(obj) else {
-        return;
-    };
+pub fn validate_workload(w: &Workload, old: Option<&Workload>, errs: &mut Errors) {
     let spec = &w.spec;
     if spec.composite_pod_group_templates.is_some() {
         errs.push(FieldError::forbidden(
@@ -188,7 +186,7 @@ pub fn validate_workload(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
             errs.push(FieldError::required("spec.controllerRef.name", ""));
         }
     }
-    let Some(old) = old.and_then(typed::<Workload>) else {
+    let Some(old) = old else {
         return;
     };
     if old.spec.controller_ref != spec.controller_ref {
@@ -198,16 +196,16 @@ pub fn validate_workload(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
             "field is immutable",
         ));
     }
-    let old_templates = old.spec.pod_group_templates.unwrap_or_default();
+    let old_templates = old.spec.pod_group_templates.as_deref().unwrap_or_default();
     let names = |ts: &[PodGroupTemplate]| ts.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
-    if names(&old_templates) != names(templates) {
+    if names(old_templates) != names(templates) {
         errs.push(FieldError::forbidden(
             "spec.podGroupTemplates",
             "templates may not be added or removed",
         ));
         return;
     }
-    for (i, (t, o)) in templates.iter().zip(&old_templates).enumerate() {
+    for (i, (t, o)) in templates.iter().zip(old_templates).enumerate() {
         let path = format!("spec.podGroupTemplates[{i}]");
         if policy_kind(&t.scheduling_policy) != policy_kind(&o.scheduling_policy) {
             errs.push(FieldError::invalid(
@@ -225,10 +223,7 @@ pub fn validate_workload(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
     }
 }
 
-pub fn validate_pod_group(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-    let Some(pg) = typed::<PodGroup>(obj) else {
-        return;
-    };
+pub fn validate_pod_group(pg: &PodGroup, old: Option<&PodGroup>, errs: &mut Errors) {
     let spec = &pg.spec;
     policy(errs, "spec.schedulingPolicy", &spec.scheduling_policy);
     constraints(
@@ -267,7 +262,7 @@ pub fn validate_pod_group(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
             dns1123_label_error,
         );
     }
-    let Some(old) = old.and_then(typed::<PodGroup>) else {
+    let Some(old) = old else {
         return;
     };
     if policy_kind(&old.spec.scheduling_policy) != policy_kind(&spec.scheduling_policy) {
@@ -285,17 +280,95 @@ pub fn validate_pod_group(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
     }
 }
 
+/// The built-in PriorityClasses (their names are reserved): (name, value,
+/// description). The apiserver creates them at start.
+pub const SYSTEM_PRIORITY_CLASSES: &[(&str, i32, &str)] = &[
+    (
+        "system-node-critical",
+        2_000_001_000,
+        "Used for system critical pods that must not be moved from their current node.",
+    ),
+    (
+        "system-cluster-critical",
+        2_000_000_000,
+        "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
+    ),
+];
+
+/// The highest value a user's PriorityClass may have.
+const HIGHEST_USER_DEFINABLE_PRIORITY: i32 = 1_000_000_000;
+
+/// PriorityClass (`scheduling.k8s.io/v1`), as Kubernetes'
+/// `ValidatePriorityClass(Update)`: `system-` names are reserved for the
+/// built-in classes, a user's value is at most one billion, and value and
+/// preemption policy are fixed once created.
+pub fn validate_priority_class(
+    class: &PriorityClass,
+    old: Option<&PriorityClass>,
+    errs: &mut Errors,
+) {
+    let name = class.metadata.name.as_deref().unwrap_or_default();
+    if class.value.is_none() {
+        errs.push(FieldError::required("value", ""));
+    }
+    if name.starts_with("system-") {
+        let known = SYSTEM_PRIORITY_CLASSES
+            .iter()
+            .any(|(n, v, _)| *n == name && Some(*v) == class.value);
+        if !known {
+            errs.push(FieldError::forbidden(
+                "metadata.name",
+                format!("priority class names with 'system-' prefix are reserved for system use only. error: {name} is not a known system priority class"),
+            ));
+        }
+    } else if class.value > Some(HIGHEST_USER_DEFINABLE_PRIORITY) {
+        errs.push(FieldError::forbidden(
+            "value",
+            format!("maximum allowed value of a user defined priority is {HIGHEST_USER_DEFINABLE_PRIORITY}"),
+        ));
+    }
+    let policies = ["Never", "PreemptLowerPriority"];
+    if let Some(p) = class.preemption_policy.as_deref() {
+        if !policies.contains(&p) {
+            errs.push(FieldError::not_supported(
+                "preemptionPolicy",
+                &json!(p),
+                &policies,
+            ));
+        }
+    }
+    let Some(old) = old else {
+        return;
+    };
+    if old.value != class.value {
+        errs.push(FieldError::forbidden(
+            "value",
+            "may not be changed in an update.",
+        ));
+    }
+    if old.preemption_policy != class.preemption_policy {
+        errs.push(FieldError::invalid(
+            "preemptionPolicy",
+            &json!(class.preemption_policy),
+            "field is immutable",
+        ));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn messages(
-        f: fn(&Value, Option<&Value>, &mut Errors),
+    /// The messages of rules `f` on `obj` (and `old`) decoded as their type.
+    fn messages<T: serde::de::DeserializeOwned>(
+        f: crate::Rules<T>,
         obj: Value,
         old: Option<Value>,
     ) -> Vec<String> {
+        let decode = |v: Value| serde_json::from_value::<T>(v).unwrap();
+        let old = old.map(decode);
         let mut errs = Vec::new();
-        f(&obj, old.as_ref(), &mut errs);
+        f(&decode(obj), old.as_ref(), &mut errs);
         errs.iter()
             .map(|e| format!("{}: {}", e.field, e.detail))
             .collect()

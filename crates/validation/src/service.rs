@@ -1,6 +1,9 @@
-//! Services: type, ports, selectors, ClusterIP and its immutability.
+//! Services: type, ports, selectors, ClusterIP and its immutability; an
+//! EndpointSlice's address type.
 
 use super::*;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use serde_json::json;
 
 pub(super) fn validate_service(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
     let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
@@ -283,6 +286,22 @@ fn validate_traffic_policies(spec: &Value, ty: &str, errs: &mut Errors) {
                 "must be between 1 and 65535, inclusive",
             ));
         }
+    }
+}
+
+/// An EndpointSlice's address type: one of IPv4, IPv6 and FQDN.
+pub(super) fn validate_endpoint_slice(
+    slice: &EndpointSlice,
+    _old: Option<&EndpointSlice>,
+    errs: &mut Errors,
+) {
+    const TYPES: [&str; 3] = ["IPv4", "IPv6", "FQDN"];
+    match slice.address_type.as_str() {
+        "" => errs.push(FieldError::required("addressType", "")),
+        t if !TYPES.contains(&t) => {
+            errs.push(FieldError::not_supported("addressType", &json!(t), &TYPES))
+        }
+        _ => {}
     }
 }
 

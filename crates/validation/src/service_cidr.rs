@@ -5,8 +5,9 @@
 
 use super::network_policy::parse_any_cidr;
 use super::{Errors, FieldError};
+use k8s_openapi::api::networking::v1::{IPAddress, ParentReference, ServiceCIDR};
 use minik8s_api::names::dns1123_subdomain_error;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::net::IpAddr;
 
 const CIDR_MESSAGE: &str = "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)";
@@ -35,16 +36,20 @@ fn canonical_cidr(ip: IpAddr, bits: u8) -> String {
 
 /// A ServiceCIDR: one or two CIDRs (one per family), canonical, immutable
 /// once set (a second family may be added).
-pub fn validate_service_cidr(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+pub fn validate_service_cidr(
+    service_cidr: &ServiceCIDR,
+    old: Option<&ServiceCIDR>,
+    errs: &mut Errors,
+) {
     let path = "spec.cidrs";
-    let cidrs: Vec<&str> = obj
-        .pointer("/spec/cidrs")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .map(|c| c.as_str().unwrap_or(""))
-        .collect();
-    let spec = obj.get("spec").cloned().unwrap_or(json!({}));
+    let cidrs_of = |s: &ServiceCIDR| {
+        s.spec
+            .as_ref()
+            .and_then(|s| s.cidrs.clone())
+            .unwrap_or_default()
+    };
+    let cidrs = cidrs_of(service_cidr);
+    let spec = json!(service_cidr.spec.clone().unwrap_or_default());
     if cidrs.is_empty() {
         errs.push(FieldError::required(path, "at least one CIDR required"));
         return;
@@ -64,7 +69,7 @@ pub fn validate_service_cidr(obj: &Value, old: Option<&Value>, errs: &mut Errors
             None => errs.push(FieldError::invalid(&at, &json!(cidr), CIDR_MESSAGE)),
             Some((ip, bits)) => {
                 let canonical = canonical_cidr(ip, bits);
-                if canonical != *cidr {
+                if canonical != **cidr {
                     errs.push(FieldError::invalid(
                         &at,
                         &json!(cidr),
@@ -95,13 +100,7 @@ pub fn validate_service_cidr(obj: &Value, old: Option<&Value>, errs: &mut Errors
         ));
     }
     let Some(old) = old else { return };
-    let before: Vec<&str> = old
-        .pointer("/spec/cidrs")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let before = cidrs_of(old);
     if before.len() == cidrs.len() {
         for (i, (was, now)) in before.iter().zip(&cidrs).enumerate() {
             if was != now {
@@ -131,13 +130,13 @@ pub fn ip_address_name_error(name: &str) -> Option<String> {
 }
 
 /// An IPAddress: the object it is allocated to (`spec.parentRef`), immutable.
-pub fn validate_ip_address(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+pub fn validate_ip_address(address: &IPAddress, old: Option<&IPAddress>, errs: &mut Errors) {
     let path = "spec.parentRef";
-    let Some(parent) = obj.pointer("/spec/parentRef").filter(|p| !p.is_null()) else {
+    let parent = &address.spec.parent_ref;
+    if *parent == ParentReference::default() {
         errs.push(FieldError::required(path, ""));
         return;
-    };
-    let field = |k: &str| parent.get(k).and_then(Value::as_str).unwrap_or("");
+    }
     let segment_error = |s: &str| match s {
         "." => Some("may not be '.'"),
         ".." => Some("may not be '..'"),
@@ -145,17 +144,17 @@ pub fn validate_ip_address(obj: &Value, old: Option<&Value>, errs: &mut Errors) 
         s if s.contains('%') => Some("may not contain '%'"),
         _ => None,
     };
-    if !field("group").is_empty() {
-        if let Some(msg) = dns1123_subdomain_error(field("group")) {
+    let group = parent.group.as_deref().unwrap_or_default();
+    if !group.is_empty() {
+        if let Some(msg) = dns1123_subdomain_error(group) {
             errs.push(FieldError::invalid(
                 format!("{path}.group"),
-                &json!(field("group")),
+                &json!(group),
                 msg,
             ));
         }
     }
-    for key in ["resource", "name"] {
-        let value = field(key);
+    for (key, value) in [("resource", &parent.resource), ("name", &parent.name)] {
         if value.is_empty() {
             errs.push(FieldError::required(format!("{path}.{key}"), ""));
         } else if let Some(msg) = segment_error(value) {
@@ -166,7 +165,7 @@ pub fn validate_ip_address(obj: &Value, old: Option<&Value>, errs: &mut Errors) 
             ));
         }
     }
-    let namespace = field("namespace");
+    let namespace = parent.namespace.as_deref().unwrap_or_default();
     if !namespace.is_empty() {
         if let Some(msg) = minik8s_api::names::dns1123_label_error(namespace) {
             errs.push(FieldError::invalid(
@@ -176,21 +175,27 @@ pub fn validate_ip_address(obj: &Value, old: Option<&Value>, errs: &mut Errors) 
             ));
         }
     }
-    if let Some(old) = old {
-        let before = old.pointer("/spec/parentRef").unwrap_or(&Value::Null);
-        if before != parent {
-            errs.push(FieldError::invalid(path, parent, "field is immutable"));
-        }
+    if old.is_some_and(|old| old.spec.parent_ref != *parent) {
+        errs.push(FieldError::invalid(
+            path,
+            &json!(parent),
+            "field is immutable",
+        ));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
+
+    fn decoded<T: serde::de::DeserializeOwned>(v: Value) -> T {
+        serde_json::from_value(v).unwrap()
+    }
 
     fn cidr_errors(cidrs: Value, old: Option<Value>) -> Vec<String> {
-        let obj = json!({"spec": {"cidrs": cidrs}});
-        let old = old.map(|c| json!({"spec": {"cidrs": c}}));
+        let obj = decoded(json!({"spec": {"cidrs": cidrs}}));
+        let old = old.map(|c| decoded(json!({"spec": {"cidrs": c}})));
         let mut errs = Vec::new();
         validate_service_cidr(&obj, old.as_ref(), &mut errs);
         errs.iter().map(|e| e.to_string()).collect()
@@ -238,7 +243,8 @@ mod tests {
         );
         let check = |obj: Value, old: Option<Value>| {
             let mut errs = Vec::new();
-            validate_ip_address(&obj, old.as_ref(), &mut errs);
+            let old = old.map(decoded);
+            validate_ip_address(&decoded(obj), old.as_ref(), &mut errs);
             errs.iter().map(|e| e.to_string()).collect::<Vec<_>>()
         };
         let parent = json!({"spec": {"parentRef": {"group": "", "resource": "services", "namespace": "default", "name": "web"}}});

@@ -36,7 +36,6 @@ mod serverless;
 mod service;
 mod service_cidr;
 pub mod storage;
-mod workload;
 
 pub use service::{release, service_allocations};
 
@@ -605,8 +604,8 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         k8s_openapi::api::resource::v1::ResourceClaim => resource_claim with resource::CLAIM;
         k8s_openapi::api::resource::v1::ResourceClaimTemplate => age_only with resource::TEMPLATE;
         k8s_openapi::api::resource::v1::ResourceSlice => resource_slice;
-        k8s_openapi::api::scheduling::v1beta1::Workload => age_only with workload::Workload;
-        k8s_openapi::api::scheduling::v1beta1::PodGroup => age_only with workload::PodGroup;
+        k8s_openapi::api::scheduling::v1beta1::Workload => age_only;
+        k8s_openapi::api::scheduling::v1beta1::PodGroup => age_only;
         core::Endpoints => endpoints;
         core::Event => event;
         discovery::EndpointSlice => endpoint_slice;
