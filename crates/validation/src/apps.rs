@@ -46,7 +46,7 @@ pub(super) fn validate_replicated(obj: &Value, old: Option<&Value>, kind: &str, 
     match spec.pointer("/template/spec") {
         Some(ps) => {
             let ps = &super::storage::with_template_volumes(ps, spec.get("volumeClaimTemplates"));
-            validate_pod_spec(ps, "spec.template.spec", errs);
+            validate_pod_spec_json(ps, "spec.template.spec", errs);
             if let Some(rp) = ps.get("restartPolicy") {
                 if rp != "Always" {
                     errs.push(FieldError::not_supported(

@@ -41,7 +41,7 @@ fn validate_job_spec(spec: &Value, path: &str, errs: &mut Errors) {
         )),
     }
     match spec.pointer("/template/spec") {
-        Some(ps) => validate_pod_spec(ps, &format!("{path}.template.spec"), errs),
+        Some(ps) => validate_pod_spec_json(ps, &format!("{path}.template.spec"), errs),
         None => errs.push(FieldError::required(format!("{path}.template"), "")),
     }
 }

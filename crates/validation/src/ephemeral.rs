@@ -19,9 +19,12 @@ const FORBIDDEN: &[&str] = &[
 ];
 
 /// A pod is created without ephemeral containers.
-pub(super) fn validate_pod_create(pod: &Value, errs: &mut Errors) {
-    let spec = pod.get("spec").unwrap_or(&Value::Null);
-    if !arr(spec, "ephemeralContainers").is_empty() {
+pub(super) fn validate_pod_create(spec: &k8s_openapi::api::core::v1::PodSpec, errs: &mut Errors) {
+    if spec
+        .ephemeral_containers
+        .as_ref()
+        .is_some_and(|e| !e.is_empty())
+    {
         errs.push(FieldError::forbidden(
             "spec.ephemeralContainers",
             "cannot be set on create",

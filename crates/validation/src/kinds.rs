@@ -93,16 +93,7 @@ impl KindRules for core_v1::Pod {
         defaults::pod(obj);
     }
 
-    fn validate_json(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        validate_pod_spec(obj.get("spec").unwrap_or(&Value::Null), "spec", errs);
-        match old {
-            Some(old) => validate_pod_update(obj, old, errs),
-            None => {
-                ephemeral::validate_pod_create(obj, errs);
-                pod::validate_gated_create(obj, errs);
-            }
-        }
-    }
+    const RULES: Option<Rules<Self>> = Some(pod::validate_pod);
 }
 
 impl KindRules for core_v1::Node {
@@ -149,13 +140,7 @@ impl KindRules for core_v1::PodTemplate {
         defaults::pod_template(obj);
     }
 
-    fn validate_json(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
-        validate_pod_spec(
-            obj.pointer("/template/spec").unwrap_or(&Value::Null),
-            "template.spec",
-            errs,
-        );
-    }
+    const RULES: Option<Rules<Self>> = Some(pod::validate_pod_template);
 }
 
 impl KindRules for scheduling_v1::PriorityClass {

@@ -61,8 +61,7 @@ pub use minik8s_api::names::*;
 pub use mutating_policy::{
     default_mutating_policy, validate_mutating_binding, validate_mutating_policy,
 };
-pub use pod::validate_pod_spec;
-use pod::validate_pod_update;
+pub use pod::{validate_pod_spec, validate_pod_spec_json};
 pub use resize::validate_pod_resize;
 pub use scheduling::SYSTEM_PRIORITY_CLASSES;
 use service::validate_service;

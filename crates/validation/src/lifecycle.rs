@@ -6,6 +6,11 @@
 //! sidecar, `restartPolicy: Always`, may).
 
 use super::*;
+use k8s_openapi::api::core::v1::{
+    Container, ExecAction, GRPCAction, HTTPGetAction, PodSpec, Probe, TCPSocketAction,
+};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde_json::json;
 
 /// Which list a container is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,24 +91,21 @@ const LINUX_SIGNALS: &[&str] = &[
 /// The probes, lifecycle and restart policy of one container at `path`.
 /// `spec`: its pod spec (grace period, OS).
 pub(super) fn validate_container_lifecycle(
-    c: &Value,
+    c: &Container,
     path: &str,
     kind: ContainerKind,
-    spec: &Value,
+    spec: &PodSpec,
     errs: &mut Errors,
 ) {
-    let grace = spec
-        .get("terminationGracePeriodSeconds")
-        .and_then(Value::as_i64)
-        .unwrap_or(30);
-    let restart = c.get("restartPolicy");
-    let sidecar = restart.and_then(Value::as_str) == Some("Always");
+    let grace = spec.termination_grace_period_seconds.unwrap_or(30);
+    let restart = c.restart_policy.as_deref();
+    let sidecar = restart == Some("Always");
     match (kind, restart) {
-        (_, None | Some(Value::Null)) => {}
+        (_, None) => {}
         (ContainerKind::Init, Some(r)) if !sidecar => {
             errs.push(FieldError::not_supported(
                 format!("{path}.restartPolicy"),
-                r,
+                &json!(r),
                 &["Always"],
             ));
         }
@@ -113,60 +115,75 @@ pub(super) fn validate_container_lifecycle(
             "may not be set for non-init containers",
         )),
     }
-    if c.get("restartPolicyRules").is_some_and(|r| !r.is_null()) {
+    if c.restart_policy_rules.is_some() {
         errs.push(FieldError::forbidden(
             format!("{path}.restartPolicyRules"),
             "container restart rules are not supported by minik8s",
         ));
     }
+    let probes = [
+        ("livenessProbe", &c.liveness_probe),
+        ("readinessProbe", &c.readiness_probe),
+        ("startupProbe", &c.startup_probe),
+    ];
     if kind == ContainerKind::Init && !sidecar {
-        for field in [
-            "lifecycle",
-            "livenessProbe",
-            "readinessProbe",
-            "startupProbe",
-        ] {
-            if c.get(field).is_some_and(|v| !v.is_null()) {
-                errs.push(FieldError::forbidden(
-                    format!("{path}.{field}"),
-                    "may not be set for init containers without restartPolicy=Always",
-                ));
-            }
+        let set = std::iter::once(("lifecycle", c.lifecycle.is_some()))
+            .chain(probes.iter().map(|(name, p)| (*name, p.is_some())));
+        for (field, _) in set.filter(|(_, set)| *set) {
+            errs.push(FieldError::forbidden(
+                format!("{path}.{field}"),
+                "may not be set for init containers without restartPolicy=Always",
+            ));
         }
         return;
     }
-    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
-        if let Some(p) = c.get(probe).filter(|p| !p.is_null()) {
-            validate_probe(p, &format!("{path}.{probe}"), probe, errs);
+    for (which, probe) in probes {
+        if let Some(p) = probe {
+            validate_probe(p, &format!("{path}.{which}"), which, errs);
         }
     }
-    let Some(lifecycle) = c.get("lifecycle").filter(|l| !l.is_null()) else {
+    let Some(lifecycle) = &c.lifecycle else {
         return;
     };
-    for hook in ["postStart", "preStop"] {
-        if let Some(h) = lifecycle.get(hook).filter(|h| !h.is_null()) {
-            let at = format!("{path}.lifecycle.{hook}");
-            validate_handler(h, &at, &["exec", "httpGet", "tcpSocket", "sleep"], errs);
-            if let Some(seconds) = h.pointer("/sleep/seconds") {
-                if !seconds.as_i64().is_some_and(|s| (0..=grace).contains(&s)) {
-                    errs.push(FieldError::invalid(
-                        format!("{at}.sleep"),
-                        seconds,
-                        format!("must be non-negative and less than terminationGracePeriodSeconds ({grace})"),
-                    ));
-                }
-            }
+    for (hook, handler) in [
+        ("postStart", &lifecycle.post_start),
+        ("preStop", &lifecycle.pre_stop),
+    ] {
+        let Some(h) = handler else {
+            continue;
+        };
+        let at = format!("{path}.lifecycle.{hook}");
+        let handlers = Handlers {
+            exec: h.exec.as_ref(),
+            http_get: h.http_get.as_ref(),
+            tcp_socket: h.tcp_socket.as_ref(),
+            grpc: None,
+            sleep: h.sleep.is_some(),
+        };
+        validate_handler(&handlers, &at, errs);
+        if let Some(sleep) = h
+            .sleep
+            .as_ref()
+            .filter(|s| !(0..=grace).contains(&s.seconds))
+        {
+            errs.push(FieldError::invalid(
+                format!("{at}.sleep"),
+                &json!(sleep.seconds),
+                format!(
+                    "must be non-negative and less than terminationGracePeriodSeconds ({grace})"
+                ),
+            ));
         }
     }
-    if let Some(signal) = lifecycle.get("stopSignal").filter(|s| !s.is_null()) {
+    if let Some(signal) = lifecycle.stop_signal.as_deref() {
         let at = format!("{path}.lifecycle.stopSignal");
-        match spec.pointer("/os/name").and_then(Value::as_str) {
+        match spec.os.as_ref().map(|os| os.name.as_str()) {
             None => errs.push(FieldError::forbidden(
                 at,
                 "may not be set for containers with empty `spec.os.name`",
             )),
-            Some("linux") if !signal.as_str().is_some_and(|s| LINUX_SIGNALS.contains(&s)) => {
-                errs.push(FieldError::not_supported(at, signal, LINUX_SIGNALS));
+            Some("linux") if !LINUX_SIGNALS.contains(&signal) => {
+                errs.push(FieldError::not_supported(at, &json!(signal), LINUX_SIGNALS));
             }
             Some("linux") => {}
             Some(_) => errs.push(FieldError::forbidden(
@@ -178,105 +195,145 @@ pub(super) fn validate_container_lifecycle(
 }
 
 /// One probe: a single handler and sane timings.
-fn validate_probe(p: &Value, path: &str, which: &str, errs: &mut Errors) {
-    validate_handler(p, path, &["exec", "httpGet", "tcpSocket", "grpc"], errs);
-    for key in [
-        "initialDelaySeconds",
-        "timeoutSeconds",
-        "periodSeconds",
-        "successThreshold",
-        "failureThreshold",
+fn validate_probe(p: &Probe, path: &str, which: &str, errs: &mut Errors) {
+    let handlers = Handlers {
+        exec: p.exec.as_ref(),
+        http_get: p.http_get.as_ref(),
+        tcp_socket: p.tcp_socket.as_ref(),
+        grpc: p.grpc.as_ref(),
+        sleep: false,
+    };
+    validate_handler(&handlers, path, errs);
+    for (key, value) in [
+        ("initialDelaySeconds", p.initial_delay_seconds),
+        ("timeoutSeconds", p.timeout_seconds),
+        ("periodSeconds", p.period_seconds),
+        ("successThreshold", p.success_threshold),
+        ("failureThreshold", p.failure_threshold),
     ] {
-        check_non_negative(errs, p, key, path);
+        if let Some(v) = value.filter(|v| *v < 0) {
+            errs.push(FieldError::invalid(
+                format!("{path}.{key}"),
+                &json!(v),
+                "must be greater than or equal to 0",
+            ));
+        }
     }
     if which != "readinessProbe" {
-        if let Some(s) = p.get("successThreshold").filter(|s| s.as_i64() != Some(1)) {
+        if let Some(s) = p.success_threshold.filter(|s| *s != 1) {
             errs.push(FieldError::invalid(
                 format!("{path}.successThreshold"),
-                s,
+                &json!(s),
                 "must be 1",
             ));
         }
     }
-    if let Some(g) = p
-        .get("terminationGracePeriodSeconds")
-        .filter(|g| !g.is_null())
-    {
+    if let Some(g) = p.termination_grace_period_seconds {
         if which == "readinessProbe" {
             errs.push(FieldError::invalid(
                 format!("{path}.terminationGracePeriodSeconds"),
-                g,
+                &json!(g),
                 "must not be set for readinessProbes",
             ));
-        } else if g.as_i64().is_none_or(|n| n <= 0) {
+        } else if g <= 0 {
             errs.push(FieldError::invalid(
                 format!("{path}.terminationGracePeriodSeconds"),
-                g,
+                &json!(g),
                 "must be greater than 0",
             ));
         }
     }
 }
 
-/// A probe's or hook's handler: exactly one of `kinds`, each well formed.
-fn validate_handler(h: &Value, path: &str, kinds: &[&str], errs: &mut Errors) {
-    let mut count = 0;
-    for kind in kinds {
-        let Some(handler) = h.get(*kind).filter(|v| !v.is_null()) else {
-            continue;
-        };
-        let at = format!("{path}.{kind}");
-        if count > 0 {
-            errs.push(FieldError::forbidden(
-                at,
-                "may not specify more than 1 handler type",
-            ));
-            continue;
-        }
-        count += 1;
-        match *kind {
-            "exec" if arr(handler, "command").is_empty() => {
-                errs.push(FieldError::required(format!("{at}.command"), ""));
-            }
-            "httpGet" => {
-                check_port_or_name(errs, handler, &at);
-                check_enum(errs, handler, "scheme", &at, &["HTTP", "HTTPS"]);
-            }
-            "tcpSocket" => check_port_or_name(errs, handler, &at),
-            "grpc" => check_port(errs, handler, "port", &at, true),
-            _ => {}
-        }
-    }
-    if count == 0 {
+/// The handlers a probe (exec, httpGet, tcpSocket, grpc) or a hook (exec,
+/// httpGet, tcpSocket, sleep) sets.
+struct Handlers<'a> {
+    exec: Option<&'a ExecAction>,
+    http_get: Option<&'a HTTPGetAction>,
+    tcp_socket: Option<&'a TCPSocketAction>,
+    grpc: Option<&'a GRPCAction>,
+    sleep: bool,
+}
+
+/// A probe's or hook's handler: exactly one, well formed.
+fn validate_handler(h: &Handlers, path: &str, errs: &mut Errors) {
+    let set = [
+        ("exec", h.exec.is_some()),
+        ("httpGet", h.http_get.is_some()),
+        ("tcpSocket", h.tcp_socket.is_some()),
+        ("grpc", h.grpc.is_some()),
+        ("sleep", h.sleep),
+    ];
+    let mut set = set.into_iter().filter(|(_, set)| *set).map(|(k, _)| k);
+    let Some(first) = set.next() else {
         errs.push(FieldError::required(path, "must specify a handler type"));
+        return;
+    };
+    let at = format!("{path}.{first}");
+    match first {
+        "exec"
+            if h.exec
+                .is_some_and(|e| e.command.as_ref().is_none_or(Vec::is_empty)) =>
+        {
+            errs.push(FieldError::required(format!("{at}.command"), ""));
+        }
+        "httpGet" => {
+            let get = h.http_get.expect("set");
+            port_or_name(errs, &get.port, &at);
+            super::pod::one_of(
+                errs,
+                get.scheme.as_deref(),
+                &format!("{at}.scheme"),
+                &["HTTP", "HTTPS"],
+            );
+        }
+        "tcpSocket" => port_or_name(errs, &h.tcp_socket.expect("set").port, &at),
+        "grpc" => port_number(errs, h.grpc.expect("set").port, &at),
+        _ => {}
+    }
+    for other in set {
+        errs.push(FieldError::forbidden(
+            format!("{path}.{other}"),
+            "may not specify more than 1 handler type",
+        ));
+    }
+}
+
+/// A port by number, 1-65535.
+fn port_number(errs: &mut Errors, port: i32, at: &str) {
+    if !(1..=65535).contains(&port) {
+        errs.push(FieldError::invalid(
+            format!("{at}.port"),
+            &json!(port),
+            "must be between 1 and 65535, inclusive",
+        ));
     }
 }
 
 /// A port given by number (1-65535) or by the name of a container port.
-fn check_port_or_name(errs: &mut Errors, handler: &Value, at: &str) {
-    match handler.get("port") {
-        None | Some(Value::Null) => errs.push(FieldError::required(format!("{at}.port"), "")),
-        Some(Value::String(name)) => {
+fn port_or_name(errs: &mut Errors, port: &IntOrString, at: &str) {
+    match port {
+        IntOrString::String(name) if name.is_empty() => {
+            errs.push(FieldError::required(format!("{at}.port"), ""))
+        }
+        IntOrString::String(name) => {
             if let Some(e) = port_name_error(name) {
-                errs.push(FieldError::invalid(
-                    format!("{at}.port"),
-                    &Value::String(name.clone()),
-                    e,
-                ));
+                errs.push(FieldError::invalid(format!("{at}.port"), &json!(name), e));
             }
         }
-        Some(_) => check_port(errs, handler, "port", at, true),
+        IntOrString::Int(n) => port_number(errs, *n, at),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
-    fn errors(c: Value, kind: ContainerKind) -> Vec<String> {
+    fn errors(mut c: Value, kind: ContainerKind) -> Vec<String> {
         let mut errs = Vec::new();
-        let spec = json!({"terminationGracePeriodSeconds": 10});
+        let spec = serde_json::from_value(json!({"terminationGracePeriodSeconds": 10})).unwrap();
+        c["name"] = json!("c");
+        let c = serde_json::from_value(c).unwrap();
         validate_container_lifecycle(&c, "spec.containers[0]", kind, &spec, &mut errs);
         errs.iter().map(|e| e.to_string()).collect()
     }
@@ -354,7 +411,7 @@ mod tests {
                                                           {"name": "Bad_Name", "value": "1"},
                                                           {"name": "net.core.somaxconn", "value": "2"}]}});
         let mut errs = Vec::new();
-        validate_pod_spec(&spec, "spec", &mut errs);
+        validate_pod_spec(&serde_json::from_value(spec).unwrap(), "spec", &mut errs);
         let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
         assert_eq!(text.len(), 2, "{text:?}");
         assert!(text[0].starts_with("spec.securityContext.sysctls[1].name: Invalid value: \"Bad_Name\": must have at most 253 characters"), "{text:?}");

@@ -371,7 +371,7 @@ fn validate_templates(tmpl: &Value, errs: &mut Errors) {
             "spec.leaderWorkerTemplate.workerTemplate",
             "",
         )),
-        Some(wt) => crate::validate_pod_spec(
+        Some(wt) => crate::validate_pod_spec_json(
             &with_group_claims(
                 &with_template_volumes(
                     wt.get("spec").unwrap_or(&Value::Null),
@@ -384,7 +384,7 @@ fn validate_templates(tmpl: &Value, errs: &mut Errors) {
         ),
     }
     if let Some(lt) = tmpl.get("leaderTemplate").filter(|v| !v.is_null()) {
-        crate::validate_pod_spec(
+        crate::validate_pod_spec_json(
             &with_group_claims(
                 &with_template_volumes(
                     lt.get("spec").unwrap_or(&Value::Null),

@@ -1,204 +1,261 @@
-//! PodSpec (also inside templates), containers, volumes and pod updates.
+//! PodSpec (also inside templates), containers, volumes and pod updates,
+//! on the typed objects, with Kubernetes' messages and field paths
+//! (`ValidatePodSpec`, `validateContainers`, `ValidatePodUpdate`).
 
 use super::lifecycle::{validate_container_lifecycle, ContainerKind};
 use super::*;
+use k8s_openapi::api::core::v1::{
+    Container, KeyToPath, Pod, PodSpec, PodTemplate, ResourceRequirements, Volume,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
+use minik8s_api::quantity::Quantity;
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+/// A Pod: its spec; on create, no ephemeral containers and no node for a
+/// gated pod; on update, only what Kubernetes lets change.
+pub(super) fn validate_pod(pod: &Pod, old: Option<&Pod>, errs: &mut Errors) {
+    let empty = PodSpec::default();
+    let spec = pod.spec.as_ref().unwrap_or(&empty);
+    validate_pod_spec(spec, "spec", errs);
+    match old {
+        Some(old) => validate_pod_update(spec, old.spec.as_ref().unwrap_or(&empty), errs),
+        None => {
+            super::ephemeral::validate_pod_create(spec, errs);
+            validate_gated_create(spec, errs);
+        }
+    }
+}
+
+/// A PodTemplate: its template's pod spec.
+pub(super) fn validate_pod_template(
+    template: &PodTemplate,
+    _old: Option<&PodTemplate>,
+    errs: &mut Errors,
+) {
+    let empty = PodSpec::default();
+    let spec = template.template.as_ref().and_then(|t| t.spec.as_ref());
+    validate_pod_spec(spec.unwrap_or(&empty), "template.spec", errs);
+}
+
+/// [`validate_pod_spec`] on a pod spec in its JSON form (a workload's
+/// template, for the kinds whose rules are still written on the JSON form);
+/// one that does not decode is answered 400 when stored.
+pub fn validate_pod_spec_json(spec: &Value, path: &str, errs: &mut Errors) {
+    let spec = if spec.is_null() {
+        Some(PodSpec::default())
+    } else {
+        typed::<PodSpec>(spec)
+    };
+    if let Some(spec) = spec {
+        validate_pod_spec(&spec, path, errs);
+    }
+}
 
 /// `schedulingGroup` (Workload API): exactly one group, a PodGroup named by
 /// a DNS subdomain (it may not exist yet; the pod waits for it).
-fn validate_scheduling_group(spec: &Value, path: &str, errs: &mut Errors) {
-    let Some(group) = spec.get("schedulingGroup").filter(|g| !g.is_null()) else {
+fn validate_scheduling_group(spec: &PodSpec, path: &str, errs: &mut Errors) {
+    let Some(group) = &spec.scheduling_group else {
         return;
     };
     let at = format!("{path}.schedulingGroup.podGroupName");
-    match group.get("podGroupName").and_then(Value::as_str) {
-        None | Some("") => errs.push(FieldError::required(
+    match group.pod_group_name.as_deref().unwrap_or_default() {
+        "" => errs.push(FieldError::required(
             at,
             "must specify one of: `podGroupName`",
         )),
-        Some(name) => {
+        name => {
             if let Some(e) = dns1123_subdomain_error(name) {
-                errs.push(FieldError::invalid(at, &Value::String(name.into()), e));
+                errs.push(FieldError::invalid(at, &json!(name), e));
             }
         }
     }
 }
 
+/// The containers of a pod spec with the list each is in.
+fn containers_of(spec: &PodSpec) -> impl Iterator<Item = (&'static str, usize, &Container)> {
+    let init = spec.init_containers.iter().flatten().enumerate();
+    let init = init.map(|(i, c)| ("initContainers", i, c));
+    let app = spec
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| ("containers", i, c));
+    app.chain(init)
+}
+
 /// Validates a PodSpec at `path` (`spec` or `spec.template.spec`).
-pub fn validate_pod_spec(spec: &Value, path: &str, errs: &mut Errors) {
-    let containers = arr(spec, "containers");
-    if containers.is_empty() {
+pub fn validate_pod_spec(spec: &PodSpec, path: &str, errs: &mut Errors) {
+    if spec.containers.is_empty() {
         errs.push(FieldError::required(format!("{path}.containers"), ""));
     }
     validate_pod_level_resources(spec, path, errs);
     validate_scheduling_gates(spec, path, errs);
     validate_scheduling_group(spec, path, errs);
     validate_resource_claims(spec, path, errs);
-    let volumes: Vec<&str> = arr(spec, "volumes")
-        .iter()
-        .filter_map(|v| str_at(v, "name"))
-        .collect();
-    let mut seen_vol = std::collections::HashSet::new();
-    for (i, v) in arr(spec, "volumes").iter().enumerate() {
-        match non_empty_str(v, "name") {
-            None => errs.push(FieldError::required(
-                format!("{path}.volumes[{i}].name"),
-                "",
-            )),
-            Some(n) => {
-                if let Some(e) = dns1123_label_error(n) {
-                    errs.push(FieldError::invalid(
-                        format!("{path}.volumes[{i}].name"),
-                        &Value::String(n.into()),
-                        e,
-                    ));
-                }
-                if !seen_vol.insert(n) {
-                    errs.push(FieldError::duplicate(
-                        format!("{path}.volumes[{i}].name"),
-                        &Value::String(n.into()),
-                    ));
-                }
-            }
-        }
-        if let Some(hp) = v.get("hostPath") {
-            if non_empty_str(hp, "path").is_none() {
-                errs.push(FieldError::required(
-                    format!("{path}.volumes[{i}].hostPath.path"),
-                    "",
-                ));
-            }
-        }
-        // Files projected from ConfigMaps and Secrets stay inside the volume.
-        let mut item_lists: Vec<(String, &Value)> = Vec::new();
-        for kind in ["configMap", "secret"] {
-            if let Some(items) = v.pointer(&format!("/{kind}/items")) {
-                item_lists.push((format!("{path}.volumes[{i}].{kind}.items"), items));
-            }
-        }
-        for (j, src) in arr(v.get("projected").unwrap_or(&Value::Null), "sources")
-            .iter()
-            .enumerate()
-        {
-            for kind in ["configMap", "secret"] {
-                if let Some(items) = src.pointer(&format!("/{kind}/items")) {
-                    let at = format!("{path}.volumes[{i}].projected.sources[{j}].{kind}.items");
-                    item_lists.push((at, items));
-                }
-            }
-        }
-        for (at, items) in item_lists {
-            for (k, item) in items.as_array().into_iter().flatten().enumerate() {
-                if let Some(e) = item
-                    .get("path")
-                    .and_then(Value::as_str)
-                    .and_then(item_path_error)
-                {
-                    errs.push(FieldError::invalid(
-                        format!("{at}[{k}].path"),
-                        item.get("path").unwrap_or(&Value::Null),
-                        e,
-                    ));
-                }
-            }
+    let volumes = spec.volumes.as_deref().unwrap_or_default();
+    validate_volumes(volumes, path, errs);
+    let volume_names: Vec<&str> = volumes.iter().map(|v| v.name.as_str()).collect();
+    let mut names = HashSet::new();
+    for (list, i, c) in containers_of(spec) {
+        let cp = format!("{path}.{list}[{i}]");
+        validate_container(c, &cp, &volume_names, errs);
+        let kind = if list == "initContainers" {
+            ContainerKind::Init
+        } else {
+            ContainerKind::App
+        };
+        validate_container_lifecycle(c, &cp, kind, spec, errs);
+        if !c.name.is_empty() && !names.insert(c.name.as_str()) {
+            errs.push(FieldError::duplicate(format!("{cp}.name"), &json!(c.name)));
         }
     }
-    let mut names = std::collections::HashSet::new();
-    for (list, key) in [
-        (containers, "containers"),
-        (arr(spec, "initContainers"), "initContainers"),
-    ] {
-        for (i, c) in list.iter().enumerate() {
-            let cp = format!("{path}.{key}[{i}]");
-            validate_container(c, &cp, &volumes, errs);
-            let kind = if key == "initContainers" {
-                ContainerKind::Init
-            } else {
-                ContainerKind::App
-            };
-            validate_container_lifecycle(c, &cp, kind, spec, errs);
-            if let Some(n) = non_empty_str(c, "name") {
-                if !names.insert(n.to_string()) {
-                    errs.push(FieldError::duplicate(
-                        format!("{cp}.name"),
-                        &Value::String(n.into()),
-                    ));
-                }
-            }
-        }
-    }
-    check_enum(
+    one_of(
         errs,
-        spec,
-        "restartPolicy",
-        path,
+        spec.restart_policy.as_deref(),
+        &format!("{path}.restartPolicy"),
         &["Always", "OnFailure", "Never"],
     );
-    check_enum(
+    one_of(
         errs,
-        spec,
-        "dnsPolicy",
-        path,
+        spec.dns_policy.as_deref(),
+        &format!("{path}.dnsPolicy"),
         &["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"],
     );
-    check_non_negative(errs, spec, "terminationGracePeriodSeconds", path);
+    if let Some(g) = spec.termination_grace_period_seconds.filter(|g| *g < 0) {
+        errs.push(FieldError::invalid(
+            format!("{path}.terminationGracePeriodSeconds"),
+            &json!(g),
+            "must be greater than or equal to 0",
+        ));
+    }
     validate_sysctls(spec, path, errs);
-    if let Some(ads) = spec.get("activeDeadlineSeconds") {
-        if ads.as_i64().is_none_or(|n| n <= 0) {
+    if let Some(ads) = spec.active_deadline_seconds.filter(|n| *n <= 0) {
+        errs.push(FieldError::invalid(
+            format!("{path}.activeDeadlineSeconds"),
+            &json!(ads),
+            "must be between 1 and 2147483647, inclusive",
+        ));
+    }
+    for (key, value) in [("hostname", &spec.hostname), ("subdomain", &spec.subdomain)] {
+        if let Some(h) = value.as_deref().filter(|h| !h.is_empty()) {
+            if let Some(e) = dns1123_label_error(h) {
+                errs.push(FieldError::invalid(format!("{path}.{key}"), &json!(h), e));
+            }
+        }
+    }
+    for (k, v) in spec.node_selector.iter().flatten() {
+        if let Some(e) = qualified_name_error(k) {
             errs.push(FieldError::invalid(
-                format!("{path}.activeDeadlineSeconds"),
-                ads,
-                "must be between 1 and 2147483647, inclusive",
+                format!("{path}.nodeSelector"),
+                &json!(k),
+                e,
+            ));
+        }
+        if let Some(e) = label_value_error(v) {
+            errs.push(FieldError::invalid(
+                format!("{path}.nodeSelector"),
+                &json!(v),
+                e,
             ));
         }
     }
-    for key in ["hostname", "subdomain"] {
-        if let Some(h) = non_empty_str(spec, key) {
-            if let Some(e) = dns1123_label_error(h) {
-                errs.push(FieldError::invalid(
-                    format!("{path}.{key}"),
-                    &Value::String(h.into()),
-                    e,
-                ));
-            }
-        }
-    }
-    if let Some(sel) = spec.get("nodeSelector").and_then(Value::as_object) {
-        for (k, v) in sel {
-            if let Some(e) = qualified_name_error(k) {
-                errs.push(FieldError::invalid(
-                    format!("{path}.nodeSelector"),
-                    &Value::String(k.clone()),
-                    e,
-                ));
-            }
-            if let Some(e) = v.as_str().and_then(label_value_error) {
-                errs.push(FieldError::invalid(format!("{path}.nodeSelector"), v, e));
-            }
-        }
-    }
-    for (i, t) in arr(spec, "tolerations").iter().enumerate() {
+    for (i, t) in spec.tolerations.iter().flatten().enumerate() {
         let tp = format!("{path}.tolerations[{i}]");
-        check_enum(errs, t, "operator", &tp, &["Equal", "Exists"]);
-        check_enum(
+        one_of(
             errs,
-            t,
-            "effect",
-            &tp,
+            t.operator.as_deref(),
+            &format!("{tp}.operator"),
+            &["Equal", "Exists"],
+        );
+        one_of(
+            errs,
+            t.effect.as_deref(),
+            &format!("{tp}.effect"),
             &["NoSchedule", "PreferNoSchedule", "NoExecute"],
         );
-        if str_at(t, "operator") == Some("Exists") && non_empty_str(t, "value").is_some() {
+        let has_value = t.value.as_deref().is_some_and(|v| !v.is_empty());
+        if t.operator.as_deref() == Some("Exists") && has_value {
             errs.push(FieldError::invalid(
                 format!("{tp}.operator"),
-                &Value::String("Exists".into()),
+                &json!("Exists"),
                 "value must be empty when `operator` is 'Exists'",
             ));
         }
-        if t.get("tolerationSeconds").is_some() && str_at(t, "effect") != Some("NoExecute") {
+        if t.toleration_seconds.is_some() && t.effect.as_deref() != Some("NoExecute") {
             errs.push(FieldError::invalid(
                 format!("{tp}.effect"),
-                t.get("effect").unwrap_or(&Value::Null),
+                &json!(t.effect),
                 "effect must be 'NoExecute' when `tolerationSeconds` is set",
             ));
+        }
+    }
+}
+
+/// An optional field that, when set, must be one of `allowed`.
+pub(super) fn one_of(errs: &mut Errors, value: Option<&str>, path: &str, allowed: &[&str]) {
+    if let Some(v) = value.filter(|v| !allowed.contains(v)) {
+        errs.push(FieldError::not_supported(path, &json!(v), allowed));
+    }
+}
+
+/// A volume source's projected files (none when unset).
+fn items(v: Option<&Vec<KeyToPath>>) -> &[KeyToPath] {
+    v.map(Vec::as_slice).unwrap_or_default()
+}
+
+/// Volumes: named once each by a DNS label, a host path given, and the
+/// files projected from ConfigMaps and Secrets kept inside the volume.
+fn validate_volumes(volumes: &[Volume], path: &str, errs: &mut Errors) {
+    let mut seen = HashSet::new();
+    for (i, v) in volumes.iter().enumerate() {
+        let vp = format!("{path}.volumes[{i}]");
+        if v.name.is_empty() {
+            errs.push(FieldError::required(format!("{vp}.name"), ""));
+        } else {
+            if let Some(e) = dns1123_label_error(&v.name) {
+                errs.push(FieldError::invalid(format!("{vp}.name"), &json!(v.name), e));
+            }
+            if !seen.insert(v.name.as_str()) {
+                errs.push(FieldError::duplicate(format!("{vp}.name"), &json!(v.name)));
+            }
+        }
+        if v.host_path.as_ref().is_some_and(|hp| hp.path.is_empty()) {
+            errs.push(FieldError::required(format!("{vp}.hostPath.path"), ""));
+        }
+        // Files projected from ConfigMaps and Secrets stay inside the volume.
+        let mut item_lists = vec![
+            (
+                format!("{vp}.configMap.items"),
+                items(v.config_map.as_ref().and_then(|c| c.items.as_ref())),
+            ),
+            (
+                format!("{vp}.secret.items"),
+                items(v.secret.as_ref().and_then(|s| s.items.as_ref())),
+            ),
+        ];
+        let sources = v.projected.as_ref().and_then(|p| p.sources.as_ref());
+        for (j, src) in sources.into_iter().flatten().enumerate() {
+            let at = format!("{vp}.projected.sources[{j}]");
+            item_lists.push((
+                format!("{at}.configMap.items"),
+                items(src.config_map.as_ref().and_then(|c| c.items.as_ref())),
+            ));
+            item_lists.push((
+                format!("{at}.secret.items"),
+                items(src.secret.as_ref().and_then(|s| s.items.as_ref())),
+            ));
+        }
+        for (at, items) in item_lists {
+            for (k, item) in items.iter().enumerate() {
+                if let Some(e) = item_path_error(&item.path) {
+                    errs.push(FieldError::invalid(
+                        format!("{at}[{k}].path"),
+                        &json!(item.path),
+                        e,
+                    ));
+                }
+            }
         }
     }
 }
@@ -216,139 +273,137 @@ pub fn is_sysctl_name(name: &str) -> bool {
 }
 
 /// `securityContext.sysctls`: named, valid names, no name twice.
-fn validate_sysctls(spec: &Value, path: &str, errs: &mut Errors) {
+fn validate_sysctls(spec: &PodSpec, path: &str, errs: &mut Errors) {
     let sysctls = spec
-        .pointer("/securityContext/sysctls")
-        .and_then(Value::as_array);
-    let mut seen = std::collections::HashSet::new();
+        .security_context
+        .as_ref()
+        .and_then(|s| s.sysctls.as_ref());
+    let mut seen = HashSet::new();
     for (i, s) in sysctls.into_iter().flatten().enumerate() {
         let at = format!("{path}.securityContext.sysctls[{i}].name");
-        match non_empty_str(s, "name") {
-            None => errs.push(FieldError::required(at, "")),
-            Some(n) if !is_sysctl_name(n) => errs.push(FieldError::invalid(
+        let n = s.name.as_str();
+        if n.is_empty() {
+            errs.push(FieldError::required(at, ""));
+        } else if !is_sysctl_name(n) {
+            errs.push(FieldError::invalid(
                 at,
-                &Value::String(n.into()),
+                &json!(n),
                 "must have at most 253 characters and match regex ^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\\./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$",
-            )),
-            Some(n) if !seen.insert(n) => {
-                errs.push(FieldError::duplicate(at, &Value::String(n.into())))
-            }
-            Some(n) => {
-                // A sysctl of a namespace the pod shares with its node would
-                // change the node's.
-                let n = n.replace('/', ".");
-                let ipc = n.starts_with("kernel.shm")
-                    || n.starts_with("kernel.msg")
-                    || n == "kernel.sem"
-                    || n.starts_with("fs.mqueue.");
-                let shared = if n.starts_with("net.") {
-                    Some("hostNetwork")
-                } else if ipc {
-                    Some("hostIPC")
-                } else {
-                    None
-                };
-                if let Some(flag) = shared.filter(|f| spec.get(*f) == Some(&Value::Bool(true))) {
-                    errs.push(FieldError::invalid(
-                        at,
-                        &s["name"],
-                        format!("may not be specified when '{flag}' is true"),
-                    ));
-                }
+            ));
+        } else if !seen.insert(n) {
+            errs.push(FieldError::duplicate(at, &json!(n)));
+        } else {
+            // A sysctl of a namespace the pod shares with its node would
+            // change the node's.
+            let dotted = n.replace('/', ".");
+            let ipc = dotted.starts_with("kernel.shm")
+                || dotted.starts_with("kernel.msg")
+                || dotted == "kernel.sem"
+                || dotted.starts_with("fs.mqueue.");
+            let shared = if dotted.starts_with("net.") {
+                Some(("hostNetwork", spec.host_network))
+            } else if ipc {
+                Some(("hostIPC", spec.host_ipc))
+            } else {
+                None
+            };
+            if let Some((flag, Some(true))) = shared {
+                errs.push(FieldError::invalid(
+                    at,
+                    &json!(n),
+                    format!("may not be specified when '{flag}' is true"),
+                ));
             }
         }
     }
 }
 
-pub(super) fn validate_container(c: &Value, path: &str, volumes: &[&str], errs: &mut Errors) {
-    match non_empty_str(c, "name") {
-        None => errs.push(FieldError::required(format!("{path}.name"), "")),
-        Some(n) => {
-            if let Some(e) = dns1123_label_error(n) {
-                errs.push(FieldError::invalid(
-                    format!("{path}.name"),
-                    &Value::String(n.into()),
-                    e,
-                ));
-            }
-        }
+pub(super) fn validate_container(c: &Container, path: &str, volumes: &[&str], errs: &mut Errors) {
+    if c.name.is_empty() {
+        errs.push(FieldError::required(format!("{path}.name"), ""));
+    } else if let Some(e) = dns1123_label_error(&c.name) {
+        errs.push(FieldError::invalid(
+            format!("{path}.name"),
+            &json!(c.name),
+            e,
+        ));
     }
-    if non_empty_str(c, "image").is_none() {
+    if c.image.as_deref().unwrap_or_default().is_empty() {
         errs.push(FieldError::required(format!("{path}.image"), ""));
     }
-    check_enum(
+    one_of(
         errs,
-        c,
-        "imagePullPolicy",
-        path,
+        c.image_pull_policy.as_deref(),
+        &format!("{path}.imagePullPolicy"),
         &["Always", "IfNotPresent", "Never"],
     );
-    let mut port_names = std::collections::HashSet::new();
-    for (i, p) in arr(c, "ports").iter().enumerate() {
+    let mut port_names = HashSet::new();
+    for (i, p) in c.ports.iter().flatten().enumerate() {
         let pp = format!("{path}.ports[{i}]");
-        check_port(errs, p, "containerPort", &pp, true);
-        if let Some(hp) = p.get("hostPort") {
-            if !hp.as_i64().is_some_and(|n| (0..=65535).contains(&n)) {
-                errs.push(FieldError::invalid(
-                    format!("{pp}.hostPort"),
-                    hp,
-                    "must be between 1 and 65535, inclusive",
-                ));
-            }
+        if p.container_port == 0 {
+            errs.push(FieldError::required(format!("{pp}.containerPort"), ""));
+        } else if !(1..=65535).contains(&p.container_port) {
+            errs.push(FieldError::invalid(
+                format!("{pp}.containerPort"),
+                &json!(p.container_port),
+                "must be between 1 and 65535, inclusive",
+            ));
         }
-        check_enum(errs, p, "protocol", &pp, PROTOCOLS);
-        if let Some(n) = non_empty_str(p, "name") {
+        if let Some(hp) = p.host_port.filter(|n| !(0..=65535).contains(n)) {
+            errs.push(FieldError::invalid(
+                format!("{pp}.hostPort"),
+                &json!(hp),
+                "must be between 1 and 65535, inclusive",
+            ));
+        }
+        one_of(
+            errs,
+            p.protocol.as_deref(),
+            &format!("{pp}.protocol"),
+            PROTOCOLS,
+        );
+        if let Some(n) = p.name.as_deref().filter(|n| !n.is_empty()) {
             if let Some(e) = port_name_error(n) {
-                errs.push(FieldError::invalid(
-                    format!("{pp}.name"),
-                    &Value::String(n.into()),
-                    e,
-                ));
+                errs.push(FieldError::invalid(format!("{pp}.name"), &json!(n), e));
             }
             if !port_names.insert(n) {
-                errs.push(FieldError::duplicate(
-                    format!("{pp}.name"),
-                    &Value::String(n.into()),
-                ));
+                errs.push(FieldError::duplicate(format!("{pp}.name"), &json!(n)));
             }
         }
     }
-    for (i, e) in arr(c, "env").iter().enumerate() {
-        match non_empty_str(e, "name") {
-            None => errs.push(FieldError::required(format!("{path}.env[{i}].name"), "")),
-            Some(n) if !is_env_var_name(n) => errs.push(FieldError::invalid(
-                format!("{path}.env[{i}].name"),
-                &Value::String(n.into()),
+    for (i, e) in c.env.iter().flatten().enumerate() {
+        let at = format!("{path}.env[{i}]");
+        if e.name.is_empty() {
+            errs.push(FieldError::required(format!("{at}.name"), ""));
+        } else if !is_env_var_name(&e.name) {
+            errs.push(FieldError::invalid(
+                format!("{at}.name"),
+                &json!(e.name),
                 ENV_VAR_NAME_MESSAGE,
-            )),
-            Some(_) => {}
+            ));
         }
-        if let Some(fr) = e.pointer("/valueFrom/fieldRef") {
-            if non_empty_str(fr, "fieldPath").is_none() {
-                errs.push(FieldError::required(
-                    format!("{path}.env[{i}].valueFrom.fieldRef.fieldPath"),
-                    "",
-                ));
-            }
+        let field_ref = e.value_from.as_ref().and_then(|v| v.field_ref.as_ref());
+        if field_ref.is_some_and(|f| f.field_path.is_empty()) {
+            errs.push(FieldError::required(
+                format!("{at}.valueFrom.fieldRef.fieldPath"),
+                "",
+            ));
         }
     }
-    for (i, m) in arr(c, "volumeMounts").iter().enumerate() {
+    for (i, m) in c.volume_mounts.iter().flatten().enumerate() {
         let mp = format!("{path}.volumeMounts[{i}]");
-        match non_empty_str(m, "name") {
-            None => errs.push(FieldError::required(format!("{mp}.name"), "")),
-            Some(n) if !volumes.contains(&n) => {
-                errs.push(FieldError::not_found(
-                    format!("{mp}.name"),
-                    &Value::String(n.into()),
-                ));
-            }
-            _ => {}
+        if m.name.is_empty() {
+            errs.push(FieldError::required(format!("{mp}.name"), ""));
+        } else if !volumes.contains(&m.name.as_str()) {
+            errs.push(FieldError::not_found(format!("{mp}.name"), &json!(m.name)));
         }
-        if non_empty_str(m, "mountPath").is_none() {
+        if m.mount_path.is_empty() {
             errs.push(FieldError::required(format!("{mp}.mountPath"), ""));
         }
     }
-    validate_resources(c, path, errs);
+    if let Some(r) = &c.resources {
+        validate_resources(r, path, errs);
+    }
 }
 
 /// Kubernetes' message for an environment variable name it refuses.
@@ -367,52 +422,39 @@ fn is_env_var_name(n: &str) -> bool {
 }
 
 /// Quantities parse, are not negative, and requests do not exceed limits.
-fn validate_resources(c: &Value, path: &str, errs: &mut Errors) {
-    use minik8s_api::quantity::Quantity;
-    let section = |name: &str| {
-        c.pointer(&format!("/resources/{name}"))
-            .and_then(Value::as_object)
-    };
-    let parse = |q: &Value| match q {
-        Value::String(s) => Quantity::parse(s).ok(),
-        Value::Number(n) => n.as_f64().map(Quantity),
-        _ => None,
-    };
-    for name in ["limits", "requests"] {
-        for (res, q) in section(name).into_iter().flatten() {
+fn validate_resources(r: &ResourceRequirements, path: &str, errs: &mut Errors) {
+    let parse = |q: &ApiQuantity| Quantity::parse(&q.0).ok();
+    for (name, list) in [("limits", &r.limits), ("requests", &r.requests)] {
+        for (res, q) in list.iter().flatten() {
             let field = format!("{path}.resources.{name}[{res}]");
             match parse(q) {
                 None => errs.push(FieldError::invalid(
                     field,
-                    q,
+                    &json!(q.0),
                     "must match the regex ^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$",
                 )),
                 Some(v) if v.0 < 0.0 => errs.push(FieldError::invalid(
                     field,
-                    q,
+                    &json!(q.0),
                     "must be greater than or equal to 0",
                 )),
                 Some(_) => {}
             }
         }
     }
-    let (Some(requests), Some(limits)) = (section("requests"), section("limits")) else {
+    let (Some(requests), Some(limits)) = (&r.requests, &r.limits) else {
         return;
     };
     for (res, q) in requests {
         let Some(limit) = limits.get(res) else {
             continue;
         };
-        if let (Some(r), Some(l)) = (parse(q), parse(limit)) {
-            if r.0 > l.0 {
-                let shown = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
+        if let (Some(req), Some(lim)) = (parse(q), parse(limit)) {
+            if req.0 > lim.0 {
                 errs.push(FieldError::invalid(
                     format!("{path}.resources.requests[{res}]"),
-                    &Value::String(shown(q)),
-                    format!(
-                        "must be less than or equal to {res} limit of {}",
-                        shown(limit)
-                    ),
+                    &json!(q.0),
+                    format!("must be less than or equal to {res} limit of {}", limit.0),
                 ));
             }
         }
@@ -433,62 +475,77 @@ fn shown_quantity(res: &str, v: f64) -> String {
 /// `validatePodResourceRequirements` and `validatePodResourceConsistency`:
 /// CPU, memory and huge pages only; no container above the pod's limit;
 /// the pod's requests at least the containers' together.
-fn validate_pod_level_resources(spec: &Value, path: &str, errs: &mut Errors) {
-    let Some(r) = spec.get("resources").filter(|r| r.is_object()) else {
+fn validate_pod_level_resources(spec: &PodSpec, path: &str, errs: &mut Errors) {
+    let Some(r) = &spec.resources else {
         return;
     };
-    validate_resources(spec, path, errs);
-    for list in ["requests", "limits"] {
-        for name in r
-            .get(list)
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-            .map(|(k, _)| k)
-        {
+    validate_resources(r, path, errs);
+    for (list, items) in [("requests", &r.requests), ("limits", &r.limits)] {
+        for name in items.iter().flat_map(BTreeMap::keys) {
             if name != "cpu" && name != "memory" && !name.starts_with("hugepages-") {
                 errs.push(FieldError::not_supported(
                     format!("{path}.resources.{list}"),
-                    &Value::String(name.clone()),
+                    &json!(name),
                     &["cpu", "hugepages-1Gi", "hugepages-2Mi", "memory"],
                 ));
             }
         }
     }
-    let amount = |v: Option<&Value>| {
-        v.and_then(Value::as_str)
-            .and_then(|q| minik8s_api::quantity::Quantity::parse(q).ok())
+    let amount = |list: &Option<BTreeMap<String, ApiQuantity>>, res: &str| {
+        list.as_ref()?
+            .get(res)
+            .and_then(|q| Quantity::parse(&q.0).ok())
+    };
+    let container_list = |c: &Container, limits: bool| {
+        let r = c.resources.as_ref()?;
+        Some(if limits {
+            r.limits.clone()
+        } else {
+            r.requests.clone()
+        })
     };
     for res in ["cpu", "memory"] {
-        if let Some(pod_limit) = amount(r.pointer(&format!("/limits/{res}"))) {
-            for list in ["initContainers", "containers"] {
-                for (i, c) in arr(spec, list).iter().enumerate() {
-                    let limit = c.pointer(&format!("/resources/limits/{res}"));
-                    if amount(limit).is_some_and(|l| l.0 > pod_limit.0) {
+        if let Some(pod_limit) = amount(&r.limits, res) {
+            let lists = [
+                (
+                    "initContainers",
+                    spec.init_containers.as_deref().unwrap_or_default(),
+                ),
+                ("containers", spec.containers.as_slice()),
+            ];
+            for (list, containers) in lists {
+                for (i, c) in containers.iter().enumerate() {
+                    let limit = container_list(c, true).flatten();
+                    let shown = limit.as_ref().and_then(|l| l.get(res)).map(|q| q.0.clone());
+                    if amount(&limit, res).is_some_and(|l| l.0 > pod_limit.0) {
                         errs.push(FieldError::invalid(
                             format!("{path}.{list}[{i}].resources.limits[{res}]"),
-                            limit.unwrap_or(&Value::Null),
+                            &json!(shown),
                             "must be less than or equal to pod limits",
                         ));
                     }
                 }
             }
         }
-        let pod_request = r.pointer(&format!("/requests/{res}"));
-        if let Some(q) = amount(pod_request) {
-            let total: f64 =
-                arr(spec, "containers")
-                    .iter()
-                    .chain(arr(spec, "initContainers").iter().filter(|c| {
-                        c.get("restartPolicy").and_then(Value::as_str) == Some("Always")
-                    }))
-                    .filter_map(|c| amount(c.pointer(&format!("/resources/requests/{res}"))))
-                    .map(|a| a.0)
-                    .sum();
+        if let Some(q) = amount(&r.requests, res) {
+            let sidecars = spec.init_containers.iter().flatten();
+            let sidecars = sidecars.filter(|c| c.restart_policy.as_deref() == Some("Always"));
+            let total: f64 = spec
+                .containers
+                .iter()
+                .chain(sidecars)
+                .filter_map(|c| amount(&container_list(c, false).flatten(), res))
+                .map(|a| a.0)
+                .sum();
             if q.0 + 1e-9 < total {
+                let shown = r
+                    .requests
+                    .as_ref()
+                    .and_then(|l| l.get(res))
+                    .map(|q| q.0.clone());
                 errs.push(FieldError::invalid(
                     format!("{path}.resources.requests[{res}]"),
-                    pod_request.unwrap_or(&Value::Null),
+                    &json!(shown),
                     format!(
                         "must be greater than or equal to aggregate container requests of {}",
                         shown_quantity(res, total)
@@ -499,42 +556,35 @@ fn validate_pod_level_resources(spec: &Value, path: &str, errs: &mut Errors) {
     }
 }
 
-fn gate_names(spec: &Value) -> Vec<&str> {
-    arr(spec, "schedulingGates")
+fn gate_names(spec: &PodSpec) -> Vec<&str> {
+    spec.scheduling_gates
         .iter()
-        .filter_map(|g| str_at(g, "name"))
+        .flatten()
+        .map(|g| g.name.as_str())
         .collect()
 }
 
-/// `schedulingGates`: qualified names, each once.
 /// `spec.resourceClaims` (Dynamic Resource Allocation) and the containers'
 /// `resources.claims`, which must name them (Kubernetes'
 /// `validatePodResourceClaims` and `validateResourceClaimNames`).
-fn validate_resource_claims(spec: &Value, path: &str, errs: &mut Errors) {
-    let mut names = std::collections::BTreeSet::new();
-    for (i, c) in arr(spec, "resourceClaims").iter().enumerate() {
+fn validate_resource_claims(spec: &PodSpec, path: &str, errs: &mut Errors) {
+    let mut names = BTreeSet::new();
+    for (i, c) in spec.resource_claims.iter().flatten().enumerate() {
         let at = format!("{path}.resourceClaims[{i}]");
-        match non_empty_str(c, "name") {
-            None => errs.push(FieldError::required(format!("{at}.name"), "")),
-            Some(n) => {
-                if let Some(e) = dns1123_label_error(n) {
-                    errs.push(FieldError::invalid(
-                        format!("{at}.name"),
-                        &Value::String(n.into()),
-                        e,
-                    ));
-                }
-                if !names.insert(n.to_string()) {
-                    errs.push(FieldError::duplicate(
-                        format!("{at}.name"),
-                        &Value::String(n.into()),
-                    ));
-                }
+        if c.name.is_empty() {
+            errs.push(FieldError::required(format!("{at}.name"), ""));
+        } else {
+            if let Some(e) = dns1123_label_error(&c.name) {
+                errs.push(FieldError::invalid(format!("{at}.name"), &json!(c.name), e));
+            }
+            if !names.insert(c.name.as_str()) {
+                errs.push(FieldError::duplicate(format!("{at}.name"), &json!(c.name)));
             }
         }
-        let claim = non_empty_str(c, "resourceClaimName");
-        let template = non_empty_str(c, "resourceClaimTemplateName");
-        match (claim, template) {
+        let set = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
+        let claim = set(&c.resource_claim_name);
+        let template = set(&c.resource_claim_template_name);
+        match (&claim, &template) {
             (None, None) => errs.push(FieldError::invalid(
                 at.clone(),
                 &Value::Null,
@@ -548,69 +598,71 @@ fn validate_resource_claims(spec: &Value, path: &str, errs: &mut Errors) {
             (Some(n), None) | (None, Some(n)) => {
                 if let Some(e) = dns1123_subdomain_error(n) {
                     let field = if claim.is_some() { "resourceClaimName" } else { "resourceClaimTemplateName" };
-                    errs.push(FieldError::invalid(format!("{at}.{field}"), &Value::String(n.into()), e));
+                    errs.push(FieldError::invalid(format!("{at}.{field}"), &json!(n), e));
                 }
             }
         }
     }
-    for list in ["initContainers", "containers"] {
-        for (i, c) in arr(spec, list).iter().enumerate() {
-            let claims = c.pointer("/resources/claims").and_then(Value::as_array);
-            let mut seen = std::collections::HashSet::new();
-            for (j, claim) in claims.into_iter().flatten().enumerate() {
-                let at = format!("{path}.{list}[{i}].resources.claims[{j}]");
-                let name = str_at(claim, "name").unwrap_or("");
-                let request = str_at(claim, "request").unwrap_or("");
-                if name.is_empty() {
-                    errs.push(FieldError::required(format!("{at}.name"), ""));
-                    continue;
-                }
-                if !seen.insert((name, request)) {
-                    errs.push(FieldError::duplicate(
-                        at.clone(),
-                        &Value::String(name.into()),
-                    ));
-                }
-                if !names.contains(name) {
-                    let mut e = FieldError::not_found(at.clone(), &Value::String(name.into()));
-                    e.detail = if names.is_empty() {
-                        "must be one of the names in pod.spec.resourceClaims which is empty".into()
-                    } else {
-                        let all: Vec<&str> = names.iter().map(String::as_str).collect();
-                        format!(
-                            "must be one of the names in pod.spec.resourceClaims: {}",
-                            all.join(", ")
-                        )
-                    };
-                    errs.push(e);
-                }
+    let init = spec.init_containers.iter().flatten().enumerate();
+    let init = init.map(|(i, c)| ("initContainers", i, c));
+    let app = spec
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| ("containers", i, c));
+    for (list, i, c) in init.chain(app) {
+        let claims = c.resources.as_ref().and_then(|r| r.claims.as_ref());
+        let mut seen = HashSet::new();
+        for (j, claim) in claims.into_iter().flatten().enumerate() {
+            let at = format!("{path}.{list}[{i}].resources.claims[{j}]");
+            let name = claim.name.as_str();
+            let request = claim.request.as_deref().unwrap_or_default();
+            if name.is_empty() {
+                errs.push(FieldError::required(format!("{at}.name"), ""));
+                continue;
+            }
+            if !seen.insert((name, request)) {
+                errs.push(FieldError::duplicate(at.clone(), &json!(name)));
+            }
+            if !names.contains(name) {
+                let mut e = FieldError::not_found(at.clone(), &json!(name));
+                e.detail = if names.is_empty() {
+                    "must be one of the names in pod.spec.resourceClaims which is empty".into()
+                } else {
+                    let all: Vec<&str> = names.iter().copied().collect();
+                    format!(
+                        "must be one of the names in pod.spec.resourceClaims: {}",
+                        all.join(", ")
+                    )
+                };
+                errs.push(e);
             }
         }
     }
 }
 
-fn validate_scheduling_gates(spec: &Value, path: &str, errs: &mut Errors) {
-    let mut seen = std::collections::HashSet::new();
-    for (i, g) in arr(spec, "schedulingGates").iter().enumerate() {
+/// `schedulingGates`: qualified names, each once.
+fn validate_scheduling_gates(spec: &PodSpec, path: &str, errs: &mut Errors) {
+    let mut seen = HashSet::new();
+    for (i, g) in spec.scheduling_gates.iter().flatten().enumerate() {
         let at = format!("{path}.schedulingGates[{i}].name");
-        match non_empty_str(g, "name") {
-            None => errs.push(FieldError::required(at, "")),
-            Some(n) => {
-                if let Some(e) = qualified_name_error(n) {
-                    errs.push(FieldError::invalid(at.clone(), &Value::String(n.into()), e));
-                }
-                if !seen.insert(n) {
-                    errs.push(FieldError::duplicate(at, &Value::String(n.into())));
-                }
-            }
+        let n = g.name.as_str();
+        if n.is_empty() {
+            errs.push(FieldError::required(at, ""));
+            continue;
+        }
+        if let Some(e) = qualified_name_error(n) {
+            errs.push(FieldError::invalid(at.clone(), &json!(n), e));
+        }
+        if !seen.insert(n) {
+            errs.push(FieldError::duplicate(at, &json!(n)));
         }
     }
 }
 
 /// A gated pod is created unbound: the scheduler binds it once its gates are gone.
-pub(super) fn validate_gated_create(pod: &Value, errs: &mut Errors) {
-    let spec = pod.get("spec").unwrap_or(&Value::Null);
-    let bound = non_empty_str(spec, "nodeName").is_some();
+fn validate_gated_create(spec: &PodSpec, errs: &mut Errors) {
+    let bound = spec.node_name.as_deref().is_some_and(|n| !n.is_empty());
     if bound && !gate_names(spec).is_empty() {
         errs.push(FieldError::forbidden(
             "spec.nodeName",
@@ -620,9 +672,9 @@ pub(super) fn validate_gated_create(pod: &Value, errs: &mut Errors) {
 }
 
 /// Scheduling gates are only ever removed (whoever added one removes it).
-fn validate_gates_update(new: &Value, old: &Value, errs: &mut Errors) {
-    let before = gate_names(old.get("spec").unwrap_or(&Value::Null));
-    for name in gate_names(new.get("spec").unwrap_or(&Value::Null)) {
+fn validate_gates_update(new: &PodSpec, old: &PodSpec, errs: &mut Errors) {
+    let before = gate_names(old);
+    for name in gate_names(new) {
         if !before.contains(&name) {
             errs.push(FieldError::forbidden(
                 "spec.schedulingGates",
@@ -633,42 +685,28 @@ fn validate_gates_update(new: &Value, old: &Value, errs: &mut Errors) {
 }
 
 /// Pod updates may change only images, activeDeadlineSeconds, tolerations and grace period.
-pub(super) fn validate_pod_update(new: &Value, old: &Value, errs: &mut Errors) {
+fn validate_pod_update(new: &PodSpec, old: &PodSpec, errs: &mut Errors) {
     validate_gates_update(new, old, errs);
-    fn mask(spec: &Value) -> Value {
+    let mask = |spec: &PodSpec| {
         let mut s = spec.clone();
-        for list in ["containers", "initContainers"] {
-            if let Some(cs) = s.get_mut(list).and_then(Value::as_array_mut) {
-                for c in cs {
-                    if let Some(m) = c.as_object_mut() {
-                        m.remove("image");
-                    }
-                }
-            }
+        for c in s
+            .containers
+            .iter_mut()
+            .chain(s.init_containers.iter_mut().flatten())
+        {
+            c.image = None;
         }
-        if let Some(m) = s.as_object_mut() {
-            for f in [
-                "activeDeadlineSeconds",
-                "tolerations",
-                "terminationGracePeriodSeconds",
-                "schedulingGates",
-            ] {
-                m.remove(f);
-            }
+        s.active_deadline_seconds = None;
+        s.tolerations = None;
+        s.termination_grace_period_seconds = None;
+        s.scheduling_gates = None;
+        // nodeName may be set once (by binding): an unset old value is not a change.
+        if old.node_name.is_none() {
+            s.node_name = None;
         }
         s
-    }
-    // nodeName may be set once (by binding): an unset old value is not a change.
-    let (mut ns, os) = (
-        mask(new.get("spec").unwrap_or(&Value::Null)),
-        mask(old.get("spec").unwrap_or(&Value::Null)),
-    );
-    if os.get("nodeName").is_none() {
-        if let Some(m) = ns.as_object_mut() {
-            m.remove("nodeName");
-        }
-    }
-    if ns != os {
+    };
+    if mask(new) != mask(old) {
         errs.push(FieldError::forbidden(
             "spec",
             "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
