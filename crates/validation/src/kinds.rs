@@ -107,9 +107,7 @@ impl KindRules for core_v1::Service {
         defaults::service(obj);
     }
 
-    fn validate_json(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        validate_service(obj, old, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(service::validate_service);
 }
 
 impl KindRules for core_v1::ReplicationController {

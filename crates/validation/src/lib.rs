@@ -64,7 +64,6 @@ pub use mutating_policy::{
 pub use pod::{validate_pod_spec, validate_pod_spec_json};
 pub use resize::validate_pod_resize;
 pub use scheduling::SYSTEM_PRIORITY_CLASSES;
-use service::validate_service;
 
 /// Which naming rule a kind's `metadata.name` follows (its strategy says
 /// which; most kinds take subdomains).
@@ -157,21 +156,10 @@ fn check_non_negative(errs: &mut Errors, v: &Value, key: &str, path: &str) {
     }
 }
 
-fn check_port(errs: &mut Errors, v: &Value, key: &str, path: &str, required: bool) {
-    match v.get(key) {
-        None | Some(Value::Null) if required => {
-            errs.push(FieldError::required(format!("{path}.{key}"), ""))
-        }
-        None | Some(Value::Null) => {}
-        Some(p) => {
-            if !p.as_i64().is_some_and(|n| (1..=65535).contains(&n)) {
-                errs.push(FieldError::invalid(
-                    format!("{path}.{key}"),
-                    p,
-                    "must be between 1 and 65535, inclusive",
-                ));
-            }
-        }
+/// An optional field of a typed object that, when set, must be one of `allowed`.
+fn one_of(errs: &mut Errors, value: Option<&str>, path: &str, allowed: &[&str]) {
+    if let Some(v) = value.filter(|v| !allowed.contains(v)) {
+        errs.push(FieldError::not_supported(path, &Value::from(v), allowed));
     }
 }
 

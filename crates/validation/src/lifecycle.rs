@@ -280,7 +280,7 @@ fn validate_handler(h: &Handlers, path: &str, errs: &mut Errors) {
         "httpGet" => {
             let get = h.http_get.expect("set");
             port_or_name(errs, &get.port, &at);
-            super::pod::one_of(
+            one_of(
                 errs,
                 get.scheme.as_deref(),
                 &format!("{at}.scheme"),

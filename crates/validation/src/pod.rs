@@ -192,13 +192,6 @@ pub fn validate_pod_spec(spec: &PodSpec, path: &str, errs: &mut Errors) {
     }
 }
 
-/// An optional field that, when set, must be one of `allowed`.
-pub(super) fn one_of(errs: &mut Errors, value: Option<&str>, path: &str, allowed: &[&str]) {
-    if let Some(v) = value.filter(|v| !allowed.contains(v)) {
-        errs.push(FieldError::not_supported(path, &json!(v), allowed));
-    }
-}
-
 /// A volume source's projected files (none when unset).
 fn items(v: Option<&Vec<KeyToPath>>) -> &[KeyToPath] {
     v.map(Vec::as_slice).unwrap_or_default()

@@ -2,144 +2,143 @@
 //! EndpointSlice's address type.
 
 use super::*;
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::json;
+use std::collections::HashSet;
 
-pub(super) fn validate_service(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
-    let ty = str_at(&spec, "type").unwrap_or("ClusterIP");
-    check_enum(
+/// Kubernetes' `ValidateService(Update)` for what minik8s serves.
+pub(super) fn validate_service(svc: &Service, old: Option<&Service>, errs: &mut Errors) {
+    let empty = ServiceSpec::default();
+    let spec = svc.spec.as_ref().unwrap_or(&empty);
+    let ty = spec.type_.as_deref().unwrap_or("ClusterIP");
+    one_of(
         errs,
-        &spec,
-        "type",
-        "spec",
+        spec.type_.as_deref(),
+        "spec.type",
         &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"],
     );
-    check_enum(
+    one_of(
         errs,
-        &spec,
-        "sessionAffinity",
-        "spec",
+        spec.session_affinity.as_deref(),
+        "spec.sessionAffinity",
         &["ClientIP", "None"],
     );
-    validate_affinity(&spec, errs);
-    validate_ip_families(&spec, errs);
-    validate_traffic_policies(&spec, ty, errs);
-    let headless = str_at(&spec, "clusterIP") == Some("None");
-    let ports = arr(&spec, "ports");
+    validate_affinity(spec, errs);
+    validate_ip_families(spec, errs);
+    validate_traffic_policies(spec, ty, errs);
+    let headless = spec.cluster_ip.as_deref() == Some("None");
+    let ports = spec.ports.as_deref().unwrap_or_default();
     if ports.is_empty() && !headless && ty != "ExternalName" {
         errs.push(FieldError::required("spec.ports", ""));
     }
-    if ty == "ExternalName" && non_empty_str(&spec, "externalName").is_none() {
+    if ty == "ExternalName" && spec.external_name.as_deref().unwrap_or_default().is_empty() {
         errs.push(FieldError::required("spec.externalName", ""));
     }
-    let mut names = std::collections::HashSet::new();
-    let mut port_protos = std::collections::HashSet::new();
-    for (i, p) in ports.iter().enumerate() {
-        let pp = format!("spec.ports[{i}]");
-        check_port(errs, p, "port", &pp, true);
-        check_enum(errs, p, "protocol", &pp, PROTOCOLS);
-        match p.get("targetPort") {
-            Some(Value::String(s)) => {
-                if let Some(e) = port_name_error(s) {
-                    errs.push(FieldError::invalid(
-                        format!("{pp}.targetPort"),
-                        &Value::String(s.clone()),
-                        e,
-                    ));
-                }
-            }
-            Some(Value::Number(_)) => check_port(errs, p, "targetPort", &pp, false),
-            Some(other) => errs.push(FieldError::invalid(
-                format!("{pp}.targetPort"),
-                other,
-                "must be an int or a string",
-            )),
-            None => {}
+    validate_ports(ports, ty, errs);
+    for (k, v) in spec.selector.iter().flatten() {
+        if let Some(e) = qualified_name_error(k) {
+            errs.push(FieldError::invalid("spec.selector", &json!(k), e));
         }
-        match non_empty_str(p, "name") {
-            None if ports.len() > 1 => errs.push(FieldError::required(format!("{pp}.name"), "")),
-            None => {}
-            Some(n) => {
-                if let Some(e) = dns1123_label_error(n) {
-                    errs.push(FieldError::invalid(
-                        format!("{pp}.name"),
-                        &Value::String(n.into()),
-                        e,
-                    ));
-                }
-                if !names.insert(n.to_string()) {
-                    errs.push(FieldError::duplicate(
-                        format!("{pp}.name"),
-                        &Value::String(n.into()),
-                    ));
-                }
-            }
-        }
-        let key = (
-            p.get("port").and_then(Value::as_i64),
-            str_at(p, "protocol").unwrap_or("TCP").to_string(),
-        );
-        if !port_protos.insert(key) {
-            errs.push(FieldError::duplicate(pp.to_string(), p));
-        }
-        if let Some(np) = p.get("nodePort") {
-            if ty == "ClusterIP" && np.as_i64() != Some(0) {
-                errs.push(FieldError::forbidden(
-                    format!("{pp}.nodePort"),
-                    "may not be used when `type` is 'ClusterIP'",
-                ));
-            } else if !np
-                .as_i64()
-                .is_some_and(|n| n == 0 || (1..=65535).contains(&n))
-            {
-                errs.push(FieldError::invalid(
-                    format!("{pp}.nodePort"),
-                    np,
-                    "must be between 1 and 65535, inclusive",
-                ));
-            }
+        if let Some(e) = label_value_error(v) {
+            errs.push(FieldError::invalid("spec.selector", &json!(v), e));
         }
     }
-    if let Some(sel) = spec.get("selector").and_then(Value::as_object) {
-        for (k, v) in sel {
-            if let Some(e) = qualified_name_error(k) {
-                errs.push(FieldError::invalid(
-                    "spec.selector",
-                    &Value::String(k.clone()),
-                    e,
-                ));
-            }
-            if let Some(e) = v.as_str().and_then(label_value_error) {
-                errs.push(FieldError::invalid("spec.selector", v, e));
-            }
-        }
-    }
-    if let Some(ip) = non_empty_str(&spec, "clusterIP") {
+    if let Some(ip) = spec.cluster_ip.as_deref().filter(|ip| !ip.is_empty()) {
         if ip != "None" && ip.parse::<std::net::Ipv4Addr>().is_err() {
             errs.push(FieldError::invalid(
                 "spec.clusterIP",
-                &Value::String(ip.into()),
+                &json!(ip),
                 "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
             ));
         }
     }
     // The ClusterIP may change only on the way to or from ExternalName.
-    let external_name_move = |old: &Value| {
-        old.pointer("/spec/type") == Some(&Value::String("ExternalName".into()))
-            || ty == "ExternalName"
+    let Some(old_spec) = old.and_then(|o| o.spec.as_ref()) else {
+        return;
     };
-    if let Some(old) = old.filter(|o| !external_name_move(o)) {
-        let (o, n) = (
-            old.pointer("/spec/clusterIP"),
-            obj.pointer("/spec/clusterIP"),
-        );
-        if o.is_some_and(|o| o != "") && n != o {
+    let external_name_move =
+        old_spec.type_.as_deref() == Some("ExternalName") || ty == "ExternalName";
+    let was = old_spec.cluster_ip.as_deref().filter(|ip| !ip.is_empty());
+    if !external_name_move && was.is_some() && spec.cluster_ip.as_deref() != was {
+        errs.push(FieldError::invalid(
+            "spec.clusterIP",
+            &json!(spec.cluster_ip),
+            "field is immutable",
+        ));
+    }
+}
+
+/// Each port: a number, a protocol, a target by number or name, a name
+/// (required when there are several, each once), no port and protocol
+/// twice, and a node port only where the type has them.
+fn validate_ports(ports: &[ServicePort], ty: &str, errs: &mut Errors) {
+    let between = "must be between 1 and 65535, inclusive";
+    let mut names = HashSet::new();
+    let mut port_protos = HashSet::new();
+    for (i, p) in ports.iter().enumerate() {
+        let pp = format!("spec.ports[{i}]");
+        if !(1..=65535).contains(&p.port) {
             errs.push(FieldError::invalid(
-                "spec.clusterIP",
-                n.unwrap_or(&Value::Null),
-                "field is immutable",
+                format!("{pp}.port"),
+                &json!(p.port),
+                between,
             ));
+        }
+        one_of(
+            errs,
+            p.protocol.as_deref(),
+            &format!("{pp}.protocol"),
+            PROTOCOLS,
+        );
+        match &p.target_port {
+            Some(IntOrString::String(s)) => {
+                if let Some(e) = port_name_error(s) {
+                    errs.push(FieldError::invalid(
+                        format!("{pp}.targetPort"),
+                        &json!(s),
+                        e,
+                    ));
+                }
+            }
+            Some(IntOrString::Int(n)) if !(1..=65535).contains(n) => {
+                errs.push(FieldError::invalid(
+                    format!("{pp}.targetPort"),
+                    &json!(n),
+                    between,
+                ));
+            }
+            _ => {}
+        }
+        match p.name.as_deref().filter(|n| !n.is_empty()) {
+            None if ports.len() > 1 => errs.push(FieldError::required(format!("{pp}.name"), "")),
+            None => {}
+            Some(n) => {
+                if let Some(e) = dns1123_label_error(n) {
+                    errs.push(FieldError::invalid(format!("{pp}.name"), &json!(n), e));
+                }
+                if !names.insert(n) {
+                    errs.push(FieldError::duplicate(format!("{pp}.name"), &json!(n)));
+                }
+            }
+        }
+        if !port_protos.insert((p.port, p.protocol.as_deref().unwrap_or("TCP"))) {
+            errs.push(FieldError::duplicate(pp.clone(), &json!(p)));
+        }
+        if let Some(np) = p.node_port {
+            if ty == "ClusterIP" && np != 0 {
+                errs.push(FieldError::forbidden(
+                    format!("{pp}.nodePort"),
+                    "may not be used when `type` is 'ClusterIP'",
+                ));
+            } else if !(0..=65535).contains(&np) {
+                errs.push(FieldError::invalid(
+                    format!("{pp}.nodePort"),
+                    &json!(np),
+                    between,
+                ));
+            }
         }
     }
 }
@@ -147,43 +146,39 @@ pub(super) fn validate_service(obj: &Value, old: Option<&Value>, errs: &mut Erro
 /// The cluster is single-stack IPv4: a Service may prefer dual stack (it
 /// gets IPv4), but not require it nor ask for IPv6, with the messages
 /// Kubernetes' allocator gives such a cluster.
-fn validate_ip_families(spec: &Value, errs: &mut Errors) {
-    check_enum(
+fn validate_ip_families(spec: &ServiceSpec, errs: &mut Errors) {
+    let policy = spec.ip_family_policy.as_deref();
+    one_of(
         errs,
-        spec,
-        "ipFamilyPolicy",
-        "spec",
+        policy,
+        "spec.ipFamilyPolicy",
         &["PreferDualStack", "RequireDualStack", "SingleStack"],
     );
-    if let Some(policy) = spec
-        .get("ipFamilyPolicy")
-        .filter(|p| *p == "RequireDualStack")
-    {
+    if policy == Some("RequireDualStack") {
         errs.push(FieldError::invalid(
             "spec.ipFamilyPolicy",
-            policy,
+            &json!(policy),
             "this cluster is not configured for dual-stack services",
         ));
     }
-    for (i, family) in arr(spec, "ipFamilies").iter().enumerate() {
+    for (i, family) in spec.ip_families.iter().flatten().enumerate() {
         if family != "IPv4" {
-            let name = family.as_str().unwrap_or_default();
             errs.push(FieldError::invalid(
                 format!("spec.ipFamilies[{i}]"),
-                family,
-                format!("ipfamily {name} is not configured on cluster"),
+                &json!(family),
+                format!("ipfamily {family} is not configured on cluster"),
             ));
         }
     }
 }
 
 /// The longest ClientIP affinity Kubernetes allows (`MaxClientIPServiceAffinitySeconds`: a day).
-const MAX_AFFINITY_SECONDS: i64 = 86400;
+const MAX_AFFINITY_SECONDS: i32 = 86400;
 
 /// `sessionAffinityConfig` goes with ClientIP affinity, with a timeout in (0, 1 day].
-fn validate_affinity(spec: &Value, errs: &mut Errors) {
-    let config = spec.get("sessionAffinityConfig").filter(|c| !c.is_null());
-    match str_at(spec, "sessionAffinity") {
+fn validate_affinity(spec: &ServiceSpec, errs: &mut Errors) {
+    let config = spec.session_affinity_config.as_ref();
+    match spec.session_affinity.as_deref() {
         Some("ClientIP") => {
             let path = "spec.sessionAffinityConfig";
             let Some(config) = config else {
@@ -193,7 +188,7 @@ fn validate_affinity(spec: &Value, errs: &mut Errors) {
                 ));
                 return;
             };
-            let Some(client) = config.get("clientIP").filter(|c| !c.is_null()) else {
+            let Some(client) = &config.client_ip else {
                 errs.push(FieldError::required(
                     format!("{path}.clientIP"),
                     "when session affinity type is ClientIP",
@@ -201,22 +196,16 @@ fn validate_affinity(spec: &Value, errs: &mut Errors) {
                 return;
             };
             let timeout_path = format!("{path}.clientIP.timeoutSeconds");
-            match client.get("timeoutSeconds").filter(|t| !t.is_null()) {
+            match client.timeout_seconds {
                 None => errs.push(FieldError::required(
                     timeout_path,
                     "when session affinity type is ClientIP",
                 )),
-                Some(t)
-                    if !t
-                        .as_i64()
-                        .is_some_and(|t| t > 0 && t <= MAX_AFFINITY_SECONDS) =>
-                {
-                    errs.push(FieldError::invalid(
-                        timeout_path,
-                        t,
-                        format!("must be greater than 0 and less than {MAX_AFFINITY_SECONDS}"),
-                    ))
-                }
+                Some(t) if !(t > 0 && t <= MAX_AFFINITY_SECONDS) => errs.push(FieldError::invalid(
+                    timeout_path,
+                    &json!(t),
+                    format!("must be greater than 0 and less than {MAX_AFFINITY_SECONDS}"),
+                )),
                 Some(_) => {}
             }
         }
@@ -231,58 +220,54 @@ fn validate_affinity(spec: &Value, errs: &mut Errors) {
 /// `externalTrafficPolicy` only where traffic comes from outside (NodePort,
 /// LoadBalancer, external IPs); `healthCheckNodePort` only for a
 /// LoadBalancer with the Local policy.
-fn validate_traffic_policies(spec: &Value, ty: &str, errs: &mut Errors) {
-    let external_ips = !arr(spec, "externalIPs").is_empty();
+fn validate_traffic_policies(spec: &ServiceSpec, ty: &str, errs: &mut Errors) {
+    let external_ips = spec
+        .external_ips
+        .as_ref()
+        .is_some_and(|ips| !ips.is_empty());
     let externally_accessible =
         ty == "NodePort" || ty == "LoadBalancer" || (ty == "ClusterIP" && external_ips);
-    let etp = spec.get("externalTrafficPolicy").filter(|v| !v.is_null());
+    let etp = spec.external_traffic_policy.as_deref();
     match etp {
-        Some(v) if !externally_accessible && v != "" => errs.push(FieldError::invalid(
+        Some(v) if !externally_accessible && !v.is_empty() => errs.push(FieldError::invalid(
             "spec.externalTrafficPolicy",
-            v,
+            &json!(v),
             "may only be set for externally-accessible services",
         )),
-        Some(_) if externally_accessible => check_enum(
+        Some(_) if externally_accessible => one_of(
             errs,
-            spec,
-            "externalTrafficPolicy",
-            "spec",
+            etp,
+            "spec.externalTrafficPolicy",
             &["Cluster", "Local"],
         ),
         _ => {}
     }
     if ty != "ExternalName" {
-        check_enum(
+        one_of(
             errs,
-            spec,
-            "internalTrafficPolicy",
-            "spec",
+            spec.internal_traffic_policy.as_deref(),
+            "spec.internalTrafficPolicy",
             &["Cluster", "Local"],
         );
     }
-    check_enum(
+    one_of(
         errs,
-        spec,
-        "trafficDistribution",
-        "spec",
+        spec.traffic_distribution.as_deref(),
+        "spec.trafficDistribution",
         &["PreferClose", "PreferSameNode", "PreferSameZone"],
     );
-    let needs_health_check =
-        ty == "LoadBalancer" && str_at(spec, "externalTrafficPolicy") == Some("Local");
-    if let Some(port) = spec
-        .get("healthCheckNodePort")
-        .filter(|p| p.as_i64() != Some(0) && !p.is_null())
-    {
+    let needs_health_check = ty == "LoadBalancer" && etp == Some("Local");
+    if let Some(port) = spec.health_check_node_port.filter(|p| *p != 0) {
         if !needs_health_check {
             errs.push(FieldError::invalid(
                 "spec.healthCheckNodePort",
-                port,
+                &json!(port),
                 "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'",
             ));
-        } else if !port.as_i64().is_some_and(|p| (1..=65535).contains(&p)) {
+        } else if !(1..=65535).contains(&port) {
             errs.push(FieldError::invalid(
                 "spec.healthCheckNodePort",
-                port,
+                &json!(port),
                 "must be between 1 and 65535, inclusive",
             ));
         }
@@ -308,7 +293,6 @@ pub(super) fn validate_endpoint_slice(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     /// The messages for `spec` after the defaults, as Kubernetes words them.
     fn errors(spec: Value) -> Vec<String> {
@@ -316,7 +300,7 @@ mod tests {
             "spec": spec});
         crate::default::<k8s_openapi::api::core::v1::Service>(&mut svc);
         let mut errs = Vec::new();
-        validate_service(&svc, None, &mut errs);
+        validate_service(&serde_json::from_value(svc).unwrap(), None, &mut errs);
         errs.iter().map(|e| e.to_string()).collect()
     }
 
