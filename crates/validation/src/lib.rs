@@ -1,9 +1,10 @@
 //! Defaulting, validation and Pod Security as the Kubernetes apiserver does
 //! them for the fields we use: the apiserver's, apart from `minik8s-api`
 //! (which every component links) so that the kubelet, kube-proxy and kubectl
-//! carry none of it. Validators work on the JSON form so they can report
-//! Kubernetes' field paths (`spec.containers[0].image`) before any typed
-//! decoding; they return [`FieldError`]s (`minik8s_api::field`).
+//! carry none of it. A kind's rules run on its object decoded as its
+//! k8s-openapi type ([`KindRules::RULES`]; some kinds' still on the JSON
+//! form) and report Kubernetes' field paths (`spec.containers[0].image`) as
+//! [`FieldError`]s (`minik8s_api::field`).
 //!
 //! Here: metadata, helpers and the per-kind dispatch; each group's rules in
 //! a file of its own (`pod.rs`, `service.rs`, `apps.rs`, `autoscaling.rs`,
