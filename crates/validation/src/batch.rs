@@ -1,163 +1,197 @@
-//! Job: counts, the completion mode, the restart policy its pods may have,
-//! the selector against the template, and what may not change once created
-//! (Kubernetes' ValidateJob and ValidateJobUpdate, with their messages).
+//! Job and CronJob: counts, the completion mode, the restart policy its
+//! pods may have, the selector against the template, failure and success
+//! policies, and what may not change once created (Kubernetes' ValidateJob,
+//! ValidateJobUpdate and ValidateCronJob, with their messages), on the
+//! typed objects.
 
 use super::apps::labels_string;
 use super::*;
+use k8s_openapi::api::batch::v1::{CronJob, Job, JobSpec, PodFailurePolicy, SuccessPolicy};
 use minik8s_api::selector::Selector;
+use serde_json::json;
 
-fn positive(errs: &mut Errors, spec: &Value, key: &str) {
-    if let Some(v) = spec.get(key).and_then(Value::as_i64) {
-        if v <= 0 {
-            errs.push(FieldError::invalid(
-                format!("spec.{key}"),
-                &Value::from(v),
-                "must be greater than 0",
-            ));
-        }
+/// A count that must be above zero when set.
+fn positive(errs: &mut Errors, value: Option<i64>, path: &str) {
+    if let Some(v) = value.filter(|v| *v <= 0) {
+        errs.push(FieldError::invalid(
+            path,
+            &json!(v),
+            "must be greater than 0",
+        ));
+    }
+}
+
+/// A count that must not be negative when set.
+fn non_negative(errs: &mut Errors, value: Option<i64>, path: &str) {
+    if let Some(v) = value.filter(|v| *v < 0) {
+        errs.push(FieldError::invalid(
+            path,
+            &json!(v),
+            "must be greater than or equal to 0",
+        ));
     }
 }
 
 /// The parts of a Job spec a CronJob's template is checked for too.
-fn validate_job_spec(spec: &Value, path: &str, errs: &mut Errors) {
-    for key in [
-        "parallelism",
-        "completions",
-        "backoffLimit",
-        "ttlSecondsAfterFinished",
+fn validate_job_spec(spec: &JobSpec, path: &str, errs: &mut Errors) {
+    for (key, v) in [
+        ("parallelism", spec.parallelism),
+        ("completions", spec.completions),
+        ("backoffLimit", spec.backoff_limit),
+        ("ttlSecondsAfterFinished", spec.ttl_seconds_after_finished),
     ] {
-        check_non_negative(errs, spec, key, path);
+        non_negative(errs, v.map(i64::from), &format!("{path}.{key}"));
     }
-    match spec.pointer("/template/spec/restartPolicy") {
-        Some(rp) if rp == "OnFailure" || rp == "Never" => {}
+    let pod = spec.template.spec.as_ref();
+    let rp_path = format!("{path}.template.spec.restartPolicy");
+    match pod.and_then(|p| p.restart_policy.as_deref()) {
+        Some("OnFailure" | "Never") => {}
         Some(rp) => errs.push(FieldError::not_supported(
-            format!("{path}.template.spec.restartPolicy"),
-            rp,
+            rp_path,
+            &json!(rp),
             &["OnFailure", "Never"],
         )),
         None => errs.push(FieldError::required(
-            format!("{path}.template.spec.restartPolicy"),
+            rp_path,
             "valid values: \"OnFailure\", \"Never\"",
         )),
     }
-    match spec.pointer("/template/spec") {
-        Some(ps) => validate_pod_spec_json(ps, &format!("{path}.template.spec"), errs),
+    match pod {
+        Some(ps) => validate_pod_spec(ps, &format!("{path}.template.spec"), errs),
         None => errs.push(FieldError::required(format!("{path}.template"), "")),
     }
 }
 
-pub(super) fn validate_cron_job(obj: &Value, errs: &mut Errors) {
-    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
-    if let Some(name) = obj.pointer("/metadata/name").and_then(Value::as_str) {
+pub(super) fn validate_cron_job(cron: &CronJob, _old: Option<&CronJob>, errs: &mut Errors) {
+    if let Some(name) = cron.metadata.name.as_deref() {
         // Its Jobs are named <name>-<minutes since 1970>: 11 more characters.
         if name.len() > 52 {
             errs.push(FieldError::invalid(
                 "metadata.name",
-                &Value::from(name),
+                &json!(name),
                 "must be no more than 52 characters",
             ));
         }
     }
-    match spec.get("schedule").and_then(Value::as_str) {
-        None | Some("") => errs.push(FieldError::required("spec.schedule", "")),
-        Some(s) => {
-            if let Err(e) = minik8s_api::cron::parse(s) {
-                errs.push(FieldError::invalid("spec.schedule", &Value::from(s), e));
-            }
-        }
+    let spec = &cron.spec;
+    if spec.schedule.is_empty() {
+        errs.push(FieldError::required("spec.schedule", ""));
+    } else if let Err(e) = minik8s_api::cron::parse(&spec.schedule) {
+        errs.push(FieldError::invalid(
+            "spec.schedule",
+            &json!(spec.schedule),
+            e,
+        ));
     }
-    if let Some(tz) = spec.get("timeZone").and_then(Value::as_str) {
+    if let Some(tz) = spec.time_zone.as_deref() {
         if let Err(e) = minik8s_api::cron::time_zone(Some(tz)) {
-            errs.push(FieldError::invalid("spec.timeZone", &Value::from(tz), e));
+            errs.push(FieldError::invalid("spec.timeZone", &json!(tz), e));
         }
     }
-    check_enum(
+    one_of(
         errs,
-        &spec,
-        "concurrencyPolicy",
-        "spec",
+        spec.concurrency_policy.as_deref(),
+        "spec.concurrencyPolicy",
         &["Allow", "Forbid", "Replace"],
     );
-    for key in [
-        "startingDeadlineSeconds",
-        "successfulJobsHistoryLimit",
-        "failedJobsHistoryLimit",
+    non_negative(
+        errs,
+        spec.starting_deadline_seconds,
+        "spec.startingDeadlineSeconds",
+    );
+    for (key, v) in [
+        (
+            "successfulJobsHistoryLimit",
+            spec.successful_jobs_history_limit,
+        ),
+        ("failedJobsHistoryLimit", spec.failed_jobs_history_limit),
     ] {
-        check_non_negative(errs, &spec, key, "spec");
+        non_negative(errs, v.map(i64::from), &format!("spec.{key}"));
     }
-    match spec.pointer("/jobTemplate/spec") {
+    match &spec.job_template.spec {
         Some(js) => validate_job_spec(js, "spec.jobTemplate.spec", errs),
         None => errs.push(FieldError::required("spec.jobTemplate.spec", "")),
     }
 }
 
-pub(super) fn validate_job(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
-    positive(errs, &spec, "activeDeadlineSeconds");
-    check_enum(
+pub(super) fn validate_job(job: &Job, old: Option<&Job>, errs: &mut Errors) {
+    let empty = JobSpec::default();
+    let spec = job.spec.as_ref().unwrap_or(&empty);
+    positive(
         errs,
-        &spec,
-        "completionMode",
-        "spec",
+        spec.active_deadline_seconds,
+        "spec.activeDeadlineSeconds",
+    );
+    one_of(
+        errs,
+        spec.completion_mode.as_deref(),
+        "spec.completionMode",
         &["NonIndexed", "Indexed"],
     );
-    if spec.get("completionMode") == Some(&Value::from("Indexed")) {
-        if spec.get("completions").is_none_or(Value::is_null) {
-            errs.push(FieldError::required(
+    if spec.completion_mode.as_deref() == Some("Indexed") {
+        match spec.completions {
+            None => errs.push(FieldError::required(
                 "spec.completions",
                 "when completion mode is Indexed",
-            ));
-        }
-        let completions = spec.get("completions").and_then(Value::as_i64);
-        if completions.is_some_and(|c| c > 100_000) {
-            errs.push(FieldError::invalid(
+            )),
+            Some(c) if c > 100_000 => errs.push(FieldError::invalid(
                 "spec.completions",
-                spec.get("completions").unwrap_or(&Value::Null),
+                &json!(c),
                 "must be less than or equal to 100000 when completion mode is Indexed",
-            ));
+            )),
+            Some(_) => {}
         }
     }
-    validate_job_spec(&spec, "spec", errs);
-    validate_policies(&spec, errs);
-    match spec.get("selector").filter(|s| !s.is_null()) {
+    validate_job_spec(spec, "spec", errs);
+    validate_policies(spec, errs);
+    let labels = spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    match &spec.selector {
         None => errs.push(FieldError::required("spec.selector", "")),
-        Some(sel) => {
-            let labels = minik8s_api::selector::labels_of(&serde_json::json!({"metadata": {
-                "labels": spec.pointer("/template/metadata/labels").cloned().unwrap_or(Value::Null)}}));
-            let parsed = serde_json::from_value(sel.clone())
-                .map_err(|e| e.to_string())
-                .and_then(|ls| Selector::from_label_selector(&ls));
-            match parsed {
-                Err(e) => errs.push(FieldError::invalid("spec.selector", sel, e)),
-                Ok(s) if !s.matches(&labels) => errs.push(FieldError::invalid(
-                    "spec.template.metadata.labels",
-                    &Value::String(labels_string(&labels)),
-                    "`selector` does not match template `labels`",
-                )),
-                Ok(_) => {}
-            }
-        }
+        Some(sel) => match Selector::from_label_selector(sel) {
+            Err(e) => errs.push(FieldError::invalid("spec.selector", &json!(sel), e)),
+            Ok(s) if !s.matches(&labels) => errs.push(FieldError::invalid(
+                "spec.template.metadata.labels",
+                &json!(labels_string(&labels)),
+                "`selector` does not match template `labels`",
+            )),
+            Ok(_) => {}
+        },
     }
     let Some(old) = old else { return };
-    for (path, pointer) in [
-        ("spec.completions", "/spec/completions"),
-        ("spec.selector", "/spec/selector"),
-        ("spec.completionMode", "/spec/completionMode"),
-    ] {
-        if obj.pointer(pointer) != old.pointer(pointer) {
-            errs.push(FieldError::invalid(
-                path,
-                obj.pointer(pointer).unwrap_or(&Value::Null),
-                "field is immutable",
-            ));
+    let old_spec = old.spec.as_ref().unwrap_or(&empty);
+    let fixed = [
+        (
+            "spec.completions",
+            json!(spec.completions),
+            json!(old_spec.completions),
+        ),
+        (
+            "spec.selector",
+            json!(spec.selector),
+            json!(old_spec.selector),
+        ),
+        (
+            "spec.completionMode",
+            json!(spec.completion_mode),
+            json!(old_spec.completion_mode),
+        ),
+    ];
+    for (path, new, was) in fixed {
+        if new != was {
+            errs.push(FieldError::invalid(path, &new, "field is immutable"));
         }
     }
     // The template may change only while the Job is suspended (and has not started).
-    let suspended = old.pointer("/spec/suspend") == Some(&Value::Bool(true));
-    if !suspended && obj.pointer("/spec/template") != old.pointer("/spec/template") {
+    let suspended = old_spec.suspend == Some(true);
+    if !suspended && spec.template != old_spec.template {
         errs.push(FieldError::invalid(
             "spec.template",
-            &Value::String("(the pod template)".into()),
+            &json!("(the pod template)"),
             "field is immutable",
         ));
     }
@@ -165,156 +199,151 @@ pub(super) fn validate_job(obj: &Value, old: Option<&Value>, errs: &mut Errors) 
 
 /// `podFailurePolicy` (restartPolicy Never; one requirement per rule; an
 /// action Kubernetes knows) and `successPolicy` (Indexed Jobs; each rule
-/// names indexes or a count).
-fn validate_policies(spec: &Value, errs: &mut Errors) {
-    if let Some(policy) = spec.get("podFailurePolicy").filter(|p| !p.is_null()) {
-        let restart = spec.pointer("/template/spec/restartPolicy");
-        if let Some(rp) = restart.filter(|rp| *rp != "Never") {
-            errs.push(FieldError::invalid(
-                "spec.template.spec.restartPolicy",
-                rp,
-                "only \"Never\" is supported when podFailurePolicy is specified",
-            ));
-        }
-        let per_index = spec
-            .get("backoffLimitPerIndex")
-            .is_some_and(|v| !v.is_null());
-        for (i, rule) in arr(policy, "rules").iter().enumerate() {
-            let path = format!("spec.podFailurePolicy.rules[{i}]");
-            let action = rule.get("action").unwrap_or(&Value::Null);
-            match action.as_str() {
-                Some("FailJob" | "Ignore" | "Count") => {}
-                Some("FailIndex") if per_index => {}
-                Some("FailIndex") => errs.push(FieldError::forbidden(
-                    format!("{path}.action"),
-                    "the 'FailIndex' action can only be used when backoffLimitPerIndex is set",
-                )),
-                _ => errs.push(FieldError::not_supported(
-                    format!("{path}.action"),
-                    action,
-                    &["Count", "FailIndex", "FailJob", "Ignore"],
-                )),
-            }
-            let codes = rule.get("onExitCodes").filter(|v| !v.is_null());
-            let conditions = rule.get("onPodConditions").filter(|v| !v.is_null());
-            if codes.is_some() == conditions.is_some() {
-                errs.push(FieldError {
-                    kind: ErrorType::Invalid,
-                    field: path.clone(),
-                    value: None,
-                    detail: "specifying one of OnExitCodes and OnPodConditions is required".into(),
-                });
-            }
-            if let Some(codes) = codes {
-                let op = codes.get("operator").unwrap_or(&Value::Null);
-                if !matches!(op.as_str(), Some("In" | "NotIn")) {
-                    errs.push(FieldError::not_supported(
-                        format!("{path}.onExitCodes.operator"),
-                        op,
-                        &["In", "NotIn"],
-                    ));
-                }
-                let values = arr(codes, "values");
-                if values.is_empty() {
-                    errs.push(FieldError::required(
-                        format!("{path}.onExitCodes.values"),
-                        "at least one value is required",
-                    ));
-                }
-                for (j, v) in values.iter().enumerate() {
-                    if op == "In" && v == 0 {
-                        errs.push(FieldError::invalid(
-                            format!("{path}.onExitCodes.values[{j}]"),
-                            v,
-                            "must not be 0 for the In operator",
-                        ));
-                    }
-                    if values[..j].contains(v) {
-                        errs.push(FieldError::duplicate(
-                            format!("{path}.onExitCodes.values[{j}]"),
-                            v,
-                        ));
-                    }
-                }
-            }
-        }
+/// names indexes or a count); `backoffLimitPerIndex` and `maxFailedIndexes`.
+fn validate_policies(spec: &JobSpec, errs: &mut Errors) {
+    if let Some(policy) = &spec.pod_failure_policy {
+        validate_pod_failure_policy(spec, policy, errs);
     }
-    let indexed = spec.get("completionMode") == Some(&Value::from("Indexed"));
-    let per_index = spec.get("backoffLimitPerIndex").filter(|v| !v.is_null());
+    let indexed = spec.completion_mode.as_deref() == Some("Indexed");
+    let per_index = spec.backoff_limit_per_index;
     if let Some(v) = per_index {
-        if v.as_i64().is_none_or(|n| n < 0) {
+        if v < 0 {
             errs.push(FieldError::invalid(
                 "spec.backoffLimitPerIndex",
-                v,
+                &json!(v),
                 "must be greater than or equal to 0",
             ));
         } else if !indexed {
             errs.push(FieldError::invalid(
                 "spec.backoffLimitPerIndex",
-                v,
+                &json!(v),
                 "requires indexed completion mode",
             ));
         }
     }
-    if let Some(v) = spec.get("maxFailedIndexes").filter(|v| !v.is_null()) {
-        let completions = spec.get("completions").and_then(Value::as_i64).unwrap_or(0);
-        if per_index.is_none() {
-            errs.push(FieldError::invalid(
-                "spec.maxFailedIndexes",
-                v,
-                "requires backoffLimitPerIndex to be set",
-            ));
-        } else if v.as_i64().is_none_or(|n| n < 0) {
-            errs.push(FieldError::invalid(
-                "spec.maxFailedIndexes",
-                v,
-                "must be greater than or equal to 0",
-            ));
-        } else if v.as_i64().is_some_and(|n| n > completions) {
-            errs.push(FieldError::invalid(
-                "spec.maxFailedIndexes",
-                v,
-                "must be less than or equal to completions",
-            ));
+    let completions = i64::from(spec.completions.unwrap_or(0));
+    if let Some(v) = spec.max_failed_indexes {
+        let why = if per_index.is_none() {
+            Some("requires backoffLimitPerIndex to be set")
+        } else if v < 0 {
+            Some("must be greater than or equal to 0")
+        } else if i64::from(v) > completions {
+            Some("must be less than or equal to completions")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            errs.push(FieldError::invalid("spec.maxFailedIndexes", &json!(v), why));
         }
     }
-    if let Some(policy) = spec.get("successPolicy").filter(|p| !p.is_null()) {
-        if spec.get("completionMode") != Some(&Value::from("Indexed")) {
+    if let Some(policy) = &spec.success_policy {
+        if !indexed {
             errs.push(FieldError::invalid(
                 "spec.completionMode",
-                spec.get("completionMode").unwrap_or(&Value::Null),
+                &json!(spec.completion_mode),
                 "requires indexed completion mode",
             ));
         }
-        let completions = spec.get("completions").and_then(Value::as_i64).unwrap_or(0);
-        for (i, rule) in arr(policy, "rules").iter().enumerate() {
-            let path = format!("spec.successPolicy.rules[{i}]");
-            let count = rule.get("succeededCount").filter(|v| !v.is_null());
-            let indexes = rule.get("succeededIndexes").filter(|v| !v.is_null());
-            if count.is_none() && indexes.is_none() {
-                errs.push(FieldError::required(
-                    path.clone(),
-                    "at least one of succeededCount or succeededIndexes must be specified",
+        validate_success_policy(policy, completions, errs);
+    }
+}
+
+fn validate_pod_failure_policy(spec: &JobSpec, policy: &PodFailurePolicy, errs: &mut Errors) {
+    let restart = spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|p| p.restart_policy.as_deref());
+    if let Some(rp) = restart.filter(|rp| *rp != "Never") {
+        errs.push(FieldError::invalid(
+            "spec.template.spec.restartPolicy",
+            &json!(rp),
+            "only \"Never\" is supported when podFailurePolicy is specified",
+        ));
+    }
+    let per_index = spec.backoff_limit_per_index.is_some();
+    for (i, rule) in policy.rules.iter().enumerate() {
+        let path = format!("spec.podFailurePolicy.rules[{i}]");
+        match rule.action.as_str() {
+            "FailJob" | "Ignore" | "Count" => {}
+            "FailIndex" if per_index => {}
+            "FailIndex" => errs.push(FieldError::forbidden(
+                format!("{path}.action"),
+                "the 'FailIndex' action can only be used when backoffLimitPerIndex is set",
+            )),
+            other => errs.push(FieldError::not_supported(
+                format!("{path}.action"),
+                &json!(other),
+                &["Count", "FailIndex", "FailJob", "Ignore"],
+            )),
+        }
+        let codes = rule.on_exit_codes.as_ref();
+        if codes.is_some() == rule.on_pod_conditions.is_some() {
+            errs.push(FieldError {
+                kind: ErrorType::Invalid,
+                field: path.clone(),
+                value: None,
+                detail: "specifying one of OnExitCodes and OnPodConditions is required".into(),
+            });
+        }
+        let Some(codes) = codes else {
+            continue;
+        };
+        let op = codes.operator.as_str();
+        if !matches!(op, "In" | "NotIn") {
+            errs.push(FieldError::not_supported(
+                format!("{path}.onExitCodes.operator"),
+                &json!(op),
+                &["In", "NotIn"],
+            ));
+        }
+        if codes.values.is_empty() {
+            errs.push(FieldError::required(
+                format!("{path}.onExitCodes.values"),
+                "at least one value is required",
+            ));
+        }
+        for (j, v) in codes.values.iter().enumerate() {
+            let at = format!("{path}.onExitCodes.values[{j}]");
+            if op == "In" && *v == 0 {
+                errs.push(FieldError::invalid(
+                    &at,
+                    &json!(v),
+                    "must not be 0 for the In operator",
                 ));
             }
-            if let Some(c) = count {
-                if c.as_i64().is_none_or(|c| c < 0 || c > completions) {
-                    errs.push(FieldError::invalid(
-                        format!("{path}.succeededCount"),
-                        c,
-                        format!("must be greater than or equal to 0 and less than or equal to {completions}"),
-                    ));
-                }
+            if codes.values[..j].contains(v) {
+                errs.push(FieldError::duplicate(at, &json!(v)));
             }
-            if let Some(ix) = indexes {
-                let valid = ix.as_str().is_some_and(|s| index_list_ok(s, completions));
-                if !valid {
-                    errs.push(FieldError::invalid(
-                        format!("{path}.succeededIndexes"),
-                        ix,
-                        format!("error parsing succeededIndexes: must be ordered intervals of indexes below {completions}"),
-                    ));
-                }
+        }
+    }
+}
+
+fn validate_success_policy(policy: &SuccessPolicy, completions: i64, errs: &mut Errors) {
+    for (i, rule) in policy.rules.iter().enumerate() {
+        let path = format!("spec.successPolicy.rules[{i}]");
+        if rule.succeeded_count.is_none() && rule.succeeded_indexes.is_none() {
+            errs.push(FieldError::required(
+                path.clone(),
+                "at least one of succeededCount or succeededIndexes must be specified",
+            ));
+        }
+        if let Some(c) = rule.succeeded_count {
+            if c < 0 || i64::from(c) > completions {
+                errs.push(FieldError::invalid(
+                    format!("{path}.succeededCount"),
+                    &json!(c),
+                    format!("must be greater than or equal to 0 and less than or equal to {completions}"),
+                ));
+            }
+        }
+        if let Some(ix) = rule.succeeded_indexes.as_deref() {
+            if !index_list_ok(ix, completions) {
+                errs.push(FieldError::invalid(
+                    format!("{path}.succeededIndexes"),
+                    &json!(ix),
+                    format!("error parsing succeededIndexes: must be ordered intervals of indexes below {completions}"),
+                ));
             }
         }
     }
@@ -339,7 +368,6 @@ fn index_list_ok(s: &str, limit: i64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn job(spec: Value) -> Value {
         let mut j = json!({"metadata": {"name": "j"}, "spec": {
@@ -354,7 +382,9 @@ mod tests {
 
     fn messages(obj: &Value, old: Option<&Value>) -> Vec<String> {
         let mut errs = Vec::new();
-        validate_job(obj, old, &mut errs);
+        let decode = |v: &Value| serde_json::from_value::<Job>(v.clone()).unwrap();
+        let old = old.map(decode);
+        validate_job(&decode(obj), old.as_ref(), &mut errs);
         errs.iter().map(|e| e.to_string()).collect()
     }
 

@@ -117,18 +117,7 @@ impl KindRules for core_v1::ReplicationController {
         defaults::replication_controller(obj);
     }
 
-    fn validate_json(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        // The same rules, its map selector read as matchLabels.
-        let shadow = |o: &Value| {
-            let mut o = o.clone();
-            if let Some(sel) = o.pointer("/spec/selector").cloned() {
-                o["spec"]["selector"] = serde_json::json!({"matchLabels": sel});
-            }
-            o
-        };
-        let old = old.map(shadow);
-        validate_replicated(&shadow(obj), old.as_ref(), "ReplicationController", errs)
-    }
+    const RULES: Option<Rules<Self>> = Some(apps::validate_replication_controller);
 }
 
 impl KindRules for core_v1::PodTemplate {
@@ -272,10 +261,7 @@ impl KindRules for apps_v1::Deployment {
         defaults::deployment(obj);
     }
 
-    fn validate_json(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        validate_replicated(obj, old, "Deployment", errs);
-        validate_deployment_spec(obj.get("spec").unwrap_or(&Value::Null), errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(apps::validate_deployment);
 }
 
 impl KindRules for apps_v1::DaemonSet {
@@ -285,17 +271,7 @@ impl KindRules for apps_v1::DaemonSet {
         defaults::daemon_set(obj);
     }
 
-    fn validate_json(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        validate_replicated(obj, old, "DaemonSet", errs);
-        let strategy = obj.pointer("/spec/updateStrategy").unwrap_or(&Value::Null);
-        check_enum(
-            errs,
-            strategy,
-            "type",
-            "spec.updateStrategy",
-            &["RollingUpdate", "OnDelete"],
-        );
-    }
+    const RULES: Option<Rules<Self>> = Some(apps::validate_daemon_set);
 }
 
 impl KindRules for apps_v1::ReplicaSet {
@@ -307,9 +283,7 @@ impl KindRules for apps_v1::ReplicaSet {
         defaults::replica_set(obj);
     }
 
-    fn validate_json(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        validate_replicated(obj, old, "ReplicaSet", errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(apps::validate_replica_set);
 }
 
 impl KindRules for apps_v1::StatefulSet {
@@ -319,9 +293,7 @@ impl KindRules for apps_v1::StatefulSet {
         defaults::stateful_set(obj);
     }
 
-    fn validate_json(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        validate_replicated(obj, old, "StatefulSet", errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(apps::validate_stateful_set);
 }
 
 impl KindRules for apps_v1::ControllerRevision {}
@@ -341,9 +313,7 @@ impl KindRules for batch_v1::Job {
         defaults::job(obj);
     }
 
-    fn validate_json(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-        validate_job(obj, old, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(batch::validate_job);
 }
 
 impl KindRules for batch_v1::CronJob {
@@ -354,9 +324,7 @@ impl KindRules for batch_v1::CronJob {
         defaults::cron_job(obj);
     }
 
-    fn validate_json(obj: &Value, _old: Option<&Value>, errs: &mut Errors) {
-        validate_cron_job(obj, errs);
-    }
+    const RULES: Option<Rules<Self>> = Some(batch::validate_cron_job);
 }
 
 impl KindRules for policy_v1::PodDisruptionBudget {

@@ -52,9 +52,6 @@ pub use admission::{
     validate_webhook_configuration,
 };
 pub use apps::int_or_percent_error;
-use apps::{validate_deployment_spec, validate_replicated};
-
-use batch::{validate_cron_job, validate_job};
 
 pub use crd::{default_crd, validate_crd};
 pub use ephemeral::validate_ephemeral_containers_update;
@@ -131,30 +128,6 @@ fn arr<'a>(v: &'a Value, key: &str) -> &'a [Value] {
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or(&[])
-}
-
-fn check_enum(errs: &mut Errors, v: &Value, key: &str, path: &str, allowed: &[&str]) {
-    if let Some(val) = v.get(key) {
-        if !val.as_str().is_some_and(|s| allowed.contains(&s)) {
-            errs.push(FieldError::not_supported(
-                format!("{path}.{key}"),
-                val,
-                allowed,
-            ));
-        }
-    }
-}
-
-fn check_non_negative(errs: &mut Errors, v: &Value, key: &str, path: &str) {
-    if let Some(val) = v.get(key) {
-        if val.as_i64().is_some_and(|n| n < 0) {
-            errs.push(FieldError::invalid(
-                format!("{path}.{key}"),
-                val,
-                "must be greater than or equal to 0",
-            ));
-        }
-    }
 }
 
 /// An optional field of a typed object that, when set, must be one of `allowed`.
@@ -251,6 +224,22 @@ pub fn validate_metadata(obj: &Value, names: NameRule, namespaced: bool) -> Erro
         ));
     }
     errs
+}
+
+/// A typed object's labels: qualified names, valid values.
+fn validate_label_map(
+    labels: Option<&std::collections::BTreeMap<String, String>>,
+    path: &str,
+    errs: &mut Errors,
+) {
+    for (k, v) in labels.into_iter().flatten() {
+        if let Some(e) = qualified_name_error(k) {
+            errs.push(FieldError::invalid(path, &Value::from(k.as_str()), e));
+        }
+        if let Some(e) = label_value_error(v) {
+            errs.push(FieldError::invalid(path, &Value::from(v.as_str()), e));
+        }
+    }
 }
 
 fn validate_labels(meta: &Value, path: &str, errs: &mut Errors) {
