@@ -62,10 +62,6 @@ pub trait KindRules: k8s_openapi::Resource + serde::de::DeserializeOwned {
     /// The kind's own rules, on the object decoded as its k8s-openapi type
     /// (a kind without them costs no decoding).
     const RULES: Option<Rules<Self>> = None;
-
-    /// Rules still written on the JSON form, for the kinds whose rules have
-    /// not moved to [`KindRules::RULES`] yet.
-    fn validate_json(_obj: &Value, _old: Option<&Value>, _errs: &mut Errors) {}
 }
 
 impl KindRules for core_v1::Namespace {

@@ -2,9 +2,9 @@
 //! them for the fields we use: the apiserver's, apart from `minik8s-api`
 //! (which every component links) so that the kubelet, kube-proxy and kubectl
 //! carry none of it. A kind's rules run on its object decoded as its
-//! k8s-openapi type ([`KindRules::RULES`]; some kinds' still on the JSON
-//! form) and report Kubernetes' field paths (`spec.containers[0].image`) as
-//! [`FieldError`]s (`minik8s_api::field`).
+//! k8s-openapi type ([`KindRules::RULES`]) and report Kubernetes' field
+//! paths (`spec.containers[0].image`) as [`FieldError`]s
+//! (`minik8s_api::field`).
 //!
 //! Here: metadata, helpers and the per-kind dispatch; each group's rules in
 //! a file of its own (`pod.rs`, `service.rs`, `apps.rs`, `autoscaling.rs`,
@@ -291,7 +291,6 @@ pub fn default<K: KindRules>(obj: &mut Value) {
 pub fn validate<K: KindRules>(obj: &Value, old: Option<&Value>) -> Errors {
     let mut errs = Vec::new();
     unsupported::validate_unsupported(K::KIND, obj, &mut errs);
-    K::validate_json(obj, old, &mut errs);
     if let Some(rules) = K::RULES {
         // An object that does not decode gets no typed rules: storing it
         // decodes it again and answers 400 with serde's reason, as
