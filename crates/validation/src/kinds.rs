@@ -393,17 +393,45 @@ impl KindRules for certificates_v1::CertificateSigningRequest {}
 
 impl KindRules for apiextensions_v1::CustomResourceDefinition {}
 
-impl KindRules for admissionregistration_v1::MutatingWebhookConfiguration {}
+impl KindRules for admissionregistration_v1::MutatingWebhookConfiguration {
+    fn apply_defaults(obj: &mut Value) {
+        admission::default_webhooks(obj, true);
+    }
 
-impl KindRules for admissionregistration_v1::ValidatingWebhookConfiguration {}
+    const RULES: Option<Rules<Self>> = Some(admission::validate_mutating_webhooks);
+}
 
-impl KindRules for admissionregistration_v1::ValidatingAdmissionPolicy {}
+impl KindRules for admissionregistration_v1::ValidatingWebhookConfiguration {
+    fn apply_defaults(obj: &mut Value) {
+        admission::default_webhooks(obj, false);
+    }
 
-impl KindRules for admissionregistration_v1::ValidatingAdmissionPolicyBinding {}
+    const RULES: Option<Rules<Self>> = Some(admission::validate_validating_webhooks);
+}
 
-impl KindRules for admissionregistration_v1::MutatingAdmissionPolicy {}
+impl KindRules for admissionregistration_v1::ValidatingAdmissionPolicy {
+    fn apply_defaults(obj: &mut Value) {
+        admission::default_policy(obj);
+    }
 
-impl KindRules for admissionregistration_v1::MutatingAdmissionPolicyBinding {}
+    const RULES: Option<Rules<Self>> = Some(admission::validate_policy);
+}
+
+impl KindRules for admissionregistration_v1::ValidatingAdmissionPolicyBinding {
+    const RULES: Option<Rules<Self>> = Some(admission::validate_binding);
+}
+
+impl KindRules for admissionregistration_v1::MutatingAdmissionPolicy {
+    fn apply_defaults(obj: &mut Value) {
+        mutating_policy::default_mutating_policy(obj);
+    }
+
+    const RULES: Option<Rules<Self>> = Some(mutating_policy::validate_mutating_policy);
+}
+
+impl KindRules for admissionregistration_v1::MutatingAdmissionPolicyBinding {
+    const RULES: Option<Rules<Self>> = Some(mutating_policy::validate_mutating_binding);
+}
 
 impl KindRules for apiregistration_v1::APIService {}
 

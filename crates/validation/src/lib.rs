@@ -47,18 +47,12 @@ pub mod service_cidr;
 pub mod storage;
 pub mod unsupported;
 
-pub use admission::{
-    default_policy, default_webhooks, validate_binding, validate_policy,
-    validate_webhook_configuration,
-};
 pub use apps::int_or_percent_error;
 
 pub use crd::{default_crd, validate_crd};
 pub use ephemeral::validate_ephemeral_containers_update;
 pub use minik8s_api::names::*;
-pub use mutating_policy::{
-    default_mutating_policy, validate_mutating_binding, validate_mutating_policy,
-};
+
 pub use pod::{validate_pod_spec, validate_pod_spec_json};
 pub use resize::validate_pod_resize;
 pub use scheduling::SYSTEM_PRIORITY_CLASSES;

@@ -2,8 +2,11 @@
 //! Kubernetes 1.36) and its bindings: Kubernetes' defaults and the rules a
 //! policy must meet, its expressions compiled as they will run.
 
-use super::admission::{common_policy_errors, one_of, policy_name_errors};
-use super::{arr, Errors, FieldError};
+use super::admission::{common_policy_errors, policy_name_errors, PolicyCommon};
+use super::{one_of, Errors, FieldError};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, MutatingAdmissionPolicySpec,
+};
 use minik8s_cel::schema::cel_mutation::Mutation;
 use serde_json::{json, Value};
 
@@ -17,10 +20,14 @@ pub fn default_mutating_policy(obj: &mut Value) {
 }
 
 /// The rules of a MutatingAdmissionPolicy.
-pub fn validate_mutating_policy(obj: &Value) -> Errors {
-    let mut errs = Vec::new();
-    let spec = obj.get("spec").unwrap_or(&Value::Null);
-    let mutations = arr(spec, "mutations");
+pub(super) fn validate_mutating_policy(
+    policy: &MutatingAdmissionPolicy,
+    _old: Option<&MutatingAdmissionPolicy>,
+    errs: &mut Errors,
+) {
+    let empty = MutatingAdmissionPolicySpec::default();
+    let spec = policy.spec.as_ref().unwrap_or(&empty);
+    let mutations = spec.mutations.as_deref().unwrap_or_default();
     if mutations.is_empty() {
         errs.push(FieldError::required(
             "spec.mutations",
@@ -29,34 +36,31 @@ pub fn validate_mutating_policy(obj: &Value) -> Errors {
     }
     for (i, m) in mutations.iter().enumerate() {
         let path = format!("spec.mutations[{i}]");
-        let (field, body) = match m.get("patchType").and_then(Value::as_str) {
-            Some("ApplyConfiguration") => ("applyConfiguration", &m["applyConfiguration"]),
-            Some("JSONPatch") => ("jsonPatch", &m["jsonPatch"]),
-            _ => {
+        let apply = m
+            .apply_configuration
+            .as_ref()
+            .map(|a| a.expression.as_deref());
+        let patch = m.json_patch.as_ref().map(|p| p.expression.as_deref());
+        let (field, body, other, other_set) = match m.patch_type.as_str() {
+            "ApplyConfiguration" => ("applyConfiguration", apply, "jsonPatch", patch.is_some()),
+            "JSONPatch" => ("jsonPatch", patch, "applyConfiguration", apply.is_some()),
+            other => {
                 errs.push(FieldError::not_supported(
                     format!("{path}.patchType"),
-                    m.get("patchType").unwrap_or(&Value::Null),
+                    &json!(other),
                     &["ApplyConfiguration", "JSONPatch"],
                 ));
                 continue;
             }
         };
-        for other in ["applyConfiguration", "jsonPatch"]
-            .iter()
-            .filter(|o| **o != field)
-        {
-            if m.get(*other).is_some_and(|v| !v.is_null()) {
-                errs.push(FieldError::forbidden(
-                    format!("{path}.{other}"),
-                    format!(
-                        "must not be set when patchType is {}",
-                        m["patchType"].as_str().unwrap_or("")
-                    ),
-                ));
-            }
+        if other_set {
+            errs.push(FieldError::forbidden(
+                format!("{path}.{other}"),
+                format!("must not be set when patchType is {}", m.patch_type),
+            ));
         }
-        match body.get("expression").and_then(Value::as_str) {
-            None | Some("") => errs.push(FieldError::required(
+        match body.flatten().filter(|e| !e.is_empty()) {
+            None => errs.push(FieldError::required(
                 format!("{path}.{field}.expression"),
                 "",
             )),
@@ -71,22 +75,35 @@ pub fn validate_mutating_policy(obj: &Value) -> Errors {
             }
         }
     }
-    common_policy_errors(&mut errs, spec);
+    common_policy_errors(
+        errs,
+        PolicyCommon {
+            variables: spec.variables.as_deref().unwrap_or_default(),
+            match_conditions: spec.match_conditions.as_deref().unwrap_or_default(),
+            failure_policy: spec.failure_policy.as_deref(),
+            match_constraints: spec.match_constraints.as_ref(),
+        },
+    );
     one_of(
-        &mut errs,
-        spec,
-        "reinvocationPolicy",
-        "spec",
+        errs,
+        spec.reinvocation_policy.as_deref(),
+        "spec.reinvocationPolicy",
         &["Never", "IfNeeded"],
     );
-    errs
 }
 
 /// The rules of a MutatingAdmissionPolicyBinding.
-pub fn validate_mutating_binding(obj: &Value) -> Errors {
-    let mut errs = Vec::new();
-    policy_name_errors(&mut errs, obj.get("spec").unwrap_or(&Value::Null));
-    errs
+pub(super) fn validate_mutating_binding(
+    binding: &MutatingAdmissionPolicyBinding,
+    _old: Option<&MutatingAdmissionPolicyBinding>,
+    errs: &mut Errors,
+) {
+    let spec = binding.spec.as_ref();
+    policy_name_errors(
+        errs,
+        spec.and_then(|s| s.policy_name.as_deref())
+            .unwrap_or_default(),
+    );
 }
 
 #[cfg(test)]
@@ -102,20 +119,18 @@ mod tests {
         default_mutating_policy(&mut p);
         assert_eq!(p["spec"]["failurePolicy"], "Fail");
         assert_eq!(p["spec"]["reinvocationPolicy"], "Never");
-        assert!(
-            validate_mutating_policy(&p).is_empty(),
-            "{:?}",
-            validate_mutating_policy(&p)
-        );
+        let check = |p: &Value| {
+            let mut errs = Vec::new();
+            validate_mutating_policy(&serde_json::from_value(p.clone()).unwrap(), None, &mut errs);
+            errs
+        };
+        assert!(check(&p).is_empty(), "{:?}", check(&p));
         p["spec"]["mutations"][0]["applyConfiguration"]["expression"] = json!("Object{");
         p["spec"]["mutations"]
             .as_array_mut()
             .unwrap()
             .push(json!({"patchType": "Merge"}));
-        let fields: Vec<String> = validate_mutating_policy(&p)
-            .into_iter()
-            .map(|e| e.field)
-            .collect();
+        let fields: Vec<String> = check(&p).into_iter().map(|e| e.field).collect();
         assert_eq!(
             fields,
             [
@@ -123,9 +138,9 @@ mod tests {
                 "spec.mutations[1].patchType"
             ]
         );
-        assert_eq!(
-            validate_mutating_binding(&json!({"spec": {}}))[0].field,
-            "spec.policyName"
-        );
+        let mut errs = Vec::new();
+        let binding = serde_json::from_value(json!({"spec": {}})).unwrap();
+        validate_mutating_binding(&binding, None, &mut errs);
+        assert_eq!(errs[0].field, "spec.policyName");
     }
 }

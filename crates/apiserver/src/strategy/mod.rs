@@ -14,7 +14,6 @@
 //! `service.rs`, `namespace.rs`, `node.rs`, `lws.rs`). Kinds registered at run
 //! time get [`Schemaless`]: stored as sent, NAME and AGE columns.
 
-mod admission;
 mod certificates;
 pub mod crd;
 pub mod custom;
@@ -637,12 +636,12 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         rbac_v1::ClusterRoleBinding => role_binding with rbac::Lifecycle;
         k8s_openapi::api::certificates::v1::CertificateSigningRequest => certificate_signing_request with certificates::Lifecycle;
         k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition => role with crd::Lifecycle;
-        admissionregistration::MutatingWebhookConfiguration => webhook_configuration with admission::Mutating;
-        admissionregistration::ValidatingWebhookConfiguration => webhook_configuration with admission::Validating;
-        admissionregistration::ValidatingAdmissionPolicy => admission_policy with admission::Policy;
-        admissionregistration::ValidatingAdmissionPolicyBinding => admission_policy_binding with admission::Binding;
-        admissionregistration::MutatingAdmissionPolicy => mutating_admission_policy with admission::MutatingPolicy;
-        admissionregistration::MutatingAdmissionPolicyBinding => admission_policy_binding with admission::MutatingBinding;
+        admissionregistration::MutatingWebhookConfiguration => webhook_configuration;
+        admissionregistration::ValidatingWebhookConfiguration => webhook_configuration;
+        admissionregistration::ValidatingAdmissionPolicy => admission_policy;
+        admissionregistration::ValidatingAdmissionPolicyBinding => admission_policy_binding;
+        admissionregistration::MutatingAdmissionPolicy => mutating_admission_policy;
+        admissionregistration::MutatingAdmissionPolicyBinding => admission_policy_binding;
         k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService => api_service;
     }
 });
