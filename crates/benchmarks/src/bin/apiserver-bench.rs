@@ -3,7 +3,10 @@
 //! delay with 100 watchers. Prints a Markdown report; not a test.
 //!
 //! Everything runs on this machine: a private etcd, the apiserver in process,
-//! the clients in process. Usage: `apiserver-bench [--quick]`.
+//! the clients in process. Usage: `apiserver-bench [--quick] [--kind pod|deployment]
+//! [--creates-only]`: the objects created (pods by default; a Deployment's
+//! validation covers its pod template too), and whether to skip the watch
+//! delay.
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -18,6 +21,38 @@ fn pod_body(name: &str) -> serde_json::Value {
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "bench", "tier": "web"}},
            "spec": {"containers": [{"name": "c", "image": "minik8s/busybox:latest", "command": ["sleep", "3600"],
                                     "resources": {"limits": {"cpu": "100m", "memory": "32Mi"}}}]}})
+}
+
+/// A Deployment of two replicas with the same pod template.
+fn deployment_body(name: &str) -> serde_json::Value {
+    let pod = pod_body(name);
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+           "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "bench"}},
+                    "template": {"metadata": {"labels": pod["metadata"]["labels"]},
+                                 "spec": pod["spec"]}}})
+}
+
+/// What the creates post: `(collection path, body for a name)`.
+#[derive(Clone, Copy)]
+enum Kind {
+    Pod,
+    Deployment,
+}
+
+impl Kind {
+    fn path(self) -> &'static str {
+        match self {
+            Kind::Pod => "/api/v1/namespaces/default/pods",
+            Kind::Deployment => "/apis/apps/v1/namespaces/default/deployments",
+        }
+    }
+
+    fn body(self, name: &str) -> serde_json::Value {
+        match self {
+            Kind::Pod => pod_body(name),
+            Kind::Deployment => deployment_body(name),
+        }
+    }
 }
 
 use benchmarks::ops_per_second as run;
@@ -41,7 +76,7 @@ async fn sample_value(s: &TestServer) -> Bytes {
         .value
 }
 
-async fn throughput(backend: Backend, quick: bool) -> Vec<(usize, f64, f64)> {
+async fn throughput(backend: Backend, quick: bool, kind: Kind) -> Vec<(usize, f64, f64)> {
     let s = TestServer::start(backend).await;
     let value = sample_value(&s).await;
     let http = reqwest::Client::builder()
@@ -60,14 +95,14 @@ async fn throughput(backend: Backend, quick: bool) -> Vec<(usize, f64, f64)> {
         let store = s.server.store.clone();
         let v = value.clone();
         let raw = benchmarks::raw_writes(store, *c, total, format!("/bench/raw/{round}"), v).await;
-        let url = format!("{}/api/v1/namespaces/default/pods", s.url);
+        let url = format!("{}{}", s.url, kind.path());
         let client = http.clone();
         let api = run(*c, total, move |i| {
             let (client, url) = (client.clone(), url.clone());
             async move {
                 let r = client
                     .post(&url)
-                    .json(&pod_body(&format!("p{round}-{i}")))
+                    .json(&kind.body(&format!("p{round}-{i}")))
                     .send()
                     .await
                     .expect("POST");
@@ -154,7 +189,22 @@ async fn watch_delay(backend: Backend, watchers: usize, events: usize) -> (f64, 
 
 #[tokio::main]
 async fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let creates_only = args.iter().any(|a| a == "--creates-only");
+    let kind = match args
+        .iter()
+        .position(|a| a == "--kind")
+        .map(|i| args.get(i + 1))
+    {
+        None => Kind::Pod,
+        Some(Some(k)) if k == "pod" => Kind::Pod,
+        Some(Some(k)) if k == "deployment" => Kind::Deployment,
+        Some(other) => {
+            eprintln!("apiserver-bench: --kind takes pod or deployment, not {other:?}");
+            std::process::exit(2);
+        }
+    };
     println!("# apiserver benchmark\n");
     println!(
         "date: {}  \nmachine: {}\n",
@@ -165,10 +215,13 @@ async fn main() {
         println!("## creates/s, {label} store\n");
         println!("| concurrency | raw store writes/s | apiserver creates/s | ratio |");
         println!("|---:|---:|---:|---:|");
-        for (c, raw, api) in throughput(backend, quick).await {
+        for (c, raw, api) in throughput(backend, quick, kind).await {
             println!("| {c} | {raw:.0} | {api:.0} | {:.2} |", api / raw);
         }
         println!();
+    }
+    if creates_only {
+        return;
     }
     let (watchers, events) = if quick { (10, 20) } else { (100, 200) };
     println!("## watch delivery delay, {watchers} watchers, {events} creates (send → received by each watcher)\n");
