@@ -11,7 +11,6 @@
 //!   Pods demo-1, demo-1-1, demo-1-2, demo-1-3 ──▶ scheduler: all 4 fit? bind all : bind none
 //! ```
 
-use crate::field::{Errors, FieldError};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -92,60 +91,17 @@ impl PodGroup {
     }
 }
 
-/// Volcano's CRD rules: `minMember` at least 0, `minResources` quantities.
-pub fn validate(obj: &Value) -> Errors {
-    let mut errs = Vec::new();
-    if let Some(m) = obj.pointer("/spec/minMember") {
-        if m.as_i64().is_none_or(|n| n < 0) {
-            errs.push(FieldError::invalid(
-                "spec.minMember",
-                m,
-                "spec.minMember in body should be greater than or equal to 0",
-            ));
-        }
-    }
-    if let Some(r) = obj.pointer("/spec/minResources").and_then(Value::as_object) {
-        for (k, v) in r {
-            let ok = match v {
-                Value::String(s) => crate::quantity::Quantity::parse(s).is_ok(),
-                Value::Number(_) => true,
-                _ => false,
-            };
-            if !ok {
-                errs.push(FieldError::invalid(
-                    format!("spec.minResources[{k}]"),
-                    v,
-                    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
-                ));
-            }
-        }
-    }
-    errs
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
     #[test]
-    fn min_member_and_rules() {
+    fn min_member_is_at_least_one() {
         let pg: PodGroup = serde_json::from_value(json!({"metadata": {"name": "g"},
             "spec": {"minMember": 4, "minResources": {"cpu": "2"}, "queue": "default"}}))
         .unwrap();
         assert_eq!(pg.min_member(), 4);
         assert_eq!(PodGroup::default().min_member(), 1);
-        assert!(
-            validate(&json!({"spec": {"minMember": 3, "minResources": {"cpu": "500m"}}}))
-                .is_empty()
-        );
-        assert_eq!(
-            validate(&json!({"spec": {"minMember": -1}}))[0].to_string(),
-            "spec.minMember: Invalid value: -1: spec.minMember in body should be greater than or equal to 0"
-        );
-        assert_eq!(
-            validate(&json!({"spec": {"minResources": {"cpu": "lots"}}}))[0].field,
-            "spec.minResources[cpu]"
-        );
     }
 }

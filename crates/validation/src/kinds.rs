@@ -365,7 +365,9 @@ impl KindRules for minik8s_api::disaggregatedset::DisaggregatedSet {}
 
 impl KindRules for minik8s_api::disaggregatedset::DisaggregatedSetRoleScaler {}
 
-impl KindRules for minik8s_api::podgroup::PodGroup {}
+impl KindRules for minik8s_api::podgroup::PodGroup {
+    const RULES: Option<Rules<Self>> = Some(scheduling::validate_volcano_pod_group);
+}
 
 impl KindRules for minik8s_api::serverless::Function {}
 

@@ -355,6 +355,36 @@ pub fn validate_priority_class(
     }
 }
 
+/// Volcano's PodGroup (`scheduling.volcano.sh/v1beta1`), as its CRD's
+/// schema has it: `minMember` at least 0, `minResources` quantities.
+pub fn validate_volcano_pod_group(
+    group: &minik8s_api::podgroup::PodGroup,
+    _old: Option<&minik8s_api::podgroup::PodGroup>,
+    errs: &mut Errors,
+) {
+    if let Some(m) = group.spec.min_member.filter(|m| *m < 0) {
+        errs.push(FieldError::invalid(
+            "spec.minMember",
+            &json!(m),
+            "spec.minMember in body should be greater than or equal to 0",
+        ));
+    }
+    for (k, v) in group.spec.min_resources.iter().flatten() {
+        let ok = match v {
+            Value::String(s) => minik8s_api::quantity::Quantity::parse(s).is_ok(),
+            Value::Number(_) => true,
+            _ => false,
+        };
+        if !ok {
+            errs.push(FieldError::invalid(
+                format!("spec.minResources[{k}]"),
+                v,
+                "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+            ));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -480,6 +510,26 @@ mod tests {
         assert_eq!(
             messages(validate_pod_group, moved, Some(ok)),
             vec!["spec: field is immutable except schedulingPolicy.gang.minCount"]
+        );
+    }
+
+    #[test]
+    fn volcano_pod_groups_count_members_and_quantities() {
+        let check = |v: Value| {
+            let mut errs = Vec::new();
+            validate_volcano_pod_group(&serde_json::from_value(v).unwrap(), None, &mut errs);
+            errs.iter().map(ToString::to_string).collect::<Vec<_>>()
+        };
+        assert!(
+            check(json!({"spec": {"minMember": 3, "minResources": {"cpu": "500m"}}})).is_empty()
+        );
+        assert_eq!(
+            check(json!({"spec": {"minMember": -1}})),
+            ["spec.minMember: Invalid value: -1: spec.minMember in body should be greater than or equal to 0"]
+        );
+        assert_eq!(
+            check(json!({"spec": {"minResources": {"cpu": "lots"}}})),
+            ["spec.minResources[cpu]: Invalid value: \"lots\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"]
         );
     }
 }

@@ -57,10 +57,6 @@ impl super::Strategy for RoleScaler {
 pub struct PodGroup;
 
 impl super::Strategy for PodGroup {
-    fn validate(&self, obj: &Value, _old: Option<&Value>) -> Errors {
-        minik8s_api::podgroup::validate(obj)
-    }
-
     fn served_as_custom_resource(&self) -> bool {
         true
     }
