@@ -505,3 +505,7 @@ mod tests {
         assert_eq!(not_an_object, json!("pod"));
     }
 }
+
+#[cfg(test)]
+#[path = "kinds_tests.rs"]
+mod kind_rules_tests;
