@@ -23,6 +23,7 @@ use minik8s_api::registry::ResourceInfo;
 use minik8s_api::selector::{FieldSelector, Selector};
 use minik8s_api::ApiError;
 use serde_json::{json, Value};
+use std::time::Duration;
 
 impl ApiServer {
     pub(crate) fn selectors(
@@ -161,6 +162,37 @@ impl ApiServer {
         Ok(selection.metadata)
     }
 
+    /// The revision a LIST without `continue` reads at, as Kubernetes'
+    /// `resourceVersion` and `resourceVersionMatch` say: unset or "0", the
+    /// latest; `Exact`, exactly that one (410 once compacted); otherwise
+    /// (`NotOlderThan`, or no match) the latest, which is not older. A
+    /// version the store has not reached is waited for a moment (a client
+    /// may have it from a newer apiserver's watch), then answered 504
+    /// `ResourceVersionTooLarge`, as Kubernetes' watch cache answers it.
+    async fn list_revision(&self, params: &Params) -> Result<Option<i64>, ApiError> {
+        let rv = params.get("resourceVersion").unwrap_or("");
+        if rv.is_empty() || rv == "0" {
+            return Ok(None);
+        }
+        let wanted: i64 = rv
+            .parse()
+            .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?;
+        let internal = |e: StoreError| ApiError::internal(e.to_string());
+        let deadline = tokio::time::Instant::now() + FRESHNESS_WAIT;
+        loop {
+            let current = self.store.current_revision().await.map_err(internal)?;
+            if wanted <= current {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(ApiError::too_large_resource_version(wanted, current));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let exact = params.get("resourceVersionMatch") == Some("Exact");
+        Ok(exact.then_some(wanted))
+    }
+
     /// Chooses the items of a LIST (selectors, then the page) and its
     /// metadata: resourceVersion, and `continue`/`remainingItemCount` when
     /// the page is not the last. Filtering decodes each object; nothing
@@ -179,11 +211,19 @@ impl ApiServer {
             params.get("resourceVersion"),
         )?;
         let prefix = info.key_prefix(ns);
-        let (kvs, rev) = match self.store.list(&prefix, page.revision).await {
-            Err(StoreError::Gone { .. }) if page.revision.is_some() => {
-                return Err(pagination::expired())
+        let (kvs, rev) = match page.revision {
+            // A continued list reads where its first page read.
+            Some(at) => match self.store.list(&prefix, Some(at)).await {
+                Err(StoreError::Gone { .. }) => return Err(pagination::expired()),
+                other => other.map_err(|e| store_err(info, "", e))?,
+            },
+            None => {
+                let at = self.list_revision(params).await?;
+                self.store
+                    .list(&prefix, at)
+                    .await
+                    .map_err(|e| store_err(info, "", e))?
             }
-            other => other.map_err(|e| store_err(info, "", e))?,
         };
         let start = page.start.map(|s| format!("{prefix}{s}"));
         let from = start.map_or(0, |s| kvs.partition_point(|kv| kv.key < s));
@@ -226,6 +266,10 @@ impl ApiServer {
         })
     }
 }
+
+/// How long a LIST waits for the store to reach the resourceVersion it
+/// asks for (Kubernetes' watch cache waits 3 s).
+const FRESHNESS_WAIT: Duration = Duration::from_secs(3);
 
 /// A LIST answer's bytes are streamed in chunks of this size when its
 /// items hold more than [`STREAM_OVER`] bytes.

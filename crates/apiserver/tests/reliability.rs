@@ -17,6 +17,7 @@ both_backends!(
     a_large_list_arrives_whole,
     unconditional_patches_never_conflict,
     streaming_list_sends_initial_events_then_a_bookmark,
+    lists_read_at_the_resource_version_asked_for,
 );
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
@@ -274,6 +275,77 @@ async fn a_large_list_arrives_whole(backend: Backend) {
         query = format!("limit=120&continue={token}");
     }
     assert_eq!(paged, names);
+}
+
+/// `resourceVersion` with `resourceVersionMatch` on a LIST, as Kubernetes
+/// serves them: `Exact` reads that revision (410 once compacted), no match
+/// or `NotOlderThan` read the latest, a version not yet reached is 504
+/// `ResourceVersionTooLarge` after a short wait, a malformed one 400.
+async fn lists_read_at_the_resource_version_asked_for(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let h = Http::new(&s.url);
+    assert_eq!(
+        h.post(CMS, "application/json", &configmap("cm-a")).await.0,
+        201
+    );
+    let (_, meta) = list_page(&h, "").await;
+    let then = meta["resourceVersion"].as_str().unwrap().to_string();
+    assert_eq!(
+        h.post(CMS, "application/json", &configmap("cm-b")).await.0,
+        201
+    );
+
+    let (names, meta) = list_page(
+        &h,
+        &format!("resourceVersion={then}&resourceVersionMatch=Exact"),
+    )
+    .await;
+    assert_eq!(names, ["cm-a"], "the list as it was at {then}");
+    assert_eq!(meta["resourceVersion"], then.as_str());
+    for query in [
+        format!("resourceVersion={then}"),
+        format!("resourceVersion={then}&resourceVersionMatch=NotOlderThan"),
+    ] {
+        let (names, _) = list_page(&h, &query).await;
+        assert_eq!(names, ["cm-a", "cm-b"], "{query}: not older than {then}");
+    }
+
+    let current = s.server.store.current_revision().await.unwrap();
+    s.server.store.compact(current).await.unwrap();
+    let got = h
+        .get(&format!(
+            "{CMS}?resourceVersion={then}&resourceVersionMatch=Exact"
+        ))
+        .await;
+    assert_status(&got, 410, "Expired");
+    assert!(
+        got.1["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("too old resource version: {then} (")),
+        "{}",
+        got.1
+    );
+
+    let ahead = current + 1000;
+    let started = std::time::Instant::now();
+    let got = h.get(&format!("{CMS}?resourceVersion={ahead}")).await;
+    assert_status(&got, 504, "Timeout");
+    assert_eq!(
+        got.1["message"],
+        format!("Too large resource version: {ahead}, current: {current}")
+    );
+    assert_eq!(
+        got.1["details"]["causes"][0]["reason"],
+        "ResourceVersionTooLarge"
+    );
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(2),
+        "waited for the store first"
+    );
+
+    let got = h.get(&format!("{CMS}?resourceVersion=abc")).await;
+    assert_status(&got, 400, "BadRequest");
 }
 
 async fn unconditional_patches_never_conflict(backend: Backend) {

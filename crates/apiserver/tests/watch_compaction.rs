@@ -62,15 +62,25 @@ async fn list_state(pods: &DynamicApi) -> (State, i64) {
 
 /// Follows the pods until `done` and the watcher has caught up with the
 /// store's final revision; returns its state and how often it relisted.
+/// A `laggard` stays away after its first disconnect until the store is
+/// [`LAG`] revisions past it, so at least one watcher falls out of the
+/// watch cache whatever the machine's speed.
 async fn watcher(
     pods: DynamicApi,
     done: Arc<AtomicBool>,
     final_rv: Arc<AtomicUsize>,
+    laggard: bool,
 ) -> (State, usize) {
     let mut rng = rand::rngs::StdRng::from_entropy();
     let (mut state, mut rv) = list_state(&pods).await;
     let mut relists = 0;
+    let mut lag = laggard;
     loop {
+        if std::mem::take(&mut lag) {
+            while !done.load(Ordering::SeqCst) && list_state(&pods).await.1 < rv + LAG {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
         let stream = pods
             .watch(&ListParams::default(), &rv.to_string(), false)
             .await;
@@ -128,14 +138,26 @@ async fn watcher(
     }
 }
 
+/// How far the store runs ahead of the laggard: twice the watch cache.
+const LAG: i64 = 2 * CACHE as i64;
+const CACHE: usize = 30;
+
 async fn watchers_relist_after_compaction_and_lose_nothing(backend: Backend) {
-    let s = TestServer::start_with(backend, |c| c.watch_cache_size = 30).await;
+    let s = TestServer::start_with(backend, |c| c.watch_cache_size = CACHE).await;
     let client = minik8s_client::Client::new(&s.url);
     let pods = client.dynamic(registry::of::<Pod>(), Some("default"));
     let done = Arc::new(AtomicBool::new(false));
     let final_rv = Arc::new(AtomicUsize::new(usize::MAX));
     let watchers: Vec<_> = (0..4)
-        .map(|_| tokio::spawn(watcher(pods.clone(), done.clone(), final_rv.clone())))
+        .map(|i| {
+            let laggard = i == 0;
+            tokio::spawn(watcher(
+                pods.clone(),
+                done.clone(),
+                final_rv.clone(),
+                laggard,
+            ))
+        })
         .collect();
 
     let writers: Vec<_> = (0..4)
