@@ -19,7 +19,7 @@ use crate::ns_of;
 use crate::ownership::{controller_of, controller_ref};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job};
 use minik8s_api::cron::{self, Schedule};
 use minik8s_api::registry;
 use minik8s_client::controller::{Action, Controller, Reconciler};
@@ -213,7 +213,6 @@ impl Reconciler for CronJobController {
             return Ok(Action::Done);
         };
         let now = self.clock.now();
-        let spec = cj.spec.clone();
         let status = cj.status.clone().unwrap_or_default();
         let uid = cj.metadata.uid.clone().unwrap_or_default();
         let mut jobs: Vec<Arc<Job>> = self
@@ -223,8 +222,41 @@ impl Reconciler for CronJobController {
             .filter(|j| controller_of(&j.metadata).is_some_and(|(u, _, _)| u == uid))
             .collect();
         jobs.sort_by_key(|j| (scheduled_at(j), j.metadata.name.clone()));
+        let last_success = self.tidy_history(&cj, &jobs, &status).await?;
+        let mut runs = Runs {
+            active: jobs
+                .iter()
+                .filter(|j| finished(j).is_none() && j.metadata.deletion_timestamp.is_none())
+                .filter_map(|j| serde_json::to_value(&**j).ok())
+                .map(|v| job_ref(&v))
+                .collect(),
+            last_schedule: status
+                .last_schedule_time
+                .as_ref()
+                .map(minik8s_api::meta::utc_of),
+        };
+        let again = self.start_due(&cj, &jobs, &mut runs, now).await?;
+        self.write_status(&cj, &status, &runs, last_success).await?;
+        Ok(again)
+    }
+}
 
-        // Finished Jobs leave the active list; history beyond the limits goes.
+/// What a CronJob's status says of its runs: the Jobs running, and when the
+/// last one was scheduled.
+struct Runs {
+    active: Vec<Value>,
+    last_schedule: Option<DateTime<Utc>>,
+}
+
+impl CronJobController {
+    /// Finished Jobs leave the active list (an event for each seen finish)
+    /// and history beyond the limits goes; returns the last success.
+    async fn tidy_history(
+        &self,
+        cj: &CronJob,
+        jobs: &[Arc<Job>],
+        status: &CronJobStatus,
+    ) -> Result<Option<DateTime<Utc>>, ClientError> {
         let was_active: Vec<String> = status
             .active
             .iter()
@@ -241,7 +273,7 @@ impl Reconciler for CronJobController {
             if was_active.contains(&name) {
                 let note = format!("Saw completed job: {name}, status: {how}");
                 self.recorder
-                    .event(&*cj, EventType::Normal, "SawCompletedJob", &note)
+                    .event(cj, EventType::Normal, "SawCompletedJob", &note)
                     .await;
             }
             if how == "Complete" {
@@ -253,6 +285,7 @@ impl Reconciler for CronJobController {
                 last_success = last_success.max(done);
             }
         }
+        let spec = &cj.spec;
         for (how, limit) in [
             ("Complete", spec.successful_jobs_history_limit.unwrap_or(3)),
             ("Failed", spec.failed_jobs_history_limit.unwrap_or(1)),
@@ -260,90 +293,104 @@ impl Reconciler for CronJobController {
             let done: Vec<&Arc<Job>> = jobs.iter().filter(|j| finished(j) == Some(how)).collect();
             let excess = done.len().saturating_sub(limit.max(0) as usize);
             for job in done.into_iter().take(excess) {
-                self.delete_job(&cj, job).await?;
+                self.delete_job(cj, job).await?;
             }
         }
-        let mut active: Vec<Value> = jobs
-            .iter()
-            .filter(|j| finished(j).is_none() && j.metadata.deletion_timestamp.is_none())
-            .filter_map(|j| serde_json::to_value(&**j).ok())
-            .map(|v| job_ref(&v))
-            .collect();
-        let mut last_schedule = status
-            .last_schedule_time
-            .as_ref()
-            .map(minik8s_api::meta::utc_of);
-        let mut again = Action::Done;
+        Ok(last_success)
+    }
 
+    /// Starts the Job of the most recent due time, unless it is too late,
+    /// its concurrency policy forbids it, or it exists already; returns
+    /// when to look again (the next scheduled time).
+    async fn start_due(
+        &self,
+        cj: &CronJob,
+        jobs: &[Arc<Job>],
+        runs: &mut Runs,
+        now: DateTime<Utc>,
+    ) -> Result<Action, ClientError> {
+        let spec = &cj.spec;
         let tz = cron::time_zone(spec.time_zone.as_deref()).unwrap_or(Tz::UTC);
         let schedule = cron::parse(&spec.schedule).ok();
         let live = !spec.suspend.unwrap_or(false) && cj.metadata.deletion_timestamp.is_none();
-        if let (Some(schedule), true) = (schedule, live) {
-            let created = cj
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map(minik8s_api::meta::utc_of)
-                .unwrap_or(now);
-            let mut earliest = last_schedule.unwrap_or(created);
-            if let Some(deadline) = spec.starting_deadline_seconds {
-                earliest = earliest.max(now - chrono::Duration::seconds(deadline));
-            }
-            let (due, count) = most_recent(&schedule, tz, earliest, now);
-            if count > MAX_MISSED {
-                let note = format!("too many missed start times: {count}. Set or decrease .spec.startingDeadlineSeconds or check clock skew");
+        let (Some(schedule), true) = (schedule, live) else {
+            return Ok(Action::Done);
+        };
+        let created = cj
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(minik8s_api::meta::utc_of)
+            .unwrap_or(now);
+        let mut earliest = runs.last_schedule.unwrap_or(created);
+        if let Some(deadline) = spec.starting_deadline_seconds {
+            earliest = earliest.max(now - chrono::Duration::seconds(deadline));
+        }
+        let (due, count) = most_recent(&schedule, tz, earliest, now);
+        if count > MAX_MISSED {
+            let note = format!("too many missed start times: {count}. Set or decrease .spec.startingDeadlineSeconds or check clock skew");
+            self.recorder
+                .event(cj, EventType::Warning, "TooManyMissedTimes", &note)
+                .await;
+        }
+        // The Job of that time exists already (our status write is not in
+        // the cache yet): it is done, whatever the policy says.
+        let name_of = |t| job_name(cj.metadata.name.as_deref().unwrap_or(""), t);
+        let exists = |t| {
+            jobs.iter()
+                .any(|j| j.metadata.name.as_deref() == Some(name_of(t).as_str()))
+        };
+        if let Some(t) = due.filter(|t| exists(*t)) {
+            runs.last_schedule = runs.last_schedule.max(Some(t));
+        } else if let Some(t) = due {
+            let late = spec
+                .starting_deadline_seconds
+                .is_some_and(|d| t + chrono::Duration::seconds(d) < now);
+            let forbid =
+                spec.concurrency_policy.as_deref() == Some("Forbid") && !runs.active.is_empty();
+            if late {
+                let note = format!("Missed scheduled time to start a job: {}", t.to_rfc3339());
                 self.recorder
-                    .event(&*cj, EventType::Warning, "TooManyMissedTimes", &note)
+                    .event(cj, EventType::Warning, "MissSchedule", &note)
                     .await;
-            }
-            // The Job of that time exists already (our status write is not in
-            // the cache yet): it is done, whatever the policy says.
-            let name_of = |t| job_name(cj.metadata.name.as_deref().unwrap_or(""), t);
-            let exists = |t| {
-                jobs.iter()
-                    .any(|j| j.metadata.name.as_deref() == Some(name_of(t).as_str()))
-            };
-            if let Some(t) = due.filter(|t| exists(*t)) {
-                last_schedule = last_schedule.max(Some(t));
-            } else if let Some(t) = due {
-                let late = spec
-                    .starting_deadline_seconds
-                    .is_some_and(|d| t + chrono::Duration::seconds(d) < now);
-                let forbid =
-                    spec.concurrency_policy.as_deref() == Some("Forbid") && !active.is_empty();
-                if late {
-                    let note = format!("Missed scheduled time to start a job: {}", t.to_rfc3339());
-                    self.recorder
-                        .event(&*cj, EventType::Warning, "MissSchedule", &note)
-                        .await;
-                } else if forbid {
-                    let note = "Not starting job because prior execution is running and concurrency policy is Forbid";
-                    self.recorder
-                        .event(&*cj, EventType::Normal, "JobAlreadyActive", note)
-                        .await;
-                } else {
-                    if spec.concurrency_policy.as_deref() == Some("Replace") {
-                        for job in jobs.iter().filter(|j| finished(j).is_none()) {
-                            self.delete_job(&cj, job).await?;
-                        }
-                        active.clear();
+            } else if forbid {
+                let note = "Not starting job because prior execution is running and concurrency policy is Forbid";
+                self.recorder
+                    .event(cj, EventType::Normal, "JobAlreadyActive", note)
+                    .await;
+            } else {
+                if spec.concurrency_policy.as_deref() == Some("Replace") {
+                    for job in jobs.iter().filter(|j| finished(j).is_none()) {
+                        self.delete_job(cj, job).await?;
                     }
-                    if let Some(created) = self.create_job(&cj, t, tz).await? {
-                        active.push(job_ref(&created));
-                    }
-                    last_schedule = Some(t);
+                    runs.active.clear();
                 }
-            }
-            if let Some(next) = schedule.next_after(now, tz) {
-                again = Action::RequeueAfter(
-                    (next - now).to_std().unwrap_or(Duration::ZERO) + Duration::from_millis(100),
-                );
+                if let Some(created) = self.create_job(cj, t, tz).await? {
+                    runs.active.push(job_ref(&created));
+                }
+                runs.last_schedule = Some(t);
             }
         }
+        Ok(match schedule.next_after(now, tz) {
+            Some(next) => Action::RequeueAfter(
+                (next - now).to_std().unwrap_or(Duration::ZERO) + Duration::from_millis(100),
+            ),
+            None => Action::Done,
+        })
+    }
 
+    /// Writes the active list and the times when any of them changed.
+    async fn write_status(
+        &self,
+        cj: &CronJob,
+        status: &CronJobStatus,
+        runs: &Runs,
+        last_success: Option<DateTime<Utc>>,
+    ) -> Result<(), ClientError> {
+        let active = &runs.active;
         let patch = json!({"status": {
             "active": if active.is_empty() { Value::Null } else { json!(active) },
-            "lastScheduleTime": last_schedule.map(time_s),
+            "lastScheduleTime": runs.last_schedule.map(time_s),
             "lastSuccessfulTime": last_success.map(time_s),
         }});
         let before = json!({"active": status.active.as_ref().map(|a| serde_json::to_value(a).unwrap_or_default()),
@@ -363,7 +410,7 @@ impl Reconciler for CronJobController {
                 .patch_status::<CronJob>(&cj.metadata, content::MERGE_PATCH, &patch)
                 .await?;
         }
-        Ok(again)
+        Ok(())
     }
 }
 
