@@ -25,7 +25,7 @@ pub use recommend::*;
 
 use crate::lock;
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::autoscaling::v2::{CrossVersionObjectReference, HorizontalPodAutoscaler};
 use k8s_openapi::api::core::v1::Pod;
 use minik8s_api::quantity::Quantity;
 use minik8s_api::registry::Subresource;
@@ -34,7 +34,7 @@ use minik8s_client::controller::{Action, Controller, Reconciler};
 use minik8s_client::events::{EventType, Recorder};
 use minik8s_client::rest::content;
 use minik8s_client::shared::{AlreadyStarted, NAMESPACE_INDEX};
-use minik8s_client::{Cache, Client, ClientError, SharedInformers, WorkQueue};
+use minik8s_client::{Cache, Client, ClientError, DynamicApi, SharedInformers, WorkQueue};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -244,6 +244,79 @@ impl HpaController {
     }
 }
 
+/// A rescale to make: the HPA, its target's API, and the decision.
+struct Rescale<'a> {
+    key: &'a str,
+    hpa: &'a HorizontalPodAutoscaler,
+    api: &'a DynamicApi,
+    from: i32,
+    decision: &'a Decision,
+}
+
+impl HpaController {
+    /// The target's scale and its API; on failure, what to say and when to
+    /// look again. Built-in kinds, else what discovery says (custom
+    /// resources).
+    async fn target_scale(
+        &self,
+        ns: &str,
+        target: &CrossVersionObjectReference,
+        next: Action,
+    ) -> Result<Result<(Value, DynamicApi), (String, Action)>, ClientError> {
+        let api_version = target.api_version.clone().unwrap_or_default();
+        let info = self
+            .client
+            .resource_for_kind(&api_version, &target.kind)
+            .await?
+            .filter(|i| i.has(Subresource::Scale));
+        Ok(match info.map(|info| self.client.dynamic(info, Some(ns))) {
+            Some(api) => match api.get_sub(&target.name, "scale").await {
+                Ok(scale) => Ok((scale, api)),
+                Err(e) => Err((e.to_string(), next)),
+            },
+            // Nothing to scale until the HPA itself changes.
+            None => Err((
+                format!("no scale subresource for {api_version} {}", target.kind),
+                Action::Done,
+            )),
+        })
+    }
+
+    /// Writes the decided size to the target's scale, remembers it for the
+    /// stabilization window and says so (an event either way); `Err` when
+    /// the target could not be scaled.
+    async fn rescale(&self, r: Rescale<'_>, now: DateTime<Utc>) -> Result<(), ()> {
+        let target = &r.hpa.spec.scale_target_ref;
+        let desired = r.decision.desired;
+        let patch = json!({"spec": {"replicas": desired}});
+        match r
+            .api
+            .patch(&target.name, Some("scale"), content::MERGE_PATCH, &patch)
+            .await
+        {
+            Ok(_) => {
+                lock(&self.state)
+                    .entry(r.key.to_string())
+                    .or_default()
+                    .scaled(now, r.from, desired);
+                let reason = &r.decision.reason;
+                let msg = format!("New size: {desired}; reason: {reason}");
+                tracing::info!(hpa = r.key, from = r.from, to = desired, %reason, "rescaled");
+                self.recorder
+                    .event(r.hpa, EventType::Normal, "SuccessfulRescale", &msg)
+                    .await;
+                Ok(())
+            }
+            Err(e) => {
+                self.recorder
+                    .event(r.hpa, EventType::Warning, "FailedRescale", &e.to_string())
+                    .await;
+                Err(())
+            }
+        }
+    }
+}
+
 impl Reconciler for HpaController {
     const NAME: &'static str = "horizontalpodautoscaler";
 
@@ -261,7 +334,6 @@ impl Reconciler for HpaController {
             .unwrap_or_else(|| "default".into());
         let spec = hpa.spec.clone();
         let target = &spec.scale_target_ref;
-        let api_version = target.api_version.clone().unwrap_or_default();
         let now = Utc::now();
         let mut status =
             serde_json::to_value(hpa.status.clone().unwrap_or_default()).unwrap_or(json!({}));
@@ -276,25 +348,7 @@ impl Reconciler for HpaController {
                     .map(|_| ())
             }
         };
-        // The target's scale; on failure, what to say and when to look again.
-        // Built-in kinds, else what discovery says (custom resources).
-        let info = self
-            .client
-            .resource_for_kind(&api_version, &target.kind)
-            .await?
-            .filter(|i| i.has(Subresource::Scale));
-        let scale = match info.map(|info| self.client.dynamic(info, Some(&ns))) {
-            Some(api) => match api.get_sub(&target.name, "scale").await {
-                Ok(scale) => Ok((scale, api)),
-                Err(e) => Err((e.to_string(), next)),
-            },
-            // Nothing to scale until the HPA itself changes.
-            None => Err((
-                format!("no scale subresource for {api_version} {}", target.kind),
-                Action::Done,
-            )),
-        };
-        let (scale, target_api) = match scale {
+        let (scale, target_api) = match self.target_scale(&ns, target, next).await? {
             Ok(found) => found,
             Err((message, then)) => {
                 set_conditions(
@@ -389,33 +443,17 @@ impl Reconciler for HpaController {
             )
         };
         conditions.extend(decision.conditions.iter().cloned());
-        let rescale = active && decision.desired != current;
-        if rescale {
-            match target_api
-                .patch(
-                    &target.name,
-                    Some("scale"),
-                    content::MERGE_PATCH,
-                    &json!({"spec": {"replicas": decision.desired}}),
-                )
-                .await
-            {
-                Ok(_) => {
-                    lock(&self.state)
-                        .entry(key.to_string())
-                        .or_default()
-                        .scaled(now, current, decision.desired);
-                    let msg = format!(
-                        "New size: {}; reason: {}",
-                        decision.desired, decision.reason
-                    );
-                    tracing::info!(hpa = key, from = current, to = decision.desired, reason = %decision.reason, "rescaled");
-                    self.recorder
-                        .event(&*hpa, EventType::Normal, "SuccessfulRescale", &msg)
-                        .await;
-                    status["lastScaleTime"] = json!(minik8s_api::meta::now_rfc3339());
-                }
-                Err(e) => {
+        if active && decision.desired != current {
+            let rescaled = Rescale {
+                key,
+                hpa: &hpa,
+                api: &target_api,
+                from: current,
+                decision: &decision,
+            };
+            match self.rescale(rescaled, now).await {
+                Ok(()) => status["lastScaleTime"] = json!(minik8s_api::meta::now_rfc3339()),
+                Err(()) => {
                     conditions.retain(|c| c.0 != "AbleToScale");
                     conditions.push((
                         "AbleToScale",
@@ -423,9 +461,6 @@ impl Reconciler for HpaController {
                         "FailedUpdateScale",
                         "the HPA controller was unable to update the target scale",
                     ));
-                    self.recorder
-                        .event(&*hpa, EventType::Warning, "FailedRescale", &e.to_string())
-                        .await;
                 }
             }
         }
