@@ -197,22 +197,21 @@ fn items(v: Option<&Vec<KeyToPath>>) -> &[KeyToPath] {
     v.map(Vec::as_slice).unwrap_or_default()
 }
 
+/// A required name that is a DNS label, once among `seen` (volumes, claims).
+fn unique_label<'a>(errs: &mut Errors, path: String, name: &'a str, seen: &mut BTreeSet<&'a str>) {
+    name_check(errs, path.clone(), name, dns1123_label_error);
+    if !name.is_empty() && !seen.insert(name) {
+        errs.push(FieldError::duplicate(path, &json!(name)));
+    }
+}
+
 /// Volumes: named once each by a DNS label, a host path given, and the
 /// files projected from ConfigMaps and Secrets kept inside the volume.
 fn validate_volumes(volumes: &[Volume], path: &str, errs: &mut Errors) {
-    let mut seen = HashSet::new();
+    let mut seen = BTreeSet::new();
     for (i, v) in volumes.iter().enumerate() {
         let vp = format!("{path}.volumes[{i}]");
-        if v.name.is_empty() {
-            errs.push(FieldError::required(format!("{vp}.name"), ""));
-        } else {
-            if let Some(e) = dns1123_label_error(&v.name) {
-                errs.push(FieldError::invalid(format!("{vp}.name"), &json!(v.name), e));
-            }
-            if !seen.insert(v.name.as_str()) {
-                errs.push(FieldError::duplicate(format!("{vp}.name"), &json!(v.name)));
-            }
-        }
+        unique_label(errs, format!("{vp}.name"), &v.name, &mut seen);
         if v.host_path.as_ref().is_some_and(|hp| hp.path.is_empty()) {
             errs.push(FieldError::required(format!("{vp}.hostPath.path"), ""));
         }
@@ -312,15 +311,7 @@ fn validate_sysctls(spec: &PodSpec, path: &str, errs: &mut Errors) {
 }
 
 pub(super) fn validate_container(c: &Container, path: &str, volumes: &[&str], errs: &mut Errors) {
-    if c.name.is_empty() {
-        errs.push(FieldError::required(format!("{path}.name"), ""));
-    } else if let Some(e) = dns1123_label_error(&c.name) {
-        errs.push(FieldError::invalid(
-            format!("{path}.name"),
-            &json!(c.name),
-            e,
-        ));
-    }
+    name_check(errs, format!("{path}.name"), &c.name, dns1123_label_error);
     if c.image.as_deref().unwrap_or_default().is_empty() {
         errs.push(FieldError::required(format!("{path}.image"), ""));
     }
@@ -564,16 +555,7 @@ fn validate_resource_claims(spec: &PodSpec, path: &str, errs: &mut Errors) {
     let mut names = BTreeSet::new();
     for (i, c) in spec.resource_claims.iter().flatten().enumerate() {
         let at = format!("{path}.resourceClaims[{i}]");
-        if c.name.is_empty() {
-            errs.push(FieldError::required(format!("{at}.name"), ""));
-        } else {
-            if let Some(e) = dns1123_label_error(&c.name) {
-                errs.push(FieldError::invalid(format!("{at}.name"), &json!(c.name), e));
-            }
-            if !names.insert(c.name.as_str()) {
-                errs.push(FieldError::duplicate(format!("{at}.name"), &json!(c.name)));
-            }
-        }
+        unique_label(errs, format!("{at}.name"), &c.name, &mut names);
         let set = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
         let claim = set(&c.resource_claim_name);
         let template = set(&c.resource_claim_template_name);
