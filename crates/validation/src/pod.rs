@@ -72,16 +72,16 @@ fn validate_scheduling_group(spec: &PodSpec, path: &str, errs: &mut Errors) {
     }
 }
 
-/// The containers of a pod spec with the list each is in.
-fn containers_of(spec: &PodSpec) -> impl Iterator<Item = (&'static str, usize, &Container)> {
+/// A pod spec's regular containers with the list they are in and their index.
+fn app_containers(spec: &PodSpec) -> impl Iterator<Item = (&'static str, usize, &Container)> {
+    let app = spec.containers.iter().enumerate();
+    app.map(|(i, c)| ("containers", i, c))
+}
+
+/// A pod spec's init containers with the list they are in and their index.
+fn init_containers(spec: &PodSpec) -> impl Iterator<Item = (&'static str, usize, &Container)> {
     let init = spec.init_containers.iter().flatten().enumerate();
-    let init = init.map(|(i, c)| ("initContainers", i, c));
-    let app = spec
-        .containers
-        .iter()
-        .enumerate()
-        .map(|(i, c)| ("containers", i, c));
-    app.chain(init)
+    init.map(|(i, c)| ("initContainers", i, c))
 }
 
 /// Validates a PodSpec at `path` (`spec` or `spec.template.spec`).
@@ -97,7 +97,7 @@ pub fn validate_pod_spec(spec: &PodSpec, path: &str, errs: &mut Errors) {
     validate_volumes(volumes, path, errs);
     let volume_names: Vec<&str> = volumes.iter().map(|v| v.name.as_str()).collect();
     let mut names = HashSet::new();
-    for (list, i, c) in containers_of(spec) {
+    for (list, i, c) in app_containers(spec).chain(init_containers(spec)) {
         let cp = format!("{path}.{list}[{i}]");
         validate_container(c, &cp, &volume_names, errs);
         let kind = if list == "initContainers" {
@@ -578,14 +578,7 @@ fn validate_resource_claims(spec: &PodSpec, path: &str, errs: &mut Errors) {
             }
         }
     }
-    let init = spec.init_containers.iter().flatten().enumerate();
-    let init = init.map(|(i, c)| ("initContainers", i, c));
-    let app = spec
-        .containers
-        .iter()
-        .enumerate()
-        .map(|(i, c)| ("containers", i, c));
-    for (list, i, c) in init.chain(app) {
+    for (list, i, c) in init_containers(spec).chain(app_containers(spec)) {
         let claims = c.resources.as_ref().and_then(|r| r.claims.as_ref());
         let mut seen = HashSet::new();
         for (j, claim) in claims.into_iter().flatten().enumerate() {
