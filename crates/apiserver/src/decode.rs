@@ -189,10 +189,12 @@ impl FieldValidation {
 
 /// Re-encodes through the kind's typed struct (its strategy's
 /// canonicalization): rejects wrong types, and reports the fields the typed
-/// decode dropped as `validation` says.
+/// decode dropped as `validation` says. `canonical` is the strategy's
+/// canonicalization of `obj` when validating it made one already.
 pub fn normalize(
     info: &ResourceInfo,
     obj: Value,
+    canonical: Option<Result<Value, String>>,
     validation: FieldValidation,
     warnings: &Warnings,
 ) -> Result<Value, ApiError> {
@@ -207,8 +209,9 @@ pub fn normalize(
             Err(bad(e))
         }
     };
+    let canonical = canonical.or_else(|| strategy.canonicalize_borrowed(&obj));
     if validation == FieldValidation::Ignore {
-        return match strategy.canonicalize_borrowed(&obj) {
+        return match canonical {
             Some(Ok(out)) => Ok(out),
             Some(Err(e)) => retry(obj, e),
             None => strategy.canonicalize(obj).map_err(bad),
@@ -216,7 +219,7 @@ pub fn normalize(
     }
     // The input is kept to find the unknown fields: decoded from where it
     // lies when the strategy can, else from a copy.
-    let (input, out) = match strategy.canonicalize_borrowed(&obj) {
+    let (input, out) = match canonical {
         Some(Ok(out)) => (obj, out),
         Some(Err(e)) => (obj.clone(), retry(obj, e)?),
         None => (obj.clone(), strategy.canonicalize(obj).map_err(bad)?),
@@ -386,6 +389,7 @@ mod tests {
         let err = normalize(
             pods,
             pod.clone(),
+            None,
             FieldValidation::Strict,
             &Warnings::default(),
         )
@@ -395,7 +399,7 @@ mod tests {
             "strict decoding error: unknown field \"bogus\", unknown field \"spec.containers[1].ports[0].porty\""
         ), "{}", err.message);
         let warnings = Warnings::default();
-        let out = normalize(pods, pod, FieldValidation::Warn, &warnings).unwrap();
+        let out = normalize(pods, pod, None, FieldValidation::Warn, &warnings).unwrap();
         assert!(out.get("bogus").is_none());
         assert_eq!(warnings.take().len(), 2);
     }
@@ -439,7 +443,14 @@ mod tests {
             "metadata": {"name": "tls"}, "type": "kubernetes.io/tls",
             "data": {"tls.crt": "aGVsbG8g\nd29ybGQ=\n", "tls.key": "a2V5\r\n"}});
         for validation in [FieldValidation::Ignore, FieldValidation::Strict] {
-            let out = normalize(secrets, secret.clone(), validation, &Warnings::default()).unwrap();
+            let out = normalize(
+                secrets,
+                secret.clone(),
+                None,
+                validation,
+                &Warnings::default(),
+            )
+            .unwrap();
             assert_eq!(out["data"]["tls.crt"], "aGVsbG8gd29ybGQ=");
             assert_eq!(out["data"]["tls.key"], "a2V5");
         }
@@ -448,6 +459,7 @@ mod tests {
         let e = normalize(
             secrets,
             broken,
+            None,
             FieldValidation::Strict,
             &Warnings::default(),
         )

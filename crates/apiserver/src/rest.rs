@@ -251,17 +251,17 @@ fn bump_generation(strategy: &dyn strategy::Strategy, old: &Value, merged: &mut 
 
 /// The field errors of an update: metadata, then the kind's rules, which
 /// the pod subresources see with their own fields unchanged after checking
-/// those on their own.
+/// those on their own (with the stored form the rules' decode made).
 fn update_errors(
     info: &ResourceInfo,
     strategy: &dyn strategy::Strategy,
     mode: Mode,
     merged: &Value,
     old: &Value,
-) -> validation::Errors {
+) -> strategy::Validated {
     let mut errs = validation::validate_metadata(merged, strategy.name_rule(), info.namespaced);
     errs.extend(validation::validate_metadata_update(merged, old));
-    match mode {
+    let kind_rules = match mode {
         Mode::EphemeralContainers => {
             // The one write that may change a pod's spec there: checked on its own,
             // then the usual pod-update rules see the list as unchanged.
@@ -270,19 +270,23 @@ fn update_errors(
             ));
             let mut before = old.clone();
             before["spec"]["ephemeralContainers"] = merged["spec"]["ephemeralContainers"].clone();
-            errs.extend(strategy.validate(merged, Some(&before)));
+            strategy.validate_and_canonicalize(merged, Some(&before))
         }
         Mode::Resize => {
             // Checked as Kubernetes' ValidatePodResize; the usual
             // pod-update rules then see the resources as unchanged.
             errs.extend(validation::validate_pod_resize(merged, old));
-            errs.extend(strategy.validate(merged, Some(&with_resize_fields(old, merged))));
+            strategy.validate_and_canonicalize(merged, Some(&with_resize_fields(old, merged)))
         }
         Mode::Main | Mode::Status | Mode::Whole => {
-            errs.extend(strategy.validate(merged, Some(old)))
+            strategy.validate_and_canonicalize(merged, Some(old))
         }
+    };
+    errs.extend(kind_rules.errors);
+    strategy::Validated {
+        errors: errs,
+        canonical: kind_rules.canonical,
     }
-    errs
 }
 
 /// The object an update of `mode` writes: what the client sent (`new`)
@@ -643,11 +647,18 @@ impl ApiServer {
         };
         let obj = self.mutate(&write, obj, None).await?;
         let mut errs = validation::validate_metadata(&obj, strategy.name_rule(), info.namespaced);
-        errs.extend(strategy.validate(&obj, None));
+        let validated = strategy.validate_and_canonicalize(&obj, None);
+        errs.extend(validated.errors);
         self.admit(&write, &obj, None, errs).await?;
         self.check_namespace(info, ns, &name).await?;
         self.limit_ranger_check(info, obj_ns.as_deref(), &name, &obj, None)?;
-        let mut obj = normalize(info, obj, opts.field_validation, &opts.warnings)?;
+        let mut obj = normalize(
+            info,
+            obj,
+            validated.canonical,
+            opts.field_validation,
+            &opts.warnings,
+        )?;
         managed::carry_over(None, &mut obj);
         opts.track(None, &mut obj);
         let key = info.key(ns, &name);
@@ -731,13 +742,20 @@ impl ApiServer {
             let mut merged = self.mutate(&write, merged, Some(&old)).await?;
             strategy.prepare_for_update(&mut merged, &old);
             bump_generation(&*strategy, &old, &mut merged);
-            let errs = update_errors(info, &*strategy, mode, &merged, &old);
-            self.admit(&write, &merged, Some(&old), errs).await?;
+            let validated = update_errors(info, &*strategy, mode, &merged, &old);
+            self.admit(&write, &merged, Some(&old), validated.errors)
+                .await?;
             let counted = matches!(mode, Mode::Main | Mode::Resize);
             if mode == Mode::Main {
                 self.limit_ranger_check(info, ns, name, &merged, Some(&old))?;
             }
-            let mut merged = normalize(info, merged, opts.field_validation, &opts.warnings)?;
+            let mut merged = normalize(
+                info,
+                merged,
+                validated.canonical,
+                opts.field_validation,
+                &opts.warnings,
+            )?;
             managed::carry_over(Some(&old), &mut merged);
             // Compared with the old object's resourceVersion lent for the
             // moment (cloning `old` for this cost a copy per write).

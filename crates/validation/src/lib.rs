@@ -283,16 +283,26 @@ pub fn default<K: KindRules>(obj: &mut Value) {
 /// Validates an object of kind `K`; `old` is the stored object on update.
 /// Fields minik8s does not act on are refused first, for every kind.
 pub fn validate<K: KindRules>(obj: &Value, old: Option<&Value>) -> Errors {
+    let decoded = K::RULES.and_then(|_| typed::<K>(obj));
+    validate_decoded(obj, decoded.as_ref(), old)
+}
+
+/// [`validate`] for a caller that has decoded `obj` as `K` already (the
+/// apiserver decodes a write once, for these rules and for its stored
+/// form); `decoded` is None when it did not decode.
+pub fn validate_decoded<K: KindRules>(
+    obj: &Value,
+    decoded: Option<&K>,
+    old: Option<&Value>,
+) -> Errors {
     let mut errs = Vec::new();
     unsupported::validate_unsupported(K::KIND, obj, &mut errs);
-    if let Some(rules) = K::RULES {
-        // An object that does not decode gets no typed rules: storing it
-        // decodes it again and answers 400 with serde's reason, as
-        // Kubernetes' decoding does before any validation.
-        if let Some(decoded) = typed::<K>(obj) {
-            let old = old.and_then(typed::<K>);
-            rules(&decoded, old.as_ref(), &mut errs);
-        }
+    // An object that does not decode gets no typed rules: storing it
+    // answers 400 with serde's reason, as Kubernetes' decoding does before
+    // any validation.
+    if let (Some(rules), Some(decoded)) = (K::RULES, decoded) {
+        let old = old.and_then(typed::<K>);
+        rules(decoded, old.as_ref(), &mut errs);
     }
     errs
 }

@@ -136,6 +136,16 @@ pub trait Strategy: Send + Sync {
         Vec::new()
     }
 
+    /// [`Strategy::validate`], with the object's stored form when the
+    /// strategy decodes it for its rules anyway: a write is decoded once,
+    /// as Kubernetes decodes a body once and validates the typed object.
+    fn validate_and_canonicalize(&self, obj: &Value, old: Option<&Value>) -> Validated {
+        Validated {
+            errors: self.validate(obj, old),
+            canonical: None,
+        }
+    }
+
     /// The format `metadata.name` must have.
     fn name_rule(&self) -> NameRule {
         NameRule::Subdomain
@@ -401,6 +411,14 @@ fn round_trip<K: Serialize>(typed: Result<K, serde_json::Error>) -> Result<Value
         .map_err(|e| e.to_string())
 }
 
+/// What validating a write found.
+pub struct Validated {
+    pub errors: Errors,
+    /// [`Strategy::canonicalize`]'s answer for the validated object when it
+    /// came from the rules' decode; None: storing it decodes it.
+    pub canonical: Option<Result<Value, String>>,
+}
+
 /// The object with an empty status when its kind has a status and it has
 /// none: Go's `Status` is a struct, never omitted, so Kubernetes answers and
 /// stores a created Deployment with `status: {}` and a ReplicaSet with
@@ -475,6 +493,15 @@ where
         let mut errs = validation::validate::<K>(obj, old);
         errs.extend(self.lifecycle.validate(obj, old));
         errs
+    }
+    fn validate_and_canonicalize(&self, obj: &Value, old: Option<&Value>) -> Validated {
+        let decoded = K::deserialize(obj);
+        let mut errors = validation::validate_decoded::<K>(obj, decoded.as_ref().ok(), old);
+        errors.extend(self.lifecycle.validate(obj, old));
+        Validated {
+            errors,
+            canonical: Some(round_trip(decoded).map(with_status::<K>)),
+        }
     }
     fn strategic_merge(&self) -> bool {
         !self.lifecycle.served_as_custom_resource()
@@ -823,6 +850,9 @@ mod tests {
                 "spec": {"containers": [{"name": "c", "image": "i", "ports": [{"containerPort": 80}]}]}}),
         ] {
             let borrowed = pods.canonicalize_borrowed(&obj).expect("a typed kind");
+            let validated = pods.validate_and_canonicalize(&obj, None);
+            assert_eq!(validated.canonical.as_ref(), Some(&borrowed));
+            assert_eq!(validated.errors, pods.validate(&obj, None));
             assert_eq!(borrowed, pods.canonicalize(obj));
         }
     }
