@@ -303,175 +303,228 @@ async fn handle_admitted(
 ) -> Response {
     let body: Bytes = match read_body(body).await {
         Ok(b) => b,
-        Err(drained) => {
-            let message = format!("Request entity too large: limit is {MAX_REQUEST_BODY}");
-            let mut resp = error_response(&ApiError::new(413, "RequestEntityTooLarge", message));
-            if !drained {
-                // The rest of the body was never read, so this connection
-                // cannot carry another request: say so, or the client's pool
-                // reuses it and its next request fails.
-                resp.headers_mut().insert(
-                    header::CONNECTION,
-                    header::HeaderValue::from_static("close"),
-                );
-            }
-            return resp;
-        }
+        Err(drained) => return too_large(drained),
     };
     let accept = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
-    let found = |v: Option<Value>| match v {
-        Some(v) => json_response(StatusCode::OK, &v),
-        None => error_response(&ApiError::unknown_path()),
+    let req = Incoming {
+        method,
+        uri,
+        headers,
+        body,
+        params,
+        user,
+        accept,
     };
+    if let Some(resp) = beside_the_api(&srv, &req).await {
+        return resp;
+    }
+    // A group/version registered by an extension apiserver is proxied to it.
+    let remote = crate::aggregator::group_version(req.uri.path())
+        .and_then(|(g, v)| srv.remote_apiservice(g, v));
+    if let Some(apiservice) = remote {
+        let pq = req
+            .uri
+            .path_and_query()
+            .map_or(req.uri.path(), |p| p.as_str());
+        return srv
+            .proxy_to_extension(
+                &apiservice,
+                &req.user,
+                req.method,
+                pq,
+                &req.headers,
+                req.body,
+            )
+            .await;
+    }
+    match route(&srv.registry, req.uri.path()) {
+        None => error_response(&ApiError::unknown_path()),
+        Some(r) if req.method != Method::GET && !matches!(r, Route::Resource(_)) => {
+            error_response(&not_allowed(&req.method))
+        }
+        Some(Route::Resource(t)) => serve_resource(srv, req, upgrade, t).await,
+        Some(r) => non_resource(&srv, r, &req).await,
+    }
+}
+
+/// A request as read: its body whole, its `Accept` header.
+struct Incoming {
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+    params: Params,
+    user: auth::UserInfo,
+    accept: String,
+}
+
+/// 413 for a body over the limit.
+fn too_large(drained: bool) -> Response {
+    let message = format!("Request entity too large: limit is {MAX_REQUEST_BODY}");
+    let mut resp = error_response(&ApiError::new(413, "RequestEntityTooLarge", message));
+    if !drained {
+        // The rest of the body was never read, so this connection
+        // cannot carry another request: say so, or the client's pool
+        // reuses it and its next request fails.
+        resp.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+    }
+    resp
+}
+
+/// The paths served beside the resources: a node's join bundle, the
+/// metrics API, the node proxy and the access reviews.
+async fn beside_the_api(srv: &Arc<ApiServer>, req: &Incoming) -> Option<Response> {
+    let (method, uri) = (&req.method, &req.uri);
+    let answer = |r: Result<Response, ApiError>| r.unwrap_or_else(|e| error_response(&e));
     if uri.path() == crate::node_bundle::JOIN_SCRIPT
         || uri.path().starts_with(crate::node_bundle::PREFIX)
     {
         if method != Method::GET {
-            return error_response(&not_allowed(&method));
+            return Some(error_response(&not_allowed(method)));
         }
-        return match node_bundle(&srv, &uri, &headers).await {
-            Ok(resp) => resp,
-            Err(e) => error_response(&e),
-        };
+        return Some(answer(node_bundle(srv, uri, &req.headers).await));
     }
     if let Some(rest) = uri.path().strip_prefix(crate::metrics_api::PATH_PREFIX) {
         let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
         if method != Method::GET {
-            return error_response(&not_allowed(&method));
+            return Some(error_response(&not_allowed(method)));
         }
-        return match srv.metrics(&segs, &params).await {
-            Ok(v) => json_response(StatusCode::OK, &v),
-            Err(e) => error_response(&e),
-        };
+        let metrics = srv.metrics(&segs, &req.params).await;
+        return Some(answer(metrics.map(|v| json_response(StatusCode::OK, &v))));
     }
     if let Some((node, path)) = crate::node_proxy::route(uri.path()) {
         if method != Method::GET {
-            return error_response(&not_allowed(&method));
+            return Some(error_response(&not_allowed(method)));
         }
-        return match srv.node_proxy(&node, &path, uri.query()).await {
-            Ok(resp) => resp,
-            Err(e) => error_response(&e),
-        };
+        return Some(answer(srv.node_proxy(&node, &path, uri.query()).await));
     }
-    if let Some((review, ns)) = auth::reviews::route(uri.path()) {
-        if method != Method::POST {
-            return error_response(&not_allowed(&method));
-        }
-        // Reviews have no Table form: a client that accepts only one gets
-        // Kubernetes' 406 (conformance: "API metadata HTTP return").
-        if let Some(e) = not_acceptable_without_table(&accept) {
-            return error_response(&e);
-        }
-        let answer = match decode_body(&headers, &body) {
-            Ok(obj) => srv.review(review.kind, ns.as_deref(), obj, &user).await,
-            Err(e) => Err(e),
-        };
-        return match answer {
-            Ok(v) => json_response(StatusCode::CREATED, &v),
-            Err(e) => error_response(&e),
-        };
+    let (review, ns) = auth::reviews::route(uri.path())?;
+    if method != Method::POST {
+        return Some(error_response(&not_allowed(method)));
     }
-    // A group/version registered by an extension apiserver is proxied to it.
-    let remote =
-        crate::aggregator::group_version(uri.path()).and_then(|(g, v)| srv.remote_apiservice(g, v));
-    if let Some(apiservice) = remote {
-        let pq = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
-        return srv
-            .proxy_to_extension(&apiservice, &user, method, pq, &headers, body)
-            .await;
+    // Reviews have no Table form: a client that accepts only one gets
+    // Kubernetes' 406 (conformance: "API metadata HTTP return").
+    if let Some(e) = not_acceptable_without_table(&req.accept) {
+        return Some(error_response(&e));
     }
-    match route(&srv.registry, uri.path()) {
+    let answered = match decode_body(&req.headers, &req.body) {
+        Ok(obj) => srv.review(review.kind, ns.as_deref(), obj, &req.user).await,
+        Err(e) => Err(e),
+    };
+    Some(answer(
+        answered.map(|v| json_response(StatusCode::CREATED, &v)),
+    ))
+}
+
+/// Version, metrics, health, discovery and OpenAPI documents (all GET).
+async fn non_resource(srv: &Arc<ApiServer>, r: Route, req: &Incoming) -> Response {
+    let accept = &req.accept;
+    let found = |v: Option<Value>| match v {
+        Some(v) => json_response(StatusCode::OK, &v),
         None => error_response(&ApiError::unknown_path()),
-        Some(r) if method != Method::GET && !matches!(r, Route::Resource(_)) => {
-            error_response(&not_allowed(&method))
-        }
-        Some(Route::Version) => json_response(StatusCode::OK, &discovery::version()),
-        Some(Route::Metrics) => (
+    };
+    match r {
+        Route::Version => json_response(StatusCode::OK, &discovery::version()),
+        Route::Metrics => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, minik8s_process::metrics::TEXT_FORMAT)],
             crate::request_metrics::render(&srv.extra_metrics),
         )
             .into_response(),
-        Some(Route::Health) => {
-            crate::health::answer(&srv, uri.path(), uri.query().unwrap_or("")).await
+        Route::Health => {
+            let (path, query) = (req.uri.path(), req.uri.query().unwrap_or(""));
+            crate::health::answer(srv, path, query).await
         }
-        Some(r @ (Route::Api | Route::Apis)) if discovery_aggregated::wants_aggregated(&accept) => {
+        Route::Api | Route::Apis if discovery_aggregated::wants_aggregated(accept) => {
             let doc = srv.aggregated_discovery(matches!(r, Route::Api));
-            aggregated_response(&headers, &doc)
+            aggregated_response(&req.headers, &doc)
         }
-        Some(Route::Api) => json_response(StatusCode::OK, &discovery::api_versions()),
-        Some(Route::Apis) => {
+        Route::Api => json_response(StatusCode::OK, &discovery::api_versions()),
+        Route::Apis => {
             let list = discovery::api_group_list(&srv.registry);
             json_response(StatusCode::OK, &srv.with_remote_groups(list))
         }
-        Some(Route::Group(g)) => {
+        Route::Group(g) => {
             found(discovery::api_group(&srv.registry, &g).or_else(|| srv.remote_group(&g)))
         }
-        Some(Route::ResourceList(g, v)) => found(discovery::resource_list(&srv.registry, &g, &v)),
-        Some(Route::OpenApiRoot) => {
+        Route::ResourceList(g, v) => found(discovery::resource_list(&srv.registry, &g, &v)),
+        Route::OpenApiRoot => {
             json_response(StatusCode::OK, &discovery::openapi_root(&srv.registry))
         }
-        Some(Route::OpenApiGv(p)) => found(discovery::openapi_gv(&srv.registry, &p)),
+        Route::OpenApiGv(p) => found(discovery::openapi_gv(&srv.registry, &p)),
         // JSON for whoever asks for it (`kubectl get --raw /openapi/v2`). kubectl's
         // own schema client asks for protobuf only; it gets an empty document,
         // falls back to it for kinds the v3 documents do not list and then
         // reports them as unknown kinds itself.
-        Some(Route::OpenApiV2)
+        Route::OpenApiV2
             if accept.is_empty() || accept.contains("json") || accept.contains("*/*") =>
         {
             json_response(StatusCode::OK, &discovery::openapi_v2(&srv.registry))
         }
-        Some(Route::OpenApiV2) => (
+        Route::OpenApiV2 => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/octet-stream")],
             Vec::new(),
         )
             .into_response(),
-        Some(Route::Resource(t)) => {
-            let streams = params.flag("watch")
-                || matches!(
-                    t.sub.as_deref(),
-                    Some("log" | "exec" | "attach" | "portforward")
-                );
-            let protobuf = !streams && minik8s_wire::protobuf::preferred(&accept);
-            let served = t.served;
-            let ctx = Request {
-                srv,
-                params,
-                accept,
-                headers,
-                body,
-                raw_query: uri.query().unwrap_or("").to_string(),
-                upgrade,
-                served,
-                user,
-                warnings: Default::default(),
-                body_duplicates: Default::default(),
-                options_kind: match method {
-                    Method::PUT => "UpdateOptions",
-                    Method::PATCH => "PatchOptions",
-                    _ => "CreateOptions",
-                },
-            };
-            let warnings = ctx.warnings.clone();
-            let mut resp = match ctx.dispatch(method, t).await {
-                Ok(resp) => resp,
-                Err(e) => error_response(&e),
-            };
-            crate::params::add_warnings(&mut resp, warnings.take());
-            if let Some(alt) = served {
-                resp = crate::answer::convert_answer(resp, alt, streams).await;
-            }
-            if protobuf {
-                crate::answer::to_protobuf(resp).await
-            } else {
-                resp
-            }
-        }
+        Route::Resource(_) => error_response(&ApiError::unknown_path()),
+    }
+}
+
+/// A request on a resource: dispatched, then its warnings added and the
+/// answer converted to the version and encoding the client asked for.
+async fn serve_resource(
+    srv: Arc<ApiServer>,
+    req: Incoming,
+    upgrade: Option<hyper::upgrade::OnUpgrade>,
+    t: Target,
+) -> Response {
+    let streams = req.params.flag("watch")
+        || matches!(
+            t.sub.as_deref(),
+            Some("log" | "exec" | "attach" | "portforward")
+        );
+    let protobuf = !streams && minik8s_wire::protobuf::preferred(&req.accept);
+    let served = t.served;
+    let method = req.method;
+    let ctx = Request {
+        srv,
+        params: req.params,
+        accept: req.accept,
+        headers: req.headers,
+        body: req.body,
+        raw_query: req.uri.query().unwrap_or("").to_string(),
+        upgrade,
+        served,
+        user: req.user,
+        warnings: Default::default(),
+        body_duplicates: Default::default(),
+        options_kind: match method {
+            Method::PUT => "UpdateOptions",
+            Method::PATCH => "PatchOptions",
+            _ => "CreateOptions",
+        },
+    };
+    let warnings = ctx.warnings.clone();
+    let mut resp = match ctx.dispatch(method, t).await {
+        Ok(resp) => resp,
+        Err(e) => error_response(&e),
+    };
+    crate::params::add_warnings(&mut resp, warnings.take());
+    if let Some(alt) = served {
+        resp = crate::answer::convert_answer(resp, alt, streams).await;
+    }
+    if protobuf {
+        crate::answer::to_protobuf(resp).await
+    } else {
+        resp
     }
 }
 

@@ -118,6 +118,140 @@ impl Encoder {
     }
 }
 
+/// A watch response made of one ERROR event with `e`'s Status.
+fn one_error(e: ApiError) -> Response {
+    let event = line("ERROR", &e.to_status());
+    stream_response(futures::stream::iter([Ok::<Bytes, std::io::Error>(event)]))
+}
+
+/// The client went away (its stream is dropped) or the feed had to end.
+struct Ended;
+
+/// One watcher's sending side: the initial state (when asked), then the
+/// cache's backlog after `after`, then live events and bookmarks.
+struct Feed {
+    info: &'static ResourceInfo,
+    filter: Filter,
+    enc: Encoder,
+    tx: mpsc::Sender<Bytes>,
+    /// The revision the watch starts after (the initial state's).
+    after: i64,
+    bookmarks: bool,
+}
+
+impl Feed {
+    async fn send(&self, bytes: Bytes) -> Result<(), Ended> {
+        self.tx.send(bytes).await.map_err(|_| Ended)
+    }
+
+    /// The objects under `prefix` at `after` as ADDED events, `first` and
+    /// the pages after it, then (a streaming list) the bookmark that ends
+    /// the initial state.
+    async fn send_initial(
+        &mut self,
+        store: &dyn crate::store::Store,
+        prefix: &str,
+        first: Option<Vec<crate::store::KeyValue>>,
+        end_bookmark: bool,
+    ) -> Result<(), Ended> {
+        let mut page = first;
+        while let Some(kvs) = page.take() {
+            let full = kvs.len() == INITIAL_PAGE;
+            let mut next = None;
+            for kv in kvs {
+                if let Some(obj) = crate::stored::decode_object(&kv.value, kv.mod_revision) {
+                    if self.filter.matches(&obj) {
+                        let bytes = self.enc.encode("ADDED", &obj);
+                        self.send(bytes).await?;
+                    }
+                }
+                next = Some(kv.key);
+            }
+            let Some(mut start) = next.filter(|_| full) else {
+                break;
+            };
+            start.push('\0');
+            match store
+                .list_page(prefix, &start, self.after, INITIAL_PAGE)
+                .await
+            {
+                Ok(kvs) => page = Some(kvs),
+                Err(e) => {
+                    // Compacted (or the store failed) mid-way: the client relists.
+                    let status = match e {
+                        crate::store::StoreError::Gone { .. } => {
+                            ApiError::gone(format!("too old resource version: {}", self.after))
+                        }
+                        other => ApiError::internal(other.to_string()),
+                    };
+                    let _ = self.send(line("ERROR", &status.to_status())).await;
+                    return Err(Ended);
+                }
+            }
+        }
+        if end_bookmark {
+            // The end of the initial state, at the revision it was read at.
+            let end = json!({"kind": self.info.kind, "apiVersion": self.info.api_version(),
+                "metadata": {"resourceVersion": self.after.to_string(),
+                             "annotations": {"k8s.io/initial-events-end": "true"}}});
+            self.send(line("BOOKMARK", &end)).await?;
+        }
+        Ok(())
+    }
+
+    /// The backlog, then live events and (when asked) periodic bookmarks,
+    /// until the client goes or falls too far behind.
+    async fn follow(
+        &mut self,
+        cache: &crate::watch_cache::WatchCache,
+        sub: crate::watch_cache::Subscription,
+    ) -> Result<(), Ended> {
+        // The newest revision this watcher has been sent everything up
+        // to: a bookmark must never claim more, or a client resuming from
+        // it would skip the events still queued for it.
+        let mut progress = self.after;
+        for ev in sub.backlog {
+            progress = progress.max(ev.revision);
+            if let Some(t) = self.filter.event_type(&ev) {
+                let bytes = self.enc.encode_event(t, &ev);
+                self.send(bytes).await?;
+            }
+        }
+        let mut live = sub.live;
+        let mut tick = tokio::time::interval(BOOKMARK_EVERY);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = self.tx.closed() => return Err(Ended),
+                _ = tick.tick(), if self.bookmarks => {
+                    // The cache publishes `latest` and sends its event under
+                    // one lock: read first, an empty feed then means every
+                    // event up to it has been received.
+                    let latest = cache.latest();
+                    if live.is_empty() {
+                        progress = progress.max(latest);
+                    }
+                    let bm = json!({"kind": self.info.kind, "apiVersion": self.info.api_version(),
+                        "metadata": {"resourceVersion": progress.to_string()}});
+                    self.send(line("BOOKMARK", &bm)).await?;
+                }
+                ev = live.recv() => match ev {
+                    Ok(ev) => {
+                        if ev.revision <= self.after { continue; }
+                        progress = progress.max(ev.revision);
+                        if let Some(t) = self.filter.event_type(&ev) {
+                            let bytes = self.enc.encode_event(t, &ev);
+                            self.send(bytes).await?;
+                        }
+                    }
+                    // A watcher too slow to keep up is closed; it resumes from its last version.
+                    Err(broadcast::error::RecvError::Lagged(_) | broadcast::error::RecvError::Closed) => return Err(Ended),
+                }
+            }
+        }
+    }
+}
+
 impl ApiServer {
     pub async fn watch(
         &self,
@@ -159,21 +293,15 @@ impl ApiServer {
             // Like the real apiserver, an unbounded watch ends after a random 30-60 min.
             None => Duration::from_secs(1800 + rand::random::<u64>() % 1800),
         };
-        let mut enc = Encoder {
-            info,
-            table,
-            headers_sent: false,
-        };
-        let (tx, rx) = mpsc::channel::<Bytes>(WATCHER_BUFFER);
         let rv = params.get("resourceVersion").unwrap_or("");
+        let internal = |e: crate::store::StoreError| ApiError::internal(e.to_string());
 
         // "" and "0", or a streaming list: start with synthetic ADDED events
         // for the current state, read at one revision a page at a time and
         // decoded one object at a time while sending: 50 watchers starting
         // at once must not each hold the whole list.
         let prefix = info.key_prefix(filter.namespace.as_deref());
-        let (mut initial, after) = if rv.is_empty() || rv == "0" || send_initial {
-            let internal = |e: crate::store::StoreError| ApiError::internal(e.to_string());
+        let (initial, after) = if rv.is_empty() || rv == "0" || send_initial {
             let at = self.store.current_revision().await.map_err(internal)?;
             let first = self
                 .store
@@ -187,127 +315,50 @@ impl ApiServer {
                 .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?;
             (None, n)
         };
-        let store = self.store.clone();
         if after > cache.latest() {
             // Past this resource's newest event: fine up to the store's
             // revision; beyond it the client holds a version from before a
             // restore, and must relist (Kubernetes' ResourceVersionTooLarge).
-            let internal = |e: crate::store::StoreError| ApiError::internal(e.to_string());
-            let current = store.current_revision().await.map_err(internal)?;
+            let current = self.store.current_revision().await.map_err(internal)?;
             if after > current {
-                let status = ApiError::too_large_resource_version(after, current).to_status();
-                return Ok(stream_response(futures::stream::iter([Ok::<
-                    Bytes,
-                    std::io::Error,
-                >(
-                    line("ERROR", &status),
-                )])));
+                return Ok(one_error(ApiError::too_large_resource_version(
+                    after, current,
+                )));
             }
         }
         let sub = match cache.subscribe(after) {
             Ok(s) => s,
+            // Too old: one ERROR event with a 410 Status, then the end of the stream.
             Err(oldest) => {
-                // Too old: one ERROR event with a 410 Status, then the end of the stream.
-                let status =
-                    ApiError::gone(format!("too old resource version: {after} ({oldest})"))
-                        .to_status();
-                return Ok(stream_response(futures::stream::iter([Ok::<
-                    Bytes,
-                    std::io::Error,
-                >(
-                    line("ERROR", &status),
-                )])));
+                let why = format!("too old resource version: {after} ({oldest})");
+                return Ok(one_error(ApiError::gone(why)));
             }
         };
+        let (tx, rx) = mpsc::channel::<Bytes>(WATCHER_BUFFER);
+        let mut feed = Feed {
+            info,
+            filter,
+            enc: Encoder {
+                info,
+                table,
+                headers_sent: false,
+            },
+            tx,
+            after,
+            bookmarks,
+        };
+        let store = self.store.clone();
         let mut stop = self.shutting_down.subscribe();
-        // The end of the initial state, at the revision it was read at.
-        let initial_end = send_initial.then(|| {
-            json!({"kind": info.kind, "apiVersion": info.api_version(),
-                "metadata": {"resourceVersion": after.to_string(),
-                             "annotations": {"k8s.io/initial-events-end": "true"}}})
-        });
         tokio::spawn(async move {
-            let deadline = tokio::time::sleep(timeout);
-            tokio::pin!(deadline);
-            while let Some(page) = initial.take() {
-                let full = page.len() == INITIAL_PAGE;
-                let mut next = None;
-                for kv in page {
-                    if let Some(obj) = crate::stored::decode_object(&kv.value, kv.mod_revision) {
-                        if filter.matches(&obj) && tx.send(enc.encode("ADDED", &obj)).await.is_err()
-                        {
-                            return;
-                        }
-                    }
-                    next = Some(kv.key);
-                }
-                let Some(mut start) = next.filter(|_| full) else {
-                    break;
-                };
-                start.push('\0');
-                match store.list_page(&prefix, &start, after, INITIAL_PAGE).await {
-                    Ok(page) => initial = Some(page),
-                    Err(e) => {
-                        // Compacted (or the store failed) mid-way: the client relists.
-                        let status = match e {
-                            crate::store::StoreError::Gone { .. } => {
-                                ApiError::gone(format!("too old resource version: {after}"))
-                            }
-                            other => ApiError::internal(other.to_string()),
-                        };
-                        let _ = tx.send(line("ERROR", &status.to_status())).await;
-                        return;
-                    }
-                }
-            }
-            if let Some(end) = initial_end {
-                if tx.send(line("BOOKMARK", &end)).await.is_err() {
-                    return;
-                }
-            }
-            // The newest revision this watcher has been sent everything up
-            // to: a bookmark must never claim more, or a client resuming from
-            // it would skip the events still queued for it.
-            let mut progress = after;
-            for ev in sub.backlog {
-                progress = progress.max(ev.revision);
-                if let Some(t) = filter.event_type(&ev) {
-                    if tx.send(enc.encode_event(t, &ev)).await.is_err() {
-                        return;
-                    }
-                }
-            }
-            let mut live = sub.live;
-            let mut tick = tokio::time::interval(BOOKMARK_EVERY);
-            tick.tick().await;
-            loop {
-                tokio::select! {
-                    _ = &mut deadline => return,
-                    _ = tx.closed() => return,
-                    _ = async { stop.wait_for(|down| *down).await.is_ok() } => return,
-                    _ = tick.tick(), if bookmarks => {
-                        // The cache publishes `latest` and sends its event under
-                        // one lock: read first, an empty feed then means every
-                        // event up to it has been received.
-                        let latest = cache.latest();
-                        if live.is_empty() {
-                            progress = progress.max(latest);
-                        }
-                        let bm = json!({"kind": info.kind, "apiVersion": info.api_version(), "metadata": {"resourceVersion": progress.to_string()}});
-                        if tx.send(line("BOOKMARK", &bm)).await.is_err() { return; }
-                    }
-                    ev = live.recv() => match ev {
-                        Ok(ev) => {
-                            if ev.revision <= after { continue; }
-                            progress = progress.max(ev.revision);
-                            if let Some(t) = filter.event_type(&ev) {
-                                if tx.send(enc.encode_event(t, &ev)).await.is_err() { return; }
-                            }
-                        }
-                        // A watcher too slow to keep up is closed; it resumes from its last version.
-                        Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return,
-                    }
-                }
+            let sent = async {
+                feed.send_initial(&*store, &prefix, initial, send_initial)
+                    .await?;
+                feed.follow(&cache, sub).await
+            };
+            tokio::select! {
+                _ = sent => {}
+                _ = tokio::time::sleep(timeout) => {}
+                _ = async { stop.wait_for(|down| *down).await.is_ok() } => {}
             }
         });
         let stream = futures::stream::unfold(rx, |mut rx| async move {

@@ -328,6 +328,8 @@ async fn main() {
     std::process::exit(code);
 }
 
+/// Runs one command. One arm per subcommand: the match is kubectl's table
+/// of verbs, each arm turning its flags into one call (so it is long).
 async fn run(cli: Cli) -> Result<i32> {
     let target = cli.client.resolve()?;
     let client = Client::for_target(&target)?;
@@ -388,24 +390,7 @@ async fn run(cli: Cli) -> Result<i32> {
             wait,
             timeout,
         } => {
-            let policy = match cascade.as_str() {
-                "background" | "true" => "Background",
-                "foreground" => "Foreground",
-                "orphan" | "false" => "Orphan",
-                other => bail!("invalid cascade value ({other}). Must be \"background\", \"foreground\", or \"orphan\""),
-            };
-            let grace = if force && grace_period.is_none() {
-                Some(0)
-            } else if now {
-                Some(1)
-            } else {
-                grace_period
-            };
-            let dp = DeleteParams {
-                propagation_policy: Some(policy.into()),
-                grace_period_seconds: grace,
-                ..Default::default()
-            };
+            let dp = delete_params(&cascade, grace_period, now, force)?;
             let timeout = parse_duration(&timeout)?;
             delete(&mut ctx, &args, &files, selector, all, &dp, wait, timeout).await
         }
@@ -440,29 +425,7 @@ async fn run(cli: Cli) -> Result<i32> {
         Command::Top(TopCommand::Nodes { name, selector }) => {
             top::nodes(&ctx.client, name.as_deref(), selector.as_deref()).await
         }
-        Command::ApiResources => {
-            let d = ctx.discovery().await?;
-            let mut rows = vec![vec![
-                "NAME".into(),
-                "SHORTNAMES".into(),
-                "APIVERSION".into(),
-                "NAMESPACED".into(),
-                "KIND".into(),
-            ]];
-            let mut rs: Vec<&&ResourceInfo> = d.resources.iter().collect();
-            rs.sort_by_key(|r| (r.plural, r.group));
-            for r in rs {
-                rows.push(vec![
-                    r.plural.into(),
-                    r.short_names.join(","),
-                    r.api_version(),
-                    r.namespaced.to_string(),
-                    r.kind.into(),
-                ]);
-            }
-            print!("{}", printer::columns(&rows));
-            Ok(0)
-        }
+        Command::ApiResources => api_resources(&mut ctx).await,
         Command::Invoke {
             function,
             data,
@@ -502,16 +465,72 @@ async fn run(cli: Cli) -> Result<i32> {
             };
             drain::drain(&ctx.client, &node, &opts).await
         }
-        Command::Version => {
-            println!("Client Version: {}", minik8s_api::release::GIT_VERSION);
-            let v = ctx.client.get_json("/version").await?;
-            println!(
-                "Server Version: {}",
-                v["gitVersion"].as_str().unwrap_or("unknown")
-            );
-            Ok(0)
-        }
+        Command::Version => version(&ctx).await,
     }
+}
+
+/// `kubectl delete`'s flags as the delete options sent: `--cascade` as the
+/// propagation policy, `--force` and `--now` as grace periods of 0 and 1.
+fn delete_params(
+    cascade: &str,
+    grace_period: Option<i64>,
+    now: bool,
+    force: bool,
+) -> Result<DeleteParams> {
+    let policy = match cascade {
+        "background" | "true" => "Background",
+        "foreground" => "Foreground",
+        "orphan" | "false" => "Orphan",
+        other => bail!("invalid cascade value ({other}). Must be \"background\", \"foreground\", or \"orphan\""),
+    };
+    let grace = if force && grace_period.is_none() {
+        Some(0)
+    } else if now {
+        Some(1)
+    } else {
+        grace_period
+    };
+    Ok(DeleteParams {
+        propagation_policy: Some(policy.into()),
+        grace_period_seconds: grace,
+        ..Default::default()
+    })
+}
+
+/// `kubectl api-resources`: every served resource, by plural.
+async fn api_resources(ctx: &mut Ctx) -> Result<i32> {
+    let d = ctx.discovery().await?;
+    let mut rows = vec![vec![
+        "NAME".into(),
+        "SHORTNAMES".into(),
+        "APIVERSION".into(),
+        "NAMESPACED".into(),
+        "KIND".into(),
+    ]];
+    let mut rs: Vec<&&ResourceInfo> = d.resources.iter().collect();
+    rs.sort_by_key(|r| (r.plural, r.group));
+    for r in rs {
+        rows.push(vec![
+            r.plural.into(),
+            r.short_names.join(","),
+            r.api_version(),
+            r.namespaced.to_string(),
+            r.kind.into(),
+        ]);
+    }
+    print!("{}", printer::columns(&rows));
+    Ok(0)
+}
+
+/// `kubectl version`: this client's release and the server's.
+async fn version(ctx: &Ctx) -> Result<i32> {
+    println!("Client Version: {}", minik8s_api::release::GIT_VERSION);
+    let v = ctx.client.get_json("/version").await?;
+    println!(
+        "Server Version: {}",
+        v["gitVersion"].as_str().unwrap_or("unknown")
+    );
+    Ok(0)
 }
 
 fn parse_duration(s: &str) -> Result<Duration> {

@@ -568,8 +568,6 @@ impl GroupController {
         lws: &LeaderWorkerSet,
         pod: &Arc<Pod>,
     ) -> Result<Action, ClientError> {
-        let ns = ns_of(&pod.metadata);
-        let lws_name = label(pod, NAME).unwrap_or_default();
         let annotations = pod.metadata.annotations.clone().unwrap_or_default();
         if annotations.contains_key(LEADER_NAME) {
             let note = format!(
@@ -585,105 +583,19 @@ impl GroupController {
             return Ok(Action::Done);
         }
         // The group's gang first: its pods wait for it.
-        if let Some(pg) = super::podgroup::group_pod_group(lws, pod) {
-            let name = pg["metadata"]["name"].as_str().unwrap_or_default();
-            let key = format!("{ns}/{name}");
-            let (exists, info) = match pg["apiVersion"] == super::podgroup::WORKLOAD_API_VERSION {
-                true => (
-                    self.workload_groups.get(&key).is_some(),
-                    registry::of::<WorkloadPodGroup>(),
-                ),
-                false => (
-                    self.pod_groups.get(&key).is_some(),
-                    registry::of::<PodGroup>(),
-                ),
-            };
-            if !exists {
-                let api = self.client.dynamic(info, Some(&ns));
-                match api.create(&pg).await {
-                    Err(e) if e.api().is_some_and(|a| a.code == 409) => {}
-                    Err(e) => {
-                        let note = format!("Failed to create pod group {name}: {e}");
-                        self.recorder
-                            .event(lws, EventType::Warning, "FailedCreate", &note)
-                            .await;
-                        return Err(e);
-                    }
-                    Ok(_) => {}
-                }
-            }
-        }
-        let leader_name = pod.metadata.name.clone().unwrap_or_default();
-        // The revision this leader was created from decides its group.
-        let hash = label(pod, REVISION_KEY).unwrap_or_default();
-        // Only the LWS's own revisions: the StatefulSet controller's revisions
-        // of the leader set carry the same labels.
-        let revision = self
-            .revisions
-            .by_index(NAMESPACE_INDEX, &ns)
-            .into_iter()
-            .find(|r| {
-                let l = r.metadata.labels.clone().unwrap_or_default();
-                controller_of(&r.metadata).map(|o| o.0) == lws.metadata.uid
-                    && l.get(REVISION_KEY).map(String::as_str) == Some(hash)
-            });
-        let Some((lwt, nc)) = revision.and_then(|r| from_revision(&r.data.0)) else {
-            tracing::debug!(%key, %hash, "waiting for the leader's revision");
+        self.ensure_pod_group(lws, pod).await?;
+        let Some((lwt, nc)) = self.leader_revision(lws, pod) else {
+            tracing::debug!(%key, "waiting for the leader's revision");
             return Ok(Action::RequeueAfter(Duration::from_secs(1)));
         };
-        let svc_name = match lws.spec.is_hash() {
-            true => hash_group_service(lws_name, label(pod, GROUP_KEY).unwrap_or_default()),
-            false => leader_name.clone(),
-        };
-        if unique_per_replica(Some(&nc)) && self.services.get(&format!("{ns}/{svc_name}")).is_none()
-        {
-            let owner = controller_ref("v1", "Pod", &pod.metadata);
-            let svc = if lws.spec.is_hash() {
-                super::hash::group_service(lws_name, pod, owner)
-            } else {
-                let group_index = label(pod, GROUP_INDEX).unwrap_or_default();
-                headless_service(
-                    &leader_name,
-                    &ns,
-                    json!({NAME: lws_name, GROUP_INDEX: group_index}),
-                    owner,
-                )
-            };
-            let api = self.client.dynamic(registry::of::<Service>(), Some(&ns));
-            match api.create(&svc).await {
-                Ok(_) => {}
-                Err(e) if e.api().is_some_and(|a| a.code == 409) => {}
-                Err(e) => {
-                    let note = format!("Failed to create headless service {leader_name}: {e}");
-                    self.recorder
-                        .event(lws, EventType::Warning, "FailedCreate", &note)
-                        .await;
-                    return Err(e);
-                }
-            }
+        if unique_per_replica(Some(&nc)) {
+            self.ensure_group_service(lws, pod).await?;
         }
         if let Some(wait) = self.ensure_group_claims(lws, pod, &lwt).await? {
             return Ok(Action::RequeueAfter(wait));
         }
-        if size_of(&lwt) <= 1 {
+        if size_of(&lwt) <= 1 || !workers_may_start(lws, pod) {
             return Ok(Action::Done);
-        }
-        // LeaderReady: a Hash leader's Ready waits for its group, so its
-        // containers being ready is what the workers wait for.
-        let leader_ready = match lws.spec.is_hash() {
-            true => has_condition(pod, "ContainersReady"),
-            false => is_ready(pod),
-        };
-        if lws.spec.startup_policy.as_deref() == Some("LeaderReady") && !leader_ready {
-            return Ok(Action::Done);
-        }
-        let no_ip = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.pod_ip.as_deref())
-            .is_none();
-        if lws.spec.is_hash() && no_ip {
-            return Ok(Action::Done); // The leader's address comes with its sandbox.
         }
         if let Some(existing) = self.statefulsets.get(key) {
             if controller_of(&existing.metadata).map(|o| o.0) != pod.metadata.uid {
@@ -692,59 +604,40 @@ impl GroupController {
             }
             return Ok(Action::Done);
         }
-        // A gang is placed in one domain as a whole by the scheduler (its
-        // workers carry the exclusive affinity): the workers must exist
-        // before the leader is placed, so no nodeSelector waits for it.
-        let gang = lws
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(super::GANG_SCHEDULING))
-            .is_some_and(|v| v == "true")
-            || super::podgroup::wants_volcano(lws);
-        let node_selector = match lws
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(EXCLUSIVE_TOPOLOGY))
-            .filter(|_| !gang)
-        {
-            None => None,
-            Some(topology) => {
-                let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
-                    return Ok(Action::Done); // Placed once the leader is scheduled.
-                };
-                let value = self
-                    .nodes
-                    .get(&node)
-                    .and_then(|n| n.metadata.labels.as_ref()?.get(topology).cloned());
-                match value {
-                    Some(v) => Some((topology.clone(), v)),
-                    None => {
-                        return Err(ClientError::Decode(format!(
-                            "node {node} has no label {topology} for exclusive placement"
-                        )))
-                    }
-                }
-            }
+        let Some(node_selector) = self.worker_node_selector(lws, pod)? else {
+            return Ok(Action::Done); // Placed once the leader is scheduled.
         };
         let sts = worker_statefulset(lws, pod, &lwt, &nc, node_selector);
-        let api = self
-            .client
-            .dynamic(registry::of::<StatefulSet>(), Some(&ns));
-        match api.create(&sts).await {
-            Ok(_) => {
-                let note = format!("Created worker statefulset for leader pod {leader_name}");
-                self.recorder
-                    .event(lws, EventType::Normal, "GroupsProgressing", &note)
-                    .await;
-                Ok(Action::Done)
-            }
-            Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(Action::Done),
+        let leader_name = pod.metadata.name.as_deref().unwrap_or_default();
+        let ns = ns_of(&pod.metadata);
+        let what = format!("worker statefulset for leader pod {leader_name}");
+        let created = self
+            .create_for_group(lws, registry::of::<StatefulSet>(), &ns, &sts, &what)
+            .await?;
+        if created {
+            let note = format!("Created {what}");
+            self.recorder
+                .event(lws, EventType::Normal, "GroupsProgressing", &note)
+                .await;
+        }
+        Ok(Action::Done)
+    }
+
+    /// Creates an object of the leader's group; one that exists already is
+    /// left as it is (false). A failure is a FailedCreate event on the LWS.
+    async fn create_for_group(
+        &self,
+        lws: &LeaderWorkerSet,
+        info: &'static registry::ResourceInfo,
+        ns: &str,
+        obj: &serde_json::Value,
+        what: &str,
+    ) -> Result<bool, ClientError> {
+        match self.client.dynamic(info, Some(ns)).create(obj).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(false),
             Err(e) => {
-                let note = format!(
-                    "Failed to create worker statefulset for leader pod {leader_name}: {e}"
-                );
+                let note = format!("Failed to create {what}: {e}");
                 self.recorder
                     .event(lws, EventType::Warning, "FailedCreate", &note)
                     .await;
@@ -752,6 +645,145 @@ impl GroupController {
             }
         }
     }
+
+    /// The gang the group's pods wait for (a Workload API PodGroup or
+    /// Volcano's), when the LWS asks for one and it does not exist yet.
+    async fn ensure_pod_group(&self, lws: &LeaderWorkerSet, pod: &Pod) -> Result<(), ClientError> {
+        let Some(pg) = super::podgroup::group_pod_group(lws, pod) else {
+            return Ok(());
+        };
+        let ns = ns_of(&pod.metadata);
+        let name = pg["metadata"]["name"].as_str().unwrap_or_default();
+        let key = format!("{ns}/{name}");
+        let (exists, info) = match pg["apiVersion"] == super::podgroup::WORKLOAD_API_VERSION {
+            true => (
+                self.workload_groups.get(&key).is_some(),
+                registry::of::<WorkloadPodGroup>(),
+            ),
+            false => (
+                self.pod_groups.get(&key).is_some(),
+                registry::of::<PodGroup>(),
+            ),
+        };
+        if !exists {
+            let what = format!("pod group {name}");
+            self.create_for_group(lws, info, &ns, &pg, &what).await?;
+        }
+        Ok(())
+    }
+
+    /// The template and network config of the revision the leader was
+    /// created from (its group is built from that one, not the newest).
+    fn leader_revision(
+        &self,
+        lws: &LeaderWorkerSet,
+        pod: &Pod,
+    ) -> Option<(LeaderWorkerTemplate, NetworkConfig)> {
+        let hash = label(pod, REVISION_KEY).unwrap_or_default();
+        // Only the LWS's own revisions: the StatefulSet controller's revisions
+        // of the leader set carry the same labels.
+        let revision = self
+            .revisions
+            .by_index(NAMESPACE_INDEX, &ns_of(&pod.metadata))
+            .into_iter()
+            .find(|r| {
+                let l = r.metadata.labels.clone().unwrap_or_default();
+                controller_of(&r.metadata).map(|o| o.0) == lws.metadata.uid
+                    && l.get(REVISION_KEY).map(String::as_str) == Some(hash)
+            })?;
+        from_revision(&revision.data.0)
+    }
+
+    /// The group's headless Service under UniquePerReplica (named after the
+    /// leader; a Hash group's after its group), owned by the leader pod.
+    async fn ensure_group_service(
+        &self,
+        lws: &LeaderWorkerSet,
+        pod: &Pod,
+    ) -> Result<(), ClientError> {
+        let ns = ns_of(&pod.metadata);
+        let lws_name = label(pod, NAME).unwrap_or_default();
+        let leader_name = pod.metadata.name.clone().unwrap_or_default();
+        let svc_name = match lws.spec.is_hash() {
+            true => hash_group_service(lws_name, label(pod, GROUP_KEY).unwrap_or_default()),
+            false => leader_name.clone(),
+        };
+        if self.services.get(&format!("{ns}/{svc_name}")).is_some() {
+            return Ok(());
+        }
+        let owner = controller_ref("v1", "Pod", &pod.metadata);
+        let svc = if lws.spec.is_hash() {
+            super::hash::group_service(lws_name, pod, owner)
+        } else {
+            let group_index = label(pod, GROUP_INDEX).unwrap_or_default();
+            headless_service(
+                &leader_name,
+                &ns,
+                json!({NAME: lws_name, GROUP_INDEX: group_index}),
+                owner,
+            )
+        };
+        let what = format!("headless service {leader_name}");
+        self.create_for_group(lws, registry::of::<Service>(), &ns, &svc, &what)
+            .await
+            .map(drop)
+    }
+
+    /// The workers' nodeSelector under exclusive placement: the leader's
+    /// node's value of the topology label. `Ok(None)`: wait, the leader is
+    /// not scheduled yet; `Ok(Some(None))`: no selector. A gang is placed in
+    /// one domain as a whole by the scheduler (its workers carry the
+    /// exclusive affinity): the workers must exist before the leader is
+    /// placed, so no selector waits for it.
+    #[allow(clippy::type_complexity)]
+    fn worker_node_selector(
+        &self,
+        lws: &LeaderWorkerSet,
+        pod: &Pod,
+    ) -> Result<Option<Option<(String, String)>>, ClientError> {
+        let annotations = lws.metadata.annotations.as_ref();
+        let gang = annotations
+            .and_then(|a| a.get(super::GANG_SCHEDULING))
+            .is_some_and(|v| v == "true")
+            || super::podgroup::wants_volcano(lws);
+        let topology = annotations.and_then(|a| a.get(EXCLUSIVE_TOPOLOGY));
+        let Some(topology) = topology.filter(|_| !gang) else {
+            return Ok(Some(None));
+        };
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+            return Ok(None);
+        };
+        let value = self
+            .nodes
+            .get(&node)
+            .and_then(|n| n.metadata.labels.as_ref()?.get(topology).cloned());
+        match value {
+            Some(v) => Ok(Some(Some((topology.clone(), v)))),
+            None => Err(ClientError::Decode(format!(
+                "node {node} has no label {topology} for exclusive placement"
+            ))),
+        }
+    }
+}
+
+/// Whether a leader's workers may be created now: under LeaderReady once
+/// the leader is ready (a Hash leader's Ready waits for its group, so its
+/// containers being ready is what the workers wait for), and a Hash group
+/// once the leader has its address (it comes with its sandbox).
+fn workers_may_start(lws: &LeaderWorkerSet, pod: &Pod) -> bool {
+    let leader_ready = match lws.spec.is_hash() {
+        true => has_condition(pod, "ContainersReady"),
+        false => is_ready(pod),
+    };
+    if lws.spec.startup_policy.as_deref() == Some("LeaderReady") && !leader_ready {
+        return false;
+    }
+    let has_ip = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.pod_ip.as_deref())
+        .is_some();
+    !lws.spec.is_hash() || has_ip
 }
 
 impl GroupController {
