@@ -159,41 +159,84 @@ pub(crate) fn ns_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Objec
 pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     let client = client.with_user_agent("kube-controller-manager");
     let informers = SharedInformers::new(&client);
-    let replicasets = replicaset::ReplicaSetController::new(client.clone(), &informers)?;
-    let replication = replicaset::ReplicationManager::new(client.clone(), &informers)?;
-    let deployments = deployment::DeploymentController::new(client.clone(), &informers)?;
-    let daemons = daemonset::DaemonSetController::new(client.clone(), &informers)?;
-    let endpoints = endpoints::EndpointsController::new(client.clone(), &informers)?;
-    let statefulsets = statefulset::StatefulSetController::new(client.clone(), &informers)?;
-    let leaderworkersets = lws::LwsController::new(client.clone(), &informers)?;
-    let lws_groups = lws::group::GroupController::new(client.clone(), &informers)?;
-    let disaggregated_sets =
-        disaggregatedset::DisaggregatedSetController::new(client.clone(), &informers)?;
-    let functions = function::FunctionController::new(
-        client.clone(),
-        &informers,
-        config.serverless_gateway_url.clone(),
-    )?;
-    let gc = gc::Runner::new(client.clone(), &informers)?;
-    let nodes = nodelifecycle::NodeLifecycleController::new(
-        client.clone(),
-        &informers,
-        nodelifecycle::Timing {
-            monitor_period: config.node_monitor_period,
-            grace_period: config.node_monitor_grace_period,
-        },
-    )?;
-    let hpas = hpa::HpaController::new(
-        client.clone(),
-        &informers,
-        hpa::Settings {
-            sync_period: config.horizontal_pod_autoscaler_sync_period,
-            downscale_stabilization: config.horizontal_pod_autoscaler_downscale_stabilization,
-            tolerance: config.horizontal_pod_autoscaler_tolerance,
-            cpu_initialization_period: config.horizontal_pod_autoscaler_cpu_initialization_period,
-            initial_readiness_delay: config.horizontal_pod_autoscaler_initial_readiness_delay,
-        },
-    )?;
+    // Each controller is made first (registering the informers it follows)
+    // and runs once they have all synced.
+    let mut controllers = workload_controllers(&client, &informers, &config)?;
+    controllers.extend(cluster_controllers(&client, &informers, &config)?);
+    controllers.extend(storage_controllers(&client, &informers, &config)?);
+    controllers.extend(certificate_controllers(&client, &informers, &config)?);
+    if config.default_storage_class {
+        let client = client.clone();
+        tokio::spawn(async move { volume::local_path::ensure_default_class(&client).await });
+    }
+    informers.start();
+    informers.wait_synced().await;
+    tracing::info!(
+        kinds = informers.kinds(),
+        "informers synced; controllers start"
+    );
+    futures::future::join_all(controllers).await;
+    Ok(())
+}
+
+/// A controller made and waiting for the informers to sync: its run loop.
+type Made = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+fn made(run: impl std::future::Future<Output = ()> + Send + 'static) -> Made {
+    Box::pin(run)
+}
+
+/// The controllers of workloads: the replicated sets, jobs, LWS,
+/// DisaggregatedSets, functions, autoscaling and disruption budgets.
+fn workload_controllers(
+    client: &Client,
+    informers: &SharedInformers,
+    config: &Config,
+) -> anyhow::Result<Vec<Made>> {
+    let workers = config.workers;
+    let c = || client.clone();
+    let hpa_settings = hpa::Settings {
+        sync_period: config.horizontal_pod_autoscaler_sync_period,
+        downscale_stabilization: config.horizontal_pod_autoscaler_downscale_stabilization,
+        tolerance: config.horizontal_pod_autoscaler_tolerance,
+        cpu_initialization_period: config.horizontal_pod_autoscaler_cpu_initialization_period,
+        initial_readiness_delay: config.horizontal_pod_autoscaler_initial_readiness_delay,
+    };
+    let gateway = config.serverless_gateway_url.clone();
+    let clock = std::sync::Arc::new(cronjob::SystemClock);
+    Ok(vec![
+        made(replicaset::ReplicaSetController::new(c(), informers)?.run(workers)),
+        made(replicaset::ReplicationManager::new(c(), informers)?.run(workers)),
+        made(deployment::DeploymentController::new(c(), informers)?.run(workers)),
+        made(daemonset::DaemonSetController::new(c(), informers)?.run(workers)),
+        made(statefulset::StatefulSetController::new(c(), informers)?.run(workers)),
+        made(lws::LwsController::new(c(), informers)?.run(workers)),
+        made(lws::group::GroupController::new(c(), informers)?.run(workers)),
+        made(disaggregatedset::DisaggregatedSetController::new(c(), informers)?.run(workers)),
+        made(function::FunctionController::new(c(), informers, gateway)?.run(workers)),
+        made(hpa::HpaController::new(c(), informers, hpa_settings)?.run(workers)),
+        made(job::JobController::new(c(), informers)?.run(workers)),
+        made(cronjob::CronJobController::new(c(), informers, clock)?.run(workers)),
+        made(ttlafterfinished::TtlAfterFinishedController::new(c(), informers)?.run(workers)),
+        made(disruption::DisruptionController::new(c(), informers)?.run(workers)),
+        made(resourceclaim::ResourceClaimController::new(c(), informers)?.run(workers)),
+    ])
+}
+
+/// The controllers of the cluster itself: endpoints, garbage collection,
+/// node lifecycle and address ranges, namespaces, service accounts,
+/// quotas and the service load balancer.
+fn cluster_controllers(
+    client: &Client,
+    informers: &SharedInformers,
+    config: &Config,
+) -> anyhow::Result<Vec<Made>> {
+    let workers = config.workers;
+    let c = || client.clone();
+    let timing = nodelifecycle::Timing {
+        monitor_period: config.node_monitor_period,
+        grace_period: config.node_monitor_grace_period,
+    };
     // Its own client and rate limit, as each of kube-controller-manager's
     // controllers has: emptying a namespace lists every resource (about 50
     // requests a pass, two passes at least), so at the shared 100/s a burst
@@ -201,133 +244,87 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     // a second and held up every other controller. Its workers
     // (--concurrent-namespace-syncs) bound it instead.
     let (qps, burst) = NAMESPACE_API_RATE_LIMIT;
-    let namespaces =
-        namespace::NamespaceController::new(client.with_rate_limit(qps, burst), &informers)?;
-    let accounts = serviceaccount::ServiceAccountController::new(client.clone(), &informers)?;
-    let jobs = job::JobController::new(client.clone(), &informers)?;
-    let cron_jobs = cronjob::CronJobController::new(
-        client.clone(),
-        &informers,
-        std::sync::Arc::new(cronjob::SystemClock),
-    )?;
-    let ttl = ttlafterfinished::TtlAfterFinishedController::new(client.clone(), &informers)?;
-    let quotas = resourcequota::ResourceQuotaController::new(client.clone(), &informers)?;
-    let resource_claims = resourceclaim::ResourceClaimController::new(client.clone(), &informers)?;
-    let disruption = disruption::DisruptionController::new(client.clone(), &informers)?;
-    let csr_approver = certificates::approver::CsrApprover::new(client.clone(), &informers)?;
-    let claim_binder = volume::binder::ClaimBinder::new(
-        client.clone(),
-        &informers,
-        volume::local_path::LocalPath {
-            client: client.clone(),
-            nodes: informers.cache(),
-            root: config.local_path_root.clone(),
-        },
-    )?;
-    let volumes = volume::reclaim::VolumeController::new(client.clone(), &informers)?;
-    let claim_protection = volume::protection::ClaimProtection::new(client.clone(), &informers)?;
-    let volume_protection = volume::protection::VolumeProtection::new(client.clone(), &informers)?;
-    if config.default_storage_class {
-        let client = client.clone();
-        tokio::spawn(async move { volume::local_path::ensure_default_class(&client).await });
+    let namespaces = client.with_rate_limit(qps, burst);
+    let mut controllers = vec![
+        made(endpoints::EndpointsController::new(c(), informers)?.run(workers)),
+        made(gc::Runner::new(c(), informers)?.run()),
+        made(nodelifecycle::NodeLifecycleController::new(c(), informers, timing)?.run(workers)),
+        made(
+            namespace::NamespaceController::new(namespaces, informers)?
+                .run(config.concurrent_namespace_syncs),
+        ),
+        made(serviceaccount::ServiceAccountController::new(c(), informers)?.run(workers)),
+        made(resourcequota::ResourceQuotaController::new(c(), informers)?.run(workers)),
+    ];
+    if config.allocate_node_cidrs {
+        let range = nodeipam::Range::new(&config.cluster_cidr, config.node_cidr_mask_size)
+            .map_err(anyhow::Error::msg)?;
+        let ipam = nodeipam::NodeIpamController::new(c(), informers, range)?;
+        // One worker: allocation is serial by design.
+        controllers.push(made(ipam.run(1)));
     }
+    if config.service_lb {
+        controllers.push(made(
+            servicelb::ServiceLb::new(c(), informers)?.run(workers),
+        ));
+    }
+    Ok(controllers)
+}
+
+/// The controllers of volumes: binding claims (provisioning local-path
+/// volumes), reclaiming, and the two protection finalizers.
+fn storage_controllers(
+    client: &Client,
+    informers: &SharedInformers,
+    config: &Config,
+) -> anyhow::Result<Vec<Made>> {
+    let workers = config.workers;
+    let c = || client.clone();
+    let local_path = volume::local_path::LocalPath {
+        client: c(),
+        nodes: informers.cache(),
+        root: config.local_path_root.clone(),
+    };
+    Ok(vec![
+        made(volume::binder::ClaimBinder::new(c(), informers, local_path)?.run(workers)),
+        made(volume::reclaim::VolumeController::new(c(), informers)?.run(workers)),
+        made(volume::protection::ClaimProtection::new(c(), informers)?.run(workers)),
+        made(volume::protection::VolumeProtection::new(c(), informers)?.run(workers)),
+    ])
+}
+
+/// The controllers of certificates: CSR approval and signing, bootstrap
+/// token signing, and the root CA published in every namespace.
+fn certificate_controllers(
+    client: &Client,
+    informers: &SharedInformers,
+    config: &Config,
+) -> anyhow::Result<Vec<Made>> {
+    let workers = config.workers;
+    let c = || client.clone();
+    let mut controllers = vec![
+        made(certificates::approver::CsrApprover::new(c(), informers)?.run(workers)),
+        made(certificates::bootstrapsigner::BootstrapSigner::new(c(), informers)?.run(1)),
+    ];
     let root_ca = config.root_ca_file.clone().or_else(|| {
         config
             .cluster_signing_dir
             .as_ref()
             .map(|d| d.join("ca.crt"))
     });
-    let root_ca_publisher = match root_ca {
-        Some(path) => Some(rootcacert::RootCaPublisher::new(
-            client.clone(),
-            &informers,
-            std::fs::read_to_string(&path)
-                .map_err(|e| anyhow::anyhow!("--root-ca-file {}: {e}", path.display()))?,
-        )?),
-        None => None,
-    };
-    let bootstrap_signer =
-        certificates::bootstrapsigner::BootstrapSigner::new(client.clone(), &informers)?;
-    let csr_signer = match &config.cluster_signing_dir {
-        Some(dir) => Some(certificates::signer::CsrSigner::new(
-            client.clone(),
-            &informers,
-            minik8s_pki::Ca::load(dir)
-                .map_err(|e| anyhow::anyhow!("--cluster-signing-dir {}: {e}", dir.display()))?,
-        )?),
-        None => None,
-    };
-    let ipam = match config.allocate_node_cidrs {
-        true => Some(nodeipam::NodeIpamController::new(
-            client.clone(),
-            &informers,
-            nodeipam::Range::new(&config.cluster_cidr, config.node_cidr_mask_size)
-                .map_err(anyhow::Error::msg)?,
-        )?),
-        false => None,
-    };
-    let service_lb = match config.service_lb {
-        true => Some(servicelb::ServiceLb::new(client.clone(), &informers)?),
-        false => None,
-    };
-    informers.start();
-    informers.wait_synced().await;
-    tracing::info!(
-        kinds = informers.kinds(),
-        "informers synced; controllers start"
-    );
-    let workers = config.workers;
-    tokio::join!(
-        replicasets.run(workers),
-        replication.run(workers),
-        deployments.run(workers),
-        daemons.run(workers),
-        statefulsets.run(workers),
-        leaderworkersets.run(workers),
-        lws_groups.run(workers),
-        disaggregated_sets.run(workers),
-        functions.run(workers),
-        endpoints.run(workers),
-        gc.run(),
-        nodes.run(workers),
-        hpas.run(workers),
-        namespaces.run(config.concurrent_namespace_syncs),
-        accounts.run(workers),
-        jobs.run(workers),
-        cron_jobs.run(workers),
-        ttl.run(workers),
-        quotas.run(workers),
-        resource_claims.run(workers),
-        disruption.run(workers),
-        csr_approver.run(workers),
-        claim_binder.run(workers),
-        volumes.run(workers),
-        claim_protection.run(workers),
-        volume_protection.run(workers),
-        async {
-            if let Some(publisher) = root_ca_publisher {
-                publisher.run(workers).await
-            }
-        },
-        bootstrap_signer.run(1),
-        async {
-            if let Some(lb) = service_lb {
-                lb.run(workers).await
-            }
-        },
-        async {
-            if let Some(signer) = csr_signer {
-                signer.run(workers).await
-            }
-        },
-        async {
-            if let Some(ipam) = ipam {
-                // One worker: allocation is serial by design.
-                ipam.run(1).await
-            }
-        },
-    );
-    Ok(())
+    if let Some(path) = root_ca {
+        let pem = std::fs::read_to_string(&path)
+            .map_err(|e| anyhow::anyhow!("--root-ca-file {}: {e}", path.display()))?;
+        let publisher = rootcacert::RootCaPublisher::new(c(), informers, pem)?;
+        controllers.push(made(publisher.run(workers)));
+    }
+    if let Some(dir) = &config.cluster_signing_dir {
+        let ca = minik8s_pki::Ca::load(dir)
+            .map_err(|e| anyhow::anyhow!("--cluster-signing-dir {}: {e}", dir.display()))?;
+        let signer = certificates::signer::CsrSigner::new(c(), informers, ca)?;
+        controllers.push(made(signer.run(workers)));
+    }
+    Ok(controllers)
 }
 
 #[cfg(test)]

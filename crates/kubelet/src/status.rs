@@ -29,6 +29,68 @@ const KUBELET_CONDITIONS: [&str; 7] = [
 /// One condition as the kubelet computes it: (type, status, reason, message).
 pub type Condition = (&'static str, bool, Option<&'static str>, Option<String>);
 
+/// The pod's conditions as written: the kubelet's own (`kubelet`, each
+/// keeping its lastTransitionTime while its status holds), the resize
+/// conditions (`resizing`, kept since they appeared), then the conditions
+/// others own (readiness gates', DisruptionTarget) as they were.
+fn condition_objects(
+    kubelet: Vec<Condition>,
+    resizing: Vec<(&'static str, String, String)>,
+    old: &[Value],
+    now: &str,
+) -> Vec<Value> {
+    let since = |ty: &str, status: Option<&str>| {
+        old.iter()
+            .find(|c| c["type"] == ty)
+            .filter(|p| status.is_none_or(|s| p["status"] == s))
+            .and_then(|p| p.get("lastTransitionTime").cloned())
+            .unwrap_or(json!(now))
+    };
+    let condition = |ty: &str,
+                     status: &str,
+                     since: Value,
+                     reason: Option<&str>,
+                     message: Option<&str>| {
+        let mut c = json!({"type": ty, "status": status, "lastProbeTime": null, "lastTransitionTime": since});
+        if let Some(r) = reason {
+            c["reason"] = json!(r);
+        }
+        if let Some(m) = message {
+            c["message"] = json!(m);
+        }
+        c
+    };
+    let mut conditions: Vec<Value> = kubelet
+        .into_iter()
+        .map(|(ty, ok, reason, message)| {
+            let status = if ok { "True" } else { "False" };
+            let since = since(ty, Some(status));
+            condition(ty, status, since, reason, message.as_deref())
+        })
+        .collect();
+    for (ty, reason, message) in resizing {
+        let given = |s: &String| (!s.is_empty()).then(|| s.clone());
+        let (reason, message) = (given(&reason), given(&message));
+        conditions.push(condition(
+            ty,
+            "True",
+            since(ty, None),
+            reason.as_deref(),
+            message.as_deref(),
+        ));
+    }
+    conditions.extend(
+        old.iter()
+            .filter(|c| {
+                !c["type"]
+                    .as_str()
+                    .is_some_and(|t| KUBELET_CONDITIONS.contains(&t))
+            })
+            .cloned(),
+    );
+    conditions
+}
+
 /// The kubelet's pod conditions from the container statuses, as the real
 /// kubelet's `GeneratePodInitializedCondition`, `GenerateContainersReadyCondition`
 /// and `GeneratePodReadyCondition` compute them. `conditions`: the pod's
@@ -266,53 +328,12 @@ impl Kubelet {
             .cloned()
             .unwrap_or_default();
         let now = now_rfc3339();
-        let mut conditions: Vec<Value> =
-            pod_conditions(&spec, phase, &init_statuses, &statuses, &old_conditions)
-                .into_iter()
-                .map(|(ty, ok, reason, message)| {
-                    let status = if ok { "True" } else { "False" };
-                    let prev = old_conditions.iter().find(|c| c["type"] == ty);
-                    let since = prev
-                        .filter(|p| p["status"] == status)
-                        .and_then(|p| p.get("lastTransitionTime").cloned())
-                        .unwrap_or(json!(now));
-                    let mut c = json!({"type": ty, "status": status, "lastProbeTime": null, "lastTransitionTime": since});
-                    if let Some(r) = reason {
-                        c["reason"] = json!(r);
-                    }
-                    if let Some(m) = message {
-                        c["message"] = json!(m);
-                    }
-                    c
-                })
-                .collect();
-        if let Some(a) = &allocation {
-            for (ty, reason, message) in crate::resize::conditions(a, &spec, containers) {
-                let prev = old_conditions.iter().find(|c| c["type"] == ty);
-                let since = prev
-                    .and_then(|p| p.get("lastTransitionTime").cloned())
-                    .unwrap_or(json!(now));
-                let mut c = json!({"type": ty, "status": "True", "lastProbeTime": null, "lastTransitionTime": since});
-                if !reason.is_empty() {
-                    c["reason"] = json!(reason);
-                }
-                if !message.is_empty() {
-                    c["message"] = json!(message);
-                }
-                conditions.push(c);
-            }
-        }
-        // Conditions others own (readiness gates', DisruptionTarget) stay.
-        conditions.extend(
-            old_conditions
-                .iter()
-                .filter(|c| {
-                    !c["type"]
-                        .as_str()
-                        .is_some_and(|t| KUBELET_CONDITIONS.contains(&t))
-                })
-                .cloned(),
-        );
+        let resizing = allocation
+            .as_ref()
+            .map(|a| crate::resize::conditions(a, &spec, containers))
+            .unwrap_or_default();
+        let kubelets = pod_conditions(&spec, phase, &init_statuses, &statuses, &old_conditions);
+        let conditions = condition_objects(kubelets, resizing, &old_conditions, &now);
         let start_time = old.get("startTime").cloned().unwrap_or(json!(now));
         let mut status = json!({
             "phase": phase,
@@ -340,10 +361,19 @@ impl Kubelet {
         if same_status(&status, &old) {
             return Ok(());
         }
-        // A merge patch of the status alone, as the real kubelet's status
-        // manager patches: no conflict with other writers' changes; the uid
-        // makes sure it lands on this pod, not one recreated under its name.
-        if pod_ip.is_empty() {
+        self.patch_pod_status(pod, status, pod_ip.is_empty()).await
+    }
+
+    /// A merge patch of the status alone, as the real kubelet's status
+    /// manager patches: no conflict with other writers' changes; the uid
+    /// makes sure it lands on this pod, not one recreated under its name.
+    async fn patch_pod_status(
+        &self,
+        pod: &Pod,
+        mut status: Value,
+        no_ip: bool,
+    ) -> anyhow::Result<()> {
+        if no_ip {
             status["podIP"] = Value::Null;
             status["podIPs"] = Value::Null;
         }

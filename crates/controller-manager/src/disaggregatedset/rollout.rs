@@ -66,39 +66,94 @@ pub type RoleView<'a> = (&'a DisaggregatedRoleSpec, Option<i64>);
 
 /// For one slice: `children` are this slice's LWS.
 pub fn plan_slice(revision: &str, roles: &[RoleView], children: &[Child]) -> Plan {
-    let mut plan = Plan::default();
-    // a. Old revisions whose every LWS is at 0 are deleted as a unit.
-    let mut by_revision: BTreeMap<&str, Vec<&Child>> = BTreeMap::new();
-    for c in children.iter().filter(|c| c.revision != revision) {
-        by_revision.entry(&c.revision).or_default().push(c);
-    }
-    let mut old: Vec<&Child> = Vec::new();
-    for list in by_revision.into_values() {
-        if list.iter().all(|c| c.replicas == 0) {
-            for c in list {
-                plan.ops.push(Op::Delete {
-                    name: c.name.clone(),
-                    note: format!("Deleted drained LWS {}", c.name),
-                });
-            }
-        } else {
-            old.extend(list);
-        }
-    }
-    let new_of = |role: &str| {
-        children
-            .iter()
-            .find(|c| c.revision == revision && c.role == role)
+    let slice = Slice {
+        revision,
+        roles,
+        children,
     };
-    let current_new = |role: &str| new_of(role).map_or(0, |c| c.replicas);
-    let target_of =
-        |(spec, scaler): &RoleView| children::target(spec, *scaler, current_new(&spec.name));
-
-    // b. Nothing old serving: the simple path.
+    let mut plan = Plan::default();
+    let old = slice.delete_drained(&mut plan);
     if old.iter().map(|c| c.replicas).sum::<i64>() == 0 {
-        for role in roles {
-            let want = target_of(role);
-            match new_of(&role.0.name) {
+        slice.converge(&mut plan);
+        return plan;
+    }
+    if !slice.new_revision_ready(&old, &mut plan) {
+        plan.requeue = Some(ROLLOUT_POLL);
+        return plan;
+    }
+    // The planner's input: spec roles, then roles only old revisions have.
+    let mut names: Vec<String> = roles.iter().map(|r| r.0.name.clone()).collect();
+    let removed: BTreeSet<&str> = old
+        .iter()
+        .map(|c| c.role.as_str())
+        .filter(|r| !names.iter().any(|n| n == r))
+        .collect();
+    names.extend(removed.into_iter().map(str::to_string));
+    let input = slice.planner_input(&names, &old);
+    let Some(step) = next_step(&input) else {
+        plan.ops.push(Op::Event {
+            reason: "RollingUpdateCompleted",
+            note: format!("Completed rolling update to revision {revision}"),
+        });
+        return plan;
+    };
+    slice.scale_up(&step.new, &input.current_new, &mut plan);
+    plan.ops
+        .extend(scale_down(&names, &input.current_old, &step.past, &old));
+    plan
+}
+
+/// One slice's roles and LWS, with the revision it rolls to.
+struct Slice<'a> {
+    revision: &'a str,
+    roles: &'a [RoleView<'a>],
+    children: &'a [Child],
+}
+
+impl<'a> Slice<'a> {
+    /// The role's LWS at the target revision.
+    fn new_of(&self, role: &str) -> Option<&'a Child> {
+        self.children
+            .iter()
+            .find(|c| c.revision == self.revision && c.role == role)
+    }
+
+    fn current_new(&self, role: &str) -> i64 {
+        self.new_of(role).map_or(0, |c| c.replicas)
+    }
+
+    fn target_of(&self, (spec, scaler): &RoleView) -> i64 {
+        children::target(spec, *scaler, self.current_new(&spec.name))
+    }
+
+    /// Old revisions whose every LWS is at 0 are deleted as a unit; the
+    /// LWS of the old revisions still serving are returned.
+    fn delete_drained(&self, plan: &mut Plan) -> Vec<&'a Child> {
+        let mut by_revision: BTreeMap<&str, Vec<&Child>> = BTreeMap::new();
+        for c in self.children.iter().filter(|c| c.revision != self.revision) {
+            by_revision.entry(&c.revision).or_default().push(c);
+        }
+        let mut old = Vec::new();
+        for list in by_revision.into_values() {
+            if list.iter().all(|c| c.replicas == 0) {
+                for c in list {
+                    plan.ops.push(Op::Delete {
+                        name: c.name.clone(),
+                        note: format!("Deleted drained LWS {}", c.name),
+                    });
+                }
+            } else {
+                old.extend(list);
+            }
+        }
+        old
+    }
+
+    /// Nothing old serving: each role's LWS created at, or scaled to, its target.
+    fn converge(&self, plan: &mut Plan) {
+        for role in self.roles {
+            let want = self.target_of(role);
+            match self.new_of(&role.0.name) {
                 None => plan.ops.push(Op::Create {
                     role: role.0.name.clone(),
                     replicas: want,
@@ -111,124 +166,117 @@ pub fn plan_slice(revision: &str, roles: &[RoleView], children: &[Child]) -> Pla
                 Some(_) => {}
             }
         }
-        return plan;
     }
 
-    // The rollout path. Init: the new revision's LWS at 0.
-    if roles.iter().all(|r| new_of(&r.0.name).is_none()) {
-        plan.ops.push(Op::Event {
-            reason: "RollingUpdateStarted",
-            note: format!("Started rolling update to revision {revision}"),
-        });
-        for c in &old {
-            if c.initial != Some(c.replicas) {
-                plan.ops.push(Op::SetInitial {
-                    name: c.name.clone(),
-                    replicas: c.replicas,
-                });
+    /// The rollout's start and its stability gate: the new revision's LWS
+    /// created at 0 (the old ones' replicas noted when it begins), and
+    /// every one of them fully ready. False: wait.
+    fn new_revision_ready(&self, old: &[&Child], plan: &mut Plan) -> bool {
+        if self.roles.iter().all(|r| self.new_of(&r.0.name).is_none()) {
+            plan.ops.push(Op::Event {
+                reason: "RollingUpdateStarted",
+                note: format!("Started rolling update to revision {}", self.revision),
+            });
+            for c in old {
+                if c.initial != Some(c.replicas) {
+                    plan.ops.push(Op::SetInitial {
+                        name: c.name.clone(),
+                        replicas: c.replicas,
+                    });
+                }
             }
         }
-    }
-    let missing: Vec<&RoleView> = roles
-        .iter()
-        .filter(|r| new_of(&r.0.name).is_none())
-        .collect();
-    if !missing.is_empty() {
-        for r in missing {
+        let mut all_made = true;
+        for r in self
+            .roles
+            .iter()
+            .filter(|r| self.new_of(&r.0.name).is_none())
+        {
+            all_made = false;
             plan.ops.push(Op::Create {
                 role: r.0.name.clone(),
                 replicas: 0,
             });
         }
-        plan.requeue = Some(ROLLOUT_POLL);
-        return plan;
-    }
-    // The stability gate: every new LWS fully ready.
-    if roles
-        .iter()
-        .filter_map(|r| new_of(&r.0.name))
-        .any(|c| c.replicas != c.ready)
-    {
-        plan.requeue = Some(ROLLOUT_POLL);
-        return plan;
+        all_made
+            && self
+                .roles
+                .iter()
+                .filter_map(|r| self.new_of(&r.0.name))
+                .all(|c| c.replicas == c.ready)
     }
 
-    // The planner's input: spec roles, then roles only old revisions have.
-    let mut names: Vec<String> = roles.iter().map(|r| r.0.name.clone()).collect();
-    let removed: BTreeSet<&str> = old
-        .iter()
-        .map(|c| c.role.as_str())
-        .filter(|r| !names.iter().any(|n| n == r))
-        .collect();
-    names.extend(removed.into_iter().map(str::to_string));
-    let mut input = Input {
-        initial_old: Vec::new(),
-        current_old: Vec::new(),
-        current_new: Vec::new(),
-        target: Vec::new(),
-        config: Vec::new(),
-    };
-    for name in &names {
-        let mine = old.iter().filter(|c| &c.role == name);
-        input
-            .initial_old
-            .push(mine.clone().map(|c| c.initial.unwrap_or(c.replicas)).sum());
-        input.current_old.push(mine.map(|c| c.replicas).sum());
-        let now_new = current_new(name);
-        input.current_new.push(now_new);
-        let role = roles.iter().find(|r| &r.0.name == name);
-        let mut target = role.map_or(0, target_of);
-        // An External role is not shrunk by a rollout.
-        if role.is_some_and(|r| r.0.is_external()) && target < now_new {
-            target = now_new;
-        }
-        input.target.push(target);
-        let ru = role.and_then(|r| {
-            r.0.spec
-                .as_ref()?
-                .rollout_strategy
-                .as_ref()?
-                .rolling_update_configuration
-                .clone()
-        });
-        input.config.push(match ru {
-            Some(ru) => {
-                let v = |x: &Option<_>| x.as_ref().and_then(|x| serde_json::to_value(x).ok());
-                RoleConfig::scaled(
-                    v(&ru.max_unavailable).as_ref(),
-                    v(&ru.max_surge).as_ref(),
-                    target,
-                )
+    /// What the planner decides from, per role in `names`.
+    fn planner_input(&self, names: &[String], old: &[&Child]) -> Input {
+        let mut input = Input {
+            initial_old: Vec::new(),
+            current_old: Vec::new(),
+            current_new: Vec::new(),
+            target: Vec::new(),
+            config: Vec::new(),
+        };
+        for name in names {
+            let mine = old.iter().filter(|c| &c.role == name);
+            input
+                .initial_old
+                .push(mine.clone().map(|c| c.initial.unwrap_or(c.replicas)).sum());
+            input.current_old.push(mine.map(|c| c.replicas).sum());
+            let now_new = self.current_new(name);
+            input.current_new.push(now_new);
+            let role = self.roles.iter().find(|r| &r.0.name == name);
+            let mut target = role.map_or(0, |r| self.target_of(r));
+            // An External role is not shrunk by a rollout.
+            if role.is_some_and(|r| r.0.is_external()) && target < now_new {
+                target = now_new;
             }
-            None => RoleConfig::default(),
-        });
+            input.target.push(target);
+            input.config.push(role_config(role, target));
+        }
+        input
     }
-    let Some(step) = next_step(&input) else {
-        plan.ops.push(Op::Event {
-            reason: "RollingUpdateCompleted",
-            note: format!("Completed rolling update to revision {revision}"),
-        });
-        return plan;
-    };
-    for (i, role) in roles.iter().enumerate() {
-        if step.new[i] > input.current_new[i] {
-            let c = new_of(&role.0.name).expect("checked above");
-            plan.ops.push(Op::Scale {
-                name: c.name.clone(),
-                to: step.new[i],
-                event: Some((
-                    "ScalingUp",
-                    format!(
-                        "Scaling up {} LWS {} from {} to {} replicas",
-                        role.0.name, c.name, c.replicas, step.new[i]
-                    ),
-                )),
-            });
+
+    /// The planner's step up for each spec role's new LWS.
+    fn scale_up(&self, step_new: &[i64], current_new: &[i64], plan: &mut Plan) {
+        for (i, role) in self.roles.iter().enumerate() {
+            if step_new[i] > current_new[i] {
+                let c = self.new_of(&role.0.name).expect("checked above");
+                plan.ops.push(Op::Scale {
+                    name: c.name.clone(),
+                    to: step_new[i],
+                    event: Some((
+                        "ScalingUp",
+                        format!(
+                            "Scaling up {} LWS {} from {} to {} replicas",
+                            role.0.name, c.name, c.replicas, step_new[i]
+                        ),
+                    )),
+                });
+            }
         }
     }
-    plan.ops
-        .extend(scale_down(&names, &input.current_old, &step.past, &old));
-    plan
+}
+
+/// A role's surge and unavailability bounds for a rollout to `target`.
+fn role_config(role: Option<&RoleView>, target: i64) -> RoleConfig {
+    let ru = role.and_then(|r| {
+        r.0.spec
+            .as_ref()?
+            .rollout_strategy
+            .as_ref()?
+            .rolling_update_configuration
+            .clone()
+    });
+    match ru {
+        Some(ru) => {
+            let v = |x: &Option<_>| x.as_ref().and_then(|x| serde_json::to_value(x).ok());
+            RoleConfig::scaled(
+                v(&ru.max_unavailable).as_ref(),
+                v(&ru.max_surge).as_ref(),
+                target,
+            )
+        }
+        None => RoleConfig::default(),
+    }
 }
 
 /// Scale down: each role's budget drains the newest old revision first;
