@@ -249,6 +249,50 @@ fn bump_generation(strategy: &dyn strategy::Strategy, old: &Value, merged: &mut 
     }
 }
 
+/// Status writers may not set finalizers on a deleting object; nobody may
+/// add them then.
+fn no_finalizers_added_while_deleting(
+    info: &ResourceInfo,
+    name: &str,
+    old: &Value,
+    merged: &Value,
+) -> Result<(), ApiError> {
+    if !is_deleting(old) {
+        return Ok(());
+    }
+    let added = finalizers(merged)
+        .into_iter()
+        .any(|f| !finalizers(old).contains(&f));
+    match added {
+        true => Err(ApiError::invalid(
+            info,
+            name,
+            &[FieldError::forbidden(
+                "metadata.finalizers",
+                "no new finalizers can be added if the object is being deleted",
+            )],
+        )),
+        false => Ok(()),
+    }
+}
+
+/// Whether writing `merged` over `old` completes a deletion: the last
+/// finalizer removed from a deleting object, once its grace period is over
+/// (Kubernetes' shouldDeleteDuringUpdate). Any other write to a deleting
+/// object (a terminating pod's status) leaves it in place.
+fn completes_deletion(strategy: &dyn strategy::Strategy, old: &Value, merged: &Value) -> bool {
+    let had_finalizers = !finalizers(old).is_empty() || strategy.finalizers_pending(old);
+    let grace_over = merged
+        .pointer("/metadata/deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .is_none_or(|g| g == 0);
+    is_deleting(merged)
+        && had_finalizers
+        && grace_over
+        && finalizers(merged).is_empty()
+        && !strategy.finalizers_pending(merged)
+}
+
 /// The field errors of an update: metadata, then the kind's rules, which
 /// the pod subresources see with their own fields unchanged after checking
 /// those on their own (with the stored form the rules' decode made).
@@ -712,25 +756,9 @@ impl ApiServer {
                 return Err(ApiError::bad_request("the object must be a JSON object"));
             }
             check_update_body(info, ns, name, &old, rev, &mut new)?;
-            let mut merged = merged_for(info, mode, name, &old, new);
-            // Status writers may not set finalizers on a deleting object; nobody may add them then.
-            if is_deleting(&old) {
-                let added = finalizers(&merged)
-                    .into_iter()
-                    .any(|f| !finalizers(&old).contains(&f));
-                if added {
-                    return Err(ApiError::invalid(
-                        info,
-                        name,
-                        &[FieldError::forbidden(
-                            "metadata.finalizers",
-                            "no new finalizers can be added if the object is being deleted",
-                        )],
-                    ));
-                }
-            }
+            let merged = merged_for(info, mode, name, &old, new);
+            no_finalizers_added_while_deleting(info, name, &old, &merged)?;
             let strategy = strategy::of(info);
-            strategy.default(&mut merged);
             let write = Write {
                 info,
                 ns,
@@ -739,114 +767,132 @@ impl ApiServer {
                 opts: &opts,
                 strategy: &*strategy,
             };
-            let mut merged = self.mutate(&write, merged, Some(&old)).await?;
-            strategy.prepare_for_update(&mut merged, &old);
-            bump_generation(&*strategy, &old, &mut merged);
-            let validated = update_errors(info, &*strategy, mode, &merged, &old);
-            self.admit(&write, &merged, Some(&old), validated.errors)
-                .await?;
-            let counted = matches!(mode, Mode::Main | Mode::Resize);
-            if mode == Mode::Main {
-                self.limit_ranger_check(info, ns, name, &merged, Some(&old))?;
-            }
-            let mut merged = normalize(
-                info,
-                merged,
-                validated.canonical,
-                opts.field_validation,
-                &opts.warnings,
-            )?;
-            managed::carry_over(Some(&old), &mut merged);
-            // Compared with the old object's resourceVersion lent for the
-            // moment (cloning `old` for this cost a copy per write).
-            let rv = old["metadata"].get("resourceVersion").cloned();
-            if let Some(rv) = rv {
-                metadata_mut(&mut merged).insert("resourceVersion".into(), rv);
-            }
-            let unchanged = merged == old;
-            metadata_mut(&mut merged).remove("resourceVersion");
-            if unchanged {
+            let Some(merged) = self.admit_update(&write, mode, merged, &old).await? else {
                 // No change: no write, same resourceVersion, no watch event (as Kubernetes).
                 return Ok(old);
-            }
-            opts.track(Some(&old), &mut merged);
+            };
             if opts.dry_run {
                 return Ok(with_rv(merged, rev));
             }
-            let allocated = strategy
-                .allocate(&self.alloc, &mut merged, Some(&old))
-                .map_err(|e| ApiError::invalid(info, name, &[e]))?;
-            let charge = match counted {
-                true => {
-                    self.charge_quota(info, ns, name, &merged, Some(&old), false)
-                        .await
-                }
-                false => Ok(Default::default()),
-            };
-            let charge = match charge {
-                Ok(c) => c,
-                Err(e) => {
-                    strategy::release(&self.alloc, &allocated);
-                    return Err(e);
-                }
-            };
-            // What this attempt took goes back if its write does not land.
-            let give_back = || strategy::release(&self.alloc, &allocated);
-            // The last finalizer removed from a deleting object completes the
-            // deletion, once its grace period is over (Kubernetes'
-            // shouldDeleteDuringUpdate): any other write to a deleting object
-            // (a terminating pod's status) leaves it in place.
-            let had_finalizers = !finalizers(&old).is_empty() || strategy.finalizers_pending(&old);
-            let grace_over = merged
-                .pointer("/metadata/deletionGracePeriodSeconds")
-                .and_then(Value::as_i64)
-                .is_none_or(|g| g == 0);
-            if is_deleting(&merged)
-                && had_finalizers
-                && grace_over
-                && finalizers(&merged).is_empty()
-                && !strategy.finalizers_pending(&merged)
-            {
-                match self.store.delete(&info.key(ns, name), Some(rev)).await {
-                    Ok((_, drev)) => {
-                        strategy.release(&self.alloc, &merged);
-                        return Ok(with_rv(merged, drev));
-                    }
-                    Err(StoreError::Conflict { .. }) => {
-                        give_back();
-                        self.release_quota(charge).await;
-                        continue;
-                    }
-                    Err(e) => {
-                        give_back();
-                        self.release_quota(charge).await;
-                        return Err(store_err(info, name, e));
-                    }
-                }
-            }
-            let written = self
-                .store
-                .update(&info.key(ns, name), encode(&merged), Some(rev))
-                .await;
-            if written.is_err() {
-                give_back();
-                self.release_quota(charge).await;
-            }
-            match written {
-                Ok(new_rev) => {
-                    strategy::release(&self.alloc, &strategy.released_by_update(&old, &merged));
-                    return Ok(with_rv(merged, new_rev));
-                }
+            match self.store_update(&write, mode, merged, &old, rev).await? {
+                Some(written) => return Ok(written),
                 // Someone wrote in between: read again and re-apply the change. A
                 // client's own resourceVersion precondition is checked against the
                 // fresh read above, so it still fails with 409 (Kubernetes'
                 // GuaranteedUpdate); a patch carries the current version it was
                 // applied to, so it is simply re-applied.
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(e) => return Err(store_err(info, name, e)),
+                None => continue,
             }
         }
         Err(ApiError::modified(info, name))
+    }
+
+    /// An update's object through defaults, mutating admission, the
+    /// kind's update preparation, validation, validating admission and
+    /// canonicalization, with its managed fields; None when it equals the
+    /// stored object (nothing to write).
+    async fn admit_update(
+        &self,
+        write: &Write<'_>,
+        mode: Mode,
+        mut merged: Value,
+        old: &Value,
+    ) -> Result<Option<Value>, ApiError> {
+        let (info, ns, name, strategy, opts) =
+            (write.info, write.ns, write.name, write.strategy, write.opts);
+        strategy.default(&mut merged);
+        let mut merged = self.mutate(write, merged, Some(old)).await?;
+        strategy.prepare_for_update(&mut merged, old);
+        bump_generation(strategy, old, &mut merged);
+        let validated = update_errors(info, strategy, mode, &merged, old);
+        self.admit(write, &merged, Some(old), validated.errors)
+            .await?;
+        if mode == Mode::Main {
+            self.limit_ranger_check(info, ns, name, &merged, Some(old))?;
+        }
+        let mut merged = normalize(
+            info,
+            merged,
+            validated.canonical,
+            opts.field_validation,
+            &opts.warnings,
+        )?;
+        managed::carry_over(Some(old), &mut merged);
+        // Compared with the old object's resourceVersion lent for the
+        // moment (cloning `old` for this cost a copy per write).
+        let rv = old["metadata"].get("resourceVersion").cloned();
+        if let Some(rv) = rv {
+            metadata_mut(&mut merged).insert("resourceVersion".into(), rv);
+        }
+        let unchanged = merged == *old;
+        metadata_mut(&mut merged).remove("resourceVersion");
+        if unchanged {
+            return Ok(None);
+        }
+        opts.track(Some(old), &mut merged);
+        Ok(Some(merged))
+    }
+
+    /// Writes an admitted update at revision `rev`, taking what it needs
+    /// from the pools and the quota first (given back if the write does not
+    /// land); None when someone wrote in between.
+    async fn store_update(
+        &self,
+        write: &Write<'_>,
+        mode: Mode,
+        mut merged: Value,
+        old: &Value,
+        rev: i64,
+    ) -> Result<Option<Value>, ApiError> {
+        let (info, ns, name, strategy) = (write.info, write.ns, write.name, write.strategy);
+        let allocated = strategy
+            .allocate(&self.alloc, &mut merged, Some(old))
+            .map_err(|e| ApiError::invalid(info, name, &[e]))?;
+        let charge = match matches!(mode, Mode::Main | Mode::Resize) {
+            true => {
+                self.charge_quota(info, ns, name, &merged, Some(old), false)
+                    .await
+            }
+            false => Ok(Default::default()),
+        };
+        let charge = match charge {
+            Ok(c) => c,
+            Err(e) => {
+                strategy::release(&self.alloc, &allocated);
+                return Err(e);
+            }
+        };
+        let key = info.key(ns, name);
+        let written = match completes_deletion(strategy, old, &merged) {
+            true => self
+                .store
+                .delete(&key, Some(rev))
+                .await
+                .map(|(_, deleted_at)| deleted_at),
+            false => self.store.update(&key, encode(&merged), Some(rev)).await,
+        };
+        match written {
+            Ok(new_rev) => {
+                // A completed deletion gives back all it held, an update
+                // what it no longer uses.
+                match completes_deletion(strategy, old, &merged) {
+                    true => strategy.release(&self.alloc, &merged),
+                    false => {
+                        strategy::release(&self.alloc, &strategy.released_by_update(old, &merged))
+                    }
+                }
+                Ok(Some(with_rv(merged, new_rev)))
+            }
+            Err(e) => {
+                // What this attempt took goes back: its write did not land.
+                strategy::release(&self.alloc, &allocated);
+                self.release_quota(charge).await;
+                match e {
+                    StoreError::Conflict { .. } => Ok(None),
+                    e => Err(store_err(info, name, e)),
+                }
+            }
+        }
     }
 
     /// Deletes an object: gracefully for bound pods, after finalizers for any object.
