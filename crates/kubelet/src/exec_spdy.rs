@@ -86,52 +86,11 @@ pub(crate) async fn session<IO>(
         let _ = write.shutdown().await;
     });
     let mut frames = read_frames(read);
-    let mut headers_in = spdy::HeaderReader::default();
-    let mut headers_out = spdy::HeaderWriter::default();
-    let mut streams = Streams::default();
-    let mut last_stream = 0;
-    // The client opens its streams first; nothing runs before they are all there.
-    while !streams.complete(&spec) {
-        let Some(frame) = frames.recv().await else {
-            drop(out);
-            let _ = writer.await;
-            return;
-        };
-        match frame {
-            spdy::Frame::SynStream {
-                stream, headers, ..
-            } => {
-                last_stream = stream;
-                let Ok(headers) = headers_in.headers(&headers) else {
-                    break;
-                };
-                let kind = headers
-                    .iter()
-                    .find(|(n, _)| n == "streamtype")
-                    .map(|(_, v)| v.as_str());
-                let slot = match kind {
-                    Some("error") => &mut streams.error,
-                    Some("stdin") => &mut streams.stdin,
-                    Some("stdout") => &mut streams.stdout,
-                    Some("stderr") => &mut streams.stderr,
-                    Some("resize") => &mut streams.resize,
-                    _ => {
-                        let _ = out.send(spdy::rst_stream(stream, 1)).await;
-                        continue;
-                    }
-                };
-                *slot = Some(stream);
-                let _ = out
-                    .send(spdy::syn_reply(stream, &headers_out.block(&[])))
-                    .await;
-            }
-            spdy::Frame::Ping { id } => {
-                let _ = out.send(spdy::ping(id)).await;
-            }
-            spdy::Frame::GoAway => break,
-            _ => {}
-        }
-    }
+    let Some((streams, last_stream)) = open_streams(&mut frames, &out, &spec).await else {
+        drop(out);
+        let _ = writer.await;
+        return;
+    };
     let error_stream = streams.error.unwrap_or(0);
     let started = match mode {
         Mode::Exec => runtime.exec_attached(&container_id, &spec).await,
@@ -208,17 +167,74 @@ pub(crate) async fn session<IO>(
     }
     if client_open {
         let status = final_status(runtime.as_ref(), mode, &exec_id, &spec.cmd).await;
-        let body = status.to_string();
-        let _ = out
-            .send(spdy::data(error_stream, true, body.as_bytes()))
-            .await;
-        for id in [streams.stdout, streams.stderr].into_iter().flatten() {
-            let _ = out.send(spdy::data(id, true, &[])).await;
-        }
-        let _ = out.send(spdy::goaway(last_stream)).await;
+        finish(&out, &streams, &status.to_string(), last_stream).await;
     }
     drop(out);
     let _ = writer.await;
+}
+
+/// The streams the client opens before anything runs (error, stdin,
+/// stdout, stderr, resize, as the request asked), each answered with a
+/// reply, and the last stream's id; None when the client went away first.
+async fn open_streams(
+    frames: &mut mpsc::Receiver<spdy::Frame>,
+    out: &mpsc::Sender<Vec<u8>>,
+    spec: &ExecSpec,
+) -> Option<(Streams, u32)> {
+    let mut headers_in = spdy::HeaderReader::default();
+    let mut headers_out = spdy::HeaderWriter::default();
+    let mut streams = Streams::default();
+    let mut last_stream = 0;
+    while !streams.complete(spec) {
+        match frames.recv().await? {
+            spdy::Frame::SynStream {
+                stream, headers, ..
+            } => {
+                last_stream = stream;
+                let Ok(headers) = headers_in.headers(&headers) else {
+                    break;
+                };
+                let kind = headers
+                    .iter()
+                    .find(|(n, _)| n == "streamtype")
+                    .map(|(_, v)| v.as_str());
+                let slot = match kind {
+                    Some("error") => &mut streams.error,
+                    Some("stdin") => &mut streams.stdin,
+                    Some("stdout") => &mut streams.stdout,
+                    Some("stderr") => &mut streams.stderr,
+                    Some("resize") => &mut streams.resize,
+                    _ => {
+                        let _ = out.send(spdy::rst_stream(stream, 1)).await;
+                        continue;
+                    }
+                };
+                *slot = Some(stream);
+                let _ = out
+                    .send(spdy::syn_reply(stream, &headers_out.block(&[])))
+                    .await;
+            }
+            spdy::Frame::Ping { id } => {
+                let _ = out.send(spdy::ping(id)).await;
+            }
+            spdy::Frame::GoAway => break,
+            _ => {}
+        }
+    }
+    Some((streams, last_stream))
+}
+
+/// The end of a session the client still follows: the exit status on the
+/// error stream, the output streams closed, then GOAWAY.
+async fn finish(out: &mpsc::Sender<Vec<u8>>, streams: &Streams, status: &str, last_stream: u32) {
+    let error_stream = streams.error.unwrap_or(0);
+    let _ = out
+        .send(spdy::data(error_stream, true, status.as_bytes()))
+        .await;
+    for id in [streams.stdout, streams.stderr].into_iter().flatten() {
+        let _ = out.send(spdy::data(id, true, &[])).await;
+    }
+    let _ = out.send(spdy::goaway(last_stream)).await;
 }
 
 /// The terminal sizes complete in `buf` (kubectl writes one JSON object per
