@@ -217,23 +217,7 @@ fn env_of(c: &Value, name: &str) -> Option<String> {
 
 /// The TPU environment: host list, worker id, name, process addresses.
 fn add_tpu_env(pod: &mut Value, size: i64) {
-    let name = str_at(pod, "/metadata/name")
-        .unwrap_or_default()
-        .to_string();
-    let labels = pod["metadata"]["labels"].clone();
-    let annotations = pod["metadata"]["annotations"].clone();
-    let subdomain = str_at(pod, "/spec/subdomain")
-        .unwrap_or_default()
-        .to_string();
-    let is_leader = labels[WORKER_INDEX] == "0";
-    let leader = if is_leader {
-        name.clone()
-    } else {
-        name.rsplit_once('-')
-            .map(|(l, _)| l.to_string())
-            .unwrap_or_default()
-    };
-    let leader_tpus = is_leader || annotations[LEADER_REQUESTS_TPUS] == "true";
+    let place = TpuPlace::of(pod);
     let spec = &mut pod["spec"];
     // The TPU containers, containers first, as (list key, index).
     let mut tpu: Vec<(&str, usize)> = Vec::new();
@@ -244,125 +228,159 @@ fn add_tpu_env(pod: &mut Value, size: i64) {
             }
         }
     }
-    let Some(first) = tpu.first() else { return };
-    let first_c = &spec[first.0][first.1];
-    if env_of(first_c, "TPU_WORKER_HOSTNAMES").is_some()
-        || env_of(first_c, "TPU_WORKER_ID").is_some()
-    {
+    let Some(&(key, index)) = tpu.first() else {
+        return;
+    };
+    let first = &spec[key][index];
+    if env_of(first, "TPU_WORKER_HOSTNAMES").is_some() || env_of(first, "TPU_WORKER_ID").is_some() {
         return;
     }
-    let host = |k: i64| {
-        if k == 0 {
-            format!("{leader}.{subdomain}")
-        } else {
-            format!("{leader}-{k}.{subdomain}")
+    match place.subgroup_size.filter(|s| *s > 0) {
+        Some(s) => place.subgroup_env(s, &mut spec[key][index]),
+        None => place.group_env(size, spec, &tpu),
+    }
+}
+
+/// Where a TPU pod sits in its group, read from its name, labels and
+/// annotations.
+struct TpuPlace {
+    leader: String,
+    subdomain: String,
+    is_leader: bool,
+    /// Whether the leader has TPUs of its own (it counts as a host).
+    leader_tpus: bool,
+    worker_index: i64,
+    subgroup_index: i64,
+    subgroup_size: Option<i64>,
+}
+
+impl TpuPlace {
+    fn of(pod: &Value) -> TpuPlace {
+        let name = str_at(pod, "/metadata/name").unwrap_or_default();
+        let labels = &pod["metadata"]["labels"];
+        let annotations = &pod["metadata"]["annotations"];
+        let number = |v: &Value| v.as_str().and_then(|s| s.parse::<i64>().ok());
+        let is_leader = labels[WORKER_INDEX] == "0";
+        let leader = match is_leader {
+            true => name.to_string(),
+            false => name
+                .rsplit_once('-')
+                .map(|(l, _)| l.to_string())
+                .unwrap_or_default(),
+        };
+        TpuPlace {
+            leader,
+            subdomain: str_at(pod, "/spec/subdomain")
+                .unwrap_or_default()
+                .to_string(),
+            is_leader,
+            leader_tpus: is_leader || annotations[LEADER_REQUESTS_TPUS] == "true",
+            worker_index: number(&labels[WORKER_INDEX]).unwrap_or(0),
+            subgroup_index: number(&labels[SUBGROUP_INDEX]).unwrap_or(0),
+            subgroup_size: number(&annotations[SUBGROUP_SIZE]),
         }
-    };
-    let worker_index: i64 = labels[WORKER_INDEX]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let subgroup_size: Option<i64> = annotations[SUBGROUP_SIZE]
-        .as_str()
-        .and_then(|s| s.parse().ok());
-    let set = |c: &mut Value, vars: Vec<(String, String)>| {
-        let env = c["env"].as_array().cloned().unwrap_or_default();
-        let mut env = env;
-        for (n, v) in vars {
-            env.push(json!({"name": n, "value": v}));
+    }
+
+    /// The DNS name of the group's pod `k` (0: the leader).
+    fn host(&self, k: i64) -> String {
+        let (leader, subdomain) = (&self.leader, &self.subdomain);
+        match k {
+            0 => format!("{leader}.{subdomain}"),
+            k => format!("{leader}-{k}.{subdomain}"),
         }
-        c["env"] = Value::Array(env);
-    };
-    if let Some(s) = subgroup_size.filter(|s| *s > 0) {
-        // Only the first TPU container, hosts of this pod's subgroup.
-        let (mut g, mut id) = (
-            labels[SUBGROUP_INDEX]
-                .as_str()
-                .and_then(|x| x.parse().ok())
-                .unwrap_or(0i64),
-            worker_index % s,
-        );
-        if !is_leader && !leader_tpus {
-            id = (worker_index - 1) % s;
-            g = (worker_index - 1) / s;
+    }
+
+    /// Subgroups of `s` pods: only the first TPU container, with the hosts
+    /// of this pod's subgroup.
+    fn subgroup_env(&self, s: i64, c: &mut Value) {
+        let (mut g, mut id) = (self.subgroup_index, self.worker_index % s);
+        if !self.is_leader && !self.leader_tpus {
+            id = (self.worker_index - 1) % s;
+            g = (self.worker_index - 1) / s;
         }
         let (mut lo, mut hi) = (s * g + 1, s * (g + 1));
         let mut hosts = Vec::new();
-        if is_leader {
-            hosts.push(host(0));
+        if self.is_leader {
+            hosts.push(self.host(0));
             hi -= 1;
-        } else if leader_tpus {
+        } else if self.leader_tpus {
             if g == 0 {
-                hosts.push(host(0));
+                hosts.push(self.host(0));
                 hi -= 1;
             } else {
                 lo -= 1;
                 hi -= 1;
             }
         }
-        hosts.extend((lo..=hi).map(host));
-        let c = &mut spec[first.0][first.1];
+        hosts.extend((lo..=hi).map(|k| self.host(k)));
         let port = env_of(c, "TPU_PROCESS_PORT")
             .and_then(|p| p.parse().ok())
             .unwrap_or(TPU_DEFAULT_PORT);
+        let addresses: Vec<String> = hosts.iter().map(|h| format!("{h}:{port}")).collect();
         let mut vars = vec![
-            ("TPU_WORKER_HOSTNAMES".into(), hosts.join(",")),
-            ("TPU_WORKER_ID".into(), id.to_string()),
-            ("TPU_NAME".into(), leader.clone()),
-            (
-                "TPU_PROCESS_ADDRESSES".into(),
-                hosts
-                    .iter()
-                    .map(|h| format!("{h}:{port}"))
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ),
+            ("TPU_WORKER_HOSTNAMES", hosts.join(",")),
+            ("TPU_WORKER_ID", id.to_string()),
+            ("TPU_NAME", self.leader.clone()),
+            ("TPU_PROCESS_ADDRESSES", addresses.join(",")),
         ];
         if env_of(c, "TPU_PROCESS_PORT").is_none() {
-            vars.push(("TPU_PROCESS_PORT".into(), port.to_string()));
+            vars.push(("TPU_PROCESS_PORT", port.to_string()));
         }
-        set(c, vars);
-        return;
+        append_env(c, vars);
     }
-    let m = tpu.len() as i64;
-    let w = if is_leader {
-        0
-    } else if leader_tpus {
-        worker_index
-    } else {
-        worker_index - 1
-    };
-    let ports: Vec<i64> = tpu
-        .iter()
-        .enumerate()
-        .map(|(i, (k, ci))| {
-            env_of(&spec[*k][*ci], "TPU_PROCESS_PORT")
-                .and_then(|p| p.parse().ok())
-                .unwrap_or(TPU_DEFAULT_PORT + i as i64)
-        })
-        .collect();
-    let mut hosts = Vec::new();
-    let mut addresses = Vec::new();
-    let first_host = if leader_tpus { 0 } else { 1 };
-    for k in first_host..size {
-        for p in &ports {
-            hosts.push(host(k));
-            addresses.push(format!("{}:{p}", host(k)));
+
+    /// The whole group of `size` pods: every TPU container (`tpu`) of the
+    /// pod, each with its own worker id and port.
+    fn group_env(&self, size: i64, spec: &mut Value, tpu: &[(&str, usize)]) {
+        let m = tpu.len() as i64;
+        let w = if self.is_leader {
+            0
+        } else if self.leader_tpus {
+            self.worker_index
+        } else {
+            self.worker_index - 1
+        };
+        let ports: Vec<i64> = tpu
+            .iter()
+            .enumerate()
+            .map(|(i, (k, ci))| {
+                env_of(&spec[*k][*ci], "TPU_PROCESS_PORT")
+                    .and_then(|p| p.parse().ok())
+                    .unwrap_or(TPU_DEFAULT_PORT + i as i64)
+            })
+            .collect();
+        let mut hosts = Vec::new();
+        let mut addresses = Vec::new();
+        let first_host = if self.leader_tpus { 0 } else { 1 };
+        for k in first_host..size {
+            for p in &ports {
+                hosts.push(self.host(k));
+                addresses.push(format!("{}:{p}", self.host(k)));
+            }
+        }
+        for (i, (k, ci)) in tpu.iter().enumerate() {
+            let c = &mut spec[*k][*ci];
+            let mut vars = vec![
+                ("TPU_WORKER_HOSTNAMES", hosts.join(",")),
+                ("TPU_WORKER_ID", (w * m + i as i64).to_string()),
+                ("TPU_NAME", self.leader.clone()),
+                ("TPU_PROCESS_ADDRESSES", addresses.join(",")),
+            ];
+            if env_of(c, "TPU_PROCESS_PORT").is_none() {
+                vars.push(("TPU_PROCESS_PORT", ports[i].to_string()));
+            }
+            append_env(c, vars);
         }
     }
-    for (i, (k, ci)) in tpu.iter().enumerate() {
-        let c = &mut spec[*k][*ci];
-        let mut vars = vec![
-            ("TPU_WORKER_HOSTNAMES".into(), hosts.join(",")),
-            ("TPU_WORKER_ID".into(), (w * m + i as i64).to_string()),
-            ("TPU_NAME".into(), leader.clone()),
-            ("TPU_PROCESS_ADDRESSES".into(), addresses.join(",")),
-        ];
-        if env_of(c, "TPU_PROCESS_PORT").is_none() {
-            vars.push(("TPU_PROCESS_PORT".into(), ports[i].to_string()));
-        }
-        set(c, vars);
+}
+
+/// `vars` added at the end of the container's env.
+fn append_env(c: &mut Value, vars: Vec<(&str, String)>) {
+    let mut env = c["env"].as_array().cloned().unwrap_or_default();
+    for (n, v) in vars {
+        env.push(json!({"name": n, "value": v}));
     }
+    c["env"] = Value::Array(env);
 }
 
 /// The group's claims (lws#444): the template's entries listed in
