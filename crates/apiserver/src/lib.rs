@@ -341,6 +341,18 @@ pub async fn open_store(cfg: &Config) -> anyhow::Result<Arc<dyn Store>> {
     })
 }
 
+/// `--authorization-mode`: RBAC, with or without Node (nodes' requests go
+/// to the Node authorizer first in RBAC mode either way), or AlwaysAllow.
+fn authorization_mode(flag: &str) -> anyhow::Result<auth::Mode> {
+    match flag {
+        "RBAC" | "Node,RBAC" | "RBAC,Node" => Ok(auth::Mode::Rbac),
+        "AlwaysAllow" => Ok(auth::Mode::AlwaysAllow),
+        other => anyhow::bail!(
+            "--authorization-mode {other:?}: supported values are RBAC and AlwaysAllow"
+        ),
+    }
+}
+
 impl ApiServer {
     /// Builds the server on `store`: watch caches, allocators, system namespaces.
     pub async fn new(store: Arc<dyn Store>, cfg: &Config) -> anyhow::Result<Arc<ApiServer>> {
@@ -371,13 +383,7 @@ impl ApiServer {
             Some(path) => auth::StaticTokens::load(path)?,
             None => auth::StaticTokens::default(),
         };
-        let mode = match cfg.authorization_mode.as_str() {
-            "RBAC" | "Node,RBAC" | "RBAC,Node" => auth::Mode::Rbac,
-            "AlwaysAllow" => auth::Mode::AlwaysAllow,
-            other => anyhow::bail!(
-                "--authorization-mode {other:?}: supported values are RBAC and AlwaysAllow"
-            ),
-        };
+        let mode = authorization_mode(&cfg.authorization_mode)?;
         let srv = Arc::new(ApiServer {
             store,
             registry,
@@ -437,54 +443,41 @@ impl ApiServer {
         auth::node::NodeGraph::start(&srv).await?;
         srv.start_crd_controller(rev);
         srv.follow_admission_configs(rev);
-        followed::follow(
-            &srv,
-            registry::of::<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>(
-            ),
-            rev,
-            |s| &s.apiservices,
-        );
-        followed::follow(
-            &srv,
-            registry::of::<k8s_openapi::api::storage::v1::StorageClass>(),
-            rev,
-            |s| &s.storage_classes,
-        );
-        followed::follow(
-            &srv,
-            registry::of::<k8s_openapi::api::scheduling::v1::PriorityClass>(),
-            rev,
-            |s| &s.priority_classes,
-        );
-        followed::follow(
-            &srv,
-            registry::of::<k8s_openapi::api::core::v1::LimitRange>(),
-            rev,
-            |s| &s.limit_ranges,
-        );
-        followed::follow(
-            &srv,
-            registry::of::<k8s_openapi::api::core::v1::ResourceQuota>(),
-            rev,
-            |s| &s.resource_quotas,
-        );
-        followed::follow(
-            &srv,
-            registry::of::<k8s_openapi::api::networking::v1::IngressClass>(),
-            rev,
-            |s| &s.ingress_classes,
-        );
-        followed::follow(
-            &srv,
-            registry::of::<k8s_openapi::api::core::v1::PersistentVolume>(),
-            rev,
-            |s| &s.persistent_volumes,
-        );
+        srv.follow_what_admission_reads(rev);
         srv.ensure_local_apiservices().await?;
         srv.spawn_apiservice_availability();
         srv.ensure_default_service_cidr().await?;
         srv.spawn_service_cidr_loop(rev);
         Ok(srv)
+    }
+
+    /// The kinds built-in admission and the strategies read, followed from
+    /// revision `rev` into the server's caches.
+    fn follow_what_admission_reads(self: &Arc<Self>, rev: i64) {
+        use k8s_openapi::api::{core::v1 as core, networking, scheduling, storage};
+        use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+        let kinds: [(&'static ResourceInfo, fn(&ApiServer) -> &followed::Followed); 7] = [
+            (registry::of::<APIService>(), |s| &s.apiservices),
+            (registry::of::<storage::v1::StorageClass>(), |s| {
+                &s.storage_classes
+            }),
+            (registry::of::<scheduling::v1::PriorityClass>(), |s| {
+                &s.priority_classes
+            }),
+            (registry::of::<core::LimitRange>(), |s| &s.limit_ranges),
+            (registry::of::<core::ResourceQuota>(), |s| {
+                &s.resource_quotas
+            }),
+            (registry::of::<networking::v1::IngressClass>(), |s| {
+                &s.ingress_classes
+            }),
+            (registry::of::<core::PersistentVolume>(), |s| {
+                &s.persistent_volumes
+            }),
+        ];
+        for (info, cache) in kinds {
+            followed::follow(self, info, rev, cache);
+        }
     }
 
     /// The watch cache of a served resource.
