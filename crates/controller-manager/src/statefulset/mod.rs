@@ -391,11 +391,11 @@ impl Reconciler for StatefulSetController {
             .iter()
             .filter_map(|p| PodView::from(&view.name, p))
             .collect();
-        let pod_api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
         let mut first_error = None;
         if let Err(e) = self.sync_claim_owners(&set, &view, &owned).await {
             first_error.get_or_insert(e);
         }
+        let revisions_in_use = (current_revision.as_str(), update_revision.as_str());
         let mut blocked = false;
         for step in plan(&view, &pods, &update_revision) {
             let result = match &step {
@@ -404,55 +404,10 @@ impl Reconciler for StatefulSetController {
                     Ok(())
                 }
                 Step::Create { ordinal, revision } => {
-                    let (rev, template) = match revision {
-                        Revision::Current => (
-                            current_revision.clone(),
-                            self.revision_template(&ns, &current_revision),
-                        ),
-                        Revision::Update => (update_revision.clone(), None),
-                    };
-                    let template = template
-                        .or_else(|| Some(set.spec.template.clone()))
-                        .unwrap_or_default();
-                    let pod = new_pod(&set, &template, *ordinal, &rev);
-                    let pod_name = format!("{}-{ordinal}", view.name);
-                    match pod_api.create(&pod).await {
-                        Ok(_) => {
-                            let msg = format!(
-                                "create Pod {pod_name} in StatefulSet {} successful",
-                                view.name
-                            );
-                            self.recorder
-                                .event(&*set, EventType::Normal, "SuccessfulCreate", &msg)
-                                .await;
-                            Ok(())
-                        }
-                        Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(()),
-                        Err(e) => {
-                            let msg = format!(
-                                "create Pod {pod_name} in StatefulSet {} failed error: {e}",
-                                view.name
-                            );
-                            self.recorder
-                                .event(&*set, EventType::Warning, "FailedCreate", &msg)
-                                .await;
-                            Err(e)
-                        }
-                    }
+                    self.create_pod(&set, *ordinal, *revision, revisions_in_use)
+                        .await
                 }
-                Step::Delete { name } => match pod_api.delete(name, &DeleteParams::default()).await
-                {
-                    Ok(_) => {
-                        let msg =
-                            format!("delete Pod {name} in StatefulSet {} successful", view.name);
-                        self.recorder
-                            .event(&*set, EventType::Normal, "SuccessfulDelete", &msg)
-                            .await;
-                        Ok(())
-                    }
-                    Err(e) if e.is_not_found() => Ok(()),
-                    Err(e) => Err(e),
-                },
+                Step::Delete { name } => self.delete_pod(&set, name).await,
             };
             if let Err(e) = result {
                 first_error.get_or_insert(e);
@@ -465,31 +420,8 @@ impl Reconciler for StatefulSetController {
             &update_revision,
             set.metadata.generation.unwrap_or(0),
         );
-        let old = serde_json::to_value(&set.status).unwrap_or(Value::Null);
-        let changed = status
-            .as_object()
-            .into_iter()
-            .flatten()
-            .any(|(k, v)| old.get(k).unwrap_or(&json!(0)) != v);
-        if changed {
-            let api = self
-                .client
-                .dynamic(registry::of::<StatefulSet>(), Some(&ns));
-            match api
-                .patch(
-                    &view.name,
-                    Some("status"),
-                    content::MERGE_PATCH,
-                    &json!({"status": status}),
-                )
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if e.is_not_found() => {}
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
-            }
+        if let Err(e) = self.write_status(&set, &status).await {
+            first_error.get_or_insert(e);
         }
         // Keep revisionHistoryLimit old revisions besides the ones in use.
         let limit = history::history_limit(set.spec.revision_history_limit);
@@ -505,6 +437,91 @@ impl Reconciler for StatefulSetController {
             // A claim being deleted holds its pod back until it is gone.
             None if blocked => Ok(Action::RequeueAfter(std::time::Duration::from_secs(2))),
             None => Ok(Action::Done),
+        }
+    }
+}
+
+impl StatefulSetController {
+    /// Pod `ordinal` of the set from the template of `revision` (the
+    /// current revision's stored template, or the set's own for the update
+    /// revision); `(current, update)` name the two revisions.
+    async fn create_pod(
+        &self,
+        set: &StatefulSet,
+        ordinal: i32,
+        revision: Revision,
+        (current, update): (&str, &str),
+    ) -> Result<(), ClientError> {
+        let ns = ns_of(&set.metadata);
+        let set_name = set.metadata.name.as_deref().unwrap_or_default();
+        let (rev, template) = match revision {
+            Revision::Current => (current, self.revision_template(&ns, current)),
+            Revision::Update => (update, None),
+        };
+        let template = template.unwrap_or_else(|| set.spec.template.clone());
+        let pod = new_pod(set, &template, ordinal, rev);
+        let pod_name = format!("{set_name}-{ordinal}");
+        let pod_api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
+        match pod_api.create(&pod).await {
+            Ok(_) => {
+                let msg = format!("create Pod {pod_name} in StatefulSet {set_name} successful");
+                self.recorder
+                    .event(set, EventType::Normal, "SuccessfulCreate", &msg)
+                    .await;
+                Ok(())
+            }
+            Err(e) if e.api().is_some_and(|a| a.code == 409) => Ok(()),
+            Err(e) => {
+                let msg =
+                    format!("create Pod {pod_name} in StatefulSet {set_name} failed error: {e}");
+                self.recorder
+                    .event(set, EventType::Warning, "FailedCreate", &msg)
+                    .await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn delete_pod(&self, set: &StatefulSet, name: &str) -> Result<(), ClientError> {
+        let ns = ns_of(&set.metadata);
+        let set_name = set.metadata.name.as_deref().unwrap_or_default();
+        let pod_api = self.client.dynamic(registry::of::<Pod>(), Some(&ns));
+        match pod_api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {
+                let msg = format!("delete Pod {name} in StatefulSet {set_name} successful");
+                self.recorder
+                    .event(set, EventType::Normal, "SuccessfulDelete", &msg)
+                    .await;
+                Ok(())
+            }
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The set's status, written when a field differs from the stored one.
+    async fn write_status(&self, set: &StatefulSet, status: &Value) -> Result<(), ClientError> {
+        let old = serde_json::to_value(&set.status).unwrap_or(Value::Null);
+        let changed = status
+            .as_object()
+            .into_iter()
+            .flatten()
+            .any(|(k, v)| old.get(k).unwrap_or(&json!(0)) != v);
+        if !changed {
+            return Ok(());
+        }
+        let ns = ns_of(&set.metadata);
+        let name = set.metadata.name.as_deref().unwrap_or_default();
+        let api = self
+            .client
+            .dynamic(registry::of::<StatefulSet>(), Some(&ns));
+        let patch = json!({"status": status});
+        match api
+            .patch(name, Some("status"), content::MERGE_PATCH, &patch)
+            .await
+        {
+            Err(e) if !e.is_not_found() => Err(e),
+            _ => Ok(()),
         }
     }
 }
