@@ -249,6 +249,93 @@ fn bump_generation(strategy: &dyn strategy::Strategy, old: &Value, merged: &mut 
     }
 }
 
+/// A delete's preconditions (`preconditions.uid`, `.resourceVersion`)
+/// against the stored object: 409 when one does not hold.
+fn delete_preconditions(
+    info: &ResourceInfo,
+    name: &str,
+    opts: &DeleteOptions,
+    obj: &Value,
+    rev: i64,
+) -> Result<(), ApiError> {
+    if opts.uid.as_deref().is_some_and(|u| u != meta::uid(obj)) {
+        return Err(ApiError::conflict(
+            info,
+            name,
+            &format!(
+                "Precondition failed: UID in precondition: {}, UID in object meta: {}",
+                opts.uid.as_deref().unwrap_or(""),
+                meta::uid(obj)
+            ),
+        ));
+    }
+    if opts
+        .resource_version
+        .as_deref()
+        .is_some_and(|v| v != rev.to_string())
+    {
+        return Err(ApiError::conflict(info, name, &format!("Precondition failed: ResourceVersion in precondition: {}, ResourceVersion in object meta: {rev}", opts.resource_version.as_deref().unwrap_or(""))));
+    }
+    Ok(())
+}
+
+/// The stored object as a delete leaves it (finalizers for the propagation
+/// asked, the deletion timestamp and grace period), and whether it goes at
+/// once (no grace, no finalizer).
+fn marked_for_deletion(
+    strategy: &dyn strategy::Strategy,
+    obj: &Value,
+    opts: &DeleteOptions,
+) -> (Value, bool) {
+    let mut updated = obj.clone();
+    metadata_mut(&mut updated).remove("resourceVersion");
+    let mut fin = finalizers(obj);
+    // Propagation is carried out by the garbage collector through these finalizers.
+    match opts.propagation.as_deref() {
+        Some("Orphan") if !fin.iter().any(|f| f == "orphan") && !is_deleting(obj) => {
+            fin.push("orphan".into())
+        }
+        Some("Foreground")
+            if !fin.iter().any(|f| f == "foregroundDeletion") && !is_deleting(obj) =>
+        {
+            fin.push("foregroundDeletion".into())
+        }
+        _ => {}
+    }
+    if fin != finalizers(obj) {
+        metadata_mut(&mut updated).insert("finalizers".into(), json!(fin));
+    }
+    let graceful = strategy.grace_period(obj, opts.grace_period);
+    if let Some(grace) = graceful {
+        let m = metadata_mut(&mut updated);
+        let deadline = chrono::Utc::now() + chrono::Duration::seconds(grace);
+        let current = m.get("deletionGracePeriodSeconds").and_then(Value::as_i64);
+        if current.is_none_or(|c| grace < c) {
+            m.insert(
+                "deletionTimestamp".into(),
+                json!(deadline.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+            );
+            m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+        }
+    } else if !fin.is_empty() || strategy.two_phase_delete() {
+        let m = metadata_mut(&mut updated);
+        // A delete of grace 0 (the kubelet's last word on its pod)
+        // shortens a graceful deletion already under way: once the
+        // finalizers are gone, the object goes.
+        let graceful_before = m
+            .get("deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .is_some_and(|g| g > 0);
+        if !m.contains_key("deletionTimestamp") || graceful_before {
+            m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
+            m.insert("deletionGracePeriodSeconds".into(), json!(0));
+        }
+        strategy.mark_deleting(&mut updated);
+    }
+    let immediate = graceful.is_none() && fin.is_empty() && !strategy.finalizers_pending(&updated);
+    (updated, immediate)
+}
+
 /// Status writers may not set finalizers on a deleting object; nobody may
 /// add them then.
 fn no_finalizers_added_while_deleting(
@@ -924,71 +1011,8 @@ impl ApiServer {
                 };
                 self.admit_validating(&a, &Warnings::default()).await?;
             }
-            if opts.uid.as_deref().is_some_and(|u| u != meta::uid(&obj)) {
-                return Err(ApiError::conflict(
-                    info,
-                    name,
-                    &format!(
-                        "Precondition failed: UID in precondition: {}, UID in object meta: {}",
-                        opts.uid.as_deref().unwrap_or(""),
-                        meta::uid(&obj)
-                    ),
-                ));
-            }
-            if opts
-                .resource_version
-                .as_deref()
-                .is_some_and(|v| v != rev.to_string())
-            {
-                return Err(ApiError::conflict(info, name, &format!("Precondition failed: ResourceVersion in precondition: {}, ResourceVersion in object meta: {rev}", opts.resource_version.as_deref().unwrap_or(""))));
-            }
-            let mut updated = obj.clone();
-            metadata_mut(&mut updated).remove("resourceVersion");
-            let mut fin = finalizers(&obj);
-            // Propagation is carried out by the garbage collector through these finalizers.
-            match opts.propagation.as_deref() {
-                Some("Orphan") if !fin.iter().any(|f| f == "orphan") && !is_deleting(&obj) => {
-                    fin.push("orphan".into())
-                }
-                Some("Foreground")
-                    if !fin.iter().any(|f| f == "foregroundDeletion") && !is_deleting(&obj) =>
-                {
-                    fin.push("foregroundDeletion".into())
-                }
-                _ => {}
-            }
-            if fin != finalizers(&obj) {
-                metadata_mut(&mut updated).insert("finalizers".into(), json!(fin));
-            }
-            let graceful = strategy.grace_period(&obj, opts.grace_period);
-            if let Some(grace) = graceful {
-                let m = metadata_mut(&mut updated);
-                let deadline = chrono::Utc::now() + chrono::Duration::seconds(grace);
-                let current = m.get("deletionGracePeriodSeconds").and_then(Value::as_i64);
-                if current.is_none_or(|c| grace < c) {
-                    m.insert(
-                        "deletionTimestamp".into(),
-                        json!(deadline.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
-                    );
-                    m.insert("deletionGracePeriodSeconds".into(), json!(grace));
-                }
-            } else if !fin.is_empty() || strategy.two_phase_delete() {
-                let m = metadata_mut(&mut updated);
-                // A delete of grace 0 (the kubelet's last word on its pod)
-                // shortens a graceful deletion already under way: once the
-                // finalizers are gone, the object goes.
-                let graceful_before = m
-                    .get("deletionGracePeriodSeconds")
-                    .and_then(Value::as_i64)
-                    .is_some_and(|g| g > 0);
-                if !m.contains_key("deletionTimestamp") || graceful_before {
-                    m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
-                    m.insert("deletionGracePeriodSeconds".into(), json!(0));
-                }
-                strategy.mark_deleting(&mut updated);
-            }
-            let immediate =
-                graceful.is_none() && fin.is_empty() && !strategy.finalizers_pending(&updated);
+            delete_preconditions(info, name, opts, &obj, rev)?;
+            let (updated, immediate) = marked_for_deletion(&*strategy, &obj, opts);
             if opts.dry_run {
                 // What the answer would be: the object, marked if it would linger.
                 return Ok(if immediate {
