@@ -116,115 +116,37 @@ pub fn desired(
         .clone()
         .unwrap_or_else(|| "default".into());
     let name = svc.metadata.name.clone().unwrap_or_default();
-    let sel = selector(svc).unwrap_or_default();
-    // Group pods by the ports they resolve to: one Endpoints subset and one slice per group.
-    let mut groups: BTreeMap<Vec<Port>, Vec<&Arc<Pod>>> = BTreeMap::new();
-    for p in pods {
-        let labels = p.metadata.labels.clone().unwrap_or_default();
-        let matches = sel.iter().all(|(k, v)| labels.get(k) == Some(v));
-        let ip = p
-            .status
-            .as_ref()
-            .and_then(|s| s.pod_ip.clone())
-            .filter(|ip| !ip.is_empty());
-        let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
-        if !matches || ip.is_none() || matches!(phase, Some("Succeeded") | Some("Failed")) {
-            continue;
-        }
-        if let Some(ports) = resolve_ports(svc, p) {
-            groups.entry(ports).or_default().push(p);
-        }
-    }
-    let target = |p: &Pod| json!({"kind": "Pod", "namespace": ns, "name": p.metadata.name, "uid": p.metadata.uid});
-    let ip_of = |p: &Pod| {
-        p.status
-            .as_ref()
-            .and_then(|s| s.pod_ip.clone())
-            .unwrap_or_default()
-    };
-    let node_of = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
-    let distribution = svc
-        .spec
-        .as_ref()
-        .and_then(|s| s.traffic_distribution.as_deref());
-    let publish_not_ready = svc
-        .spec
-        .as_ref()
-        .and_then(|s| s.publish_not_ready_addresses)
-        .unwrap_or(false);
-    // A pod names itself in DNS (`<hostname>.<service>.<ns>.svc`) when its
-    // subdomain is this service, as the Kubernetes endpoints controller does.
-    let hostname_of = |p: &Pod| {
-        let spec = p.spec.as_ref()?;
-        (spec.subdomain.as_deref() == Some(name.as_str()))
-            .then(|| spec.hostname.clone())
-            .flatten()
+    let spec = svc.spec.as_ref();
+    let view = Members {
+        service: &name,
+        ns: &ns,
+        distribution: spec.and_then(|s| s.traffic_distribution.as_deref()),
+        publish_not_ready: spec
+            .and_then(|s| s.publish_not_ready_addresses)
+            .unwrap_or(false),
+        zone_of,
     };
     let mut subsets = Vec::new();
     let mut slices = Vec::new();
-    for (i, (ports, members)) in groups.iter().enumerate() {
-        let mut members: Vec<&&Arc<Pod>> = members.iter().collect();
+    for (i, (ports, members)) in port_groups(svc, pods).iter().enumerate() {
+        let mut members: Vec<&Pod> = members.iter().map(|p| p.as_ref()).collect();
         members.sort_by_key(|p| ip_of(p));
-        let terminating = |p: &Pod| p.metadata.deletion_timestamp.is_some();
-        // publishNotReadyAddresses: every pod counts as ready (peers of a
-        // StatefulSet or an LWS group must find each other before they are Ready).
-        let counts_ready = |p: &Pod| publish_not_ready || (is_ready(p) && !terminating(p));
-        let address = |p: &Pod| {
-            let mut a = json!({"ip": ip_of(p), "nodeName": node_of(p), "targetRef": target(p)});
-            if let Some(h) = hostname_of(p) {
-                a["hostname"] = json!(h);
-            }
-            a
-        };
-        let ready: Vec<Value> = members
-            .iter()
-            .filter(|p| counts_ready(p))
-            .map(|p| address(p))
-            .collect();
-        let not_ready: Vec<Value> = members
-            .iter()
-            .filter(|p| !counts_ready(p))
-            .map(|p| address(p))
-            .collect();
+        let (ready, not_ready): (Vec<&Pod>, Vec<&Pod>) =
+            members.iter().partition(|p| view.counts_ready(p));
         let port_list: Vec<Value> = ports
             .iter()
             .map(|(n, p, proto)| json!({"name": n, "port": p, "protocol": proto}))
             .collect();
         let mut subset = json!({"ports": port_list});
         if !ready.is_empty() {
-            subset["addresses"] = json!(ready);
+            subset["addresses"] = ready.iter().map(|p| view.address(p)).collect();
         }
         if !not_ready.is_empty() {
-            subset["notReadyAddresses"] = json!(not_ready);
+            subset["notReadyAddresses"] = not_ready.iter().map(|p| view.address(p)).collect();
         }
         subsets.push(subset);
-        let endpoints: Vec<Value> = members
-            .iter()
-            .map(|p| {
-                let node = node_of(p);
-                let zone = node.as_deref().and_then(zone_of);
-                let mut e = json!({"addresses": [ip_of(p)], "nodeName": node, "targetRef": target(p),
-                       "conditions": {"ready": counts_ready(p), "serving": publish_not_ready || is_ready(p), "terminating": terminating(p)}});
-                if let Some(h) = hostname_of(p) {
-                    e["hostname"] = json!(h);
-                }
-                if let Some(hints) =
-                    hints(distribution, counts_ready(p), zone.as_deref(), node.as_deref())
-                {
-                    e["hints"] = hints;
-                }
-                if let Some(z) = zone {
-                    e["zone"] = json!(z);
-                }
-                e
-            })
-            .collect();
-        slices.push(slice(
-            svc,
-            &format!("{name}-{i}"),
-            endpoints,
-            port_list.clone(),
-        ));
+        let endpoints = members.iter().map(|p| view.endpoint(p)).collect();
+        slices.push(slice(svc, &format!("{name}-{i}"), endpoints, port_list));
     }
     if slices.is_empty() {
         // An empty slice still says "this service has no endpoints" (with its ports).
@@ -235,6 +157,99 @@ pub fn desired(
         "metadata": {"name": name, "namespace": ns, "labels": svc.metadata.labels.clone().unwrap_or_default()},
         "subsets": subsets});
     (endpoints, slices)
+}
+
+/// The service's pods with an address and not finished, grouped by the
+/// ports they resolve to: one Endpoints subset and one slice per group.
+fn port_groups<'a>(svc: &Service, pods: &'a [Arc<Pod>]) -> BTreeMap<Vec<Port>, Vec<&'a Arc<Pod>>> {
+    let sel = selector(svc).unwrap_or_default();
+    let mut groups: BTreeMap<Vec<Port>, Vec<&Arc<Pod>>> = BTreeMap::new();
+    for p in pods {
+        let labels = p.metadata.labels.clone().unwrap_or_default();
+        let matches = sel.iter().all(|(k, v)| labels.get(k) == Some(v));
+        let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+        if !matches || ip_of(p).is_empty() || matches!(phase, Some("Succeeded") | Some("Failed")) {
+            continue;
+        }
+        if let Some(ports) = resolve_ports(svc, p) {
+            groups.entry(ports).or_default().push(p);
+        }
+    }
+    groups
+}
+
+fn ip_of(p: &Pod) -> String {
+    p.status
+        .as_ref()
+        .and_then(|s| s.pod_ip.clone())
+        .unwrap_or_default()
+}
+
+fn node_of(p: &Pod) -> Option<String> {
+    p.spec.as_ref().and_then(|s| s.node_name.clone())
+}
+
+fn terminating(p: &Pod) -> bool {
+    p.metadata.deletion_timestamp.is_some()
+}
+
+/// How one service writes its pods as addresses and endpoints.
+struct Members<'a> {
+    service: &'a str,
+    ns: &'a str,
+    distribution: Option<&'a str>,
+    publish_not_ready: bool,
+    zone_of: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Members<'_> {
+    /// publishNotReadyAddresses: every pod counts as ready (peers of a
+    /// StatefulSet or an LWS group must find each other before they are Ready).
+    fn counts_ready(&self, p: &Pod) -> bool {
+        self.publish_not_ready || (is_ready(p) && !terminating(p))
+    }
+
+    fn target(&self, p: &Pod) -> Value {
+        json!({"kind": "Pod", "namespace": self.ns, "name": p.metadata.name, "uid": p.metadata.uid})
+    }
+
+    /// A pod names itself in DNS (`<hostname>.<service>.<ns>.svc`) when its
+    /// subdomain is this service, as the Kubernetes endpoints controller does.
+    fn hostname_of(&self, p: &Pod) -> Option<String> {
+        let spec = p.spec.as_ref()?;
+        (spec.subdomain.as_deref() == Some(self.service))
+            .then(|| spec.hostname.clone())
+            .flatten()
+    }
+
+    /// The pod as an Endpoints address.
+    fn address(&self, p: &Pod) -> Value {
+        let mut a = json!({"ip": ip_of(p), "nodeName": node_of(p), "targetRef": self.target(p)});
+        if let Some(h) = self.hostname_of(p) {
+            a["hostname"] = json!(h);
+        }
+        a
+    }
+
+    /// The pod as an EndpointSlice endpoint, with its conditions, zone and hints.
+    fn endpoint(&self, p: &Pod) -> Value {
+        let node = node_of(p);
+        let zone = node.as_deref().and_then(self.zone_of);
+        let ready = self.counts_ready(p);
+        let serving = self.publish_not_ready || is_ready(p);
+        let mut e = json!({"addresses": [ip_of(p)], "nodeName": node, "targetRef": self.target(p),
+               "conditions": {"ready": ready, "serving": serving, "terminating": terminating(p)}});
+        if let Some(h) = self.hostname_of(p) {
+            e["hostname"] = json!(h);
+        }
+        if let Some(hints) = hints(self.distribution, ready, zone.as_deref(), node.as_deref()) {
+            e["hints"] = hints;
+        }
+        if let Some(z) = zone {
+            e["zone"] = json!(z);
+        }
+        e
+    }
 }
 
 fn slice(svc: &Service, name: &str, endpoints: Vec<Value>, ports: Vec<Value>) -> Value {
