@@ -256,6 +256,27 @@ pub struct Runner {
     wake: Arc<tokio::sync::Notify>,
 }
 
+/// The kinds the collector reads, each waking it on a change.
+struct Watched<'a> {
+    informers: &'a SharedInformers,
+    wake: Arc<tokio::sync::Notify>,
+    sources: Vec<Arc<dyn Source>>,
+}
+
+impl Watched<'_> {
+    fn watch<K>(&mut self) -> Result<(), minik8s_client::shared::AlreadyStarted>
+    where
+        K: minik8s_client::rest::Resource + k8s_openapi::Metadata<Ty = ObjectMeta>,
+    {
+        let wake = self.wake.clone();
+        self.informers.on_event::<K>(move |_| wake.notify_one())?;
+        let info = registry::of::<K>();
+        self.sources
+            .push(Arc::new((info, self.informers.cache::<K>())));
+        Ok(())
+    }
+}
+
 impl Runner {
     /// Watches Pods, ReplicaSets, StatefulSets, ControllerRevisions,
     /// LeaderWorkerSets, DisaggregatedSets and their role scalers, Functions,
@@ -268,128 +289,43 @@ impl Runner {
     ) -> Result<Runner, minik8s_client::shared::AlreadyStarted> {
         use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment, ReplicaSet, StatefulSet};
         use k8s_openapi::api::batch::v1::Job;
-        use k8s_openapi::api::core::v1::Pod;
-        let wake = Arc::new(tokio::sync::Notify::new());
-        let mut sources: Vec<Arc<dyn Source>> = Vec::new();
-        fn watch<K>(
-            informers: &SharedInformers,
-            wake: &Arc<tokio::sync::Notify>,
-            sources: &mut Vec<Arc<dyn Source>>,
-            api_version: &str,
-            kind: &str,
-        ) -> Result<(), minik8s_client::shared::AlreadyStarted>
-        where
-            K: minik8s_client::rest::Resource + k8s_openapi::Metadata<Ty = ObjectMeta>,
-        {
-            let w = wake.clone();
-            informers.on_event::<K>(move |_| w.notify_one())?;
-            let info = registry::by_kind(api_version, kind).expect("registered kind");
-            sources.push(Arc::new((info, informers.cache::<K>())));
-            Ok(())
-        }
-        watch::<Pod>(informers, &wake, &mut sources, "v1", "Pod")?;
-        watch::<ReplicaSet>(informers, &wake, &mut sources, "apps/v1", "ReplicaSet")?;
-        watch::<Deployment>(informers, &wake, &mut sources, "apps/v1", "Deployment")?;
-        watch::<Job>(informers, &wake, &mut sources, "batch/v1", "Job")?;
-        watch::<StatefulSet>(informers, &wake, &mut sources, "apps/v1", "StatefulSet")?;
-        watch::<ControllerRevision>(
+        use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolumeClaim, Pod, Service};
+        use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
+        use k8s_openapi::api::scheduling::v1beta1 as workload;
+        use minik8s_api::disaggregatedset::{DisaggregatedSet, DisaggregatedSetRoleScaler};
+        let mut w = Watched {
             informers,
-            &wake,
-            &mut sources,
-            "apps/v1",
-            "ControllerRevision",
-        )?;
-        watch::<minik8s_api::lws::LeaderWorkerSet>(
-            informers,
-            &wake,
-            &mut sources,
-            "leaderworkerset.x-k8s.io/v1",
-            "LeaderWorkerSet",
-        )?;
-        watch::<minik8s_api::disaggregatedset::DisaggregatedSet>(
-            informers,
-            &wake,
-            &mut sources,
-            minik8s_api::disaggregatedset::API_VERSION,
-            "DisaggregatedSet",
-        )?;
-        watch::<minik8s_api::disaggregatedset::DisaggregatedSetRoleScaler>(
-            informers,
-            &wake,
-            &mut sources,
-            minik8s_api::disaggregatedset::API_VERSION,
-            "DisaggregatedSetRoleScaler",
-        )?;
-        watch::<minik8s_api::podgroup::PodGroup>(
-            informers,
-            &wake,
-            &mut sources,
-            minik8s_api::podgroup::API_VERSION,
-            "PodGroup",
-        )?;
+            wake: Arc::new(tokio::sync::Notify::new()),
+            sources: Vec::new(),
+        };
+        w.watch::<Pod>()?;
+        w.watch::<ReplicaSet>()?;
+        w.watch::<Deployment>()?;
+        w.watch::<Job>()?;
+        w.watch::<StatefulSet>()?;
+        w.watch::<ControllerRevision>()?;
+        w.watch::<minik8s_api::lws::LeaderWorkerSet>()?;
+        w.watch::<DisaggregatedSet>()?;
+        w.watch::<DisaggregatedSetRoleScaler>()?;
+        w.watch::<minik8s_api::podgroup::PodGroup>()?;
         // The Workload API's objects an LWS gang writes (owned by the LWS or a leader).
-        watch::<k8s_openapi::api::scheduling::v1beta1::PodGroup>(
-            informers,
-            &wake,
-            &mut sources,
-            "scheduling.k8s.io/v1beta1",
-            "PodGroup",
-        )?;
-        watch::<k8s_openapi::api::scheduling::v1beta1::Workload>(
-            informers,
-            &wake,
-            &mut sources,
-            "scheduling.k8s.io/v1beta1",
-            "Workload",
-        )?;
-        watch::<minik8s_api::serverless::Function>(
-            informers,
-            &wake,
-            &mut sources,
-            minik8s_api::serverless::API_VERSION,
-            "Function",
-        )?;
-        watch::<k8s_openapi::api::core::v1::ConfigMap>(
-            informers,
-            &wake,
-            &mut sources,
-            "v1",
-            "ConfigMap",
-        )?;
-        watch::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(
-            informers,
-            &wake,
-            &mut sources,
-            "v1",
-            "PersistentVolumeClaim",
-        )?;
-        watch::<k8s_openapi::api::core::v1::Service>(
-            informers,
-            &wake,
-            &mut sources,
-            "v1",
-            "Service",
-        )?;
+        w.watch::<workload::PodGroup>()?;
+        w.watch::<workload::Workload>()?;
+        w.watch::<minik8s_api::serverless::Function>()?;
+        w.watch::<ConfigMap>()?;
+        w.watch::<PersistentVolumeClaim>()?;
+        w.watch::<Service>()?;
         // Devices: a group's claim goes with its leader pod (LWS), a node's
         // slices with the Node (which is watched as their owner).
-        watch::<k8s_openapi::api::resource::v1::ResourceClaim>(
-            informers,
-            &wake,
-            &mut sources,
-            "resource.k8s.io/v1",
-            "ResourceClaim",
-        )?;
-        watch::<k8s_openapi::api::resource::v1::ResourceSlice>(
-            informers,
-            &wake,
-            &mut sources,
-            "resource.k8s.io/v1",
-            "ResourceSlice",
-        )?;
-        watch::<k8s_openapi::api::core::v1::Node>(informers, &wake, &mut sources, "v1", "Node")?;
+        w.watch::<ResourceClaim>()?;
+        w.watch::<ResourceSlice>()?;
+        w.watch::<Node>()?;
         Ok(Runner {
-            collector: GarbageCollector { client, sources },
-            wake,
+            collector: GarbageCollector {
+                client,
+                sources: w.sources,
+            },
+            wake: w.wake,
         })
     }
 
