@@ -295,41 +295,18 @@ impl ApiServer {
         }
         let denied = |why: String| Err(format!("node '{node}' {why}"));
         let writes = !matches!(a.verb.as_str(), "get" | "list" | "watch");
+        let one_get = a.verb == "get" && !a.name.is_empty();
+        let only_gets = || denied("can only get individual resources of this type".into());
         match (
             a.api_group.as_str(),
             a.resource.as_str(),
             a.subresource.as_str(),
         ) {
-            ("", "secrets" | "configmaps" | "persistentvolumeclaims", "") => {
-                if a.verb != "get" || a.name.is_empty() {
-                    return denied("can only get individual resources of this type".into());
-                }
-                if self
-                    .nodes
-                    .node_uses(node, &a.resource, &a.namespace, &a.name)
-                {
-                    Ok(String::new())
-                } else {
-                    Err(format!(
-                        "no relationship found between node '{node}' and this object"
-                    ))
-                }
-            }
-            ("resource.k8s.io", "resourceclaims", "") => {
-                if a.verb != "get" || a.name.is_empty() {
-                    return denied("can only get individual resources of this type".into());
-                }
-                if self
-                    .nodes
-                    .node_uses(node, "resourceclaims", &a.namespace, &a.name)
-                {
-                    Ok(String::new())
-                } else {
-                    Err(format!(
-                        "no relationship found between node '{node}' and this object"
-                    ))
-                }
-            }
+            ("", "secrets" | "configmaps" | "persistentvolumeclaims", "")
+            | ("resource.k8s.io", "resourceclaims", "") => match one_get {
+                true => self.related(node, &a.resource, &a.namespace, &a.name),
+                false => only_gets(),
+            },
             // NodeRestriction: a kubelet publishes the slices of its own
             // node, named after it (`<node>-<driver>`).
             ("resource.k8s.io", "resourceslices", "")
@@ -338,46 +315,13 @@ impl ApiServer {
                 denied(format!("cannot modify resourceslice '{}'", a.name))
             }
             // A volume is reachable through the claim it is bound to.
+            ("", "persistentvolumes", "") if !one_get => only_gets(),
             ("", "persistentvolumes", "") => {
-                if a.verb != "get" || a.name.is_empty() {
-                    return denied("can only get individual resources of this type".into());
-                }
-                let claim = self.persistent_volumes.all().into_iter().find_map(|pv| {
-                    (meta::name(&pv) == a.name).then(|| {
-                        let r = pv.pointer("/spec/claimRef");
-                        let field = |k: &str| {
-                            r.and_then(|r| r.get(k))
-                                .and_then(Value::as_str)
-                                .unwrap_or("")
-                                .to_string()
-                        };
-                        (field("namespace"), field("name"))
-                    })
-                });
-                match claim {
-                    Some((ns, name))
-                        if self
-                            .nodes
-                            .node_uses(node, "persistentvolumeclaims", &ns, &name) =>
-                    {
-                        Ok(String::new())
-                    }
-                    _ => Err(format!(
-                        "no relationship found between node '{node}' and this object"
-                    )),
-                }
+                let (ns, claim) = self.bound_claim(&a.name).unwrap_or_default();
+                self.related(node, "persistentvolumeclaims", &ns, &claim)
             }
             ("", "serviceaccounts", "token") => {
-                if self
-                    .nodes
-                    .node_uses(node, "serviceaccounts", &a.namespace, &a.name)
-                {
-                    Ok(String::new())
-                } else {
-                    Err(format!(
-                        "no relationship found between node '{node}' and this object"
-                    ))
-                }
+                self.related(node, "serviceaccounts", &a.namespace, &a.name)
             }
             ("", "nodes", _) if writes && a.verb != "create" && a.name != node => {
                 denied(format!("cannot modify node '{}'", a.name))
@@ -404,6 +348,33 @@ impl ApiServer {
                 Ok(String::new())
             }
         }
+    }
+
+    /// Allowed when a pod on `node` uses the object (the node graph).
+    fn related(&self, node: &str, resource: &str, ns: &str, name: &str) -> Result<String, String> {
+        match !name.is_empty() && self.nodes.node_uses(node, resource, ns, name) {
+            true => Ok(String::new()),
+            false => Err(format!(
+                "no relationship found between node '{node}' and this object"
+            )),
+        }
+    }
+
+    /// The claim (namespace, name) the PersistentVolume `name` is bound to.
+    fn bound_claim(&self, name: &str) -> Option<(String, String)> {
+        let pv = self
+            .persistent_volumes
+            .all()
+            .into_iter()
+            .find(|pv| meta::name(pv) == name)?;
+        let r = pv.pointer("/spec/claimRef");
+        let field = |k: &str| {
+            r.and_then(|r| r.get(k))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        Some((field("namespace"), field("name")))
     }
 }
 
