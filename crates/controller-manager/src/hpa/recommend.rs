@@ -103,30 +103,35 @@ pub(super) fn chrono(d: Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
 }
 
-/// Kubernetes' replica calculator for one Resource metric (pure).
-pub fn replicas_for_metric(
-    pods: &[PodSample],
-    current: i32,
-    target: Target,
-    tolerance: Tolerance,
-    g: Grouping,
-) -> Result<Proposal, String> {
-    if pods.is_empty() {
-        return Err("no pods returned by selector while calculating replica count".into());
-    }
-    // groupPods: ready pods with metrics, unready, missing (no sample), ignored.
-    let mut metrics: HashMap<&str, i64> = HashMap::new();
-    let (mut ready_count, mut unready, mut missing) = (0usize, Vec::new(), Vec::new());
+/// The pods of a metric as Kubernetes' groupPods sorts them.
+struct Grouped<'a> {
+    /// Usage of the ready pods with a sample.
+    metrics: HashMap<&'a str, i64>,
+    ready_count: usize,
+    unready: Vec<&'a PodSample>,
+    /// Pods without a sample.
+    missing: Vec<&'a PodSample>,
+}
+
+/// Ready pods with metrics, unready, missing (no sample); deleted and
+/// failed pods are ignored.
+fn group_pods<'a>(pods: &'a [PodSample], g: &Grouping) -> Grouped<'a> {
+    let mut grouped = Grouped {
+        metrics: HashMap::new(),
+        ready_count: 0,
+        unready: Vec::new(),
+        missing: Vec::new(),
+    };
     for p in pods {
         if p.deleting || p.phase == "Failed" {
             continue;
         }
         if p.phase == "Pending" {
-            unready.push(p);
+            grouped.unready.push(p);
             continue;
         }
         let Some((usage, sampled)) = p.usage else {
-            missing.push(p);
+            grouped.missing.push(p);
             continue;
         };
         if g.cpu {
@@ -144,50 +149,81 @@ pub fn replicas_for_metric(
                 _ => true,
             };
             if is_unready {
-                unready.push(p);
+                grouped.unready.push(p);
                 continue;
             }
         }
-        metrics.insert(&p.name, usage);
-        ready_count += 1;
+        grouped.metrics.insert(&p.name, usage);
+        grouped.ready_count += 1;
     }
+    grouped
+}
+
+/// The resource request of pod `name` (cpu, else memory).
+fn request_of(pods: &[PodSample], name: &str, cpu: bool) -> Result<i64, String> {
+    pods.iter()
+        .find(|p| p.name == name)
+        .and_then(|p| p.request)
+        .ok_or_else(|| {
+            format!(
+                "missing request for {} in pod {name}",
+                if cpu { "cpu" } else { "memory" }
+            )
+        })
+}
+
+/// The usage ratio of `metrics` to the target, with the current
+/// utilization (a Utilization target) and the average it reports.
+fn usage_ratio(
+    pods: &[PodSample],
+    metrics: &HashMap<&str, i64>,
+    target: Target,
+    cpu: bool,
+) -> Result<(f64, Option<i64>, i64), String> {
+    let total: i64 = metrics.values().sum();
+    let average = total / metrics.len() as i64;
+    match target {
+        Target::Utilization(t) => {
+            let mut requests = 0i64;
+            for name in metrics.keys() {
+                requests += request_of(pods, name, cpu)?;
+            }
+            if requests <= 0 {
+                return Err("pods have no resource requests".into());
+            }
+            let utilization = total * 100 / requests;
+            Ok((
+                utilization as f64 / t.max(1) as f64,
+                Some(utilization),
+                average,
+            ))
+        }
+        Target::AverageValue(v) => Ok((average as f64 / v.max(1) as f64, None, average)),
+    }
+}
+
+/// Kubernetes' replica calculator for one Resource metric (pure).
+pub fn replicas_for_metric(
+    pods: &[PodSample],
+    current: i32,
+    target: Target,
+    tolerance: Tolerance,
+    g: Grouping,
+) -> Result<Proposal, String> {
+    if pods.is_empty() {
+        return Err("no pods returned by selector while calculating replica count".into());
+    }
+    let Grouped {
+        mut metrics,
+        ready_count,
+        unready,
+        missing,
+    } = group_pods(pods, &g);
     if metrics.is_empty() {
         return Err("did not receive metrics for targeted pods (pods might be unready)".into());
     }
-    let request = |name: &str| -> Result<i64, String> {
-        pods.iter()
-            .find(|p| p.name == name)
-            .and_then(|p| p.request)
-            .ok_or_else(|| {
-                format!(
-                    "missing request for {} in pod {name}",
-                    if g.cpu { "cpu" } else { "memory" }
-                )
-            })
-    };
-    // The usage ratio (and the current utilization / average it reports).
-    let ratio_of = |m: &HashMap<&str, i64>| -> Result<(f64, Option<i64>, i64), String> {
-        let total: i64 = m.values().sum();
-        let average = total / m.len() as i64;
-        match target {
-            Target::Utilization(t) => {
-                let mut requests = 0i64;
-                for name in m.keys() {
-                    requests += request(name)?;
-                }
-                if requests <= 0 {
-                    return Err("pods have no resource requests".into());
-                }
-                let utilization = total * 100 / requests;
-                Ok((
-                    utilization as f64 / t.max(1) as f64,
-                    Some(utilization),
-                    average,
-                ))
-            }
-            Target::AverageValue(v) => Ok((average as f64 / v.max(1) as f64, None, average)),
-        }
-    };
+    let request = |name: &str| request_of(pods, name, g.cpu);
+    let ratio_of = |m: &HashMap<&str, i64>| usage_ratio(pods, m, target, g.cpu);
     let (ratio, utilization, average) = ratio_of(&metrics)?;
     let proposal = |replicas: i32| Proposal {
         replicas,
