@@ -255,19 +255,10 @@ impl Reconciler for DaemonSetController {
         };
         let spec = ds.spec.clone();
         let hash = revision_hash(&serde_json::to_value(&spec.template).unwrap_or(Value::Null));
-        let uid = ds.metadata.uid.clone().unwrap_or_default();
-        let mut by_node: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
-        for p in self.pods.by_index(NAMESPACE_INDEX, &ns_of(&ds.metadata)) {
-            let mine = controller_of(&p.metadata).is_some_and(|(u, _, _)| u == uid);
-            if mine && p.metadata.deletion_timestamp.is_none() {
-                by_node
-                    .entry(node_of(&p).unwrap_or_default())
-                    .or_default()
-                    .push(p);
-            }
-        }
-        let nodes = self.nodes.list();
-        let wanted: BTreeMap<String, bool> = nodes
+        let by_node = self.pods_by_node(&ds);
+        let wanted: BTreeMap<String, bool> = self
+            .nodes
+            .list()
             .iter()
             .map(|n| {
                 (
@@ -295,51 +286,13 @@ impl Reconciler for DaemonSetController {
             }
             None => false,
         };
-        let (mut desired, mut current, mut misscheduled, mut ready, mut updated) = (0, 0, 0, 0, 0);
-        let mut available = 0;
-        for (node, run) in &wanted {
-            let pods = by_node.get(node).cloned().unwrap_or_default();
-            if *run {
-                desired += 1;
-                current += i32::from(!pods.is_empty());
-                ready += i32::from(pods.iter().any(|p| is_ready(p)));
-                updated += i32::from(pods.iter().any(|p| new_hash(p)));
-                available += i32::from(pods.iter().any(|p| is_available(p)));
-            } else if !pods.is_empty() {
-                misscheduled += 1;
-            }
-        }
-        let rolling = spec
-            .update_strategy
-            .as_ref()
-            .and_then(|s| s.type_.as_deref())
-            != Some("OnDelete");
-        let ru = spec
-            .update_strategy
-            .as_ref()
-            .and_then(|s| s.rolling_update.clone())
-            .unwrap_or_default();
-        let max_surge = if rolling {
-            crate::deployment::rollout::scaled_value(ru.max_surge.as_ref(), desired, true)
-        } else {
-            0
-        };
+        let counts = count(&wanted, &by_node, &new_hash, &mut is_available);
         let settled = self.expectations.satisfied(key);
         if ds.metadata.deletion_timestamp.is_none() {
             self.record_history(&ds, &by_node).await?;
         }
         if ds.metadata.deletion_timestamp.is_none() && settled {
-            let update = Update {
-                rolling,
-                max_surge,
-                max_unavailable: crate::deployment::rollout::scaled_value(
-                    ru.max_unavailable.as_ref(),
-                    desired,
-                    true,
-                )
-                .max(1),
-                unavailable: desired - available,
-            };
+            let update = Update::of(&spec, counts.desired, counts.available);
             let Plan { create, delete } =
                 plan(&by_node, &wanted, &update, &new_hash, &mut is_available);
             self.expectations
@@ -357,11 +310,36 @@ impl Reconciler for DaemonSetController {
                 }
             }
         }
+        self.write_status(&ds, &counts).await?;
+        // A pod that becomes available by itself (minReadySeconds) changes the status.
+        Ok(crate::expectations::action_or_wake(settled, next_available))
+    }
+}
+
+impl DaemonSetController {
+    /// The set's live pods, by the node they are bound to.
+    fn pods_by_node(&self, ds: &DaemonSet) -> BTreeMap<String, Vec<Arc<Pod>>> {
+        let uid = ds.metadata.uid.clone().unwrap_or_default();
+        let mut by_node: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
+        for p in self.pods.by_index(NAMESPACE_INDEX, &ns_of(&ds.metadata)) {
+            let mine = controller_of(&p.metadata).is_some_and(|(u, _, _)| u == uid);
+            if mine && p.metadata.deletion_timestamp.is_none() {
+                by_node
+                    .entry(node_of(&p).unwrap_or_default())
+                    .or_default()
+                    .push(p);
+            }
+        }
+        by_node
+    }
+
+    /// The counts as the set's status, written when one differs.
+    async fn write_status(&self, ds: &DaemonSet, c: &Counts) -> Result<(), ClientError> {
         let status = json!({"status": {
-            "desiredNumberScheduled": desired, "currentNumberScheduled": current,
-            "numberMisscheduled": misscheduled, "numberReady": ready,
-            "updatedNumberScheduled": updated, "numberAvailable": available,
-            "numberUnavailable": (desired - available).max(0),
+            "desiredNumberScheduled": c.desired, "currentNumberScheduled": c.current,
+            "numberMisscheduled": c.misscheduled, "numberReady": c.ready,
+            "updatedNumberScheduled": c.updated, "numberAvailable": c.available,
+            "numberUnavailable": (c.desired - c.available).max(0),
             "observedGeneration": ds.metadata.generation.unwrap_or(0)}});
         let before = serde_json::to_value(&ds.status).unwrap_or(Value::Null);
         let changed = status["status"]
@@ -374,9 +352,44 @@ impl Reconciler for DaemonSetController {
                 .patch_status::<DaemonSet>(&ds.metadata, content::MERGE_PATCH, &status)
                 .await?;
         }
-        // A pod that becomes available by itself (minReadySeconds) changes the status.
-        Ok(crate::expectations::action_or_wake(settled, next_available))
+        Ok(())
     }
+}
+
+/// The nodes a DaemonSet's status counts.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Counts {
+    desired: i32,
+    current: i32,
+    misscheduled: i32,
+    ready: i32,
+    updated: i32,
+    available: i32,
+}
+
+/// Per node that should run the set: whether it has a pod, a ready one,
+/// one of the new revision, an available one; per node that should not,
+/// whether a pod is there anyway.
+fn count(
+    wanted: &BTreeMap<String, bool>,
+    by_node: &BTreeMap<String, Vec<Arc<Pod>>>,
+    new_hash: &dyn Fn(&Pod) -> bool,
+    is_available: &mut dyn FnMut(&Pod) -> bool,
+) -> Counts {
+    let mut c = Counts::default();
+    for (node, run) in wanted {
+        let pods = by_node.get(node).map(Vec::as_slice).unwrap_or_default();
+        if *run {
+            c.desired += 1;
+            c.current += i32::from(!pods.is_empty());
+            c.ready += i32::from(pods.iter().any(|p| is_ready(p)));
+            c.updated += i32::from(pods.iter().any(|p| new_hash(p)));
+            c.available += i32::from(pods.iter().any(|p| is_available(p)));
+        } else if !pods.is_empty() {
+            c.misscheduled += 1;
+        }
+    }
+    c
 }
 
 /// How the DaemonSet's pods are updated in this sync.
@@ -390,6 +403,33 @@ struct Update {
     max_unavailable: i32,
     /// Nodes that lack an available pod now.
     unavailable: i32,
+}
+
+impl Update {
+    /// The set's update strategy for `desired` nodes, `available` of which
+    /// have an available pod.
+    fn of(
+        spec: &k8s_openapi::api::apps::v1::DaemonSetSpec,
+        desired: i32,
+        available: i32,
+    ) -> Update {
+        let strategy = spec.update_strategy.as_ref();
+        let rolling = strategy.and_then(|s| s.type_.as_deref()) != Some("OnDelete");
+        let ru = strategy
+            .and_then(|s| s.rolling_update.clone())
+            .unwrap_or_default();
+        let scaled = |v| crate::deployment::rollout::scaled_value(v, desired, true);
+        Update {
+            rolling,
+            max_surge: if rolling {
+                scaled(ru.max_surge.as_ref())
+            } else {
+                0
+            },
+            max_unavailable: scaled(ru.max_unavailable.as_ref()).max(1),
+            unavailable: desired - available,
+        }
+    }
 }
 
 /// What one sync does: the nodes to create a pod on, the pods to delete.
