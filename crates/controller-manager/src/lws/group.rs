@@ -320,41 +320,59 @@ impl GroupController {
         if !recreate || !(gone || restart_triggered(pod)) {
             return Ok(Restart::NotNeeded);
         }
-        let ns = ns_of(&pod.metadata);
-        let lws_name = lws.metadata.name.clone().unwrap_or_default();
         let group_index = label(pod, GROUP_INDEX).unwrap_or_default().to_string();
-        if after_start {
-            let group: Vec<Arc<Pod>> = self
-                .pods
-                .by_index(NAMESPACE_INDEX, &ns)
-                .into_iter()
-                .filter(|p| {
-                    label(p, NAME) == Some(&lws_name) && label(p, GROUP_INDEX) == Some(&group_index)
-                })
-                .collect();
-            let pending = group.len() as i32 != size_of(lwt)
-                || group
-                    .iter()
-                    .any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending"));
-            if pending {
-                return Ok(Restart::NotNeeded);
-            }
+        if after_start && self.group_still_starting(lws, pod, &group_index) {
+            return Ok(Restart::NotNeeded);
         }
-        let pod_name = pod.metadata.name.clone().unwrap_or_default();
-        let leader_name = if is_leader(pod) {
-            pod_name.clone()
-        } else {
-            pod_name
-                .rsplit_once('-')
-                .map(|(l, _)| l.to_string())
-                .unwrap_or_default()
-        };
-        let Some(leader) = self.pods.get(&format!("{ns}/{leader_name}")) else {
+        let Some(leader) = self.leader_to_restart(pod, gone) else {
             return Ok(Restart::NotNeeded);
         };
+        let pod_name = pod.metadata.name.clone().unwrap_or_default();
+        if lws.spec.is_hash() {
+            // A Hash group is recreated with a new key: no budget to follow.
+            return self
+                .recreate_group(lws, &leader, &pod_name, &group_index)
+                .await;
+        }
+        self.restart_within_budget(lws, pod, gone, &leader, &group_index)
+            .await
+    }
+
+    /// RecreateGroupAfterStart: a group not all created, or with a pod
+    /// still Pending, is not restarted yet.
+    fn group_still_starting(&self, lws: &LeaderWorkerSet, pod: &Pod, group_index: &str) -> bool {
+        let lws_name = lws.metadata.name.clone().unwrap_or_default();
+        let group: Vec<Arc<Pod>> = self
+            .pods
+            .by_index(NAMESPACE_INDEX, &ns_of(&pod.metadata))
+            .into_iter()
+            .filter(|p| {
+                label(p, NAME) == Some(&lws_name) && label(p, GROUP_INDEX) == Some(group_index)
+            })
+            .collect();
+        group.len() as i32 != size_of(&lws.spec.leader_worker_template)
+            || group
+                .iter()
+                .any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending"))
+    }
+
+    /// The leader whose group `pod`'s restart (or loss: `gone`) recreates;
+    /// None when it does not: the leader is gone or going (its set
+    /// recreates it), or the worker is not of the leader's current group.
+    fn leader_to_restart(&self, pod: &Pod, gone: bool) -> Option<Arc<Pod>> {
+        let ns = ns_of(&pod.metadata);
+        let pod_name = pod.metadata.name.clone().unwrap_or_default();
+        let leader_name = match is_leader(pod) {
+            true => pod_name,
+            false => pod_name
+                .rsplit_once('-')
+                .map(|(l, _)| l.to_string())
+                .unwrap_or_default(),
+        };
+        let leader = self.pods.get(&format!("{ns}/{leader_name}"))?;
         if !is_leader(pod) {
             if label(pod, REVISION_KEY) != label(&leader, REVISION_KEY) {
-                return Ok(Restart::NotNeeded);
+                return None;
             }
             let current_set = self
                 .statefulsets
@@ -362,71 +380,76 @@ impl GroupController {
                 .filter(|s| controller_of(&s.metadata).map(|o| o.0) == leader.metadata.uid);
             let owner = controller_of(&pod.metadata).map(|o| o.0);
             if current_set.is_none_or(|s| s.metadata.uid != owner) {
-                return Ok(Restart::NotNeeded);
+                return None;
             }
         } else if gone {
-            return Ok(Restart::NotNeeded); // The leader itself went: its set recreates it.
+            return None; // The leader itself went: its set recreates it.
         }
-        if leader.metadata.deletion_timestamp.is_some() {
-            return Ok(Restart::NotNeeded);
-        }
-        if lws.spec.is_hash() {
-            // A Hash group is recreated with a new key: no budget to follow.
-            return self
-                .recreate_group(lws, &leader, &pod_name, &group_index)
-                .await;
-        }
-        // minik8s: backoff and limit.
+        leader
+            .metadata
+            .deletion_timestamp
+            .is_none()
+            .then_some(leader)
+    }
+
+    /// minik8s' backoff and limit on group restarts: the group is recreated
+    /// now, later (its history records when), or not again (Failed).
+    async fn restart_within_budget(
+        &self,
+        lws: &LeaderWorkerSet,
+        pod: &Arc<Pod>,
+        gone: bool,
+        leader: &Pod,
+        group_index: &str,
+    ) -> Result<Restart, ClientError> {
+        let ann = lws.metadata.annotations.clone().unwrap_or_default();
         let mut all = history_of(lws);
-        let history = all.get(&group_index).copied().unwrap_or_default();
+        let history = all.get(group_index).copied().unwrap_or_default();
         let base = ann
             .get(RESTART_BACKOFF)
             .and_then(|s| parse_duration(s).ok())
             .unwrap_or(DEFAULT_BACKOFF);
         let limit = ann.get(MAX_RESTARTS).and_then(|s| s.parse().ok());
         let now = chrono::Utc::now().timestamp();
-        let pod_key = object_key(&pod.metadata);
         match decide(history, now, base, limit) {
             Decision::Wait(left) => {
                 if gone {
-                    lock(&self.deleted).insert(pod_key.clone(), pod.clone());
+                    lock(&self.deleted).insert(object_key(&pod.metadata), pod.clone());
                 }
                 // The status shows the group Restarting until then.
                 let due = now + left.as_secs() as i64;
                 if history.waiting_until != due {
-                    all.insert(
-                        group_index.clone(),
-                        History {
-                            waiting_until: due,
-                            ..history
-                        },
-                    );
+                    let waiting = History {
+                        waiting_until: due,
+                        ..history
+                    };
+                    all.insert(group_index.to_string(), waiting);
                     self.save_history(lws, &all).await?;
                 }
-                return Ok(Restart::Backoff(left + Duration::from_millis(100)));
+                Ok(Restart::Backoff(left + Duration::from_millis(100)))
             }
             Decision::LimitReached => {
                 // The group is Failed (the LWS controller reports it); its
                 // pods stay for debugging.
                 if !history.limited {
-                    all.insert(
-                        group_index.clone(),
-                        History {
-                            limited: true,
-                            waiting_until: 0,
-                            ..history
-                        },
-                    );
+                    let limited = History {
+                        limited: true,
+                        waiting_until: 0,
+                        ..history
+                    };
+                    all.insert(group_index.to_string(), limited);
                     self.save_history(lws, &all).await?;
                 }
-                return Ok(Restart::NotNeeded);
+                Ok(Restart::NotNeeded)
             }
-            Decision::RestartNow => {}
+            Decision::RestartNow => {
+                all.insert(group_index.to_string(), record(history, now));
+                self.save_history(lws, &all).await?;
+                let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+                self.recreate_group(lws, leader, pod_name, group_index)
+                    .await
+            }
         }
-        all.insert(group_index.clone(), record(history, now));
-        self.save_history(lws, &all).await?;
-        self.recreate_group(lws, &leader, &pod_name, &group_index)
-            .await
     }
 
     /// Deletes a group's leader (foreground: GC takes its workers first) so
