@@ -12,7 +12,6 @@
 
 pub mod triggers;
 
-use crate::field::{Errors, FieldError};
 use k8s_openapi::api::core::v1::{EnvVar, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use serde::{Deserialize, Serialize};
@@ -206,128 +205,6 @@ pub fn default(obj: &mut Value) {
     }
 }
 
-/// The API's rules for a Function (422 with the field path).
-pub fn validate(obj: &Value) -> Errors {
-    let mut errs = Vec::new();
-    let spec = obj.get("spec").cloned().unwrap_or(json!({}));
-    let runtime = spec.get("runtime").cloned().unwrap_or(json!("python"));
-    if !RUNTIMES.iter().any(|r| runtime == *r) {
-        errs.push(FieldError::not_supported(
-            "spec.runtime",
-            &runtime,
-            RUNTIMES,
-        ));
-    }
-    match (spec.get("source"), spec.get("sourceFrom")) {
-        (None, None) => errs.push(FieldError::required(
-            "spec.source",
-            "the function's code: spec.source or spec.sourceFrom",
-        )),
-        (Some(_), Some(_)) => errs.push(FieldError::invalid(
-            "spec.sourceFrom",
-            &json!("configMapKeyRef"),
-            "may not be set together with spec.source",
-        )),
-        (Some(s), None) if !s.is_string() => {
-            errs.push(FieldError::invalid("spec.source", s, "must be a string"))
-        }
-        (None, Some(from)) => {
-            for f in ["name", "key"] {
-                let v = from.pointer(&format!("/configMapKeyRef/{f}"));
-                if v.and_then(Value::as_str).is_none_or(str::is_empty) {
-                    errs.push(FieldError::required(
-                        format!("spec.sourceFrom.configMapKeyRef.{f}"),
-                        "",
-                    ));
-                }
-            }
-        }
-        _ => {}
-    }
-    if let Some(h) = spec.get("handler") {
-        let ok = h.as_str().is_some_and(|h| {
-            let mut chars = h.chars();
-            chars
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        });
-        if !ok {
-            errs.push(FieldError::invalid(
-                "spec.handler",
-                h,
-                "must be a Python identifier",
-            ));
-        }
-    }
-    if let Some(t) = spec.get("timeoutSeconds") {
-        if t.as_i64().is_none_or(|t| !(1..=3600).contains(&t)) {
-            errs.push(FieldError::invalid(
-                "spec.timeoutSeconds",
-                t,
-                "must be between 1 and 3600, inclusive",
-            ));
-        }
-    }
-    if let Some(t) = spec.get("triggers") {
-        errs.extend(triggers::validate(t));
-    }
-    let scale = spec.get("scale").cloned().unwrap_or(json!({}));
-    let int = |f: &str| scale.get(f).map(|v| (v, v.as_i64()));
-    if let Some((v, n)) = int("minScale") {
-        if n.is_none_or(|n| n < 0) {
-            errs.push(FieldError::invalid(
-                "spec.scale.minScale",
-                v,
-                "must be greater than or equal to 0",
-            ));
-        }
-    }
-    if let Some((v, n)) = int("maxScale") {
-        if n.is_none_or(|n| n < 1) {
-            errs.push(FieldError::invalid(
-                "spec.scale.maxScale",
-                v,
-                "must be greater than or equal to 1",
-            ));
-        }
-    }
-    if let (Some((_, Some(min))), Some((v, Some(max)))) = (int("minScale"), int("maxScale")) {
-        if max < min {
-            errs.push(FieldError::invalid(
-                "spec.scale.maxScale",
-                v,
-                "must be greater than or equal to spec.scale.minScale",
-            ));
-        }
-    }
-    if let Some((v, n)) = int("targetConcurrency") {
-        if n.is_none_or(|n| n < 1) {
-            errs.push(FieldError::invalid(
-                "spec.scale.targetConcurrency",
-                v,
-                "must be greater than or equal to 1",
-            ));
-        }
-    }
-    for f in ["stableWindow", "idleWindow"] {
-        if let Some(v) = scale.get(f) {
-            let ok = v
-                .as_str()
-                .and_then(|s| crate::meta::parse_duration(s).ok())
-                .is_some_and(|d| d >= std::time::Duration::from_secs(1));
-            if !ok {
-                errs.push(FieldError::invalid(
-                    format!("spec.scale.{f}"),
-                    v,
-                    "must be a duration of at least 1s (e.g. \"30s\", \"2m\")",
-                ));
-            }
-        }
-    }
-    errs
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,42 +223,5 @@ mod tests {
         let mut shell = json!({"spec": {"runtime": "shell", "source": "cat"}});
         default(&mut shell);
         assert!(shell["spec"].get("handler").is_none());
-    }
-
-    #[test]
-    fn every_rule_names_its_field() {
-        let fields =
-            |v: Value| -> Vec<String> { validate(&v).into_iter().map(|e| e.field).collect() };
-        assert!(fields(json!({"spec": {"source": "x"}})).is_empty());
-        assert_eq!(fields(json!({"spec": {}})), ["spec.source"]);
-        assert_eq!(
-            fields(json!({"spec": {"source": "x", "runtime": "java"}})),
-            ["spec.runtime"]
-        );
-        assert_eq!(
-            fields(
-                json!({"spec": {"source": "x", "sourceFrom": {"configMapKeyRef": {"name": "a", "key": "b"}}}})
-            ),
-            ["spec.sourceFrom"]
-        );
-        assert_eq!(
-            fields(json!({"spec": {"sourceFrom": {"configMapKeyRef": {"name": "a"}}}})),
-            ["spec.sourceFrom.configMapKeyRef.key"]
-        );
-        assert_eq!(
-            fields(json!({"spec": {"source": "x", "handler": "my-handler", "timeoutSeconds": 0}})),
-            ["spec.handler", "spec.timeoutSeconds"]
-        );
-        assert_eq!(
-            fields(
-                json!({"spec": {"source": "x", "scale": {"minScale": 3, "maxScale": 2,
-                "targetConcurrency": 0, "idleWindow": "soon"}}})
-            ),
-            [
-                "spec.scale.maxScale",
-                "spec.scale.targetConcurrency",
-                "spec.scale.idleWindow"
-            ]
-        );
     }
 }

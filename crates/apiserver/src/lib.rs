@@ -456,7 +456,8 @@ impl ApiServer {
     fn follow_what_admission_reads(self: &Arc<Self>, rev: i64) {
         use k8s_openapi::api::{core::v1 as core, networking, scheduling, storage};
         use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
-        let kinds: [(&'static ResourceInfo, fn(&ApiServer) -> &followed::Followed); 7] = [
+        type CacheOf = fn(&ApiServer) -> &followed::Followed;
+        let kinds: [(&'static ResourceInfo, CacheOf); 7] = [
             (registry::of::<APIService>(), |s| &s.apiservices),
             (registry::of::<storage::v1::StorageClass>(), |s| {
                 &s.storage_classes

@@ -42,10 +42,12 @@ mod rbac;
 mod resize;
 pub mod resource;
 pub mod scheduling;
+pub mod serverless;
 mod service;
 pub mod service_cidr;
 pub mod storage;
 pub mod unsupported;
+pub mod workflow;
 
 pub use apps::int_or_percent_error;
 

@@ -18,7 +18,7 @@ impl super::Strategy for Function {
     }
 
     fn validate(&self, obj: &Value, _old: Option<&Value>) -> Errors {
-        minik8s_api::serverless::validate(obj)
+        minik8s_validation::serverless::validate_function(obj)
     }
 
     fn served_as_custom_resource(&self) -> bool {
@@ -30,7 +30,7 @@ pub struct Workflow;
 
 impl super::Strategy for Workflow {
     fn validate(&self, obj: &Value, _old: Option<&Value>) -> Errors {
-        workflow::validate(obj)
+        minik8s_validation::workflow::validate_workflow(obj)
     }
 
     /// Every step's function exists (checked when the steps change).
@@ -58,7 +58,7 @@ pub struct WorkflowRun;
 
 impl super::Strategy for WorkflowRun {
     fn validate(&self, obj: &Value, old: Option<&Value>) -> Errors {
-        workflow::validate_run(obj, old)
+        minik8s_validation::workflow::validate_run(obj, old)
     }
 
     /// The Workflow exists when the run is made (it may go later: the run then fails).
