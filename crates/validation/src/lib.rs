@@ -31,6 +31,7 @@ mod ephemeral;
 mod kinds;
 mod lifecycle;
 pub mod lws;
+mod lws_scheduling;
 mod mutating_policy;
 pub mod network_policy;
 pub mod networking;

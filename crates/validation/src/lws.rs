@@ -311,7 +311,7 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
     if let Some(old) = old {
         validate_update(obj, old, &mut errs);
     }
-    minik8s_api::lws_scheduling::validate(obj, old, &mut errs);
+    crate::lws_scheduling::validate(obj, old, &mut errs);
     for (i, t) in obj
         .pointer("/spec/leaderWorkerTemplate/volumeClaimTemplates")
         .and_then(Value::as_array)
