@@ -17,7 +17,14 @@
    kinds only there: the authorizers match request attributes, plurals
    included, in tuples as Kubernetes does), are found.
 
-  scripts/check-modules.py            check both, exit 1 on a problem
+3. No function over 100 lines without a reason written at its top (the
+   suite runs this as well): a function that long says why in the
+   comment above it or on its first line, with the word "long" (a
+   dispatcher over every subcommand, a port that follows Kubernetes'
+   function step by step); otherwise it is split where its logic divides.
+   Tests are not counted.
+
+  scripts/check-modules.py            check all three, exit 1 on a problem
   scripts/check-modules.py --graph C  print crate C's module graph (module: the modules it uses)
 """
 import pathlib
@@ -192,6 +199,48 @@ def kind_branches():
     return found
 
 
+LONG_FUNCTION = 100
+FN_START = re.compile(r"^(\s*)(?:pub(?:\([a-z:]+\))?\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?fn\s+(\w+)")
+
+
+def long_functions():
+    """Functions of more than LONG_FUNCTION lines with no reason above them."""
+    found = []
+    for f in sorted(ROOT.glob("crates/**/*.rs")):
+        rel = f.relative_to(ROOT)
+        if "tests" in rel.parts or f.name.endswith("tests.rs") or "target" in rel.parts:
+            continue
+        lines = strip_tests(f.read_text()).split("\n")
+        i = 0
+        while i < len(lines):
+            m = FN_START.match(lines[i])
+            if not m:
+                i += 1
+                continue
+            indent, fn = m.group(1), m.group(2)
+            j = i
+            while j < len(lines) and not lines[j].rstrip().endswith(("{", ";")):
+                j += 1
+            if j >= len(lines) or lines[j].rstrip().endswith(";"):
+                i = j + 1
+                continue
+            k = j + 1
+            while k < len(lines) and lines[k].rstrip() != indent + "}":
+                k += 1
+            length = k - i + 1
+            if length > LONG_FUNCTION:
+                above, a = [], i - 1
+                while a >= 0 and lines[a].strip().startswith(("//", "#[")):
+                    above.append(lines[a])
+                    a -= 1
+                first = lines[j + 1] if j + 1 < len(lines) else ""
+                said = " ".join(above) + (first if first.strip().startswith("//") else "")
+                if not re.search(r"\blong\b", said, re.I):
+                    found.append(f"{rel}:{i + 1}: fn {fn} is {length} lines with no reason at its top")
+            i = k + 1
+    return found
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--graph":
         _, edges = graph_of(ROOT / "crates" / sys.argv[2] / "src")
@@ -204,12 +253,14 @@ def main():
         for comp in cycles(edges):
             problems.append(f"crates/{crate}: import cycle between {', '.join(name(m) for m in comp)}")
     problems += kind_branches()
+    problems += long_functions()
     for p in problems:
         print(p)
     if problems:
         print(f"{len(problems)} problem(s): see scripts/check-modules.py's header for what is checked")
         return 1
-    print("modules: no import cycle in any crate, no kind compared as a string in generic apiserver code")
+    print("modules: no import cycle in any crate, no kind compared as a string in generic apiserver code,"
+          f" no function over {LONG_FUNCTION} lines without a reason")
     return 0
 
 

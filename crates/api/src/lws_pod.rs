@@ -596,22 +596,50 @@ pub fn admit_pod(pod: &mut Value) -> Result<(), FieldError> {
     }
     let labels = pod["metadata"]["labels"].clone();
     let group_index = labels[GROUP_INDEX].as_str().unwrap_or_default().to_string();
-    // The gang a pod joins: by spec.scheduling's scope, else one per group
-    // for the minik8s annotation and for Volcano (whose webhook names it so).
-    let revision = labels[REVISION_KEY].as_str().unwrap_or_default();
+    name_gang(pod, &lws, &group_index, is_leader);
+    point_at_group_claims(pod, ann(GROUP_RESOURCE_CLAIMS), &lws, &group_index);
+    if pod_requests_tpus(&pod["spec"]) {
+        add_tpu_env(pod, size_n);
+    }
+    let worker_index = labels[WORKER_INDEX].as_str().unwrap_or("0").to_string();
+    let leader_address = leader_address(pod, &lws, &group_index, hash, is_leader)?;
+    let lws_env = [
+        ("LWS_LEADER_ADDRESS", leader_address),
+        ("LWS_GROUP_SIZE", json!({"value": size})),
+        ("LWS_WORKER_INDEX", json!({"value": worker_index})),
+    ];
+    prepend_env(pod, &lws_env);
+    Ok(())
+}
+
+/// The gang a pod joins: by spec.scheduling's scope (a Workload API
+/// PodGroup named in `spec.schedulingGroup`), else one per group for the
+/// minik8s annotation and for Volcano (whose webhook names it so).
+fn name_gang(pod: &mut Value, lws: &str, group_index: &str, is_leader: bool) {
+    let annotations = &pod["metadata"]["annotations"];
+    let scope = annotations[crate::lws_scheduling::GANG_SCOPE]
+        .as_str()
+        .map(str::to_string);
+    let revision = pod["metadata"]["labels"][REVISION_KEY]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let volcano = str_at(pod, "/spec/schedulerName") == Some(crate::podgroup::VOLCANO_SCHEDULER);
-    let gang = match ann(crate::lws_scheduling::GANG_SCOPE).as_deref() {
-        Some("lws") => GangScope::Lws.group_name(&lws, &group_index, revision, is_leader),
-        Some("worker") => GangScope::Worker.group_name(&lws, &group_index, revision, is_leader),
-        Some(_) => GangScope::Group.group_name(&lws, &group_index, revision, is_leader),
-        None if volcano || ann(GANG_MIN_MEMBER).is_some() => {
-            GangScope::Group.group_name(&lws, &group_index, revision, is_leader)
+    let annotated = annotations
+        .get(GANG_MIN_MEMBER)
+        .is_some_and(Value::is_string);
+    let gang = match scope.as_deref() {
+        Some("lws") => GangScope::Lws.group_name(lws, group_index, &revision, is_leader),
+        Some("worker") => GangScope::Worker.group_name(lws, group_index, &revision, is_leader),
+        Some(_) => GangScope::Group.group_name(lws, group_index, &revision, is_leader),
+        None if volcano || annotated => {
+            GangScope::Group.group_name(lws, group_index, &revision, is_leader)
         }
         None => None,
     };
     match gang {
         // spec.scheduling's gangs are the Workload API's PodGroups.
-        Some(g) if ann(crate::lws_scheduling::GANG_SCOPE).is_some() => {
+        Some(g) if scope.is_some() => {
             pod["spec"]["schedulingGroup"] = json!({"podGroupName": g});
         }
         Some(g) => {
@@ -619,33 +647,36 @@ pub fn admit_pod(pod: &mut Value) -> Result<(), FieldError> {
         }
         None => {}
     }
-    point_at_group_claims(pod, ann(GROUP_RESOURCE_CLAIMS), &lws, &group_index);
-    if pod_requests_tpus(&pod["spec"]) {
-        add_tpu_env(pod, size_n);
-    }
+}
+
+/// `LWS_LEADER_ADDRESS`: the leader's DNS name. Hash groups have no stable
+/// leader name: workers get the leader's pod IP (their StatefulSet is made
+/// once the leader has one), the leader its own through the downward API.
+fn leader_address(
+    pod: &Value,
+    lws: &str,
+    group_index: &str,
+    hash: bool,
+    is_leader: bool,
+) -> Result<Value, FieldError> {
     let subdomain = str_at(pod, "/spec/subdomain").unwrap_or_default();
-    let value = |v: String| json!({"value": v});
-    // Hash groups have no stable leader name: workers get the leader's pod
-    // IP (their StatefulSet is made once the leader has one), the leader
-    // its own through the downward API.
-    let leader_address = match (hash, is_leader) {
-        (false, _) => value(format!("{lws}-{group_index}.{subdomain}.{ns}")),
-        (true, true) => json!({"valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}),
-        (true, false) => value(ann(LEADER_ADDRESS).ok_or_else(|| {
-            FieldError::required(
+    let ns = str_at(pod, "/metadata/namespace").unwrap_or("default");
+    match (hash, is_leader) {
+        (false, _) => Ok(json!({"value": format!("{lws}-{group_index}.{subdomain}.{ns}")})),
+        (true, true) => Ok(json!({"valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})),
+        (true, false) => match pod["metadata"]["annotations"][LEADER_ADDRESS].as_str() {
+            Some(ip) => Ok(json!({"value": ip})),
+            None => Err(FieldError::required(
                 format!("metadata.annotations[{LEADER_ADDRESS}]"),
                 "a Hash group's worker is created once its leader has a pod IP",
-            )
-        })?),
-    };
-    let lws_env = [
-        ("LWS_LEADER_ADDRESS", leader_address),
-        ("LWS_GROUP_SIZE", value(size)),
-        (
-            "LWS_WORKER_INDEX",
-            value(labels[WORKER_INDEX].as_str().unwrap_or("0").to_string()),
-        ),
-    ];
+            )),
+        },
+    }
+}
+
+/// The LWS variables first in every container's env, replacing any the
+/// user set under the same names.
+fn prepend_env(pod: &mut Value, lws_env: &[(&str, Value)]) {
     for key in ["containers", "initContainers"] {
         for c in pod["spec"][key].as_array_mut().into_iter().flatten() {
             let user: Vec<Value> = c["env"]
@@ -667,7 +698,6 @@ pub fn admit_pod(pod: &mut Value) -> Result<(), FieldError> {
             c["env"] = Value::Array(env);
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -249,6 +249,59 @@ fn bump_generation(strategy: &dyn strategy::Strategy, old: &Value, merged: &mut 
     }
 }
 
+/// The metadata the server sets on a create: the request's namespace (a
+/// different one in the body is a 400), a name from `generateName`, a new
+/// uid, the creation time and generation 1, and none of the fields only
+/// a stored object has.
+fn server_set_create_metadata(
+    info: &ResourceInfo,
+    ns: Option<&str>,
+    obj: &mut Value,
+) -> Result<(), ApiError> {
+    let m = metadata_mut(obj);
+    let body_ns = m
+        .get("namespace")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    if info.namespaced {
+        if let (Some(b), Some(u)) = (&body_ns, ns) {
+            if b != u {
+                return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+            }
+        }
+        m.insert("namespace".into(), json!(ns.unwrap_or("default")));
+    } else {
+        m.remove("namespace");
+    }
+    let has_name = m
+        .get("name")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    if !has_name {
+        if let Some(prefix) = m
+            .get("generateName")
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty())
+        {
+            let generated = format!("{prefix}{}", random_suffix());
+            m.insert("name".into(), json!(generated));
+        }
+    }
+    m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+    m.insert("creationTimestamp".into(), json!(now_rfc3339()));
+    m.insert("generation".into(), json!(1));
+    for f in [
+        "resourceVersion",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "selfLink",
+    ] {
+        m.remove(f);
+    }
+    Ok(())
+}
+
 /// A delete's preconditions (`preconditions.uid`, `.resourceVersion`)
 /// against the stored object: 409 when one does not hold.
 fn delete_preconditions(
@@ -705,49 +758,7 @@ impl ApiServer {
         opts: WriteOpts,
     ) -> Result<Value, ApiError> {
         check_type_meta(info, &mut obj)?;
-        {
-            let m = metadata_mut(&mut obj);
-            let body_ns = m
-                .get("namespace")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string);
-            if info.namespaced {
-                if let (Some(b), Some(u)) = (&body_ns, ns) {
-                    if b != u {
-                        return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
-                    }
-                }
-                m.insert("namespace".into(), json!(ns.unwrap_or("default")));
-            } else {
-                m.remove("namespace");
-            }
-            let has_name = m
-                .get("name")
-                .and_then(Value::as_str)
-                .is_some_and(|n| !n.is_empty());
-            if !has_name {
-                if let Some(prefix) = m
-                    .get("generateName")
-                    .and_then(Value::as_str)
-                    .filter(|p| !p.is_empty())
-                {
-                    let generated = format!("{prefix}{}", random_suffix());
-                    m.insert("name".into(), json!(generated));
-                }
-            }
-            m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
-            m.insert("creationTimestamp".into(), json!(now_rfc3339()));
-            m.insert("generation".into(), json!(1));
-            for f in [
-                "resourceVersion",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "selfLink",
-            ] {
-                m.remove(f);
-            }
-        }
+        server_set_create_metadata(info, ns, &mut obj)?;
         let name = meta::name(&obj).to_string();
         // Status is the controllers' to write; a created object starts without one.
         let strategy = strategy::of(info);

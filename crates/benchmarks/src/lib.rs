@@ -307,7 +307,6 @@ impl LocalCluster {
                 None => Stdio::null(),
             })
         };
-        use std::time::Duration;
         let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let status = Command::new("bash")
             .arg(repo.join("scripts/images.sh"))
@@ -342,19 +341,7 @@ impl LocalCluster {
                 })?,
         );
         let client = minik8s_client::Client::new(&server);
-        let mut ready = false;
-        for _ in 0..100 {
-            if client.get_json("/readyz").await.is_ok() {
-                ready = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        anyhow::ensure!(
-            ready,
-            "the master did not get ready on 127.0.0.1:{port} (TLS {secure}); a port taken \
-             by another program is named in its log (set BENCH_LOG_DIR to keep master.log)"
-        );
+        wait_until_ready(&client, port, &secure).await?;
         let kubelet = Proc(
             Command::new(bin.join("kubelet"))
                 .args([
@@ -383,16 +370,7 @@ impl LocalCluster {
                 .stderr(log("kubelet.log")?)
                 .spawn()?,
         );
-        let nodes = client.dynamic(
-            minik8s_api::registry::of::<minik8s_api::k8s::api::core::v1::Node>(),
-            None,
-        );
-        for _ in 0..100 {
-            if nodes.get("bench-node").await.is_ok() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        wait_for_node(&client, "bench-node").await;
         Ok(LocalCluster {
             server,
             client,
@@ -417,4 +395,36 @@ pub fn machine() -> String {
         .map(|n| n.get())
         .unwrap_or(0);
     format!("{cores} cores, {cpu}")
+}
+
+/// Waits up to 10 s for the master's `/readyz`.
+async fn wait_until_ready(
+    client: &minik8s_client::Client,
+    port: u16,
+    secure: &str,
+) -> anyhow::Result<()> {
+    for _ in 0..100 {
+        if client.get_json("/readyz").await.is_ok() {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    anyhow::bail!(
+        "the master did not get ready on 127.0.0.1:{port} (TLS {secure}); a port taken \
+         by another program is named in its log (set BENCH_LOG_DIR to keep master.log)"
+    )
+}
+
+/// Waits up to 10 s for the kubelet to register its Node.
+async fn wait_for_node(client: &minik8s_client::Client, name: &str) {
+    let nodes = client.dynamic(
+        minik8s_api::registry::of::<minik8s_api::k8s::api::core::v1::Node>(),
+        None,
+    );
+    for _ in 0..100 {
+        if nodes.get(name).await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }

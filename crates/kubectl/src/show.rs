@@ -65,17 +65,7 @@ pub(crate) async fn get(ctx: &mut Ctx, args: &[String], o: &GetOptions) -> Resul
                 let items: Vec<Value> = if names.is_empty() {
                     api.list(&lp).await?["items"].as_array().cloned().unwrap_or_default()
                 } else {
-                    let mut v = Vec::new();
-                    for n in names {
-                        match api.get(n).await {
-                            Ok(obj) => v.push(obj),
-                            Err(e) => {
-                                eprintln!("{}", render_error(&anyhow::Error::new(e)));
-                                exit = 1;
-                            }
-                        }
-                    }
-                    v
+                    each_named(names, &mut exit, |n| api.get(n)).await
                 };
                 let mut items = items;
                 if !o.show_managed_fields {
@@ -99,17 +89,7 @@ pub(crate) async fn get(ctx: &mut Ctx, args: &[String], o: &GetOptions) -> Resul
                 let tables: Vec<Value> = if names.is_empty() {
                     vec![api.table(None, &lp).await?]
                 } else {
-                    let mut v = Vec::new();
-                    for n in names {
-                        match api.table(Some(n), &lp).await {
-                            Ok(t) => v.push(t),
-                            Err(e) => {
-                                eprintln!("{}", render_error(&anyhow::Error::new(e)));
-                                exit = 1;
-                            }
-                        }
-                    }
-                    v
+                    each_named(names, &mut exit, |n| api.table(Some(n), &lp)).await
                 };
                 let mut rows: Vec<Value> = Vec::new();
                 let mut defs = Value::Null;
@@ -137,19 +117,7 @@ pub(crate) async fn get(ctx: &mut Ctx, args: &[String], o: &GetOptions) -> Resul
         }
     }
     match output.as_str() {
-        "yaml" | "json" => {
-            let doc = match single {
-                Some(s) => s,
-                None => {
-                    json!({"apiVersion": "v1", "kind": "List", "items": structured, "metadata": {"resourceVersion": ""}})
-                }
-            };
-            if output == "json" {
-                println!("{}", serde_json::to_string_pretty(&doc)?);
-            } else {
-                print!("{}", serde_yaml::to_string(&doc)?);
-            }
-        }
+        "yaml" | "json" => print_document(&output, single, structured)?,
         "" | "wide" if !any && exit == 0 => {
             if o.all_namespaces {
                 eprintln!("No resources found");
@@ -160,6 +128,42 @@ pub(crate) async fn get(ctx: &mut Ctx, args: &[String], o: &GetOptions) -> Resul
         _ => {}
     }
     Ok(exit)
+}
+
+/// Each named object as `fetch` reads it; one that cannot be read is
+/// reported as kubectl does and makes the exit status 1, the rest are shown.
+async fn each_named<'a, F, Fut>(names: &'a [String], exit: &mut i32, fetch: F) -> Vec<Value>
+where
+    F: Fn(&'a str) -> Fut,
+    Fut: std::future::Future<Output = Result<Value, minik8s_client::ClientError>>,
+{
+    let mut found = Vec::new();
+    for n in names {
+        match fetch(n).await {
+            Ok(obj) => found.push(obj),
+            Err(e) => {
+                eprintln!("{}", render_error(&anyhow::Error::new(e)));
+                *exit = 1;
+            }
+        }
+    }
+    found
+}
+
+/// `-o json|yaml`: the one object asked for by name, else a List of all.
+fn print_document(output: &str, single: Option<Value>, items: Vec<Value>) -> Result<()> {
+    let doc = match single {
+        Some(s) => s,
+        None => {
+            json!({"apiVersion": "v1", "kind": "List", "items": items, "metadata": {"resourceVersion": ""}})
+        }
+    };
+    if output == "json" {
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        print!("{}", serde_yaml::to_string(&doc)?);
+    }
+    Ok(())
 }
 
 /// `get -w`: prints a row per event until the server ends the stream.

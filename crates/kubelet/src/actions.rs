@@ -140,6 +140,9 @@ pub struct Observed<'a> {
 }
 
 /// Decides what the sync of `pod` does.
+/// Long as the kubelet's computePodActions it mirrors: one pass over the
+/// init, sidecar and app containers in Kubernetes' order, each decision
+/// beside the ones it depends on.
 pub fn pod_actions(pod: &Pod, seen: &Observed) -> PodPlan {
     let now = seen.now;
     if let Some(ts) = &pod.metadata.deletion_timestamp {

@@ -316,6 +316,9 @@ impl Kubelet {
 
     /// Carries out a live pod's actions in order, keeping `observed` current
     /// from each action's result, then reports the status.
+    /// Long on purpose: the actions are carried out in the order the sync
+    /// must take them (removals, sandbox, volumes, init, sidecars, app
+    /// containers), each step beside the state it leaves for the next.
     async fn carry_out(
         &self,
         pod: &Pod,

@@ -95,6 +95,8 @@ fn condition_objects(
 /// kubelet's `GeneratePodInitializedCondition`, `GenerateContainersReadyCondition`
 /// and `GeneratePodReadyCondition` compute them. `conditions`: the pod's
 /// current ones (readiness gates are read from them).
+/// Long: the three conditions are decided in one pass over the same
+/// statuses, each depending on the one before.
 pub fn pod_conditions(
     spec: &PodSpec,
     phase: &str,

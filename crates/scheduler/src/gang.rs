@@ -362,7 +362,10 @@ impl Scheduler {
     }
 
     /// One simulated placement of `pending`, the first member on `first` if
-    /// given, only on the `allowed` nodes if given.
+    /// given, only on the `allowed` nodes if given. Long on purpose: the
+    /// members are placed one after another against one copy of the usage,
+    /// the devices and the round-robin queue, whose locks are held for the
+    /// whole simulation, and keeping it in one function keeps that visible.
     #[allow(clippy::too_many_arguments)]
     fn simulate(
         &self,
@@ -384,16 +387,13 @@ impl Scheduler {
         let in_domain: Vec<Arc<Node>>;
         let candidates: &[Arc<Node>] = match allowed {
             Some(allowed) => {
-                in_domain = nodes
-                    .iter()
-                    .filter(|n| {
-                        n.metadata
-                            .name
-                            .as_ref()
-                            .is_some_and(|n| allowed.contains(n))
-                    })
-                    .cloned()
-                    .collect();
+                let name_allowed = |n: &&Arc<Node>| {
+                    n.metadata
+                        .name
+                        .as_ref()
+                        .is_some_and(|n| allowed.contains(n))
+                };
+                in_domain = nodes.iter().filter(name_allowed).cloned().collect();
                 &in_domain
             }
             None => nodes,

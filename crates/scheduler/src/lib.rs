@@ -709,44 +709,9 @@ type InformerTask = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Sen
 
 /// The scheduler and the informer loops feeding it (spawn them, then run [`worker`]).
 pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTask>) {
-    let mut pod_informer = Informer::new(Api::<Pod>::all(&client), ListParams::default());
-    let mut node_informer = Informer::new(Api::<Node>::all(&client), ListParams::default());
-    let mut claim_informer = Informer::new(
-        Api::<PersistentVolumeClaim>::all(&client),
-        ListParams::default(),
-    );
-    let mut volume_informer =
-        Informer::new(Api::<PersistentVolume>::all(&client), ListParams::default());
-    let mut class_informer =
-        Informer::new(Api::<StorageClass>::all(&client), ListParams::default());
-    let mut group_informer = Informer::new(
-        Api::<minik8s_api::podgroup::PodGroup>::all(&client),
-        ListParams::default(),
-    );
-    let mut workload_group_informer =
-        Informer::new(Api::<WorkloadPodGroup>::all(&client), ListParams::default());
-    let budget_informer = Informer::new(
-        Api::<PodDisruptionBudget>::all(&client),
-        ListParams::default(),
-    );
-    let service_informer = Informer::new(Api::<Service>::all(&client), ListParams::default());
-    let by_namespace: minik8s_client::informer::IndexFn<Service> =
-        Arc::new(|s: &Service| vec![s.metadata.namespace.clone().unwrap_or_default()]);
-    service_informer.cache().add_index(NAMESPACE, by_namespace);
-    let rs_informer = Informer::new(Api::<ReplicaSet>::all(&client), ListParams::default());
-    let sts_informer = Informer::new(Api::<StatefulSet>::all(&client), ListParams::default());
-    let rc_informer = Informer::new(
-        Api::<ReplicationController>::all(&client),
-        ListParams::default(),
-    );
-    let mut resource_claim_informer =
-        Informer::new(Api::<ResourceClaim>::all(&client), ListParams::default());
-    let mut device_class_informer =
-        Informer::new(Api::<DeviceClass>::all(&client), ListParams::default());
-    let mut resource_slice_informer =
-        Informer::new(Api::<ResourceSlice>::all(&client), ListParams::default());
+    let mut i = Informers::new(&client);
     // Kubernetes' PrioritySort: the pod of highest priority is tried first.
-    let pods = pod_informer.cache();
+    let pods = i.pods.cache();
     let queue = WorkQueue::new().ranked_by(move |key: &String| {
         pods.get(key)
             .map_or(0, |p| i64::from(victims::priority(&p)))
@@ -755,18 +720,18 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
         recorder: Recorder::new(client.clone(), config.scheduler_name.as_str()),
         client,
         config,
-        pods: pod_informer.cache(),
-        nodes: node_informer.cache(),
-        claims: claim_informer.cache(),
-        volumes: volume_informer.cache(),
-        classes: class_informer.cache(),
-        pod_groups: group_informer.cache(),
-        workload_groups: workload_group_informer.cache(),
-        budgets: budget_informer.cache(),
-        services: service_informer.cache(),
-        replica_sets: rs_informer.cache(),
-        stateful_sets: sts_informer.cache(),
-        controllers: rc_informer.cache(),
+        pods: i.pods.cache(),
+        nodes: i.nodes.cache(),
+        claims: i.claims.cache(),
+        volumes: i.volumes.cache(),
+        classes: i.classes.cache(),
+        pod_groups: i.groups.cache(),
+        workload_groups: i.workload_groups.cache(),
+        budgets: i.budgets.cache(),
+        services: i.services.cache(),
+        replica_sets: i.replica_sets.cache(),
+        stateful_sets: i.stateful_sets.cache(),
+        controllers: i.controllers.cache(),
         queue,
         round_robin: Mutex::new(RoundRobin::default()),
         ledger: Mutex::default(),
@@ -776,90 +741,148 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
         unschedulable: Mutex::default(),
         nominated: Mutex::default(),
         preempting: Mutex::default(),
-        resource_claims: resource_claim_informer.cache(),
-        device_classes: device_class_informer.cache(),
-        resource_slices: resource_slice_informer.cache(),
+        resource_claims: i.resource_claims.cache(),
+        device_classes: i.device_classes.cache(),
+        resource_slices: i.resource_slices.cache(),
         devices: Mutex::default(),
         matches: Mutex::default(),
     });
-    let s = Arc::downgrade(&sched);
-    pod_informer.on_event(move |ev| {
-        if let Some(s) = s.upgrade() {
-            s.on_pod(ev);
+    i.wake(&sched);
+    (sched, i.into_tasks())
+}
+
+fn informer<K>(client: &Client) -> Informer<K>
+where
+    K: minik8s_client::rest::Resource
+        + k8s_openapi::Metadata<Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
+{
+    Informer::new(Api::<K>::all(client), ListParams::default())
+}
+
+/// What the scheduler follows, one informer per kind.
+struct Informers {
+    pods: Informer<Pod>,
+    nodes: Informer<Node>,
+    claims: Informer<PersistentVolumeClaim>,
+    volumes: Informer<PersistentVolume>,
+    classes: Informer<StorageClass>,
+    groups: Informer<minik8s_api::podgroup::PodGroup>,
+    workload_groups: Informer<WorkloadPodGroup>,
+    budgets: Informer<PodDisruptionBudget>,
+    services: Informer<Service>,
+    replica_sets: Informer<ReplicaSet>,
+    stateful_sets: Informer<StatefulSet>,
+    controllers: Informer<ReplicationController>,
+    resource_claims: Informer<ResourceClaim>,
+    device_classes: Informer<DeviceClass>,
+    resource_slices: Informer<ResourceSlice>,
+}
+
+impl Informers {
+    fn new(client: &Client) -> Informers {
+        let services = informer::<Service>(client);
+        let by_namespace: minik8s_client::informer::IndexFn<Service> =
+            Arc::new(|s: &Service| vec![s.metadata.namespace.clone().unwrap_or_default()]);
+        services.cache().add_index(NAMESPACE, by_namespace);
+        Informers {
+            pods: informer(client),
+            nodes: informer(client),
+            claims: informer(client),
+            volumes: informer(client),
+            classes: informer(client),
+            groups: informer(client),
+            workload_groups: informer(client),
+            budgets: informer(client),
+            services,
+            replica_sets: informer(client),
+            stateful_sets: informer(client),
+            controllers: informer(client),
+            resource_claims: informer(client),
+            device_classes: informer(client),
+            resource_slices: informer(client),
         }
-    });
-    let s = Arc::downgrade(&sched);
-    node_informer.on_event(move |ev| {
-        if let Event::Updated { old, new } = ev {
-            if !filters::node_changed_for_scheduling(old, new) {
-                return;
-            }
-        }
-        if let Some(s) = s.upgrade() {
-            *lock(&s.node_list) = None;
-            s.retry_unschedulable();
-        }
-    });
-    // A claim, volume or class that changes may make a waiting pod placeable.
-    let retry = |s: &std::sync::Weak<Scheduler>| {
-        let s = s.clone();
-        move || {
+    }
+
+    /// The events that wake the scheduler: a pod's own, a node that changed
+    /// for scheduling, and any change that may make a waiting pod
+    /// placeable (claims, volumes, classes, pod groups, devices).
+    fn wake(&mut self, sched: &Arc<Scheduler>) {
+        let weak = Arc::downgrade(sched);
+        let s = weak.clone();
+        self.pods.on_event(move |ev| {
             if let Some(s) = s.upgrade() {
+                s.on_pod(ev);
+            }
+        });
+        let s = weak.clone();
+        self.nodes.on_event(move |ev| {
+            if let Event::Updated { old, new } = ev {
+                if !filters::node_changed_for_scheduling(old, new) {
+                    return;
+                }
+            }
+            if let Some(s) = s.upgrade() {
+                *lock(&s.node_list) = None;
                 s.retry_unschedulable();
             }
-        }
-    };
-    let weak = Arc::downgrade(&sched);
-    let r = retry(&weak);
-    claim_informer.on_event(move |_| r());
-    let r = retry(&weak);
-    volume_informer.on_event(move |_| r());
-    let r = retry(&weak);
-    class_informer.on_event(move |_| r());
-    // A PodGroup made or resized lets its waiting gang try again.
-    let r = retry(&weak);
-    group_informer.on_event(move |_| r());
-    let r = retry(&weak);
-    workload_group_informer.on_event(move |_| r());
-    // Devices: a claim, class or slice that changes may free or add room.
-    let r = retry(&weak);
-    let s = weak.clone();
-    resource_claim_informer.on_event(move |ev| {
-        if let Some(s) = s.upgrade() {
-            s.on_resource_claim(ev);
-        }
-        r()
-    });
-    let r = retry(&weak);
-    device_class_informer.on_event(move |_| r());
-    let r = retry(&weak);
-    let s = weak.clone();
-    resource_slice_informer.on_event(move |ev| {
-        if let Some(s) = s.upgrade() {
-            s.on_resource_slice(ev);
-        }
-        r()
-    });
-    (
-        sched,
+        });
+        let retry = || {
+            let s = weak.clone();
+            move || {
+                if let Some(s) = s.upgrade() {
+                    s.retry_unschedulable();
+                }
+            }
+        };
+        let r = retry();
+        self.claims.on_event(move |_| r());
+        let r = retry();
+        self.volumes.on_event(move |_| r());
+        let r = retry();
+        self.classes.on_event(move |_| r());
+        // A PodGroup made or resized lets its waiting gang try again.
+        let r = retry();
+        self.groups.on_event(move |_| r());
+        let r = retry();
+        self.workload_groups.on_event(move |_| r());
+        // Devices: a claim, class or slice that changes may free or add room.
+        let (r, s) = (retry(), weak.clone());
+        self.resource_claims.on_event(move |ev| {
+            if let Some(s) = s.upgrade() {
+                s.on_resource_claim(ev);
+            }
+            r()
+        });
+        let r = retry();
+        self.device_classes.on_event(move |_| r());
+        let (r, s) = (retry(), weak.clone());
+        self.resource_slices.on_event(move |ev| {
+            if let Some(s) = s.upgrade() {
+                s.on_resource_slice(ev);
+            }
+            r()
+        });
+    }
+
+    fn into_tasks(self) -> Vec<InformerTask> {
         vec![
-            Box::pin(pod_informer.run()),
-            Box::pin(node_informer.run()),
-            Box::pin(claim_informer.run()),
-            Box::pin(volume_informer.run()),
-            Box::pin(class_informer.run()),
-            Box::pin(group_informer.run()),
-            Box::pin(workload_group_informer.run()),
-            Box::pin(budget_informer.run()),
-            Box::pin(service_informer.run()),
-            Box::pin(rs_informer.run()),
-            Box::pin(sts_informer.run()),
-            Box::pin(rc_informer.run()),
-            Box::pin(resource_claim_informer.run()),
-            Box::pin(device_class_informer.run()),
-            Box::pin(resource_slice_informer.run()),
-        ],
-    )
+            Box::pin(self.pods.run()),
+            Box::pin(self.nodes.run()),
+            Box::pin(self.claims.run()),
+            Box::pin(self.volumes.run()),
+            Box::pin(self.classes.run()),
+            Box::pin(self.groups.run()),
+            Box::pin(self.workload_groups.run()),
+            Box::pin(self.budgets.run()),
+            Box::pin(self.services.run()),
+            Box::pin(self.replica_sets.run()),
+            Box::pin(self.stateful_sets.run()),
+            Box::pin(self.controllers.run()),
+            Box::pin(self.resource_claims.run()),
+            Box::pin(self.device_classes.run()),
+            Box::pin(self.resource_slices.run()),
+        ]
+    }
 }
 
 /// The scheduler as a reconciler of pod keys: an unschedulable pod comes back

@@ -23,6 +23,8 @@ fn digits(n: i64) -> usize {
 }
 
 /// Every rule, on create and on update (upstream has no update-only rule).
+/// Long: upstream's webhook rules in its order, which the order of the
+/// errors follows.
 pub fn validate(obj: &Value, _old: Option<&Value>) -> Errors {
     let mut errs = Vec::new();
     let ds_name = obj
@@ -177,6 +179,53 @@ fn validate_role(
     let spec = role.get("spec").cloned().unwrap_or(Value::Null);
     let sp = format!("{path}.spec");
 
+    validate_role_rollout(&spec, &sp, errs);
+    // 4. The scaler's name must be an object name.
+    let scaler = scaler_name(ds_name, name);
+    if external && scaler.len() > 253 {
+        errs.push(FieldError::invalid(
+            format!("{path}.name"),
+            &json!(name),
+            format!("would produce scaler name \"{scaler}\" exceeding 253 characters"),
+        ));
+    }
+    // 6. The longest generated name, `<ds>-<slice>-<rev>-<role>-prv`, is a Service's.
+    let d = digits(slices - 1);
+    let generated = ds_name.len() + 3 + d + 8 + name.len() + 4;
+    if !name.is_empty() && generated > 63 {
+        errs.push(FieldError::invalid(
+            format!("{path}.name"),
+            &json!(name),
+            format!(
+                "the generated service name ({generated} chars) would exceed the DNS-1035 limit of 63 characters; reduce the DisaggregatedSet name and/or role name (combined limit: {} characters)",
+                48 - d
+            ),
+        ));
+    }
+    // 7. Exclusive-topology annotations fight a placement policy.
+    if !placement.is_empty() && placement != "None" {
+        for key in [EXCLUSIVE_TOPOLOGY, SUBGROUP_EXCLUSIVE_TOPOLOGY] {
+            let carried = [
+                "/metadata/annotations",
+                "/spec/leaderWorkerTemplate/leaderTemplate/metadata/annotations",
+                "/spec/leaderWorkerTemplate/workerTemplate/metadata/annotations",
+            ]
+            .iter()
+            .any(|p| role.pointer(p).and_then(|a| a.get(key)).is_some());
+            if carried {
+                errs.push(FieldError::forbidden(
+                    path,
+                    format!("the \"{key}\" annotation must not be combined with a non-None spec.placementPolicy.type ({placement})"),
+                ));
+            }
+        }
+    }
+    validate_role_lws(role, &spec, path, &sp, errs);
+}
+
+/// A role's rollout: RollingUpdate, no partition (the DisaggregatedSet
+/// rolls across roles itself), maxUnavailable and maxSurge not both 0.
+fn validate_role_rollout(spec: &Value, sp: &str, errs: &mut Errors) {
     // 1. Rollout type.
     if let Some(t) = spec.pointer("/rolloutStrategy/type") {
         if !matches!(t.as_str(), Some("") | Some("RollingUpdate")) {
@@ -223,47 +272,11 @@ fn validate_role(
             ));
         }
     }
-    // 4. The scaler's name must be an object name.
-    let scaler = scaler_name(ds_name, name);
-    if external && scaler.len() > 253 {
-        errs.push(FieldError::invalid(
-            format!("{path}.name"),
-            &json!(name),
-            format!("would produce scaler name \"{scaler}\" exceeding 253 characters"),
-        ));
-    }
-    // 6. The longest generated name, `<ds>-<slice>-<rev>-<role>-prv`, is a Service's.
-    let d = digits(slices - 1);
-    let generated = ds_name.len() + 3 + d + 8 + name.len() + 4;
-    if !name.is_empty() && generated > 63 {
-        errs.push(FieldError::invalid(
-            format!("{path}.name"),
-            &json!(name),
-            format!(
-                "the generated service name ({generated} chars) would exceed the DNS-1035 limit of 63 characters; reduce the DisaggregatedSet name and/or role name (combined limit: {} characters)",
-                48 - d
-            ),
-        ));
-    }
-    // 7. Exclusive-topology annotations fight a placement policy.
-    if !placement.is_empty() && placement != "None" {
-        for key in [EXCLUSIVE_TOPOLOGY, SUBGROUP_EXCLUSIVE_TOPOLOGY] {
-            let carried = [
-                "/metadata/annotations",
-                "/spec/leaderWorkerTemplate/leaderTemplate/metadata/annotations",
-                "/spec/leaderWorkerTemplate/workerTemplate/metadata/annotations",
-            ]
-            .iter()
-            .any(|p| role.pointer(p).and_then(|a| a.get(key)).is_some());
-            if carried {
-                errs.push(FieldError::forbidden(
-                    path,
-                    format!("the \"{key}\" annotation must not be combined with a non-None spec.placementPolicy.type ({placement})"),
-                ));
-            }
-        }
-    }
-    // minik8s: the embedded LeaderWorkerSet spec obeys the LWS rules.
+}
+
+/// minik8s: the embedded LeaderWorkerSet spec obeys the LWS rules, its
+/// errors named at the role's paths.
+fn validate_role_lws(role: &Value, spec: &Value, path: &str, sp: &str, errs: &mut Errors) {
     let mut lws = json!({"metadata": {"name": "role",
         "annotations": role.pointer("/metadata/annotations").cloned().unwrap_or(json!({}))},
         "spec": if spec.is_object() { spec.clone() } else { json!({}) }});

@@ -90,6 +90,8 @@ const LINUX_SIGNALS: &[&str] = &[
 
 /// The probes, lifecycle and restart policy of one container at `path`.
 /// `spec`: its pod spec (grace period, OS).
+/// Long: Kubernetes' checks of probes, hooks and the restart policy in
+/// its order, which the order of the errors in a 422 follows.
 pub(super) fn validate_container_lifecycle(
     c: &Container,
     path: &str,

@@ -85,6 +85,8 @@ fn init_containers(spec: &PodSpec) -> impl Iterator<Item = (&'static str, usize,
 }
 
 /// Validates a PodSpec at `path` (`spec` or `spec.template.spec`).
+/// Long: Kubernetes' ValidatePodSpec checks in its order, which the
+/// order of the errors in a 422 follows.
 pub fn validate_pod_spec(spec: &PodSpec, path: &str, errs: &mut Errors) {
     if spec.containers.is_empty() {
         errs.push(FieldError::required(format!("{path}.containers"), ""));

@@ -288,6 +288,8 @@ fn limit_resource_names(item: &LimitRangeItem, path: &str, errs: &mut Errors) ->
 /// For resource `k` of an item: min ≤ defaultRequest ≤ default ≤ max, a
 /// ratio of at least 1 and at most max/min, and no overcommit where a
 /// resource cannot be (hugepages, extended resources).
+/// Long: Kubernetes' ValidateLimitRange order checks for one resource in
+/// its order, which the order of the errors follows.
 fn limit_order_errors(item: &LimitRangeItem, path: &str, k: &str) -> Errors {
     let amount = |l: &Option<ResourceList>| l.as_ref()?.get(k).and_then(|q| Amount::parse(&q.0));
     let pod = item.type_ == "Pod";

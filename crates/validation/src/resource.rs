@@ -5,8 +5,9 @@
 
 use super::{name_check, Errors, FieldError};
 use k8s_openapi::api::resource::v1::{
-    DeviceClaim, DeviceClass, DeviceSelector, ExactDeviceRequest, OpaqueDeviceConfiguration,
-    ResourceClaim, ResourceClaimStatus, ResourceClaimTemplate, ResourceSlice,
+    Device, DeviceClaim, DeviceClass, DeviceSelector, ExactDeviceRequest,
+    OpaqueDeviceConfiguration, ResourceClaim, ResourceClaimStatus, ResourceClaimTemplate,
+    ResourceSlice,
 };
 use minik8s_api::names::{dns1123_label_error, dns1123_subdomain_error};
 use minik8s_cel::device::Selector;
@@ -428,60 +429,7 @@ pub fn validate_resource_slice(
         if !names.insert(d.name.clone()) {
             errs.push(FieldError::duplicate(format!("{at}.name"), &json!(d.name)));
         }
-        let attributes = d.attributes.as_ref();
-        let capacity = d.capacity.as_ref();
-        let total = attributes.map_or(0, |a| a.len()) + capacity.map_or(0, |c| c.len());
-        if total > MAX_ATTRIBUTES_AND_CAPACITY {
-            errs.push(FieldError::too_many(
-                format!("{at}.attributes"),
-                total,
-                MAX_ATTRIBUTES_AND_CAPACITY,
-            ));
-        }
-        for (name, a) in attributes.into_iter().flatten() {
-            let apath = format!("{at}.attributes[{name}]");
-            if let Some(e) = qualified_name_error(name) {
-                errs.push(FieldError::invalid(apath.clone(), &json!(name), e));
-            }
-            let set = [
-                a.bool.is_some(),
-                a.int.is_some(),
-                a.string.is_some(),
-                a.version.is_some(),
-            ]
-            .iter()
-            .filter(|s| **s)
-            .count();
-            if set != 1 {
-                errs.push(FieldError::invalid(
-                    apath.clone(),
-                    &Value::Null,
-                    "exactly one value must be specified",
-                ));
-            }
-            if let Some(v) = &a.version {
-                if minik8s_cel::device::Semver::parse(v).is_none() {
-                    errs.push(FieldError::invalid(
-                        format!("{apath}.version"),
-                        &json!(v),
-                        "must be a string compatible with semver.org spec 2.0.0",
-                    ));
-                }
-            }
-        }
-        for (name, c) in capacity.into_iter().flatten() {
-            let cpath = format!("{at}.capacity[{name}]");
-            if let Some(e) = qualified_name_error(name) {
-                errs.push(FieldError::invalid(cpath.clone(), &json!(name), e));
-            }
-            if let Err(e) = minik8s_api::quantity::Quantity::parse(&c.value.0) {
-                errs.push(FieldError::invalid(
-                    format!("{cpath}.value"),
-                    &json!(c.value.0),
-                    e.to_string(),
-                ));
-            }
-        }
+        validate_device_attributes(d, &at, errs);
     }
     if let Some(old) = old {
         if old.spec.node_name != spec.node_name {
@@ -489,6 +437,65 @@ pub fn validate_resource_slice(
         }
         if old.spec.driver != spec.driver {
             immutable(errs, "spec.driver", &spec.driver, &old.spec.driver);
+        }
+    }
+}
+
+/// A device's attributes (one typed value each, a semver version) and
+/// capacities (quantities), under qualified names and within their bound.
+fn validate_device_attributes(d: &Device, at: &str, errs: &mut Errors) {
+    let attributes = d.attributes.as_ref();
+    let capacity = d.capacity.as_ref();
+    let total = attributes.map_or(0, |a| a.len()) + capacity.map_or(0, |c| c.len());
+    if total > MAX_ATTRIBUTES_AND_CAPACITY {
+        errs.push(FieldError::too_many(
+            format!("{at}.attributes"),
+            total,
+            MAX_ATTRIBUTES_AND_CAPACITY,
+        ));
+    }
+    for (name, a) in attributes.into_iter().flatten() {
+        let apath = format!("{at}.attributes[{name}]");
+        if let Some(e) = qualified_name_error(name) {
+            errs.push(FieldError::invalid(apath.clone(), &json!(name), e));
+        }
+        let set = [
+            a.bool.is_some(),
+            a.int.is_some(),
+            a.string.is_some(),
+            a.version.is_some(),
+        ]
+        .iter()
+        .filter(|s| **s)
+        .count();
+        if set != 1 {
+            errs.push(FieldError::invalid(
+                apath.clone(),
+                &Value::Null,
+                "exactly one value must be specified",
+            ));
+        }
+        if let Some(v) = &a.version {
+            if minik8s_cel::device::Semver::parse(v).is_none() {
+                errs.push(FieldError::invalid(
+                    format!("{apath}.version"),
+                    &json!(v),
+                    "must be a string compatible with semver.org spec 2.0.0",
+                ));
+            }
+        }
+    }
+    for (name, c) in capacity.into_iter().flatten() {
+        let cpath = format!("{at}.capacity[{name}]");
+        if let Some(e) = qualified_name_error(name) {
+            errs.push(FieldError::invalid(cpath.clone(), &json!(name), e));
+        }
+        if let Err(e) = minik8s_api::quantity::Quantity::parse(&c.value.0) {
+            errs.push(FieldError::invalid(
+                format!("{cpath}.value"),
+                &json!(c.value.0),
+                e.to_string(),
+            ));
         }
     }
 }

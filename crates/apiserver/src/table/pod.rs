@@ -45,6 +45,9 @@ fn terminated_reason(t: &Value, prefix: &str) -> String {
 }
 
 /// (READY, STATUS, RESTARTS) of a pod.
+/// Long as kubectl's printPod, which it follows step by step (init
+/// containers, then the app containers, then deletion) so the two read
+/// side by side.
 pub fn pod_cells(pod: &Value) -> (String, String, String) {
     let phase = pod
         .pointer("/status/phase")

@@ -59,6 +59,8 @@ where
     Ok(t.elapsed().as_secs_f64())
 }
 
+/// Long on purpose: a benchmark's main is its scenario, read top to
+/// bottom (start what it measures, run it, print the table beside its floor).
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<usize> = benchmarks::numeric_args();

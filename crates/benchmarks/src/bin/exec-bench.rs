@@ -37,6 +37,8 @@ async fn download(url: &str) -> anyhow::Result<f64> {
     Ok((MB as f64) / t.elapsed().as_secs_f64())
 }
 
+/// Long on purpose: a benchmark's main is its scenario, read top to
+/// bottom (start what it measures, run it, print the table beside its floor).
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let rounds: usize = std::env::args()

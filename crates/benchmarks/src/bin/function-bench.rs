@@ -95,6 +95,8 @@ async fn sustained(http: &reqwest::Client, url: &str, callers: usize, secs: u64)
     (ok as f64 / t.elapsed().as_secs_f64(), failed)
 }
 
+/// Long on purpose: a benchmark's main is its scenario, read top to
+/// bottom (start what it measures, run it, print the table beside its floor).
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);

@@ -49,6 +49,8 @@ fn median(mut v: Vec<f64>) -> (f64, f64) {
     (v[v.len() / 2], v[0])
 }
 
+/// Long on purpose: a benchmark's main is its scenario, read top to
+/// bottom (start what it measures, run it, print the table beside its floor).
 fn main() -> anyhow::Result<()> {
     let rounds = benchmarks::numeric_args::<usize>()
         .first()

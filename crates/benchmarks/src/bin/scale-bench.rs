@@ -280,6 +280,8 @@ async fn scheduler_alone(client: &Client, nodes: usize, pods: usize) -> anyhow::
     Ok(rate)
 }
 
+/// Long on purpose: a benchmark's main is its scenario, read top to
+/// bottom (start what it measures, run it, print the table beside its floor).
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<usize> = benchmarks::numeric_args();

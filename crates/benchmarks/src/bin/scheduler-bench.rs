@@ -147,6 +147,8 @@ async fn current_rv(api: &DynamicApi) -> anyhow::Result<String> {
         .to_string())
 }
 
+/// Long on purpose: a benchmark's main is its scenario, read top to
+/// bottom (start what it measures, run it, print the table beside its floor).
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<usize> = benchmarks::numeric_args();

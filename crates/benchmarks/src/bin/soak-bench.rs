@@ -32,6 +32,8 @@ async fn running_pods(http: &reqwest::Client, server: &str) -> usize {
     list["items"].as_array().map_or(0, Vec::len)
 }
 
+/// Long on purpose: a benchmark's main is its scenario, read top to
+/// bottom (start what it measures, run it, print the table beside its floor).
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let minutes: u64 = std::env::args()

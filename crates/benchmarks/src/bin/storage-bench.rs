@@ -60,6 +60,8 @@ fn row(what: &str, sorted: &mut [f64]) -> (String, f64) {
     (format!("| {what} | {p50:.0} | {p99:.0} |"), p50)
 }
 
+/// Long on purpose: a benchmark's main is its scenario, read top to
+/// bottom (start what it measures, run it, print the table beside its floor).
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let rounds: usize = std::env::args()

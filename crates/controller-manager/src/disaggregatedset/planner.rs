@@ -109,6 +109,8 @@ fn prevent_orphans(x: &mut [i64], n: &[i64], input: &Input) {
 }
 
 /// `ComputeNextStep`: `None` when the rollout is complete.
+/// Long as upstream's ComputeNextStep, which it follows step by step so
+/// the two can be compared.
 pub fn next_step(input: &Input) -> Option<Step> {
     let n = input.target.len();
     let (old0, old, new, target, cfg) = (

@@ -158,30 +158,11 @@ impl Reconciler for JobController {
 
         // 3. Suspended: no pods, no clock.
         if spec.suspend.unwrap_or(false) {
-            for p in &active {
-                self.delete_pod(&job, p).await?;
-            }
-            if condition_true(&conditions, "Suspended").is_none() {
-                set_condition(
-                    &mut conditions,
-                    condition("Suspended", "True", "JobSuspended", "Job suspended", &now_s),
-                );
-                self.recorder
-                    .event(&*job, EventType::Normal, "Suspended", "Job suspended")
-                    .await;
-            }
-            let st = self.status_body(&tally, &[], None, conditions);
-            self.write_status(&job, st).await?;
-            return Ok(Action::Done);
-        }
-        if condition_true(&conditions, "Suspended").is_some() {
-            set_condition(
-                &mut conditions,
-                condition("Suspended", "False", "JobResumed", "Job resumed", &now_s),
-            );
-            self.recorder
-                .event(&*job, EventType::Normal, "Resumed", "Job resumed")
+            return self
+                .suspend(&job, &tally, &active, conditions, &now_s)
                 .await;
+        }
+        if self.resumed(&job, &mut conditions, &now_s).await {
             start_time = None;
         }
         let start = *start_time.get_or_insert(now);
@@ -207,6 +188,51 @@ impl Reconciler for JobController {
 struct Counted {
     succeeded: BTreeSet<String>,
     failed: BTreeSet<String>,
+}
+
+impl JobController {
+    /// A suspended Job: its active pods deleted, `Suspended` set (with an
+    /// event the first time), its status written without a start time.
+    async fn suspend(
+        &self,
+        job: &Job,
+        tally: &Tally,
+        active: &[Arc<Pod>],
+        mut conditions: Vec<Value>,
+        now: &str,
+    ) -> Result<Action, ClientError> {
+        for p in active {
+            self.delete_pod(job, p).await?;
+        }
+        if condition_true(&conditions, "Suspended").is_none() {
+            set_condition(
+                &mut conditions,
+                condition("Suspended", "True", "JobSuspended", "Job suspended", now),
+            );
+            self.recorder
+                .event(job, EventType::Normal, "Suspended", "Job suspended")
+                .await;
+        }
+        let st = self.status_body(tally, &[], None, conditions);
+        self.write_status(job, st).await?;
+        Ok(Action::Done)
+    }
+
+    /// A Job suspended before and not now: `Suspended` turns False, with an
+    /// event; true when it did (its clock starts again).
+    async fn resumed(&self, job: &Job, conditions: &mut Vec<Value>, now: &str) -> bool {
+        if condition_true(conditions, "Suspended").is_none() {
+            return false;
+        }
+        set_condition(
+            conditions,
+            condition("Suspended", "False", "JobResumed", "Job resumed", now),
+        );
+        self.recorder
+            .event(job, EventType::Normal, "Resumed", "Job resumed")
+            .await;
+        true
+    }
 }
 
 /// How a Job ends: the target condition written first, the final one

@@ -368,31 +368,7 @@ impl Reconciler for ClaimBinder {
                     return Ok(Action::Done);
                 }
                 let class = class_obj.expect("provisioning has a class");
-                let made = match class.provisioner.as_str() {
-                    nfs::PROVISIONER => match nfs::provision(&claim, &class).await {
-                        Ok(pv) => self.provisioner.create(pv, &class).await,
-                        Err(why) => Err(why),
-                    },
-                    _ => self.provisioner.provision(&claim, &class, node).await,
-                };
-                match made {
-                    Ok(pv) => {
-                        let msg = format!(
-                            "Successfully provisioned volume {pv} using {}",
-                            class.provisioner
-                        );
-                        self.recorder
-                            .event(&*claim, EventType::Normal, "ProvisioningSucceeded", &msg)
-                            .await;
-                        Ok(Action::Done)
-                    }
-                    Err(why) => {
-                        self.recorder
-                            .event(&*claim, EventType::Warning, "ProvisioningFailed", &why)
-                            .await;
-                        Ok(Action::RequeueAfter(RESYNC))
-                    }
-                }
+                self.provision(&claim, &class, node).await
             }
             ClaimStep::Wait(type_, reason, message) => {
                 if reason == "ExternalProvisioning" {
@@ -408,34 +384,7 @@ impl Reconciler for ClaimBinder {
                     .iter()
                     .find(|v| v.metadata.name.as_deref() == Some(&volume))
                     .expect("decide found the volume");
-                if pv
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.claim_ref.as_ref())
-                    .is_none()
-                    || volume_phase(pv) != "Bound"
-                {
-                    // Half a binding (interrupted): finish it.
-                    self.bind(&claim, pv).await?;
-                    return Ok(Action::Done);
-                }
-                if let Some(size) = grow_to {
-                    let patch = json!({"spec": {"capacity": {"storage": size}}});
-                    let grown = self
-                        .volume_api()
-                        .patch(&volume, None, content::MERGE_PATCH, &patch)
-                        .await?;
-                    let grown: PersistentVolume = serde_json::from_value(grown)
-                        .map_err(|e| ClientError::Decode(e.to_string()))?;
-                    self.set_claim_bound(&claim, &grown).await?;
-                    let msg = format!("ExpandVolume succeeded for volume {volume}");
-                    self.recorder
-                        .event(&*claim, EventType::Normal, "VolumeResizeSuccessful", &msg)
-                        .await;
-                    return Ok(Action::Done);
-                }
-                self.set_claim_bound(&claim, pv).await?;
-                Ok(Action::Done)
+                self.keep_bound(&claim, pv, grow_to).await
             }
             ClaimStep::Lost(reason, message) => {
                 if claim_phase(&claim) != "Lost" {
@@ -459,6 +408,79 @@ impl Reconciler for ClaimBinder {
 }
 
 impl ClaimBinder {
+    /// A volume for the claim from its class: an NFS directory, else the
+    /// class's provisioner (local-path on the chosen node); an event either way.
+    async fn provision(
+        &self,
+        claim: &PersistentVolumeClaim,
+        class: &StorageClass,
+        node: Option<String>,
+    ) -> Result<Action, ClientError> {
+        let made = match class.provisioner.as_str() {
+            nfs::PROVISIONER => match nfs::provision(claim, class).await {
+                Ok(pv) => self.provisioner.create(pv, class).await,
+                Err(why) => Err(why),
+            },
+            _ => self.provisioner.provision(claim, class, node).await,
+        };
+        match made {
+            Ok(pv) => {
+                let msg = format!(
+                    "Successfully provisioned volume {pv} using {}",
+                    class.provisioner
+                );
+                self.recorder
+                    .event(claim, EventType::Normal, "ProvisioningSucceeded", &msg)
+                    .await;
+                Ok(Action::Done)
+            }
+            Err(why) => {
+                self.recorder
+                    .event(claim, EventType::Warning, "ProvisioningFailed", &why)
+                    .await;
+                Ok(Action::RequeueAfter(RESYNC))
+            }
+        }
+    }
+
+    /// A bound claim: a binding interrupted half-way is finished, a volume
+    /// grown to the claim's new size (`grow_to`), the claim's status kept.
+    async fn keep_bound(
+        &self,
+        claim: &PersistentVolumeClaim,
+        pv: &PersistentVolume,
+        grow_to: Option<String>,
+    ) -> Result<Action, ClientError> {
+        let half_bound = pv
+            .spec
+            .as_ref()
+            .and_then(|s| s.claim_ref.as_ref())
+            .is_none()
+            || volume_phase(pv) != "Bound";
+        if half_bound {
+            self.bind(claim, pv).await?;
+            return Ok(Action::Done);
+        }
+        let Some(size) = grow_to else {
+            self.set_claim_bound(claim, pv).await?;
+            return Ok(Action::Done);
+        };
+        let volume = pv.metadata.name.as_deref().unwrap_or_default();
+        let patch = json!({"spec": {"capacity": {"storage": size}}});
+        let grown = self
+            .volume_api()
+            .patch(volume, None, content::MERGE_PATCH, &patch)
+            .await?;
+        let grown: PersistentVolume =
+            serde_json::from_value(grown).map_err(|e| ClientError::Decode(e.to_string()))?;
+        self.set_claim_bound(claim, &grown).await?;
+        let msg = format!("ExpandVolume succeeded for volume {volume}");
+        self.recorder
+            .event(claim, EventType::Normal, "VolumeResizeSuccessful", &msg)
+            .await;
+        Ok(Action::Done)
+    }
+
     /// Names the external provisioner on the claim, as Kubernetes does for it to pick up.
     async fn note_provisioner(
         &self,

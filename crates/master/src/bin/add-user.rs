@@ -71,6 +71,8 @@ fn parse_hard(spec: &str) -> anyhow::Result<serde_json::Map<String, serde_json::
     Ok(hard)
 }
 
+/// Long on purpose: the command's steps in the order it takes them,
+/// read top to bottom.
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();

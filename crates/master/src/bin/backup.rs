@@ -116,6 +116,8 @@ fn snapshots_in(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
+/// Long on purpose: the command's steps in the order it takes them,
+/// read top to bottom.
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Args::parse().command {

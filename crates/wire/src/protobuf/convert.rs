@@ -304,6 +304,8 @@ fn value_to_json(
 }
 
 /// The JSON forms that differ from the message's fields.
+/// Long: one arm per special JSON form (quantities, times, int-or-string,
+/// raw extensions...), each small, kept together as one table.
 fn special_to_json(
     schema: &Schema,
     name: &str,
