@@ -246,33 +246,7 @@ impl ApiServer {
             .map_err(unreachable)?;
         let (status, kubelet_headers, rest) = read_head(&mut conn).await.map_err(unreachable)?;
         if status != 101 {
-            // The kubelet's refusal: its body, as long as Content-Length says.
-            let length = kubelet_headers
-                .iter()
-                .find(|(k, _)| k == "content-length")
-                .and_then(|(_, v)| v.parse::<usize>().ok())
-                .unwrap_or(0)
-                .min(MAX_HEAD);
-            let mut body = rest;
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), async {
-                let mut buf = [0u8; 4096];
-                while body.len() < length {
-                    match conn.read(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => body.extend_from_slice(&buf[..n]),
-                    }
-                }
-            })
-            .await;
-            body.truncate(length);
-            let message = String::from_utf8_lossy(&body).trim().to_string();
-            let code = if status == 404 { 404 } else { 400 };
-            let reason = if code == 404 {
-                "NotFound"
-            } else {
-                "BadRequest"
-            };
-            return Err(ApiError::new(code, reason, message));
+            return Err(kubelet_refusal(status, &kubelet_headers, rest, &mut conn).await);
         }
         let mut resp = Response::new(Body::empty());
         *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
@@ -302,6 +276,38 @@ impl ApiServer {
             let _ = tokio::io::copy_bidirectional(&mut client, &mut conn).await;
         });
         Ok(resp)
+    }
+}
+
+/// The kubelet's refusal of an upgrade as the API's error: its body, as
+/// long as Content-Length says (404 stays a 404, anything else a 400).
+async fn kubelet_refusal<R: tokio::io::AsyncRead + Unpin>(
+    status: u16,
+    headers: &[(String, String)],
+    mut body: Vec<u8>,
+    conn: &mut R,
+) -> ApiError {
+    let length = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .and_then(|(_, v)| v.parse::<usize>().ok())
+        .unwrap_or(0)
+        .min(MAX_HEAD);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), async {
+        let mut buf = [0u8; 4096];
+        while body.len() < length {
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => body.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    body.truncate(length);
+    let message = String::from_utf8_lossy(&body).trim().to_string();
+    match status {
+        404 => ApiError::new(404, "NotFound", message),
+        _ => ApiError::new(400, "BadRequest", message),
     }
 }
 

@@ -296,24 +296,7 @@ impl ApiServer {
                 let _ = self.alloc.reserve_ip(&ip);
             }
         }
-        let (create, delete) = ip_address_changes(&services, &ip_addresses);
-        for obj in create {
-            match self.create(ip_info, None, obj, WriteOpts::default()).await {
-                Ok(_) => {}
-                Err(e) if e.is_already_exists() => {}
-                Err(e) => tracing::warn!(error = %e, "writing an IPAddress"),
-            }
-        }
-        for name in delete {
-            match self
-                .delete(ip_info, None, &name, &DeleteOptions::default())
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if e.is_not_found() => {}
-                Err(e) => tracing::warn!(error = %e, ip = %name, "deleting an IPAddress"),
-            }
-        }
+        self.sync_ip_addresses(&services, &ip_addresses).await;
 
         let mut in_use: Vec<String> = services.iter().flat_map(cluster_ips).collect();
         in_use.extend(
@@ -369,6 +352,30 @@ impl ApiServer {
             }
         }
         Ok(())
+    }
+
+    /// An IPAddress for every Service address, none for an address no
+    /// Service holds; a failure is logged and retried on the next pass.
+    async fn sync_ip_addresses(&self, services: &[Value], ip_addresses: &[Value]) {
+        let ip_info = registry::of::<IPAddress>();
+        let (create, delete) = ip_address_changes(services, ip_addresses);
+        for obj in create {
+            match self.create(ip_info, None, obj, WriteOpts::default()).await {
+                Ok(_) => {}
+                Err(e) if e.is_already_exists() => {}
+                Err(e) => tracing::warn!(error = %e, "writing an IPAddress"),
+            }
+        }
+        for name in delete {
+            match self
+                .delete(ip_info, None, &name, &DeleteOptions::default())
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => tracing::warn!(error = %e, ip = %name, "deleting an IPAddress"),
+            }
+        }
     }
 }
 

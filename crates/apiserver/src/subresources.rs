@@ -299,20 +299,9 @@ impl ApiServer {
             ));
         }
         let pdb = matching.first().copied();
-        let too_many = |cause: String| {
-            let mut e = ApiError::new(
-                429,
-                "TooManyRequests",
-                "Cannot evict pod as it would violate the pod's disruption budget.",
-            );
-            e.details = Some(Box::new(
-                json!({"causes": [{"reason": "DisruptionBudget", "message": cause}]}),
-            ));
-            e
-        };
         let verdict = eviction_verdict(&pod, pdb);
         if let EvictionVerdict::Refuse(cause) = verdict {
-            return Err(too_many(cause));
+            return Err(budget_violated(cause));
         }
         let takes_disruption = verdict == EvictionVerdict::Allow
             && pod.pointer("/status/phase").and_then(Value::as_str) == Some("Running")
@@ -330,7 +319,7 @@ impl ApiServer {
                 WriteOpts::default(),
                 |old| {
                     match eviction_verdict(&pod, Some(old)) {
-                        EvictionVerdict::Refuse(cause) => return Err(too_many(cause)),
+                        EvictionVerdict::Refuse(cause) => return Err(budget_violated(cause)),
                         // The budget changed under us: the pod no longer takes a disruption.
                         EvictionVerdict::AllowUnhealthy => return Ok(old.clone()),
                         EvictionVerdict::Allow => {}
@@ -349,23 +338,41 @@ impl ApiServer {
             )
             .await?;
         }
-        let options = body.get("deleteOptions").cloned().unwrap_or(json!({}));
-        let opts = crate::rest::DeleteOptions {
-            grace_period: options.get("gracePeriodSeconds").and_then(Value::as_i64),
-            uid: options
-                .pointer("/preconditions/uid")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            resource_version: options
-                .pointer("/preconditions/resourceVersion")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            ..Default::default()
-        };
+        let opts = eviction_delete_options(&body);
         self.delete(pods, Some(ns), name, &opts).await?;
         Ok(
             json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
         )
+    }
+}
+
+/// 429: the eviction would violate the pod's disruption budget (`cause`).
+fn budget_violated(cause: String) -> ApiError {
+    let mut e = ApiError::new(
+        429,
+        "TooManyRequests",
+        "Cannot evict pod as it would violate the pod's disruption budget.",
+    );
+    e.details = Some(Box::new(
+        json!({"causes": [{"reason": "DisruptionBudget", "message": cause}]}),
+    ));
+    e
+}
+
+/// The Eviction's `deleteOptions` as the pod's delete takes them.
+fn eviction_delete_options(eviction: &Value) -> crate::rest::DeleteOptions {
+    let options = eviction.get("deleteOptions").cloned().unwrap_or(json!({}));
+    let precondition = |f: &str| {
+        options
+            .pointer(&format!("/preconditions/{f}"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    crate::rest::DeleteOptions {
+        grace_period: options.get("gracePeriodSeconds").and_then(Value::as_i64),
+        uid: precondition("uid"),
+        resource_version: precondition("resourceVersion"),
+        ..Default::default()
     }
 }
 

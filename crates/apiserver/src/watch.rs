@@ -118,6 +118,18 @@ impl Encoder {
     }
 }
 
+/// How long a watch lasts: `timeoutSeconds`, else, like the real
+/// apiserver, a random 30-60 min.
+fn watch_timeout(params: &Params) -> Duration {
+    match params
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+    {
+        Some(t) => Duration::from_secs(t),
+        None => Duration::from_secs(1800 + rand::random::<u64>() % 1800),
+    }
+}
+
 /// A watch response made of one ERROR event with `e`'s Status.
 fn one_error(e: ApiError) -> Response {
     let event = line("ERROR", &e.to_status());
@@ -285,14 +297,7 @@ impl ApiServer {
             .ok_or_else(ApiError::unknown_path)?;
         let bookmarks = params.flag("allowWatchBookmarks");
         let send_initial = streaming_list(params, bookmarks)?;
-        let timeout = match params
-            .get("timeoutSeconds")
-            .and_then(|t| t.parse::<u64>().ok())
-        {
-            Some(t) => Duration::from_secs(t),
-            // Like the real apiserver, an unbounded watch ends after a random 30-60 min.
-            None => Duration::from_secs(1800 + rand::random::<u64>() % 1800),
-        };
+        let timeout = watch_timeout(params);
         let rv = params.get("resourceVersion").unwrap_or("");
         let internal = |e: crate::store::StoreError| ApiError::internal(e.to_string());
 

@@ -198,6 +198,13 @@ pub fn describe(info: &ResourceInfo, obj: &Value, events: &[Value]) -> String {
             out.push_str(&section(&title.into_iter().collect::<String>(), v));
         }
     }
+    out.push_str(&events_section(events));
+    out
+}
+
+/// `Events:` with one row per event (type, reason, age, source, message).
+fn events_section(events: &[Value]) -> String {
+    let mut out = String::new();
     if events.is_empty() {
         out.push_str("Events:       <none>\n");
     } else {

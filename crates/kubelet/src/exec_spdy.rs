@@ -64,6 +64,24 @@ where
     rx
 }
 
+/// The connection's writing half as a task fed frames through the channel
+/// returned; it shuts the connection down once the channel closes.
+fn spawn_writer<W>(mut write: W) -> (mpsc::Sender<Vec<u8>>, tokio::task::JoinHandle<()>)
+where
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (out, mut outgoing) = mpsc::channel::<Vec<u8>>(256);
+    let writer = tokio::spawn(async move {
+        while let Some(f) = outgoing.recv().await {
+            if write.write_all(&f).await.is_err() {
+                break;
+            }
+        }
+        let _ = write.shutdown().await;
+    });
+    (out, writer)
+}
+
 /// One exec or attach over an upgraded SPDY connection.
 pub(crate) async fn session<IO>(
     io: IO,
@@ -75,16 +93,8 @@ pub(crate) async fn session<IO>(
 ) where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let (read, mut write) = tokio::io::split(io);
-    let (out, mut outgoing) = mpsc::channel::<Vec<u8>>(256);
-    let writer = tokio::spawn(async move {
-        while let Some(f) = outgoing.recv().await {
-            if write.write_all(&f).await.is_err() {
-                break;
-            }
-        }
-        let _ = write.shutdown().await;
-    });
+    let (read, write) = tokio::io::split(io);
+    let (out, writer) = spawn_writer(write);
     let mut frames = read_frames(read);
     let Some((streams, last_stream)) = open_streams(&mut frames, &out, &spec).await else {
         drop(out);
@@ -99,6 +109,7 @@ pub(crate) async fn session<IO>(
     let exec = match started {
         Ok(e) => e,
         Err(e) => {
+            // The failure on the error stream, then GOAWAY.
             let status = failure(&e.to_string()).to_string();
             let _ = out
                 .send(spdy::data(error_stream, true, status.as_bytes()))

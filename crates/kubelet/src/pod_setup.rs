@@ -85,6 +85,48 @@ impl std::fmt::Display for PrepareResourcesFailed {
 
 impl std::error::Error for PrepareResourcesFailed {}
 
+/// The container's volume mounts, each at its volume's host path (or the
+/// entry its subPath or subPathExpr names, expanded with `env`).
+fn volume_mounts(
+    c: &Container,
+    mounts: &[(String, Mount)],
+    env: &[String],
+) -> Result<Vec<Mount>, String> {
+    let mut own_mounts = Vec::new();
+    for m in c.volume_mounts.iter().flatten() {
+        let Some((_, volume)) = mounts.iter().find(|(name, _)| *name == m.name) else {
+            continue;
+        };
+        // subPath: one entry of the volume (resolved once: no updates,
+        // as in Kubernetes); subPathExpr: one named by the container's
+        // variables (`$(POD_NAME)`).
+        let sub = match (&m.sub_path, &m.sub_path_expr) {
+            (Some(p), _) if !p.is_empty() => Some(p.clone()),
+            (_, Some(e)) if !e.is_empty() => {
+                let expanded = crate::env::expand_with(e, env);
+                if expanded.starts_with('/') || expanded.split('/').any(|p| p == "..") {
+                    return Err(format!(
+                        "failed to prepare subPath for volumeMount {:?} of container {:?}",
+                        m.name, c.name
+                    ));
+                }
+                Some(expanded)
+            }
+            _ => None,
+        };
+        let host_path = match sub {
+            Some(sub) => format!("{}/{}", volume.host_path, sub.trim_start_matches('/')),
+            None => volume.host_path.clone(),
+        };
+        own_mounts.push(Mount {
+            host_path,
+            container_path: m.mount_path.clone(),
+            read_only: m.read_only == Some(true) || volume.read_only,
+        });
+    }
+    Ok(own_mounts)
+}
+
 impl Kubelet {
     pub(crate) fn pod_dir(&self, pod: &Pod) -> std::path::PathBuf {
         self.config
@@ -247,38 +289,7 @@ impl Kubelet {
         // A DRA driver's edits come last, as CDI applies them over the spec.
         let device_edits = cfg.device_edits.get(&c.name).cloned().unwrap_or_default();
         env.extend(device_edits.env.iter().map(|(k, v)| format!("{k}={v}")));
-        let mut own_mounts = Vec::new();
-        for m in c.volume_mounts.iter().flatten() {
-            let Some((_, volume)) = mounts.iter().find(|(name, _)| *name == m.name) else {
-                continue;
-            };
-            // subPath: one entry of the volume (resolved once: no updates,
-            // as in Kubernetes); subPathExpr: one named by the container's
-            // variables (`$(POD_NAME)`).
-            let sub = match (&m.sub_path, &m.sub_path_expr) {
-                (Some(p), _) if !p.is_empty() => Some(p.clone()),
-                (_, Some(e)) if !e.is_empty() => {
-                    let expanded = crate::env::expand_with(e, &env);
-                    if expanded.starts_with('/') || expanded.split('/').any(|p| p == "..") {
-                        return Err(format!(
-                            "failed to prepare subPath for volumeMount {:?} of container {:?}",
-                            m.name, c.name
-                        ));
-                    }
-                    Some(expanded)
-                }
-                _ => None,
-            };
-            let host_path = match sub {
-                Some(sub) => format!("{}/{}", volume.host_path, sub.trim_start_matches('/')),
-                None => volume.host_path.clone(),
-            };
-            own_mounts.push(Mount {
-                host_path,
-                container_path: m.mount_path.clone(),
-                read_only: m.read_only == Some(true) || volume.read_only,
-            });
-        }
+        let mut own_mounts = volume_mounts(c, mounts, &env)?;
         // The termination message file, one per container instance.
         let log = self
             .termination_log(pod, &c.name, start.restart_count)

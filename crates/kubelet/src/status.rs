@@ -274,45 +274,8 @@ impl Kubelet {
                     .get(pod.metadata.uid.as_deref().unwrap_or(""))
             })
             .flatten();
-        let has_init = spec.init_containers.as_ref().is_some_and(|l| !l.is_empty());
-        let not_created = if has_init {
-            "PodInitializing"
-        } else {
-            "ContainerCreating"
-        };
-        let status_of = |c: &Container, init: bool| {
-            let current = latest_of(containers, &c.name, 0);
-            let previous = latest_of(containers, &c.name, 1);
-            let w = waiting.get(&c.name).map(|(r, m)| (r.as_str(), m.as_str()));
-            let (ready, started) = self.probe_verdicts(c, current);
-            let known = Known {
-                ready,
-                started,
-                messages: &messages,
-                not_created,
-            };
-            let mut s =
-                decide::container_status(self.runtime.scheme(), c, current, previous, w, known);
-            // A regular init container is ready once it succeeded.
-            if init && !is_sidecar(c) {
-                s["ready"] = json!(s.pointer("/state/terminated/exitCode") == Some(&json!(0)));
-            }
-            if let Some(a) = &allocation {
-                crate::resize::container_resources(&mut s, a, &c.name, current);
-            }
-            s
-        };
-        let init_statuses: Vec<Value> = spec
-            .init_containers
-            .iter()
-            .flatten()
-            .map(|c| status_of(c, true))
-            .collect();
-        let statuses: Vec<Value> = spec
-            .containers
-            .iter()
-            .map(|c| status_of(c, false))
-            .collect();
+        let (init_statuses, statuses) =
+            self.container_statuses(&spec, containers, waiting, &messages, allocation.as_ref());
         let ephemeral_statuses = self.ephemeral_statuses(pod, &spec, containers, waiting);
         let phase = match failed {
             Some(_) => "Failed",
@@ -364,6 +327,59 @@ impl Kubelet {
             return Ok(());
         }
         self.patch_pod_status(pod, status, pod_ip.is_empty()).await
+    }
+
+    /// The init and app containers' statuses, from what the runtime shows
+    /// (`containers`), the waiting reasons the sync set, the probes'
+    /// verdicts, termination messages and (resizing) the allocation.
+    fn container_statuses(
+        &self,
+        spec: &PodSpec,
+        containers: &[ContainerInfo],
+        waiting: &BTreeMap<String, (String, String)>,
+        messages: &HashMap<String, String>,
+        allocation: Option<&crate::resize::PodAllocation>,
+    ) -> (Vec<Value>, Vec<Value>) {
+        let has_init = spec.init_containers.as_ref().is_some_and(|l| !l.is_empty());
+        let not_created = if has_init {
+            "PodInitializing"
+        } else {
+            "ContainerCreating"
+        };
+        let status_of = |c: &Container, init: bool| {
+            let current = latest_of(containers, &c.name, 0);
+            let previous = latest_of(containers, &c.name, 1);
+            let w = waiting.get(&c.name).map(|(r, m)| (r.as_str(), m.as_str()));
+            let (ready, started) = self.probe_verdicts(c, current);
+            let known = Known {
+                ready,
+                started,
+                messages,
+                not_created,
+            };
+            let mut s =
+                decide::container_status(self.runtime.scheme(), c, current, previous, w, known);
+            // A regular init container is ready once it succeeded.
+            if init && !is_sidecar(c) {
+                s["ready"] = json!(s.pointer("/state/terminated/exitCode") == Some(&json!(0)));
+            }
+            if let Some(a) = allocation {
+                crate::resize::container_resources(&mut s, a, &c.name, current);
+            }
+            s
+        };
+        let init_statuses: Vec<Value> = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .map(|c| status_of(c, true))
+            .collect();
+        let statuses: Vec<Value> = spec
+            .containers
+            .iter()
+            .map(|c| status_of(c, false))
+            .collect();
+        (init_statuses, statuses)
     }
 
     /// A merge patch of the status alone, as the real kubelet's status

@@ -331,16 +331,7 @@ pub fn scores(
             ((size + 2) as f64).ln()
         })
         .collect();
-    // The pods that count: the namespace's, not being deleted, by node.
-    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-    let mut on_node: HashMap<&str, Vec<&Pod>> = HashMap::new();
-    for (p, node) in placed {
-        if p.metadata.namespace.as_deref().unwrap_or("default") == ns
-            && p.metadata.deletion_timestamp.is_none()
-        {
-            on_node.entry(node.as_str()).or_default().push(p);
-        }
-    }
+    let on_node = counted_pods_by_node(pod, placed);
     for n in nodes {
         if require_all && !has_all(n) {
             continue;
@@ -379,17 +370,38 @@ pub fn scores(
             Some(score.round() as i64)
         })
         .collect();
+    Some(normalized(raw))
+}
+
+/// The pods that count: the pod's namespace's, not being deleted, by node.
+fn counted_pods_by_node<'a>(
+    pod: &Pod,
+    placed: &'a [(Arc<Pod>, String)],
+) -> HashMap<&'a str, Vec<&'a Pod>> {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let mut on_node: HashMap<&str, Vec<&Pod>> = HashMap::new();
+    for (p, node) in placed {
+        if p.metadata.namespace.as_deref().unwrap_or("default") == ns
+            && p.metadata.deletion_timestamp.is_none()
+        {
+            on_node.entry(node.as_str()).or_default().push(p);
+        }
+    }
+    on_node
+}
+
+/// Raw scores (None: the node is ignored, 0) normalized so the fewest
+/// matching pods score highest, as PodTopologySpread's NormalizeScore.
+fn normalized(raw: Vec<Option<i64>>) -> Vec<i64> {
     let min = raw.iter().flatten().copied().min().unwrap_or(0);
     let max = raw.iter().flatten().copied().max().unwrap_or(0);
-    Some(
-        raw.into_iter()
-            .map(|s| match s {
-                None => 0,
-                Some(_) if max == 0 => MAX_NODE_SCORE,
-                Some(s) => MAX_NODE_SCORE * (max + min - s) / max,
-            })
-            .collect(),
-    )
+    raw.into_iter()
+        .map(|s| match s {
+            None => 0,
+            Some(_) if max == 0 => MAX_NODE_SCORE,
+            Some(s) => MAX_NODE_SCORE * (max + min - s) / max,
+        })
+        .collect()
 }
 
 #[cfg(test)]

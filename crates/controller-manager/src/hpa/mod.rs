@@ -337,34 +337,20 @@ impl Reconciler for HpaController {
         let now = Utc::now();
         let mut status =
             serde_json::to_value(hpa.status.clone().unwrap_or_default()).unwrap_or(json!({}));
-        let meta = hpa.metadata.clone();
-        let write_status = |status: Value| {
-            let meta = meta.clone();
-            async move {
-                let patch = json!({"status": status});
-                self.client
-                    .patch_status::<HorizontalPodAutoscaler>(&meta, content::MERGE_PATCH, &patch)
-                    .await
-                    .map(|_| ())
-            }
-        };
         let (scale, target_api) = match self.target_scale(&ns, target, next).await? {
             Ok(found) => found,
             Err((message, then)) => {
-                set_conditions(
-                    &mut status,
-                    &[(
-                        "AbleToScale",
-                        "False",
-                        "FailedGetScale",
-                        "the HPA controller was unable to get the target's current scale",
-                    )],
-                    now,
+                let cannot = (
+                    "AbleToScale",
+                    "False",
+                    "FailedGetScale",
+                    "the HPA controller was unable to get the target's current scale",
                 );
+                set_conditions(&mut status, &[cannot], now);
                 self.recorder
                     .event(&*hpa, EventType::Warning, "FailedGetScale", &message)
                     .await;
-                write_status(status).await?;
+                self.write_status(&hpa, status).await?;
                 return Ok(then);
             }
         };
@@ -379,55 +365,23 @@ impl Reconciler for HpaController {
             "SucceededGetScale",
             "the HPA controller was able to get the target's current scale",
         )];
-        let mut proposals = Vec::new();
-        let mut current_metrics = Vec::new();
-        let mut failure: Option<String> = None;
         let active = current != 0 || spec.min_replicas == Some(0);
-        if active {
-            match self.compute(&ns, &selector, current, &hpa, now).await {
-                Ok((p, m)) => {
-                    proposals = p;
-                    current_metrics = m;
+        let (proposals, current_metrics) = match active {
+            false => (Vec::new(), Vec::new()),
+            true => match self.compute(&ns, &selector, current, &hpa, now).await {
+                Ok(computed) => computed,
+                Err(msg) => {
+                    self.failed_metrics(&hpa, status, current, &msg, now)
+                        .await?;
+                    tracing::debug!(hpa = key, error = %msg, "cannot compute replicas");
+                    return Ok(next);
                 }
-                Err(e) => failure = Some(e),
-            }
-        }
-        if let Some(msg) = &failure {
-            set_conditions(
-                &mut status,
-                &[
-                    (
-                        "AbleToScale",
-                        "True",
-                        "SucceededGetScale",
-                        "the HPA controller was able to get the target's current scale",
-                    ),
-                    (
-                        "ScalingActive",
-                        "False",
-                        "FailedGetResourceMetric",
-                        "the HPA was unable to compute the replica count",
-                    ),
-                ],
-                now,
-            );
-            status["currentReplicas"] = json!(current);
-            self.recorder
-                .event(&*hpa, EventType::Warning, "FailedGetResourceMetric", msg)
-                .await;
-            tracing::debug!(hpa = key, error = %msg, "cannot compute replicas");
-            write_status(status).await?;
-            return Ok(next);
-        }
+            },
+        };
         if active {
             // Kubernetes names the metric that decided (the first one on ties).
             let decided = decisive(&proposals).map_or("", |(l, _)| l.as_str());
-            let message = match decided {
-                "memory resource utilization (percentage of request)" => "the HPA was able to successfully calculate a replica count from memory resource utilization (percentage of request)",
-                "memory resource" => "the HPA was able to successfully calculate a replica count from memory resource",
-                "cpu resource" => "the HPA was able to successfully calculate a replica count from cpu resource",
-                _ => "the HPA was able to successfully calculate a replica count from cpu resource utilization (percentage of request)",
-            };
+            let message = valid_metric_message(decided);
             conditions.push(("ScalingActive", "True", "ValidMetricFound", message));
         }
         let decision = {
@@ -455,12 +409,7 @@ impl Reconciler for HpaController {
                 Ok(()) => status["lastScaleTime"] = json!(minik8s_api::meta::now_rfc3339()),
                 Err(()) => {
                     conditions.retain(|c| c.0 != "AbleToScale");
-                    conditions.push((
-                        "AbleToScale",
-                        "False",
-                        "FailedUpdateScale",
-                        "the HPA controller was unable to update the target scale",
-                    ));
+                    conditions.push(CANNOT_UPDATE_SCALE);
                 }
             }
         }
@@ -469,8 +418,75 @@ impl Reconciler for HpaController {
         status["desiredReplicas"] = json!(if active { decision.desired } else { 0 });
         status["currentMetrics"] = json!(current_metrics);
         status["observedGeneration"] = json!(hpa.metadata.generation);
-        write_status(status).await?;
+        self.write_status(&hpa, status).await?;
         Ok(next)
+    }
+}
+
+impl HpaController {
+    async fn write_status(
+        &self,
+        hpa: &HorizontalPodAutoscaler,
+        status: Value,
+    ) -> Result<(), ClientError> {
+        let patch = json!({"status": status});
+        self.client
+            .patch_status::<HorizontalPodAutoscaler>(&hpa.metadata, content::MERGE_PATCH, &patch)
+            .await
+            .map(|_| ())
+    }
+
+    /// No replica count could be computed: ScalingActive False, an event,
+    /// the status written with the current replicas.
+    async fn failed_metrics(
+        &self,
+        hpa: &HorizontalPodAutoscaler,
+        mut status: Value,
+        current: i32,
+        message: &str,
+        now: chrono::DateTime<Utc>,
+    ) -> Result<(), ClientError> {
+        set_conditions(
+            &mut status,
+            &[
+                (
+                    "AbleToScale",
+                    "True",
+                    "SucceededGetScale",
+                    "the HPA controller was able to get the target's current scale",
+                ),
+                (
+                    "ScalingActive",
+                    "False",
+                    "FailedGetResourceMetric",
+                    "the HPA was unable to compute the replica count",
+                ),
+            ],
+            now,
+        );
+        status["currentReplicas"] = json!(current);
+        self.recorder
+            .event(hpa, EventType::Warning, "FailedGetResourceMetric", message)
+            .await;
+        self.write_status(hpa, status).await
+    }
+}
+
+/// AbleToScale after the target's scale could not be written.
+const CANNOT_UPDATE_SCALE: Condition = (
+    "AbleToScale",
+    "False",
+    "FailedUpdateScale",
+    "the HPA controller was unable to update the target scale",
+);
+
+/// ValidMetricFound's message, naming the metric that decided.
+fn valid_metric_message(decided: &str) -> &'static str {
+    match decided {
+        "memory resource utilization (percentage of request)" => "the HPA was able to successfully calculate a replica count from memory resource utilization (percentage of request)",
+        "memory resource" => "the HPA was able to successfully calculate a replica count from memory resource",
+        "cpu resource" => "the HPA was able to successfully calculate a replica count from cpu resource",
+        _ => "the HPA was able to successfully calculate a replica count from cpu resource utilization (percentage of request)",
     }
 }
 

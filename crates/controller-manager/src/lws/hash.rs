@@ -250,12 +250,44 @@ impl LwsController {
         self.ensure_shared_service(lws).await?;
 
         // Status: one group per live leader.
+        let groups = self.hash_groups(lws, rev_key);
+        let replicas = lws.spec.replicas.unwrap_or(1).max(0);
+        let (ready, updated, assert) = status_of_groups(&groups, replicas);
+        let states: Vec<&str> = groups
+            .iter()
+            .map(|g| if g.ready { READY } else { NOT_READY })
+            .collect();
+        crate::workload_metrics::lws_status(&ns, &name, &states, replicas, updated, ready);
+        let deployed = existing
+            .as_ref()
+            .and_then(|d| d.status.as_ref())
+            .and_then(|s| s.replicas)
+            .unwrap_or(0);
+        let counts = Counts {
+            ready,
+            updated,
+            replicas: deployed,
+            wanted: replicas,
+        };
+        if !self.write_hash_status(lws, counts, assert).await? {
+            return Ok(Action::Done);
+        }
+        if assert == Assert::Available && !new_revision {
+            self.prune_revisions(&ns, revisions, rev_key).await?;
+        }
+        Ok(again)
+    }
+
+    /// One group per live leader: ready (the leader's Ready includes the
+    /// group-ready gate) and updated (leader and workers at `rev_key`).
+    fn hash_groups(&self, lws: &LeaderWorkerSet, rev_key: &str) -> Vec<HashGroup> {
+        let ns = ns_of(&lws.metadata);
+        let name = lws.metadata.name.clone().unwrap_or_default();
         let size = size_of(&lws.spec.leader_worker_template);
         let revision_of = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
             m.labels.as_ref().and_then(|l| l.get(REVISION_KEY)).cloned()
         };
-        let groups: Vec<HashGroup> = self
-            .pods
+        self.pods
             .by_index(NAMESPACE_INDEX, &ns)
             .iter()
             .filter(|p| {
@@ -284,32 +316,7 @@ impl LwsController {
                         && workers_updated,
                 }
             })
-            .collect();
-        let replicas = lws.spec.replicas.unwrap_or(1).max(0);
-        let (ready, updated, assert) = status_of_groups(&groups, replicas);
-        let states: Vec<&str> = groups
-            .iter()
-            .map(|g| if g.ready { READY } else { NOT_READY })
-            .collect();
-        crate::workload_metrics::lws_status(&ns, &name, &states, replicas, updated, ready);
-        let deployed = existing
-            .as_ref()
-            .and_then(|d| d.status.as_ref())
-            .and_then(|s| s.replicas)
-            .unwrap_or(0);
-        let counts = Counts {
-            ready,
-            updated,
-            replicas: deployed,
-            wanted: replicas,
-        };
-        if !self.write_hash_status(lws, counts, assert).await? {
-            return Ok(Action::Done);
-        }
-        if assert == Assert::Available && !new_revision {
-            self.prune_revisions(&ns, revisions, rev_key).await?;
-        }
-        Ok(again)
+            .collect()
     }
 }
 

@@ -668,32 +668,7 @@ impl LwsController {
     ) -> Result<bool, ClientError> {
         let ns = ns_of(&lws.metadata);
         let name = lws.metadata.name.clone().unwrap_or_default();
-        let groups: Vec<GroupStatus> = self
-            .pods
-            .by_index(NAMESPACE_INDEX, &ns)
-            .iter()
-            .filter(|p| {
-                let l = p.metadata.labels.clone().unwrap_or_default();
-                l.get(NAME) == Some(&name) && l.get(WORKER_INDEX).map(String::as_str) == Some("0")
-            })
-            .filter_map(|p| {
-                let idx: i32 = p.metadata.labels.as_ref()?.get(GROUP_INDEX)?.parse().ok()?;
-                if size > 1
-                    && self
-                        .statefulsets
-                        .get(&format!("{ns}/{name}-{idx}"))
-                        .is_none()
-                {
-                    return None;
-                }
-                let g = group(idx);
-                Some(GroupStatus {
-                    index: idx,
-                    ready: g.ready,
-                    updated: g.updated,
-                })
-            })
-            .collect();
+        let groups = self.group_statuses(lws, size, group);
         // Per-group states; a Failed group never counts as ready.
         let history = group::history_of(lws);
         let readiness: Vec<(i32, bool)> = groups.iter().map(|g| (g.index, g.ready)).collect();
@@ -769,6 +744,39 @@ impl LwsController {
         }
 
         Ok(true)
+    }
+
+    /// Each group whose leader exists (and, for groups of more than one,
+    /// whose worker set exists): its index, readiness and revision.
+    fn group_statuses(
+        &self,
+        lws: &LeaderWorkerSet,
+        size: i32,
+        group: &(dyn Fn(i32) -> Group + Sync),
+    ) -> Vec<GroupStatus> {
+        let ns = ns_of(&lws.metadata);
+        let name = lws.metadata.name.clone().unwrap_or_default();
+        self.pods
+            .by_index(NAMESPACE_INDEX, &ns)
+            .iter()
+            .filter(|p| {
+                let l = p.metadata.labels.clone().unwrap_or_default();
+                l.get(NAME) == Some(&name) && l.get(WORKER_INDEX).map(String::as_str) == Some("0")
+            })
+            .filter_map(|p| {
+                let idx: i32 = p.metadata.labels.as_ref()?.get(GROUP_INDEX)?.parse().ok()?;
+                let set = format!("{ns}/{name}-{idx}");
+                if size > 1 && self.statefulsets.get(&set).is_none() {
+                    return None;
+                }
+                let g = group(idx);
+                Some(GroupStatus {
+                    index: idx,
+                    ready: g.ready,
+                    updated: g.updated,
+                })
+            })
+            .collect()
     }
 
     /// Deletes the LWS's revisions other than `keep` (once a rollout is over).

@@ -193,58 +193,9 @@ impl Proxy {
         let upgrade = is_upgrade(&req);
         let client_side = upgrade.then(|| hyper::upgrade::on(&mut req));
         let (mut parts, body) = req.into_parts();
-        // To the pod: HTTP/1.1, origin-form target, the client's host kept.
-        parts.version = Version::HTTP_11;
-        let target = parts
-            .uri
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_string();
-        parts.uri = target.parse().unwrap_or_default();
-        if let Ok(h) = HeaderValue::from_str(&host) {
-            parts.headers.insert(HOST, h);
-        }
-        for h in HOP_BY_HOP {
-            parts.headers.remove(*h);
-        }
-        if upgrade {
-            parts
-                .headers
-                .insert(CONNECTION, HeaderValue::from_static("upgrade"));
-        } else {
-            parts.headers.remove(UPGRADE);
-        }
-        let forwarded_for = match parts
-            .headers
-            .get("x-forwarded-for")
-            .and_then(|v| v.to_str().ok())
-        {
-            Some(prev) => format!("{prev}, {}", peer.ip()),
-            None => peer.ip().to_string(),
-        };
-        for (k, v) in [
-            ("x-forwarded-for", forwarded_for),
-            ("x-forwarded-host", host.clone()),
-            ("x-forwarded-proto", scheme.to_string()),
-            ("x-real-ip", peer.ip().to_string()),
-        ] {
-            if let Ok(v) = HeaderValue::from_str(&v) {
-                parts.headers.insert(k, v);
-            }
-        }
+        for_the_pod(&mut parts, &host, peer, scheme, upgrade);
         // The first endpoint that accepts a connection gets the request.
-        let mut chosen = None;
-        for addr in endpoints {
-            match self.connect(addr).await {
-                Ok(s) => {
-                    chosen = Some((addr, s));
-                    break;
-                }
-                Err(e) => {
-                    tracing::debug!(%addr, error = %e, "ingress: endpoint refused, trying the next")
-                }
-            }
-        }
+        let chosen = self.first_reachable(endpoints).await;
         let Some((addr, mut sender)) = chosen else {
             return Ok(text(StatusCode::BAD_GATEWAY, "502 Bad Gateway\n"));
         };
@@ -272,6 +223,22 @@ impl Proxy {
             self.recycle(addr, sender);
         }
         Ok(resp.map(|b| b.boxed()))
+    }
+
+    /// The first of `endpoints` that accepts a connection, with it.
+    async fn first_reachable<I>(&self, endpoints: I) -> Option<(SocketAddr, SendRequest<Body>)>
+    where
+        I: IntoIterator<Item = SocketAddr>,
+    {
+        for addr in endpoints {
+            match self.connect(addr).await {
+                Ok(s) => return Some((addr, s)),
+                Err(e) => {
+                    tracing::debug!(%addr, error = %e, "ingress: endpoint refused, trying the next")
+                }
+            }
+        }
+        None
     }
 
     /// Serves one accepted connection (plain or TLS) until it closes.
@@ -380,3 +347,53 @@ pub fn certified_key(crt: &[u8], key: &[u8]) -> Result<rustls::sign::CertifiedKe
 #[cfg(test)]
 #[path = "proxy_tests.rs"]
 mod tests;
+
+/// The request as the pod gets it: HTTP/1.1, an origin-form target, the
+/// client's host kept, hop-by-hop headers gone (but an upgrade's), and the
+/// X-Forwarded-* headers an ingress controller adds.
+fn for_the_pod(
+    parts: &mut hyper::http::request::Parts,
+    host: &str,
+    peer: SocketAddr,
+    scheme: &str,
+    upgrade: bool,
+) {
+    parts.version = Version::HTTP_11;
+    let target = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    parts.uri = target.parse().unwrap_or_default();
+    if let Ok(h) = HeaderValue::from_str(host) {
+        parts.headers.insert(HOST, h);
+    }
+    for h in HOP_BY_HOP {
+        parts.headers.remove(*h);
+    }
+    if upgrade {
+        parts
+            .headers
+            .insert(CONNECTION, HeaderValue::from_static("upgrade"));
+    } else {
+        parts.headers.remove(UPGRADE);
+    }
+    let forwarded_for = match parts
+        .headers
+        .get("x-forwarded-for")
+        .and_then(|v| v.to_str().ok())
+    {
+        Some(prev) => format!("{prev}, {}", peer.ip()),
+        None => peer.ip().to_string(),
+    };
+    for (k, v) in [
+        ("x-forwarded-for", forwarded_for),
+        ("x-forwarded-host", host.to_string()),
+        ("x-forwarded-proto", scheme.to_string()),
+        ("x-real-ip", peer.ip().to_string()),
+    ] {
+        if let Ok(v) = HeaderValue::from_str(&v) {
+            parts.headers.insert(k, v);
+        }
+    }
+}
