@@ -60,7 +60,7 @@ impl ApiServer {
     /// at once (the store commits them together; a restart writes nothing).
     pub(crate) async fn ensure_local_apiservices(&self) -> anyhow::Result<()> {
         let mut wanted = Vec::new();
-        for (group, versions) in crate::discovery::served_groups(&self.registry) {
+        for (group, versions) in crate::discovery::served_groups(&self.served()) {
             for (i, version) in versions.iter().enumerate() {
                 wanted.push((group, *version, 15 - i.min(14) as i64));
             }

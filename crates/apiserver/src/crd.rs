@@ -16,7 +16,6 @@
 
 use crate::rest::{DeleteOptions, Mode};
 use crate::strategy::{
-    self,
     crd::{set_condition, CLEANUP_FINALIZER},
     custom::CustomResource,
 };
@@ -270,7 +269,7 @@ impl ApiServer {
         }
         let install = |info: &'static ResourceInfo| {
             if let Some(s) = strategies.get(info.version) {
-                strategy::set_runtime(info, s.clone());
+                self.strategies.set(info, s.clone());
             }
         };
         let current = self.custom.lock().get(name).cloned().unwrap_or_default();
@@ -303,7 +302,7 @@ impl ApiServer {
         if let Some(first) = specs.first() {
             if let Ok(infos) = self.unregister_kinds(&first.group, &first.plural) {
                 for info in infos {
-                    strategy::clear_runtime(info);
+                    self.strategies.clear(info);
                 }
             }
         }

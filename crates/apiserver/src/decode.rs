@@ -193,12 +193,12 @@ impl FieldValidation {
 /// canonicalization of `obj` when validating it made one already.
 pub fn normalize(
     info: &ResourceInfo,
+    strategy: &dyn strategy::Strategy,
     obj: Value,
     canonical: Option<Result<Value, String>>,
     validation: FieldValidation,
     warnings: &Warnings,
 ) -> Result<Value, ApiError> {
-    let strategy = strategy::of(info);
     let bad = |e: String| ApiError::bad_request(format!("{} in body: {e}", info.kind));
     // Base64 wrapped over lines decodes in Go: retried without the breaks
     // (only when the object does not decode, so the common path pays nothing).
@@ -388,6 +388,7 @@ mod tests {
                 {"name": "d", "image": "i", "ports": [{"containerPort": 80, "porty": 1}]}]}});
         let err = normalize(
             pods,
+            strategy::builtin(pods),
             pod.clone(),
             None,
             FieldValidation::Strict,
@@ -399,7 +400,15 @@ mod tests {
             "strict decoding error: unknown field \"bogus\", unknown field \"spec.containers[1].ports[0].porty\""
         ), "{}", err.message);
         let warnings = Warnings::default();
-        let out = normalize(pods, pod, None, FieldValidation::Warn, &warnings).unwrap();
+        let out = normalize(
+            pods,
+            strategy::builtin(pods),
+            pod,
+            None,
+            FieldValidation::Warn,
+            &warnings,
+        )
+        .unwrap();
         assert!(out.get("bogus").is_none());
         assert_eq!(warnings.take().len(), 2);
     }
@@ -445,6 +454,7 @@ mod tests {
         for validation in [FieldValidation::Ignore, FieldValidation::Strict] {
             let out = normalize(
                 secrets,
+                strategy::builtin(secrets),
                 secret.clone(),
                 None,
                 validation,
@@ -458,6 +468,7 @@ mod tests {
             "metadata": {"name": "s"}, "data": {"k": "not base64!\n"}});
         let e = normalize(
             secrets,
+            strategy::builtin(secrets),
             broken,
             None,
             FieldValidation::Strict,

@@ -5,8 +5,8 @@
 
 use crate::auth::reviews::REVIEWS;
 use crate::metrics_api;
-use crate::strategy;
-use minik8s_api::registry::{self, Registry, ResourceInfo};
+use crate::strategy::ServedKinds;
+use minik8s_api::registry::{self, ResourceInfo};
 use minik8s_wire::openapi::{self, Flavor};
 use serde_json::{json, Value};
 
@@ -36,7 +36,7 @@ fn group_entry(group: &str, versions: &[&str]) -> Value {
 
 /// Every named group served here and its versions: the registry's, then the versions
 /// served besides the stored ones (autoscaling/v1), then metrics.k8s.io.
-pub fn served_groups(reg: &Registry) -> Vec<(&'static str, Vec<&'static str>)> {
+pub fn served_groups(reg: &ServedKinds) -> Vec<(&'static str, Vec<&'static str>)> {
     let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
     let alternates = minik8s_api::versions::ALTERNATE_VERSIONS
         .iter()
@@ -58,7 +58,7 @@ pub fn served_groups(reg: &Registry) -> Vec<(&'static str, Vec<&'static str>)> {
     out
 }
 
-pub fn api_group_list(reg: &Registry) -> Value {
+pub fn api_group_list(reg: &ServedKinds) -> Value {
     let groups: Vec<Value> = served_groups(reg)
         .iter()
         .map(|(g, versions)| group_entry(g, versions))
@@ -66,7 +66,7 @@ pub fn api_group_list(reg: &Registry) -> Value {
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
-pub fn api_group(reg: &Registry, group: &str) -> Option<Value> {
+pub fn api_group(reg: &ServedKinds, group: &str) -> Option<Value> {
     served_groups(reg)
         .into_iter()
         .find(|(g, _)| *g == group)
@@ -79,7 +79,7 @@ pub fn api_group(reg: &Registry, group: &str) -> Option<Value> {
 }
 
 /// The `APIResourceList` of one group/version, or None if it is not served.
-pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
+pub fn resource_list(reg: &ServedKinds, group: &str, version: &str) -> Option<Value> {
     if (group, version) == (metrics_api::GROUP, metrics_api::VERSION) {
         return Some(metrics_api::resource_list());
     }
@@ -101,7 +101,7 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
         .chain(alternates)
     {
         let mut entry = json!({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
-                               "verbs": verbs(r)});
+                               "verbs": verbs(reg, r)});
         if !r.short_names.is_empty() {
             entry["shortNames"] = json!(r.short_names);
         }
@@ -152,9 +152,9 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
 
 /// The verbs discovery lists for a resource (kubectl reads them, e.g. to know
 /// whether `delete --all` may send one deletecollection).
-fn verbs(info: &ResourceInfo) -> Vec<&'static str> {
+fn verbs(reg: &ServedKinds, info: &ResourceInfo) -> Vec<&'static str> {
     let mut v = vec!["create", "delete"];
-    if strategy::of(info).delete_collection() {
+    if reg.strategy(info).delete_collection() {
         v.push("deletecollection");
     }
     v.extend(["get", "list", "patch", "update", "watch"]);
@@ -170,13 +170,13 @@ fn gv_key(group: &str, version: &str) -> String {
 }
 
 /// A stable hash of the served kinds, so kubectl's cached documents stay valid until they change.
-fn schema_hash(reg: &Registry) -> String {
+fn schema_hash(reg: &ServedKinds) -> String {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for r in reg.all() {
         (r.group, r.version, r.kind, r.plural).hash(&mut h);
         // A custom resource's schema changes with its CRD.
-        if let Some(schema) = strategy::of(r).openapi_schema() {
+        if let Some(schema) = reg.strategy(r).openapi_schema() {
             schema.to_string().hash(&mut h);
         }
     }
@@ -185,7 +185,7 @@ fn schema_hash(reg: &Registry) -> String {
 
 /// The kinds served in a version besides their stored one (autoscaling/v1
 /// HPAs, events.k8s.io/v1 Events), as entries of that version.
-fn alternate_infos(reg: &Registry) -> Vec<&'static ResourceInfo> {
+fn alternate_infos(reg: &ServedKinds) -> Vec<&'static ResourceInfo> {
     static MADE: std::sync::OnceLock<std::sync::Mutex<Vec<&'static ResourceInfo>>> =
         std::sync::OnceLock::new();
     let made = MADE.get_or_init(Default::default);
@@ -212,7 +212,7 @@ fn alternate_infos(reg: &Registry) -> Vec<&'static ResourceInfo> {
         .collect()
 }
 
-pub fn openapi_root(reg: &Registry) -> Value {
+pub fn openapi_root(reg: &ServedKinds) -> Value {
     let hash = schema_hash(reg);
     let mut paths = serde_json::Map::new();
     let mut gvs = reg.group_versions();
@@ -233,7 +233,7 @@ pub fn openapi_root(reg: &Registry) -> Value {
 
 /// The OpenAPI v3 document of one group/version: a PATCH operation per kind
 /// that accepts `fieldValidation`, which is what kubectl's validator looks for.
-pub fn openapi_gv(reg: &Registry, path: &str) -> Option<Value> {
+pub fn openapi_gv(reg: &ServedKinds, path: &str) -> Option<Value> {
     let (group, version) = match path.split('/').collect::<Vec<_>>().as_slice() {
         ["api", v] => ("", *v),
         ["apis", g, v] => (*g, *v),
@@ -275,7 +275,7 @@ pub fn openapi_gv(reg: &Registry, path: &str) -> Option<Value> {
     }
     let mut schemas = openapi::definitions(&with_messages(&kinds), Flavor::V3);
     schemas.extend(openapi::custom_definitions(
-        &with_schemas(&kinds),
+        &with_schemas(reg, &kinds),
         Flavor::V3,
     ));
     Some(
@@ -295,11 +295,14 @@ fn with_messages<'a>(kinds: &[&'a ResourceInfo]) -> Vec<(&'a str, &'a str, &'a s
 }
 
 /// Kinds whose strategy has a schema (custom resources), as (group, version, kind, schema).
-fn with_schemas<'a>(kinds: &[&'a ResourceInfo]) -> Vec<(&'a str, &'a str, &'a str, Value)> {
+fn with_schemas<'a>(
+    reg: &ServedKinds,
+    kinds: &[&'a ResourceInfo],
+) -> Vec<(&'a str, &'a str, &'a str, Value)> {
     kinds
         .iter()
         .filter_map(|r| {
-            let schema = strategy::of(r).openapi_schema()?;
+            let schema = reg.strategy(r).openapi_schema()?;
             Some((r.group, r.version, r.kind, schema))
         })
         .collect()
@@ -307,13 +310,13 @@ fn with_schemas<'a>(kinds: &[&'a ResourceInfo]) -> Vec<(&'a str, &'a str, &'a st
 
 /// The OpenAPI v2 document (`/openapi/v2` as JSON): every served kind's
 /// definitions; no paths.
-pub fn openapi_v2(reg: &Registry) -> Value {
+pub fn openapi_v2(reg: &ServedKinds) -> Value {
     let mut kinds = reg.all();
     kinds.extend(REVIEWS.iter());
     kinds.extend(alternate_infos(reg));
     let mut definitions = openapi::definitions(&with_messages(&kinds), Flavor::V2);
     definitions.extend(openapi::custom_definitions(
-        &with_schemas(&kinds),
+        &with_schemas(reg, &kinds),
         Flavor::V2,
     ));
     json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": minik8s_api::release::GIT_VERSION}, "paths": {}, "definitions": definitions})

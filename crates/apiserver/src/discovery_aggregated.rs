@@ -118,7 +118,7 @@ pub fn etag(body: &[u8]) -> String {
 impl crate::ApiServer {
     /// `/api` (`core`) or `/apis` in the aggregated form.
     pub(crate) fn aggregated_discovery(&self, core: bool) -> Value {
-        let reg = &self.registry;
+        let reg = &self.served();
         if core {
             let v1 = crate::discovery::resource_list(reg, "", "v1");
             return list(vec![group_entry(

@@ -15,7 +15,7 @@ use crate::discovery_aggregated;
 pub use crate::params::{error_response, json_response, Params};
 use crate::proxy::Stream;
 use crate::rest::{DeleteOptions, Mode, WriteOpts};
-use crate::strategy;
+use crate::strategy::ServedKinds;
 use crate::subresources::to_scale;
 use crate::table;
 use crate::ApiServer;
@@ -51,14 +51,14 @@ pub struct Target {
 /// The resource at group/version/plural: a registry entry, or the stored
 /// entry of a version served besides it.
 fn lookup(
-    reg: &Registry,
+    reg: &ServedKinds,
     group: &str,
     version: &str,
     plural: &str,
 ) -> Option<(&'static ResourceInfo, Option<&'static AlternateVersion>)> {
     if let Some(info) = reg.by_plural(group, version, plural) {
         // A custom resource's other served version works on the stored one.
-        return match strategy::of(info).stored_in() {
+        return match reg.strategy(info).stored_in() {
             Some(alt) => Some((
                 reg.by_plural(group, alt.storage_version, plural)?,
                 Some(alt),
@@ -88,7 +88,7 @@ enum Route {
     Resource(Target),
 }
 
-fn route(reg: &Registry, path: &str) -> Option<Route> {
+fn route(reg: &ServedKinds, path: &str) -> Option<Route> {
     let segs: Vec<&str> = path
         .trim_matches('/')
         .split('/')
@@ -139,7 +139,7 @@ fn route(reg: &Registry, path: &str) -> Option<Route> {
     }
     if let Some(sub) = sub {
         let known = info.subresources.iter().any(|s| s.name() == *sub)
-            || strategy::of(info).extra_subresources().contains(sub);
+            || reg.strategy(info).extra_subresources().contains(sub);
         if !known {
             return None;
         }
@@ -341,7 +341,7 @@ async fn handle_admitted(
             )
             .await;
     }
-    match route(&srv.registry, req.uri.path()) {
+    match route(&srv.served(), req.uri.path()) {
         None => error_response(&ApiError::unknown_path()),
         Some(r) if req.method != Method::GET && !matches!(r, Route::Resource(_)) => {
             error_response(&not_allowed(&req.method))
@@ -448,17 +448,17 @@ async fn non_resource(srv: &Arc<ApiServer>, r: Route, req: &Incoming) -> Respons
         }
         Route::Api => json_response(StatusCode::OK, &discovery::api_versions()),
         Route::Apis => {
-            let list = discovery::api_group_list(&srv.registry);
+            let list = discovery::api_group_list(&srv.served());
             json_response(StatusCode::OK, &srv.with_remote_groups(list))
         }
         Route::Group(g) => {
-            found(discovery::api_group(&srv.registry, &g).or_else(|| srv.remote_group(&g)))
+            found(discovery::api_group(&srv.served(), &g).or_else(|| srv.remote_group(&g)))
         }
-        Route::ResourceList(g, v) => found(discovery::resource_list(&srv.registry, &g, &v)),
+        Route::ResourceList(g, v) => found(discovery::resource_list(&srv.served(), &g, &v)),
         Route::OpenApiRoot => {
-            json_response(StatusCode::OK, &discovery::openapi_root(&srv.registry))
+            json_response(StatusCode::OK, &discovery::openapi_root(&srv.served()))
         }
-        Route::OpenApiGv(p) => found(discovery::openapi_gv(&srv.registry, &p)),
+        Route::OpenApiGv(p) => found(discovery::openapi_gv(&srv.served(), &p)),
         // JSON for whoever asks for it (`kubectl get --raw /openapi/v2`). kubectl's
         // own schema client asks for protobuf only; it gets an empty document,
         // falls back to it for kinds the v3 documents do not list and then
@@ -466,7 +466,7 @@ async fn non_resource(srv: &Arc<ApiServer>, r: Route, req: &Incoming) -> Respons
         Route::OpenApiV2
             if accept.is_empty() || accept.contains("json") || accept.contains("*/*") =>
         {
-            json_response(StatusCode::OK, &discovery::openapi_v2(&srv.registry))
+            json_response(StatusCode::OK, &discovery::openapi_v2(&srv.served()))
         }
         Route::OpenApiV2 => (
             StatusCode::OK,
@@ -570,7 +570,7 @@ impl Request {
                     .await?;
                 Ok(json_response(StatusCode::CREATED, &created))
             }
-            (&Method::DELETE, None, None) if !strategy::of(t.info).delete_collection() => {
+            (&Method::DELETE, None, None) if !self.srv.strategy(t.info).delete_collection() => {
                 Err(not_allowed(&method))
             }
             (&Method::DELETE, None, None) => {
@@ -623,7 +623,10 @@ impl Request {
             }
             (&Method::GET, Some(name), Some("scale")) => {
                 let (obj, _) = self.srv.read(t.info, ns, name).await?;
-                Ok(json_response(StatusCode::OK, &to_scale(t.info, &obj)))
+                Ok(json_response(
+                    StatusCode::OK,
+                    &to_scale(&*self.srv.strategy(t.info), &obj),
+                ))
             }
             (&Method::PUT | &Method::PATCH, Some(name), Some("scale")) => {
                 self.write_scale(&t, name, method == Method::PATCH).await
@@ -792,7 +795,7 @@ impl Request {
         if table {
             let (obj, _) = self.srv.read(t.info, ns, name).await?;
             let rv = meta::resource_version(&obj).to_string();
-            let strategy = strategy::of(t.info);
+            let strategy = self.srv.strategy(t.info);
             let cells = |o: &Value| strategy.cells(o);
             let table = table::render(t.info, &cells, &[&obj], &rv, true);
             return Ok(json_response(StatusCode::OK, &table));
@@ -818,7 +821,7 @@ impl Request {
         if self.params.get("force").is_some() {
             return Err(ApiError::new(422, "Invalid", "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch"));
         }
-        let strategic = strategy::of(t.info).strategic_merge();
+        let strategic = self.srv.strategy(t.info).strategic_merge();
         let ns = t.namespace.as_deref();
         let out = self
             .srv
@@ -967,7 +970,7 @@ impl Request {
                 "application/apply-patch+yaml",
             ]));
         }
-        if kind == PatchType::Strategic && !strategy::of(info).strategic_merge() {
+        if kind == PatchType::Strategic && !self.srv.strategy(info).strategic_merge() {
             // The built-in LWS (a CRD upstream) takes it as a merge patch.
             tracing::debug!("strategic merge patch on a custom resource treated as merge patch");
         }

@@ -231,6 +231,8 @@ pub struct ApiServer {
     /// PersistentVolumes, for the Node authorizer (a kubelet reads the
     /// volumes of its pods' claims).
     persistent_volumes: followed::Followed,
+    /// The strategies of the custom resources served now.
+    strategies: strategy::RuntimeStrategies,
     /// `group/version` → the APIResourceList an extension apiserver last
     /// answered its discovery check with (aggregated discovery serves it).
     remote_discovery: std::sync::Mutex<HashMap<String, Value>>,
@@ -429,6 +431,7 @@ impl ApiServer {
             quota_gates: Default::default(),
             ingress_classes: Default::default(),
             persistent_volumes: Default::default(),
+            strategies: Default::default(),
         });
         let namespaces = srv
             .watch_cache(registry::of::<Namespace>())
@@ -482,6 +485,19 @@ impl ApiServer {
     }
 
     /// The watch cache of a served resource.
+    /// The strategy of a served resource (a custom resource's as its CRD says).
+    pub(crate) fn strategy(&self, info: &ResourceInfo) -> strategy::StrategyRef {
+        self.strategies.of(info)
+    }
+
+    /// What routing and discovery read: the served resources with their strategies.
+    pub(crate) fn served(&self) -> strategy::ServedKinds<'_> {
+        strategy::ServedKinds {
+            registry: &self.registry,
+            strategies: &self.strategies,
+        }
+    }
+
     pub(crate) fn watch_cache(&self, info: &ResourceInfo) -> Option<Arc<WatchCache>> {
         self.caches
             .read()

@@ -16,7 +16,6 @@ use crate::pagination::{self, Page};
 use crate::params::Params;
 use crate::store::{store_err, KeyValue, StoreError};
 use crate::stored::{decode_object, write_stamped};
-use crate::strategy;
 use crate::table;
 use crate::ApiServer;
 use minik8s_api::registry::ResourceInfo;
@@ -27,6 +26,7 @@ use std::time::Duration;
 
 impl ApiServer {
     pub(crate) fn selectors(
+        &self,
         info: &ResourceInfo,
         params: &Params,
     ) -> Result<(Selector, FieldSelector), ApiError> {
@@ -34,7 +34,7 @@ impl ApiServer {
             .map_err(ApiError::bad_request)?;
         let fields = FieldSelector::parse(
             params.get("fieldSelector").unwrap_or(""),
-            &strategy::of(info).field_selectors(),
+            &self.strategy(info).field_selectors(),
         )
         .map_err(ApiError::bad_request)?;
         Ok((labels, fields))
@@ -129,7 +129,7 @@ impl ApiServer {
         ns: Option<&str>,
         params: &Params,
     ) -> Result<Value, ApiError> {
-        let strategy = strategy::of(info);
+        let strategy = self.strategy(info);
         let cells = |o: &Value| strategy.cells(o);
         let mut rows = Vec::new();
         let metadata = self
@@ -204,7 +204,7 @@ impl ApiServer {
         params: &Params,
     ) -> Result<Selection, ApiError> {
         crate::watch::validate_list(params)?;
-        let (labels, fields) = Self::selectors(info, params)?;
+        let (labels, fields) = self.selectors(info, params)?;
         let page = Page::parse(
             params.get("limit"),
             params.get("continue"),

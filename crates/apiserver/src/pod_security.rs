@@ -30,8 +30,11 @@ fn mode(labels: &Value, which: &str) -> (Level, String) {
 
 /// The pod spec a write carries (a pod's own, or a workload's template, as
 /// its kind's strategy says) and whether the object is a pod.
-fn pod_spec<'a>(info: &ResourceInfo, obj: &'a Value) -> Option<(&'a Value, bool)> {
-    let at = crate::strategy::of(info).pod_spec_at()?;
+fn pod_spec<'a>(
+    strategy: &dyn crate::strategy::Strategy,
+    obj: &'a Value,
+) -> Option<(&'a Value, bool)> {
+    let at = strategy.pod_spec_at()?;
     at.find(obj).map(|spec| (spec, at == PodSpecAt::Pod))
 }
 
@@ -47,12 +50,13 @@ impl ApiServer {
         old: Option<&Value>,
         warnings: &crate::rest::Warnings,
     ) -> Result<(), ApiError> {
-        let (Some(ns), Some((spec, is_pod))) = (ns, pod_spec(info, obj)) else {
+        let strategy = self.strategy(info);
+        let (Some(ns), Some((spec, is_pod))) = (ns, pod_spec(&*strategy, obj)) else {
             return Ok(());
         };
         // Only changes to what is checked are checked again.
         if old
-            .and_then(|o| pod_spec(info, o))
+            .and_then(|o| pod_spec(&*strategy, o))
             .is_some_and(|(s, _)| s == spec)
         {
             return Ok(());

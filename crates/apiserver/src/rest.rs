@@ -479,7 +479,14 @@ fn update_errors(
 /// changes status (and the labels and annotations sent with it), the pod
 /// subresources only their fields — with the metadata only the server
 /// sets (uid, creation, deletion, generation) carried over from `old`.
-fn merged_for(info: &ResourceInfo, mode: Mode, name: &str, old: &Value, new: Value) -> Value {
+fn merged_for(
+    strategy: &dyn strategy::Strategy,
+    info: &ResourceInfo,
+    mode: Mode,
+    name: &str,
+    old: &Value,
+    new: Value,
+) -> Value {
     let mut merged = match mode {
         Mode::Main => {
             let mut m = new;
@@ -537,7 +544,7 @@ fn merged_for(info: &ResourceInfo, mode: Mode, name: &str, old: &Value, new: Val
                     }
                 }
             }
-            strategy::of(info).prepare_for_status_update(&mut m, old);
+            strategy.prepare_for_status_update(&mut m, old);
             m
         }
     };
@@ -761,7 +768,7 @@ impl ApiServer {
         server_set_create_metadata(info, ns, &mut obj)?;
         let name = meta::name(&obj).to_string();
         // Status is the controllers' to write; a created object starts without one.
-        let strategy = strategy::of(info);
+        let strategy = self.strategy(info);
         if info.has(Subresource::Status) && !strategy.keeps_status_on_create() {
             if let Some(m) = obj.as_object_mut() {
                 m.remove("status");
@@ -796,6 +803,7 @@ impl ApiServer {
         self.limit_ranger_check(info, obj_ns.as_deref(), &name, &obj, None)?;
         let mut obj = normalize(
             info,
+            &*strategy,
             obj,
             validated.canonical,
             opts.field_validation,
@@ -854,9 +862,9 @@ impl ApiServer {
                 return Err(ApiError::bad_request("the object must be a JSON object"));
             }
             check_update_body(info, ns, name, &old, rev, &mut new)?;
-            let merged = merged_for(info, mode, name, &old, new);
+            let strategy = self.strategy(info);
+            let merged = merged_for(&*strategy, info, mode, name, &old, new);
             no_finalizers_added_while_deleting(info, name, &old, &merged)?;
-            let strategy = strategy::of(info);
             let write = Write {
                 info,
                 ns,
@@ -910,6 +918,7 @@ impl ApiServer {
         }
         let mut merged = normalize(
             info,
+            strategy,
             merged,
             validated.canonical,
             opts.field_validation,
@@ -1001,7 +1010,7 @@ impl ApiServer {
         name: &str,
         opts: &DeleteOptions,
     ) -> Result<Value, ApiError> {
-        let strategy = strategy::of(info);
+        let strategy = self.strategy(info);
         if let Err(why) = strategy.check_delete(name) {
             return Err(ApiError::forbidden(info, name, why));
         }

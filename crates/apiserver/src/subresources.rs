@@ -19,8 +19,8 @@ use minik8s_validation::FieldError;
 use serde_json::{json, Value};
 
 /// The `autoscaling/v1` Scale view of a scalable object.
-pub fn to_scale(info: &ResourceInfo, obj: &Value) -> Value {
-    let (spec, status, selector) = strategy::of(info).scale_of(obj);
+pub fn to_scale(strategy: &dyn strategy::Strategy, obj: &Value) -> Value {
+    let (spec, status, selector) = strategy.scale_of(obj);
     let m = &obj["metadata"];
     json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
            "metadata": {"name": m["name"], "namespace": m["namespace"], "uid": m["uid"], "resourceVersion": m["resourceVersion"],
@@ -40,9 +40,10 @@ impl ApiServer {
         opts: WriteOpts,
         change: impl Fn(&Value) -> Result<Value, ApiError>,
     ) -> Result<Value, ApiError> {
+        let strategy = self.strategy(info);
         let out = self
             .update_with(info, ns, name, Mode::Main, opts, |old| {
-                let new_scale = change(&to_scale(info, old))?;
+                let new_scale = change(&to_scale(&*strategy, old))?;
                 let mut obj = old.clone();
                 if let Some(rv) = new_scale.pointer("/metadata/resourceVersion") {
                     metadata_mut(&mut obj).insert("resourceVersion".into(), rv.clone());
@@ -62,7 +63,7 @@ impl ApiServer {
                         )],
                     ));
                 }
-                strategy::of(info)
+                strategy
                     .set_replicas(&mut obj, replicas.as_i64().unwrap_or(0))
                     .map_err(|why| {
                         let e = FieldError::invalid("spec.replicas", &replicas, why);
@@ -71,7 +72,7 @@ impl ApiServer {
                 Ok(obj)
             })
             .await?;
-        Ok(to_scale(info, &out))
+        Ok(to_scale(&*strategy, &out))
     }
 
     /// Sets `spec.nodeName` through the binding subresource (the scheduler's write).

@@ -84,6 +84,8 @@ fn line(event_type: &str, object: &Value) -> Bytes {
 
 struct Encoder {
     info: &'static ResourceInfo,
+    /// The kind's strategy, for its table's cells.
+    strategy: crate::strategy::StrategyRef,
     table: bool,
     headers_sent: bool,
 }
@@ -107,7 +109,7 @@ impl Encoder {
     fn encode(&mut self, event_type: &str, obj: &Value) -> Bytes {
         if self.table {
             let rv = minik8s_api::meta::resource_version(obj).to_string();
-            let strategy = crate::strategy::of(self.info);
+            let strategy = &self.strategy;
             let cells = |o: &Value| strategy.cells(o);
             let t = table::render(self.info, &cells, &[obj], &rv, !self.headers_sent);
             self.headers_sent = true;
@@ -285,7 +287,7 @@ impl ApiServer {
         params: &Params,
         table: bool,
     ) -> Result<Response, ApiError> {
-        let (labels, fields) = Self::selectors(info, params)?;
+        let (labels, fields) = self.selectors(info, params)?;
         let filter = Filter {
             namespace: ns.filter(|_| info.namespaced).map(str::to_string),
             labels,
@@ -345,6 +347,7 @@ impl ApiServer {
             filter,
             enc: Encoder {
                 info,
+                strategy: self.strategy(info),
                 table,
                 headers_sent: false,
             },

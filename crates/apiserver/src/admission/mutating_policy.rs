@@ -79,7 +79,7 @@ pub async fn mutate(
             });
         }
         let namespace = namespace.as_ref().unwrap_or(&Value::Null);
-        let strategic = crate::strategy::of(a.info).strategic_merge();
+        let strategic = srv.strategy(a.info).strategic_merge();
         match run_policy(policy, &current, &params, namespace, strategic) {
             Ok(Some(mutated)) => {
                 obj = mutated;

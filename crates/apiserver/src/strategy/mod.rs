@@ -691,45 +691,81 @@ impl std::ops::Deref for StrategyRef {
     }
 }
 
-/// Strategies of kinds registered at run time, by their registry entry's
-/// address (entries are never freed, so an address names one entry for good).
-static RUNTIME: LazyLock<RwLock<HashMap<usize, Arc<dyn Strategy>>>> =
-    LazyLock::new(Default::default);
+/// The strategies of kinds registered at run time (custom resources), by
+/// their registry entry's address (entries are never freed, so an address
+/// names one entry for good); the server owns them.
+#[derive(Default)]
+pub struct RuntimeStrategies(RwLock<HashMap<usize, Arc<dyn Strategy>>>);
 
 fn address(info: &ResourceInfo) -> usize {
     info as *const ResourceInfo as usize
 }
 
-/// Serves `info` (a run-time entry) with `strategy` from now on.
-pub fn set_runtime(info: &'static ResourceInfo, strategy: Arc<dyn Strategy>) {
-    RUNTIME
-        .write()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(address(info), strategy);
+impl RuntimeStrategies {
+    /// Serves `info` (a run-time entry) with `strategy` from now on.
+    pub fn set(&self, info: &'static ResourceInfo, strategy: Arc<dyn Strategy>) {
+        self.0
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(address(info), strategy);
+    }
+
+    /// Forgets the strategy of a run-time entry no longer served.
+    pub fn clear(&self, info: &'static ResourceInfo) {
+        self.0
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&address(info));
+    }
+
+    /// The strategy of a served resource: its built-in one, the one set for
+    /// a run-time kind, else [`Schemaless`].
+    pub fn of(&self, info: &ResourceInfo) -> StrategyRef {
+        if let Some(s) = builtin_of(info) {
+            return StrategyRef::Static(s);
+        }
+        match self
+            .0
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&address(info))
+        {
+            Some(s) => StrategyRef::Shared(s.clone()),
+            None => StrategyRef::Static(&Schemaless),
+        }
+    }
 }
 
-/// Forgets the strategy of a run-time entry no longer served.
-pub fn clear_runtime(info: &'static ResourceInfo) {
-    RUNTIME
-        .write()
-        .unwrap_or_else(|p| p.into_inner())
-        .remove(&address(info));
+/// The resources a server serves with their strategies, as routing and
+/// discovery read them (a `Registry` that also knows each kind's strategy).
+pub struct ServedKinds<'a> {
+    pub(crate) registry: &'a minik8s_api::registry::Registry,
+    pub(crate) strategies: &'a RuntimeStrategies,
 }
 
-/// The strategy of a served resource: its built-in one, the one set for a
-/// run-time kind, else [`Schemaless`].
-pub fn of(info: &ResourceInfo) -> StrategyRef {
-    if let Some((_, s)) = BUILTIN.iter().find(|(i, _)| std::ptr::eq(*i, info)) {
-        return StrategyRef::Static(*s);
+impl ServedKinds<'_> {
+    pub fn strategy(&self, info: &ResourceInfo) -> StrategyRef {
+        self.strategies.of(info)
     }
-    match RUNTIME
-        .read()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(&address(info))
-    {
-        Some(s) => StrategyRef::Shared(s.clone()),
-        None => StrategyRef::Static(&Schemaless),
+}
+
+impl std::ops::Deref for ServedKinds<'_> {
+    type Target = minik8s_api::registry::Registry;
+    fn deref(&self) -> &minik8s_api::registry::Registry {
+        self.registry
     }
+}
+
+fn builtin_of(info: &ResourceInfo) -> Option<&'static dyn Strategy> {
+    BUILTIN
+        .iter()
+        .find(|(i, _)| std::ptr::eq(*i, info))
+        .map(|(_, s)| *s)
+}
+
+/// A built-in kind's strategy ([`Schemaless`] for any other kind).
+pub fn builtin(info: &ResourceInfo) -> &'static dyn Strategy {
+    builtin_of(info).unwrap_or(&Schemaless)
 }
 
 #[cfg(test)]
@@ -747,7 +783,7 @@ mod tests {
 
     #[test]
     fn a_lifecycle_adds_its_defaults_and_rules_to_the_typed_ones() {
-        let lws = of(registry::of::<minik8s_api::lws::LeaderWorkerSet>());
+        let lws = builtin(registry::of::<minik8s_api::lws::LeaderWorkerSet>());
         let mut obj = serde_json::json!({"metadata": {"name": "l"}, "spec": {
             "leaderWorkerTemplate": {"size": 0, "workerTemplate": {"spec": {"containers": [{"name": "w", "image": "i"}]}}}}});
         lws.default(&mut obj);
@@ -763,7 +799,7 @@ mod tests {
 
     #[test]
     fn names_follow_each_kinds_rule() {
-        let rule = |info| of(info).name_rule();
+        let rule = |info| builtin(info).name_rule();
         assert_eq!(rule(registry::of::<core::Namespace>()), NameRule::Label);
         assert_eq!(rule(registry::of::<core::Service>()), NameRule::Dns1035);
         assert_eq!(
@@ -783,7 +819,7 @@ mod tests {
 
     #[test]
     fn typed_strategies_reject_wrong_types_and_drop_unknown_fields() {
-        let pods = of(registry::of::<core::Pod>());
+        let pods = builtin(registry::of::<core::Pod>());
         let err = pods
             .canonicalize(serde_json::json!({"spec": {"containers": "nope"}}))
             .unwrap_err();
@@ -795,11 +831,11 @@ mod tests {
         // Kinds with a status get an empty one, as Go writes its struct:
         // fields without `omitempty` as zeros.
         assert_eq!(out["status"], serde_json::json!({}));
-        let rs = of(registry::of::<minik8s_api::k8s::api::apps::v1::ReplicaSet>())
+        let rs = builtin(registry::of::<minik8s_api::k8s::api::apps::v1::ReplicaSet>())
             .canonicalize(serde_json::json!({"metadata": {"name": "r"}}))
             .unwrap();
         assert_eq!(rs["status"], serde_json::json!({"replicas": 0}));
-        let cm = of(registry::of::<core::ConfigMap>())
+        let cm = builtin(registry::of::<core::ConfigMap>())
             .canonicalize(serde_json::json!({"metadata": {"name": "c"}}))
             .unwrap();
         assert!(cm.get("status").is_none(), "{cm}");
@@ -843,7 +879,7 @@ mod tests {
 
     #[test]
     fn canonicalizing_in_place_or_from_a_borrow_gives_the_same_answer() {
-        let pods = of(registry::of::<core::Pod>());
+        let pods = builtin(registry::of::<core::Pod>());
         for obj in [
             serde_json::json!({"spec": {"containers": "nope"}}),
             serde_json::json!({"metadata": {"name": "p", "labels": {"a": "b"}}, "bogus": 1,
