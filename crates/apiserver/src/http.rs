@@ -563,7 +563,7 @@ impl Request {
             (&Method::GET, None, None) => self.list(&t, table).await,
             (&Method::POST, None, None) => {
                 let ns = self.required_ns(t.info, ns)?;
-                let obj = auth::stamp_requester(t.info, self.body_object()?, &self.user);
+                let obj = self.body_object()?;
                 let created = self
                     .srv
                     .create(t.info, ns, obj, self.write_opts(t.info, "")?)

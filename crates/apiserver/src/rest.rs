@@ -775,6 +775,9 @@ impl ApiServer {
             }
         }
         strategy.default(&mut obj);
+        if let Some(user) = &opts.user {
+            strategy.record_creator(user, &mut obj);
+        }
         strategy
             .prepare_for_create(&self.strategy_context(), &mut obj)
             .map_err(|e| ApiError::invalid(info, &name, &[e]))?;

@@ -251,28 +251,6 @@ pub struct Auth {
     pub max_token_seconds: Option<i64>,
 }
 
-/// A CertificateSigningRequest records who asked for it, whatever the body
-/// says (as Kubernetes' CSR strategy does).
-pub fn stamp_requester(
-    info: &minik8s_api::registry::ResourceInfo,
-    mut obj: Value,
-    user: &UserInfo,
-) -> Value {
-    if info.is::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>() {
-        if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
-            spec.insert("username".into(), json!(user.username));
-            spec.insert("uid".into(), json!(user.uid));
-            spec.insert("groups".into(), json!(user.groups));
-            if user.extra.is_empty() {
-                spec.remove("extra");
-            } else {
-                spec.insert("extra".into(), json!(user.extra));
-            }
-        }
-    }
-    obj
-}
-
 impl ApiServer {
     /// Authentication, impersonation and authorization of one request: who
     /// is asking, and whether they may (401 and 403 come from here, before

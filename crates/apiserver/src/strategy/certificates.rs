@@ -1,7 +1,7 @@
 //! CertificateSigningRequests (certificates.k8s.io/v1): a request must carry
 //! a PEM certificate request, a signer and usages; its spec never changes
-//! after creation. Who asked is stamped in by the request path
-//! (`auth::stamp_requester`); approval and signing are controllers'.
+//! after creation. Who asked is recorded from the request's user, whatever
+//! the body says; approval and signing are controllers'.
 
 use super::Strategy;
 use base64::Engine;
@@ -20,6 +20,19 @@ pub fn request_pem(csr: &Value) -> Option<String> {
 impl Strategy for Lifecycle {
     fn name_rule(&self) -> NameRule {
         NameRule::Subdomain
+    }
+
+    fn record_creator(&self, user: &crate::auth::UserInfo, obj: &mut Value) {
+        if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.insert("username".into(), json!(user.username));
+            spec.insert("uid".into(), json!(user.uid));
+            spec.insert("groups".into(), json!(user.groups));
+            if user.extra.is_empty() {
+                spec.remove("extra");
+            } else {
+                spec.insert("extra".into(), json!(user.extra));
+            }
+        }
     }
 
     fn validate(&self, obj: &Value, old: Option<&Value>) -> Errors {
@@ -67,5 +80,28 @@ impl Strategy for Lifecycle {
             errs.push(FieldError::required("spec.usages", ""));
         }
         errs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::UserInfo;
+
+    #[test]
+    fn the_requester_is_who_creates_not_what_the_body_claims() {
+        let mut csr = json!({"spec": {"request": "x", "username": "system:admin",
+            "groups": ["system:masters"], "extra": {"k": ["v"]}}});
+        let user = UserInfo {
+            username: "system:bootstrap:abcdef".into(),
+            uid: String::new(),
+            groups: vec!["system:bootstrappers".into()],
+            extra: Default::default(),
+        };
+        Lifecycle.record_creator(&user, &mut csr);
+        assert_eq!(csr["spec"]["username"], "system:bootstrap:abcdef");
+        assert_eq!(csr["spec"]["groups"], json!(["system:bootstrappers"]));
+        assert!(csr["spec"].get("extra").is_none(), "{csr}");
+        assert_eq!(csr["spec"]["request"], "x");
     }
 }

@@ -163,6 +163,11 @@ pub trait Strategy: Send + Sync {
         Ok(())
     }
 
+    /// What a kind records of who creates an object, whatever the body
+    /// says (a CertificateSigningRequest's requester, as Kubernetes' CSR
+    /// strategy takes it from the request's user).
+    fn record_creator(&self, _user: &crate::auth::UserInfo, _obj: &mut Value) {}
+
     /// Built-in admission on create that reads other objects from the store
     /// (the ServiceAccount admission gives a pod its account's
     /// `imagePullSecrets`, the Priority admission its priority); runs after
@@ -524,6 +529,9 @@ where
     }
     fn prepare_for_create(&self, ctx: &Context, obj: &mut Value) -> Result<(), FieldError> {
         self.lifecycle.prepare_for_create(ctx, obj)
+    }
+    fn record_creator(&self, user: &crate::auth::UserInfo, obj: &mut Value) {
+        self.lifecycle.record_creator(user, obj)
     }
     fn admit_create<'a>(
         &'a self,
