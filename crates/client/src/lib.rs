@@ -8,6 +8,7 @@
 //! A controller is: informers (list + watch into a cache) → handlers that
 //! enqueue keys → workers that `reconcile(key)` from the caches.
 
+pub mod conditions;
 pub mod config;
 pub mod controller;
 pub mod discovery;

@@ -7,6 +7,7 @@
 use super::Child;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use minik8s_api::disaggregatedset::*;
+use minik8s_client::conditions;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
@@ -268,29 +269,13 @@ pub fn set_conditions(
         (PROGRESSING, AVAILABLE, "RolloutInProgress", "Not all roles have reached their desired replica count, ready and updated to the current revision")
     };
     let mut out = existing.to_vec();
-    let mut put =
-        |type_: &str, status: &str, add: bool| match out.iter_mut().find(|c| c.type_ == type_) {
-            Some(c) => {
-                if c.status != status {
-                    c.status = status.into();
-                    c.last_transition_time = now.clone();
-                }
-                c.reason = reason.into();
-                c.message = message.into();
-                c.observed_generation = Some(generation);
-            }
-            None if add => out.push(Condition {
-                type_: type_.into(),
-                status: status.into(),
-                reason: reason.into(),
-                message: message.into(),
-                last_transition_time: now.clone(),
-                observed_generation: Some(generation),
-            }),
-            None => {}
-        };
-    put(t, "True", true);
-    put(partner, "False", false);
+    let made = |type_: &str, status: &str| {
+        conditions::condition(type_, status, reason, message, generation, now)
+    };
+    conditions::set_status_condition(&mut out, made(t, "True"));
+    if out.iter().any(|c| c.type_ == partner) {
+        conditions::set_status_condition(&mut out, made(partner, "False"));
+    }
     out
 }
 

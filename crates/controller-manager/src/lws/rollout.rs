@@ -6,6 +6,7 @@ use crate::ns_of;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use minik8s_api::lws::{scaled_value, LeaderWorkerSet, LeaderWorkerTemplate, NetworkConfig};
 use minik8s_api::lws_pod::*;
+use minik8s_client::conditions;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -218,26 +219,10 @@ pub fn set_conditions(
     let mut first_new = None;
     for t in types {
         let (reason, message) = condition_text(t);
-        match out.iter_mut().find(|c| c.type_ == *t) {
-            Some(c) if c.status == "True" => {}
-            Some(c) => {
-                c.status = "True".into();
-                c.reason = reason.into();
-                c.message = message.into();
-                c.last_transition_time = now.clone();
-                first_new.get_or_insert(condition_type(t));
-            }
-            None => {
-                out.push(Condition {
-                    type_: t.to_string(),
-                    status: "True".into(),
-                    reason: reason.into(),
-                    message: message.into(),
-                    last_transition_time: now.clone(),
-                    observed_generation: Some(generation),
-                });
-                first_new.get_or_insert(condition_type(t));
-            }
+        if !conditions::is_true(&out, t) {
+            let asserted = conditions::condition(t, "True", reason, message, generation, now);
+            conditions::set_status_condition(&mut out, asserted);
+            first_new.get_or_insert(condition_type(t));
         }
         for c in out.iter_mut() {
             if exclusive(t, &c.type_) && c.status == "True" {
