@@ -973,7 +973,8 @@ impl ApiServer {
             }
         };
         let key = info.key(ns, name);
-        let written = match completes_deletion(strategy, old, &merged) {
+        let deletes = completes_deletion(strategy, old, &merged);
+        let written = match deletes {
             true => self
                 .store
                 .delete(&key, Some(rev))
@@ -985,7 +986,7 @@ impl ApiServer {
             Ok(new_rev) => {
                 // A completed deletion gives back all it held, an update
                 // what it no longer uses.
-                match completes_deletion(strategy, old, &merged) {
+                match deletes {
                     true => strategy.release(&self.alloc, &merged),
                     false => {
                         strategy::release(&self.alloc, &strategy.released_by_update(old, &merged))
