@@ -3,6 +3,17 @@
 //! day of week, with `*`, `?`, lists, ranges, steps and month/day names, or
 //! a macro (`@yearly`, `@annually`, `@monthly`, `@weekly`, `@daily`,
 //! `@midnight`, `@hourly`); and the next run time in a time zone.
+//!
+//! Written here rather than taken from a cron crate, on purpose: the
+//! maintained ones (croner, cron) implement other specifications, and both
+//! differences reach users. Grammar: croner accepts `L`, `W`, `#`, seconds
+//! and day of week 7, which robfig's standard parser refuses with messages
+//! kubectl shows in a 422 ("end of range (7) above maximum (6): 7"). Time:
+//! croner follows the Open Cron Pattern Specification, which runs a job whose
+//! local time falls in a daylight-saving gap at the first instant after the
+//! gap; robfig (so a Kubernetes CronJob) skips that day's run (`30 2 * * *`
+//! in New York on 2026-03-08 next runs on the 9th). The tests below pin
+//! both, Kubernetes' behaviour being the reference.
 
 use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
@@ -171,8 +182,9 @@ impl Schedule {
                 t += chrono::Duration::minutes(1);
                 continue;
             }
-            // A local time the zone skips (spring forward) runs at the first
-            // valid instant after it; a repeated one, at its first occurrence.
+            // A local time the zone skips (spring forward) does not run that
+            // day, as robfig's walk over local hours steps past it; a repeated
+            // one (fall back) runs at its first occurrence.
             match tz.from_local_datetime(&t) {
                 chrono::LocalResult::Single(d) | chrono::LocalResult::Ambiguous(d, _) => {
                     let utc = d.with_timezone(&Utc);
@@ -265,6 +277,11 @@ mod tests {
             next("30 2 * * *", "2026-03-08T05:00:00Z", ny),
             "2026-03-09T06:30:00+00:00"
         );
+        // 1:30 happens twice on 2026-11-01 in New York: the first one runs.
+        assert_eq!(
+            next("30 1 * * *", "2026-11-01T04:00:00Z", ny),
+            "2026-11-01T05:30:00+00:00"
+        );
         assert!(time_zone(Some("Mars/Olympus")).is_err());
     }
 
@@ -286,6 +303,14 @@ mod tests {
             parse("TZ=UTC 0 * * * *").unwrap_err(),
             "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
         );
+        // What other cron dialects take and robfig's standard parser refuses.
+        assert_eq!(
+            parse("0 0 * * 7").unwrap_err(),
+            "end of range (7) above maximum (6): 7"
+        );
+        assert!(parse("0 0 L * *").is_err());
+        assert!(parse("0 0 * * 1#2").is_err());
+        assert!(parse("0 0 0 * * *").is_err(), "six fields (seconds)");
         assert!(parse("*/0 * * * *").is_err());
         assert!(parse("x * * * *").is_err());
     }

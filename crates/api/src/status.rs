@@ -121,21 +121,6 @@ impl ApiError {
         }
     }
 
-    /// A server-side apply that would change fields other managers own.
-    pub fn apply_conflict(conflicts: &[crate::managed::Conflict]) -> Self {
-        let causes: Vec<Value> = conflicts
-            .iter()
-            .map(|c| {
-                json!({"reason": "FieldManagerConflict",
-                       "message": format!("conflict with {}", c.manager), "field": c.field})
-            })
-            .collect();
-        ApiError {
-            details: Some(Box::new(json!({"causes": causes}))),
-            ..Self::new(409, "Conflict", crate::managed::conflict_message(conflicts))
-        }
-    }
-
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
     }

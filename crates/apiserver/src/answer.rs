@@ -5,8 +5,8 @@ use crate::params::error_response;
 use axum::body::Bytes;
 use axum::http::header;
 use axum::response::Response;
-use minik8s_api::versions::AlternateVersion;
 use minik8s_api::ApiError;
+use minik8s_wire::versions::AlternateVersion;
 use serde_json::Value;
 
 fn is_json(resp: &Response) -> bool {
@@ -19,7 +19,7 @@ fn is_json(resp: &Response) -> bool {
 /// client asked for.
 pub async fn convert_answer(
     resp: Response,
-    alt: &'static AlternateVersion,
+    alt: std::sync::Arc<AlternateVersion>,
     streams: bool,
 ) -> Response {
     if !is_json(&resp) {
@@ -42,7 +42,9 @@ pub async fn convert_answer(
     if streams {
         // One watch event per chunk.
         use futures::StreamExt;
-        let events = body.into_data_stream().map(move |chunk| chunk.map(convert));
+        let events = body
+            .into_data_stream()
+            .map(move |chunk| chunk.map(&convert));
         return Response::from_parts(parts, axum::body::Body::from_stream(events));
     }
     match axum::body::to_bytes(body, usize::MAX).await {

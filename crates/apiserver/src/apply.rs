@@ -14,12 +14,12 @@
 //! ```
 //!
 //! The field-ownership model itself (sets, merge, conflicts) is pure and lives
-//! in `minik8s_api::managed`; this file decides only what an apply may touch.
+//! in `crate::managed`; this file decides only what an apply may touch.
 
+use crate::managed::{self, ApplyError, Writer};
 use crate::params::Params;
 use crate::rest::{Mode, WriteOpts};
 use crate::ApiServer;
-use minik8s_api::managed::{self, ApplyError, Writer};
 use minik8s_api::meta::{metadata_mut, now_rfc3339};
 use minik8s_api::registry::{ResourceInfo, Subresource};
 use minik8s_api::ApiError;
@@ -111,7 +111,7 @@ impl ApiServer {
         };
         let merge = |live: Option<&Value>| {
             managed::apply(live, &applied, &writer, req.force).map_err(|e| match e {
-                ApplyError::Conflicts(c) => ApiError::apply_conflict(&c),
+                ApplyError::Conflicts(c) => managed::conflict_error(&c),
             })
         };
         // An object created by someone else between our read and our create is

@@ -38,9 +38,9 @@ fn group_entry(group: &str, versions: &[&str]) -> Value {
 /// served besides the stored ones (autoscaling/v1), then metrics.k8s.io.
 pub fn served_groups(reg: &ServedKinds) -> Vec<(&'static str, Vec<&'static str>)> {
     let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
-    let alternates = minik8s_api::versions::ALTERNATE_VERSIONS
+    let alternates = minik8s_wire::versions::ALTERNATE_VERSIONS
         .iter()
-        .map(|a| (a.group, a.version));
+        .map(|a| (&*a.group, &*a.version));
     for (g, v) in reg
         .group_versions()
         .into_iter()
@@ -90,10 +90,10 @@ pub fn resource_list(reg: &ServedKinds, group: &str, version: &str) -> Option<Va
     }
     let mut resources = Vec::new();
     // Kinds stored in another version but served in this one too.
-    let alternates = minik8s_api::versions::ALTERNATE_VERSIONS
+    let alternates = minik8s_wire::versions::ALTERNATE_VERSIONS
         .iter()
         .filter(|a| a.group == group && a.version == version)
-        .filter_map(|a| reg.by_plural(a.storage_group, a.storage_version, a.plural));
+        .filter_map(|a| reg.by_plural(&a.storage_group, &a.storage_version, &a.plural));
     for r in reg
         .all()
         .into_iter()
@@ -184,39 +184,33 @@ fn schema_hash(reg: &ServedKinds) -> String {
 }
 
 /// The kinds served in a version besides their stored one (autoscaling/v1
-/// HPAs, events.k8s.io/v1 Events), as entries of that version.
-fn alternate_infos(reg: &ServedKinds) -> Vec<&'static ResourceInfo> {
-    static MADE: std::sync::OnceLock<std::sync::Mutex<Vec<&'static ResourceInfo>>> =
-        std::sync::OnceLock::new();
-    let made = MADE.get_or_init(Default::default);
-    let mut made = made.lock().unwrap_or_else(|p| p.into_inner());
-    minik8s_api::versions::ALTERNATE_VERSIONS
-        .iter()
-        .filter_map(|a| {
-            let stored = reg.by_plural(a.storage_group, a.storage_version, a.plural)?;
-            let served = ResourceInfo {
-                group: a.group,
-                version: a.version,
-                ..*stored
-            };
-            // Made once per distinct entry for the whole process.
-            Some(match made.iter().find(|m| ***m == served) {
-                Some(m) => *m,
-                None => {
-                    let m: &'static ResourceInfo = Box::leak(Box::new(served));
-                    made.push(m);
-                    m
-                }
+/// HPAs, events.k8s.io/v1 Events), as entries of that version: made once
+/// from the built-in tables (both sides are built-in kinds, always served).
+fn alternate_infos() -> impl Iterator<Item = &'static ResourceInfo> {
+    static INFOS: std::sync::LazyLock<Vec<ResourceInfo>> = std::sync::LazyLock::new(|| {
+        minik8s_wire::versions::ALTERNATE_VERSIONS
+            .iter()
+            .filter_map(|a| {
+                let stored = minik8s_api::REGISTRY.iter().find(|r| {
+                    (r.group, r.version, r.plural)
+                        == (&*a.storage_group, &*a.storage_version, &*a.plural)
+                })?;
+                Some(ResourceInfo {
+                    group: &a.group,
+                    version: &a.version,
+                    ..*stored
+                })
             })
-        })
-        .collect()
+            .collect()
+    });
+    INFOS.iter()
 }
 
 pub fn openapi_root(reg: &ServedKinds) -> Value {
     let hash = schema_hash(reg);
     let mut paths = serde_json::Map::new();
     let mut gvs = reg.group_versions();
-    for r in REVIEWS.iter().chain(alternate_infos(reg)) {
+    for r in REVIEWS.iter().chain(alternate_infos()) {
         if !gvs.contains(&(r.group, r.version)) {
             gvs.push((r.group, r.version));
         }
@@ -244,7 +238,7 @@ pub fn openapi_gv(reg: &ServedKinds, path: &str) -> Option<Value> {
         .all()
         .into_iter()
         .chain(REVIEWS.iter())
-        .chain(alternate_infos(reg))
+        .chain(alternate_infos())
         .filter(|r| r.group == group && r.version == version)
         .collect();
     for r in &kinds {
@@ -313,7 +307,7 @@ fn with_schemas<'a>(
 pub fn openapi_v2(reg: &ServedKinds) -> Value {
     let mut kinds = reg.all();
     kinds.extend(REVIEWS.iter());
-    kinds.extend(alternate_infos(reg));
+    kinds.extend(alternate_infos());
     let mut definitions = openapi::definitions(&with_messages(&kinds), Flavor::V2);
     definitions.extend(openapi::custom_definitions(
         &with_schemas(reg, &kinds),

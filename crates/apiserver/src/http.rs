@@ -25,8 +25,8 @@ use axum::response::{IntoResponse, Response};
 use minik8s_api::meta;
 use minik8s_api::patch::{apply_patch, PatchType};
 use minik8s_api::registry::{Registry, ResourceInfo};
-use minik8s_api::versions::AlternateVersion;
 use minik8s_api::ApiError;
+use minik8s_wire::versions::AlternateVersion;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -45,7 +45,7 @@ pub struct Target {
     pub sub: Option<String>,
     /// Set when the URL names an older version than the stored one
     /// (autoscaling/v1 HPAs): bodies and answers are converted.
-    pub served: Option<&'static AlternateVersion>,
+    pub served: Option<Arc<AlternateVersion>>,
 }
 
 /// The resource at group/version/plural: a registry entry, or the stored
@@ -55,20 +55,20 @@ fn lookup(
     group: &str,
     version: &str,
     plural: &str,
-) -> Option<(&'static ResourceInfo, Option<&'static AlternateVersion>)> {
+) -> Option<(&'static ResourceInfo, Option<Arc<AlternateVersion>>)> {
     if let Some(info) = reg.by_plural(group, version, plural) {
         // A custom resource's other served version works on the stored one.
         return match reg.strategy(info).stored_in() {
             Some(alt) => Some((
-                reg.by_plural(group, alt.storage_version, plural)?,
+                reg.by_plural(group, &alt.storage_version, plural)?,
                 Some(alt),
             )),
             None => Some((info, None)),
         };
     }
-    let alt = minik8s_api::versions::alternate(group, version, plural)?;
+    let alt = minik8s_wire::versions::alternate(group, version, plural)?;
     Some((
-        reg.by_plural(alt.storage_group, alt.storage_version, plural)?,
+        reg.by_plural(&alt.storage_group, &alt.storage_version, plural)?,
         Some(alt),
     ))
 }
@@ -214,10 +214,13 @@ pub async fn handle(
     let metric =
         crate::request_metrics::RequestMetric::of(method.as_str(), uri.path(), watch, apply);
     let resp = match params {
-        Ok(params) => handle_request(srv, conn, method, uri, headers, body, upgrade, params).await,
+        Ok(params) => {
+            let srv = srv.clone();
+            handle_request(srv, conn, method, uri, headers, body, upgrade, params).await
+        }
         Err(e) => error_response(&e),
     };
-    metric.done(resp.status().as_u16());
+    srv.request_metrics.done(metric, resp.status().as_u16());
     resp
 }
 
@@ -435,7 +438,7 @@ async fn non_resource(srv: &Arc<ApiServer>, r: Route, req: &Incoming) -> Respons
         Route::Metrics => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, minik8s_process::metrics::TEXT_FORMAT)],
-            crate::request_metrics::render(&srv.extra_metrics),
+            srv.request_metrics.render(&srv.extra_metrics),
         )
             .into_response(),
         Route::Health => {
@@ -492,7 +495,7 @@ async fn serve_resource(
             Some("log" | "exec" | "attach" | "portforward")
         );
     let protobuf = !streams && minik8s_wire::protobuf::preferred(&req.accept);
-    let served = t.served;
+    let served = t.served.clone();
     let method = req.method;
     let ctx = Request {
         srv,
@@ -502,7 +505,7 @@ async fn serve_resource(
         body: req.body,
         raw_query: req.uri.query().unwrap_or("").to_string(),
         upgrade,
-        served,
+        served: served.clone(),
         user: req.user,
         warnings: Default::default(),
         body_duplicates: Default::default(),
@@ -537,7 +540,7 @@ struct Request {
     /// The query as sent (exec repeats `command=`).
     raw_query: String,
     upgrade: Option<hyper::upgrade::OnUpgrade>,
-    served: Option<&'static AlternateVersion>,
+    served: Option<Arc<AlternateVersion>>,
     /// Who is asking (after impersonation).
     user: auth::UserInfo,
     /// Admission's warnings, sent back as `Warning` headers.
@@ -696,10 +699,10 @@ impl Request {
         let (obj, duplicates) =
             crate::decode::decode_body_noting_duplicates(&self.headers, &self.body)?;
         let _ = self.body_duplicates.set(duplicates);
-        Ok(match self.served {
+        Ok(match &self.served {
             // A body without kind or apiVersion is of the URL's version, as in Kubernetes.
             Some(alt)
-                if obj.get("kind").is_none_or(|k| k == alt.kind)
+                if obj.get("kind").is_none_or(|k| *k == *alt.kind)
                     && obj
                         .get("apiVersion")
                         .is_none_or(|v| *v == alt.api_version()) =>
@@ -722,12 +725,11 @@ impl Request {
             field_validation,
             dry_run: self.dry_run()?,
             manager: Some(self.field_manager()?),
-            api_version: match self.served {
+            api_version: match &self.served {
                 Some(alt) => alt.api_version(),
                 None => info.api_version(),
             },
             subresource,
-            admission: self.srv.escalation_check(info, &self.user),
             warnings: self.warnings.clone(),
             user: Some(self.user.clone()),
         })
@@ -825,7 +827,7 @@ impl Request {
         let ns = t.namespace.as_deref();
         let out = self
             .srv
-            .update_with(t.info, ns, name, mode, write, |old| match self.served {
+            .update_with(t.info, ns, name, mode, write, |old| match &self.served {
                 // The patch is written against the version in the URL.
                 Some(alt) => {
                     let patched = apply_patch(&alt.from_storage(old), &patch, kind, strategic)?;
@@ -928,7 +930,7 @@ impl Request {
     ) -> Result<Response, ApiError> {
         let (manager, force) = crate::apply::apply_params(&self.params)?;
         // A configuration in the URL's version is applied in the stored one.
-        let applied = match self.served {
+        let applied = match &self.served {
             Some(alt) if patch.is_object() => alt.to_storage(&patch),
             _ => patch,
         };

@@ -26,6 +26,7 @@ pub mod http;
 pub mod inflight;
 pub mod ipalloc;
 pub mod list;
+pub mod managed;
 pub mod metrics_api;
 pub mod node_bundle;
 pub mod node_proxy;
@@ -117,7 +118,7 @@ pub struct Config {
     /// More metric families `/metrics` serves after the apiserver's own:
     /// the master adds its scheduler's and controllers'.
     #[arg(skip)]
-    pub extra_metrics: Vec<fn() -> String>,
+    pub extra_metrics: request_metrics::ExtraMetrics,
     /// Reads (GET, lists) served at once; more get 429 with Retry-After (Kubernetes: 400).
     #[arg(long, default_value_t = 400)]
     pub max_requests_inflight: usize,
@@ -184,8 +185,10 @@ pub struct ApiServer {
     default_toleration_seconds: (i64, i64),
     /// Recent kubelet summaries behind metrics.k8s.io.
     summaries: metrics_api::SummaryCache,
+    /// Every request counted and timed (`/metrics`).
+    request_metrics: request_metrics::RequestMetrics,
     /// What `/metrics` adds to the request metrics ([`Config::extra_metrics`]).
-    extra_metrics: Vec<fn() -> String>,
+    extra_metrics: request_metrics::ExtraMetrics,
     /// Events each watch cache keeps (`--watch-cache-size`).
     watch_cache_size: usize,
     watch_cache_max_bytes: usize,
@@ -401,6 +404,7 @@ impl ApiServer {
                 cfg.default_unreachable_toleration_seconds,
             ),
             summaries: Default::default(),
+            request_metrics: Default::default(),
             extra_metrics: cfg.extra_metrics.clone(),
             auth: auth::Auth {
                 tokens,

@@ -14,7 +14,9 @@
 //! exec, attach, port-forward and proxy. A watch is timed until its answer
 //! starts, not for as long as it streams. In the master, `/metrics` also
 //! carries the scheduler's and the controllers' families
-//! ([`crate::Config::extra_metrics`]).
+//! ([`crate::Config::extra_metrics`]). The counts are one apiserver's
+//! ([`RequestMetrics`], a field of [`crate::ApiServer`]): two servers in one
+//! process (tests) count apart.
 
 use crate::auth::request_info;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -22,7 +24,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use std::sync::LazyLock;
+use std::sync::Arc;
 use std::time::Instant;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -43,34 +45,73 @@ struct CodeLabels {
     code: String,
 }
 
-struct Metrics {
+/// One apiserver's request counts and latencies.
+#[derive(Clone, Default)]
+pub struct RequestMetrics(Arc<Families>);
+
+struct Families {
     registry: Registry,
     requests: Family<CodeLabels, Counter>,
     durations: Family<Labels, Histogram>,
 }
 
-static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
-    let mut registry = Registry::default();
-    let requests = Family::<CodeLabels, Counter>::default();
-    let durations = Family::<Labels, Histogram>::new_with_constructor(
-        (|| Histogram::new(minik8s_process::metrics::latency_buckets())) as fn() -> Histogram,
-    );
-    registry.register(
+impl Default for Families {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let requests = Family::<CodeLabels, Counter>::default();
+        let durations = Family::<Labels, Histogram>::new_with_constructor(
+            (|| Histogram::new(minik8s_process::metrics::latency_buckets())) as fn() -> Histogram,
+        );
+        registry.register(
         "apiserver_request",
         "Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code",
         requests.clone(),
     );
-    registry.register(
+        registry.register(
         "apiserver_request_duration_seconds",
         "Response latency distribution in seconds for each verb, group, version, resource, subresource, scope and component",
         durations.clone(),
     );
-    Metrics {
-        registry,
-        requests,
-        durations,
+        Families {
+            registry,
+            requests,
+            durations,
+        }
     }
-});
+}
+
+/// More metric families served after the apiserver's own (the master adds
+/// its scheduler's and controllers'): each renders its families as text.
+#[derive(Clone, Default)]
+pub struct ExtraMetrics(pub Vec<Arc<dyn Fn() -> String + Send + Sync>>);
+
+impl std::fmt::Debug for ExtraMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ExtraMetrics({} sources)", self.0.len())
+    }
+}
+
+impl RequestMetrics {
+    /// Counts and times a request once its answer's status code is known.
+    pub fn done(&self, metric: RequestMetric, code: u16) {
+        let took = metric.started.elapsed().as_secs_f64();
+        self.0.durations.get_or_create(&metric.labels).observe(took);
+        let counted = CodeLabels {
+            request: metric.labels,
+            code: code.to_string(),
+        };
+        self.0.requests.get_or_create(&counted).inc();
+    }
+
+    /// The request metrics, then `extra`'s, in the text format.
+    pub fn render(&self, extra: &ExtraMetrics) -> String {
+        let mut text = minik8s_process::metrics::encode(&self.0.registry);
+        for render in &extra.0 {
+            text.push_str(&render());
+        }
+        text
+    }
+}
 
 /// One request being served: what it is counted as, and since when.
 pub struct RequestMetric {
@@ -86,17 +127,6 @@ impl RequestMetric {
             labels: labels(method, path, watch, apply),
             started: Instant::now(),
         }
-    }
-
-    /// The answer's status code is known: count and time the request.
-    pub fn done(self, code: u16) {
-        let took = self.started.elapsed().as_secs_f64();
-        METRICS.durations.get_or_create(&self.labels).observe(took);
-        let counted = CodeLabels {
-            request: self.labels,
-            code: code.to_string(),
-        };
-        METRICS.requests.get_or_create(&counted).inc();
     }
 }
 
@@ -145,16 +175,6 @@ fn labels(method: &str, path: &str, watch: bool, apply: bool) -> Labels {
     }
 }
 
-/// The apiserver's request metrics, then `extra` renderings (the master's
-/// scheduler and controllers), in the text format.
-pub fn render(extra: &[fn() -> String]) -> String {
-    let mut text = minik8s_process::metrics::encode(&METRICS.registry);
-    for render in extra {
-        text.push_str(&render());
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,17 +214,16 @@ mod tests {
 
     #[test]
     fn a_request_is_counted_with_its_code_and_timed() {
-        RequestMetric::of(
+        let metrics = RequestMetrics::default();
+        let request = RequestMetric::of(
             "DELETE",
             "/api/v1/namespaces/unit-metrics/pods/p",
             false,
             false,
-        )
-        .done(404);
-        fn extra() -> String {
-            "unit_extra 1\n".into()
-        }
-        let text = render(&[extra]);
+        );
+        metrics.done(request, 404);
+        let extra = ExtraMetrics(vec![Arc::new(|| "unit_extra 1\n".to_string())]);
+        let text = metrics.render(&extra);
         assert!(
             text.contains(r#"apiserver_request_total{verb="DELETE",group="",version="v1",resource="pods",subresource="",scope="resource",component="apiserver",code="404"} 1"#),
             "{text}"
@@ -214,5 +233,10 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("unit_extra 1\n"), "{text}");
+        let other = RequestMetrics::default().render(&ExtraMetrics::default());
+        assert!(
+            !other.contains("unit-metrics") && !other.contains("DELETE"),
+            "{other}"
+        );
     }
 }

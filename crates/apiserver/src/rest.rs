@@ -12,6 +12,7 @@
 
 use crate::admission::{Attributes, Operation};
 use crate::decode::{normalize, FieldValidation};
+use crate::managed;
 use crate::params::Params;
 use crate::store::StoreError;
 use crate::stored::decode_object;
@@ -19,7 +20,6 @@ use crate::strategy;
 use crate::ApiServer;
 use axum::body::Bytes;
 use k8s_openapi::api::core::v1::Namespace;
-use minik8s_api::managed;
 use minik8s_api::meta::{self, finalizers, is_deleting, metadata_mut, now_rfc3339};
 use minik8s_api::registry::{self, ResourceInfo, Subresource};
 use minik8s_api::ApiError;
@@ -88,8 +88,6 @@ pub struct WriteOpts {
     pub api_version: String,
     /// The subresource written through ("" for the object itself).
     pub subresource: &'static str,
-    /// Validating admission that needs the writer (RBAC escalation checks).
-    pub admission: Option<crate::auth::Admission>,
     /// Where admission leaves warnings for the answer's `Warning` headers.
     pub warnings: Warnings,
     /// Who writes (None for the server's own writes, which dynamic admission
@@ -718,9 +716,9 @@ impl ApiServer {
     /// The validating half, the same for create and update, in Kubernetes'
     /// order: the field errors the caller found (`errs`: metadata and the
     /// kind's rules) and the references that name nothing are one 422; then
-    /// the kind's own admission (403), its warnings, the caller's admission
-    /// (RBAC escalation), the validating webhooks and policies, and Pod
-    /// Security.
+    /// the kind's own admission (403), its warnings, what the writer must
+    /// hold (RBAC escalation, 403), the validating webhooks and policies,
+    /// and Pod Security.
     async fn admit(
         &self,
         write: &Write<'_>,
@@ -747,8 +745,14 @@ impl ApiServer {
         for w in strategy.warnings(obj) {
             opts.warnings.push(w);
         }
-        if let Some(admit) = &opts.admission {
-            (admit.0)(obj, old)?;
+        if let Some(user) = opts.user.as_ref().filter(|u| self.checks_writer(u)) {
+            let writer = strategy::Writer {
+                user,
+                authority: self,
+            };
+            strategy
+                .admit_writer(&writer, obj)
+                .map_err(|why| ApiError::forbidden(info, name, &why))?;
         }
         if let Some(attributes) = write.attributes(Some(obj), old) {
             self.admit_validating(&attributes, &opts.warnings).await?;

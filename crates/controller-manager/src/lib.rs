@@ -52,6 +52,7 @@ pub mod ttlafterfinished;
 pub mod volume;
 pub mod workload_metrics;
 
+use minik8s_client::controller::{Controller, Reconciler};
 use minik8s_client::{Client, SharedInformers};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -69,6 +70,10 @@ pub const NAMESPACE_API_RATE_LIMIT: (f32, u32) = (1000.0, 2000);
 #[command(name = "controller-manager")]
 #[group(id = "controller-manager")]
 pub struct Config {
+    /// Where the controllers count (queue depths, reconciles, workload
+    /// metrics); the maker of the Config keeps a clone to render them.
+    #[arg(skip)]
+    pub metrics: metrics::Metrics,
     /// The directory of the cluster CA (`ca.crt`, `ca.key`) the certificate
     /// signer signs approved CertificateSigningRequests with; without it no
     /// request is signed.
@@ -159,12 +164,17 @@ pub(crate) fn ns_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Objec
 pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
     let client = client.with_user_agent("kube-controller-manager");
     let informers = SharedInformers::new(&client);
+    let parts = Parts {
+        client: &client,
+        informers: &informers,
+        config: &config,
+    };
     // Each controller is made first (registering the informers it follows)
     // and runs once they have all synced.
-    let mut controllers = workload_controllers(&client, &informers, &config)?;
-    controllers.extend(cluster_controllers(&client, &informers, &config)?);
-    controllers.extend(storage_controllers(&client, &informers, &config)?);
-    controllers.extend(certificate_controllers(&client, &informers, &config)?);
+    let mut controllers = parts.workload_controllers()?;
+    controllers.extend(parts.cluster_controllers()?);
+    controllers.extend(parts.storage_controllers()?);
+    controllers.extend(parts.certificate_controllers()?);
     if config.default_storage_class {
         let client = client.clone();
         tokio::spawn(async move { volume::local_path::ensure_default_class(&client).await });
@@ -182,149 +192,196 @@ pub async fn run(client: Client, config: Config) -> anyhow::Result<()> {
 /// A controller made and waiting for the informers to sync: its run loop.
 type Made = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
-fn made(run: impl std::future::Future<Output = ()> + Send + 'static) -> Made {
-    Box::pin(run)
+/// What every controller is made from: the client, the shared informers and
+/// the settings (with the metrics the runners count in).
+struct Parts<'a> {
+    client: &'a Client,
+    informers: &'a SharedInformers,
+    config: &'a Config,
 }
 
-/// The controllers of workloads: the replicated sets, jobs, LWS,
-/// DisaggregatedSets, functions, autoscaling and disruption budgets.
-fn workload_controllers(
-    client: &Client,
-    informers: &SharedInformers,
-    config: &Config,
-) -> anyhow::Result<Vec<Made>> {
-    let workers = config.workers;
-    let c = || client.clone();
-    let hpa_settings = hpa::Settings {
-        sync_period: config.horizontal_pod_autoscaler_sync_period,
-        downscale_stabilization: config.horizontal_pod_autoscaler_downscale_stabilization,
-        tolerance: config.horizontal_pod_autoscaler_tolerance,
-        cpu_initialization_period: config.horizontal_pod_autoscaler_cpu_initialization_period,
-        initial_readiness_delay: config.horizontal_pod_autoscaler_initial_readiness_delay,
-    };
-    let gateway = config.serverless_gateway_url.clone();
-    let clock = std::sync::Arc::new(cronjob::SystemClock);
-    Ok(vec![
-        made(replicaset::ReplicaSetController::new(c(), informers)?.run(workers)),
-        made(replicaset::ReplicationManager::new(c(), informers)?.run(workers)),
-        made(deployment::DeploymentController::new(c(), informers)?.run(workers)),
-        made(daemonset::DaemonSetController::new(c(), informers)?.run(workers)),
-        made(statefulset::StatefulSetController::new(c(), informers)?.run(workers)),
-        made(lws::LwsController::new(c(), informers)?.run(workers)),
-        made(lws::group::GroupController::new(c(), informers)?.run(workers)),
-        made(disaggregatedset::DisaggregatedSetController::new(c(), informers)?.run(workers)),
-        made(function::FunctionController::new(c(), informers, gateway)?.run(workers)),
-        made(hpa::HpaController::new(c(), informers, hpa_settings)?.run(workers)),
-        made(job::JobController::new(c(), informers)?.run(workers)),
-        made(cronjob::CronJobController::new(c(), informers, clock)?.run(workers)),
-        made(ttlafterfinished::TtlAfterFinishedController::new(c(), informers)?.run(workers)),
-        made(disruption::DisruptionController::new(c(), informers)?.run(workers)),
-        made(resourceclaim::ResourceClaimController::new(c(), informers)?.run(workers)),
-    ])
-}
+impl Parts<'_> {
+    fn c(&self) -> Client {
+        self.client.clone()
+    }
 
-/// The controllers of the cluster itself: endpoints, garbage collection,
-/// node lifecycle and address ranges, namespaces, service accounts,
-/// quotas and the service load balancer.
-fn cluster_controllers(
-    client: &Client,
-    informers: &SharedInformers,
-    config: &Config,
-) -> anyhow::Result<Vec<Made>> {
-    let workers = config.workers;
-    let c = || client.clone();
-    let timing = nodelifecycle::Timing {
-        monitor_period: config.node_monitor_period,
-        grace_period: config.node_monitor_grace_period,
-    };
-    // Its own client and rate limit, as each of kube-controller-manager's
-    // controllers has: emptying a namespace lists every resource (about 50
-    // requests a pass, two passes at least), so at the shared 100/s a burst
-    // of deleted namespaces (a test suite's: 300 in two minutes) went at one
-    // a second and held up every other controller. Its workers
-    // (--concurrent-namespace-syncs) bound it instead.
-    let (qps, burst) = NAMESPACE_API_RATE_LIMIT;
-    let namespaces = client.with_rate_limit(qps, burst);
-    let mut controllers = vec![
-        made(endpoints::EndpointsController::new(c(), informers)?.run(workers)),
-        made(gc::Runner::new(c(), informers)?.run()),
-        made(nodelifecycle::NodeLifecycleController::new(c(), informers, timing)?.run(workers)),
-        made(
-            namespace::NamespaceController::new(namespaces, informers)?
-                .run(config.concurrent_namespace_syncs),
-        ),
-        made(serviceaccount::ServiceAccountController::new(c(), informers)?.run(workers)),
-        made(resourcequota::ResourceQuotaController::new(c(), informers)?.run(workers)),
-    ];
-    if config.allocate_node_cidrs {
-        let range = nodeipam::Range::new(&config.cluster_cidr, config.node_cidr_mask_size)
-            .map_err(anyhow::Error::msg)?;
-        let ipam = nodeipam::NodeIpamController::new(c(), informers, range)?;
-        // One worker: allocation is serial by design.
-        controllers.push(made(ipam.run(1)));
+    /// A controller's run loop with `workers` workers, counted in the
+    /// controller manager's metrics.
+    fn made<R: Reconciler>(&self, controller: Controller<R>, workers: usize) -> Made {
+        Box::pin(controller.run(workers, self.config.metrics.controllers.clone()))
     }
-    if config.service_lb {
-        controllers.push(made(
-            servicelb::ServiceLb::new(c(), informers)?.run(workers),
-        ));
-    }
-    Ok(controllers)
-}
 
-/// The controllers of volumes: binding claims (provisioning local-path
-/// volumes), reclaiming, and the two protection finalizers.
-fn storage_controllers(
-    client: &Client,
-    informers: &SharedInformers,
-    config: &Config,
-) -> anyhow::Result<Vec<Made>> {
-    let workers = config.workers;
-    let c = || client.clone();
-    let local_path = volume::local_path::LocalPath {
-        client: c(),
-        nodes: informers.cache(),
-        root: config.local_path_root.clone(),
-    };
-    Ok(vec![
-        made(volume::binder::ClaimBinder::new(c(), informers, local_path)?.run(workers)),
-        made(volume::reclaim::VolumeController::new(c(), informers)?.run(workers)),
-        made(volume::protection::ClaimProtection::new(c(), informers)?.run(workers)),
-        made(volume::protection::VolumeProtection::new(c(), informers)?.run(workers)),
-    ])
-}
+    /// As [`Parts::made`] with `--concurrent-syncs` workers.
+    fn run<R: Reconciler>(&self, controller: Controller<R>) -> Made {
+        self.made(controller, self.config.workers)
+    }
 
-/// The controllers of certificates: CSR approval and signing, bootstrap
-/// token signing, and the root CA published in every namespace.
-fn certificate_controllers(
-    client: &Client,
-    informers: &SharedInformers,
-    config: &Config,
-) -> anyhow::Result<Vec<Made>> {
-    let workers = config.workers;
-    let c = || client.clone();
-    let mut controllers = vec![
-        made(certificates::approver::CsrApprover::new(c(), informers)?.run(workers)),
-        made(certificates::bootstrapsigner::BootstrapSigner::new(c(), informers)?.run(1)),
-    ];
-    let root_ca = config.root_ca_file.clone().or_else(|| {
-        config
-            .cluster_signing_dir
-            .as_ref()
-            .map(|d| d.join("ca.crt"))
-    });
-    if let Some(path) = root_ca {
-        let pem = std::fs::read_to_string(&path)
-            .map_err(|e| anyhow::anyhow!("--root-ca-file {}: {e}", path.display()))?;
-        let publisher = rootcacert::RootCaPublisher::new(c(), informers, pem)?;
-        controllers.push(made(publisher.run(workers)));
+    /// The controllers of workloads: the replicated sets, jobs, LWS,
+    /// DisaggregatedSets, functions, autoscaling and disruption budgets.
+    fn workload_controllers(&self) -> anyhow::Result<Vec<Made>> {
+        let (config, informers) = (self.config, self.informers);
+        let hpa_settings = hpa::Settings {
+            sync_period: config.horizontal_pod_autoscaler_sync_period,
+            downscale_stabilization: config.horizontal_pod_autoscaler_downscale_stabilization,
+            tolerance: config.horizontal_pod_autoscaler_tolerance,
+            cpu_initialization_period: config.horizontal_pod_autoscaler_cpu_initialization_period,
+            initial_readiness_delay: config.horizontal_pod_autoscaler_initial_readiness_delay,
+        };
+        let gateway = config.serverless_gateway_url.clone();
+        let clock = std::sync::Arc::new(cronjob::SystemClock);
+        let workloads = || config.metrics.workloads.clone();
+        Ok(vec![
+            self.run(replicaset::ReplicaSetController::new(self.c(), informers)?),
+            self.run(replicaset::ReplicationManager::new(self.c(), informers)?),
+            self.run(deployment::DeploymentController::new(self.c(), informers)?),
+            self.run(daemonset::DaemonSetController::new(self.c(), informers)?),
+            self.run(statefulset::StatefulSetController::new(
+                self.c(),
+                informers,
+            )?),
+            self.run(lws::LwsController::new(self.c(), informers, workloads())?),
+            self.run(lws::group::GroupController::new(
+                self.c(),
+                informers,
+                workloads(),
+            )?),
+            self.run(disaggregatedset::DisaggregatedSetController::new(
+                self.c(),
+                informers,
+                workloads(),
+            )?),
+            self.run(function::FunctionController::new(
+                self.c(),
+                informers,
+                gateway,
+            )?),
+            self.run(hpa::HpaController::new(self.c(), informers, hpa_settings)?),
+            self.run(job::JobController::new(self.c(), informers)?),
+            self.run(cronjob::CronJobController::new(self.c(), informers, clock)?),
+            self.run(ttlafterfinished::TtlAfterFinishedController::new(
+                self.c(),
+                informers,
+            )?),
+            self.run(disruption::DisruptionController::new(self.c(), informers)?),
+            self.run(resourceclaim::ResourceClaimController::new(
+                self.c(),
+                informers,
+            )?),
+        ])
     }
-    if let Some(dir) = &config.cluster_signing_dir {
-        let ca = minik8s_pki::Ca::load(dir)
-            .map_err(|e| anyhow::anyhow!("--cluster-signing-dir {}: {e}", dir.display()))?;
-        let signer = certificates::signer::CsrSigner::new(c(), informers, ca)?;
-        controllers.push(made(signer.run(workers)));
+
+    /// The controllers of the cluster itself: endpoints, garbage collection,
+    /// node lifecycle and address ranges, namespaces, service accounts,
+    /// quotas and the service load balancer.
+    fn cluster_controllers(&self) -> anyhow::Result<Vec<Made>> {
+        let (config, informers) = (self.config, self.informers);
+        let timing = nodelifecycle::Timing {
+            monitor_period: config.node_monitor_period,
+            grace_period: config.node_monitor_grace_period,
+        };
+        // Its own client and rate limit, as each of kube-controller-manager's
+        // controllers has: emptying a namespace lists every resource (about 50
+        // requests a pass, two passes at least), so at the shared 100/s a burst
+        // of deleted namespaces (a test suite's: 300 in two minutes) went at one
+        // a second and held up every other controller. Its workers
+        // (--concurrent-namespace-syncs) bound it instead.
+        let (qps, burst) = NAMESPACE_API_RATE_LIMIT;
+        let namespaces = self.client.with_rate_limit(qps, burst);
+        let mut controllers = vec![
+            self.run(endpoints::EndpointsController::new(self.c(), informers)?),
+            Box::pin(gc::Runner::new(self.c(), informers)?.run()) as Made,
+            self.run(nodelifecycle::NodeLifecycleController::new(
+                self.c(),
+                informers,
+                timing,
+            )?),
+            self.made(
+                namespace::NamespaceController::new(namespaces, informers)?,
+                config.concurrent_namespace_syncs,
+            ),
+            self.run(serviceaccount::ServiceAccountController::new(
+                self.c(),
+                informers,
+            )?),
+            self.run(resourcequota::ResourceQuotaController::new(
+                self.c(),
+                informers,
+            )?),
+        ];
+        if config.allocate_node_cidrs {
+            let range = nodeipam::Range::new(&config.cluster_cidr, config.node_cidr_mask_size)
+                .map_err(anyhow::Error::msg)?;
+            let ipam = nodeipam::NodeIpamController::new(self.c(), informers, range)?;
+            // One worker: allocation is serial by design.
+            controllers.push(self.made(ipam, 1));
+        }
+        if config.service_lb {
+            controllers.push(self.run(servicelb::ServiceLb::new(self.c(), informers)?));
+        }
+        Ok(controllers)
     }
-    Ok(controllers)
+
+    /// The controllers of volumes: binding claims (provisioning local-path
+    /// volumes), reclaiming, and the two protection finalizers.
+    fn storage_controllers(&self) -> anyhow::Result<Vec<Made>> {
+        let informers = self.informers;
+        let local_path = volume::local_path::LocalPath {
+            client: self.c(),
+            nodes: informers.cache(),
+            root: self.config.local_path_root.clone(),
+        };
+        Ok(vec![
+            self.run(volume::binder::ClaimBinder::new(
+                self.c(),
+                informers,
+                local_path,
+            )?),
+            self.run(volume::reclaim::VolumeController::new(self.c(), informers)?),
+            self.run(volume::protection::ClaimProtection::new(
+                self.c(),
+                informers,
+            )?),
+            self.run(volume::protection::VolumeProtection::new(
+                self.c(),
+                informers,
+            )?),
+        ])
+    }
+
+    /// The controllers of certificates: CSR approval and signing, bootstrap
+    /// token signing, and the root CA published in every namespace.
+    fn certificate_controllers(&self) -> anyhow::Result<Vec<Made>> {
+        let (config, informers) = (self.config, self.informers);
+        let mut controllers = vec![
+            self.run(certificates::approver::CsrApprover::new(
+                self.c(),
+                informers,
+            )?),
+            self.made(
+                certificates::bootstrapsigner::BootstrapSigner::new(self.c(), informers)?,
+                1,
+            ),
+        ];
+        let root_ca = config.root_ca_file.clone().or_else(|| {
+            config
+                .cluster_signing_dir
+                .as_ref()
+                .map(|d| d.join("ca.crt"))
+        });
+        if let Some(path) = root_ca {
+            let pem = std::fs::read_to_string(&path)
+                .map_err(|e| anyhow::anyhow!("--root-ca-file {}: {e}", path.display()))?;
+            let publisher = rootcacert::RootCaPublisher::new(self.c(), informers, pem)?;
+            controllers.push(self.run(publisher));
+        }
+        if let Some(dir) = &config.cluster_signing_dir {
+            let ca = minik8s_pki::Ca::load(dir)
+                .map_err(|e| anyhow::anyhow!("--cluster-signing-dir {}: {e}", dir.display()))?;
+            let signer = certificates::signer::CsrSigner::new(self.c(), informers, ca)?;
+            controllers.push(self.run(signer));
+        }
+        Ok(controllers)
+    }
 }
 
 #[cfg(test)]

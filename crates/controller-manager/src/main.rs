@@ -31,8 +31,9 @@ async fn main() -> anyhow::Result<()> {
         .client
         .connect_limited(controller_manager::API_RATE_LIMIT)?;
     let metrics_address = args.metrics_address.clone();
+    let metrics = args.controllers.metrics.clone();
     tokio::spawn(async move {
-        if let Err(e) = controller_manager::metrics::serve(&metrics_address).await {
+        if let Err(e) = controller_manager::metrics::serve(&metrics_address, metrics).await {
             tracing::warn!(error = %e, "metrics server");
         }
     });

@@ -54,7 +54,7 @@ async fn cron_jobs_follow_their_schedule_and_policies() {
     let controller = CronJobController::new(client.clone(), &informers, clock.clone()).unwrap();
     informers.start();
     informers.wait_synced().await;
-    tokio::spawn(controller.run(1));
+    tokio::spawn(controller.run(1, Default::default()));
 
     let cron_jobs = client.dynamic(registry::of::<CronJob>(), Some("default"));
     let jobs = client.dynamic(registry::of::<Job>(), Some("default"));

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{cluster, events_about, kubectl, table_line, until};
+use common::{cluster, cluster_with_metrics, events_about, kubectl, table_line, until};
 use minik8s_api::registry;
 use minik8s_client::{Client, DeleteParams, DynamicApi, ListParams};
 use serde_json::{json, Value};
@@ -97,7 +97,7 @@ async fn available(sets: &DynamicApi, name: &str, want: &[(&str, i64)]) -> Value
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sample_comes_up_rolls_in_lockstep_changes_slices_and_goes() {
-    let (server, client) = cluster("dss", 3).await;
+    let (server, client, cm_metrics) = cluster_with_metrics("dss", 3, 0).await;
     let (ok, out) = kubectl(
         &server.url,
         &["apply", "-f", &example("disaggregatedset.yaml")],
@@ -322,7 +322,7 @@ async fn the_sample_comes_up_rolls_in_lockstep_changes_slices_and_goes() {
     })
     .await;
     // /metrics: the roles, no rollout running, the rollout's steps, reconcile times.
-    let metrics = controller_manager::metrics::render();
+    let metrics = cm_metrics.render();
     for line in [
         format!("disaggregatedset_role_groups{{namespace=\"default\",disaggregatedset=\"{set}\",role=\"prefill\",kind=\"ready\"}} 4"),
         format!("disaggregatedset_rolling_update{{namespace=\"default\",disaggregatedset=\"{set}\"}} 0"),

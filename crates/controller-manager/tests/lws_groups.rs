@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{cluster, events_about, kubectl, until};
+use common::{cluster_with_metrics, events_about, kubectl, until};
 use minik8s_api::registry;
 use minik8s_client::{Client, DeleteParams, DynamicApi};
 use serde_json::{json, Value};
@@ -142,7 +142,7 @@ async fn wait_event(client: &Client, name: &str, reason: &str, wanted: impl Fn(&
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failing_groups_are_marked_failed_recovered_and_scaled_away_first() {
-    let (server, client) = cluster("grp", 2).await;
+    let (server, client, cm_metrics) = cluster_with_metrics("grp", 2, 0).await;
     let sets = api(&client, LWS, "LeaderWorkerSet");
     let pods = api(&client, "v1", "Pod");
     let limits =
@@ -193,7 +193,7 @@ async fn failing_groups_are_marked_failed_recovered_and_scaled_away_first() {
         m.starts_with("Group 1 failed after 1 restarts")
     })
     .await;
-    let metrics = controller_manager::metrics::render();
+    let metrics = cm_metrics.render();
     for line in [
         "lws_groups{namespace=\"default\",leaderworkerset=\"fail\",state=\"Failed\"} 1",
         "lws_groups{namespace=\"default\",leaderworkerset=\"fail\",state=\"Ready\"} 2",

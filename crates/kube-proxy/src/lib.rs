@@ -129,8 +129,8 @@ pub async fn run(client: Client, parts: Parts) -> anyhow::Result<()> {
         });
     }
     match backend {
-        Some((Chosen::Iptables(b), cfg)) => proxier::run(b, wake, cfg.min_sync, cfg.resync).await,
-        Some((Chosen::Ipvs(b), cfg)) => proxier::run(b, wake, cfg.min_sync, cfg.resync).await,
+        Some((Chosen::Iptables(b), cfg)) => proxier::run(b, wake, &cfg).await,
+        Some((Chosen::Ipvs(b), cfg)) => proxier::run(b, wake, &cfg).await,
         None => std::future::pending().await,
     }
     Ok(())

@@ -95,12 +95,12 @@ async fn main() -> anyhow::Result<()> {
     )
     .await
     .map_err(anyhow::Error::msg)?;
+    let metrics = kube_proxy::metrics::SyncMetrics::default();
     if !args.metrics_bind_address.is_empty() {
         let addr = args.metrics_bind_address.clone();
+        let metrics = metrics.clone();
         tokio::spawn(async move {
-            if let Err(e) =
-                minik8s_process::metrics::serve(&addr, kube_proxy::metrics::render).await
-            {
+            if let Err(e) = minik8s_process::metrics::serve(&addr, move || metrics.render()).await {
                 tracing::warn!(error = %e, "no /metrics");
             }
         });
@@ -126,6 +126,7 @@ async fn main() -> anyhow::Result<()> {
         min_sync: args.iptables_min_sync_period,
         resync: args.iptables_sync_period,
         iptables: Iptables::default(),
+        metrics,
     };
     let dns = if args.cluster_dns.is_empty() {
         None

@@ -54,6 +54,9 @@ pub struct Config {
     /// How often the kernel's rules are read back and repaired.
     pub resync: Duration,
     pub iptables: Iptables,
+    /// Where syncs are timed and counted; the maker of the Config keeps a
+    /// clone to serve them on `/metrics`.
+    pub metrics: crate::metrics::SyncMetrics,
 }
 
 impl Default for Config {
@@ -67,18 +70,15 @@ impl Default for Config {
             min_sync: Duration::from_millis(100),
             resync: Duration::from_secs(30),
             iptables: Iptables::default(),
+            metrics: Default::default(),
         }
     }
 }
 
 /// Keeps the kernel in sync until the process ends (the informers behind
 /// `backend` must be started and synced).
-pub async fn run<B: Backend>(
-    mut backend: B,
-    wake: Arc<Notify>,
-    min_sync: Duration,
-    resync: Duration,
-) {
+pub async fn run<B: Backend>(mut backend: B, wake: Arc<Notify>, cfg: &Config) {
+    let (min_sync, resync) = (cfg.min_sync, cfg.resync);
     tracing::info!(
         backend = B::NAME,
         "kube-proxy caches synced; applying rules"
@@ -87,7 +87,7 @@ pub async fn run<B: Backend>(
     loop {
         let started = std::time::Instant::now();
         let synced = backend.sync_rules().await;
-        crate::metrics::synced(started.elapsed(), synced.is_ok());
+        cfg.metrics.synced(started.elapsed(), synced.is_ok());
         match synced {
             Ok(true) => tracing::debug!(backend = B::NAME, "rules updated"),
             Ok(false) => {}

@@ -81,10 +81,16 @@ async fn run() -> anyhow::Result<()> {
     };
     // One process, one /metrics (as k3s): the apiserver's serves the
     // scheduler's and the controllers' families too.
-    args.apiserver.extra_metrics = vec![
-        scheduler::metrics::render,
-        controller_manager::metrics::render,
-    ];
+    // The scheduler's loop is counted with the controllers' (one
+    // `workqueue_depth` family in the text).
+    let controller_metrics = args.controllers.metrics.clone();
+    let scheduler_metrics =
+        scheduler::metrics::Metrics::with_loops(controller_metrics.controllers.clone());
+    let attempts = scheduler_metrics.clone();
+    args.apiserver.extra_metrics = apiserver::request_metrics::ExtraMetrics(vec![
+        std::sync::Arc::new(move || attempts.render_attempts()),
+        std::sync::Arc::new(move || controller_metrics.render()),
+    ]);
     let api = apiserver::start(args.apiserver).await?;
     let secure = api.secure_addr.is_some();
     // The controller manager signs the certificates of joining kubelets with
@@ -115,6 +121,10 @@ async fn run() -> anyhow::Result<()> {
             tracing::error!(error = format!("{e:#}"), "no serverless gateway");
         }
     }
+    let sched_config = scheduler::Config {
+        metrics: scheduler_metrics,
+        ..Default::default()
+    };
     let (sched, controllers) = if args.leader_elect {
         use minik8s_client::leader::{run_as_leader, Config};
         // Stable across restarts of this master (it takes its Leases back at
@@ -125,7 +135,7 @@ async fn run() -> anyhow::Result<()> {
             tokio::spawn(run_as_leader(
                 sched.clone(),
                 Config::scheduler(&identity),
-                scheduler::run(sched, scheduler::Config::default()),
+                scheduler::run(sched, sched_config),
             )),
             tokio::spawn(run_as_leader(
                 cm.clone(),
@@ -135,7 +145,7 @@ async fn run() -> anyhow::Result<()> {
         )
     } else {
         (
-            tokio::spawn(scheduler::run(sched, scheduler::Config::default())),
+            tokio::spawn(scheduler::run(sched, sched_config)),
             tokio::spawn(controller_manager::run(cm, args.controllers)),
         )
     };

@@ -32,7 +32,10 @@ pub fn latency_buckets() -> impl Iterator<Item = f64> {
 
 /// Serves `/metrics` (what `render` returns) and `/healthz` over plain HTTP
 /// on `addr` until the process ends; anything else is a 404.
-pub async fn serve(addr: &str, render: fn() -> String) -> std::io::Result<()> {
+pub async fn serve<F>(addr: &str, render: F) -> std::io::Result<()>
+where
+    F: Fn() -> String + Send + Sync + 'static,
+{
     serve_paths(addr, move |path, _| {
         (path == "/metrics").then(|| (TEXT_FORMAT, render()))
     })

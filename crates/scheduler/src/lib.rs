@@ -76,6 +76,9 @@ pub struct Config {
     /// Also schedule pods asking for Volcano (`schedulerName: volcano`),
     /// gang-scheduling them by their PodGroups, as minik8s runs no Volcano.
     pub serve_volcano: bool,
+    /// Where attempts and the loop are counted; the maker of the Config
+    /// keeps a clone to render them.
+    pub metrics: metrics::Metrics,
 }
 
 impl Default for Config {
@@ -83,6 +86,7 @@ impl Default for Config {
         Config {
             scheduler_name: DEFAULT_SCHEDULER.into(),
             serve_volcano: true,
+            metrics: metrics::Metrics::default(),
         }
     }
 }
@@ -904,7 +908,10 @@ impl Reconciler for Scheduling {
         };
         if let Some(result) = result {
             let profile = &self.0.config.scheduler_name;
-            metrics::attempted(profile, result, started.elapsed());
+            self.0
+                .config
+                .metrics
+                .attempted(profile, result, started.elapsed());
         }
         let outcome = outcome?;
         tracing::debug!(pod = %key, ?outcome, "scheduled");
@@ -918,5 +925,6 @@ impl Reconciler for Scheduling {
 /// The scheduling loop: one pod at a time, on the controllers' runner.
 pub async fn worker(sched: Arc<Scheduler>) {
     let queue = sched.queue.clone();
-    controller::run(Arc::new(Scheduling(sched)), queue, 1).await
+    let loops = sched.config.metrics.loops.clone();
+    controller::run(Arc::new(Scheduling(sched)), queue, 1, loops).await
 }

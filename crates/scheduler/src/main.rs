@@ -34,10 +34,12 @@ async fn main() -> anyhow::Result<()> {
     minik8s_process::init_logging();
     let args = Args::parse();
     let client = args.client.connect_limited(scheduler::API_RATE_LIMIT)?;
+    let metrics = scheduler::metrics::Metrics::default();
     if !args.metrics_address.is_empty() {
         let addr = args.metrics_address.clone();
+        let metrics = metrics.clone();
         tokio::spawn(async move {
-            if let Err(e) = minik8s_process::metrics::serve(&addr, render_metrics).await {
+            if let Err(e) = minik8s_process::metrics::serve(&addr, move || metrics.render()).await {
                 tracing::warn!(error = %e, "no /metrics");
             }
         });
@@ -45,6 +47,7 @@ async fn main() -> anyhow::Result<()> {
     let config = scheduler::Config {
         scheduler_name: args.scheduler_name,
         serve_volcano: args.serve_volcano,
+        metrics,
     };
     if !args.leader_elect {
         return scheduler::run(client, config).await;
@@ -53,11 +56,4 @@ async fn main() -> anyhow::Result<()> {
         minik8s_client::leader::Config::scheduler(&minik8s_client::leader::default_identity());
     minik8s_client::leader::run_as_leader(client.clone(), lease, scheduler::run(client, config))
         .await
-}
-
-/// The scheduler's attempts and its work queue (the controllers' runner).
-fn render_metrics() -> String {
-    let mut text = scheduler::metrics::render();
-    text.push_str(&minik8s_client::controller::metrics::render());
-    text
 }

@@ -134,7 +134,7 @@ pub fn limit_range(obj: &mut Value) {
         .and_then(Value::as_array_mut);
     for item in items.into_iter().flatten() {
         if let Some(item) = item.as_object_mut() {
-            minik8s_api::limitrange::default_item(item);
+            crate::limitrange::default_item(item);
         }
     }
 }

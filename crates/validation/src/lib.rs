@@ -9,13 +9,15 @@
 //! Here: metadata, helpers and the per-kind dispatch; each group's rules in
 //! a file of its own (`pod.rs`, `service.rs`, `apps.rs`, `autoscaling.rs`,
 //! `lws.rs`), the defaults in [`defaults`], the Pod Security Standards in
-//! [`podsecurity`].
+//! [`podsecurity`], a LimitRange's defaults and bounds in [`limitrange`]
+//! (the LimitRanger admission's).
 
 use serde_json::Value;
 
 pub use minik8s_api::field::{ErrorType, Errors, FieldError};
 
 pub mod defaults;
+pub mod limitrange;
 pub mod podsecurity;
 
 pub use kinds::{KindRules, PodSpecAt, Rules};

@@ -9,7 +9,12 @@
 //!                                           └─▶ openapi::definitions           (/openapi/v2, /openapi/v3/…)
 //! ```
 //!
+//! The [`versions`] served besides a kind's stored one (autoscaling/v1
+//! HPAs, events.k8s.io/v1 Events, a CRD's other versions) are converted at
+//! the same edge.
+//!
 //! Apart from `minik8s-api`: only the apiserver speaks them.
 
 pub mod openapi;
 pub mod protobuf;
+pub mod versions;

@@ -66,9 +66,9 @@ fn generate(openapi: &Path) -> String {
 fn reachable() -> BTreeSet<String> {
     let mut seen = BTreeSet::new();
     // Kinds served in a version besides the stored one are documented too.
-    let alternates = minik8s_api::versions::ALTERNATE_VERSIONS
+    let alternates = minik8s_wire::versions::ALTERNATE_VERSIONS
         .iter()
-        .map(|a| (a.api_version(), a.kind));
+        .map(|a| (a.api_version(), &*a.kind));
     let mut stack: Vec<String> = minik8s_api::REGISTRY
         .iter()
         .map(|r| (r.api_version(), r.kind))

@@ -22,7 +22,8 @@ use crate::ApiServer;
 use bytes::Bytes;
 use minik8s_api::quota::{self, Usage};
 use minik8s_api::registry::{self, ResourceInfo};
-use minik8s_api::{limitrange, ApiError};
+use minik8s_api::ApiError;
+use minik8s_validation::limitrange;
 use serde_json::{json, Value};
 
 /// How often a charge is retried when another write changed a quota.

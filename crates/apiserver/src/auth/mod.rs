@@ -16,7 +16,6 @@
 
 pub mod bootstrap;
 pub mod cache;
-mod escalation;
 pub mod node;
 pub mod policy;
 pub mod rbac;
@@ -32,7 +31,6 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 
 /// The identity a request acts as (Kubernetes' `user.Info`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -308,6 +306,12 @@ impl ApiServer {
         }
     }
 
+    /// Whether a write by `user` is checked against what they hold (RBAC's
+    /// escalation prevention): not the superuser's, not without authorization.
+    pub fn checks_writer(&self, user: &UserInfo) -> bool {
+        self.auth.mode != Mode::AlwaysAllow && !user.is_superuser()
+    }
+
     /// Whether `user` may do `a` (Ok with the reason, or Err with why not).
     pub fn authorize(&self, user: &UserInfo, a: &Attributes) -> Result<String, String> {
         if self.auth.mode == Mode::AlwaysAllow || user.is_superuser() {
@@ -438,21 +442,6 @@ impl ApiServer {
 /// The `userInfo` of reviews (`username`, `uid`, `groups`, `extra`).
 pub fn user_json(user: &UserInfo) -> Value {
     serde_json::to_value(user).unwrap_or_default()
-}
-
-/// A validating step that needs to know who writes (escalation prevention,
-/// Pod Security admission): called by the REST code with the final object,
-/// after validation and before the store.
-#[derive(Clone)]
-pub struct Admission(pub Arc<AdmissionFn>);
-
-/// Checks the object to be written (and the stored one on update).
-pub type AdmissionFn = dyn Fn(&Value, Option<&Value>) -> Result<(), ApiError> + Send + Sync;
-
-impl std::fmt::Debug for Admission {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Admission")
-    }
 }
 
 #[cfg(test)]

@@ -11,10 +11,11 @@
 use super::Strategy;
 use crate::table::Row;
 use minik8s_api::meta::human_age;
-use minik8s_api::versions::AlternateVersion;
 use minik8s_cel::schema::{self, cel::RuleTree, jsonpath::JsonPath, Schema};
 use minik8s_validation::Errors;
+use minik8s_wire::versions::AlternateVersion;
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 /// One printer column: where its value is and how it is shown.
 struct PrinterColumn {
@@ -40,7 +41,7 @@ pub struct CustomResource {
     scale: Option<ScalePaths>,
     selectable: Vec<&'static str>,
     /// Set for a version other than the CRD's storage version.
-    stored_in: Option<&'static AlternateVersion>,
+    stored_in: Option<Arc<AlternateVersion>>,
 }
 
 impl CustomResource {
@@ -56,13 +57,13 @@ impl CustomResource {
             .unwrap_or_default();
         let name = version["name"].as_str().unwrap_or_default();
         let stored_in = (name != storage && !storage.is_empty()).then(|| {
-            AlternateVersion::api_version_only(
+            Arc::new(AlternateVersion::api_version_only(
                 spec["group"].as_str().unwrap_or_default(),
                 name,
                 spec["names"]["plural"].as_str().unwrap_or_default(),
                 spec["names"]["kind"].as_str().unwrap_or_default(),
                 storage,
-            )
+            ))
         });
         let schema: Schema = serde_json::from_value(
             version
@@ -221,8 +222,8 @@ impl Strategy for CustomResource {
         Ok(())
     }
 
-    fn stored_in(&self) -> Option<&'static AlternateVersion> {
-        self.stored_in
+    fn stored_in(&self) -> Option<Arc<AlternateVersion>> {
+        self.stored_in.clone()
     }
 
     fn openapi_schema(&self) -> Option<Value> {

@@ -98,6 +98,39 @@ impl ApiServer {
     }
 }
 
+/// Who writes an object, for the kinds whose writes depend on what the
+/// writer may do (RBAC's escalation prevention, [`Strategy::admit_writer`]).
+pub struct Writer<'a> {
+    pub user: &'a crate::auth::UserInfo,
+    pub authority: &'a dyn Authority,
+}
+
+/// What a strategy may ask the authorizer.
+pub trait Authority {
+    /// Whether `user` may do `attributes` (RBAC's `escalate`, `bind`).
+    fn allows(
+        &self,
+        user: &crate::auth::UserInfo,
+        attributes: &crate::auth::request_info::Attributes,
+    ) -> bool;
+    /// The RBAC objects the authorizer reads, as of the last change seen.
+    fn policy(&self) -> Arc<crate::auth::rbac::Policy>;
+}
+
+impl Authority for ApiServer {
+    fn allows(
+        &self,
+        user: &crate::auth::UserInfo,
+        attributes: &crate::auth::request_info::Attributes,
+    ) -> bool {
+        self.authorize(user, attributes).is_ok()
+    }
+
+    fn policy(&self) -> Arc<crate::auth::rbac::Policy> {
+        self.policy.policy()
+    }
+}
+
 /// The references in `ns` that name nothing, as NotFound field errors.
 pub(crate) async fn missing(ctx: &Context<'_>, refs: Vec<Reference>, ns: Option<&str>) -> Errors {
     let mut errs = Vec::new();
@@ -197,6 +230,13 @@ pub trait Strategy: Send + Sync {
     /// The kind's built-in validating admission, which may read other
     /// objects (a claim's resize reads its StorageClass): `Err(why)` is 403.
     fn admit(&self, _ctx: &Context, _obj: &Value, _old: Option<&Value>) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// What the writer must be allowed beyond the write itself, for writes
+    /// by anyone but the superuser while authorization is on (RBAC: a role
+    /// grants only rules its writer holds): `Err(why)` is 403.
+    fn admit_writer(&self, _writer: &Writer, _obj: &Value) -> Result<(), String> {
         Ok(())
     }
 
@@ -336,7 +376,7 @@ pub trait Strategy: Send + Sync {
 
     /// For a version served besides the stored one (a CRD's other
     /// versions): how its objects convert; requests go to the stored version.
-    fn stored_in(&self) -> Option<&'static minik8s_api::versions::AlternateVersion> {
+    fn stored_in(&self) -> Option<std::sync::Arc<minik8s_wire::versions::AlternateVersion>> {
         None
     }
 
@@ -546,6 +586,9 @@ where
     fn admit(&self, ctx: &Context, obj: &Value, old: Option<&Value>) -> Result<(), String> {
         self.lifecycle.admit(ctx, obj, old)
     }
+    fn admit_writer(&self, writer: &Writer, obj: &Value) -> Result<(), String> {
+        self.lifecycle.admit_writer(writer, obj)
+    }
     fn references(&self, obj: &Value, old: Option<&Value>) -> Vec<Reference> {
         self.lifecycle.references(obj, old)
     }
@@ -665,10 +708,10 @@ static BUILTIN: LazyLock<Vec<Entry>> = LazyLock::new(|| {
         minik8s_api::serverless::Function => function with serverless::Function;
         minik8s_api::workflow::Workflow => workflow with serverless::Workflow;
         minik8s_api::workflow::WorkflowRun => workflow_run with serverless::WorkflowRun;
-        rbac_v1::Role => role with rbac::Lifecycle;
-        rbac_v1::RoleBinding => role_binding with rbac::Lifecycle;
-        rbac_v1::ClusterRole => role with rbac::Lifecycle;
-        rbac_v1::ClusterRoleBinding => role_binding with rbac::Lifecycle;
+        rbac_v1::Role => role with rbac::ROLE;
+        rbac_v1::RoleBinding => role_binding with rbac::ROLE_BINDING;
+        rbac_v1::ClusterRole => role with rbac::CLUSTER_ROLE;
+        rbac_v1::ClusterRoleBinding => role_binding with rbac::CLUSTER_ROLE_BINDING;
         k8s_openapi::api::certificates::v1::CertificateSigningRequest => certificate_signing_request with certificates::Lifecycle;
         k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition => role with crd::Lifecycle;
         admissionregistration::MutatingWebhookConfiguration => webhook_configuration;

@@ -15,6 +15,7 @@
 //! a reconcile can be tested by calling it and reading the `Action`.
 
 pub mod metrics;
+pub use metrics::ControllerMetrics;
 
 use crate::informer::{object_key, Event};
 use crate::rest::Resource;
@@ -127,25 +128,30 @@ impl<R: Reconciler> Controller<R> {
     }
 
     /// Runs `workers` workers until the queue shuts down (start and sync the
-    /// informers first).
-    pub async fn run(self, workers: usize) {
-        run(self.reconciler, self.queue, workers).await
+    /// informers first), counting reconciles in `metrics`.
+    pub async fn run(self, workers: usize, metrics: ControllerMetrics) {
+        run(self.reconciler, self.queue, workers, metrics).await
     }
 }
 
 /// The runner: `workers` workers draining `queue` with `reconciler` until the
 /// queue shuts down. [`Controller::run`] uses it; a loop whose triggers are
 /// wired by hand (the scheduler's own informers) calls it directly.
-pub async fn run<R: Reconciler>(reconciler: Arc<R>, queue: WorkQueue<String>, workers: usize) {
-    metrics::register(R::NAME, &queue);
+pub async fn run<R: Reconciler>(
+    reconciler: Arc<R>,
+    queue: WorkQueue<String>,
+    workers: usize,
+    metrics: ControllerMetrics,
+) {
+    metrics.register(R::NAME, &queue);
     // Owned by this future: dropping it (a deposed leader) stops every worker.
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..workers.max(1) {
-        let (queue, reconciler) = (queue.clone(), reconciler.clone());
+        let (queue, reconciler, metrics) = (queue.clone(), reconciler.clone(), metrics.clone());
         tasks.spawn(async move {
             while let Some(key) = queue.get().await {
                 let result = reconciler.reconcile(&key).await;
-                metrics::reconciled(R::NAME, result.is_ok());
+                metrics.reconciled(R::NAME, result.is_ok());
                 apply(&queue, &key, result);
                 queue.done(&key);
             }

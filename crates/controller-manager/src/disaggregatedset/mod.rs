@@ -26,6 +26,7 @@ pub mod rollout;
 
 use crate::ns_of;
 use crate::ownership::controller_of;
+use crate::workload_metrics::WorkloadMetrics;
 use children::{child_lws, child_scaler, child_service};
 use k8s_openapi::api::core::v1::Service;
 use minik8s_api::disaggregatedset::*;
@@ -106,6 +107,8 @@ const EXPECT_TIMEOUT: Duration = Duration::from_secs(30);
 const EXPECT_RECHECK: Duration = Duration::from_millis(200);
 
 pub struct DisaggregatedSetController {
+    /// Where its workload metrics are counted (the controller manager's).
+    metrics: WorkloadMetrics,
     client: Client,
     recorder: Recorder,
     sets: Cache<DisaggregatedSet>,
@@ -123,8 +126,10 @@ impl DisaggregatedSetController {
     pub fn new(
         client: Client,
         informers: &SharedInformers,
+        metrics: WorkloadMetrics,
     ) -> Result<Controller<Self>, AlreadyStarted> {
         let ctl = Arc::new(DisaggregatedSetController {
+            metrics,
             recorder: Recorder::new(client.clone(), "disaggregatedset-controller"),
             client,
             sets: informers.cache(),
@@ -248,7 +253,7 @@ impl DisaggregatedSetController {
                     self.expect(ds, &name, Expect::Replicas(to));
                     if let Some((reason, note)) = event {
                         let ns = ns_of(&ds.metadata);
-                        crate::workload_metrics::ds_step(&ns, &set_name, reason == "ScalingUp");
+                        self.metrics.ds_step(&ns, &set_name, reason == "ScalingUp");
                         self.recorder
                             .event(ds, EventType::Normal, reason, &note)
                             .await;
@@ -500,7 +505,7 @@ impl DisaggregatedSetController {
             ns_of(&ds.metadata),
             ds.metadata.name.clone().unwrap_or_default(),
         );
-        crate::workload_metrics::ds_status(&ns, &name, &per_role, rolling);
+        self.metrics.ds_status(&ns, &name, &per_role, rolling);
         let old = ds.status.clone().unwrap_or_default();
         let generation = ds.metadata.generation.unwrap_or(0);
         let now = minik8s_api::meta::time_now();
@@ -541,7 +546,7 @@ impl Reconciler for DisaggregatedSetController {
     const NAME: &'static str = "disaggregatedset";
 
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
-        crate::workload_metrics::timed(Self::NAME, self.sync(key)).await
+        self.metrics.timed(Self::NAME, self.sync(key)).await
     }
 }
 

@@ -25,6 +25,7 @@ use crate::lws::{
     GROUP_RESTARTS,
 };
 use crate::ownership::{controller_of, controller_ref, is_ready};
+use crate::workload_metrics::WorkloadMetrics;
 use crate::{lock, ns_of, parse_duration};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
@@ -214,6 +215,8 @@ fn has_condition(p: &Pod, type_: &str) -> bool {
 // The I/O shell.
 
 pub struct GroupController {
+    /// Where its workload metrics are counted (the controller manager's).
+    pub(super) metrics: WorkloadMetrics,
     pub(super) client: Client,
     pub(super) recorder: Recorder,
     sets: Cache<LeaderWorkerSet>,
@@ -240,8 +243,10 @@ impl GroupController {
     pub fn new(
         client: Client,
         informers: &SharedInformers,
+        metrics: WorkloadMetrics,
     ) -> Result<Controller<Self>, AlreadyStarted> {
         let ctl = Arc::new(GroupController {
+            metrics,
             recorder: Recorder::new(client.clone(), "lws-controller"),
             client,
             sets: informers.cache(),
@@ -479,7 +484,7 @@ impl GroupController {
         self.recorder
             .event(lws, EventType::Normal, "RecreateGroup", &note)
             .await;
-        crate::workload_metrics::lws_group_restarted(&ns, &lws_name);
+        self.metrics.lws_group_restarted(&ns, &lws_name);
         Ok(Restart::Recreated)
     }
 
@@ -517,7 +522,7 @@ impl Reconciler for GroupController {
     const NAME: &'static str = "lws-group";
 
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
-        crate::workload_metrics::timed(Self::NAME, self.sync(key)).await
+        self.metrics.timed(Self::NAME, self.sync(key)).await
     }
 }
 

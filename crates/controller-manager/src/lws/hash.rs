@@ -257,7 +257,8 @@ impl LwsController {
             .iter()
             .map(|g| if g.ready { READY } else { NOT_READY })
             .collect();
-        crate::workload_metrics::lws_status(&ns, &name, &states, replicas, updated, ready);
+        self.metrics
+            .lws_status(&ns, &name, &states, replicas, updated, ready);
         let deployed = existing
             .as_ref()
             .and_then(|d| d.status.as_ref())

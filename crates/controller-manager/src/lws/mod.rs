@@ -31,6 +31,7 @@ pub use rollout::*;
 
 use crate::ns_of;
 use crate::ownership::{controller_of, is_ready};
+use crate::workload_metrics::WorkloadMetrics;
 use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::scheduling::v1beta1::{PodGroup as WorkloadPodGroup, Workload};
@@ -65,6 +66,8 @@ enum Applied {
 // The I/O shell.
 
 pub struct LwsController {
+    /// Where its workload metrics are counted (the controller manager's).
+    metrics: WorkloadMetrics,
     client: Client,
     recorder: Recorder,
     sets: Cache<LeaderWorkerSet>,
@@ -133,8 +136,10 @@ impl LwsController {
     pub fn new(
         client: Client,
         informers: &SharedInformers,
+        metrics: WorkloadMetrics,
     ) -> Result<Controller<Self>, AlreadyStarted> {
         let ctl = Arc::new(LwsController {
+            metrics,
             recorder: Recorder::new(client.clone(), "lws-controller"),
             client,
             sets: informers.cache(),
@@ -410,7 +415,7 @@ impl Reconciler for LwsController {
 
     /// Converges one LeaderWorkerSet.
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
-        crate::workload_metrics::timed(Self::NAME, self.sync(key)).await
+        self.metrics.timed(Self::NAME, self.sync(key)).await
     }
 }
 
@@ -418,7 +423,7 @@ impl LwsController {
     async fn sync(&self, key: &str) -> Result<Action, ClientError> {
         let Some(lws) = self.sets.get(key) else {
             if let Some((ns, name)) = key.split_once('/') {
-                crate::workload_metrics::lws_gone(ns, name);
+                self.metrics.lws_gone(ns, name);
             }
             return Ok(Action::Done);
         };
@@ -699,7 +704,8 @@ impl LwsController {
         }
         let old_groups = old_status.group_statuses.clone().unwrap_or_default();
         let names: Vec<&str> = states.iter().map(|g| g.state.as_str()).collect();
-        crate::workload_metrics::lws_status(&ns, &name, &names, rollout.replicas, updated, ready);
+        self.metrics
+            .lws_status(&ns, &name, &names, rollout.replicas, updated, ready);
         let selector = format!("{NAME}={name},{WORKER_INDEX}=0");
         let changed = old_status.ready_replicas != ready
             || old_status.updated_replicas != updated

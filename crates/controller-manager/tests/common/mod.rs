@@ -15,6 +15,16 @@ pub async fn cluster_with_gpus(
     nodes: usize,
     fake_gpus: usize,
 ) -> (TestServer, Client) {
+    let (server, client, _) = cluster_with_metrics(prefix, nodes, fake_gpus).await;
+    (server, client)
+}
+
+/// [`cluster_with_gpus`], with the controller manager's metrics to read.
+pub async fn cluster_with_metrics(
+    prefix: &str,
+    nodes: usize,
+    fake_gpus: usize,
+) -> (TestServer, Client, controller_manager::metrics::Metrics) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
@@ -35,11 +45,10 @@ pub async fn cluster_with_gpus(
         tokio::spawn(inf);
     }
     tokio::spawn(scheduler::worker(sched));
-    tokio::spawn(controller_manager::run(
-        client.clone(),
-        controller_manager::Config::default(),
-    ));
-    (server, client)
+    let config = controller_manager::Config::default();
+    let metrics = config.metrics.clone();
+    tokio::spawn(controller_manager::run(client.clone(), config));
+    (server, client, metrics)
 }
 
 /// Polls `f` until it returns Ok, or fails with its last error after `secs`.

@@ -18,24 +18,26 @@
 //! `involvedObject`, `note` for `message`, ...), one store for both views.
 
 use serde_json::{json, Map, Value};
+use std::borrow::Cow;
+use std::sync::Arc;
 
-/// A version served besides the stored one.
+/// A version served besides the stored one: a built-in conversion (a
+/// `static` of [`ALTERNATE_VERSIONS`]) or a custom resource's other version,
+/// owned by its strategy (names made at run time, dropped with it).
+#[derive(Clone, Debug)]
 pub struct AlternateVersion {
-    pub group: &'static str,
-    pub version: &'static str,
-    pub plural: &'static str,
-    pub kind: &'static str,
+    pub group: Cow<'static, str>,
+    pub version: Cow<'static, str>,
+    pub plural: Cow<'static, str>,
+    pub kind: Cow<'static, str>,
     /// The group and version the registry entry (and storage) uses.
-    pub storage_group: &'static str,
-    pub storage_version: &'static str,
+    pub storage_group: Cow<'static, str>,
+    pub storage_version: Cow<'static, str>,
     /// A body in this version → the stored version.
     pub to_storage_fn: fn(&AlternateVersion, &Value) -> Value,
     /// A stored object → this version.
     pub from_storage_fn: fn(&AlternateVersion, &Value) -> Value,
 }
-
-/// Versions of custom resources made at run time, kept for reuse.
-static CUSTOM: std::sync::Mutex<Vec<&'static AlternateVersion>> = std::sync::Mutex::new(Vec::new());
 
 impl AlternateVersion {
     /// A body in this version as the stored version.
@@ -49,36 +51,25 @@ impl AlternateVersion {
     }
 
     /// Another served version of a custom resource whose CRD converts with
-    /// strategy None: objects differ only in `apiVersion` (made once per
-    /// distinct version for the whole process).
+    /// strategy None: objects differ only in `apiVersion`.
     pub fn api_version_only(
         group: &str,
         version: &str,
         plural: &str,
         kind: &str,
         storage_version: &str,
-    ) -> &'static AlternateVersion {
-        let mut known = CUSTOM.lock().unwrap_or_else(|p| p.into_inner());
-        let same = |a: &&&AlternateVersion| {
-            (a.group, a.version, a.plural, a.kind, a.storage_version)
-                == (group, version, plural, kind, storage_version)
-        };
-        if let Some(a) = known.iter().find(same) {
-            return a;
-        }
-        let leak = |s: &str| &*Box::leak(s.to_string().into_boxed_str());
-        let alt: &'static AlternateVersion = Box::leak(Box::new(AlternateVersion {
-            group: leak(group),
-            version: leak(version),
-            plural: leak(plural),
-            kind: leak(kind),
-            storage_group: leak(group),
-            storage_version: leak(storage_version),
+    ) -> AlternateVersion {
+        let owned = |s: &str| Cow::Owned(s.to_string());
+        AlternateVersion {
+            group: owned(group),
+            version: owned(version),
+            plural: owned(plural),
+            kind: owned(kind),
+            storage_group: owned(group),
+            storage_version: owned(storage_version),
             to_storage_fn: |a, v| with_api_version(v, a.storage_api_version()),
             from_storage_fn: |a, v| with_api_version(v, a.api_version()),
-        }));
-        known.push(alt);
-        alt
+        }
     }
 
     pub fn api_version(&self) -> String {
@@ -110,7 +101,7 @@ impl AlternateVersion {
             }
             return list;
         }
-        if v.get("type").is_some() && v["object"]["kind"] == self.kind {
+        if v.get("type").is_some() && v["object"]["kind"] == *self.kind {
             let mut event = v.clone();
             event["object"] = self.from_storage(&v["object"]);
             return event;
@@ -121,22 +112,22 @@ impl AlternateVersion {
 
 pub static ALTERNATE_VERSIONS: &[AlternateVersion] = &[
     AlternateVersion {
-        group: "autoscaling",
-        version: "v1",
-        plural: "horizontalpodautoscalers",
-        kind: "HorizontalPodAutoscaler",
-        storage_group: "autoscaling",
-        storage_version: "v2",
+        group: Cow::Borrowed("autoscaling"),
+        version: Cow::Borrowed("v1"),
+        plural: Cow::Borrowed("horizontalpodautoscalers"),
+        kind: Cow::Borrowed("HorizontalPodAutoscaler"),
+        storage_group: Cow::Borrowed("autoscaling"),
+        storage_version: Cow::Borrowed("v2"),
         to_storage_fn: |_, v| hpa_v1_to_v2(v),
         from_storage_fn: |_, v| hpa_v2_to_v1(v),
     },
     AlternateVersion {
-        group: "events.k8s.io",
-        version: "v1",
-        plural: "events",
-        kind: "Event",
-        storage_group: "",
-        storage_version: "v1",
+        group: Cow::Borrowed("events.k8s.io"),
+        version: Cow::Borrowed("v1"),
+        plural: Cow::Borrowed("events"),
+        kind: Cow::Borrowed("Event"),
+        storage_group: Cow::Borrowed(""),
+        storage_version: Cow::Borrowed("v1"),
         to_storage_fn: |_, v| event_fields(v, "v1", true),
         from_storage_fn: |_, v| event_fields(v, "events.k8s.io/v1", false),
     },
@@ -184,11 +175,12 @@ fn with_api_version(v: &Value, api_version: String) -> Value {
     out
 }
 
-/// The alternate version served at `group/version/plural`, if any.
-pub fn alternate(group: &str, version: &str, plural: &str) -> Option<&'static AlternateVersion> {
+/// The built-in alternate version served at `group/version/plural`, if any.
+pub fn alternate(group: &str, version: &str, plural: &str) -> Option<Arc<AlternateVersion>> {
     ALTERNATE_VERSIONS
         .iter()
         .find(|a| a.group == group && a.version == version && a.plural == plural)
+        .map(|a| Arc::new(a.clone()))
 }
 
 const METRICS: &str = "autoscaling.alpha.kubernetes.io/metrics";

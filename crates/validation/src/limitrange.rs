@@ -5,8 +5,8 @@
 //! `min`, `max` and `maxLimitRequestRatio` of each LimitRange. Pure functions
 //! over JSON; the apiserver calls them on create.
 
-use crate::amount::Amount;
-use crate::quota::{containers_resources, resource_list, Usage};
+use minik8s_api::amount::Amount;
+use minik8s_api::quota::{containers_resources, resource_list, Usage};
 use serde_json::{json, Map, Value};
 
 /// The annotation naming what the LimitRanger set.
@@ -245,7 +245,7 @@ pub fn validate_pod(lr: &Value, pod: &Value) -> Vec<String> {
     let mut errs = Vec::new();
     let spec = pod.get("spec").unwrap_or(&Value::Null);
     for item in items(lr, "Container") {
-        for c in crate::quota::app_and_init_containers(spec) {
+        for c in minik8s_api::quota::app_and_init_containers(spec) {
             let req = resource_list(c.pointer("/resources/requests"));
             let lim = resource_list(c.pointer("/resources/limits"));
             check_item(item, "Container", &req, &lim, &mut errs);

@@ -97,7 +97,7 @@ pub struct Writer<'a> {
 
 /// The entries of an object's `metadata.managedFields`.
 pub fn entries(obj: &Value) -> Vec<Entry> {
-    crate::meta::field(obj, "managedFields")
+    minik8s_api::meta::field(obj, "managedFields")
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(Entry::from_json).collect())
         .unwrap_or_default()
@@ -151,6 +151,22 @@ pub fn conflict_message(conflicts: &[Conflict]) -> String {
         conflicts.len(),
         lines.join("\n")
     )
+}
+
+/// The 409 of a server-side apply that would change fields other managers
+/// own: Kubernetes' message, a `FieldManagerConflict` cause per field.
+pub fn conflict_error(conflicts: &[Conflict]) -> minik8s_api::ApiError {
+    let causes: Vec<Value> = conflicts
+        .iter()
+        .map(|c| {
+            json!({"reason": "FieldManagerConflict",
+                   "message": format!("conflict with {}", c.manager), "field": c.field})
+        })
+        .collect();
+    minik8s_api::ApiError {
+        details: Some(Box::new(json!({"causes": causes}))),
+        ..minik8s_api::ApiError::new(409, "Conflict", conflict_message(conflicts))
+    }
 }
 
 /// Why an apply was refused.
@@ -245,7 +261,7 @@ pub fn apply(
 /// anything else is what the client asked for (as Kubernetes does).
 pub fn carry_over(old: Option<&Value>, new: &mut Value) {
     // Borrowed: most writes send the list back, and old's is then not needed.
-    let old_list = old.and_then(|o| crate::meta::field(o, "managedFields"));
+    let old_list = old.and_then(|o| minik8s_api::meta::field(o, "managedFields"));
     let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
