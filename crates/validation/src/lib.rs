@@ -33,6 +33,7 @@ mod ephemeral;
 mod kinds;
 mod lifecycle;
 pub mod lws;
+pub mod lws_pod;
 mod lws_scheduling;
 mod mutating_policy;
 pub mod network_policy;

@@ -13,7 +13,7 @@ impl super::Strategy for Lifecycle {
         add_default_tolerations(pod, ctx.default_toleration_seconds);
         default_service_account(pod);
         // Built-in admission of LeaderWorkerSet pods (upstream's pod webhook).
-        minik8s_api::lws_pod::admit_pod(pod)?;
+        minik8s_validation::lws_pod::admit_pod(pod)?;
         pod["status"] = json!({"phase": "Pending", "qosClass": minik8s_api::resources::qos_class(&pod["spec"])});
         // A gated pod says why it waits (Kubernetes' applySchedulingGatedCondition).
         let gated = pod

@@ -215,7 +215,10 @@ mod tests {
             why.starts_with("user \"alice\" (groups=[\"students\"]) is attempting to grant RBAC permissions not currently held:\n"),
             "{why}"
         );
-        assert!(why.ends_with(r#"{APIGroups:[""], Resources:["pods"], Verbs:["delete"]}"#), "{why}");
+        assert!(
+            why.ends_with(r#"{APIGroups:[""], Resources:["pods"], Verbs:["delete"]}"#),
+            "{why}"
+        );
         // An aggregated ClusterRole may come to hold anything.
         let aggregated = json!({"metadata": {"name": "agg"},
             "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}});
