@@ -8,9 +8,15 @@
 //! the `k8s-openapi` types (re-exported as [`k8s`]).
 //!
 //! What only the apiserver does with objects lives beside it: defaulting,
-//! validation and Pod Security in `minik8s-validation`, structural schemas
-//! and CEL in `minik8s-cel`, the protobuf transcoder and OpenAPI documents
-//! in `minik8s-wire`; so a kubelet, kube-proxy or kubectl links none of them.
+//! validation, Pod Security, the LimitRanger and the LWS pod admission in
+//! `minik8s-validation`, structural schemas and CEL in `minik8s-cel`, the
+//! protobuf transcoder, OpenAPI documents and the versions served besides
+//! the stored ones in `minik8s-wire`, field managers (server-side apply) in
+//! the apiserver itself; so a kubelet, kube-proxy or kubectl links none of
+//! them. What stays here that only some components use is shared by a
+//! controller and the apiserver: quota usage (the ResourceQuota controller
+//! and admission), cron schedules (the CronJob controller and validation),
+//! PATCH semantics (kubectl and the apiserver), the LWS pod names.
 
 /// The Kubernetes release minik8s speaks (its types, its behaviour) and
 /// reports: `/version`, the kubelet's `nodeInfo`, our kubectl's client
