@@ -112,7 +112,12 @@ pub struct LeaderWorkerTemplate {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GroupResourceClaim {
+    // Defaulted as Go decodes a left-out field (its zero value), so
+    // validation names what is missing (422 Required) instead of the
+    // decoder refusing the whole body (400).
+    #[serde(default)]
     pub name: String,
+    #[serde(default)]
     pub resource_claim_template_name: String,
 }
 

@@ -155,7 +155,7 @@ fn validate_replicated(w: &Replicated, errs: &mut Errors) {
 /// A pod spec as its pods will have it: each claim template (a
 /// StatefulSet's `volumeClaimTemplates`) becomes a volume of its name, so
 /// mounts of it are valid.
-fn with_claim_volumes(spec: &PodSpec, templates: &[PersistentVolumeClaim]) -> PodSpec {
+pub(crate) fn with_claim_volumes(spec: &PodSpec, templates: &[PersistentVolumeClaim]) -> PodSpec {
     let mut spec = spec.clone();
     let names: Vec<&str> = templates
         .iter()

@@ -359,6 +359,12 @@ impl KindRules for minik8s_api::lws::LeaderWorkerSet {
     const POD_SPEC: Option<PodSpecAt> = Some(PodSpecAt::Template(
         "/spec/leaderWorkerTemplate/workerTemplate/spec",
     ));
+
+    fn apply_defaults(obj: &mut Value) {
+        lws::default(obj);
+    }
+
+    const RULES: Option<Rules<Self>> = Some(lws::validate_leader_worker_set);
 }
 
 impl KindRules for minik8s_api::disaggregatedset::DisaggregatedSet {}

@@ -4,7 +4,10 @@
 //! mutating webhook's). The type is `minik8s_api::lws`.
 
 use crate::{int_or_percent_error, Errors, FieldError};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PodResourceClaim, PodSpec};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use minik8s_api::lws::*;
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 fn ensure_obj<'a>(m: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
@@ -80,12 +83,28 @@ pub fn default(obj: &mut Value) {
     }
 }
 
-fn check_enum(errs: &mut Errors, v: Option<&Value>, path: &str, allowed: &[&str]) {
-    if let Some(val) = v {
-        if !val.as_str().is_some_and(|s| allowed.contains(&s)) {
-            errs.push(FieldError::not_supported(path, val, allowed));
-        }
+/// A value of an enumerated field, when set, is one of `allowed`.
+fn check_enum(errs: &mut Errors, v: Option<&str>, path: &str, allowed: &[&str]) {
+    if let Some(val) = v.filter(|v| !allowed.contains(v)) {
+        errs.push(FieldError::not_supported(path, &json!(val), allowed));
     }
+}
+
+/// The group identity, empty read as `Ordinal`.
+fn identity(spec: &LeaderWorkerSetSpec) -> &str {
+    spec.group_identity
+        .as_deref()
+        .filter(|v| !v.is_empty())
+        .unwrap_or(ORDINAL)
+}
+
+/// The leader's and workers' pod specs, named by their template field.
+fn templates(tmpl: &LeaderWorkerTemplate) -> impl Iterator<Item = (&'static str, &PodSpec)> {
+    let leader = tmpl.leader_template.as_ref().and_then(|t| t.spec.as_ref());
+    let worker = tmpl.worker_template.spec.as_ref();
+    [("leaderTemplate", leader), ("workerTemplate", worker)]
+        .into_iter()
+        .filter_map(|(name, spec)| Some((name, spec?)))
 }
 
 /// `groupIdentity` and `groupReplacementPolicy` (upstream v0.11): the
@@ -94,28 +113,26 @@ fn check_enum(errs: &mut Errors, v: Option<&Value>, path: &str, allowed: &[&str]
 /// templates, a partition), and so is what minik8s does not build for Hash
 /// groups (gang scheduling, the TPU environment, which name hosts by
 /// ordinal); `Immediate` replacement belongs to Hash.
-fn validate_group_identity(obj: &Value, spec: &Value, old: Option<&Value>, errs: &mut Errors) {
-    let identity = |s: &Value| {
-        s.get("groupIdentity")
-            .and_then(Value::as_str)
-            .filter(|v| !v.is_empty())
-            .unwrap_or(ORDINAL)
-            .to_string()
-    };
+fn validate_group_identity(
+    lws: &LeaderWorkerSet,
+    old: Option<&LeaderWorkerSet>,
+    errs: &mut Errors,
+) {
+    let spec = &lws.spec;
     check_enum(
         errs,
-        spec.get("groupIdentity"),
+        spec.group_identity.as_deref(),
         "spec.groupIdentity",
         &[ORDINAL, HASH],
     );
     check_enum(
         errs,
-        spec.get("groupReplacementPolicy"),
+        spec.group_replacement_policy.as_deref(),
         "spec.groupReplacementPolicy",
         &[POST_TERMINATION, IMMEDIATE],
     );
     let hash = identity(spec) == HASH;
-    if !hash && spec.get("groupReplacementPolicy") == Some(&json!(IMMEDIATE)) {
+    if !hash && spec.group_replacement_policy.as_deref() == Some(IMMEDIATE) {
         errs.push(FieldError::invalid(
             "spec.groupReplacementPolicy",
             &json!(IMMEDIATE),
@@ -123,75 +140,78 @@ fn validate_group_identity(obj: &Value, spec: &Value, old: Option<&Value>, errs:
         ));
     }
     if hash {
-        let tmpl = spec.get("leaderWorkerTemplate").unwrap_or(&Value::Null);
-        if tmpl
-            .get("volumeClaimTemplates")
-            .and_then(Value::as_array)
-            .is_some_and(|t| !t.is_empty())
-        {
-            errs.push(FieldError::invalid(
-                "spec.leaderWorkerTemplate.volumeClaimTemplates",
-                &json!(HASH),
-                "volumeClaimTemplates are not supported when groupIdentity is Hash",
-            ));
-        }
-        let partition = spec.pointer("/rolloutStrategy/rollingUpdateConfiguration/partition");
-        if let Some(p) = partition.filter(|p| p.as_i64().is_some_and(|p| p != 0)) {
-            errs.push(FieldError::invalid(
-                "spec.rolloutStrategy.rollingUpdateConfiguration.partition",
-                p,
-                "partition must be 0 when groupIdentity is Hash",
-            ));
-        }
-        let annotations = obj.pointer("/metadata/annotations");
-        let gang = annotations.and_then(|a| a.get(GANG_SCHEDULING_ANNOTATION))
-            == Some(&json!("true"))
-            || minik8s_api::lws_scheduling::scope(spec.get("scheduling"))
-                != minik8s_api::lws_scheduling::GangScope::Off
-            || ["leaderTemplate", "workerTemplate"].iter().any(|t| {
-                tmpl.pointer(&format!("/{t}/spec/schedulerName"))
-                    == Some(&json!(minik8s_api::podgroup::VOLCANO_SCHEDULER))
-            });
-        if gang {
-            errs.push(FieldError::invalid(
-                "spec.groupIdentity",
-                &json!(HASH),
-                "minik8s does not gang-schedule Hash groups (a worker learns its leader's pod IP only once the leader is placed); use groupIdentity Ordinal for gang scheduling",
-            ));
-        }
-        for a in [RESTART_BACKOFF, MAX_RESTARTS] {
-            if let Some(v) = annotations.and_then(|m| m.get(a)) {
-                errs.push(FieldError::invalid(
-                    format!("metadata.annotations[{a}]"),
-                    v,
-                    "group restart budgets follow group indexes; a Hash group is new after each recreation, so they apply to groupIdentity Ordinal only",
-                ));
-            }
-        }
-        let tpus = ["leaderTemplate", "workerTemplate"].iter().any(|t| {
-            tmpl.pointer(&format!("/{t}/spec"))
-                .is_some_and(minik8s_api::lws_pod::pod_requests_tpus)
-        });
-        if tpus {
-            errs.push(FieldError::invalid(
-                "spec.groupIdentity",
-                &json!(HASH),
-                "minik8s does not set the TPU environment for Hash groups (TPU host names follow group ordinals); use groupIdentity Ordinal for TPU workloads",
-            ));
-        }
+        validate_hash_groups(lws, errs);
     }
     if let Some(old) = old {
-        let before = old
-            .get("spec")
-            .map(identity)
-            .unwrap_or_else(|| ORDINAL.into());
-        if before != identity(spec) {
+        if identity(&old.spec) != identity(spec) {
             errs.push(FieldError::invalid(
                 "spec.groupIdentity",
                 &json!(identity(spec)),
                 "field is immutable",
             ));
         }
+    }
+}
+
+/// What a Hash group cannot have (see [`validate_group_identity`]).
+fn validate_hash_groups(lws: &LeaderWorkerSet, errs: &mut Errors) {
+    let (spec, tmpl) = (&lws.spec, &lws.spec.leader_worker_template);
+    if tmpl
+        .volume_claim_templates
+        .as_ref()
+        .is_some_and(|t| !t.is_empty())
+    {
+        errs.push(FieldError::invalid(
+            "spec.leaderWorkerTemplate.volumeClaimTemplates",
+            &json!(HASH),
+            "volumeClaimTemplates are not supported when groupIdentity is Hash",
+        ));
+    }
+    let partition = spec
+        .rollout_strategy
+        .as_ref()
+        .and_then(|r| r.rolling_update_configuration.as_ref())
+        .and_then(|r| r.partition);
+    if let Some(p) = partition.filter(|p| *p != 0) {
+        errs.push(FieldError::invalid(
+            "spec.rolloutStrategy.rollingUpdateConfiguration.partition",
+            &json!(p),
+            "partition must be 0 when groupIdentity is Hash",
+        ));
+    }
+    let annotations = lws.metadata.annotations.as_ref();
+    let annotation = |key: &str| annotations.and_then(|a| a.get(key));
+    let gang = annotation(GANG_SCHEDULING_ANNOTATION).map(String::as_str) == Some("true")
+        || minik8s_api::lws_scheduling::scope(spec.scheduling.as_ref())
+            != minik8s_api::lws_scheduling::GangScope::Off
+        || templates(tmpl).any(|(_, pod)| {
+            pod.scheduler_name.as_deref() == Some(minik8s_api::podgroup::VOLCANO_SCHEDULER)
+        });
+    if gang {
+        errs.push(FieldError::invalid(
+            "spec.groupIdentity",
+            &json!(HASH),
+            "minik8s does not gang-schedule Hash groups (a worker learns its leader's pod IP only once the leader is placed); use groupIdentity Ordinal for gang scheduling",
+        ));
+    }
+    for a in [RESTART_BACKOFF, MAX_RESTARTS] {
+        if let Some(v) = annotation(a) {
+            errs.push(FieldError::invalid(
+                format!("metadata.annotations[{a}]"),
+                &json!(v),
+                "group restart budgets follow group indexes; a Hash group is new after each recreation, so they apply to groupIdentity Ordinal only",
+            ));
+        }
+    }
+    let tpus = templates(tmpl).any(|(_, pod)| {
+        serde_json::to_value(pod).is_ok_and(|pod| minik8s_api::lws_pod::pod_requests_tpus(&pod))
+    });
+    if tpus {
+        errs.push(FieldError::invalid(
+            "spec.groupIdentity",
+            &json!(HASH),
+            "minik8s does not set the TPU environment for Hash groups (TPU host names follow group ordinals); use groupIdentity Ordinal for TPU workloads",
+        ));
     }
 }
 
@@ -215,21 +235,35 @@ pub fn with_group_claims(pod_spec: &Value, group_claims: Option<&Value>) -> Valu
     spec
 }
 
+/// [`with_group_claims`] on a typed pod spec.
+fn with_typed_group_claims(pod_spec: &PodSpec, group_claims: &[GroupResourceClaim]) -> PodSpec {
+    let mut spec = pod_spec.clone();
+    if group_claims.is_empty() {
+        return spec;
+    }
+    let claims = spec.resource_claims.get_or_insert_with(Vec::new);
+    for c in group_claims {
+        claims.push(PodResourceClaim {
+            name: c.name.clone(),
+            resource_claim_name: Some(c.name.clone()),
+            ..Default::default()
+        });
+    }
+    spec
+}
+
 /// `leaderWorkerTemplate.resourceClaimTemplates`: named as pod claim
 /// entries are, each once, and never an entry the templates already have.
-fn validate_group_claims(tmpl: &Value, errs: &mut Errors) {
+fn validate_group_claims(tmpl: &LeaderWorkerTemplate, errs: &mut Errors) {
     let path = "spec.leaderWorkerTemplate.resourceClaimTemplates";
-    let own: Vec<&Value> = ["leaderTemplate", "workerTemplate"]
-        .iter()
-        .filter_map(|t| tmpl.pointer(&format!("/{t}/spec/resourceClaims")))
-        .filter_map(Value::as_array)
-        .flatten()
-        .filter_map(|c| c.get("name"))
+    let own: Vec<&str> = templates(tmpl)
+        .flat_map(|(_, pod)| pod.resource_claims.iter().flatten())
+        .map(|c| c.name.as_str())
         .collect();
     let mut seen = std::collections::HashSet::new();
-    let entries = tmpl.get("resourceClaimTemplates").and_then(Value::as_array);
-    for (i, e) in entries.into_iter().flatten().enumerate() {
-        let name = e.get("name").and_then(Value::as_str).unwrap_or("");
+    let entries = tmpl.resource_claim_templates.as_deref().unwrap_or_default();
+    for (i, e) in entries.iter().enumerate() {
+        let name = e.name.as_str();
         match minik8s_api::names::dns1123_label_error(name) {
             _ if name.is_empty() => {
                 errs.push(FieldError::required(format!("{path}[{i}].name"), ""))
@@ -239,15 +273,13 @@ fn validate_group_claims(tmpl: &Value, errs: &mut Errors) {
                 &json!(name),
                 why,
             )),
-            None if !seen.insert(name) || own.contains(&&json!(name)) => errs.push(
-                FieldError::duplicate(format!("{path}[{i}].name"), &json!(name)),
-            ),
+            None if !seen.insert(name) || own.contains(&name) => errs.push(FieldError::duplicate(
+                format!("{path}[{i}].name"),
+                &json!(name),
+            )),
             None => {}
         }
-        let template = e
-            .get("resourceClaimTemplateName")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let template = e.resource_claim_template_name.as_str();
         if template.is_empty() {
             errs.push(FieldError::required(
                 format!("{path}[{i}].resourceClaimTemplateName"),
@@ -263,22 +295,41 @@ fn validate_group_claims(tmpl: &Value, errs: &mut Errors) {
     }
 }
 
+/// A LeaderWorkerSet given as JSON (a DisaggregatedSet role's): decoded,
+/// then [`validate_leader_worker_set`].
+pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
+    let lws = match LeaderWorkerSet::deserialize(obj) {
+        Ok(lws) => lws,
+        Err(e) => {
+            return vec![FieldError::invalid(
+                "spec",
+                obj.get("spec").unwrap_or(&Value::Null),
+                format!("does not decode as a LeaderWorkerSet spec: {e}"),
+            )]
+        }
+    };
+    let old = old.and_then(|o| LeaderWorkerSet::deserialize(o).ok());
+    let mut errs = Vec::new();
+    validate_leader_worker_set(&lws, old.as_ref(), &mut errs);
+    errs
+}
+
 /// Upstream's webhook rules on create and update, and on update what may not
 /// change; the name (a DNS-1035 label) is checked by metadata validation.
-pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
-    let mut errs = Vec::new();
-    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
-    let replicas = spec.get("replicas").and_then(Value::as_i64).unwrap_or(1);
-    let tmpl = spec
-        .get("leaderWorkerTemplate")
-        .cloned()
-        .unwrap_or(Value::Null);
-    let size = tmpl.get("size").and_then(Value::as_i64).unwrap_or(1);
-    validate_counts(replicas, size, &mut errs);
-    validate_templates(&tmpl, &mut errs);
+pub fn validate_leader_worker_set(
+    lws: &LeaderWorkerSet,
+    old: Option<&LeaderWorkerSet>,
+    errs: &mut Errors,
+) {
+    let spec = &lws.spec;
+    let tmpl = &spec.leader_worker_template;
+    let replicas = i64::from(spec.replicas.unwrap_or(1));
+    let size = i64::from(tmpl.size.unwrap_or(1));
+    validate_counts(replicas, size, errs);
+    validate_templates(tmpl, errs);
     check_enum(
-        &mut errs,
-        tmpl.get("restartPolicy"),
+        errs,
+        tmpl.restart_policy.as_deref(),
         "spec.leaderWorkerTemplate.restartPolicy",
         &[
             "Default",
@@ -288,44 +339,41 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Errors {
         ],
     );
     check_enum(
-        &mut errs,
-        spec.get("startupPolicy"),
+        errs,
+        spec.startup_policy.as_deref(),
         "spec.startupPolicy",
         &["LeaderCreated", "LeaderReady"],
     );
     check_enum(
-        &mut errs,
-        spec.pointer("/rolloutStrategy/type"),
+        errs,
+        spec.rollout_strategy
+            .as_ref()
+            .and_then(|r| r.type_.as_deref()),
         "spec.rolloutStrategy.type",
         &["RollingUpdate"],
     );
     check_enum(
-        &mut errs,
-        spec.pointer("/networkConfig/subdomainPolicy"),
+        errs,
+        spec.network_config
+            .as_ref()
+            .and_then(|n| n.subdomain_policy.as_deref()),
         "spec.networkConfig.subdomainPolicy",
         &["Shared", "UniquePerReplica"],
     );
-    validate_group_identity(obj, &spec, old, &mut errs);
-    validate_rolling_update(&spec, replicas, &mut errs);
-    validate_sub_groups(obj, &tmpl, size, &mut errs);
+    validate_group_identity(lws, old, errs);
+    validate_rolling_update(spec, replicas, errs);
+    validate_sub_groups(lws, size, errs);
     if let Some(old) = old {
-        validate_update(obj, old, &mut errs);
+        validate_update(lws, old, errs);
     }
-    crate::lws_scheduling::validate(obj, old, &mut errs);
-    for (i, t) in obj
-        .pointer("/spec/leaderWorkerTemplate/volumeClaimTemplates")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
+    crate::lws_scheduling::validate(lws, old, errs);
+    for (i, t) in tmpl.volume_claim_templates.iter().flatten().enumerate() {
         crate::storage::validate_claim_spec_json(
             t.get("spec").unwrap_or(&Value::Null),
             &format!("spec.leaderWorkerTemplate.volumeClaimTemplates[{i}].spec"),
-            &mut errs,
+            errs,
         );
     }
-    errs
 }
 
 /// The group count and size: within upstream's bounds, and their product
@@ -363,36 +411,26 @@ fn validate_counts(replicas: i64, size: i64, errs: &mut Errors) {
 
 /// The leader and worker pod templates (a worker template is required),
 /// each with the group's claim templates as its volumes and claims.
-fn validate_templates(tmpl: &Value, errs: &mut Errors) {
-    use crate::storage::with_template_volumes;
+fn validate_templates(tmpl: &LeaderWorkerTemplate, errs: &mut Errors) {
     validate_group_claims(tmpl, errs);
-    match tmpl.get("workerTemplate") {
-        None | Some(Value::Null) => errs.push(FieldError::required(
+    let claim_templates: Vec<PersistentVolumeClaim> = tmpl
+        .volume_claim_templates
+        .iter()
+        .flatten()
+        .filter_map(|t| PersistentVolumeClaim::deserialize(t).ok())
+        .collect();
+    let group_claims = tmpl.resource_claim_templates.as_deref().unwrap_or_default();
+    if tmpl.worker_template.spec.is_none() {
+        errs.push(FieldError::required(
             "spec.leaderWorkerTemplate.workerTemplate",
             "",
-        )),
-        Some(wt) => crate::validate_pod_spec_json(
-            &with_group_claims(
-                &with_template_volumes(
-                    wt.get("spec").unwrap_or(&Value::Null),
-                    tmpl.get("volumeClaimTemplates"),
-                ),
-                tmpl.get("resourceClaimTemplates"),
-            ),
-            "spec.leaderWorkerTemplate.workerTemplate.spec",
-            errs,
-        ),
+        ));
     }
-    if let Some(lt) = tmpl.get("leaderTemplate").filter(|v| !v.is_null()) {
-        crate::validate_pod_spec_json(
-            &with_group_claims(
-                &with_template_volumes(
-                    lt.get("spec").unwrap_or(&Value::Null),
-                    tmpl.get("volumeClaimTemplates"),
-                ),
-                tmpl.get("resourceClaimTemplates"),
-            ),
-            "spec.leaderWorkerTemplate.leaderTemplate.spec",
+    for (name, pod) in templates(tmpl) {
+        let pod = crate::apps::with_claim_volumes(pod, &claim_templates);
+        crate::validate_pod_spec(
+            &with_typed_group_claims(&pod, group_claims),
+            &format!("spec.leaderWorkerTemplate.{name}.spec"),
             errs,
         );
     }
@@ -400,54 +438,58 @@ fn validate_templates(tmpl: &Value, errs: &mut Errors) {
 
 /// `rolloutStrategy.rollingUpdateConfiguration`: int-or-percent surge and
 /// unavailability (not both 0), a non-negative partition.
-fn validate_rolling_update(spec: &Value, replicas: i64, errs: &mut Errors) {
+fn validate_rolling_update(spec: &LeaderWorkerSetSpec, replicas: i64, errs: &mut Errors) {
     let ru_path = "spec.rolloutStrategy.rollingUpdateConfiguration";
-    if let Some(ru) = spec.pointer("/rolloutStrategy/rollingUpdateConfiguration") {
-        let mu = ru.get("maxUnavailable").cloned().unwrap_or(json!(0));
-        let ms = ru.get("maxSurge").cloned().unwrap_or(json!(0));
-        let mut bad = false;
-        for (name, v) in [("maxUnavailable", &mu), ("maxSurge", &ms)] {
-            if let Some(e) = int_or_percent_error(v, false) {
-                errs.push(FieldError::invalid(format!("{ru_path}.{name}"), v, e));
-                bad = true;
-            }
+    let Some(ru) = spec
+        .rollout_strategy
+        .as_ref()
+        .and_then(|r| r.rolling_update_configuration.as_ref())
+    else {
+        return;
+    };
+    let as_json = |v: &Option<IntOrString>| v.as_ref().map_or(json!(0), |v| json!(v));
+    let (mu, ms) = (as_json(&ru.max_unavailable), as_json(&ru.max_surge));
+    let mut bad = false;
+    for (name, v) in [("maxUnavailable", &mu), ("maxSurge", &ms)] {
+        if let Some(e) = int_or_percent_error(v, false) {
+            errs.push(FieldError::invalid(format!("{ru_path}.{name}"), v, e));
+            bad = true;
         }
-        if let Some(p) = ru.get("partition") {
-            if p.as_i64().is_none_or(|p| p < 0) {
-                errs.push(FieldError::invalid(
-                    format!("{ru_path}.partition"),
-                    p,
-                    "must be greater than or equal to 0",
-                ));
-            }
-        }
-        if !bad && replicas != 0 {
-            let u = scaled_value(&mu, replicas, false).unwrap_or(0);
-            let s = scaled_value(&ms, replicas, true).unwrap_or(0).min(replicas);
-            if u == 0 && s == 0 {
-                errs.push(FieldError::invalid(
-                    format!("{ru_path}.maxUnavailable"),
-                    &mu,
-                    "must not be 0 when `maxSurge` is 0",
-                ));
-            }
+    }
+    if let Some(p) = ru.partition.filter(|p| *p < 0) {
+        errs.push(FieldError::invalid(
+            format!("{ru_path}.partition"),
+            &json!(p),
+            "must be greater than or equal to 0",
+        ));
+    }
+    if !bad && replicas != 0 {
+        let u = scaled_value(&mu, replicas, false).unwrap_or(0);
+        let s = scaled_value(&ms, replicas, true).unwrap_or(0).min(replicas);
+        if u == 0 && s == 0 {
+            errs.push(FieldError::invalid(
+                format!("{ru_path}.maxUnavailable"),
+                &mu,
+                "must not be 0 when `maxSurge` is 0",
+            ));
         }
     }
 }
 
 /// `subGroupPolicy`: its type and a size that divides the group (or the
 /// group without its leader), and no subgroup topology annotation without it.
-fn validate_sub_groups(obj: &Value, tmpl: &Value, size: i64, errs: &mut Errors) {
-    let sgp = tmpl.get("subGroupPolicy").filter(|v| !v.is_null());
+fn validate_sub_groups(lws: &LeaderWorkerSet, size: i64, errs: &mut Errors) {
+    let sgp = lws.spec.leader_worker_template.sub_group_policy.as_ref();
     if let Some(sg) = sgp {
         let sp = "spec.leaderWorkerTemplate.subGroupPolicy";
+        let kind = sg.sub_group_policy_type.as_deref();
         check_enum(
             errs,
-            sg.get("subGroupPolicyType"),
+            kind,
             &format!("{sp}.subGroupPolicyType"),
             &["LeaderWorker", "LeaderExcluded"],
         );
-        match sg.get("subGroupSize").and_then(Value::as_i64) {
+        match sg.sub_group_size.map(i64::from) {
             None => errs.push(FieldError::required(format!("{sp}.subGroupSize"), "")),
             Some(n) if n < 1 => errs.push(FieldError::invalid(
                 format!("{sp}.subGroupSize"),
@@ -455,43 +497,34 @@ fn validate_sub_groups(obj: &Value, tmpl: &Value, size: i64, errs: &mut Errors) 
                 "subGroupSize must be equal or greater than 1",
             )),
             Some(n) => {
-                if size % n != 0 && (size - 1) % n != 0 {
+                let mut invalid = |why: &str| {
                     errs.push(FieldError::invalid(
                         format!("{sp}.subGroupSize"),
                         &json!(n),
-                        "size or size - 1 must be divisible by subGroupSize",
-                    ));
+                        why,
+                    ))
+                };
+                if size % n != 0 && (size - 1) % n != 0 {
+                    invalid("size or size - 1 must be divisible by subGroupSize");
                 }
                 if n > size {
-                    errs.push(FieldError::invalid(
-                        format!("{sp}.subGroupSize"),
-                        &json!(n),
-                        "subGroupSize cannot be larger than size",
-                    ));
+                    invalid("subGroupSize cannot be larger than size");
                 }
-                if sg.get("subGroupPolicyType").and_then(Value::as_str) == Some("LeaderExcluded")
-                    && (size - 1) % n != 0
-                {
-                    errs.push(FieldError::invalid(
-                        format!("{sp}.subGroupSize"),
-                        &json!(n),
-                        "size-1 must be divisible by subGroupSize when using LeaderExcluded",
-                    ));
+                if kind == Some("LeaderExcluded") && (size - 1) % n != 0 {
+                    invalid("size-1 must be divisible by subGroupSize when using LeaderExcluded");
                 }
             }
         }
     }
-    let annotations = obj.pointer("/metadata/annotations");
-    if sgp.is_none()
-        && annotations
-            .and_then(|a| a.get(SUBGROUP_EXCLUSIVE_TOPOLOGY))
-            .is_some()
-    {
+    let topology = lws
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(SUBGROUP_EXCLUSIVE_TOPOLOGY));
+    if let (None, Some(topology)) = (sgp, topology) {
         errs.push(FieldError::invalid(
             format!("metadata.annotations[{SUBGROUP_EXCLUSIVE_TOPOLOGY}]"),
-            annotations
-                .and_then(|a| a.get(SUBGROUP_EXCLUSIVE_TOPOLOGY))
-                .unwrap_or(&Value::Null),
+            &json!(topology),
             "cannot have subgroup-exclusive-topology without subGroupSize set",
         ));
     }
@@ -499,15 +532,13 @@ fn validate_sub_groups(obj: &Value, tmpl: &Value, size: i64, errs: &mut Errors) 
 
 /// What an update may not change: the subgroup policy's presence and size,
 /// and the claim templates.
-fn validate_update(obj: &Value, old: &Value, errs: &mut Errors) {
-    let sgp = obj
-        .pointer("/spec/leaderWorkerTemplate/subGroupPolicy")
-        .filter(|v| !v.is_null());
+fn validate_update(lws: &LeaderWorkerSet, old: &LeaderWorkerSet, errs: &mut Errors) {
+    let (new_tmpl, old_tmpl) = (
+        &lws.spec.leader_worker_template,
+        &old.spec.leader_worker_template,
+    );
     let sp = "spec.leaderWorkerTemplate.subGroupPolicy";
-    let old_sg = old
-        .pointer("/spec/leaderWorkerTemplate/subGroupPolicy")
-        .filter(|v| !v.is_null());
-    match (old_sg, sgp) {
+    match (&old_tmpl.sub_group_policy, &new_tmpl.sub_group_policy) {
         (None, Some(_)) => errs.push(FieldError::invalid(
             sp,
             &Value::Null,
@@ -518,10 +549,10 @@ fn validate_update(obj: &Value, old: &Value, errs: &mut Errors) {
             &Value::Null,
             "cannot remove subGroupSize after enabled",
         )),
-        (Some(o), Some(n)) if o.get("subGroupSize") != n.get("subGroupSize") => {
+        (Some(o), Some(n)) if o.sub_group_size != n.sub_group_size => {
             errs.push(FieldError::invalid(
                 format!("{sp}.subGroupSize"),
-                n.get("subGroupSize").unwrap_or(&Value::Null),
+                &json!(n.sub_group_size),
                 "field is immutable",
             ));
         }
@@ -530,12 +561,7 @@ fn validate_update(obj: &Value, old: &Value, errs: &mut Errors) {
     // Upstream accepts the change and then fails to update its leader
     // StatefulSet for good (StatefulSets' claim templates are
     // immutable); minik8s refuses it up front.
-    let claims = |o: &Value| {
-        o.pointer("/spec/leaderWorkerTemplate/volumeClaimTemplates")
-            .filter(|v| !v.is_null())
-            .cloned()
-    };
-    if claims(obj) != claims(old) {
+    if new_tmpl.volume_claim_templates != old_tmpl.volume_claim_templates {
         errs.push(FieldError::forbidden(
             "spec.leaderWorkerTemplate.volumeClaimTemplates",
             "field is immutable",

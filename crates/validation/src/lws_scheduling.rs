@@ -4,14 +4,17 @@
 //! minCount the number of its pods, and what a gang cannot be combined with.
 
 use crate::{Errors, FieldError};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use minik8s_api::lws::LeaderWorkerSet;
 use minik8s_api::lws_scheduling::{has_any, scope, GangScope, LEVEL_FIELDS};
 use serde_json::{json, Value};
 
-/// KEP-666 phase 1 on an LWS (`obj`; `old` on update).
-pub fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
-    let s = obj.pointer("/spec/scheduling").filter(|s| !s.is_null());
+/// KEP-666 phase 1 on an LWS (`old` on update). `spec.scheduling` itself is
+/// kept as sent (its levels are read by name, as `minik8s_api` reads them).
+pub fn validate(lws: &LeaderWorkerSet, old: Option<&LeaderWorkerSet>, errs: &mut Errors) {
+    let s = lws.spec.scheduling.as_ref().filter(|s| !s.is_null());
     if let Some(old) = old {
-        let was = old.pointer("/spec/scheduling").filter(|s| !s.is_null());
+        let was = old.spec.scheduling.as_ref().filter(|s| !s.is_null());
         if was != s {
             errs.push(FieldError::invalid(
                 "spec.scheduling",
@@ -21,10 +24,7 @@ pub fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
         }
     }
     let Some(s) = s else { return };
-    let size = obj
-        .pointer("/spec/leaderWorkerTemplate/size")
-        .and_then(Value::as_i64)
-        .unwrap_or(1);
+    let size = i64::from(lws.spec.leader_worker_template.size.unwrap_or(1));
     let replica = s.get("replica").filter(|r| !r.is_null());
     let leader = replica
         .and_then(|r| r.get("leader"))
@@ -67,16 +67,16 @@ pub fn validate(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
             "replica.leader and replica.worker need groups of at least 2 pods",
         ));
     }
-    validate_combinations(obj, s, errs);
+    validate_combinations(lws, s, errs);
 }
 
 /// What a gang may not be combined with: LeaderReady for a gang holding a
 /// group's leader and workers, exclusive placement annotations, leader and
 /// worker templates of different priorities.
-fn validate_combinations(obj: &Value, s: &Value, errs: &mut Errors) {
+fn validate_combinations(lws: &LeaderWorkerSet, s: &Value, errs: &mut Errors) {
     let gang = scope(Some(s));
     if matches!(gang, GangScope::Group | GangScope::Lws)
-        && obj.pointer("/spec/startupPolicy").and_then(Value::as_str) == Some("LeaderReady")
+        && lws.spec.startup_policy.as_deref() == Some("LeaderReady")
     {
         errs.push(FieldError::invalid(
             "spec.startupPolicy",
@@ -89,10 +89,11 @@ fn validate_combinations(obj: &Value, s: &Value, errs: &mut Errors) {
             minik8s_api::lws::EXCLUSIVE_TOPOLOGY,
             minik8s_api::lws::SUBGROUP_EXCLUSIVE_TOPOLOGY,
         ] {
-            if obj
-                .pointer("/metadata/annotations")
-                .and_then(|a| a.get(key))
-                .is_some()
+            if lws
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(key))
             {
                 errs.push(FieldError::forbidden(
                     format!("metadata.annotations[{key}]"),
@@ -101,22 +102,20 @@ fn validate_combinations(obj: &Value, s: &Value, errs: &mut Errors) {
             }
         }
     }
-    let priority = |t: &str| {
-        obj.pointer(&format!(
-            "/spec/leaderWorkerTemplate/{t}/spec/priorityClassName"
-        ))
-        .cloned()
+    let tmpl = &lws.spec.leader_worker_template;
+    let priority = |t: Option<&PodTemplateSpec>| {
+        t.and_then(|t| t.spec.as_ref())
+            .and_then(|s| s.priority_class_name.clone())
     };
-    if obj
-        .pointer("/spec/leaderWorkerTemplate/leaderTemplate")
-        .is_some_and(|v| !v.is_null())
-        && priority("leaderTemplate") != priority("workerTemplate")
-    {
-        errs.push(FieldError::invalid(
-            "spec.leaderWorkerTemplate.workerTemplate.spec.priorityClassName",
-            &priority("workerTemplate").unwrap_or(Value::Null),
-            "must match the leader template's priorityClassName when spec.scheduling is set",
-        ));
+    let worker = priority(Some(&tmpl.worker_template));
+    if let Some(leader) = &tmpl.leader_template {
+        if priority(Some(leader)) != worker {
+            errs.push(FieldError::invalid(
+                "spec.leaderWorkerTemplate.workerTemplate.spec.priorityClassName",
+                &json!(worker),
+                "must match the leader template's priorityClassName when spec.scheduling is set",
+            ));
+        }
     }
 }
 
@@ -222,8 +221,9 @@ mod tests {
     }
 
     fn errors(o: &Value, old: Option<&Value>) -> Vec<String> {
+        let typed = |o: &Value| -> LeaderWorkerSet { serde_json::from_value(o.clone()).unwrap() };
         let mut errs = Vec::new();
-        validate(o, old, &mut errs);
+        validate(&typed(o), old.map(typed).as_ref(), &mut errs);
         errs.iter().map(|e| e.to_string()).collect()
     }
 

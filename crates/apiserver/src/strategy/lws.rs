@@ -1,8 +1,9 @@
-//! LeaderWorkerSet: upstream's defaults and validation (`minik8s_validation::lws`),
-//! served with the upstream CRD's behaviour (no strategic merge patch; the
-//! `Scale` selector is the status' `hpaPodSelector`).
+//! LeaderWorkerSet: upstream's defaults and validation (`minik8s_validation::lws`,
+//! the kind's `KindRules`, run on the typed object), served with the
+//! upstream CRD's behaviour (no strategic merge patch; the `Scale` selector
+//! is the status' `hpaPodSelector`).
 
-use minik8s_validation::{Errors, NameRule};
+use minik8s_validation::NameRule;
 use serde_json::Value;
 
 pub struct Lifecycle;
@@ -10,14 +11,6 @@ pub struct Lifecycle;
 impl super::Strategy for Lifecycle {
     fn name_rule(&self) -> NameRule {
         NameRule::Dns1035
-    }
-
-    fn default(&self, obj: &mut Value) {
-        minik8s_validation::lws::default(obj);
-    }
-
-    fn validate(&self, obj: &Value, old: Option<&Value>) -> Errors {
-        minik8s_validation::lws::validate(obj, old)
     }
 
     fn served_as_custom_resource(&self) -> bool {
