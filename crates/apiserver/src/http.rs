@@ -74,6 +74,13 @@ fn lookup(
 }
 
 enum Route {
+    /// A document about the server (all GET).
+    Document(Document),
+    Resource(Target),
+}
+
+/// Version, metrics, health, discovery and OpenAPI documents.
+enum Document {
     Version,
     /// `/metrics`: Prometheus' text.
     Metrics,
@@ -85,7 +92,6 @@ enum Route {
     OpenApiGv(String),
     OpenApiV2,
     Health,
-    Resource(Target),
 }
 
 fn route(reg: &ServedKinds, path: &str) -> Option<Route> {
@@ -95,22 +101,27 @@ fn route(reg: &ServedKinds, path: &str) -> Option<Route> {
         .filter(|s| !s.is_empty())
         .collect();
     let (group, version, rest) = match segs.as_slice() {
-        ["version"] => return Some(Route::Version),
-        ["metrics"] => return Some(Route::Metrics),
-        ["healthz"] | ["readyz"] | ["livez"] => return Some(Route::Health),
-        ["healthz" | "readyz" | "livez", ..] => return Some(Route::Health),
-        ["openapi", "v3"] => return Some(Route::OpenApiRoot),
-        ["openapi", "v2"] => return Some(Route::OpenApiV2),
-        ["openapi", "v3", rest @ ..] => return Some(Route::OpenApiGv(rest.join("/"))),
-        ["api"] => return Some(Route::Api),
-        ["apis"] => return Some(Route::Apis),
-        ["apis", g] => return Some(Route::Group(g.to_string())),
+        ["version"] => return Some(Route::Document(Document::Version)),
+        ["metrics"] => return Some(Route::Document(Document::Metrics)),
+        ["healthz"] | ["readyz"] | ["livez"] => return Some(Route::Document(Document::Health)),
+        ["healthz" | "readyz" | "livez", ..] => return Some(Route::Document(Document::Health)),
+        ["openapi", "v3"] => return Some(Route::Document(Document::OpenApiRoot)),
+        ["openapi", "v2"] => return Some(Route::Document(Document::OpenApiV2)),
+        ["openapi", "v3", rest @ ..] => {
+            return Some(Route::Document(Document::OpenApiGv(rest.join("/"))))
+        }
+        ["api"] => return Some(Route::Document(Document::Api)),
+        ["apis"] => return Some(Route::Document(Document::Apis)),
+        ["apis", g] => return Some(Route::Document(Document::Group(g.to_string()))),
         ["api", v, rest @ ..] => ("", *v, rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return None,
     };
     if rest.is_empty() {
-        return Some(Route::ResourceList(group.into(), version.into()));
+        return Some(Route::Document(Document::ResourceList(
+            group.into(),
+            version.into(),
+        )));
     }
     let namespaced_res = match rest {
         ["namespaces", _, res, ..] => {
@@ -346,11 +357,11 @@ async fn handle_admitted(
     }
     match route(&srv.served(), req.uri.path()) {
         None => error_response(&ApiError::unknown_path()),
-        Some(r) if req.method != Method::GET && !matches!(r, Route::Resource(_)) => {
+        Some(Route::Resource(t)) => serve_resource(srv, req, upgrade, t).await,
+        Some(Route::Document(_)) if req.method != Method::GET => {
             error_response(&not_allowed(&req.method))
         }
-        Some(Route::Resource(t)) => serve_resource(srv, req, upgrade, t).await,
-        Some(r) => non_resource(&srv, r, &req).await,
+        Some(Route::Document(d)) => document(&srv, d, &req).await,
     }
 }
 
@@ -427,57 +438,56 @@ async fn beside_the_api(srv: &Arc<ApiServer>, req: &Incoming) -> Option<Response
 }
 
 /// Version, metrics, health, discovery and OpenAPI documents (all GET).
-async fn non_resource(srv: &Arc<ApiServer>, r: Route, req: &Incoming) -> Response {
+async fn document(srv: &Arc<ApiServer>, r: Document, req: &Incoming) -> Response {
     let accept = &req.accept;
     let found = |v: Option<Value>| match v {
         Some(v) => json_response(StatusCode::OK, &v),
         None => error_response(&ApiError::unknown_path()),
     };
     match r {
-        Route::Version => json_response(StatusCode::OK, &discovery::version()),
-        Route::Metrics => (
+        Document::Version => json_response(StatusCode::OK, &discovery::version()),
+        Document::Metrics => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, minik8s_process::metrics::TEXT_FORMAT)],
             srv.request_metrics.render(&srv.extra_metrics),
         )
             .into_response(),
-        Route::Health => {
+        Document::Health => {
             let (path, query) = (req.uri.path(), req.uri.query().unwrap_or(""));
             crate::health::answer(srv, path, query).await
         }
-        Route::Api | Route::Apis if discovery_aggregated::wants_aggregated(accept) => {
-            let doc = srv.aggregated_discovery(matches!(r, Route::Api));
+        Document::Api | Document::Apis if discovery_aggregated::wants_aggregated(accept) => {
+            let doc = srv.aggregated_discovery(matches!(r, Document::Api));
             aggregated_response(&req.headers, &doc)
         }
-        Route::Api => json_response(StatusCode::OK, &discovery::api_versions()),
-        Route::Apis => {
+        Document::Api => json_response(StatusCode::OK, &discovery::api_versions()),
+        Document::Apis => {
             let list = discovery::api_group_list(&srv.served());
             json_response(StatusCode::OK, &srv.with_remote_groups(list))
         }
-        Route::Group(g) => {
+        Document::Group(g) => {
             found(discovery::api_group(&srv.served(), &g).or_else(|| srv.remote_group(&g)))
         }
-        Route::ResourceList(g, v) => found(discovery::resource_list(&srv.served(), &g, &v)),
-        Route::OpenApiRoot => {
+        Document::ResourceList(g, v) => found(discovery::resource_list(&srv.served(), &g, &v)),
+        Document::OpenApiRoot => {
             json_response(StatusCode::OK, &discovery::openapi_root(&srv.served()))
         }
-        Route::OpenApiGv(p) => found(discovery::openapi_gv(&srv.served(), &p)),
+        Document::OpenApiGv(p) => found(discovery::openapi_gv(&srv.served(), &p)),
         // JSON for whoever asks for it (`kubectl get --raw /openapi/v2`). kubectl's
         // own schema client asks for protobuf only; it gets an empty document,
         // falls back to it for kinds the v3 documents do not list and then
         // reports them as unknown kinds itself.
-        Route::OpenApiV2
+        Document::OpenApiV2
             if accept.is_empty() || accept.contains("json") || accept.contains("*/*") =>
         {
             json_response(StatusCode::OK, &discovery::openapi_v2(&srv.served()))
         }
-        Route::OpenApiV2 => (
+        Document::OpenApiV2 => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/octet-stream")],
             Vec::new(),
         )
             .into_response(),
-        Route::Resource(_) => error_response(&ApiError::unknown_path()),
     }
 }
 

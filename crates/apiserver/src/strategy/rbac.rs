@@ -194,6 +194,10 @@ mod tests {
                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": [verb]}]})
     }
 
+    fn writer<'a>(authority: &'a Fake, user: &'a UserInfo) -> Writer<'a> {
+        Writer { user, authority }
+    }
+
     fn binding_to(role: &str) -> Value {
         json!({"metadata": {"name": "b", "namespace": "a"},
                "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": role},
@@ -203,10 +207,7 @@ mod tests {
     #[test]
     fn a_role_grants_only_what_its_writer_holds() {
         let (authority, user) = (fake(false), alice());
-        let writer = Writer {
-            user: &user,
-            authority: &authority,
-        };
+        let writer = writer(&authority, &user);
         assert_eq!(ROLE.admit_writer(&writer, &role_granting("get")), Ok(()));
         let why = ROLE
             .admit_writer(&writer, &role_granting("delete"))
@@ -228,10 +229,7 @@ mod tests {
     #[test]
     fn a_binding_grants_only_a_role_its_writer_holds() {
         let (authority, user) = (fake(false), alice());
-        let writer = Writer {
-            user: &user,
-            authority: &authority,
-        };
+        let writer = writer(&authority, &user);
         assert_eq!(
             ROLE_BINDING.admit_writer(&writer, &binding_to("pod-reader")),
             Ok(())
@@ -250,10 +248,7 @@ mod tests {
     #[test]
     fn escalate_and_bind_permissions_allow_anything() {
         let (authority, user) = (fake(true), alice());
-        let writer = Writer {
-            user: &user,
-            authority: &authority,
-        };
+        let writer = writer(&authority, &user);
         assert_eq!(ROLE.admit_writer(&writer, &role_granting("delete")), Ok(()));
         assert_eq!(
             ROLE_BINDING.admit_writer(&writer, &binding_to("pod-admin")),
