@@ -830,42 +830,24 @@ impl Informers {
                 s.retry_unschedulable();
             }
         });
-        let retry = || {
-            let s = weak.clone();
-            move || {
-                if let Some(s) = s.upgrade() {
-                    s.retry_unschedulable();
-                }
-            }
-        };
-        let r = retry();
-        self.claims.on_event(move |_| r());
-        let r = retry();
-        self.volumes.on_event(move |_| r());
-        let r = retry();
-        self.classes.on_event(move |_| r());
+        self.claims
+            .on_event(noted_then_retry(&weak, nothing_to_note));
+        self.volumes
+            .on_event(noted_then_retry(&weak, nothing_to_note));
+        self.classes
+            .on_event(noted_then_retry(&weak, nothing_to_note));
         // A PodGroup made or resized lets its waiting gang try again.
-        let r = retry();
-        self.groups.on_event(move |_| r());
-        let r = retry();
-        self.workload_groups.on_event(move |_| r());
+        self.groups
+            .on_event(noted_then_retry(&weak, nothing_to_note));
+        self.workload_groups
+            .on_event(noted_then_retry(&weak, nothing_to_note));
         // Devices: a claim, class or slice that changes may free or add room.
-        let (r, s) = (retry(), weak.clone());
-        self.resource_claims.on_event(move |ev| {
-            if let Some(s) = s.upgrade() {
-                s.on_resource_claim(ev);
-            }
-            r()
-        });
-        let r = retry();
-        self.device_classes.on_event(move |_| r());
-        let (r, s) = (retry(), weak.clone());
-        self.resource_slices.on_event(move |ev| {
-            if let Some(s) = s.upgrade() {
-                s.on_resource_slice(ev);
-            }
-            r()
-        });
+        self.resource_claims
+            .on_event(noted_then_retry(&weak, Scheduler::on_resource_claim));
+        self.device_classes
+            .on_event(noted_then_retry(&weak, nothing_to_note));
+        self.resource_slices
+            .on_event(noted_then_retry(&weak, Scheduler::on_resource_slice));
     }
 
     fn into_tasks(self) -> Vec<InformerTask> {
@@ -921,6 +903,27 @@ impl Reconciler for Scheduling {
         })
     }
 }
+
+/// An informer handler: the scheduler (while it lives) notes the event, then
+/// retries the pods waiting as unschedulable.
+fn noted_then_retry<K>(
+    scheduler: &std::sync::Weak<Scheduler>,
+    note: fn(&Scheduler, &Event<K>),
+) -> impl Fn(&Event<K>) + Send + Sync + 'static
+where
+    K: 'static,
+{
+    let scheduler = scheduler.clone();
+    move |ev| {
+        if let Some(s) = scheduler.upgrade() {
+            note(&s, ev);
+            s.retry_unschedulable();
+        }
+    }
+}
+
+/// For [`noted_then_retry`]: events whose only effect is the retry.
+fn nothing_to_note<K>(_: &Scheduler, _: &Event<K>) {}
 
 /// The scheduling loop: one pod at a time, on the controllers' runner.
 pub async fn worker(sched: Arc<Scheduler>) {
