@@ -5,8 +5,14 @@
 //! refused at once instead of failing every reconcile later.
 
 use super::{Errors, FieldError};
-use minik8s_api::disaggregatedset::{scaler_name, MODE_EXTERNAL, MODE_STATIC};
-use minik8s_api::lws::{scaled_value, EXCLUSIVE_TOPOLOGY, SUBGROUP_EXCLUSIVE_TOPOLOGY};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use minik8s_api::disaggregatedset::{
+    scaler_name, DisaggregatedRoleSpec, DisaggregatedSet, MODE_EXTERNAL, MODE_STATIC,
+};
+use minik8s_api::lws::{
+    scaled_value, LeaderWorkerSetSpec, EXCLUSIVE_TOPOLOGY, SUBGROUP_EXCLUSIVE_TOPOLOGY,
+};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 const ROLE_NAME_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
@@ -22,17 +28,30 @@ fn digits(n: i64) -> usize {
     n.max(0).to_string().len()
 }
 
-/// Every rule, on create and on update (upstream has no update-only rule).
-/// Long: upstream's webhook rules in its order, which the order of the
-/// errors follows.
+/// Every rule, on create and on update (upstream has no update-only rule):
+/// the CRD schema's ([`validate_schema`], on the object as sent, as
+/// Kubernetes checks a custom resource's schema on its unstructured form)
+/// and the webhook's ([`validate_disaggregated_set`], on the typed object).
 pub fn validate(obj: &Value, _old: Option<&Value>) -> Errors {
+    let mut errs = validate_schema(obj);
+    match DisaggregatedSet::deserialize(obj) {
+        Ok(set) => validate_disaggregated_set(&set, None, &mut errs),
+        Err(e) => errs.push(FieldError::invalid(
+            "spec",
+            obj.get("spec").unwrap_or(&Value::Null),
+            format!("does not decode as a DisaggregatedSet spec: {e}"),
+        )),
+    }
+    errs
+}
+
+/// The CRD schema's rules: bounds, sizes, patterns, enums and the CEL rule
+/// on replicas, with the messages of Kubernetes' schema validation.
+/// Long: the schema's rules in its order, which the order of the errors
+/// follows.
+pub fn validate_schema(obj: &Value) -> Errors {
     let mut errs = Vec::new();
-    let ds_name = obj
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
     let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
-    let slices = spec.get("slices").and_then(Value::as_i64).unwrap_or(1);
     if let Some(s) = spec.get("slices").filter(|v| !v.is_null()) {
         match s.as_i64() {
             Some(n) if n < 1 => errs.push(FieldError::invalid(
@@ -65,17 +84,6 @@ pub fn validate(obj: &Value, _old: Option<&Value>) -> Errors {
     } else if roles.len() > 10 {
         errs.push(FieldError::too_many("spec.roles", roles.len(), 10));
     }
-    let mut seen = std::collections::BTreeSet::new();
-    for (i, role) in roles.iter().enumerate() {
-        let name = role.get("name").and_then(Value::as_str).unwrap_or("");
-        if !name.is_empty() && !seen.insert(name) {
-            errs.push(FieldError::duplicate(
-                format!("spec.roles[{i}]"),
-                &json!({"name": name}),
-            ));
-        }
-    }
-
     // The CEL rule on spec: non-External roles all at 0 or all above 0.
     let static_replicas: Vec<i64> = roles
         .iter()
@@ -93,11 +101,6 @@ pub fn validate(obj: &Value, _old: Option<&Value>) -> Errors {
             "replicas must be zero for all non-External roles or non-zero for all non-External roles",
         ));
     }
-
-    let placement = spec
-        .pointer("/placementPolicy/type")
-        .and_then(Value::as_str)
-        .unwrap_or("");
     if let Some(t) = spec.pointer("/placementPolicy/type") {
         if !t.as_str().is_some_and(|t| PLACEMENT_TYPES.contains(&t)) {
             errs.push(FieldError::not_supported(
@@ -107,82 +110,103 @@ pub fn validate(obj: &Value, _old: Option<&Value>) -> Errors {
             ));
         }
     }
-    if !placement.is_empty()
-        && placement != "None"
-        && spec
-            .pointer("/placementPolicy/topology")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .is_empty()
-    {
+    for (i, role) in roles.iter().enumerate() {
+        let path = format!("spec.roles[{i}]");
+        let name = role.get("name").and_then(Value::as_str).unwrap_or("");
+        if name.is_empty() {
+            errs.push(FieldError::required(format!("{path}.name"), ""));
+        } else if name.len() > 63 {
+            errs.push(FieldError::too_long(format!("{path}.name"), 63));
+        } else if !is_role_name(name) {
+            errs.push(FieldError::invalid(
+                format!("{path}.name"),
+                &json!(name),
+                format!("{path}.name in body should match '{ROLE_NAME_PATTERN}'"),
+            ));
+        }
+        if let Some(m) = role.pointer("/scaling/mode") {
+            if !m
+                .as_str()
+                .is_some_and(|m| [MODE_STATIC, MODE_EXTERNAL].contains(&m))
+            {
+                errs.push(FieldError::not_supported(
+                    format!("{path}.scaling.mode"),
+                    m,
+                    &[MODE_STATIC, MODE_EXTERNAL],
+                ));
+            }
+        }
+    }
+    errs
+}
+
+/// A role's scaling mode.
+fn external(role: &DisaggregatedRoleSpec) -> bool {
+    role.scaling.as_ref().and_then(|s| s.mode.as_deref()) == Some(MODE_EXTERNAL)
+}
+
+/// The webhook's rules on the typed object: role names once each, a
+/// topology for a placement, no slices with External roles, and each
+/// role's own ([`validate_role`]).
+pub fn validate_disaggregated_set(
+    set: &DisaggregatedSet,
+    _old: Option<&DisaggregatedSet>,
+    errs: &mut Errors,
+) {
+    let ds_name = set.metadata.name.as_deref().unwrap_or("");
+    let spec = &set.spec;
+    let slices = i64::from(spec.slices.unwrap_or(1));
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, role) in spec.roles.iter().enumerate() {
+        if !role.name.is_empty() && !seen.insert(role.name.as_str()) {
+            errs.push(FieldError::duplicate(
+                format!("spec.roles[{i}]"),
+                &json!({"name": role.name}),
+            ));
+        }
+    }
+    let policy = spec.placement_policy.as_ref();
+    let placement = policy.and_then(|p| p.type_.as_deref()).unwrap_or("");
+    let topology = policy.and_then(|p| p.topology.as_deref()).unwrap_or("");
+    if !placement.is_empty() && placement != "None" && topology.is_empty() {
         errs.push(FieldError::required(
             "spec.placementPolicy.topology",
             "topology is required when type is not None",
         ));
     }
-
-    let any_external = roles
-        .iter()
-        .any(|r| r.pointer("/scaling/mode").and_then(Value::as_str) == Some(MODE_EXTERNAL));
-    if any_external && slices > 1 {
+    if spec.roles.iter().any(external) && slices > 1 {
         errs.push(FieldError::forbidden(
             "spec.slices",
             "spec.slices > 1 is not supported while any role has scaling.mode: External (alpha restriction)",
         ));
     }
-    for (i, role) in roles.iter().enumerate() {
-        validate_role(
-            role,
-            &format!("spec.roles[{i}]"),
+    for (i, role) in spec.roles.iter().enumerate() {
+        let place = Place {
+            path: format!("spec.roles[{i}]"),
             ds_name,
             slices,
             placement,
-            &mut errs,
-        );
+        };
+        validate_role(role, &place, errs);
     }
-    errs
 }
 
-fn validate_role(
-    role: &Value,
-    path: &str,
-    ds_name: &str,
+/// Where a role sits: its path and what of the set its names depend on.
+struct Place<'a> {
+    path: String,
+    ds_name: &'a str,
     slices: i64,
-    placement: &str,
-    errs: &mut Errors,
-) {
-    let name = role.get("name").and_then(Value::as_str).unwrap_or("");
-    if name.is_empty() {
-        errs.push(FieldError::required(format!("{path}.name"), ""));
-    } else if name.len() > 63 {
-        errs.push(FieldError::too_long(format!("{path}.name"), 63));
-    } else if !is_role_name(name) {
-        errs.push(FieldError::invalid(
-            format!("{path}.name"),
-            &json!(name),
-            format!("{path}.name in body should match '{ROLE_NAME_PATTERN}'"),
-        ));
-    }
-    if let Some(m) = role.pointer("/scaling/mode") {
-        if !m
-            .as_str()
-            .is_some_and(|m| [MODE_STATIC, MODE_EXTERNAL].contains(&m))
-        {
-            errs.push(FieldError::not_supported(
-                format!("{path}.scaling.mode"),
-                m,
-                &[MODE_STATIC, MODE_EXTERNAL],
-            ));
-        }
-    }
-    let external = role.pointer("/scaling/mode").and_then(Value::as_str) == Some(MODE_EXTERNAL);
-    let spec = role.get("spec").cloned().unwrap_or(Value::Null);
-    let sp = format!("{path}.spec");
+    placement: &'a str,
+}
 
+fn validate_role(role: &DisaggregatedRoleSpec, place: &Place, errs: &mut Errors) {
+    let (path, name) = (place.path.as_str(), role.name.as_str());
+    let spec = role.spec.clone().unwrap_or_default();
+    let sp = format!("{path}.spec");
     validate_role_rollout(&spec, &sp, errs);
     // 4. The scaler's name must be an object name.
-    let scaler = scaler_name(ds_name, name);
-    if external && scaler.len() > 253 {
+    let scaler = scaler_name(place.ds_name, name);
+    if external(role) && scaler.len() > 253 {
         errs.push(FieldError::invalid(
             format!("{path}.name"),
             &json!(name),
@@ -190,8 +214,8 @@ fn validate_role(
         ));
     }
     // 6. The longest generated name, `<ds>-<slice>-<rev>-<role>-prv`, is a Service's.
-    let d = digits(slices - 1);
-    let generated = ds_name.len() + 3 + d + 8 + name.len() + 4;
+    let d = digits(place.slices - 1);
+    let generated = place.ds_name.len() + 3 + d + 8 + name.len() + 4;
     if !name.is_empty() && generated > 63 {
         errs.push(FieldError::invalid(
             format!("{path}.name"),
@@ -203,57 +227,59 @@ fn validate_role(
         ));
     }
     // 7. Exclusive-topology annotations fight a placement policy.
-    if !placement.is_empty() && placement != "None" {
+    if !place.placement.is_empty() && place.placement != "None" {
+        let tmpl = &spec.leader_worker_template;
+        let annotations = [
+            role.metadata.as_ref(),
+            tmpl.leader_template
+                .as_ref()
+                .and_then(|t| t.metadata.as_ref()),
+            tmpl.worker_template.metadata.as_ref(),
+        ];
         for key in [EXCLUSIVE_TOPOLOGY, SUBGROUP_EXCLUSIVE_TOPOLOGY] {
-            let carried = [
-                "/metadata/annotations",
-                "/spec/leaderWorkerTemplate/leaderTemplate/metadata/annotations",
-                "/spec/leaderWorkerTemplate/workerTemplate/metadata/annotations",
-            ]
-            .iter()
-            .any(|p| role.pointer(p).and_then(|a| a.get(key)).is_some());
+            let carried = annotations
+                .iter()
+                .flatten()
+                .any(|m| m.annotations.as_ref().is_some_and(|a| a.contains_key(key)));
             if carried {
                 errs.push(FieldError::forbidden(
                     path,
-                    format!("the \"{key}\" annotation must not be combined with a non-None spec.placementPolicy.type ({placement})"),
+                    format!("the \"{key}\" annotation must not be combined with a non-None spec.placementPolicy.type ({})", place.placement),
                 ));
             }
         }
     }
-    validate_role_lws(role, &spec, path, &sp, errs);
+    validate_role_lws(role, path, &sp, errs);
 }
 
 /// A role's rollout: RollingUpdate, no partition (the DisaggregatedSet
 /// rolls across roles itself), maxUnavailable and maxSurge not both 0.
-fn validate_role_rollout(spec: &Value, sp: &str, errs: &mut Errors) {
+fn validate_role_rollout(spec: &LeaderWorkerSetSpec, sp: &str, errs: &mut Errors) {
+    let strategy = spec.rollout_strategy.as_ref();
     // 1. Rollout type.
-    if let Some(t) = spec.pointer("/rolloutStrategy/type") {
-        if !matches!(t.as_str(), Some("") | Some("RollingUpdate")) {
+    if let Some(t) = strategy.and_then(|s| s.type_.as_deref()) {
+        if !matches!(t, "" | "RollingUpdate") {
             errs.push(FieldError::not_supported(
                 format!("{sp}.rolloutStrategy.type"),
-                t,
+                &json!(t),
                 &["RollingUpdate"],
             ));
         }
     }
     let ru_path = format!("{sp}.rolloutStrategy.rollingUpdateConfiguration");
-    let ru = spec
-        .pointer("/rolloutStrategy/rollingUpdateConfiguration")
-        .filter(|v| !v.is_null());
+    let ru = strategy.and_then(|s| s.rolling_update_configuration.as_ref());
     // 2. No partition: the DisaggregatedSet rolls across roles itself.
-    if let Some(p) = ru.and_then(|r| r.get("partition")) {
-        if p.as_i64() != Some(0) {
-            errs.push(FieldError::forbidden(
-                format!("{ru_path}.partition"),
-                "partition is not supported by DisaggregatedSet; rolling updates are managed across roles by the DisaggregatedSet controller",
-            ));
-        }
+    if ru.and_then(|r| r.partition).is_some_and(|p| p != 0) {
+        errs.push(FieldError::forbidden(
+            format!("{ru_path}.partition"),
+            "partition is not supported by DisaggregatedSet; rolling updates are managed across roles by the DisaggregatedSet controller",
+        ));
     }
     // 3. maxUnavailable and maxSurge.
-    let replicas = spec.get("replicas").and_then(Value::as_i64);
-    if let (Some(ru), Some(r)) = (ru, replicas.filter(|r| *r > 0)) {
-        let mu = ru.get("maxUnavailable").cloned().unwrap_or(json!(0));
-        let ms = ru.get("maxSurge").cloned().unwrap_or(json!(0));
+    let replicas = spec.replicas.map(i64::from).filter(|r| *r > 0);
+    if let (Some(ru), Some(r)) = (ru, replicas) {
+        let as_json = |v: &Option<IntOrString>| v.as_ref().map_or(json!(0), |v| json!(v));
+        let (mu, ms) = (as_json(&ru.max_unavailable), as_json(&ru.max_surge));
         let mut bad = false;
         for (field, v) in [("maxUnavailable", &mu), ("maxSurge", &ms)] {
             if let Some(e) = super::int_or_percent_error(v, false) {
@@ -274,12 +300,25 @@ fn validate_role_rollout(spec: &Value, sp: &str, errs: &mut Errors) {
     }
 }
 
-/// minik8s: the embedded LeaderWorkerSet spec obeys the LWS rules, its
-/// errors named at the role's paths.
-fn validate_role_lws(role: &Value, spec: &Value, path: &str, sp: &str, errs: &mut Errors) {
-    let mut lws = json!({"metadata": {"name": "role",
-        "annotations": role.pointer("/metadata/annotations").cloned().unwrap_or(json!({}))},
-        "spec": if spec.is_object() { spec.clone() } else { json!({}) }});
+/// minik8s: the embedded LeaderWorkerSet spec obeys the LWS rules (after
+/// the LWS defaults, as the role's LeaderWorkerSets get them), its errors
+/// named at the role's paths.
+fn validate_role_lws(role: &DisaggregatedRoleSpec, path: &str, sp: &str, errs: &mut Errors) {
+    let annotations = role
+        .metadata
+        .as_ref()
+        .and_then(|m| m.annotations.clone())
+        .unwrap_or_default();
+    let mut lws = json!({"metadata": {"name": "role", "annotations": annotations},
+        "spec": role.spec.as_ref().map_or(json!({}), |s| json!(s))});
+    // A worker template with nothing in it is no template (the typed spec
+    // writes a left-out one as `{}`): the LWS rules then say it is required.
+    let worker = "/spec/leaderWorkerTemplate/workerTemplate";
+    if lws.pointer(worker) == Some(&json!({})) {
+        if let Some(t) = lws["spec"]["leaderWorkerTemplate"].as_object_mut() {
+            t.remove("workerTemplate");
+        }
+    }
     crate::lws::default(&mut lws);
     for mut e in crate::lws::validate(&lws, None) {
         e.field = match e.field.strip_prefix("spec.") {

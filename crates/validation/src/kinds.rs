@@ -367,7 +367,9 @@ impl KindRules for minik8s_api::lws::LeaderWorkerSet {
     const RULES: Option<Rules<Self>> = Some(lws::validate_leader_worker_set);
 }
 
-impl KindRules for minik8s_api::disaggregatedset::DisaggregatedSet {}
+impl KindRules for minik8s_api::disaggregatedset::DisaggregatedSet {
+    const RULES: Option<Rules<Self>> = Some(disaggregatedset::validate_disaggregated_set);
+}
 
 impl KindRules for minik8s_api::disaggregatedset::DisaggregatedSetRoleScaler {}
 

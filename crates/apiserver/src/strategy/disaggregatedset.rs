@@ -16,8 +16,10 @@ impl super::Strategy for Set {
         ds::default(obj);
     }
 
-    fn validate(&self, obj: &Value, old: Option<&Value>) -> Errors {
-        rules::validate(obj, old)
+    /// The CRD schema's rules, on the object as sent; the webhook's run on
+    /// the typed object (the kind's `KindRules`).
+    fn validate(&self, obj: &Value, _old: Option<&Value>) -> Errors {
+        rules::validate_schema(obj)
     }
 
     fn warnings(&self, obj: &Value) -> Vec<String> {
