@@ -29,6 +29,9 @@ pub struct Client {
     user_agent: std::sync::Arc<str>,
     /// The client-side rate limit, shared by the clones (None: unlimited).
     limiter: Option<std::sync::Arc<crate::throttle::RateLimiter>>,
+    /// Kinds found through discovery (custom resources), shared by the
+    /// clones: each distinct one is made once for this client.
+    pub(crate) discovered: crate::discovery::Discovered,
 }
 
 /// Body content types the client sends.
@@ -54,6 +57,7 @@ impl Client {
             default_namespace: "default".into(),
             user_agent: default_user_agent().into(),
             limiter: None,
+            discovered: Default::default(),
         }
     }
 
@@ -101,6 +105,7 @@ impl Client {
             default_namespace: target.namespace.clone(),
             user_agent: default_user_agent().into(),
             limiter: None,
+            discovered: Default::default(),
         })
     }
 

@@ -460,7 +460,7 @@ mod tests {
             categories: vec![],
             columns: vec![],
         }
-        .discovered();
+        .leak_entry();
         let held = |f: &str| json!({"metadata": {"name": "w", "deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": [f]}});
         let remaining = vec![
             (widgets, held("example.com/hold")),

@@ -197,20 +197,18 @@ impl ResourceSpec {
     }
 }
 
-/// Entries made for kinds a client found through discovery.
-static DISCOVERED: Mutex<Vec<&'static ResourceInfo>> = Mutex::new(Vec::new());
-
 impl ResourceSpec {
+    /// Whether `info` is the entry this spec describes.
+    pub fn describes(&self, info: &ResourceInfo) -> bool {
+        self.matches(info)
+    }
+
     /// A registry entry for a kind a client found through discovery (a
-    /// custom resource): made once per distinct spec for the whole process.
-    pub fn discovered(&self) -> &'static ResourceInfo {
-        let mut known = DISCOVERED.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(info) = known.iter().find(|i| self.matches(i)) {
-            return info;
-        }
-        let info = self.leak();
-        known.push(info);
-        info
+    /// custom resource). Made at run time and never freed, as every run-time
+    /// entry (see the module doc): the client keeps the ones it made and
+    /// reuses them (`minik8s_client`'s discovery).
+    pub fn leak_entry(&self) -> &'static ResourceInfo {
+        self.leak()
     }
 }
 
