@@ -62,11 +62,11 @@ impl ApiServer {
         let mut wanted = Vec::new();
         for (group, versions) in crate::discovery::served_groups(&self.served()) {
             for (i, version) in versions.iter().enumerate() {
-                wanted.push((group, *version, 15 - i.min(14) as i64));
+                wanted.push((group.clone(), version.clone(), 15 - i.min(14) as i64));
             }
         }
         let results = futures::future::join_all(wanted.into_iter().map(|(group, version, priority)| async move {
-            let name = name_of(group, version);
+            let name = name_of(&group, &version);
             let obj = json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
                 "metadata": {"name": name, "labels": {"kube-aggregator.kubernetes.io/automanaged": "onstart"}},
                 "spec": {"group": group, "version": version, "groupPriorityMinimum": 18000,

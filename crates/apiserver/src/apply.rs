@@ -88,7 +88,7 @@ impl ApiServer {
     /// Returns whether it was created, and the object.
     pub async fn apply(
         &self,
-        info: &'static ResourceInfo,
+        info: &ResourceInfo,
         ns: Option<&str>,
         name: &str,
         mode: Mode,

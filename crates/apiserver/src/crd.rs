@@ -22,7 +22,7 @@ use crate::strategy::{
 use crate::ApiServer;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use minik8s_api::meta;
-use minik8s_api::registry::{self, ColumnSpec, ResourceInfo, ResourceSpec, Subresource};
+use minik8s_api::registry::{self, ColumnSpec, Info, ResourceInfo, ResourceSpec, Subresource};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -267,8 +267,8 @@ impl ApiServer {
                 strategies.insert(spec.version.clone(), Arc::new(s));
             }
         }
-        let install = |info: &'static ResourceInfo| {
-            if let Some(s) = strategies.get(info.version) {
+        let install = |info: &Info| {
+            if let Some(s) = strategies.get(&*info.version) {
                 self.strategies.set(info, s.clone());
             }
         };
@@ -288,7 +288,7 @@ impl ApiServer {
                     self.registry
                         .by_plural(&spec.group, &spec.version, &spec.plural)
                 {
-                    install(info);
+                    install(&info);
                 }
             }
         }
@@ -302,7 +302,7 @@ impl ApiServer {
         if let Some(first) = specs.first() {
             if let Ok(infos) = self.unregister_kinds(&first.group, &first.plural) {
                 for info in infos {
-                    self.strategies.clear(info);
+                    self.strategies.clear(&info);
                 }
             }
         }
@@ -334,7 +334,7 @@ impl ApiServer {
                     };
                     let r = self
                         .delete(
-                            info,
+                            &info,
                             meta::namespace(&obj),
                             meta::name(&obj),
                             &DeleteOptions::default(),

@@ -6,9 +6,10 @@
 use crate::auth::reviews::REVIEWS;
 use crate::metrics_api;
 use crate::strategy::ServedKinds;
-use minik8s_api::registry::{self, ResourceInfo};
+use minik8s_api::registry::{self, Info, ResourceInfo};
 use minik8s_wire::openapi::{self, Flavor};
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 pub fn version() -> Value {
     use minik8s_api::release;
@@ -26,7 +27,7 @@ pub fn api_versions() -> Value {
 }
 
 /// A group with its versions, the preferred (stored) one first.
-fn group_entry(group: &str, versions: &[&str]) -> Value {
+fn group_entry(group: &str, versions: &[String]) -> Value {
     let gvs: Vec<Value> = versions
         .iter()
         .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
@@ -36,17 +37,18 @@ fn group_entry(group: &str, versions: &[&str]) -> Value {
 
 /// Every named group served here and its versions: the registry's, then the versions
 /// served besides the stored ones (autoscaling/v1), then metrics.k8s.io.
-pub fn served_groups(reg: &ServedKinds) -> Vec<(&'static str, Vec<&'static str>)> {
-    let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+pub fn served_groups(reg: &ServedKinds) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    let owned = |(g, v): (&str, &str)| (g.to_string(), v.to_string());
     let alternates = minik8s_wire::versions::ALTERNATE_VERSIONS
         .iter()
-        .map(|a| (&*a.group, &*a.version));
+        .map(|a| owned((&a.group, &a.version)));
     for (g, v) in reg
         .group_versions()
         .into_iter()
         .chain(alternates)
-        .chain([(metrics_api::GROUP, metrics_api::VERSION)])
-        .chain(REVIEWS.iter().map(|r| (r.group, r.version)))
+        .chain([owned((metrics_api::GROUP, metrics_api::VERSION))])
+        .chain(REVIEWS.iter().map(|r| owned((&r.group, &r.version))))
         .filter(|(g, _)| !g.is_empty())
     {
         match out.iter_mut().find(|(name, _)| *name == g) {
@@ -71,7 +73,7 @@ pub fn api_group(reg: &ServedKinds, group: &str) -> Option<Value> {
         .into_iter()
         .find(|(g, _)| *g == group)
         .map(|(g, versions)| {
-            let mut e = group_entry(g, &versions);
+            let mut e = group_entry(&g, &versions);
             e["kind"] = json!("APIGroup");
             e["apiVersion"] = json!("v1");
             e
@@ -101,7 +103,7 @@ pub fn resource_list(reg: &ServedKinds, group: &str, version: &str) -> Option<Va
         .chain(alternates)
     {
         let mut entry = json!({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
-                               "verbs": verbs(reg, r)});
+                               "verbs": verbs(reg, &r)});
         if !r.short_names.is_empty() {
             entry["shortNames"] = json!(r.short_names);
         }
@@ -109,7 +111,7 @@ pub fn resource_list(reg: &ServedKinds, group: &str, version: &str) -> Option<Va
             entry["categories"] = json!(r.categories);
         }
         resources.push(entry);
-        for sub in r.subresources {
+        for sub in r.subresources.iter().copied() {
             let mut e = json!({"name": format!("{}/{}", r.plural, sub.name()), "singularName": "", "namespaced": r.namespaced,
                                "kind": r.kind, "verbs": sub.verbs()});
             match sub {
@@ -174,9 +176,9 @@ fn schema_hash(reg: &ServedKinds) -> String {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for r in reg.all() {
-        (r.group, r.version, r.kind, r.plural).hash(&mut h);
+        (&r.group, &r.version, &r.kind, &r.plural).hash(&mut h);
         // A custom resource's schema changes with its CRD.
-        if let Some(schema) = reg.strategy(r).openapi_schema() {
+        if let Some(schema) = reg.strategy(&r).openapi_schema() {
             schema.to_string().hash(&mut h);
         }
     }
@@ -186,37 +188,43 @@ fn schema_hash(reg: &ServedKinds) -> String {
 /// The kinds served in a version besides their stored one (autoscaling/v1
 /// HPAs, events.k8s.io/v1 Events), as entries of that version: made once
 /// from the built-in tables (both sides are built-in kinds, always served).
-fn alternate_infos() -> impl Iterator<Item = &'static ResourceInfo> {
-    static INFOS: std::sync::LazyLock<Vec<ResourceInfo>> = std::sync::LazyLock::new(|| {
+fn alternate_infos() -> impl Iterator<Item = Info> {
+    static INFOS: std::sync::LazyLock<Vec<Info>> = std::sync::LazyLock::new(|| {
         minik8s_wire::versions::ALTERNATE_VERSIONS
             .iter()
             .filter_map(|a| {
                 let stored = minik8s_api::REGISTRY.iter().find(|r| {
-                    (r.group, r.version, r.plural)
+                    (&*r.group, &*r.version, &*r.plural)
                         == (&*a.storage_group, &*a.storage_version, &*a.plural)
                 })?;
-                Some(ResourceInfo {
-                    group: &a.group,
-                    version: &a.version,
-                    ..*stored
-                })
+                Some(Arc::new(ResourceInfo {
+                    group: a.group.clone(),
+                    version: a.version.clone(),
+                    ..stored.clone()
+                }))
             })
             .collect()
     });
-    INFOS.iter()
+    INFOS.iter().cloned()
+}
+
+/// The review APIs' entries (create-only kinds), as discovery lists them.
+fn review_infos() -> impl Iterator<Item = Info> {
+    REVIEWS.iter().map(registry::shared)
 }
 
 pub fn openapi_root(reg: &ServedKinds) -> Value {
     let hash = schema_hash(reg);
     let mut paths = serde_json::Map::new();
     let mut gvs = reg.group_versions();
-    for r in REVIEWS.iter().chain(alternate_infos()) {
-        if !gvs.contains(&(r.group, r.version)) {
-            gvs.push((r.group, r.version));
+    for r in review_infos().chain(alternate_infos()) {
+        let gv = (r.group.to_string(), r.version.to_string());
+        if !gvs.contains(&gv) {
+            gvs.push(gv);
         }
     }
     for (g, v) in gvs {
-        let key = gv_key(g, v);
+        let key = gv_key(&g, &v);
         paths.insert(
             key.clone(),
             json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={hash}")}),
@@ -234,10 +242,10 @@ pub fn openapi_gv(reg: &ServedKinds, path: &str) -> Option<Value> {
         _ => return None,
     };
     let mut paths = serde_json::Map::new();
-    let kinds: Vec<&ResourceInfo> = reg
+    let kinds: Vec<Info> = reg
         .all()
         .into_iter()
-        .chain(REVIEWS.iter())
+        .chain(review_infos())
         .chain(alternate_infos())
         .filter(|r| r.group == group && r.version == version)
         .collect();
@@ -278,12 +286,12 @@ pub fn openapi_gv(reg: &ServedKinds, path: &str) -> Option<Value> {
 }
 
 /// Kinds with a schema (the built-in ones), as (group, version, kind, message).
-fn with_messages<'a>(kinds: &[&'a ResourceInfo]) -> Vec<(&'a str, &'a str, &'a str, String)> {
+fn with_messages(kinds: &[Info]) -> Vec<(&str, &str, &str, String)> {
     kinds
         .iter()
         .filter_map(|r| {
-            let message = openapi::message_for(&r.api_version(), r.kind)?;
-            Some((r.group, r.version, r.kind, message))
+            let message = openapi::message_for(&r.api_version(), &r.kind)?;
+            Some((&*r.group, &*r.version, &*r.kind, message))
         })
         .collect()
 }
@@ -291,13 +299,13 @@ fn with_messages<'a>(kinds: &[&'a ResourceInfo]) -> Vec<(&'a str, &'a str, &'a s
 /// Kinds whose strategy has a schema (custom resources), as (group, version, kind, schema).
 fn with_schemas<'a>(
     reg: &ServedKinds,
-    kinds: &[&'a ResourceInfo],
+    kinds: &'a [Info],
 ) -> Vec<(&'a str, &'a str, &'a str, Value)> {
     kinds
         .iter()
         .filter_map(|r| {
             let schema = reg.strategy(r).openapi_schema()?;
-            Some((r.group, r.version, r.kind, schema))
+            Some((&*r.group, &*r.version, &*r.kind, schema))
         })
         .collect()
 }
@@ -306,7 +314,7 @@ fn with_schemas<'a>(
 /// definitions; no paths.
 pub fn openapi_v2(reg: &ServedKinds) -> Value {
     let mut kinds = reg.all();
-    kinds.extend(REVIEWS.iter());
+    kinds.extend(review_infos());
     kinds.extend(alternate_infos());
     let mut definitions = openapi::definitions(&with_messages(&kinds), Flavor::V2);
     definitions.extend(openapi::custom_definitions(

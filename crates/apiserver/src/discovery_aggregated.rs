@@ -132,10 +132,10 @@ impl crate::ApiServer {
                 let versions = versions
                     .iter()
                     .map(|v| {
-                        version_entry(g, v, crate::discovery::resource_list(reg, g, v).as_ref())
+                        version_entry(&g, v, crate::discovery::resource_list(reg, &g, v).as_ref())
                     })
                     .collect();
-                group_entry(g, versions)
+                group_entry(&g, versions)
             })
             .collect();
         // Extension apiservers: what their last discovery check returned.

@@ -24,7 +24,7 @@ use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use minik8s_api::meta;
 use minik8s_api::patch::{apply_patch, PatchType};
-use minik8s_api::registry::{Registry, ResourceInfo};
+use minik8s_api::registry::{Info, Registry, ResourceInfo};
 use minik8s_api::ApiError;
 use minik8s_wire::versions::AlternateVersion;
 use serde_json::{json, Value};
@@ -39,7 +39,7 @@ fn not_allowed(method: &Method) -> ApiError {
 
 /// A request on a resource.
 pub struct Target {
-    pub info: &'static ResourceInfo,
+    pub info: Info,
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub sub: Option<String>,
@@ -55,10 +55,10 @@ fn lookup(
     group: &str,
     version: &str,
     plural: &str,
-) -> Option<(&'static ResourceInfo, Option<Arc<AlternateVersion>>)> {
+) -> Option<(Info, Option<Arc<AlternateVersion>>)> {
     if let Some(info) = reg.by_plural(group, version, plural) {
         // A custom resource's other served version works on the stored one.
-        return match reg.strategy(info).stored_in() {
+        return match reg.strategy(&info).stored_in() {
             Some(alt) => Some((
                 reg.by_plural(group, &alt.storage_version, plural)?,
                 Some(alt),
@@ -150,7 +150,7 @@ fn route(reg: &ServedKinds, path: &str) -> Option<Route> {
     }
     if let Some(sub) = sub {
         let known = info.subresources.iter().any(|s| s.name() == *sub)
-            || reg.strategy(info).extra_subresources().contains(sub);
+            || reg.strategy(&info).extra_subresources().contains(sub);
         if !known {
             return None;
         }
@@ -429,7 +429,10 @@ async fn beside_the_api(srv: &Arc<ApiServer>, req: &Incoming) -> Option<Response
         return Some(error_response(&e));
     }
     let answered = match decode_body(&req.headers, &req.body) {
-        Ok(obj) => srv.review(review.kind, ns.as_deref(), obj, &req.user).await,
+        Ok(obj) => {
+            srv.review(&review.kind, ns.as_deref(), obj, &req.user)
+                .await
+        }
         Err(e) => Err(e),
     };
     Some(answer(
@@ -571,19 +574,19 @@ impl Request {
         let table = table::wants_table(&self.accept);
         match (&method, t.name.as_deref(), t.sub.as_deref()) {
             (&Method::GET, None, None) if self.params.flag("watch") => {
-                Ok(self.srv.watch(t.info, ns, &self.params, table).await)
+                Ok(self.srv.watch(&t.info, ns, &self.params, table).await)
             }
             (&Method::GET, None, None) => self.list(&t, table).await,
             (&Method::POST, None, None) => {
-                let ns = self.required_ns(t.info, ns)?;
+                let ns = self.required_ns(&t.info, ns)?;
                 let obj = self.body_object()?;
                 let created = self
                     .srv
-                    .create(t.info, ns, obj, self.write_opts(t.info, "")?)
+                    .create(&t.info, ns, obj, self.write_opts(&t.info, "")?)
                     .await?;
                 Ok(json_response(StatusCode::CREATED, &created))
             }
-            (&Method::DELETE, None, None) if !self.srv.strategy(t.info).delete_collection() => {
+            (&Method::DELETE, None, None) if !self.srv.strategy(&t.info).delete_collection() => {
                 Err(not_allowed(&method))
             }
             (&Method::DELETE, None, None) => {
@@ -592,7 +595,7 @@ impl Request {
                     StatusCode::OK,
                     &self
                         .srv
-                        .delete_collection(t.info, ns, &self.params, &opts)
+                        .delete_collection(&t.info, ns, &self.params, &opts)
                         .await?,
                 ))
             }
@@ -607,10 +610,10 @@ impl Request {
                 sub @ (None | Some("status" | "ephemeralcontainers" | "resize" | "approval")),
             ) => {
                 let body = self.body_object()?;
-                let (mode, write) = self.mode_and_opts(t.info, sub)?;
+                let (mode, write) = self.mode_and_opts(&t.info, sub)?;
                 let out = self
                     .srv
-                    .update_with(t.info, ns, name, mode, write, |_| Ok(body.clone()))
+                    .update_with(&t.info, ns, name, mode, write, |_| Ok(body.clone()))
                     .await?;
                 Ok(json_response(StatusCode::OK, &out))
             }
@@ -623,11 +626,11 @@ impl Request {
                 let opts = self.delete_options()?;
                 Ok(json_response(
                     StatusCode::OK,
-                    &self.srv.delete(t.info, ns, name, &opts).await?,
+                    &self.srv.delete(&t.info, ns, name, &opts).await?,
                 ))
             }
             (&Method::POST, Some(name), Some("token")) => {
-                let ns = self.required_ns(t.info, ns)?.unwrap_or("default");
+                let ns = self.required_ns(&t.info, ns)?.unwrap_or("default");
                 let out = self
                     .srv
                     .token_request(ns, name, self.body_object()?)
@@ -635,10 +638,10 @@ impl Request {
                 Ok(json_response(StatusCode::CREATED, &out))
             }
             (&Method::GET, Some(name), Some("scale")) => {
-                let (obj, _) = self.srv.read(t.info, ns, name).await?;
+                let (obj, _) = self.srv.read(&t.info, ns, name).await?;
                 Ok(json_response(
                     StatusCode::OK,
-                    &to_scale(&*self.srv.strategy(t.info), &obj),
+                    &to_scale(&*self.srv.strategy(&t.info), &obj),
                 ))
             }
             (&Method::PUT | &Method::PATCH, Some(name), Some("scale")) => {
@@ -646,7 +649,7 @@ impl Request {
             }
             (&Method::POST, Some(name), Some("binding")) => {
                 let body = self.body_object()?;
-                self.srv.bind(t.info, ns, name, &body).await?;
+                self.srv.bind(&t.info, ns, name, &body).await?;
                 Ok(json_response(
                     StatusCode::CREATED,
                     &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
@@ -725,7 +728,7 @@ impl Request {
 
     fn write_opts(
         &self,
-        info: &'static ResourceInfo,
+        info: &ResourceInfo,
         subresource: &'static str,
     ) -> Result<WriteOpts, ApiError> {
         let field_validation =
@@ -788,10 +791,10 @@ impl Request {
     async fn list(&self, t: &Target, table: bool) -> Result<Response, ApiError> {
         let ns = t.namespace.as_deref();
         if table {
-            let out = self.srv.list_table(t.info, ns, &self.params).await?;
+            let out = self.srv.list_table(&t.info, ns, &self.params).await?;
             return Ok(json_response(StatusCode::OK, &out));
         }
-        let body = self.srv.list_json(t.info, ns, &self.params).await?;
+        let body = self.srv.list_json(&t.info, ns, &self.params).await?;
         Ok((
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/json")],
@@ -805,14 +808,14 @@ impl Request {
     async fn read(&self, t: &Target, name: &str, table: bool) -> Result<Response, ApiError> {
         let ns = t.namespace.as_deref();
         if table {
-            let (obj, _) = self.srv.read(t.info, ns, name).await?;
+            let (obj, _) = self.srv.read(&t.info, ns, name).await?;
             let rv = meta::resource_version(&obj).to_string();
-            let strategy = self.srv.strategy(t.info);
+            let strategy = self.srv.strategy(&t.info);
             let cells = |o: &Value| strategy.cells(o);
-            let table = table::render(t.info, &cells, &[&obj], &rv, true);
+            let table = table::render(&t.info, &cells, &[&obj], &rv, true);
             return Ok(json_response(StatusCode::OK, &table));
         }
-        let body = self.srv.read_json(t.info, ns, name).await?;
+        let body = self.srv.read_json(&t.info, ns, name).await?;
         Ok((
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/json")],
@@ -825,19 +828,19 @@ impl Request {
     /// or a JSON, merge or strategic merge patch written against the
     /// version in the URL.
     async fn patch(&self, t: &Target, name: &str, sub: Option<&str>) -> Result<Response, ApiError> {
-        let (kind, patch) = self.patch_body(t.info)?;
-        let (mode, write) = self.mode_and_opts(t.info, sub)?;
+        let (kind, patch) = self.patch_body(&t.info)?;
+        let (mode, write) = self.mode_and_opts(&t.info, sub)?;
         if kind == PatchType::Apply {
             return self.server_side_apply(t, name, mode, patch, write).await;
         }
         if self.params.get("force").is_some() {
             return Err(ApiError::new(422, "Invalid", "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch"));
         }
-        let strategic = self.srv.strategy(t.info).strategic_merge();
+        let strategic = self.srv.strategy(&t.info).strategic_merge();
         let ns = t.namespace.as_deref();
         let out = self
             .srv
-            .update_with(t.info, ns, name, mode, write, |old| match &self.served {
+            .update_with(&t.info, ns, name, mode, write, |old| match &self.served {
                 // The patch is written against the version in the URL.
                 Some(alt) => {
                     let patched = apply_patch(&alt.from_storage(old), &patch, kind, strategic)?;
@@ -857,7 +860,7 @@ impl Request {
         patched: bool,
     ) -> Result<Response, ApiError> {
         let patch = if patched {
-            Some(self.patch_body(t.info)?)
+            Some(self.patch_body(&t.info)?)
         } else {
             None
         };
@@ -873,11 +876,11 @@ impl Request {
                 (None, None) => Err(ApiError::bad_request("the request body is empty")),
             }
         };
-        let write = self.write_opts(t.info, "scale")?;
+        let write = self.write_opts(&t.info, "scale")?;
         let ns = t.namespace.as_deref();
         let out = self
             .srv
-            .update_scale(t.info, ns, name, write, change)
+            .update_scale(&t.info, ns, name, write, change)
             .await?;
         Ok(json_response(StatusCode::OK, &out))
     }
@@ -892,7 +895,7 @@ impl Request {
         let out = self
             .srv
             .update_with(
-                t.info,
+                &t.info,
                 None,
                 name,
                 Mode::Main,
@@ -910,7 +913,7 @@ impl Request {
     /// A write to the object or its status subresource.
     fn mode_and_opts(
         &self,
-        info: &'static ResourceInfo,
+        info: &ResourceInfo,
         sub: Option<&str>,
     ) -> Result<(Mode, WriteOpts), ApiError> {
         Ok(match sub {
@@ -950,7 +953,7 @@ impl Request {
             force,
         };
         let ns = t.namespace.as_deref();
-        let (created, out) = self.srv.apply(t.info, ns, name, mode, req, write).await?;
+        let (created, out) = self.srv.apply(&t.info, ns, name, mode, req, write).await?;
         let code = if created {
             StatusCode::CREATED
         } else {

@@ -50,7 +50,7 @@ pub mod watch_cache;
 use anyhow::Context;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::core::v1::Service;
-use minik8s_api::registry::{self, Registry, RegistryError, ResourceInfo, ResourceSpec};
+use minik8s_api::registry::{self, Info, Registry, RegistryError, ResourceInfo, ResourceSpec};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -174,7 +174,7 @@ pub struct ApiServer {
     /// What is served: the built-ins and kinds registered while running.
     pub registry: Registry,
     /// One watch cache per served resource, by (group, plural).
-    caches: std::sync::RwLock<HashMap<(&'static str, &'static str), Arc<WatchCache>>>,
+    caches: std::sync::RwLock<HashMap<(registry::Text, registry::Text), Arc<WatchCache>>>,
     alloc: ipalloc::Allocators,
     http: reqwest::Client,
     /// Set once the server is shutting down: watch streams end, connections close.
@@ -374,7 +374,7 @@ impl ApiServer {
                     cfg.watch_cache_size,
                     cfg.watch_cache_max_bytes,
                 );
-                ((info.group, info.plural), cache)
+                ((info.group.clone(), info.plural.clone()), cache)
             })
             .collect();
         let alloc = ipalloc::Allocators::new(&cfg.service_cluster_ip_range)
@@ -464,7 +464,7 @@ impl ApiServer {
         use k8s_openapi::api::{core::v1 as core, networking, scheduling, storage};
         use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
         type CacheOf = fn(&ApiServer) -> &followed::Followed;
-        let kinds: [(&'static ResourceInfo, CacheOf); 7] = [
+        let kinds: [(&ResourceInfo, CacheOf); 7] = [
             (registry::of::<APIService>(), |s| &s.apiservices),
             (registry::of::<storage::v1::StorageClass>(), |s| {
                 &s.storage_classes
@@ -506,27 +506,21 @@ impl ApiServer {
         self.caches
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&(info.group, info.plural))
+            .get(&(info.group.clone(), info.plural.clone()))
             .cloned()
     }
 
     /// Serves a new kind from now on: routing, discovery, OpenAPI and watch
     /// see it at once (what a CustomResourceDefinition does). Objects are
     /// stored under `/registry/<group>/<plural>/` like every other kind.
-    pub async fn register_kind(
-        &self,
-        spec: &ResourceSpec,
-    ) -> Result<&'static ResourceInfo, RegistryError> {
+    pub async fn register_kind(&self, spec: &ResourceSpec) -> Result<Info, RegistryError> {
         let infos = self.register_kinds(std::slice::from_ref(spec)).await?;
-        Ok(infos[0])
+        Ok(infos[0].clone())
     }
 
     /// Serves several versions of one kind (same group and plural), which
     /// share one storage prefix and one watch cache; all or none.
-    pub async fn register_kinds(
-        &self,
-        specs: &[ResourceSpec],
-    ) -> Result<Vec<&'static ResourceInfo>, RegistryError> {
+    pub async fn register_kinds(&self, specs: &[ResourceSpec]) -> Result<Vec<Info>, RegistryError> {
         self.register_kinds_with(specs, |_| {}).await
     }
 
@@ -535,8 +529,8 @@ impl ApiServer {
     pub async fn register_kinds_with(
         &self,
         specs: &[ResourceSpec],
-        before_served: impl Fn(&'static ResourceInfo),
-    ) -> Result<Vec<&'static ResourceInfo>, RegistryError> {
+        before_served: impl Fn(&Info),
+    ) -> Result<Vec<Info>, RegistryError> {
         let Some(first) = specs.first() else {
             return Ok(Vec::new());
         };
@@ -562,7 +556,7 @@ impl ApiServer {
                 Ok(info) => infos.push(info),
                 Err(e) => {
                     for info in infos {
-                        let _ = self.registry.unregister_version(info);
+                        let _ = self.registry.unregister_version(&info);
                     }
                     cache.stop();
                     return Err(e);
@@ -573,38 +567,30 @@ impl ApiServer {
             .caches
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .insert((infos[0].group, infos[0].plural), cache);
+            .insert((infos[0].group.clone(), infos[0].plural.clone()), cache);
         if let Some(old) = old {
             old.stop();
         }
         for info in &infos {
-            tracing::info!(resource = %info.group_resource(), version = info.version, kind = info.kind, "kind registered");
+            tracing::info!(resource = %info.group_resource(), version = %info.version, kind = %info.kind, "kind registered");
         }
         Ok(infos)
     }
 
     /// Stops serving a kind registered at run time: it leaves discovery and
     /// routing, and its open watches end. Its stored objects stay in the store.
-    pub fn unregister_kind(
-        &self,
-        group: &str,
-        plural: &str,
-    ) -> Result<&'static ResourceInfo, RegistryError> {
-        Ok(self.unregister_kinds(group, plural)?[0])
+    pub fn unregister_kind(&self, group: &str, plural: &str) -> Result<Info, RegistryError> {
+        Ok(self.unregister_kinds(group, plural)?[0].clone())
     }
 
     /// Stops serving every version of a run-time kind.
-    pub fn unregister_kinds(
-        &self,
-        group: &str,
-        plural: &str,
-    ) -> Result<Vec<&'static ResourceInfo>, RegistryError> {
+    pub fn unregister_kinds(&self, group: &str, plural: &str) -> Result<Vec<Info>, RegistryError> {
         let infos = self.registry.unregister_all(group, plural)?;
         let cache = self
             .caches
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&(infos[0].group, infos[0].plural));
+            .remove(&(infos[0].group.clone(), infos[0].plural.clone()));
         if let Some(cache) = cache {
             cache.stop();
         }

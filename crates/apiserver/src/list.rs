@@ -32,11 +32,10 @@ impl ApiServer {
     ) -> Result<(Selector, FieldSelector), ApiError> {
         let labels = Selector::parse(params.get("labelSelector").unwrap_or(""))
             .map_err(ApiError::bad_request)?;
-        let fields = FieldSelector::parse(
-            params.get("fieldSelector").unwrap_or(""),
-            &self.strategy(info).field_selectors(),
-        )
-        .map_err(ApiError::bad_request)?;
+        let supported = self.strategy(info).field_selectors();
+        let supported: Vec<&str> = supported.iter().map(|f| &**f).collect();
+        let fields = FieldSelector::parse(params.get("fieldSelector").unwrap_or(""), &supported)
+            .map_err(ApiError::bad_request)?;
         Ok((labels, fields))
     }
 
@@ -125,7 +124,7 @@ impl ApiServer {
     /// as the item is decoded.
     pub async fn list_table(
         &self,
-        info: &'static ResourceInfo,
+        info: &ResourceInfo,
         ns: Option<&str>,
         params: &Params,
     ) -> Result<Value, ApiError> {

@@ -104,7 +104,7 @@ impl ApiServer {
         if audit != Level::Privileged {
             let v = podsecurity::check(audit, spec);
             if !v.is_empty() {
-                tracing::info!(namespace = ns, kind = info.kind, name = meta::name(obj),
+                tracing::info!(namespace = ns, kind = %info.kind, name = meta::name(obj),
                                audit = %podsecurity::message(audit, &audit_version, &v), "pod security audit");
             }
         }

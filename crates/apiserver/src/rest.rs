@@ -101,7 +101,7 @@ impl WriteOpts {
     /// The admission attributes of this write, when a user makes it.
     fn attributes<'a>(
         &'a self,
-        info: &'static ResourceInfo,
+        info: &'a ResourceInfo,
         namespace: Option<&'a str>,
         name: &'a str,
         operation: Operation,
@@ -140,7 +140,7 @@ impl WriteOpts {
 /// [`ApiServer::admit`] need to know of it.
 #[derive(Clone, Copy)]
 struct Write<'a> {
-    info: &'static ResourceInfo,
+    info: &'a ResourceInfo,
     ns: Option<&'a str>,
     name: &'a str,
     operation: Operation,
@@ -622,7 +622,7 @@ fn random_suffix() -> String {
 /// Checks or fills `apiVersion`/`kind` against the URL's resource.
 fn check_type_meta(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {
     let api_version = info.api_version();
-    for (field, want) in [("apiVersion", api_version.as_str()), ("kind", info.kind)] {
+    for (field, want) in [("apiVersion", api_version.as_str()), ("kind", &info.kind)] {
         match obj.get(field).and_then(Value::as_str) {
             None | Some("") => obj[field] = json!(want),
             Some(have) if have == want => {}
@@ -763,7 +763,7 @@ impl ApiServer {
     /// Creates an object (POST).
     pub async fn create(
         &self,
-        info: &'static ResourceInfo,
+        info: &ResourceInfo,
         ns: Option<&str>,
         mut obj: Value,
         opts: WriteOpts,
@@ -851,7 +851,7 @@ impl ApiServer {
     /// conflicts that the client did not ask to see.
     pub async fn update_with<F>(
         &self,
-        info: &'static ResourceInfo,
+        info: &ResourceInfo,
         ns: Option<&str>,
         name: &str,
         mode: Mode,
@@ -1013,7 +1013,7 @@ impl ApiServer {
     /// Deletes an object: gracefully for bound pods, after finalizers for any object.
     pub async fn delete(
         &self,
-        info: &'static ResourceInfo,
+        info: &ResourceInfo,
         ns: Option<&str>,
         name: &str,
         opts: &DeleteOptions,
@@ -1083,7 +1083,7 @@ impl ApiServer {
 
     pub async fn delete_collection(
         &self,
-        info: &'static ResourceInfo,
+        info: &ResourceInfo,
         ns: Option<&str>,
         params: &Params,
         opts: &DeleteOptions,

@@ -287,7 +287,7 @@ impl ApiServer {
     /// Creates `obj`, or updates the stored one with `merge(stored, obj)`.
     pub(crate) async fn put_object(
         &self,
-        info: &'static registry::ResourceInfo,
+        info: &registry::ResourceInfo,
         obj: Value,
         merge: impl Fn(&Value, &Value) -> Value,
     ) -> anyhow::Result<()> {

@@ -229,7 +229,7 @@ impl ApiServer {
         });
     }
 
-    async fn items(&self, info: &'static registry::ResourceInfo) -> anyhow::Result<Vec<Value>> {
+    async fn items(&self, info: &registry::ResourceInfo) -> anyhow::Result<Vec<Value>> {
         let all = crate::params::Params::parse(None).map_err(|e| anyhow::anyhow!("{e}"))?;
         let listed = self
             .list(info, None, &all)

@@ -34,7 +34,7 @@ impl ApiServer {
     /// current Scale into the wanted one (a PUT's body, a patched Scale).
     pub(crate) async fn update_scale(
         &self,
-        info: &'static ResourceInfo,
+        info: &ResourceInfo,
         ns: Option<&str>,
         name: &str,
         opts: WriteOpts,
@@ -78,7 +78,7 @@ impl ApiServer {
     /// Sets `spec.nodeName` through the binding subresource (the scheduler's write).
     pub(crate) async fn bind(
         &self,
-        info: &'static ResourceInfo,
+        info: &ResourceInfo,
         ns: Option<&str>,
         name: &str,
         binding: &Value,

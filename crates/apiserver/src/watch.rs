@@ -10,7 +10,7 @@ use crate::ApiServer;
 use axum::body::{Body, Bytes};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use minik8s_api::registry::ResourceInfo;
+use minik8s_api::registry::Info;
 use minik8s_api::selector::{FieldSelector, Selector};
 use minik8s_api::ApiError;
 use serde_json::{json, Value};
@@ -83,7 +83,7 @@ fn line(event_type: &str, object: &Value) -> Bytes {
 }
 
 struct Encoder {
-    info: &'static ResourceInfo,
+    info: Info,
     /// The kind's strategy, for its table's cells.
     strategy: crate::strategy::StrategyRef,
     table: bool,
@@ -111,7 +111,7 @@ impl Encoder {
             let rv = minik8s_api::meta::resource_version(obj).to_string();
             let strategy = &self.strategy;
             let cells = |o: &Value| strategy.cells(o);
-            let t = table::render(self.info, &cells, &[obj], &rv, !self.headers_sent);
+            let t = table::render(&self.info, &cells, &[obj], &rv, !self.headers_sent);
             self.headers_sent = true;
             line(event_type, &t)
         } else {
@@ -144,7 +144,7 @@ struct Ended;
 /// One watcher's sending side: the initial state (when asked), then the
 /// cache's backlog after `after`, then live events and bookmarks.
 struct Feed {
-    info: &'static ResourceInfo,
+    info: Info,
     filter: Filter,
     enc: Encoder,
     tx: mpsc::Sender<Bytes>,
@@ -269,7 +269,7 @@ impl Feed {
 impl ApiServer {
     pub async fn watch(
         &self,
-        info: &'static ResourceInfo,
+        info: &Info,
         ns: Option<&str>,
         params: &Params,
         table: bool,
@@ -282,7 +282,7 @@ impl ApiServer {
 
     async fn start_watch(
         &self,
-        info: &'static ResourceInfo,
+        info: &Info,
         ns: Option<&str>,
         params: &Params,
         table: bool,
@@ -343,10 +343,10 @@ impl ApiServer {
         };
         let (tx, rx) = mpsc::channel::<Bytes>(WATCHER_BUFFER);
         let mut feed = Feed {
-            info,
+            info: info.clone(),
             filter,
             enc: Encoder {
-                info,
+                info: info.clone(),
                 strategy: self.strategy(info),
                 table,
                 headers_sent: false,

@@ -4,41 +4,9 @@
 
 use crate::rest::{Client, ClientError};
 use minik8s_api::meta::strings;
-use minik8s_api::registry::{self, ResourceInfo, ResourceSpec, Subresource};
+use minik8s_api::registry::{self, Info, ResourceSpec, Subresource};
 use serde_json::Value;
-use std::sync::{Arc, Mutex};
-
-/// The kinds one client (and its clones) found through discovery, each
-/// made once: a namespace controller that lists custom resources on every
-/// deletion reuses the entries instead of making new ones.
-#[derive(Clone, Default)]
-pub(crate) struct Discovered(Arc<Mutex<Vec<&'static ResourceInfo>>>);
-
-impl std::fmt::Debug for Discovered {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Discovered")
-    }
-}
-
-impl Discovered {
-    /// The entry of `spec`: the one made before, or a new one.
-    fn entry(&self, spec: &ResourceSpec) -> &'static ResourceInfo {
-        let mut known = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(info) = known.iter().find(|i| spec.describes(i)) {
-            return info;
-        }
-        let info = spec.leak_entry();
-        known.push(info);
-        info
-    }
-}
-
-impl Client {
-    /// The entry for a kind this client found through discovery.
-    pub fn discovered(&self, spec: &ResourceSpec) -> &'static ResourceInfo {
-        self.discovered.entry(spec)
-    }
-}
+use std::sync::Arc;
 
 impl Client {
     /// The resource of `kind` in `api_version`: a built-in one, else the one
@@ -47,9 +15,9 @@ impl Client {
         &self,
         api_version: &str,
         kind: &str,
-    ) -> Result<Option<&'static ResourceInfo>, ClientError> {
+    ) -> Result<Option<Info>, ClientError> {
         if let Some(info) = registry::by_kind(api_version, kind) {
-            return Ok(Some(info));
+            return Ok(Some(registry::shared(info)));
         }
         let Some((group, version)) = api_version.split_once('/') else {
             return Ok(None);
@@ -59,7 +27,7 @@ impl Client {
             Err(e) if e.is_not_found() => return Ok(None),
             Err(e) => return Err(e),
         };
-        Ok(spec_from_discovery(&list, group, version, kind).map(|s| self.discovered(&s)))
+        Ok(spec_from_discovery(&list, group, version, kind).map(|s| Arc::new(s.entry())))
     }
 }
 
@@ -68,7 +36,7 @@ impl Client {
 #[derive(Debug, Default)]
 pub struct ServedResources {
     /// Namespaced custom (or aggregated) resources that can be listed and deleted.
-    pub namespaced: Vec<&'static ResourceInfo>,
+    pub namespaced: Vec<Info>,
     /// `group/version: error` for each group version discovery could not read.
     pub failed: Vec<String>,
 }
@@ -102,7 +70,7 @@ impl Client {
                 Ok(list) => served.namespaced.extend(
                     deletable_namespaced(&list, group, version)
                         .into_iter()
-                        .map(|s| self.discovered(&s)),
+                        .map(|s| Arc::new(s.entry())),
                 ),
                 Err(e) => served.failed.push(format!("{group}/{version}: {e}")),
             }
@@ -188,13 +156,7 @@ mod tests {
         let spec = spec_from_discovery(&list, "stable.example.com", "v1", "CronTab").unwrap();
         assert_eq!(spec.plural, "crontabs");
         assert_eq!(spec.subresources, [Subresource::Status, Subresource::Scale]);
-        let client = Client::new("http://127.0.0.1:1");
-        let info = client.discovered(&spec);
-        assert!(std::ptr::eq(info, client.discovered(&spec)), "made once");
-        assert!(
-            std::ptr::eq(info, client.clone().discovered(&spec)),
-            "shared by the clones"
-        );
+        let info = spec.entry();
         assert_eq!(
             info.collection_path(Some("ns")),
             "/apis/stable.example.com/v1/namespaces/ns/crontabs"

@@ -29,9 +29,6 @@ pub struct Client {
     user_agent: std::sync::Arc<str>,
     /// The client-side rate limit, shared by the clones (None: unlimited).
     limiter: Option<std::sync::Arc<crate::throttle::RateLimiter>>,
-    /// Kinds found through discovery (custom resources), shared by the
-    /// clones: each distinct one is made once for this client.
-    pub(crate) discovered: crate::discovery::Discovered,
 }
 
 /// Body content types the client sends.
@@ -57,7 +54,6 @@ impl Client {
             default_namespace: "default".into(),
             user_agent: default_user_agent().into(),
             limiter: None,
-            discovered: Default::default(),
         }
     }
 
@@ -105,7 +101,6 @@ impl Client {
             default_namespace: target.namespace.clone(),
             user_agent: default_user_agent().into(),
             limiter: None,
-            discovered: Default::default(),
         })
     }
 
@@ -261,11 +256,12 @@ impl Client {
     }
 
     /// A dynamic API for one resource in one namespace (None: cluster scope or all namespaces).
-    pub fn dynamic(&self, info: &'static ResourceInfo, namespace: Option<&str>) -> DynamicApi {
+    pub fn dynamic(&self, info: impl registry::IntoInfo, namespace: Option<&str>) -> DynamicApi {
+        let info = info.into_info();
         DynamicApi {
             client: self.clone(),
-            info,
             namespace: namespace.filter(|_| info.namespaced).map(str::to_string),
+            info,
         }
     }
 
@@ -388,7 +384,7 @@ fn encode_query(q: &[(&str, String)]) -> String {
 #[derive(Clone)]
 pub struct DynamicApi {
     client: Client,
-    pub info: &'static ResourceInfo,
+    pub info: registry::Info,
     pub namespace: Option<String>,
 }
 

@@ -16,7 +16,7 @@
 
 use k8s_openapi::api::core::v1::{Namespace, NamespaceCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use minik8s_api::registry::{self, ResourceInfo, REGISTRY};
+use minik8s_api::registry::{self, Info, REGISTRY};
 use minik8s_client::controller::{Action, Controller, Reconciler};
 use minik8s_client::informer::object_key;
 use minik8s_client::shared::AlreadyStarted;
@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// One object left in a terminating namespace, with its resource.
-pub type Remaining = (&'static ResourceInfo, Value);
+pub type Remaining = (Info, Value);
 
 /// What is left to do for a terminating namespace (pure).
 #[derive(Debug, PartialEq)]
@@ -37,7 +37,7 @@ pub enum Step {
     /// Not terminating: nothing to do.
     Nothing,
     /// Objects remain: delete the ones not yet being deleted, come back later.
-    Delete(Vec<(&'static ResourceInfo, String)>),
+    Delete(Vec<(Info, String)>),
     /// Some objects are still finishing (finalizers, graceful pods): wait.
     Wait,
     /// Empty: release the finalizer.
@@ -52,12 +52,12 @@ pub fn step(ns: &Namespace, remaining: &[Remaining]) -> Step {
     if remaining.is_empty() {
         return Step::Finalize;
     }
-    let to_delete: Vec<(&'static ResourceInfo, String)> = remaining
+    let to_delete: Vec<(Info, String)> = remaining
         .iter()
         .filter(|(_, o)| o["metadata"]["deletionTimestamp"].is_null())
         .map(|(info, o)| {
             (
-                *info,
+                info.clone(),
                 o["metadata"]["name"].as_str().unwrap_or("").to_string(),
             )
         })
@@ -283,15 +283,13 @@ impl NamespaceController {
 
     /// Every namespaced resource to empty: the built-in kinds and what
     /// discovery serves besides them (custom resources, aggregated APIs).
-    async fn resources(
-        &self,
-        report: &mut PassReport,
-    ) -> Result<Vec<&'static ResourceInfo>, ClientError> {
+    async fn resources(&self, report: &mut PassReport) -> Result<Vec<Info>, ClientError> {
         let served = self.client.served_custom_resources().await?;
         report.discovery_failures = served.failed;
         Ok(REGISTRY
             .iter()
             .filter(|i| i.namespaced)
+            .map(registry::shared)
             .chain(served.namespaced)
             .collect())
     }
@@ -303,7 +301,7 @@ impl NamespaceController {
     async fn remaining(
         &self,
         name: &str,
-        resources: &[&'static ResourceInfo],
+        resources: &[Info],
         report: &mut PassReport,
     ) -> Vec<Remaining> {
         let lists = resources.iter().map(|info| async move {
@@ -312,7 +310,7 @@ impl NamespaceController {
                 .dynamic(info, Some(name))
                 .list(&ListParams::default())
                 .await;
-            (*info, list)
+            (info.clone(), list)
         });
         let mut remaining = Vec::new();
         for (info, list) in futures::future::join_all(lists).await {
@@ -322,7 +320,7 @@ impl NamespaceController {
                         .as_array()
                         .into_iter()
                         .flatten()
-                        .map(|item| (info, item.clone())),
+                        .map(|item| (info.clone(), item.clone())),
                 ),
                 Err(e) if e.is_not_found() => {}
                 Err(e) => report
@@ -385,7 +383,7 @@ impl Reconciler for NamespaceController {
                 for (info, obj) in objects {
                     match self
                         .client
-                        .dynamic(info, Some(name))
+                        .dynamic(&info, Some(name))
                         .delete(&obj, &dp)
                         .await
                     {
@@ -427,7 +425,7 @@ mod tests {
 
     #[test]
     fn steps() {
-        let pods = registry::of::<k8s_openapi::api::core::v1::Pod>();
+        let pods = registry::shared(registry::of::<k8s_openapi::api::core::v1::Pod>());
         let live: Namespace =
             serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap();
         assert_eq!(step(&live, &[]), Step::Nothing);
@@ -439,15 +437,18 @@ mod tests {
         let pod = json!({"metadata": {"name": "a"}});
         let going = json!({"metadata": {"name": "b", "deletionTimestamp": "2026-01-01T00:00:00Z"}});
         assert_eq!(
-            step(&dying, &[(pods, pod), (pods, going.clone())]),
-            Step::Delete(vec![(pods, "a".into())])
+            step(
+                &dying,
+                &[(pods.clone(), pod), (pods.clone(), going.clone())]
+            ),
+            Step::Delete(vec![(pods.clone(), "a".into())])
         );
         assert_eq!(step(&dying, &[(pods, going)]), Step::Wait);
     }
 
     #[test]
     fn conditions_say_what_remains_and_which_finalizers_hold_it() {
-        let pods = registry::of::<k8s_openapi::api::core::v1::Pod>();
+        let pods = registry::shared(registry::of::<k8s_openapi::api::core::v1::Pod>());
         let widgets = minik8s_api::registry::ResourceSpec {
             group: "example.com".into(),
             version: "v1".into(),
@@ -460,13 +461,14 @@ mod tests {
             categories: vec![],
             columns: vec![],
         }
-        .leak_entry();
+        .entry();
+        let widgets = std::sync::Arc::new(widgets);
         let held = |f: &str| json!({"metadata": {"name": "w", "deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": [f]}});
         let remaining = vec![
-            (widgets, held("example.com/hold")),
+            (widgets.clone(), held("example.com/hold")),
             (widgets, held("example.com/hold")),
             (
-                pods,
+                pods.clone(),
                 json!({"metadata": {"name": "p", "deletionTimestamp": "2026-01-01T00:00:00Z"}}),
             ),
             // Not yet being deleted: deleted in this pass, not counted.

@@ -18,9 +18,9 @@ pub(crate) async fn apply_each(ctx: &mut Ctx, files: &[String], verb: Verb) -> R
     for m in &manifests {
         let result = async {
             let info = ctx.discovery.as_ref().expect("loaded").for_manifest(m)?;
-            let api = ctx.api_for(info, m)?;
+            let api = ctx.api_for(info.clone(), m)?;
             let name = manifest_name(m);
-            let what = format!("{}/{}", type_name(info), name);
+            let what = format!("{}/{}", type_name(&info), name);
             match verb {
                 Verb::Create => {
                     api.create(&m.object)

@@ -2,14 +2,13 @@
 //! aliases and scopes, looked up as kubectl does.
 
 use super::*;
+use minik8s_api::registry::{Info, Text};
+use std::borrow::Cow;
+use std::sync::Arc;
 
 /// Resources the server offers, from discovery.
 pub(crate) struct Discovery {
-    pub(crate) resources: Vec<&'static ResourceInfo>,
-}
-
-pub(crate) fn leak(s: &str) -> &'static str {
-    Box::leak(s.to_string().into_boxed_str())
+    pub(crate) resources: Vec<Info>,
 }
 
 /// What kubectl 1.37 asks discovery for: the aggregated form, else plain JSON.
@@ -28,29 +27,30 @@ struct Listed<'a> {
     categories: &'a Value,
 }
 
-fn strings_of(v: &Value) -> Vec<&'static str> {
+fn strings_of(v: &Value) -> Cow<'static, [Text]> {
     v.as_array()
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-        .map(leak)
+        .map(|s| Cow::Owned(s.to_string()))
         .collect()
 }
 
 impl Listed<'_> {
-    fn info(&self) -> &'static ResourceInfo {
-        Box::leak(Box::new(ResourceInfo {
-            group: leak(self.group),
-            version: leak(self.version),
-            kind: leak(self.kind),
-            plural: leak(self.plural),
-            singular: leak(self.singular),
-            short_names: Box::leak(strings_of(self.short_names).into_boxed_slice()),
+    fn info(&self) -> Info {
+        let owned = |s: &str| -> Text { Cow::Owned(s.to_string()) };
+        Arc::new(ResourceInfo {
+            group: owned(self.group),
+            version: owned(self.version),
+            kind: owned(self.kind),
+            plural: owned(self.plural),
+            singular: owned(self.singular),
+            short_names: strings_of(self.short_names),
             namespaced: self.namespaced,
-            subresources: &[],
-            categories: Box::leak(strings_of(self.categories).into_boxed_slice()),
-            columns: &[] as &[Column],
-        }))
+            subresources: Cow::Borrowed(&[]),
+            categories: strings_of(self.categories),
+            columns: Cow::Borrowed(&[]),
+        })
     }
 }
 
@@ -91,7 +91,7 @@ impl Discovery {
     }
 
     /// The preferred (first) version of every group of an `APIGroupDiscoveryList`.
-    fn from_aggregated(doc: &Value, out: &mut Vec<&'static ResourceInfo>) {
+    fn from_aggregated(doc: &Value, out: &mut Vec<Info>) {
         for g in doc["items"].as_array().into_iter().flatten() {
             let group = g["metadata"]["name"].as_str().unwrap_or("");
             let Some(v) = g["versions"].as_array().and_then(|v| v.first()) else {
@@ -131,7 +131,7 @@ impl Discovery {
         client: &Client,
         root: &str,
         doc: &Value,
-        out: &mut Vec<&'static ResourceInfo>,
+        out: &mut Vec<Info>,
     ) -> Result<(), ClientError> {
         let gvs: Vec<(String, String)> = if root == "/api" {
             vec![(String::new(), "v1".into())]
@@ -188,19 +188,19 @@ impl Discovery {
     }
 
     /// The resource a user means by `name` (plural, singular, short name, kind, `plural.group`).
-    pub(crate) fn resolve(&self, name: &str) -> Result<&'static ResourceInfo> {
+    pub(crate) fn resolve(&self, name: &str) -> Result<Info> {
         self.resources
             .iter()
-            .copied()
             .find(|r| r.matches_alias(name))
+            .cloned()
             .ok_or_else(|| anyhow!("the server doesn't have a resource type \"{name}\""))
     }
 
     /// The resource of a manifest's apiVersion and kind.
-    pub(crate) fn for_manifest(&self, m: &Manifest) -> Result<&'static ResourceInfo> {
+    pub(crate) fn for_manifest(&self, m: &Manifest) -> Result<Info> {
         let api_version = m.object["apiVersion"].as_str().unwrap_or("");
         let kind = m.object["kind"].as_str().unwrap_or("");
-        self.resources.iter().copied().find(|r| r.api_version() == api_version && r.kind == kind).ok_or_else(|| {
+        self.resources.iter().find(|r| r.api_version() == api_version && r.kind == kind).cloned().ok_or_else(|| {
             anyhow!(
                 "resource mapping not found for name: {:?} namespace: {:?} from {:?}: no matches for kind {kind:?} in version {api_version:?}\nensure CRDs are installed first",
                 m.object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or(""),
@@ -211,15 +211,15 @@ impl Discovery {
     }
 
     /// Expands `all` into the resources of category "all".
-    pub(crate) fn resolve_list(&self, spec: &str) -> Result<Vec<&'static ResourceInfo>> {
+    pub(crate) fn resolve_list(&self, spec: &str) -> Result<Vec<Info>> {
         let mut out = Vec::new();
         for part in spec.split(',').filter(|p| !p.is_empty()) {
             if part == "all" {
                 out.extend(
                     self.resources
                         .iter()
-                        .copied()
-                        .filter(|r| r.categories.contains(&"all")),
+                        .filter(|r| r.categories.iter().any(|c| c == "all"))
+                        .cloned(),
                 );
             } else {
                 out.push(self.resolve(part)?);

@@ -24,7 +24,7 @@ use clap::{Parser, Subcommand};
 use futures::StreamExt;
 use manifest::Manifest;
 use minik8s_api::patch::three_way_merge_patch;
-use minik8s_api::registry::{Column, ResourceInfo};
+use minik8s_api::registry::{Info, ResourceInfo};
 use minik8s_client::rest::content;
 use minik8s_client::{Client, ClientError, DeleteParams, DynamicApi, ListParams, WatchEvent};
 use serde_json::{json, Value};
@@ -292,7 +292,7 @@ impl Ctx {
     }
 
     /// The API for a manifest, honouring its namespace or `-n`.
-    fn api_for(&self, info: &'static ResourceInfo, m: &Manifest) -> Result<DynamicApi> {
+    fn api_for(&self, info: Info, m: &Manifest) -> Result<DynamicApi> {
         let file_ns = m
             .object
             .pointer("/metadata/namespace")
@@ -303,7 +303,7 @@ impl Ctx {
             }
         }
         let ns = file_ns.unwrap_or(&self.namespace);
-        Ok(self.client.dynamic(info, Some(ns)))
+        Ok(self.client.dynamic(&info, Some(ns)))
     }
 }
 
@@ -507,15 +507,15 @@ async fn api_resources(ctx: &mut Ctx) -> Result<i32> {
         "NAMESPACED".into(),
         "KIND".into(),
     ]];
-    let mut rs: Vec<&&ResourceInfo> = d.resources.iter().collect();
-    rs.sort_by_key(|r| (r.plural, r.group));
+    let mut rs: Vec<&Info> = d.resources.iter().collect();
+    rs.sort_by_key(|r| (r.plural.clone(), r.group.clone()));
     for r in rs {
         rows.push(vec![
-            r.plural.into(),
+            r.plural.to_string(),
             r.short_names.join(","),
             r.api_version(),
             r.namespaced.to_string(),
-            r.kind.into(),
+            r.kind.to_string(),
         ]);
     }
     print!("{}", printer::columns(&rows));

@@ -23,7 +23,7 @@ pub(crate) async fn delete(
     } else {
         let d = ctx.discovery.as_ref().expect("loaded");
         for (info, names) in targets(d, args)? {
-            let api = ctx.client.dynamic(info, Some(&ctx.namespace));
+            let api = ctx.client.dynamic(&info, Some(&ctx.namespace));
             if names.is_empty() {
                 if selector.is_none() && !all {
                     bail!("resource(s) were provided, but no name was specified");
@@ -58,7 +58,7 @@ pub(crate) async fn delete(
     for (api, name) in work {
         match api.delete(&name, dp).await {
             Ok(obj) => {
-                println!("{} \"{name}\" deleted", type_name(api.info));
+                println!("{} \"{name}\" deleted", type_name(&api.info));
                 pending.push((
                     api,
                     name,
@@ -113,7 +113,7 @@ pub(crate) async fn scale(
         if names.is_empty() {
             bail!("resource(s) were provided, but no name was specified");
         }
-        let api = ctx.client.dynamic(info, Some(&ctx.namespace));
+        let api = ctx.client.dynamic(&info, Some(&ctx.namespace));
         for name in names {
             match current {
                 Some(expected) => {
@@ -147,7 +147,7 @@ pub(crate) async fn scale(
                     .await?;
                 }
             }
-            println!("{}/{name} scaled", type_name(info));
+            println!("{}/{name} scaled", type_name(&info));
         }
     }
     Ok(0)
@@ -166,7 +166,7 @@ pub(crate) async fn logs(
         .strip_prefix("pod/")
         .or_else(|| pod.strip_prefix("pods/"))
         .unwrap_or(pod);
-    let api = ctx.client.dynamic(info, Some(&ctx.namespace));
+    let api = ctx.client.dynamic(&info, Some(&ctx.namespace));
     let p = api.get(name).await?;
     let container = match container {
         Some(c) => c,

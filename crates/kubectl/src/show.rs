@@ -15,19 +15,19 @@ pub(crate) struct GetOptions {
 }
 
 /// Splits `TYPE[,TYPE] NAME...` or `TYPE/NAME...` into (type, names) pairs.
-pub(crate) fn targets(
-    d: &Discovery,
-    args: &[String],
-) -> Result<Vec<(&'static ResourceInfo, Vec<String>)>> {
+pub(crate) fn targets(d: &Discovery, args: &[String]) -> Result<Vec<(Info, Vec<String>)>> {
     if args.is_empty() {
         bail!("You must specify the type of resource to get.");
     }
     if args.iter().any(|a| a.contains('/')) {
-        let mut out: Vec<(&'static ResourceInfo, Vec<String>)> = Vec::new();
+        let mut out: Vec<(Info, Vec<String>)> = Vec::new();
         for a in args {
             let (t, n) = a.split_once('/').ok_or_else(|| anyhow!("there is no need to specify a resource type as a separate argument when passing arguments in resource/name form"))?;
             let info = d.resolve(t)?;
-            match out.iter_mut().find(|(i, _)| std::ptr::eq(*i, info)) {
+            match out
+                .iter_mut()
+                .find(|(i, _)| std::sync::Arc::ptr_eq(i, &info))
+            {
                 Some((_, names)) => names.push(n.to_string()),
                 None => out.push((info, vec![n.to_string()])),
             }
@@ -210,7 +210,7 @@ pub(crate) async fn describe(
     let targets = targets(ctx.discovery.as_ref().expect("loaded"), args)?;
     let mut first = true;
     for (info, names) in targets {
-        let api = ctx.client.dynamic(info, Some(&ctx.namespace));
+        let api = ctx.client.dynamic(&info, Some(&ctx.namespace));
         let objects: Vec<Value> = if names.is_empty() {
             api.list(&ListParams {
                 label_selector: selector.clone(),
@@ -233,7 +233,7 @@ pub(crate) async fn describe(
             }
             first = false;
             let events = events_for(ctx, &obj).await;
-            print!("{}", printer::describe(info, &obj, &events));
+            print!("{}", printer::describe(&info, &obj, &events));
         }
     }
     Ok(0)
@@ -263,7 +263,7 @@ pub(crate) async fn events_for(ctx: &Ctx, obj: &Value) -> Vec<Value> {
     let lp = ListParams::default().fields(&format!(
         "involvedObject.name={name},involvedObject.uid={uid}"
     ));
-    match ctx.client.dynamic(info, Some(ns)).list(&lp).await {
+    match ctx.client.dynamic(&info, Some(ns)).list(&lp).await {
         Ok(list) => list["items"].as_array().cloned().unwrap_or_default(),
         Err(_) => Vec::new(),
     }

@@ -71,7 +71,7 @@ fn reachable() -> BTreeSet<String> {
         .map(|a| (a.api_version(), &*a.kind));
     let mut stack: Vec<String> = minik8s_api::REGISTRY
         .iter()
-        .map(|r| (r.api_version(), r.kind))
+        .map(|r| (r.api_version(), &*r.kind))
         .chain(alternates)
         .filter_map(|(api_version, kind)| openapi::message_for(&api_version, kind))
         .collect();

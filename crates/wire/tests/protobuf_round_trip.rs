@@ -154,7 +154,7 @@ fn every_field_of_every_served_kind_survives_protobuf() {
     let mut kinds = 0;
     for info in minik8s_api::REGISTRY {
         let api_version = info.api_version();
-        let Some(message) = schema.message_for(&api_version, info.kind) else {
+        let Some(message) = schema.message_for(&api_version, &info.kind) else {
             continue; // minik8s' own kinds and LWS stay JSON
         };
         let ty = format!("crate::{message}").replace('.', "::");
@@ -174,7 +174,7 @@ fn every_field_of_every_served_kind_survives_protobuf() {
         // What protobuf cannot carry must be what the server refuses (422):
         // Kubernetes 1.37 fields minik8s does not act on.
         let mut unsupported = Vec::new();
-        minik8s_validation::unsupported::validate_unsupported(info.kind, &sent, &mut unsupported);
+        minik8s_validation::unsupported::validate_unsupported(&info.kind, &sent, &mut unsupported);
         let refused: Vec<String> = unsupported
             .into_iter()
             .filter(|e| e.to_string().contains("is not supported by minik8s"))

@@ -4,13 +4,14 @@
 //! Routing, discovery, OpenAPI and the watch caches read it on every request,
 //! so a kind registered or unregistered is served, or gone, at once.
 //!
-//! Entries are `&'static ResourceInfo` like the built-ins, so the rest of the
-//! code does not care where an entry came from: a run-time entry is leaked
-//! once (a few hundred bytes) and kept after unregistering, so registering the
-//! same kind again reuses it instead of leaking another.
+//! Entries are [`Info`]s (`Arc<ResourceInfo>`) like the built-ins, so the
+//! rest of the code does not care where an entry came from: a run-time entry
+//! owns its text and is dropped once unregistered and no request, watch or
+//! cache holds it any more.
 
-use super::{Column, ResourceInfo, Subresource, REGISTRY};
-use std::sync::{Mutex, RwLock};
+use super::{builtins, Column, Info, ResourceInfo, Subresource, Text, REGISTRY};
+use std::borrow::Cow;
+use std::sync::{Arc, RwLock};
 
 /// A resource described at run time, owned; [`Registry::register`] turns it
 /// into a [`ResourceInfo`].
@@ -43,10 +44,10 @@ pub struct ColumnSpec {
 
 /// The columns of every run-time kind after NAME.
 const RUNTIME_COLUMNS: &[Column] = &[Column {
-    name: "Age",
-    kind: "string",
+    name: Cow::Borrowed("Age"),
+    kind: Cow::Borrowed("string"),
     priority: 0,
-    description: "",
+    description: Cow::Borrowed(""),
 }];
 
 /// Why a registration was refused.
@@ -64,28 +65,13 @@ pub enum RegistryError {
 
 /// The resources one apiserver serves.
 pub struct Registry {
-    entries: RwLock<Vec<&'static ResourceInfo>>,
-    /// Run-time entries no longer served, kept for reuse (see the module doc).
-    retired: Mutex<Vec<&'static ResourceInfo>>,
+    entries: RwLock<Vec<Info>>,
 }
 
 impl Default for Registry {
     fn default() -> Self {
         Self::with_builtins()
     }
-}
-
-fn leak(s: &str) -> &'static str {
-    Box::leak(s.to_string().into_boxed_str())
-}
-
-fn leak_all(v: &[String]) -> &'static [&'static str] {
-    Box::leak(
-        v.iter()
-            .map(|s| leak(s))
-            .collect::<Vec<_>>()
-            .into_boxed_slice(),
-    )
 }
 
 /// Lower-case alphanumerics and '-' / '.', starting and ending alphanumeric.
@@ -138,77 +124,42 @@ impl ResourceSpec {
     }
 
     fn matches(&self, info: &ResourceInfo) -> bool {
-        info.group == self.group
-            && info.version == self.version
-            && info.kind == self.kind
-            && info.plural == self.plural
-            && info.singular == self.singular
-            && info.short_names.iter().eq(self.short_names.iter())
-            && info.namespaced == self.namespaced
-            && info.subresources == self.subresources.as_slice()
-            && info.categories.iter().eq(self.categories.iter())
-            && self.leak_columns_eq(info.columns)
+        *info == self.entry()
     }
 
-    fn leak_columns_eq(&self, columns: &[Column]) -> bool {
-        if self.columns.is_empty() {
-            return columns == RUNTIME_COLUMNS;
-        }
-        columns.len() == self.columns.len()
-            && columns.iter().zip(&self.columns).all(|(c, s)| {
-                c.name == s.name
-                    && c.kind == s.kind
-                    && c.priority == s.priority
-                    && c.description == s.description
-            })
-    }
-
-    fn columns(&self) -> &'static [Column] {
-        if self.columns.is_empty() {
-            return RUNTIME_COLUMNS;
-        }
-        Box::leak(
-            self.columns
-                .iter()
-                .map(|c| Column {
-                    name: leak(&c.name),
-                    kind: leak(&c.kind),
-                    priority: c.priority,
-                    description: leak(&c.description),
-                })
-                .collect::<Vec<_>>()
-                .into_boxed_slice(),
-        )
-    }
-
-    fn leak(&self) -> &'static ResourceInfo {
-        Box::leak(Box::new(ResourceInfo {
-            group: leak(&self.group),
-            version: leak(&self.version),
-            kind: leak(&self.kind),
-            plural: leak(&self.plural),
-            singular: leak(&self.singular),
-            short_names: leak_all(&self.short_names),
-            namespaced: self.namespaced,
-            subresources: Box::leak(self.subresources.clone().into_boxed_slice()),
-            categories: leak_all(&self.categories),
-            columns: self.columns(),
-        }))
-    }
-}
-
-impl ResourceSpec {
     /// Whether `info` is the entry this spec describes.
     pub fn describes(&self, info: &ResourceInfo) -> bool {
         self.matches(info)
     }
 
-    /// A registry entry for a kind a client found through discovery (a
-    /// custom resource). Made at run time and never freed, as every run-time
-    /// entry (see the module doc): the client keeps the ones it made and
-    /// reuses them (`minik8s_client`'s discovery).
-    pub fn leak_entry(&self) -> &'static ResourceInfo {
-        self.leak()
+    /// The registry entry this spec describes, owning its text.
+    pub fn entry(&self) -> ResourceInfo {
+        let owned = |s: &String| -> Text { Cow::Owned(s.clone()) };
+        let columns: Cow<'static, [Column]> = if self.columns.is_empty() {
+            Cow::Borrowed(RUNTIME_COLUMNS)
+        } else {
+            self.columns
+                .iter()
+                .map(|c| Column {
+                    name: owned(&c.name),
+                    kind: owned(&c.kind),
+                    priority: c.priority,
+                    description: owned(&c.description),
+                })
+                .collect()
+        };
+        ResourceInfo {
+            group: owned(&self.group),
+            version: owned(&self.version),
+            kind: owned(&self.kind),
+            plural: owned(&self.plural),
+            singular: owned(&self.singular),
+            short_names: self.short_names.iter().map(owned).collect(),
+            namespaced: self.namespaced,
+            subresources: Cow::Owned(self.subresources.clone()),
+            categories: self.categories.iter().map(owned).collect(),
+            columns,
+        }
     }
 }
 
@@ -216,45 +167,39 @@ impl Registry {
     /// The built-in kinds only.
     pub fn with_builtins() -> Registry {
         Registry {
-            entries: RwLock::new(REGISTRY.iter().collect()),
-            retired: Mutex::new(Vec::new()),
+            entries: RwLock::new(builtins().to_vec()),
         }
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<&'static ResourceInfo>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Info>> {
         self.entries.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Every resource served now, built-ins first, then in registration order.
-    pub fn all(&self) -> Vec<&'static ResourceInfo> {
+    pub fn all(&self) -> Vec<Info> {
         self.read().clone()
     }
 
-    pub fn by_plural(
-        &self,
-        group: &str,
-        version: &str,
-        plural: &str,
-    ) -> Option<&'static ResourceInfo> {
+    pub fn by_plural(&self, group: &str, version: &str, plural: &str) -> Option<Info> {
         self.read()
             .iter()
-            .copied()
             .find(|r| r.group == group && r.version == version && r.plural == plural)
+            .cloned()
     }
 
-    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<&'static ResourceInfo> {
+    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<Info> {
         self.read()
             .iter()
-            .copied()
             .find(|r| r.kind == kind && r.api_version() == api_version)
+            .cloned()
     }
 
     /// The distinct `(group, version)` pairs, in registry order.
-    pub fn group_versions(&self) -> Vec<(&'static str, &'static str)> {
-        let mut out: Vec<(&'static str, &'static str)> = Vec::new();
+    pub fn group_versions(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
         for r in self.read().iter() {
-            if !out.contains(&(r.group, r.version)) {
-                out.push((r.group, r.version));
+            if !out.iter().any(|(g, v)| *g == r.group && *v == r.version) {
+                out.push((r.group.to_string(), r.version.to_string()));
             }
         }
         out
@@ -262,12 +207,12 @@ impl Registry {
 
     /// Is `info` one of the built-in kinds (as opposed to one registered at run time)?
     pub fn is_builtin(info: &ResourceInfo) -> bool {
-        REGISTRY.iter().any(|r| std::ptr::eq(r, info))
+        builtins().iter().any(|r| std::ptr::eq(&**r, info))
     }
 
     /// Serves a new resource from now on. Refused when the spec is invalid or
     /// its group/plural or group/version/kind is already served.
-    pub fn register(&self, spec: &ResourceSpec) -> Result<&'static ResourceInfo, RegistryError> {
+    pub fn register(&self, spec: &ResourceSpec) -> Result<Info, RegistryError> {
         self.register_with(spec, |_| {})
     }
 
@@ -277,8 +222,8 @@ impl Registry {
     pub fn register_with(
         &self,
         spec: &ResourceSpec,
-        before_served: impl FnOnce(&'static ResourceInfo),
-    ) -> Result<&'static ResourceInfo, RegistryError> {
+        before_served: impl FnOnce(&Info),
+    ) -> Result<Info, RegistryError> {
         spec.check()?;
         let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
         // Versions of one kind share its plural (a CRD's versions); anything
@@ -299,23 +244,15 @@ impl Registry {
                 taken.group, taken.plural, taken.kind
             )));
         }
-        let mut retired = self.retired.lock().unwrap_or_else(|p| p.into_inner());
-        let info = match retired.iter().position(|r| spec.matches(r)) {
-            Some(i) => retired.swap_remove(i),
-            None => spec.leak(),
-        };
-        before_served(info);
-        entries.push(info);
+        let info = Arc::new(spec.entry());
+        before_served(&info);
+        entries.push(info.clone());
         Ok(info)
     }
 
     /// Stops serving every version of a run-time resource; built-ins stay.
     /// The entries that were served are returned.
-    pub fn unregister_all(
-        &self,
-        group: &str,
-        plural: &str,
-    ) -> Result<Vec<&'static ResourceInfo>, RegistryError> {
+    pub fn unregister_all(&self, group: &str, plural: &str) -> Result<Vec<Info>, RegistryError> {
         let mut out = Vec::new();
         while let Ok(info) = self.unregister(group, plural) {
             out.push(info);
@@ -328,40 +265,27 @@ impl Registry {
     }
 
     /// Stops serving exactly `info` (a run-time entry).
-    pub fn unregister_version(&self, info: &'static ResourceInfo) -> Result<(), RegistryError> {
+    pub fn unregister_version(&self, info: &ResourceInfo) -> Result<(), RegistryError> {
         let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
         let i = entries
             .iter()
-            .position(|r| std::ptr::eq(*r, info) && !Self::is_builtin(r))
+            .position(|r| std::ptr::eq(&**r, info) && !Self::is_builtin(r))
             .ok_or_else(|| RegistryError::NotFound(info.group_resource()))?;
-        let info = entries.remove(i);
-        self.retired
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(info);
+        entries.remove(i);
         Ok(())
     }
 
     /// Stops serving one version of a run-time resource; built-ins stay.
-    pub fn unregister(
-        &self,
-        group: &str,
-        plural: &str,
-    ) -> Result<&'static ResourceInfo, RegistryError> {
+    pub fn unregister(&self, group: &str, plural: &str) -> Result<Info, RegistryError> {
         let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
         let i = entries
             .iter()
             .position(|r| r.group == group && r.plural == plural)
             .ok_or_else(|| RegistryError::NotFound(format!("{plural}.{group}")))?;
-        if Self::is_builtin(entries[i]) {
+        if Self::is_builtin(&entries[i]) {
             return Err(RegistryError::BuiltIn(entries[i].group_resource()));
         }
-        let info = entries.remove(i);
-        self.retired
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(info);
-        Ok(info)
+        Ok(entries.remove(i))
     }
 }
 
@@ -389,31 +313,35 @@ mod tests {
         let reg = Registry::with_builtins();
         assert_eq!(reg.all().len(), REGISTRY.len());
         let info = reg.register(&widget()).unwrap();
-        assert!(!Registry::is_builtin(info));
+        assert!(!Registry::is_builtin(&info));
         assert_eq!(info.api_version(), "example.minik8s.io/v1");
         assert_eq!(
             info.key(Some("ns"), "w"),
             "/registry/example.minik8s.io/widgets/ns/w"
         );
-        assert!(std::ptr::eq(
-            reg.by_plural("example.minik8s.io", "v1", "widgets")
+        assert!(Arc::ptr_eq(
+            &reg.by_plural("example.minik8s.io", "v1", "widgets")
                 .unwrap(),
-            info
+            &info
         ));
-        assert!(std::ptr::eq(
-            reg.by_kind("example.minik8s.io/v1", "Widget").unwrap(),
-            info
+        assert!(Arc::ptr_eq(
+            &reg.by_kind("example.minik8s.io/v1", "Widget").unwrap(),
+            &info
         ));
-        assert!(reg.group_versions().contains(&("example.minik8s.io", "v1")));
+        let gv = ("example.minik8s.io".to_string(), "v1".to_string());
+        assert!(reg.group_versions().contains(&gv));
         assert!(info.matches_alias("wd"));
 
         reg.unregister("example.minik8s.io", "widgets").unwrap();
         assert!(reg
             .by_plural("example.minik8s.io", "v1", "widgets")
             .is_none());
-        assert!(!reg.group_versions().contains(&("example.minik8s.io", "v1")));
-        // The same kind again reuses its entry rather than leaking another.
-        assert!(std::ptr::eq(reg.register(&widget()).unwrap(), info));
+        assert!(!reg.group_versions().contains(&gv));
+        // Nothing of it is left but what its users still hold: this test's
+        // handle, the last one.
+        assert_eq!(Arc::strong_count(&info), 1);
+        let again = reg.register(&widget()).unwrap();
+        assert_eq!(*again, *info);
     }
 
     #[test]
@@ -427,7 +355,7 @@ mod tests {
         let v1beta1 = reg.register(&beta).unwrap();
         assert_eq!(v1.key_prefix(None), v1beta1.key_prefix(None));
         assert!(matches!(reg.register(&beta), Err(RegistryError::Taken(_))));
-        reg.unregister_version(v1beta1).unwrap();
+        reg.unregister_version(&v1beta1).unwrap();
         assert!(reg
             .by_plural("example.minik8s.io", "v1", "widgets")
             .is_some());

@@ -23,7 +23,7 @@ fn aliases_resolve() {
         ("disaggregatedsets", "DisaggregatedSet"),
         ("replicasets.apps", "ReplicaSet"),
     ] {
-        assert_eq!(by_alias(alias).map(|r| r.kind), Some(kind), "{alias}");
+        assert_eq!(by_alias(alias).map(|r| &*r.kind), Some(kind), "{alias}");
     }
     assert!(by_alias("frobs").is_none());
 }

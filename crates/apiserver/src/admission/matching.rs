@@ -38,8 +38,8 @@ pub fn rule_matches(rule: &Value, a: &Attributes, exact: bool) -> bool {
         _ => true,
     };
     listed(&rule["operations"], a.operation.name())
-        && listed(&rule["apiGroups"], info.group)
-        && (!exact || listed(&rule["apiVersions"], info.version))
+        && listed(&rule["apiGroups"], &info.group)
+        && (!exact || listed(&rule["apiVersions"], &info.version))
         && resource_ok
         && scope_ok
 }

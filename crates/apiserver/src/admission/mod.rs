@@ -49,7 +49,7 @@ impl Operation {
 
 /// One request as admission sees it.
 pub struct Attributes<'a> {
-    pub info: &'static ResourceInfo,
+    pub info: &'a ResourceInfo,
     pub subresource: &'a str,
     pub namespace: Option<&'a str>,
     pub name: &'a str,
@@ -79,7 +79,7 @@ pub struct Configs {
 impl ApiServer {
     /// Starts following the six admission kinds (from `after`, the caches' start).
     pub(crate) fn follow_admission_configs(self: &Arc<Self>, after: i64) {
-        let kinds: [(&'static ResourceInfo, Pick); 6] = [
+        let kinds: [(&ResourceInfo, Pick); 6] = [
             (
                 registry::of::<admissionregistration::MutatingWebhookConfiguration>(),
                 |c| &c.mutating,

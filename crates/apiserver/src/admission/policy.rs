@@ -237,7 +237,7 @@ impl ApiServer {
             .or(a.namespace)
             .filter(|_| info.namespaced);
         let name = reference["name"].as_str().unwrap_or("");
-        match self.read(info, ns, name).await {
+        match self.read(&info, ns, name).await {
             Ok((obj, _)) => Ok(obj),
             Err(_) if reference["parameterNotFoundAction"] == "Allow" => Ok(Value::Null),
             Err(_) => Err("failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction".to_string()),

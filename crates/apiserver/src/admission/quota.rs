@@ -72,7 +72,7 @@ impl ApiServer {
     /// update) within every LimitRange's bounds; a 403 naming each breach.
     pub(crate) fn limit_ranger_check(
         &self,
-        info: &'static ResourceInfo,
+        info: &ResourceInfo,
         ns: Option<&str>,
         name: &str,
         obj: &Value,
@@ -106,7 +106,7 @@ impl ApiServer {
     /// counted; updates of pods (resize), Services and claims by their growth.
     pub(crate) async fn charge_quota(
         &self,
-        info: &'static ResourceInfo,
+        info: &ResourceInfo,
         ns: Option<&str>,
         name: &str,
         obj: &Value,
@@ -117,7 +117,7 @@ impl ApiServer {
             return Ok(Charge::default());
         };
         let counted_update = info.group.is_empty()
-            && ["pods", "services", "persistentvolumeclaims"].contains(&info.plural);
+            && ["pods", "services", "persistentvolumeclaims"].contains(&&*info.plural);
         if old.is_some() && !counted_update || self.resource_quotas.in_namespace(ns).is_empty() {
             return Ok(Charge::default());
         }
@@ -131,8 +131,8 @@ impl ApiServer {
         let _one_at_a_time = gate.lock().await;
         let qinfo = quota_info();
         let req = quota::Request {
-            plural: info.plural,
-            group: info.group,
+            plural: &info.plural,
+            group: &info.group,
             obj,
             old,
             now: chrono::Utc::now(),

@@ -29,17 +29,18 @@ const fn review(
     kind: &'static str,
     namespaced: bool,
 ) -> ResourceInfo {
+    use std::borrow::Cow::Borrowed;
     ResourceInfo {
-        group,
-        version: "v1",
-        kind,
-        plural,
-        singular,
-        short_names: &[],
+        group: Borrowed(group),
+        version: Borrowed("v1"),
+        kind: Borrowed(kind),
+        plural: Borrowed(plural),
+        singular: Borrowed(singular),
+        short_names: Borrowed(&[]),
         namespaced,
-        subresources: &[],
-        categories: &[],
-        columns: &[],
+        subresources: Borrowed(&[]),
+        categories: Borrowed(&[]),
+        columns: Borrowed(&[]),
     }
 }
 

@@ -39,7 +39,7 @@ pub struct CustomResource {
     status: bool,
     columns: Option<Vec<PrinterColumn>>,
     scale: Option<ScalePaths>,
-    selectable: Vec<&'static str>,
+    selectable: Vec<String>,
     /// Set for a version other than the CRD's storage version.
     stored_in: Option<Arc<AlternateVersion>>,
 }
@@ -100,7 +100,7 @@ impl CustomResource {
             .into_iter()
             .flatten()
             .filter_map(|f| f["jsonPath"].as_str())
-            .map(|p| &*Box::leak(p.trim_start_matches('.').to_string().into_boxed_str()))
+            .map(|p| p.trim_start_matches('.').to_string())
             .collect();
         let rules = RuleTree::compile(&schema, "openAPIV3Schema").map_err(|errs| {
             let why: Vec<String> = errs.iter().map(ToString::to_string).collect();
@@ -162,9 +162,10 @@ impl Strategy for CustomResource {
         true
     }
 
-    fn field_selectors(&self) -> Vec<&'static str> {
-        let mut f = vec!["metadata.name", "metadata.namespace"];
-        f.extend(self.selectable.iter().copied());
+    fn field_selectors(&self) -> Vec<minik8s_api::registry::Text> {
+        let mut f: Vec<minik8s_api::registry::Text> =
+            vec!["metadata.name".into(), "metadata.namespace".into()];
+        f.extend(self.selectable.iter().cloned().map(Into::into));
         f
     }
 
@@ -289,7 +290,7 @@ mod tests {
             cr.generation_relevant(&status_only),
             cr.generation_relevant(&obj)
         );
-        assert!(cr.field_selectors().contains(&"spec.color"));
+        assert!(cr.field_selectors().iter().any(|f| f == "spec.color"));
         let errs = cr.validate(&json!({"spec": {"replicas": "x"}}), None);
         assert_eq!(errs[0].field, "spec.replicas");
     }

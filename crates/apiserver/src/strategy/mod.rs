@@ -46,7 +46,7 @@ use k8s_openapi::api::{
     autoscaling::v2 as autoscaling, batch::v1 as batch, coordination::v1 as coordination,
     core::v1 as core, discovery::v1 as discovery, policy::v1 as policy, rbac::v1 as rbac_v1,
 };
-use minik8s_api::registry::{self, ResourceInfo};
+use minik8s_api::registry::{self, Info, ResourceInfo};
 use minik8s_api::selector::Selector;
 use minik8s_validation as validation;
 use minik8s_validation::{Errors, FieldError, NameRule};
@@ -336,9 +336,10 @@ pub trait Strategy: Send + Sync {
         None
     }
 
-    /// Fields a fieldSelector may name.
-    fn field_selectors(&self) -> Vec<&'static str> {
-        vec!["metadata.name", "metadata.namespace"]
+    /// Fields a fieldSelector may name (a custom resource's selectable
+    /// fields are its CRD's, owned by its strategy).
+    fn field_selectors(&self) -> Vec<registry::Text> {
+        vec!["metadata.name".into(), "metadata.namespace".into()]
     }
 
     /// The table cells after NAME.
@@ -554,8 +555,11 @@ where
     fn name_rule(&self) -> NameRule {
         self.lifecycle.name_rule()
     }
-    fn field_selectors(&self) -> Vec<&'static str> {
+    fn field_selectors(&self) -> Vec<registry::Text> {
         validation::field_selectors::<K>()
+            .into_iter()
+            .map(registry::Text::Borrowed)
+            .collect()
     }
     fn pod_spec_at(&self) -> Option<validation::PodSpecAt> {
         K::POD_SPEC
@@ -743,10 +747,14 @@ impl std::ops::Deref for StrategyRef {
 }
 
 /// The strategies of kinds registered at run time (custom resources), by
-/// their registry entry's address (entries are never freed, so an address
-/// names one entry for good); the server owns them.
+/// their registry entry's address; the map holds the entry too, so the
+/// address names that entry (and no later one) until it is cleared. The
+/// server owns them.
 #[derive(Default)]
-pub struct RuntimeStrategies(RwLock<HashMap<usize, Arc<dyn Strategy>>>);
+pub struct RuntimeStrategies(RwLock<HashMap<usize, Served>>);
+
+/// A run-time entry with its strategy.
+type Served = (Info, Arc<dyn Strategy>);
 
 fn address(info: &ResourceInfo) -> usize {
     info as *const ResourceInfo as usize
@@ -754,15 +762,15 @@ fn address(info: &ResourceInfo) -> usize {
 
 impl RuntimeStrategies {
     /// Serves `info` (a run-time entry) with `strategy` from now on.
-    pub fn set(&self, info: &'static ResourceInfo, strategy: Arc<dyn Strategy>) {
+    pub fn set(&self, info: &Info, strategy: Arc<dyn Strategy>) {
         self.0
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(address(info), strategy);
+            .insert(address(info), (info.clone(), strategy));
     }
 
     /// Forgets the strategy of a run-time entry no longer served.
-    pub fn clear(&self, info: &'static ResourceInfo) {
+    pub fn clear(&self, info: &ResourceInfo) {
         self.0
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -781,7 +789,7 @@ impl RuntimeStrategies {
             .unwrap_or_else(|p| p.into_inner())
             .get(&address(info))
         {
-            Some(s) => StrategyRef::Shared(s.clone()),
+            Some((_, s)) => StrategyRef::Shared(s.clone()),
             None => StrategyRef::Static(&Schemaless),
         }
     }
@@ -808,9 +816,10 @@ impl std::ops::Deref for ServedKinds<'_> {
 }
 
 fn builtin_of(info: &ResourceInfo) -> Option<&'static dyn Strategy> {
+    let entry = registry::builtin_entry(info)?;
     BUILTIN
         .iter()
-        .find(|(i, _)| std::ptr::eq(*i, info))
+        .find(|(i, _)| std::ptr::eq(*i, entry))
         .map(|(_, s)| *s)
 }
 

@@ -47,9 +47,9 @@ impl Strategy for Roles {
     fn admit_writer(&self, writer: &Writer, obj: &Value) -> Result<(), String> {
         let ns = meta::namespace(obj).unwrap_or("");
         let plural = if self.cluster {
-            registry::of::<ClusterRole>().plural
+            &registry::of::<ClusterRole>().plural
         } else {
-            registry::of::<Role>().plural
+            &registry::of::<Role>().plural
         };
         let mut escalate = Attributes::resource("escalate", GROUP, plural, ns);
         escalate.name = meta::name(obj).into();
@@ -78,9 +78,9 @@ impl Strategy for Bindings {
             return Ok(()); // validation reports it
         };
         let resource = if role.kind == Role::KIND {
-            registry::of::<Role>().plural
+            &registry::of::<Role>().plural
         } else {
-            registry::of::<ClusterRole>().plural
+            &registry::of::<ClusterRole>().plural
         };
         let mut bind = Attributes::resource("bind", GROUP, resource, ns);
         bind.name = role.name.clone();

@@ -742,7 +742,7 @@ fn column_definitions(info: &ResourceInfo) -> Vec<Value> {
     if !places_name(info) {
         cols.push(name(0));
     }
-    for c in info.columns {
+    for c in info.columns.iter() {
         if c.name == "Name" {
             cols.push(name(c.priority));
         } else {
