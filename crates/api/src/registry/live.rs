@@ -123,15 +123,6 @@ impl ResourceSpec {
         Ok(())
     }
 
-    fn matches(&self, info: &ResourceInfo) -> bool {
-        *info == self.entry()
-    }
-
-    /// Whether `info` is the entry this spec describes.
-    pub fn describes(&self, info: &ResourceInfo) -> bool {
-        self.matches(info)
-    }
-
     /// The registry entry this spec describes, owning its text.
     pub fn entry(&self) -> ResourceInfo {
         let owned = |s: &String| -> Text { Cow::Owned(s.clone()) };
