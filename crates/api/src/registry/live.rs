@@ -198,7 +198,7 @@ impl Registry {
 
     /// Is `info` one of the built-in kinds (as opposed to one registered at run time)?
     pub fn is_builtin(info: &ResourceInfo) -> bool {
-        builtins().iter().any(|r| std::ptr::eq(&**r, info))
+        super::builtin_entry(info).is_some()
     }
 
     /// Serves a new resource from now on. Refused when the spec is invalid or
@@ -305,6 +305,10 @@ mod tests {
         assert_eq!(reg.all().len(), REGISTRY.len());
         let info = reg.register(&widget()).unwrap();
         assert!(!Registry::is_builtin(&info));
+        // A built-in is one whether named by its static entry or served.
+        let pods = reg.by_plural("", "v1", "pods").unwrap();
+        assert!(Registry::is_builtin(&pods) && Registry::is_builtin(&REGISTRY[1]));
+        assert!(Arc::ptr_eq(&pods, &super::super::shared(&REGISTRY[1])));
         assert_eq!(info.api_version(), "example.minik8s.io/v1");
         assert_eq!(
             info.key(Some("ns"), "w"),
