@@ -968,10 +968,19 @@ fn builtins() -> &'static [Info] {
     &BUILTINS
 }
 
+/// Where `info` sits in [`REGISTRY`] when it is a built-in, named by its
+/// static entry or by the [`Info`] a [`Registry`] serves it as.
+fn builtin_index(info: &ResourceInfo) -> Option<usize> {
+    REGISTRY
+        .iter()
+        .position(|r| std::ptr::eq(r, info))
+        .or_else(|| builtins().iter().position(|r| std::ptr::eq(&**r, info)))
+}
+
 /// The [`Info`] of a static entry: the shared one of a built-in (no copy),
 /// else (another static table's, the review APIs') a new one.
 pub fn shared(info: &'static ResourceInfo) -> Info {
-    match REGISTRY.iter().position(|r| std::ptr::eq(r, info)) {
+    match builtin_index(info) {
         Some(i) => builtins()[i].clone(),
         None => Arc::new(info.clone()),
     }
@@ -980,11 +989,7 @@ pub fn shared(info: &'static ResourceInfo) -> Info {
 /// The static entry of a built-in `info` (one of [`REGISTRY`], or the
 /// [`Info`] a [`Registry`] serves it as); None for any other entry.
 pub fn builtin_entry(info: &ResourceInfo) -> Option<&'static ResourceInfo> {
-    let i = REGISTRY
-        .iter()
-        .position(|r| std::ptr::eq(r, info))
-        .or_else(|| builtins().iter().position(|r| std::ptr::eq(&**r, info)))?;
-    Some(&REGISTRY[i])
+    builtin_index(info).map(|i| &REGISTRY[i])
 }
 
 /// What names a registry entry where one is kept (a dynamic client's): a
@@ -1042,17 +1047,12 @@ pub fn by_alias(name: &str) -> Option<&'static ResourceInfo> {
 pub fn group_versions() -> Vec<(&'static str, &'static str)> {
     let mut out: Vec<(&'static str, &'static str)> = Vec::new();
     for r in REGISTRY {
-        let gv = (text(&r.group), text(&r.version));
+        let gv: (&'static str, &'static str) = (&r.group, &r.version);
         if !out.contains(&gv) {
             out.push(gv);
         }
     }
     out
-}
-
-/// A built-in entry's text, which the table borrows for the whole process.
-fn text(t: &'static Text) -> &'static str {
-    t
 }
 
 #[cfg(test)]
