@@ -29,6 +29,7 @@ use minik8s_api::ApiError;
 use minik8s_wire::versions::AlternateVersion;
 use serde_json::{json, Value};
 use std::sync::Arc;
+use tracing::Instrument;
 
 /// 405 for a method the resource (or path) does not serve, in Kubernetes' words.
 fn not_allowed(method: &Method) -> ApiError {
@@ -252,6 +253,9 @@ async fn handle_request(
         .await
     {
         Ok(user) => user,
+        Err(e) if e.code == 401 && crate::ui::is_ui(uri.path()) => {
+            return crate::ui::unauthorized()
+        }
         Err(e) => return error_response(&e),
     };
     let class = crate::inflight::classify(&method, uri.path(), watch);
@@ -264,7 +268,16 @@ async fn handle_request(
             return resp;
         }
     };
-    let resp = handle_admitted(srv, method, uri, headers, body, upgrade, params, user).await;
+    let span = crate::request_trace::request_span(&user, &method, uri.path(), &headers);
+    let admitted = handle_admitted(srv, method, uri, headers, body, upgrade, params, user);
+    let resp = match span {
+        Some(span) => {
+            let resp = admitted.instrument(span.clone()).await;
+            span.record("status", resp.status().as_u16());
+            resp
+        }
+        None => admitted.await,
+    };
     // Held until the answer is sent: a watch counts for as long as it streams.
     match permit {
         Some(p) => resp.map(|b| minik8s_pki::connections::body_with_guard(b, p)),
@@ -333,6 +346,18 @@ async fn handle_admitted(
         user,
         accept,
     };
+    if crate::ui::is_ui(req.uri.path()) {
+        let Incoming {
+            method,
+            uri,
+            headers,
+            body,
+            params,
+            user,
+            ..
+        } = &req;
+        return crate::ui::serve(&srv, method, uri, headers, body, params, user).await;
+    }
     if let Some(resp) = beside_the_api(&srv, &req).await {
         return resp;
     }

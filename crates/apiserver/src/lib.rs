@@ -35,6 +35,7 @@ pub mod params;
 pub mod pod_security;
 pub mod proxy;
 pub mod request_metrics;
+pub mod request_trace;
 pub mod rest;
 pub mod secure;
 pub mod service_cidrs;
@@ -43,6 +44,7 @@ pub mod stored;
 pub mod strategy;
 pub mod subresources;
 pub mod table;
+pub mod ui;
 pub mod warnings;
 pub mod watch;
 pub mod watch_cache;
@@ -119,6 +121,18 @@ pub struct Config {
     /// the master adds its scheduler's and controllers'.
     #[arg(skip)]
     pub extra_metrics: request_metrics::ExtraMetrics,
+    /// An OTLP/HTTP collector (`host:4318` or a URL) to send the traces
+    /// of the control loops to; without it they stay in this process.
+    #[arg(long)]
+    pub tracing_endpoint: Option<String>,
+    /// Recent traces kept in memory for the web view's journeys (`/ui/`);
+    /// 0 keeps none (and, without --tracing-endpoint, traces nothing).
+    #[arg(long, default_value_t = minik8s_trace::store::DEFAULT_MAX_TRACES)]
+    pub traces_kept: usize,
+    /// The store of recent traces the process's tracing writes to (made
+    /// with it, by the binary: see [`tracing_options`]).
+    #[arg(skip)]
+    pub span_store: Option<Arc<minik8s_trace::SpanStore>>,
     /// Reads (GET, lists) served at once; more get 429 with Retry-After (Kubernetes: 400).
     #[arg(long, default_value_t = 400)]
     pub max_requests_inflight: usize,
@@ -189,6 +203,8 @@ pub struct ApiServer {
     request_metrics: request_metrics::RequestMetrics,
     /// What `/metrics` adds to the request metrics ([`Config::extra_metrics`]).
     extra_metrics: request_metrics::ExtraMetrics,
+    /// The web view: its sessions and the recent traces it draws journeys from.
+    pub web_view: ui::WebView,
     /// Events each watch cache keeps (`--watch-cache-size`).
     watch_cache_size: usize,
     watch_cache_max_bytes: usize,
@@ -331,6 +347,22 @@ impl NamespaceCache {
 }
 
 /// Opens the store the configuration names.
+/// The tracing of a process that runs this apiserver: its store of
+/// recent traces (none with `--traces-kept 0`), set on `cfg` for the web
+/// view, and its collector (`--tracing-endpoint`).
+pub fn tracing_options(cfg: &mut Config, process: &'static str) -> minik8s_trace::Options {
+    let store = (cfg.traces_kept > 0).then(|| {
+        minik8s_trace::SpanStore::new(cfg.traces_kept, minik8s_trace::store::DEFAULT_MAX_SPANS)
+    });
+    cfg.span_store = store.clone();
+    minik8s_trace::Options {
+        process,
+        endpoint: cfg.tracing_endpoint.clone(),
+        store,
+        to_apiserver: None,
+    }
+}
+
 pub async fn open_store(cfg: &Config) -> anyhow::Result<Arc<dyn Store>> {
     Ok(match &cfg.etcd_servers {
         Some(eps) => Arc::new(
@@ -406,6 +438,7 @@ impl ApiServer {
             summaries: Default::default(),
             request_metrics: Default::default(),
             extra_metrics: cfg.extra_metrics.clone(),
+            web_view: ui::WebView::new(cfg.span_store.clone()),
             auth: auth::Auth {
                 tokens,
                 mode,

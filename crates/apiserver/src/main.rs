@@ -19,7 +19,8 @@ fn main() -> anyhow::Result<()> {
     // Resident memory follows what the apiserver holds, not its highest
     // peak (see minik8s_process::memory).
     minik8s_process::memory::run(async {
-        minik8s_process::init_logging();
-        apiserver::run(Args::parse().config).await
+        let mut config = Args::parse().config;
+        let _tracing = minik8s_trace::init(apiserver::tracing_options(&mut config, "apiserver"));
+        apiserver::run(config).await
     })
 }

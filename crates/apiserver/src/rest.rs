@@ -23,8 +23,10 @@ use k8s_openapi::api::core::v1::Namespace;
 use minik8s_api::meta::{self, finalizers, is_deleting, metadata_mut, now_rfc3339};
 use minik8s_api::registry::{self, ResourceInfo, Subresource};
 use minik8s_api::ApiError;
+use minik8s_trace::JOURNEY;
 use minik8s_validation::{self as validation, FieldError};
 use serde_json::{json, Value};
+use tracing::Instrument;
 
 /// How many times a write is re-read and re-applied on a conflict before the
 /// client sees 409 (each conflict means another writer made progress, so this
@@ -801,18 +803,33 @@ impl ApiServer {
             opts: &opts,
             strategy: &*strategy,
         };
-        let obj = self.mutate(&write, obj, None).await?;
-        let mut errs = validation::validate_metadata(&obj, strategy.name_rule(), info.namespaced);
-        let validated = strategy.validate_and_canonicalize(&obj, None);
-        errs.extend(validated.errors);
-        self.admit(&write, &obj, None, errs).await?;
+        let mut obj = self
+            .mutate(&write, obj, None)
+            .instrument(tracing::debug_span!(target: JOURNEY, "mutating admission"))
+            .await?;
+        crate::request_trace::set_on_create(&mut obj);
+        let validated = {
+            let _step = tracing::debug_span!(target: JOURNEY, "validation").entered();
+            let mut errs =
+                validation::validate_metadata(&obj, strategy.name_rule(), info.namespaced);
+            let validated = strategy.validate_and_canonicalize(&obj, None);
+            errs.extend(validated.errors);
+            if !errs.is_empty() {
+                tracing::debug!(target: JOURNEY, errors = errs.len(), "invalid");
+            }
+            (validated.canonical, errs)
+        };
+        let (canonical, errs) = validated;
+        self.admit(&write, &obj, None, errs)
+            .instrument(tracing::debug_span!(target: JOURNEY, "validating admission"))
+            .await?;
         self.check_namespace(info, ns, &name).await?;
         self.limit_ranger_check(info, obj_ns.as_deref(), &name, &obj, None)?;
         let mut obj = normalize(
             info,
             &*strategy,
             obj,
-            validated.canonical,
+            canonical,
             opts.field_validation,
             &opts.warnings,
         )?;
@@ -837,8 +854,16 @@ impl ApiServer {
                 return Err(ApiError::invalid(info, &name, &[e]));
             }
         };
-        match self.store.create(&key, encode(&obj)).await {
-            Ok(rev) => Ok(with_rv(obj, rev)),
+        let stored = self
+            .store
+            .create(&key, encode(&obj))
+            .instrument(tracing::debug_span!(target: JOURNEY, "store", %key))
+            .await;
+        match stored {
+            Ok(rev) => {
+                tracing::debug!(target: JOURNEY, revision = rev, "stored");
+                Ok(with_rv(obj, rev))
+            }
             Err(e) => {
                 strategy::release(&self.alloc, &allocated);
                 self.release_quota(charge).await;
@@ -915,6 +940,7 @@ impl ApiServer {
             (write.info, write.ns, write.name, write.strategy, write.opts);
         strategy.default(&mut merged);
         let mut merged = self.mutate(write, merged, Some(old)).await?;
+        crate::request_trace::keep_on_update(old, &mut merged);
         strategy.prepare_for_update(&mut merged, old);
         bump_generation(strategy, old, &mut merged);
         let validated = update_errors(info, strategy, mode, &merged, old);

@@ -191,6 +191,11 @@ impl Client {
                 .request(method.clone(), &url)
                 .header("Accept", accept)
                 .header("User-Agent", &*self.user_agent);
+            // The work this request is part of (a reconcile, a pod's
+            // scheduling), so the apiserver's span joins its trace.
+            if let Some(parent) = minik8s_trace::context::current() {
+                req = req.header(minik8s_trace::HEADER, parent);
+            }
             if let Some((ct, bytes)) = &body {
                 req = req.header("Content-Type", *ct).body(bytes.clone());
             }

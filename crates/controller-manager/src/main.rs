@@ -21,12 +21,20 @@ struct Args {
     /// Where /metrics is served (queue depth, reconcile counts).
     #[arg(long, default_value = "0.0.0.0:10257")]
     metrics_address: String,
+    /// An OTLP/HTTP collector (`host:4318` or a URL) to send this
+    /// component's traces to.
+    #[arg(long)]
+    tracing_endpoint: Option<String>,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    minik8s_process::init_logging();
     let args = Args::parse();
+    let _tracing = minik8s_trace::init(minik8s_trace::Options {
+        process: "controller-manager",
+        endpoint: args.tracing_endpoint.clone(),
+        ..Default::default()
+    });
     let client = args
         .client
         .connect_limited(controller_manager::API_RATE_LIMIT)?;

@@ -435,6 +435,16 @@ impl Reconciler for ReplicationManager {
 impl Reconciler for ReplicaSetController {
     const NAME: &'static str = "replicaset";
 
+    fn trace_context(&self, key: &str) -> Option<String> {
+        let rs = self.sets.get(key)?;
+        let want = rs.spec.replicas.unwrap_or(1);
+        let s = rs.status.clone().unwrap_or_default();
+        let settled = s.observed_generation >= rs.metadata.generation
+            && s.replicas == want
+            && s.ready_replicas.unwrap_or(0) == want;
+        (!settled).then(|| minik8s_client::controller::trace_context_of(&rs.metadata))?
+    }
+
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
         self.sync(key).await
     }

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::Resource as _;
 use minik8s_client::events::{EventType, Involved};
+use minik8s_client::TRACE_POD_START;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -140,6 +141,7 @@ impl Kubelet {
                 return Err(("ErrImageNeverPull".into(), message));
             }
             "Never" | "IfNotPresent" if present => {
+                tracing::debug!(target: TRACE_POD_START, %image, "image present");
                 let message = format!("Container image \"{image}\" already present on machine");
                 self.recorder
                     .event(pod, EventType::Normal, "Pulled", &message)
@@ -170,6 +172,7 @@ impl Kubelet {
         let logins = self.pull_credentials(pod, image).await;
         match self.pull_with(image, &logins).await {
             Ok(()) => {
+                tracing::debug!(target: TRACE_POD_START, %image, "image pulled");
                 self.pull_backoff.succeeded(&key);
                 let message = format!(
                     "Successfully pulled image \"{image}\" in {:.3}s",

@@ -264,17 +264,15 @@ impl Kubelet {
                 None => pod::Next::Gone,
                 // Boxed: a sleeping worker then holds a pointer, not the whole
                 // sync's state machine (tens of KiB, times every pod).
-                Some(pod) => match Box::pin(me.sync_pod(&pod).instrument(
-                    tracing::debug_span!(target: TRACE_POD_START, "sync_pod", pod = %key),
-                ))
-                .await
-                {
-                    Ok(next) => next,
-                    Err(e) => {
-                        tracing::warn!(pod = %key, error = %e, "sync_pod failed");
-                        pod::Next::Wait
+                Some(pod) => {
+                    match Box::pin(me.sync_pod(&pod).instrument(sync_span(&key, &pod))).await {
+                        Ok(next) => next,
+                        Err(e) => {
+                            tracing::warn!(pod = %key, error = %e, "sync_pod failed");
+                            pod::Next::Wait
+                        }
                     }
-                },
+                }
             };
             if next == pod::Next::Now {
                 me.trigger(&key);
@@ -402,6 +400,38 @@ pub fn advertised_ip(given: &str) -> String {
         tracing::warn!(node_ip = %ip, "the node advertises a loopback address: only this machine reaches it (pass --node-ip)");
     }
     ip
+}
+
+/// The span of one sync of a pod: part of the pod's journey (its trace,
+/// from the annotation the apiserver set at its create) while the pod
+/// starts; later syncs (the periodic ones) belong to no trace, so nobody
+/// records them.
+fn sync_span(key: &str, pod: &Pod) -> tracing::Span {
+    let span = tracing::debug_span!(target: TRACE_POD_START, "sync_pod", pod = %key);
+    if starting(pod) {
+        let annotations = pod.metadata.annotations.as_ref();
+        let parent = annotations.and_then(|a| a.get(minik8s_trace::ANNOTATION));
+        minik8s_trace::context::follow(&span, parent.map(String::as_str));
+    }
+    span
+}
+
+/// Whether a pod is still on its way to running: not being deleted,
+/// pending, or running but not yet ready.
+fn starting(pod: &Pod) -> bool {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return false;
+    }
+    let status = pod.status.as_ref();
+    match status.and_then(|s| s.phase.as_deref()) {
+        None | Some("Pending") => true,
+        Some("Running") => !status
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True"),
+        Some(_) => false,
+    }
 }
 
 pub async fn run(client: Client, mut config: Config) -> anyhow::Result<()> {

@@ -1,5 +1,6 @@
 //! `kubelet`: runs this node's pods on Docker.
 use clap::Parser;
+use std::sync::{Arc, OnceLock};
 
 #[derive(Parser)]
 #[command(name = "kubelet", version = minik8s_api::release::GIT_VERSION, about = "minik8s node agent")]
@@ -20,14 +21,48 @@ struct Args {
     /// `system:kube-proxy` kubeconfig at this path.
     #[arg(long)]
     kube_proxy_kubeconfig: Option<std::path::PathBuf>,
+    /// An OTLP/HTTP collector (`host:4318` or a URL) to send this node's
+    /// traces to, besides its apiserver's store of recent traces.
+    #[arg(long)]
+    tracing_endpoint: Option<String>,
     #[command(flatten)]
     config: kubelet::Config,
 }
 
+/// The node's spans to its apiserver (`POST /ui/v1/traces`, the master's
+/// store of recent traces), once the kubelet has its client.
+fn to_apiserver(client: Arc<OnceLock<minik8s_client::Client>>) -> minik8s_trace::Post {
+    Arc::new(move |body| {
+        let client = client.get().cloned();
+        Box::pin(async move {
+            let Some(client) = client else {
+                return Err("not connected to the apiserver yet".to_string());
+            };
+            let body = Some(("application/x-protobuf", body.to_vec()));
+            client
+                .send(
+                    reqwest::Method::POST,
+                    "/ui/v1/traces",
+                    body,
+                    "application/x-protobuf",
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+    })
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    minik8s_process::init_logging();
     let mut args = Args::parse();
+    let connected = Arc::new(OnceLock::new());
+    let _tracing = minik8s_trace::init(minik8s_trace::Options {
+        process: "kubelet",
+        endpoint: args.tracing_endpoint.clone(),
+        store: None,
+        to_apiserver: (args.hollow_nodes == 0).then(|| to_apiserver(connected.clone())),
+    });
     if let Some(given) = &args.bootstrap_token {
         let token = if given.contains('/') {
             std::fs::read_to_string(given)
@@ -75,5 +110,6 @@ async fn main() -> anyhow::Result<()> {
         args.client.kube_api_qps.unwrap_or(qps),
         args.client.kube_api_burst.unwrap_or(burst),
     );
+    let _ = connected.set(client.clone());
     kubelet::run(client, args.config).await
 }

@@ -29,8 +29,8 @@ use tracing::Instrument;
 
 /// A span of the pod start pipeline (see `minik8s_process::init_logging`).
 macro_rules! step {
-    ($name:literal) => {
-        tracing::debug_span!(target: TRACE_POD_START, $name)
+    ($name:literal $(, $($field:tt)*)?) => {
+        tracing::debug_span!(target: TRACE_POD_START, $name $(, $($field)*)?)
     };
 }
 
@@ -499,7 +499,7 @@ impl Kubelet {
         let pull = c.image_pull_policy.as_deref().unwrap_or("IfNotPresent");
         if let Err((reason, message)) = self
             .ensure_image(pod, &image, pull)
-            .instrument(step!("image"))
+            .instrument(step!("image", container = %c.name, %image))
             .await
         {
             waiting.insert(c.name.clone(), (reason, message));
@@ -541,10 +541,11 @@ impl Kubelet {
         match self
             .runtime
             .run_container(&name, &container)
-            .instrument(step!("container"))
+            .instrument(step!("container", container = %c.name))
             .await
         {
             Ok(info) => {
+                tracing::debug!(target: TRACE_POD_START, container = %c.name, "container started");
                 observed.push(info.clone());
                 let uid = pod.metadata.uid.as_deref().unwrap_or("");
                 let resources = self.allocations.for_start(uid, c);

@@ -59,8 +59,10 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run() -> anyhow::Result<()> {
-    minik8s_process::init_logging();
     let mut args = Args::parse();
+    // One tracer for the three components of this process: each span is
+    // sent as its component's (see minik8s_trace::export).
+    let _tracing = minik8s_trace::init(apiserver::tracing_options(&mut args.apiserver, "master"));
     let port = args
         .apiserver
         .listen

@@ -880,6 +880,12 @@ impl Reconciler for Scheduling {
 
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
         let span = tracing::debug_span!(target: TRACE_POD_START, "schedule_one", pod = %key);
+        // The scheduling joins the trace of the request that created the pod.
+        if let Some(pod) = self.0.pods.get(key) {
+            let annotations = pod.metadata.annotations.as_ref();
+            let parent = annotations.and_then(|a| a.get(minik8s_trace::ANNOTATION));
+            minik8s_trace::context::follow(&span, parent.map(String::as_str));
+        }
         let started = std::time::Instant::now();
         let outcome = self.0.schedule_one(key).instrument(span).await;
         let result = match &outcome {

@@ -27,12 +27,20 @@ struct Args {
     /// the work queue); empty: none.
     #[arg(long, default_value = "0.0.0.0:10259")]
     metrics_address: String,
+    /// An OTLP/HTTP collector (`host:4318` or a URL) to send this
+    /// component's traces to.
+    #[arg(long)]
+    tracing_endpoint: Option<String>,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    minik8s_process::init_logging();
     let args = Args::parse();
+    let _tracing = minik8s_trace::init(minik8s_trace::Options {
+        process: "scheduler",
+        endpoint: args.tracing_endpoint.clone(),
+        ..Default::default()
+    });
     let client = args.client.connect_limited(scheduler::API_RATE_LIMIT)?;
     let metrics = scheduler::metrics::Metrics::default();
     if !args.metrics_address.is_empty() {

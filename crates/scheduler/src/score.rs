@@ -23,6 +23,7 @@ use crate::filters::{check, node_name, term_matches, term_selects, RoundRobin, S
 use k8s_openapi::api::core::v1::{Node, Pod, WeightedPodAffinityTerm};
 use minik8s_api::selector::Selector;
 use minik8s_api::taints::tolerates;
+use minik8s_client::TRACE_POD_START;
 use std::collections::HashMap;
 
 pub use crate::framework::MAX_NODE_SCORE;
@@ -106,7 +107,11 @@ pub fn select_node<'n>(
                     break;
                 }
             }
-            Err(why) => reasons.push(why),
+            Err(why) => {
+                // The journey's "node2: Insufficient cpu".
+                tracing::debug!(target: TRACE_POD_START, node = name, reason = %why.message(), "filtered out");
+                reasons.push(why)
+            }
         }
     }
     let best: Vec<String> = match feasible.as_slice() {
@@ -114,6 +119,9 @@ pub fn select_node<'n>(
         [only] => vec![node_name(only).to_string()],
         _ => {
             let totals = total(pod, &feasible, snap, default_spread);
+            for (n, score) in feasible.iter().zip(&totals) {
+                tracing::debug!(target: TRACE_POD_START, node = node_name(n), score, "scored");
+            }
             let top = totals.iter().copied().max().unwrap_or(0);
             feasible
                 .iter()
@@ -123,9 +131,11 @@ pub fn select_node<'n>(
                 .collect()
         }
     };
-    Ok(rr
+    let chosen = rr
         .pick(&best)
-        .expect("the best nodes are in the round robin"))
+        .expect("the best nodes are in the round robin");
+    tracing::debug!(target: TRACE_POD_START, node = %chosen, feasible = feasible.len(), "selected");
+    Ok(chosen)
 }
 
 /// Kubernetes' `DefaultNormalizeScore`: scaled so the highest is 100

@@ -4,9 +4,7 @@
 //! that the scheduler's and the kubelet's work on it joins the trace of the
 //! request that created it.
 
-use opentelemetry::trace::{
-    SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
-};
+use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 /// The annotation that carries an object's trace context: the
@@ -36,12 +34,15 @@ pub fn format(cx: &SpanContext) -> Option<String> {
 /// lowercase hex, neither id all zeros); None for anything else.
 pub fn parse(text: &str) -> Option<SpanContext> {
     let mut parts = text.trim().split('-');
-    let (version, trace, span, flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let (version, trace, span, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
     if parts.next().is_some() || version != "00" {
         return None;
     }
     let hex = |s: &str, len: usize| {
-        s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        s.len() == len
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     };
     if !hex(trace, 32) || !hex(span, 16) || !hex(flags, 2) {
         return None;

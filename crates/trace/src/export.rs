@@ -114,7 +114,10 @@ impl ComponentExporter {
         }
     }
 
-    fn exporter(&self, component: &str) -> Result<Arc<opentelemetry_otlp::SpanExporter>, OTelSdkError> {
+    fn exporter(
+        &self,
+        component: &str,
+    ) -> Result<Arc<opentelemetry_otlp::SpanExporter>, OTelSdkError> {
         let mut map = self.by_component.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(e) = map.get(component) {
             return Ok(e.clone());
@@ -168,8 +171,17 @@ mod tests {
 
     #[test]
     fn an_endpoint_without_a_path_gets_otlps() {
-        assert_eq!(traces_url("127.0.0.1:4318"), "http://127.0.0.1:4318/v1/traces");
-        assert_eq!(traces_url("http://jaeger:4318/"), "http://jaeger:4318/v1/traces");
-        assert_eq!(traces_url("https://c.example/otlp/v1/traces"), "https://c.example/otlp/v1/traces");
+        assert_eq!(
+            traces_url("127.0.0.1:4318"),
+            "http://127.0.0.1:4318/v1/traces"
+        );
+        assert_eq!(
+            traces_url("http://jaeger:4318/"),
+            "http://jaeger:4318/v1/traces"
+        );
+        assert_eq!(
+            traces_url("https://c.example/otlp/v1/traces"),
+            "https://c.example/otlp/v1/traces"
+        );
     }
 }

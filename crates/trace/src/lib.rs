@@ -29,8 +29,8 @@ pub mod store;
 use opentelemetry::trace::{Link, SpanKind, TraceContextExt, TraceId};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::{
-    BatchConfigBuilder, BatchSpanProcessor, Sampler, SamplingDecision, SamplingResult, SdkTracerProvider,
-    ShouldSample,
+    BatchConfigBuilder, BatchSpanProcessor, Sampler, SamplingDecision, SamplingResult,
+    SdkTracerProvider, ShouldSample,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,7 +65,9 @@ impl ShouldSample for JourneySampler {
         attributes: &[KeyValue],
         _links: &[Link],
     ) -> SamplingResult {
-        let parent_span = parent.map(|cx| cx.span().span_context().clone()).filter(|sc| sc.is_valid());
+        let parent_span = parent
+            .map(|cx| cx.span().span_context().clone())
+            .filter(|sc| sc.is_valid());
         let keep = match &parent_span {
             Some(sc) => sc.is_sampled(),
             None => attributes.iter().any(|kv| kv.key.as_str() == ROOT_FIELD),
@@ -77,7 +79,9 @@ impl ShouldSample for JourneySampler {
                 SamplingDecision::Drop
             },
             attributes: Vec::new(),
-            trace_state: parent_span.map(|sc| sc.trace_state().clone()).unwrap_or_default(),
+            trace_state: parent_span
+                .map(|sc| sc.trace_state().clone())
+                .unwrap_or_default(),
         }
     }
 }
@@ -143,7 +147,8 @@ pub fn provider(opts: &Options, runtime: tokio::runtime::Handle) -> Option<SdkTr
     if !opts.wants_spans() {
         return None;
     }
-    let mut builder = SdkTracerProvider::builder().with_sampler(Sampler::ParentBased(Box::new(JourneySampler)));
+    let mut builder =
+        SdkTracerProvider::builder().with_sampler(Sampler::ParentBased(Box::new(JourneySampler)));
     if let Some(store) = &opts.store {
         builder = builder.with_simple_exporter(store::StoreExporter {
             store: store.clone(),
@@ -153,12 +158,17 @@ pub fn provider(opts: &Options, runtime: tokio::runtime::Handle) -> Option<SdkTr
     if let Some(post) = &opts.to_apiserver {
         let sender = export::Sender::new(Transport::Post(post.clone()), runtime.clone());
         // The URL is the apiserver's, which the Post knows; OTLP wants one.
-        let exporter = export::ComponentExporter::new("http://apiserver/ui/v1/traces".into(), sender, opts.process);
+        let exporter = export::ComponentExporter::new(
+            "http://apiserver/ui/v1/traces".into(),
+            sender,
+            opts.process,
+        );
         builder = builder.with_span_processor(batch(exporter));
     }
     if let Some(endpoint) = &opts.endpoint {
         let sender = export::Sender::new(Transport::Http(reqwest::Client::new()), runtime);
-        let exporter = export::ComponentExporter::new(export::traces_url(endpoint), sender, opts.process);
+        let exporter =
+            export::ComponentExporter::new(export::traces_url(endpoint), sender, opts.process);
         builder = builder.with_span_processor(batch(exporter));
     }
     Some(builder.build())
@@ -184,7 +194,8 @@ where
 /// Structured logs to stderr (as `minik8s_process::init_logging`) and the
 /// journey's spans to where `opts` says. Needs a tokio runtime.
 pub fn init(opts: Options) -> Tracing {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -221,7 +232,14 @@ mod tests {
             ))
         });
         JourneySampler
-            .should_sample(cx.as_ref(), TraceId::from(7u128), "x", &SpanKind::Internal, attributes, &[])
+            .should_sample(
+                cx.as_ref(),
+                TraceId::from(7u128),
+                "x",
+                &SpanKind::Internal,
+                attributes,
+                &[],
+            )
             .decision
     }
 
@@ -230,7 +248,13 @@ mod tests {
         let start = [KeyValue::new(ROOT_FIELD, true)];
         assert_eq!(decide(None, &start), SamplingDecision::RecordAndSample);
         assert_eq!(decide(None, &[]), SamplingDecision::Drop);
-        assert_eq!(decide(Some(TraceFlags::SAMPLED), &[]), SamplingDecision::RecordAndSample);
-        assert_eq!(decide(Some(TraceFlags::default()), &start), SamplingDecision::Drop);
+        assert_eq!(
+            decide(Some(TraceFlags::SAMPLED), &[]),
+            SamplingDecision::RecordAndSample
+        );
+        assert_eq!(
+            decide(Some(TraceFlags::default()), &start),
+            SamplingDecision::Drop
+        );
     }
 }

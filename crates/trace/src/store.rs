@@ -51,7 +51,10 @@ pub struct EventRecord {
 /// Attributes the layer adds that say nothing to a learner (where in the
 /// source, which thread).
 fn kept(key: &str) -> bool {
-    !(key.starts_with("code.") || key.starts_with("thread.") || key == "busy_ns" || key == "idle_ns")
+    !(key.starts_with("code.")
+        || key.starts_with("thread.")
+        || key == "busy_ns"
+        || key == "idle_ns")
 }
 
 /// The component a span of this process belongs to: the crate whose code
@@ -98,7 +101,11 @@ pub fn record_of(span: &SpanData, process: &str) -> SpanRecord {
             attributes: e
                 .attributes
                 .iter()
-                .filter(|kv| kept(kv.key.as_str()) && kv.key.as_str() != "level" && kv.key.as_str() != "target")
+                .filter(|kv| {
+                    kept(kv.key.as_str())
+                        && kv.key.as_str() != "level"
+                        && kv.key.as_str() != "target"
+                })
                 .map(|kv| (kv.key.to_string(), text(&kv.value)))
                 .collect(),
         })
@@ -152,7 +159,8 @@ fn hex(bytes: &[u8]) -> String {
 /// each named by its resource's `service.name` (the sender's component).
 pub fn decode_otlp(body: &[u8]) -> Result<Vec<SpanRecord>, String> {
     use prost::Message;
-    let req = ExportTraceServiceRequest::decode(body).map_err(|e| format!("not an OTLP trace export: {e}"))?;
+    let req = ExportTraceServiceRequest::decode(body)
+        .map_err(|e| format!("not an OTLP trace export: {e}"))?;
     let mut out = Vec::new();
     for rs in req.resource_spans {
         let service = rs
@@ -194,6 +202,20 @@ pub fn decode_otlp(body: &[u8]) -> Result<Vec<SpanRecord>, String> {
         }
     }
     Ok(out)
+}
+
+/// The OTLP answer to an export: empty when all was kept, else how many
+/// spans were refused and why (OTLP's partial success).
+pub fn export_response(rejected: usize, why: &str) -> Vec<u8> {
+    use opentelemetry_proto::tonic::collector::trace::v1::{
+        ExportTracePartialSuccess, ExportTraceServiceResponse,
+    };
+    use prost::Message;
+    let partial_success = (rejected > 0).then(|| ExportTracePartialSuccess {
+        rejected_spans: rejected as i64,
+        error_message: why.to_string(),
+    });
+    ExportTraceServiceResponse { partial_success }.encode_to_vec()
 }
 
 struct Inner {
@@ -271,7 +293,12 @@ impl SpanStore {
 
     /// Every kept span of a trace, by start time.
     pub fn trace(&self, trace_id: &str) -> Vec<SpanRecord> {
-        let mut spans = self.lock().traces.get(trace_id).cloned().unwrap_or_default();
+        let mut spans = self
+            .lock()
+            .traces
+            .get(trace_id)
+            .cloned()
+            .unwrap_or_default();
         spans.sort_by_key(|s| (s.start_unix_nano, s.end_unix_nano));
         spans
     }
@@ -283,7 +310,10 @@ impl SpanStore {
         let spans = self.trace(trace_id);
         let mut children: HashMap<&str, Vec<&SpanRecord>> = HashMap::new();
         for s in &spans {
-            children.entry(s.parent_span_id.as_str()).or_default().push(s);
+            children
+                .entry(s.parent_span_id.as_str())
+                .or_default()
+                .push(s);
         }
         let mut keep = std::collections::HashSet::new();
         let mut todo = vec![span_id.to_string()];
@@ -295,7 +325,10 @@ impl SpanStore {
                 todo.push(c.span_id.clone());
             }
         }
-        spans.into_iter().filter(|s| keep.contains(&s.span_id)).collect()
+        spans
+            .into_iter()
+            .filter(|s| keep.contains(&s.span_id))
+            .collect()
     }
 
     /// The objects created in a trace, as its apiserver spans name them
@@ -307,7 +340,10 @@ impl SpanStore {
         };
         spans
             .iter()
-            .filter(|s| s.component == "apiserver" && s.attributes.get("verb").map(String::as_str) == Some("create"))
+            .filter(|s| {
+                s.component == "apiserver"
+                    && s.attributes.get("verb").map(String::as_str) == Some("create")
+            })
             .filter_map(|s| {
                 let a = &s.attributes;
                 Some((
@@ -387,7 +423,10 @@ mod tests {
             span("t", "bind-p", "schedule-p", 7),
         ]);
         let names = |v: Vec<SpanRecord>| v.into_iter().map(|s| s.span_id).collect::<Vec<_>>();
-        assert_eq!(names(store.journey("t", "p")), ["p", "schedule-p", "bind-p"]);
+        assert_eq!(
+            names(store.journey("t", "p")),
+            ["p", "schedule-p", "bind-p"]
+        );
         assert_eq!(store.journey("t", "d").len(), 7);
         assert!(store.journey("other", "p").is_empty());
     }
@@ -400,9 +439,18 @@ mod tests {
 
     #[test]
     fn a_span_belongs_to_the_crate_that_opened_it() {
-        assert_eq!(component_of(Some("scheduler::score"), "master"), "scheduler");
-        assert_eq!(component_of(Some("controller_manager::deployment"), "master"), "controller-manager");
-        assert_eq!(component_of(Some("minik8s_client::rest"), "kubelet"), "kubelet");
+        assert_eq!(
+            component_of(Some("scheduler::score"), "master"),
+            "scheduler"
+        );
+        assert_eq!(
+            component_of(Some("controller_manager::deployment"), "master"),
+            "controller-manager"
+        );
+        assert_eq!(
+            component_of(Some("minik8s_client::rest"), "kubelet"),
+            "kubelet"
+        );
         assert_eq!(component_of(None, "master"), "master");
     }
 }

@@ -173,6 +173,7 @@ pub fn is_public_path(path: &str) -> bool {
             | "/version/"
             | "/api/v1/namespaces/kube-public/configmaps/cluster-info"
             | crate::node_bundle::JOIN_SCRIPT
+            | crate::ui::LOGIN
     ) || ["/healthz/", "/livez/", "/readyz/"]
         .iter()
         .any(|p| path.starts_with(p))
@@ -263,8 +264,11 @@ impl ApiServer {
     ) -> Result<UserInfo, ApiError> {
         let user = match self.authenticate(headers, conn).await? {
             Some(user) => user,
-            None if is_public_path(path) => UserInfo::anonymous(),
-            None => return Err(unauthorized()),
+            None => match crate::ui::session_user(self, method, path, headers) {
+                Some(user) => user,
+                None if is_public_path(path) => UserInfo::anonymous(),
+                None => return Err(unauthorized()),
+            },
         };
         let user = self.impersonate(user, headers)?;
         let attrs = request_info::parse(method.as_str(), path, watch);

@@ -25,6 +25,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
+use tracing::Instrument;
 
 /// What a reconcile wants next for its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +56,21 @@ pub trait Reconciler: Send + Sync + 'static {
     const NAME: &'static str;
 
     fn reconcile(&self, key: &str) -> impl Future<Output = Result<Action, ClientError>> + Send;
+
+    /// The trace the reconcile of `key` belongs to (a `traceparent`, from
+    /// the object's [`minik8s_trace::ANNOTATION`]) while the object is on
+    /// its way (a Deployment rolling out); None: nobody records it.
+    fn trace_context(&self, _key: &str) -> Option<String> {
+        None
+    }
+}
+
+/// An object's trace context ([`minik8s_trace::ANNOTATION`]).
+pub fn trace_context_of(meta: &ObjectMeta) -> Option<String> {
+    meta.annotations
+        .as_ref()?
+        .get(minik8s_trace::ANNOTATION)
+        .cloned()
 }
 
 /// A reconciler, its work queue and the triggers that feed it.
@@ -150,7 +166,11 @@ pub async fn run<R: Reconciler>(
         let (queue, reconciler, metrics) = (queue.clone(), reconciler.clone(), metrics.clone());
         tasks.spawn(async move {
             while let Some(key) = queue.get().await {
-                let result = reconciler.reconcile(&key).await;
+                let span = tracing::debug_span!(target: minik8s_trace::JOURNEY, "reconcile", controller = R::NAME, %key);
+                if let Some(parent) = reconciler.trace_context(&key) {
+                    minik8s_trace::context::follow(&span, Some(&parent));
+                }
+                let result = reconciler.reconcile(&key).instrument(span).await;
                 metrics.reconciled(R::NAME, result.is_ok());
                 apply(&queue, &key, result);
                 queue.done(&key);

@@ -32,6 +32,17 @@ fn active(rs: &ReplicaSet) -> bool {
 impl Reconciler for DeploymentController {
     const NAME: &'static str = "deployment";
 
+    fn trace_context(&self, key: &str) -> Option<String> {
+        let d = self.deployments.get(key)?;
+        let want = d.spec.replicas.unwrap_or(1);
+        let s = d.status.clone().unwrap_or_default();
+        let settled = s.observed_generation >= d.metadata.generation
+            && s.updated_replicas.unwrap_or(0) == want
+            && s.ready_replicas.unwrap_or(0) == want
+            && s.replicas.unwrap_or(0) == want;
+        (!settled).then(|| minik8s_client::controller::trace_context_of(&d.metadata))?
+    }
+
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
         let Some(d) = self.deployments.get(key) else {
             return Ok(Action::Done);

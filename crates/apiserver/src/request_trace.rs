@@ -1,0 +1,261 @@
+//! The apiserver's span of a request (Kubernetes' `WithTracing` filter,
+//! KEP-647), and the object's trace context it leaves on what it creates.
+//!
+//! A request gets a span when it starts a journey (the create of an
+//! object) or continues one (a trusted caller's sampled `traceparent`: the
+//! scheduler's binding, a controller's create of a ReplicaSet or a pod).
+//! Whose `traceparent` is followed is Kubernetes' rule (system:masters and
+//! system:monitoring), plus the control plane's own scheduler and
+//! controller manager, which carry an object's trace to what they write
+//! for it. Anyone else's is only linked, so a request cannot put spans into
+//! another user's trace; reads and watches get no span.
+
+use crate::auth::request_info::Attributes;
+use crate::auth::UserInfo;
+use axum::http::{HeaderMap, Method};
+use minik8s_trace::{context, ANNOTATION, JOURNEY};
+use serde_json::Value;
+
+/// Users whose trace context a request may continue.
+const TRUSTED_GROUPS: [&str; 2] = ["system:masters", "system:monitoring"];
+const TRUSTED_USERS: [&str; 2] = ["system:kube-scheduler", "system:kube-controller-manager"];
+
+fn trusted(user: &UserInfo) -> bool {
+    user.groups
+        .iter()
+        .any(|g| TRUSTED_GROUPS.contains(&g.as_str()))
+        || TRUSTED_USERS.contains(&user.username.as_str())
+}
+
+/// Creates that start no journey: records about other objects (Events,
+/// reviews) and heartbeats, whose traces would only crowd out the journeys
+/// in the store.
+const NO_JOURNEY: [&str; 8] = [
+    "events",
+    "leases",
+    "tokenreviews",
+    "subjectaccessreviews",
+    "selfsubjectaccessreviews",
+    "localsubjectaccessreviews",
+    "selfsubjectrulesreviews",
+    "selfsubjectreviews",
+];
+
+/// Kubernetes' span name: `POST /api/v1/namespaces/{:namespace}/pods`.
+fn span_name(method: &Method, a: &Attributes) -> String {
+    let mut name = format!("{method} /");
+    if a.api_group.is_empty() {
+        name.push_str("api");
+    } else {
+        name.push_str("apis/");
+        name.push_str(&a.api_group);
+    }
+    name.push('/');
+    name.push_str(&a.api_version);
+    if !a.namespace.is_empty() {
+        name.push_str("/namespaces/{:namespace}");
+    }
+    name.push('/');
+    name.push_str(&a.resource);
+    if !a.name.is_empty() {
+        name.push_str("/{:name}");
+    }
+    if !a.subresource.is_empty() {
+        name.push('/');
+        name.push_str(&a.subresource);
+    }
+    name
+}
+
+/// The span this request is served in, None when it gets none.
+pub fn request_span(
+    user: &UserInfo,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+) -> Option<tracing::Span> {
+    if *method == Method::GET || !tracing::enabled!(target: JOURNEY, tracing::Level::DEBUG) {
+        return None;
+    }
+    let a = &crate::auth::request_info::parse(method.as_str(), path, false);
+    if !a.resource_request {
+        return None;
+    }
+    let incoming = headers
+        .get(context::HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| context::parse(v).is_some());
+    let follows = incoming.is_some() && trusted(user);
+    let creates = a.verb == "create"
+        && a.subresource.is_empty()
+        && !NO_JOURNEY.contains(&a.resource.as_str());
+    if !creates && !follows {
+        return None;
+    }
+    let name = span_name(method, a);
+    let span = if creates && !follows {
+        tracing::debug_span!(target: JOURNEY, "request", otel.name = %name, journey.start = true,
+            verb = %a.verb, resource = %a.resource, namespace = %a.namespace,
+            name = tracing::field::Empty, user = %user.username, status = tracing::field::Empty)
+    } else {
+        tracing::debug_span!(target: JOURNEY, "request", otel.name = %name,
+            verb = %a.verb, resource = %a.resource, subresource = %a.subresource,
+            namespace = %a.namespace, name = %a.name, user = %user.username,
+            status = tracing::field::Empty)
+    };
+    if follows {
+        context::follow(&span, incoming);
+    } else {
+        context::link(&span, incoming);
+    }
+    Some(span)
+}
+
+fn annotations_mut(obj: &mut Value) -> Option<&mut serde_json::Map<String, Value>> {
+    obj.get_mut("metadata")?
+        .get_mut("annotations")?
+        .as_object_mut()
+}
+
+/// On create: the object's trace context is this request's span (what a
+/// client sent in the annotation is not kept: only the apiserver says
+/// which trace an object belongs to). The span learns the object's name.
+pub fn set_on_create(obj: &mut Value) {
+    let span = tracing::Span::current();
+    let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
+    span.record("name", name.as_str());
+    let mine = context::of(&span);
+    match (mine, annotations_mut(obj)) {
+        (Some(tp), Some(a)) => {
+            a.insert(ANNOTATION.into(), Value::String(tp));
+        }
+        (Some(tp), None) => {
+            if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+                let annotations = meta
+                    .entry("annotations")
+                    .or_insert_with(|| Value::Object(Default::default()));
+                if !annotations.is_object() {
+                    *annotations = Value::Object(Default::default());
+                }
+                if let Some(a) = annotations.as_object_mut() {
+                    a.insert(ANNOTATION.into(), Value::String(tp));
+                }
+            }
+        }
+        (None, Some(a)) => {
+            a.remove(ANNOTATION);
+        }
+        (None, None) => {}
+    }
+}
+
+/// On update: the object keeps the trace context it was created with,
+/// whatever the update says.
+pub fn keep_on_update(old: &Value, new: &mut Value) {
+    let kept = old["metadata"]["annotations"][ANNOTATION]
+        .as_str()
+        .map(str::to_string);
+    let sent = new["metadata"]["annotations"][ANNOTATION]
+        .as_str()
+        .map(str::to_string);
+    if kept == sent {
+        return;
+    }
+    match kept {
+        Some(tp) => {
+            if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                let annotations = meta
+                    .entry("annotations")
+                    .or_insert_with(|| Value::Object(Default::default()));
+                if let Some(a) = annotations.as_object_mut() {
+                    a.insert(ANNOTATION.into(), Value::String(tp));
+                }
+            }
+        }
+        None => {
+            let emptied = annotations_mut(new).is_some_and(|a| {
+                a.remove(ANNOTATION);
+                a.is_empty()
+            });
+            // No `annotations: {}` where there were none: that would be a
+            // change, and a write, of its own.
+            if emptied && old["metadata"].get("annotations").is_none() {
+                if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.remove("annotations");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_span_is_named_as_kubernetes_names_it() {
+        let a = crate::auth::request_info::parse(
+            "POST",
+            "/api/v1/namespaces/ns/pods/web/binding",
+            false,
+        );
+        assert_eq!(
+            span_name(&Method::POST, &a),
+            "POST /api/v1/namespaces/{:namespace}/pods/{:name}/binding"
+        );
+        let a = crate::auth::request_info::parse(
+            "POST",
+            "/apis/apps/v1/namespaces/ns/deployments",
+            false,
+        );
+        assert_eq!(
+            span_name(&Method::POST, &a),
+            "POST /apis/apps/v1/namespaces/{:namespace}/deployments"
+        );
+    }
+
+    #[test]
+    fn only_the_control_plane_and_admins_continue_a_trace() {
+        assert!(trusted(&UserInfo::new(
+            "kubernetes-admin",
+            &["system:masters"]
+        )));
+        assert!(trusted(&UserInfo::new("system:kube-scheduler", &[])));
+        assert!(!trusted(&UserInfo::new(
+            "alice",
+            &["students", "system:authenticated"]
+        )));
+        assert!(!trusted(&UserInfo::new(
+            "system:node:n1",
+            &["system:nodes"]
+        )));
+    }
+
+    #[test]
+    fn without_a_recorded_span_a_clients_trace_annotation_is_dropped() {
+        let forged = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let mut obj =
+            json!({"metadata": {"name": "p", "annotations": {ANNOTATION: forged, "a": "b"}}});
+        set_on_create(&mut obj);
+        assert_eq!(obj["metadata"]["annotations"], json!({"a": "b"}));
+    }
+
+    #[test]
+    fn an_update_keeps_the_trace_the_object_was_created_with() {
+        let mine = "00-11111111111111111111111111111111-2222222222222222-01";
+        let other = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let old = json!({"metadata": {"annotations": {ANNOTATION: mine}}});
+        let mut new = json!({"metadata": {"annotations": {ANNOTATION: other}}});
+        keep_on_update(&old, &mut new);
+        assert_eq!(new["metadata"]["annotations"][ANNOTATION], mine);
+        let mut dropped = json!({"metadata": {}});
+        keep_on_update(&old, &mut dropped);
+        assert_eq!(dropped["metadata"]["annotations"][ANNOTATION], mine);
+        let untraced = json!({"metadata": {"name": "p"}});
+        let mut added = json!({"metadata": {"name": "p", "annotations": {ANNOTATION: other}}});
+        keep_on_update(&untraced, &mut added);
+        assert_eq!(added, untraced);
+        assert!(added["metadata"].get("annotations").is_none());
+    }
+}
