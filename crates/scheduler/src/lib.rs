@@ -585,8 +585,16 @@ impl Scheduler {
             .acquire_owned()
             .await
             .expect("semaphore open");
+        // The binding cycle runs on after the scheduling cycle's span has
+        // ended (as Kubernetes' does): its own span, in the same trace.
+        let trace = minik8s_trace::context::current();
         tokio::spawn(async move {
-            let bound = me.binding_cycle(&key, &pod, &chosen, &plan).await;
+            let span = tracing::debug_span!(target: TRACE_POD_START, parent: None, "binding cycle", pod = %key, node = %chosen);
+            minik8s_trace::context::follow(&span, trace.as_deref());
+            let bound = me
+                .binding_cycle(&key, &pod, &chosen, &plan)
+                .instrument(span)
+                .await;
             // The slot bounds bindings, not events: the Scheduled event is
             // written after it is given back (events are best effort and
             // would otherwise halve the bindings in flight).

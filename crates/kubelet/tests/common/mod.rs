@@ -84,12 +84,23 @@ impl Cluster {
     /// with the join token, and ServiceAccount tokens that live
     /// `token_seconds`.
     pub async fn start_secure(token_seconds: i64) -> Cluster {
+        Self::start_secure_with(token_seconds, |_| {}, Vec::new()).await
+    }
+
+    /// As [`Cluster::start_secure`], the apiserver's config changed by
+    /// `server_config` and the kubelet given `kubelet_args`.
+    pub async fn start_secure_with(
+        token_seconds: i64,
+        server_config: impl FnOnce(&mut apiserver::Config),
+        kubelet_args: Vec<String>,
+    ) -> Cluster {
         let pod_cidr = free_pod_cidr();
         let gateway = Self::gateway_of(&pod_cidr);
         let server = TestServer::start_with(Backend::Embedded, |c| {
             c.secure_listen = Some(format!("0.0.0.0:{}", free_port()));
             c.tls_san = vec![gateway.clone()];
             c.service_account_max_token_expiration = Some(token_seconds);
+            server_config(c);
         })
         .await;
         let pki = server.config.data_dir.join("pki");
@@ -119,7 +130,7 @@ impl Cluster {
             port: free_port(),
             pod_cidr,
             client,
-            kubelet_args: Vec::new(),
+            kubelet_args,
             secure: Some(https),
         };
         c.start_kubelet();
@@ -272,9 +283,22 @@ impl Cluster {
         secs: u64,
         ok: F,
     ) -> Value {
-        let what = format!("pod {name}: {what}");
+        self.wait_pod_in("default", name, what, secs, ok).await
+    }
+
+    /// [`Cluster::wait_pod`] for a pod of namespace `ns`.
+    pub async fn wait_pod_in<F: Fn(&Value) -> bool>(
+        &self,
+        ns: &str,
+        name: &str,
+        what: &str,
+        secs: u64,
+        ok: F,
+    ) -> Value {
+        let what = format!("pod {ns}/{name}: {what}");
+        let pods = self.client.dynamic(registry::of::<Pod>(), Some(ns));
         minik8s_testkit::poll(secs, Duration::from_millis(200), &what, || async {
-            let last = match self.pods().get(name).await {
+            let last = match pods.get(name).await {
                 Ok(p) if ok(&p) => return Ok(p),
                 Ok(p) => p,
                 Err(_) => Value::Null,
