@@ -224,5 +224,7 @@ if [ "$WITH_MONITORING" = 1 ]; then
   . scripts/lib/monitoring.sh
   start_monitoring
 fi
+echo "The web view of the loops (nodes, pods, each object's journey): http://127.0.0.1:8080/ui/ on this machine,"
+echo "  or https://<this machine>:6443/ui/ signed in with: kubectl create --raw /ui/session -f /dev/null (open its loginPath). See doc/web-view.md."
 echo "minik8s is up. Try: kubectl get pods   (the real kubectl, or target/release/kubectl; the admin kubeconfig is $PKI/admin.conf)"
 echo "Stop it with: scripts/quickstart.sh down"

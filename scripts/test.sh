@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib/common.sh
 
 ensure_build_deps
-ensure_packages etcd-server docker.io docker-registry busybox-static iptables iproute2 curl util-linux openssl python3 sqlite3 nfs-ganesha nfs-ganesha-vfs rpcbind
+ensure_packages etcd-server docker.io docker-registry busybox-static iptables iproute2 curl util-linux openssl python3 sqlite3 nfs-ganesha nfs-ganesha-vfs rpcbind chromium
 ensure_python_package kubernetes 37.0.2
 # The real kubectl of the release minik8s speaks (1.37), and the one before it
 # (1.36) for the version-skew checks; tests find them under $MINIK8S_TOOLS.

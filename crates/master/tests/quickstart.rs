@@ -5,8 +5,9 @@
 //! On the running cluster it also runs a kube-rs operator, kr8s' own test
 //! suite (`quickstart/kr8s_suite.rs`), kopf's end-to-end suite
 //! (`quickstart/kopf_suite.rs`), Helm (`quickstart/helm_check.rs`) and
-//! Prometheus (`quickstart/monitoring_check.rs`), and doc/dra.md's devices
-//! (`quickstart/dra_check.rs`).
+//! Prometheus (`quickstart/monitoring_check.rs`), doc/dra.md's devices
+//! (`quickstart/dra_check.rs`) and the web view in a real browser
+//! (`quickstart/ui_check.rs`).
 //!
 //! Needs root, like the quick start. When a quick start is already running on
 //! this machine (a developer's), the test runs the script again on it and
@@ -29,6 +30,8 @@ mod kr8s_suite;
 mod monitoring_check;
 #[path = "quickstart/pytest_suite.rs"]
 mod pytest_suite;
+#[path = "quickstart/ui_check.rs"]
+mod ui_check;
 
 /// The loopback port, to see whether a quick start already runs.
 const SERVER: &str = "http://127.0.0.1:8080";
@@ -81,6 +84,10 @@ fn check_up(out: &str) {
     assert!(
         out.contains("<h1>hello from minik8s</h1>"),
         "the web Service by name from a pod: {out}"
+    );
+    assert!(
+        out.contains("http://127.0.0.1:8080/ui/"),
+        "the quick start names the web view: {out}"
     );
     // examples/ingress.yaml: by host and path from a pod (the cluster DNS
     // answers the host) and from this machine on port 80.
@@ -342,6 +349,7 @@ fn the_quick_start_runs_again_and_after_down() {
     kr8s_suite::passes(ADMIN);
     kopf_suite::passes(ADMIN);
     helm_check::passes(ADMIN);
+    ui_check::passes(ADMIN);
     if already_running {
         return;
     }
