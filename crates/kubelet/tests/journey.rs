@@ -255,6 +255,67 @@ async fn a_pods_journey_crosses_the_apiserver_scheduler_and_kubelet_in_one_trace
     )
     .await;
 
+    // A Deployment's journey: its controllers' reconciles (in the
+    // controller manager, a trusted caller) carry its trace to the
+    // ReplicaSet and the pod they create, and on to the scheduler and kubelet.
+    let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "journey"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "journey"}},
+            "template": {"metadata": {"labels": {"app": "journey"}}, "spec": sleeper("x")["spec"]}}});
+    let deployments = c.client.dynamic(
+        registry::of::<k8s_openapi::api::apps::v1::Deployment>(),
+        Some("default"),
+    );
+    deployments.create(&deploy).await.unwrap();
+    let path = "/ui/api/journey?resource=deployments&group=apps&namespace=default&name=journey";
+    let steps = minik8s_testkit::poll(
+        60,
+        Duration::from_millis(300),
+        "the Deployment's journey down to its pod's container",
+        || async {
+            let j = c.client.get_json(path).await.unwrap();
+            let steps = j["steps"].as_array().cloned().unwrap_or_default();
+            let components: BTreeSet<String> = components_in_order(&steps).into_iter().collect();
+            let all: BTreeSet<String> = ["apiserver", "controller-manager", "scheduler", "kubelet"]
+                .map(String::from)
+                .into();
+            if all.is_subset(&components)
+                && step_events(&steps, "kubelet")
+                    .iter()
+                    .any(|e| e == "container started")
+            {
+                return Ok(steps);
+            }
+            Err(format!("{j:#}"))
+        },
+    )
+    .await;
+    let creates: Vec<&str> = steps
+        .iter()
+        .filter(|s| s["component"] == "apiserver" && s["attributes"]["verb"] == "create")
+        .filter(|s| {
+            s["attributes"]["subresource"]
+                .as_str()
+                .unwrap_or("")
+                .is_empty()
+        })
+        .filter_map(|s| s["attributes"]["resource"].as_str())
+        .filter(|r| *r != "events")
+        .collect();
+    assert_eq!(
+        creates,
+        ["deployments", "replicasets", "pods"],
+        "{steps:#?}"
+    );
+    let controllers: BTreeSet<&str> = steps
+        .iter()
+        .filter(|s| s["name"] == "reconcile")
+        .filter_map(|s| s["attributes"]["controller"].as_str())
+        .collect();
+    assert!(
+        controllers.contains("deployment") && controllers.contains("replicaset"),
+        "{controllers:?}"
+    );
+
     // The view without credentials: 401.
     let anonymous = browser(&c);
     let r = anonymous.get(format!("{https}/ui/")).send().await.unwrap();

@@ -885,6 +885,7 @@ pub struct Scheduling(pub Arc<Scheduler>);
 
 impl Reconciler for Scheduling {
     const NAME: &'static str = "scheduler";
+    const COMPONENT: &'static str = "scheduler";
 
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
         let span = tracing::debug_span!(target: TRACE_POD_START, "schedule_one", pod = %key);

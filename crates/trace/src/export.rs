@@ -7,7 +7,7 @@
 //! sends each component's spans under its own `service.name`, so a
 //! collector (or Jaeger) shows three services, as it would for Kubernetes.
 
-use crate::store::component_of;
+use crate::store::component_of_span;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use opentelemetry_http::{HttpClient, HttpError, Request, Response};
@@ -144,13 +144,8 @@ impl SpanExporter for ComponentExporter {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
         let mut groups: HashMap<String, Vec<SpanData>> = HashMap::new();
         for span in batch {
-            let module = span
-                .attributes
-                .iter()
-                .find(|kv| kv.key.as_str() == "code.module.name")
-                .map(|kv| kv.value.as_str().into_owned());
             groups
-                .entry(component_of(module.as_deref(), self.process))
+                .entry(component_of_span(&span.attributes, self.process))
                 .or_default()
                 .push(span);
         }

@@ -79,13 +79,21 @@ fn text(v: &Value) -> String {
     v.as_str().into_owned()
 }
 
+/// The component of a span of this process: its `component` field when
+/// it names one (a loop run by shared code, the controllers' runner), else
+/// the crate that opened it ([`component_of`]).
+pub fn component_of_span(attributes: &[opentelemetry::KeyValue], process: &str) -> String {
+    let get = |key: &str| {
+        attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == key)
+            .map(|kv| text(&kv.value))
+    };
+    get("component").unwrap_or_else(|| component_of(get("code.module.name").as_deref(), process))
+}
+
 /// A span of this process as a record.
 pub fn record_of(span: &SpanData, process: &str) -> SpanRecord {
-    let module = span
-        .attributes
-        .iter()
-        .find(|kv| kv.key.as_str() == "code.module.name")
-        .map(|kv| text(&kv.value));
     let attributes = span
         .attributes
         .iter()
@@ -119,7 +127,7 @@ pub fn record_of(span: &SpanData, process: &str) -> SpanRecord {
         } else {
             parent.to_string()
         },
-        component: component_of(module.as_deref(), process),
+        component: component_of_span(&span.attributes, process),
         name: span.name.to_string(),
         start_unix_nano: nanos(span.start_time),
         end_unix_nano: nanos(span.end_time),

@@ -55,6 +55,9 @@ pub trait Reconciler: Send + Sync + 'static {
     /// The controller's name in logs and `/metrics`.
     const NAME: &'static str;
 
+    /// The component whose loop this is, as its traces name it.
+    const COMPONENT: &'static str = "controller-manager";
+
     fn reconcile(&self, key: &str) -> impl Future<Output = Result<Action, ClientError>> + Send;
 
     /// The trace the reconcile of `key` belongs to (a `traceparent`, from
@@ -166,7 +169,7 @@ pub async fn run<R: Reconciler>(
         let (queue, reconciler, metrics) = (queue.clone(), reconciler.clone(), metrics.clone());
         tasks.spawn(async move {
             while let Some(key) = queue.get().await {
-                let span = tracing::debug_span!(target: minik8s_trace::JOURNEY, "reconcile", controller = R::NAME, %key);
+                let span = tracing::debug_span!(target: minik8s_trace::JOURNEY, "reconcile", controller = R::NAME, component = R::COMPONENT, %key);
                 if let Some(parent) = reconciler.trace_context(&key) {
                     minik8s_trace::context::follow(&span, Some(&parent));
                 }

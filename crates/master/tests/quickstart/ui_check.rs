@@ -31,15 +31,24 @@ fn kubectl(config: &Path, args: &[&str]) -> String {
 
 /// doc/web-view.md's sign-in: a login code for the kubeconfig's user.
 fn login_url(config: &Path) -> String {
-    let answer = kubectl(config, &["create", "--raw", "/ui/session", "-f", "/dev/null"]);
+    let answer = kubectl(
+        config,
+        &["create", "--raw", "/ui/session", "-f", "/dev/null"],
+    );
     let login: Value = serde_json::from_str(&answer).expect("the login code as JSON");
-    format!("{SECURE}{}", login["loginPath"].as_str().expect("loginPath"))
+    format!(
+        "{SECURE}{}",
+        login["loginPath"].as_str().expect("loginPath")
+    )
 }
 
 /// Runs the browser through `steps`; its JSON answer.
 fn browse(profile: &Path, steps: &Value) -> Value {
     assert!(
-        Command::new("chromium").arg("--version").output().is_ok_and(|o| o.status.success()),
+        Command::new("chromium")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success()),
         "Debian's chromium is needed for the web view's test (scripts/test.sh installs it)"
     );
     let mut child = Command::new("python3")
@@ -69,17 +78,63 @@ fn browse(profile: &Path, steps: &Value) -> Value {
 }
 
 /// A JS expression: the pods the page shows on a node, as "ns/name".
-const PODS_ON_NODES: &str = "[...document.querySelectorAll('[data-node] [data-pod]')].map(p => p.dataset.pod)";
+const PODS_ON_NODES: &str =
+    "[...document.querySelectorAll('[data-node] [data-pod]')].map(p => p.dataset.pod)";
 /// The journey's steps as "component:step", in the page's order.
 const STEPS: &str =
     "[...document.querySelectorAll('#steps > li')].map(l => l.dataset.component + ':' + l.dataset.step)";
 
-pub fn passes(admin: &str) {
-    let admin = Path::new(admin);
+/// doc/web-view.md's commands, in its order, with a text each answer must
+/// contain (the journey's, once the kubelet's steps reached the master).
+const DOC_COMMANDS: &[(&str, &[&str])] = &[
+    (
+        "kubectl create deployment journey --image=minik8s/busybox:latest --replicas=2 -- sleep 3600",
+        &["deployment.apps/journey created"],
+    ),
+    ("kubectl rollout status deploy/journey --timeout=90s", &["successfully rolled out"]),
+    ("kubectl create --raw /ui/session -f /dev/null", &["\"loginPath\":\"/ui/login?code="]),
+    (
+        "curl -s \"http://127.0.0.1:8080/ui/api/journey?resource=deployments&group=apps&namespace=default&name=journey\"",
+        &["\"component\":\"controller-manager\"", "\"component\":\"scheduler\"", "\"component\":\"kubelet\"", "\"container started\""],
+    ),
+    ("kubectl delete deployment journey", &["deployment.apps \"journey\" deleted"]),
+];
+
+fn doc_commands(admin: &str) {
+    let scratch = tempfile::tempdir().unwrap();
+    for (command, expect) in DOC_COMMANDS {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        loop {
+            let (ok, text) = super::doc_command::run(command, scratch.path(), admin, &[]);
+            if ok && expect.iter().all(|e| text.contains(e)) {
+                break;
+            }
+            // Only the journey is waited for: the other commands answer at once.
+            assert!(
+                command.starts_with("curl") && std::time::Instant::now() < deadline,
+                "doc/web-view.md: `{command}` (wanted {expect:?}):\n{text}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+    }
+}
+
+pub fn passes(admin_config: &str) {
+    doc_commands(admin_config);
+    let admin = Path::new(admin_config);
     let shots = repo().join("target/ui-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let _ = kubectl(admin, &["delete", "pod", "ui-journey", "--ignore-not-found", "--wait=false"]);
+    let _ = kubectl(
+        admin,
+        &[
+            "delete",
+            "pod",
+            "ui-journey",
+            "--ignore-not-found",
+            "--wait=false",
+        ],
+    );
 
     // The admin: the quick start's pods on their node, then a new pod's journey.
     let shot = |name: &str| shots.join(name).display().to_string();
@@ -102,11 +157,20 @@ pub fn passes(admin: &str) {
     let pods: Vec<String> = serde_json::from_value(admin_view["values"]["pods"].clone()).unwrap();
     assert!(pods.iter().any(|p| p == "default/hello"), "{pods:?}");
     assert!(
-        pods.iter().filter(|p| p.starts_with("default/web-")).count() >= 3,
+        pods.iter()
+            .filter(|p| p.starts_with("default/web-"))
+            .count()
+            >= 3,
         "the web Deployment's pods on their node: {pods:?}"
     );
-    let journey: Vec<String> = serde_json::from_value(admin_view["values"]["steps"].clone()).unwrap();
-    let first = |c: &str| journey.iter().position(|s| s.starts_with(c)).unwrap_or(usize::MAX);
+    let journey: Vec<String> =
+        serde_json::from_value(admin_view["values"]["steps"].clone()).unwrap();
+    let first = |c: &str| {
+        journey
+            .iter()
+            .position(|s| s.starts_with(c))
+            .unwrap_or(usize::MAX)
+    };
     assert!(
         first("apiserver:") < first("scheduler:") && first("scheduler:") < first("kubelet:"),
         "{journey:?}"
@@ -124,7 +188,11 @@ pub fn passes(admin: &str) {
         .arg(&student)
         .output()
         .expect("scripts/add-user.sh");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let pod = dir.path().join("student-pod.yaml");
     std::fs::write(
         &pod,
@@ -149,10 +217,20 @@ pub fn passes(admin: &str) {
 
     // The view without credentials: 401.
     let out = Command::new("curl")
-        .args(["-sk", "-o", "/dev/null", "-w", "%{http_code}", &format!("{SECURE}/ui/")])
+        .args([
+            "-sk",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &format!("{SECURE}/ui/"),
+        ])
         .output()
         .expect("curl");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "401");
     kubectl(admin, &["delete", "pod", "ui-journey", "--wait=false"]);
-    kubectl(admin, &["delete", "namespace", "ui-student", "--wait=false"]);
+    kubectl(
+        admin,
+        &["delete", "namespace", "ui-student", "--wait=false"],
+    );
 }

@@ -127,7 +127,7 @@ function details(step) {
     const parts = Object.entries(a).filter(([k]) => k !== 'message').map(([k, v]) => `${k} ${v}`);
     items.push(el('li', {}, ev.name + (parts.length ? ': ' + parts.join(', ') : '')));
   }
-  const skip = new Set(['otel.name', 'journey.start', 'pod', 'user', 'verb', 'resource', 'subresource', 'namespace', 'name']);
+  const skip = new Set(['otel.name', 'journey.start', 'component', 'pod', 'user', 'verb', 'resource', 'subresource', 'namespace', 'name']);
   const attrs = Object.entries(step.attributes || {}).filter(([k, v]) => !skip.has(k) && v !== '');
   return {items, attrs};
 }
