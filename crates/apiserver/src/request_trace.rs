@@ -96,7 +96,8 @@ pub fn request_span(
     let span = if creates && !follows {
         tracing::debug_span!(target: JOURNEY, "request", otel.name = %name, journey.start = true,
             verb = %a.verb, resource = %a.resource, namespace = %a.namespace,
-            name = tracing::field::Empty, user = %user.username, status = tracing::field::Empty)
+            name = tracing::field::Empty, uid = tracing::field::Empty, user = %user.username,
+            status = tracing::field::Empty)
     } else {
         tracing::debug_span!(target: JOURNEY, "request", otel.name = %name,
             verb = %a.verb, resource = %a.resource, subresource = %a.subresource,
@@ -117,14 +118,26 @@ fn annotations_mut(obj: &mut Value) -> Option<&mut serde_json::Map<String, Value
         .as_object_mut()
 }
 
+/// The kinds whose work goes on in other components (the scheduler, the
+/// kubelet, a controller that follows): they carry their trace context in
+/// [`ANNOTATION`]. Any other object's journey is found by its uid in the
+/// store (while its trace is kept).
+const CARRIED: [(&str, &str); 3] = [
+    ("", "pods"),
+    ("apps", "deployments"),
+    ("apps", "replicasets"),
+];
+
 /// On create: the object's trace context is this request's span (what a
 /// client sent in the annotation is not kept: only the apiserver says
-/// which trace an object belongs to). The span learns the object's name.
-pub fn set_on_create(obj: &mut Value) {
+/// which trace an object belongs to). The span learns the object's name
+/// and uid.
+pub fn set_on_create(group: &str, resource: &str, obj: &mut Value) {
     let span = tracing::Span::current();
-    let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
-    span.record("name", name.as_str());
-    let mine = context::of(&span);
+    span.record("name", obj["metadata"]["name"].as_str().unwrap_or(""));
+    span.record("uid", obj["metadata"]["uid"].as_str().unwrap_or(""));
+    let carried = CARRIED.contains(&(group, resource));
+    let mine = context::of(&span).filter(|_| carried);
     match (mine, annotations_mut(obj)) {
         (Some(tp), Some(a)) => {
             a.insert(ANNOTATION.into(), Value::String(tp));
@@ -237,7 +250,7 @@ mod tests {
         let forged = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
         let mut obj =
             json!({"metadata": {"name": "p", "annotations": {ANNOTATION: forged, "a": "b"}}});
-        set_on_create(&mut obj);
+        set_on_create("", "pods", &mut obj);
         assert_eq!(obj["metadata"]["annotations"], json!({"a": "b"}));
     }
 

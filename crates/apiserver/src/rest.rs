@@ -807,7 +807,7 @@ impl ApiServer {
             .mutate(&write, obj, None)
             .instrument(tracing::debug_span!(target: JOURNEY, "mutating admission"))
             .await?;
-        crate::request_trace::set_on_create(&mut obj);
+        crate::request_trace::set_on_create(&info.group, &info.plural, &mut obj);
         let validated = {
             let _step = tracing::debug_span!(target: JOURNEY, "validation").entered();
             let mut errs =

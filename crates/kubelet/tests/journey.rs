@@ -316,6 +316,30 @@ async fn a_pods_journey_crosses_the_apiserver_scheduler_and_kubelet_in_one_trace
         "{controllers:?}"
     );
 
+    // A kind that carries no trace context: its journey by its uid.
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}, "data": {"a": "b"}});
+    let cm = c
+        .client
+        .dynamic(
+            registry::of::<k8s_openapi::api::core::v1::ConfigMap>(),
+            Some("default"),
+        )
+        .create(&cm)
+        .await
+        .unwrap();
+    assert!(cm["metadata"]["annotations"][ANNOTATION].is_null(), "{cm}");
+    let j = c
+        .client
+        .get_json("/ui/api/journey?resource=configmaps&namespace=default&name=settings")
+        .await
+        .unwrap();
+    let steps = j["steps"].as_array().unwrap();
+    assert_eq!(
+        steps[0]["name"], "POST /api/v1/namespaces/{:namespace}/configmaps",
+        "{j:#}"
+    );
+    assert_eq!(steps[0]["attributes"]["uid"], cm["metadata"]["uid"]);
+
     // The view without credentials: 401.
     let anonymous = browser(&c);
     let r = anonymous.get(format!("{https}/ui/")).send().await.unwrap();

@@ -363,6 +363,23 @@ impl SpanStore {
             .collect()
     }
 
+    /// The (trace id, span id) of the apiserver's create of the object
+    /// with this uid, while its trace is kept.
+    pub fn created(&self, uid: &str) -> Option<(String, String)> {
+        if uid.is_empty() {
+            return None;
+        }
+        let inner = self.lock();
+        inner.order.iter().rev().find_map(|t| {
+            inner.traces.get(t)?.iter().find_map(|s| {
+                let created = s.component == "apiserver"
+                    && s.attributes.get("verb").map(String::as_str) == Some("create")
+                    && s.attributes.get("uid").map(String::as_str) == Some(uid);
+                created.then(|| (s.trace_id.clone(), s.span_id.clone()))
+            })
+        })
+    }
+
     /// How many traces are kept, and how many spans were refused so far.
     pub fn stats(&self) -> (usize, u64) {
         let inner = self.lock();
@@ -437,6 +454,18 @@ mod tests {
         );
         assert_eq!(store.journey("t", "d").len(), 7);
         assert!(store.journey("other", "p").is_empty());
+    }
+
+    #[test]
+    fn an_object_is_found_by_the_uid_its_create_recorded() {
+        let store = SpanStore::new(10, 100);
+        let mut create = span("t", "c", "", 1);
+        create.attributes.insert("verb".into(), "create".into());
+        create.attributes.insert("uid".into(), "u-1".into());
+        store.add([create, span("t", "d", "c", 2)]);
+        assert_eq!(store.created("u-1"), Some(("t".into(), "c".into())));
+        assert_eq!(store.created("u-2"), None);
+        assert_eq!(store.created(""), None);
     }
 
     #[test]

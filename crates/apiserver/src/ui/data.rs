@@ -187,8 +187,15 @@ pub async fn journey(srv: &ApiServer, user: &UserInfo, params: &Params) -> Resul
     };
     srv.check(user, &a)?;
     let (obj, _) = srv.read(&info, ns.as_deref(), name).await?;
+    // Carried on the object (pods and the workloads whose controllers
+    // follow it), else found by the object's uid among the kept traces.
     let traceparent = obj["metadata"]["annotations"][ANNOTATION].as_str();
-    let ids = traceparent.and_then(|tp| Some((context::trace_id(tp)?, context::span_id(tp)?)));
+    let ids = traceparent
+        .and_then(|tp| Some((context::trace_id(tp)?, context::span_id(tp)?)))
+        .or_else(|| {
+            let uid = obj["metadata"]["uid"].as_str()?;
+            srv.web_view.store()?.created(uid)
+        });
     let steps = match (&ids, srv.web_view.store()) {
         (Some((trace, span)), Some(store)) => store.journey(trace, span),
         _ => Vec::new(),
