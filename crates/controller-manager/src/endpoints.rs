@@ -25,7 +25,9 @@ use minik8s_client::{
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::sync::Arc;
+use tracing::Instrument;
 
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 pub const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
@@ -381,12 +383,99 @@ impl Reconciler for EndpointsController {
         };
         let (want_ep, want_slices) =
             desired(&svc, &self.pods.by_index(NAMESPACE_INDEX, ns), &zone_of);
-        match ep_api.get(name).await {
-            Err(e) if e.is_not_found() => {
-                ep_api.create(&want_ep).await?;
-            }
+        let cur_ep = match ep_api.get(name).await {
+            Ok(cur) => Some(cur),
+            Err(e) if e.is_not_found() => None,
             Err(e) => return Err(e),
-            Ok(cur) => {
+        };
+        let step = self.endpoints_step(key, ns, cur_ep.as_ref(), &want_ep);
+        let writes = Writes {
+            ep_api: &ep_api,
+            slice_api: &slice_api,
+            name,
+        };
+        writes
+            .apply(cur_ep, &want_ep, &want_slices, &existing)
+            .instrument(step)
+            .await
+    }
+}
+
+/// Pods that are a Service's ready endpoints (by `targetRef`).
+fn endpoint_pods(ep: Option<&Value>) -> BTreeSet<String> {
+    let subsets = ep.and_then(|e| e["subsets"].as_array());
+    subsets
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["addresses"].as_array().cloned().unwrap_or_default())
+        .filter_map(|a| a["targetRef"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+impl EndpointsController {
+    /// The step this reconcile is in the journeys of the pods it makes the
+    /// Service's endpoints: a span in the first such pod's trace around
+    /// the writes, and a mark in each other's. None (no span) when no
+    /// traced pod is new among the ready endpoints.
+    fn endpoints_step(
+        &self,
+        key: &str,
+        ns: &str,
+        cur: Option<&Value>,
+        want: &Value,
+    ) -> tracing::Span {
+        let before = endpoint_pods(cur);
+        let contexts: Vec<String> = endpoint_pods(Some(want))
+            .difference(&before)
+            .filter_map(|pod| self.pods.get(&format!("{ns}/{pod}")))
+            .filter_map(|p| minik8s_client::controller::trace_context_of(&p.metadata))
+            .collect();
+        let step = || tracing::debug_span!(target: minik8s_trace::JOURNEY, parent: None, "endpoints", service = %key);
+        let Some((first, others)) = contexts.split_first() else {
+            return tracing::Span::none();
+        };
+        for other in others {
+            let mark = step();
+            minik8s_trace::context::follow(&mark, Some(other));
+            mark.in_scope(|| {
+                tracing::debug!(target: minik8s_trace::JOURNEY, service = %key, "ready endpoint")
+            });
+        }
+        let span = step();
+        minik8s_trace::context::follow(&span, Some(first));
+        span.in_scope(
+            || tracing::debug!(target: minik8s_trace::JOURNEY, service = %key, "ready endpoint"),
+        );
+        span
+    }
+}
+
+/// The writes that bring a Service's Endpoints and EndpointSlices to
+/// what is wanted.
+struct Writes<'a> {
+    ep_api: &'a minik8s_client::DynamicApi,
+    slice_api: &'a minik8s_client::DynamicApi,
+    name: &'a str,
+}
+
+impl Writes<'_> {
+    async fn apply(
+        &self,
+        cur_ep: Option<Value>,
+        want_ep: &Value,
+        want_slices: &[Value],
+        existing: &[Value],
+    ) -> Result<Action, ClientError> {
+        let Writes {
+            ep_api,
+            slice_api,
+            name,
+        } = *self;
+        match cur_ep {
+            None => {
+                ep_api.create(want_ep).await?;
+            }
+            Some(cur) => {
                 if cur["subsets"].as_array().cloned().unwrap_or_default()
                     != want_ep["subsets"].as_array().cloned().unwrap_or_default()
                 {
@@ -397,7 +486,7 @@ impl Reconciler for EndpointsController {
                 }
             }
         }
-        for want in &want_slices {
+        for want in want_slices {
             let n = want["metadata"]["name"].as_str().unwrap_or("");
             match existing.iter().find(|e| e["metadata"]["name"] == n) {
                 None => {

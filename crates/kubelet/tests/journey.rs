@@ -261,6 +261,18 @@ async fn a_pods_journey_crosses_the_apiserver_scheduler_and_kubelet_in_one_trace
     let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "journey"},
         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "journey"}},
             "template": {"metadata": {"labels": {"app": "journey"}}, "spec": sleeper("x")["spec"]}}});
+    // A Service in front of it: the endpoints its pod becomes are a step
+    // of the pod's journey.
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "journey"},
+        "spec": {"selector": {"app": "journey"}, "ports": [{"port": 80, "targetPort": 8080}]}});
+    c.client
+        .dynamic(
+            registry::of::<k8s_openapi::api::core::v1::Service>(),
+            Some("default"),
+        )
+        .create(&svc)
+        .await
+        .unwrap();
     let deployments = c.client.dynamic(
         registry::of::<k8s_openapi::api::apps::v1::Deployment>(),
         Some("default"),
@@ -278,7 +290,11 @@ async fn a_pods_journey_crosses_the_apiserver_scheduler_and_kubelet_in_one_trace
             let all: BTreeSet<String> = ["apiserver", "controller-manager", "scheduler", "kubelet"]
                 .map(String::from)
                 .into();
+            let endpoints = steps
+                .iter()
+                .any(|s| s["name"] == "endpoints" && s["component"] == "controller-manager");
             if all.is_subset(&components)
+                && endpoints
                 && step_events(&steps, "kubelet")
                     .iter()
                     .any(|e| e == "container started")

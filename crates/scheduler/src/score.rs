@@ -95,6 +95,9 @@ pub fn select_node<'n>(
             return Ok(node_name(n).to_string());
         }
     }
+    // Each node's verdict is an event of the pod's journey: told only when
+    // someone records it (a thousand nodes make a thousand events).
+    let told = minik8s_trace::context::current().is_some();
     let wanted = feasible_nodes_to_find(rr.len());
     let mut feasible: Vec<&Node> = Vec::new();
     let mut reasons = Vec::new();
@@ -109,7 +112,9 @@ pub fn select_node<'n>(
             }
             Err(why) => {
                 // The journey's "node2: Insufficient cpu".
-                tracing::debug!(target: TRACE_POD_START, node = name, reason = %why.message(), "filtered out");
+                if told {
+                    tracing::debug!(target: TRACE_POD_START, node = name, reason = %why.message(), "filtered out");
+                }
                 reasons.push(why)
             }
         }
@@ -119,7 +124,7 @@ pub fn select_node<'n>(
         [only] => vec![node_name(only).to_string()],
         _ => {
             let totals = total(pod, &feasible, snap, default_spread);
-            for (n, score) in feasible.iter().zip(&totals) {
+            for (n, score) in feasible.iter().zip(&totals).filter(|_| told) {
                 tracing::debug!(target: TRACE_POD_START, node = node_name(n), score, "scored");
             }
             let top = totals.iter().copied().max().unwrap_or(0);
