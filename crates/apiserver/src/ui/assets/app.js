@@ -86,6 +86,8 @@ async function loadOverview() {
     $('nodes').replaceChildren(el('p', {role: 'alert'}, `Cannot show pods: ${e.message}`));
     return;
   }
+  // A user shown one namespace looks for journeys there first.
+  if (o.namespace && !journeyShown && $('j-namespace').value === 'default') $('j-namespace').value = o.namespace;
   $('who').textContent = `Signed in as ${o.user}` + (o.namespace ? ` · namespace ${o.namespace}` : ' · all namespaces') +
     (o.nodesVisible ? '' : ' · nodes named by your pods only');
   const nodes = o.nodes.map((n) => el('article', {class: 'node', 'data-node': n.name},
