@@ -112,21 +112,54 @@ pub fn request_span(
     Some(span)
 }
 
-fn annotations_mut(obj: &mut Value) -> Option<&mut serde_json::Map<String, Value>> {
-    obj.get_mut("metadata")?
-        .get_mut("annotations")?
-        .as_object_mut()
-}
-
 /// The kinds whose work goes on in other components (the scheduler, the
 /// kubelet, a controller that follows): they carry their trace context in
 /// [`ANNOTATION`]. Any other object's journey is found by its uid in the
 /// store (while its trace is kept).
-const CARRIED: [(&str, &str); 3] = [
+const CARRIED: [(&str, &str); 4] = [
     ("", "pods"),
     ("apps", "deployments"),
     ("apps", "replicasets"),
+    ("discovery.k8s.io", "endpointslices"),
 ];
+
+/// The kinds whose context is that of their last change, not their
+/// create: kube-proxy's rule sync joins the trace of the write that
+/// changed an EndpointSlice (the Endpoints controller's, in the journey of
+/// the pod that became ready). An update made outside any trace leaves
+/// none.
+const RESTAMPED: [(&str, &str); 1] = [("discovery.k8s.io", "endpointslices")];
+
+/// Sets (or, with None, removes) the trace context of `obj`, without
+/// leaving an `annotations: {}` where `had_annotations` says there were
+/// none (that would be a change, and a write, of its own).
+fn put(obj: &mut Value, context: Option<String>, had_annotations: bool) {
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    match context {
+        Some(tp) => {
+            let annotations = meta
+                .entry("annotations")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if !annotations.is_object() {
+                *annotations = Value::Object(Default::default());
+            }
+            if let Some(a) = annotations.as_object_mut() {
+                a.insert(ANNOTATION.into(), Value::String(tp));
+            }
+        }
+        None => {
+            let emptied = meta
+                .get_mut("annotations")
+                .and_then(Value::as_object_mut)
+                .is_some_and(|a| a.remove(ANNOTATION).is_some() && a.is_empty());
+            if emptied && !had_annotations {
+                meta.remove("annotations");
+            }
+        }
+    }
+}
 
 /// On create: the object's trace context is this request's span (what a
 /// client sent in the annotation is not kept: only the apiserver says
@@ -138,67 +171,24 @@ pub fn set_on_create(group: &str, resource: &str, obj: &mut Value) {
     span.record("uid", obj["metadata"]["uid"].as_str().unwrap_or(""));
     let carried = CARRIED.contains(&(group, resource));
     let mine = context::of(&span).filter(|_| carried);
-    match (mine, annotations_mut(obj)) {
-        (Some(tp), Some(a)) => {
-            a.insert(ANNOTATION.into(), Value::String(tp));
-        }
-        (Some(tp), None) => {
-            if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-                let annotations = meta
-                    .entry("annotations")
-                    .or_insert_with(|| Value::Object(Default::default()));
-                if !annotations.is_object() {
-                    *annotations = Value::Object(Default::default());
-                }
-                if let Some(a) = annotations.as_object_mut() {
-                    a.insert(ANNOTATION.into(), Value::String(tp));
-                }
-            }
-        }
-        (None, Some(a)) => {
-            a.remove(ANNOTATION);
-        }
-        (None, None) => {}
-    }
+    let had = obj["metadata"].get("annotations").is_some();
+    put(obj, mine, had);
 }
 
-/// On update: the object keeps the trace context it was created with,
-/// whatever the update says.
-pub fn keep_on_update(old: &Value, new: &mut Value) {
-    let kept = old["metadata"]["annotations"][ANNOTATION]
-        .as_str()
-        .map(str::to_string);
-    let sent = new["metadata"]["annotations"][ANNOTATION]
-        .as_str()
-        .map(str::to_string);
-    if kept == sent {
+/// On update: the object keeps the trace context it was created with
+/// (the restamped kinds take this request's), whatever the update says.
+pub fn on_update(group: &str, resource: &str, old: &Value, new: &mut Value) {
+    let kept = if RESTAMPED.contains(&(group, resource)) {
+        context::current()
+    } else {
+        old["metadata"]["annotations"][ANNOTATION]
+            .as_str()
+            .map(str::to_string)
+    };
+    if new["metadata"]["annotations"][ANNOTATION].as_str() == kept.as_deref() {
         return;
     }
-    match kept {
-        Some(tp) => {
-            if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
-                let annotations = meta
-                    .entry("annotations")
-                    .or_insert_with(|| Value::Object(Default::default()));
-                if let Some(a) = annotations.as_object_mut() {
-                    a.insert(ANNOTATION.into(), Value::String(tp));
-                }
-            }
-        }
-        None => {
-            let emptied = annotations_mut(new).is_some_and(|a| {
-                a.remove(ANNOTATION);
-                a.is_empty()
-            });
-            // No `annotations: {}` where there were none: that would be a
-            // change, and a write, of its own.
-            if emptied && old["metadata"].get("annotations").is_none() {
-                if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
-                    meta.remove("annotations");
-                }
-            }
-        }
-    }
+    put(new, kept, old["metadata"].get("annotations").is_some());
 }
 
 #[cfg(test)]
@@ -255,19 +245,27 @@ mod tests {
     }
 
     #[test]
+    fn an_endpointslice_changed_outside_a_trace_keeps_none() {
+        let old = json!({"metadata": {"annotations": {ANNOTATION: "00-11111111111111111111111111111111-2222222222222222-01"}}});
+        let mut new = old.clone();
+        on_update("discovery.k8s.io", "endpointslices", &old, &mut new);
+        assert_eq!(new["metadata"]["annotations"], json!({}));
+    }
+
+    #[test]
     fn an_update_keeps_the_trace_the_object_was_created_with() {
         let mine = "00-11111111111111111111111111111111-2222222222222222-01";
         let other = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
         let old = json!({"metadata": {"annotations": {ANNOTATION: mine}}});
         let mut new = json!({"metadata": {"annotations": {ANNOTATION: other}}});
-        keep_on_update(&old, &mut new);
+        on_update("", "pods", &old, &mut new);
         assert_eq!(new["metadata"]["annotations"][ANNOTATION], mine);
         let mut dropped = json!({"metadata": {}});
-        keep_on_update(&old, &mut dropped);
+        on_update("", "pods", &old, &mut dropped);
         assert_eq!(dropped["metadata"]["annotations"][ANNOTATION], mine);
         let untraced = json!({"metadata": {"name": "p"}});
         let mut added = json!({"metadata": {"name": "p", "annotations": {ANNOTATION: other}}});
-        keep_on_update(&untraced, &mut added);
+        on_update("", "pods", &untraced, &mut added);
         assert_eq!(added, untraced);
         assert!(added["metadata"].get("annotations").is_none());
     }

@@ -940,7 +940,7 @@ impl ApiServer {
             (write.info, write.ns, write.name, write.strategy, write.opts);
         strategy.default(&mut merged);
         let mut merged = self.mutate(write, merged, Some(old)).await?;
-        crate::request_trace::keep_on_update(old, &mut merged);
+        crate::request_trace::on_update(&write.info.group, &write.info.plural, old, &mut merged);
         strategy.prepare_for_update(&mut merged, old);
         bump_generation(strategy, old, &mut merged);
         let validated = update_errors(info, strategy, mode, &merged, old);

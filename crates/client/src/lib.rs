@@ -20,6 +20,7 @@ pub mod rest;
 pub mod shared;
 pub mod skew;
 pub mod throttle;
+pub mod traces;
 pub mod workqueue;
 
 pub use informer::{Cache, Event, Informer};

@@ -116,6 +116,20 @@ pub async fn run(client: Client, parts: Parts) -> anyhow::Result<()> {
         Some(opts) => Some(ingress::Ingress::bind(&client, &informers, opts).await?),
         None => None,
     };
+    // The EndpointSlice changes the next sync applies, for its span.
+    let changes = proxier::TraceContexts::default();
+    let noted = changes.clone();
+    informers
+        .on_event::<EndpointSlice>(move |ev| {
+            use minik8s_client::informer::Event;
+            if let Event::Added(s) | Event::Updated { new: s, .. } = ev {
+                let annotations = s.metadata.annotations.as_ref();
+                if let Some(tp) = annotations.and_then(|a| a.get(minik8s_trace::ANNOTATION)) {
+                    noted.note(tp);
+                }
+            }
+        })
+        .expect("registered before start");
     informers.start();
     informers.wait_synced().await;
     if let Some(i) = ingress {
@@ -129,8 +143,8 @@ pub async fn run(client: Client, parts: Parts) -> anyhow::Result<()> {
         });
     }
     match backend {
-        Some((Chosen::Iptables(b), cfg)) => proxier::run(b, wake, &cfg).await,
-        Some((Chosen::Ipvs(b), cfg)) => proxier::run(b, wake, &cfg).await,
+        Some((Chosen::Iptables(b), cfg)) => proxier::run(b, wake, &cfg, changes).await,
+        Some((Chosen::Ipvs(b), cfg)) => proxier::run(b, wake, &cfg, changes).await,
         None => std::future::pending().await,
     }
     Ok(())

@@ -70,12 +70,23 @@ struct Args {
     /// Remove kube-proxy's rules (and the --cluster-dns address on lo), then exit.
     #[arg(long)]
     cleanup: bool,
+    /// An OTLP/HTTP collector (`host:4318` or a URL) to send this node's
+    /// rule syncs to, besides its apiserver's store of recent traces.
+    #[arg(long)]
+    tracing_endpoint: Option<String>,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    minik8s_process::init_logging();
     let args = Args::parse();
+    let connected = std::sync::Arc::new(std::sync::OnceLock::new());
+    let _tracing = minik8s_trace::init(minik8s_trace::Options {
+        process: "kube-proxy",
+        endpoint: args.tracing_endpoint.clone(),
+        store: None,
+        to_apiserver: (!args.cleanup)
+            .then(|| minik8s_client::traces::to_apiserver(connected.clone())),
+    });
     if args.cleanup {
         Iptables::default()
             .cleanup()
@@ -88,6 +99,7 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let client = args.client.connect_limited(kube_proxy::API_RATE_LIMIT)?;
+    let _ = connected.set(client.clone());
     minik8s_client::skew::require_supported(
         &client,
         "kube-proxy",

@@ -19,6 +19,7 @@ pub use crate::iptables::tools::Iptables;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
+use tracing::Instrument;
 
 /// What programs the Service VIPs: one implementation per kernel mechanism.
 pub trait Backend: Send {
@@ -75,18 +76,72 @@ impl Default for Config {
     }
 }
 
+/// The trace contexts of the EndpointSlice changes a sync is about to
+/// apply (their [`minik8s_trace::ANNOTATION`]: the write that changed
+/// them, in the journey of the pod that became an endpoint).
+#[derive(Clone, Default)]
+pub struct TraceContexts(Arc<std::sync::Mutex<Vec<String>>>);
+
+/// At most this many changes are told per sync (a burst of a thousand
+/// endpoints is one sync).
+const TOLD_PER_SYNC: usize = 16;
+
+impl TraceContexts {
+    pub fn note(&self, traceparent: &str) {
+        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if v.len() < TOLD_PER_SYNC && !v.iter().any(|t| t == traceparent) {
+            v.push(traceparent.to_string());
+        }
+    }
+
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The span of the next sync: in the trace of the first change it
+    /// applies, with a mark in each other's; none without a traced change.
+    fn sync_span(&self) -> tracing::Span {
+        let contexts = self.take();
+        let step = || tracing::debug_span!(target: minik8s_trace::JOURNEY, parent: None, "sync proxy rules");
+        let Some((first, others)) = contexts.split_first() else {
+            return tracing::Span::none();
+        };
+        for other in others {
+            let mark = step();
+            minik8s_trace::context::follow(&mark, Some(other));
+            mark.in_scope(
+                || tracing::debug!(target: minik8s_trace::JOURNEY, "applied with another change"),
+            );
+        }
+        let span = step();
+        minik8s_trace::context::follow(&span, Some(first));
+        span
+    }
+}
+
 /// Keeps the kernel in sync until the process ends (the informers behind
 /// `backend` must be started and synced).
-pub async fn run<B: Backend>(mut backend: B, wake: Arc<Notify>, cfg: &Config) {
+pub async fn run<B: Backend>(
+    mut backend: B,
+    wake: Arc<Notify>,
+    cfg: &Config,
+    changes: TraceContexts,
+) {
     let (min_sync, resync) = (cfg.min_sync, cfg.resync);
     tracing::info!(
         backend = B::NAME,
         "kube-proxy caches synced; applying rules"
     );
     let mut last_full = tokio::time::Instant::now();
+    // The first sync applies everything there is, no one change.
+    let _ = changes.take();
     loop {
         let started = std::time::Instant::now();
-        let synced = backend.sync_rules().await;
+        let span = changes.sync_span();
+        let synced = backend.sync_rules().instrument(span.clone()).await;
+        if let Ok(wrote) = &synced {
+            span.in_scope(|| tracing::debug!(target: minik8s_trace::JOURNEY, backend = B::NAME, wrote = *wrote, "rules synced"));
+        }
         cfg.metrics.synced(started.elapsed(), synced.is_ok());
         match synced {
             Ok(true) => tracing::debug!(backend = B::NAME, "rules updated"),

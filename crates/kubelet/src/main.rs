@@ -29,30 +29,6 @@ struct Args {
     config: kubelet::Config,
 }
 
-/// The node's spans to its apiserver (`POST /ui/v1/traces`, the master's
-/// store of recent traces), once the kubelet has its client.
-fn to_apiserver(client: Arc<OnceLock<minik8s_client::Client>>) -> minik8s_trace::Post {
-    Arc::new(move |body| {
-        let client = client.get().cloned();
-        Box::pin(async move {
-            let Some(client) = client else {
-                return Err("not connected to the apiserver yet".to_string());
-            };
-            let body = Some(("application/x-protobuf", body.to_vec()));
-            client
-                .send(
-                    reqwest::Method::POST,
-                    "/ui/v1/traces",
-                    body,
-                    "application/x-protobuf",
-                )
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        })
-    })
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = Args::parse();
@@ -61,7 +37,8 @@ async fn main() -> anyhow::Result<()> {
         process: "kubelet",
         endpoint: args.tracing_endpoint.clone(),
         store: None,
-        to_apiserver: (args.hollow_nodes == 0).then(|| to_apiserver(connected.clone())),
+        to_apiserver: (args.hollow_nodes == 0)
+            .then(|| minik8s_client::traces::to_apiserver(connected.clone())),
     });
     if let Some(given) = &args.bootstrap_token {
         let token = if given.contains('/') {

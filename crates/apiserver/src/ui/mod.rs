@@ -291,6 +291,7 @@ async fn receive(
     let total = spans.len();
     let kept = match crate::auth::node::node_name(user) {
         Some(node) => own_pods_spans(srv, store, &node, spans).await,
+        None if user.username == KUBE_PROXY => endpoint_change_spans(store, spans),
         None => spans,
     };
     let rejected = total - kept.len();
@@ -303,6 +304,30 @@ async fn receive(
         reply,
     )
         .into_response()
+}
+
+/// kube-proxy's user (on every node).
+const KUBE_PROXY: &str = "system:kube-proxy";
+
+/// Of kube-proxy's spans, those of traces in which an EndpointSlice was
+/// written (its rule syncs follow such a write, and no other trace).
+fn endpoint_change_spans(
+    store: &SpanStore,
+    spans: Vec<minik8s_trace::SpanRecord>,
+) -> Vec<minik8s_trace::SpanRecord> {
+    let mut verdicts: std::collections::HashMap<String, bool> = Default::default();
+    spans
+        .into_iter()
+        .filter(|s| {
+            *verdicts.entry(s.trace_id.clone()).or_insert_with(|| {
+                store.trace(&s.trace_id).iter().any(|w| {
+                    w.component == "apiserver"
+                        && w.attributes.get("resource").map(String::as_str)
+                            == Some("endpointslices")
+                })
+            })
+        })
+        .collect()
 }
 
 /// Of a node's spans, those of traces a pod bound to `node` belongs to.

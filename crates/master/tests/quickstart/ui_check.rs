@@ -88,16 +88,23 @@ const STEPS: &str =
 /// contain (the journey's, once the kubelet's steps reached the master).
 const DOC_COMMANDS: &[(&str, &[&str])] = &[
     (
-        "kubectl create deployment journey --image=minik8s/busybox:latest --replicas=2 -- sleep 3600",
+        "kubectl create deployment journey --image=minik8s/busybox:latest --replicas=2 -- httpd -f -p 8080",
         &["deployment.apps/journey created"],
+    ),
+    (
+        "kubectl expose deployment journey --port=80 --target-port=8080",
+        &["service/journey exposed"],
     ),
     ("kubectl rollout status deploy/journey --timeout=90s", &["successfully rolled out"]),
     ("kubectl create --raw /ui/session -f /dev/null", &["\"loginPath\":\"/ui/login?code="]),
     (
         "curl -s \"http://127.0.0.1:8080/ui/api/journey?resource=deployments&group=apps&namespace=default&name=journey\"",
-        &["\"component\":\"controller-manager\"", "\"component\":\"scheduler\"", "\"component\":\"kubelet\"", "\"container started\""],
+        &["\"component\":\"controller-manager\"", "\"component\":\"scheduler\"", "\"component\":\"kubelet\"", "\"container started\"", "\"component\":\"kube-proxy\"", "\"name\":\"endpoints\""],
     ),
-    ("kubectl delete deployment journey", &["deployment.apps \"journey\" deleted"]),
+    (
+        "kubectl delete deployment,service journey",
+        &["deployment.apps \"journey\" deleted", "service \"journey\" deleted"],
+    ),
 ];
 
 fn doc_commands(admin: &str) {
