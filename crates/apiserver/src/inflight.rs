@@ -48,7 +48,8 @@ pub fn classify(method: &Method, path: &str, watch: bool) -> Option<Class> {
     if matches!(first, "healthz" | "livez" | "readyz") {
         return None;
     }
-    if watch {
+    // The web view's change feed streams as long as its page is open.
+    if watch || path == crate::ui::WATCH {
         return Some(Class::Watch);
     }
     if is_long_running(path) {

@@ -167,3 +167,25 @@ pub async fn run<B: Backend>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sync_tells_each_change_once_and_a_bounded_number() {
+        let changes = TraceContexts::default();
+        let tp = |i: usize| format!("00-{i:032x}-00f067aa0ba902b7-01");
+        changes.note(&tp(1));
+        changes.note(&tp(1));
+        for i in 2..40 {
+            changes.note(&tp(i));
+        }
+        let taken = changes.take();
+        assert_eq!(taken.len(), TOLD_PER_SYNC);
+        assert_eq!(taken[0], tp(1));
+        assert!(changes.take().is_empty(), "taken by the sync");
+        // Without tracing, a sync's span records nothing.
+        assert!(changes.sync_span().is_none());
+    }
+}

@@ -134,7 +134,11 @@ async fn a_pods_journey_crosses_the_apiserver_scheduler_and_kubelet_in_one_trace
         to_apiserver: None,
     });
     let tokens = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(tokens.path(), "alice-token,alice,1001,students\n").unwrap();
+    std::fs::write(
+        tokens.path(),
+        "alice-token,alice,1001,students\nproxy-token,system:kube-proxy,1002,\n",
+    )
+    .unwrap();
     let kept = store.clone();
     let token_file = tokens.path().to_path_buf();
     let c = Cluster::start_secure_with(
@@ -543,6 +547,28 @@ async fn a_pods_journey_crosses_the_apiserver_scheduler_and_kubelet_in_one_trace
     )
     .await
     .unwrap();
+    // kube-proxy's credentials: only traces in which an EndpointSlice was
+    // written (the Deployment's, whose pod became the Service's endpoint).
+    let deployed = deployments.get("journey").await.unwrap();
+    let deployment_trace = trace_of(&deployed);
+    let body = otlp_body(&[(stranger, "proxy-forged"), (&deployment_trace, "proxy-own")]);
+    let r = anonymous
+        .post(format!("{https}/ui/v1/traces"))
+        .bearer_auth("proxy-token")
+        .header("content-type", "application/x-protobuf")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(store
+        .trace(stranger)
+        .iter()
+        .all(|s| s.name != "proxy-forged"));
+    assert!(store
+        .trace(&deployment_trace)
+        .iter()
+        .any(|s| s.name == "proxy-own"));
     assert!(
         store.trace(stranger).is_empty(),
         "a node wrote into a trace of no pod of its"

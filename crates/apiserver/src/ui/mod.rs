@@ -32,6 +32,8 @@ use std::sync::Arc;
 pub const PREFIX: &str = "/ui";
 pub const LOGIN: &str = "/ui/login";
 pub const TRACES: &str = "/ui/v1/traces";
+/// The change feed (server-sent events), long-running as a watch.
+pub const WATCH: &str = "/ui/api/watch";
 
 const INDEX: &str = include_str!("assets/index.html");
 const APP: &str = include_str!("assets/app.js");
@@ -143,7 +145,7 @@ pub async fn serve(
         (&Method::GET, "/ui/api/overview") => answer(data::overview(srv, user, params).await),
         (&Method::GET, "/ui/api/journey") => answer(data::journey(srv, user, params).await),
         (&Method::GET, "/ui/api/controllers") => answer(data::controllers(srv, user)),
-        (&Method::GET, "/ui/api/watch") => changes(srv),
+        (&Method::GET, WATCH) => changes(srv),
         (&Method::POST, TRACES) => receive(srv, user, headers, body).await,
         (_, "/ui" | "/ui/" | "/ui/app.js" | "/ui/style.css" | LOGIN | "/ui/session" | TRACES)
         | (_, "/ui/api/overview" | "/ui/api/journey" | "/ui/api/controllers" | "/ui/api/watch") => {
