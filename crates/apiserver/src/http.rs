@@ -268,7 +268,8 @@ async fn handle_request(
             return resp;
         }
     };
-    let span = crate::request_trace::request_span(&user, &method, uri.path(), &headers);
+    let span =
+        crate::request_trace::request_span(&user, &method, uri.path(), &headers, &srv.journeys);
     let admitted = handle_admitted(srv, method, uri, headers, body, upgrade, params, user);
     let resp = match span {
         Some(span) => {

@@ -129,6 +129,12 @@ pub struct Config {
     /// 0 keeps none (and, without --tracing-endpoint, traces nothing).
     #[arg(long, default_value_t = minik8s_trace::store::DEFAULT_MAX_TRACES)]
     pub traces_kept: usize,
+    /// New journeys (traces of a create) started per second at most, in
+    /// bursts of as many; the creates beyond are not traced (what a
+    /// controller creates for a traced object continues its journey and
+    /// counts for none). 0: every create is.
+    #[arg(long, default_value_t = 20.0)]
+    pub journeys_per_second: f64,
     /// The store of recent traces the process's tracing writes to (made
     /// with it, by the binary: see [`tracing_options`]).
     #[arg(skip)]
@@ -205,6 +211,8 @@ pub struct ApiServer {
     extra_metrics: request_metrics::ExtraMetrics,
     /// The web view: its sessions and the recent traces it draws journeys from.
     pub web_view: ui::WebView,
+    /// How many journeys may start ([`Config::journeys_per_second`]).
+    journeys: request_trace::JourneyBudget,
     /// Events each watch cache keeps (`--watch-cache-size`).
     watch_cache_size: usize,
     watch_cache_max_bytes: usize,
@@ -439,6 +447,7 @@ impl ApiServer {
             request_metrics: Default::default(),
             extra_metrics: cfg.extra_metrics.clone(),
             web_view: ui::WebView::new(cfg.span_store.clone()),
+            journeys: request_trace::JourneyBudget::new(cfg.journeys_per_second),
             auth: auth::Auth {
                 tokens,
                 mode,

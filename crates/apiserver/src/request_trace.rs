@@ -67,12 +67,55 @@ fn span_name(method: &Method, a: &Attributes) -> String {
     name
 }
 
+/// How many journeys the apiserver starts: a token bucket, so that a
+/// person's creates are all traced while a burst of thousands a second
+/// (a load test, a controller's flood) is traced a few dozen times a
+/// second and costs almost nothing (Jaeger's rate-limiting sampler; the
+/// cost is in doc/benchmarks.md). Decided before the span exists: an
+/// untraced request makes none.
+pub struct JourneyBudget {
+    per_second: f64,
+    burst: f64,
+    state: std::sync::Mutex<(f64, std::time::Instant)>,
+}
+
+impl JourneyBudget {
+    /// `per_second` journeys, in bursts of as many; 0: no limit.
+    pub fn new(per_second: f64) -> JourneyBudget {
+        let burst = per_second.max(1.0);
+        JourneyBudget {
+            per_second,
+            burst,
+            state: std::sync::Mutex::new((burst, std::time::Instant::now())),
+        }
+    }
+
+    /// Whether one more journey may start now.
+    pub fn take(&self) -> bool {
+        if self.per_second <= 0.0 {
+            return true;
+        }
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::Instant::now();
+        let (tokens, last) = *state;
+        let tokens =
+            (tokens + now.duration_since(last).as_secs_f64() * self.per_second).min(self.burst);
+        *state = if tokens >= 1.0 {
+            (tokens - 1.0, now)
+        } else {
+            (tokens, now)
+        };
+        tokens >= 1.0
+    }
+}
+
 /// The span this request is served in, None when it gets none.
 pub fn request_span(
     user: &UserInfo,
     method: &Method,
     path: &str,
     headers: &HeaderMap,
+    budget: &JourneyBudget,
 ) -> Option<tracing::Span> {
     if *method == Method::GET || !tracing::enabled!(target: JOURNEY, tracing::Level::DEBUG) {
         return None;
@@ -89,7 +132,7 @@ pub fn request_span(
     let creates = a.verb == "create"
         && a.subresource.is_empty()
         && !NO_JOURNEY.contains(&a.resource.as_str());
-    if !creates && !follows {
+    if !follows && !(creates && budget.take()) {
         return None;
     }
     let name = span_name(method, a);
@@ -216,6 +259,15 @@ mod tests {
             span_name(&Method::POST, &a),
             "POST /apis/apps/v1/namespaces/{:namespace}/deployments"
         );
+    }
+
+    #[test]
+    fn a_burst_of_creates_starts_a_bounded_number_of_journeys() {
+        let budget = JourneyBudget::new(10.0);
+        let started = (0..1000).filter(|_| budget.take()).count();
+        assert!((10..=11).contains(&started), "{started}");
+        let unlimited = JourneyBudget::new(0.0);
+        assert!((0..1000).all(|_| unlimited.take()));
     }
 
     #[test]

@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use minik8s_api::meta::{self, finalizers, is_deleting, metadata_mut, now_rfc3339};
 use minik8s_api::registry::{self, ResourceInfo, Subresource};
 use minik8s_api::ApiError;
-use minik8s_trace::JOURNEY;
+use minik8s_trace::STEP;
 use minik8s_validation::{self as validation, FieldError};
 use serde_json::{json, Value};
 use tracing::Instrument;
@@ -805,23 +805,23 @@ impl ApiServer {
         };
         let mut obj = self
             .mutate(&write, obj, None)
-            .instrument(tracing::debug_span!(target: JOURNEY, "mutating admission"))
+            .instrument(tracing::debug_span!(target: STEP, "mutating admission"))
             .await?;
         crate::request_trace::set_on_create(&info.group, &info.plural, &mut obj);
         let validated = {
-            let _step = tracing::debug_span!(target: JOURNEY, "validation").entered();
+            let _step = tracing::debug_span!(target: STEP, "validation").entered();
             let mut errs =
                 validation::validate_metadata(&obj, strategy.name_rule(), info.namespaced);
             let validated = strategy.validate_and_canonicalize(&obj, None);
             errs.extend(validated.errors);
             if !errs.is_empty() {
-                tracing::debug!(target: JOURNEY, errors = errs.len(), "invalid");
+                tracing::debug!(target: STEP, errors = errs.len(), "invalid");
             }
             (validated.canonical, errs)
         };
         let (canonical, errs) = validated;
         self.admit(&write, &obj, None, errs)
-            .instrument(tracing::debug_span!(target: JOURNEY, "validating admission"))
+            .instrument(tracing::debug_span!(target: STEP, "validating admission"))
             .await?;
         self.check_namespace(info, ns, &name).await?;
         self.limit_ranger_check(info, obj_ns.as_deref(), &name, &obj, None)?;
@@ -857,11 +857,11 @@ impl ApiServer {
         let stored = self
             .store
             .create(&key, encode(&obj))
-            .instrument(tracing::debug_span!(target: JOURNEY, "store", %key))
+            .instrument(tracing::debug_span!(target: STEP, "store", %key))
             .await;
         match stored {
             Ok(rev) => {
-                tracing::debug!(target: JOURNEY, revision = rev, "stored");
+                tracing::debug!(target: STEP, revision = rev, "stored");
                 Ok(with_rv(obj, rev))
             }
             Err(e) => {

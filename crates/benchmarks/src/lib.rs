@@ -404,7 +404,11 @@ async fn wait_until_ready(
     secure: &str,
 ) -> anyhow::Result<()> {
     for _ in 0..100 {
-        if client.get_json("/readyz").await.is_ok() {
+        // `/readyz` answers text ("ok"), not JSON.
+        let ready = client
+            .send(reqwest::Method::GET, "/readyz", None, "*/*")
+            .await;
+        if ready.is_ok() {
             return Ok(());
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;

@@ -407,13 +407,20 @@ pub fn advertised_ip(given: &str) -> String {
 /// starts; later syncs (the periodic ones) belong to no trace, so nobody
 /// records them.
 fn sync_span(key: &str, pod: &Pod) -> tracing::Span {
-    let span = tracing::debug_span!(target: TRACE_POD_START, "sync_pod", pod = %key);
-    if starting(pod) {
-        let annotations = pod.metadata.annotations.as_ref();
-        let parent = annotations.and_then(|a| a.get(minik8s_trace::ANNOTATION));
-        minik8s_trace::context::follow(&span, parent.map(String::as_str));
+    let parent = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(minik8s_trace::ANNOTATION))
+        .filter(|_| starting(pod));
+    match parent {
+        Some(parent) => {
+            let span = tracing::debug_span!(target: minik8s_trace::JOURNEY, "sync_pod", pod = %key);
+            minik8s_trace::context::follow(&span, Some(parent));
+            span
+        }
+        None => tracing::debug_span!(target: TRACE_POD_START, "sync_pod", pod = %key),
     }
-    span
 }
 
 /// Whether a pod is still on its way to running: not being deleted,

@@ -410,14 +410,27 @@ async fn a_pods_journey_crosses_the_apiserver_scheduler_and_kubelet_in_one_trace
         .to_string();
     let mut mine = sleeper("mine");
     mine["metadata"]["annotations"] = json!({ANNOTATION: forged});
-    let r = alice(anonymous.post(format!("{https}/api/v1/namespaces/alice/pods")))
-        .header("traceparent", &forged)
-        .json(&mine)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let mine: Value = r.json().await.unwrap();
+    // (Her RoleBinding reaches the authorizer through its watch: a moment.)
+    let mine: Value = minik8s_testkit::poll(
+        10,
+        Duration::from_millis(100),
+        "alice creates her pod",
+        || async {
+            let r = alice(anonymous.post(format!("{https}/api/v1/namespaces/alice/pods")))
+                .header("traceparent", &forged)
+                .json(&mine)
+                .send()
+                .await
+                .unwrap();
+            let status = r.status();
+            let body: Value = r.json().await.unwrap();
+            if status == 201 {
+                return Ok(body);
+            }
+            Err(format!("{status}: {body}"))
+        },
+    )
+    .await;
     assert_ne!(
         trace_of(&mine),
         trace,

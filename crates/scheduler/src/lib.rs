@@ -589,8 +589,16 @@ impl Scheduler {
         // ended (as Kubernetes' does): its own span, in the same trace.
         let trace = minik8s_trace::context::current();
         tokio::spawn(async move {
-            let span = tracing::debug_span!(target: TRACE_POD_START, parent: None, "binding cycle", pod = %key, node = %chosen);
-            minik8s_trace::context::follow(&span, trace.as_deref());
+            let span = match &trace {
+                Some(trace) => {
+                    let span = tracing::debug_span!(target: minik8s_trace::JOURNEY, parent: None, "binding cycle", pod = %key, node = %chosen);
+                    minik8s_trace::context::follow(&span, Some(trace));
+                    span
+                }
+                None => {
+                    tracing::debug_span!(target: TRACE_POD_START, parent: None, "binding cycle", pod = %key, node = %chosen)
+                }
+            };
             let bound = me
                 .binding_cycle(&key, &pod, &chosen, &plan)
                 .instrument(span)
@@ -888,13 +896,21 @@ impl Reconciler for Scheduling {
     const COMPONENT: &'static str = "scheduler";
 
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
-        let span = tracing::debug_span!(target: TRACE_POD_START, "schedule_one", pod = %key);
-        // The scheduling joins the trace of the request that created the pod.
-        if let Some(pod) = self.0.pods.get(key) {
-            let annotations = pod.metadata.annotations.as_ref();
-            let parent = annotations.and_then(|a| a.get(minik8s_trace::ANNOTATION));
-            minik8s_trace::context::follow(&span, parent.map(String::as_str));
-        }
+        // The scheduling joins the trace of the request that created the
+        // pod; without one, the span is only the pod start logs'.
+        let pod = self.0.pods.get(key);
+        let parent = pod
+            .as_ref()
+            .and_then(|p| p.metadata.annotations.as_ref())
+            .and_then(|a| a.get(minik8s_trace::ANNOTATION));
+        let span = match parent {
+            Some(parent) => {
+                let span = tracing::debug_span!(target: minik8s_trace::JOURNEY, "schedule_one", pod = %key);
+                minik8s_trace::context::follow(&span, Some(parent));
+                span
+            }
+            None => tracing::debug_span!(target: TRACE_POD_START, "schedule_one", pod = %key),
+        };
         let started = std::time::Instant::now();
         let outcome = self.0.schedule_one(key).instrument(span).await;
         let result = match &outcome {

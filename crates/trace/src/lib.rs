@@ -46,6 +46,11 @@ pub use store::{SpanRecord, SpanStore};
 /// start pipeline's (`minik8s_client::TRACE_POD_START`, "pod_start").
 pub const JOURNEY: &str = "journey";
 
+/// The `tracing` target of steps and events that belong to a journey only
+/// inside one (an apiserver request's admission, validation and store):
+/// anywhere else they are not even built.
+pub const STEP: &str = "journey_step";
+
 /// The span field that starts a trace (the sampler keeps a root span only
 /// with it): the apiserver's span of a create.
 pub const ROOT_FIELD: &str = "journey.start";
@@ -180,9 +185,23 @@ where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a> + Send + Sync,
 {
     use opentelemetry::trace::TracerProvider as _;
-    let targets = tracing_subscriber::filter::Targets::new()
-        .with_target(JOURNEY, tracing::Level::DEBUG)
-        .with_target("pod_start", tracing::Level::DEBUG);
+    // What the layer sees: the journey's own spans (made only for work
+    // that is part of one), and inside them the spans and the journey's
+    // events of any component, down to debug. Anything else (a resync,
+    // an untraced request) costs nothing here: its spans are never built.
+    let targets = tracing_subscriber::filter::DynFilterFn::new(|meta, cx| {
+        meta.target() == JOURNEY || cx.lookup_current().is_some()
+    })
+    // Every other call site is decided once, here: the hot paths' debug
+    // and trace events (hyper's, h2's) never come to ask.
+    .with_callsite_filter(|meta| {
+        let ours = matches!(meta.target(), JOURNEY | STEP | "pod_start");
+        if ours && *meta.level() <= tracing::Level::DEBUG {
+            tracing::subscriber::Interest::sometimes()
+        } else {
+            tracing::subscriber::Interest::never()
+        }
+    });
     tracing_opentelemetry::layer()
         .with_tracer(provider.tracer("minik8s"))
         .with_threads(false)

@@ -201,7 +201,7 @@ pub async fn journey(srv: &ApiServer, user: &UserInfo, params: &Params) -> Resul
         _ => Vec::new(),
     };
     let why_empty = match (&ids, srv.web_view.store()) {
-        (None, _) => Some("the object has no trace: it was created before tracing was on, or by a request that started none"),
+        (None, _) => Some("the object has no trace: it was created before tracing was on, or when more journeys a second were starting than --journeys-per-second allows"),
         (_, None) => Some("this apiserver keeps no traces (--traces-kept 0)"),
         _ if steps.is_empty() => Some("its trace is no longer kept (the oldest traces are forgotten first)"),
         _ => None,

@@ -6,7 +6,8 @@
 //!   `--creates` pod creates over HTTP from 16 clients; its creates/s and
 //!   the process's CPU per create. On: the master's tracing (every create
 //!   starts a journey: a request span, its admission, validation and store
-//!   steps, kept in the span store). Off: no tracing installed.
+//!   steps, kept in the span store). Off: the same logging, no spans (the
+//!   master with `--traces-kept 0`).
 //! - **pod startup**: the real `master` and `kubelet` binaries on the
 //!   running dockerd (as `pod-startup-bench`), create → Running and ready,
 //!   one pod at a time. Off: the master with `--traces-kept 0` (no spans,
@@ -44,26 +45,78 @@ fn cpu_seconds() -> f64 {
     secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
+/// How a round traces.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    /// The master with `--traces-kept 0`: its logs, no spans.
+    Off,
+    /// As shipped: at most 20 new journeys a second.
+    Shipped,
+    /// Every create a journey (`--journeys-per-second 0`).
+    Every,
+}
+
+impl Mode {
+    const ALL: [Mode; 3] = [Mode::Off, Mode::Shipped, Mode::Every];
+
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Off => "off",
+            Mode::Shipped => "on",
+            Mode::Every => "every",
+        }
+    }
+}
+
+fn pod_body(name: &str) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "bench"}},
+        "spec": {"containers": [{"name": "app", "image": "minik8s/busybox:latest", "command": ["sleep", "3600"]}]}})
+}
+
+/// The floor of a round of creates: the same number of pod-sized writes
+/// straight to the embedded store, from 16 writers; prints `writes/s`.
+async fn store_floor_child(creates: usize) {
+    let s = TestServer::start(Backend::Embedded).await;
+    let value = bytes::Bytes::from(serde_json::to_vec(&pod_body("floor")).unwrap());
+    let per_second = bench_util::raw_writes(
+        s.server.store.clone(),
+        16,
+        creates,
+        "/registry/bench/floor".into(),
+        value,
+    )
+    .await;
+    println!("{per_second:.1}");
+}
+
 /// One round of creates in this process: prints `creates/s cpu-µs-per-create`.
-async fn creates_child(traced: bool, creates: usize) {
+async fn creates_child(mode: Mode, creates: usize) {
+    let traced = mode != Mode::Off;
     let store = traced.then(|| minik8s_trace::SpanStore::new(2000, 1000));
-    let _tracing = traced.then(|| {
-        minik8s_trace::init(minik8s_trace::Options {
-            process: "master",
-            store: store.clone(),
-            ..Default::default()
-        })
+    let _tracing = minik8s_trace::init(minik8s_trace::Options {
+        process: "master",
+        store: store.clone(),
+        ..Default::default()
     });
-    let s = TestServer::start_with(Backend::Embedded, |c| c.span_store = store.clone()).await;
+    let s = TestServer::start_with(Backend::Embedded, |c| {
+        c.span_store = store.clone();
+        if mode == Mode::Every {
+            c.journeys_per_second = 0.0;
+        }
+    })
+    .await;
     let http = reqwest::Client::new();
     let url = format!("{}/api/v1/namespaces/default/pods", s.url);
     let cpu = cpu_seconds();
     let per_second = bench_util::ops_per_second(16, creates, move |i| {
         let (http, url) = (http.clone(), url.clone());
         async move {
-            let body = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("p{i}"), "labels": {"app": "bench"}},
-                "spec": {"containers": [{"name": "app", "image": "minik8s/busybox:latest", "command": ["sleep", "3600"]}]}});
-            let r = http.post(&url).json(&body).send().await.expect("POST");
+            let r = http
+                .post(&url)
+                .json(&pod_body(&format!("p{i}")))
+                .send()
+                .await
+                .expect("POST");
             assert_eq!(r.status().as_u16(), 201);
         }
     })
@@ -81,6 +134,36 @@ fn median(mut v: Vec<f64>) -> f64 {
         return f64::NAN;
     }
     v[v.len() / 2]
+}
+
+/// The floor of a pod's startup: its pause and app containers created and
+/// started straight through the Docker API, one pod at a time (p50 ms).
+async fn bare_docker(pods: usize, socket: &str) -> anyhow::Result<f64> {
+    use kubelet::runtime::ContainerRuntime;
+    let network = "mk-bench";
+    let runtime = kubelet::runtime::DockerRuntime::connect(socket, network, "bench-node")?;
+    let (mut times, mut ids) = (Vec::new(), Vec::new());
+    for i in 0..pods {
+        let t = std::time::Instant::now();
+        let pause = runtime
+            .create_and_start(
+                &format!("bench-bare-pause-{i}"),
+                bench_util::bare_pause(network),
+            )
+            .await?;
+        let app = runtime
+            .create_and_start(
+                &format!("bench-bare-app-{i}"),
+                bench_util::bare_busybox(&pause, &["sleep", "3600"]),
+            )
+            .await?;
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+        ids.extend([app, pause]);
+    }
+    for id in ids {
+        runtime.remove(&id).await?;
+    }
+    Ok(median(times))
 }
 
 /// Pod startup p50 (ms) of `pods` pods on a fresh local cluster.
@@ -135,9 +218,15 @@ async fn pod_startup(traced: bool, pods: usize, socket: &str) -> anyhow::Result<
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--store-floor-child") {
+        store_floor_child(arg(&args, "--creates", 3000)).await;
+        return Ok(());
+    }
     if args.first().map(String::as_str) == Some("--creates-child") {
-        let traced = args.get(1).map(String::as_str) == Some("on");
-        creates_child(traced, arg(&args, "--creates", 3000)).await;
+        let name = args.get(1).map(String::as_str).unwrap_or("");
+        let mode = Mode::ALL.into_iter().find(|m| m.name() == name);
+        let mode = mode.ok_or_else(|| anyhow::anyhow!("--creates-child off|on|every"))?;
+        creates_child(mode, arg(&args, "--creates", 3000)).await;
         return Ok(());
     }
     let rounds = arg(&args, "--rounds", 4);
@@ -150,19 +239,15 @@ async fn main() -> anyhow::Result<()> {
         bench_util::machine()
     );
     let me = std::env::current_exe()?;
-    let mut creates_rows: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
+    let mut creates_rows: [Vec<(f64, f64)>; 3] = Default::default();
     for round in 0..rounds {
-        // Alternated, and the order flipped each round.
-        let order = if round % 2 == 0 {
-            [true, false]
-        } else {
-            [false, true]
-        };
-        for traced in order {
+        // Alternated, the order turned each round.
+        for i in 0..3 {
+            let mode = Mode::ALL[(round + i) % 3];
             let out = Command::new(&me)
                 .args([
                     "--creates-child",
-                    if traced { "on" } else { "off" },
+                    mode.name(),
                     "--creates",
                     &creates.to_string(),
                 ])
@@ -182,28 +267,59 @@ async fn main() -> anyhow::Result<()> {
             );
             eprintln!(
                 "round {round}, tracing {}: {per_s:.0} creates/s, {cpu:.0} µs CPU per create",
-                if traced { "on" } else { "off" }
+                mode.name()
             );
-            creates_rows[traced as usize].push((per_s, cpu));
+            creates_rows[mode as usize].push((per_s, cpu));
         }
     }
-    println!("## apiserver creates/s (embedded store, 16 clients, {creates} creates per round, {rounds} rounds, median)\n");
-    println!("| tracing | creates/s | CPU µs per create |");
-    println!("|---|---:|---:|");
-    let med = |rows: &Vec<(f64, f64)>| {
+    let out = Command::new(&me)
+        .args(["--store-floor-child", "--creates", &creates.to_string()])
+        .output()?;
+    anyhow::ensure!(out.status.success(), "the store floor failed");
+    let floor: f64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(f64::NAN);
+    println!("## apiserver creates/s (embedded store, 16 clients, {creates} creates per round, {rounds} rounds)\n");
+    println!("Floor, same run: {floor:.0} raw store writes/s of the same pod, 16 writers.\n");
+    println!("| tracing | creates/s: median, mean (range) | CPU µs per create: median, mean (range) | cost: CPU, creates/s (means) |");
+    println!("|---|---:|---:|---:|");
+    let stats = |v: Vec<f64>| {
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        let (lo, hi) = v
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(l, h), x| (l.min(*x), h.max(*x)));
+        (median(v), mean, lo, hi)
+    };
+    let of = |mode: Mode| {
+        let rows = &creates_rows[mode as usize];
         (
-            median(rows.iter().map(|r| r.0).collect()),
-            median(rows.iter().map(|r| r.1).collect()),
+            stats(rows.iter().map(|r| r.0).collect()),
+            stats(rows.iter().map(|r| r.1).collect()),
         )
     };
-    let (off, on) = (med(&creates_rows[0]), med(&creates_rows[1]));
-    println!("| off | {:.0} | {:.0} |", off.0, off.1);
-    println!("| on (as shipped) | {:.0} | {:.0} |", on.0, on.1);
-    println!(
-        "| cost | {:+.1} % | {:+.1} % |\n",
-        (off.0 / on.0 - 1.0) * 100.0,
-        (on.1 / off.1 - 1.0) * 100.0
-    );
+    let (off_rate, off_cpu) = of(Mode::Off);
+    for (mode, label) in [
+        (Mode::Off, "off (--traces-kept 0)"),
+        (Mode::Shipped, "on, as shipped (at most 20 journeys/s)"),
+        (Mode::Every, "on, every create (--journeys-per-second 0)"),
+    ] {
+        let (r, c) = of(mode);
+        println!(
+            "| {label} | {:.0}, {:.0} ({:.0}-{:.0}) | {:.0}, {:.0} ({:.0}-{:.0}) | {:+.1} %, {:+.1} % |",
+            r.0,
+            r.1,
+            r.2,
+            r.3,
+            c.0,
+            c.1,
+            c.2,
+            c.3,
+            (c.1 / off_cpu.1 - 1.0) * 100.0,
+            (r.1 / off_rate.1 - 1.0) * 100.0
+        );
+    }
+    println!();
 
     let socket =
         std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into());
@@ -223,6 +339,7 @@ async fn main() -> anyhow::Result<()> {
             startup[traced as usize].push(p50);
         }
     }
+    let floor = bare_docker(pods, &socket).await?;
     let (off, on) = (median(startup[0].clone()), median(startup[1].clone()));
     println!("## pod startup: create → Running and ready ({pods} pods one at a time per round, {rounds} rounds, median of the rounds' p50)\n");
     println!("| tracing | p50 ms |");
@@ -230,5 +347,6 @@ async fn main() -> anyhow::Result<()> {
     println!("| off (master --traces-kept 0) | {off:.0} |");
     println!("| on (as shipped) | {on:.0} |");
     println!("| cost | {:+.1} % |", (on / off - 1.0) * 100.0);
+    println!("| floor: bare Docker, pause + app created and started | {floor:.0} |");
     Ok(())
 }

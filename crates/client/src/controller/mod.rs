@@ -169,10 +169,15 @@ pub async fn run<R: Reconciler>(
         let (queue, reconciler, metrics) = (queue.clone(), reconciler.clone(), metrics.clone());
         tasks.spawn(async move {
             while let Some(key) = queue.get().await {
-                let span = tracing::debug_span!(target: minik8s_trace::JOURNEY, "reconcile", controller = R::NAME, component = R::COMPONENT, %key);
-                if let Some(parent) = reconciler.trace_context(&key) {
-                    minik8s_trace::context::follow(&span, Some(&parent));
-                }
+                // A span only for a reconcile that is part of a journey.
+                let span = match reconciler.trace_context(&key) {
+                    Some(parent) => {
+                        let span = tracing::debug_span!(target: minik8s_trace::JOURNEY, "reconcile", controller = R::NAME, component = R::COMPONENT, %key);
+                        minik8s_trace::context::follow(&span, Some(&parent));
+                        span
+                    }
+                    None => tracing::Span::none(),
+                };
                 let result = reconciler.reconcile(&key).instrument(span).await;
                 metrics.reconciled(R::NAME, result.is_ok());
                 apply(&queue, &key, result);
