@@ -209,8 +209,10 @@ pub struct ApiServer {
     request_metrics: request_metrics::RequestMetrics,
     /// What `/metrics` adds to the request metrics ([`Config::extra_metrics`]).
     extra_metrics: request_metrics::ExtraMetrics,
-    /// The web view: its sessions and the recent traces it draws journeys from.
+    /// The web view: the recent traces it draws journeys from.
     pub web_view: ui::WebView,
+    /// The web view's browser sessions (an authenticator).
+    pub sessions: auth::sessions::Sessions,
     /// How many journeys may start ([`Config::journeys_per_second`]).
     journeys: request_trace::JourneyBudget,
     /// Events each watch cache keeps (`--watch-cache-size`).
@@ -447,6 +449,7 @@ impl ApiServer {
             request_metrics: Default::default(),
             extra_metrics: cfg.extra_metrics.clone(),
             web_view: ui::WebView::new(cfg.span_store.clone()),
+            sessions: Default::default(),
             journeys: request_trace::JourneyBudget::new(cfg.journeys_per_second),
             auth: auth::Auth {
                 tokens,

@@ -132,7 +132,8 @@ pub fn request_span(
     let creates = a.verb == "create"
         && a.subresource.is_empty()
         && !NO_JOURNEY.contains(&a.resource.as_str());
-    if !follows && !(creates && budget.take()) {
+    let starts = !follows && creates && budget.take();
+    if !(follows || starts) {
         return None;
     }
     let name = span_name(method, a);

@@ -808,18 +808,7 @@ impl ApiServer {
             .instrument(tracing::debug_span!(target: STEP, "mutating admission"))
             .await?;
         crate::request_trace::set_on_create(&info.group, &info.plural, &mut obj);
-        let validated = {
-            let _step = tracing::debug_span!(target: STEP, "validation").entered();
-            let mut errs =
-                validation::validate_metadata(&obj, strategy.name_rule(), info.namespaced);
-            let validated = strategy.validate_and_canonicalize(&obj, None);
-            errs.extend(validated.errors);
-            if !errs.is_empty() {
-                tracing::debug!(target: STEP, errors = errs.len(), "invalid");
-            }
-            (validated.canonical, errs)
-        };
-        let (canonical, errs) = validated;
+        let (canonical, errs) = validate_created(info, &*strategy, &obj);
         self.admit(&write, &obj, None, errs)
             .instrument(tracing::debug_span!(target: STEP, "validating admission"))
             .await?;
@@ -1130,4 +1119,21 @@ impl ApiServer {
             json!({"kind": format!("{}List", info.kind), "apiVersion": info.api_version(), "metadata": {}, "items": items}),
         )
     }
+}
+
+/// A new object's field errors (metadata and the kind's rules) and its
+/// canonical form: the journey's "validation" step.
+fn validate_created(
+    info: &ResourceInfo,
+    strategy: &dyn crate::strategy::Strategy,
+    obj: &Value,
+) -> (Option<Result<Value, String>>, validation::Errors) {
+    let _step = tracing::debug_span!(target: STEP, "validation").entered();
+    let mut errs = validation::validate_metadata(obj, strategy.name_rule(), info.namespaced);
+    let validated = strategy.validate_and_canonicalize(obj, None);
+    errs.extend(validated.errors);
+    if !errs.is_empty() {
+        tracing::debug!(target: STEP, errors = errs.len(), "invalid");
+    }
+    (validated.canonical, errs)
 }

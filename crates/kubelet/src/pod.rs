@@ -482,7 +482,9 @@ impl Kubelet {
 
     /// Starts one container: its image, its spec, the runtime's start, its
     /// postStart hook. What went wrong goes into `waiting` (the container's
-    /// status), and `observed` gets the new container.
+    /// status), and `observed` gets the new container. Long because it
+    /// follows Kubernetes' `startContainer` step by step (image, config,
+    /// create and start, postStart), each step a span of the pod's journey.
     #[allow(clippy::too_many_arguments)]
     async fn start_container(
         &self,

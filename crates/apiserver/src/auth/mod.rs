@@ -22,6 +22,7 @@ pub mod rbac;
 pub mod request_info;
 pub mod reviews;
 pub mod serviceaccount;
+pub mod sessions;
 
 use crate::ApiServer;
 use axum::http::HeaderMap;
@@ -173,7 +174,7 @@ pub fn is_public_path(path: &str) -> bool {
             | "/version/"
             | "/api/v1/namespaces/kube-public/configmaps/cluster-info"
             | crate::node_bundle::JOIN_SCRIPT
-            | crate::ui::LOGIN
+            | sessions::LOGIN
     ) || ["/healthz/", "/livez/", "/readyz/"]
         .iter()
         .any(|p| path.starts_with(p))
@@ -264,7 +265,7 @@ impl ApiServer {
     ) -> Result<UserInfo, ApiError> {
         let user = match self.authenticate(headers, conn).await? {
             Some(user) => user,
-            None => match crate::ui::session_user(self, method, path, headers) {
+            None => match self.sessions.user_of(method, path, headers) {
                 Some(user) => user,
                 None if is_public_path(path) => UserInfo::anonymous(),
                 None => return Err(unauthorized()),

@@ -1,6 +1,6 @@
 //! The web view of the loops, served at `/ui/` beside the API, behind the
-//! same authentication and authorization (see [`sessions`] for how a
-//! browser signs in):
+//! same authentication and authorization (see `crate::auth::sessions` for
+//! how a browser signs in):
 //!
 //! ```text
 //!  GET  /ui/                 the page (index.html, app.js, style.css)
@@ -14,7 +14,6 @@
 //! ```
 
 pub mod data;
-pub mod sessions;
 
 use crate::auth::UserInfo;
 use crate::params::{error_response, json_response, Params};
@@ -30,7 +29,7 @@ use serde_json::json;
 use std::sync::Arc;
 
 pub const PREFIX: &str = "/ui";
-pub const LOGIN: &str = "/ui/login";
+pub use crate::auth::sessions::{is_view as is_ui, LOGIN};
 pub const TRACES: &str = "/ui/v1/traces";
 /// The change feed (server-sent events), long-running as a watch.
 pub const WATCH: &str = "/ui/api/watch";
@@ -41,43 +40,21 @@ const STYLE: &str = include_str!("assets/style.css");
 const LOGIN_PAGE: &str = include_str!("assets/login.html");
 const UNAUTHORIZED_PAGE: &str = include_str!("assets/unauthorized.html");
 
-/// The view's state: the recent traces (None: this apiserver keeps none)
-/// and the browsers' sessions.
+/// The view's state: the recent traces (None: this apiserver keeps none).
+/// (The browsers' sessions are an authenticator's: `crate::auth::sessions`.)
 #[derive(Default)]
 pub struct WebView {
     store: Option<Arc<SpanStore>>,
-    pub sessions: sessions::Sessions,
 }
 
 impl WebView {
     pub fn new(store: Option<Arc<SpanStore>>) -> WebView {
-        WebView {
-            store,
-            sessions: Default::default(),
-        }
+        WebView { store }
     }
 
     pub fn store(&self) -> Option<&Arc<SpanStore>> {
         self.store.as_ref()
     }
-}
-
-/// Whether `path` is the view's.
-pub fn is_ui(path: &str) -> bool {
-    path == PREFIX || path.starts_with("/ui/")
-}
-
-/// The user of a browser's session cookie, for the reads of the view only.
-pub fn session_user(
-    srv: &ApiServer,
-    method: &Method,
-    path: &str,
-    headers: &HeaderMap,
-) -> Option<UserInfo> {
-    if *method != Method::GET || !is_ui(path) {
-        return None;
-    }
-    srv.web_view.sessions.user(&sessions::cookie(headers)?)
 }
 
 /// The 401 a browser gets for the view without credentials: the Status
@@ -130,7 +107,7 @@ pub async fn serve(
         (&Method::GET, "/ui/style.css") => asset("text/css; charset=utf-8", STYLE),
         (&Method::GET, LOGIN) => login(srv, params),
         (&Method::POST, "/ui/session") => {
-            let code = srv.web_view.sessions.code_for(user);
+            let code = srv.sessions.code_for(user);
             json_response(
                 StatusCode::CREATED,
                 &json!({
@@ -138,7 +115,7 @@ pub async fn serve(
                     "user": user.username,
                     "code": code,
                     "loginPath": format!("{LOGIN}?code={code}"),
-                    "expiresInSeconds": sessions::CODE_TTL.as_secs(),
+                    "expiresInSeconds": crate::auth::sessions::CODE_TTL.as_secs(),
                 }),
             )
         }
@@ -167,12 +144,12 @@ fn login(srv: &ApiServer, params: &Params) -> Response {
     let Some(code) = params.get("code") else {
         return asset("text/html; charset=utf-8", LOGIN_PAGE);
     };
-    match srv.web_view.sessions.redeem(code) {
+    match srv.sessions.redeem(code) {
         Some(session) => {
             let cookie = format!(
                 "{}={session}; Path=/ui/; Max-Age={}; HttpOnly; Secure; SameSite=Strict",
-                sessions::COOKIE,
-                sessions::SESSION_TTL.as_secs()
+                crate::auth::sessions::COOKIE,
+                crate::auth::sessions::SESSION_TTL.as_secs()
             );
             (
                 StatusCode::SEE_OTHER,
@@ -292,7 +269,7 @@ async fn receive(
     };
     let total = spans.len();
     let kept = match crate::auth::node::node_name(user) {
-        Some(node) => own_pods_spans(srv, store, &node, spans).await,
+        Some(node) => own_pods_spans(srv, store, node, spans).await,
         None if user.username == KUBE_PROXY => endpoint_change_spans(store, spans),
         None => spans,
     };

@@ -215,6 +215,8 @@ async fn pod_startup(traced: bool, pods: usize, socket: &str) -> anyhow::Result<
     Ok(median(times))
 }
 
+/// Long on purpose: a benchmark's main is its scenario, read top to
+/// bottom (each mode's rounds, then the table beside its floor).
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();

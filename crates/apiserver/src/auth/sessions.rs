@@ -1,4 +1,5 @@
-//! How a browser signs in to the web view. A browser holds no client
+//! How a browser signs in to the web view (`crate::ui`), an
+//! authenticator of its own. A browser holds no client
 //! certificate and sends no `Authorization` header when it opens a page,
 //! so whoever holds credentials (a kubeconfig's certificate, a token) asks
 //! for a one-time login code (`POST /ui/session`, e.g. `kubectl create
@@ -10,13 +11,21 @@
 //! it only authenticates reads of the view (GET under `/ui/`): it can
 //! write nothing, so a page on another site gains nothing by it.
 
-use crate::auth::UserInfo;
+use super::UserInfo;
+use axum::http::{HeaderMap, Method};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The cookie's name.
 pub const COOKIE: &str = "minik8s-ui";
+/// The sign-in page (public: a login code is the credential).
+pub const LOGIN: &str = "/ui/login";
+
+/// Whether `path` is the web view's (what the cookie may read).
+pub fn is_view(path: &str) -> bool {
+    path == "/ui" || path.starts_with("/ui/")
+}
 /// How long a login code may wait to be used.
 pub const CODE_TTL: Duration = Duration::from_secs(300);
 /// How long a signed-in browser stays signed in.
@@ -91,8 +100,19 @@ impl Sessions {
     }
 }
 
+impl Sessions {
+    /// The user of a browser's session cookie, for the reads of the view
+    /// only: the cookie can write nothing.
+    pub fn user_of(&self, method: &Method, path: &str, headers: &HeaderMap) -> Option<UserInfo> {
+        if *method != Method::GET || !is_view(path) {
+            return None;
+        }
+        self.user(&cookie(headers)?)
+    }
+}
+
 /// The session id a request's `Cookie` header carries.
-pub fn cookie(headers: &axum::http::HeaderMap) -> Option<String> {
+pub fn cookie(headers: &HeaderMap) -> Option<String> {
     headers
         .get_all(axum::http::header::COOKIE)
         .iter()
