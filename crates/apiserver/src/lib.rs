@@ -215,6 +215,8 @@ pub struct ApiServer {
     pub sessions: auth::sessions::Sessions,
     /// How many journeys may start ([`Config::journeys_per_second`]).
     journeys: request_trace::JourneyBudget,
+    /// The traced objects' trace contexts, by uid.
+    pub trace_contexts: request_trace::Contexts,
     /// Events each watch cache keeps (`--watch-cache-size`).
     watch_cache_size: usize,
     watch_cache_max_bytes: usize,
@@ -451,6 +453,7 @@ impl ApiServer {
             web_view: ui::WebView::new(cfg.span_store.clone()),
             sessions: Default::default(),
             journeys: request_trace::JourneyBudget::new(cfg.journeys_per_second),
+            trace_contexts: Default::default(),
             auth: auth::Auth {
                 tokens,
                 mode,

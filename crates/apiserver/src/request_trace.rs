@@ -13,7 +13,7 @@
 use crate::auth::request_info::Attributes;
 use crate::auth::UserInfo;
 use axum::http::{HeaderMap, Method};
-use minik8s_trace::{context, ANNOTATION, JOURNEY};
+use minik8s_trace::{context, JOURNEY};
 use serde_json::Value;
 
 /// Users whose trace context a request may continue.
@@ -157,9 +157,9 @@ pub fn request_span(
 }
 
 /// The kinds whose work goes on in other components (the scheduler, the
-/// kubelet, a controller that follows): they carry their trace context in
-/// [`ANNOTATION`]. Any other object's journey is found by its uid in the
-/// store (while its trace is kept).
+/// kubelet, a controller that follows): the apiserver keeps their trace
+/// context ([`Contexts`]) for those components to ask for. Any other
+/// object's journey is found by its uid in the store (while kept).
 const CARRIED: [(&str, &str); 4] = [
     ("", "pods"),
     ("apps", "deployments"),
@@ -174,65 +174,72 @@ const CARRIED: [(&str, &str); 4] = [
 /// none.
 const RESTAMPED: [(&str, &str); 1] = [("discovery.k8s.io", "endpointslices")];
 
-/// Sets (or, with None, removes) the trace context of `obj`, without
-/// leaving an `annotations: {}` where `had_annotations` says there were
-/// none (that would be a change, and a write, of its own).
-fn put(obj: &mut Value, context: Option<String>, had_annotations: bool) {
-    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
-        return;
-    };
-    match context {
-        Some(tp) => {
-            let annotations = meta
-                .entry("annotations")
-                .or_insert_with(|| Value::Object(Default::default()));
-            if !annotations.is_object() {
-                *annotations = Value::Object(Default::default());
+/// Objects kept at most (the oldest forgotten first).
+const MAX_CONTEXTS: usize = 100_000;
+
+/// The trace context of each traced object, by uid: kept by the apiserver
+/// and not on the object, which reads back exactly as Kubernetes serves
+/// it (clients compare annotations). The components ask for it at
+/// `GET /ui/v1/contexts?uid=`; only the apiserver sets it, so no user can
+/// point their object's work at another's trace.
+#[derive(Default)]
+pub struct Contexts {
+    inner: std::sync::Mutex<(
+        std::collections::HashMap<String, String>,
+        std::collections::VecDeque<String>,
+    )>,
+}
+
+impl Contexts {
+    fn set(&self, uid: &str, traceparent: Option<String>) {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let (map, order) = &mut *inner;
+        match traceparent {
+            None => {
+                map.remove(uid);
             }
-            if let Some(a) = annotations.as_object_mut() {
-                a.insert(ANNOTATION.into(), Value::String(tp));
-            }
-        }
-        None => {
-            let emptied = meta
-                .get_mut("annotations")
-                .and_then(Value::as_object_mut)
-                .is_some_and(|a| a.remove(ANNOTATION).is_some() && a.is_empty());
-            if emptied && !had_annotations {
-                meta.remove("annotations");
+            Some(tp) => {
+                if map.insert(uid.to_string(), tp).is_none() {
+                    order.push_back(uid.to_string());
+                }
+                while order.len() > MAX_CONTEXTS {
+                    if let Some(old) = order.pop_front() {
+                        map.remove(&old);
+                    }
+                }
             }
         }
     }
-}
 
-/// On create: the object's trace context is this request's span (what a
-/// client sent in the annotation is not kept: only the apiserver says
-/// which trace an object belongs to). The span learns the object's name
-/// and uid.
-pub fn set_on_create(group: &str, resource: &str, obj: &mut Value) {
-    let span = tracing::Span::current();
-    span.record("name", obj["metadata"]["name"].as_str().unwrap_or(""));
-    span.record("uid", obj["metadata"]["uid"].as_str().unwrap_or(""));
-    let carried = CARRIED.contains(&(group, resource));
-    let mine = context::of(&span).filter(|_| carried);
-    let had = obj["metadata"].get("annotations").is_some();
-    put(obj, mine, had);
-}
-
-/// On update: the object keeps the trace context it was created with
-/// (the restamped kinds take this request's), whatever the update says.
-pub fn on_update(group: &str, resource: &str, old: &Value, new: &mut Value) {
-    let kept = if RESTAMPED.contains(&(group, resource)) {
-        context::current()
-    } else {
-        old["metadata"]["annotations"][ANNOTATION]
-            .as_str()
-            .map(str::to_string)
-    };
-    if new["metadata"]["annotations"][ANNOTATION].as_str() == kept.as_deref() {
-        return;
+    /// The trace context of the object with this uid.
+    pub fn get(&self, uid: &str) -> Option<String> {
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.0.get(uid).cloned()
     }
-    put(new, kept, old["metadata"].get("annotations").is_some());
+
+    /// On create: the object's trace context is this request's span. The
+    /// span learns the object's name and uid.
+    pub fn set_on_create(&self, group: &str, resource: &str, obj: &Value) {
+        let span = tracing::Span::current();
+        let uid = obj["metadata"]["uid"].as_str().unwrap_or("");
+        span.record("name", obj["metadata"]["name"].as_str().unwrap_or(""));
+        span.record("uid", uid);
+        if CARRIED.contains(&(group, resource)) && !uid.is_empty() {
+            if let Some(tp) = context::of(&span) {
+                self.set(uid, Some(tp));
+            }
+        }
+    }
+
+    /// On update: the restamped kinds take this request's context (or
+    /// none); every other object keeps the one it was created with.
+    pub fn on_update(&self, group: &str, resource: &str, obj: &Value) {
+        if RESTAMPED.contains(&(group, resource)) {
+            if let Some(uid) = obj["metadata"]["uid"].as_str() {
+                self.set(uid, context::current());
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -289,37 +296,23 @@ mod tests {
     }
 
     #[test]
-    fn without_a_recorded_span_a_clients_trace_annotation_is_dropped() {
-        let forged = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-        let mut obj =
-            json!({"metadata": {"name": "p", "annotations": {ANNOTATION: forged, "a": "b"}}});
-        set_on_create("", "pods", &mut obj);
-        assert_eq!(obj["metadata"]["annotations"], json!({"a": "b"}));
-    }
-
-    #[test]
-    fn an_endpointslice_changed_outside_a_trace_keeps_none() {
-        let old = json!({"metadata": {"annotations": {ANNOTATION: "00-11111111111111111111111111111111-2222222222222222-01"}}});
-        let mut new = old.clone();
-        on_update("discovery.k8s.io", "endpointslices", &old, &mut new);
-        assert_eq!(new["metadata"]["annotations"], json!({}));
-    }
-
-    #[test]
-    fn an_update_keeps_the_trace_the_object_was_created_with() {
-        let mine = "00-11111111111111111111111111111111-2222222222222222-01";
-        let other = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-        let old = json!({"metadata": {"annotations": {ANNOTATION: mine}}});
-        let mut new = json!({"metadata": {"annotations": {ANNOTATION: other}}});
-        on_update("", "pods", &old, &mut new);
-        assert_eq!(new["metadata"]["annotations"][ANNOTATION], mine);
-        let mut dropped = json!({"metadata": {}});
-        on_update("", "pods", &old, &mut dropped);
-        assert_eq!(dropped["metadata"]["annotations"][ANNOTATION], mine);
-        let untraced = json!({"metadata": {"name": "p"}});
-        let mut added = json!({"metadata": {"name": "p", "annotations": {ANNOTATION: other}}});
-        on_update("", "pods", &untraced, &mut added);
-        assert_eq!(added, untraced);
-        assert!(added["metadata"].get("annotations").is_none());
+    fn a_context_is_set_only_inside_a_traced_request_and_kept_by_uid() {
+        let contexts = Contexts::default();
+        let pod = json!({"metadata": {"name": "p", "uid": "u1"}});
+        // No recorded span here: nothing to keep.
+        contexts.set_on_create("", "pods", &pod);
+        assert_eq!(contexts.get("u1"), None);
+        contexts.set(
+            "u1",
+            Some("00-11111111111111111111111111111111-2222222222222222-01".into()),
+        );
+        assert!(contexts.get("u1").is_some());
+        // An update of a kind that is not restamped keeps it; an
+        // EndpointSlice changed outside a trace loses its.
+        contexts.on_update("", "pods", &pod);
+        assert!(contexts.get("u1").is_some());
+        let slice = json!({"metadata": {"name": "s", "uid": "u1"}});
+        contexts.on_update("discovery.k8s.io", "endpointslices", &slice);
+        assert_eq!(contexts.get("u1"), None);
     }
 }

@@ -803,11 +803,12 @@ impl ApiServer {
             opts: &opts,
             strategy: &*strategy,
         };
-        let mut obj = self
+        let obj = self
             .mutate(&write, obj, None)
             .instrument(tracing::debug_span!(target: STEP, "mutating admission"))
             .await?;
-        crate::request_trace::set_on_create(&info.group, &info.plural, &mut obj);
+        self.trace_contexts
+            .set_on_create(&info.group, &info.plural, &obj);
         let (canonical, errs) = validate_created(info, &*strategy, &obj);
         self.admit(&write, &obj, None, errs)
             .instrument(tracing::debug_span!(target: STEP, "validating admission"))
@@ -929,7 +930,8 @@ impl ApiServer {
             (write.info, write.ns, write.name, write.strategy, write.opts);
         strategy.default(&mut merged);
         let mut merged = self.mutate(write, merged, Some(old)).await?;
-        crate::request_trace::on_update(&write.info.group, &write.info.plural, old, &mut merged);
+        self.trace_contexts
+            .on_update(&write.info.group, &write.info.plural, &merged);
         strategy.prepare_for_update(&mut merged, old);
         bump_generation(strategy, old, &mut merged);
         let validated = update_errors(info, strategy, mode, &merged, old);

@@ -388,7 +388,9 @@ impl Reconciler for EndpointsController {
             Err(e) if e.is_not_found() => None,
             Err(e) => return Err(e),
         };
-        let step = self.endpoints_step(key, ns, cur_ep.as_ref(), &want_ep);
+        let step = self
+            .endpoints_step(key, ns, cur_ep.as_ref(), &want_ep)
+            .await;
         let writes = Writes {
             ep_api: &ep_api,
             slice_api: &slice_api,
@@ -417,7 +419,7 @@ impl EndpointsController {
     /// Service's endpoints: a span in the first such pod's trace around
     /// the writes, and a mark in each other's. None (no span) when no
     /// traced pod is new among the ready endpoints.
-    fn endpoints_step(
+    async fn endpoints_step(
         &self,
         key: &str,
         ns: &str,
@@ -425,11 +427,16 @@ impl EndpointsController {
         want: &Value,
     ) -> tracing::Span {
         let before = endpoint_pods(cur);
-        let contexts: Vec<String> = endpoint_pods(Some(want))
-            .difference(&before)
-            .filter_map(|pod| self.pods.get(&format!("{ns}/{pod}")))
-            .filter_map(|p| minik8s_client::controller::trace_context_of(&p.metadata))
-            .collect();
+        let mut contexts: Vec<String> = Vec::new();
+        for pod in endpoint_pods(Some(want)).difference(&before) {
+            let Some(p) = self.pods.get(&format!("{ns}/{pod}")) else {
+                continue;
+            };
+            let uid = p.metadata.uid.as_deref().unwrap_or("");
+            if let Some(tp) = minik8s_client::traces::context_of(&self.client, uid).await {
+                contexts.push(tp);
+            }
+        }
         let step = || tracing::debug_span!(target: minik8s_trace::JOURNEY, parent: None, "endpoints", service = %key);
         let Some((first, others)) = contexts.split_first() else {
             return tracing::Span::none();

@@ -435,14 +435,18 @@ impl Reconciler for ReplicationManager {
 impl Reconciler for ReplicaSetController {
     const NAME: &'static str = "replicaset";
 
-    fn trace_context(&self, key: &str) -> Option<String> {
+    async fn trace_context(&self, key: &str) -> Option<String> {
         let rs = self.sets.get(key)?;
         let want = rs.spec.replicas.unwrap_or(1);
         let s = rs.status.clone().unwrap_or_default();
         let settled = s.observed_generation >= rs.metadata.generation
             && s.replicas == want
             && s.ready_replicas.unwrap_or(0) == want;
-        (!settled).then(|| minik8s_client::controller::trace_context_of(&rs.metadata))?
+        if settled {
+            return None;
+        }
+        let uid = rs.metadata.uid.as_deref().unwrap_or("");
+        minik8s_client::traces::context_of(&self.client, uid).await
     }
 
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {

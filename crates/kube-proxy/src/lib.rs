@@ -117,15 +117,14 @@ pub async fn run(client: Client, parts: Parts) -> anyhow::Result<()> {
         None => None,
     };
     // The EndpointSlice changes the next sync applies, for its span.
-    let changes = proxier::TraceContexts::default();
+    let changes = proxier::TraceContexts::new(client.clone());
     let noted = changes.clone();
     informers
         .on_event::<EndpointSlice>(move |ev| {
             use minik8s_client::informer::Event;
             if let Event::Added(s) | Event::Updated { new: s, .. } = ev {
-                let annotations = s.metadata.annotations.as_ref();
-                if let Some(tp) = annotations.and_then(|a| a.get(minik8s_trace::ANNOTATION)) {
-                    noted.note(tp);
+                if let Some(uid) = s.metadata.uid.as_deref() {
+                    noted.note(uid);
                 }
             }
         })

@@ -76,32 +76,51 @@ impl Default for Config {
     }
 }
 
-/// The trace contexts of the EndpointSlice changes a sync is about to
-/// apply (their [`minik8s_trace::ANNOTATION`]: the write that changed
-/// them, in the journey of the pod that became an endpoint).
+/// The EndpointSlice changes a sync is about to apply (by uid), for its
+/// span: the apiserver keeps each slice's trace context, that of the write
+/// that last changed it (in the journey of the pod that became an
+/// endpoint), and gives it to whoever asks.
 #[derive(Clone, Default)]
-pub struct TraceContexts(Arc<std::sync::Mutex<Vec<String>>>);
+pub struct TraceContexts {
+    noted: Arc<std::sync::Mutex<Vec<String>>>,
+    client: Option<minik8s_client::Client>,
+}
 
 /// At most this many changes are told per sync (a burst of a thousand
 /// endpoints is one sync).
 const TOLD_PER_SYNC: usize = 16;
 
 impl TraceContexts {
-    pub fn note(&self, traceparent: &str) {
-        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if v.len() < TOLD_PER_SYNC && !v.iter().any(|t| t == traceparent) {
-            v.push(traceparent.to_string());
+    /// Contexts asked of the apiserver through `client`.
+    pub fn new(client: minik8s_client::Client) -> TraceContexts {
+        TraceContexts {
+            noted: Arc::default(),
+            client: Some(client),
+        }
+    }
+
+    /// A change of the slice with this uid, for the next sync.
+    pub fn note(&self, uid: &str) {
+        let mut v = self.noted.lock().unwrap_or_else(|e| e.into_inner());
+        if v.len() < TOLD_PER_SYNC && !v.iter().any(|t| t == uid) {
+            v.push(uid.to_string());
         }
     }
 
     fn take(&self) -> Vec<String> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+        std::mem::take(&mut *self.noted.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// The span of the next sync: in the trace of the first change it
     /// applies, with a mark in each other's; none without a traced change.
-    fn sync_span(&self) -> tracing::Span {
-        let contexts = self.take();
+    async fn sync_span(&self) -> tracing::Span {
+        let mut contexts = Vec::new();
+        for uid in self.take() {
+            let Some(client) = &self.client else { break };
+            if let Some(tp) = minik8s_client::traces::context_of(client, &uid).await {
+                contexts.push(tp);
+            }
+        }
         let step = || tracing::debug_span!(target: minik8s_trace::JOURNEY, parent: None, "sync proxy rules");
         let Some((first, others)) = contexts.split_first() else {
             return tracing::Span::none();
@@ -137,7 +156,7 @@ pub async fn run<B: Backend>(
     let _ = changes.take();
     loop {
         let started = std::time::Instant::now();
-        let span = changes.sync_span();
+        let span = changes.sync_span().await;
         let synced = backend.sync_rules().instrument(span.clone()).await;
         if let Ok(wrote) = &synced {
             span.in_scope(|| tracing::debug!(target: minik8s_trace::JOURNEY, backend = B::NAME, wrote = *wrote, "rules synced"));
@@ -175,7 +194,7 @@ mod tests {
     #[test]
     fn a_sync_tells_each_change_once_and_a_bounded_number() {
         let changes = TraceContexts::default();
-        let tp = |i: usize| format!("00-{i:032x}-00f067aa0ba902b7-01");
+        let tp = |i: usize| format!("uid-{i}");
         changes.note(&tp(1));
         changes.note(&tp(1));
         for i in 2..40 {
@@ -185,7 +204,5 @@ mod tests {
         assert_eq!(taken.len(), TOLD_PER_SYNC);
         assert_eq!(taken[0], tp(1));
         assert!(changes.take().is_empty(), "taken by the sync");
-        // Without tracing, a sync's span records nothing.
-        assert!(changes.sync_span().is_none());
     }
 }

@@ -178,6 +178,8 @@ fn parse_label(s: &str) -> Result<(String, String), String> {
 pub struct Kubelet {
     pub config: Config,
     pub client: Client,
+    /// The pods' trace contexts, as the apiserver keeps them.
+    contexts: minik8s_client::traces::Contexts,
     /// Events about pods (Pulled, Started, Killing, Unhealthy ...).
     pub recorder: minik8s_client::events::Recorder,
     pub runtime: Arc<dyn ContainerRuntime>,
@@ -264,15 +266,13 @@ impl Kubelet {
                 None => pod::Next::Gone,
                 // Boxed: a sleeping worker then holds a pointer, not the whole
                 // sync's state machine (tens of KiB, times every pod).
-                Some(pod) => {
-                    match Box::pin(me.sync_pod(&pod).instrument(sync_span(&key, &pod))).await {
-                        Ok(next) => next,
-                        Err(e) => {
-                            tracing::warn!(pod = %key, error = %e, "sync_pod failed");
-                            pod::Next::Wait
-                        }
+                Some(pod) => match Box::pin(me.traced_sync(&key, &pod)).await {
+                    Ok(next) => next,
+                    Err(e) => {
+                        tracing::warn!(pod = %key, error = %e, "sync_pod failed");
+                        pod::Next::Wait
                     }
-                }
+                },
             };
             if next == pod::Next::Now {
                 me.trigger(&key);
@@ -406,20 +406,26 @@ pub fn advertised_ip(given: &str) -> String {
 /// from the annotation the apiserver set at its create) while the pod
 /// starts; later syncs (the periodic ones) belong to no trace, so nobody
 /// records them.
-fn sync_span(key: &str, pod: &Pod) -> tracing::Span {
-    let parent = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(minik8s_trace::ANNOTATION))
-        .filter(|_| starting(pod));
+fn sync_span(key: &str, parent: Option<String>) -> tracing::Span {
     match parent {
         Some(parent) => {
             let span = tracing::debug_span!(target: minik8s_trace::JOURNEY, "sync_pod", pod = %key);
-            minik8s_trace::context::follow(&span, Some(parent));
+            minik8s_trace::context::follow(&span, Some(&parent));
             span
         }
         None => tracing::debug_span!(target: TRACE_POD_START, "sync_pod", pod = %key),
+    }
+}
+
+impl Kubelet {
+    /// One sync of a pod: a step of its journey while it starts (the
+    /// context is the apiserver's to give; afterwards nobody records it).
+    async fn traced_sync(&self, key: &str, pod: &Pod) -> anyhow::Result<pod::Next> {
+        let parent = match (starting(pod), pod.metadata.uid.as_deref()) {
+            (true, Some(uid)) => self.contexts.of(&self.client, uid).await,
+            _ => None,
+        };
+        self.sync_pod(pod).instrument(sync_span(key, parent)).await
     }
 }
 
@@ -557,6 +563,7 @@ pub async fn prepare(
     let max_parallel_starts = config.max_parallel_starts.max(1);
     let drivers = devices::drivers(&config);
     Ok(Arc::new(Kubelet {
+        contexts: Default::default(),
         config,
         recorder: minik8s_client::events::Recorder::new(client.clone(), "kubelet"),
         client,

@@ -14,7 +14,11 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use minik8s_api::registry;
 use minik8s_client::Client;
-use minik8s_trace::{SpanRecord, SpanStore, ANNOTATION};
+use minik8s_trace::{SpanRecord, SpanStore};
+
+/// An annotation a client may write, named as a trace context would be:
+/// the apiserver keeps contexts itself, so it means nothing.
+const ANNOTATION: &str = "trace.minik8s.io/context";
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -82,11 +86,15 @@ fn sleeper(name: &str) -> Value {
             "command": ["sh", "-c", "sleep 3600"]}]}})
 }
 
-fn trace_of(obj: &Value) -> String {
-    let tp = obj["metadata"]["annotations"][ANNOTATION]
-        .as_str()
-        .unwrap_or_else(|| panic!("no trace context on {obj}"));
-    minik8s_trace::context::trace_id(tp).expect("a traceparent")
+/// The trace id of the context the apiserver keeps for `obj`.
+async fn trace_of(client: &Client, obj: &Value) -> String {
+    let uid = obj["metadata"]["uid"].as_str().unwrap();
+    let answer = client
+        .get_json(&format!("/ui/v1/contexts?uid={uid}"))
+        .await
+        .unwrap_or_else(|e| panic!("no trace context for {obj}: {e}"));
+    minik8s_trace::context::trace_id(answer["traceparent"].as_str().unwrap())
+        .expect("a traceparent")
 }
 
 /// The components of a journey's steps in the order they first appear.
@@ -156,7 +164,9 @@ async fn a_pods_journey_crosses_the_apiserver_scheduler_and_kubelet_in_one_trace
     // The admin's pod, scheduled (no nodeName) and started.
     let created_at = Instant::now();
     let web = c.pods().create(&sleeper("web")).await.unwrap();
-    let trace = trace_of(&web);
+    let trace = trace_of(&c.client, &web).await;
+    // The object itself reads back as Kubernetes serves it.
+    assert!(web["metadata"]["annotations"].is_null(), "{web}");
     let journey = |ns: &'static str, name: &'static str| {
         let client = c.client.clone();
         async move {
@@ -347,7 +357,7 @@ async fn a_pods_journey_crosses_the_apiserver_scheduler_and_kubelet_in_one_trace
         .create(&cm)
         .await
         .unwrap();
-    assert!(cm["metadata"]["annotations"][ANNOTATION].is_null(), "{cm}");
+    assert!(cm["metadata"]["annotations"].is_null(), "{cm}");
     let j = c
         .client
         .get_json("/ui/api/journey?resource=configmaps&namespace=default&name=settings")
@@ -404,7 +414,14 @@ async fn a_pods_journey_crosses_the_apiserver_scheduler_and_kubelet_in_one_trace
 
     // She forges the admin's pod's trace context, in the header and in
     // the annotation: her pod gets a trace of its own, linked at most.
-    let forged = web["metadata"]["annotations"][ANNOTATION]
+    let forged = c
+        .client
+        .get_json(&format!(
+            "/ui/v1/contexts?uid={}",
+            web["metadata"]["uid"].as_str().unwrap()
+        ))
+        .await
+        .unwrap()["traceparent"]
         .as_str()
         .unwrap()
         .to_string();
@@ -432,7 +449,7 @@ async fn a_pods_journey_crosses_the_apiserver_scheduler_and_kubelet_in_one_trace
     )
     .await;
     assert_ne!(
-        trace_of(&mine),
+        trace_of(&c.client, &mine).await,
         trace,
         "a student's pod joined the admin's trace"
     );
@@ -447,7 +464,10 @@ async fn a_pods_journey_crosses_the_apiserver_scheduler_and_kubelet_in_one_trace
         .unwrap();
     assert_eq!(r.status(), 200);
     let patched: Value = r.json().await.unwrap();
-    assert_eq!(trace_of(&patched), trace_of(&mine));
+    assert_eq!(
+        trace_of(&c.client, &patched).await,
+        trace_of(&c.client, &mine).await
+    );
     c.wait_pod_in("alice", "mine", "running", 60, |p| {
         common::phase(p) == "Running"
     })
@@ -563,7 +583,7 @@ async fn a_pods_journey_crosses_the_apiserver_scheduler_and_kubelet_in_one_trace
     // kube-proxy's credentials: only traces in which an EndpointSlice was
     // written (the Deployment's, whose pod became the Service's endpoint).
     let deployed = deployments.get("journey").await.unwrap();
-    let deployment_trace = trace_of(&deployed);
+    let deployment_trace = trace_of(&c.client, &deployed).await;
     let body = otlp_body(&[(stranger, "proxy-forged"), (&deployment_trace, "proxy-own")]);
     let r = anonymous
         .post(format!("{https}/ui/v1/traces"))

@@ -102,6 +102,8 @@ pub enum Outcome {
 
 pub struct Scheduler {
     client: Client,
+    /// The pods' trace contexts, as the apiserver keeps them.
+    contexts: minik8s_client::traces::Contexts,
     /// Scheduled, FailedScheduling, Preempted: from the scheduler's name.
     recorder: Recorder,
     config: Config,
@@ -737,6 +739,7 @@ pub fn build(client: Client, config: Config) -> (Arc<Scheduler>, Vec<InformerTas
             .map_or(0, |p| i64::from(victims::priority(&p)))
     });
     let sched = Arc::new(Scheduler {
+        contexts: Default::default(),
         recorder: Recorder::new(client.clone(), config.scheduler_name.as_str()),
         client,
         config,
@@ -898,15 +901,15 @@ impl Reconciler for Scheduling {
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
         // The scheduling joins the trace of the request that created the
         // pod; without one, the span is only the pod start logs'.
-        let pod = self.0.pods.get(key);
-        let parent = pod
-            .as_ref()
-            .and_then(|p| p.metadata.annotations.as_ref())
-            .and_then(|a| a.get(minik8s_trace::ANNOTATION));
+        let uid = self.0.pods.get(key).and_then(|p| p.metadata.uid.clone());
+        let parent = match uid {
+            Some(uid) => self.0.contexts.of(&self.0.client, &uid).await,
+            None => None,
+        };
         let span = match parent {
             Some(parent) => {
                 let span = tracing::debug_span!(target: minik8s_trace::JOURNEY, "schedule_one", pod = %key);
-                minik8s_trace::context::follow(&span, Some(parent));
+                minik8s_trace::context::follow(&span, Some(&parent));
                 span
             }
             None => tracing::debug_span!(target: TRACE_POD_START, "schedule_one", pod = %key),

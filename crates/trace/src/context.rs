@@ -1,18 +1,10 @@
 //! The trace context as it travels: the W3C `traceparent` header of a
-//! request, and the same text in an object's annotation
-//! ([`ANNOTATION`]), which the apiserver sets when it creates the object so
-//! that the scheduler's and the kubelet's work on it joins the trace of the
-//! request that created it.
+//! request, and the same text the apiserver keeps for an object it
+//! created in a trace (by uid, served at `/ui/v1/contexts`), so that the
+//! scheduler's and the kubelet's work on it joins that trace.
 
 use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
-
-/// The annotation that carries an object's trace context: the
-/// `traceparent` of the apiserver's span for the request that created it.
-/// Only the apiserver writes it (a client's value is replaced on create and
-/// the stored one kept on update), so no user can point their object's
-/// work at another's trace.
-pub const ANNOTATION: &str = "trace.minik8s.io/context";
 
 /// The W3C trace-context header.
 pub const HEADER: &str = "traceparent";
@@ -73,8 +65,8 @@ pub fn of(span: &tracing::Span) -> Option<String> {
     format(&sc)
 }
 
-/// Makes `span` a child of the trace context `traceparent` (an object's
-/// annotation): false when the text is no trace context.
+/// Makes `span` a child of the trace context `traceparent` (an
+/// object's): false when the text is no trace context.
 pub fn follow(span: &tracing::Span, traceparent: Option<&str>) -> bool {
     let Some(sc) = traceparent.and_then(parse) else {
         return false;

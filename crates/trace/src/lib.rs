@@ -4,7 +4,7 @@
 //!
 //! ```text
 //!  kubectl ──POST pods (traceparent?)──▶ apiserver: span "create pods"
-//!                                        │ annotation trace.minik8s.io/context = that span
+//!                                        │ the apiserver keeps that span's context (by uid)
 //!                   ┌────────────────────┴───────────────────┐
 //!         scheduler: schedule_one (child)          kubelet: sync_pod (child)
 //!          filtered out / scored / bind              sandbox, image, container, status
@@ -38,7 +38,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::Layer;
 
-pub use context::{ANNOTATION, HEADER};
+pub use context::HEADER;
 pub use export::{Post, Transport};
 pub use store::{SpanRecord, SpanStore};
 

@@ -311,6 +311,15 @@ impl SpanStore {
         spans
     }
 
+    /// Whether a kept span of `trace_id` is one `f` looks for (no copy of
+    /// the trace).
+    pub fn any(&self, trace_id: &str, f: impl Fn(&SpanRecord) -> bool) -> bool {
+        self.lock()
+            .traces
+            .get(trace_id)
+            .is_some_and(|spans| spans.iter().any(f))
+    }
+
     /// The spans of `trace_id` that descend from `span_id` (it included),
     /// by start time: one object's journey inside the trace of a larger
     /// one (a pod's, inside its Deployment's).
@@ -464,6 +473,8 @@ mod tests {
         create.attributes.insert("uid".into(), "u-1".into());
         store.add([create, span("t", "d", "c", 2)]);
         assert_eq!(store.created("u-1"), Some(("t".into(), "c".into())));
+        assert!(store.any("t", |s| s.span_id == "d"));
+        assert!(!store.any("t", |s| s.span_id == "x") && !store.any("u", |_| true));
         assert_eq!(store.created("u-2"), None);
         assert_eq!(store.created(""), None);
     }

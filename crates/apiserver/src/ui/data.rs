@@ -10,7 +10,7 @@ use crate::ApiServer;
 use minik8s_api::registry;
 use minik8s_api::status::ApiError;
 use minik8s_api::{disaggregatedset, lws_pod};
-use minik8s_trace::{context, ANNOTATION};
+use minik8s_trace::context;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -33,8 +33,8 @@ fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
     obj["metadata"]["labels"][key].as_str()
 }
 
-/// A pod as one card of the view.
-fn pod_card(p: &Value) -> Value {
+/// A pod as one card of the view (`traced`: it has a journey).
+fn pod_card(p: &Value, traced: bool) -> Value {
     let statuses = p["status"]["containerStatuses"].as_array();
     let total = p["spec"]["containers"].as_array().map_or(0, Vec::len);
     let ready = statuses.map_or(0, |s| s.iter().filter(|c| c["ready"] == true).count());
@@ -49,7 +49,7 @@ fn pod_card(p: &Value) -> Value {
         "restarts": restarts,
         "node": p["spec"]["nodeName"],
         "deleting": p["metadata"]["deletionTimestamp"].is_string(),
-        "traced": p["metadata"]["annotations"][ANNOTATION].is_string(),
+        "traced": traced,
     });
     if let Some(owner) = p["metadata"]["ownerReferences"]
         .as_array()
@@ -107,9 +107,13 @@ pub async fn overview(
     let none = Params::parse(None)?;
     let pods_info = registry::of::<k8s_openapi::api::core::v1::Pod>();
     let pods = srv.list(pods_info, ns.as_deref(), &none).await?;
-    let pods: Vec<Value> = pods["items"]
-        .as_array()
-        .map_or(Vec::new(), |items| items.iter().map(pod_card).collect());
+    let pods: Vec<Value> = pods["items"].as_array().map_or(Vec::new(), |items| {
+        let traced = |p: &Value| {
+            let uid = p["metadata"]["uid"].as_str().unwrap_or("");
+            srv.trace_contexts.get(uid).is_some()
+        };
+        items.iter().map(|p| pod_card(p, traced(p))).collect()
+    });
     let see_nodes = allowed(srv, user, "list", "nodes", "");
     let mut nodes: BTreeMap<String, Value> = BTreeMap::new();
     if see_nodes {
@@ -187,15 +191,14 @@ pub async fn journey(srv: &ApiServer, user: &UserInfo, params: &Params) -> Resul
     };
     srv.check(user, &a)?;
     let (obj, _) = srv.read(&info, ns.as_deref(), name).await?;
-    // Carried on the object (pods and the workloads whose controllers
-    // follow it), else found by the object's uid among the kept traces.
-    let traceparent = obj["metadata"]["annotations"][ANNOTATION].as_str();
-    let ids = traceparent
-        .and_then(|tp| Some((context::trace_id(tp)?, context::span_id(tp)?)))
-        .or_else(|| {
-            let uid = obj["metadata"]["uid"].as_str()?;
-            srv.web_view.store()?.created(uid)
-        });
+    // The context the apiserver keeps for it (pods and the workloads
+    // whose controllers follow it), else its create among the kept traces.
+    let uid = obj["metadata"]["uid"].as_str().unwrap_or("");
+    let ids = srv
+        .trace_contexts
+        .get(uid)
+        .and_then(|tp| Some((context::trace_id(&tp)?, context::span_id(&tp)?)))
+        .or_else(|| srv.web_view.store()?.created(uid));
     let steps = match (&ids, srv.web_view.store()) {
         (Some((trace, span)), Some(store)) => store.journey(trace, span),
         _ => Vec::new(),
@@ -310,7 +313,7 @@ mod tests {
             "spec": {"containers": [{"name": "c"}], "nodeName": "n1"},
             "status": {"phase": "Running", "containerStatuses": [{"ready": true, "restartCount": 2}]}
         });
-        let card = pod_card(&pod);
+        let card = pod_card(&pod, false);
         assert_eq!(card["group"]["role"], "worker");
         assert_eq!(card["ready"], "1/1");
         assert_eq!(card["restarts"], 2);

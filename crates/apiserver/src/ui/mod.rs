@@ -11,6 +11,7 @@
 //!  GET  /ui/api/controllers  work queue depths and reconciles (who may read /metrics)
 //!  GET  /ui/api/watch        server-sent events: "change" whenever a pod or node changes
 //!  POST /ui/v1/traces        OTLP/HTTP: the kubelets' spans into the master's store
+//!  GET  /ui/v1/contexts      an object's trace context (?uid=), for the components
 //! ```
 
 pub mod data;
@@ -31,6 +32,8 @@ use std::sync::Arc;
 pub const PREFIX: &str = "/ui";
 pub use crate::auth::sessions::{is_view as is_ui, LOGIN};
 pub const TRACES: &str = "/ui/v1/traces";
+/// An object's trace context, for the components that continue its journey.
+pub const CONTEXTS: &str = "/ui/v1/contexts";
 /// The change feed (server-sent events), long-running as a watch.
 pub const WATCH: &str = "/ui/api/watch";
 
@@ -124,7 +127,12 @@ pub async fn serve(
         (&Method::GET, "/ui/api/controllers") => answer(data::controllers(srv, user)),
         (&Method::GET, WATCH) => changes(srv),
         (&Method::POST, TRACES) => receive(srv, user, headers, body).await,
-        (_, "/ui" | "/ui/" | "/ui/app.js" | "/ui/style.css" | LOGIN | "/ui/session" | TRACES)
+        (&Method::GET, CONTEXTS) => context_of(srv, params),
+        (
+            _,
+            "/ui" | "/ui/" | "/ui/app.js" | "/ui/style.css" | LOGIN | "/ui/session" | TRACES
+            | CONTEXTS,
+        )
         | (_, "/ui/api/overview" | "/ui/api/journey" | "/ui/api/controllers" | "/ui/api/watch") => {
             error_response(&ApiError::new(
                 405,
@@ -135,6 +143,20 @@ pub async fn serve(
             ))
         }
         _ => error_response(&ApiError::unknown_path()),
+    }
+}
+
+/// `GET /ui/v1/contexts?uid=`: the trace context the apiserver keeps for
+/// an object (`{"traceparent": …}`), 404 when it has none.
+fn context_of(srv: &ApiServer, params: &Params) -> Response {
+    let uid = params.get("uid").unwrap_or("");
+    match srv.trace_contexts.get(uid) {
+        Some(tp) => json_response(StatusCode::OK, &json!({ "traceparent": tp })),
+        None => error_response(&ApiError::new(
+            404,
+            "NotFound",
+            format!("no trace context for uid {uid:?}"),
+        )),
     }
 }
 
@@ -275,8 +297,10 @@ async fn receive(
     };
     let rejected = total - kept.len();
     store.add(kept);
-    let reply =
-        minik8s_trace::store::export_response(rejected, "spans of traces of no pod on this node");
+    let reply = minik8s_trace::store::export_response(
+        rejected,
+        "spans of traces this sender has no part in",
+    );
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/x-protobuf")],
@@ -299,7 +323,7 @@ fn endpoint_change_spans(
         .into_iter()
         .filter(|s| {
             *verdicts.entry(s.trace_id.clone()).or_insert_with(|| {
-                store.trace(&s.trace_id).iter().any(|w| {
+                store.any(&s.trace_id, |w| {
                     w.component == "apiserver"
                         && w.attributes.get("resource").map(String::as_str)
                             == Some("endpointslices")
@@ -316,7 +340,7 @@ async fn own_pods_spans(
     node: &str,
     spans: Vec<minik8s_trace::SpanRecord>,
 ) -> Vec<minik8s_trace::SpanRecord> {
-    use std::collections::{BTreeSet, HashMap};
+    use std::collections::HashMap;
     let mut by_trace: HashMap<String, Vec<minik8s_trace::SpanRecord>> = HashMap::new();
     for s in spans {
         by_trace.entry(s.trace_id.clone()).or_default().push(s);
@@ -324,30 +348,35 @@ async fn own_pods_spans(
     let pods = registry::of::<k8s_openapi::api::core::v1::Pod>();
     let mut kept = Vec::new();
     for (trace, spans) in by_trace {
-        // The pods the spans name (a kubelet's sync_pod has `pod`), then
-        // those created in the trace, at most a few reads per trace.
-        let mut candidates: BTreeSet<(String, String)> = spans
+        // The pods the spans name first (a kubelet's sync_pod has `pod`),
+        // then those created in the trace; at most a few reads per trace.
+        let named = spans
             .iter()
             .filter_map(|s| s.attributes.get("pod"))
             .filter_map(|key| key.split_once('/'))
-            .map(|(ns, name)| (ns.to_string(), name.to_string()))
-            .collect();
-        candidates.extend(
-            store
-                .created_in(&trace)
-                .into_iter()
-                .filter(|(resource, _, _)| resource == "pods")
-                .map(|(_, ns, name)| (ns, name)),
-        );
+            .map(|(ns, name)| (ns.to_string(), name.to_string()));
+        let created = store
+            .created_in(&trace)
+            .into_iter()
+            .filter(|(resource, _, _)| resource == "pods")
+            .map(|(_, ns, name)| (ns, name));
+        let mut candidates: Vec<(String, String)> = Vec::new();
+        for pod in named.chain(created) {
+            if !candidates.contains(&pod) {
+                candidates.push(pod);
+            }
+        }
         let mut own = false;
         for (ns, name) in candidates.into_iter().take(16) {
             let Ok((pod, _)) = srv.read(pods, Some(&ns), &name).await else {
                 continue;
             };
             let on_node = pod["spec"]["nodeName"].as_str() == Some(node);
-            let in_trace = pod["metadata"]["annotations"][minik8s_trace::ANNOTATION]
-                .as_str()
-                .and_then(minik8s_trace::context::trace_id)
+            let uid = pod["metadata"]["uid"].as_str().unwrap_or("");
+            let in_trace = srv
+                .trace_contexts
+                .get(uid)
+                .and_then(|tp| minik8s_trace::context::trace_id(&tp))
                 .is_some_and(|t| t == trace);
             if on_node && in_trace {
                 own = true;

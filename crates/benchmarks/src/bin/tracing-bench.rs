@@ -193,15 +193,18 @@ async fn pod_startup(traced: bool, pods: usize, socket: &str) -> anyhow::Result<
         .await?;
         times.push(ms);
     }
-    let traced_pods = api
-        .list(&Default::default())
-        .await?
-        .get("items")
-        .and_then(|i| i.as_array().cloned())
-        .unwrap_or_default()
-        .iter()
-        .filter(|p| p["metadata"]["annotations"][minik8s_trace::ANNOTATION].is_string())
-        .count();
+    let items = api.list(&Default::default()).await?["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut traced_pods = 0;
+    for p in &items {
+        let uid = p["metadata"]["uid"].as_str().unwrap_or("");
+        let path = format!("/ui/v1/contexts?uid={uid}");
+        if cluster.client.get_json(&path).await.is_ok() {
+            traced_pods += 1;
+        }
+    }
     assert_eq!(
         traced_pods,
         if traced { pods } else { 0 },

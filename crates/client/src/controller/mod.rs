@@ -60,20 +60,12 @@ pub trait Reconciler: Send + Sync + 'static {
 
     fn reconcile(&self, key: &str) -> impl Future<Output = Result<Action, ClientError>> + Send;
 
-    /// The trace the reconcile of `key` belongs to (a `traceparent`, from
-    /// the object's [`minik8s_trace::ANNOTATION`]) while the object is on
+    /// The trace the reconcile of `key` belongs to (a `traceparent`, the
+    /// object's, from [`crate::traces::context_of`]) while the object is on
     /// its way (a Deployment rolling out); None: nobody records it.
-    fn trace_context(&self, _key: &str) -> Option<String> {
-        None
+    fn trace_context(&self, _key: &str) -> impl Future<Output = Option<String>> + Send {
+        async { None }
     }
-}
-
-/// An object's trace context ([`minik8s_trace::ANNOTATION`]).
-pub fn trace_context_of(meta: &ObjectMeta) -> Option<String> {
-    meta.annotations
-        .as_ref()?
-        .get(minik8s_trace::ANNOTATION)
-        .cloned()
 }
 
 /// A reconciler, its work queue and the triggers that feed it.
@@ -170,7 +162,7 @@ pub async fn run<R: Reconciler>(
         tasks.spawn(async move {
             while let Some(key) = queue.get().await {
                 // A span only for a reconcile that is part of a journey.
-                let span = match reconciler.trace_context(&key) {
+                let span = match reconciler.trace_context(&key).await {
                     Some(parent) => {
                         let span = tracing::debug_span!(target: minik8s_trace::JOURNEY, "reconcile", controller = R::NAME, component = R::COMPONENT, %key);
                         minik8s_trace::context::follow(&span, Some(&parent));

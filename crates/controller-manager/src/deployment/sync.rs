@@ -32,7 +32,7 @@ fn active(rs: &ReplicaSet) -> bool {
 impl Reconciler for DeploymentController {
     const NAME: &'static str = "deployment";
 
-    fn trace_context(&self, key: &str) -> Option<String> {
+    async fn trace_context(&self, key: &str) -> Option<String> {
         let d = self.deployments.get(key)?;
         let want = d.spec.replicas.unwrap_or(1);
         let s = d.status.clone().unwrap_or_default();
@@ -40,7 +40,11 @@ impl Reconciler for DeploymentController {
             && s.updated_replicas.unwrap_or(0) == want
             && s.ready_replicas.unwrap_or(0) == want
             && s.replicas.unwrap_or(0) == want;
-        (!settled).then(|| minik8s_client::controller::trace_context_of(&d.metadata))?
+        if settled {
+            return None;
+        }
+        let uid = d.metadata.uid.as_deref().unwrap_or("");
+        minik8s_client::traces::context_of(&self.client, uid).await
     }
 
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
