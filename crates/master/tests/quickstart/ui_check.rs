@@ -153,9 +153,11 @@ pub fn passes(admin_config: &str) {
         {"open": login_url(admin), "until": "document.querySelector('[data-node] [data-pod=\"default/hello\"]')",
          "screenshot": shot("admin-overview.png")},
         {"eval": PODS_ON_NODES, "as": "pods"},
-        {"mark": "created"},
+        // Created when kubectl returns (its own start and discovery are
+        // not the cluster's time).
         {"run": format!("{} --kubeconfig {config} run ui-journey --image=minik8s/busybox:latest --image-pull-policy=Never --restart=Never -- sleep 3600",
             minik8s_testkit::real_kubectl().display())},
+        {"mark": "created"},
         {"hash": "#journey/pods/default/ui-journey", "until": journey_done, "since": "created", "within": 5,
          "name": "journey", "screenshot": shot("admin-journey.png")},
         {"eval": STEPS, "as": "steps"},
