@@ -132,6 +132,7 @@ pub fn passes(admin_config: &str) {
     let shots = repo().join("target/ui-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
     let dir = tempfile::tempdir().unwrap();
+    // A pod left by an earlier run on the same store is gone before this one's.
     let _ = kubectl(
         admin,
         &[
@@ -139,7 +140,8 @@ pub fn passes(admin_config: &str) {
             "pod",
             "ui-journey",
             "--ignore-not-found",
-            "--wait=false",
+            "--wait=true",
+            "--timeout=60s",
         ],
     );
 
