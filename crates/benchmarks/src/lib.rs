@@ -229,6 +229,36 @@ pub async fn raw_writes(
 }
 
 /// The `p` quantile (0..=1) of sorted samples.
+/// The floor of pod startup: `pods` pause + busybox pairs created and
+/// started straight through the Docker API, one pod at a time, then
+/// removed; each pair's time in ms.
+pub async fn bare_pods(
+    runtime: &kubelet::runtime::DockerRuntime,
+    network: &str,
+    pods: usize,
+) -> anyhow::Result<Vec<f64>> {
+    use kubelet::runtime::ContainerRuntime;
+    let (mut times, mut ids) = (Vec::new(), Vec::new());
+    for i in 0..pods {
+        let t = std::time::Instant::now();
+        let pause = runtime
+            .create_and_start(&format!("bench-bare-pause-{i}"), bare_pause(network))
+            .await?;
+        let app = runtime
+            .create_and_start(
+                &format!("bench-bare-app-{i}"),
+                bare_busybox(&pause, &["sleep", "3600"]),
+            )
+            .await?;
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+        ids.extend([app, pause]);
+    }
+    for id in ids {
+        runtime.remove(&id).await?;
+    }
+    Ok(times)
+}
+
 /// The floor's sandbox: a pause container on `network`, as the kubelet makes one.
 pub fn bare_pause(network: &str) -> bollard::container::Config<String> {
     bollard::container::Config {

@@ -23,7 +23,7 @@ use kubelet::runtime::ContainerRuntime;
 use minik8s_api::k8s::api::core::v1::Pod;
 use minik8s_api::registry;
 use serde_json::json;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use benchmarks as bench_util;
 
@@ -75,28 +75,7 @@ async fn main() -> anyhow::Result<()> {
     );
 
     // Baseline: the same two containers, created and started directly.
-    let mut bare = Vec::new();
-    let mut ids = Vec::new();
-    for i in 0..pods {
-        let t = Instant::now();
-        let pause = runtime
-            .create_and_start(
-                &format!("bench-bare-pause-{i}"),
-                bench_util::bare_pause(network),
-            )
-            .await?;
-        let app = runtime
-            .create_and_start(
-                &format!("bench-bare-app-{i}"),
-                bench_util::bare_busybox(&pause, &["sleep", "3600"]),
-            )
-            .await?;
-        bare.push(t.elapsed().as_secs_f64() * 1000.0);
-        ids.extend([app, pause]);
-    }
-    for id in ids {
-        runtime.remove(&id).await?;
-    }
+    let mut bare = bench_util::bare_pods(&runtime, network, pods).await?;
     // Deleting the pods lets the kubelet remove their containers before it stops.
     for i in 0..pods {
         let _ = api

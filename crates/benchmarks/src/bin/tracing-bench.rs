@@ -139,31 +139,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// The floor of a pod's startup: its pause and app containers created and
 /// started straight through the Docker API, one pod at a time (p50 ms).
 async fn bare_docker(pods: usize, socket: &str) -> anyhow::Result<f64> {
-    use kubelet::runtime::ContainerRuntime;
     let network = "mk-bench";
     let runtime = kubelet::runtime::DockerRuntime::connect(socket, network, "bench-node")?;
-    let (mut times, mut ids) = (Vec::new(), Vec::new());
-    for i in 0..pods {
-        let t = std::time::Instant::now();
-        let pause = runtime
-            .create_and_start(
-                &format!("bench-bare-pause-{i}"),
-                bench_util::bare_pause(network),
-            )
-            .await?;
-        let app = runtime
-            .create_and_start(
-                &format!("bench-bare-app-{i}"),
-                bench_util::bare_busybox(&pause, &["sleep", "3600"]),
-            )
-            .await?;
-        times.push(t.elapsed().as_secs_f64() * 1000.0);
-        ids.extend([app, pause]);
-    }
-    for id in ids {
-        runtime.remove(&id).await?;
-    }
-    Ok(median(times))
+    Ok(median(
+        bench_util::bare_pods(&runtime, network, pods).await?,
+    ))
 }
 
 /// Pod startup p50 (ms) of `pods` pods on a fresh local cluster.
