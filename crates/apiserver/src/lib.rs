@@ -404,6 +404,7 @@ fn authorization_mode(flag: &str) -> anyhow::Result<auth::Mode> {
 
 impl ApiServer {
     /// Builds the server on `store`: watch caches, allocators, system namespaces.
+    /// Long because it sets each of the server's fields in one place.
     pub async fn new(store: Arc<dyn Store>, cfg: &Config) -> anyhow::Result<Arc<ApiServer>> {
         let rev = store.current_revision().await?;
         let registry = Registry::with_builtins();
