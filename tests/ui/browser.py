@@ -5,12 +5,14 @@ profile (cookies) lives in --profile, screenshots kept where the steps say.
 
 Steps:
   {"open": URL, "until": JS, "screenshot": PATH}   navigate, wait for JS to be truthy
-  {"hash": "#...", "until": JS, "screenshot": PATH, "within": S, "since": MARK}
+  {"hash": "#...", "until": JS, "screenshot": PATH, "within": S, "since": MARK,
+   "watch": JS}                                     each new value of JS, timed, in values[name + ".seen"]
   {"run": "shell command"}                          e.g. create a pod
   {"mark": NAME}                                    remember the time (for "since")
   {"eval": JS, "as": NAME}                          JS's value goes into the result
 Prints {"values": {NAME: value}, "elapsed": {step: seconds}} as JSON; exits 1
-(with the page's text and a screenshot) when a wait runs out.
+(with the page's text, a screenshot, the values so far and the marks' times)
+when a wait runs out or is late.
 
 Needs the `websocket` module (websocket-client, which the official
 Kubernetes Python client installs).
@@ -52,13 +54,23 @@ class Page:
 
     def screenshot(self, path):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)["data"]
+        # The window's view only: beyond it, headless Chromium waits about
+        # 5 s for a frame of the resized page (the window is tall instead).
+        data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=False)["data"]
         with open(path, "wb") as f:
             f.write(base64.b64decode(data))
 
-    def wait(self, until, timeout):
+    def wait(self, until, timeout, watch=None, since=None, seen=None):
+        """Waits for `until`; each new value of `watch` goes into `seen`
+        with its time since `since` (what the page showed when)."""
         deadline = time.time() + timeout
+        last = object()
         while time.time() < deadline:
+            if watch is not None:
+                value = self.eval(watch)
+                if value != last:
+                    seen.append([round(time.time() - since, 3), value])
+                    last = value
             if until is None or self.eval(f"!!({until})"):
                 return True
             time.sleep(0.1)
@@ -68,7 +80,7 @@ class Page:
 def start_browser(profile):
     cmd = [
         os.environ.get("CHROMIUM", "chromium"), "--headless=new", "--no-sandbox", "--disable-gpu",
-        "--ignore-certificate-errors", "--no-first-run", "--window-size=1280,1000",
+        "--ignore-certificate-errors", "--no-first-run", "--window-size=1280,1600",
         f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank",
     ]
     port_file = os.path.join(profile, "DevToolsActivePort")
@@ -121,18 +133,27 @@ def main():
             if "eval" in step:
                 values[step.get("as", f"step{i}")] = page.eval(step["eval"])
             if "until" in step:
-                ok = page.wait(step["until"], step.get("timeout", args.timeout))
                 since = marks.get(step.get("since"), started)
-                elapsed[step.get("name", f"step{i}")] = round(time.time() - since, 3)
+                seen = []
+                ok = page.wait(step["until"], step.get("timeout", args.timeout),
+                               step.get("watch"), since, seen)
+                if step.get("watch") is not None:
+                    values[step.get("name", f"step{i}") + ".seen"] = seen
+                # Timed when the page showed it, not after the screenshot.
+                took = time.time() - since
+                elapsed[step.get("name", f"step{i}")] = round(took, 3)
                 if step.get("screenshot"):
+                    shot_started = time.time()
                     page.screenshot(step["screenshot"])
+                    elapsed[step.get("name", f"step{i}") + ".screenshot"] = round(time.time() - shot_started, 3)
                 if not ok:
                     text = page.eval("document.body ? document.body.innerText : ''")
-                    print(json.dumps({"failed": step, "page": text, "values": values}), flush=True)
+                    print(json.dumps({"failed": step, "page": text, "values": values, "marks": marks}), flush=True)
                     return 1
                 within = step.get("within")
-                if within is not None and time.time() - since > within:
-                    print(json.dumps({"late": step, "seconds": time.time() - since}), flush=True)
+                if within is not None and took > within:
+                    print(json.dumps({"late": step, "seconds": round(took, 3), "elapsed": elapsed,
+                                      "values": values, "marks": marks}), flush=True)
                     return 1
             elif step.get("screenshot"):
                 page.screenshot(step["screenshot"])

@@ -403,7 +403,7 @@ pub fn advertised_ip(given: &str) -> String {
 }
 
 /// The span of one sync of a pod: part of the pod's journey (its trace,
-/// from the annotation the apiserver set at its create) while the pod
+/// the context the apiserver keeps for it since its create) while the pod
 /// starts; later syncs (the periodic ones) belong to no trace, so nobody
 /// records them.
 fn sync_span(key: &str, parent: Option<String>) -> tracing::Span {

@@ -189,8 +189,13 @@ where
     // that is part of one), and inside them the spans and the journey's
     // events of any component, down to debug. Anything else (a resync,
     // an untraced request) costs nothing here: its spans are never built.
-    let targets = tracing_subscriber::filter::DynFilterFn::new(|meta, cx| {
-        meta.target() == JOURNEY || cx.lookup_current().is_some()
+    // The target is checked here too: records of the `log` crate (bollard's,
+    // reqwest's) come through one shared call site with their own target,
+    // and are asked here only.
+    let targets = tracing_subscriber::filter::DynFilterFn::new(|meta, cx| match meta.target() {
+        JOURNEY => true,
+        STEP | "pod_start" => cx.lookup_current().is_some(),
+        _ => false,
     })
     // Every other call site is decided once, here: the hot paths' debug
     // and trace events (hyper's, h2's) never come to ask.
@@ -260,6 +265,46 @@ mod tests {
                 &[],
             )
             .decision
+    }
+
+    #[test]
+    fn a_journey_records_its_own_steps_and_events_not_a_librarys_log() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let store = SpanStore::new(10, 100);
+        let opts = Options {
+            process: "apiserver",
+            endpoint: None,
+            store: Some(store.clone()),
+            to_apiserver: None,
+        };
+        let provider = provider(&opts, rt.handle().clone()).expect("spans go to the store");
+        // bollard and reqwest log through the `log` crate.
+        tracing_log::LogTracer::init().unwrap();
+        let subscriber = tracing_subscriber::registry().with(layer(&provider));
+        let traceparent = tracing::subscriber::with_default(subscriber, || {
+            let create = tracing::debug_span!(target: JOURNEY, "create", "journey.start" = true);
+            let _in = create.enter();
+            let step = tracing::debug_span!(target: STEP, "store");
+            let _in_step = step.enter();
+            tracing::debug!(target: STEP, revision = 7, "stored");
+            log::debug!(target: "reqwest::retry", "shouldn't retry!");
+            tracing::debug!(target: "h2::codec", "a frame");
+            tracing::debug_span!(target: "hyper::client", "connect").in_scope(|| {});
+            context::of(&create).expect("the journey is sampled")
+        });
+        provider.force_flush().unwrap();
+        let kept = store.trace(&context::trace_id(&traceparent).unwrap());
+        let names: Vec<&str> = kept.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(
+            names.contains(&"create") && names.contains(&"store"),
+            "{names:?}"
+        );
+        let events: Vec<&str> = kept
+            .iter()
+            .flat_map(|s| s.events.iter().map(|e| e.name.as_str()))
+            .collect();
+        assert_eq!(events, ["stored"]);
     }
 
     #[test]

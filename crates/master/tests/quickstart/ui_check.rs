@@ -44,6 +44,12 @@ fn login_url(config: &Path) -> String {
 
 /// Runs the browser through `steps`; its JSON answer.
 fn browse(profile: &Path, steps: &Value) -> Value {
+    browse_or(profile, steps, |_| String::new())
+}
+
+/// [`browse`], with `why` adding to a failure's message what the cluster
+/// says (given the browser's answer).
+fn browse_or(profile: &Path, steps: &Value, why: impl Fn(&Value) -> String) -> Value {
     assert!(
         Command::new("chromium")
             .arg("--version")
@@ -69,12 +75,43 @@ fn browse(profile: &Path, steps: &Value) -> Value {
         .unwrap();
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "the browser: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if !out.status.success() {
+        let answer = serde_json::from_str(text.trim()).unwrap_or(Value::Null);
+        panic!(
+            "the browser: {text}{}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            why(&answer)
+        );
+    }
     serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// The journey of pod default/`name` as the apiserver keeps it: each step's
+/// start and end in seconds after `created` (a Unix time), to tell which
+/// component was late when the page was.
+fn journey_times(name: &str, created: f64) -> String {
+    let out = Command::new("curl")
+        .args(["-s", &format!("http://127.0.0.1:8080/ui/api/journey?resource=pods&group=&namespace=default&name={name}")])
+        .output()
+        .expect("curl");
+    let journey: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let Some(steps) = journey["steps"].as_array() else {
+        return format!("the journey: {}", String::from_utf8_lossy(&out.stdout));
+    };
+    let at = |s: &Value, key: &str| s[key].as_f64().unwrap_or(0.0) / 1e9 - created;
+    let lines: Vec<String> = steps
+        .iter()
+        .map(|s| {
+            format!(
+                "{:>8.3} s .. {:>8.3} s  {} {}",
+                at(s, "startUnixNano"),
+                at(s, "endUnixNano"),
+                s["component"].as_str().unwrap_or("?"),
+                s["name"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    format!("the journey now, after its create:\n{}", lines.join("\n"))
 }
 
 /// A JS expression: the pods the page shows on a node, as "ns/name".
@@ -161,10 +198,15 @@ pub fn passes(admin_config: &str) {
             minik8s_testkit::real_kubectl().display())},
         {"mark": "created"},
         {"hash": "#journey/pods/default/ui-journey", "until": journey_done, "since": "created", "within": 5,
-         "name": "journey", "screenshot": shot("admin-journey.png")},
+         "name": "journey", "watch": STEPS, "screenshot": shot("admin-journey.png")},
         {"eval": STEPS, "as": "steps"},
     ]);
-    let admin_view = browse(&dir.path().join("admin"), &steps);
+    let admin_view = browse_or(&dir.path().join("admin"), &steps, |answer| {
+        journey_times(
+            "ui-journey",
+            answer["marks"]["created"].as_f64().unwrap_or(0.0),
+        )
+    });
     let pods: Vec<String> = serde_json::from_value(admin_view["values"]["pods"].clone()).unwrap();
     assert!(pods.iter().any(|p| p == "default/hello"), "{pods:?}");
     assert!(
