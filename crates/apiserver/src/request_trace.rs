@@ -157,13 +157,18 @@ pub fn request_span(
 }
 
 /// The kinds whose work goes on in other components (the scheduler, the
-/// kubelet, a controller that follows): the apiserver keeps their trace
-/// context ([`Contexts`]) for those components to ask for. Any other
-/// object's journey is found by its uid in the store (while kept).
-const CARRIED: [(&str, &str); 4] = [
+/// kubelet, a workload controller that follows while it rolls out): the
+/// apiserver keeps their trace context ([`Contexts`]) for those components
+/// to ask for. Any other object's journey is found by its uid in the store
+/// (while kept).
+const CARRIED: [(&str, &str); 8] = [
     ("", "pods"),
     ("apps", "deployments"),
     ("apps", "replicasets"),
+    ("apps", "statefulsets"),
+    ("apps", "daemonsets"),
+    ("batch", "jobs"),
+    ("leaderworkerset.x-k8s.io", "leaderworkersets"),
     ("discovery.k8s.io", "endpointslices"),
 ];
 

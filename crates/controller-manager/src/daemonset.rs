@@ -248,6 +248,12 @@ impl DaemonSetController {
 impl Reconciler for DaemonSetController {
     const NAME: &'static str = "daemonset";
 
+    async fn trace_context(&self, key: &str) -> Option<String> {
+        let ds = self.sets.get(key)?;
+        let settled = crate::journey::daemonset_settled(&ds);
+        crate::journey::context_unless(&self.client, &ds.metadata, settled).await
+    }
+
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
         let Some(ds) = self.sets.get(key) else {
             self.expectations.forget(key);

@@ -33,6 +33,7 @@ pub mod gc;
 pub mod history;
 pub mod hpa;
 pub mod job;
+pub mod journey;
 /// Leader election (shared with the scheduler; it lives in the client crate).
 pub use minik8s_client::leader;
 pub mod lws;

@@ -346,6 +346,51 @@ async fn a_pods_journey_crosses_the_apiserver_scheduler_and_kubelet_in_one_trace
         "{controllers:?}"
     );
 
+    // A Job's journey: its controller follows the Job's context until it
+    // finished, so its pod's create, scheduling and start are in it.
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "journey"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "main", "image": "minik8s/busybox:latest",
+                "imagePullPolicy": "Never", "command": ["true"]}]}}}});
+    c.client
+        .dynamic(
+            registry::of::<k8s_openapi::api::batch::v1::Job>(),
+            Some("default"),
+        )
+        .create(&job)
+        .await
+        .unwrap();
+    let path = "/ui/api/journey?resource=jobs&group=batch&namespace=default&name=journey";
+    let steps = minik8s_testkit::poll(
+        60,
+        Duration::from_millis(300),
+        "the Job's journey down to its pod's container",
+        || async {
+            let j = c.client.get_json(path).await.unwrap();
+            let steps = j["steps"].as_array().cloned().unwrap_or_default();
+            let started = step_events(&steps, "kubelet")
+                .iter()
+                .any(|e| e == "container started");
+            if started && components_in_order(&steps).contains(&"scheduler".to_string()) {
+                return Ok(steps);
+            }
+            Err(format!("{j:#}"))
+        },
+    )
+    .await;
+    assert!(
+        steps
+            .iter()
+            .any(|s| s["name"] == "reconcile" && s["attributes"]["controller"] == "job"),
+        "{steps:#?}"
+    );
+    assert!(
+        steps.iter().any(|s| s["component"] == "apiserver"
+            && s["attributes"]["verb"] == "create"
+            && s["attributes"]["resource"] == "pods"),
+        "the Job's pod was created in its journey: {steps:#?}"
+    );
+
     // A kind that carries no trace context: its journey by its uid.
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}, "data": {"a": "b"}});
     let cm = c

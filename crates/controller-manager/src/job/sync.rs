@@ -81,6 +81,12 @@ fn time(
 impl Reconciler for JobController {
     const NAME: &'static str = "job";
 
+    async fn trace_context(&self, key: &str) -> Option<String> {
+        let job = self.jobs.get(key)?;
+        let settled = crate::journey::job_settled(&job);
+        crate::journey::context_unless(&self.client, &job.metadata, settled).await
+    }
+
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
         let (ns, name) = key.split_once('/').unwrap_or(("default", key));
         // The Job as stored, not as cached: its counters must never be older

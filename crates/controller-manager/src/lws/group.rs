@@ -521,6 +521,18 @@ enum Restart {
 impl Reconciler for GroupController {
     const NAME: &'static str = "lws-group";
 
+    /// A group's work is in its leader pod's journey until the workers'
+    /// StatefulSet exists (which then follows its own, the same trace).
+    async fn trace_context(&self, key: &str) -> Option<String> {
+        let pod = self.pods.get(key)?;
+        let ns = ns_of(&pod.metadata);
+        let lws = self.sets.get(&format!("{ns}/{}", label(&pod, NAME)?))?;
+        let settled = !is_leader(&pod)
+            || size_of(&lws.spec.leader_worker_template) <= 1
+            || self.statefulsets.get(key).is_some();
+        crate::journey::context_unless(&self.client, &pod.metadata, settled).await
+    }
+
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
         self.metrics.timed(Self::NAME, self.sync(key)).await
     }

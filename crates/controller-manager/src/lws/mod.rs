@@ -413,6 +413,12 @@ fn labelled(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -
 impl Reconciler for LwsController {
     const NAME: &'static str = "leaderworkerset";
 
+    async fn trace_context(&self, key: &str) -> Option<String> {
+        let lws = self.sets.get(key)?;
+        let settled = crate::journey::lws_settled(&lws);
+        crate::journey::context_unless(&self.client, &lws.metadata, settled).await
+    }
+
     /// Converges one LeaderWorkerSet.
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
         self.metrics.timed(Self::NAME, self.sync(key)).await

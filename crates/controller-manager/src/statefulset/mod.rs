@@ -366,6 +366,12 @@ impl StatefulSetController {
 impl Reconciler for StatefulSetController {
     const NAME: &'static str = "statefulset";
 
+    async fn trace_context(&self, key: &str) -> Option<String> {
+        let set = self.sets.get(key)?;
+        let settled = crate::journey::statefulset_settled(&set);
+        crate::journey::context_unless(&self.client, &set.metadata, settled).await
+    }
+
     /// Converges one StatefulSet: revisions, pods, status.
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
         let Some(set) = self.sets.get(key) else {
