@@ -161,7 +161,7 @@ pub fn request_span(
 /// apiserver keeps their trace context ([`Contexts`]) for those components
 /// to ask for. Any other object's journey is found by its uid in the store
 /// (while kept).
-const CARRIED: [(&str, &str); 8] = [
+const CARRIED: [(&str, &str); 9] = [
     ("", "pods"),
     ("apps", "deployments"),
     ("apps", "replicasets"),
@@ -169,6 +169,7 @@ const CARRIED: [(&str, &str); 8] = [
     ("apps", "daemonsets"),
     ("batch", "jobs"),
     ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+    ("disaggregatedset.x-k8s.io", "disaggregatedsets"),
     ("discovery.k8s.io", "endpointslices"),
 ];
 

@@ -4,11 +4,11 @@
 //! while the object rolls out: the pods (or sets) it creates then join the
 //! trace of the user's create, down to the scheduler and the kubelet. Once
 //! settled nothing is traced, so a steady cluster records nothing.
-//! (Deployments and ReplicaSets decide the same beside their controllers.)
 
-use k8s_openapi::api::apps::v1::{DaemonSet, StatefulSet};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use minik8s_api::disaggregatedset::DisaggregatedSet;
 use minik8s_api::lws::LeaderWorkerSet;
 use minik8s_client::Client;
 
@@ -25,6 +25,29 @@ pub async fn context_unless(client: &Client, meta: &ObjectMeta, settled: bool) -
 /// Whether the status has caught up with this generation of the spec.
 fn observed(meta: &ObjectMeta, observed_generation: Option<i64>) -> bool {
     observed_generation.unwrap_or(0) >= meta.generation.unwrap_or(0)
+}
+
+/// Every replica of the new template and ready, and no old one left.
+pub fn deployment_settled(d: &Deployment) -> bool {
+    let want = d.spec.replicas.unwrap_or(1);
+    let Some(s) = &d.status else {
+        return false;
+    };
+    observed(&d.metadata, s.observed_generation)
+        && s.updated_replicas.unwrap_or(0) == want
+        && s.ready_replicas.unwrap_or(0) == want
+        && s.replicas.unwrap_or(0) == want
+}
+
+/// Every replica there and ready.
+pub fn replicaset_settled(rs: &ReplicaSet) -> bool {
+    let want = rs.spec.replicas.unwrap_or(1);
+    let Some(s) = &rs.status else {
+        return false;
+    };
+    observed(&rs.metadata, s.observed_generation)
+        && s.replicas == want
+        && s.ready_replicas.unwrap_or(0) == want
 }
 
 /// Every replica updated and ready.
@@ -71,10 +94,55 @@ pub fn lws_settled(lws: &LeaderWorkerSet) -> bool {
         && s.updated_replicas == want
 }
 
+/// Every role's groups ready and updated: its controller says Available
+/// for this generation.
+pub fn disaggregatedset_settled(ds: &DisaggregatedSet) -> bool {
+    let Some(s) = &ds.status else {
+        return false;
+    };
+    observed(&ds.metadata, s.observed_generation)
+        && s.conditions
+            .iter()
+            .any(|c| c.type_ == "Available" && c.status == "True")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::{from_value, json};
+
+    #[test]
+    fn a_deployment_rolls_out_until_every_replica_is_new_and_ready_and_the_old_are_gone() {
+        let d = |replicas: i32, updated: i32, ready: i32| -> Deployment {
+            from_value(
+                json!({"metadata": {"generation": 3}, "spec": {"replicas": 2,
+                "selector": {}, "template": {}}, "status": {"observedGeneration": 3,
+                "replicas": replicas, "updatedReplicas": updated, "readyReplicas": ready}}),
+            )
+            .unwrap()
+        };
+        assert!(deployment_settled(&d(2, 2, 2)));
+        assert!(!deployment_settled(&d(3, 2, 2)), "an old pod still there");
+        assert!(!deployment_settled(&d(2, 1, 2)));
+        assert!(!deployment_settled(&d(2, 2, 1)));
+    }
+
+    #[test]
+    fn a_replicaset_is_followed_until_its_replicas_are_ready() {
+        let rs = |observed: i64, ready: i32| -> ReplicaSet {
+            from_value(
+                json!({"metadata": {"generation": 2}, "spec": {"replicas": 2, "selector": {}},
+                "status": {"observedGeneration": observed, "replicas": 2, "readyReplicas": ready}}),
+            )
+            .unwrap()
+        };
+        assert!(replicaset_settled(&rs(2, 2)));
+        assert!(
+            !replicaset_settled(&rs(1, 2)),
+            "its status is of an older spec"
+        );
+        assert!(!replicaset_settled(&rs(2, 1)));
+    }
 
     #[test]
     fn a_statefulset_rolls_out_until_every_replica_is_updated_and_ready() {
@@ -139,5 +207,18 @@ mod tests {
         };
         assert!(lws_settled(&lws(2)));
         assert!(!lws_settled(&lws(1)));
+    }
+
+    #[test]
+    fn a_disaggregatedset_rolls_out_until_available_for_its_generation() {
+        let ds = |observed: i64, available: &str| -> DisaggregatedSet {
+            from_value(json!({"metadata": {"generation": 2}, "spec": {"roles": []},
+                "status": {"observedGeneration": observed, "conditions": [{"type": "Available",
+                    "status": available, "reason": "r", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}))
+            .unwrap()
+        };
+        assert!(disaggregatedset_settled(&ds(2, "True")));
+        assert!(!disaggregatedset_settled(&ds(2, "False")));
+        assert!(!disaggregatedset_settled(&ds(1, "True")));
     }
 }

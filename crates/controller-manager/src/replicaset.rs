@@ -437,16 +437,8 @@ impl Reconciler for ReplicaSetController {
 
     async fn trace_context(&self, key: &str) -> Option<String> {
         let rs = self.sets.get(key)?;
-        let want = rs.spec.replicas.unwrap_or(1);
-        let s = rs.status.clone().unwrap_or_default();
-        let settled = s.observed_generation >= rs.metadata.generation
-            && s.replicas == want
-            && s.ready_replicas.unwrap_or(0) == want;
-        if settled {
-            return None;
-        }
-        let uid = rs.metadata.uid.as_deref().unwrap_or("");
-        minik8s_client::traces::context_of(&self.client, uid).await
+        let settled = crate::journey::replicaset_settled(&rs);
+        crate::journey::context_unless(&self.client, &rs.metadata, settled).await
     }
 
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {

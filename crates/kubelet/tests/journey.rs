@@ -391,6 +391,72 @@ async fn a_pods_journey_crosses_the_apiserver_scheduler_and_kubelet_in_one_trace
         "the Job's pod was created in its journey: {steps:#?}"
     );
 
+    // A DisaggregatedSet's journey: its roles' LeaderWorkerSets, the
+    // leaders' StatefulSets and pods, the prefill group's workers'
+    // StatefulSet and pod, down to the three containers (each controller
+    // follows while it rolls out).
+    let ds = json!({"apiVersion": "disaggregatedset.x-k8s.io/v1", "kind": "DisaggregatedSet",
+        "metadata": {"name": "journey"},
+        "spec": {"roles": [
+            {"name": "prefill", "spec": {"replicas": 1, "leaderWorkerTemplate": {
+                "size": 2, "workerTemplate": {"spec": sleeper("x")["spec"]}}}},
+            {"name": "decode", "spec": {"replicas": 1, "leaderWorkerTemplate": {
+                "size": 1, "workerTemplate": {"spec": sleeper("x")["spec"]}}}}]}});
+    c.client
+        .dynamic(
+            registry::of::<minik8s_api::disaggregatedset::DisaggregatedSet>(),
+            Some("default"),
+        )
+        .create(&ds)
+        .await
+        .unwrap();
+    let path = "/ui/api/journey?resource=disaggregatedsets&group=disaggregatedset.x-k8s.io&namespace=default&name=journey";
+    let steps = minik8s_testkit::poll(
+        60,
+        Duration::from_millis(300),
+        "the DisaggregatedSet's journey down to its three containers",
+        || async {
+            let j = c.client.get_json(path).await.unwrap();
+            let steps = j["steps"].as_array().cloned().unwrap_or_default();
+            let started = step_events(&steps, "kubelet")
+                .iter()
+                .filter(|e| *e == "container started")
+                .count();
+            if started >= 3 {
+                return Ok(steps);
+            }
+            Err(format!("{j:#}"))
+        },
+    )
+    .await;
+    let created: BTreeSet<&str> = steps
+        .iter()
+        .filter(|s| s["component"] == "apiserver" && s["attributes"]["verb"] == "create")
+        .filter_map(|s| s["attributes"]["resource"].as_str())
+        .collect();
+    for kind in ["leaderworkersets", "statefulsets", "pods"] {
+        assert!(
+            created.contains(kind),
+            "{kind} created in the journey: {created:?}"
+        );
+    }
+    let controllers: BTreeSet<&str> = steps
+        .iter()
+        .filter(|s| s["name"] == "reconcile")
+        .filter_map(|s| s["attributes"]["controller"].as_str())
+        .collect();
+    for controller in [
+        "disaggregatedset",
+        "leaderworkerset",
+        "lws-group",
+        "statefulset",
+    ] {
+        assert!(
+            controllers.contains(controller),
+            "{controller}: {controllers:?}"
+        );
+    }
+
     // A kind that carries no trace context: its journey by its uid.
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}, "data": {"a": "b"}});
     let cm = c

@@ -34,17 +34,8 @@ impl Reconciler for DeploymentController {
 
     async fn trace_context(&self, key: &str) -> Option<String> {
         let d = self.deployments.get(key)?;
-        let want = d.spec.replicas.unwrap_or(1);
-        let s = d.status.clone().unwrap_or_default();
-        let settled = s.observed_generation >= d.metadata.generation
-            && s.updated_replicas.unwrap_or(0) == want
-            && s.ready_replicas.unwrap_or(0) == want
-            && s.replicas.unwrap_or(0) == want;
-        if settled {
-            return None;
-        }
-        let uid = d.metadata.uid.as_deref().unwrap_or("");
-        minik8s_client::traces::context_of(&self.client, uid).await
+        let settled = crate::journey::deployment_settled(&d);
+        crate::journey::context_unless(&self.client, &d.metadata, settled).await
     }
 
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {

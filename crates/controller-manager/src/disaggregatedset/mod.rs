@@ -545,6 +545,12 @@ fn owned(
 impl Reconciler for DisaggregatedSetController {
     const NAME: &'static str = "disaggregatedset";
 
+    async fn trace_context(&self, key: &str) -> Option<String> {
+        let ds = self.sets.get(key)?;
+        let settled = crate::journey::disaggregatedset_settled(&ds);
+        crate::journey::context_unless(&self.client, &ds.metadata, settled).await
+    }
+
     async fn reconcile(&self, key: &str) -> Result<Action, ClientError> {
         self.metrics.timed(Self::NAME, self.sync(key)).await
     }
