@@ -142,17 +142,118 @@ impl Dockerd {
     }
 }
 
-impl Drop for Dockerd {
-    fn drop(&mut self) {
-        let ids = self.docker(&["ps", "-aq"]);
+impl Dockerd {
+    /// `docker args` against this daemon for at most `secs` seconds: its
+    /// output, or None when the daemon did not answer in time.
+    fn docker_within(&self, secs: u32, args: &[&str]) -> Option<String> {
+        let out = Command::new("timeout")
+            .args(["--kill-after=5", &secs.to_string(), "docker", "-H"])
+            .arg(&self.socket)
+            .args(args)
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        // timeout(1) exits 124 when it stopped the command (137 if killed).
+        (!matches!(out.status.code(), Some(124) | Some(137)))
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    /// Removes the containers and the networks; false when the daemon hung
+    /// (docker 20.10's libnetwork can deadlock removing many containers at
+    /// once: a test that passed must not then wait for ever).
+    fn clean_up(&self) -> bool {
+        let Some(ids) = self.docker_within(60, &["ps", "-aq"]) else {
+            return false;
+        };
         if !ids.is_empty() {
             let mut args = vec!["rm", "-f"];
             args.extend(ids.lines());
-            self.docker(&args);
+            if self.docker_within(120, &args).is_none() {
+                return false;
+            }
         }
         // dockerd leaves its bridges behind when it stops; a stale bridge on the
         // same subnet would take the route of a later test's pod network.
-        self.docker(&["network", "prune", "-f"]);
+        self.docker_within(60, &["network", "prune", "-f"])
+            .is_some()
+    }
+
+    /// Kills a hung daemon, its containerd and the shims of its containerd
+    /// namespace with what runs under them.
+    fn kill_hung(&self) {
+        let ns = self
+            .dir
+            .path()
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
+        let shims = processes()
+            .into_iter()
+            .filter(|(_, _, cmdline)| {
+                cmdline.contains("containerd-shim") && cmdline.contains(&format!(" {ns} "))
+            })
+            .map(|(pid, _, _)| pid);
+        let mut doomed: Vec<u32> = std::iter::once(self.child.id()).chain(shims).collect();
+        doomed = descendants(&doomed);
+        eprintln!(
+            "dockerd {} hung removing its containers: killing it and {} processes under it",
+            self.socket,
+            doomed.len() - 1
+        );
+        for pid in doomed {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+    }
+}
+
+/// Every process: (pid, parent pid, command line with spaces between its
+/// arguments and at both ends).
+fn processes() -> Vec<(u32, u32, String)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The parent follows the command name, which may hold spaces: after ')'.
+        let ppid = stat
+            .rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let cmdline = format!(" {} ", cmdline.trim_end());
+        Some((pid, ppid, cmdline))
+    })
+    .collect()
+}
+
+/// `roots` and every process under them.
+fn descendants(roots: &[u32]) -> Vec<u32> {
+    let all = processes();
+    let mut found = roots.to_vec();
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        for (pid, ppid, _) in &all {
+            if *ppid == parent && !found.contains(pid) {
+                found.push(*pid);
+            }
+        }
+        i += 1;
+    }
+    found
+}
+
+impl Drop for Dockerd {
+    fn drop(&mut self) {
+        if !self.clean_up() {
+            self.kill_hung();
+        }
         let _ = Command::new("kill")
             .arg(self.child.id().to_string())
             .status();
@@ -201,4 +302,36 @@ pub fn free_pod_cidr() -> String {
         }
     }
     panic!("no free /24 left in 10.200.0.0-10.254.255.0 on this host");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hung_daemons_processes_are_found_down_to_its_grandchildren() {
+        let mut shell = Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 31 & wait"])
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let found = loop {
+            let found = descendants(&[shell.id()]);
+            if found.len() == 3 || Instant::now() > deadline {
+                break found;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let all = processes();
+        let line = |pid: &u32| all.iter().find(|(p, _, _)| p == pid).unwrap().2.clone();
+        let mut lines: Vec<String> = found[1..].iter().map(line).collect();
+        lines.sort();
+        let _ = shell.kill();
+        let _ = shell.wait();
+        for pid in &found[1..] {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
+        assert_eq!(found[0], shell.id());
+        assert_eq!(lines, [" sleep 30 ", " sleep 31 "]);
+    }
 }
