@@ -120,6 +120,25 @@ fn step_events(steps: &[Value], component: &str) -> Vec<String> {
 
 /// An HTTPS client that trusts the cluster CA, with no credentials of its
 /// own (cookies kept, redirects not followed).
+/// The journey at `path` (`/ui/api/journey?...`) once `done` finds its
+/// steps complete (they keep arriving from every component for a while).
+async fn journey_until(
+    client: &Client,
+    path: &str,
+    what: &str,
+    done: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    minik8s_testkit::poll(60, Duration::from_millis(300), what, || async {
+        let j = client.get_json(path).await.unwrap();
+        let steps = j["steps"].as_array().cloned().unwrap_or_default();
+        if done(&steps) {
+            return Ok(steps);
+        }
+        Err(format!("{j:#}"))
+    })
+    .await
+}
+
 fn browser(c: &Cluster) -> reqwest::Client {
     let ca = std::fs::read(c.server.config.data_dir.join("pki/ca.crt")).unwrap();
     reqwest::Client::builder()
@@ -293,31 +312,21 @@ async fn a_pods_journey_crosses_the_apiserver_scheduler_and_kubelet_in_one_trace
     );
     deployments.create(&deploy).await.unwrap();
     let path = "/ui/api/journey?resource=deployments&group=apps&namespace=default&name=journey";
-    let steps = minik8s_testkit::poll(
-        60,
-        Duration::from_millis(300),
-        "the Deployment's journey down to its pod's container",
-        || async {
-            let j = c.client.get_json(path).await.unwrap();
-            let steps = j["steps"].as_array().cloned().unwrap_or_default();
-            let components: BTreeSet<String> = components_in_order(&steps).into_iter().collect();
-            let all: BTreeSet<String> = ["apiserver", "controller-manager", "scheduler", "kubelet"]
-                .map(String::from)
-                .into();
-            let endpoints = steps
+    let what = "the Deployment's journey down to its pod's container";
+    let steps = journey_until(&c.client, path, what, |steps| {
+        let components: BTreeSet<String> = components_in_order(steps).into_iter().collect();
+        let all: BTreeSet<String> = ["apiserver", "controller-manager", "scheduler", "kubelet"]
+            .map(String::from)
+            .into();
+        let endpoints = steps
+            .iter()
+            .any(|s| s["name"] == "endpoints" && s["component"] == "controller-manager");
+        all.is_subset(&components)
+            && endpoints
+            && step_events(steps, "kubelet")
                 .iter()
-                .any(|s| s["name"] == "endpoints" && s["component"] == "controller-manager");
-            if all.is_subset(&components)
-                && endpoints
-                && step_events(&steps, "kubelet")
-                    .iter()
-                    .any(|e| e == "container started")
-            {
-                return Ok(steps);
-            }
-            Err(format!("{j:#}"))
-        },
-    )
+                .any(|e| e == "container started")
+    })
     .await;
     let creates: Vec<&str> = steps
         .iter()
@@ -361,22 +370,13 @@ async fn a_pods_journey_crosses_the_apiserver_scheduler_and_kubelet_in_one_trace
         .await
         .unwrap();
     let path = "/ui/api/journey?resource=jobs&group=batch&namespace=default&name=journey";
-    let steps = minik8s_testkit::poll(
-        60,
-        Duration::from_millis(300),
-        "the Job's journey down to its pod's container",
-        || async {
-            let j = c.client.get_json(path).await.unwrap();
-            let steps = j["steps"].as_array().cloned().unwrap_or_default();
-            let started = step_events(&steps, "kubelet")
-                .iter()
-                .any(|e| e == "container started");
-            if started && components_in_order(&steps).contains(&"scheduler".to_string()) {
-                return Ok(steps);
-            }
-            Err(format!("{j:#}"))
-        },
-    )
+    let what = "the Job's journey down to its pod's container";
+    let steps = journey_until(&c.client, path, what, |steps| {
+        let started = step_events(steps, "kubelet")
+            .iter()
+            .any(|e| e == "container started");
+        started && components_in_order(steps).contains(&"scheduler".to_string())
+    })
     .await;
     assert!(
         steps
@@ -411,23 +411,14 @@ async fn a_pods_journey_crosses_the_apiserver_scheduler_and_kubelet_in_one_trace
         .await
         .unwrap();
     let path = "/ui/api/journey?resource=disaggregatedsets&group=disaggregatedset.x-k8s.io&namespace=default&name=journey";
-    let steps = minik8s_testkit::poll(
-        60,
-        Duration::from_millis(300),
-        "the DisaggregatedSet's journey down to its three containers",
-        || async {
-            let j = c.client.get_json(path).await.unwrap();
-            let steps = j["steps"].as_array().cloned().unwrap_or_default();
-            let started = step_events(&steps, "kubelet")
-                .iter()
-                .filter(|e| *e == "container started")
-                .count();
-            if started >= 3 {
-                return Ok(steps);
-            }
-            Err(format!("{j:#}"))
-        },
-    )
+    let what = "the DisaggregatedSet's journey down to its three containers";
+    let steps = journey_until(&c.client, path, what, |steps| {
+        let started = step_events(steps, "kubelet")
+            .iter()
+            .filter(|e| *e == "container started")
+            .count();
+        started >= 3
+    })
     .await;
     let created: BTreeSet<&str> = steps
         .iter()
